@@ -1,0 +1,546 @@
+/*
+ * weft.h — the one public header of weft, a distributed-training system in C.
+ *
+ * Conventions (as in uv.h and sqlite3.h):
+ *   - every function that can fail returns int: 0 on success, a negative
+ *     WEFT_E* code on failure; weft_strerror() names the code and
+ *     weft_comm_error() gives the communicator's last message, which names
+ *     the peer, the operation and the cause;
+ *   - no global state: everything hangs off a handle;
+ *   - counts are in elements of the given dtype, never bytes.
+ */
+#ifndef WEFT_H
+#define WEFT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define WEFT_VERSION_MAJOR 0
+#define WEFT_VERSION_MINOR 1
+#define WEFT_VERSION_PATCH 0
+#define WEFT_VERSION_STRING "0.1.0"
+
+/* ---- errors ------------------------------------------------------------ */
+
+enum {
+    WEFT_OK = 0,
+    WEFT_EINVAL = -1,     /* bad argument: NULL pointer, bad dtype/op/root, overflow */
+    WEFT_ENOMEM = -2,     /* allocation failed */
+    WEFT_ESYS = -3,       /* a system call failed (errno in the message) */
+    WEFT_ETIMEDOUT = -4,  /* a wait ran past its timeout */
+    WEFT_EPEER = -5,      /* a peer closed its connection or died */
+    WEFT_EPROTO = -6,     /* malformed frame or store message on the wire */
+    WEFT_EMISMATCH = -7,  /* peer is in a different collective or count */
+    WEFT_ECONFIG = -8,    /* missing or contradictory configuration */
+    WEFT_EABORTED = -9,   /* the communicator was aborted */
+    WEFT_ENOTSUP = -10,   /* operation/algorithm not supported here */
+    WEFT_EAUTH = -11,     /* peer failed to prove the job secret */
+    WEFT_EIO = -12        /* file I/O failed or a file is malformed */
+};
+
+const char *weft_strerror(int err);
+const char *weft_version(void);
+
+/* ---- data types and reduction operators --------------------------------- */
+
+typedef enum {
+    WEFT_F32 = 0,
+    WEFT_F64,
+    WEFT_F16,
+    WEFT_BF16,
+    WEFT_I8,
+    WEFT_U8,
+    WEFT_I32,
+    WEFT_I64,
+    WEFT_DTYPE_COUNT
+} weft_dtype;
+
+/* Integer WEFT_AVG is the wrapped sum divided by the rank count, truncated
+ * toward zero; f16/bf16 are widened to f32 for every reduction step and
+ * rounded (nearest-even) once per step. */
+typedef enum {
+    WEFT_SUM = 0,
+    WEFT_PROD,
+    WEFT_MIN,
+    WEFT_MAX,
+    WEFT_AVG,
+    WEFT_OP_COUNT
+} weft_op;
+
+size_t weft_dtype_size(weft_dtype t);       /* 0 for an unknown dtype */
+const char *weft_dtype_name(weft_dtype t);  /* "f32", ... ; NULL if unknown */
+const char *weft_op_name(weft_op op);       /* "sum", ... ; NULL if unknown */
+int weft_dtype_parse(const char *s, weft_dtype *out);
+int weft_op_parse(const char *s, weft_op *out);
+
+/* ---- algorithms ---------------------------------------------------------- */
+
+typedef enum {
+    WEFT_ALGO_AUTO = 0, /* chosen per call by the cost model */
+    WEFT_ALGO_NAIVE,    /* everyone sends everything: the baseline */
+    WEFT_ALGO_RING,     /* chunked, pipelined ring */
+    WEFT_ALGO_TREE,     /* double binary tree */
+    WEFT_ALGO_RD,       /* recursive doubling */
+    WEFT_ALGO_RABENSEIFNER,
+    WEFT_ALGO_HIER,
+    WEFT_ALGO_COUNT
+} weft_algo;
+
+const char *weft_algo_name(weft_algo a);
+int weft_algo_parse(const char *s, weft_algo *out);
+
+/* ---- communicators -------------------------------------------------------- */
+
+typedef struct weft_comm weft_comm;
+
+typedef struct {
+    int rank;                /* 0 .. world_size-1 */
+    int world_size;
+    int local_rank;          /* -1: unknown */
+    const char *master_addr; /* rendezvous store host; NULL: 127.0.0.1 */
+    int master_port;         /* rendezvous store port */
+    int host_store;          /* 1: this rank serves the store (default: rank 0
+                                unless WEFT_STORE_EXTERNAL=1) ; -1: default */
+    const char *ifname;      /* interface for data sockets; NULL: the one that
+                                reaches the store */
+    weft_algo algo;          /* default algorithm for every collective */
+    double timeout_s;        /* collectives; <= 0: 300 s */
+    double connect_timeout_s;/* rendezvous; <= 0: 60 s */
+    const char *job_secret;  /* NULL: WEFT_JOB_SECRET or none */
+} weft_config;
+
+/* Fill cfg with defaults, then overlay the environment: WEFT_RANK /
+ * WEFT_WORLD_SIZE / WEFT_LOCAL_RANK / WEFT_MASTER_ADDR / WEFT_MASTER_PORT, and
+ * equally torchrun's RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR /
+ * MASTER_PORT, Open MPI's OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK}, Slurm's
+ * SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID and PMI_RANK / PMI_SIZE;
+ * WEFT_ALGO, WEFT_TIMEOUT, WEFT_SOCKET_IFNAME. The strings point into the
+ * environment. Returns WEFT_ECONFIG when rank or size cannot be found. */
+int weft_config_from_env(weft_config *cfg);
+void weft_config_default(weft_config *cfg);
+
+int weft_comm_init(weft_comm **out, const weft_config *cfg);
+int weft_comm_init_env(weft_comm **out);
+/* Collective over c: ranks with the same color form a new communicator,
+ * ordered by (key, old rank). color < 0: this rank joins none (*out = NULL). */
+int weft_comm_split(weft_comm *c, int color, int key, weft_comm **out);
+int weft_comm_rank(const weft_comm *c);
+int weft_comm_size(const weft_comm *c);
+int weft_comm_local_rank(const weft_comm *c);
+/* Destroy: every rank calls it; c may be NULL. Children of a split may be
+ * destroyed in any order; the world communicator that serves the store must
+ * be destroyed last. */
+int weft_comm_destroy(weft_comm *c);
+/* Last error message on this communicator ("" when none). */
+const char *weft_comm_error(const weft_comm *c);
+int weft_comm_set_algo(weft_comm *c, weft_algo a);
+weft_algo weft_comm_algo(const weft_comm *c);
+
+/* ---- collectives ------------------------------------------------------------
+ * All blocking. In place when send == recv (for gather/allgather in place
+ * means send == recv + rank*count elements, as in MPI_IN_PLACE; the same
+ * holds when send == recv exactly). count is per rank for gather, scatter,
+ * allgather, reduce_scatter and alltoall. */
+
+int weft_send(weft_comm *c, const void *buf, size_t count, weft_dtype t, int peer);
+int weft_recv(weft_comm *c, void *buf, size_t count, weft_dtype t, int peer);
+int weft_barrier(weft_comm *c);
+int weft_broadcast(weft_comm *c, void *buf, size_t count, weft_dtype t, int root);
+/* recv is only written on root; it may be NULL elsewhere. */
+int weft_reduce(weft_comm *c, const void *send, void *recv, size_t count,
+                weft_dtype t, weft_op op, int root);
+int weft_allreduce(weft_comm *c, const void *send, void *recv, size_t count,
+                   weft_dtype t, weft_op op);
+/* recv holds size*count elements on root; may be NULL elsewhere. */
+int weft_gather(weft_comm *c, const void *send, void *recv, size_t count,
+                weft_dtype t, int root);
+/* send holds size*count elements on root; may be NULL elsewhere. */
+int weft_scatter(weft_comm *c, const void *send, void *recv, size_t count,
+                 weft_dtype t, int root);
+int weft_allgather(weft_comm *c, const void *send, void *recv, size_t count,
+                   weft_dtype t);
+/* send holds size*count elements; recv gets this rank's reduced block. */
+int weft_reduce_scatter(weft_comm *c, const void *send, void *recv, size_t count,
+                        weft_dtype t, weft_op op);
+int weft_alltoall(weft_comm *c, const void *send, void *recv, size_t count,
+                  weft_dtype t);
+
+/* Same, with an explicit algorithm for this call (WEFT_ALGO_AUTO: the
+ * communicator's default). */
+typedef enum {
+    WEFT_COLL_SEND = 1, WEFT_COLL_RECV, WEFT_COLL_BARRIER, WEFT_COLL_BROADCAST,
+    WEFT_COLL_REDUCE, WEFT_COLL_ALLREDUCE, WEFT_COLL_GATHER, WEFT_COLL_SCATTER,
+    WEFT_COLL_ALLGATHER, WEFT_COLL_REDUCE_SCATTER, WEFT_COLL_ALLTOALL,
+    WEFT_COLL_KIND_COUNT
+} weft_coll_kind;
+const char *weft_coll_name(weft_coll_kind k);
+
+typedef struct {
+    weft_coll_kind kind;
+    const void *send;
+    void *recv;
+    size_t count;
+    weft_dtype dtype;
+    weft_op op;
+    int root;       /* root, or peer for send/recv */
+    weft_algo algo;
+} weft_coll_args;
+int weft_collective(weft_comm *c, const weft_coll_args *a);
+
+/* ==== training engine (src/train) ======================================= */
+/* (declarations of weft_model_*, weft_optim_*, weft_data_*, weft_ckpt_* go here) */
+/* -- models -- */
+
+/* A model owns one flat fp32 parameter buffer and one gradient buffer of the
+ * same length, split into named tensors (weft_model_tensor_info); this is
+ * what data parallelism all-reduces, ZeRO shards and checkpoints save as
+ * ranges. Weights are stored as in torch.nn.Linear: [out, in], row-major. */
+typedef struct weft_model weft_model;
+
+typedef enum { WEFT_MODEL_MLP = 1, WEFT_MODEL_GPT = 2 } weft_model_type;
+typedef enum { WEFT_ACT_RELU = 0, WEFT_ACT_GELU = 1 } weft_activation;
+typedef enum { WEFT_PREC_FP32 = 0, WEFT_PREC_BF16 = 1 } weft_precision;
+
+#define WEFT_MLP_MAX_WIDTHS 9   /* input + up to 7 hidden + classes */
+
+/* Plain int32 fields only, so a checkpoint can store it field by field. */
+typedef struct {
+    int32_t type;        /* weft_model_type */
+    /* MLP: widths[0] inputs, widths[n_widths-1] classes; hidden layers use
+     * `activation`. */
+    int32_t n_widths;    /* 2 .. WEFT_MLP_MAX_WIDTHS */
+    int32_t widths[WEFT_MLP_MAX_WIDTHS];
+    int32_t activation;  /* weft_activation */
+    /* GPT (pre-LayerNorm, GELU-tanh MLP of width 4*d_model, tied token
+     * embedding / output projection, no dropout). */
+    int32_t vocab;
+    int32_t ctx;         /* longest sequence (positions) */
+    int32_t n_layer;
+    int32_t n_head;      /* divides d_model */
+    int32_t d_model;
+} weft_model_config;
+
+/* "mlp:784-512-512-10", "mlp:784-128-10:gelu",
+ * "gpt:vocab=256,ctx=64,layers=2,heads=4,dim=64" (keys in any order). */
+int weft_model_config_parse(const char *s, weft_model_config *cfg);
+/* Writes the same syntax; returns the length as snprintf does. */
+int weft_model_config_format(const weft_model_config *cfg, char *buf, size_t len);
+/* WEFT_EINVAL when a field is out of range. */
+int weft_model_config_check(const weft_model_config *cfg);
+
+/* Parameters are initialised from seed (same seed: same weights, on any
+ * machine and world size): MLP as torch.nn.Linear (uniform +-1/sqrt(in)),
+ * GPT as GPT-2 (normal 0.02, residual projections 0.02/sqrt(2*n_layer),
+ * zero biases, unit LayerNorm gains). Gradients start at zero. Threads for
+ * the matmuls: WEFT_THREADS, else cores / WEFT_LOCAL_SIZE, at least 1. */
+int weft_model_create(weft_model **out, const weft_model_config *cfg, uint64_t seed);
+void weft_model_destroy(weft_model *m);
+const weft_model_config *weft_model_config_of(const weft_model *m);
+int weft_model_init_params(weft_model *m, uint64_t seed);
+
+float *weft_model_params(weft_model *m, size_t *n);
+float *weft_model_grads(weft_model *m, size_t *n);
+
+typedef struct {
+    const char *name;    /* "layers.0.weight", "blocks.1.attn.qkv.weight", ... */
+    size_t offset;       /* first element in the flat buffers */
+    size_t numel;
+    int ndim;            /* 1 or 2 */
+    int shape[4];
+} weft_tensor_info;
+int weft_model_tensor_count(const weft_model *m);
+int weft_model_tensor_info(const weft_model *m, int i, weft_tensor_info *out);
+/* Index of the tensor called name, or WEFT_EINVAL. */
+int weft_model_tensor_find(const weft_model *m, const char *name);
+
+int weft_model_set_precision(weft_model *m, weft_precision p);
+weft_precision weft_model_precision(const weft_model *m);
+/* n <= 0: the default above. */
+int weft_model_set_threads(weft_model *m, int n);
+int weft_model_threads(const weft_model *m);
+/* Matmul backend: "openblas" (default when built with it) or "portable";
+ * WEFT_MATMUL in the environment picks it at create. WEFT_ENOTSUP when
+ * the library was built without OpenBLAS. */
+int weft_model_set_matmul(weft_model *m, const char *name);
+const char *weft_model_matmul_name(const weft_model *m);
+
+/* Forward pass. MLP: inputs is float[batch * widths[0]], seq is ignored;
+ * GPT: inputs is int32 tokens[batch * seq], 1 <= seq <= ctx. targets:
+ * int32[batch] (MLP) or int32[batch * seq] (GPT, next tokens); a target of
+ * -1 is ignored; NULL computes logits only. *loss (may be NULL) gets the
+ * mean cross-entropy over the counted targets. Activations stay in the
+ * model for backward until the next forward. */
+int weft_model_forward(weft_model *m, const void *inputs, const int32_t *targets,
+                       int batch, int seq, float *loss);
+/* Adds d(mean loss)/d(params) of the last forward (which needs targets) to
+ * the gradient buffer: call weft_model_zero_grad first, or not, to
+ * accumulate micro-batches (then scale the gradients by 1/k). */
+int weft_model_backward(weft_model *m);
+int weft_model_zero_grad(weft_model *m);
+/* Logits of the last forward: rows = batch (MLP) or batch*seq (GPT),
+ * cols = classes or vocab. Valid until the next forward. */
+const float *weft_model_logits(const weft_model *m, int *rows, int *cols);
+/* Number of rows of the last forward whose argmax equals targets[row]
+ * (rows with target -1 are not counted). */
+int weft_model_count_correct(const weft_model *m, const int32_t *targets);
+
+/* -- random numbers (xoshiro256**; plain state so checkpoints can save it) -- */
+typedef struct { uint64_t s[4]; } weft_rng;
+void weft_rng_seed(weft_rng *r, uint64_t seed);
+uint64_t weft_rng_next(weft_rng *r);
+float weft_rng_uniform(weft_rng *r);          /* [0, 1) */
+float weft_rng_normal(weft_rng *r);           /* mean 0, sd 1 */
+uint64_t weft_rng_below(weft_rng *r, uint64_t n); /* [0, n), n > 0 */
+
+/* GPT text generation: tokens[0..n_prompt) is the prompt; fills
+ * tokens[n_prompt..n_total). Each step runs the last ctx tokens through the
+ * model. temperature <= 0: greedy; top_k <= 0: whole vocabulary. */
+int weft_model_generate(weft_model *m, int32_t *tokens, int n_prompt, int n_total,
+                        float temperature, int top_k, weft_rng *rng);
+
+/* -- optimisers -- */
+
+typedef enum { WEFT_OPTIM_SGD = 1, WEFT_OPTIM_ADAMW = 2 } weft_optim_kind;
+
+typedef struct {
+    int32_t kind;          /* weft_optim_kind */
+    float momentum;        /* SGD; 0: plain SGD */
+    int32_t nesterov;      /* SGD */
+    float weight_decay;    /* SGD: L2 added to the gradient (as torch.optim.SGD);
+                              AdamW: decoupled (as torch.optim.AdamW) */
+    float beta1, beta2, eps; /* AdamW */
+} weft_optim_config;
+/* SGD: momentum 0.9, nesterov 0, weight_decay 0; AdamW: 0.9, 0.999, 1e-8,
+ * weight_decay 0.01 (torch's defaults). */
+void weft_optim_config_default(weft_optim_config *c, weft_optim_kind kind);
+
+/* An optimiser keeps state (SGD: momentum; AdamW: m and v) for elements
+ * [base, base + n) of a flat parameter buffer: the whole model (base 0,
+ * n = all) or one rank's shard (ZeRO). State starts at zero. */
+typedef struct weft_optim weft_optim;
+int weft_optim_create(weft_optim **out, const weft_optim_config *cfg, size_t base, size_t n);
+void weft_optim_destroy(weft_optim *o);
+const weft_optim_config *weft_optim_config_of(const weft_optim *o);
+/* Updates elements [lo, lo + n) (inside the state's range): params[0] and
+ * grads[0] are element lo. Uses step number weft_optim_steps(o) + 1 and does
+ * not advance it, so one step may be done as several ranges. */
+int weft_optim_update(weft_optim *o, float *params, const float *grads,
+                      size_t lo, size_t n, float lr);
+int weft_optim_advance(weft_optim *o);  /* steps += 1 */
+/* The usual case: update the whole state range (params and grads point at
+ * element base) and advance. */
+int weft_optim_step(weft_optim *o, float *params, const float *grads, float lr);
+int64_t weft_optim_steps(const weft_optim *o);
+int weft_optim_set_steps(weft_optim *o, int64_t steps);
+void weft_optim_range(const weft_optim *o, size_t *base, size_t *n);
+/* State buffers, each n floats: SGD 1 ("momentum", 0 if momentum == 0),
+ * AdamW 2 ("exp_avg", "exp_avg_sq"). */
+int weft_optim_state_count(const weft_optim *o);
+float *weft_optim_state(weft_optim *o, int i, const char **name);
+
+/* Sum of squares (in double) of g[0..n): add these over shards, then
+ * weft_clip_scale(sqrt(total), max_norm) is the factor to scale by. */
+double weft_sumsq(const float *g, size_t n);
+float weft_clip_scale(double norm, float max_norm);
+void weft_scale(float *g, size_t n, float s);
+/* Whole-buffer clipping (torch.nn.utils.clip_grad_norm_): returns in *norm
+ * the norm before clipping. max_norm <= 0: only measure. */
+int weft_clip_grad_norm(float *g, size_t n, float max_norm, float *norm);
+
+typedef enum { WEFT_LR_CONSTANT = 0, WEFT_LR_COSINE = 1 } weft_lr_kind;
+typedef struct {
+    int32_t kind;     /* weft_lr_kind */
+    float lr;         /* peak */
+    float min_lr;     /* cosine floor */
+    int32_t warmup;   /* steps of linear warm-up: lr * (step+1) / warmup */
+    int32_t total;    /* cosine reaches min_lr at this step and stays */
+} weft_lr_schedule;
+/* step counts from 0. */
+float weft_lr_at(const weft_lr_schedule *s, int64_t step);
+/* -- data and checkpoints -- */
+
+/* A dataset is an indexed set of samples. Sample i depends only on the
+ * dataset (its files, or its generator's seed), never on ranks. */
+typedef struct weft_dataset weft_dataset;
+
+typedef enum {
+    WEFT_DATA_IMAGE = 1, /* x: x_dim floats in [0,1]; y: one class label */
+    WEFT_DATA_SEQ = 2    /* x: x_dim tokens; y: the token after each of them */
+} weft_data_kind;
+
+typedef struct {
+    weft_data_kind kind;
+    uint64_t n;          /* samples */
+    int x_dim;           /* image: pixels per sample; seq: tokens per sample */
+    int n_classes;       /* image: classes; seq: vocabulary size */
+    int width, height;   /* image geometry; 0 for sequences */
+    char name[64];       /* e.g. "fashion-mnist/train", "builtin-addition/val" */
+} weft_dataset_info;
+
+void weft_dataset_info_get(const weft_dataset *ds, weft_dataset_info *out);
+void weft_dataset_free(weft_dataset *ds); /* ds may be NULL */
+/* Sample i. Image: x[x_dim] and y[0]; tokens unused (may be NULL).
+ * Sequence: tokens[x_dim] and y[x_dim]; x unused (may be NULL). */
+int weft_dataset_get(const weft_dataset *ds, uint64_t i, float *x,
+                     int32_t *tokens, int32_t *y);
+
+/* idx files (MNIST layout: u8 images idx3, u8 labels idx1). A path ending in
+ * ".gz" is read through `gzip -dc` (the library has no zlib). */
+int weft_dataset_open_idx(weft_dataset **out, const char *images, const char *labels);
+/* MNIST / Fashion-MNIST directory holding {train,t10k}-{images-idx3,
+ * labels-idx1}-ubyte, each plain or .gz. dir NULL: $WEFT_FASHION_MNIST, else
+ * /usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist).
+ * split: "train" or "test". */
+int weft_dataset_open_mnist_dir(weft_dataset **out, const char *dir, const char *split);
+#define WEFT_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
+
+/* Built-in image task, generated on the fly: 28x28, 10 classes, each class a
+ * figure of strokes; samples jitter the strokes, shift, scale, add a stray
+ * stroke and noise. split 0: train, 1: test (disjoint sample streams). */
+int weft_dataset_synth_images(weft_dataset **out, uint64_t seed, int split, uint64_t n);
+
+/* Built-in sequence task: lines "a+b=c\n" (a, b below 10^digits), bytes as
+ * tokens (vocabulary 256). Each sample is seq_len tokens starting at a line.
+ * split 0: train, 1: validation; problems are split by a hash of (a, b), so
+ * no validation problem ever appears in training. */
+int weft_dataset_addition(weft_dataset **out, uint64_t seed, int split, int digits,
+                          int seq_len, uint64_t n);
+/* Problem i of a dataset that has prompts (the addition task's validation
+ * problems): prompt "a+b=", answer "c\n", both NUL-terminated.
+ * WEFT_ENOTSUP for datasets without prompts. */
+int weft_dataset_prompt(const weft_dataset *ds, uint64_t i, char *prompt, size_t prompt_cap,
+                        char *answer, size_t answer_cap);
+
+/* Token shard file: a 64-byte header (magic "WEFTTOKS", version, vocabulary,
+ * token width, count, CRC-32 of the tokens), then little-endian tokens. */
+#define WEFT_TOKSHARD_VERSION 1
+int weft_tokshard_write(const char *path, const int32_t *tokens, size_t n, uint32_t vocab);
+/* *tokens is malloc'ed; free() it. */
+int weft_tokshard_read(const char *path, int32_t **tokens, size_t *n, uint32_t *vocab);
+/* Sequence dataset over the tokens [begin*n, end*n) of a shard (fractions, so
+ * 0..0.9 and 0.9..1 split train and validation): sample i is the
+ * non-overlapping window of seq_len tokens at i*seq_len, targets shifted by one. */
+int weft_dataset_open_tokens(weft_dataset **out, const char *path, int seq_len,
+                             double begin, double end);
+
+/* Byte-level tokenizer: token = byte value. decode maps tokens outside
+ * 0..255 to '?'. Both return the count written. */
+#define WEFT_BYTE_VOCAB 256
+size_t weft_bytes_encode(const void *text, size_t n, int32_t *tokens);
+size_t weft_bytes_decode(const int32_t *tokens, size_t n, char *text);
+
+/* Loader: an endless stream of global batches whose order depends only on
+ * the seed. The stream is epoch 0's permutation of all samples, then epoch
+ * 1's, ...; global batch k is stream[k*B, (k+1)*B) (it may straddle epochs;
+ * nothing is dropped). Rank r of w holds the contiguous part
+ * [floor(r*B/w), floor((r+1)*B/w)) of each global batch, so the ranks' parts
+ * together are the same global batch for every w. When w does not divide B
+ * the parts differ by one sample: average gradients weighted by n/global_n. */
+typedef struct weft_loader weft_loader;
+
+typedef struct {
+    int global_batch;   /* samples per step over all ranks (B) */
+    int rank;           /* 0 .. world_size-1 */
+    int world_size;     /* 1 .. B */
+    uint64_t seed;      /* shuffle seed */
+    int shuffle;        /* 0: every epoch in dataset order */
+} weft_loader_config;
+
+typedef struct {
+    int n;                 /* samples in this rank's part */
+    int offset;            /* index of its first sample in the global batch */
+    int global_n;          /* B */
+    int x_dim;
+    const float *x;        /* image: n*x_dim features; NULL for sequences */
+    const int32_t *tokens; /* sequence: n*x_dim inputs; NULL for images */
+    const int32_t *y;      /* image: n labels; sequence: n*x_dim targets */
+    const uint64_t *index; /* dataset index of each sample */
+    uint64_t step;         /* global batch number k */
+} weft_batch;
+
+void weft_loader_config_default(weft_loader_config *cfg); /* B 64, rank 0 of 1, seed 1, shuffle */
+int weft_loader_create(weft_loader **out, const weft_dataset *ds, const weft_loader_config *cfg);
+/* Fills b with this rank's part of the next global batch; the arrays belong
+ * to the loader and stay valid until the next call. */
+int weft_loader_next(weft_loader *l, weft_batch *b);
+/* Samples of the global stream consumed so far (k*B): the whole data state
+ * of a checkpoint, valid for any world size. */
+uint64_t weft_loader_position(const weft_loader *l);
+/* Next batch starts at stream sample `position` (normally a multiple of B;
+ * any value works, e.g. after changing B). */
+int weft_loader_seek(weft_loader *l, uint64_t position);
+void weft_loader_free(weft_loader *l);
+/* This rank's contiguous part [*begin, *end) of n items (evaluation). */
+void weft_shard_range(uint64_t n, int rank, int world_size, uint64_t *begin, uint64_t *end);
+
+/* Checkpoint: one self-describing file of named records — tensors (dtype,
+ * shape, data) and blobs (bytes) — each with a CRC-32, behind a versioned
+ * header. Names carry the meaning ("config", "param/...", "optim/...",
+ * "rng", "data"); nothing in the file depends on the rank count. */
+#define WEFT_CKPT_VERSION 1
+#define WEFT_CKPT_MAX_DIM 8
+typedef struct weft_ckpt weft_ckpt;
+
+typedef enum { WEFT_CKPT_TENSOR = 1, WEFT_CKPT_BLOB = 2 } weft_ckpt_kind;
+
+typedef struct {
+    const char *name;
+    weft_ckpt_kind kind;
+    weft_dtype dtype;      /* tensors; WEFT_U8 for blobs */
+    int ndim;
+    int64_t shape[WEFT_CKPT_MAX_DIM];
+    const void *data;
+    size_t nbytes;
+} weft_ckpt_entry;
+
+int weft_ckpt_new(weft_ckpt **out);
+void weft_ckpt_free(weft_ckpt *c); /* c may be NULL */
+/* The put functions copy data; a name put twice is replaced. */
+int weft_ckpt_put_tensor(weft_ckpt *c, const char *name, weft_dtype t, const void *data,
+                         int ndim, const int64_t *shape);
+int weft_ckpt_put_blob(weft_ckpt *c, const char *name, const void *data, size_t n);
+int weft_ckpt_put_u64(weft_ckpt *c, const char *name, uint64_t v);
+int weft_ckpt_put_str(weft_ckpt *c, const char *name, const char *s);
+/* Lookups return WEFT_EIO when the name is missing or has the wrong kind. */
+int weft_ckpt_find(const weft_ckpt *c, const char *name, weft_ckpt_entry *e);
+int weft_ckpt_get_u64(const weft_ckpt *c, const char *name, uint64_t *v);
+/* Copies a string blob with its NUL; WEFT_EINVAL when cap is too small. */
+int weft_ckpt_get_str(const weft_ckpt *c, const char *name, char *buf, size_t cap);
+/* Copies a float tensor out after checking its element count. */
+int weft_ckpt_get_f32(const weft_ckpt *c, const char *name, float *dst, size_t count);
+int weft_ckpt_count(const weft_ckpt *c);
+int weft_ckpt_entry_at(const weft_ckpt *c, int i, weft_ckpt_entry *e);
+/* Writes path.tmp, fsyncs, renames: a crash never leaves a torn checkpoint. */
+int weft_ckpt_save(const weft_ckpt *c, const char *path);
+/* WEFT_EIO for a truncated, corrupted or unknown-version file. */
+int weft_ckpt_load(weft_ckpt **out, const char *path);
+
+/* Training state under fixed record names (see src/train/ckpt_model.c):
+ * the model's config and every tensor, the optimiser's config, step count
+ * and state. Whole tensors only, so a checkpoint does not depend on the
+ * rank count that wrote it; a sharded (ZeRO) optimiser is gathered to the
+ * full range before put_optim. */
+int weft_ckpt_put_model(weft_ckpt *c, weft_model *m);
+int weft_ckpt_model_config(const weft_ckpt *c, weft_model_config *cfg);
+/* Copies the parameters into m, whose config must match the checkpoint's. */
+int weft_ckpt_get_params(const weft_ckpt *c, weft_model *m);
+/* Creates the model from the stored config and loads its parameters. */
+int weft_ckpt_get_model(const weft_ckpt *c, weft_model **out);
+int weft_ckpt_put_optim(weft_ckpt *c, weft_optim *o);
+int weft_ckpt_optim_config(const weft_ckpt *c, weft_optim_config *oc);
+/* Creates an optimiser for [base, base + n) (any sub-range of the saved
+ * one) with the stored config, state and step count. */
+int weft_ckpt_get_optim(const weft_ckpt *c, size_t base, size_t n, weft_optim **out);
+int weft_ckpt_put_rng(weft_ckpt *c, const char *name, const weft_rng *r);
+int weft_ckpt_get_rng(const weft_ckpt *c, const char *name, weft_rng *r);
+
+/* ==== end training engine ============================================== */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* WEFT_H */

@@ -1,0 +1,39 @@
+/* The communicator handle. Everything a rank knows about its job hangs off
+ * it: identity, connections, the rendezvous store, sequence numbers and the
+ * last error. */
+#ifndef WEFT_BOOTSTRAP_COMM_H
+#define WEFT_BOOTSTRAP_COMM_H
+
+#include "bootstrap/store.h"
+#include "coll/sched.h"
+#include "transport/tcp.h"
+#include "weft.h"
+
+struct weft_comm {
+    int rank, size, local_rank;
+    uint64_t id;              /* same on every member, unique per communicator */
+    weft_algo algo;
+    double timeout_s;
+    double connect_timeout_s;
+    int loglevel;
+    uint64_t seq;             /* collectives started on this communicator */
+    uint64_t split_seq;
+    uint64_t *p2p_sent;       /* per peer: point-to-point messages sent */
+    uint64_t *p2p_recvd;
+    tcp_net net;
+    store_client *store;      /* world communicator only */
+    store_server *server;     /* on the rank that serves the store */
+    weft_sched sched;         /* reused from call to call */
+    void *tmp;                /* SB_TMP scratch */
+    size_t tmp_cap;
+    void **stage;             /* per peer: receive staging for reductions */
+    int broken;               /* first error that left the streams unusable */
+    char err[512];
+};
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+int comm_fail(weft_comm *c, int code, const char *fmt, ...);
+
+#endif

@@ -1,0 +1,244 @@
+/* The public collectives: check arguments, choose an algorithm, build this
+ * rank's schedule and run it. */
+#include "bootstrap/comm.h"
+#include "coll/exec.h"
+#include "coll/reduce.h"
+#include "coll/select.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int is_reduction(weft_coll_kind k)
+{
+    return k == WEFT_COLL_ALLREDUCE || k == WEFT_COLL_REDUCE || k == WEFT_COLL_REDUCE_SCATTER;
+}
+
+static int is_rooted(weft_coll_kind k)
+{
+    return k == WEFT_COLL_BROADCAST || k == WEFT_COLL_REDUCE || k == WEFT_COLL_GATHER ||
+           k == WEFT_COLL_SCATTER || k == WEFT_COLL_SEND || k == WEFT_COLL_RECV;
+}
+
+/* Elements of the largest buffer the call touches, as a multiple of count. */
+static int span(weft_coll_kind k, int size)
+{
+    switch (k) {
+    case WEFT_COLL_GATHER: case WEFT_COLL_SCATTER: case WEFT_COLL_ALLGATHER:
+    case WEFT_COLL_REDUCE_SCATTER: case WEFT_COLL_ALLTOALL:
+        return size;
+    default:
+        return 1;
+    }
+}
+
+static int check_args(weft_comm *c, const weft_coll_args *a)
+{
+    const char *name = weft_coll_name(a->kind);
+    size_t es;
+    if (!name)
+        return comm_fail(c, WEFT_EINVAL, "unknown collective kind %d", (int)a->kind);
+    if (!(es = weft_dtype_size(a->dtype)))
+        return comm_fail(c, WEFT_EINVAL, "%s: unknown dtype %d", name, (int)a->dtype);
+    if (is_reduction(a->kind) && (a->op < 0 || a->op >= WEFT_OP_COUNT))
+        return comm_fail(c, WEFT_EINVAL, "%s: unknown reduction op %d", name, (int)a->op);
+    if (a->algo < 0 || a->algo >= WEFT_ALGO_COUNT)
+        return comm_fail(c, WEFT_EINVAL, "%s: unknown algorithm %d", name, (int)a->algo);
+    if (is_rooted(a->kind) && (a->root < 0 || a->root >= c->size))
+        return comm_fail(c, WEFT_EINVAL, "%s: %s %d out of range [0, %d)", name,
+                         a->kind == WEFT_COLL_SEND || a->kind == WEFT_COLL_RECV ? "peer" : "root",
+                         a->root, c->size);
+    if ((a->kind == WEFT_COLL_SEND || a->kind == WEFT_COLL_RECV) && a->root == c->rank)
+        return comm_fail(c, WEFT_EINVAL, "%s: rank %d cannot message itself", name, c->rank);
+    if (a->count > SIZE_MAX / es / (size_t)span(a->kind, c->size))
+        return comm_fail(c, WEFT_EINVAL, "%s: count %zu overflows the address space", name,
+                         a->count);
+    if (a->count == 0 || a->kind == WEFT_COLL_BARRIER)
+        return 0;
+    int root = a->root == c->rank;
+    int need_send = 1, need_recv = 1;
+    switch (a->kind) {
+    case WEFT_COLL_SEND: need_recv = 0; break;
+    case WEFT_COLL_RECV: need_send = 0; break;
+    case WEFT_COLL_BROADCAST: need_send = 0; break;
+    case WEFT_COLL_REDUCE: case WEFT_COLL_GATHER: need_recv = root; break;
+    case WEFT_COLL_SCATTER: need_send = root; break;
+    default: break;
+    }
+    if ((need_send && !a->send) || (need_recv && !a->recv))
+        return comm_fail(c, WEFT_EINVAL, "%s: NULL %s buffer with count %zu", name,
+                         need_send && !a->send ? "send" : "receive", a->count);
+    return 0;
+}
+
+static int ensure_tmp(weft_comm *c, uint64_t bytes)
+{
+    if (bytes <= c->tmp_cap)
+        return 0;
+    void *t = malloc(bytes);
+    if (!t)
+        return comm_fail(c, WEFT_ENOMEM, "out of memory for %llu bytes of scratch",
+                         (unsigned long long)bytes);
+    free(c->tmp);
+    c->tmp = t;
+    c->tmp_cap = bytes;
+    return 0;
+}
+
+int weft_collective(weft_comm *c, const weft_coll_args *a)
+{
+    sched_params p;
+    frame_hdr fp;
+    char *bufs[SB_COUNT];
+    weft_algo algo;
+    int rc;
+    if (!c || !a)
+        return WEFT_EINVAL;
+    if (c->broken)
+        return comm_fail(c, c->broken,
+                         "communicator unusable after an earlier error; destroy it");
+    if ((rc = check_args(c, a)))
+        return rc;
+    size_t es = weft_dtype_size(a->dtype);
+    int p2p = a->kind == WEFT_COLL_SEND || a->kind == WEFT_COLL_RECV;
+
+    algo = a->algo != WEFT_ALGO_AUTO ? a->algo : c->algo;
+    if (algo == WEFT_ALGO_AUTO)
+        algo = coll_select(a->kind, (uint64_t)a->count * es, c->size);
+
+    memset(&fp, 0, sizeof fp);
+    fp.magic = FRAME_MAGIC;
+    fp.version = WIRE_VERSION;
+    fp.kind = (uint8_t)(p2p ? WEFT_COLL_SEND : a->kind);
+    fp.dtype = (uint8_t)a->dtype;
+    fp.op = (uint8_t)(is_reduction(a->kind) ? a->op : 0);
+    fp.algo = (uint8_t)(p2p ? 0 : algo);
+    fp.root = is_rooted(a->kind) && !p2p ? a->root : -1;
+    fp.count = a->count;
+
+    memset(&p, 0, sizeof p);
+    p.kind = a->kind;
+    p.rank = c->rank;
+    p.nranks = c->size;
+    p.root = a->root;
+    p.count = a->count;
+    p.esize = (uint32_t)es;
+
+    bufs[SB_SEND] = (char *)(uintptr_t)a->send;
+    bufs[SB_RECV] = a->recv;
+    bufs[SB_TMP] = NULL;
+    switch (a->kind) {
+    case WEFT_COLL_BROADCAST:
+        bufs[SB_SEND] = a->recv;
+        break;
+    case WEFT_COLL_ALLREDUCE: case WEFT_COLL_REDUCE: case WEFT_COLL_ALLTOALL:
+        p.inplace = a->send == a->recv;
+        break;
+    default:
+        break;
+    }
+
+    if (p2p) {
+        sched_reset(&c->sched);
+        if (a->kind == WEFT_COLL_SEND) {
+            fp.root = c->rank;
+            fp.seq = c->p2p_sent[a->root]++;
+            sched_send(&c->sched, a->root, SB_SEND, 0, a->count * es);
+        } else {
+            fp.root = a->root;
+            fp.seq = c->p2p_recvd[a->root]++;
+            sched_recv(&c->sched, a->root, SB_RECV, 0, a->count * es);
+        }
+        sched_end_round(&c->sched);
+        rc = c->sched.err;
+    } else {
+        fp.seq = ++c->seq;
+        rc = sched_build(&c->sched, algo, &p);
+        if (rc == WEFT_ENOTSUP)
+            return comm_fail(c, rc, "%s has no %s algorithm", weft_coll_name(a->kind),
+                             weft_algo_name(algo));
+    }
+    if (rc)
+        return comm_fail(c, rc, "cannot build the schedule: %s", weft_strerror(rc));
+    if ((rc = ensure_tmp(c, c->sched.tmp_bytes)))
+        return rc;
+    bufs[SB_TMP] = c->tmp;
+    rc = exec_run(c, &c->sched, bufs, &fp);
+    if (rc) {
+        if (rc != WEFT_EINVAL && rc != WEFT_ENOMEM)
+            c->broken = rc;
+        return rc;
+    }
+    if (a->op == WEFT_AVG && is_reduction(a->kind) &&
+        (a->kind != WEFT_COLL_REDUCE || a->root == c->rank))
+        rc = reduce_avg_finish(a->recv, a->count, a->dtype, c->size);
+    return rc;
+}
+
+#define COLL(...) do { weft_coll_args a_ = { __VA_ARGS__ }; return weft_collective(c, &a_); } while (0)
+
+int weft_send(weft_comm *c, const void *buf, size_t count, weft_dtype t, int peer)
+{
+    COLL(.kind = WEFT_COLL_SEND, .send = buf, .count = count, .dtype = t, .root = peer);
+}
+
+int weft_recv(weft_comm *c, void *buf, size_t count, weft_dtype t, int peer)
+{
+    COLL(.kind = WEFT_COLL_RECV, .recv = buf, .count = count, .dtype = t, .root = peer);
+}
+
+int weft_barrier(weft_comm *c)
+{
+    COLL(.kind = WEFT_COLL_BARRIER, .dtype = WEFT_U8);
+}
+
+int weft_broadcast(weft_comm *c, void *buf, size_t count, weft_dtype t, int root)
+{
+    COLL(.kind = WEFT_COLL_BROADCAST, .send = buf, .recv = buf, .count = count, .dtype = t,
+         .root = root);
+}
+
+int weft_reduce(weft_comm *c, const void *send, void *recv, size_t count, weft_dtype t,
+                weft_op op, int root)
+{
+    COLL(.kind = WEFT_COLL_REDUCE, .send = send, .recv = recv, .count = count, .dtype = t,
+         .op = op, .root = root);
+}
+
+int weft_allreduce(weft_comm *c, const void *send, void *recv, size_t count, weft_dtype t,
+                   weft_op op)
+{
+    COLL(.kind = WEFT_COLL_ALLREDUCE, .send = send, .recv = recv, .count = count, .dtype = t,
+         .op = op);
+}
+
+int weft_gather(weft_comm *c, const void *send, void *recv, size_t count, weft_dtype t,
+                int root)
+{
+    COLL(.kind = WEFT_COLL_GATHER, .send = send, .recv = recv, .count = count, .dtype = t,
+         .root = root);
+}
+
+int weft_scatter(weft_comm *c, const void *send, void *recv, size_t count, weft_dtype t,
+                 int root)
+{
+    COLL(.kind = WEFT_COLL_SCATTER, .send = send, .recv = recv, .count = count, .dtype = t,
+         .root = root);
+}
+
+int weft_allgather(weft_comm *c, const void *send, void *recv, size_t count, weft_dtype t)
+{
+    COLL(.kind = WEFT_COLL_ALLGATHER, .send = send, .recv = recv, .count = count, .dtype = t);
+}
+
+int weft_reduce_scatter(weft_comm *c, const void *send, void *recv, size_t count,
+                        weft_dtype t, weft_op op)
+{
+    COLL(.kind = WEFT_COLL_REDUCE_SCATTER, .send = send, .recv = recv, .count = count,
+         .dtype = t, .op = op);
+}
+
+int weft_alltoall(weft_comm *c, const void *send, void *recv, size_t count, weft_dtype t)
+{
+    COLL(.kind = WEFT_COLL_ALLTOALL, .send = send, .recv = recv, .count = count, .dtype = t);
+}

@@ -1,0 +1,370 @@
+/* The schedule executor. Within a round, every network op makes progress
+ * whenever its socket is ready; when none can, the rank sleeps in poll()
+ * until one can, so a waiting rank never takes a core from a rank that
+ * computes. Receives that reduce go through a small per-peer staging buffer
+ * and are reduced as the bytes arrive, overlapping the reduction with the
+ * transfer. */
+#include "coll/exec.h"
+
+#include "coll/reduce.h"
+#include "core/clock.h"
+#include "core/log.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#define STAGE_BYTES (256u * 1024u)
+#define VISIT_BYTES (4u << 20) /* per op per sweep, so no op starves the others */
+
+typedef struct {
+    frame_hdr h;
+    uint64_t done;     /* payload bytes sent, received or reduced */
+    uint32_t hdr;      /* header bytes sent or received */
+    uint32_t partial;  /* RECV_REDUCE: bytes of an incomplete element staged */
+    int complete;
+} opstate;
+
+void exec_describe(const frame_hdr *h, char *buf, size_t len)
+{
+    const char *kind = weft_coll_name((weft_coll_kind)h->kind);
+    const char *dt = weft_dtype_name((weft_dtype)h->dtype);
+    const char *op = weft_op_name((weft_op)h->op);
+    kind = kind ? kind : "?";
+    dt = dt ? dt : "?";
+    op = op ? op : "?";
+    switch (h->kind) {
+    case WEFT_COLL_SEND:
+    case WEFT_COLL_RECV:
+        snprintf(buf, len, "send(count=%llu, %s) as message #%llu", (unsigned long long)h->count,
+                 dt, (unsigned long long)h->seq);
+        break;
+    case WEFT_COLL_BARRIER:
+        snprintf(buf, len, "barrier() as op #%llu", (unsigned long long)h->seq);
+        break;
+    case WEFT_COLL_ALLREDUCE:
+    case WEFT_COLL_REDUCE_SCATTER:
+        snprintf(buf, len, "%s(count=%llu, %s, %s) as op #%llu", kind,
+                 (unsigned long long)h->count, dt, op, (unsigned long long)h->seq);
+        break;
+    case WEFT_COLL_REDUCE:
+        snprintf(buf, len, "%s(count=%llu, %s, %s, root=%d) as op #%llu", kind,
+                 (unsigned long long)h->count, dt, op, h->root, (unsigned long long)h->seq);
+        break;
+    case WEFT_COLL_BROADCAST:
+    case WEFT_COLL_GATHER:
+    case WEFT_COLL_SCATTER:
+        snprintf(buf, len, "%s(count=%llu, %s, root=%d) as op #%llu", kind,
+                 (unsigned long long)h->count, dt, h->root, (unsigned long long)h->seq);
+        break;
+    default:
+        snprintf(buf, len, "%s(count=%llu, %s) as op #%llu", kind,
+                 (unsigned long long)h->count, dt, (unsigned long long)h->seq);
+    }
+}
+
+static int same_op(const frame_hdr *a, const frame_hdr *b)
+{
+    return a->kind == b->kind && a->seq == b->seq && a->count == b->count &&
+           a->dtype == b->dtype && a->op == b->op && a->root == b->root &&
+           a->algo == b->algo;
+}
+
+static int fail_peer(weft_comm *c, int peer, const frame_hdr *fp, const char *what)
+{
+    char d[160];
+    exec_describe(fp, d, sizeof d);
+    return comm_fail(c, WEFT_EPEER, "rank %d %s during %s", peer, what, d);
+}
+
+static int local_op(weft_comm *c, const sched_op *o, char **bufs, const frame_hdr *fp)
+{
+    char *dst = bufs[o->buf] + o->off;
+    const char *src = bufs[o->src_buf] + o->src_off;
+    size_t es = weft_dtype_size((weft_dtype)fp->dtype);
+    if (o->kind == SOP_COPY) {
+        if (dst != src)
+            memmove(dst, src, o->len);
+        return 0;
+    }
+    int rc = reduce_apply(dst, dst, src, o->len / es, (weft_dtype)fp->dtype, (weft_op)fp->op);
+    return rc ? comm_fail(c, rc, "bad reduction (dtype %d, op %d)", fp->dtype, fp->op) : 0;
+}
+
+/* Returns 1 on progress, 0 if the socket would block, negative on error. */
+static int do_send(weft_comm *c, const sched_op *o, opstate *st, char **bufs,
+                   const frame_hdr *fp)
+{
+    int fd = tcp_out(&c->net, o->peer, c->err, sizeof c->err);
+    int progressed = 0;
+    uint64_t visit = 0;
+    if (fd < 0)
+        return comm_fail(c, fd, "cannot reach rank %d: %s", o->peer, c->err);
+    while (!st->complete) {
+        struct iovec iov[2];
+        int n_iov = 0;
+        if (st->hdr < sizeof st->h) {
+            iov[n_iov].iov_base = (char *)&st->h + st->hdr;
+            iov[n_iov++].iov_len = sizeof st->h - st->hdr;
+        }
+        if (st->done < o->len) {
+            uint64_t left = o->len - st->done;
+            iov[n_iov].iov_base = bufs[o->buf] + o->off + st->done;
+            iov[n_iov++].iov_len = left < VISIT_BYTES ? left : VISIT_BYTES;
+        }
+        struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)n_iov };
+        ssize_t n = sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return progressed;
+            if (errno == EPIPE || errno == ECONNRESET)
+                return fail_peer(c, o->peer, fp, "closed its connection");
+            return comm_fail(c, WEFT_ESYS, "send to rank %d: %s", o->peer, strerror(errno));
+        }
+        progressed = 1;
+        visit += (uint64_t)n;
+        size_t h = sizeof st->h - st->hdr;
+        if ((size_t)n <= h) {
+            st->hdr += (uint32_t)n;
+        } else {
+            st->hdr = sizeof st->h;
+            st->done += (uint64_t)n - h;
+        }
+        st->complete = st->hdr == sizeof st->h && st->done == o->len;
+        if (visit >= VISIT_BYTES)
+            return 1;
+    }
+    return progressed;
+}
+
+static int check_header(weft_comm *c, const sched_op *o, const opstate *st,
+                        const frame_hdr *fp)
+{
+    const frame_hdr *h = &st->h;
+    char mine[160], theirs[160];
+    if (h->magic != FRAME_MAGIC || h->version != WIRE_VERSION)
+        return comm_fail(c, WEFT_EPROTO,
+                         "garbage from rank %d (bad magic 0x%08x or version %u)", o->peer,
+                         h->magic, h->version);
+    if (!same_op(h, fp) || h->len != o->len) {
+        exec_describe(h, theirs, sizeof theirs);
+        exec_describe(fp, mine, sizeof mine);
+        if (h->algo != fp->algo && h->kind == fp->kind && h->seq == fp->seq &&
+            h->count == fp->count)
+            return comm_fail(c, WEFT_EMISMATCH,
+                             "rank %d runs %s with algorithm %s while this rank (%d) uses %s",
+                             o->peer, mine, weft_algo_name((weft_algo)h->algo), c->rank,
+                             weft_algo_name((weft_algo)fp->algo));
+        if (same_op(h, fp))
+            return comm_fail(c, WEFT_EMISMATCH,
+                             "rank %d sent %llu bytes where this rank (%d) expects %llu in %s",
+                             o->peer, (unsigned long long)h->len, c->rank,
+                             (unsigned long long)o->len, mine);
+        return comm_fail(c, WEFT_EMISMATCH, "rank %d is in %s while this rank (%d) is in %s",
+                         o->peer, theirs, c->rank, mine);
+    }
+    return 0;
+}
+
+static int do_recv(weft_comm *c, const sched_op *o, opstate *st, char **bufs,
+                   const frame_hdr *fp, int fd)
+{
+    int progressed = 0;
+    uint64_t visit = 0;
+    size_t es = weft_dtype_size((weft_dtype)fp->dtype);
+    char *stage = NULL;
+    if (o->kind == SOP_RECV_REDUCE) {
+        if (!c->stage[o->peer] && !(c->stage[o->peer] = malloc(STAGE_BYTES)))
+            return comm_fail(c, WEFT_ENOMEM, "out of memory for a receive buffer");
+        stage = c->stage[o->peer];
+    }
+    while (!st->complete && visit < VISIT_BYTES) {
+        char *to;
+        size_t want;
+        if (st->hdr < sizeof st->h) {
+            to = (char *)&st->h + st->hdr;
+            want = sizeof st->h - st->hdr;
+        } else if (stage) {
+            uint64_t left = o->len - st->done - st->partial;
+            to = stage + st->partial;
+            want = STAGE_BYTES - st->partial;
+            if (left < want)
+                want = (size_t)left;
+        } else {
+            uint64_t left = o->len - st->done;
+            to = bufs[o->buf] + o->off + st->done;
+            want = left < VISIT_BYTES ? (size_t)left : VISIT_BYTES;
+        }
+        ssize_t n = recv(fd, to, want, MSG_DONTWAIT);
+        if (n == 0)
+            return fail_peer(c, o->peer, fp, "closed its connection");
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return progressed;
+            if (errno == ECONNRESET)
+                return fail_peer(c, o->peer, fp, "reset its connection");
+            return comm_fail(c, WEFT_ESYS, "receive from rank %d: %s", o->peer,
+                             strerror(errno));
+        }
+        progressed = 1;
+        visit += (uint64_t)n;
+        if (st->hdr < sizeof st->h) {
+            st->hdr += (uint32_t)n;
+            if (st->hdr == sizeof st->h) {
+                int rc = check_header(c, o, st, fp);
+                if (rc)
+                    return rc;
+            }
+        } else if (stage) {
+            size_t have = st->partial + (size_t)n, nel = have / es, used = nel * es;
+            int rc = reduce_apply(bufs[o->buf] + o->off + st->done,
+                                  bufs[o->src_buf] + o->src_off + st->done, stage, nel,
+                                  (weft_dtype)fp->dtype, (weft_op)fp->op);
+            if (rc)
+                return comm_fail(c, rc, "bad reduction");
+            st->done += used;
+            st->partial = (uint32_t)(have - used);
+            if (st->partial)
+                memmove(stage, stage + used, st->partial);
+        } else {
+            st->done += (uint64_t)n;
+        }
+        st->complete = st->hdr == sizeof st->h && st->done == o->len;
+    }
+    return progressed;
+}
+
+static int timed_out(weft_comm *c, const sched_op *ops, const opstate *st, uint32_t b,
+                     uint32_t e, const frame_hdr *fp)
+{
+    char d[160], who[256];
+    size_t w = 0;
+    who[0] = 0;
+    for (uint32_t i = b; i < e; i++) {
+        if (st[i - b].complete || ops[i].kind == SOP_COPY || ops[i].kind == SOP_REDUCE)
+            continue;
+        if (w < sizeof who - 16)
+            w += (size_t)snprintf(who + w, sizeof who - w, "%s%s %d", w ? ", " : "",
+                                  ops[i].kind == SOP_SEND ? "to" : "from", ops[i].peer);
+    }
+    exec_describe(fp, d, sizeof d);
+    return comm_fail(c, WEFT_ETIMEDOUT, "timed out after %.0f s in %s waiting on ranks: %s",
+                     c->timeout_s, d, who);
+}
+
+static int run_round(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
+                     char **bufs, const frame_hdr *fp, opstate *st, char *busy,
+                     struct pollfd *pf)
+{
+    int P = c->size, rc;
+    double last = clock_now();
+    for (uint32_t i = b; i < e; i++) {
+        const sched_op *o = &s->ops[i];
+        memset(&st[i - b], 0, sizeof *st);
+        if (o->kind == SOP_COPY || o->kind == SOP_REDUCE) {
+            if ((rc = local_op(c, o, bufs, fp)))
+                return rc;
+            st[i - b].complete = 1;
+        } else {
+            st[i - b].h = *fp;
+            st[i - b].h.len = o->len;
+        }
+    }
+    for (;;) {
+        int progressed = 0, pending = 0, need_accept = 0, npf = 0;
+        memset(busy, 0, 2 * (size_t)P);
+        for (uint32_t i = b; i < e; i++) {
+            const sched_op *o = &s->ops[i];
+            opstate *x = &st[i - b];
+            int is_send = o->kind == SOP_SEND;
+            char *slot = &busy[(is_send ? 0 : P) + o->peer];
+            if (x->complete)
+                continue;
+            pending++;
+            if (*slot) /* an earlier op on this peer and direction goes first */
+                continue;
+            *slot = 1;
+            if (is_send) {
+                rc = do_send(c, o, x, bufs, fp);
+            } else {
+                int fd = c->net.in_fd[o->peer];
+                if (fd < 0) {
+                    need_accept = 1;
+                    continue;
+                }
+                rc = do_recv(c, o, x, bufs, fp, fd);
+            }
+            if (rc < 0)
+                return rc;
+            progressed |= rc;
+            pending -= x->complete;
+        }
+        if (!pending)
+            return 0;
+        if (progressed) {
+            last = clock_now();
+            continue;
+        }
+        /* Nothing can move: sleep until a socket is ready. */
+        memset(busy, 0, 2 * (size_t)P);
+        for (uint32_t i = b; i < e; i++) {
+            const sched_op *o = &s->ops[i];
+            int is_send = o->kind == SOP_SEND;
+            char *slot = &busy[(is_send ? 0 : P) + o->peer];
+            int fd = is_send ? c->net.out_fd[o->peer] : c->net.in_fd[o->peer];
+            if (st[i - b].complete || *slot || fd < 0)
+                continue;
+            *slot = 1;
+            pf[npf++] = (struct pollfd){ .fd = fd, .events = is_send ? POLLOUT : POLLIN };
+        }
+        if (need_accept)
+            pf[npf++] = (struct pollfd){ .fd = c->net.lfd, .events = POLLIN };
+        int n = poll(pf, (nfds_t)npf, clock_ms_until(last + c->timeout_s));
+        if (n < 0 && errno != EINTR)
+            return comm_fail(c, WEFT_ESYS, "poll: %s", strerror(errno));
+        if (n == 0)
+            return timed_out(c, s->ops, st, b, e, fp);
+        if (n > 0 && need_accept && (pf[npf - 1].revents & POLLIN)) {
+            if ((rc = tcp_accept_one(&c->net, c->err, sizeof c->err)) < 0)
+                return comm_fail(c, rc, "accepting a connection: %s", c->err);
+            last = clock_now();
+        }
+    }
+}
+
+int exec_run(weft_comm *c, const weft_sched *s, char *bufs[SB_COUNT], const frame_hdr *fp)
+{
+    uint32_t maxops = 0, b = 0;
+    int rc = 0;
+    for (uint32_t r = 0; r < s->nrounds; r++) {
+        uint32_t n = s->round_end[r] - (r ? s->round_end[r - 1] : 0);
+        if (n > maxops)
+            maxops = n;
+    }
+    if (!maxops)
+        return 0;
+    opstate *st = malloc(maxops * sizeof *st);
+    char *busy = malloc(2 * (size_t)c->size);
+    struct pollfd *pf = malloc((2 * (size_t)maxops + 1) * sizeof *pf);
+    if (!st || !busy || !pf) {
+        rc = comm_fail(c, WEFT_ENOMEM, "out of memory running a schedule");
+        goto out;
+    }
+    for (uint32_t r = 0; r < s->nrounds && !rc; r++) {
+        rc = run_round(c, s, b, s->round_end[r], bufs, fp, st, busy, pf);
+        b = s->round_end[r];
+    }
+out:
+    free(st);
+    free(busy);
+    free(pf);
+    return rc;
+}

@@ -1,0 +1,15 @@
+/* Runs one rank's schedule over the communicator's connections. */
+#ifndef WEFT_COLL_EXEC_H
+#define WEFT_COLL_EXEC_H
+
+#include "bootstrap/comm.h"
+
+/* fp is the fingerprint every message of this operation carries (its len
+ * field is ignored); bufs are the SB_SEND, SB_RECV and SB_TMP base
+ * addresses. Errors are recorded on c. */
+int exec_run(weft_comm *c, const weft_sched *s, char *bufs[SB_COUNT], const frame_hdr *fp);
+
+/* "allreduce(count=100, f32, sum) as op #17" */
+void exec_describe(const frame_hdr *h, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,265 @@
+/* Ring schedules. All-reduce is ring reduce-scatter followed by ring
+ * all-gather, so each rank sends 2(p-1)/p of the data whatever p is. Rooted
+ * collectives run along the ring as a chain, pipelined in chunks so that every
+ * link is busy at once. Every generator reads its input only from SB_SEND and
+ * writes only SB_RECV/SB_TMP, and never reads an SB_SEND range after writing
+ * the same SB_RECV range, so they stay correct when the caller passes the same
+ * buffer for both (in place). */
+#include "coll/sched_util.h"
+
+/* In-place all-reduce on SB_RECV after an optional copy from SB_SEND. */
+static void ring_allreduce(weft_sched *s, const sched_params *p)
+{
+    int P = p->nranks, r = p->rank;
+    uint64_t es = p->esize, n = p->count;
+    int next = ring_peer(r, 1, P), prev = ring_peer(r, -1, P);
+    if (P == 1) {
+        sched_copy(s, SB_RECV, 0, SB_SEND, 0, n * es);
+        return;
+    }
+    /* reduce-scatter: step k sends block r-k and folds block r-k-1 into
+     * SB_RECV; after p-1 steps block r+1 is fully reduced here. */
+    for (int k = 0; k < P - 1; k++) {
+        int sb = ring_peer(r, -k, P), rb = ring_peer(r, -k - 1, P);
+        uint64_t so = block_start(n, P, sb) * es, sl = block_len(n, P, sb) * es;
+        uint64_t ro = block_start(n, P, rb) * es, rl = block_len(n, P, rb) * es;
+        if (sl)
+            sched_send(s, next, k == 0 ? SB_SEND : SB_RECV, so, sl);
+        if (rl)
+            sched_recv_reduce(s, prev, SB_RECV, ro, SB_SEND, ro, rl);
+        sched_end_round(s);
+    }
+    /* all-gather of the reduced blocks: step k forwards block r+1-k. */
+    for (int k = 0; k < P - 1; k++) {
+        int sb = ring_peer(r, 1 - k, P), rb = ring_peer(r, -k, P);
+        uint64_t so = block_start(n, P, sb) * es, sl = block_len(n, P, sb) * es;
+        uint64_t ro = block_start(n, P, rb) * es, rl = block_len(n, P, rb) * es;
+        if (sl)
+            sched_send(s, next, SB_RECV, so, sl);
+        if (rl)
+            sched_recv(s, prev, SB_RECV, ro, rl);
+        sched_end_round(s);
+    }
+}
+
+/* SB_SEND holds p blocks of count elements; this rank's reduced block r goes
+ * to SB_RECV. Partial sums travel through two alternating SB_TMP slots. */
+static void ring_reduce_scatter(weft_sched *s, const sched_params *p)
+{
+    int P = p->nranks, r = p->rank;
+    uint64_t n = p->count * p->esize;
+    int next = ring_peer(r, 1, P), prev = ring_peer(r, -1, P);
+    if (P == 1) {
+        sched_copy(s, SB_RECV, 0, SB_SEND, 0, n);
+        return;
+    }
+    if (n == 0)
+        return;
+    sched_need_tmp(s, 2 * n);
+    for (int k = 0; k < P - 1; k++) {
+        int sb = ring_peer(r, -k - 1, P), rb = ring_peer(r, -k - 2, P);
+        if (k == 0)
+            sched_send(s, next, SB_SEND, (uint64_t)sb * n, n);
+        else
+            sched_send(s, next, SB_TMP, (uint64_t)((k - 1) % 2) * n, n);
+        if (k == P - 2)
+            sched_recv_reduce(s, prev, SB_RECV, 0, SB_SEND, (uint64_t)rb * n, n);
+        else
+            sched_recv_reduce(s, prev, SB_TMP, (uint64_t)(k % 2) * n, SB_SEND,
+                              (uint64_t)rb * n, n);
+        sched_end_round(s);
+    }
+}
+
+static void ring_allgather(weft_sched *s, const sched_params *p)
+{
+    int P = p->nranks, r = p->rank;
+    uint64_t n = p->count * p->esize;
+    int next = ring_peer(r, 1, P), prev = ring_peer(r, -1, P);
+    sched_copy(s, SB_RECV, (uint64_t)r * n, SB_SEND, 0, n);
+    if (n == 0)
+        return;
+    for (int k = 0; k < P - 1; k++) {
+        sched_send(s, next, SB_RECV, (uint64_t)ring_peer(r, -k, P) * n, n);
+        sched_recv(s, prev, SB_RECV, (uint64_t)ring_peer(r, -k - 1, P) * n, n);
+        sched_end_round(s);
+    }
+}
+
+/* Chain root -> root+1 -> ... -> root-1, chunk c leaving position i in
+ * round c+i: all links carry a chunk at once once the pipe is full. */
+static void ring_broadcast(weft_sched *s, const sched_params *p)
+{
+    int P = p->nranks, r = p->rank;
+    uint64_t n = p->count * p->esize, C = chunk_bytes_of(p);
+    uint64_t nchunks = (n + C - 1) / C;
+    int pos = ring_peer(r, -p->root, P);
+    int next = ring_peer(r, 1, P), prev = ring_peer(r, -1, P);
+    if (P == 1 || n == 0)
+        return;
+    for (uint64_t t = 0; t < nchunks + (uint64_t)P - 2; t++) {
+        if (pos > 0 && t + 1 >= (uint64_t)pos && t + 1 - (uint64_t)pos < nchunks) {
+            uint64_t c = t + 1 - (uint64_t)pos, off = c * C;
+            sched_recv(s, prev, SB_RECV, off, n - off < C ? n - off : C);
+        }
+        if (pos < P - 1 && t >= (uint64_t)pos && t - (uint64_t)pos < nchunks) {
+            uint64_t c = t - (uint64_t)pos, off = c * C;
+            sched_send(s, next, SB_RECV, off, n - off < C ? n - off : C);
+        }
+        sched_end_round(s);
+    }
+}
+
+/* Chain root+1 -> root+2 -> ... -> root, pipelined in chunks; partial
+ * results wait in two alternating SB_TMP chunk slots on the way. */
+static void ring_reduce(weft_sched *s, const sched_params *p)
+{
+    int P = p->nranks, r = p->rank;
+    uint64_t n = p->count * p->esize, C = chunk_bytes_of(p);
+    uint64_t nchunks = (n + C - 1) / C;
+    int pos = ring_peer(r, -p->root - 1, P); /* root is position P-1 */
+    int next = ring_peer(r, 1, P), prev = ring_peer(r, -1, P);
+    if (P == 1) {
+        sched_copy(s, SB_RECV, 0, SB_SEND, 0, n);
+        return;
+    }
+    if (n == 0)
+        return;
+    if (pos > 0 && pos < P - 1)
+        sched_need_tmp(s, 2 * C);
+    for (uint64_t t = 0; t < nchunks + (uint64_t)P - 2; t++) {
+        if (pos > 0 && t + 1 >= (uint64_t)pos && t + 1 - (uint64_t)pos < nchunks) {
+            uint64_t c = t + 1 - (uint64_t)pos, off = c * C;
+            uint64_t len = n - off < C ? n - off : C;
+            if (pos == P - 1)
+                sched_recv_reduce(s, prev, SB_RECV, off, SB_SEND, off, len);
+            else
+                sched_recv_reduce(s, prev, SB_TMP, (c % 2) * C, SB_SEND, off, len);
+        }
+        if (pos < P - 1 && t >= (uint64_t)pos && t - (uint64_t)pos < nchunks) {
+            uint64_t c = t - (uint64_t)pos, off = c * C;
+            uint64_t len = n - off < C ? n - off : C;
+            if (pos == 0)
+                sched_send(s, next, SB_SEND, off, len);
+            else
+                sched_send(s, next, SB_TMP, (c % 2) * C, len);
+        }
+        sched_end_round(s);
+    }
+}
+
+/* Chain root+1 -> ... -> root-1 -> root. In round t position k forwards
+ * the block of position k-t; relayed blocks wait in two SB_TMP slots. */
+static void ring_gather(weft_sched *s, const sched_params *p)
+{
+    int P = p->nranks, r = p->rank, root = p->root;
+    uint64_t n = p->count * p->esize;
+    int k = ring_peer(r, -root, P); /* position; the root is 0 (== P) */
+    int next = ring_peer(r, 1, P), prev = ring_peer(r, -1, P);
+    if (k == 0)
+        sched_copy(s, SB_RECV, (uint64_t)root * n, SB_SEND, 0, n);
+    if (P == 1 || n == 0)
+        return;
+    if (k > 1)
+        sched_need_tmp(s, 2 * n);
+    for (int t = 0; t < P - 1; t++) {
+        if (k == 0) {
+            int src = ring_peer(root, P - 1 - t, P);
+            sched_recv(s, prev, SB_RECV, (uint64_t)src * n, n);
+        } else {
+            if (k - 1 - t >= 1) /* block of position k-1-t from prev */
+                sched_recv(s, prev, SB_TMP, (uint64_t)(t % 2) * n, n);
+            if (k - t >= 1) {
+                if (t == 0)
+                    sched_send(s, next, SB_SEND, 0, n);
+                else
+                    sched_send(s, next, SB_TMP, (uint64_t)((t - 1) % 2) * n, n);
+            }
+        }
+        sched_end_round(s);
+    }
+}
+
+/* Chain root -> root+1 -> ... -> root-1; the root sends the farthest
+ * block first, each hop forwards what is not its own. */
+static void ring_scatter(weft_sched *s, const sched_params *p)
+{
+    int P = p->nranks, r = p->rank, root = p->root;
+    uint64_t n = p->count * p->esize;
+    int k = ring_peer(r, -root, P);
+    int next = ring_peer(r, 1, P), prev = ring_peer(r, -1, P);
+    if (k == 0)
+        sched_copy(s, SB_RECV, 0, SB_SEND, (uint64_t)root * n, n);
+    if (P == 1 || n == 0)
+        return;
+    if (k > 0 && k < P - 1)
+        sched_need_tmp(s, 2 * n);
+    for (int t = 0; t < P - 1; t++) {
+        if (k == 0) {
+            int dst = ring_peer(root, P - 1 - t, P);
+            sched_send(s, next, SB_SEND, (uint64_t)dst * n, n);
+        } else {
+            int dest = P - 2 - t + k; /* position whose block arrives now */
+            if (t >= k - 1 && dest >= k) {
+                if (dest == k)
+                    sched_recv(s, prev, SB_RECV, 0, n);
+                else
+                    sched_recv(s, prev, SB_TMP, (uint64_t)(t % 2) * n, n);
+            }
+            if (t >= k && P - 1 - t + k > k)
+                sched_send(s, next, SB_TMP, (uint64_t)((t - 1) % 2) * n, n);
+        }
+        sched_end_round(s);
+    }
+}
+
+/* Pairwise exchange: in step k send to r+k and receive from r-k. */
+static void ring_alltoall(weft_sched *s, const sched_params *p)
+{
+    int P = p->nranks, r = p->rank;
+    uint64_t n = p->count * p->esize;
+    int src = SB_SEND;
+    if (n == 0)
+        return;
+    if (p->inplace && P > 1) {
+        /* received blocks would overwrite blocks not yet sent */
+        sched_need_tmp(s, (uint64_t)P * n);
+        sched_copy(s, SB_TMP, 0, SB_RECV, 0, (uint64_t)P * n);
+        src = SB_TMP;
+    }
+    sched_copy(s, SB_RECV, (uint64_t)r * n, src, (uint64_t)r * n, n);
+    for (int k = 1; k < P; k++) {
+        int to = ring_peer(r, k, P), from = ring_peer(r, -k, P);
+        sched_send(s, to, src, (uint64_t)to * n, n);
+        sched_recv(s, from, SB_RECV, (uint64_t)from * n, n);
+        sched_end_round(s);
+    }
+}
+
+/* Dissemination barrier: ceil(log2 p) rounds of empty messages. */
+void sched_barrier_dissemination(weft_sched *s, const sched_params *p)
+{
+    int P = p->nranks, r = p->rank;
+    for (int d = 1; d < P; d *= 2) {
+        sched_send(s, ring_peer(r, d, P), SB_RECV, 0, 0);
+        sched_recv(s, ring_peer(r, -d, P), SB_RECV, 0, 0);
+        sched_end_round(s);
+    }
+}
+
+int sched_ring(weft_sched *s, const sched_params *p)
+{
+    switch (p->kind) {
+    case WEFT_COLL_ALLREDUCE: ring_allreduce(s, p); break;
+    case WEFT_COLL_REDUCE_SCATTER: ring_reduce_scatter(s, p); break;
+    case WEFT_COLL_ALLGATHER: ring_allgather(s, p); break;
+    case WEFT_COLL_BROADCAST: ring_broadcast(s, p); break;
+    case WEFT_COLL_REDUCE: ring_reduce(s, p); break;
+    case WEFT_COLL_GATHER: ring_gather(s, p); break;
+    case WEFT_COLL_SCATTER: ring_scatter(s, p); break;
+    case WEFT_COLL_ALLTOALL: ring_alltoall(s, p); break;
+    case WEFT_COLL_BARRIER: sched_barrier_dissemination(s, p); break;
+    default: return WEFT_ENOTSUP;
+    }
+    return 0;
+}

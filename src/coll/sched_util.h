@@ -1,0 +1,33 @@
+/* Arithmetic shared by the schedule generators. */
+#ifndef WEFT_COLL_SCHED_UTIL_H
+#define WEFT_COLL_SCHED_UTIL_H
+
+#include "coll/sched.h"
+
+/* Ranks on a ring, wrapped into [0, p). */
+static inline int ring_peer(int r, int d, int p)
+{
+    return (int)(((long)r + d % p + p) % p);
+}
+
+/* Block b of count elements split as evenly as possible into p blocks:
+ * the first count % p blocks get one element more. Result in elements. */
+static inline uint64_t block_start(uint64_t count, int p, int b)
+{
+    uint64_t q = count / (uint64_t)p, rem = count % (uint64_t)p;
+    return (uint64_t)b * q + ((uint64_t)b < rem ? (uint64_t)b : rem);
+}
+
+static inline uint64_t block_len(uint64_t count, int p, int b)
+{
+    return block_start(count, p, b + 1) - block_start(count, p, b);
+}
+
+static inline uint64_t chunk_bytes_of(const sched_params *p)
+{
+    uint64_t c = p->chunk_bytes ? p->chunk_bytes : SCHED_DEFAULT_CHUNK;
+    c -= c % p->esize;
+    return c ? c : p->esize;
+}
+
+#endif

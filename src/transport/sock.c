@@ -1,0 +1,276 @@
+#include "transport/sock.h"
+
+#include "core/clock.h"
+#include "weft.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int resolve(const char *host, int port, int passive, struct addrinfo **out,
+                   char *err, size_t errlen)
+{
+    struct addrinfo hints;
+    char portstr[16];
+    int rc;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = passive ? AI_PASSIVE : 0;
+    snprintf(portstr, sizeof portstr, "%d", port);
+    rc = getaddrinfo(host && *host ? host : NULL, portstr, &hints, out);
+    if (rc) {
+        snprintf(err, errlen, "cannot resolve %s: %s", host ? host : "*", gai_strerror(rc));
+        return WEFT_ECONFIG;
+    }
+    return 0;
+}
+
+int sock_listen(const char *host, int port, int backlog, int *port_out,
+                char *err, size_t errlen)
+{
+    struct addrinfo *ai, *p;
+    int fd = -1, rc, one = 1, saved = 0;
+    if ((rc = resolve(host, port, 1, &ai, err, errlen)))
+        return rc;
+    for (p = ai; p; p = p->ai_next) {
+        fd = socket(p->ai_family, p->ai_socktype | SOCK_CLOEXEC, p->ai_protocol);
+        if (fd < 0)
+            continue;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(fd, p->ai_addr, p->ai_addrlen) == 0 && listen(fd, backlog) == 0)
+            break;
+        saved = errno;
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(ai);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot listen on %s:%d: %s", host && *host ? host : "*",
+                 port, strerror(saved ? saved : errno));
+        return WEFT_ESYS;
+    }
+    if (port_out) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        getsockname(fd, (struct sockaddr *)&ss, &sl);
+        *port_out = ntohs(ss.ss_family == AF_INET6
+                              ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                              : ((struct sockaddr_in *)&ss)->sin_port);
+    }
+    return fd;
+}
+
+int sock_connect(const char *host, int port, double deadline, char *err, size_t errlen)
+{
+    struct addrinfo *ai, *p;
+    int rc, saved = 0;
+    double backoff = 0.005;
+    if ((rc = resolve(host, port, 0, &ai, err, errlen)))
+        return rc;
+    for (;;) {
+        for (p = ai; p; p = p->ai_next) {
+            int fd = socket(p->ai_family, p->ai_socktype | SOCK_CLOEXEC, p->ai_protocol);
+            if (fd < 0) {
+                saved = errno;
+                continue;
+            }
+            if (connect(fd, p->ai_addr, p->ai_addrlen) == 0) {
+                freeaddrinfo(ai);
+                sock_tune(fd);
+                return fd;
+            }
+            saved = errno;
+            close(fd);
+        }
+        if (clock_now() + backoff > deadline)
+            break;
+        /* the listener may simply not be up yet: back off and retry */
+        usleep((useconds_t)(backoff * 1e6));
+        if (backoff < 0.2)
+            backoff *= 2;
+    }
+    freeaddrinfo(ai);
+    snprintf(err, errlen, "cannot connect to %s:%d: %s", host, port, strerror(saved));
+    return saved == ETIMEDOUT || saved == ECONNREFUSED ? WEFT_ETIMEDOUT : WEFT_ESYS;
+}
+
+int sock_accept(int lfd, double deadline, char *err, size_t errlen)
+{
+    for (;;) {
+        struct pollfd pfd = { .fd = lfd, .events = POLLIN };
+        int n = poll(&pfd, 1, clock_ms_until(deadline));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            snprintf(err, errlen, "poll: %s", strerror(errno));
+            return WEFT_ESYS;
+        }
+        if (n == 0) {
+            snprintf(err, errlen, "timed out waiting for a connection");
+            return WEFT_ETIMEDOUT;
+        }
+        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd >= 0) {
+            sock_tune(fd);
+            return fd;
+        }
+        if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED) {
+            snprintf(err, errlen, "accept: %s", strerror(errno));
+            return WEFT_ESYS;
+        }
+    }
+}
+
+void sock_tune(int fd)
+{
+    int one = 1, buf = 4 << 20;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+}
+
+int sock_set_nonblock(int fd, int on)
+{
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0)
+        return WEFT_ESYS;
+    fl = on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK);
+    return fcntl(fd, F_SETFL, fl) < 0 ? WEFT_ESYS : 0;
+}
+
+static int wait_fd(int fd, short ev, double deadline)
+{
+    struct pollfd pfd = { .fd = fd, .events = ev };
+    int n;
+    do
+        n = poll(&pfd, 1, clock_ms_until(deadline));
+    while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return WEFT_ESYS;
+    return n == 0 ? WEFT_ETIMEDOUT : 0;
+}
+
+int sock_read_full(int fd, void *buf, size_t len, double deadline)
+{
+    char *p = buf;
+    while (len) {
+        ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
+        if (n > 0) {
+            p += n;
+            len -= (size_t)n;
+            continue;
+        }
+        if (n == 0)
+            return WEFT_EPEER;
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            int rc = wait_fd(fd, POLLIN, deadline);
+            if (rc)
+                return rc;
+            continue;
+        }
+        return errno == ECONNRESET ? WEFT_EPEER : WEFT_ESYS;
+    }
+    return 0;
+}
+
+int sock_write_full(int fd, const void *buf, size_t len, double deadline)
+{
+    const char *p = buf;
+    while (len) {
+        ssize_t n = send(fd, p, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n > 0) {
+            p += n;
+            len -= (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            int rc = wait_fd(fd, POLLOUT, deadline);
+            if (rc)
+                return rc;
+            continue;
+        }
+        return (errno == EPIPE || errno == ECONNRESET) ? WEFT_EPEER : WEFT_ESYS;
+    }
+    return 0;
+}
+
+int sock_local_ip(int fd, char *buf, size_t len)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
+        return WEFT_ESYS;
+    if (ss.ss_family == AF_INET6)
+        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, buf, (socklen_t)len);
+    else
+        inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, buf, (socklen_t)len);
+    return 0;
+}
+
+int sock_iface_ip(const char *ifname, char *buf, size_t len)
+{
+    struct ifaddrs *ifa, *p;
+    int rc = WEFT_ECONFIG;
+    if (getifaddrs(&ifa) < 0)
+        return WEFT_ESYS;
+    for (p = ifa; p; p = p->ifa_next) {
+        if (!p->ifa_addr || strcmp(p->ifa_name, ifname))
+            continue;
+        if (p->ifa_addr->sa_family == AF_INET) {
+            inet_ntop(AF_INET, &((struct sockaddr_in *)p->ifa_addr)->sin_addr, buf,
+                      (socklen_t)len);
+            rc = 0;
+            break;
+        }
+        if (p->ifa_addr->sa_family == AF_INET6 && rc) {
+            inet_ntop(AF_INET6, &((struct sockaddr_in6 *)p->ifa_addr)->sin6_addr, buf,
+                      (socklen_t)len);
+            rc = 0; /* keep looking for IPv4 */
+        }
+    }
+    freeifaddrs(ifa);
+    return rc;
+}
+
+int sock_split_addr(const char *addr, char *host, size_t hostlen, int *port)
+{
+    const char *colon;
+    size_t hl;
+    if (addr[0] == '[') {
+        const char *close_br = strchr(addr, ']');
+        if (!close_br || close_br[1] != ':')
+            return WEFT_EINVAL;
+        hl = (size_t)(close_br - addr - 1);
+        if (hl >= hostlen)
+            return WEFT_EINVAL;
+        memcpy(host, addr + 1, hl);
+        host[hl] = 0;
+        colon = close_br + 1;
+    } else {
+        colon = strrchr(addr, ':');
+        if (!colon)
+            return WEFT_EINVAL;
+        hl = (size_t)(colon - addr);
+        if (hl >= hostlen)
+            return WEFT_EINVAL;
+        memcpy(host, addr, hl);
+        host[hl] = 0;
+    }
+    *port = atoi(colon + 1);
+    return *port > 0 && *port < 65536 ? 0 : WEFT_EINVAL;
+}

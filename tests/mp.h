@@ -1,0 +1,95 @@
+/* Multi-process test support: fork n ranks on loopback, each running
+ * fn(comm, arg) with its own CHECK counters, and add their results up. */
+#ifndef WEFT_TEST_MP_H
+#define WEFT_TEST_MP_H
+
+#include "test.h"
+#include "weft.h"
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int mp_free_port(void)
+{
+    struct sockaddr_in a;
+    socklen_t l = sizeof a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(fd, (struct sockaddr *)&a, sizeof a);
+    getsockname(fd, (struct sockaddr *)&a, &l);
+    port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+typedef void (*mp_fn)(weft_comm *c, void *arg);
+
+/* Runs fn on n forked ranks; returns the number of ranks that failed to
+ * start, crashed or exited non-zero. Check counts are folded into this
+ * process's totals through a pipe. */
+static int mp_run(int n, double timeout_s, mp_fn fn, void *arg)
+{
+    int port = mp_free_port(), bad = 0, fds[2];
+    pid_t pids[64];
+    if (pipe(fds))
+        return n;
+    fflush(NULL);
+    for (int r = 0; r < n; r++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            weft_config cfg;
+            weft_comm *c;
+            close(fds[0]);
+            weft_config_default(&cfg);
+            cfg.rank = r;
+            cfg.world_size = n;
+            cfg.master_addr = "127.0.0.1";
+            cfg.master_port = port;
+            cfg.timeout_s = timeout_s;
+            cfg.connect_timeout_s = 30;
+            test_passed_ = test_failed_ = 0;
+            alarm((unsigned)(timeout_s * 4 + 60)); /* a hang must fail, not stall CI */
+            int rc = weft_comm_init(&c, &cfg);
+            if (rc) {
+                fprintf(stderr, "rank %d: init failed: %s\n", r, weft_strerror(rc));
+                _exit(3);
+            }
+            fn(c, arg);
+            rc = weft_comm_destroy(c);
+            if (rc)
+                fprintf(stderr, "rank %d: destroy: %s\n", r, weft_strerror(rc));
+            int counts[2] = { test_passed_, test_failed_ };
+            if (write(fds[1], counts, sizeof counts) != sizeof counts)
+                _exit(4);
+            fflush(NULL);
+            _exit(test_failed_ ? 1 : 0);
+        }
+        pids[r] = pid;
+    }
+    close(fds[1]);
+    int counts[2];
+    while (read(fds[0], counts, sizeof counts) == sizeof counts) {
+        test_passed_ += counts[0];
+        test_failed_ += counts[1];
+    }
+    close(fds[0]);
+    for (int r = 0; r < n; r++) {
+        int st;
+        waitpid(pids[r], &st, 0);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            fprintf(stderr, "rank %d of %d: %s %d\n", r, n,
+                    WIFEXITED(st) ? "exit" : "signal",
+                    WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+            bad++;
+        }
+    }
+    return bad;
+}
+
+#endif

@@ -1,0 +1,385 @@
+/* weft-bench: collective benchmarks that print what nccl-tests prints.
+ *
+ *   weftrun -n 4 build/weft-bench allreduce -b 8 -e 128M -f 2 -d f32 -o sum -a ring
+ *
+ * Sizes are bytes of the whole buffer as in nccl-tests (for gather, scatter,
+ * allgather, reduce_scatter and alltoall: the buffer of all ranks' blocks).
+ * Inputs are small integers, so results are exact in any reduction order
+ * and #wrong counts every element that differs from the reference. */
+#include "core/clock.h"
+#include "core/half.h"
+#include "weft.h"
+
+#include <getopt.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    weft_coll_kind kind;
+    weft_dtype t;
+    weft_op op;
+    weft_algo algo;
+    int root, warmup, iters, check;
+    uint64_t minb, maxb, step;
+    double factor;
+    const char *json;
+} opts;
+
+static const char *nccl_type(weft_dtype t)
+{
+    static const char *n[] = { "float", "double", "half", "bfloat16",
+                               "int8",  "uint8",  "int32", "int64" };
+    return t < WEFT_DTYPE_COUNT ? n[t] : "?";
+}
+
+static int per_rank_blocks(weft_coll_kind k)
+{
+    return k == WEFT_COLL_GATHER || k == WEFT_COLL_SCATTER || k == WEFT_COLL_ALLGATHER ||
+           k == WEFT_COLL_REDUCE_SCATTER || k == WEFT_COLL_ALLTOALL;
+}
+
+static int rooted(weft_coll_kind k)
+{
+    return k == WEFT_COLL_BROADCAST || k == WEFT_COLL_REDUCE || k == WEFT_COLL_GATHER ||
+           k == WEFT_COLL_SCATTER;
+}
+
+static double bus_factor(weft_coll_kind k, int n)
+{
+    if (k == WEFT_COLL_ALLREDUCE)
+        return 2.0 * (n - 1) / n;
+    if (k == WEFT_COLL_BROADCAST || k == WEFT_COLL_REDUCE)
+        return 1.0;
+    return (double)(n - 1) / n;
+}
+
+static double value(int r, uint64_t i, weft_op op)
+{
+    if (op == WEFT_PROD)
+        return ((uint64_t)r + i) % 7 == 0 ? 2 : 1;
+    if (op == WEFT_MIN || op == WEFT_MAX)
+        return (double)(((uint64_t)r * 5 + i * 3) % 11);
+    return (double)(((uint64_t)r * 3 + i * 7) % 5);
+}
+
+static void put(void *b, weft_dtype t, uint64_t i, double v)
+{
+    switch (t) {
+    case WEFT_F32: ((float *)b)[i] = (float)v; break;
+    case WEFT_F64: ((double *)b)[i] = v; break;
+    case WEFT_F16: ((uint16_t *)b)[i] = f32_to_f16((float)v); break;
+    case WEFT_BF16: ((uint16_t *)b)[i] = f32_to_bf16((float)v); break;
+    case WEFT_I8: ((int8_t *)b)[i] = (int8_t)(uint8_t)((int64_t)v & 0xff); break;
+    case WEFT_U8: ((uint8_t *)b)[i] = (uint8_t)((int64_t)v & 0xff); break;
+    case WEFT_I32: ((int32_t *)b)[i] = (int32_t)v; break;
+    case WEFT_I64: ((int64_t *)b)[i] = (int64_t)v; break;
+    default: break;
+    }
+}
+
+/* Reduced element i over n ranks, stored like the library stores it. */
+static void put_reduced(void *b, weft_dtype t, uint64_t j, weft_op op, int n, uint64_t i)
+{
+    double acc = value(0, i, op);
+    for (int r = 1; r < n; r++) {
+        double x = value(r, i, op);
+        acc = op == WEFT_PROD ? acc * x
+            : op == WEFT_MIN  ? (x < acc ? x : acc)
+            : op == WEFT_MAX  ? (x > acc ? x : acc)
+                              : acc + x;
+    }
+    if (op == WEFT_AVG) {
+        if (t == WEFT_F32 || t == WEFT_F16 || t == WEFT_BF16)
+            acc = (double)((float)acc / (float)n);
+        else if (t == WEFT_F64)
+            acc = acc / n;
+        else
+            acc = (double)((int64_t)acc / n);
+    }
+    put(b, t, j, acc);
+}
+
+typedef struct {
+    char *in, *out, *want;
+    uint64_t count;   /* per call, as the API takes it */
+    uint64_t nwant;   /* elements of the result to check on this rank */
+    const void *send;
+    void *recv;
+} bufs;
+
+/* Fill inputs and the expected result for one call. */
+static void prepare(const opts *o, int r, int n, bufs *b, int inplace)
+{
+    size_t es = weft_dtype_size(o->t);
+    uint64_t c = b->count, all = per_rank_blocks(o->kind) ? c * (uint64_t)n : c;
+    memset(b->out, 0xa5, all * es);
+    b->send = b->in;
+    b->recv = b->out;
+    b->nwant = 0;
+    switch (o->kind) {
+    case WEFT_COLL_ALLREDUCE: case WEFT_COLL_REDUCE:
+        for (uint64_t i = 0; i < c; i++)
+            put(b->in, o->t, i, value(r, i, o->op));
+        if (o->kind == WEFT_COLL_ALLREDUCE || r == o->root) {
+            for (uint64_t i = 0; i < c; i++)
+                put_reduced(b->want, o->t, i, o->op, n, i);
+            b->nwant = c;
+        }
+        if (inplace) {
+            memcpy(b->out, b->in, c * es);
+            b->send = b->out;
+        }
+        break;
+    case WEFT_COLL_REDUCE_SCATTER:
+        for (uint64_t i = 0; i < all; i++)
+            put(b->in, o->t, i, value(r, i, o->op));
+        for (uint64_t i = 0; i < c; i++)
+            put_reduced(b->want, o->t, i, o->op, n, (uint64_t)r * c + i);
+        b->nwant = c;
+        if (inplace) {
+            memcpy(b->out, b->in, all * es);
+            b->send = b->out;
+            b->recv = b->out + (uint64_t)r * c * es;
+        }
+        break;
+    case WEFT_COLL_BROADCAST:
+        for (uint64_t i = 0; i < c; i++)
+            put(b->want, o->t, i, value(o->root, i, WEFT_SUM));
+        if (r == o->root)
+            memcpy(b->out, b->want, c * es);
+        b->send = b->recv = b->out;
+        b->nwant = c;
+        break;
+    case WEFT_COLL_GATHER: case WEFT_COLL_ALLGATHER:
+        for (uint64_t i = 0; i < c; i++)
+            put(b->in, o->t, i, value(r, i, WEFT_SUM));
+        if (o->kind == WEFT_COLL_ALLGATHER || r == o->root) {
+            for (int j = 0; j < n; j++)
+                for (uint64_t i = 0; i < c; i++)
+                    put(b->want, o->t, (uint64_t)j * c + i, value(j, i, WEFT_SUM));
+            b->nwant = all;
+            if (inplace) {
+                memcpy(b->out + (uint64_t)r * c * es, b->in, c * es);
+                b->send = b->out + (uint64_t)r * c * es;
+            }
+        }
+        break;
+    case WEFT_COLL_SCATTER:
+        if (r == o->root)
+            for (uint64_t i = 0; i < all; i++)
+                put(b->in, o->t, i, value(r, i, WEFT_SUM));
+        for (uint64_t i = 0; i < c; i++)
+            put(b->want, o->t, i, value(o->root, (uint64_t)r * c + i, WEFT_SUM));
+        b->nwant = c;
+        if (inplace && r == o->root) {
+            memcpy(b->out, b->in, all * es);
+            b->send = b->out;
+            b->recv = b->out + (uint64_t)r * c * es;
+        }
+        break;
+    case WEFT_COLL_ALLTOALL:
+        for (uint64_t i = 0; i < all; i++)
+            put(b->in, o->t, i, value(r, i, WEFT_SUM));
+        for (int j = 0; j < n; j++)
+            for (uint64_t i = 0; i < c; i++)
+                put(b->want, o->t, (uint64_t)j * c + i, value(j, (uint64_t)r * c + i, WEFT_SUM));
+        b->nwant = all;
+        if (inplace) {
+            memcpy(b->out, b->in, all * es);
+            b->send = b->out;
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+static int call(weft_comm *c, const opts *o, const bufs *b)
+{
+    weft_coll_args a = { .kind = o->kind, .send = b->send, .recv = b->recv, .count = b->count,
+                         .dtype = o->t, .op = o->op, .root = o->root, .algo = o->algo };
+    return weft_collective(c, &a);
+}
+
+static uint64_t parse_size(const char *s)
+{
+    char *end;
+    double v = strtod(s, &end);
+    switch (*end) {
+    case 'K': case 'k': v *= 1024; break;
+    case 'M': case 'm': v *= 1024 * 1024; break;
+    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
+    default: break;
+    }
+    return (uint64_t)v;
+}
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: weft-bench COLLECTIVE [options]   (run under weftrun, mpirun, srun or torchrun)\n"
+            "  COLLECTIVE: allreduce reduce broadcast allgather reduce_scatter gather scatter alltoall\n"
+            "  -b BYTES  smallest size (default 8)      -e BYTES  largest size (default 32M)\n"
+            "  -f X      multiply size by X (default 2)  -i BYTES  add BYTES instead\n"
+            "  -d TYPE   f32 f64 f16 bf16 i8 u8 i32 i64  -o OP     sum prod min max avg\n"
+            "  -r ROOT   root rank (default 0)          -a ALGO   auto naive ring tree rd ...\n"
+            "  -w N      warm-up iterations (5)         -n N      timed iterations (20)\n"
+            "  -c 0|1    check results (1)              -J FILE   also write results as JSON\n");
+}
+
+int main(int argc, char **argv)
+{
+    opts o = { .t = WEFT_F32, .op = WEFT_SUM, .algo = WEFT_ALGO_AUTO, .warmup = 5,
+               .iters = 20, .check = 1, .minb = 8, .maxb = 32u << 20, .factor = 2 };
+    weft_comm *c;
+    int ch, rc;
+    if (argc < 2 || argv[1][0] == '-') {
+        usage();
+        return 2;
+    }
+    for (int k = 1; k < WEFT_COLL_KIND_COUNT; k++)
+        if (weft_coll_name((weft_coll_kind)k) && !strcmp(argv[1], weft_coll_name((weft_coll_kind)k)))
+            o.kind = (weft_coll_kind)k;
+    if (!o.kind || o.kind == WEFT_COLL_SEND || o.kind == WEFT_COLL_RECV || o.kind == WEFT_COLL_BARRIER) {
+        fprintf(stderr, "weft-bench: unknown collective '%s'\n", argv[1]);
+        usage();
+        return 2;
+    }
+    optind = 2;
+    while ((ch = getopt(argc, argv, "b:e:f:i:d:o:r:a:w:n:c:J:h")) != -1) {
+        switch (ch) {
+        case 'b': o.minb = parse_size(optarg); break;
+        case 'e': o.maxb = parse_size(optarg); break;
+        case 'f': o.factor = atof(optarg); o.step = 0; break;
+        case 'i': o.step = parse_size(optarg); break;
+        case 'd': if (weft_dtype_parse(optarg, &o.t)) { usage(); return 2; } break;
+        case 'o': if (weft_op_parse(optarg, &o.op)) { usage(); return 2; } break;
+        case 'r': o.root = atoi(optarg); break;
+        case 'a': if (weft_algo_parse(optarg, &o.algo)) { usage(); return 2; } break;
+        case 'w': o.warmup = atoi(optarg); break;
+        case 'n': o.iters = atoi(optarg); break;
+        case 'c': o.check = atoi(optarg); break;
+        case 'J': o.json = optarg; break;
+        default: usage(); return 2;
+        }
+    }
+    if (o.iters < 1 || (o.step == 0 && o.factor <= 1) || o.minb > o.maxb) {
+        usage();
+        return 2;
+    }
+    if ((rc = weft_comm_init_env(&c))) {
+        fprintf(stderr, "weft-bench: cannot join the job: %s\n", weft_strerror(rc));
+        return 1;
+    }
+    int r = weft_comm_rank(c), n = weft_comm_size(c);
+    size_t es = weft_dtype_size(o.t);
+    int blocks = per_rank_blocks(o.kind) ? n : 1;
+    FILE *json = NULL;
+    if (o.root < 0 || o.root >= n) {
+        fprintf(stderr, "weft-bench: root %d out of range\n", o.root);
+        return 2;
+    }
+    if (r == 0) {
+        printf("# weft-bench %s: %d ranks, algorithm %s, %s, warm-up %d, iterations %d\n#\n",
+               argv[1], n, weft_algo_name(o.algo), weft_version(), o.warmup, o.iters);
+        printf("# %10s %12s %8s %6s %6s %32s %32s\n", "", "", "", "", "",
+               "out-of-place", "in-place");
+        printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s\n", "size", "count",
+               "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw",
+               "busbw", "#wrong");
+        printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s\n", "(B)",
+               "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
+               "(GB/s)", "");
+        if (o.json && !(json = fopen(o.json, "w")))
+            fprintf(stderr, "weft-bench: cannot write %s\n", o.json);
+        if (json)
+            fprintf(json, "{\"collective\":\"%s\",\"ranks\":%d,\"algo\":\"%s\",\"type\":\"%s\","
+                          "\"op\":\"%s\",\"results\":[",
+                    argv[1], n, weft_algo_name(o.algo), weft_dtype_name(o.t), weft_op_name(o.op));
+    }
+    uint64_t maxel = o.maxb / es + (uint64_t)n;
+    bufs b = { malloc(maxel * es + 64), malloc(maxel * es + 64), malloc(maxel * es + 64), 0, 0,
+               NULL, NULL };
+    if (!b.in || !b.out || !b.want) {
+        fprintf(stderr, "weft-bench: out of memory\n");
+        return 1;
+    }
+    double busbw_sum = 0;
+    int nsizes = 0, first = 1;
+    long long wrong_total = 0;
+    for (uint64_t size = o.minb; size <= o.maxb;
+         size = o.step ? size + o.step : (uint64_t)((double)size * o.factor) + (o.factor < 2 && (uint64_t)((double)size * o.factor) == size)) {
+        uint64_t count = size / es / (uint64_t)blocks;
+        double t_us[2], algbw[2], busbw[2];
+        long long wrong[2];
+        b.count = count;
+        for (int inplace = 0; inplace < 2; inplace++) {
+            prepare(&o, r, n, &b, inplace);
+            for (int i = 0; i < o.warmup; i++)
+                if ((rc = call(c, &o, &b)))
+                    goto fail;
+            if ((rc = weft_barrier(c)))
+                goto fail;
+            double t0 = clock_now();
+            for (int i = 0; i < o.iters; i++)
+                if ((rc = call(c, &o, &b)))
+                    goto fail;
+            double dt = (clock_now() - t0) / o.iters, slowest;
+            if ((rc = weft_allreduce(c, &dt, &slowest, 1, WEFT_F64, WEFT_MAX)))
+                goto fail;
+            long long bad = 0, all_bad;
+            if (o.check) {
+                prepare(&o, r, n, &b, inplace);
+                if ((rc = call(c, &o, &b)))
+                    goto fail;
+                for (uint64_t i = 0; i < b.nwant; i++)
+                    bad += memcmp((char *)b.recv + i * es, b.want + i * es, es) != 0;
+            }
+            if ((rc = weft_allreduce(c, &bad, &all_bad, 1, WEFT_I64, WEFT_SUM)))
+                goto fail;
+            uint64_t bytes = count * es * (uint64_t)blocks;
+            t_us[inplace] = slowest * 1e6;
+            algbw[inplace] = slowest > 0 ? (double)bytes / slowest / 1e9 : 0;
+            busbw[inplace] = algbw[inplace] * bus_factor(o.kind, n);
+            wrong[inplace] = o.check ? all_bad : -1;
+            wrong_total += all_bad;
+        }
+        if (r == 0) {
+            uint64_t bytes = count * es * (uint64_t)blocks;
+            printf("  %10llu %12llu %8s %6s %6d %9.2f %7.3f %7.3f %6lld %9.2f %7.3f %7.3f %6lld\n",
+                   (unsigned long long)bytes, (unsigned long long)(count * (uint64_t)blocks),
+                   nccl_type(o.t), weft_op_name(o.op), rooted(o.kind) ? o.root : -1, t_us[0],
+                   algbw[0], busbw[0], wrong[0], t_us[1], algbw[1], busbw[1], wrong[1]);
+            fflush(stdout);
+            if (json) {
+                fprintf(json, "%s{\"size\":%llu,\"count\":%llu,\"time_us\":[%.3f,%.3f],"
+                              "\"algbw\":[%.4f,%.4f],\"busbw\":[%.4f,%.4f],\"wrong\":[%lld,%lld]}",
+                        first ? "" : ",", (unsigned long long)bytes,
+                        (unsigned long long)(count * (uint64_t)blocks), t_us[0], t_us[1],
+                        algbw[0], algbw[1], busbw[0], busbw[1], wrong[0], wrong[1]);
+                first = 0;
+            }
+        }
+        busbw_sum += busbw[0];
+        nsizes++;
+    }
+    if (r == 0) {
+        printf("# Out of bounds values : %lld %s\n", wrong_total, wrong_total ? "FAILED" : "OK");
+        printf("# Avg bus bandwidth    : %g\n#\n", nsizes ? busbw_sum / nsizes : 0.0);
+        if (json) {
+            fprintf(json, "],\"avg_busbw\":%g,\"wrong\":%lld}\n", nsizes ? busbw_sum / nsizes : 0.0,
+                    wrong_total);
+            fclose(json);
+        }
+    }
+    free(b.in);
+    free(b.out);
+    free(b.want);
+    weft_comm_destroy(c);
+    return wrong_total ? 1 : 0;
+fail:
+    fprintf(stderr, "weft-bench: rank %d: %s: %s\n", r, weft_strerror(rc), weft_comm_error(c));
+    return 1;
+}
