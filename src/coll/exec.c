@@ -284,10 +284,10 @@ static int run_round(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
         for (uint32_t i = b; i < e; i++) {
             const sched_op *o = &s->ops[i];
             opstate *x = &st[i - b];
-            int is_send = o->kind == SOP_SEND;
-            char *slot = &busy[(is_send ? 0 : P) + o->peer];
             if (x->complete)
                 continue;
+            int is_send = o->kind == SOP_SEND;
+            char *slot = &busy[(is_send ? 0 : P) + o->peer];
             pending++;
             if (*slot) /* an earlier op on this peer and direction goes first */
                 continue;
@@ -317,10 +317,12 @@ static int run_round(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
         memset(busy, 0, 2 * (size_t)P);
         for (uint32_t i = b; i < e; i++) {
             const sched_op *o = &s->ops[i];
+            if (st[i - b].complete)
+                continue;
             int is_send = o->kind == SOP_SEND;
             char *slot = &busy[(is_send ? 0 : P) + o->peer];
             int fd = is_send ? c->net.out_fd[o->peer] : c->net.in_fd[o->peer];
-            if (st[i - b].complete || *slot || fd < 0)
+            if (*slot || fd < 0)
                 continue;
             *slot = 1;
             pf[npf++] = (struct pollfd){ .fd = fd, .events = is_send ? POLLOUT : POLLIN };
