@@ -18,6 +18,10 @@ endif
 ifneq ($(SANITIZE),)
 OPT      += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
 LDFLAGS  += -fsanitize=$(SANITIZE)
+# ifunc resolvers (target_clones) run before the TSan runtime is up
+ifneq ($(findstring thread,$(SANITIZE)),)
+OPT      += -DWEFT_NO_CLONES
+endif
 endif
 
 # Optional: OpenBLAS for matmul (Debian: libopenblas-dev). make OPENBLAS=0 disables.
