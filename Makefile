@@ -48,22 +48,27 @@ all: $(LIB_A) $(LIB_SO) $(TOOLS) $(TESTS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+	@echo "  CC      $<"
+	@$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
 $(LIB_A): $(OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	@echo "  AR      $@"
+	@ar rcs $@ $^
 
 $(LIB_SO): $(OBJ)
-	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	@echo "  LD      $@"
+	@$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/%: tools/%.c $(LIB_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -MMD -MP $< -o $@ $(LIB_A) $(LDLIBS)
+	@echo "  CCLD    $@"
+	@$(CC) $(CFLAGS) $(LDFLAGS) -MMD -MP $< -o $@ $(LIB_A) $(LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c $(LIB_A) tests/test.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests $(LDFLAGS) -MMD -MP $< -o $@ $(LIB_A) $(LDLIBS)
+	@echo "  CCLD    $@"
+	@$(CC) $(CFLAGS) -Itests $(LDFLAGS) -MMD -MP $< -o $@ $(LIB_A) $(LDLIBS)
 
 check: all
 	BUILD=$(BUILD) sh tests/run.sh

@@ -191,6 +191,39 @@ typedef struct {
 } weft_coll_args;
 int weft_collective(weft_comm *c, const weft_coll_args *a);
 
+/* ---- non-blocking collectives ----------------------------------------------
+ * Each returns at once with a request; the operation runs in the background
+ * in issue order (like a stream: operations on one communicator never
+ * overtake each other, and a blocking call waits for those issued before
+ * it). Buffers must stay untouched until the request completes. A
+ * communicator is used by one application thread at a time. */
+typedef struct weft_request weft_request;
+
+int weft_icollective(weft_comm *c, const weft_coll_args *a, weft_request **req);
+int weft_isend(weft_comm *c, const void *buf, size_t count, weft_dtype t, int peer,
+               weft_request **req);
+int weft_irecv(weft_comm *c, void *buf, size_t count, weft_dtype t, int peer,
+               weft_request **req);
+int weft_ibroadcast(weft_comm *c, void *buf, size_t count, weft_dtype t, int root,
+                    weft_request **req);
+int weft_ireduce(weft_comm *c, const void *send, void *recv, size_t count, weft_dtype t,
+                 weft_op op, int root, weft_request **req);
+int weft_iallreduce(weft_comm *c, const void *send, void *recv, size_t count,
+                    weft_dtype t, weft_op op, weft_request **req);
+int weft_iallgather(weft_comm *c, const void *send, void *recv, size_t count,
+                    weft_dtype t, weft_request **req);
+int weft_ireduce_scatter(weft_comm *c, const void *send, void *recv, size_t count,
+                         weft_dtype t, weft_op op, weft_request **req);
+int weft_ialltoall(weft_comm *c, const void *send, void *recv, size_t count,
+                   weft_dtype t, weft_request **req);
+/* Block until req completes; returns the operation's result and frees req. */
+int weft_wait(weft_request *req);
+/* *done = 1 (and req freed, the operation's result returned) if complete;
+ * otherwise *done = 0 and 0 is returned. */
+int weft_test(weft_request *req, int *done);
+/* Waits for all n; returns the first error, frees every request. */
+int weft_wait_all(weft_request **reqs, int n);
+
 /* ==== training engine (src/train) ======================================= */
 /* (declarations of weft_model_*, weft_optim_*, weft_data_*, weft_ckpt_* go here) */
 /* -- models -- */
@@ -368,7 +401,7 @@ float weft_lr_at(const weft_lr_schedule *s, int64_t step);
 typedef struct weft_dataset weft_dataset;
 
 typedef enum {
-    WEFT_DATA_IMAGE = 1, /* x: x_dim floats in [0,1]; y: one class label */
+    WEFT_DATA_IMAGE = 1, /* x: x_dim floats in [0,1] (or normalised); y: one class label */
     WEFT_DATA_SEQ = 2    /* x: x_dim tokens; y: the token after each of them */
 } weft_data_kind;
 
@@ -387,6 +420,13 @@ void weft_dataset_free(weft_dataset *ds); /* ds may be NULL */
  * Sequence: tokens[x_dim] and y[x_dim]; x unused (may be NULL). */
 int weft_dataset_get(const weft_dataset *ds, uint64_t i, float *x,
                      int32_t *tokens, int32_t *y);
+/* Image datasets: from now on x = (pixel - mean) / std (as torchvision's
+ * Normalize); mean 0, std 1 restores plain pixels. */
+int weft_dataset_normalize(weft_dataset *ds, float mean, float std);
+/* Mean and standard deviation of the plain pixels of the first
+ * max_samples samples. */
+int weft_dataset_pixel_stats(const weft_dataset *ds, uint64_t max_samples, double *mean,
+                             double *std);
 
 /* idx files (MNIST layout: u8 images idx3, u8 labels idx1). A path ending in
  * ".gz" is read through `gzip -dc` (the library has no zlib). */

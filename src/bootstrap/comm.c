@@ -50,6 +50,9 @@ static weft_comm *comm_alloc(int rank, int size)
     c->p2p_recvd = calloc((size_t)size, sizeof *c->p2p_recvd);
     c->stage = calloc((size_t)size, sizeof *c->stage);
     sched_init(&c->sched);
+    pthread_mutex_init(&c->amu, NULL);
+    pthread_cond_init(&c->acv, NULL);
+    pthread_cond_init(&c->dcv, NULL);
     if (!c->p2p_sent || !c->p2p_recvd || !c->stage) {
         free(c->p2p_sent);
         free(c->p2p_recvd);
@@ -62,6 +65,10 @@ static weft_comm *comm_alloc(int rank, int size)
 
 static void comm_free(weft_comm *c)
 {
+    async_stop(c);
+    pthread_mutex_destroy(&c->amu);
+    pthread_cond_destroy(&c->acv);
+    pthread_cond_destroy(&c->dcv);
     tcp_net_close(&c->net);
     if (c->store)
         store_close(c->store);
@@ -307,6 +314,7 @@ int weft_comm_destroy(weft_comm *c)
     int rc = 0;
     if (!c)
         return 0;
+    async_drain(c);
     /* Nobody may still be waiting on this rank's store or sockets. */
     if (c->size > 1 && !c->broken)
         rc = weft_barrier(c);

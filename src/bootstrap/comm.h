@@ -4,6 +4,8 @@
 #ifndef WEFT_BOOTSTRAP_COMM_H
 #define WEFT_BOOTSTRAP_COMM_H
 
+#include <pthread.h>
+
 #include "bootstrap/store.h"
 #include "coll/sched.h"
 #include "transport/tcp.h"
@@ -28,6 +30,15 @@ struct weft_comm {
     size_t tmp_cap;
     void **stage;             /* per peer: receive staging for reductions */
     int broken;               /* first error that left the streams unusable */
+    /* Non-blocking operations run in issue order on a worker thread that
+     * starts with the first of them; while any is queued or running, a
+     * blocking call waits its turn. */
+    pthread_mutex_t amu;
+    pthread_cond_t acv;       /* work queued, or stop */
+    pthread_cond_t dcv;       /* a request finished */
+    struct weft_request *qhead, *qtail;
+    int worker_on, worker_busy, worker_stop;
+    pthread_t worker;
     char err[512];
 };
 
@@ -35,5 +46,11 @@ struct weft_comm {
 __attribute__((format(printf, 3, 4)))
 #endif
 int comm_fail(weft_comm *c, int code, const char *fmt, ...);
+
+/* Runs one collective on the calling thread (coll.c). */
+int coll_run(weft_comm *c, const weft_coll_args *a);
+/* Wait for queued non-blocking work, then stop the worker (async.c). */
+void async_drain(weft_comm *c);
+void async_stop(weft_comm *c);
 
 #endif

@@ -87,6 +87,14 @@ static int ensure_tmp(weft_comm *c, uint64_t bytes)
 
 int weft_collective(weft_comm *c, const weft_coll_args *a)
 {
+    if (!c || !a)
+        return WEFT_EINVAL;
+    async_drain(c);
+    return coll_run(c, a);
+}
+
+int coll_run(weft_comm *c, const weft_coll_args *a)
+{
     sched_params p;
     frame_hdr fp;
     char *bufs[SB_COUNT];
