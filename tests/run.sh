@@ -1,15 +1,18 @@
 #!/bin/sh
-# Runs every test binary in $BUILD/tests, adds up their "summary:" lines and
+# Runs every test binary in $BUILD/tests and every tests/test_*.sh, adds up their "summary:" lines and
 # prints the total as "N passed, N failed". Exit status: 0 only if all pass.
 BUILD=${BUILD:-build}
 passed=0; failed=0; broken=""
 log=$(mktemp)
-for t in "$BUILD"/tests/test_*; do
-    [ -x "$t" ] || continue
+for t in "$BUILD"/tests/test_* tests/test_*.sh; do
+    [ -f "$t" ] || continue
     case "$t" in *.d) continue;; esac
     name=$(basename "$t")
     start=$(date +%s)
-    "$t" >"$log" 2>&1
+    case "$t" in
+    *.sh) BUILD="$BUILD" sh "$t" >"$log" 2>&1 ;;
+    *) "$t" >"$log" 2>&1 ;;
+    esac
     rc=$?
     line=$(grep '^summary:' "$log" | tail -n 1)
     p=$(echo "$line" | sed -n 's/^summary: \([0-9]*\) passed, \([0-9]*\) failed.*/\1/p')

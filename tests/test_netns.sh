@@ -1,0 +1,81 @@
+#!/bin/sh
+# Multi-host test: two emulated hosts (network namespaces) joined by a
+# bridge, one of them behind a 1 Gbit/s token bucket; 2 ranks per host run
+# every collective through weft-bench and must get every element right.
+# Needs root and iproute2; prints a skip otherwise. Everything it makes is
+# removed on exit, also on failure.
+B=${BUILD:-build}
+if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null 2>&1 || ! ip netns add weftprobe$$ 2>/dev/null; then
+    echo "skip: needs root and network namespaces"
+    echo "summary: 0 passed, 0 failed"
+    exit 0
+fi
+ip netns del weftprobe$$
+id=$$
+sw=wsw$id; h0=wh0$id; h1=wh1$id
+net=10.77.$((id % 200 + 20))
+cleanup() {
+    for ns in $h0 $h1 $sw; do ip netns del "$ns" 2>/dev/null; done
+}
+trap cleanup EXIT INT TERM
+set -e
+ip netns add $sw
+ip -n $sw link add br0 type bridge
+ip -n $sw link set br0 up
+i=1
+for h in $h0 $h1; do
+    ip netns add $h
+    ip link add eth0 netns $h type veth peer name p$i netns $sw
+    ip -n $sw link set p$i master br0
+    ip -n $sw link set p$i up
+    ip -n $h addr add $net.$i/24 dev eth0
+    ip -n $h link set eth0 up
+    ip -n $h link set lo up
+    i=$((i + 1))
+done
+# host 1 behind a 1 Gbit/s link (tbf: the kernel here has no netem)
+ip netns exec $h1 tc qdisc add dev eth0 root tbf rate 1gbit burst 256kb latency 50ms 2>/dev/null || true
+set +e
+
+passed=0; failed=0
+port=$((20000 + id % 20000))
+for coll in allreduce broadcast reduce allgather reduce_scatter gather scatter alltoall; do
+    for algo in naive ring; do
+        port=$((port + 1))
+        logs=""
+        pids=""
+        for r in 0 1 2 3; do
+            h=$h0; [ $r -ge 2 ] && h=$h1
+            log=$(mktemp); logs="$logs $log"
+            ip netns exec $h env WEFT_RANK=$r WEFT_WORLD_SIZE=4 WEFT_LOCAL_RANK=$((r % 2)) \
+                WEFT_MASTER_ADDR=$net.1 WEFT_MASTER_PORT=$port WEFT_SOCKET_IFNAME=eth0 \
+                WEFT_TIMEOUT=60 \
+                timeout 120 "$B/weft-bench" $coll -b 4K -e 1M -f 16 -a $algo -w 1 -n 2 \
+                >"$log" 2>&1 &
+            pids="$pids $!"
+        done
+        ok=1
+        for p in $pids; do wait $p || ok=0; done
+        first=$(echo $logs | cut -d' ' -f1)
+        grep -q "Out of bounds values : 0 OK" "$first" || ok=0
+        if [ $ok = 1 ]; then
+            passed=$((passed + 1))
+        else
+            failed=$((failed + 1))
+            echo "FAIL $coll $algo across two hosts"
+            for l in $logs; do sed 's/^/    /' "$l"; done
+        fi
+        rm -f $logs
+    done
+done
+
+# a rank that names an interface that does not exist gets a clear error
+if ip netns exec $h0 env WEFT_RANK=0 WEFT_WORLD_SIZE=2 WEFT_MASTER_ADDR=$net.1 \
+    WEFT_MASTER_PORT=$((port + 1)) WEFT_SOCKET_IFNAME=nosuch0 WEFT_CONNECT_TIMEOUT=5 \
+    timeout 30 "$B/weft-bench" allreduce -b 8 -e 8 2>&1 | grep -q "nosuch0"; then
+    passed=$((passed + 1))
+else
+    failed=$((failed + 1)); echo "FAIL bad WEFT_SOCKET_IFNAME not reported"
+fi
+echo "summary: $passed passed, $failed failed"
+[ $failed = 0 ]
