@@ -135,6 +135,9 @@ int weft_comm_local_rank(const weft_comm *c);
  * destroyed in any order; the world communicator that serves the store must
  * be destroyed last. */
 int weft_comm_destroy(weft_comm *c);
+/* Callable from any thread: every operation in progress or issued later on
+ * c returns WEFT_EABORTED. Then destroy c. */
+int weft_comm_abort(weft_comm *c);
 /* Last error message on this communicator ("" when none). */
 const char *weft_comm_error(const weft_comm *c);
 int weft_comm_set_algo(weft_comm *c, weft_algo a);
@@ -290,9 +293,13 @@ int weft_model_tensor_info(const weft_model *m, int i, weft_tensor_info *out);
 /* Index of the tensor called name, or WEFT_EINVAL. */
 int weft_model_tensor_find(const weft_model *m, const char *name);
 
+/* WEFT_PREC_BF16: matmul operands (activations, weights, incoming
+ * gradients) in bf16 with fp32 accumulation; master weights, gradients and
+ * optimiser state stay fp32. The default is WEFT_PREC_FP32. */
 int weft_model_set_precision(weft_model *m, weft_precision p);
 weft_precision weft_model_precision(const weft_model *m);
-/* n <= 0: the default above. */
+/* n <= 0: the default above. OpenBLAS keeps one thread count per process:
+ * the last model to set it wins. */
 int weft_model_set_threads(weft_model *m, int n);
 int weft_model_threads(const weft_model *m);
 /* Matmul backend: "openblas" (default when built with it) or "portable";
@@ -311,7 +318,8 @@ int weft_model_forward(weft_model *m, const void *inputs, const int32_t *targets
                        int batch, int seq, float *loss);
 /* Adds d(mean loss)/d(params) of the last forward (which needs targets) to
  * the gradient buffer: call weft_model_zero_grad first, or not, to
- * accumulate micro-batches (then scale the gradients by 1/k). */
+ * accumulate micro-batches (then scale the gradients by 1/k). Once per
+ * forward: it overwrites the probabilities. */
 int weft_model_backward(weft_model *m);
 int weft_model_zero_grad(weft_model *m);
 /* Logits of the last forward: rows = batch (MLP) or batch*seq (GPT),
@@ -394,6 +402,7 @@ typedef struct {
 } weft_lr_schedule;
 /* step counts from 0. */
 float weft_lr_at(const weft_lr_schedule *s, int64_t step);
+
 /* -- data and checkpoints -- */
 
 /* A dataset is an indexed set of samples. Sample i depends only on the
@@ -446,8 +455,12 @@ int weft_dataset_synth_images(weft_dataset **out, uint64_t seed, int split, uint
 /* Built-in sequence task: lines "a+b=c\n" (a, b below 10^digits), bytes as
  * tokens (vocabulary 256). Each sample is seq_len tokens starting at a line.
  * split 0: train, 1: validation; problems are split by a hash of (a, b), so
- * no validation problem ever appears in training. */
-int weft_dataset_addition(weft_dataset **out, uint64_t seed, int split, int digits,
+ * no validation problem ever appears in training. format: 0 plain
+ * ("7+35=42"), or a mix of PADDED (operands zero-padded to `digits`, the sum
+ * to digits+1: "07+35=042") and REVERSED (the sum's digits least significant
+ * first, as it is computed: "07+35=240"), which small models learn faster. */
+enum { WEFT_ADDITION_PADDED = 1, WEFT_ADDITION_REVERSED = 2 };
+int weft_dataset_addition(weft_dataset **out, uint64_t seed, int split, int digits, int format,
                           int seq_len, uint64_t n);
 /* Problem i of a dataset that has prompts (the addition task's validation
  * problems): prompt "a+b=", answer "c\n", both NUL-terminated.
@@ -579,6 +592,29 @@ int weft_ckpt_put_rng(weft_ckpt *c, const char *name, const weft_rng *r);
 int weft_ckpt_get_rng(const weft_ckpt *c, const char *name, weft_rng *r);
 
 /* ==== end training engine ============================================== */
+
+/* ---- data parallelism (src/train/dp.c) ------------------------------------ */
+/* Every rank holds the whole model; gradients are averaged across the
+ * communicator in buckets of contiguous tensors (PyTorch DDP's scheme),
+ * each bucket's all-reduce launched non-blocking as soon as its tensors are
+ * final. */
+typedef struct weft_dp weft_dp;
+#define WEFT_DP_DEFAULT_BUCKET (25u << 20) /* bytes, as PyTorch DDP */
+
+/* bucket_bytes 0: the default. The model must outlive the handle. */
+int weft_dp_create(weft_dp **out, weft_comm *c, weft_model *m, size_t bucket_bytes);
+void weft_dp_destroy(weft_dp *d);
+int weft_dp_bucket_count(const weft_dp *d);
+/* Make every rank's parameters equal to rank 0's. */
+int weft_dp_broadcast_params(weft_dp *d);
+/* Tell the handle that tensor i's gradient is final (from a backward hook):
+ * its bucket starts reducing once complete. Optional. */
+int weft_dp_grad_ready(weft_dp *d, int tensor);
+/* Launch what is left and wait: afterwards the gradient buffer holds the
+ * average over ranks on every rank. */
+int weft_dp_sync_grads(weft_dp *d);
+/* Average n floats (losses, accuracies) over the ranks, in place. */
+int weft_dp_average(weft_dp *d, float *vals, int n);
 
 #ifdef __cplusplus
 }

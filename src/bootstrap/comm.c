@@ -4,10 +4,12 @@
 #include "core/clock.h"
 #include "core/log.h"
 
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define STORE_WAIT_DEFAULT_S 60.0
 #define COLL_TIMEOUT_DEFAULT_S 300.0
@@ -53,6 +55,8 @@ static weft_comm *comm_alloc(int rank, int size)
     pthread_mutex_init(&c->amu, NULL);
     pthread_cond_init(&c->acv, NULL);
     pthread_cond_init(&c->dcv, NULL);
+    if (pipe2(c->abort_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+        c->abort_pipe[0] = c->abort_pipe[1] = -1;
     if (!c->p2p_sent || !c->p2p_recvd || !c->stage) {
         free(c->p2p_sent);
         free(c->p2p_recvd);
@@ -66,6 +70,10 @@ static weft_comm *comm_alloc(int rank, int size)
 static void comm_free(weft_comm *c)
 {
     async_stop(c);
+    if (c->abort_pipe[0] >= 0) {
+        close(c->abort_pipe[0]);
+        close(c->abort_pipe[1]);
+    }
     pthread_mutex_destroy(&c->amu);
     pthread_cond_destroy(&c->acv);
     pthread_cond_destroy(&c->dcv);
@@ -309,6 +317,31 @@ int weft_comm_set_algo(weft_comm *c, weft_algo a)
 
 weft_algo weft_comm_algo(const weft_comm *c) { return c ? c->algo : WEFT_ALGO_AUTO; }
 
+int weft_comm_abort(weft_comm *c)
+{
+    if (!c)
+        return WEFT_EINVAL;
+    atomic_store(&c->aborted, 1);
+    if (c->abort_pipe[1] >= 0 && write(c->abort_pipe[1], "a", 1) < 0) {
+        /* the pipe is full: a wake-up is already pending */
+    }
+    return 0;
+}
+
+void comm_sever(weft_comm *c)
+{
+    for (int i = 0; i < c->size; i++) {
+        if (c->net.out_fd && c->net.out_fd[i] >= 0) {
+            close(c->net.out_fd[i]);
+            c->net.out_fd[i] = -1;
+        }
+        if (c->net.in_fd && c->net.in_fd[i] >= 0) {
+            close(c->net.in_fd[i]);
+            c->net.in_fd[i] = -1;
+        }
+    }
+}
+
 int weft_comm_destroy(weft_comm *c)
 {
     int rc = 0;
@@ -316,7 +349,7 @@ int weft_comm_destroy(weft_comm *c)
         return 0;
     async_drain(c);
     /* Nobody may still be waiting on this rank's store or sockets. */
-    if (c->size > 1 && !c->broken)
+    if (c->size > 1 && !c->broken && !atomic_load(&c->aborted))
         rc = weft_barrier(c);
     comm_free(c);
     return rc;

@@ -5,6 +5,7 @@
 #define WEFT_BOOTSTRAP_COMM_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "bootstrap/store.h"
 #include "coll/sched.h"
@@ -30,6 +31,8 @@ struct weft_comm {
     size_t tmp_cap;
     void **stage;             /* per peer: receive staging for reductions */
     int broken;               /* first error that left the streams unusable */
+    atomic_int aborted;       /* set by weft_comm_abort from any thread */
+    int abort_pipe[2];        /* written on abort: wakes a rank asleep in poll */
     /* Non-blocking operations run in issue order on a worker thread that
      * starts with the first of them; while any is queued or running, a
      * blocking call waits its turn. */
@@ -46,6 +49,10 @@ struct weft_comm {
 __attribute__((format(printf, 3, 4)))
 #endif
 int comm_fail(weft_comm *c, int code, const char *fmt, ...);
+
+/* Close every data connection, so that peers blocked on this rank learn at
+ * once (end of stream) that it has failed, and tell their own peers. */
+void comm_sever(weft_comm *c);
 
 /* Runs one collective on the calling thread (coll.c). */
 int coll_run(weft_comm *c, const weft_coll_args *a);

@@ -102,6 +102,8 @@ int coll_run(weft_comm *c, const weft_coll_args *a)
     int rc;
     if (!c || !a)
         return WEFT_EINVAL;
+    if (atomic_load(&c->aborted))
+        return comm_fail(c, WEFT_EABORTED, "communicator aborted");
     if (c->broken)
         return comm_fail(c, c->broken,
                          "communicator unusable after an earlier error; destroy it");
@@ -173,8 +175,10 @@ int coll_run(weft_comm *c, const weft_coll_args *a)
     bufs[SB_TMP] = c->tmp;
     rc = exec_run(c, &c->sched, bufs, &fp);
     if (rc) {
-        if (rc != WEFT_EINVAL && rc != WEFT_ENOMEM)
+        if (rc != WEFT_EINVAL && rc != WEFT_ENOMEM) {
             c->broken = rc;
+            comm_sever(c);
+        }
         return rc;
     }
     if (a->op == WEFT_AVG && is_reduction(a->kind) &&

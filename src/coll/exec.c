@@ -280,6 +280,8 @@ static int run_round(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
     }
     for (;;) {
         int progressed = 0, pending = 0, need_accept = 0, npf = 0;
+        if (atomic_load(&c->aborted))
+            return comm_fail(c, WEFT_EABORTED, "communicator aborted");
         memset(busy, 0, 2 * (size_t)P);
         for (uint32_t i = b; i < e; i++) {
             const sched_op *o = &s->ops[i];
@@ -329,12 +331,15 @@ static int run_round(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
         }
         if (need_accept)
             pf[npf++] = (struct pollfd){ .fd = c->net.lfd, .events = POLLIN };
+        pf[npf++] = (struct pollfd){ .fd = c->abort_pipe[0], .events = POLLIN };
         int n = poll(pf, (nfds_t)npf, clock_ms_until(last + c->timeout_s));
         if (n < 0 && errno != EINTR)
             return comm_fail(c, WEFT_ESYS, "poll: %s", strerror(errno));
         if (n == 0)
             return timed_out(c, s->ops, st, b, e, fp);
-        if (n > 0 && need_accept && (pf[npf - 1].revents & POLLIN)) {
+        if (atomic_load(&c->aborted))
+            return comm_fail(c, WEFT_EABORTED, "communicator aborted");
+        if (n > 0 && need_accept && (pf[npf - 2].revents & POLLIN)) {
             if ((rc = tcp_accept_one(&c->net, c->err, sizeof c->err)) < 0)
                 return comm_fail(c, rc, "accepting a connection: %s", c->err);
             last = clock_now();
@@ -355,7 +360,7 @@ int exec_run(weft_comm *c, const weft_sched *s, char *bufs[SB_COUNT], const fram
         return 0;
     opstate *st = malloc(maxops * sizeof *st);
     char *busy = malloc(2 * (size_t)c->size);
-    struct pollfd *pf = malloc((2 * (size_t)maxops + 1) * sizeof *pf);
+    struct pollfd *pf = malloc((2 * (size_t)maxops + 2) * sizeof *pf);
     if (!st || !busy || !pf) {
         rc = comm_fail(c, WEFT_ENOMEM, "out of memory running a schedule");
         goto out;
