@@ -131,6 +131,11 @@ int weft_comm_split(weft_comm *c, int color, int key, weft_comm **out);
 int weft_comm_rank(const weft_comm *c);
 int weft_comm_size(const weft_comm *c);
 int weft_comm_local_rank(const weft_comm *c);
+/* Hosts in the communicator, and the host index (0 .. nhosts-1, in order of
+ * first appearance) of rank r. Ranks are on the same host when their host
+ * names (or WEFT_HOST_ID, when set) are equal. */
+int weft_comm_host_count(const weft_comm *c);
+int weft_comm_host_of(const weft_comm *c, int r);
 /* Destroy: every rank calls it; c may be NULL. Children of a split may be
  * destroyed in any order; the world communicator that serves the store must
  * be destroyed last. */
@@ -457,9 +462,11 @@ int weft_dataset_synth_images(weft_dataset **out, uint64_t seed, int split, uint
  * split 0: train, 1: validation; problems are split by a hash of (a, b), so
  * no validation problem ever appears in training. format: 0 plain
  * ("7+35=42"), or a mix of PADDED (operands zero-padded to `digits`, the sum
- * to digits+1: "07+35=042") and REVERSED (the sum's digits least significant
- * first, as it is computed: "07+35=240"), which small models learn faster. */
-enum { WEFT_ADDITION_PADDED = 1, WEFT_ADDITION_REVERSED = 2 };
+ * to digits+1: "07+35=042"), REVERSED (the sum's digits least significant
+ * first, as it is computed: "07+35=240") and ANSWER_LOSS (targets other than
+ * the answer and its newline are -1, which the models skip: no loss on the
+ * random operands); small models learn the last three much faster. */
+enum { WEFT_ADDITION_PADDED = 1, WEFT_ADDITION_REVERSED = 2, WEFT_ADDITION_ANSWER_LOSS = 4 };
 int weft_dataset_addition(weft_dataset **out, uint64_t seed, int split, int digits, int format,
                           int seq_len, uint64_t n);
 /* Problem i of a dataset that has prompts (the addition task's validation

@@ -30,6 +30,10 @@ static int mp_free_port(void)
 
 typedef void (*mp_fn)(weft_comm *c, void *arg);
 
+/* When > 0, rank r claims to be on host r / mp_ranks_per_host (WEFT_HOST_ID),
+ * so one machine stands for several hosts. */
+static int mp_ranks_per_host;
+
 /* Runs fn on n forked ranks; returns the number of ranks that failed to
  * start, crashed or exited non-zero. Check counts are folded into this
  * process's totals through a pipe. */
@@ -54,6 +58,11 @@ static int mp_run(int n, double timeout_s, mp_fn fn, void *arg)
             cfg.timeout_s = timeout_s;
             cfg.connect_timeout_s = 30;
             test_passed_ = test_failed_ = 0;
+            if (mp_ranks_per_host > 0) {
+                char id[32];
+                snprintf(id, sizeof id, "host%d", r / mp_ranks_per_host);
+                setenv("WEFT_HOST_ID", id, 1);
+            }
             alarm((unsigned)(timeout_s * 4 + 60)); /* a hang must fail, not stall CI */
             int rc = weft_comm_init(&c, &cfg);
             if (rc) {

@@ -5,6 +5,7 @@
  * bit for bit. */
 #include "mp.h"
 
+#include "coll/sched.h"
 #include "core/half.h"
 
 #include <math.h>
@@ -107,9 +108,22 @@ static void describe(const tcase *k, int n, char *b, size_t len)
              weft_algo_name(k->algo), k->inplace, (unsigned long long)k->count, k->root, n);
 }
 
+/* Whether algorithm a has a schedule for kind k (the test skips it if not). */
+static int supported(weft_coll_kind k, weft_algo a, int n)
+{
+    weft_sched s;
+    sched_params p = { .kind = k, .rank = 0, .nranks = n, .count = 7, .esize = 4 };
+    sched_init(&s);
+    int rc = sched_build(&s, a, &p);
+    sched_free(&s);
+    return rc != WEFT_ENOTSUP;
+}
+
 /* Runs one case on this rank and checks its output. */
 static void run_case(weft_comm *c, const tcase *k)
 {
+    if (k->algo != WEFT_ALGO_AUTO && !supported(k->kind, k->algo, weft_comm_size(c)))
+        return;
     int r = weft_comm_rank(c), n = weft_comm_size(c);
     size_t es = weft_dtype_size(k->t);
     uint64_t cnt = k->count, big = cnt * (uint64_t)n;
@@ -231,12 +245,14 @@ static void matrix(weft_comm *c, void *arg)
     static const weft_coll_kind kinds[] = {
         WEFT_COLL_ALLREDUCE, WEFT_COLL_REDUCE, WEFT_COLL_REDUCE_SCATTER, WEFT_COLL_BROADCAST,
         WEFT_COLL_GATHER, WEFT_COLL_SCATTER, WEFT_COLL_ALLGATHER, WEFT_COLL_ALLTOALL };
-    static const weft_algo algos[] = { WEFT_ALGO_NAIVE, WEFT_ALGO_RING };
+    static const weft_algo algos[] = { WEFT_ALGO_NAIVE, WEFT_ALGO_RING, WEFT_ALGO_TREE,
+                                       WEFT_ALGO_RD };
+#define NALGO (unsigned)(sizeof algos / sizeof algos[0])
     int n = weft_comm_size(c), seq = 0;
     uint64_t counts[] = { 0, 1, 13, (uint64_t)n * 3 + 1 };
     (void)arg;
     for (unsigned ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++)
-        for (unsigned ai = 0; ai < 2; ai++)
+        for (unsigned ai = 0; ai < NALGO; ai++)
             for (int di = 0; di < NDT; di++)
                 for (int op = 0; op < (is_red(kinds[ki]) ? WEFT_OP_COUNT : 1); op++)
                     for (int inplace = 0; inplace < 2; inplace++)
@@ -247,19 +263,21 @@ static void matrix(weft_comm *c, void *arg)
                         }
     /* >= 4 MiB of data per call, small chunks so the pipelines fill */
     for (unsigned ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++)
-        for (unsigned ai = 0; ai < 2; ai++)
+        for (unsigned ai = 0; ai < NALGO; ai++)
             for (int inplace = 0; inplace < 2; inplace++) {
                 int per_rank = kinds[ki] != WEFT_COLL_ALLREDUCE && kinds[ki] != WEFT_COLL_REDUCE &&
                                kinds[ki] != WEFT_COLL_BROADCAST;
                 uint64_t cnt = per_rank ? (1u << 20) / (uint64_t)n + 3 : (1u << 20) + 3;
-                tcase k = { kinds[ki], ai ? WEFT_F32 : WEFT_BF16, WEFT_SUM, algos[ai],
+                tcase k = { kinds[ki], ai % 2 ? WEFT_F32 : WEFT_BF16, WEFT_SUM, algos[ai],
                             inplace, cnt, seq++ % n };
                 run_case(c, &k);
             }
     /* the default algorithm choice, and barrier */
     tcase k = { WEFT_COLL_ALLREDUCE, WEFT_F32, WEFT_SUM, WEFT_ALGO_AUTO, 0, 1000, 0 };
     run_case(c, &k);
-    for (unsigned ai = 0; ai < 2; ai++) {
+    for (unsigned ai = 0; ai < NALGO; ai++) {
+        if (!supported(WEFT_COLL_BARRIER, algos[ai], n))
+            continue;
         weft_coll_args b = { .kind = WEFT_COLL_BARRIER, .dtype = WEFT_U8, .algo = algos[ai] };
         CHECK(weft_collective(c, &b) == 0);
     }
@@ -358,6 +376,25 @@ static void mismatch(weft_comm *c, void *arg)
     CHECK(weft_allreduce(c, buf, buf, 1, WEFT_F32, WEFT_SUM) == WEFT_EMISMATCH);
 }
 
+/* Host identity: two ranks per emulated host; a split keeps it. */
+static void hosts(weft_comm *c, void *arg)
+{
+    int r = weft_comm_rank(c), n = weft_comm_size(c);
+    weft_comm *sub = NULL;
+    (void)arg;
+    CHECK(weft_comm_host_count(c) == (n + 1) / 2);
+    for (int i = 0; i < n; i++)
+        CHECK(weft_comm_host_of(c, i) == i / 2);
+    CHECK(weft_comm_host_of(c, n) == WEFT_EINVAL);
+    /* odd ranks only: one per host, hosts renumbered from 0 */
+    CHECK(weft_comm_split(c, r % 2 ? 0 : -1, r, &sub) == 0);
+    if (sub) {
+        CHECK(weft_comm_host_count(sub) == n / 2);
+        CHECK(weft_comm_host_of(sub, weft_comm_rank(sub)) == weft_comm_rank(sub));
+    }
+    weft_comm_destroy(sub);
+}
+
 int main(int argc, char **argv)
 {
     static const int sizes[] = { 1, 2, 3, 4, 5, 7, 8 };
@@ -371,6 +408,9 @@ int main(int argc, char **argv)
             CHECKF(mp_run(n, 60, p2p, NULL) == 0, "point-to-point at %d ranks", n);
         CHECKF(mp_run(n, 60, split, NULL) == 0, "split at %d ranks", n);
         CHECKF(mp_run(n, 60, bad_args, NULL) == 0, "bad arguments at %d ranks", n);
+        mp_ranks_per_host = 2;
+        CHECKF(mp_run(n, 60, hosts, NULL) == 0, "host identity at %d ranks", n);
+        mp_ranks_per_host = 0;
         fprintf(stderr, "%d ranks done\n", n);
     }
     if (!only || only == 2)

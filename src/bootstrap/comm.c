@@ -48,6 +48,8 @@ static weft_comm *comm_alloc(int rank, int size)
     c->size = size;
     c->local_rank = -1;
     c->net.lfd = -1;
+    c->host = calloc((size_t)size, sizeof *c->host);
+    c->nhosts = 1;
     c->p2p_sent = calloc((size_t)size, sizeof *c->p2p_sent);
     c->p2p_recvd = calloc((size_t)size, sizeof *c->p2p_recvd);
     c->stage = calloc((size_t)size, sizeof *c->stage);
@@ -57,7 +59,8 @@ static weft_comm *comm_alloc(int rank, int size)
     pthread_cond_init(&c->dcv, NULL);
     if (pipe2(c->abort_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
         c->abort_pipe[0] = c->abort_pipe[1] = -1;
-    if (!c->p2p_sent || !c->p2p_recvd || !c->stage) {
+    if (!c->host || !c->p2p_sent || !c->p2p_recvd || !c->stage) {
+        free(c->host);
         free(c->p2p_sent);
         free(c->p2p_recvd);
         free(c->stage);
@@ -65,6 +68,18 @@ static weft_comm *comm_alloc(int rank, int size)
         return NULL;
     }
     return c;
+}
+
+/* Renumber host ids in order of first appearance (0, 1, ...). */
+static void number_hosts(weft_comm *c, char (*ids)[64])
+{
+    c->nhosts = 0;
+    for (int i = 0; i < c->size; i++) {
+        int j = 0;
+        while (j < i && strcmp(ids[i], ids[j]))
+            j++;
+        c->host[i] = j < i ? c->host[j] : c->nhosts++;
+    }
 }
 
 static void comm_free(weft_comm *c)
@@ -85,6 +100,7 @@ static void comm_free(weft_comm *c)
     for (int i = 0; c->stage && i < c->size; i++)
         free(c->stage[i]);
     free(c->stage);
+    free(c->host);
     free(c->p2p_sent);
     free(c->p2p_recvd);
     free(c->tmp);
@@ -97,15 +113,31 @@ static int is_loopback(const char *host)
     return !strncmp(host, "127.", 4) || !strcmp(host, "localhost") || !strcmp(host, "::1");
 }
 
-/* Publish this rank's data address and learn everyone else's. */
+/* This host's identity: WEFT_HOST_ID (lets one machine stand for several
+ * hosts in tests), else the host name. */
+static void host_id(char out[64])
+{
+    const char *v = getenv("WEFT_HOST_ID");
+    if (v && *v)
+        snprintf(out, 64, "%s", v);
+    else if (gethostname(out, 64) != 0)
+        snprintf(out, 64, "localhost");
+    out[63] = 0;
+}
+
+/* Publish this rank's data address and host, learn everyone else's. */
 static int exchange_addresses(weft_comm *c, const char *addr, const char *where)
 {
-    char key[128];
+    char key[128], val[SOCK_ADDR_MAX + 72], me[64], (*ids)[64];
     double deadline = clock_now() + c->connect_timeout_s;
     int rc;
+    host_id(me);
+    snprintf(val, sizeof val, "%s\n%s", addr, me);
     snprintf(key, sizeof key, "weft/%016llx/addr/%d", (unsigned long long)c->id, c->rank);
-    if ((rc = store_set(c->store, key, addr, strlen(addr) + 1)))
+    if ((rc = store_set(c->store, key, val, strlen(val) + 1)))
         return comm_fail(c, rc, "rendezvous: %s", store_error(c->store));
+    if (!(ids = calloc((size_t)c->size, sizeof *ids)))
+        return comm_fail(c, WEFT_ENOMEM, "rendezvous: out of memory");
     for (int i = 0; i < c->size; i++) {
         void *v;
         size_t len;
@@ -113,14 +145,24 @@ static int exchange_addresses(weft_comm *c, const char *addr, const char *where)
         snprintf(key, sizeof key, "weft/%016llx/addr/%d", (unsigned long long)c->id, i);
         rc = store_get(c->store, key, &v, &len, left > 0 ? left : 0);
         if (rc == WEFT_ETIMEDOUT)
-            return comm_fail(c, rc,
-                             "rendezvous: rank %d never arrived (waited %.0f s at the store %s)",
-                             i, c->connect_timeout_s, where);
-        if (rc)
-            return comm_fail(c, rc, "rendezvous: %s", store_error(c->store));
+            rc = comm_fail(c, rc,
+                           "rendezvous: rank %d never arrived (waited %.0f s at the store %s)",
+                           i, c->connect_timeout_s, where);
+        else if (rc)
+            rc = comm_fail(c, rc, "rendezvous: %s", store_error(c->store));
+        if (rc) {
+            free(ids);
+            return rc;
+        }
+        char *nl = strchr(v, '\n');
+        if (nl)
+            *nl++ = 0;
         snprintf(c->net.addr[i], SOCK_ADDR_MAX, "%s", (char *)v);
+        snprintf(ids[i], sizeof ids[i], "%s", nl ? nl : "");
         free(v);
     }
+    number_hosts(c, ids);
+    free(ids);
     return 0;
 }
 
@@ -288,8 +330,14 @@ int weft_comm_split(weft_comm *c, int color, int key, weft_comm **out)
     if ((rc = weft_allgather(c, addr, addrs, SOCK_ADDR_MAX, WEFT_U8)))
         goto out;
     if (child) {
-        for (int i = 0; i < n; i++)
+        child->nhosts = 0;
+        for (int i = 0; i < n; i++) {
+            int j = 0;
             memcpy(child->net.addr[i], addrs[members[i]], SOCK_ADDR_MAX);
+            while (j < i && c->host[members[j]] != c->host[members[i]])
+                j++;
+            child->host[i] = j < i ? child->host[j] : child->nhosts++;
+        }
         *out = child;
         child = NULL;
     }
@@ -305,6 +353,12 @@ out:
 int weft_comm_rank(const weft_comm *c) { return c ? c->rank : WEFT_EINVAL; }
 int weft_comm_size(const weft_comm *c) { return c ? c->size : WEFT_EINVAL; }
 int weft_comm_local_rank(const weft_comm *c) { return c ? c->local_rank : WEFT_EINVAL; }
+int weft_comm_host_count(const weft_comm *c) { return c ? c->nhosts : WEFT_EINVAL; }
+
+int weft_comm_host_of(const weft_comm *c, int r)
+{
+    return c && r >= 0 && r < c->size ? c->host[r] : WEFT_EINVAL;
+}
 const char *weft_comm_error(const weft_comm *c) { return c ? c->err : "no communicator"; }
 
 int weft_comm_set_algo(weft_comm *c, weft_algo a)

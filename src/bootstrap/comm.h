@@ -15,6 +15,8 @@
 struct weft_comm {
     int rank, size, local_rank;
     uint64_t id;              /* same on every member, unique per communicator */
+    int32_t *host;            /* host index of every rank (see sched_params) */
+    int nhosts;
     weft_algo algo;
     double timeout_s;
     double connect_timeout_s;

@@ -133,6 +133,7 @@ int coll_run(weft_comm *c, const weft_coll_args *a)
     p.root = a->root;
     p.count = a->count;
     p.esize = (uint32_t)es;
+    p.host = c->host;
 
     bufs[SB_SEND] = (char *)(uintptr_t)a->send;
     bufs[SB_RECV] = a->recv;

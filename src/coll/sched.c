@@ -1,5 +1,6 @@
 /* Building schedules: append ops and close rounds. */
 #include "coll/sched.h"
+#include "coll/sched_extra.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,6 +114,8 @@ int sched_build(weft_sched *s, weft_algo a, const sched_params *p)
     switch (a) {
     case WEFT_ALGO_NAIVE: rc = sched_naive(s, p); break;
     case WEFT_ALGO_RING: rc = sched_ring(s, p); break;
+    case WEFT_ALGO_TREE: rc = sched_tree(s, p); break;
+    case WEFT_ALGO_RD: rc = sched_rd(s, p); break;
     default: return WEFT_ENOTSUP;
     }
     sched_end_round(s);

@@ -54,6 +54,8 @@ typedef struct {
     uint32_t esize;          /* bytes per element */
     int inplace;             /* send and recv are the same buffer: use SB_RECV */
     uint64_t chunk_bytes;    /* pipelining granularity; 0: default */
+    const int32_t *host;     /* host index of every rank, numbered from 0 in
+                                order of first appearance; NULL: unknown */
 } sched_params;
 
 #define SCHED_DEFAULT_CHUNK (512u * 1024u)
