@@ -246,7 +246,7 @@ static void matrix(weft_comm *c, void *arg)
         WEFT_COLL_ALLREDUCE, WEFT_COLL_REDUCE, WEFT_COLL_REDUCE_SCATTER, WEFT_COLL_BROADCAST,
         WEFT_COLL_GATHER, WEFT_COLL_SCATTER, WEFT_COLL_ALLGATHER, WEFT_COLL_ALLTOALL };
     static const weft_algo algos[] = { WEFT_ALGO_NAIVE, WEFT_ALGO_RING, WEFT_ALGO_TREE,
-                                       WEFT_ALGO_RD };
+                                       WEFT_ALGO_RD, WEFT_ALGO_RABENSEIFNER, WEFT_ALGO_HIER };
 #define NALGO (unsigned)(sizeof algos / sizeof algos[0])
     int n = weft_comm_size(c), seq = 0;
     uint64_t counts[] = { 0, 1, 13, (uint64_t)n * 3 + 1 };
