@@ -31,6 +31,14 @@ DEPS_CFLAGS += -DWEFT_HAVE_OPENBLAS $(shell pkg-config --cflags openblas)
 DEPS_LIBS   += $(shell pkg-config --libs openblas)
 endif
 
+# Optional: OpenSSL's libcrypto for HMAC-SHA256 connection authentication
+# (Debian: libssl-dev). make OPENSSL=0 builds without it.
+OPENSSL ?= $(shell pkg-config --exists libcrypto 2>/dev/null && echo 1 || echo 0)
+ifeq ($(OPENSSL),1)
+DEPS_CFLAGS += -DWEFT_HAVE_OPENSSL $(shell pkg-config --cflags libcrypto)
+DEPS_LIBS   += $(shell pkg-config --libs libcrypto)
+endif
+
 CFLAGS   += $(CSTD) $(OPT) $(WARN) -fPIC -pthread -Iinclude -Isrc $(DEPS_CFLAGS)
 LDLIBS   += $(DEPS_LIBS) -pthread -lm
 
