@@ -81,8 +81,13 @@ $(BUILD)/tests/%: tests/%.c $(LIB_A) tests/test.h
 check: all
 	BUILD=$(BUILD) sh tests/run.sh
 
-# weft's main job on a built-in default: a 4-rank all-reduce benchmark.
+# weft's main job on a built-in default: 4 ranks train the MLP data-parallel
+# on generated images (no download), then report test accuracy.
 demo: all
+	$(BUILD)/weftrun -n 4 $(BUILD)/weft-train --model mlp --data builtin --epochs 1
+
+# A 4-rank all-reduce benchmark.
+bench: all
 	$(BUILD)/weftrun -n 4 $(BUILD)/weft-bench allreduce -b 8 -e 16M -f 4
 
 install: all
@@ -97,3 +102,23 @@ clean:
 	rm -rf $(BUILD)
 
 -include $(OBJ:.o=.d) $(TOOLS:=.d) $(TESTS:=.d)
+
+# libFuzzer targets for the wire decoders (needs clang): builds each
+# tests/fuzz/*.c and runs it for FUZZ_SECONDS under ASan+UBSan; a crash
+# fails the target and leaves crash-* in $(BUILD)/fuzz.
+FUZZ_SECONDS ?= 60
+FUZZ_SRC := src/core/frame.c src/core/flight.c src/core/names.c src/core/clock.c src/core/half.c
+.PHONY: fuzz
+fuzz:
+	@mkdir -p $(BUILD)/fuzz
+	@set -e; for f in tests/fuzz/*.c; do \
+	    t=$(BUILD)/fuzz/$$(basename $$f .c); \
+	    echo "  FUZZ    $$t ($(FUZZ_SECONDS) s)"; \
+	    clang $(CSTD) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	        -Iinclude -Isrc $$f $(FUZZ_SRC) -o $$t -lm; \
+	    mkdir -p $$t.corpus; \
+	    (cd $(BUILD)/fuzz && ./$$(basename $$t) -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 \
+	        -max_len=8192 -print_final_stats=1 $$(basename $$t).corpus >$$(basename $$t).log 2>&1) \
+	        || { tail -n 40 $$t.log; exit 1; }; \
+	    grep -E "stat::number_of_executed_units|Done" $$t.log | head -n 2; \
+	done

@@ -138,11 +138,21 @@ int weft_comm_host_count(const weft_comm *c);
 int weft_comm_host_of(const weft_comm *c, int r);
 /* Destroy: every rank calls it; c may be NULL. Children of a split may be
  * destroyed in any order; the world communicator that serves the store must
- * be destroyed last. */
+ * be destroyed last. Destroying c twice returns WEFT_EINVAL as long as its
+ * memory has not been reused (not guaranteed: do not rely on it). */
 int weft_comm_destroy(weft_comm *c);
 /* Callable from any thread: every operation in progress or issued later on
  * c returns WEFT_EABORTED. Then destroy c. */
 int weft_comm_abort(weft_comm *c);
+/* Writes c's flight recorder to file descriptor fd: the last 64 operations
+ * with their state (queued, in progress, done, failed), and for one in
+ * progress the peers it waits on. Takes no lock and allocates nothing, so a
+ * SIGUSR1 handler may call it (the library installs no signal handlers;
+ * weftrun forwards SIGUSR1 to every rank). Returns the number of
+ * operations written, or WEFT_EINVAL. The recorder is also dumped to
+ * stderr when an operation fails (last 4 at the default WEFT_DEBUG=WARN,
+ * all at INFO). */
+int weft_comm_dump(const weft_comm *c, int fd);
 /* Last error message on this communicator ("" when none). */
 const char *weft_comm_error(const weft_comm *c);
 int weft_comm_set_algo(weft_comm *c, weft_algo a);
@@ -276,8 +286,10 @@ int weft_model_config_check(const weft_model_config *cfg);
 /* Parameters are initialised from seed (same seed: same weights, on any
  * machine and world size): MLP as torch.nn.Linear (uniform +-1/sqrt(in)),
  * GPT as GPT-2 (normal 0.02, residual projections 0.02/sqrt(2*n_layer),
- * zero biases, unit LayerNorm gains). Gradients start at zero. Threads for
- * the matmuls: WEFT_THREADS, else cores / WEFT_LOCAL_SIZE, at least 1. */
+ * zero biases, unit LayerNorm gains). Gradients start at zero. Threads:
+ * WEFT_THREADS, else cores / ranks on this host (WEFT_LOCAL_SIZE, else
+ * LOCAL_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS), at
+ * least 1. */
 int weft_model_create(weft_model **out, const weft_model_config *cfg, uint64_t seed);
 void weft_model_destroy(weft_model *m);
 const weft_model_config *weft_model_config_of(const weft_model *m);
@@ -327,6 +339,14 @@ int weft_model_forward(weft_model *m, const void *inputs, const int32_t *targets
  * forward: it overwrites the probabilities. */
 int weft_model_backward(weft_model *m);
 int weft_model_zero_grad(weft_model *m);
+/* Called from inside weft_model_backward, on its thread, each time the
+ * gradients of tensors [first, first + count) are final for this pass
+ * (a contiguous range of the flat buffer; ranges arrive from the end of
+ * the table towards its start, each tensor once), so that data
+ * parallelism can start reducing them while backward goes on. NULL
+ * removes the hook. */
+typedef void (*weft_grad_ready_fn)(void *arg, int first, int count);
+int weft_model_set_grad_hook(weft_model *m, weft_grad_ready_fn fn, void *arg);
 /* Logits of the last forward: rows = batch (MLP) or batch*seq (GPT),
  * cols = classes or vocab. Valid until the next forward. */
 const float *weft_model_logits(const weft_model *m, int *rows, int *cols);
@@ -416,7 +436,7 @@ typedef struct weft_dataset weft_dataset;
 
 typedef enum {
     WEFT_DATA_IMAGE = 1, /* x: x_dim floats in [0,1] (or normalised); y: one class label */
-    WEFT_DATA_SEQ = 2    /* x: x_dim tokens; y: the token after each of them */
+    WEFT_DATA_SEQ = 2    /* x: x_dim tokens; y: the token after each (-1: no loss) */
 } weft_data_kind;
 
 typedef struct {
@@ -431,7 +451,8 @@ typedef struct {
 void weft_dataset_info_get(const weft_dataset *ds, weft_dataset_info *out);
 void weft_dataset_free(weft_dataset *ds); /* ds may be NULL */
 /* Sample i. Image: x[x_dim] and y[0]; tokens unused (may be NULL).
- * Sequence: tokens[x_dim] and y[x_dim]; x unused (may be NULL). */
+ * Sequence: tokens[x_dim] and y[x_dim]; x unused (may be NULL). Safe to
+ * call from several threads at once. */
 int weft_dataset_get(const weft_dataset *ds, uint64_t i, float *x,
                      int32_t *tokens, int32_t *y);
 /* Image datasets: from now on x = (pixel - mean) / std (as torchvision's
@@ -620,6 +641,11 @@ int weft_dp_grad_ready(weft_dp *d, int tensor);
 /* Launch what is left and wait: afterwards the gradient buffer holds the
  * average over ranks on every rank. */
 int weft_dp_sync_grads(weft_dp *d);
+/* This rank computed the mean gradient over n of the global_n samples of
+ * the step (the loader's parts differ by one when the world size does not
+ * divide the batch): weight it so that the average over ranks is the mean
+ * over all global_n samples. Default: equal parts. */
+int weft_dp_set_share(weft_dp *d, int n, int global_n);
 /* Average n floats (losses, accuracies) over the ranks, in place. */
 int weft_dp_average(weft_dp *d, float *vals, int n);
 

@@ -1,0 +1,267 @@
+/* Training state in a checkpoint, under fixed record names:
+ *   model/spec      the config as weft_model_config_format writes it
+ *   model/config    the config's int32 fields, in declaration order
+ *   param/NAME      each model tensor, f32, with its shape
+ *   optim/config    "kind=sgd momentum=0.9 ..." (floats with 9 digits: exact)
+ *   optim/steps     u64
+ *   optim/base      u64, first parameter the state covers
+ *   optim/NAME      each state buffer (f32 [n]): "momentum", "exp_avg", ...
+ * Every record is the whole tensor, so the file is the same whatever the
+ * rank count or sharding of the run that wrote it. */
+#include "train/ckpt.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { CONFIG_FIELDS = 8 + WEFT_MLP_MAX_WIDTHS };
+
+static void config_to_fields(const weft_model_config *c, int32_t *f)
+{
+    int k = 0;
+    f[k++] = c->type;
+    f[k++] = c->n_widths;
+    for (int i = 0; i < WEFT_MLP_MAX_WIDTHS; i++)
+        f[k++] = c->widths[i];
+    f[k++] = c->activation;
+    f[k++] = c->vocab;
+    f[k++] = c->ctx;
+    f[k++] = c->n_layer;
+    f[k++] = c->n_head;
+    f[k++] = c->d_model;
+}
+
+static void fields_to_config(const int32_t *f, weft_model_config *c)
+{
+    int k = 0;
+    memset(c, 0, sizeof *c);
+    c->type = f[k++];
+    c->n_widths = f[k++];
+    for (int i = 0; i < WEFT_MLP_MAX_WIDTHS; i++)
+        c->widths[i] = f[k++];
+    c->activation = f[k++];
+    c->vocab = f[k++];
+    c->ctx = f[k++];
+    c->n_layer = f[k++];
+    c->n_head = f[k++];
+    c->d_model = f[k++];
+}
+
+int weft_ckpt_put_model(weft_ckpt *c, weft_model *m)
+{
+    if (!c || !m)
+        return WEFT_EINVAL;
+    const weft_model_config *cfg = weft_model_config_of(m);
+    char spec[512];
+    int32_t fields[CONFIG_FIELDS];
+    config_to_fields(cfg, fields);
+    int64_t nf = CONFIG_FIELDS;
+    if (weft_model_config_format(cfg, spec, sizeof spec) >= (int)sizeof spec)
+        return WEFT_EINVAL;
+    int rc = weft_ckpt_put_str(c, "model/spec", spec);
+    if (rc == 0)
+        rc = weft_ckpt_put_tensor(c, "model/config", WEFT_I32, fields, 1, &nf);
+    size_t n;
+    float *p = weft_model_params(m, &n);
+    int count = weft_model_tensor_count(m);
+    for (int i = 0; rc == 0 && i < count; i++) {
+        weft_tensor_info ti;
+        char name[256];
+        int64_t shape[4];
+        rc = weft_model_tensor_info(m, i, &ti);
+        if (rc != 0)
+            break;
+        for (int d = 0; d < ti.ndim; d++)
+            shape[d] = ti.shape[d];
+        snprintf(name, sizeof name, "param/%s", ti.name);
+        rc = weft_ckpt_put_tensor(c, name, WEFT_F32, p + ti.offset, ti.ndim, shape);
+    }
+    return rc;
+}
+
+int weft_ckpt_model_config(const weft_ckpt *c, weft_model_config *cfg)
+{
+    weft_ckpt_entry e;
+    if (!c || !cfg)
+        return WEFT_EINVAL;
+    int rc = weft_ckpt_find(c, "model/config", &e);
+    if (rc != 0)
+        return rc;
+    if (e.kind != WEFT_CKPT_TENSOR || e.dtype != WEFT_I32 || e.nbytes != CONFIG_FIELDS * 4)
+        return WEFT_EIO;
+    int32_t fields[CONFIG_FIELDS];
+    memcpy(fields, e.data, sizeof fields);
+    fields_to_config(fields, cfg);
+    return weft_model_config_check(cfg) == 0 ? 0 : WEFT_EIO;
+}
+
+int weft_ckpt_get_params(const weft_ckpt *c, weft_model *m)
+{
+    if (!c || !m)
+        return WEFT_EINVAL;
+    size_t n;
+    float *p = weft_model_params(m, &n);
+    int count = weft_model_tensor_count(m);
+    for (int i = 0; i < count; i++) {
+        weft_tensor_info ti;
+        weft_ckpt_entry e;
+        char name[256];
+        int rc = weft_model_tensor_info(m, i, &ti);
+        if (rc != 0)
+            return rc;
+        snprintf(name, sizeof name, "param/%s", ti.name);
+        rc = weft_ckpt_find(c, name, &e);
+        if (rc != 0)
+            return rc;
+        int same = e.kind == WEFT_CKPT_TENSOR && e.dtype == WEFT_F32 && e.ndim == ti.ndim &&
+                   e.nbytes == ti.numel * sizeof(float);
+        for (int d = 0; same && d < ti.ndim; d++)
+            same = e.shape[d] == ti.shape[d];
+        if (!same)
+            return WEFT_EIO;
+        memcpy(p + ti.offset, e.data, e.nbytes);
+    }
+    return 0;
+}
+
+int weft_ckpt_get_model(const weft_ckpt *c, weft_model **out)
+{
+    if (!c || !out)
+        return WEFT_EINVAL;
+    *out = NULL;
+    weft_model_config cfg;
+    int rc = weft_ckpt_model_config(c, &cfg);
+    weft_model *m = NULL;
+    if (rc == 0)
+        rc = weft_model_create(&m, &cfg, 0);
+    if (rc == 0)
+        rc = weft_ckpt_get_params(c, m);
+    if (rc != 0) {
+        weft_model_destroy(m);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
+int weft_ckpt_put_optim(weft_ckpt *c, weft_optim *o)
+{
+    if (!c || !o)
+        return WEFT_EINVAL;
+    const weft_optim_config *oc = weft_optim_config_of(o);
+    char text[256];
+    snprintf(text, sizeof text,
+             "kind=%s momentum=%.9g nesterov=%d weight_decay=%.9g beta1=%.9g beta2=%.9g "
+             "eps=%.9g",
+             oc->kind == WEFT_OPTIM_ADAMW ? "adamw" : "sgd", (double)oc->momentum,
+             (int)oc->nesterov, (double)oc->weight_decay, (double)oc->beta1,
+             (double)oc->beta2, (double)oc->eps);
+    size_t base, n;
+    weft_optim_range(o, &base, &n);
+    int rc = weft_ckpt_put_str(c, "optim/config", text);
+    if (rc == 0)
+        rc = weft_ckpt_put_u64(c, "optim/steps", (uint64_t)weft_optim_steps(o));
+    if (rc == 0)
+        rc = weft_ckpt_put_u64(c, "optim/base", (uint64_t)base);
+    int count = weft_optim_state_count(o);
+    for (int i = 0; rc == 0 && i < count; i++) {
+        const char *sname;
+        const float *s = weft_optim_state(o, i, &sname);
+        char name[256];
+        int64_t shape = (int64_t)n;
+        snprintf(name, sizeof name, "optim/%s", sname);
+        rc = weft_ckpt_put_tensor(c, name, WEFT_F32, s, 1, &shape);
+    }
+    return rc;
+}
+
+int weft_ckpt_optim_config(const weft_ckpt *c, weft_optim_config *oc)
+{
+    if (!c || !oc)
+        return WEFT_EINVAL;
+    char text[256], kind[16];
+    int rc = weft_ckpt_get_str(c, "optim/config", text, sizeof text);
+    if (rc != 0)
+        return rc == WEFT_EINVAL ? WEFT_EIO : rc;
+    float mom, wd, b1, b2, eps;
+    int nesterov;
+    if (sscanf(text,
+               "kind=%15s momentum=%g nesterov=%d weight_decay=%g beta1=%g beta2=%g eps=%g",
+               kind, &mom, &nesterov, &wd, &b1, &b2, &eps) != 7)
+        return WEFT_EIO;
+    int adamw = strcmp(kind, "adamw") == 0;
+    if (!adamw && strcmp(kind, "sgd") != 0)
+        return WEFT_EIO;
+    weft_optim_config_default(oc, adamw ? WEFT_OPTIM_ADAMW : WEFT_OPTIM_SGD);
+    oc->momentum = mom;
+    oc->nesterov = nesterov;
+    oc->weight_decay = wd;
+    oc->beta1 = b1;
+    oc->beta2 = b2;
+    oc->eps = eps;
+    return 0;
+}
+
+int weft_ckpt_get_optim(const weft_ckpt *c, size_t base, size_t n, weft_optim **out)
+{
+    if (!c || !out)
+        return WEFT_EINVAL;
+    *out = NULL;
+    weft_optim_config oc;
+    uint64_t steps, saved_base;
+    int rc = weft_ckpt_optim_config(c, &oc);
+    if (rc == 0)
+        rc = weft_ckpt_get_u64(c, "optim/steps", &steps);
+    if (rc == 0)
+        rc = weft_ckpt_get_u64(c, "optim/base", &saved_base);
+    weft_optim *o = NULL;
+    if (rc == 0)
+        rc = weft_optim_create(&o, &oc, base, n);
+    int count = rc == 0 ? weft_optim_state_count(o) : 0;
+    for (int i = 0; rc == 0 && i < count; i++) {
+        const char *sname;
+        float *s = weft_optim_state(o, i, &sname);
+        char name[256];
+        weft_ckpt_entry e;
+        snprintf(name, sizeof name, "optim/%s", sname);
+        rc = weft_ckpt_find(c, name, &e);
+        if (rc != 0)
+            break;
+        size_t saved_n = e.nbytes / sizeof(float);
+        /* the wanted range must lie inside the saved one */
+        if (e.kind != WEFT_CKPT_TENSOR || e.dtype != WEFT_F32 || base < saved_base ||
+            base - saved_base + n > saved_n) {
+            rc = WEFT_EIO;
+            break;
+        }
+        memcpy(s, (const float *)e.data + (base - saved_base), n * sizeof(float));
+    }
+    if (rc == 0)
+        rc = weft_optim_set_steps(o, (int64_t)steps);
+    if (rc != 0) {
+        weft_optim_destroy(o);
+        return rc;
+    }
+    *out = o;
+    return 0;
+}
+
+int weft_ckpt_put_rng(weft_ckpt *c, const char *name, const weft_rng *r)
+{
+    if (!r)
+        return WEFT_EINVAL;
+    int64_t four = 4;
+    return weft_ckpt_put_tensor(c, name, WEFT_I64, r->s, 1, &four);
+}
+
+int weft_ckpt_get_rng(const weft_ckpt *c, const char *name, weft_rng *r)
+{
+    weft_ckpt_entry e;
+    int rc = weft_ckpt_find(c, name, &e);
+    if (rc != 0)
+        return rc;
+    if (!r || e.kind != WEFT_CKPT_TENSOR || e.dtype != WEFT_I64 || e.nbytes != sizeof r->s)
+        return WEFT_EIO;
+    memcpy(r->s, e.data, sizeof r->s);
+    return 0;
+}

@@ -1,0 +1,114 @@
+#include "train/data_file.h"
+
+#include "weft.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static int read_fd(int fd, unsigned char **buf, size_t *n)
+{
+    size_t cap = 1 << 20, len = 0;
+    unsigned char *p = malloc(cap);
+    if (!p)
+        return WEFT_ENOMEM;
+    for (;;) {
+        if (len == cap) {
+            unsigned char *q = realloc(p, cap * 2);
+            if (!q) {
+                free(p);
+                return WEFT_ENOMEM;
+            }
+            p = q;
+            cap *= 2;
+        }
+        ssize_t r = read(fd, p + len, cap - len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            free(p);
+            return WEFT_EIO;
+        }
+        if (r == 0)
+            break;
+        len += (size_t)r;
+    }
+    *buf = p;
+    *n = len;
+    return 0;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+/* posix_spawnp, not popen: no shell, so no quoting of the path. */
+static int read_gzip(const char *path, unsigned char **buf, size_t *n)
+{
+    int fds[2];
+    if (!data_file_exists(path))
+        return WEFT_EIO;
+    if (pipe2(fds, O_CLOEXEC) != 0)
+        return WEFT_ESYS;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+    char *argv[] = { "gzip", "-dc", "--", (char *)path, NULL };
+    pid_t pid;
+    int rc = posix_spawnp(&pid, "gzip", &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(fds[1]);
+    if (rc != 0) {
+        close(fds[0]);
+        return WEFT_ENOTSUP;
+    }
+    rc = read_fd(fds[0], buf, n);
+    close(fds[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) {
+            status = -1;
+            break;
+        }
+    }
+    int ok = status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (rc == 0 && !ok) {
+        free(*buf);
+        *buf = NULL;
+        /* 127: the spawned child could not exec gzip. */
+        rc = status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 127 ? WEFT_ENOTSUP
+                                                                            : WEFT_EIO;
+    }
+    return rc;
+}
+
+int data_read_file(const char *path, unsigned char **buf, size_t *n)
+{
+    if (!path || !buf || !n)
+        return WEFT_EINVAL;
+    *buf = NULL;
+    *n = 0;
+    if (ends_with(path, ".gz"))
+        return read_gzip(path, buf, n);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return WEFT_EIO;
+    int rc = read_fd(fd, buf, n);
+    close(fd);
+    return rc;
+}
+
+int data_file_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}

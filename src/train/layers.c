@@ -1,0 +1,279 @@
+#include "train/layers.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "core/half.h"
+
+/* The elementwise loops here are worth vectorising with run-time alias
+ * checks, which -O2's cheap cost model declines. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("vect-cost-model=dynamic")
+#endif
+
+void linear_forward(const lin_ctx *c, const lin_save *save, float *out, const float *in,
+                    const float *w, const float *b, int rows, int k, int n)
+{
+    if (c->bf16) {
+        f32_to_bf16_array(save->x, in, (size_t)rows * k);
+        f32_to_bf16_array(save->w, w, (size_t)n * k);
+        mm_gemm_bf16(c->mm, 0, 1, rows, n, k, save->x, k, save->w, k, 0.0f, out, n);
+    } else {
+        mm_gemm(c->mm, 0, 1, rows, n, k, in, k, w, k, 0.0f, out, n);
+    }
+    if (b)
+        for (int r = 0; r < rows; r++) {
+            float *o = out + (size_t)r * n;
+            for (int j = 0; j < n; j++)
+                o[j] += b[j];
+        }
+}
+
+void linear_backward(const lin_ctx *c, const lin_save *save, float *din, float *dw, float *db,
+                     const float *dout, const float *in, const float *w, int rows, int k, int n)
+{
+    if (db)
+        for (int r = 0; r < rows; r++) {
+            const float *d = dout + (size_t)r * n;
+            for (int j = 0; j < n; j++)
+                db[j] += d[j];
+        }
+    if (c->bf16) {
+        uint16_t *d16 = c->scratch;
+        f32_to_bf16_array(d16, dout, (size_t)rows * n);
+        if (din)
+            mm_gemm_bf16(c->mm, 0, 0, rows, k, n, d16, n, save->w, k, 0.0f, din, k);
+        mm_gemm_bf16(c->mm, 1, 0, n, k, rows, d16, n, save->x, k, 1.0f, dw, k);
+        return;
+    }
+    if (din)
+        mm_gemm(c->mm, 0, 0, rows, k, n, dout, n, w, k, 0.0f, din, k);
+    mm_gemm(c->mm, 1, 0, n, k, rows, dout, n, in, k, 1.0f, dw, k);
+}
+
+/* Branch-free forms: signs are random, so branches would mispredict half
+ * the time, and these vectorise. */
+void relu_forward(float *out, const float *in, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float x = in[i];
+        out[i] = x > 0.0f ? x : 0.0f;
+    }
+}
+
+void relu_backward(float *din, const float *dout, const float *in, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float d = dout[i];
+        din[i] = in[i] > 0.0f ? d : 0.0f;
+    }
+}
+
+#define GELU_K 0.7978845608028654f   /* sqrt(2/pi) */
+#define GELU_C 0.044715f
+
+/* Below this many elements (or rows) a pass is not worth waking threads. */
+enum { PAR_MIN_ELEMS = 1 << 15, PAR_MIN_ROWS = 64 };
+
+typedef struct {
+    float *out, *mean, *rstd, *dw, *db;
+    const float *in, *dout, *w, *b, *cmean, *crstd;
+    size_t rows;
+    int c;
+} layer_job;
+
+/* 0.5 (1 + tanh u) is the logistic function of 2u, which costs one expf
+ * where tanhf costs an expm1f and more; the two agree to float rounding. */
+static void gelu_fwd_range(void *v, size_t lo, size_t hi)
+{
+    layer_job *j = v;
+    for (size_t i = lo; i < hi; i++) {
+        float x = j->in[i];
+        float s = 1.0f / (1.0f + expf(-2.0f * GELU_K * (x + GELU_C * x * x * x)));
+        j->out[i] = x * s;
+    }
+}
+
+static void gelu_bwd_range(void *v, size_t lo, size_t hi)
+{
+    /* with t = tanh u = 2s - 1: d/dx = s + x * 2 s (1 - s) du/dx */
+    layer_job *j = v;
+    for (size_t i = lo; i < hi; i++) {
+        float x = j->in[i];
+        float s = 1.0f / (1.0f + expf(-2.0f * GELU_K * (x + GELU_C * x * x * x)));
+        float du = GELU_K * (1.0f + 3.0f * GELU_C * x * x);
+        j->out[i] = j->dout[i] * (s + 2.0f * x * s * (1.0f - s) * du);
+    }
+}
+
+void gelu_forward(pool *pl, float *out, const float *in, size_t n)
+{
+    layer_job j = { .out = out, .in = in };
+    pool_for(pl, n, 16, PAR_MIN_ELEMS, gelu_fwd_range, &j);
+}
+
+void gelu_backward(pool *pl, float *din, const float *dout, const float *in, size_t n)
+{
+    layer_job j = { .out = din, .dout = dout, .in = in };
+    pool_for(pl, n, 16, PAR_MIN_ELEMS, gelu_bwd_range, &j);
+}
+
+static void ln_fwd_rows(void *v, size_t lo, size_t hi)
+{
+    layer_job *j = v;
+    int c = j->c;
+    for (size_t r = lo; r < hi; r++) {
+        const float *x = j->in + r * c;
+        float *o = j->out + r * c;
+        double m = 0.0;
+        for (int i = 0; i < c; i++)
+            m += x[i];
+        m /= c;
+        double var = 0.0;
+        for (int i = 0; i < c; i++) {
+            double d = x[i] - m;
+            var += d * d;
+        }
+        var /= c;
+        float s = (float)(1.0 / sqrt(var + 1e-5));
+        float mf = (float)m;
+        for (int i = 0; i < c; i++)
+            o[i] = (x[i] - mf) * s * j->w[i] + j->b[i];
+        j->mean[r] = mf;
+        j->rstd[r] = s;
+    }
+}
+
+void layernorm_forward(pool *pl, float *out, float *mean, float *rstd, const float *in,
+                       const float *w, const float *b, int rows, int c)
+{
+    layer_job j = { .out = out, .mean = mean, .rstd = rstd, .in = in, .w = w, .b = b, .c = c };
+    pool_for(pl, (size_t)rows, 1, PAR_MIN_ROWS, ln_fwd_rows, &j);
+}
+
+/* dx = s * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w: per row. */
+static void ln_bwd_rows(void *v, size_t lo, size_t hi)
+{
+    layer_job *j = v;
+    int c = j->c;
+    for (size_t r = lo; r < hi; r++) {
+        const float *x = j->in + r * c, *dy = j->dout + r * c;
+        float *dx = j->out + r * c;
+        float m = j->cmean[r], s = j->crstd[r];
+        float gmean = 0.0f, gxmean = 0.0f;
+        for (int i = 0; i < c; i++) {
+            float xh = (x[i] - m) * s, g = dy[i] * j->w[i];
+            gmean += g;
+            gxmean += g * xh;
+        }
+        gmean /= c;
+        gxmean /= c;
+        for (int i = 0; i < c; i++) {
+            float xh = (x[i] - m) * s, g = dy[i] * j->w[i];
+            dx[i] += s * (g - gmean - xh * gxmean);
+        }
+    }
+}
+
+/* dw and db: each column summed over rows in row order, so the split
+ * (by columns) leaves every sum as it is on one thread. */
+static void ln_bwd_cols(void *v, size_t lo, size_t hi)
+{
+    layer_job *j = v;
+    int c = j->c;
+    for (size_t r = 0; r < j->rows; r++) {
+        const float *x = j->in + r * c, *dy = j->dout + r * c;
+        float m = j->cmean[r], s = j->crstd[r];
+        for (size_t i = lo; i < hi; i++) {
+            j->db[i] += dy[i];
+            j->dw[i] += dy[i] * ((x[i] - m) * s);
+        }
+    }
+}
+
+void layernorm_backward(pool *pl, float *din, float *dw, float *db, const float *dout,
+                        const float *in, const float *w, const float *mean,
+                        const float *rstd, int rows, int c)
+{
+    layer_job j = { .out = din, .dw = dw, .db = db, .in = in, .dout = dout, .w = w,
+                    .cmean = mean, .crstd = rstd, .rows = (size_t)rows, .c = c };
+    pool_for(pl, (size_t)rows, 1, PAR_MIN_ROWS, ln_bwd_rows, &j);
+    pool_for(rows >= PAR_MIN_ROWS ? pl : NULL, (size_t)c, 16, 0, ln_bwd_cols, &j);
+}
+
+void embedding_forward(float *out, const int32_t *tok, const float *wte, const float *wpe,
+                       int B, int T, int C)
+{
+    for (int bt = 0; bt < B * T; bt++) {
+        const float *te = wte + (size_t)tok[bt] * C, *pe = wpe + (size_t)(bt % T) * C;
+        float *o = out + (size_t)bt * C;
+        for (int i = 0; i < C; i++)
+            o[i] = te[i] + pe[i];
+    }
+}
+
+void embedding_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tok,
+                        int B, int T, int C)
+{
+    for (int bt = 0; bt < B * T; bt++) {
+        float *te = dwte + (size_t)tok[bt] * C, *pe = dwpe + (size_t)(bt % T) * C;
+        const float *d = dout + (size_t)bt * C;
+        for (int i = 0; i < C; i++) {
+            te[i] += d[i];
+            pe[i] += d[i];
+        }
+    }
+}
+
+void residual_forward(float *out, const float *a, const float *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = a[i] + b[i];
+}
+
+double softmax_xent_forward(float *probs, const float *logits, const int32_t *targets,
+                            int rows, int v, int *count)
+{
+    double loss = 0.0;
+    int cnt = 0;
+    for (int r = 0; r < rows; r++) {
+        const float *z = logits + (size_t)r * v;
+        float *p = probs + (size_t)r * v;
+        float mx = z[0];
+        for (int i = 1; i < v; i++)
+            mx = z[i] > mx ? z[i] : mx;
+        double sum = 0.0;
+        for (int i = 0; i < v; i++) {
+            p[i] = expf(z[i] - mx);
+            sum += p[i];
+        }
+        float inv = (float)(1.0 / sum);
+        for (int i = 0; i < v; i++)
+            p[i] *= inv;
+        if (targets && targets[r] >= 0) {
+            /* log-sum-exp form: exact even when the probability underflows */
+            loss += log(sum) - (double)(z[targets[r]] - mx);
+            cnt++;
+        }
+    }
+    if (count)
+        *count = cnt;
+    return loss;
+}
+
+void softmax_xent_backward(float *dlogits, const float *probs, const int32_t *targets,
+                           int rows, int v, float scale)
+{
+    for (int r = 0; r < rows; r++) {
+        const float *p = probs + (size_t)r * v;
+        float *d = dlogits + (size_t)r * v;
+        int t = targets[r];
+        if (t < 0) {
+            memset(d, 0, sizeof(float) * v);
+            continue;
+        }
+        for (int i = 0; i < v; i++)
+            d[i] = p[i] * scale;
+        d[t] -= scale;
+    }
+}

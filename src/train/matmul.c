@@ -1,0 +1,131 @@
+#include "train/matmul.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "weft.h"
+
+#ifdef WEFT_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+struct mm_ctx {
+    int threads;
+    int backend;   /* MM_PORTABLE or MM_OPENBLAS */
+    pool *pl;
+    mmp *port;
+};
+
+static int env_int(const char *name, int def)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return def;
+    char *end;
+    long v = strtol(s, &end, 10);
+    return (*end || v < 1 || v > (1L << 20)) ? def : (int)v;
+}
+
+int mm_default_threads(void)
+{
+    int t = env_int("WEFT_THREADS", 0);
+    if (t > 0)
+        return t;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores < 1)
+        cores = 1;
+    /* ranks on this host: weftrun's, else torchrun's, Open MPI's, MPICH's */
+    int local = env_int("WEFT_LOCAL_SIZE", 0);
+    if (local < 1)
+        local = env_int("LOCAL_WORLD_SIZE", 0);
+    if (local < 1)
+        local = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 0);
+    if (local < 1)
+        local = env_int("MPI_LOCALNRANKS", 1);
+    t = (int)(cores / local);
+    return t < 1 ? 1 : t;
+}
+
+int mm_create(mm_ctx **out, int threads, int backend)
+{
+    if (!out)
+        return WEFT_EINVAL;
+    if (threads <= 0)
+        threads = mm_default_threads();
+#ifndef WEFT_HAVE_OPENBLAS
+    if (backend == MM_OPENBLAS)
+        return WEFT_ENOTSUP;
+    backend = MM_PORTABLE;
+#else
+    if (backend == MM_AUTO)
+        backend = MM_OPENBLAS;
+#endif
+    mm_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return WEFT_ENOMEM;
+    c->threads = threads;
+    c->backend = backend;
+    /* the pool also runs attention, so OpenBLAS models get one too */
+    int rc = pool_create(&c->pl, threads);
+    if (rc == 0)   /* OpenBLAS models use it for bf16 */
+        rc = mmp_create(&c->port, threads);
+    if (rc) {
+        mm_destroy(c);
+        return rc;
+    }
+#ifdef WEFT_HAVE_OPENBLAS
+    /* OpenBLAS keeps its thread count per process; set it to ours so that
+     * several ranks on one host do not oversubscribe the cores. */
+    if (backend == MM_OPENBLAS)
+        openblas_set_num_threads(threads);
+#endif
+    *out = c;
+    return 0;
+}
+
+void mm_destroy(mm_ctx *c)
+{
+    if (!c)
+        return;
+    pool_destroy(c->pl);
+    mmp_destroy(c->port);
+    free(c);
+}
+
+int mm_threads(const mm_ctx *c)
+{
+    return c->threads;
+}
+
+const char *mm_name(const mm_ctx *c)
+{
+    return c->backend == MM_OPENBLAS ? "openblas" : "portable";
+}
+
+pool *mm_pool(mm_ctx *c)
+{
+    return c->pl;
+}
+
+void mm_gemm(mm_ctx *c, int ta, int tb, int M, int N, int K,
+             const float *A, int lda, const float *B, int ldb,
+             float beta, float *C, int ldc)
+{
+#ifdef WEFT_HAVE_OPENBLAS
+    if (c->backend == MM_OPENBLAS) {
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                    M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+#endif
+    mmp_gemm(c->port, c->pl, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+
+void mm_gemm_bf16(mm_ctx *c, int ta, int tb, int M, int N, int K,
+                  const uint16_t *A, int lda, const uint16_t *B, int ldb,
+                  float beta, float *C, int ldc)
+{
+    /* Always the portable kernel, which widens bf16 while packing: Debian's
+     * OpenBLAS declares cblas_sbgemm but is built without it. */
+    mmp_gemm_bf16(c->port, c->pl, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}

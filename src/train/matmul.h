@@ -1,0 +1,49 @@
+/* One matrix-multiply interface for every layer: OpenBLAS's cblas_sgemm
+ * when built with it, else (or on request) the portable blocked kernel.
+ * Row-major, alpha = 1: C[M,N] = op(A)[M,K] op(B)[K,N] + beta C, where
+ * op(X) is X transposed when its flag is set. */
+#ifndef TRAIN_MATMUL_H
+#define TRAIN_MATMUL_H
+
+#include <stdint.h>
+
+#include "train/pool.h"
+
+typedef struct mm_ctx mm_ctx;
+
+enum { MM_AUTO = 0, MM_PORTABLE = 1, MM_OPENBLAS = 2 };
+
+int mm_create(mm_ctx **out, int threads, int backend);
+void mm_destroy(mm_ctx *c);
+int mm_threads(const mm_ctx *c);
+const char *mm_name(const mm_ctx *c);
+/* The worker pool, for layers other than matmul to share. */
+pool *mm_pool(mm_ctx *c);
+
+void mm_gemm(mm_ctx *c, int ta, int tb, int M, int N, int K,
+             const float *A, int lda, const float *B, int ldb,
+             float beta, float *C, int ldc);
+/* The same with bf16 operands, fp32 accumulation and result (on the
+ * portable kernel whichever the backend). */
+void mm_gemm_bf16(mm_ctx *c, int ta, int tb, int M, int N, int K,
+                  const uint16_t *A, int lda, const uint16_t *B, int ldb,
+                  float beta, float *C, int ldc);
+
+/* The portable kernel on its own (matmul_portable.c). */
+typedef struct mmp mmp;
+int mmp_create(mmp **out, int threads);
+void mmp_destroy(mmp *p);
+void mmp_gemm(mmp *p, pool *pl, int ta, int tb, int M, int N, int K,
+              const float *A, int lda, const float *B, int ldb,
+              float beta, float *C, int ldc);
+void mmp_gemm_bf16(mmp *p, pool *pl, int ta, int tb, int M, int N, int K,
+                   const uint16_t *A, int lda, const uint16_t *B, int ldb,
+                   float beta, float *C, int ldc);
+const char *mmp_isa(const mmp *p);
+
+/* Threads to use when the caller gives none: WEFT_THREADS, else online
+ * cores / ranks on this host (WEFT_LOCAL_SIZE, else LOCAL_WORLD_SIZE,
+ * OMPI_COMM_WORLD_LOCAL_SIZE or MPI_LOCALNRANKS), at least 1. */
+int mm_default_threads(void);
+
+#endif

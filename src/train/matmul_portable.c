@@ -1,0 +1,391 @@
+/* Portable single-precision GEMM in the GotoBLAS manner: blocks of B
+ * (KC x NC) and A (MC x KC) are packed into contiguous panels so that a
+ * register-blocked MR x NR micro-kernel streams through them. On x86-64
+ * with AVX2+FMA a vector micro-kernel is chosen at run time; elsewhere a
+ * plain C one, which the compiler vectorises as it can. With AVX-512 the
+ * tile is 12 x 32 instead of 6 x 16.
+ *
+ * Each C element is summed in the same order whatever the thread count
+ * (threads split rows or columns of C, never K), so results do not depend
+ * on WEFT_THREADS. */
+#include "train/matmul.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/half.h"
+#include "weft.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define MMP_X86 1
+#endif
+
+/* MR x NR: the tile of the C and AVX2 kernels. MC and NC are multiples of
+ * every kernel's tile. */
+enum { MR = 6, NR = 16, KC = 256, MC = 120, NC = 1024 };
+
+typedef void (*kern_fn)(int kc, const float *a, const float *b, float *c,
+                        int ldc, int mr, int nr, int accumulate);
+
+typedef struct {
+    float *ap;   /* MC x KC */
+    float *bp;   /* KC x NC */
+} mmp_buf;
+
+struct mmp {
+    int nthreads;
+    int mr, nr;
+    mmp_buf *buf;
+    kern_fn kern;
+    const char *isa;
+};
+
+static void store_tile(const float *acc, int acc_ld, float *c, int ldc, int mr, int nr,
+                       int accumulate)
+{
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++)
+            c[(size_t)i * ldc + j] = accumulate ? c[(size_t)i * ldc + j] + acc[i * acc_ld + j]
+                                                : acc[i * acc_ld + j];
+}
+
+static void kern_c(int kc, const float *a, const float *b, float *c, int ldc,
+                   int mr, int nr, int accumulate)
+{
+    float acc[MR * NR];
+    memset(acc, 0, sizeof acc);
+    for (int k = 0; k < kc; k++) {
+        const float *bk = b + (size_t)k * NR;
+        const float *ak = a + (size_t)k * MR;
+        for (int i = 0; i < MR; i++) {
+            float ai = ak[i];
+            for (int j = 0; j < NR; j++)
+                acc[i * NR + j] += ai * bk[j];
+        }
+    }
+    store_tile(acc, NR, c, ldc, mr, nr, accumulate);
+}
+
+#ifdef MMP_X86
+__attribute__((target("avx2,fma")))
+static void kern_avx2(int kc, const float *a, const float *b, float *c, int ldc,
+                      int mr, int nr, int accumulate)
+{
+    __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
+    __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
+    __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
+    __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
+    __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
+    __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+    for (int k = 0; k < kc; k++) {
+        __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+        __m256 t;
+        t = _mm256_broadcast_ss(a + 0); c00 = _mm256_fmadd_ps(t, b0, c00); c01 = _mm256_fmadd_ps(t, b1, c01);
+        t = _mm256_broadcast_ss(a + 1); c10 = _mm256_fmadd_ps(t, b0, c10); c11 = _mm256_fmadd_ps(t, b1, c11);
+        t = _mm256_broadcast_ss(a + 2); c20 = _mm256_fmadd_ps(t, b0, c20); c21 = _mm256_fmadd_ps(t, b1, c21);
+        t = _mm256_broadcast_ss(a + 3); c30 = _mm256_fmadd_ps(t, b0, c30); c31 = _mm256_fmadd_ps(t, b1, c31);
+        t = _mm256_broadcast_ss(a + 4); c40 = _mm256_fmadd_ps(t, b0, c40); c41 = _mm256_fmadd_ps(t, b1, c41);
+        t = _mm256_broadcast_ss(a + 5); c50 = _mm256_fmadd_ps(t, b0, c50); c51 = _mm256_fmadd_ps(t, b1, c51);
+        a += MR;
+        b += NR;
+    }
+    float acc[MR * NR];
+    _mm256_storeu_ps(acc + 0 * NR, c00); _mm256_storeu_ps(acc + 0 * NR + 8, c01);
+    _mm256_storeu_ps(acc + 1 * NR, c10); _mm256_storeu_ps(acc + 1 * NR + 8, c11);
+    _mm256_storeu_ps(acc + 2 * NR, c20); _mm256_storeu_ps(acc + 2 * NR + 8, c21);
+    _mm256_storeu_ps(acc + 3 * NR, c30); _mm256_storeu_ps(acc + 3 * NR + 8, c31);
+    _mm256_storeu_ps(acc + 4 * NR, c40); _mm256_storeu_ps(acc + 4 * NR + 8, c41);
+    _mm256_storeu_ps(acc + 5 * NR, c50); _mm256_storeu_ps(acc + 5 * NR + 8, c51);
+    if (mr == MR && nr == NR) {
+        for (int i = 0; i < MR; i++) {
+            float *ci = c + (size_t)i * ldc;
+            __m256 v0 = _mm256_loadu_ps(acc + i * NR), v1 = _mm256_loadu_ps(acc + i * NR + 8);
+            if (accumulate) {
+                v0 = _mm256_add_ps(v0, _mm256_loadu_ps(ci));
+                v1 = _mm256_add_ps(v1, _mm256_loadu_ps(ci + 8));
+            }
+            _mm256_storeu_ps(ci, v0);
+            _mm256_storeu_ps(ci + 8, v1);
+        }
+        return;
+    }
+    /* Clean upper register halves before plain SSE code runs: some CPUs
+     * charge every SSE instruction while they are dirty, for the rest of
+     * the program, and the compiler does not clear them before this call. */
+    _mm256_zeroupper();
+    store_tile(acc, NR, c, ldc, mr, nr, accumulate);
+}
+
+#define K5_DECL(i) __m512 c##i##0 = _mm512_setzero_ps(), c##i##1 = _mm512_setzero_ps();
+#define K5_FMA(i) t = _mm512_set1_ps(a[i]); \
+    c##i##0 = _mm512_fmadd_ps(t, b0, c##i##0); c##i##1 = _mm512_fmadd_ps(t, b1, c##i##1);
+#define K5_STORE(i) _mm512_storeu_ps(acc + (i) * 32, c##i##0); \
+    _mm512_storeu_ps(acc + (i) * 32 + 16, c##i##1);
+#define K5_ALL(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+
+/* 12 x 32 tile: 24 of the 32 zmm registers accumulate. */
+__attribute__((target("avx512f")))
+static void kern_avx512(int kc, const float *a, const float *b, float *c, int ldc,
+                        int mr, int nr, int accumulate)
+{
+    K5_ALL(K5_DECL)
+    for (int k = 0; k < kc; k++) {
+        __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16), t;
+        K5_ALL(K5_FMA)
+        a += 12;
+        b += 32;
+    }
+    float acc[12 * 32];
+    K5_ALL(K5_STORE)
+    if (mr == 12 && nr == 32) {
+        for (int i = 0; i < 12; i++) {
+            float *ci = c + (size_t)i * ldc;
+            __m512 v0 = _mm512_loadu_ps(acc + i * 32), v1 = _mm512_loadu_ps(acc + i * 32 + 16);
+            if (accumulate) {
+                v0 = _mm512_add_ps(v0, _mm512_loadu_ps(ci));
+                v1 = _mm512_add_ps(v1, _mm512_loadu_ps(ci + 16));
+            }
+            _mm512_storeu_ps(ci, v0);
+            _mm512_storeu_ps(ci + 16, v1);
+        }
+        return;
+    }
+    _mm256_zeroupper();   /* as in kern_avx2 */
+    store_tile(acc, 32, c, ldc, mr, nr, accumulate);
+}
+#endif
+
+/* An operand: fp32, or bf16 widened while packing (exactly, so a bf16
+ * product equals the fp32 product of the rounded values). */
+typedef struct {
+    const void *p;
+    int bf16;
+} operand;
+
+static inline float ld(operand x, size_t i)
+{
+    return x.bf16 ? bf16_to_f32(((const uint16_t *)x.p)[i]) : ((const float *)x.p)[i];
+}
+
+static inline operand shift(operand x, size_t i)
+{
+    x.p = x.bf16 ? (const void *)((const uint16_t *)x.p + i) : (const void *)((const float *)x.p + i);
+    return x;
+}
+
+/* Packs op(A)[i0.., k0..] (mc x kc) into MRt-row panels, zero-padded.
+ * Loops run along memory so the reads stream. */
+static void pack_a(float *dst, int MRt, int ta, operand A, int lda, int i0, int mc,
+                   int k0, int kc)
+{
+    for (int ip = 0; ip < mc; ip += MRt) {
+        int mr = mc - ip < MRt ? mc - ip : MRt;
+        if (ta) {
+            for (int k = 0; k < kc; k++) {
+                size_t at = (size_t)(k0 + k) * lda + i0 + ip;
+                for (int i = 0; i < mr; i++)
+                    dst[(size_t)k * MRt + i] = ld(A, at + i);
+            }
+        } else {
+            for (int i = 0; i < mr; i++) {
+                size_t at = (size_t)(i0 + ip + i) * lda + k0;
+                for (int k = 0; k < kc; k++)
+                    dst[(size_t)k * MRt + i] = ld(A, at + k);
+            }
+        }
+        for (int i = mr; i < MRt; i++)
+            for (int k = 0; k < kc; k++)
+                dst[(size_t)k * MRt + i] = 0.0f;
+        dst += (size_t)kc * MRt;
+    }
+}
+
+/* Packs op(B)[k0.., j0..] (kc x nc) into NRt-column panels, zero-padded. */
+static void pack_b(float *dst, int NRt, int tb, operand B, int ldb, int k0, int kc,
+                   int j0, int nc)
+{
+    for (int jp = 0; jp < nc; jp += NRt) {
+        int nr = nc - jp < NRt ? nc - jp : NRt;
+        if (tb) {
+            for (int j = 0; j < nr; j++) {
+                size_t at = (size_t)(j0 + jp + j) * ldb + k0;
+                for (int k = 0; k < kc; k++)
+                    dst[(size_t)k * NRt + j] = ld(B, at + k);
+            }
+        } else if (!B.bf16) {
+            for (int k = 0; k < kc; k++)
+                memcpy(dst + (size_t)k * NRt, (const float *)B.p + (size_t)(k0 + k) * ldb + j0 + jp,
+                       (size_t)nr * sizeof(float));
+        } else {
+            for (int k = 0; k < kc; k++) {
+                size_t at = (size_t)(k0 + k) * ldb + j0 + jp;
+                for (int j = 0; j < nr; j++)
+                    dst[(size_t)k * NRt + j] = ld(B, at + j);
+            }
+        }
+        for (int j = nr; j < NRt; j++)
+            for (int k = 0; k < kc; k++)
+                dst[(size_t)k * NRt + j] = 0.0f;
+        dst += (size_t)kc * NRt;
+    }
+}
+
+static void gemm_serial(const mmp *p, mmp_buf *bf, int ta, int tb, int M, int N, int K,
+                        operand A, int lda, operand B, int ldb, float beta, float *C, int ldc)
+{
+    if (K == 0) {
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++)
+                C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
+        return;
+    }
+    if (beta != 0.0f && beta != 1.0f)
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++)
+                C[(size_t)i * ldc + j] *= beta;
+    for (int jc = 0; jc < N; jc += NC) {
+        int nc = N - jc < NC ? N - jc : NC;
+        for (int pc = 0; pc < K; pc += KC) {
+            int kc = K - pc < KC ? K - pc : KC;
+            int acc = pc > 0 || beta != 0.0f;
+            pack_b(bf->bp, p->nr, tb, B, ldb, pc, kc, jc, nc);
+            for (int ic = 0; ic < M; ic += MC) {
+                int mc = M - ic < MC ? M - ic : MC;
+                pack_a(bf->ap, p->mr, ta, A, lda, ic, mc, pc, kc);
+                for (int jr = 0; jr < nc; jr += p->nr) {
+                    int nr = nc - jr < p->nr ? nc - jr : p->nr;
+                    const float *bpan = bf->bp + (size_t)jr * kc;
+                    for (int ir = 0; ir < mc; ir += p->mr) {
+                        int mr = mc - ir < p->mr ? mc - ir : p->mr;
+                        p->kern(kc, bf->ap + (size_t)ir * kc, bpan,
+                                C + (size_t)(ic + ir) * ldc + jc + jr, ldc, mr, nr, acc);
+                    }
+                }
+            }
+        }
+    }
+}
+
+typedef struct {
+    const mmp *p;
+    int ta, tb, M, N, K, lda, ldb, ldc, by_rows;
+    operand A, B;
+    float beta;
+    float *C;
+} gemm_job;
+
+static void gemm_worker(void *v, int tid, int nt)
+{
+    gemm_job *j = v;
+    int lo, hi;
+    if (j->by_rows) {
+        pool_split(j->M, j->p->mr, tid, nt, &lo, &hi);
+        if (hi <= lo)
+            return;
+        operand a = shift(j->A, j->ta ? (size_t)lo : (size_t)lo * j->lda);
+        gemm_serial(j->p, &j->p->buf[tid], j->ta, j->tb, hi - lo, j->N, j->K, a, j->lda,
+                    j->B, j->ldb, j->beta, j->C + (size_t)lo * j->ldc, j->ldc);
+    } else {
+        pool_split(j->N, j->p->nr, tid, nt, &lo, &hi);
+        if (hi <= lo)
+            return;
+        operand b = shift(j->B, j->tb ? (size_t)lo * j->ldb : (size_t)lo);
+        gemm_serial(j->p, &j->p->buf[tid], j->ta, j->tb, j->M, hi - lo, j->K, j->A, j->lda,
+                    b, j->ldb, j->beta, j->C + lo, j->ldc);
+    }
+}
+
+static void gemm_any(mmp *p, pool *pl, int ta, int tb, int M, int N, int K, operand A,
+                     int lda, operand B, int ldb, float beta, float *C, int ldc)
+{
+    if (M <= 0 || N <= 0)
+        return;
+    int nt = pool_size(pl);
+    if (nt > p->nthreads)
+        nt = p->nthreads;
+    long work = (long)M * N * (K > 0 ? K : 1);
+    if (nt <= 1 || work < 32L * 1024) {
+        gemm_serial(p, &p->buf[0], ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    gemm_job j = { p, ta, tb, M, N, K, lda, ldb, ldc, M / p->mr >= N / p->nr, A, B, beta, C };
+    pool_run(pl, gemm_worker, &j);
+}
+
+void mmp_gemm(mmp *p, pool *pl, int ta, int tb, int M, int N, int K,
+              const float *A, int lda, const float *B, int ldb,
+              float beta, float *C, int ldc)
+{
+    operand a = { A, 0 }, b = { B, 0 };
+    gemm_any(p, pl, ta, tb, M, N, K, a, lda, b, ldb, beta, C, ldc);
+}
+
+void mmp_gemm_bf16(mmp *p, pool *pl, int ta, int tb, int M, int N, int K,
+                   const uint16_t *A, int lda, const uint16_t *B, int ldb,
+                   float beta, float *C, int ldc)
+{
+    operand a = { A, 1 }, b = { B, 1 };
+    gemm_any(p, pl, ta, tb, M, N, K, a, lda, b, ldb, beta, C, ldc);
+}
+
+int mmp_create(mmp **out, int threads)
+{
+    if (threads < 1)
+        threads = 1;
+    mmp *p = calloc(1, sizeof *p);
+    if (!p)
+        return WEFT_ENOMEM;
+    p->nthreads = threads;
+    p->kern = kern_c;
+    p->isa = "c";
+    p->mr = MR;
+    p->nr = NR;
+#ifdef MMP_X86
+    __builtin_cpu_init();
+    const char *isa = getenv("WEFT_MATMUL_ISA");   /* for tests and comparisons */
+    int want512 = !isa || strcmp(isa, "avx512") == 0, want2 = !isa || strcmp(isa, "c") != 0;
+    if (want512 && __builtin_cpu_supports("avx512f")) {
+        p->kern = kern_avx512;
+        p->isa = "avx512";
+        p->mr = 12;
+        p->nr = 32;
+    } else if (want2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        p->kern = kern_avx2;
+        p->isa = "avx2";
+    }
+#endif
+    p->buf = calloc((size_t)threads, sizeof *p->buf);
+    if (!p->buf) {
+        free(p);
+        return WEFT_ENOMEM;
+    }
+    for (int t = 0; t < threads; t++) {
+        p->buf[t].ap = aligned_alloc(64, sizeof(float) * MC * KC);
+        p->buf[t].bp = aligned_alloc(64, sizeof(float) * KC * NC);
+        if (!p->buf[t].ap || !p->buf[t].bp) {
+            mmp_destroy(p);
+            return WEFT_ENOMEM;
+        }
+    }
+    *out = p;
+    return 0;
+}
+
+void mmp_destroy(mmp *p)
+{
+    if (!p)
+        return;
+    if (p->buf)
+        for (int t = 0; t < p->nthreads; t++) {
+            free(p->buf[t].ap);
+            free(p->buf[t].bp);
+        }
+    free(p->buf);
+    free(p);
+}
+
+const char *mmp_isa(const mmp *p)
+{
+    return p->isa;
+}
