@@ -1,10 +1,7 @@
 /* Building schedules: append ops and close rounds. */
 #include "coll/sched.h"
 #include "coll/sched_extra.h"
-#if __has_include("coll/sched_more.h")
 #include "coll/sched_more.h"
-#define HAVE_SCHED_MORE 1
-#endif
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,10 +117,8 @@ int sched_build(weft_sched *s, weft_algo a, const sched_params *p)
     case WEFT_ALGO_RING: rc = sched_ring(s, p); break;
     case WEFT_ALGO_TREE: rc = sched_tree(s, p); break;
     case WEFT_ALGO_RD: rc = sched_rd(s, p); break;
-#ifdef HAVE_SCHED_MORE
     case WEFT_ALGO_RABENSEIFNER: rc = sched_rabenseifner(s, p); break;
     case WEFT_ALGO_HIER: rc = sched_hier(s, p); break;
-#endif
     default: return WEFT_ENOTSUP;
     }
     sched_end_round(s);
