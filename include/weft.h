@@ -31,14 +31,18 @@ enum {
     WEFT_EINVAL = -1,     /* bad argument: NULL pointer, bad dtype/op/root, overflow */
     WEFT_ENOMEM = -2,     /* allocation failed */
     WEFT_ESYS = -3,       /* a system call failed (errno in the message) */
-    WEFT_ETIMEDOUT = -4,  /* a wait ran past its timeout */
-    WEFT_EPEER = -5,      /* a peer closed its connection or died */
+    WEFT_ETIMEDOUT = -4,  /* no progress for WEFT_TIMEOUT s; the message names the
+                             operation, its number and the ranks not heard from */
+    WEFT_EPEER = -5,      /* a rank died or left: the message names the dead rank
+                             ("rank 2 died ..."), also on ranks that learned of it
+                             from another rank ("[reported by rank 3; ...]") */
     WEFT_EPROTO = -6,     /* malformed frame or store message on the wire */
-    WEFT_EMISMATCH = -7,  /* peer is in a different collective or count */
+    WEFT_EMISMATCH = -7,  /* a peer is in a different collective, count, dtype,
+                             op, root or algorithm; the message shows both sides */
     WEFT_ECONFIG = -8,    /* missing or contradictory configuration */
     WEFT_EABORTED = -9,   /* the communicator was aborted */
     WEFT_ENOTSUP = -10,   /* operation/algorithm not supported here */
-    WEFT_EAUTH = -11,     /* peer failed to prove the job secret */
+    WEFT_EAUTH = -11,     /* peer failed to prove the job secret (WEFT_JOB_SECRET) */
     WEFT_EIO = -12        /* file I/O failed or a file is malformed */
 };
 
@@ -159,6 +163,15 @@ int weft_comm_set_algo(weft_comm *c, weft_algo a);
 weft_algo weft_comm_algo(const weft_comm *c);
 
 /* ---- collectives ------------------------------------------------------------
+ * Errors (every call): WEFT_EINVAL for a NULL communicator (or a destroyed
+ * one, while its memory has not been reused: not guaranteed), an
+ * unknown kind/dtype/op/algorithm, a root or peer out of range, a NULL
+ * buffer with count > 0, or count * size overflowing; these leave the
+ * communicator usable. WEFT_EPEER, WEFT_ETIMEDOUT, WEFT_EMISMATCH,
+ * WEFT_EPROTO, WEFT_EAUTH and WEFT_EABORTED leave it unusable (later calls
+ * return the same code): destroy it. When one rank fails, every other rank
+ * blocked on the communicator returns within about a second with the first
+ * failing rank's message (docs/RELIABILITY.md).
  * All blocking. In place when send == recv (for gather/allgather in place
  * means send == recv + rank*count elements, as in MPI_IN_PLACE; the same
  * holds when send == recv exactly). count is per rank for gather, scatter,
@@ -234,7 +247,9 @@ int weft_ireduce_scatter(weft_comm *c, const void *send, void *recv, size_t coun
                          weft_dtype t, weft_op op, weft_request **req);
 int weft_ialltoall(weft_comm *c, const void *send, void *recv, size_t count,
                    weft_dtype t, weft_request **req);
-/* Block until req completes; returns the operation's result and frees req. */
+/* Block until req completes; returns the operation's result and frees req.
+ * A request already waited for is freed: waiting again returns WEFT_EINVAL
+ * only while its memory has not been reused (not guaranteed). */
 int weft_wait(weft_request *req);
 /* *done = 1 (and req freed, the operation's result returned) if complete;
  * otherwise *done = 0 and 0 is returned. */
