@@ -1,0 +1,718 @@
+/* The discrete-event engine: every simulated rank walks its schedule round
+ * by round with the semantics of coll/sched.h, messages become flows on the
+ * links of the topology, and time advances from event to event.
+ *
+ * Costs of one message of n bytes from a to b (the alpha-beta-gamma model):
+ *   the sender's software overhead o (serialised per rank, as LogP's o:
+ *   a rank that sends k messages in a round pays k*o before the last one
+ *   leaves), then n bytes at the max-min share of the links on the path
+ *   (bandwidth beta, shared), then the path latency alpha; a RECV_REDUCE
+ *   adds n / reduce speed (gamma) after arrival. Local COPY and REDUCE ops
+ *   take local_us + n / speed each, in order, at the start of their round.
+ * A SEND completes when its last byte has left; a round ends when all its
+ * ops have; pipelining comes from the schedule itself (many chunks, each a
+ * round, several rounds' messages in flight on different links). */
+#include "sim/prog.h"
+#include "sim/net.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { EV_NET = 0, EV_FSTART, EV_ARRIVE, EV_OPDONE };
+
+typedef struct {
+    double t;
+    uint64_t seq;
+    uint32_t id;
+    uint8_t type;
+} sev;
+
+typedef struct {
+    uint64_t len;
+    int32_t src, dst;           /* reps */
+    int32_t links[NET_MAXPATH];
+    int nl;
+    double lat;
+    double t_arrive;            /* < 0: not yet */
+    int32_t recv_rank;          /* matched receiver; -1: none yet */
+    uint8_t recv_reduce;
+    uint8_t refs;               /* freed when sender and receiver are done */
+    uint32_t next;              /* in the pair's queue */
+} smsg;
+
+typedef struct {
+    uint64_t key;
+    uint32_t sh, st;            /* unmatched sends: head, tail (msg id + 1) */
+    uint32_t rh, rt;            /* unmatched receives (waiter id + 1) */
+} spair;
+
+typedef struct {
+    uint32_t round, nrounds;
+    int pending;
+    double cpu, t_done;
+} srank;
+
+typedef struct {
+    const sim_job *j;
+    const sim_topo *t;
+    sim_prog *g;
+    int p, nreps;
+    sim_place *pl;              /* placement of reps */
+    srank *rk;
+    sev *ev;
+    uint64_t nev, capev, seq, events;
+    smsg *msg;
+    uint32_t nmsg, capmsg, *mfree, nmfree, capmfree;
+    spair *pairs;
+    uint64_t npairs;
+    net nt;
+    uint32_t nR, nN, nP, nC;    /* reps, nodes, pods, clusters spanned */
+    uint32_t base[LC_COUNT];    /* first link id of each class */
+    double proto_ovh, proto_eff;
+} sim;
+
+/* ---- event heap ---- */
+
+static int ev_less(const sev *a, const sev *b) { return a->t < b->t || (a->t == b->t && a->seq < b->seq); }
+
+static int ev_push(sim *s, double t, uint8_t type, uint32_t id)
+{
+    if (s->nev == s->capev) {
+        uint64_t c = s->capev ? s->capev * 2 : 1024;
+        sev *x = realloc(s->ev, c * sizeof *x);
+        if (!x)
+            return WEFT_ENOMEM;
+        s->ev = x;
+        s->capev = c;
+    }
+    sev e = { t, s->seq++, id, type };
+    uint64_t i = s->nev++;
+    while (i > 0 && ev_less(&e, &s->ev[(i - 1) / 2])) {
+        s->ev[i] = s->ev[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    s->ev[i] = e;
+    return 0;
+}
+
+static sev ev_pop(sim *s)
+{
+    sev top = s->ev[0], last = s->ev[--s->nev];
+    uint64_t i = 0;
+    for (;;) {
+        uint64_t c = 2 * i + 1;
+        if (c >= s->nev)
+            break;
+        if (c + 1 < s->nev && ev_less(&s->ev[c + 1], &s->ev[c]))
+            c++;
+        if (!ev_less(&s->ev[c], &last))
+            break;
+        s->ev[i] = s->ev[c];
+        i = c;
+    }
+    if (s->nev)
+        s->ev[i] = last;
+    return top;
+}
+
+/* ---- messages and pairs ---- */
+
+static int64_t msg_new(sim *s)
+{
+    uint32_t id;
+    if (s->nmfree)
+        id = s->mfree[--s->nmfree];
+    else {
+        if (s->nmsg == s->capmsg) {
+            uint32_t c = s->capmsg ? s->capmsg * 2 : 1024;
+            smsg *x = realloc(s->msg, (size_t)c * sizeof *x);
+            if (!x)
+                return WEFT_ENOMEM;
+            s->msg = x;
+            s->capmsg = c;
+        }
+        id = s->nmsg++;
+    }
+    memset(&s->msg[id], 0, sizeof s->msg[id]);
+    return id;
+}
+
+static int msg_unref(sim *s, uint32_t id)
+{
+    if (--s->msg[id].refs)
+        return 0;
+    if (s->nmfree == s->capmfree) {
+        uint32_t c = s->capmfree ? s->capmfree * 2 : 1024;
+        uint32_t *x = realloc(s->mfree, (size_t)c * sizeof *x);
+        if (!x)
+            return WEFT_ENOMEM;
+        s->mfree = x;
+        s->capmfree = c;
+    }
+    s->mfree[s->nmfree++] = id;
+    return 0;
+}
+
+static spair *pair_get(sim *s, int src, int dst)
+{
+    uint64_t key = (((uint64_t)(uint32_t)src << 32) | (uint32_t)dst) + 1;
+    uint64_t h = key * 0x9e3779b97f4a7c15ull;
+    uint64_t i = (h ^ (h >> 29)) & (s->npairs - 1);
+    while (s->pairs[i].key && s->pairs[i].key != key)
+        i = (i + 1) & (s->npairs - 1);
+    s->pairs[i].key = key;
+    return &s->pairs[i];
+}
+
+/* ---- topology ---- */
+
+static int fold(const sim *s, int r) { return s->g->period ? r % s->g->period : r; }
+
+/* Links and latency of a message from rep a to true rank q. */
+static void route(sim *s, int a, int q, smsg *m)
+{
+    const sim_topo *t = s->t;
+    sim_place pa = s->pl[a], pq, fq;
+    int b = fold(s, q);
+    sim_topo_place(t, s->p, q, &pq);
+    fq = s->pl[b];
+    int lv = pa.cluster != pq.cluster ? LC_WAN : pa.pod != pq.pod ? LC_POD
+           : pa.node != pq.node ? LC_NIC : LC_INTRA;
+    m->nl = 0;
+    m->lat = 0;
+#define ADD(cls, idx) do { if (t->lc[cls].bw_GBps > 0) m->links[m->nl++] = (int32_t)(s->base[cls] + (idx)); } while (0)
+    if (lv == LC_INTRA) {
+        ADD(LC_INTRA, 2 * (uint32_t)a);
+        ADD(LC_INTRA, 2 * (uint32_t)b + 1);
+        m->lat = t->lc[LC_INTRA].lat_us;
+    } else {
+        ADD(LC_NIC, 2 * (uint32_t)pa.node);
+        ADD(LC_NIC, 2 * (uint32_t)fq.node + 1);
+        m->lat = t->lc[LC_NIC].lat_us;
+        if (lv >= LC_POD) {
+            ADD(LC_POD, 2 * (uint32_t)pa.pod);
+            ADD(LC_POD, 2 * (uint32_t)fq.pod + 1);
+            m->lat += t->lc[LC_POD].lat_us;
+        }
+        if (lv == LC_WAN) {
+            ADD(LC_WAN, 2 * (uint32_t)pa.cluster);
+            ADD(LC_WAN, 2 * (uint32_t)fq.cluster + 1);
+            m->lat += t->lc[LC_WAN].lat_us;
+        }
+    }
+#undef ADD
+    m->dst = b;
+}
+
+static double msg_ovh(const sim *s, int a, int q)
+{
+    sim_place pq;
+    const sim_place *pa = &s->pl[a];
+    sim_topo_place(s->t, s->p, q, &pq);
+    int lv = pa->cluster != pq.cluster ? LC_WAN : pa->node != pq.node ? LC_NIC : LC_INTRA;
+    return s->t->lc[lv].ovh_us + s->proto_ovh;
+}
+
+/* ---- ranks ---- */
+
+static int round_begin(sim *s, int r, double now);
+
+static int op_done(sim *s, int r, double now)
+{
+    if (--s->rk[r].pending > 0)
+        return 0;
+    s->rk[r].round++;
+    return round_begin(s, r, now);
+}
+
+static double recv_cost(const sim *s, const smsg *m)
+{
+    return m->recv_reduce ? (double)m->len / (s->t->reduce_GBps * 1e3) : 0;
+}
+
+static int recv_complete(sim *s, uint32_t id, double now)
+{
+    smsg *m = &s->msg[id];
+    double c = recv_cost(s, m);
+    int r = m->recv_rank, rc;
+    if ((rc = msg_unref(s, id)))
+        return rc;
+    if (c > 0)
+        return ev_push(s, now + c, EV_OPDONE, (uint32_t)r);
+    return op_done(s, r, now);
+}
+
+/* Post the network ops of rep r's current round. */
+static int post_net(sim *s, int r, double now)
+{
+    srank *k = &s->rk[r];
+    const sim_prog *g = s->g;
+    uint64_t o0 = g->op0[r];
+    uint32_t b = k->round ? g->rend[g->rd0[r] + k->round - 1] : 0;
+    uint32_t e = g->rend[g->rd0[r] + k->round];
+    int rc;
+    k->pending = 1; /* held until every op is posted */
+    for (uint32_t i = b; i < e; i++) {
+        const sim_op *o = &g->ops[o0 + i];
+        if (o->kind == SOP_SEND) {
+            int64_t id = msg_new(s);
+            if (id < 0)
+                return (int)id;
+            smsg *m = &s->msg[id];
+            m->len = o->len;
+            m->src = r;
+            m->t_arrive = -1;
+            m->recv_rank = -1;
+            m->refs = 2;
+            route(s, r, o->peer, m);
+            double ts = (now > k->cpu ? now : k->cpu) + msg_ovh(s, r, o->peer);
+            k->cpu = ts;
+            k->pending++;
+            spair *pr = pair_get(s, r, m->dst);
+            if (pr->rh) { /* a receive is waiting */
+                uint32_t w = pr->rh - 1;
+                m->recv_rank = s->msg[w].recv_rank;
+                m->recv_reduce = s->msg[w].recv_reduce;
+                pr->rh = s->msg[w].next;
+                if (!pr->rh)
+                    pr->rt = 0;
+                s->msg[w].refs = 1;
+                if ((rc = msg_unref(s, w)))
+                    return rc;
+            } else {
+                if (pr->st)
+                    s->msg[pr->st - 1].next = (uint32_t)id + 1;
+                else
+                    pr->sh = (uint32_t)id + 1;
+                pr->st = (uint32_t)id + 1;
+            }
+            if ((rc = ev_push(s, ts, EV_FSTART, (uint32_t)id)))
+                return rc;
+        } else if (o->kind == SOP_RECV || o->kind == SOP_RECV_REDUCE) {
+            spair *pr = pair_get(s, fold(s, o->peer), r);
+            k->pending++;
+            if (pr->sh) {
+                uint32_t id = pr->sh - 1;
+                smsg *m = &s->msg[id];
+                pr->sh = m->next;
+                if (!pr->sh)
+                    pr->st = 0;
+                m->recv_rank = r;
+                m->recv_reduce = o->kind == SOP_RECV_REDUCE;
+                if (m->t_arrive >= 0 && (rc = recv_complete(s, id, now)))
+                    return rc;
+            } else { /* wait: a message slot stands for the receive */
+                int64_t w = msg_new(s);
+                if (w < 0)
+                    return (int)w;
+                s->msg[w].recv_rank = r;
+                s->msg[w].recv_reduce = o->kind == SOP_RECV_REDUCE;
+                if (pr->rt)
+                    s->msg[pr->rt - 1].next = (uint32_t)w + 1;
+                else
+                    pr->rh = (uint32_t)w + 1;
+                pr->rt = (uint32_t)w + 1;
+            }
+        }
+    }
+    return op_done(s, r, now);
+}
+
+/* Start rep r's rounds from its current one: local ops take time, then
+ * the network ops are posted. */
+static int round_begin(sim *s, int r, double now)
+{
+    srank *k = &s->rk[r];
+    const sim_prog *g = s->g;
+    if (k->round >= k->nrounds) {
+        k->t_done = now;
+        return 0;
+    }
+    uint64_t o0 = g->op0[r];
+    uint32_t b = k->round ? g->rend[g->rd0[r] + k->round - 1] : 0;
+    uint32_t e = g->rend[g->rd0[r] + k->round];
+    double dt = 0;
+    for (uint32_t i = b; i < e; i++) {
+        const sim_op *o = &g->ops[o0 + i];
+        if (o->kind == SOP_COPY)
+            dt += s->t->local_us + (double)o->len / (s->t->copy_GBps * 1e3);
+        else if (o->kind == SOP_REDUCE)
+            dt += s->t->local_us + (double)o->len / (s->t->reduce_GBps * 1e3);
+    }
+    if (dt > 0) {
+        if (now + dt > k->cpu)
+            k->cpu = now + dt;
+        return ev_push(s, now + dt, EV_NET, (uint32_t)r);
+    }
+    return post_net(s, r, now);
+}
+
+/* ---- flows ---- */
+
+static int flow_start(sim *s, uint32_t id, double now)
+{
+    smsg *m = &s->msg[id];
+    if (m->nl == 0 || m->len == 0) { /* nothing to share: done at once */
+        int rc = ev_push(s, now + m->lat, EV_ARRIVE, id);
+        return rc ? rc : op_done(s, m->src, now);
+    }
+    int64_t f = net_add(&s->nt, now, m->links, m->nl, (double)m->len, id);
+    return f < 0 ? (int)f : 0;
+}
+
+static int flow_end(sim *s, uint32_t f, double now)
+{
+    uint32_t id = (uint32_t)s->nt.flows[f].tag;
+    int rc = net_finish(&s->nt, now, f);
+    if (rc)
+        return rc;
+    smsg *m = &s->msg[id];
+    if ((rc = ev_push(s, now + m->lat, EV_ARRIVE, id)))
+        return rc;
+    return op_done(s, m->src, now);
+}
+
+static int arrive(sim *s, uint32_t id, double now)
+{
+    smsg *m = &s->msg[id];
+    m->t_arrive = now;
+    /* one reference for the arrival, one for the receive; a receive
+     * posted later finds the message arrived */
+    int rc = m->recv_rank >= 0 ? recv_complete(s, id, now) : 0;
+    return rc ? rc : msg_unref(s, id);
+}
+
+/* ---- one run ---- */
+
+static int setup(sim *s, const sim_job *j, sim_prog *g)
+{
+    const sim_topo *t = j->topo;
+    memset(s, 0, sizeof *s);
+    s->j = j;
+    s->t = t;
+    s->g = g;
+    s->p = j->nranks;
+    s->nreps = g->nreps;
+    s->pl = calloc((size_t)g->nreps, sizeof *s->pl);
+    s->rk = calloc((size_t)g->nreps, sizeof *s->rk);
+    if (!s->pl || !s->rk)
+        return WEFT_ENOMEM;
+    for (int r = 0; r < g->nreps; r++) {
+        sim_topo_place(t, s->p, r, &s->pl[r]);
+        if ((uint32_t)s->pl[r].node + 1 > s->nN)
+            s->nN = (uint32_t)s->pl[r].node + 1;
+        if ((uint32_t)s->pl[r].pod + 1 > s->nP)
+            s->nP = (uint32_t)s->pl[r].pod + 1;
+        if ((uint32_t)s->pl[r].cluster + 1 > s->nC)
+            s->nC = (uint32_t)s->pl[r].cluster + 1;
+        s->rk[r].nrounds = (uint32_t)(g->rd0[r + 1] - g->rd0[r]);
+    }
+    s->nR = (uint32_t)g->nreps;
+    uint32_t n[LC_COUNT] = { 2 * s->nR, 2 * s->nN, 2 * s->nP, 2 * s->nC }, tot = 0;
+    for (int c = 0; c < LC_COUNT; c++) {
+        s->base[c] = tot;
+        tot += n[c];
+    }
+    int a = j->algo < WEFT_ALGO_COUNT ? j->algo : WEFT_ALGO_NAIVE;
+    s->proto_ovh = j->algo < WEFT_ALGO_COUNT ? t->proto[a].ovh_us : 0;
+    s->proto_eff = j->algo < WEFT_ALGO_COUNT ? t->proto[a].bw_eff : 1;
+    int rc = net_init(&s->nt, tot);
+    if (rc)
+        return rc;
+    for (int c = 0; c < LC_COUNT; c++)
+        for (uint32_t i = 0; i < n[c]; i++) {
+            s->nt.links[s->base[c] + i].cap = t->lc[c].bw_GBps * 1e3 * s->proto_eff;
+            s->nt.links[s->base[c] + i].cls = c;
+        }
+    uint64_t sends = 0;
+    for (uint64_t i = 0; i < g->nops; i++)
+        sends += g->ops[i].kind == SOP_SEND;
+    s->npairs = 1024;
+    while (s->npairs < 2 * sends + 16 && s->npairs < (1ull << 40))
+        s->npairs *= 2;
+    s->pairs = calloc(s->npairs, sizeof *s->pairs);
+    return s->pairs ? 0 : WEFT_ENOMEM;
+}
+
+static void teardown(sim *s)
+{
+    free(s->pl);
+    free(s->rk);
+    free(s->ev);
+    free(s->msg);
+    free(s->mfree);
+    free(s->pairs);
+    net_free(&s->nt);
+}
+
+/* One simulation at `count`; fills time, bytes and utilisation. */
+static int run_once(const sim_job *j, sim_prog *g, sim_result *res, char *err, size_t errlen)
+{
+    sim s;
+    int rc = setup(&s, j, g);
+    for (int r = 0; r < s.nreps && !rc; r++)
+        rc = round_begin(&s, r, 0);
+    while (!rc) {
+        double tf = INFINITY;
+        int64_t f = net_next(&s.nt, &tf);
+        if (f < 0 && s.nev == 0)
+            break;
+        s.events++;
+        if (f >= 0 && (s.nev == 0 || tf <= s.ev[0].t)) {
+            rc = flow_end(&s, (uint32_t)f, tf);
+            continue;
+        }
+        sev e = ev_pop(&s);
+        switch (e.type) {
+        case EV_NET: rc = post_net(&s, (int)e.id, e.t); break;
+        case EV_FSTART: rc = flow_start(&s, e.id, e.t); break;
+        case EV_ARRIVE: rc = arrive(&s, e.id, e.t); break;
+        default: rc = op_done(&s, (int)e.id, e.t); break;
+        }
+    }
+    double T = 0;
+    for (int r = 0; r < s.nreps && !rc; r++) {
+        if (s.rk[r].round < s.rk[r].nrounds) {
+            snprintf(err, errlen, "rank %d stuck in round %u of %u: the schedule deadlocks",
+                     r, s.rk[r].round, s.rk[r].nrounds);
+            rc = WEFT_EINVAL;
+        }
+        if (s.rk[r].t_done > T)
+            T = s.rk[r].t_done;
+    }
+    if (!rc) {
+        double mult = g->period ? (double)s.p / g->period : 1;
+        res->time_us = T;
+        for (int c = 0; c < LC_COUNT; c++) {
+            double bytes = 0, cap = 0, umax = 0;
+            int nlinks = 0;
+            for (uint32_t i = s.base[c]; i < (c + 1 < LC_COUNT ? s.base[c + 1] : s.nt.nlinks); i++) {
+                net_link *l = &s.nt.links[i];
+                if (l->cap <= 0)
+                    continue;
+                nlinks++;
+                bytes += l->bytes;
+                cap += l->cap;
+                if (T > 0 && l->bytes / (l->cap * T) > umax)
+                    umax = l->bytes / (l->cap * T);
+            }
+            res->bytes[c] = bytes * mult;
+            res->util[c] = nlinks && T > 0 ? bytes / (cap * T) : -1;
+            res->util_max[c] = nlinks ? umax : -1;
+        }
+        res->ops += g->nops;
+        res->events += s.events;
+    }
+    teardown(&s);
+    return rc;
+}
+
+double sim_bus_factor(weft_coll_kind k, int p)
+{
+    switch (k) {
+    case WEFT_COLL_ALLREDUCE: return 2.0 * (p - 1) / p;
+    case WEFT_COLL_ALLGATHER:
+    case WEFT_COLL_REDUCE_SCATTER:
+    case WEFT_COLL_ALLTOALL: return (double)(p - 1) / p;
+    default: return 1;
+    }
+}
+
+static int sim_at(const sim_job *j, uint64_t count, int period, sim_result *res,
+                  char *err, size_t errlen)
+{
+    sim_prog g;
+    int rc = sim_prog_build(&g, j, count, period);
+    if (rc)
+        snprintf(err, errlen, "building the %s schedules failed (%d)", sim_algo_name(j->algo), rc);
+    else
+        rc = run_once(j, &g, res, err, errlen);
+    if (!rc && g.max_rounds > res->max_rounds)
+        res->max_rounds = g.max_rounds;
+    sim_prog_free(&g);
+    return rc;
+}
+
+static int run_job(const sim_job *j, sim_result *out, char *err, size_t errlen);
+
+/* The generators learn which ranks share a node as the library does (from
+ * host names); here the topology says it. */
+int sim_run(const sim_job *job, sim_result *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (!job->topo || job->nranks < 1 || job->esize == 0) {
+        snprintf(err, errlen, "bad job");
+        return WEFT_EINVAL;
+    }
+    if (job->host)
+        return run_job(job, out, err, errlen);
+    sim_job j = *job;
+    int32_t *host = malloc((size_t)j.nranks * sizeof *host);
+    if (!host)
+        return WEFT_ENOMEM;
+    for (int r = 0; r < j.nranks; r++) {
+        sim_place pl;
+        sim_topo_place(j.topo, j.nranks, r, &pl);
+        host[r] = pl.node;
+    }
+    j.host = host;
+    int rc = run_job(&j, out, err, errlen);
+    free(host);
+    return rc;
+}
+
+/* What simulating count elements costs: rank 0's ops times the ranks
+ * simulated, weighted for ranks that talk to many peers at once (every flow
+ * on a shared link is re-balanced when one starts or ends). */
+static int work(const sim_job *j, uint64_t count, int reps, double *cost)
+{
+    uint32_t wide = 0;
+    int64_t ops = sim_count_ops(j, count, &wide);
+    if (ops < 0)
+        return (int)ops;
+    *cost = (double)ops * reps * (wide > 8 ? wide / 8.0 : 1.0);
+    return 0;
+}
+
+static int run_job(const sim_job *j, sim_result *out, char *err, size_t errlen)
+{
+    uint64_t budget = j->op_budget ? j->op_budget : 1000000;
+    uint64_t count = j->count, c1 = 0, c2 = 0;
+    uint64_t chunk = j->chunk_bytes ? j->chunk_bytes : SCHED_DEFAULT_CHUNK;
+    /* the symmetry, found where every ring block has elements */
+    uint64_t x = 16 * chunk / j->esize;
+    if (x < 4 * (uint64_t)j->nranks)
+        x = 4 * (uint64_t)j->nranks;
+    if (x > count)
+        x = count;
+    int exact = 0;
+    uint64_t dlen = 0;
+    int period = sim_find_period(j, x, j->esize, &exact, &dlen);
+    int reps = period ? period : j->nranks;
+    /* Double the count up to the real one while the work fits the budget.
+     * Past it, simulate the last two counts that fit and extend the line
+     * through them: a pipeline's steady state repeats chunk after chunk,
+     * so its time is affine in the count. */
+    double cost = 0;
+    int rc = work(j, x, reps, &cost);
+    if (rc) {
+        snprintf(err, errlen, "%s: no %s schedule (%s)", sim_algo_name(j->algo),
+                 weft_coll_name(j->kind), weft_strerror(rc));
+        return rc;
+    }
+    /* a pipeline needs a few chunks to reach its steady state */
+    uint64_t xmin = 16 * chunk / j->esize;
+    while (x < count && cost > (double)budget && x / 2 >= xmin && x / 2 >= 64) {
+        x /= 2;
+        if ((rc = work(j, x, reps, &cost)))
+            return rc;
+    }
+    if (x < count && cost > (double)budget) {
+        c2 = x;
+        c1 = x / 2;
+    }
+    while (!c2 && x < count) {
+        uint64_t nx = 2 * x < count ? 2 * x : count;
+        if ((rc = work(j, nx, reps, &cost)))
+            return rc;
+        if (cost > (double)budget) {
+            c2 = x;
+            c1 = x / 2;
+        }
+        x = nx;
+    }
+    /* The line only holds where every pipeline is made of whole chunks:
+     * rank 0's op count must already grow linearly (the same increase
+     * from c/2 to c as from c/4 to c/2, doubled, and not zero). Grow the
+     * sizes until it does, past the budget if need be; a schedule whose
+     * ops never grow (an unchunked ring) is then simulated at full size. */
+    while (c2 && c2 < count / 2) {
+        uint32_t w;
+        int64_t o0 = sim_count_ops(j, c1 / 2, &w), o1 = sim_count_ops(j, c1, &w),
+                o2 = sim_count_ops(j, c2, &w);
+        double d1 = (double)(o1 - o0), d2 = (double)(o2 - o1);
+        if (o0 < 0 || o1 < 0 || o2 < 0)
+            return WEFT_EINVAL;
+        if (d2 > 0 && fabs(d2 - 2 * d1) <= 0.02 * d2 + 2)
+            break;
+        c1 = c2;
+        c2 *= 2;
+    }
+    if (c2 && (c2 >= count || !(c1 >= 1 && c1 < c2)))
+        c2 = 0;
+    if (!c2) {
+        period = sim_find_period(j, count, j->esize, &exact, &dlen);
+        rc = sim_at(j, count, period, out, err, errlen);
+    } else {
+        sim_result r1, r2;
+        memset(&r1, 0, sizeof r1);
+        memset(&r2, 0, sizeof r2);
+        int p1 = sim_find_period(j, c1, j->esize, &exact, &dlen);
+        rc = sim_at(j, c1, p1, &r1, err, errlen);
+        int p2 = rc ? 0 : sim_find_period(j, c2, j->esize, &exact, &dlen);
+        if (!rc)
+            rc = sim_at(j, c2, p2, &r2, err, errlen);
+        if (!rc) {
+            double k = (double)(count - c1) / (double)(c2 - c1);
+            *out = r2;
+            out->time_us = r1.time_us + k * (r2.time_us - r1.time_us);
+            for (int c = 0; c < LC_COUNT; c++) {
+                out->bytes[c] = r1.bytes[c] + k * (r2.bytes[c] - r1.bytes[c]);
+                if (r2.util[c] >= 0 && out->time_us > 0 && r2.time_us > 0) {
+                    double scale = (out->bytes[c] / (r2.bytes[c] > 0 ? r2.bytes[c] : 1)) *
+                                   (r2.time_us / out->time_us);
+                    out->util[c] = r2.util[c] * scale;
+                    out->util_max[c] = r2.util_max[c] * scale;
+                }
+            }
+            out->ops = r1.ops + r2.ops;
+            out->events = r1.events + r2.events;
+            out->extrapolated = 1;
+            out->count_sim[0] = c1;
+            out->count_sim[1] = c2;
+            period = p2;
+        }
+    }
+    if (rc)
+        return rc;
+    out->fold = period;
+    out->fold_exact = period && exact;
+    if (period && !exact) {
+        /* each round of a rep may be off by dlen bytes on its slowest link */
+        double minbw = INFINITY;
+        for (int c = 0; c < LC_COUNT; c++)
+            if (j->topo->lc[c].bw_GBps > 0 && j->topo->lc[c].bw_GBps < minbw)
+                minbw = j->topo->lc[c].bw_GBps;
+        double rounds = out->max_rounds;
+        out->fold_err_us = isinf(minbw) ? 0 : rounds * (double)dlen / (minbw * 1e3);
+    }
+    /* nccl-tests' size: the whole buffer, all ranks' blocks for the
+     * collectives whose count is per rank */
+    int blocks = j->kind == WEFT_COLL_ALLGATHER || j->kind == WEFT_COLL_REDUCE_SCATTER ||
+                 j->kind == WEFT_COLL_ALLTOALL || j->kind == WEFT_COLL_GATHER ||
+                 j->kind == WEFT_COLL_SCATTER;
+    double size = (double)count * j->esize * (blocks ? j->nranks : 1);
+    out->algbw_GBps = out->time_us > 0 ? size / (out->time_us * 1e3) : 0;
+    out->busbw_GBps = out->algbw_GBps * sim_bus_factor(j->kind, j->nranks);
+    return 0;
+}
+
+const char *sim_algo_name(int algo)
+{
+    return algo == SIM_ALGO_PS ? "ps" : weft_algo_name((weft_algo)algo);
+}
+
+int sim_algo_parse(const char *s, int *algo)
+{
+    weft_algo a;
+    if (!strcmp(s, "ps")) {
+        *algo = SIM_ALGO_PS;
+        return 0;
+    }
+    if (weft_algo_parse(s, &a) || a == WEFT_ALGO_AUTO)
+        return WEFT_EINVAL;
+    *algo = (int)a;
+    return 0;
+}

@@ -1,0 +1,261 @@
+/* weft-sim: predict how long weft's collectives take on machines this one
+ * is not, by running the library's own schedules over a topology model.
+ *
+ *   weft-sim allreduce --topo summit --ranks 96..24576 --algo ring,tree --size 8 --size 64M
+ *   weft-sim figure summit        data for docs/SIMULATION.md, figure 1
+ *   weft-sim figure gpt3          the GPT-3 table
+ *   weft-sim topo summit          print a topology in the text format
+ */
+#include "sim/sim.h"
+#include "sim/figures.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+        "usage: weft-sim COLLECTIVE [options]   (allreduce broadcast reduce allgather\n"
+        "                                        reduce_scatter alltoall)\n"
+        "       weft-sim figure summit|gpt3 [--out FILE]\n"
+        "       weft-sim topo NAME|FILE         print a topology in the text format\n"
+        "       weft-sim list                   the built-in topologies\n"
+        "options:\n"
+        "  --topo NAME|FILE   topology (default summit); presets: see `weft-sim list`\n"
+        "  --ranks LIST       ranks: N, A,B,C or A..B (doubling); default 8\n"
+        "  --nodes LIST       the same in nodes (ranks = nodes * ranks_per_node)\n"
+        "  --algo LIST        naive,ring,tree,rd,ps (default ring,tree)\n"
+        "  --size S           bytes, repeatable: 8, 64K, 64M, 700G (K = 1024); the whole\n"
+        "                     buffer of all ranks' blocks for allgather, reduce_scatter\n"
+        "                     and alltoall, as in nccl-tests\n"
+        "  --dtype T          element type (default f32)\n"
+        "  --chunk S          pipelining chunk of the generators (default theirs)\n"
+        "  --servers N        parameter servers for --algo ps (default 1)\n"
+        "  --no-fold          simulate every rank even when the schedule is symmetric\n"
+        "  --budget N         ops simulated before extrapolating in the size (1000000)\n");
+}
+
+static int parse_size(const char *s, uint64_t *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    double m = 1;
+    switch (*end) {
+    case 'K': case 'k': m = 1024; end++; break;
+    case 'M': case 'm': m = 1024.0 * 1024; end++; break;
+    case 'G': case 'g': m = 1024.0 * 1024 * 1024; end++; break;
+    case 'T': case 't': m = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    }
+    if (*end == 'B')
+        end++;
+    if (*end || v < 0)
+        return -1;
+    *out = (uint64_t)(v * m);
+    return 0;
+}
+
+/* "96..24576" doubles; "8,16,24" lists; "12" is one value. */
+static int parse_list(const char *s, int *v, int max)
+{
+    int n = 0;
+    const char *dots = strstr(s, "..");
+    if (dots) {
+        long a = atol(s), b = atol(dots + 2);
+        for (long x = a; x >= 1 && x <= b && n < max; x *= 2)
+            v[n++] = (int)x;
+        return n;
+    }
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *t = strtok(buf, ","); t && n < max; t = strtok(NULL, ","))
+        if ((v[n] = atoi(t)) >= 1)
+            n++;
+    return n;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmd_coll(weft_coll_kind kind, int argc, char **argv)
+{
+    const char *topo_name = "summit";
+    int ranks[64], nranks = 0, nodes = 0, algos[8], nalgo = 0, servers = 1, no_fold = 0;
+    uint64_t sizes[32], chunk = 0, budget = 0;
+    int nsizes = 0;
+    weft_dtype dt = WEFT_F32;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--no-fold")) {
+            no_fold = 1;
+            continue;
+        }
+        if (!v) {
+            fprintf(stderr, "weft-sim: %s needs a value\n", a);
+            return 2;
+        }
+        i++;
+        if (!strcmp(a, "--topo"))
+            topo_name = v;
+        else if (!strcmp(a, "--ranks") || !strcmp(a, "--nodes")) {
+            nranks = parse_list(v, ranks, 64);
+            nodes = a[2] == 'n';
+        } else if (!strcmp(a, "--algo")) {
+            char buf[256];
+            snprintf(buf, sizeof buf, "%s", v);
+            for (char *t = strtok(buf, ","); t && nalgo < 8; t = strtok(NULL, ","))
+                if (sim_algo_parse(t, &algos[nalgo++])) {
+                    fprintf(stderr, "weft-sim: unknown algorithm %s\n", t);
+                    return 2;
+                }
+        } else if (!strcmp(a, "--size") && nsizes < 32) {
+            if (parse_size(v, &sizes[nsizes++])) {
+                fprintf(stderr, "weft-sim: bad size %s\n", v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--chunk")) {
+            if (parse_size(v, &chunk))
+                return 2;
+        } else if (!strcmp(a, "--dtype")) {
+            if (weft_dtype_parse(v, &dt)) {
+                fprintf(stderr, "weft-sim: unknown dtype %s\n", v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--servers"))
+            servers = atoi(v);
+        else if (!strcmp(a, "--budget"))
+            budget = strtoull(v, NULL, 10);
+        else {
+            usage(stderr);
+            return 2;
+        }
+    }
+    sim_topo t;
+    char err[256];
+    if (sim_topo_load(&t, topo_name, err, sizeof err)) {
+        fprintf(stderr, "weft-sim: %s\n", err);
+        return 1;
+    }
+    if (!nranks)
+        ranks[nranks++] = 8;
+    if (!nalgo) {
+        algos[nalgo++] = WEFT_ALGO_RING;
+        algos[nalgo++] = WEFT_ALGO_TREE;
+    }
+    if (!nsizes)
+        sizes[nsizes++] = 8;
+    size_t es = weft_dtype_size(dt);
+    int blocks = kind == WEFT_COLL_ALLGATHER || kind == WEFT_COLL_REDUCE_SCATTER ||
+                 kind == WEFT_COLL_ALLTOALL;
+    printf("# weft-sim %s on %s%s%s\n", weft_coll_name(kind), t.name,
+           t.note[0] ? " -- " : "", t.note);
+    printf("# %12s %12s %7s %6s %13s %9s %9s  %5s %5s %5s %5s  %-10s %8s\n", "size", "count",
+           "ranks", "algo", "time_us", "algbw", "busbw", "intra", "nic", "pod", "wan",
+           "fold", "sim_s");
+    for (int si = 0; si < nsizes; si++)
+        for (int ri = 0; ri < nranks; ri++)
+            for (int ai = 0; ai < nalgo; ai++) {
+                int p = nodes ? ranks[ri] * t.ranks_per_node : ranks[ri];
+                /* as weft-bench and nccl-tests: the size is the whole buffer */
+                uint64_t per = blocks ? (uint64_t)p : 1;
+                sim_job j = { .topo = &t, .algo = algos[ai], .kind = kind, .nranks = p,
+                              .count = sizes[si] / es / per, .esize = (uint32_t)es,
+                              .chunk_bytes = chunk, .ps_servers = servers,
+                              .no_fold = no_fold, .op_budget = budget };
+                sim_result r;
+                double t0 = now_s();
+                int rc = sim_run(&j, &r, err, sizeof err);
+                double wall = now_s() - t0;
+                if (rc) {
+                    printf("  %12llu %12llu %7d %6s  error: %s\n",
+                           (unsigned long long)(j.count * es * per), (unsigned long long)j.count,
+                           p, sim_algo_name(j.algo), err);
+                    continue;
+                }
+                char fold[32] = "-", u[LC_COUNT][8];
+                if (r.fold)
+                    snprintf(fold, sizeof fold, "%d%s", r.fold, r.fold_exact ? "" : "~");
+                if (r.extrapolated)
+                    strncat(fold, "+x", sizeof fold - strlen(fold) - 1);
+                if (getenv("WEFT_SIM_DEBUG"))
+                    fprintf(stderr, "ops %llu events %llu rounds %u fold_err %.3g us\n",
+                            (unsigned long long)r.ops, (unsigned long long)r.events,
+                            r.max_rounds, r.fold_err_us);
+                for (int c = 0; c < LC_COUNT; c++) {
+                    if (r.util[c] < 0)
+                        snprintf(u[c], sizeof u[c], "%5s", "-");
+                    else
+                        snprintf(u[c], sizeof u[c], "%4.0f%%", 100 * r.util[c]);
+                    if (getenv("WEFT_SIM_DEBUG"))
+                        fprintf(stderr, "%s mean %.3f max %.3f bytes %.3g\n", sim_lclass_name(c),
+                                r.util[c], r.util_max[c], r.bytes[c]);
+                }
+                printf("  %12llu %12llu %7d %6s %13.2f %9.3f %9.3f  %s %s %s %s  %-10s %8.2f\n",
+                       (unsigned long long)(j.count * es * per), (unsigned long long)j.count, p,
+                       sim_algo_name(j.algo), r.time_us, r.algbw_GBps, r.busbw_GBps, u[0],
+                       u[1], u[2], u[3], fold, wall);
+                fflush(stdout);
+            }
+    printf("# algbw = size/time, busbw = algbw * nccl-tests' bus factor (GB/s, 1e9 bytes);\n"
+           "# intra..wan: mean link utilisation per class; fold: ranks simulated\n"
+           "# (~: symmetric up to one element per op), +x: extrapolated in size\n");
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "list")) {
+        for (int i = 0; sim_topo_presets[i]; i++)
+            printf("%s\n", sim_topo_presets[i]);
+        return 0;
+    }
+    if (!strcmp(cmd, "topo")) {
+        sim_topo t;
+        char err[256];
+        if (argc < 3 || sim_topo_load(&t, argv[2], err, sizeof err)) {
+            fprintf(stderr, "weft-sim: %s\n", argc < 3 ? "topo needs a name" : err);
+            return 1;
+        }
+        sim_topo_write(&t, stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "figure")) {
+        const char *out = NULL;
+        for (int i = 3; i + 1 < argc; i++)
+            if (!strcmp(argv[i], "--out"))
+                out = argv[i + 1];
+        FILE *f = out ? fopen(out, "w") : stdout;
+        if (!f) {
+            perror(out);
+            return 1;
+        }
+        int rc = argc < 3 ? -1
+               : !strcmp(argv[2], "summit") ? sim_figure_summit(f)
+               : !strcmp(argv[2], "gpt3") ? sim_figure_gpt3(f) : -1;
+        if (out)
+            fclose(f);
+        if (rc == -1)
+            usage(stderr);
+        return rc ? 1 : 0;
+    }
+    static const struct { const char *name; weft_coll_kind k; } colls[] = {
+        { "allreduce", WEFT_COLL_ALLREDUCE }, { "broadcast", WEFT_COLL_BROADCAST },
+        { "reduce", WEFT_COLL_REDUCE }, { "allgather", WEFT_COLL_ALLGATHER },
+        { "reduce_scatter", WEFT_COLL_REDUCE_SCATTER }, { "alltoall", WEFT_COLL_ALLTOALL },
+    };
+    for (unsigned i = 0; i < sizeof colls / sizeof *colls; i++)
+        if (!strcmp(cmd, colls[i].name))
+            return cmd_coll(colls[i].k, argc - 2, argv + 2);
+    usage(stderr);
+    return 2;
+}
