@@ -116,7 +116,7 @@ fuzz:
 	    echo "  FUZZ    $$t ($(FUZZ_SECONDS) s)"; \
 	    clang $(CSTD) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 	        -Iinclude -Isrc $$f $(FUZZ_SRC) -o $$t -lm; \
-	    mkdir -p $$t.corpus; \
+	    mkdir -p $$t.corpus; cp tests/fuzz/seeds/$$(basename $$t)/* $$t.corpus/ 2>/dev/null || true; \
 	    (cd $(BUILD)/fuzz && ./$$(basename $$t) -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 \
 	        -max_len=8192 -print_final_stats=1 $$(basename $$t).corpus >$$(basename $$t).log 2>&1) \
 	        || { tail -n 40 $$t.log; exit 1; }; \

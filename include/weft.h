@@ -663,6 +663,120 @@ int weft_dp_sync_grads(weft_dp *d);
 int weft_dp_set_share(weft_dp *d, int n, int global_n);
 /* Average n floats (losses, accuracies) over the ranks, in place. */
 int weft_dp_average(weft_dp *d, float *vals, int n);
+/* Gradient accumulation: while hold is set, backward launches nothing and
+ * gradients only add up locally; clear it before the last micro-step's
+ * backward, whose hook then launches every bucket. */
+int weft_dp_hold(weft_dp *d, int hold);
+/* Buckets launched since the last sync (what the hook has started). */
+int weft_dp_launched(const weft_dp *d);
+
+/* ---- ZeRO: sharded data parallelism (src/train/zero.c) -------------------- */
+/* One handle drives a data-parallel training step at ZeRO stage 0..3 (0:
+ * plain DP; 1: optimiser state sharded; 2: + gradients; 3: + parameters).
+ * The flat buffer is cut into buckets of whole tensors (bucket_bytes, as
+ * weft_dp) and each bucket is sharded on its own (as FSDP's flat
+ * parameters): of a bucket of m elements rank r owns [r*S, r*S + S),
+ * S = m / p, and the last rank also owns the m mod p tail, so any world size
+ * works without a padded copy. At stages 2-3 each bucket's gradients are
+ * reduce-scattered in place as soon as backward finishes them; parameters
+ * are all-gathered. The engine's forward/backward need whole flat buffers,
+ * so those stay allocated: at stage 3 only this rank's shards hold valid
+ * parameters between steps (weft_zero_gather_params restores the rest); at
+ * stage 2 only its shards hold the reduced gradient. comm NULL: one process
+ * (same code path, any stage). Every rank must own some element (n >= p
+ * when there is one bucket): WEFT_EINVAL otherwise. */
+typedef struct weft_zero weft_zero;
+
+/* Takes over the model's gradient hook. The optimiser state is created for
+ * this rank's shards (stages 1-3) or everything (0). */
+int weft_zero_create(weft_zero **out, weft_comm *c, weft_model *m, const weft_optim_config *oc,
+                     int stage, size_t bucket_bytes);
+void weft_zero_destroy(weft_zero *z);
+/* The optimiser (stages 1-3: the one of this rank's first shard; all
+ * shards have the same config and step count). */
+weft_optim *weft_zero_optim(weft_zero *z);
+int weft_zero_stage(const weft_zero *z);
+int weft_zero_bucket_count(const weft_zero *z);
+/* Buckets whose reduction backward has launched in this step (stages 0-1:
+ * those of the all-reduce; 2-3: of the reduce-scatter). */
+int weft_zero_launched(const weft_zero *z);
+int weft_zero_broadcast_params(weft_zero *z);
+/* Before each micro-step's forward: this rank's micro-batch has n of the
+ * step's global_n samples (over all ranks and micro-steps); last marks the
+ * final micro-step, the only one whose backward communicates. The first
+ * micro-step of a step zeroes the gradients (and at stage 3 gathers the
+ * parameters). Micro-steps of unequal size are weighted by their size. */
+int weft_zero_micro(weft_zero *z, int n, int global_n, int last);
+/* After the last backward: average gradients, clip to clip (> 0; the global
+ * norm before clipping in *norm if norm), update this rank's range, share
+ * the parameters (stages 1-2; stage 3 at the next micro-step). */
+int weft_zero_step(weft_zero *z, float lr, float clip, float *norm);
+/* Stage 3: make the whole parameter buffer valid (before eval or saving). */
+int weft_zero_gather_params(weft_zero *z);
+
+/* Bytes per rank held for the training state at this stage (fp32, Ψ = n,
+ * K = optimiser bytes per parameter: SGD 4 (0 without momentum), AdamW 8;
+ * no separate master copy since parameters are fp32):
+ *   stage 0: 4Ψ + 4Ψ + KΨ      stage 1: 4Ψ + 4Ψ + KΨ/N
+ *   stage 2: 4Ψ + (4+K)Ψ/N     stage 3: (4+4+K)Ψ/N
+ * param/grad/optim_bytes count what this rank owns (per bucket S or
+ * S + tail elements, so they differ from the formula by < N elements per
+ * bucket); work_bytes is what the engine's full flat buffers add. */
+typedef struct {
+    int stage, world, state_bytes_per_param, buckets;
+    size_t n, shard;
+    size_t param_bytes, grad_bytes, optim_bytes, work_bytes;
+    double formula_bytes;
+} weft_zero_mem;
+int weft_zero_memory(const weft_zero *z, weft_zero_mem *m);
+
+/* Checkpoints stay world-size independent: put_optim gathers the state to
+ * rank 0 and stores the full range there (collective; ck may be NULL on
+ * other ranks); load_optim gives each rank its own sub-range of the saved
+ * state. */
+int weft_zero_put_optim(weft_zero *z, weft_ckpt *ck);
+int weft_zero_load_optim(weft_zero *z, const weft_ckpt *ck);
+
+/* ---- sync modes (src/train/sync.c) ----------------------------------------- */
+/* Parameter-averaging modes (docs/TRAINING.md): each rank steps its own
+ * optimiser on its part of every global batch, with no gradient exchange,
+ * and weft_sync_after_step pulls the models together:
+ *   "full"      gradients averaged every step (weft_dp / weft_zero; no handle)
+ *   "local:H"   parameters averaged every H steps (local SGD)
+ *   "diloco:H"  every H steps an outer Nesterov-SGD step (momentum 0.9,
+ *               lr 0.7) on the averaged pseudo-gradient theta_old - theta
+ *   "gossip"    every step, average with one peer on the one-peer
+ *               exponential graph (exact mixing in log2 p steps, p = 2^k)
+ *   "stale:s"   bounded staleness: every step's gradients are all-reduced in
+ *               the background and applied s steps later, so no rank runs
+ *               more than s steps ahead of the slowest ("stale:0" = full) */
+typedef enum {
+    WEFT_SYNC_FULL = 0, WEFT_SYNC_LOCAL, WEFT_SYNC_DILOCO, WEFT_SYNC_GOSSIP, WEFT_SYNC_STALE
+} weft_sync_mode;
+typedef struct {
+    int mode;              /* weft_sync_mode */
+    int period;            /* H; stale: s */
+    float outer_lr, outer_momentum;  /* diloco: 0.7, 0.9 */
+} weft_sync_config;
+typedef struct weft_sync weft_sync;
+int weft_sync_parse(const char *s, weft_sync_config *c);
+/* Broadcasts rank 0's parameters. Modes other than full only. */
+int weft_sync_create(weft_sync **out, weft_comm *c, weft_model *m, const weft_sync_config *cfg);
+void weft_sync_destroy(weft_sync *s);
+/* After every local optimiser step (collective on the mode's schedule). */
+int weft_sync_after_step(weft_sync *s);
+/* At the end: leave every rank with one model (the average; diloco: a last
+ * outer step if the run did not end on one). */
+int weft_sync_finish(weft_sync *s);
+/* stale:s, after backward: launch the average of this step's gradients
+ * (times share, this rank's weight as in weft_dp_set_share) and, once s
+ * steps are in flight, wait for the oldest and put it in the model's
+ * gradient buffer: *ready = 1 means step the optimiser on it. */
+int weft_sync_push_grads(weft_sync *s, float share, int *ready);
+/* At the end: the next average still in flight (*ready = 0: none left). */
+int weft_sync_pop_grads(weft_sync *s, int *ready);
+/* Parameter bytes this rank has handed to collectives or sent to peers. */
+uint64_t weft_sync_bytes(const weft_sync *s);
 
 #ifdef __cplusplus
 }

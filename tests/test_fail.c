@@ -69,10 +69,54 @@ static void aborted(weft_comm *c, void *arg)
     CHECK(weft_barrier(c) == WEFT_EABORTED);
 }
 
+static char dump[4096];
+
+static void *dumper(void *arg)
+{
+    int fds[2];
+    usleep(500 * 1000);
+    if (pipe(fds) == 0) {
+        weft_comm_dump(arg, fds[1]);
+        close(fds[1]);
+        ssize_t n = read(fds[0], dump, sizeof dump - 1);
+        dump[n > 0 ? n : 0] = 0;
+        close(fds[0]);
+    }
+    weft_comm_abort(arg);
+    return NULL;
+}
+
+/* The flight recorder shows finished operations and, for the one in
+ * progress, the rank it waits on; weft_comm_dump works from another thread
+ * while the operation blocks. */
+static void recorder(weft_comm *c, void *arg)
+{
+    float x = 1;
+    pthread_t th;
+    (void)arg;
+    CHECK(weft_allreduce(c, &x, &x, 1, WEFT_F32, WEFT_SUM) == 0);
+    CHECK(weft_comm_dump(NULL, 2) == WEFT_EINVAL);
+    if (weft_comm_rank(c) == 1) {
+        sleep(2);
+        weft_comm_abort(c);
+        return;
+    }
+    pthread_create(&th, NULL, dumper, c);
+    int rc = weft_broadcast(c, &x, 1, WEFT_F32, 1);
+    pthread_join(th, NULL);
+    CHECKF(rc == WEFT_EABORTED, "%s", weft_strerror(rc));
+    CHECKF(strstr(dump, "allreduce(count=1, f32, sum) as op #1") && strstr(dump, "done"),
+           "dump: %s", dump);
+    CHECKF(strstr(dump, "broadcast(count=1, f32, root=1) as op #2") &&
+           strstr(dump, "in progress") && strstr(dump, "waiting on from rank 1"),
+           "dump: %s", dump);
+}
+
 int main(void)
 {
     CHECKF(mp_run(4, 100, die_midway, NULL) == 1, "exactly the killed rank fails");
     mp_run(2, 1, no_show, NULL);
     mp_run(2, 100, aborted, NULL);
+    mp_run(2, 100, recorder, NULL);
     TEST_DONE();
 }

@@ -22,7 +22,7 @@ static void *adder(void *arg)
     char err[256];
     long fails = 0;
     (void)arg;
-    if (store_connect(&c, "127.0.0.1", port, 10, err, sizeof err))
+    if (store_connect(&c, "127.0.0.1", port, 10, NULL, err, sizeof err))
         return (void *)1L;
     for (int i = 0; i < ADDS; i++)
         fails += store_add(c, "counter", 1, NULL) != 0;
@@ -35,7 +35,7 @@ static void *late_setter(void *arg)
     store_client *c;
     char err[256];
     (void)arg;
-    if (store_connect(&c, "127.0.0.1", port, 10, err, sizeof err))
+    if (store_connect(&c, "127.0.0.1", port, 10, NULL, err, sizeof err))
         return (void *)1L;
     usleep(200 * 1000);
     long rc = store_set(c, "late", "hello", 5);
@@ -54,8 +54,8 @@ int main(void)
     int exists;
     pthread_t th[ADDERS], late;
 
-    CHECK(store_server_start(&srv, "127.0.0.1", 0, &port, err, sizeof err) == 0);
-    CHECK(store_connect(&c, "127.0.0.1", port, 5, err, sizeof err) == 0);
+    CHECK(store_server_start(&srv, "127.0.0.1", 0, &port, NULL, err, sizeof err) == 0);
+    CHECK(store_connect(&c, "127.0.0.1", port, 5, NULL, err, sizeof err) == 0);
 
     CHECK(store_set(c, "a", "xyz", 3) == 0);
     CHECK(store_get(c, "a", &v, &len, 1) == 0);

@@ -5,7 +5,10 @@
  * Sizes are bytes of the whole buffer as in nccl-tests (for gather, scatter,
  * allgather, reduce_scatter and alltoall: the buffer of all ranks' blocks).
  * Inputs are small integers, so results are exact in any reduction order
- * and #wrong counts every element that differs from the reference. */
+ * and #wrong counts every element that differs from the reference. With
+ * the algorithm auto, a last column names the algorithm the cost model
+ * picks at each size (the library's own choice, from the same inputs). */
+#include "coll/select.h"
 #include "core/clock.h"
 #include "core/half.h"
 #include "weft.h"
@@ -21,8 +24,10 @@ typedef struct {
     weft_dtype t;
     weft_op op;
     weft_algo algo;
-    int root, warmup, iters, check;
+    int root, warmup, iters, check, places;
     uint64_t minb, maxb, step;
+    uint64_t *list; /* -l: explicit sizes, nlist of them */
+    int nlist;
     double factor;
     const char *json;
 } opts;
@@ -216,6 +221,31 @@ static uint64_t parse_size(const char *s)
     return (uint64_t)v;
 }
 
+/* "8,1K,64M" -> sizes; 0 when the list is malformed or empty. */
+static int parse_list(const char *s, opts *o)
+{
+    int n = 1;
+    for (const char *p = s; *p; p++)
+        n += *p == ',';
+    free(o->list);
+    if (!(o->list = calloc((size_t)n, sizeof *o->list)))
+        return 0;
+    o->nlist = 0;
+    for (const char *p = s; *p;) {
+        char *end;
+        if (*p < '0' || *p > '9')
+            return 0;
+        (void)strtod(p, &end);
+        if (*end && strchr("KkMmGg", *end))
+            end++;
+        if (*end && *end != ',')
+            return 0;
+        o->list[o->nlist++] = parse_size(p);
+        p = *end ? end + 1 : end;
+    }
+    return o->nlist;
+}
+
 static void usage(void)
 {
     fprintf(stderr,
@@ -226,7 +256,10 @@ static void usage(void)
             "  -d TYPE   f32 f64 f16 bf16 i8 u8 i32 i64  -o OP     sum prod min max avg\n"
             "  -r ROOT   root rank (default 0)          -a ALGO   auto naive ring tree rd ...\n"
             "  -w N      warm-up iterations (5)         -n N      timed iterations (20)\n"
-            "  -c 0|1    check results (1)              -J FILE   also write results as JSON\n");
+            "  -c 0|1    check results (1)              -J FILE   also write results as JSON\n"
+            "  -I 0|1|2  0: out-of-place and in-place (default), 1: out-of-place only,\n"
+            "            2: in-place only (the other columns print N/A)\n"
+            "  -l LIST   only these sizes, e.g. 8,1K,64M (instead of -b/-e/-f/-i)\n");
 }
 
 int main(int argc, char **argv)
@@ -248,7 +281,7 @@ int main(int argc, char **argv)
         return 2;
     }
     optind = 2;
-    while ((ch = getopt(argc, argv, "b:e:f:i:d:o:r:a:w:n:c:J:h")) != -1) {
+    while ((ch = getopt(argc, argv, "b:e:f:i:d:o:r:a:w:n:c:J:I:l:h")) != -1) {
         switch (ch) {
         case 'b': o.minb = parse_size(optarg); break;
         case 'e': o.maxb = parse_size(optarg); break;
@@ -262,10 +295,19 @@ int main(int argc, char **argv)
         case 'n': o.iters = atoi(optarg); break;
         case 'c': o.check = atoi(optarg); break;
         case 'J': o.json = optarg; break;
+        case 'I': o.places = atoi(optarg); break;
+        case 'l': if (!parse_list(optarg, &o)) { usage(); return 2; } break;
         default: usage(); return 2;
         }
     }
-    if (o.iters < 1 || (o.step == 0 && o.factor <= 1) || o.minb > o.maxb) {
+    if (o.nlist) { /* buffers sized for the largest listed size */
+        o.minb = o.maxb = o.list[0];
+        for (int i = 1; i < o.nlist; i++)
+            if (o.list[i] > o.maxb)
+                o.maxb = o.list[i];
+    }
+    if (o.iters < 1 || (o.step == 0 && o.factor <= 1) || o.minb > o.maxb || o.places < 0 ||
+        o.places > 2) {
         usage();
         return 2;
     }
@@ -281,14 +323,27 @@ int main(int argc, char **argv)
         fprintf(stderr, "weft-bench: root %d out of range\n", o.root);
         return 2;
     }
+    weft_algo eff = o.algo != WEFT_ALGO_AUTO ? o.algo : weft_comm_algo(c);
+    coll_tuner *tuner = NULL;
+    if (r == 0 && eff == WEFT_ALGO_AUTO) {
+        int32_t *host = malloc((size_t)n * sizeof *host);
+        char err[256];
+        for (int i = 0; host && i < n; i++)
+            host[i] = weft_comm_host_of(c, i);
+        if (!host || coll_tuner_create(&tuner, n, weft_comm_host_count(c) > 1 ? host : NULL,
+                                       err, sizeof err))
+            fprintf(stderr, "weft-bench: no cost model: %s\n", host ? err : "out of memory");
+        free(host);
+    }
+    const char *acol = tuner ? "algo" : "", *asep = tuner ? " " : "";
     if (r == 0) {
         printf("# weft-bench %s: %d ranks, algorithm %s, %s, warm-up %d, iterations %d\n#\n",
                argv[1], n, weft_algo_name(o.algo), weft_version(), o.warmup, o.iters);
         printf("# %10s %12s %8s %6s %6s %32s %32s\n", "", "", "", "", "",
                "out-of-place", "in-place");
-        printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s\n", "size", "count",
+        printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s%s%s\n", "size", "count",
                "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw",
-               "busbw", "#wrong");
+               "busbw", "#wrong", asep, acol);
         printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s\n", "(B)",
                "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
                "(GB/s)", "");
@@ -309,13 +364,16 @@ int main(int argc, char **argv)
     double busbw_sum = 0;
     int nsizes = 0, first = 1;
     long long wrong_total = 0;
-    for (uint64_t size = o.minb; size <= o.maxb;
-         size = o.step ? size + o.step : (uint64_t)((double)size * o.factor) + (o.factor < 2 && (uint64_t)((double)size * o.factor) == size)) {
+    for (uint64_t size = o.minb, li = 0; o.nlist ? li < (uint64_t)o.nlist : size <= o.maxb;
+         size = o.nlist ? (++li < (uint64_t)o.nlist ? o.list[li] : 0)
+              : o.step ? size + o.step : (uint64_t)((double)size * o.factor) + (o.factor < 2 && (uint64_t)((double)size * o.factor) == size)) {
         uint64_t count = size / es / (uint64_t)blocks;
-        double t_us[2], algbw[2], busbw[2];
-        long long wrong[2];
+        double t_us[2] = { 0, 0 }, algbw[2] = { 0, 0 }, busbw[2] = { 0, 0 };
+        long long wrong[2] = { 0, 0 };
         b.count = count;
         for (int inplace = 0; inplace < 2; inplace++) {
+            if ((o.places == 1 && inplace) || (o.places == 2 && !inplace))
+                continue;
             prepare(&o, r, n, &b, inplace);
             for (int i = 0; i < o.warmup; i++)
                 if ((rc = call(c, &o, &b)))
@@ -348,21 +406,34 @@ int main(int argc, char **argv)
         }
         if (r == 0) {
             uint64_t bytes = count * es * (uint64_t)blocks;
-            printf("  %10llu %12llu %8s %6s %6d %9.2f %7.3f %7.3f %6lld %9.2f %7.3f %7.3f %6lld\n",
-                   (unsigned long long)bytes, (unsigned long long)(count * (uint64_t)blocks),
-                   nccl_type(o.t), weft_op_name(o.op), rooted(o.kind) ? o.root : -1, t_us[0],
-                   algbw[0], busbw[0], wrong[0], t_us[1], algbw[1], busbw[1], wrong[1]);
+            char col[2][64];
+            for (int k = 0; k < 2; k++) {
+                if ((o.places == 1 && k) || (o.places == 2 && !k))
+                    snprintf(col[k], sizeof col[k], "%9s %7s %7s %6s", "N/A", "N/A", "N/A", "N/A");
+                else
+                    snprintf(col[k], sizeof col[k], "%9.2f %7.3f %7.3f %6lld", t_us[k], algbw[k],
+                             busbw[k], wrong[k]);
+            }
+            printf("  %10llu %12llu %8s %6s %6d %s %s%s%s\n", (unsigned long long)bytes,
+                   (unsigned long long)(count * (uint64_t)blocks), nccl_type(o.t),
+                   weft_op_name(o.op), rooted(o.kind) ? o.root : -1, col[0], col[1], asep,
+                   tuner ? weft_algo_name(coll_tuner_select(tuner, o.kind, count * es, (uint32_t)es))
+                         : "");
             fflush(stdout);
             if (json) {
                 fprintf(json, "%s{\"size\":%llu,\"count\":%llu,\"time_us\":[%.3f,%.3f],"
-                              "\"algbw\":[%.4f,%.4f],\"busbw\":[%.4f,%.4f],\"wrong\":[%lld,%lld]}",
+                              "\"algbw\":[%.4f,%.4f],\"busbw\":[%.4f,%.4f],\"wrong\":[%lld,%lld]",
                         first ? "" : ",", (unsigned long long)bytes,
                         (unsigned long long)(count * (uint64_t)blocks), t_us[0], t_us[1],
                         algbw[0], algbw[1], busbw[0], busbw[1], wrong[0], wrong[1]);
+                if (tuner)
+                    fprintf(json, ",\"algo\":\"%s\"", weft_algo_name(coll_tuner_select(
+                                      tuner, o.kind, count * es, (uint32_t)es)));
+                fputc('}', json);
                 first = 0;
             }
         }
-        busbw_sum += busbw[0];
+        busbw_sum += busbw[o.places == 2];
         nsizes++;
     }
     if (r == 0) {
@@ -377,6 +448,8 @@ int main(int argc, char **argv)
     free(b.in);
     free(b.out);
     free(b.want);
+    free(o.list);
+    coll_tuner_destroy(tuner);
     weft_comm_destroy(c);
     return wrong_total ? 1 : 0;
 fail:

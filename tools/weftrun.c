@@ -17,7 +17,10 @@
  * newline is ended at exit. Ranks read stdin from /dev/null.
  *
  * Failure. Each rank runs in its own process group, which gets forwarded
- * SIGINT/SIGTERM/SIGHUP. When a rank exits non-zero or dies by a signal,
+ * SIGINT/SIGTERM/SIGHUP; SIGUSR1 is passed on too, without stopping the
+ * job (a rank that calls weft_comm_dump from a SIGUSR1 handler prints its
+ * flight recorder; one without a handler dies of it, as the signal's
+ * default says). When a rank exits non-zero or dies by a signal,
  * weftrun says so on stderr, sends SIGTERM to the other ranks, SIGKILL
  * after 3 s, and exits with that rank's status, or 128 + its signal. It
  * exits 124 after --timeout, 128 + the signal after a forwarded one, and 0
@@ -70,7 +73,7 @@ typedef struct {
 } job;
 
 static int sig_w = -1; /* write end of the self-pipe the handlers use */
-static const int handled[] = { SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGPIPE };
+static const int handled[] = { SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGUSR1 };
 
 static void on_signal(int sig)
 {
@@ -116,7 +119,9 @@ static void usage(FILE *f)
           "Output is passed on a line at a time, prefixed \"[R] \". If a rank fails,\n"
           "the others get SIGTERM, then SIGKILL after 3 s, and weftrun exits with\n"
           "the rank's status (128+signal if it was killed). SIGINT, SIGTERM and\n"
-          "SIGHUP are forwarded to every rank.\n", f);
+          "SIGHUP are forwarded to every rank; so is SIGUSR1, which does not stop\n"
+          "the job (ranks that handle it with weft_comm_dump print what each\n"
+          "communicator is doing and waiting for).\n", f);
 }
 
 static double now_s(void)
@@ -512,6 +517,10 @@ static int supervise(job *j, int sig_r)
             for (ssize_t k = 0; k < got; k++) {
                 if (b[k] == SIGCHLD)
                     continue;
+                if (b[k] == SIGUSR1) {
+                    signal_all(j, SIGUSR1);
+                    continue;
+                }
                 if (!stopping)
                     exit_code = 128 + b[k];
                 stopping = 1;

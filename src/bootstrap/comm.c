@@ -1,10 +1,13 @@
 /* Communicator life cycle: rendezvous through the store, split, destroy. */
 #include "bootstrap/comm.h"
 
+#include "core/auth.h"
 #include "core/clock.h"
 #include "core/log.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +16,7 @@
 
 #define STORE_WAIT_DEFAULT_S 60.0
 #define COLL_TIMEOUT_DEFAULT_S 300.0
+#define NOTICE_GRACE_MS 100
 
 int comm_fail(weft_comm *c, int code, const char *fmt, ...)
 {
@@ -44,10 +48,13 @@ static weft_comm *comm_alloc(int rank, int size)
     weft_comm *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
+    c->magic = COMM_MAGIC;
     c->rank = rank;
     c->size = size;
     c->local_rank = -1;
     c->net.lfd = -1;
+    c->fail_peer = -1;
+    c->store_rank = -1;
     c->host = calloc((size_t)size, sizeof *c->host);
     c->nhosts = 1;
     c->p2p_sent = calloc((size_t)size, sizeof *c->p2p_sent);
@@ -93,8 +100,11 @@ static void comm_free(weft_comm *c)
     pthread_cond_destroy(&c->acv);
     pthread_cond_destroy(&c->dcv);
     tcp_net_close(&c->net);
+    if (c->watch)
+        store_close(c->watch);
     if (c->store)
         store_close(c->store);
+    free(c->secret);
     if (c->server)
         store_server_stop(c->server);
     for (int i = 0; c->stage && i < c->size; i++)
@@ -105,7 +115,33 @@ static void comm_free(weft_comm *c)
     free(c->p2p_recvd);
     free(c->tmp);
     sched_free(&c->sched);
+    c->magic = COMM_DEAD;
     free(c);
+}
+
+static void fail_key(const weft_comm *c, char key[64])
+{
+    snprintf(key, 64, "weft/%016llx/failed", (unsigned long long)c->id);
+}
+
+/* Connect this communicator to the store, and arm the watch on its
+ * failure key. */
+static int store_join(weft_comm *c, char *err, size_t errlen)
+{
+    char key[64];
+    int rc;
+    if (!c->store && (rc = store_connect(&c->store, c->store_host, c->store_port,
+                                         c->connect_timeout_s, c->secret, err, errlen)))
+        return rc;
+    if ((rc = store_connect(&c->watch, c->store_host, c->store_port, c->connect_timeout_s,
+                            c->secret, err, errlen)))
+        return rc;
+    fail_key(c, key);
+    if ((rc = store_watch_arm(c->watch, key))) {
+        snprintf(err, errlen, "%s", store_error(c->watch));
+        return rc;
+    }
+    return 0;
 }
 
 static int is_loopback(const char *host)
@@ -166,6 +202,39 @@ static int exchange_addresses(weft_comm *c, const char *addr, const char *where)
     return 0;
 }
 
+/* Who may connect: with a secret, only those who prove they know it
+ * (core/auth.h). A build without libcrypto cannot check, and says so; it
+ * runs a job that leaves this machine only with WEFT_INSECURE=1. */
+static int security_policy(weft_comm *c, const weft_config *cfg, const char *host)
+{
+    const char *insecure = getenv("WEFT_INSECURE");
+    int local = is_loopback(host), allow = insecure && !strcmp(insecure, "1");
+    if (cfg->world_size <= 1)
+        return 0;
+    if (!auth_compiled()) {
+        if (c->rank == 0 || !local)
+            log_msg(c->loglevel, LOG_WARN, c->rank,
+                    "THIS BUILD OF WEFT HAS NO LIBCRYPTO: connections are NOT authenticated; "
+                    "anyone who can reach this job's ports can join it or feed it data");
+        if (!local && !allow) {
+            fprintf(stderr, "weft[%d] error: refusing a multi-host job (store at %s) without "
+                            "authentication; rebuild with libcrypto (libssl-dev) or set "
+                            "WEFT_INSECURE=1\n", c->rank, host);
+            return WEFT_ECONFIG;
+        }
+        return 0;
+    }
+    if (cfg->job_secret && *cfg->job_secret) {
+        if (!(c->secret = strdup(cfg->job_secret)))
+            return WEFT_ENOMEM;
+    } else if (!local && c->rank == 0) {
+        log_msg(c->loglevel, LOG_WARN, c->rank,
+                "no WEFT_JOB_SECRET: connections of this multi-host job are not "
+                "authenticated (weftrun sets one)");
+    }
+    return 0;
+}
+
 int weft_comm_init(weft_comm **out, const weft_config *cfg)
 {
     char err[256] = "", ip[64], addr[SOCK_ADDR_MAX], where[128];
@@ -189,15 +258,22 @@ int weft_comm_init(weft_comm **out, const weft_config *cfg)
     c->loglevel = log_level_from_env();
     host = cfg->master_addr && *cfg->master_addr ? cfg->master_addr : "127.0.0.1";
     snprintf(where, sizeof where, "%s:%d", host, cfg->master_port);
+    snprintf(c->store_host, sizeof c->store_host, "%s", host);
+    c->store_port = cfg->master_port;
+    if ((rc = security_policy(c, cfg, host))) {
+        comm_free(c);
+        return rc;
+    }
     c->id = hash_bytes(0, "world", 5);
     c->id = hash_bytes(c->id, where, strlen(where));
     if (cfg->job_secret)
         c->id = hash_bytes(c->id, cfg->job_secret, strlen(cfg->job_secret));
 
     serve = cfg->host_store < 0 ? cfg->rank == 0 : cfg->host_store;
+    c->store_rank = cfg->host_store < 0 ? 0 : -1;
     if (serve && cfg->world_size > 1) {
         rc = store_server_start(&c->server, is_loopback(host) ? host : NULL,
-                                cfg->master_port, NULL, err, sizeof err);
+                                cfg->master_port, NULL, c->secret, err, sizeof err);
         if (rc) {
             fprintf(stderr, "weft[%d] error: cannot serve the store: %s\n", c->rank, err);
             comm_free(c);
@@ -218,8 +294,7 @@ int weft_comm_init(weft_comm **out, const weft_config *cfg)
         *out = c;
         return 0;
     }
-    rc = store_connect(&c->store, host, cfg->master_port, c->connect_timeout_s, err,
-                       sizeof err);
+    rc = store_join(c, err, sizeof err);
     if (rc) {
         fprintf(stderr, "weft[%d] error: rendezvous: %s\n", c->rank, err);
         comm_free(c);
@@ -243,11 +318,16 @@ int weft_comm_init(weft_comm **out, const weft_config *cfg)
     }
     c->net.loglevel = c->loglevel;
     c->net.connect_timeout_s = c->connect_timeout_s;
+    c->net.secret = c->secret;
     if ((rc = exchange_addresses(c, addr, where))) {
         fprintf(stderr, "weft[%d] error: %s\n", c->rank, c->err);
         comm_free(c);
         return rc;
     }
+    log_sub(c->loglevel, LOG_INFO, LOG_SUB_INIT, c->rank,
+            "joined: rank %d of %d, data at %s, store %s, %d host(s), connections %s", c->rank,
+            c->size, addr, where, c->nhosts,
+            c->secret ? "authenticated (HMAC-SHA256)" : "NOT authenticated");
     *out = c;
     return 0;
 }
@@ -325,6 +405,18 @@ int weft_comm_split(weft_comm *c, int color, int key, weft_comm **out)
         }
         child->net.loglevel = c->loglevel;
         child->net.connect_timeout_s = c->connect_timeout_s;
+        if (c->secret && !(child->secret = strdup(c->secret))) {
+            rc = comm_fail(c, WEFT_ENOMEM, "split: out of memory");
+            goto out;
+        }
+        child->net.secret = child->secret;
+        memcpy(child->store_host, c->store_host, sizeof child->store_host);
+        child->store_port = c->store_port;
+        child->store_rank = -1; /* its own ranks need not include the store's host */
+        if (n > 1 && (c->store || c->watch) && (rc = store_join(child, err, sizeof err))) {
+            rc = comm_fail(c, rc, "split: cannot reach the store: %s", err);
+            goto out;
+        }
     }
     c->split_seq++;
     if ((rc = weft_allgather(c, addr, addrs, SOCK_ADDR_MAX, WEFT_U8)))
@@ -373,7 +465,7 @@ weft_algo weft_comm_algo(const weft_comm *c) { return c ? c->algo : WEFT_ALGO_AU
 
 int weft_comm_abort(weft_comm *c)
 {
-    if (!c)
+    if (!c || c->magic != COMM_MAGIC)
         return WEFT_EINVAL;
     atomic_store(&c->aborted, 1);
     if (c->abort_pipe[1] >= 0 && write(c->abort_pipe[1], "a", 1) < 0) {
@@ -401,10 +493,151 @@ int weft_comm_destroy(weft_comm *c)
     int rc = 0;
     if (!c)
         return 0;
+    if (c->magic != COMM_MAGIC)
+        return WEFT_EINVAL; /* destroyed already (while its memory lasts) */
     async_drain(c);
     /* Nobody may still be waiting on this rank's store or sockets. */
     if (c->size > 1 && !c->broken && !atomic_load(&c->aborted))
         rc = weft_barrier(c);
     comm_free(c);
     return rc;
+}
+
+int comm_watch_fd(const weft_comm *c)
+{
+    return c->watch ? store_fd(c->watch) : -1;
+}
+
+/* Take over another rank's notice as this rank's error. */
+static int adopt(weft_comm *c, const void *v, size_t len, const frame_hdr *fp)
+{
+    fail_note note;
+    const char *why;
+    char d[200], msg[sizeof c->err];
+    if (fail_note_decode(v, len, c->size, &note, &why))
+        return 0;
+    frame_describe(fp, d, sizeof d);
+    if (note.witness == c->rank)
+        snprintf(msg, sizeof msg, "%.400s", note.text);
+    else
+        snprintf(msg, sizeof msg, "%.300s [reported by rank %d; this rank (%d) was in %.150s]",
+                 note.text, note.witness, c->rank, d);
+    memcpy(c->err, msg, sizeof msg);
+    c->fail_learned = 1;
+    return note.code;
+}
+
+int comm_watch_fired(weft_comm *c, const frame_hdr *fp)
+{
+    void *v = NULL;
+    size_t len = 0;
+    int rc = store_watch_read(c->watch, &v, &len), code = 0;
+    if (rc == 0)
+        code = adopt(c, v, len, fp);
+    free(v);
+    if (rc != 0 || code == 0) {
+        /* the store went away: that alone is no failure (its rank may be
+         * done); the data connections will tell */
+        store_close(c->watch);
+        c->watch = NULL;
+    }
+    return code;
+}
+
+/* A notice on the watch socket, now or within NOTICE_GRACE_MS: adopt it. */
+static int watch_now(weft_comm *c, const frame_hdr *fp, int *rc)
+{
+    struct pollfd pfd = { .fd = store_fd(c->watch), .events = POLLIN };
+    int code, n;
+    do
+        n = poll(&pfd, 1, NOTICE_GRACE_MS);
+    while (n < 0 && errno == EINTR);
+    if (n == 1 && (code = comm_watch_fired(c, fp))) {
+        *rc = code;
+        return 1;
+    }
+    return 0;
+}
+
+int comm_failed(weft_comm *c, int rc, const frame_hdr *fp)
+{
+    char key[64], val[FAIL_NOTE_MAX + 40], d[200];
+    if (!c->fail_learned && (rc == WEFT_EPEER || rc == WEFT_ETIMEDOUT) && c->watch) {
+        /* a lost peer or a timeout is often the echo of a failure
+         * elsewhere: a notice that reached this rank explains it better
+         * (and the store may be gone by now: its rank is done). A
+         * mismatch or garbage seen here is first-hand and stays. */
+        struct pollfd pfd = { .fd = store_fd(c->watch), .events = POLLIN };
+        int code, n;
+        /* a peer that let go may have done so because of a notice on its
+         * way here too: give it a moment */
+        do
+            n = poll(&pfd, 1, rc == WEFT_EPEER ? NOTICE_GRACE_MS : 0);
+        while (n < 0 && errno == EINTR);
+        if (n == 1 && (code = comm_watch_fired(c, fp)))
+            rc = code;
+    }
+    if (!c->fail_learned && c->store) {
+        int posted = 0;
+        fail_key(c, key);
+        if (rc == WEFT_EPEER && c->fail_peer >= 0) {
+            /* the peer may only have severed its links after failing
+             * itself: then its notice is already there and says why */
+            void *v = NULL;
+            size_t len;
+            int g = store_get(c->store, key, &v, &len, 0);
+            if (g == 0) {
+                int code = adopt(c, v, len, fp);
+                if (code) {
+                    rc = code;
+                    posted = 1;
+                }
+            } else if (g != WEFT_ETIMEDOUT && c->watch && watch_now(c, fp, &rc)) {
+                /* the store is gone, but the notice reached this rank just
+                 * before (its rank exits once everyone has been told) */
+                posted = 1;
+            } else if (g != WEFT_ETIMEDOUT && c->store_rank >= 0 &&
+                       c->fail_peer != c->store_rank) {
+                /* no store: the rank that served it is gone, and that is
+                 * why this peer let go */
+                char msg[sizeof c->err];
+                frame_describe(fp, d, sizeof d);
+                snprintf(msg, sizeof msg,
+                         "rank %d died (the store it served is gone; then rank %d let go of "
+                         "this rank (%d) in %.150s)", c->store_rank, c->fail_peer, c->rank, d);
+                memcpy(c->err, msg, sizeof msg);
+                posted = 1;
+            }
+            free(v);
+        }
+        if (!posted) {
+            fail_note note = { .code = rc, .witness = c->rank };
+            note.culprit = rc == WEFT_EABORTED ? c->rank : c->fail_peer;
+            snprintf(note.text, sizeof note.text, "%s", c->err);
+            int n = fail_note_encode(&note, val, sizeof val);
+            if (store_set(c->store, key, val, (size_t)n))
+                log_msg(c->loglevel, LOG_INFO, c->rank,
+                        "could not tell the other ranks through the store: %s",
+                        store_error(c->store));
+        }
+    }
+    if (c->server && c->store) {
+        /* This process serves the store and may exit as soon as this
+         * returns: one more round trip lets the server finish handing the
+         * notice to every waiting rank first. */
+        int exists;
+        store_check(c->store, "weft/flush", &exists);
+    }
+    log_sub(c->loglevel, LOG_WARN, LOG_SUB_COLL, c->rank, "%s: %s", weft_strerror(rc), c->err);
+    if ((c->loglevel & 0xff) >= LOG_WARN)
+        flight_dump(&c->fl, 2, c->rank, (c->loglevel & 0xff) >= LOG_INFO ? 0 : 4);
+    comm_sever(c);
+    return rc;
+}
+
+int weft_comm_dump(const weft_comm *c, int fd)
+{
+    if (!c || c->magic != COMM_MAGIC || fd < 0)
+        return WEFT_EINVAL;
+    return flight_dump(&c->fl, fd, c->rank, 0);
 }

@@ -9,10 +9,15 @@
 
 #include "bootstrap/store.h"
 #include "coll/sched.h"
+#include "core/flight.h"
 #include "transport/tcp.h"
 #include "weft.h"
 
+#define COMM_MAGIC 0x7765667463u /* live communicator */
+#define COMM_DEAD 0xdeadu
+
 struct weft_comm {
+    uint64_t magic;           /* COMM_MAGIC while alive: catches some misuse */
     int rank, size, local_rank;
     uint64_t id;              /* same on every member, unique per communicator */
     int32_t *host;            /* host index of every rank (see sched_params) */
@@ -26,7 +31,16 @@ struct weft_comm {
     uint64_t *p2p_sent;       /* per peer: point-to-point messages sent */
     uint64_t *p2p_recvd;
     tcp_net net;
-    store_client *store;      /* world communicator only */
+    store_client *store;      /* every multi-rank communicator: its own connection */
+    store_client *watch;      /* a parked GET on the failure key (see comm_failed) */
+    char store_host[256];
+    int store_port;
+    int store_rank;           /* rank whose process serves the store; -1: external */
+    char *secret;             /* job secret when connections authenticate; else NULL */
+    int fail_peer;            /* peer the last exec error names; -1: none */
+    int fail_learned;         /* the last error came from another rank's notice */
+    flight fl;                /* flight recorder */
+    flight_rec *cur;          /* record of the operation in progress */
     store_server *server;     /* on the rank that serves the store */
     weft_sched sched;         /* reused from call to call */
     void *tmp;                /* SB_TMP scratch */
@@ -53,11 +67,26 @@ __attribute__((format(printf, 3, 4)))
 int comm_fail(weft_comm *c, int code, const char *fmt, ...);
 
 /* Close every data connection, so that peers blocked on this rank learn at
- * once (end of stream) that it has failed, and tell their own peers. */
+ * once (end of stream) that it has failed. */
 void comm_sever(weft_comm *c);
 
-/* Runs one collective on the calling thread (coll.c). */
-int coll_run(weft_comm *c, const weft_coll_args *a);
+/* After operation fp failed with rc (message in c->err): leave a notice in
+ * the store for every other rank (unless this rank learned of the failure
+ * from such a notice, or an earlier notice explains it better), dump the
+ * flight recorder and sever the connections. Returns the code to report
+ * (that of the notice this rank adopted, if any). */
+int comm_failed(weft_comm *c, int rc, const frame_hdr *fp);
+/* The watch socket (poll it for POLLIN), or -1. */
+int comm_watch_fd(const weft_comm *c);
+/* The watch socket is readable: another rank left a failure notice. Sets
+ * c->err ("rank 2 died ... [reported by rank 3; this rank (1) was in ...]")
+ * and returns the notice's code; returns 0 when the store merely went away
+ * (the watch is then closed). */
+int comm_watch_fired(weft_comm *c, const frame_hdr *fp);
+
+/* Runs one collective on the calling thread (coll.c); flight_id: its
+ * flight-recorder record when it was queued, else 0. */
+int coll_run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id);
 /* Wait for queued non-blocking work, then stop the worker (async.c). */
 void async_drain(weft_comm *c);
 void async_stop(weft_comm *c);

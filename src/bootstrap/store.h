@@ -1,31 +1,39 @@
 /* Rendezvous key-value store over TCP: set, get (waiting for the key),
  * atomic add, check, delete. Served by a thread of rank 0's communicator or
- * by the standalone weft-store tool. Values are opaque bytes. */
+ * by the standalone weft-store tool. Values are opaque bytes.
+ *
+ * With a job secret every connection starts with the challenge-response of
+ * core/auth.h; the server drops (and logs) a client that fails it, or that
+ * has not finished it within STORE_AUTH_WAIT_S, and goes on serving the
+ * others. */
 #ifndef WEFT_BOOTSTRAP_STORE_H
 #define WEFT_BOOTSTRAP_STORE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_MAX_KEY 4096
-#define STORE_MAX_VALUE (64u << 20)
+#include "core/frame.h" /* STORE_MAX_KEY, STORE_MAX_VALUE */
 
 typedef struct store_server store_server;
 typedef struct store_client store_client;
 
+#define STORE_AUTH_WAIT_S 10.0
+
 /* Serve on host:port (host NULL = all addresses, port 0 = any) in a new
- * thread. *port_out gets the bound port. */
+ * thread. *port_out gets the bound port. secret NULL: no authentication. */
 int store_server_start(store_server **out, const char *host, int port, int *port_out,
-                       char *err, size_t errlen);
+                       const char *secret, char *err, size_t errlen);
 /* Run the server loop in the calling thread until store_server_stop is
- * called from another thread (for weft-store). */
+ * called from another thread (for weft-store). The server created here
+ * authenticates clients with WEFT_JOB_SECRET when that is set. */
 int store_server_create(store_server **out, const char *host, int port, int *port_out,
                         char *err, size_t errlen);
 int store_server_run(store_server *s);
 void store_server_stop(store_server *s);  /* stops, joins and frees */
 
+/* secret NULL: no authentication. */
 int store_connect(store_client **out, const char *host, int port, double timeout_s,
-                  char *err, size_t errlen);
+                  const char *secret, char *err, size_t errlen);
 void store_close(store_client *c);
 int store_fd(const store_client *c);
 int store_set(store_client *c, const char *key, const void *val, size_t len);
@@ -38,5 +46,11 @@ int store_del(store_client *c, const char *key);
 /* Wait until every key exists. */
 int store_wait(store_client *c, const char *const *keys, int n, double timeout_s);
 const char *store_error(const store_client *c);
+/* Watching a key: send a GET that waits (practically) forever and return
+ * at once; store_fd(c) turns readable when the key is set or the store goes
+ * away, and store_watch_read then collects the value (WEFT_EPEER: the
+ * store is gone). A watching client serves no other request. */
+int store_watch_arm(store_client *c, const char *key);
+int store_watch_read(store_client *c, void **val, size_t *len);
 
 #endif

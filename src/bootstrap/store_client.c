@@ -2,6 +2,7 @@
  * several threads share it). */
 #include "bootstrap/store.h"
 #include "bootstrap/store_wire.h"
+#include "core/auth.h"
 #include "core/clock.h"
 #include "transport/sock.h"
 #include "weft.h"
@@ -20,15 +21,61 @@ struct store_client {
     char err[256];
 };
 
+/* The connector's half of the challenge-response (core/auth.h); the store
+ * answers at once, so a blocking exchange with a deadline is enough. */
+static int authenticate(int fd, const char *secret, double deadline, char *err, size_t errlen)
+{
+    static const char bind[] = "weft-store";
+    auth_hello h;
+    auth_challenge ch;
+    uint8_t raw[sizeof ch], proof[AUTH_MAC_LEN];
+    const char *why;
+    int rc;
+    if ((rc = auth_start(&h, AUTH_ROLE_STORE)) ||
+        (rc = sock_write_full(fd, &h, sizeof h, deadline))) {
+        snprintf(err, errlen, "store authentication: cannot send the hello: %s",
+                 weft_strerror(rc));
+        return rc;
+    }
+    if ((rc = sock_read_full(fd, raw, sizeof raw, deadline))) {
+        snprintf(err, errlen, "store authentication: the store %s (does it have the same "
+                              "WEFT_JOB_SECRET?)",
+                 rc == WEFT_EPEER ? "closed the connection" : "did not answer");
+        return rc == WEFT_EPEER ? WEFT_EAUTH : rc;
+    }
+    if (auth_challenge_decode(raw, sizeof raw, &ch, &why)) {
+        snprintf(err, errlen, "store authentication: %s", why);
+        return WEFT_EAUTH;
+    }
+    if (auth_answer(secret, &h, &ch, bind, sizeof bind, proof)) {
+        snprintf(err, errlen, "store authentication failed: the store does not know the job "
+                              "secret (WEFT_JOB_SECRET differs)");
+        return WEFT_EAUTH;
+    }
+    if ((rc = sock_write_full(fd, proof, sizeof proof, deadline))) {
+        snprintf(err, errlen, "store authentication: %s", weft_strerror(rc));
+        return rc;
+    }
+    return 0;
+}
+
 int store_connect(store_client **out, const char *host, int port, double timeout_s,
-                  char *err, size_t errlen)
+                  const char *secret, char *err, size_t errlen)
 {
     store_client *c = calloc(1, sizeof *c);
+    double dl = clock_now() + timeout_s;
+    int rc;
     if (!c)
         return WEFT_ENOMEM;
-    c->fd = sock_connect(host, port, clock_now() + timeout_s, err, errlen);
+    c->fd = sock_connect(host, port, dl, err, errlen);
     if (c->fd < 0) {
-        int rc = c->fd;
+        rc = c->fd;
+        free(c);
+        return rc;
+    }
+    if (secret && (rc = authenticate(c->fd, secret, dl > clock_now() + 10 ? dl : clock_now() + 10,
+                                     err, errlen))) {
+        close(c->fd);
         free(c);
         return rc;
     }
@@ -59,6 +106,7 @@ static int call(store_client *c, int cmd, const char *key, const void *val, size
     store_req q = { .magic = STORE_MAGIC, .cmd = (uint8_t)cmd, .keylen = (uint32_t)kl,
                     .vallen = len, .arg = arg };
     double dl = clock_now() + wait_s + 30.0;
+    const char *why = NULL;
     int rc;
     if (kl == 0 || kl > STORE_MAX_KEY || len > STORE_MAX_VALUE) {
         snprintf(c->err, sizeof c->err, "store: key or value too large");
@@ -70,10 +118,8 @@ static int call(store_client *c, int cmd, const char *key, const void *val, size
         (len && (rc = sock_write_full(c->fd, val, len, dl))) ||
         (rc = sock_read_full(c->fd, resp, sizeof *resp, dl)))
         goto fail;
-    if (resp->magic != STORE_MAGIC || resp->vallen > STORE_MAX_VALUE) {
-        rc = WEFT_EPROTO;
+    if ((rc = store_resp_decode(resp, sizeof *resp, resp, &why)))
         goto fail;
-    }
     if (out) {
         char *v = malloc(resp->vallen + 1);
         if (!v) {
@@ -104,8 +150,8 @@ static int call(store_client *c, int cmd, const char *key, const void *val, size
     return resp->status;
 fail:
     pthread_mutex_unlock(&c->mu);
-    snprintf(c->err, sizeof c->err, "store %.64s:%d unreachable: %s (key '%.100s')", c->host,
-             c->port, weft_strerror(rc), key);
+    snprintf(c->err, sizeof c->err, "store %.64s:%d unreachable: %s%s%s (key '%.100s')",
+             c->host, c->port, weft_strerror(rc), why ? ": " : "", why ? why : "", key);
     return rc == WEFT_EPEER ? WEFT_EPEER : rc;
 }
 
@@ -158,5 +204,49 @@ int store_wait(store_client *c, const char *const *keys, int n, double timeout_s
             return rc;
         free(v);
     }
+    return 0;
+}
+
+int store_watch_arm(store_client *c, const char *key)
+{
+    size_t kl = strlen(key);
+    /* a wait of ~30 years: the reply comes when the key is set */
+    store_req q = { .magic = STORE_MAGIC, .cmd = STORE_GET, .keylen = (uint32_t)kl,
+                    .arg = (int64_t)1 << 40 };
+    double dl = clock_now() + 30.0;
+    int rc;
+    if (kl == 0 || kl > STORE_MAX_KEY)
+        return WEFT_EINVAL;
+    if ((rc = sock_write_full(c->fd, &q, sizeof q, dl)) ||
+        (rc = sock_write_full(c->fd, key, kl, dl)))
+        snprintf(c->err, sizeof c->err, "store %.64s:%d unreachable: %s", c->host, c->port,
+                 weft_strerror(rc));
+    return rc;
+}
+
+int store_watch_read(store_client *c, void **val, size_t *len)
+{
+    store_resp r;
+    const char *why;
+    double dl = clock_now() + 10.0;
+    char *v;
+    int rc;
+    *val = NULL;
+    if ((rc = sock_read_full(c->fd, &r, sizeof r, dl)))
+        return rc == WEFT_ETIMEDOUT ? rc : WEFT_EPEER;
+    if ((rc = store_resp_decode(&r, sizeof r, &r, &why)))
+        return rc;
+    if (r.status)
+        return r.status;
+    if (!(v = malloc(r.vallen + 1)))
+        return WEFT_ENOMEM;
+    if ((rc = sock_read_full(c->fd, v, r.vallen, dl))) {
+        free(v);
+        return WEFT_EPEER;
+    }
+    v[r.vallen] = 0;
+    *val = v;
+    if (len)
+        *len = r.vallen;
     return 0;
 }

@@ -4,7 +4,9 @@
  * passes, so waiting costs no CPU. */
 #include "bootstrap/store.h"
 #include "bootstrap/store_wire.h"
+#include "core/auth.h"
 #include "core/clock.h"
+#include "core/log.h"
 #include "transport/sock.h"
 #include "weft.h"
 
@@ -24,12 +26,17 @@ typedef struct {
     size_t len;
 } entry;
 
+enum { ST_HELLO = 0, ST_PROOF, ST_READY };
+
 typedef struct {
     int fd;
-    char *buf;          /* bytes of the request being read */
+    char *buf;          /* bytes of the request (or auth message) being read */
     size_t have, cap;
     int parked;         /* waiting in GET for `buf`'s key */
     double deadline;
+    int stage;          /* ST_*: authentication first, when there is a secret */
+    double auth_deadline;
+    uint8_t expect[AUTH_MAC_LEN];
 } client;
 
 struct store_server {
@@ -41,7 +48,11 @@ struct store_server {
     size_t nkv, kvcap;
     client *cl;
     size_t ncl, clcap;
+    char *secret;       /* NULL: no authentication */
+    int loglevel;
 };
+
+static const char store_bind[] = "weft-store";
 
 static entry *find(store_server *s, const char *key)
 {
@@ -111,30 +122,70 @@ static void drop(store_server *s, size_t i)
     s->cl[i] = s->cl[--s->ncl];
 }
 
-/* Bytes still missing from client c's current request; 0 when complete,
+/* Bytes still missing from client c's current message; 0 when complete,
  * negative when the header is invalid. */
 static long missing(const client *c)
 {
-    const store_req *q = (const store_req *)c->buf;
-    if (c->have < sizeof *q)
-        return (long)(sizeof *q - c->have);
-    if (q->magic != STORE_MAGIC || q->keylen == 0 || q->keylen > STORE_MAX_KEY ||
-        q->vallen > STORE_MAX_VALUE || q->cmd < STORE_SET || q->cmd > STORE_DEL)
+    store_req q;
+    const char *why;
+    if (c->stage == ST_HELLO) {
+        uint32_t magic;
+        if (c->have >= sizeof magic) {
+            memcpy(&magic, c->buf, sizeof magic);
+            if (magic != AUTH_MAGIC)
+                return -1; /* a client that does not authenticate: drop it now */
+        }
+        return (long)(sizeof(auth_hello) - c->have);
+    }
+    if (c->stage == ST_PROOF)
+        return (long)(AUTH_MAC_LEN - c->have);
+    if (c->have < sizeof q)
+        return (long)(sizeof q - c->have);
+    if (store_req_decode(c->buf, c->have, &q, &why))
         return -1;
-    return (long)(sizeof *q + q->keylen + q->vallen - c->have);
+    return (long)(sizeof q + q.keylen + q.vallen - c->have);
+}
+
+/* A complete authentication message from c. 0, or negative to drop. */
+static int authenticate(store_server *s, client *c)
+{
+    const char *why;
+    if (c->stage == ST_HELLO) {
+        auth_hello h;
+        auth_challenge ch;
+        if (auth_hello_decode(c->buf, c->have, &h, &why) || h.role != AUTH_ROLE_STORE ||
+            auth_challenge_make(s->secret, &h, store_bind, sizeof store_bind, &ch, c->expect) ||
+            sock_write_full(c->fd, &ch, sizeof ch, clock_now() + 1.0)) {
+            log_msg(s->loglevel, LOG_WARN, -1,
+                    "store: dropped a connection that does not authenticate");
+            return WEFT_EAUTH;
+        }
+        c->stage = ST_PROOF;
+    } else {
+        if (auth_check((const uint8_t *)c->buf, c->expect)) {
+            log_msg(s->loglevel, LOG_WARN, -1,
+                    "store: dropped a connection that failed to prove the job secret");
+            return WEFT_EAUTH;
+        }
+        c->stage = ST_READY;
+    }
+    c->have = 0;
+    return 0;
 }
 
 /* Execute the complete request in c->buf. Returns 1 if the client parked,
  * 0 when answered, negative to drop the client. */
 static int serve(store_server *s, client *c)
 {
-    store_req *q = (store_req *)c->buf;
+    store_req hdr, *q = &hdr;
     char key[STORE_MAX_KEY + 1];
-    const char *val = c->buf + sizeof *q + q->keylen;
+    const void *vp;
+    const char *val, *why;
     entry *e;
     int rc = 0;
-    memcpy(key, c->buf + sizeof *q, q->keylen);
-    key[q->keylen] = 0;
+    if (store_msg_decode(c->buf, c->have, &hdr, key, &vp, &why))
+        return WEFT_EPROTO;
+    val = vp;
     switch (q->cmd) {
     case STORE_SET:
         rc = reply(c, put(s, key, val, q->vallen), NULL, 0, 0);
@@ -179,13 +230,24 @@ static int pump(store_server *s, client *c)
 {
     for (;;) {
         long need = missing(c);
-        if (need < 0)
+        if (need < 0) {
+            if (c->stage != ST_READY)
+                log_msg(s->loglevel, LOG_WARN, -1,
+                        "store: dropped a connection that does not authenticate");
             return WEFT_EPROTO;
-        if (need == 0) {
-            int rc = serve(s, c);
-            if (rc != 0)
-                return rc < 0 ? rc : 0;
+        }
+        if (need == 0 && c->stage != ST_READY) {
+            int rc = authenticate(s, c);
+            if (rc)
+                return rc;
             continue;
+        }
+        if (need == 0) {
+            /* one request per turn: parked clients hear of a new key before
+             * this client's next request is served (a rank that posts a
+             * failure notice and then exits relies on it) */
+            int rc = serve(s, c);
+            return rc < 0 ? rc : 0;
         }
         if (c->have + (size_t)need > c->cap) {
             size_t cap = c->have + (size_t)need;
@@ -233,6 +295,8 @@ int store_server_run(store_server *s)
                                          .events = s->cl[i].parked ? 0 : POLLIN };
             if (s->cl[i].parked && s->cl[i].deadline < next)
                 next = s->cl[i].deadline;
+            if (s->cl[i].stage != ST_READY && s->cl[i].auth_deadline < next)
+                next = s->cl[i].auth_deadline;
         }
         int nready = poll(pf, n, clock_ms_until(next));
         if (nready < 0 && errno != EINTR)
@@ -253,7 +317,8 @@ int store_server_run(store_server *s)
                     s->clcap = cap;
                 }
                 sock_tune(fd);
-                s->cl[s->ncl++] = (client){ .fd = fd };
+                s->cl[s->ncl++] = (client){ .fd = fd, .stage = s->secret ? ST_HELLO : ST_READY,
+                                            .auth_deadline = clock_now() + STORE_AUTH_WAIT_S };
             }
         }
         /* Walk backwards so that dropping client i (moving the last one into
@@ -267,6 +332,12 @@ int store_server_run(store_server *s)
                 rc = pump(s, c);
                 changed |= s->nkv != before || rc == 0;
             }
+            if (rc == 0 && c->stage != ST_READY && clock_now() >= c->auth_deadline) {
+                log_msg(s->loglevel, LOG_WARN, -1,
+                        "store: dropped a connection that did not authenticate in %.0f s",
+                        STORE_AUTH_WAIT_S);
+                rc = WEFT_EAUTH;
+            }
             if (rc < 0)
                 drop(s, i);
         }
@@ -276,9 +347,10 @@ int store_server_run(store_server *s)
             client *c = &s->cl[i];
             if (!c->parked)
                 continue;
+            /* anything this client sent meanwhile waits for the next turn:
+             * every parked client hears of a new key before any later
+             * request is served */
             int rc = serve(s, c);
-            if (rc == 0)
-                rc = pump(s, c);
             if (rc < 0)
                 drop(s, i);
         }
@@ -304,16 +376,28 @@ int store_server_create(store_server **out, const char *host, int port, int *por
         free(s);
         return WEFT_ESYS;
     }
+    s->loglevel = log_level_from_env();
+    const char *secret = getenv("WEFT_JOB_SECRET");
+    if (secret && *secret && auth_compiled() && !(s->secret = strdup(secret))) {
+        store_server_stop(s);
+        return WEFT_ENOMEM;
+    }
     *out = s;
     return 0;
 }
 
 int store_server_start(store_server **out, const char *host, int port, int *port_out,
-                       char *err, size_t errlen)
+                       const char *secret, char *err, size_t errlen)
 {
     int rc = store_server_create(out, host, port, port_out, err, errlen);
     if (rc)
         return rc;
+    free((*out)->secret);
+    (*out)->secret = NULL;
+    if (secret && auth_compiled() && !((*out)->secret = strdup(secret))) {
+        store_server_stop(*out);
+        return WEFT_ENOMEM;
+    }
     if (pthread_create(&(*out)->thread, NULL, loop, *out)) {
         store_server_stop(*out);
         snprintf(err, errlen, "cannot start the store thread");
@@ -342,6 +426,7 @@ void store_server_stop(store_server *s)
     }
     free(s->cl);
     free(s->kv);
+    free(s->secret);
     close(s->lfd);
     close(s->wake[0]);
     close(s->wake[1]);

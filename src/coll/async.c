@@ -6,9 +6,14 @@
 
 #include <stdlib.h>
 
+#define REQ_MAGIC 0x72657175u
+#define REQ_DEAD 0x64656164u
+
 struct weft_request {
+    uint32_t magic;   /* REQ_MAGIC until freed: catches some double waits */
     weft_comm *c;
     weft_coll_args a;
+    uint64_t flight_id;
     int rc;
     int done;
     struct weft_request *next;
@@ -26,7 +31,7 @@ static void *worker(void *arg)
         struct weft_request *r = c->qhead;
         c->worker_busy = 1;
         pthread_mutex_unlock(&c->amu);
-        int rc = coll_run(c, &r->a);
+        int rc = coll_run(c, &r->a, r->flight_id);
         pthread_mutex_lock(&c->amu);
         r->rc = rc;
         r->done = 1;
@@ -43,13 +48,17 @@ static void *worker(void *arg)
 int weft_icollective(weft_comm *c, const weft_coll_args *a, weft_request **req)
 {
     struct weft_request *r;
-    if (!c || !a || !req)
+    if (!c || !a || !req || c->magic != COMM_MAGIC)
         return WEFT_EINVAL;
     *req = NULL;
     if (!(r = calloc(1, sizeof *r)))
         return WEFT_ENOMEM;
+    r->magic = REQ_MAGIC;
     r->c = c;
     r->a = *a;
+    frame_hdr q = { .kind = (uint8_t)a->kind, .dtype = (uint8_t)a->dtype, .op = (uint8_t)a->op,
+                    .algo = (uint8_t)a->algo, .root = a->root, .count = a->count };
+    r->flight_id = flight_new(&c->fl, &q, FL_QUEUED)->id;
     if (!c->worker_on) {
         c->worker_stop = 0;
         if (pthread_create(&c->worker, NULL, worker, c)) {
@@ -70,17 +79,23 @@ int weft_icollective(weft_comm *c, const weft_coll_args *a, weft_request **req)
     return 0;
 }
 
+static void req_free(weft_request *r)
+{
+    r->magic = REQ_DEAD;
+    free(r);
+}
+
 int weft_test(weft_request *r, int *done)
 {
     int rc = 0;
-    if (!r || !done)
+    if (!r || !done || r->magic != REQ_MAGIC)
         return WEFT_EINVAL;
     pthread_mutex_lock(&r->c->amu);
     *done = r->done;
     pthread_mutex_unlock(&r->c->amu);
     if (*done) {
         rc = r->rc;
-        free(r);
+        req_free(r);
     }
     return rc;
 }
@@ -88,14 +103,14 @@ int weft_test(weft_request *r, int *done)
 int weft_wait(weft_request *r)
 {
     int rc;
-    if (!r)
+    if (!r || r->magic != REQ_MAGIC)
         return WEFT_EINVAL;
     pthread_mutex_lock(&r->c->amu);
     while (!r->done)
         pthread_cond_wait(&r->c->dcv, &r->c->amu);
     pthread_mutex_unlock(&r->c->amu);
     rc = r->rc;
-    free(r);
+    req_free(r);
     return rc;
 }
 

@@ -4,6 +4,7 @@
 #include "coll/exec.h"
 #include "coll/reduce.h"
 #include "coll/select.h"
+#include "core/clock.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -87,13 +88,36 @@ static int ensure_tmp(weft_comm *c, uint64_t bytes)
 
 int weft_collective(weft_comm *c, const weft_coll_args *a)
 {
-    if (!c || !a)
+    if (!c || !a || c->magic != COMM_MAGIC)
         return WEFT_EINVAL;
     async_drain(c);
-    return coll_run(c, a);
+    return coll_run(c, a, 0);
 }
 
-int coll_run(weft_comm *c, const weft_coll_args *a)
+static int finish(weft_comm *c, flight_rec *r, int rc)
+{
+    if (r)
+        flight_finish(r, rc);
+    c->cur = NULL;
+    return rc;
+}
+
+static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id);
+
+int coll_run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id)
+{
+    if (!c)
+        return WEFT_EINVAL;
+    int rc = run(c, a, flight_id);
+    flight_rec *r = flight_get(&c->fl, flight_id);
+    /* a queued operation refused before it ran (bad arguments, a broken
+     * communicator) still leaves the queue in the record */
+    if (r && __atomic_load_n(&r->state, __ATOMIC_RELAXED) == FL_QUEUED)
+        flight_finish(r, rc ? rc : WEFT_EINVAL);
+    return rc;
+}
+
+static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id)
 {
     sched_params p;
     frame_hdr fp;
@@ -174,14 +198,25 @@ int coll_run(weft_comm *c, const weft_coll_args *a)
     if ((rc = ensure_tmp(c, c->sched.tmp_bytes)))
         return rc;
     bufs[SB_TMP] = c->tmp;
+    flight_rec *fr = flight_get(&c->fl, flight_id);
+    if (fr) {
+        flight_start(fr, &fp);
+    } else {
+        fr = flight_new(&c->fl, &fp, FL_RUNNING);
+    }
+    c->cur = fr;
+    c->fail_learned = 0;
     rc = exec_run(c, &c->sched, bufs, &fp);
     if (rc) {
         if (rc != WEFT_EINVAL && rc != WEFT_ENOMEM) {
+            finish(c, fr, rc);
+            rc = comm_failed(c, rc, &fp);
             c->broken = rc;
-            comm_sever(c);
+            return rc;
         }
-        return rc;
+        return finish(c, fr, rc);
     }
+    finish(c, fr, 0);
     if (a->op == WEFT_AVG && is_reduction(a->kind) &&
         (a->kind != WEFT_COLL_REDUCE || a->root == c->rank))
         rc = reduce_avg_finish(a->recv, a->count, a->dtype, c->size);

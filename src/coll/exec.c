@@ -20,9 +20,13 @@
 
 #define STAGE_BYTES (256u * 1024u)
 #define VISIT_BYTES (4u << 20) /* per op per sweep, so no op starves the others */
+#define PEND_MAX TCP_PEND_MAX
+#define PROBE_S 1.0            /* how often to check on peers that never connected */
 
 typedef struct {
     frame_hdr h;
+    int wfd;           /* when it could not move: the socket it waits on */
+    short wev;
     uint64_t done;     /* payload bytes sent, received or reduced */
     uint32_t hdr;      /* header bytes sent or received */
     uint32_t partial;  /* RECV_REDUCE: bytes of an incomplete element staged */
@@ -31,40 +35,7 @@ typedef struct {
 
 void exec_describe(const frame_hdr *h, char *buf, size_t len)
 {
-    const char *kind = weft_coll_name((weft_coll_kind)h->kind);
-    const char *dt = weft_dtype_name((weft_dtype)h->dtype);
-    const char *op = weft_op_name((weft_op)h->op);
-    kind = kind ? kind : "?";
-    dt = dt ? dt : "?";
-    op = op ? op : "?";
-    switch (h->kind) {
-    case WEFT_COLL_SEND:
-    case WEFT_COLL_RECV:
-        snprintf(buf, len, "send(count=%llu, %s) as message #%llu", (unsigned long long)h->count,
-                 dt, (unsigned long long)h->seq);
-        break;
-    case WEFT_COLL_BARRIER:
-        snprintf(buf, len, "barrier() as op #%llu", (unsigned long long)h->seq);
-        break;
-    case WEFT_COLL_ALLREDUCE:
-    case WEFT_COLL_REDUCE_SCATTER:
-        snprintf(buf, len, "%s(count=%llu, %s, %s) as op #%llu", kind,
-                 (unsigned long long)h->count, dt, op, (unsigned long long)h->seq);
-        break;
-    case WEFT_COLL_REDUCE:
-        snprintf(buf, len, "%s(count=%llu, %s, %s, root=%d) as op #%llu", kind,
-                 (unsigned long long)h->count, dt, op, h->root, (unsigned long long)h->seq);
-        break;
-    case WEFT_COLL_BROADCAST:
-    case WEFT_COLL_GATHER:
-    case WEFT_COLL_SCATTER:
-        snprintf(buf, len, "%s(count=%llu, %s, root=%d) as op #%llu", kind,
-                 (unsigned long long)h->count, dt, h->root, (unsigned long long)h->seq);
-        break;
-    default:
-        snprintf(buf, len, "%s(count=%llu, %s) as op #%llu", kind,
-                 (unsigned long long)h->count, dt, (unsigned long long)h->seq);
-    }
+    frame_describe(h, buf, len);
 }
 
 static int same_op(const frame_hdr *a, const frame_hdr *b)
@@ -78,7 +49,9 @@ static int fail_peer(weft_comm *c, int peer, const frame_hdr *fp, const char *wh
 {
     char d[160];
     exec_describe(fp, d, sizeof d);
-    return comm_fail(c, WEFT_EPEER, "rank %d %s during %s", peer, what, d);
+    c->fail_peer = peer;
+    return comm_fail(c, WEFT_EPEER, "rank %d died (its connection to rank %d %s) during %s",
+                     peer, c->rank, what, d);
 }
 
 static int local_op(weft_comm *c, const sched_op *o, char **bufs, const frame_hdr *fp)
@@ -99,11 +72,20 @@ static int local_op(weft_comm *c, const sched_op *o, char **bufs, const frame_hd
 static int do_send(weft_comm *c, const sched_op *o, opstate *st, char **bufs,
                    const frame_hdr *fp)
 {
-    int fd = tcp_out(&c->net, o->peer, c->err, sizeof c->err);
-    int progressed = 0;
+    char e[300], d[160];
+    int fd, progressed = 0;
     uint64_t visit = 0;
-    if (fd < 0)
-        return comm_fail(c, fd, "cannot reach rank %d: %s", o->peer, c->err);
+    int rc = tcp_out(&c->net, o->peer, &fd, e, sizeof e);
+    if (rc < 0) {
+        exec_describe(fp, d, sizeof d);
+        c->fail_peer = o->peer;
+        return comm_fail(c, rc, "%s, during %s", e, d);
+    }
+    st->wfd = fd;
+    st->wev = POLLIN;
+    if (rc == 0)
+        return 0; /* its listener has not answered the handshake yet */
+    st->wev = POLLOUT;
     while (!st->complete) {
         struct iovec iov[2];
         int n_iov = 0;
@@ -124,7 +106,7 @@ static int do_send(weft_comm *c, const sched_op *o, opstate *st, char **bufs,
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 return progressed;
             if (errno == EPIPE || errno == ECONNRESET)
-                return fail_peer(c, o->peer, fp, "closed its connection");
+                return fail_peer(c, o->peer, fp, "was reset");
             return comm_fail(c, WEFT_ESYS, "send to rank %d: %s", o->peer, strerror(errno));
         }
         progressed = 1;
@@ -143,15 +125,15 @@ static int do_send(weft_comm *c, const sched_op *o, opstate *st, char **bufs,
     return progressed;
 }
 
-static int check_header(weft_comm *c, const sched_op *o, const opstate *st,
-                        const frame_hdr *fp)
+static int check_header(weft_comm *c, const sched_op *o, opstate *st, const frame_hdr *fp)
 {
-    const frame_hdr *h = &st->h;
+    frame_hdr *h = &st->h;
     char mine[160], theirs[160];
-    if (h->magic != FRAME_MAGIC || h->version != WIRE_VERSION)
-        return comm_fail(c, WEFT_EPROTO,
-                         "garbage from rank %d (bad magic 0x%08x or version %u)", o->peer,
-                         h->magic, h->version);
+    const char *why;
+    c->fail_peer = o->peer;
+    if (frame_decode(&st->h, sizeof st->h, h, &why))
+        return comm_fail(c, WEFT_EPROTO, "garbage from rank %d: %s (magic 0x%08x, version %u)",
+                         o->peer, why, h->magic, h->version);
     if (!same_op(h, fp) || h->len != o->len) {
         exec_describe(h, theirs, sizeof theirs);
         exec_describe(fp, mine, sizeof mine);
@@ -169,6 +151,7 @@ static int check_header(weft_comm *c, const sched_op *o, const opstate *st,
         return comm_fail(c, WEFT_EMISMATCH, "rank %d is in %s while this rank (%d) is in %s",
                          o->peer, theirs, c->rank, mine);
     }
+    c->fail_peer = -1;
     return 0;
 }
 
@@ -203,14 +186,14 @@ static int do_recv(weft_comm *c, const sched_op *o, opstate *st, char **bufs,
         }
         ssize_t n = recv(fd, to, want, MSG_DONTWAIT);
         if (n == 0)
-            return fail_peer(c, o->peer, fp, "closed its connection");
+            return fail_peer(c, o->peer, fp, "closed");
         if (n < 0) {
             if (errno == EINTR)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 return progressed;
             if (errno == ECONNRESET)
-                return fail_peer(c, o->peer, fp, "reset its connection");
+                return fail_peer(c, o->peer, fp, "was reset");
             return comm_fail(c, WEFT_ESYS, "receive from rank %d: %s", o->peer,
                              strerror(errno));
         }
@@ -255,8 +238,12 @@ static int timed_out(weft_comm *c, const sched_op *ops, const opstate *st, uint3
             w += (size_t)snprintf(who + w, sizeof who - w, "%s%s %d", w ? ", " : "",
                                   ops[i].kind == SOP_SEND ? "to" : "from", ops[i].peer);
     }
+    for (uint32_t i = b; i < e && c->fail_peer < 0; i++)
+        if (!st[i - b].complete && ops[i].kind != SOP_COPY && ops[i].kind != SOP_REDUCE)
+            c->fail_peer = ops[i].peer;
     exec_describe(fp, d, sizeof d);
-    return comm_fail(c, WEFT_ETIMEDOUT, "timed out after %.0f s in %s waiting on ranks: %s",
+    return comm_fail(c, WEFT_ETIMEDOUT,
+                     "rank %d timed out after %.0f s in %s waiting on ranks: %s", c->rank,
                      c->timeout_s, d, who);
 }
 
@@ -265,7 +252,7 @@ static int run_round(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
                      struct pollfd *pf)
 {
     int P = c->size, rc;
-    double last = clock_now();
+    double last = clock_now(), next_probe = last + PROBE_S;
     for (uint32_t i = b; i < e; i++) {
         const sched_op *o = &s->ops[i];
         memset(&st[i - b], 0, sizeof *st);
@@ -276,10 +263,12 @@ static int run_round(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
         } else {
             st[i - b].h = *fp;
             st[i - b].h.len = o->len;
+            st[i - b].wfd = -1;
         }
     }
+    int32_t wait[FLIGHT_WAIT_MAX];
     for (;;) {
-        int progressed = 0, pending = 0, need_accept = 0, npf = 0;
+        int progressed = 0, pending = 0, npf = 0;
         if (atomic_load(&c->aborted))
             return comm_fail(c, WEFT_EABORTED, "communicator aborted");
         memset(busy, 0, 2 * (size_t)P);
@@ -297,12 +286,13 @@ static int run_round(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
             if (is_send) {
                 rc = do_send(c, o, x, bufs, fp);
             } else {
-                int fd = c->net.in_fd[o->peer];
-                if (fd < 0) {
-                    need_accept = 1;
-                    continue;
-                }
-                rc = do_recv(c, o, x, bufs, fp, fd);
+                int fd;
+                char emsg[8];
+                rc = tcp_in(&c->net, o->peer, &fd, emsg, sizeof emsg);
+                x->wfd = fd;
+                x->wev = POLLIN;
+                if (rc > 0)
+                    rc = do_recv(c, o, x, bufs, fp, fd);
             }
             if (rc < 0)
                 return rc;
@@ -315,7 +305,9 @@ static int run_round(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
             last = clock_now();
             continue;
         }
-        /* Nothing can move: sleep until a socket is ready. */
+        /* Nothing can move: sleep until a socket is ready, a connection
+         * arrives, another rank reports a failure or this one is aborted. */
+        int nw = 0;
         memset(busy, 0, 2 * (size_t)P);
         for (uint32_t i = b; i < e; i++) {
             const sched_op *o = &s->ops[i];
@@ -323,26 +315,70 @@ static int run_round(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
                 continue;
             int is_send = o->kind == SOP_SEND;
             char *slot = &busy[(is_send ? 0 : P) + o->peer];
-            int fd = is_send ? c->net.out_fd[o->peer] : c->net.in_fd[o->peer];
-            if (*slot || fd < 0)
+            if (*slot)
                 continue;
             *slot = 1;
-            pf[npf++] = (struct pollfd){ .fd = fd, .events = is_send ? POLLOUT : POLLIN };
+            if (nw < FLIGHT_WAIT_MAX)
+                wait[nw++] = is_send ? -o->peer - 1 : o->peer;
+            if (st[i - b].wfd >= 0)
+                pf[npf++] = (struct pollfd){ .fd = st[i - b].wfd, .events = st[i - b].wev };
         }
-        if (need_accept)
-            pf[npf++] = (struct pollfd){ .fd = c->net.lfd, .events = POLLIN };
+        if (c->cur)
+            flight_waiting(c->cur, wait, nw);
+        int ipend = npf, npend = tcp_pending(&c->net, pf + npf, PEND_MAX);
+        npf += npend;
+        int ilfd = npf, iwatch = -1;
+        pf[npf++] = (struct pollfd){ .fd = c->net.lfd, .events = POLLIN };
         pf[npf++] = (struct pollfd){ .fd = c->abort_pipe[0], .events = POLLIN };
-        int n = poll(pf, (nfds_t)npf, clock_ms_until(last + c->timeout_s));
+        if (comm_watch_fd(c) >= 0) {
+            iwatch = npf;
+            pf[npf++] = (struct pollfd){ .fd = comm_watch_fd(c), .events = POLLIN };
+        }
+        double wake = last + c->timeout_s < next_probe ? last + c->timeout_s : next_probe;
+        int n = poll(pf, (nfds_t)npf, clock_ms_until(wake));
         if (n < 0 && errno != EINTR)
             return comm_fail(c, WEFT_ESYS, "poll: %s", strerror(errno));
-        if (n == 0)
+        if (n == 0 && clock_now() >= last + c->timeout_s)
             return timed_out(c, s->ops, st, b, e, fp);
+        if (clock_now() >= next_probe) {
+            /* a peer this rank waits for but that never connected may be
+             * dead, and then nobody else may ever notice */
+            for (uint32_t i = b; i < e; i++) {
+                const sched_op *o = &s->ops[i];
+                if (st[i - b].complete || o->kind == SOP_SEND || o->kind == SOP_COPY ||
+                    o->kind == SOP_REDUCE || c->net.in_fd[o->peer] >= 0)
+                    continue;
+                if (tcp_probe(&c->net, o->peer)) {
+                    char d[160];
+                    exec_describe(fp, d, sizeof d);
+                    c->fail_peer = o->peer;
+                    return comm_fail(c, WEFT_EPEER,
+                                     "rank %d died (nothing listens at its address %s) during %s",
+                                     o->peer, c->net.addr[o->peer], d);
+                }
+            }
+            next_probe = clock_now() + PROBE_S;
+        }
         if (atomic_load(&c->aborted))
             return comm_fail(c, WEFT_EABORTED, "communicator aborted");
-        if (n > 0 && need_accept && (pf[npf - 2].revents & POLLIN)) {
-            if ((rc = tcp_accept_one(&c->net, c->err, sizeof c->err)) < 0)
-                return comm_fail(c, rc, "accepting a connection: %s", c->err);
+        /* another rank's notice counts only when nothing else is ready:
+         * what this rank can see for itself (a mismatched frame, a closed
+         * connection) says more */
+        if (n == 1 && iwatch >= 0 && pf[iwatch].revents) {
+            if ((rc = comm_watch_fired(c, fp)))
+                return rc;
+        }
+        int ready = 0;
+        for (int k = 0; n > 0 && k < npend; k++)
+            ready |= pf[ipend + k].revents != 0;
+        if ((ready || npend) && tcp_check_pending(&c->net) > 0)
             last = clock_now();
+        if (n > 0 && (pf[ilfd].revents & POLLIN)) {
+            char emsg[200];
+            if ((rc = tcp_accept_one(&c->net, emsg, sizeof emsg)) < 0)
+                return comm_fail(c, rc, "accepting a connection: %s", emsg);
+            if (rc > 0) /* a member arrived (a liveness probe is no progress) */
+                last = clock_now();
         }
     }
 }
@@ -356,11 +392,12 @@ int exec_run(weft_comm *c, const weft_sched *s, char *bufs[SB_COUNT], const fram
         if (n > maxops)
             maxops = n;
     }
+    c->fail_peer = -1;
     if (!maxops)
         return 0;
     opstate *st = malloc(maxops * sizeof *st);
     char *busy = malloc(2 * (size_t)c->size);
-    struct pollfd *pf = malloc((2 * (size_t)maxops + 2) * sizeof *pf);
+    struct pollfd *pf = malloc((2 * (size_t)maxops + 3 + PEND_MAX) * sizeof *pf);
     if (!st || !busy || !pf) {
         rc = comm_fail(c, WEFT_ENOMEM, "out of memory running a schedule");
         goto out;

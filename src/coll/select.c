@@ -1,43 +1,213 @@
-/* An alpha-beta model of the two algorithms that exist so far: naive pays
- * one latency but moves (p-1) messages through each rank's link; the ring
- * pays 2(p-1) latencies but moves only 2(p-1)/p of the message. The
- * constants are this kind of host's loopback (a poll wake-up ~30 us, a
- * memory-bound ~2 GB/s per stream). */
+/* Choosing by predicted time. Predictions walk schedules, so a selector
+ * remembers its choices per size bucket; the bucket, not the exact size,
+ * is what gets costed, which keeps the choice a function of the inputs
+ * alone. */
 #include "coll/select.h"
 
-#define ALPHA_S 30e-6
-#define BETA_S_PER_B (1.0 / 2e9)
+#include <stdlib.h>
+#include <string.h>
 
-static double cost(weft_algo a, weft_coll_kind k, double n, int p)
+#define MAX_SIM 256 /* ranks run together; above, a few walked alone */
+#define NBUCKETS 496 /* 16 exact sizes, then 8 per octave up to 2^64 */
+#define NESIZE 4     /* element sizes 1, 2, 4, 8 */
+
+struct coll_tuner {
+    cost_params c;
+    int nranks, nhosts;
+    int32_t *host;
+    uint8_t *cache; /* [kind][esize class][bucket]: algo + 1, 0 when unknown */
+};
+
+static unsigned bucket_of(uint64_t bytes, uint64_t *lower)
 {
-    double steps, bytes;
-    int ring = a == WEFT_ALGO_RING;
-    switch (k) {
-    case WEFT_COLL_ALLREDUCE:
-        steps = ring ? 2.0 * (p - 1) : 1;
-        bytes = ring ? 2.0 * (p - 1) / p * n : (p - 1) * n;
-        break;
-    case WEFT_COLL_REDUCE:
-    case WEFT_COLL_BROADCAST:
-        steps = ring ? (p - 2) + n / 524288.0 : 1;
-        bytes = ring ? n : (p - 1) * n;
-        break;
-    default: /* block collectives: both move (p-1) blocks through a link */
-        steps = ring ? p - 1 : 1;
-        bytes = (p - 1) * n;
-        if (!ring)
-            bytes *= 1.5; /* every block at once: incast */
-        break;
+    if (bytes < 16) {
+        *lower = bytes;
+        return (unsigned)bytes;
     }
-    return steps * ALPHA_S + bytes * BETA_S_PER_B;
+    int e = 63 - __builtin_clzll(bytes);
+    uint64_t m = (bytes >> (e - 3)) & 7;
+    *lower = (8 + m) << (e - 3);
+    return 16u + (unsigned)(e - 4) * 8u + (unsigned)m;
+}
+
+static int esize_class(uint32_t esize)
+{
+    switch (esize) {
+    case 1: return 0;
+    case 2: return 1;
+    case 4: return 2;
+    case 8: return 3;
+    default: return -1;
+    }
+}
+
+int coll_tuner_create_with(coll_tuner **out, int nranks, const int32_t *host,
+                           const cost_params *c)
+{
+    *out = NULL;
+    if (nranks < 1 || !c)
+        return WEFT_EINVAL;
+    coll_tuner *t = calloc(1, sizeof *t);
+    if (!t)
+        return WEFT_ENOMEM;
+    t->c = *c;
+    t->nranks = nranks;
+    t->nhosts = 1;
+    t->cache = calloc((size_t)WEFT_COLL_KIND_COUNT * NESIZE * NBUCKETS, 1);
+    if (host)
+        t->host = malloc((size_t)nranks * sizeof *t->host);
+    if (!t->cache || (host && !t->host)) {
+        coll_tuner_destroy(t);
+        return WEFT_ENOMEM;
+    }
+    if (host) {
+        int nh = 0;
+        for (int r = 0; r < nranks; r++) {
+            if (host[r] < 0 || host[r] >= nranks) {
+                coll_tuner_destroy(t);
+                return WEFT_EINVAL;
+            }
+            t->host[r] = host[r];
+            if (host[r] + 1 > nh)
+                nh = host[r] + 1;
+        }
+        t->nhosts = nh;
+    }
+    *out = t;
+    return 0;
+}
+
+int coll_tuner_create(coll_tuner **out, int nranks, const int32_t *host, char *err,
+                      size_t cap)
+{
+    cost_params c;
+    int rc = cost_from_env(&c, err, cap);
+    if (rc) {
+        *out = NULL;
+        return rc;
+    }
+    return coll_tuner_create_with(out, nranks, host, &c);
+}
+
+void coll_tuner_destroy(coll_tuner *t)
+{
+    if (!t)
+        return;
+    free(t->cache);
+    free(t->host);
+    free(t);
+}
+
+const cost_params *coll_tuner_params(const coll_tuner *t) { return &t->c; }
+
+static int collective(weft_coll_kind kind)
+{
+    return kind > WEFT_COLL_RECV && kind < WEFT_COLL_KIND_COUNT;
+}
+
+/* Costs the bucket's lower end (whole elements, at least one). */
+static weft_algo choose(const cost_params *c, const cost_layout *l, weft_coll_kind kind, uint64_t bytes, uint32_t esize,
+                        double secs[WEFT_ALGO_COUNT], int *failed)
+{
+    uint64_t lower;
+    weft_algo best = WEFT_ALGO_RING;
+    double best_t = -1;
+    if (esize == 0)
+        esize = 1;
+    bucket_of(bytes, &lower);
+    lower -= lower % esize;
+    if (bytes && !lower)
+        lower = esize;
+    for (int a = 0; a < WEFT_ALGO_COUNT; a++)
+        secs[a] = -1;
+    if (!collective(kind) || l->nranks < 2)
+        return best;
+    for (int a = WEFT_ALGO_NAIVE; a < WEFT_ALGO_COUNT; a++) {
+        double t;
+        /* on one host hier is the ring under another name */
+        if (a == WEFT_ALGO_HIER && (!l->host || l->nhosts < 2))
+            continue;
+        int rc = cost_predict(c, l, (weft_algo)a, kind, lower, esize, MAX_SIM, &t);
+        if (rc) {
+            if (rc != WEFT_ENOTSUP && failed)
+                *failed = 1;
+            continue;
+        }
+        secs[a] = t;
+        if (best_t < 0 || t < best_t) {
+            best_t = t;
+            best = (weft_algo)a;
+        }
+    }
+    return best;
+}
+
+weft_algo coll_tuner_predict(const coll_tuner *t, weft_coll_kind kind, uint64_t bytes,
+                             uint32_t esize, double secs[WEFT_ALGO_COUNT])
+{
+    cost_layout l = { t->nranks, t->host, t->nhosts };
+    return choose(&t->c, &l, kind, bytes, esize, secs, NULL);
+}
+
+weft_algo coll_tuner_select(coll_tuner *t, weft_coll_kind kind, uint64_t bytes,
+                            uint32_t esize)
+{
+    double secs[WEFT_ALGO_COUNT];
+    uint64_t lower;
+    int ec = esize_class(esize);
+    if (!collective(kind) || t->nranks < 2)
+        return WEFT_ALGO_RING;
+    size_t i = ((size_t)kind * NESIZE + (size_t)(ec < 0 ? 0 : ec)) * NBUCKETS +
+               bucket_of(bytes, &lower);
+    if (ec >= 0 && t->cache[i])
+        return (weft_algo)(t->cache[i] - 1);
+    cost_layout l = { t->nranks, t->host, t->nhosts };
+    int failed = 0;
+    weft_algo a = choose(&t->c, &l, kind, bytes, esize, secs, &failed);
+    /* a failed prediction (no memory) is not remembered: it may differ */
+    if (ec >= 0 && !failed)
+        t->cache[i] = (uint8_t)(a + 1);
+    return a;
+}
+
+void coll_tuner_print(const coll_tuner *t, weft_coll_kind kind, uint64_t max_bytes, FILE *f)
+{
+    double secs[WEFT_ALGO_COUNT];
+    fprintf(f, "# predicted %s time (us), %d ranks on %d host%s\n# %10s", weft_coll_name(kind),
+            t->nranks, t->nhosts, t->nhosts == 1 ? "" : "s", "size");
+    for (int a = WEFT_ALGO_NAIVE; a < WEFT_ALGO_COUNT; a++)
+        fprintf(f, " %12s", weft_algo_name((weft_algo)a));
+    fprintf(f, " %12s\n", "auto");
+    for (uint64_t b = 8; b <= max_bytes; b *= 4) {
+        weft_algo a = coll_tuner_predict(t, kind, b, 1, secs);
+        fprintf(f, "  %10llu", (unsigned long long)b);
+        for (int k = WEFT_ALGO_NAIVE; k < WEFT_ALGO_COUNT; k++) {
+            if (secs[k] < 0)
+                fprintf(f, " %12s", "-");
+            else
+                fprintf(f, " %12.1f", secs[k] * 1e6);
+        }
+        fprintf(f, " %12s\n", weft_algo_name(a));
+    }
 }
 
 weft_algo coll_select(weft_coll_kind kind, uint64_t bytes, int nranks)
 {
-    if (nranks <= 2 || kind == WEFT_COLL_BARRIER)
-        return WEFT_ALGO_RING;
-    double n = (double)bytes;
-    return cost(WEFT_ALGO_NAIVE, kind, n, nranks) < cost(WEFT_ALGO_RING, kind, n, nranks)
-               ? WEFT_ALGO_NAIVE
-               : WEFT_ALGO_RING;
+    cost_params c;
+    weft_algo best = WEFT_ALGO_RING;
+    double best_t = -1;
+    /* Nowhere to keep a cache, so closed forms instead of schedule walks.
+     * A malformed WEFT_TUNE leaves the keys before the error set, the same
+     * on every rank; a communicator's selector reports it instead. */
+    (void)cost_from_env_for(&c, nranks, NULL, 0);
+    if (!collective(kind) || nranks < 2)
+        return best;
+    for (int a = WEFT_ALGO_NAIVE; a < WEFT_ALGO_HIER; a++) {
+        double t = cost_closed(&c, (weft_algo)a, kind, bytes, nranks);
+        if (t >= 0 && (best_t < 0 || t < best_t)) {
+            best_t = t;
+            best = (weft_algo)a;
+        }
+    }
+    return best;
 }

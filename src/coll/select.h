@@ -1,11 +1,50 @@
-/* Picks an algorithm when the caller asks for WEFT_ALGO_AUTO. */
+/* Picks an algorithm when the caller asks for WEFT_ALGO_AUTO: the one whose
+ * schedule the cost model (coll/cost.h) predicts fastest. */
 #ifndef WEFT_COLL_SELECT_H
 #define WEFT_COLL_SELECT_H
 
+#include "coll/cost.h"
 #include "weft.h"
 
-/* Deterministic in its inputs, so every rank picks the same. bytes is the
- * per-rank message size (count * dtype size). */
+#include <stdio.h>
+
+/* A communicator's selector: its constants (read from the environment
+ * once), its layout, and the choices made so far, per collective, dtype
+ * size and size bucket (eight per octave; all sizes in a bucket are costed
+ * at its lower end, so the cost of walking schedules is paid once per
+ * bucket). Not thread-safe: one per communicator, used by whichever thread
+ * runs its collectives. */
+typedef struct coll_tuner coll_tuner;
+
+/* host: host index of every rank, numbered from 0 in order of first
+ * appearance (NULL: one host); copied. WEFT_ECONFIG when WEFT_TUNE or
+ * WEFT_TUNE_FILE is malformed: err (cap bytes) says why. */
+int coll_tuner_create(coll_tuner **out, int nranks, const int32_t *host, char *err,
+                      size_t cap);
+/* The same with explicit constants (tests, the simulator, weft-bench). */
+int coll_tuner_create_with(coll_tuner **out, int nranks, const int32_t *host,
+                           const cost_params *c);
+void coll_tuner_destroy(coll_tuner *t);
+const cost_params *coll_tuner_params(const coll_tuner *t);
+
+/* bytes: count * esize, count as the API takes it (per rank where the API
+ * says so). Deterministic in (kind, bytes, esize, nranks, host, constants),
+ * so every rank that sees the same constants picks the same. Never
+ * WEFT_ALGO_AUTO; hier only when the ranks span several hosts. */
+weft_algo coll_tuner_select(coll_tuner *t, weft_coll_kind kind, uint64_t bytes,
+                            uint32_t esize);
+/* Predicted seconds of every algorithm (negative: no schedule), as
+ * coll_tuner_select weighs them; returns the choice. */
+weft_algo coll_tuner_predict(const coll_tuner *t, weft_coll_kind kind, uint64_t bytes,
+                             uint32_t esize, double secs[WEFT_ALGO_COUNT]);
+/* Table of predicted times per algorithm and size (8 B .. max_bytes). */
+void coll_tuner_print(const coll_tuner *t, weft_coll_kind kind, uint64_t max_bytes,
+                      FILE *f);
+
+/* Without a communicator: constants from the environment, all ranks on one
+ * host, and with nowhere to remember choices, the closed forms
+ * (cost_closed) instead of schedule walks: they agree with a selector on
+ * the regime, not at every boundary. Prefer a coll_tuner. */
 weft_algo coll_select(weft_coll_kind kind, uint64_t bytes, int nranks);
 
 #endif

@@ -71,7 +71,45 @@ int sock_listen(const char *host, int port, int backlog, int *port_out,
     return fd;
 }
 
-int sock_connect(const char *host, int port, double deadline, char *err, size_t errlen)
+/* One connection attempt to one address, never blocking past deadline.
+ * Returns fd, or -errno-like: sets *saved to the errno. */
+static int connect_addr(const struct addrinfo *p, double deadline, int *saved)
+{
+    int fd = socket(p->ai_family, p->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, p->ai_protocol);
+    if (fd < 0) {
+        *saved = errno;
+        return -1;
+    }
+    if (connect(fd, p->ai_addr, p->ai_addrlen) < 0) {
+        if (errno != EINPROGRESS) {
+            *saved = errno;
+            close(fd);
+            return -1;
+        }
+        struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+        int n, e = 0;
+        socklen_t el = sizeof e;
+        do
+            n = poll(&pfd, 1, clock_ms_until(deadline));
+        while (n < 0 && errno == EINTR);
+        if (n <= 0) {
+            *saved = n == 0 ? ETIMEDOUT : errno;
+            close(fd);
+            return -1;
+        }
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) < 0 || e) {
+            *saved = e ? e : errno;
+            close(fd);
+            return -1;
+        }
+    }
+    sock_set_nonblock(fd, 0);
+    sock_tune(fd);
+    return fd;
+}
+
+static int do_connect(const char *host, int port, double deadline, int retry, char *err,
+                      size_t errlen)
 {
     struct addrinfo *ai, *p;
     int rc, saved = 0;
@@ -80,20 +118,13 @@ int sock_connect(const char *host, int port, double deadline, char *err, size_t 
         return rc;
     for (;;) {
         for (p = ai; p; p = p->ai_next) {
-            int fd = socket(p->ai_family, p->ai_socktype | SOCK_CLOEXEC, p->ai_protocol);
-            if (fd < 0) {
-                saved = errno;
-                continue;
-            }
-            if (connect(fd, p->ai_addr, p->ai_addrlen) == 0) {
+            int fd = connect_addr(p, deadline, &saved);
+            if (fd >= 0) {
                 freeaddrinfo(ai);
-                sock_tune(fd);
                 return fd;
             }
-            saved = errno;
-            close(fd);
         }
-        if (clock_now() + backoff > deadline)
+        if (!retry || clock_now() + backoff > deadline)
             break;
         /* the listener may simply not be up yet: back off and retry */
         usleep((useconds_t)(backoff * 1e6));
@@ -102,7 +133,19 @@ int sock_connect(const char *host, int port, double deadline, char *err, size_t 
     }
     freeaddrinfo(ai);
     snprintf(err, errlen, "cannot connect to %s:%d: %s", host, port, strerror(saved));
+    if (!retry && (saved == ECONNREFUSED || saved == ECONNRESET))
+        return WEFT_EPEER;
     return saved == ETIMEDOUT || saved == ECONNREFUSED ? WEFT_ETIMEDOUT : WEFT_ESYS;
+}
+
+int sock_connect(const char *host, int port, double deadline, char *err, size_t errlen)
+{
+    return do_connect(host, port, deadline, 1, err, errlen);
+}
+
+int sock_connect_once(const char *host, int port, double deadline, char *err, size_t errlen)
+{
+    return do_connect(host, port, deadline, 0, err, errlen);
 }
 
 int sock_accept(int lfd, double deadline, char *err, size_t errlen)
@@ -134,10 +177,19 @@ int sock_accept(int lfd, double deadline, char *err, size_t errlen)
 
 void sock_tune(int fd)
 {
-    int one = 1, buf = 4 << 20;
+    int one = 1, buf = 4 << 20, idle = 10, intvl = 2, cnt = 3;
+    unsigned int user_ms = 30000;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+    /* A dead process closes its sockets, but a dead host or a cut cable
+     * says nothing: probe idle links after 10 s (every 2 s, 3 tries), and
+     * give up on data nobody acknowledges for 30 s. */
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_ms, sizeof user_ms);
 }
 
 int sock_set_nonblock(int fd, int on)

@@ -1,49 +1,43 @@
 /* TCP transport: one listening socket per communicator and, per peer, one
  * outgoing connection (made on first send) and one incoming connection
- * (accepted when a message from that peer is first awaited). Each
- * connection carries bytes one way only, so two ranks that start talking
- * to each other at the same moment never race to set up one socket.
- * Connections are made only to the peers an algorithm uses. */
+ * (accepted whenever one arrives). Each connection carries bytes one way
+ * only, so two ranks that start talking to each other at the same moment
+ * never race to set up one socket. Connections are made only to the peers
+ * an algorithm uses.
+ *
+ * A connection starts with a hello (communicator, source, destination)
+ * and, when the job has a secret, the challenge-response of core/auth.h.
+ * Both ends run their half of it without blocking on the other end's
+ * schedule: tcp_out and tcp_in say "pending" and which socket to poll. */
 #ifndef WEFT_TRANSPORT_TCP_H
 #define WEFT_TRANSPORT_TCP_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/frame.h"
 #include "transport/sock.h"
 
-#define FRAME_MAGIC 0x54464557u /* "WEFT" */
-#define HELLO_MAGIC 0x48544657u /* "WFTH" */
-#define WIRE_VERSION 1
+enum { HS_NONE = 0, HS_PENDING, HS_READY };
 
-/* Every message starts with this header. The fingerprint (seq .. root)
- * names the operation the sender is in, so that a receiver in a different
- * operation reports the mismatch instead of misreading bytes. */
+/* An outgoing connection's side of the handshake. */
 typedef struct {
-    uint32_t magic;
-    uint16_t version;
-    uint16_t flags;
-    uint8_t kind;    /* weft_coll_kind */
-    uint8_t dtype;
-    uint8_t op;
-    uint8_t algo;
-    int32_t root;
-    uint64_t seq;
-    uint64_t count;
-    uint64_t len;    /* payload bytes that follow */
-} frame_hdr;
+    uint8_t buf[sizeof(auth_challenge)]; /* the challenge so far */
+    auth_hello mine;                     /* the hello this rank sent */
+    uint16_t have;
+    uint8_t state;
+} tcp_hs;
 
+#define TCP_PEND_MAX 16 /* unproven incoming connections kept at once */
+
+/* An incoming connection waiting for its proof. */
 typedef struct {
-    uint32_t magic;
-    uint16_t version;
-    uint16_t pad;
-    uint64_t comm_id;
-    int32_t src;
-    int32_t dst;
-} hello_msg;
-
-_Static_assert(sizeof(frame_hdr) == 40, "frame_hdr layout");
-_Static_assert(sizeof(hello_msg) == 24, "hello_msg layout");
+    int fd, src;
+    uint8_t expect[AUTH_MAC_LEN];
+    uint8_t got[AUTH_MAC_LEN];
+    uint16_t have;
+    double since;
+} tcp_pend;
 
 typedef struct {
     int rank, size;
@@ -52,6 +46,10 @@ typedef struct {
     char (*addr)[SOCK_ADDR_MAX]; /* peers' listening addresses */
     int *out_fd;                 /* per peer; -1 until connected */
     int *in_fd;
+    tcp_hs *out_hs;
+    tcp_pend pend[TCP_PEND_MAX]; /* incoming, still owing their proof */
+    int npend;
+    const char *secret;          /* NULL: no authentication */
     double connect_timeout_s;
     int loglevel;
 } tcp_net;
@@ -60,11 +58,33 @@ typedef struct {
 int tcp_net_init(tcp_net *n, int rank, int size, uint64_t comm_id, const char *bind_ip,
                  char addr_out[SOCK_ADDR_MAX], char *err, size_t errlen);
 void tcp_net_close(tcp_net *n);
-/* Outgoing connection to peer, connecting on first use. */
-int tcp_out(tcp_net *n, int peer, char *err, size_t errlen);
-/* Accept one pending connection on the listening socket and file it under
- * its sender. A connection that does not introduce itself as a member of
- * this communicator is dropped. */
+/* Outgoing connection to peer, connecting on first use. 1: ready, *fd is
+ * the socket; 0: the handshake waits for the peer, poll *fd for POLLIN;
+ * negative: WEFT_EPEER (peer gone), WEFT_EAUTH, ... with err filled. */
+int tcp_out(tcp_net *n, int peer, int *fd, char *err, size_t errlen);
+/* Incoming connection from peer. 1: ready, *fd is the socket; 0: not yet
+ * (*fd = -1). A connection gets here only once it has proved the secret. */
+int tcp_in(tcp_net *n, int peer, int *fd, char *err, size_t errlen);
+/* Accept one pending connection on the listening socket. A connection that
+ * does not introduce itself as a member of this communicator is dropped
+ * and logged; one that does is filed under its sender at once without a
+ * secret, else kept among the unproven (several may claim the same sender:
+ * the first to prove the secret wins, so an impostor cannot evict the real
+ * one).
+ * Returns 1 when a member's connection was filed, 0 when there was none
+ * (or it was dropped), negative only when the listening socket fails. */
 int tcp_accept_one(tcp_net *n, char *err, size_t errlen);
+/* Unproven incoming connections: adds their sockets to pf (struct pollfd,
+ * at most max) and returns how many. */
+int tcp_pending(const tcp_net *n, void *pf, int max);
+/* Reads what proofs have arrived; files the proven, drops the false and
+ * those older than the hello wait. Returns how many were filed. */
+int tcp_check_pending(tcp_net *n);
+/* Is anyone still listening at peer's address? 0: yes (or cannot tell),
+ * WEFT_EPEER: refused, the process is gone. For peers this rank waits on
+ * but has no connection from. */
+int tcp_probe(tcp_net *n, int peer);
+/* Close both connections with peer (after a failure). */
+void tcp_drop(tcp_net *n, int peer);
 
 #endif
