@@ -57,6 +57,7 @@ static int mp_run(int n, double timeout_s, mp_fn fn, void *arg)
             cfg.master_port = port;
             cfg.timeout_s = timeout_s;
             cfg.connect_timeout_s = 30;
+            cfg.job_secret = "mp-test-job-secret"; /* every connection authenticates */
             test_passed_ = test_failed_ = 0;
             if (mp_ranks_per_host > 0) {
                 char id[32];

@@ -100,6 +100,7 @@ static void comm_free(weft_comm *c)
     pthread_cond_destroy(&c->acv);
     pthread_cond_destroy(&c->dcv);
     tcp_net_close(&c->net);
+    coll_tuner_destroy(c->tune);
     if (c->watch)
         store_close(c->watch);
     if (c->store)

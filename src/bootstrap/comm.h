@@ -9,6 +9,7 @@
 
 #include "bootstrap/store.h"
 #include "coll/sched.h"
+#include "coll/select.h"
 #include "core/flight.h"
 #include "transport/tcp.h"
 #include "weft.h"
@@ -21,6 +22,7 @@ struct weft_comm {
     int rank, size, local_rank;
     uint64_t id;              /* same on every member, unique per communicator */
     int32_t *host;            /* host index of every rank (see sched_params) */
+    coll_tuner *tune;         /* cost model for WEFT_ALGO_AUTO; made on first use */
     int nhosts;
     weft_algo algo;
     double timeout_s;

@@ -137,8 +137,16 @@ static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id)
     int p2p = a->kind == WEFT_COLL_SEND || a->kind == WEFT_COLL_RECV;
 
     algo = a->algo != WEFT_ALGO_AUTO ? a->algo : c->algo;
-    if (algo == WEFT_ALGO_AUTO)
-        algo = coll_select(a->kind, (uint64_t)a->count * es, c->size);
+    if (algo == WEFT_ALGO_AUTO && !p2p) {
+        if (!c->tune) {
+            char err[256];
+            int trc = coll_tuner_create(&c->tune, c->size, c->nhosts > 1 ? c->host : NULL,
+                                        err, sizeof err);
+            if (trc)
+                return comm_fail(c, trc, "%s", err); /* a bad WEFT_TUNE / WEFT_TUNE_FILE */
+        }
+        algo = coll_tuner_select(c->tune, a->kind, (uint64_t)a->count * es, (uint32_t)es);
+    }
 
     memset(&fp, 0, sizeof fp);
     fp.magic = FRAME_MAGIC;
