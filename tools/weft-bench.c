@@ -14,6 +14,7 @@
 #include "weft.h"
 
 #include <getopt.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -246,6 +247,17 @@ static int parse_list(const char *s, opts *o)
     return o->nlist;
 }
 
+/* SIGUSR1 (weftrun forwards it): write the flight recorder to stderr. The
+ * dump takes no lock and allocates nothing, so a handler may call it. */
+static weft_comm *dump_comm;
+
+static void on_sigusr1(int sig)
+{
+    (void)sig;
+    if (dump_comm)
+        weft_comm_dump(dump_comm, 2);
+}
+
 static void usage(void)
 {
     fprintf(stderr,
@@ -311,10 +323,12 @@ int main(int argc, char **argv)
         usage();
         return 2;
     }
+    signal(SIGUSR1, on_sigusr1);
     if ((rc = weft_comm_init_env(&c))) {
         fprintf(stderr, "weft-bench: cannot join the job: %s\n", weft_strerror(rc));
         return 1;
     }
+    dump_comm = c;
     int r = weft_comm_rank(c), n = weft_comm_size(c);
     size_t es = weft_dtype_size(o.t);
     int blocks = per_rank_blocks(o.kind) ? n : 1;
