@@ -7,39 +7,83 @@
  * buffer for both (in place). */
 #include "coll/sched_util.h"
 
+#include <stdlib.h>
+
+/* One reduce-scatter step k: send block r-k, fold block r-k-1 into SB_RECV;
+ * after p-1 steps block r+1 is fully reduced here. */
+static void ring_rs_step(weft_sched *s, const sched_params *p, int k)
+{
+    int P = p->nranks, r = p->rank;
+    uint64_t es = p->esize, n = p->count;
+    int sb = ring_peer(r, -k, P), rb = ring_peer(r, -k - 1, P);
+    uint64_t so = block_start(n, P, sb) * es, sl = block_len(n, P, sb) * es;
+    uint64_t ro = block_start(n, P, rb) * es, rl = block_len(n, P, rb) * es;
+    if (sl)
+        sched_send(s, ring_peer(r, 1, P), k == 0 ? SB_SEND : SB_RECV, so, sl);
+    if (rl)
+        sched_recv_reduce(s, ring_peer(r, -1, P), SB_RECV, ro, SB_SEND, ro, rl);
+    sched_end_round(s);
+}
+
+/* One all-gather step k: forward block r+1-k, receive block r-k. */
+static void ring_ag_step(weft_sched *s, const sched_params *p, int k)
+{
+    int P = p->nranks, r = p->rank;
+    uint64_t es = p->esize, n = p->count;
+    int sb = ring_peer(r, 1 - k, P), rb = ring_peer(r, -k, P);
+    uint64_t so = block_start(n, P, sb) * es, sl = block_len(n, P, sb) * es;
+    uint64_t ro = block_start(n, P, rb) * es, rl = block_len(n, P, rb) * es;
+    if (sl)
+        sched_send(s, ring_peer(r, 1, P), SB_RECV, so, sl);
+    if (rl)
+        sched_recv(s, ring_peer(r, -1, P), SB_RECV, ro, rl);
+    sched_end_round(s);
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b);
+}
+
 /* In-place all-reduce on SB_RECV after an optional copy from SB_SEND. */
 static void ring_allreduce(weft_sched *s, const sched_params *p)
 {
     int P = p->nranks, r = p->rank;
-    uint64_t es = p->esize, n = p->count;
-    int next = ring_peer(r, 1, P), prev = ring_peer(r, -1, P);
+    uint64_t n = p->count;
+    int *ks = NULL, nk = 0;
     if (P == 1) {
-        sched_copy(s, SB_RECV, 0, SB_SEND, 0, n * es);
+        sched_copy(s, SB_RECV, 0, SB_SEND, 0, n * p->esize);
         return;
     }
-    /* reduce-scatter: step k sends block r-k and folds block r-k-1 into
-     * SB_RECV; after p-1 steps block r+1 is fully reduced here. */
-    for (int k = 0; k < P - 1; k++) {
-        int sb = ring_peer(r, -k, P), rb = ring_peer(r, -k - 1, P);
-        uint64_t so = block_start(n, P, sb) * es, sl = block_len(n, P, sb) * es;
-        uint64_t ro = block_start(n, P, rb) * es, rl = block_len(n, P, rb) * es;
-        if (sl)
-            sched_send(s, next, k == 0 ? SB_SEND : SB_RECV, so, sl);
-        if (rl)
-            sched_recv_reduce(s, prev, SB_RECV, ro, SB_SEND, ro, rl);
-        sched_end_round(s);
+    /* With fewer elements than ranks only blocks 0..n-1 are non-empty, so
+     * only the steps that touch them do anything: list those steps instead
+     * of walking all p-1 (the simulator builds 24,576 of these). The
+     * rounds are exactly the ones the full walk would keep. */
+    if (n < (uint64_t)P && (ks = malloc(4 * (size_t)n * sizeof *ks)) != NULL) {
+        for (int b = 0; b < (int)n; b++) {
+            ks[nk++] = ring_peer(r, -b, P);     /* rs: sends block b */
+            ks[nk++] = ring_peer(r, -b - 1, P); /* rs: folds block b */
+        }
+        qsort(ks, (size_t)nk, sizeof *ks, cmp_int);
+        for (int i = 0; i < nk; i++)
+            if (ks[i] < P - 1 && (i == 0 || ks[i] != ks[i - 1]))
+                ring_rs_step(s, p, ks[i]);
+        nk = 0;
+        for (int b = 0; b < (int)n; b++) {
+            ks[nk++] = ring_peer(r, 1 - b, P);  /* ag: forwards block b */
+            ks[nk++] = ring_peer(r, -b, P);     /* ag: receives block b */
+        }
+        qsort(ks, (size_t)nk, sizeof *ks, cmp_int);
+        for (int i = 0; i < nk; i++)
+            if (ks[i] < P - 1 && (i == 0 || ks[i] != ks[i - 1]))
+                ring_ag_step(s, p, ks[i]);
+        free(ks);
+        return;
     }
-    /* all-gather of the reduced blocks: step k forwards block r+1-k. */
-    for (int k = 0; k < P - 1; k++) {
-        int sb = ring_peer(r, 1 - k, P), rb = ring_peer(r, -k, P);
-        uint64_t so = block_start(n, P, sb) * es, sl = block_len(n, P, sb) * es;
-        uint64_t ro = block_start(n, P, rb) * es, rl = block_len(n, P, rb) * es;
-        if (sl)
-            sched_send(s, next, SB_RECV, so, sl);
-        if (rl)
-            sched_recv(s, prev, SB_RECV, ro, rl);
-        sched_end_round(s);
-    }
+    for (int k = 0; k < P - 1; k++)
+        ring_rs_step(s, p, k);
+    for (int k = 0; k < P - 1; k++)
+        ring_ag_step(s, p, k);
 }
 
 /* SB_SEND holds p blocks of count elements; this rank's reduced block r goes
