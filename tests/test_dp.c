@@ -99,6 +99,41 @@ static void body(weft_comm *c, void *arg)
     weft_model_destroy(m);
 }
 
+/* Accumulation: a held micro-step's backward launches no bucket; the
+ * final one launches them all from the hook. */
+static void accum_body(weft_comm *c, void *arg)
+{
+    weft_model_config cfg;
+    weft_model *m;
+    weft_dp *dp;
+    float x[GLOBAL_BATCH * IN], loss;
+    int32_t y[GLOBAL_BATCH];
+    (void)arg;
+    for (int j = 0; j < GLOBAL_BATCH; j++)
+        sample(j, x + j * IN, y + j);
+    CHECK(weft_model_config_parse("mlp:16-32-32-4", &cfg) == 0);
+    CHECK(weft_model_create(&m, &cfg, 7) == 0);
+    weft_model_set_threads(m, 1);
+    CHECK(weft_dp_create(&dp, c, m, 256) == 0);
+    CHECK(weft_dp_bucket_count(dp) > 1);
+    weft_model_zero_grad(m);
+    CHECK(weft_dp_hold(dp, 1) == 0);
+    for (int k = 0; k < 2; k++) {
+        CHECK(weft_model_forward(m, x, y, 4, 1, &loss) == 0);
+        CHECK(weft_model_backward(m) == 0);
+        CHECKF(weft_dp_launched(dp) == 0, "held micro-step %d launched %d buckets", k,
+               weft_dp_launched(dp));
+    }
+    CHECK(weft_dp_hold(dp, 0) == 0);
+    CHECK(weft_model_forward(m, x, y, 4, 1, &loss) == 0);
+    CHECK(weft_model_backward(m) == 0);
+    CHECKF(weft_dp_launched(dp) == weft_dp_bucket_count(dp), "last micro-step launched %d of %d",
+           weft_dp_launched(dp), weft_dp_bucket_count(dp));
+    CHECK(weft_dp_sync_grads(dp) == 0);
+    weft_dp_destroy(dp);
+    weft_model_destroy(m);
+}
+
 int main(void)
 {
     weft_model *m;
@@ -107,5 +142,6 @@ int main(void)
     CHECK(reference[STEPS - 1] < reference[0]); /* it learns */
     for (int p = 1; p <= 5; p++) /* 5 does not divide the batch of 12 */
         CHECKF(mp_run(p, 60, body, NULL) == 0, "data parallel at %d ranks", p);
+    CHECK(mp_run(2, 60, accum_body, NULL) == 0);
     TEST_DONE();
 }

@@ -14,7 +14,13 @@
  * Under a launcher (weftrun, torchrun, mpirun, srun) each rank takes its
  * part of every global batch, gradients are averaged over the ranks before
  * the optimiser step, and rank 0 reports, evaluates and saves. Checkpoints
- * do not depend on the number of ranks. */
+ * do not depend on the number of ranks or the ZeRO stage.
+ *
+ *   weftrun -n 4 weft-train --zero 3 --accum 4      (sharded state, micro-steps)
+ *   weftrun -n 4 weft-train --sync diloco:50 --straggle 1:20
+ *
+ * --zero, --accum, --sync and --straggle belong to the launch, not the
+ * run: a checkpoint does not keep them (docs/TRAINING.md). */
 #include "weft.h"
 
 #include <errno.h>
@@ -48,6 +54,8 @@ typedef struct {
     long save_every, log_every, stop_at;
     int threads, eval_prompts, no_eval, quiet;
     double bucket_mb;
+    int zero, accum, straggle_rank, straggle_ms;
+    char sync[64];
     unsigned set; /* bit per run option given on the command line */
 } opts;
 
@@ -135,7 +143,14 @@ static void usage(FILE *f)
         "  --eval-prompts N         gpt exact-match problems (500)\n"
         "  --no-eval                skip the final evaluation\n"
         "  --quiet                  no progress output\n"
-        "  --bucket-mb MB           data parallel: gradient bucket size (25)\n",
+        "  --bucket-mb MB           data parallel: gradient bucket size (25)\n"
+        "  --zero 0|1|2|3           ZeRO stage: shard optimiser state (1), + gradients (2),\n"
+        "                           + parameters (3) over the ranks (0)\n"
+        "  --accum K                micro-steps per step; communicate only on the last (1)\n"
+        "  --sync MODE              full (default), local:H, diloco:H, gossip, stale:S\n"
+        "                           (docs/TRAINING.md)\n"
+        "  --straggle RANK:MS       rank RANK sleeps MS ms every step (a slow device);\n"
+        "                           any:MS: one rank a step, chosen at random (jitter)\n",
         f);
 }
 
@@ -319,6 +334,9 @@ static void parse_args(opts *o, int argc, char **argv)
     memset(o, 0, sizeof *o);
     run_opts_init(&o->r);
     o->eval_prompts = 500;
+    o->accum = 1;
+    o->straggle_rank = -1;
+    strcpy(o->sync, "full");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
@@ -362,6 +380,28 @@ static void parse_args(opts *o, int argc, char **argv)
             o->eval_prompts = (int)parse_long(key, v, 0, 1 << 24);
         } else if (strcmp(key, "bucket-mb") == 0) {
             o->bucket_mb = parse_double(key, v, 0.001);
+        } else if (strcmp(key, "zero") == 0) {
+            o->zero = (int)parse_long(key, v, 0, 3);
+        } else if (strcmp(key, "accum") == 0) {
+            o->accum = (int)parse_long(key, v, 1, 1 << 16);
+        } else if (strcmp(key, "sync") == 0) {
+            weft_sync_config sc;
+            if (weft_sync_parse(v, &sc) != 0)
+                die("--sync: want full, local:H, diloco:H, gossip or stale:S, not '%s'", v);
+            copy_str(o->sync, sizeof o->sync, key, v);
+        } else if (strcmp(key, "straggle") == 0) {
+            char *end;
+            long r = strtol(v, &end, 10), ms = -1;
+            if (strncmp(v, "any:", 4) == 0) { /* -2: a different rank every step */
+                r = -2;
+                end = (char *)v + 3;
+            }
+            if (end != v && *end == ':')
+                ms = strtol(end + 1, &end, 10);
+            if (r < -2 || r == -1 || ms < 0 || ms > 600000 || *end)
+                die("--straggle: want RANK:MS, not '%s'", v);
+            o->straggle_rank = (int)r;
+            o->straggle_ms = (int)ms;
         } else {
             usage(stderr);
             die("unknown option '%s'", a);
@@ -555,13 +595,23 @@ static void csv_row(FILE *f, long step, double epoch, const char *split, double 
 
 /* ---- checkpoints ------------------------------------------------------------ */
 
+/* Collective when z spans the job (full sync): a sharded optimiser is
+ * gathered to rank 0, which writes. */
 static void save_ckpt(const char *path, const run_opts *r, const data_sets *d, weft_model *m,
-                      weft_optim *o, const weft_loader *l, long step, const weft_rng *rng)
+                      weft_zero *z, int rank, int shared, const weft_loader *l, long step,
+                      const weft_rng *rng)
 {
-    weft_ckpt *c;
+    weft_ckpt *c = NULL;
     char args[4096];
+    int rc = weft_zero_gather_params(z);
+    if (rc == 0 && rank != 0 && shared)
+        rc = weft_zero_put_optim(z, NULL);
+    if (rc != 0)
+        die("cannot gather the training state for %s: %s", path, weft_strerror(rc));
+    if (rank != 0)
+        return;
     run_opts_format(r, args, sizeof args);
-    int rc = weft_ckpt_new(&c);
+    rc = weft_ckpt_new(&c);
     if (rc == 0)
         rc = weft_ckpt_put_str(c, "format", "weft-train 1");
     if (rc == 0)
@@ -571,7 +621,7 @@ static void save_ckpt(const char *path, const run_opts *r, const data_sets *d, w
     if (rc == 0)
         rc = weft_ckpt_put_model(c, m);
     if (rc == 0)
-        rc = weft_ckpt_put_optim(c, o);
+        rc = weft_zero_put_optim(z, c);
     if (rc == 0)
         rc = weft_ckpt_put_rng(c, "rng", rng);
     if (rc == 0)
@@ -811,18 +861,33 @@ int main(int argc, char **argv)
     if (steps < 0)
         steps = (long)ceil(r->epochs * (double)d.ti.n / (double)r->batch);
 
+    weft_sync_config scfg;
+    weft_sync_parse(o.sync, &scfg);
+    int full_sync = scfg.mode == WEFT_SYNC_FULL;
+    int stale = scfg.mode == WEFT_SYNC_STALE;
+    if (!full_sync && o.zero)
+        die("--zero shards a full-sync run; --sync %s keeps whole models per rank", o.sync);
+    if (stale && o.accum > 1)
+        die("--accum with --sync %s is not supported", o.sync);
+    if (scfg.mode == WEFT_SYNC_DILOCO && !(o.set & (1u << O_OPTIM)) && !o.resume[0]) {
+        strcpy(r->optim, "adamw"); /* DiLoCo's inner optimiser */
+        if (!(o.set & (1u << O_LR)))
+            r->lr = 3e-3;
+        if (!(o.set & (1u << O_WD)))
+            r->weight_decay = 0.01;
+        if (!(o.set & (1u << O_MIN_LR)))
+            r->min_lr = r->lr / 10;
+    }
+
     weft_model *m = NULL;
-    weft_optim *opt = NULL;
+    weft_optim_config oc;
     weft_rng rng;
     weft_rng_seed(&rng, r->seed);
     int rc;
     if (ck) {
         rc = weft_ckpt_get_model(ck, &m);
-        size_t n;
-        if (rc == 0) {
-            weft_model_params(m, &n);
-            rc = weft_ckpt_get_optim(ck, 0, n, &opt);
-        }
+        if (rc == 0)
+            rc = weft_ckpt_optim_config(ck, &oc);
         if (rc == 0)
             rc = weft_ckpt_get_rng(ck, "rng", &rng);
         if (rc != 0)
@@ -833,16 +898,10 @@ int main(int argc, char **argv)
         rc = weft_model_create(&m, &cfg, r->seed);
         if (rc != 0)
             die("cannot create the model: %s", weft_strerror(rc));
-        weft_optim_config oc;
         weft_optim_config_default(&oc, strcmp(r->optim, "adamw") == 0 ? WEFT_OPTIM_ADAMW
                                                                       : WEFT_OPTIM_SGD);
         oc.momentum = (float)r->momentum;
         oc.weight_decay = (float)r->weight_decay;
-        size_t n;
-        weft_model_params(m, &n);
-        rc = weft_optim_create(&opt, &oc, 0, n);
-        if (rc != 0)
-            die("cannot create the optimiser: %s", weft_strerror(rc));
     }
     weft_model_set_precision(m, strcmp(r->precision, "bf16") == 0 ? WEFT_PREC_BF16
                                                                   : WEFT_PREC_FP32);
@@ -857,18 +916,29 @@ int main(int argc, char **argv)
     lc.world_size = world;
     if (world > r->batch)
         die("%d ranks cannot share a batch of %d", world, r->batch);
+    if (o.accum * world > r->batch)
+        die("--accum %d on %d ranks: micro-batches of a batch of %d would be empty", o.accum,
+            world, r->batch);
     weft_loader *loader;
     rc = weft_loader_create(&loader, d.train, &lc);
     if (rc != 0)
         die("cannot create the data loader: %s", weft_strerror(rc));
-    weft_dp *dp = NULL;
-    if (comm) {
-        rc = weft_dp_create(&dp, comm, m, (size_t)(o.bucket_mb > 0 ? o.bucket_mb * 1048576 : 0));
-        if (rc == 0)
-            rc = weft_dp_broadcast_params(dp); /* one starting point for every rank */
-        if (rc != 0)
-            die("data parallel set-up: %s: %s", weft_strerror(rc), weft_comm_error(comm));
-    }
+    /* Full sync: one weft_zero over the job (stage 0 is plain DP). Other
+     * modes: each rank steps alone and weft_sync exchanges parameters. */
+    weft_zero *z = NULL;
+    weft_sync *sy = NULL;
+    rc = weft_zero_create(&z, full_sync ? comm : NULL, m, &oc, o.zero,
+                          (size_t)(o.bucket_mb > 0 ? o.bucket_mb * 1048576 : 0));
+    if (rc == 0 && ck)
+        rc = weft_zero_load_optim(z, ck);
+    if (rc == 0 && comm && full_sync)
+        rc = weft_zero_broadcast_params(z); /* one starting point for every rank */
+    if (rc == 0 && comm && !full_sync)
+        rc = weft_sync_create(&sy, comm, m, &scfg);
+    if (rc != 0)
+        die("data parallel set-up: %s%s%s", weft_strerror(rc), comm ? ": " : "",
+            comm ? weft_comm_error(comm) : "");
+    weft_optim *opt = weft_zero_optim(z);
     if (ck) {
         uint64_t pos;
         if (weft_ckpt_get_u64(ck, "data/position", &pos) != 0)
@@ -893,14 +963,29 @@ int main(int argc, char **argv)
     char spec[512];
     weft_model_config_format(mc, spec, sizeof spec);
     size_t nparams;
-    float *params = weft_model_params(m, &nparams);
-    float *grads = weft_model_grads(m, &nparams);
+    weft_model_params(m, &nparams);
     if (!o.quiet) {
         printf("model %s (%zu parameters, %s, %s matmul, %d threads)\n", spec, nparams,
                r->precision, weft_model_matmul_name(m), weft_model_threads(m));
-        if (dp)
-            printf("data parallel: %d ranks, %d gradient buckets\n", world,
-                   weft_dp_bucket_count(dp));
+        if (comm && full_sync) {
+            weft_zero_mem zm;
+            weft_zero_memory(z, &zm);
+            printf("data parallel: %d ranks, full sync, ZeRO stage %d, %d buckets", world, o.zero,
+                   weft_zero_bucket_count(z));
+            if (o.accum > 1)
+                printf(", %d micro-steps per step", o.accum);
+            printf("\n  per rank (rank 0): params %zu B, grads %zu B, optimiser %zu B = %zu B; "
+                   "ZeRO formula %.0f B; engine work buffers +%zu B\n",
+                   zm.param_bytes, zm.grad_bytes, zm.optim_bytes,
+                   zm.param_bytes + zm.grad_bytes + zm.optim_bytes, zm.formula_bytes,
+                   zm.work_bytes);
+        } else if (comm) {
+            printf("data parallel: %d ranks, sync %s\n", world, o.sync);
+        }
+        if (o.straggle_rank >= 0)
+            printf("straggler: rank %d sleeps %d ms per step\n", o.straggle_rank, o.straggle_ms);
+        else if (o.straggle_rank == -2)
+            printf("straggler: one random rank sleeps %d ms per step\n", o.straggle_ms);
         printf("data %s: %llu samples; eval %s: %llu", d.ti.name, (unsigned long long)d.ti.n,
                d.ei.name, (unsigned long long)d.ei.n);
         if (d.ti.kind == WEFT_DATA_IMAGE)
@@ -943,58 +1028,96 @@ int main(int argc, char **argv)
     if (end < start_step)
         end = start_step;
     pg.total = end;
+    uint64_t grad_bytes = 0; /* full sync: gradient bytes handed to collectives */
     for (long step = start_step; step < end; step++) {
         weft_batch b;
         rc = weft_loader_next(loader, &b);
-        if (rc == 0)
-            rc = weft_model_zero_grad(m);
-        /* gradient buckets start reducing inside backward: weight first */
-        if (rc == 0 && dp)
-            rc = weft_dp_set_share(dp, b.n, b.global_n);
-        float loss = 0, gnorm = -1;
-        if (rc == 0)
-            rc = weft_model_forward(m, image ? (const void *)b.x : (const void *)b.tokens, b.y,
-                                    b.n, b.x_dim, &loss);
-        int correct = rc == 0 ? weft_model_count_correct(m, b.y) : 0;
-        if (rc == 0)
-            rc = weft_model_backward(m);
-        if (rc == 0 && dp) {
-            /* average gradients over the ranks, each weighted by its share of
-             * the global batch; the reported loss and accuracy likewise */
-            float share = (float)world * (float)b.n / (float)b.global_n;
-            float metrics[2] = { loss * share, (float)correct * (float)world };
-            rc = weft_dp_sync_grads(dp);
-            if (rc == 0)
-                rc = weft_dp_average(dp, metrics, 2);
-            if (rc != 0)
-                die("step %ld: %s: %s", step, weft_strerror(rc), weft_comm_error(comm));
-            loss = metrics[0];
-            correct = (int)lrintf(metrics[1]);
-        }
-        if (rc == 0 && r->clip > 0)
-            rc = weft_clip_grad_norm(grads, nparams, (float)r->clip, &gnorm);
-        float lr = weft_lr_at(&sched, weft_optim_steps(opt));
-        if (rc == 0)
-            rc = weft_optim_step(opt, params, grads, lr);
         if (rc != 0)
             die("step %ld: %s", step, weft_strerror(rc));
+        int slow = o.straggle_rank;
+        if (slow == -2) /* the same pseudo-random pick on every rank */
+            slow = (int)(((uint64_t)step * 0x9e3779b97f4a7c15ull >> 33) % (uint64_t)world);
+        if (rank == slow && o.straggle_ms > 0)
+            usleep((useconds_t)o.straggle_ms * 1000);
+        /* Full sync weighs this rank's gradient by its share of the global
+         * batch; the other modes step on the local mean. */
+        int global_n = full_sync ? b.global_n : b.n;
+        float loss = 0, gnorm = -1;
+        int correct = 0;
+        for (int k = 0; k < o.accum && rc == 0; k++) {
+            int lo = (int)((long)k * b.n / o.accum), hi = (int)((long)(k + 1) * b.n / o.accum);
+            size_t xo = (size_t)lo * (size_t)b.x_dim;
+            const void *x = image ? (const void *)(b.x + xo) : (const void *)(b.tokens + xo);
+            const int32_t *y = b.y + (image ? (size_t)lo : xo);
+            float l = 0;
+            rc = weft_zero_micro(z, hi - lo, global_n, k == o.accum - 1);
+            if (rc == 0)
+                rc = weft_model_forward(m, x, y, hi - lo, b.x_dim, &l);
+            if (rc == 0)
+                correct += weft_model_count_correct(m, y);
+            if (rc == 0)
+                rc = weft_model_backward(m);
+            loss += l * (float)(hi - lo) / (float)global_n;
+        }
+        if (rc != 0)
+            die("step %ld: %s%s%s", step, weft_strerror(rc), comm ? ": " : "",
+                comm ? weft_comm_error(comm) : "");
+        float lr = weft_lr_at(&sched, weft_optim_steps(opt));
+        int ready = 1;
+        if (stale && sy) /* applies the average of s steps ago, if any is due */
+            rc = weft_sync_push_grads(sy, (float)world * (float)b.n / (float)b.global_n, &ready);
+        if (rc == 0 && ready)
+            rc = weft_zero_step(z, lr, (float)r->clip, r->clip > 0 ? &gnorm : NULL);
+        if (rc == 0 && sy)
+            rc = weft_sync_after_step(sy);
+        if (rc == 0 && comm && full_sync) {
+            /* losses and accuracy as the whole job sees them (the other modes
+             * report rank 0's own: a collective would wait for stragglers) */
+            float metrics[2] = { loss, (float)correct };
+            rc = weft_allreduce(comm, metrics, metrics, 2, WEFT_F32, WEFT_SUM);
+            loss = metrics[0];
+            correct = (int)lrintf(metrics[1]);
+            grad_bytes += nparams * sizeof(float);
+        }
+        if (rc != 0)
+            die("step %ld: %s%s%s", step, weft_strerror(rc), comm ? ": " : "",
+                comm ? weft_comm_error(comm) : "");
         if (!isfinite(loss))
             die("step %ld: loss is %f; lower --lr or use --clip", step, (double)loss);
         double elapsed = now_s() - pg.start;
         double rate = (double)(step + 1 - start_step) * r->batch / (elapsed > 0 ? elapsed : 1e-9);
         double epoch = (double)weft_loader_position(loader) / (double)d.ti.n;
-        int rows = image ? b.global_n : b.global_n * b.x_dim;
+        int seen = full_sync ? b.global_n : b.n;
+        int rows = image ? seen : seen * b.x_dim;
         csv_row(csv, step + 1, epoch, "train", loss, (double)correct / rows, lr, gnorm, rate,
                 elapsed);
         progress_update(&pg, step + 1, loss, rate, step + 1 == end);
-        if (o.save[0] && o.save_every > 0 && (step + 1) % o.save_every == 0 && rank == 0)
-            save_ckpt(o.save, r, &d, m, opt, loader, step + 1, &rng);
+        if (o.save[0] && o.save_every > 0 && (step + 1) % o.save_every == 0)
+            save_ckpt(o.save, r, &d, m, z, rank, comm && full_sync, loader, step + 1, &rng);
     }
-    if (o.save[0] && rank == 0) {
-        save_ckpt(o.save, r, &d, m, opt, loader, end, &rng);
+    for (int ready = 1; sy && stale && ready;) { /* the averages still in flight */
+        rc = weft_sync_pop_grads(sy, &ready);
+        if (rc == 0 && ready)
+            rc = weft_zero_step(z, weft_lr_at(&sched, weft_optim_steps(opt)), (float)r->clip,
+                                NULL);
+        if (rc != 0)
+            die("last gradients: %s: %s", weft_strerror(rc), weft_comm_error(comm));
+    }
+    if (sy && (rc = weft_sync_finish(sy)) != 0)
+        die("final parameter average: %s: %s", weft_strerror(rc), weft_comm_error(comm));
+    double train_s = now_s() - pg.start;
+    if (o.save[0]) {
+        save_ckpt(o.save, r, &d, m, z, rank, comm && full_sync, loader, end, &rng);
         if (!o.quiet)
             printf("saved %s\n", o.save);
     }
+    if ((rc = weft_zero_gather_params(z)) != 0)
+        die("gathering parameters: %s", weft_strerror(rc));
+    if (comm && !o.quiet)
+        printf("training took %.2f s on %d ranks (sync %s); parameter/gradient bytes handed to "
+               "the network per rank: %.1f MB\n",
+               train_s, world, o.sync,
+               (double)(sy ? weft_sync_bytes(sy) : grad_bytes) / 1e6);
     if (!o.no_eval && rank == 0) {
         double epoch = (double)weft_loader_position(loader) / (double)d.ti.n;
         if (image)
@@ -1004,11 +1127,11 @@ int main(int argc, char **argv)
     }
     if (csv)
         fclose(csv);
-    weft_dp_destroy(dp);
+    weft_sync_destroy(sy);
+    weft_zero_destroy(z);
     if (comm && (rc = weft_comm_destroy(comm)) != 0)
         die("leaving the job: %s", weft_strerror(rc));
     weft_loader_free(loader);
-    weft_optim_destroy(opt);
     weft_model_destroy(m);
     weft_dataset_free(d.train);
     weft_dataset_free(d.eval);

@@ -25,6 +25,7 @@ struct weft_dp {
     int next_launch;       /* first bucket not yet launched */
     float scale;           /* applied to each bucket before it is averaged */
     int err;               /* a launch that failed inside backward */
+    int hold;              /* accumulating micro-steps: launch nothing */
 };
 
 static int launch_ready(weft_dp *d);
@@ -34,6 +35,8 @@ static int launch_ready(weft_dp *d);
 static void on_grads_ready(void *arg, int first, int count)
 {
     weft_dp *d = arg;
+    if (d->hold)
+        return; /* a non-final micro-step: gradients keep accumulating locally */
     for (int i = first; i < first + count; i++)
         d->b[d->bucket_of[i]].ready++;
     if (!d->err)
@@ -132,6 +135,8 @@ int weft_dp_grad_ready(weft_dp *d, int tensor)
 {
     if (!d || tensor < 0 || tensor >= weft_model_tensor_count(d->model))
         return WEFT_EINVAL;
+    if (d->hold)
+        return 0;
     d->b[d->bucket_of[tensor]].ready++;
     return launch_ready(d);
 }
@@ -157,6 +162,19 @@ int weft_dp_sync_grads(weft_dp *d)
     }
     d->next_launch = 0;
     return rc;
+}
+
+int weft_dp_hold(weft_dp *d, int hold)
+{
+    if (!d)
+        return WEFT_EINVAL;
+    d->hold = hold != 0;
+    return 0;
+}
+
+int weft_dp_launched(const weft_dp *d)
+{
+    return d ? d->next_launch : WEFT_EINVAL;
 }
 
 int weft_dp_set_share(weft_dp *d, int n, int global_n)

@@ -1,0 +1,522 @@
+/* ZeRO: data parallelism with the training state sharded over the ranks.
+ *
+ * The flat buffer is cut into buckets of whole tensors (as the gradient
+ * buckets of plain DP, from the end of the buffer, which backward finishes
+ * first), and each bucket is sharded on its own, as FSDP shards each flat
+ * parameter: of a bucket of m elements, rank r owns [r*S, r*S + S) with
+ * S = m / p, and the last rank also owns the tail of m - p*S < p elements.
+ * Reduce-scatter and all-gather then run in place on the engine's own
+ * buffers with count S, which needs no padded copy, and the tail, fewer
+ * than p floats, is all-reduced / broadcast apart. So any world size works.
+ *
+ *   stage 0  gradients all-reduced in buckets, overlapping backward; every
+ *            rank updates everything.
+ *   stage 1  as 0, but each rank keeps optimiser state only for its shards,
+ *            updates them, and the parameters are all-gathered.
+ *   stage 2  each bucket's gradients are reduce-scattered as soon as
+ *            backward has finished them: a rank ends up with the reduced
+ *            gradient of its shards only; clipping sums shard norms.
+ *   stage 3  parameters too: between steps a rank's only valid copy is its
+ *            shards (the rest of the buffer is cleared); they are gathered
+ *            before the next forward, which needs the whole flat buffer. */
+#include "weft.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    size_t lo, n;          /* elements of the flat buffer */
+    size_t S, tail;        /* per-rank count; the last rank's extra */
+    size_t mlo, mcnt;      /* this rank's part: [mlo, mlo + mcnt) */
+    int ntensors, ready;
+    weft_optim *opt;       /* state for this rank's part (stages 1-3); NULL if empty */
+    weft_request *req[2];  /* reduce-scatter, tail all-reduce */
+} zbucket;
+
+struct weft_zero {
+    weft_comm *comm;       /* NULL: one process */
+    weft_model *model;
+    weft_optim *opt;       /* stage 0: state for [0, n) */
+    weft_dp *dp;           /* stages 0 and 1: bucketed all-reduce */
+    zbucket *b;
+    int nb, *bucket_of;    /* tensor index -> bucket */
+    int next_launch;       /* stages 2-3: first bucket not yet launched */
+    int err;               /* a launch that failed inside backward */
+    int stage, rank, world;
+    size_t n;
+    float scale;           /* weight of the accumulated gradient */
+    int hold;              /* a non-final micro-step: launch nothing */
+    int prev_micro;        /* samples in the previous micro-step, 0 at a step's start */
+    int gathered;          /* stage 3: the full parameter buffer is valid */
+};
+
+static int launch_ready(weft_zero *z);
+
+static void on_grads_ready(void *arg, int first, int count)
+{
+    weft_zero *z = arg;
+    if (z->hold)
+        return;
+    for (int i = first; i < first + count; i++)
+        z->b[z->bucket_of[i]].ready++;
+    if (!z->err)
+        z->err = launch_ready(z); /* backward cannot fail: the step reports it */
+}
+
+/* Buckets of whole tensors from the end of the buffer, each at least
+ * bucket_bytes unless it is the last. */
+static int make_buckets(weft_zero *z, size_t bucket_bytes)
+{
+    int nt = weft_model_tensor_count(z->model);
+    if (nt <= 0)
+        return WEFT_EINVAL;
+    z->b = calloc((size_t)nt, sizeof *z->b);
+    z->bucket_of = calloc((size_t)nt, sizeof *z->bucket_of);
+    if (!z->b || !z->bucket_of)
+        return WEFT_ENOMEM;
+    for (int i = nt - 1; i >= 0; i--) {
+        weft_tensor_info ti;
+        weft_model_tensor_info(z->model, i, &ti);
+        zbucket *cur = &z->b[z->nb];
+        cur->n += ti.numel;
+        cur->lo = ti.offset;
+        cur->ntensors++;
+        z->bucket_of[i] = z->nb;
+        if (cur->n * sizeof(float) >= bucket_bytes && i > 0)
+            z->nb++;
+    }
+    if (z->b[z->nb].ntensors)
+        z->nb++;
+    for (int k = 0; k < z->nb; k++) {
+        zbucket *b = &z->b[k];
+        b->S = b->n / (size_t)z->world;
+        b->tail = b->n - b->S * (size_t)z->world;
+        b->mlo = b->lo + b->S * (size_t)z->rank;
+        b->mcnt = b->S + (z->rank == z->world - 1 ? b->tail : 0);
+    }
+    return 0;
+}
+
+int weft_zero_create(weft_zero **out, weft_comm *c, weft_model *m, const weft_optim_config *oc,
+                     int stage, size_t bucket_bytes)
+{
+    weft_zero *z;
+    int rc = 0;
+    if (!out || !m || !oc || stage < 0 || stage > 3)
+        return WEFT_EINVAL;
+    *out = NULL;
+    if (!(z = calloc(1, sizeof *z)))
+        return WEFT_ENOMEM;
+    z->comm = c;
+    z->model = m;
+    z->stage = stage;
+    z->rank = c ? weft_comm_rank(c) : 0;
+    z->world = c ? weft_comm_size(c) : 1;
+    weft_model_params(m, &z->n);
+    z->scale = 1.0f;
+    z->gathered = 1;
+    if (bucket_bytes == 0)
+        bucket_bytes = WEFT_DP_DEFAULT_BUCKET;
+    if (stage == 0) {
+        rc = weft_optim_create(&z->opt, oc, 0, z->n);
+    } else {
+        rc = make_buckets(z, bucket_bytes);
+        for (int k = 0; rc == 0 && k < z->nb; k++)
+            if (z->b[k].mcnt)
+                rc = weft_optim_create(&z->b[k].opt, oc, z->b[k].mlo, z->b[k].mcnt);
+    }
+    /* a rank owning nothing (every bucket smaller than the world) would
+     * have no optimiser to count steps with */
+    if (rc == 0 && !weft_zero_optim(z))
+        rc = WEFT_EINVAL;
+    if (rc == 0 && c && stage <= 1)
+        rc = weft_dp_create(&z->dp, c, m, bucket_bytes);
+    if (rc == 0 && stage >= 2)
+        rc = weft_model_set_grad_hook(m, on_grads_ready, z);
+    if (rc) {
+        weft_zero_destroy(z);
+        return rc;
+    }
+    *out = z;
+    return 0;
+}
+
+void weft_zero_destroy(weft_zero *z)
+{
+    if (!z)
+        return;
+    weft_dp_destroy(z->dp);
+    if (z->stage >= 2)
+        weft_model_set_grad_hook(z->model, NULL, NULL);
+    for (int k = 0; z->b && k < z->nb; k++) {
+        for (int j = 0; j < 2; j++)
+            if (z->b[k].req[j])
+                weft_wait(z->b[k].req[j]);
+        weft_optim_destroy(z->b[k].opt);
+    }
+    free(z->b);
+    free(z->bucket_of);
+    weft_optim_destroy(z->opt);
+    free(z);
+}
+
+weft_optim *weft_zero_optim(weft_zero *z)
+{
+    if (!z)
+        return NULL;
+    for (int k = 0; !z->opt && k < z->nb; k++)
+        if (z->b[k].opt)
+            return z->b[k].opt;
+    return z->opt;
+}
+
+int weft_zero_stage(const weft_zero *z) { return z ? z->stage : WEFT_EINVAL; }
+
+int weft_zero_launched(const weft_zero *z)
+{
+    if (!z)
+        return WEFT_EINVAL;
+    if (z->dp)
+        return weft_dp_launched(z->dp);
+    return z->stage >= 2 ? z->next_launch : 0;
+}
+int weft_zero_bucket_count(const weft_zero *z)
+{
+    if (!z)
+        return WEFT_EINVAL;
+    return z->stage == 0 ? (z->dp ? weft_dp_bucket_count(z->dp) : 1) : z->nb;
+}
+
+int weft_zero_broadcast_params(weft_zero *z)
+{
+    float *p;
+    size_t n;
+    if (!z)
+        return WEFT_EINVAL;
+    if (!z->comm)
+        return 0;
+    p = weft_model_params(z->model, &n);
+    return weft_broadcast(z->comm, p, n, WEFT_F32, 0);
+}
+
+/* Every rank's shards (and the tails) back into every rank's full buffer;
+ * all buckets in flight at once. */
+static int gather_params(weft_zero *z)
+{
+    size_t n;
+    float *p = weft_model_params(z->model, &n);
+    int rc = 0, nr = 0;
+    weft_request **reqs;
+    if (!z->comm || z->world == 1)
+        return 0;
+    if (!(reqs = calloc((size_t)z->nb * 2, sizeof *reqs)))
+        return WEFT_ENOMEM;
+    for (int k = 0; rc == 0 && k < z->nb; k++) {
+        zbucket *b = &z->b[k];
+        if (b->S)
+            rc = weft_iallgather(z->comm, p + b->lo + b->S * (size_t)z->rank, p + b->lo, b->S,
+                                 WEFT_F32, &reqs[nr++]);
+        if (rc == 0 && b->tail)
+            rc = weft_ibroadcast(z->comm, p + b->lo + b->S * (size_t)z->world, b->tail,
+                                 WEFT_F32, z->world - 1, &reqs[nr++]);
+        if (rc)
+            nr--;
+    }
+    int w = nr ? weft_wait_all(reqs, nr) : 0;
+    free(reqs);
+    return rc ? rc : w;
+}
+
+int weft_zero_gather_params(weft_zero *z)
+{
+    int rc;
+    if (!z)
+        return WEFT_EINVAL;
+    if (z->gathered)
+        return 0;
+    rc = gather_params(z);
+    if (rc == 0)
+        z->gathered = 1;
+    return rc;
+}
+
+int weft_zero_micro(weft_zero *z, int n, int global_n, int last)
+{
+    size_t gn;
+    float *g;
+    int rc;
+    if (!z || n <= 0 || global_n <= 0)
+        return WEFT_EINVAL;
+    g = weft_model_grads(z->model, &gn);
+    if (z->prev_micro == 0) {
+        if ((rc = weft_zero_gather_params(z)) || (rc = weft_model_zero_grad(z->model)))
+            return rc;
+    } else if (z->prev_micro != n) {
+        /* Backward adds each micro-step's mean gradient with weight one. Keep
+         * the buffer as sum_j (n_j / n) * mean_j for the current n, so that one
+         * factor n_last / n_local at the end weights every micro-step by its
+         * sample count. */
+        weft_scale(g, gn, (float)z->prev_micro / (float)n);
+    }
+    z->prev_micro = n;
+    /* mean over n samples -> weight in the mean over global_n, times p for
+     * the average over ranks */
+    z->scale = (float)((double)z->world * n / global_n);
+    z->hold = !last;
+    if (z->dp) {
+        if ((rc = weft_dp_hold(z->dp, !last)))
+            return rc;
+        if (last && (rc = weft_dp_set_share(z->dp, n, global_n)))
+            return rc;
+    }
+    return 0;
+}
+
+/* Stages 2-3: reduce-scatter each complete bucket, in bucket order (the
+ * same on every rank), weighting it first. */
+static int launch_ready(weft_zero *z)
+{
+    size_t n;
+    float *g = weft_model_grads(z->model, &n);
+    while (z->next_launch < z->nb) {
+        zbucket *b = &z->b[z->next_launch];
+        int rc = 0;
+        if (b->ready < b->ntensors)
+            break;
+        if (z->scale != 1.0f)
+            weft_scale(g + b->lo, b->n, z->scale);
+        if (z->comm && z->world > 1) {
+            if (b->S)
+                rc = weft_ireduce_scatter(z->comm, g + b->lo, g + b->lo + b->S * (size_t)z->rank,
+                                          b->S, WEFT_F32, WEFT_AVG, &b->req[0]);
+            if (rc == 0 && b->tail) {
+                float *t = g + b->lo + b->S * (size_t)z->world;
+                rc = weft_iallreduce(z->comm, t, t, b->tail, WEFT_F32, WEFT_AVG, &b->req[1]);
+            }
+        }
+        if (rc)
+            return rc;
+        z->next_launch++;
+    }
+    return 0;
+}
+
+static int reduce_scatter_grads(weft_zero *z)
+{
+    int rc = z->err;
+    z->err = 0;
+    for (int k = 0; k < z->nb; k++)
+        z->b[k].ready = z->b[k].ntensors; /* whatever was not announced is final now */
+    if (rc == 0)
+        rc = launch_ready(z);
+    for (int k = 0; k < z->nb; k++) {
+        for (int j = 0; j < 2; j++)
+            if (z->b[k].req[j]) {
+                int r = weft_wait(z->b[k].req[j]);
+                if (r && !rc)
+                    rc = r;
+                z->b[k].req[j] = NULL;
+            }
+        z->b[k].ready = 0;
+    }
+    z->next_launch = 0;
+    return rc;
+}
+
+int weft_zero_step(weft_zero *z, float lr, float clip, float *norm)
+{
+    size_t n;
+    float *p, *g;
+    int rc = 0;
+    if (!z)
+        return WEFT_EINVAL;
+    p = weft_model_params(z->model, &n);
+    g = weft_model_grads(z->model, &n);
+    z->prev_micro = 0;
+    z->hold = 0;
+    if (z->stage <= 1) {
+        if (z->dp)
+            rc = weft_dp_sync_grads(z->dp);
+        else if (z->scale != 1.0f)
+            weft_scale(g, n, z->scale);
+        if (rc)
+            return rc;
+        if (clip > 0 || norm) {
+            float nm;
+            if ((rc = weft_clip_grad_norm(g, n, clip, &nm)))
+                return rc;
+            if (norm)
+                *norm = nm;
+        }
+    } else {
+        if ((rc = reduce_scatter_grads(z)))
+            return rc;
+        if (clip > 0 || norm) {
+            /* tails are reduced on every rank; the last rank counts them */
+            double ss = 0;
+            for (int k = 0; k < z->nb; k++)
+                ss += weft_sumsq(g + z->b[k].mlo, z->b[k].mcnt);
+            if (z->comm && z->world > 1 &&
+                (rc = weft_allreduce(z->comm, &ss, &ss, 1, WEFT_F64, WEFT_SUM)))
+                return rc;
+            if (norm)
+                *norm = (float)sqrt(ss);
+            if (clip > 0) {
+                float f = weft_clip_scale(sqrt(ss), clip);
+                for (int k = 0; k < z->nb; k++)
+                    weft_scale(g + z->b[k].mlo, z->b[k].mcnt, f);
+            }
+        }
+    }
+    if (z->stage == 0)
+        return weft_optim_step(z->opt, p, g, lr);
+    for (int k = 0; k < z->nb; k++) {
+        zbucket *b = &z->b[k];
+        if (!b->opt)
+            continue;
+        if ((rc = weft_optim_update(b->opt, p + b->mlo, g + b->mlo, b->mlo, b->mcnt, lr)) ||
+            (rc = weft_optim_advance(b->opt)))
+            return rc;
+    }
+    if (z->stage <= 2)
+        return gather_params(z);
+    if (z->world > 1) {
+        /* other ranks' parameters are theirs until the next gather: clearing
+         * them makes any use of a stale copy show */
+        for (int k = 0; k < z->nb; k++) {
+            zbucket *b = &z->b[k];
+            memset(p + b->lo, 0, (b->mlo - b->lo) * sizeof *p);
+            memset(p + b->mlo + b->mcnt, 0, (b->lo + b->n - b->mlo - b->mcnt) * sizeof *p);
+        }
+        z->gathered = 0;
+    }
+    return 0;
+}
+
+int weft_zero_memory(const weft_zero *z, weft_zero_mem *m)
+{
+    const weft_optim_config *oc;
+    weft_optim *o;
+    size_t part = 0;
+    if (!z || !m)
+        return WEFT_EINVAL;
+    o = weft_zero_optim((weft_zero *)z);
+    memset(m, 0, sizeof *m);
+    m->stage = z->stage;
+    m->world = z->world;
+    m->n = z->n;
+    m->buckets = z->stage ? z->nb : 1;
+    for (int k = 0; k < z->nb; k++)
+        part += z->b[k].mcnt;
+    if (z->stage == 0)
+        part = z->n;
+    m->shard = part;
+    oc = o ? weft_optim_config_of(o) : NULL;
+    m->state_bytes_per_param = o ? 4 * weft_optim_state_count(o) : 0;
+    if (oc && oc->kind == WEFT_OPTIM_SGD && oc->momentum == 0)
+        m->state_bytes_per_param = 0;
+    size_t full = z->n;
+    m->param_bytes = 4 * (z->stage >= 3 ? part : full);
+    m->grad_bytes = 4 * (z->stage >= 2 ? part : full);
+    m->optim_bytes = (size_t)m->state_bytes_per_param * (z->stage >= 1 ? part : full);
+    double psi = (double)z->n, K = m->state_bytes_per_param, N = z->world;
+    double f;
+    switch (z->stage) {
+    case 0: f = (4 + 4 + K) * psi; break;
+    case 1: f = (4 + 4) * psi + K * psi / N; break;
+    case 2: f = 4 * psi + (4 + K) * psi / N; break;
+    default: f = (4 + 4 + K) * psi / N; break;
+    }
+    m->formula_bytes = f;
+    /* the engine's forward/backward need the whole flat buffers */
+    m->work_bytes = 4 * (full - (z->stage >= 3 ? part : full)) +
+                    4 * (full - (z->stage >= 2 ? part : full));
+    return 0;
+}
+
+/* One state buffer of bucket b: S from every rank into [lo, lo + p*S) of
+ * full on root 0, the tail from the last rank. */
+static int gather_state(weft_zero *z, const zbucket *b, int i, float *full)
+{
+    float *mine = b->opt ? weft_optim_state(b->opt, i, NULL) : NULL;
+    int rc = 0;
+    if (b->S)
+        rc = weft_gather(z->comm, mine, full ? full + b->lo : NULL, b->S, WEFT_F32, 0);
+    if (rc || !b->tail)
+        return rc;
+    if (z->rank == z->world - 1)
+        return weft_send(z->comm, mine + b->S, b->tail, WEFT_F32, 0);
+    if (z->rank != 0)
+        return 0;
+    float *t = malloc(b->tail * sizeof *t);
+    if (!t)
+        return WEFT_ENOMEM;
+    rc = weft_recv(z->comm, t, b->tail, WEFT_F32, z->world - 1);
+    if (rc == 0 && full)
+        memcpy(full + b->lo + b->S * (size_t)z->world, t, b->tail * sizeof *t);
+    free(t);
+    return rc;
+}
+
+int weft_zero_put_optim(weft_zero *z, weft_ckpt *ck)
+{
+    weft_optim *full = NULL, *any;
+    int rc = 0, nstate;
+    if (!z || (z->rank == 0 && !ck))
+        return WEFT_EINVAL;
+    if (z->stage == 0 || !z->comm || z->world == 1) {
+        if (z->rank != 0)
+            return 0;
+        if (z->stage == 0)
+            return weft_ckpt_put_optim(ck, z->opt);
+    }
+    any = weft_zero_optim(z); /* every rank has one (weft_zero_create) */
+    nstate = weft_optim_state_count(any);
+    if (z->rank == 0) {
+        rc = weft_optim_create(&full, weft_optim_config_of(any), 0, z->n);
+        if (rc == 0)
+            rc = weft_optim_set_steps(full, weft_optim_steps(any));
+    }
+    /* every rank takes part in the collectives even if rank 0 failed above:
+     * a lone failure must not leave the others waiting */
+    for (int i = 0; i < nstate; i++)
+        for (int k = 0; k < z->nb; k++) {
+            float *dst = full ? weft_optim_state(full, i, NULL) : NULL;
+            int r = z->comm && z->world > 1 ? gather_state(z, &z->b[k], i, dst) : 0;
+            if (r == 0 && (!z->comm || z->world == 1) && dst)
+                memcpy(dst + z->b[k].lo, weft_optim_state(z->b[k].opt, i, NULL),
+                       z->b[k].n * sizeof *dst);
+            if (r && !rc)
+                rc = r;
+        }
+    if (rc == 0 && z->rank == 0)
+        rc = weft_ckpt_put_optim(ck, full);
+    weft_optim_destroy(full);
+    return rc;
+}
+
+int weft_zero_load_optim(weft_zero *z, const weft_ckpt *ck)
+{
+    weft_optim *o;
+    int rc;
+    if (!z || !ck)
+        return WEFT_EINVAL;
+    if (z->stage == 0) {
+        if ((rc = weft_ckpt_get_optim(ck, 0, z->n, &o)))
+            return rc;
+        weft_optim_destroy(z->opt);
+        z->opt = o;
+        return 0;
+    }
+    for (int k = 0; k < z->nb; k++) {
+        zbucket *b = &z->b[k];
+        if (!b->mcnt)
+            continue;
+        if ((rc = weft_ckpt_get_optim(ck, b->mlo, b->mcnt, &o)))
+            return rc;
+        weft_optim_destroy(b->opt);
+        b->opt = o;
+    }
+    return 0;
+}
