@@ -31,6 +31,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <signal.h>
 #include <unistd.h>
 
 /* ---- options ------------------------------------------------------------ */
@@ -810,6 +811,17 @@ static int inspect(const char *path)
     return 0;
 }
 
+/* SIGUSR1 (weftrun forwards it): write the flight recorder to stderr. The
+ * dump takes no lock and allocates nothing, so a handler may call it. */
+static weft_comm *dump_comm;
+
+static void on_sigusr1(int sig)
+{
+    (void)sig;
+    if (dump_comm)
+        weft_comm_dump(dump_comm, 2);
+}
+
 int main(int argc, char **argv)
 {
     opts o;
@@ -824,9 +836,11 @@ int main(int argc, char **argv)
     int rank = 0, world = 1;
     weft_config_default(&jc);
     if (weft_config_from_env(&jc) == 0 && jc.world_size > 1) {
+        signal(SIGUSR1, on_sigusr1);
         int jrc = weft_comm_init(&comm, &jc);
         if (jrc != 0)
             die("cannot join the job: %s", weft_strerror(jrc));
+        dump_comm = comm;
         rank = weft_comm_rank(comm);
         world = weft_comm_size(comm);
         if (rank != 0)
@@ -1129,6 +1143,7 @@ int main(int argc, char **argv)
         fclose(csv);
     weft_sync_destroy(sy);
     weft_zero_destroy(z);
+    dump_comm = NULL;
     if (comm && (rc = weft_comm_destroy(comm)) != 0)
         die("leaving the job: %s", weft_strerror(rc));
     weft_loader_free(loader);
