@@ -117,15 +117,9 @@ static void naive_alltoall(weft_sched *s, const sched_params *p)
 {
     int P = p->nranks, r = p->rank;
     uint64_t n = p->count * p->esize;
-    int src = SB_SEND;
     if (n == 0)
         return;
-    if (p->inplace && P > 1) {
-        sched_need_tmp(s, (uint64_t)P * n);
-        sched_copy(s, SB_TMP, 0, SB_RECV, 0, (uint64_t)P * n);
-        src = SB_TMP;
-    }
-    sched_copy(s, SB_RECV, (uint64_t)r * n, src, (uint64_t)r * n, n);
+    int src = alltoall_begin(s, p);
     for (int j = 0; j < P; j++) {
         if (j == r)
             continue;

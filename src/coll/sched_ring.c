@@ -262,16 +262,9 @@ static void ring_alltoall(weft_sched *s, const sched_params *p)
 {
     int P = p->nranks, r = p->rank;
     uint64_t n = p->count * p->esize;
-    int src = SB_SEND;
     if (n == 0)
         return;
-    if (p->inplace && P > 1) {
-        /* received blocks would overwrite blocks not yet sent */
-        sched_need_tmp(s, (uint64_t)P * n);
-        sched_copy(s, SB_TMP, 0, SB_RECV, 0, (uint64_t)P * n);
-        src = SB_TMP;
-    }
-    sched_copy(s, SB_RECV, (uint64_t)r * n, src, (uint64_t)r * n, n);
+    int src = alltoall_begin(s, p);
     for (int k = 1; k < P; k++) {
         int to = ring_peer(r, k, P), from = ring_peer(r, -k, P);
         sched_send(s, to, src, (uint64_t)to * n, n);

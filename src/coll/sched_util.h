@@ -30,4 +30,21 @@ static inline uint64_t chunk_bytes_of(const sched_params *p)
     return c ? c : p->esize;
 }
 
+/* All-to-all's first steps, shared by its algorithms: in place, received
+ * blocks would overwrite blocks not yet sent, so the input is copied to
+ * SB_TMP first; then this rank's own block is copied. Returns the buffer to
+ * send from. */
+static inline int alltoall_begin(weft_sched *s, const sched_params *p)
+{
+    uint64_t n = p->count * p->esize, all = (uint64_t)p->nranks * n;
+    int src = SB_SEND;
+    if (p->inplace && p->nranks > 1) {
+        sched_need_tmp(s, all);
+        sched_copy(s, SB_TMP, 0, SB_RECV, 0, all);
+        src = SB_TMP;
+    }
+    sched_copy(s, SB_RECV, (uint64_t)p->rank * n, src, (uint64_t)p->rank * n, n);
+    return src;
+}
+
 #endif
