@@ -25,6 +25,10 @@ endif
 endif
 
 # Optional: OpenBLAS for matmul (Debian: libopenblas-dev). make OPENBLAS=0 disables.
+# ThreadSanitizer cannot see inside OpenBLAS's own threads: without it there.
+ifneq ($(findstring thread,$(SANITIZE)),)
+OPENBLAS ?= 0
+endif
 OPENBLAS ?= $(shell pkg-config --exists openblas 2>/dev/null && echo 1 || echo 0)
 ifeq ($(OPENBLAS),1)
 DEPS_CFLAGS += -DWEFT_HAVE_OPENBLAS $(shell pkg-config --cflags openblas)
