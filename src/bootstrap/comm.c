@@ -43,6 +43,15 @@ static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
     return h;
 }
 
+/* WEFT_SPIN_US: how long a waiting rank polls (yielding) before it
+ * sleeps; 0 sleeps at once. */
+static double spin_from_env(void)
+{
+    const char *v = getenv("WEFT_SPIN_US");
+    double us = v && *v ? strtod(v, NULL) : 50.0;
+    return us > 0 ? us * 1e-6 : 0;
+}
+
 static weft_comm *comm_alloc(int rank, int size)
 {
     weft_comm *c = calloc(1, sizeof *c);
@@ -52,6 +61,7 @@ static weft_comm *comm_alloc(int rank, int size)
     c->rank = rank;
     c->size = size;
     c->local_rank = -1;
+    c->spin_s = spin_from_env();
     c->net.lfd = -1;
     c->fail_peer = -1;
     c->store_rank = -1;

@@ -27,6 +27,7 @@ struct weft_comm {
     weft_algo algo;
     double timeout_s;
     double connect_timeout_s;
+    double spin_s;            /* poll-and-yield this long before blocking */
     int loglevel;
     uint64_t seq;             /* collectives started on this communicator */
     uint64_t split_seq;
