@@ -212,14 +212,11 @@ static int tree_allreduce(weft_sched *s, const sched_params *p)
     return 0;
 }
 
-/* Broadcast: one tree, the root at the tree's root position. */
-static int tree_broadcast(weft_sched *s, const sched_params *p)
+/* This rank's node in the single tree of a rooted collective: positions
+ * are shifted so that p->root sits at the tree's root. */
+static tnode rooted_node(const sched_params *p, uint64_t n, uint64_t C)
 {
-    int P = p->nranks;
-    uint64_t n = p->count * p->esize, C = chunk_bytes_of(p);
-    if (P == 1 || n == 0)
-        return 0;
-    int shift = tree_root(P) - p->root;
+    int P = p->nranks, shift = tree_root(P) - p->root;
     int pos = ((p->rank + shift) % P + P) % P;
     int par = tree_parent(pos, P), l, rr;
     tree_children(pos, P, &l, &rr);
@@ -230,6 +227,17 @@ static int tree_broadcast(weft_sched *s, const sched_params *p)
         tn.child[tn.nchild++] = ((l - shift) % P + P) % P;
     if (rr >= 0)
         tn.child[tn.nchild++] = ((rr - shift) % P + P) % P;
+    return tn;
+}
+
+/* Broadcast: one tree, the root at the tree's root position. */
+static int tree_broadcast(weft_sched *s, const sched_params *p)
+{
+    int P = p->nranks;
+    uint64_t n = p->count * p->esize, C = chunk_bytes_of(p);
+    if (P == 1 || n == 0)
+        return 0;
+    tnode tn = rooted_node(p, n, C);
     for (uint64_t st = 0; st < tn.nchunks + (uint64_t)TREE_E + 2; st++) {
         down_step(s, &tn, st, C, 0);
         sched_end_round(s);
@@ -249,17 +257,7 @@ static int tree_reduce(weft_sched *s, const sched_params *p)
     }
     if (n == 0)
         return 0;
-    int shift = tree_root(P) - p->root;
-    int pos = ((p->rank + shift) % P + P) % P;
-    int par = tree_parent(pos, P), l, rr;
-    tree_children(pos, P, &l, &rr);
-    tnode tn = { .parent = par < 0 ? -1 : ((par - shift) % P + P) % P,
-                 .nchild = 0, .depth = tree_depth(pos, P), .base = 0, .len = n,
-                 .nchunks = (n + C - 1) / C };
-    if (l >= 0)
-        tn.child[tn.nchild++] = ((l - shift) % P + P) % P;
-    if (rr >= 0)
-        tn.child[tn.nchild++] = ((rr - shift) % P + P) % P;
+    tnode tn = rooted_node(p, n, C);
     if (tn.depth >= TREE_E)
         return WEFT_EINVAL;
     int root = tn.parent < 0;

@@ -61,32 +61,29 @@ int hello_decode(const void *buf, size_t n, int size, hello_msg *out, const char
     return 0;
 }
 
+/* The two authentication messages share their leading fields. */
+#define AUTH_DECODE(type, what)                                   \
+    do {                                                          \
+        type h;                                                   \
+        if (n < sizeof h)                                         \
+            BAD("short " what);                                   \
+        memcpy(&h, buf, sizeof h);                                \
+        if (h.magic != AUTH_MAGIC || h.version != WIRE_VERSION)   \
+            BAD("not an " what);                                  \
+        if (h.role != AUTH_ROLE_DATA && h.role != AUTH_ROLE_STORE) \
+            BAD("unknown auth role");                             \
+        *out = h;                                                 \
+        return 0;                                                 \
+    } while (0)
+
 int auth_hello_decode(const void *buf, size_t n, auth_hello *out, const char **why)
 {
-    auth_hello h;
-    if (n < sizeof h)
-        BAD("short auth hello");
-    memcpy(&h, buf, sizeof h);
-    if (h.magic != AUTH_MAGIC || h.version != WIRE_VERSION)
-        BAD("not an auth hello");
-    if (h.role != AUTH_ROLE_DATA && h.role != AUTH_ROLE_STORE)
-        BAD("unknown auth role");
-    *out = h;
-    return 0;
+    AUTH_DECODE(auth_hello, "auth hello");
 }
 
 int auth_challenge_decode(const void *buf, size_t n, auth_challenge *out, const char **why)
 {
-    auth_challenge h;
-    if (n < sizeof h)
-        BAD("short auth challenge");
-    memcpy(&h, buf, sizeof h);
-    if (h.magic != AUTH_MAGIC || h.version != WIRE_VERSION)
-        BAD("not an auth challenge");
-    if (h.role != AUTH_ROLE_DATA && h.role != AUTH_ROLE_STORE)
-        BAD("unknown auth role");
-    *out = h;
-    return 0;
+    AUTH_DECODE(auth_challenge, "auth challenge");
 }
 
 int store_req_decode(const void *buf, size_t n, store_req *out, const char **why)
