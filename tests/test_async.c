@@ -52,6 +52,16 @@ static void body(weft_comm *c, void *arg)
     }
     CHECK(rc == 0 && v == 42);
     CHECK(weft_wait(g) == 0);
+    /* released requests stay recognisable: a second wait or test is an
+     * error, not a use after free (ASan runs this too) */
+    CHECK(weft_wait(g) == WEFT_EINVAL);
+    CHECK(weft_test(b, &done) == WEFT_EINVAL);
+    for (int k = 0; k < 62; k++) { /* g is still inside the window */
+        weft_request *q;
+        CHECK(weft_iallreduce(c, &one, &total, 1, WEFT_I32, WEFT_SUM, &q) == 0);
+        CHECK(weft_wait(q) == 0 && total == n);
+    }
+    CHECK(weft_wait(g) == WEFT_EINVAL);
     for (int j = 0; j < n; j++)
         CHECK(all[j] == j);
     free(all);

@@ -36,6 +36,10 @@ int store_connect(store_client **out, const char *host, int port, double timeout
                   const char *secret, char *err, size_t errlen);
 void store_close(store_client *c);
 int store_fd(const store_client *c);
+/* This end's IP address on the connection to the store, numeric: the
+ * address the store's peers can reach this host at (under WEFT_TLS=1
+ * store_fd is a socketpair, so ask here rather than of the fd). */
+int store_local_ip(const store_client *c, char *buf, size_t len);
 int store_set(store_client *c, const char *key, const void *val, size_t len);
 /* Waits up to timeout_s for key to exist; *val is malloc'd (caller frees)
  * and NUL-terminated for convenience. */

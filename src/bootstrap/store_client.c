@@ -4,7 +4,9 @@
 #include "bootstrap/store_wire.h"
 #include "core/auth.h"
 #include "core/clock.h"
+#include "core/log.h"
 #include "transport/sock.h"
+#include "transport/tls.h"
 #include "weft.h"
 
 #include <pthread.h>
@@ -14,16 +16,19 @@
 #include <unistd.h>
 
 struct store_client {
-    int fd;
+    int fd;                 /* with TLS: the pump's end, not the socket */
+    tls_pump *pump;
     pthread_mutex_t mu;
     char host[256];
     int port;
     char err[256];
+    char local_ip[64];      /* this end's address, read before any pump */
 };
 
 /* The connector's half of the challenge-response (core/auth.h); the store
  * answers at once, so a blocking exchange with a deadline is enough. */
-static int authenticate(int fd, const char *secret, double deadline, char *err, size_t errlen)
+static int authenticate(int fd, const char *secret, double deadline, uint8_t key[AUTH_MAC_LEN],
+                        char *err, size_t errlen)
 {
     static const char bind[] = "weft-store";
     auth_hello h;
@@ -56,7 +61,7 @@ static int authenticate(int fd, const char *secret, double deadline, char *err, 
         snprintf(err, errlen, "store authentication: %s", weft_strerror(rc));
         return rc;
     }
-    return 0;
+    return auth_channel_key(secret, &h, &ch, bind, sizeof bind, key);
 }
 
 int store_connect(store_client **out, const char *host, int port, double timeout_s,
@@ -64,9 +69,21 @@ int store_connect(store_client **out, const char *host, int port, double timeout
 {
     store_client *c = calloc(1, sizeof *c);
     double dl = clock_now() + timeout_s;
-    int rc;
+    uint8_t key[AUTH_MAC_LEN];
+    int rc, tls = tls_wanted(err, errlen);
+    *out = NULL;
     if (!c)
         return WEFT_ENOMEM;
+    if (!auth_compiled())
+        secret = NULL; /* as the server does: a build without libcrypto cannot prove */
+    if (tls > 0 && !secret) {
+        snprintf(err, errlen, "WEFT_TLS=1 needs a job secret (WEFT_JOB_SECRET; weftrun sets one)");
+        tls = WEFT_ECONFIG;
+    }
+    if (tls < 0) {
+        free(c);
+        return tls;
+    }
     c->fd = sock_connect(host, port, dl, err, errlen);
     if (c->fd < 0) {
         rc = c->fd;
@@ -74,10 +91,27 @@ int store_connect(store_client **out, const char *host, int port, double timeout
         return rc;
     }
     if (secret && (rc = authenticate(c->fd, secret, dl > clock_now() + 10 ? dl : clock_now() + 10,
-                                     err, errlen))) {
+                                     key, err, errlen))) {
         close(c->fd);
         free(c);
         return rc;
+    }
+    if (sock_local_ip(c->fd, c->local_ip, sizeof c->local_ip))
+        c->local_ip[0] = 0;
+    if (tls > 0) {
+        /* the store's answers come through the pump from now on */
+        int app;
+        if ((rc = tls_pump_new(&c->pump, log_level_from_env(), -1, err, errlen)) ||
+            (rc = tls_pump_add(c->pump, c->fd, 0, key, "the store connection", &app, err,
+                               errlen))) {
+            if (!c->pump)
+                close(c->fd);
+            tls_pump_free(c->pump, 0);
+            free(c);
+            return rc;
+        }
+        c->fd = app;
+        sock_set_nonblock(app, 0);
     }
     pthread_mutex_init(&c->mu, NULL);
     snprintf(c->host, sizeof c->host, "%s", host);
@@ -91,11 +125,20 @@ void store_close(store_client *c)
     if (!c)
         return;
     close(c->fd);
+    tls_pump_free(c->pump, 1.0);
     pthread_mutex_destroy(&c->mu);
     free(c);
 }
 
 int store_fd(const store_client *c) { return c->fd; }
+
+int store_local_ip(const store_client *c, char *buf, size_t len)
+{
+    if (!c->local_ip[0])
+        return WEFT_ESYS;
+    snprintf(buf, len, "%s", c->local_ip);
+    return 0;
+}
 const char *store_error(const store_client *c) { return c->err; }
 
 /* One round trip. On success *val (if asked) is malloc'd. */

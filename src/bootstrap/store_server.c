@@ -8,6 +8,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "transport/sock.h"
+#include "transport/tls.h"
 #include "weft.h"
 
 #include <errno.h>
@@ -29,7 +30,7 @@ typedef struct {
 enum { ST_HELLO = 0, ST_PROOF, ST_READY };
 
 typedef struct {
-    int fd;
+    int fd;             /* with TLS, once authenticated: the pump's end */
     char *buf;          /* bytes of the request (or auth message) being read */
     size_t have, cap;
     int parked;         /* waiting in GET for `buf`'s key */
@@ -37,6 +38,7 @@ typedef struct {
     int stage;          /* ST_*: authentication first, when there is a secret */
     double auth_deadline;
     uint8_t expect[AUTH_MAC_LEN];
+    uint8_t key[AUTH_MAC_LEN]; /* TLS key of this connection */
 } client;
 
 struct store_server {
@@ -50,6 +52,8 @@ struct store_server {
     size_t ncl, clcap;
     char *secret;       /* NULL: no authentication */
     int loglevel;
+    int tls;            /* WEFT_TLS=1: clients continue in TLS once authenticated */
+    tls_pump *pump;
 };
 
 static const char store_bind[] = "weft-store";
@@ -117,7 +121,8 @@ static int reply(client *c, int status, const void *val, size_t len, int64_t val
 
 static void drop(store_server *s, size_t i)
 {
-    close(s->cl[i].fd);
+    if (s->cl[i].fd >= 0)
+        close(s->cl[i].fd);
     free(s->cl[i].buf);
     s->cl[i] = s->cl[--s->ncl];
 }
@@ -155,6 +160,8 @@ static int authenticate(store_server *s, client *c)
         auth_challenge ch;
         if (auth_hello_decode(c->buf, c->have, &h, &why) || h.role != AUTH_ROLE_STORE ||
             auth_challenge_make(s->secret, &h, store_bind, sizeof store_bind, &ch, c->expect) ||
+            (s->tls &&
+             auth_channel_key(s->secret, &h, &ch, store_bind, sizeof store_bind, c->key)) ||
             sock_write_full(c->fd, &ch, sizeof ch, clock_now() + 1.0)) {
             log_msg(s->loglevel, LOG_WARN, -1,
                     "store: dropped a connection that does not authenticate");
@@ -166,6 +173,19 @@ static int authenticate(store_server *s, client *c)
             log_msg(s->loglevel, LOG_WARN, -1,
                     "store: dropped a connection that failed to prove the job secret");
             return WEFT_EAUTH;
+        }
+        if (s->tls) {
+            char e[160];
+            int app, rc;
+            if (!s->pump && (rc = tls_pump_new(&s->pump, s->loglevel, -1, e, sizeof e)))
+                return rc;
+            if ((rc = tls_pump_add(s->pump, c->fd, 1, c->key, "a store client", &app, e,
+                                   sizeof e))) {
+                c->fd = -1;
+                log_msg(s->loglevel, LOG_WARN, -1, "store: dropped a client: %s", e);
+                return rc;
+            }
+            c->fd = app;
         }
         c->stage = ST_READY;
     }
@@ -278,6 +298,11 @@ int store_server_run(store_server *s)
 {
     struct pollfd *pf = NULL;
     size_t pfcap = 0;
+    if (s->tls && !s->secret) {
+        log_msg(s->loglevel, LOG_ERROR, -1,
+                "store: WEFT_TLS=1 needs a job secret (WEFT_JOB_SECRET)");
+        return WEFT_ECONFIG;
+    }
     for (;;) {
         size_t n = s->ncl + 2;
         double next = clock_now() + 3600;
@@ -363,6 +388,7 @@ int store_server_create(store_server **out, const char *host, int port, int *por
                         char *err, size_t errlen)
 {
     store_server *s = calloc(1, sizeof *s);
+    *out = NULL;
     if (!s)
         return WEFT_ENOMEM;
     s->lfd = sock_listen(host, port, 1024, port_out, err, errlen);
@@ -371,12 +397,19 @@ int store_server_create(store_server **out, const char *host, int port, int *por
         free(s);
         return rc;
     }
+    /* a connection reset between poll and accept must not block the loop */
+    sock_set_nonblock(s->lfd, 1);
     if (pipe2(s->wake, O_CLOEXEC) < 0) {
         close(s->lfd);
         free(s);
         return WEFT_ESYS;
     }
     s->loglevel = log_level_from_env();
+    if ((s->tls = tls_wanted(err, errlen)) < 0) {
+        int rc = s->tls;
+        store_server_stop(s);
+        return rc;
+    }
     const char *secret = getenv("WEFT_JOB_SECRET");
     if (secret && *secret && auth_compiled() && !(s->secret = strdup(secret))) {
         store_server_stop(s);
@@ -396,10 +429,18 @@ int store_server_start(store_server **out, const char *host, int port, int *port
     (*out)->secret = NULL;
     if (secret && auth_compiled() && !((*out)->secret = strdup(secret))) {
         store_server_stop(*out);
+        *out = NULL;
         return WEFT_ENOMEM;
+    }
+    if ((*out)->tls && !(*out)->secret) {
+        snprintf(err, errlen, "WEFT_TLS=1 needs a job secret (WEFT_JOB_SECRET; weftrun sets one)");
+        store_server_stop(*out);
+        *out = NULL;
+        return WEFT_ECONFIG;
     }
     if (pthread_create(&(*out)->thread, NULL, loop, *out)) {
         store_server_stop(*out);
+        *out = NULL;
         snprintf(err, errlen, "cannot start the store thread");
         return WEFT_ESYS;
     }
@@ -417,9 +458,11 @@ void store_server_stop(store_server *s)
     if (s->threaded)
         pthread_join(s->thread, NULL);
     for (size_t i = 0; i < s->ncl; i++) {
-        close(s->cl[i].fd);
+        if (s->cl[i].fd >= 0)
+            close(s->cl[i].fd);
         free(s->cl[i].buf);
     }
+    tls_pump_free(s->pump, 2.0);
     for (size_t i = 0; i < s->nkv; i++) {
         free(s->kv[i].key);
         free(s->kv[i].val);

@@ -79,10 +79,20 @@ int weft_icollective(weft_comm *c, const weft_coll_args *a, weft_request **req)
     return 0;
 }
 
+/* Retire rather than free: the caller's pointer stays valid for the next
+ * REQ_RETIRED requests of its communicator, so a second wait or test on it
+ * sees REQ_DEAD. Only the waiting thread touches the ring (under amu, as
+ * waits may come from several threads). */
 static void req_free(weft_request *r)
 {
+    weft_comm *c = r->c;
+    pthread_mutex_lock(&c->amu);
     r->magic = REQ_DEAD;
-    free(r);
+    weft_request *old = c->retired[c->retired_next];
+    c->retired[c->retired_next] = r;
+    c->retired_next = (c->retired_next + 1) % REQ_RETIRED;
+    pthread_mutex_unlock(&c->amu);
+    free(old);
 }
 
 int weft_test(weft_request *r, int *done)
@@ -146,6 +156,14 @@ void async_stop(weft_comm *c)
     pthread_mutex_unlock(&c->amu);
     pthread_join(c->worker, NULL);
     c->worker_on = 0;
+}
+
+void async_free_retired(weft_comm *c)
+{
+    for (int i = 0; i < REQ_RETIRED; i++) {
+        free(c->retired[i]);
+        c->retired[i] = NULL;
+    }
 }
 
 #define ICOLL(...) do { weft_coll_args a_ = { __VA_ARGS__ }; return weft_icollective(c, &a_, req); } while (0)

@@ -118,6 +118,12 @@ int auth_answer(const char *secret, const auth_hello *mine, const auth_challenge
     return mac(secret, 'C', mine->role, mine->nonce, ch->nonce, bind, bindlen, proof);
 }
 
+int auth_channel_key(const char *secret, const auth_hello *h, const auth_challenge *ch,
+                     const void *bind, size_t bindlen, uint8_t key[AUTH_MAC_LEN])
+{
+    return mac(secret, 'K', h->role, h->nonce, ch->nonce, bind, bindlen, key);
+}
+
 int auth_connect(int fd, const char *secret, int role, const void *bind, size_t bindlen,
                  double deadline, char *err, size_t errlen)
 {

@@ -36,6 +36,11 @@ int auth_challenge_make(const char *secret, const auth_hello *h, const void *bin
  * compute its own into proof[]. */
 int auth_answer(const char *secret, const auth_hello *mine, const auth_challenge *ch,
                 const void *bind, size_t bindlen, uint8_t proof[AUTH_MAC_LEN]);
+/* Either end, once the exchange is done: a key for this connection alone,
+ * HMAC(k, "K" C A bind), which nobody without the secret can compute (the
+ * TLS pre-shared key of transport/tls.h). */
+int auth_channel_key(const char *secret, const auth_hello *h, const auth_challenge *ch,
+                     const void *bind, size_t bindlen, uint8_t key[AUTH_MAC_LEN]);
 /* Constant-time comparison of two proofs: 0 when equal. */
 int auth_check(const uint8_t a[AUTH_MAC_LEN], const uint8_t b[AUTH_MAC_LEN]);
 

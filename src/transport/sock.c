@@ -267,6 +267,8 @@ int sock_local_ip(int fd, char *buf, size_t len)
     socklen_t sl = sizeof ss;
     if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
         return WEFT_ESYS;
+    if (ss.ss_family != AF_INET && ss.ss_family != AF_INET6)
+        return WEFT_EINVAL; /* e.g. a TLS pump's end: ask store_local_ip */
     if (ss.ss_family == AF_INET6)
         inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, buf, (socklen_t)len);
     else

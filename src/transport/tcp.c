@@ -13,9 +13,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* how long an accepted connection may take to introduce itself: a member
- * sends its hello right after connecting */
+/* How long an accepted connection may take to introduce itself and prove
+ * the secret: a member sends its hello right after connecting and its
+ * proof one round trip later. */
 #define HELLO_WAIT_S 5.0
+/* how long closing a communicator lets the TLS pump send what is queued */
+#define TLS_FLUSH_S 5.0
 
 int tcp_net_init(tcp_net *n, int rank, int size, uint64_t comm_id, const char *bind_ip,
                  char addr_out[SOCK_ADDR_MAX], char *err, size_t errlen)
@@ -36,6 +39,13 @@ int tcp_net_init(tcp_net *n, int rank, int size, uint64_t comm_id, const char *b
     }
     for (int i = 0; i < size; i++)
         n->out_fd[i] = n->in_fd[i] = -1;
+    const char *hw = getenv("WEFT_HANDSHAKE_TIMEOUT");
+    n->hello_wait_s = hw && *hw && strtod(hw, NULL) > 0 ? strtod(hw, NULL) : HELLO_WAIT_S;
+    if ((n->tls = tls_wanted(err, errlen)) < 0) {
+        int rc = n->tls;
+        tcp_net_close(n);
+        return rc;
+    }
     n->lfd = sock_listen(bind_ip, 0, 4096, &port, err, errlen);
     if (n->lfd < 0) {
         int rc = n->lfd;
@@ -72,6 +82,8 @@ void tcp_net_close(tcp_net *n)
     n->npend = 0;
     if (n->lfd >= 0)
         close(n->lfd);
+    /* the owners' ends are closed: what they wrote still goes out */
+    tls_pump_free(n->pump, TLS_FLUSH_S);
     free(n->addr);
     free(n->out_fd);
     free(n->in_fd);
@@ -80,14 +92,14 @@ void tcp_net_close(tcp_net *n)
     n->lfd = -1;
 }
 
-/* Reads what is there of the want bytes into hs->buf. 1: complete, 0: would
- * block, WEFT_EPEER: closed. */
-static int fill(int fd, tcp_hs *hs, size_t want)
+/* Reads into buf until *have reaches want. 1: complete, 0: would block,
+ * WEFT_EPEER: closed or reset. */
+static int fill_to(int fd, uint8_t *buf, uint16_t *have, size_t want)
 {
-    while (hs->have < want) {
-        ssize_t r = recv(fd, hs->buf + hs->have, want - hs->have, MSG_DONTWAIT);
+    while (*have < want) {
+        ssize_t r = recv(fd, buf + *have, want - *have, MSG_DONTWAIT);
         if (r > 0) {
-            hs->have += (uint16_t)r;
+            *have += (uint16_t)r;
             continue;
         }
         if (r < 0 && errno == EINTR)
@@ -97,6 +109,34 @@ static int fill(int fd, tcp_hs *hs, size_t want)
         return WEFT_EPEER;
     }
     return 1;
+}
+
+/* The same for a handshake's buffer. */
+static int fill(int fd, tcp_hs *hs, size_t want)
+{
+    return fill_to(fd, hs->buf, &hs->have, want);
+}
+
+/* The secret connections prove, or NULL: a build without libcrypto
+ * cannot prove one, whatever its owner set (as the store does). */
+static const char *secret_of(const tcp_net *n)
+{
+    return auth_compiled() ? n->secret : NULL;
+}
+
+/* WEFT_TLS=1: the authenticated socket fd goes to the pump; *app is the
+ * end that stands in for it. */
+static int secure(tcp_net *n, int fd, int server, const uint8_t key[AUTH_MAC_LEN], int peer,
+                  int *app, char *err, size_t errlen)
+{
+    char what[48];
+    int rc;
+    if (!n->pump && (rc = tls_pump_new(&n->pump, n->loglevel, n->rank, err, errlen))) {
+        close(fd);
+        return rc;
+    }
+    snprintf(what, sizeof what, "the connection %s rank %d", server ? "from" : "to", peer);
+    return tls_pump_add(n->pump, fd, server, key, what, app, err, errlen);
 }
 
 int tcp_out(tcp_net *n, int peer, int *fdp, char *err, size_t errlen)
@@ -114,6 +154,11 @@ int tcp_out(tcp_net *n, int peer, int *fdp, char *err, size_t errlen)
             hello_msg h;
             auth_hello a;
         } intro;
+        if (n->tls && !secret_of(n)) {
+            snprintf(err, errlen, "WEFT_TLS=1 needs a job secret (WEFT_JOB_SECRET; weftrun "
+                                  "sets one)");
+            return WEFT_ECONFIG;
+        }
         if (sock_split_addr(n->addr[peer], host, sizeof host, &port)) {
             snprintf(err, errlen, "rank %d published a bad address '%s'", peer, n->addr[peer]);
             return WEFT_EPROTO;
@@ -128,16 +173,16 @@ int tcp_out(tcp_net *n, int peer, int *fdp, char *err, size_t errlen)
         }
         memset(&intro, 0, sizeof intro);
         intro.h = (hello_msg){ .magic = HELLO_MAGIC, .version = WIRE_VERSION,
-                               .auth = n->secret != NULL, .comm_id = n->comm_id,
+                               .auth = secret_of(n) != NULL, .comm_id = n->comm_id,
                                .src = n->rank, .dst = peer };
         memset(hs, 0, sizeof *hs);
-        if (n->secret && (rc = auth_start(&hs->mine, AUTH_ROLE_DATA))) {
+        if (secret_of(n) && (rc = auth_start(&hs->mine, AUTH_ROLE_DATA))) {
             close(fd);
             snprintf(err, errlen, "no random numbers for authentication");
             return rc;
         }
         intro.a = hs->mine;
-        rc = sock_write_full(fd, &intro, n->secret ? sizeof intro : sizeof intro.h,
+        rc = sock_write_full(fd, &intro, secret_of(n) ? sizeof intro : sizeof intro.h,
                              clock_now() + n->connect_timeout_s);
         if (rc) {
             close(fd);
@@ -147,7 +192,7 @@ int tcp_out(tcp_net *n, int peer, int *fdp, char *err, size_t errlen)
         }
         sock_set_nonblock(fd, 1);
         n->out_fd[peer] = fd;
-        hs->state = n->secret ? HS_PENDING : HS_READY;
+        hs->state = secret_of(n) ? HS_PENDING : HS_READY;
     }
     *fdp = fd;
     if (hs->state == HS_READY)
@@ -166,7 +211,7 @@ int tcp_out(tcp_net *n, int peer, int *fdp, char *err, size_t errlen)
     hello_msg bind = { .magic = HELLO_MAGIC, .version = WIRE_VERSION, .auth = 1,
                        .comm_id = n->comm_id, .src = n->rank, .dst = peer };
     if (auth_challenge_decode(hs->buf, hs->have, &ch, &why) ||
-        auth_answer(n->secret, &hs->mine, &ch, &bind, sizeof bind, proof)) {
+        auth_answer(secret_of(n), &hs->mine, &ch, &bind, sizeof bind, proof)) {
         snprintf(err, errlen, "the listener of rank %d at %s failed to prove the job secret",
                  peer, n->addr[peer]);
         return WEFT_EAUTH;
@@ -175,9 +220,24 @@ int tcp_out(tcp_net *n, int peer, int *fdp, char *err, size_t errlen)
         snprintf(err, errlen, "rank %d died (authentication: %s)", peer, weft_strerror(rc));
         return WEFT_EPEER;
     }
+    if (n->tls) {
+        uint8_t key[AUTH_MAC_LEN];
+        int app;
+        if ((rc = auth_channel_key(secret_of(n), &hs->mine, &ch, &bind, sizeof bind, key)))
+            close(fd);
+        else
+            rc = secure(n, fd, 0, key, peer, &app, err, errlen); /* takes fd */
+        if (rc) {
+            n->out_fd[peer] = -1;
+            memset(hs, 0, sizeof *hs);
+            return rc;
+        }
+        n->out_fd[peer] = fd = app;
+        *fdp = fd;
+    }
     hs->state = HS_READY;
-    log_sub(n->loglevel, LOG_TRACE, LOG_SUB_AUTH, n->rank, "connection to rank %d authenticated",
-            peer);
+    log_sub(n->loglevel, LOG_TRACE, LOG_SUB_AUTH, n->rank, "connection to rank %d authenticated%s",
+            peer, n->tls ? " (TLS)" : "");
     return 1;
 }
 
@@ -192,115 +252,172 @@ static void pend_remove(tcp_net *n, int k)
     n->pend[k] = n->pend[--n->npend];
 }
 
+
+enum { ADV_WAIT = 0, ADV_FILED, ADV_DROPPED };
+
+static int drop_pend(tcp_net *n, tcp_pend *p, const char *why)
+{
+    if (p->src < 0)
+        log_msg(n->loglevel, LOG_WARN, n->rank, "dropped an incoming connection: %s", why);
+    else
+        log_msg(n->loglevel, LOG_WARN, n->rank,
+                "dropped a connection claiming to be rank %d: it %s", p->src, why);
+    close(p->fd);
+    return ADV_DROPPED;
+}
+
+/* A proven (or, without a secret, introduced) connection becomes src's. */
+static int file_pend(tcp_net *n, tcp_pend *p)
+{
+    int fd = p->fd;
+    if (n->tls) {
+        char e[160];
+        int rc = secure(n, p->fd, 1, p->key, p->src, &fd, e, sizeof e);
+        if (rc) {
+            log_msg(n->loglevel, LOG_WARN, n->rank,
+                    "dropped the connection from rank %d: %s", p->src, e);
+            return ADV_DROPPED;
+        }
+    }
+    n->in_fd[p->src] = fd;
+    log_sub(n->loglevel, LOG_TRACE, LOG_SUB_AUTH, n->rank, "connection from rank %d %s%s",
+            p->src, secret_of(n) ? "authenticated" : "accepted", n->tls ? " (TLS)" : "");
+    return ADV_FILED;
+}
+
+/* Moves pending connection p on as far as its bytes allow. */
+static int advance(tcp_net *n, tcp_pend *p)
+{
+    const char *why;
+    int rc;
+    if (p->stage == PEND_HELLO) {
+        hello_msg h;
+        size_t want = sizeof h;
+        if (p->have >= sizeof h && secret_of(n))
+            want += sizeof(auth_hello);
+        rc = fill_to(p->fd, p->in, &p->have, want);
+        if (rc < 0 && p->have == 0) {
+            close(p->fd); /* a liveness probe (tcp_probe), or a port scan */
+            return ADV_DROPPED;
+        }
+        if (rc < 0)
+            return drop_pend(n, p, "it closed before introducing itself");
+        if (p->have < sizeof h)
+            return ADV_WAIT;
+        if (hello_decode(p->in, sizeof h, n->size, &h, &why))
+            return drop_pend(n, p, why);
+        if (h.comm_id != n->comm_id || h.dst != n->rank)
+            return drop_pend(n, p,
+                             "not a member of this communicator (or a different job secret)");
+        if (h.auth != (secret_of(n) != NULL))
+            return drop_pend(n, p, h.auth ? "peer authenticates but this rank has no job secret"
+                                          : "peer does not authenticate (no job secret)");
+        p->src = h.src;
+        if (n->in_fd[h.src] >= 0)
+            return drop_pend(n, p, "is a second connection from that rank");
+        if (!secret_of(n)) {
+            if (n->tls)
+                return drop_pend(n, p, "cannot use TLS without a job secret");
+            return file_pend(n, p);
+        }
+        rc = fill_to(p->fd, p->in, &p->have, sizeof h + sizeof(auth_hello));
+        if (rc < 0)
+            return drop_pend(n, p, "closed during authentication");
+        if (p->have < sizeof h + sizeof(auth_hello))
+            return ADV_WAIT;
+        auth_hello a;
+        if (auth_hello_decode(p->in + sizeof h, sizeof a, &a, &why) || a.role != AUTH_ROLE_DATA)
+            return drop_pend(n, p, "sent a bad authentication hello");
+        if (auth_challenge_make(secret_of(n), &a, &h, sizeof h, &p->ch, p->expect) ||
+            (n->tls && auth_channel_key(secret_of(n), &a, &p->ch, &h, sizeof h, p->key)))
+            return drop_pend(n, p, "could not be given a challenge");
+        p->stage = PEND_CHALLENGE;
+        p->sent = 0;
+    }
+    if (p->stage == PEND_CHALLENGE) {
+        while (p->sent < sizeof p->ch) {
+            ssize_t r = send(p->fd, (uint8_t *)&p->ch + p->sent, sizeof p->ch - p->sent,
+                             MSG_DONTWAIT | MSG_NOSIGNAL);
+            if (r > 0) {
+                p->sent += (uint16_t)r;
+                continue;
+            }
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                return ADV_WAIT;
+            return drop_pend(n, p, "closed during authentication");
+        }
+        p->stage = PEND_PROOF;
+        p->have = 0;
+    }
+    rc = fill_to(p->fd, p->in, &p->have, AUTH_MAC_LEN);
+    if (rc < 0)
+        return drop_pend(n, p, "closed before proving the job secret");
+    if (rc == 0)
+        return ADV_WAIT;
+    if (auth_check(p->in, p->expect))
+        return drop_pend(n, p, "failed to prove the job secret");
+    if (n->in_fd[p->src] >= 0)
+        return drop_pend(n, p, "is a second proven connection from that rank");
+    return file_pend(n, p);
+}
+
 int tcp_check_pending(tcp_net *n)
 {
     int filed = 0;
     double now = clock_now();
     for (int k = n->npend; k-- > 0;) {
         tcp_pend *p = &n->pend[k];
-        const char *why = NULL;
-        while (p->have < AUTH_MAC_LEN) {
-            ssize_t r = recv(p->fd, p->got + p->have, AUTH_MAC_LEN - p->have, MSG_DONTWAIT);
-            if (r > 0) {
-                p->have += (uint16_t)r;
-                continue;
-            }
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (!(r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)))
-                why = "closed before proving the job secret";
-            break;
+        int r = advance(n, p);
+        if (r == ADV_WAIT && now >= p->deadline) {
+            char why[96];
+            snprintf(why, sizeof why, "%s within %.0f s",
+                     p->src < 0 ? "it did not introduce itself"
+                                : "did not prove the job secret",
+                     n->hello_wait_s);
+            r = drop_pend(n, p, why);
         }
-        if (!why && p->have < AUTH_MAC_LEN) {
-            if (now < p->since + HELLO_WAIT_S)
-                continue;
-            why = "did not prove the job secret in time";
-        }
-        if (!why && auth_check(p->got, p->expect))
-            why = "failed to prove the job secret";
-        if (!why && n->in_fd[p->src] >= 0)
-            why = "a second proven connection from the same rank";
-        if (why) {
-            log_msg(n->loglevel, LOG_WARN, n->rank,
-                    "dropped a connection claiming to be rank %d: it %s", p->src, why);
-            close(p->fd);
-        } else {
-            n->in_fd[p->src] = p->fd;
-            filed++;
-            log_sub(n->loglevel, LOG_TRACE, LOG_SUB_AUTH, n->rank,
-                    "connection from rank %d authenticated", p->src);
-        }
+        if (r == ADV_WAIT)
+            continue;
+        filed += r == ADV_FILED;
         pend_remove(n, k);
     }
     return filed;
 }
 
-static int drop(tcp_net *n, int fd, const char *why)
-{
-    log_msg(n->loglevel, LOG_WARN, n->rank, "dropped an incoming connection: %s", why);
-    close(fd);
-    return 0;
-}
-
 int tcp_accept_one(tcp_net *n, char *err, size_t errlen)
 {
-    uint8_t raw[sizeof(hello_msg) + sizeof(auth_hello)];
-    hello_msg h;
-    auth_hello a;
-    const char *why;
-    double dl;
-    int fd = accept4(n->lfd, NULL, NULL, SOCK_CLOEXEC), rc;
-    if (fd < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED)
-            return 0;
-        snprintf(err, errlen, "accept: %s", strerror(errno));
-        return WEFT_ESYS;
-    }
-    sock_tune(fd);
-    dl = clock_now() + HELLO_WAIT_S;
-    if ((rc = sock_read_full(fd, raw, sizeof h, dl))) {
-        if (rc == WEFT_EPEER) { /* a liveness probe (tcp_probe), or a port scan */
-            close(fd);
-            return 0;
+    int filed = 0;
+    for (int i = 0; i < TCP_PEND_MAX; i++) {
+        int fd = accept4(n->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ||
+                errno == ECONNABORTED)
+                break;
+            snprintf(err, errlen, "accept: %s", strerror(errno));
+            return WEFT_ESYS;
         }
-        return drop(n, fd, "no hello in time");
-    }
-    if (hello_decode(raw, sizeof h, n->size, &h, &why))
-        return drop(n, fd, why);
-    if (h.comm_id != n->comm_id || h.dst != n->rank)
-        return drop(n, fd, "not a member of this communicator (or a different job secret)");
-    if (n->in_fd[h.src] >= 0)
-        return drop(n, fd, "a second connection from the same rank");
-    if (h.auth != (n->secret != NULL))
-        return drop(n, fd, h.auth ? "peer authenticates but this rank has no job secret"
-                                  : "peer does not authenticate (no job secret)");
-    if (n->secret) {
-        auth_challenge ch;
-        tcp_pend p = { .fd = fd, .src = h.src, .since = clock_now() };
-        if ((rc = sock_read_full(fd, raw + sizeof h, sizeof a, dl)))
-            return drop(n, fd, "no authentication hello in time");
-        if (auth_hello_decode(raw + sizeof h, sizeof a, &a, &why) || a.role != AUTH_ROLE_DATA)
-            return drop(n, fd, "bad authentication hello");
-        if (auth_challenge_make(n->secret, &a, &h, sizeof h, &ch, p.expect))
-            return drop(n, fd, "cannot compute a challenge");
-        if (sock_write_full(fd, &ch, sizeof ch, dl))
-            return drop(n, fd, "closed during authentication");
-        sock_set_nonblock(fd, 1);
+        sock_tune(fd);
         if (n->npend == TCP_PEND_MAX) {
-            /* under a flood of unproven connections the oldest goes */
-            int oldest = 0;
-            for (int k = 1; k < n->npend; k++)
-                if (n->pend[k].since < n->pend[oldest].since)
-                    oldest = k;
-            drop(n, n->pend[oldest].fd, "too many unproven connections");
-            pend_remove(n, oldest);
+            /* Under a flood one must go: the oldest of those that have not
+             * even introduced themselves, so a member half way through its
+             * handshake (a round trip) survives a flood of silent ones. */
+            int victim = -1;
+            for (int k = 0; k < n->npend; k++)
+                if (victim < 0 || (n->pend[k].src < 0) > (n->pend[victim].src < 0) ||
+                    ((n->pend[k].src < 0) == (n->pend[victim].src < 0) &&
+                     n->pend[k].deadline < n->pend[victim].deadline))
+                    victim = k;
+            drop_pend(n, &n->pend[victim], "was pushed out by newer connections");
+            pend_remove(n, victim);
         }
-        n->pend[n->npend++] = p;
-        return tcp_check_pending(n);
+        n->pend[n->npend++] = (tcp_pend){ .fd = fd, .src = -1, .stage = PEND_HELLO,
+                                          .deadline = clock_now() + n->hello_wait_s };
+        /* a member's hello is usually there already: take it now */
+        filed += tcp_check_pending(n);
     }
-    sock_set_nonblock(fd, 1);
-    n->in_fd[h.src] = fd;
-    return 1;
+    return filed > 0;
 }
 
 int tcp_pending(const tcp_net *n, void *pfv, int max)
@@ -308,7 +425,9 @@ int tcp_pending(const tcp_net *n, void *pfv, int max)
     struct pollfd *pf = pfv;
     int k;
     for (k = 0; k < n->npend && k < max; k++)
-        pf[k] = (struct pollfd){ .fd = n->pend[k].fd, .events = POLLIN };
+        pf[k] = (struct pollfd){ .fd = n->pend[k].fd,
+                                 .events = n->pend[k].stage == PEND_CHALLENGE ? POLLOUT
+                                                                              : POLLIN };
     return k;
 }
 

@@ -8,7 +8,9 @@
  * A connection starts with a hello (communicator, source, destination)
  * and, when the job has a secret, the challenge-response of core/auth.h.
  * Both ends run their half of it without blocking on the other end's
- * schedule: tcp_out and tcp_in say "pending" and which socket to poll. */
+ * schedule: tcp_out and tcp_in say "pending" and which socket to poll.
+ * With WEFT_TLS=1 an authenticated connection then continues in TLS
+ * (transport/tls.h), and out_fd/in_fd are the pump's socketpair ends. */
 #ifndef WEFT_TRANSPORT_TCP_H
 #define WEFT_TRANSPORT_TCP_H
 
@@ -17,6 +19,7 @@
 
 #include "core/frame.h"
 #include "transport/sock.h"
+#include "transport/tls.h"
 
 enum { HS_NONE = 0, HS_PENDING, HS_READY };
 
@@ -28,15 +31,24 @@ typedef struct {
     uint8_t state;
 } tcp_hs;
 
-#define TCP_PEND_MAX 16 /* unproven incoming connections kept at once */
+#define TCP_PEND_MAX 16 /* incoming connections still in their handshake */
 
-/* An incoming connection waiting for its proof. */
+enum { PEND_HELLO = 0, PEND_CHALLENGE, PEND_PROOF };
+
+/* An incoming connection that has not yet become a member's: it owes its
+ * hello, then (with a secret) takes the challenge and owes the proof. It
+ * advances only as its bytes arrive, so a silent or slow stranger costs
+ * a slot, never a wait, and it is dropped at its deadline. */
 typedef struct {
     int fd, src;
-    uint8_t expect[AUTH_MAC_LEN];
-    uint8_t got[AUTH_MAC_LEN];
+    uint8_t stage;                       /* PEND_* */
+    uint8_t in[sizeof(hello_msg) + sizeof(auth_hello)]; /* hello, then the proof */
     uint16_t have;
-    double since;
+    uint16_t sent;                       /* bytes of ch sent */
+    auth_challenge ch;
+    uint8_t expect[AUTH_MAC_LEN];
+    uint8_t key[AUTH_MAC_LEN];           /* TLS key of this connection */
+    double deadline;
 } tcp_pend;
 
 typedef struct {
@@ -47,11 +59,14 @@ typedef struct {
     int *out_fd;                 /* per peer; -1 until connected */
     int *in_fd;
     tcp_hs *out_hs;
-    tcp_pend pend[TCP_PEND_MAX]; /* incoming, still owing their proof */
+    tcp_pend pend[TCP_PEND_MAX]; /* incoming, not yet members' */
     int npend;
     const char *secret;          /* NULL: no authentication */
     double connect_timeout_s;
+    double hello_wait_s;         /* a pending connection's deadline (WEFT_HANDSHAKE_TIMEOUT) */
     int loglevel;
+    int tls;                     /* WEFT_TLS=1: connections go through pump */
+    tls_pump *pump;              /* made with the first secured connection */
 } tcp_net;
 
 /* Listen on bind_ip (NULL: any) and write "ip:port" to addr_out. */
@@ -65,20 +80,22 @@ int tcp_out(tcp_net *n, int peer, int *fd, char *err, size_t errlen);
 /* Incoming connection from peer. 1: ready, *fd is the socket; 0: not yet
  * (*fd = -1). A connection gets here only once it has proved the secret. */
 int tcp_in(tcp_net *n, int peer, int *fd, char *err, size_t errlen);
-/* Accept one pending connection on the listening socket. A connection that
- * does not introduce itself as a member of this communicator is dropped
- * and logged; one that does is filed under its sender at once without a
- * secret, else kept among the unproven (several may claim the same sender:
- * the first to prove the secret wins, so an impostor cannot evict the real
- * one).
- * Returns 1 when a member's connection was filed, 0 when there was none
- * (or it was dropped), negative only when the listening socket fails. */
+/* Accept the connections waiting on the listening socket and start their
+ * handshakes; nothing here waits for a peer. A connection that does not
+ * introduce itself as a member of this communicator is dropped and
+ * logged; one that does is filed under its sender once it has proved the
+ * secret (several may claim the same sender: the first to prove it wins,
+ * so an impostor cannot evict the real one).
+ * Returns 1 when a member's connection was filed, 0 when none was (yet),
+ * negative only when the listening socket fails. */
 int tcp_accept_one(tcp_net *n, char *err, size_t errlen);
-/* Unproven incoming connections: adds their sockets to pf (struct pollfd,
- * at most max) and returns how many. */
+/* Connections still in their handshake: adds their sockets (with the
+ * events each waits for) to pf (struct pollfd, at most max) and returns how
+ * many. */
 int tcp_pending(const tcp_net *n, void *pf, int max);
-/* Reads what proofs have arrived; files the proven, drops the false and
- * those older than the hello wait. Returns how many were filed. */
+/* Advances every pending handshake as far as its bytes allow; files the
+ * proven, drops the false and those past their deadline. Returns how many
+ * were filed. */
 int tcp_check_pending(tcp_net *n);
 /* Is anyone still listening at peer's address? 0: yes (or cannot tell),
  * WEFT_EPEER: refused, the process is gone. For peers this rank waits on
