@@ -259,7 +259,7 @@ echo "- sizes $MIN .. $MAX by x$FACTOR, warm-up $WARMUP, iterations $ITERS for e
      "median of $REPS run(s) per point; the $COLUMN column of each program"
 echo "- time: mean per call of the slowest rank (us); busbw = size / time x 2(n-1)/n (GB/s);" \
      "ratio = peer time / weft time (> 1: weft is faster)"
-echo "- weft: \`weftrun -n N weft-bench allreduce -a $ALGO\` (TCP on 127.0.0.1)"
+echo "- weft: \`weftrun -n N weft-bench allreduce -a $ALGO\` (shared memory within the host$([ "${WEFT_SHM:-1}" = 0 ] && echo ": off, WEFT_SHM=0, TCP on 127.0.0.1"))"
 for p in $PEERS; do
     case $p in
     openmpi) echo "- openmpi: \`mpirun.openmpi $OMPI_FLAGS -np N mpi_allreduce\` ($ver_ompi; default transport: shared memory, btl vader)" ;;

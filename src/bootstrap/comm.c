@@ -1,6 +1,8 @@
 /* Communicator life cycle: rendezvous through the store, split, destroy. */
 #include "bootstrap/comm.h"
 
+#include "coll/exec.h"
+
 #include "core/auth.h"
 #include "core/clock.h"
 #include "core/log.h"
@@ -62,6 +64,9 @@ static weft_comm *comm_alloc(int rank, int size)
     c->size = size;
     c->local_rank = -1;
     c->spin_s = spin_from_env();
+    c->spin_yields = -1;
+    c->shm_on = !getenv("WEFT_SHM") || strcmp(getenv("WEFT_SHM"), "0") != 0;
+    c->shm_bytes = shm_ring_bytes_from_env();
     c->net.lfd = -1;
     c->fail_peer = -1;
     c->store_rank = -1;
@@ -102,6 +107,7 @@ static void number_hosts(weft_comm *c, char (*ids)[64])
 static void comm_free(weft_comm *c)
 {
     async_stop(c);
+    async_free_retired(c);
     if (c->abort_pipe[0] >= 0) {
         close(c->abort_pipe[0]);
         close(c->abort_pipe[1]);
@@ -109,7 +115,10 @@ static void comm_free(weft_comm *c)
     pthread_mutex_destroy(&c->amu);
     pthread_cond_destroy(&c->acv);
     pthread_cond_destroy(&c->dcv);
+    exec_shm_reap(c, c->broken || atomic_load(&c->aborted));
     tcp_net_close(&c->net);
+    shm_links_free(c->shm_out, c->size);
+    shm_links_free(c->shm_in, c->size);
     coll_tuner_destroy(c->tune);
     if (c->watch)
         store_close(c->watch);
@@ -314,7 +323,7 @@ int weft_comm_init(weft_comm **out, const weft_config *cfg)
     if (cfg->ifname)
         rc = sock_iface_ip(cfg->ifname, ip, sizeof ip);
     else
-        rc = sock_local_ip(store_fd(c->store), ip, sizeof ip);
+        rc = store_local_ip(c->store, ip, sizeof ip);
     if (rc) {
         fprintf(stderr, "weft[%d] error: no address on interface %s\n", c->rank,
                 cfg->ifname ? cfg->ifname : "(route to the store)");
@@ -487,6 +496,7 @@ int weft_comm_abort(weft_comm *c)
 
 void comm_sever(weft_comm *c)
 {
+    exec_shm_reap(c, 0);
     for (int i = 0; i < c->size; i++) {
         if (c->net.out_fd && c->net.out_fd[i] >= 0) {
             close(c->net.out_fd[i]);
@@ -497,6 +507,9 @@ void comm_sever(weft_comm *c)
             c->net.in_fd[i] = -1;
         }
     }
+    /* after the close: a sender that makes a segment for this rank from
+     * now on sees the end of stream and unlinks it itself */
+    exec_shm_reap(c, 1);
 }
 
 int weft_comm_destroy(weft_comm *c)

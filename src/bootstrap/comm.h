@@ -11,11 +11,14 @@
 #include "coll/sched.h"
 #include "coll/select.h"
 #include "core/flight.h"
+#include "transport/shm.h"
 #include "transport/tcp.h"
 #include "weft.h"
 
 #define COMM_MAGIC 0x7765667463u /* live communicator */
 #define COMM_DEAD 0xdeadu
+
+#define REQ_RETIRED 64
 
 struct weft_comm {
     uint64_t magic;           /* COMM_MAGIC while alive: catches some misuse */
@@ -28,6 +31,7 @@ struct weft_comm {
     double timeout_s;
     double connect_timeout_s;
     double spin_s;            /* poll-and-yield this long before blocking */
+    int spin_yields;          /* and at least this many yields (-1: not yet known) */
     int loglevel;
     uint64_t seq;             /* collectives started on this communicator */
     uint64_t split_seq;
@@ -49,6 +53,9 @@ struct weft_comm {
     void *tmp;                /* SB_TMP scratch */
     size_t tmp_cap;
     void **stage;             /* per peer: receive staging for reductions */
+    int shm_on;               /* WEFT_SHM: same-host peers share memory */
+    uint64_t shm_bytes;       /* ring capacity per ordered pair */
+    shm_link *shm_out, *shm_in; /* per peer, made on first use (coll/exec.c) */
     int broken;               /* first error that left the streams unusable */
     atomic_int aborted;       /* set by weft_comm_abort from any thread */
     int abort_pipe[2];        /* written on abort: wakes a rank asleep in poll */
@@ -59,6 +66,10 @@ struct weft_comm {
     pthread_cond_t acv;       /* work queued, or stop */
     pthread_cond_t dcv;       /* a request finished */
     struct weft_request *qhead, *qtail;
+    /* The last REQ_RETIRED finished requests stay allocated, marked dead,
+     * so waiting on one again is a clean WEFT_EINVAL, not a use after free. */
+    struct weft_request *retired[REQ_RETIRED];
+    int retired_next;
     int worker_on, worker_busy, worker_stop;
     pthread_t worker;
     char err[512];
@@ -93,5 +104,7 @@ int coll_run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id);
 /* Wait for queued non-blocking work, then stop the worker (async.c). */
 void async_drain(weft_comm *c);
 void async_stop(weft_comm *c);
+/* Frees the retired requests (comm teardown, after async_stop). */
+void async_free_retired(weft_comm *c);
 
 #endif

@@ -12,12 +12,23 @@ void cost_default(cost_params *c)
     /* bench/calibrate.sh on the 2-core build machine, 8 B .. 2 MiB, under
      * load from other jobs (docs/TUNING.md); msg could not be measured
      * there (no third core) and alpha_inter/beta_inter are a 10 Gbit/s
-     * TCP link's, not measured. */
-    c->alpha = 10e-6;
-    c->alpha_over = 12e-6;
-    c->msg = 2e-6;
-    c->msg_over = 20e-6;
-    c->beta = 8.4e-10;
+     * TCP link's, not measured. Ranks on one host talk through shared
+     * memory (transport/shm.h) unless WEFT_SHM=0, and then through TCP
+     * over loopback: each has its own constants. */
+    const char *shm = getenv("WEFT_SHM");
+    if (shm && !strcmp(shm, "0")) {
+        c->alpha = 10e-6;
+        c->alpha_over = 12e-6;
+        c->msg = 2e-6;
+        c->msg_over = 20e-6;
+        c->beta = 8.4e-10;
+    } else {
+        c->alpha = 1.5e-6;
+        c->alpha_over = 2.5e-6;
+        c->msg = 0.5e-6;
+        c->msg_over = 2.5e-6;
+        c->beta = 1.25e-10;
+    }
     c->gamma = 7.2e-11;
     c->alpha_inter = 60e-6;
     c->beta_inter = 1.0 / 1.1e9;

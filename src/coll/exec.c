@@ -1,10 +1,13 @@
 /* The schedule executor. Within a round, every network op makes progress
- * whenever its socket is ready; when none can, the rank sleeps in poll()
- * until one can, so a waiting rank never takes a core from a rank that
- * computes. Receives that reduce go through a small per-peer staging buffer
- * and are reduced as the bytes arrive, overlapping the reduction with the
- * transfer. */
-#include "coll/exec.h"
+ * whenever its socket (or shared-memory ring) is ready; when none can, the
+ * rank polls briefly, yielding its core, then sleeps in poll() until one
+ * can, so a waiting rank never takes a core from a rank that computes.
+ * Peers on the same host exchange messages through transport/shm.h rings
+ * (the TCP connection then carries only doorbells); receives that reduce
+ * read straight out of the ring, or, over TCP, through a small per-peer
+ * staging buffer, reduced as the bytes arrive so that the reduction
+ * overlaps the transfer. */
+#include "coll/exec_int.h"
 
 #include "coll/reduce.h"
 #include "core/clock.h"
@@ -18,21 +21,11 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #define STAGE_BYTES (256u * 1024u)
-#define VISIT_BYTES (4u << 20) /* per op per sweep, so no op starves the others */
 #define PEND_MAX TCP_PEND_MAX
 #define PROBE_S 1.0            /* how often to check on peers that never connected */
-
-typedef struct {
-    frame_hdr h;
-    int wfd;           /* when it could not move: the socket it waits on */
-    short wev;
-    uint64_t done;     /* payload bytes sent, received or reduced */
-    uint32_t hdr;      /* header bytes sent or received */
-    uint32_t partial;  /* RECV_REDUCE: bytes of an incomplete element staged */
-    int complete;
-} opstate;
 
 void exec_describe(const frame_hdr *h, char *buf, size_t len)
 {
@@ -46,7 +39,7 @@ static int same_op(const frame_hdr *a, const frame_hdr *b)
            a->algo == b->algo;
 }
 
-static int fail_peer(weft_comm *c, int peer, const frame_hdr *fp, const char *what)
+int exec_fail_peer(weft_comm *c, int peer, const frame_hdr *fp, const char *what)
 {
     char d[160];
     exec_describe(fp, d, sizeof d);
@@ -84,9 +77,13 @@ static int do_send(weft_comm *c, const sched_op *o, opstate *st, char **bufs,
     }
     st->wfd = fd;
     st->wev = POLLIN;
+    st->lk = NULL;
     if (rc == 0)
         return 0; /* its listener has not answered the handshake yet */
     st->wev = POLLOUT;
+    if (exec_same_host(c, o->peer) &&
+        (rc = exec_shm_send(c, o, st, bufs, fp, fd)) != EXEC_NOT_SHM)
+        return rc;
     while (!st->complete) {
         struct iovec iov[2];
         int n_iov = 0;
@@ -107,7 +104,7 @@ static int do_send(weft_comm *c, const sched_op *o, opstate *st, char **bufs,
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 return progressed;
             if (errno == EPIPE || errno == ECONNRESET)
-                return fail_peer(c, o->peer, fp, "was reset");
+                return exec_fail_peer(c, o->peer, fp, "was reset");
             return comm_fail(c, WEFT_ESYS, "send to rank %d: %s", o->peer, strerror(errno));
         }
         progressed = 1;
@@ -126,7 +123,7 @@ static int do_send(weft_comm *c, const sched_op *o, opstate *st, char **bufs,
     return progressed;
 }
 
-static int check_header(weft_comm *c, const sched_op *o, opstate *st, const frame_hdr *fp)
+int exec_check_header(weft_comm *c, const sched_op *o, opstate *st, const frame_hdr *fp)
 {
     frame_hdr *h = &st->h;
     char mine[160], theirs[160];
@@ -187,14 +184,14 @@ static int do_recv(weft_comm *c, const sched_op *o, opstate *st, char **bufs,
         }
         ssize_t n = recv(fd, to, want, MSG_DONTWAIT);
         if (n == 0)
-            return fail_peer(c, o->peer, fp, "closed");
+            return exec_fail_peer(c, o->peer, fp, "closed");
         if (n < 0) {
             if (errno == EINTR)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 return progressed;
             if (errno == ECONNRESET)
-                return fail_peer(c, o->peer, fp, "was reset");
+                return exec_fail_peer(c, o->peer, fp, "was reset");
             return comm_fail(c, WEFT_ESYS, "receive from rank %d: %s", o->peer,
                              strerror(errno));
         }
@@ -203,7 +200,7 @@ static int do_recv(weft_comm *c, const sched_op *o, opstate *st, char **bufs,
         if (st->hdr < sizeof st->h) {
             st->hdr += (uint32_t)n;
             if (st->hdr == sizeof st->h) {
-                int rc = check_header(c, o, st, fp);
+                int rc = exec_check_header(c, o, st, fp);
                 if (rc)
                     return rc;
             }
@@ -250,7 +247,7 @@ static int timed_out(weft_comm *c, const sched_op *ops, const opstate *st, uint3
 
 static int run_round(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
                      char **bufs, const frame_hdr *fp, opstate *st, char *busy,
-                     struct pollfd *pf)
+                     struct pollfd *pf, int *shw)
 {
     int P = c->size, rc;
     double last = clock_now(), next_probe = last + PROBE_S;
@@ -292,7 +289,9 @@ static int run_round(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
                 rc = tcp_in(&c->net, o->peer, &fd, emsg, sizeof emsg);
                 x->wfd = fd;
                 x->wev = POLLIN;
-                if (rc > 0)
+                x->lk = NULL;
+                if (rc > 0 && (!exec_same_host(c, o->peer) ||
+                               (rc = exec_shm_recv(c, o, x, bufs, fp, fd)) == EXEC_NOT_SHM))
                     rc = do_recv(c, o, x, bufs, fp, fd);
             }
             if (rc < 0)
@@ -308,7 +307,7 @@ static int run_round(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
         }
         /* Nothing can move: sleep until a socket is ready, a connection
          * arrives, another rank reports a failure or this one is aborted. */
-        int nw = 0;
+        int nw = 0, nsh = 0;
         memset(busy, 0, 2 * (size_t)P);
         for (uint32_t i = b; i < e; i++) {
             const sched_op *o = &s->ops[i];
@@ -321,8 +320,13 @@ static int run_round(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
             *slot = 1;
             if (nw < FLIGHT_WAIT_MAX)
                 wait[nw++] = is_send ? -o->peer - 1 : o->peer;
-            if (st[i - b].wfd >= 0)
+            if (st[i - b].wfd >= 0) {
+                if (st[i - b].lk) {
+                    shw[nsh++] = (int)(i - b);
+                    st[i - b].pfi = npf;
+                }
                 pf[npf++] = (struct pollfd){ .fd = st[i - b].wfd, .events = st[i - b].wev };
+            }
         }
         if (c->cur)
             flight_waiting(c->cur, wait, nw);
@@ -338,15 +342,45 @@ static int run_round(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
         double wake = last + c->timeout_s < next_probe ? last + c->timeout_s : next_probe;
         /* A message is usually imminent: poll without sleeping, yielding the
          * core to any rank that can use it, for up to spin_s before blocking;
-         * waking a blocked process costs tens of microseconds on a VM. */
-        int n = 0;
+         * waking a blocked process costs tens of microseconds on a VM. Rings
+         * are looked at on every turn; when only rings are awaited, the
+         * sockets (abort, notices, new connections) on the first and every
+         * 16th, so that connections still get accepted (and strangers
+         * dropped) while rings keep a rank busy. */
+        int n = 0, moved = 0, nsock = npf - nsh;
         if (c->spin_s > 0) {
             double spin_end = clock_now() + c->spin_s;
-            while ((n = poll(pf, (nfds_t)npf, 0)) == 0 && clock_now() < spin_end)
+            for (int k = 0;; k++) {
+                if ((nsock > 2 + (iwatch >= 0) || !(k & 15)) &&
+                    (n = poll(pf, (nfds_t)npf, 0)) != 0)
+                    break;
+                if (nsh && exec_shm_ready(st, shw, nsh)) {
+                    moved = 1;
+                    break;
+                }
+                if (k >= c->spin_yields && clock_now() >= spin_end)
+                    break;
                 sched_yield();
+            }
         }
-        if (n == 0)
-            n = poll(pf, (nfds_t)npf, clock_ms_until(wake));
+        if (!moved && n == 0) {
+            /* Declare every awaited ring asleep, then look once more: a
+             * peer that published before seeing the flag is caught here,
+             * one that publishes after it rings the doorbell. */
+            if (exec_shm_sleep(st, shw, nsh)) {
+                n = poll(pf, (nfds_t)npf, clock_ms_until(wake));
+                exec_shm_wake(st, shw, nsh);
+            } else {
+                moved = 1;
+            }
+        }
+        if (n > 0)
+            exec_shm_drain(st, shw, nsh, pf);
+        if (moved) {
+            if (clock_now() >= last + c->timeout_s)
+                return timed_out(c, s->ops, st, b, e, fp);
+            continue;
+        }
         if (n < 0 && errno != EINTR)
             return comm_fail(c, WEFT_ESYS, "poll: %s", strerror(errno));
         if (n == 0 && clock_now() >= last + c->timeout_s)
@@ -406,20 +440,32 @@ int exec_run(weft_comm *c, const weft_sched *s, char *bufs[SB_COUNT], const fram
     c->fail_peer = -1;
     if (!maxops)
         return 0;
+    if (c->spin_yields < 0) {
+        /* More ranks than cores on this host: a yield may hand the core to
+         * each of the others before the awaited message can come, so the
+         * spin lasts long enough for all of them to have had a turn. */
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        int local = 0;
+        for (int r = 0; r < c->size; r++)
+            local += c->host[r] == c->host[c->rank];
+        c->spin_yields = cores > 0 && local > cores ? 2 * local : 0;
+    }
     opstate *st = malloc(maxops * sizeof *st);
     char *busy = malloc(2 * (size_t)c->size);
     struct pollfd *pf = malloc((2 * (size_t)maxops + 3 + PEND_MAX) * sizeof *pf);
-    if (!st || !busy || !pf) {
+    int *shw = malloc(maxops * sizeof *shw);
+    if (!st || !busy || !pf || !shw) {
         rc = comm_fail(c, WEFT_ENOMEM, "out of memory running a schedule");
         goto out;
     }
     for (uint32_t r = 0; r < s->nrounds && !rc; r++) {
-        rc = run_round(c, s, b, s->round_end[r], bufs, fp, st, busy, pf);
+        rc = run_round(c, s, b, s->round_end[r], bufs, fp, st, busy, pf, shw);
         b = s->round_end[r];
     }
 out:
     free(st);
     free(busy);
     free(pf);
+    free(shw);
     return rc;
 }

@@ -12,4 +12,10 @@ int exec_run(weft_comm *c, const weft_sched *s, char *bufs[SB_COUNT], const fram
 /* "allreduce(count=100, f32, sum) as op #17" */
 void exec_describe(const frame_hdr *h, char *buf, size_t len);
 
+/* Before the connections close: unlink the shared segments that nobody
+ * will map (see transport/shm.h): this rank's own whose receiver's
+ * connection has ended and, when this communicator failed, every one
+ * addressed to this rank. */
+void exec_shm_reap(weft_comm *c, int failed);
+
 #endif

@@ -1,0 +1,299 @@
+#include "transport/shm.h"
+
+#include "weft.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SHM_MAGIC 0x5746544du /* "MTFW" at the head of a segment */
+#define SHM_VERSION 1
+#define SHM_RING_DEFAULT (2u << 20)
+#define SHM_RING_MIN (64u << 10)
+#define SHM_RING_MAX (1u << 30)
+
+_Static_assert(sizeof(shm_hello) == 88, "shm_hello is a wire layout");
+_Static_assert(sizeof(shm_ctl) <= SHM_DATA_OFF, "shm_ctl fits before the data");
+
+uint64_t shm_ring_bytes_from_env(void)
+{
+    const char *v = getenv("WEFT_SHM_RING");
+    uint64_t b = v && *v ? strtoull(v, NULL, 0) : SHM_RING_DEFAULT;
+    if (b < SHM_RING_MIN)
+        b = SHM_RING_MIN;
+    if (b > SHM_RING_MAX)
+        b = SHM_RING_MAX;
+    return b & ~(uint64_t)7;
+}
+
+static int sys_err(char *err, size_t errlen, const char *what, const char *name, int e)
+{
+    snprintf(err, errlen, "%s %s: %s", what, name, strerror(e));
+    return WEFT_ESYS;
+}
+
+int shm_ring_create(shm_ring *r, uint64_t comm_id, int src, int dst, uint64_t bytes,
+                    shm_hello *hello, char *err, size_t errlen)
+{
+    memset(r, 0, sizeof *r);
+    snprintf(r->name, sizeof r->name, "/weft-%016llx-%d-%d-%ld", (unsigned long long)comm_id,
+             src, dst, (long)getpid());
+    size_t len = SHM_DATA_OFF + bytes;
+    int fd = shm_open(r->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == EEXIST) {
+        /* left by a dead process that had this one's pid */
+        shm_unlink(r->name);
+        fd = shm_open(r->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    }
+    if (fd < 0) {
+        int rc = sys_err(err, errlen, "shm_open", r->name, errno);
+        r->name[0] = 0;
+        return rc;
+    }
+    int e = ftruncate(fd, (off_t)len) ? errno : posix_fallocate(fd, 0, (off_t)len);
+    void *m = e ? MAP_FAILED : mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (!e && m == MAP_FAILED)
+        e = errno;
+    close(fd);
+    if (e) {
+        shm_unlink(r->name);
+        int rc = sys_err(err, errlen, "sizing shared segment", r->name, e);
+        r->name[0] = 0;
+        return rc;
+    }
+    r->ctl = m;
+    r->data = (char *)m + SHM_DATA_OFF;
+    r->bytes = bytes;
+    r->map_len = len;
+    r->ctl->magic = SHM_MAGIC;
+    r->ctl->version = SHM_VERSION;
+    r->ctl->bytes = bytes;
+    memset(hello, 0, sizeof *hello);
+    hello->magic = SHM_HELLO_MAGIC;
+    hello->version = SHM_VERSION;
+    hello->mode = SHM_MODE_RING;
+    hello->bytes = bytes;
+    memcpy(hello->name, r->name, sizeof hello->name);
+    return 0;
+}
+
+int shm_hello_check(const shm_hello *h, const char **why)
+{
+    *why = NULL;
+    if (h->magic != SHM_HELLO_MAGIC)
+        *why = "bad magic in the shared-memory hello";
+    else if (h->version != SHM_VERSION)
+        *why = "unknown shared-memory hello version";
+    else if (h->mode != SHM_MODE_TCP && h->mode != SHM_MODE_RING)
+        *why = "unknown shared-memory mode";
+    else if (h->mode == SHM_MODE_RING &&
+             (h->bytes < SHM_RING_MIN || h->bytes > SHM_RING_MAX || h->bytes % 8))
+        *why = "bad shared-memory ring size";
+    else if (h->mode == SHM_MODE_RING &&
+             (!memchr(h->name, 0, sizeof h->name) || strncmp(h->name, "/weft-", 6) ||
+              strchr(h->name + 1, '/')))
+        *why = "bad shared-memory segment name";
+    return *why ? WEFT_EPROTO : 0;
+}
+
+void shm_hello_unlink(const shm_hello *h)
+{
+    if (h->mode == SHM_MODE_RING)
+        shm_unlink(h->name);
+}
+
+void shm_unlink_to(uint64_t comm_id, int dst)
+{
+    DIR *d = opendir("/dev/shm");
+    struct dirent *e;
+    char prefix[32], name[300];
+    snprintf(prefix, sizeof prefix, "weft-%016llx-", (unsigned long long)comm_id);
+    while (d && (e = readdir(d))) {
+        int src, to, used = 0;
+        long pid;
+        if (strncmp(e->d_name, prefix, strlen(prefix)) ||
+            sscanf(e->d_name + strlen(prefix), "%d-%d-%ld%n", &src, &to, &pid, &used) != 3 ||
+            e->d_name[strlen(prefix) + (size_t)used] || to != dst)
+            continue;
+        snprintf(name, sizeof name, "/%s", e->d_name);
+        shm_unlink(name);
+    }
+    if (d)
+        closedir(d);
+}
+
+int shm_ring_attach(shm_ring *r, const shm_hello *h, char *err, size_t errlen)
+{
+    struct stat sb;
+    memset(r, 0, sizeof *r);
+    size_t len = SHM_DATA_OFF + h->bytes;
+    int fd = shm_open(h->name, O_RDWR | O_CLOEXEC, 0);
+    if (fd < 0)
+        return sys_err(err, errlen, "shm_open", h->name, errno);
+    shm_unlink(h->name); /* both sides have it now (or the sender is gone) */
+    if (fstat(fd, &sb) || (uint64_t)sb.st_size != len) {
+        close(fd);
+        snprintf(err, errlen, "shared segment %s has the wrong size", h->name);
+        return WEFT_EPROTO;
+    }
+    void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    int e = errno;
+    close(fd);
+    if (m == MAP_FAILED)
+        return sys_err(err, errlen, "mmap", h->name, e);
+    shm_ctl *ctl = m;
+    if (ctl->magic != SHM_MAGIC || ctl->version != SHM_VERSION || ctl->bytes != h->bytes) {
+        munmap(m, len);
+        snprintf(err, errlen, "shared segment %s is not a weft ring", h->name);
+        return WEFT_EPROTO;
+    }
+    atomic_store(&ctl->attached, 1);
+    r->ctl = ctl;
+    r->data = (char *)m + SHM_DATA_OFF;
+    r->bytes = h->bytes;
+    r->map_len = len;
+    return 0;
+}
+
+void shm_links_free(shm_link *l, int n)
+{
+    for (int i = 0; l && i < n; i++)
+        shm_ring_close(&l[i].ring);
+    free(l);
+}
+
+void shm_ring_unlink(shm_ring *r)
+{
+    if (r->name[0] && r->ctl && !atomic_load(&r->ctl->attached))
+        shm_unlink(r->name);
+    r->name[0] = 0;
+}
+
+void shm_ring_close(shm_ring *r)
+{
+    if (r->ctl)
+        munmap(r->ctl, r->map_len);
+    memset(r, 0, sizeof *r);
+}
+
+/* The receiver is told about new bytes (and the sender about room) only
+ * when it said it sleeps. Each side stores (position, or its flag) and
+ * then loads (the other's flag, or position) with sequential consistency,
+ * so at least one of them sees the other's store: a sleeper that missed
+ * the new bytes gets the doorbell. */
+static int must_ring(_Atomic uint32_t *asleep)
+{
+    return atomic_load_explicit(asleep, memory_order_seq_cst) &&
+           atomic_exchange_explicit(asleep, 0, memory_order_relaxed);
+}
+
+size_t shm_ring_put(shm_ring *r, const void *src, size_t n)
+{
+    uint64_t head = atomic_load_explicit(&r->ctl->head, memory_order_acquire);
+    uint64_t room = r->bytes - (r->pos - head);
+    if (n > room)
+        n = (size_t)room;
+    if (!n)
+        return 0;
+    uint64_t at = r->pos % r->bytes, first = r->bytes - at;
+    if (first >= n) {
+        memcpy(r->data + at, src, n);
+    } else {
+        memcpy(r->data + at, src, (size_t)first);
+        memcpy(r->data, (const char *)src + first, n - (size_t)first);
+    }
+    r->pos += n;
+    return n;
+}
+
+int shm_ring_flush(shm_ring *r)
+{
+    atomic_store_explicit(&r->ctl->tail, r->pos, memory_order_seq_cst);
+    return must_ring(&r->ctl->reader_asleep);
+}
+
+void shm_ring_end_msg(shm_ring *r)
+{
+    r->pos = (r->pos + 7) & ~(uint64_t)7;
+}
+
+size_t shm_ring_peek(const shm_ring *r, const char **p, size_t max)
+{
+    uint64_t tail = atomic_load_explicit(&r->ctl->tail, memory_order_acquire);
+    if (tail <= r->pos)
+        return 0;
+    uint64_t n = tail - r->pos, at = r->pos % r->bytes;
+    if (n > r->bytes - at)
+        n = r->bytes - at;
+    if (n > max)
+        n = max;
+    *p = r->data + at;
+    return (size_t)n;
+}
+
+void shm_ring_consume(shm_ring *r, size_t n, int *ring)
+{
+    r->pos += n;
+    atomic_store_explicit(&r->ctl->head, r->pos, memory_order_seq_cst);
+    *ring = must_ring(&r->ctl->writer_asleep);
+}
+
+void shm_ring_end_msg_read(shm_ring *r)
+{
+    r->pos = (r->pos + 7) & ~(uint64_t)7;
+}
+
+size_t shm_ring_read(shm_ring *r, void *dst, size_t n, int *ring)
+{
+    size_t got = 0;
+    *ring = 0;
+    while (got < n) {
+        const char *p;
+        size_t k = shm_ring_peek(r, &p, n - got);
+        if (!k)
+            break;
+        memcpy((char *)dst + got, p, k);
+        got += k;
+        r->pos += k;
+    }
+    if (got) {
+        atomic_store_explicit(&r->ctl->head, r->pos, memory_order_seq_cst);
+        *ring = must_ring(&r->ctl->writer_asleep);
+    }
+    return got;
+}
+
+int shm_ring_can_write(const shm_ring *r)
+{
+    return r->pos - atomic_load_explicit(&r->ctl->head, memory_order_acquire) < r->bytes;
+}
+
+int shm_ring_can_read(const shm_ring *r)
+{
+    return atomic_load_explicit(&r->ctl->tail, memory_order_acquire) > r->pos;
+}
+
+int shm_ring_sleep(shm_ring *r, int writer)
+{
+    _Atomic uint32_t *f = writer ? &r->ctl->writer_asleep : &r->ctl->reader_asleep;
+    atomic_store_explicit(f, 1, memory_order_seq_cst);
+    int can = writer ? r->pos - atomic_load_explicit(&r->ctl->head, memory_order_seq_cst) < r->bytes
+                     : atomic_load_explicit(&r->ctl->tail, memory_order_seq_cst) > r->pos;
+    if (can) {
+        atomic_store_explicit(f, 0, memory_order_relaxed);
+        return 0;
+    }
+    return 1;
+}
+
+void shm_ring_wake(shm_ring *r, int writer)
+{
+    atomic_store_explicit(writer ? &r->ctl->writer_asleep : &r->ctl->reader_asleep, 0,
+                          memory_order_relaxed);
+}

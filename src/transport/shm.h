@@ -1,0 +1,138 @@
+/* Shared-memory transport: one single-producer, single-consumer byte ring
+ * per ordered pair of ranks on the same host, in a POSIX shared segment
+ * that the sending rank creates at its first send to that peer.
+ *
+ * The pair's TCP connection stays: its first bytes (sender to receiver)
+ * are an shm_hello naming the segment (or saying "use TCP": the segment
+ * could not be made), and afterwards it carries only doorbells, one byte
+ * each way, rung only at a side that declared itself asleep. So a waiting
+ * rank costs no wake-up per message while it polls, blocks in poll() when
+ * idle, and still learns of its peer's death by end of stream.
+ *
+ * A name exists in /dev/shm only from the sender's first send until the
+ * receiver's first receive from it maps and unlinks it. The sender may
+ * finish and exit inside that window (its last message still has to be
+ * read), so the name outlives it. A communicator that fails unlinks the
+ * names nobody will map: a receiver every name addressed to it, a sender
+ * those whose receiver is gone (coll/exec.h, exec_shm_reap). Only when
+ * both ends of a pair die inside the window is
+ * /dev/shm/weft-<comm>-<src>-<dst>-<sender pid> (2 MiB by default) left
+ * behind, removable by hand.
+ *
+ * Messages start 8-byte aligned in the ring, so no element of any dtype
+ * straddles its end: a receiver reduces straight out of the ring. */
+#ifndef WEFT_TRANSPORT_SHM_H
+#define WEFT_TRANSPORT_SHM_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SHM_HELLO_MAGIC 0x4d544657u /* "WFTM" */
+#define SHM_NAME_MAX 72
+
+enum { SHM_MODE_TCP = 0, SHM_MODE_RING = 1 };
+
+/* On the TCP connection, first thing from the sender of a same-host pair. */
+typedef struct {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t mode;            /* SHM_MODE_* */
+    uint64_t bytes;           /* ring capacity */
+    char name[SHM_NAME_MAX];  /* NUL-terminated */
+} shm_hello;
+
+/* Head of the segment; the ring's bytes follow at SHM_DATA_OFF. Each
+ * cache line is written by one side only (the sleeping flags excepted:
+ * the other side clears them when it rings). */
+typedef struct {
+    uint32_t magic, version;
+    uint64_t bytes;
+    _Atomic uint32_t attached;              /* the receiver mapped it (and unlinked the name) */
+    _Alignas(64) _Atomic uint64_t tail;     /* bytes published by the sender */
+    _Atomic uint32_t writer_asleep;         /* sender blocks on a full ring */
+    _Alignas(64) _Atomic uint64_t head;     /* bytes consumed by the receiver */
+    _Atomic uint32_t reader_asleep;         /* receiver blocks on an empty ring */
+} shm_ctl;
+
+#define SHM_DATA_OFF 4096u
+
+typedef struct {
+    shm_ctl *ctl;
+    char *data;
+    uint64_t bytes;    /* capacity, a multiple of 8 */
+    uint64_t pos;      /* own side: next byte to write (sender) or read (receiver) */
+    size_t map_len;
+    char name[SHM_NAME_MAX]; /* sender: still linked until the receiver maps it */
+} shm_ring;
+
+/* One direction of a same-host pair as the executor sees it. */
+enum { SHM_LINK_NEW = 0, SHM_LINK_HELLO, SHM_LINK_RING, SHM_LINK_TCP };
+
+typedef struct {
+    int state;           /* SHM_LINK_* */
+    int closed;          /* its connection reached end of stream */
+    uint32_t hello_done; /* bytes of the hello sent or received */
+    shm_hello hello;
+    shm_ring ring;
+} shm_link;
+
+/* Close the rings of n links and free the array (NULL: nothing). */
+void shm_links_free(shm_link *l, int n);
+
+/* Ring capacity: WEFT_SHM_RING bytes (rounded to 8, at least 64 KiB),
+ * else the default. */
+uint64_t shm_ring_bytes_from_env(void);
+
+/* Sender: create, size (with the pages reserved, so a full /dev/shm
+ * fails here rather than with SIGBUS later) and map the segment, and fill
+ * the hello. WEFT_ESYS with err filled on failure (*r left empty). */
+int shm_ring_create(shm_ring *r, uint64_t comm_id, int src, int dst, uint64_t bytes,
+                    shm_hello *hello, char *err, size_t errlen);
+/* Receiver: check a hello that arrived (0 or WEFT_EPROTO with *why). */
+int shm_hello_check(const shm_hello *h, const char **why);
+/* Receiver that will never map the segment a (checked) hello names:
+ * unlink the name. */
+void shm_hello_unlink(const shm_hello *h);
+/* Receiver whose communicator failed (it will read nothing more): unlink
+ * every name in /dev/shm addressed to it in that communicator, also those
+ * whose hello never reached it. */
+void shm_unlink_to(uint64_t comm_id, int dst);
+/* Receiver: map the segment the hello names and unlink its name. */
+int shm_ring_attach(shm_ring *r, const shm_hello *h, char *err, size_t errlen);
+/* Unmap. */
+void shm_ring_close(shm_ring *r);
+/* Sender: unlink the name unless the receiver has mapped it (and so
+ * unlinked it already). */
+void shm_ring_unlink(shm_ring *r);
+
+/* Sender: copy up to n bytes in (fewer when the ring is fuller) without
+ * publishing them yet. Returns the bytes copied. */
+size_t shm_ring_put(shm_ring *r, const void *src, size_t n);
+/* Sender: publish what was put. Returns 1 when the receiver was asleep:
+ * ring its doorbell. */
+int shm_ring_flush(shm_ring *r);
+/* Sender: the next message starts 8-byte aligned. */
+void shm_ring_end_msg(shm_ring *r);
+/* Receiver: the readable bytes at its position that lie contiguous in the
+ * ring (at most max); 0 when none. */
+size_t shm_ring_peek(const shm_ring *r, const char **p, size_t max);
+/* Receiver: n bytes at *p were used; *ring is set when the sender was
+ * asleep waiting for room. */
+void shm_ring_consume(shm_ring *r, size_t n, int *ring);
+/* Receiver: skip to the next message (8-byte aligned). */
+void shm_ring_end_msg_read(shm_ring *r);
+/* Copy up to n bytes out (both pieces across the end), consume them. */
+size_t shm_ring_read(shm_ring *r, void *dst, size_t n, int *ring);
+
+/* Can this side move now? Sender: room for a byte; receiver: a byte. */
+int shm_ring_can_write(const shm_ring *r);
+int shm_ring_can_read(const shm_ring *r);
+/* Going to sleep: declare it, then check once more (a message may have
+ * landed in between). Returns 1 when the caller may block in poll() on its
+ * doorbell; 0 when it must not (the flag is already withdrawn). */
+int shm_ring_sleep(shm_ring *r, int writer);
+/* Woken (or gave up sleeping): withdraw the flag. */
+void shm_ring_wake(shm_ring *r, int writer);
+
+#endif
