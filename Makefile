@@ -35,12 +35,18 @@ DEPS_CFLAGS += -DWEFT_HAVE_OPENBLAS $(shell pkg-config --cflags openblas)
 DEPS_LIBS   += $(shell pkg-config --libs openblas)
 endif
 
-# Optional: OpenSSL's libcrypto for HMAC-SHA256 connection authentication
-# (Debian: libssl-dev). make OPENSSL=0 builds without it.
+# Optional: OpenSSL's libcrypto for HMAC-SHA256 connection authentication,
+# and its libssl for WEFT_TLS=1 (Debian: libssl-dev). make OPENSSL=0 builds
+# without either.
 OPENSSL ?= $(shell pkg-config --exists libcrypto 2>/dev/null && echo 1 || echo 0)
 ifeq ($(OPENSSL),1)
+ifeq ($(shell pkg-config --exists libssl 2>/dev/null && echo 1),1)
+DEPS_CFLAGS += -DWEFT_HAVE_OPENSSL -DWEFT_HAVE_LIBSSL $(shell pkg-config --cflags libssl libcrypto)
+DEPS_LIBS   += $(shell pkg-config --libs libssl libcrypto)
+else
 DEPS_CFLAGS += -DWEFT_HAVE_OPENSSL $(shell pkg-config --cflags libcrypto)
 DEPS_LIBS   += $(shell pkg-config --libs libcrypto)
+endif
 endif
 
 CFLAGS   += $(CSTD) $(OPT) $(WARN) -fPIC -pthread -Iinclude -Isrc $(DEPS_CFLAGS)
@@ -111,7 +117,8 @@ clean:
 # tests/fuzz/*.c and runs it for FUZZ_SECONDS under ASan+UBSan; a crash
 # fails the target and leaves crash-* in $(BUILD)/fuzz.
 FUZZ_SECONDS ?= 60
-FUZZ_SRC := src/core/frame.c src/core/flight.c src/core/names.c src/core/clock.c src/core/half.c
+FUZZ_SRC := src/core/frame.c src/core/flight.c src/core/names.c src/core/clock.c src/core/half.c \
+            src/ps/ps_wire.c
 .PHONY: fuzz
 fuzz:
 	@mkdir -p $(BUILD)/fuzz

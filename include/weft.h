@@ -247,9 +247,10 @@ int weft_ireduce_scatter(weft_comm *c, const void *send, void *recv, size_t coun
                          weft_dtype t, weft_op op, weft_request **req);
 int weft_ialltoall(weft_comm *c, const void *send, void *recv, size_t count,
                    weft_dtype t, weft_request **req);
-/* Block until req completes; returns the operation's result and frees req.
- * A request already waited for is freed: waiting again returns WEFT_EINVAL
- * only while its memory has not been reused (not guaranteed). */
+/* Block until req completes; returns the operation's result and releases
+ * req. Waiting again (or weft_test) on a released request returns
+ * WEFT_EINVAL until 64 more requests of its communicator were released;
+ * after that, or after weft_comm_destroy, the pointer is dangling. */
 int weft_wait(weft_request *req);
 /* *done = 1 (and req freed, the operation's result returned) if complete;
  * otherwise *done = 0 and 0 is returned. */
@@ -713,6 +714,9 @@ int weft_zero_micro(weft_zero *z, int n, int global_n, int last);
 int weft_zero_step(weft_zero *z, float lr, float clip, float *norm);
 /* Stage 3: make the whole parameter buffer valid (before eval or saving). */
 int weft_zero_gather_params(weft_zero *z);
+/* Seconds weft_zero_step has spent waiting for gradient reductions and
+ * parameter all-gathers to finish (what backward did not hide). */
+double weft_zero_wait_s(const weft_zero *z);
 
 /* Bytes per rank held for the training state at this stage (fp32, Ψ = n,
  * K = optimiser bytes per parameter: SGD 4 (0 without momentum), AdamW 8;
@@ -721,12 +725,17 @@ int weft_zero_gather_params(weft_zero *z);
  *   stage 2: 4Ψ + (4+K)Ψ/N     stage 3: (4+4+K)Ψ/N
  * param/grad/optim_bytes count what this rank owns (per bucket S or
  * S + tail elements, so they differ from the formula by < N elements per
- * bucket); work_bytes is what the engine's full flat buffers add. */
+ * bucket); work_bytes is what the engine's full flat buffers add while they
+ * are in use. Between steps the pages a rank does not own are returned to
+ * the kernel (stages 2-3: gradients; 3: other ranks' parameters), and
+ * resident_bytes measures it: the resident pages (mincore) of the
+ * parameter and gradient buffers plus the optimiser state. */
 typedef struct {
     int stage, world, state_bytes_per_param, buckets;
     size_t n, shard;
     size_t param_bytes, grad_bytes, optim_bytes, work_bytes;
     double formula_bytes;
+    size_t resident_bytes;
 } weft_zero_mem;
 int weft_zero_memory(const weft_zero *z, weft_zero_mem *m);
 
@@ -749,13 +758,18 @@ int weft_zero_load_optim(weft_zero *z, const weft_ckpt *ck);
  *               exponential graph (exact mixing in log2 p steps, p = 2^k)
  *   "stale:s"   bounded staleness: every step's gradients are all-reduced in
  *               the background and applied s steps later, so no rank runs
- *               more than s steps ahead of the slowest ("stale:0" = full) */
+ *               more than s steps ahead of the slowest ("stale:0" = full)
+ *   "backup:b"  backup workers: each step averages the gradients of the
+ *               first N - b ranks to reach rank 0 (which decides and sends
+ *               the result to all); late gradients are dropped; a rank that
+ *               is late skips the steps decided without it */
 typedef enum {
-    WEFT_SYNC_FULL = 0, WEFT_SYNC_LOCAL, WEFT_SYNC_DILOCO, WEFT_SYNC_GOSSIP, WEFT_SYNC_STALE
+    WEFT_SYNC_FULL = 0, WEFT_SYNC_LOCAL, WEFT_SYNC_DILOCO, WEFT_SYNC_GOSSIP, WEFT_SYNC_STALE,
+    WEFT_SYNC_BACKUP
 } weft_sync_mode;
 typedef struct {
     int mode;              /* weft_sync_mode */
-    int period;            /* H; stale: s */
+    int period;            /* H; stale: s; backup: b */
     float outer_lr, outer_momentum;  /* diloco: 0.7, 0.9 */
 } weft_sync_config;
 typedef struct weft_sync weft_sync;
@@ -775,8 +789,135 @@ int weft_sync_finish(weft_sync *s);
 int weft_sync_push_grads(weft_sync *s, float share, int *ready);
 /* At the end: the next average still in flight (*ready = 0: none left). */
 int weft_sync_pop_grads(weft_sync *s, int *ready);
+/* backup:b, before a step's forward: *skip = 1 when the step has been
+ * decided without this rank (it is late): compute nothing and call
+ * weft_sync_backup_grads with n = 0, which applies the step's result. */
+int weft_sync_backup_begin(weft_sync *s, int *skip);
+/* backup:b, after backward, the model's gradients being the mean over this
+ * rank's n samples (n = 0: skipped), in[] = { mean loss, correct count }
+ * over them: sends them to rank 0 and leaves in the gradient buffer the
+ * mean gradient over the samples of the ranks included in the step, the
+ * same on every rank; out[] = { their mean loss, correct count, samples }.
+ * Collective on its own schedule: every rank calls it every step. */
+int weft_sync_backup_grads(weft_sync *s, int n, const float in[2], float out[3]);
+/* backup:b: bit r set when rank r (< 64) was included in the last step. */
+uint64_t weft_sync_included(const weft_sync *s);
 /* Parameter bytes this rank has handed to collectives or sent to peers. */
 uint64_t weft_sync_bytes(const weft_sync *s);
+
+/* ---- parameter server (src/ps/) -------------------------------------------
+ * k servers hold the parameters, w workers compute gradients
+ * (docs/PARAMETER_SERVER.md). Every tensor is registered under a key and
+ * cut into chunks spread round-robin over the servers; a worker pushes
+ * gradients and pulls parameters, and each server applies its own
+ * optimiser to the chunks it owns. Under weftrun -n W --servers K the
+ * world is W + K ranks: workers 0..W-1, servers W..W+K-1.
+ *
+ * Worker loop:  init; register(key, params, n) once; pull(key, params);
+ *               each step: zero_grad, forward, backward,
+ *               push(key, grads) + clock + pull(key, params), wait both;
+ *               shutdown; destroy.
+ * Server:       init; serve (returns once every worker shut down or died);
+ *               destroy. */
+typedef enum {
+    WEFT_PS_BSP = 0, /* a step's update is applied once every live worker pushed
+                        it; a pull at clock c sees exactly steps 0..c-1 */
+    WEFT_PS_SSP = 1, /* each push applied on arrival; a pull at clock c waits
+                        until every live worker has reached clock c - s, so it
+                        sees all updates of clocks <= c-s-1 (and its own) */
+    WEFT_PS_ASP = 2  /* each push applied on arrival; pulls never wait */
+} weft_ps_consistency;
+
+typedef enum { WEFT_PS_ROLE_AUTO = 0, WEFT_PS_ROLE_WORKER = 1, WEFT_PS_ROLE_SERVER = 2 } weft_ps_role_kind;
+
+typedef struct {
+    int32_t role;            /* weft_ps_role_kind; AUTO: WEFT_ROLE, else rank < workers */
+    int32_t num_workers;     /* <= 0: WEFT_NUM_WORKERS (else every rank but one) */
+    int32_t consistency;     /* weft_ps_consistency (servers and workers agree) */
+    int32_t staleness;       /* SSP's s >= 0 (0 behaves as BSP's visibility) */
+    weft_optim_config optim; /* servers' optimiser (SGD momentum/nesterov, AdamW) */
+    weft_lr_schedule lr;     /* at each chunk's update count (BSP: the step) */
+    double dead_worker_wait_s; /* BSP/SSP: a worker silent this long while others
+                                  wait on it is declared dead; <= 0: 60 */
+    double timeout_s;        /* a worker's wait on a server; <= 0: WEFT_TIMEOUT, else 300 */
+    const char *ckpt_dir;    /* servers: shard checkpoints + update log here;
+                                NULL: none (acknowledgements are not durable) */
+    int32_t ckpt_interval;   /* full shard checkpoint every this many updates
+                                (the log covers those between); <= 0: 1000 */
+    int32_t chunk_max;       /* most elements per chunk; <= 0: 1 << 15 (128 KiB,
+                                small enough for push and pull to overlap) */
+    int32_t chunk_min;       /* fewest elements per chunk when spreading a
+                                tensor over the servers; <= 0: 4096 */
+} weft_ps_config;
+
+/* BSP, SGD (momentum 0.9) at constant lr 0.1, no checkpoints. */
+void weft_ps_config_default(weft_ps_config *c);
+/* "bsp", "ssp:S", "asp" -> consistency and staleness. */
+int weft_ps_consistency_parse(const char *s, weft_ps_config *c);
+
+typedef struct weft_ps weft_ps;
+typedef struct weft_ps_request weft_ps_request;
+
+/* world: the job's communicator (W + K ranks), used for its rank and its
+ * rendezvous store; NULL: rank, size, store address and secret from the
+ * environment as weft_config_from_env reads them (a server restarted on
+ * its own). No collective: servers publish their addresses in the store,
+ * and workers connect to every server (authenticated with the job secret)
+ * at their first weft_ps_* call, so every rank may still take part in,
+ * e.g., a weft_comm_split of world before the servers call
+ * weft_ps_serve. */
+int weft_ps_init(weft_ps **out, weft_comm *world, const weft_ps_config *cfg);
+void weft_ps_destroy(weft_ps *ps); /* ps may be NULL; closes without a goodbye */
+int weft_ps_role(const weft_ps *ps);        /* WEFT_PS_ROLE_WORKER or _SERVER */
+int weft_ps_rank(const weft_ps *ps);        /* 0..W-1 or 0..K-1 within the role */
+int weft_ps_num_workers(const weft_ps *ps);
+int weft_ps_num_servers(const weft_ps *ps);
+/* Last error message ("" when none): names the server or worker and cause. */
+const char *weft_ps_error(const weft_ps *ps);
+
+/* Worker. Declare tensor `key` of count floats; every worker registers the
+ * same keys and counts. The servers take worker 0's values as the initial
+ * parameters unless they already hold the tensor (a resumed server keeps
+ * its checkpoint); values may be NULL on other workers. Blocking: returns
+ * once every chunk exists. Pull afterwards to get the servers' values. */
+int weft_ps_register(weft_ps *ps, uint32_t key, const float *values, size_t count);
+/* Worker, non-blocking: send the tensor's gradient (count floats as
+ * registered; the buffer must stay untouched until the request is
+ * waited for; zero-copy). The request completes when every server has
+ * acknowledged its chunks: applied, and durable when ckpt_dir is set
+ * (BSP: once the step's aggregate was applied). */
+int weft_ps_push(weft_ps *ps, uint32_t key, const float *grads, weft_ps_request **req);
+/* Worker, non-blocking: fetch the parameters into params (written directly
+ * as chunks arrive), as the consistency mode allows at this worker's clock. */
+int weft_ps_pull(weft_ps *ps, uint32_t key, float *params, weft_ps_request **req);
+/* Progress every outstanding request until req completes; returns its
+ * result and frees it. WEFT_EPEER: a server died ("parameter server 1
+ * (rank 5) died ..."); WEFT_ETIMEDOUT: no reply within timeout_s. */
+int weft_ps_wait(weft_ps_request *req);
+int weft_ps_test(weft_ps_request *req, int *done); /* *done = 1: freed, result returned */
+/* End of this worker's step: clock += 1 (sent to every server; does not block). */
+int weft_ps_clock(weft_ps *ps);
+/* This worker's clock. Under BSP, register moves it to the servers' step
+ * (that of the chunk furthest behind), so a worker joining resumed servers
+ * goes on from there; a push for a step a chunk already applied is
+ * acknowledged and dropped. */
+int64_t weft_ps_clock_value(const weft_ps *ps);
+/* Every live worker (servers count the dead out); blocking. */
+int weft_ps_barrier(weft_ps *ps);
+/* Ask every server to write its shard checkpoint now; blocking. WEFT_ENOTSUP
+ * when the servers have no ckpt_dir. */
+int weft_ps_checkpoint(weft_ps *ps);
+/* Worker: finish outstanding requests and tell the servers this worker is
+ * done (servers then stop waiting for it). */
+int weft_ps_shutdown(weft_ps *ps);
+
+/* Server: serve until every worker shut down or died. Resumes from
+ * ckpt_dir's checkpoint and log when they exist. Returns 0, or WEFT_EPEER
+ * when no worker shut down cleanly. */
+int weft_ps_serve(weft_ps *ps);
+
+/* Bytes this process sent to / received from its peers (headers included). */
+void weft_ps_bytes(const weft_ps *ps, uint64_t *sent, uint64_t *received);
 
 #ifdef __cplusplus
 }

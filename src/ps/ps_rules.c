@@ -1,0 +1,382 @@
+/* What each request does under each consistency mode: BSP sums a step's
+ * gradients and applies their average once every live worker pushed; SSP
+ * and ASP apply each push on arrival; pulls wait as the mode says. A
+ * request that may not proceed yet is parked and retried whenever the
+ * state changes. Replies are held while the log has unsynced records
+ * (ps_ckpt.c), so a worker never learns of an update a crash could lose. */
+#include "ps/ps_server.h"
+
+#include "core/log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int wk_live(const ps_wk *k)
+{
+    return k->state == WK_EXPECTED || k->state == WK_LIVE;
+}
+
+/* Connected and owed replies (a worker that said goodbye still gets the
+ * acknowledgement of it). */
+int wk_reachable(const ps_wk *k)
+{
+    return k->l.fd >= 0 && (k->state == WK_LIVE || k->state == WK_BYE);
+}
+
+int wk_live_count(const weft_ps *ps)
+{
+    int n = 0;
+    for (int w = 0; w < ps->nworkers; w++)
+        n += wk_live(&ps->srvst->wk[w]);
+    return n;
+}
+
+/* Workers not dead: a push is weighted 1/members under SSP and ASP, so that
+ * one clock of every worker adds up to one averaged step (a worker that
+ * finished still counts; a dead one no longer does). */
+static int member_count(const weft_ps *ps)
+{
+    int n = 0;
+    for (int w = 0; w < ps->nworkers; w++)
+        n += ps->srvst->wk[w].state != WK_DEAD;
+    return n;
+}
+
+static int64_t min_clock(const weft_ps *ps)
+{
+    int64_t m = INT64_MAX;
+    for (int w = 0; w < ps->nworkers; w++)
+        if (wk_live(&ps->srvst->wk[w]) && ps->srvst->wk[w].clock < m)
+            m = ps->srvst->wk[w].clock;
+    return m;
+}
+
+/* Queue a reply to worker w; held back while the log has unsynced records. */
+static int reply(weft_ps *ps, int w, const ps_msg *m, const void *data, void *own)
+{
+    ps_server *sv = ps->srvst;
+    if (!wk_reachable(&sv->wk[w])) {
+        free(own);
+        return 0;
+    }
+    if (sv->dirty) {
+        ps_wait *h = calloc(1, sizeof *h);
+        if (!h) {
+            free(own);
+            return WEFT_ENOMEM;
+        }
+        h->w = w;
+        h->m = *m;
+        h->payload = own;
+        *sv->held_tail = h;
+        sv->held_tail = &h->next;
+        return 0;
+    }
+    return link_send(&sv->wk[w].l, m, data, own);
+}
+
+static int ack(weft_ps *ps, int w, const ps_msg *req)
+{
+    ps_msg m = ps_msg_make(PS_ACK);
+    m.id = req->id;
+    m.key = req->key;
+    m.chunk = req->chunk;
+    return reply(ps, w, &m, NULL, NULL);
+}
+
+/* Under BSP the chunk's update count is the step it is at: a worker
+ * joining a resumed server starts its clock there. */
+static int ack_init(weft_ps *ps, int w, const ps_msg *req, const ps_chunk *c)
+{
+    ps_msg m = ps_msg_make(PS_ACK);
+    m.id = req->id;
+    m.key = req->key;
+    m.chunk = req->chunk;
+    m.clock = ps->cfg.consistency == WEFT_PS_BSP ? c->version : 0;
+    return reply(ps, w, &m, NULL, NULL);
+}
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 5, 6)))
+#endif
+static int reply_err(weft_ps *ps, int w, const ps_msg *req, int code, const char *fmt, ...)
+{
+    ps_msg m = ps_msg_make(PS_ERR);
+    char *text = malloc(PS_ERR_MAX);
+    va_list ap;
+    if (!text)
+        return WEFT_ENOMEM;
+    va_start(ap, fmt);
+    vsnprintf(text, PS_ERR_MAX, fmt, ap);
+    va_end(ap);
+    log_sub(ps->loglevel, LOG_WARN, LOG_SUB_NET, ps->world_rank,
+            "parameter server %d: worker %d: %s", ps->rank, w, text);
+    m.id = req->id;
+    m.key = req->key;
+    m.chunk = req->chunk;
+    m.status = code;
+    m.len = strlen(text);
+    return reply(ps, w, &m, text, text);
+}
+
+static int send_data(weft_ps *ps, int w, const ps_msg *req, const ps_chunk *c)
+{
+    ps_msg m = ps_msg_make(PS_DATA);
+    float *copy = malloc(c->n * sizeof(float));
+    int64_t mc = min_clock(ps);
+    if (!copy)
+        return WEFT_ENOMEM;
+    memcpy(copy, c->param, c->n * sizeof(float));
+    m.id = req->id;
+    m.key = c->key;
+    m.chunk = c->idx;
+    m.clock = c->version;
+    m.total = mc == INT64_MAX ? 0 : (uint64_t)mc;
+    m.len = c->n * sizeof(float);
+    return reply(ps, w, &m, copy, copy);
+}
+
+static float lr_now(const weft_ps *ps, const ps_chunk *c)
+{
+    return weft_lr_at(&ps->cfg.lr, c->version);
+}
+
+static int apply(weft_ps *ps, ps_chunk *c, const float *grad)
+{
+    float lr = lr_now(ps, c);
+    int rc = ckpt_log(ps, LOG_REC_APPLY, c, grad, lr);
+    return rc ? rc : table_apply(c, grad, lr);
+}
+
+/* BSP: apply the step once every live worker pushed this chunk. */
+static int bsp_try_complete(weft_ps *ps, ps_chunk *c)
+{
+    ps_server *sv = ps->srvst;
+    int rc;
+    if (c->contrib == 0)
+        return 0;
+    for (int w = 0; w < ps->nworkers; w++)
+        if (wk_live(&sv->wk[w]) && !c->push_id[w])
+            return 0;
+    weft_scale(c->acc, c->n, 1.0f / (float)c->contrib);
+    if ((rc = apply(ps, c, c->acc)))
+        return rc;
+    memset(c->acc, 0, c->n * sizeof(float));
+    c->contrib = 0;
+    for (int w = 0; w < ps->nworkers; w++) {
+        ps_msg m = ps_msg_make(PS_PUSH);
+        if (!c->push_id[w])
+            continue;
+        m.id = c->push_id[w];
+        m.key = c->key;
+        m.chunk = c->idx;
+        c->push_id[w] = 0;
+        if ((rc = ack(ps, w, &m)))
+            return rc;
+    }
+    return 0;
+}
+
+static int bsp_sweep(weft_ps *ps)
+{
+    ps_server *sv = ps->srvst;
+    int rc;
+    for (size_t b = 0; b < sv->nbuckets; b++)
+        for (ps_chunk *c = sv->bucket[b]; c; c = c->hnext)
+            if ((rc = bsp_try_complete(ps, c)))
+                return rc;
+    return 0;
+}
+
+static int barrier_try(weft_ps *ps)
+{
+    ps_server *sv = ps->srvst;
+    int any = 0, rc;
+    for (int w = 0; w < ps->nworkers; w++) {
+        if (wk_live(&sv->wk[w]) && !sv->wk[w].barrier)
+            return 0;
+        any |= sv->wk[w].barrier != 0;
+    }
+    for (int w = 0; any && w < ps->nworkers; w++) {
+        ps_msg m = ps_msg_make(PS_BARRIER);
+        if (!sv->wk[w].barrier)
+            continue;
+        m.id = sv->wk[w].barrier;
+        sv->wk[w].barrier = 0;
+        if ((rc = ack(ps, w, &m)))
+            return rc;
+    }
+    return 0;
+}
+
+/* Handle one request from worker w. payload (malloc'd, len bytes) is
+ * consumed unless PARK is returned. Negative: this server cannot go on. */
+int rules_handle(weft_ps *ps, int w, const ps_msg *m, void *payload)
+{
+    ps_server *sv = ps->srvst;
+    ps_wk *k = &sv->wk[w];
+    ps_chunk *c = NULL;
+    int rc = 0;
+    size_t n = m->len / sizeof(float);
+    if (m->type == PS_INIT || m->type == PS_PUSH || m->type == PS_PULL)
+        c = table_find(sv, m->key, m->chunk);
+    switch (m->type) {
+    case PS_INIT:
+        if (c) {
+            if (c->total != m->total || (m->len && c->n != n))
+                rc = reply_err(ps, w, m, WEFT_EMISMATCH,
+                               "key %u has %llu elements (chunk %u: %zu) here, worker %d "
+                               "registers %llu (chunk: %zu)",
+                               m->key, (unsigned long long)c->total, m->chunk, c->n, w,
+                               (unsigned long long)m->total, n);
+            else
+                rc = ack_init(ps, w, m, c);
+            break;
+        }
+        if (!m->len) {
+            if (sv->wk[0].state == WK_DEAD || sv->wk[0].state == WK_BYE) {
+                rc = reply_err(ps, w, m, WEFT_EPEER,
+                               "worker 0 left before it registered key %u's initial values",
+                               m->key);
+                break;
+            }
+            return PARK; /* worker 0 brings the values */
+        }
+        if ((rc = table_add(ps, m->key, m->chunk, m->total, n, payload, &c)) ||
+            (rc = ckpt_log(ps, LOG_REC_INIT, c, c->param, 0)))
+            break;
+        rc = ack_init(ps, w, m, c);
+        break;
+    case PS_PUSH:
+        if (!c) {
+            rc = reply_err(ps, w, m, WEFT_EINVAL,
+                           "push to chunk %u of key %u, which no worker registered", m->chunk,
+                           m->key);
+            break;
+        }
+        if (c->n != n) {
+            rc = reply_err(ps, w, m, WEFT_EMISMATCH,
+                           "push of %zu floats to chunk %u of key %u, which has %zu", n,
+                           m->chunk, m->key, c->n);
+            break;
+        }
+        if (ps->cfg.consistency != WEFT_PS_BSP) {
+            int lc = member_count(ps);
+            weft_scale(payload, n, 1.0f / (float)(lc > 0 ? lc : 1));
+            if (!(rc = apply(ps, c, payload))) {
+                c->pushed[w]++;
+                rc = ack(ps, w, m);
+            }
+            break;
+        }
+        if (m->clock > c->version || c->push_id[w])
+            return PARK; /* a later step's gradient: after this one completes */
+        if (m->clock < c->version) {
+            /* a step this chunk has applied already: a worker resuming after
+             * a crash that cut a step short on some chunks repeats it */
+            log_sub(ps->loglevel, LOG_INFO, LOG_SUB_NET, ps->world_rank,
+                    "parameter server %d: worker %d's push for step %lld of chunk %u of key "
+                    "%u dropped: the chunk is at step %lld",
+                    ps->rank, w, (long long)m->clock, m->chunk, m->key, (long long)c->version);
+            c->pushed[w]++; /* taken in, as far as this worker's pulls go */
+            rc = ack(ps, w, m);
+            break;
+        }
+        for (size_t i = 0; i < n; i++)
+            c->acc[i] += ((const float *)payload)[i];
+        c->contrib++;
+        c->push_id[w] = m->id;
+        c->pushed[w]++;
+        rc = bsp_try_complete(ps, c);
+        break;
+    case PS_PULL:
+        if (!c) {
+            rc = reply_err(ps, w, m, WEFT_EINVAL,
+                           "pull of chunk %u of key %u, which no worker registered", m->chunk,
+                           m->key);
+            break;
+        }
+        if (c->pushed[w] < m->total)
+            return PARK; /* this worker's own pushes come first */
+        if (ps->cfg.consistency == WEFT_PS_BSP && c->version < m->clock)
+            return PARK;
+        if (ps->cfg.consistency == WEFT_PS_SSP && min_clock(ps) < m->clock - ps->cfg.staleness)
+            return PARK;
+        rc = send_data(ps, w, m, c);
+        break;
+    case PS_CLOCK:
+        if (m->clock > k->clock)
+            k->clock = m->clock;
+        break;
+    case PS_BARRIER:
+        k->barrier = m->id;
+        rc = barrier_try(ps);
+        break;
+    case PS_CKPT:
+        if (sv->logfd < 0)
+            rc = reply_err(ps, w, m, WEFT_ENOTSUP,
+                           "checkpoint requested but server %d has no checkpoint directory",
+                           ps->rank);
+        else if ((rc = ckpt_save(ps)) == 0)
+            rc = ack(ps, w, m);
+        break;
+    case PS_BYE:
+        rc = ack(ps, w, m);
+        k->state = WK_BYE;
+        k->barrier = 0;
+        break;
+    default:
+        rc = reply_err(ps, w, m, WEFT_EPROTO, "a %s message is not a request",
+                       ps_msg_name(m->type));
+    }
+    free(payload);
+    return rc < 0 ? rc : DONE;
+}
+
+int rules_park(weft_ps *ps, int w, const ps_msg *m, void *payload)
+{
+    ps_server *sv = ps->srvst;
+    ps_wait *p = calloc(1, sizeof *p), **t;
+    if (!p)
+        return WEFT_ENOMEM;
+    p->w = w;
+    p->m = *m;
+    p->payload = payload;
+    for (t = &sv->waits; *t; t = &(*t)->next)
+        ;
+    *t = p;
+    return 0;
+}
+
+int rules_retry(weft_ps *ps)
+{
+    ps_server *sv = ps->srvst;
+    int moved = 1, rc;
+    while (moved) {
+        moved = 0;
+        for (ps_wait **p = &sv->waits; *p;) {
+            ps_wait *q = *p;
+            if (sv->wk[q->w].state == WK_DEAD) {
+                *p = q->next;
+                free(q->payload);
+                free(q);
+                continue;
+            }
+            rc = rules_handle(ps, q->w, &q->m, q->payload);
+            if (rc < 0)
+                return rc;
+            if (rc == PARK) {
+                p = &q->next;
+                continue;
+            }
+            *p = q->next;
+            free(q);
+            moved = 1;
+        }
+        if ((rc = bsp_sweep(ps)) || (rc = barrier_try(ps)))
+            return rc;
+    }
+    return 0;
+}

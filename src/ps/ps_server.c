@@ -1,0 +1,316 @@
+/* The server's loop: one thread, one poll over the listening socket,
+ * unproven connections and the workers' links. It adopts workers as they
+ * connect, feeds their requests to ps_rules.c, counts out workers that die
+ * or hang (so the others never wait forever), syncs the log before
+ * replies leave, and checkpoints every ckpt_interval updates. */
+#include "ps/ps_server.h"
+
+#include "core/clock.h"
+#include "core/log.h"
+
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define EXIT_FLUSH_S 5.0
+
+static void worker_gone(weft_ps *ps, int w, const char *why)
+{
+    ps_server *sv = ps->srvst;
+    ps_wk *k = &sv->wk[w];
+    if (k->state == WK_DEAD)
+        return;
+    if (k->state != WK_BYE) { /* after its goodbye a worker may simply go */
+        k->state = WK_DEAD;
+        log_sub(ps->loglevel, LOG_WARN, LOG_SUB_NET, ps->world_rank,
+                "parameter server %d: worker %d (rank %d) died (%s); continuing with the %d "
+                "live worker(s): steps average over the workers that pushed",
+                ps->rank, w, w, why, wk_live_count(ps));
+    }
+    k->barrier = 0;
+    sv->sent += k->l.sent;
+    sv->recvd += k->l.recvd;
+    link_close(&k->l);
+}
+
+static int req_dest(void *arg, ps_link *l, const ps_msg *m, void **dst, char *e, size_t elen)
+{
+    if (m->type > PS_REQ_LAST) {
+        snprintf(e, elen, "sent a reply (%s) to a server", ps_msg_name(m->type));
+        return WEFT_EPROTO;
+    }
+    if (m->len) {
+        if (!(*dst = malloc(m->len)))
+            return WEFT_ENOMEM;
+        l->owns_dst = 1;
+    }
+    return 0;
+}
+
+static int req_done(void *arg, ps_link *l, const ps_msg *m, void *payload)
+{
+    weft_ps *ps = arg;
+    int rc = rules_handle(ps, l->peer, m, payload);
+    if (rc == PARK)
+        return rules_park(ps, l->peer, m, payload);
+    return rc;
+}
+
+/* New connections: a worker's first, or a stranger's (dropped). */
+static void adopt_connections(weft_ps *ps)
+{
+    ps_server *sv = ps->srvst;
+    for (int r = 0; r < ps->world_size; r++) {
+        int fd = ps->net.in_fd[r];
+        if (fd < 0)
+            continue;
+        ps->net.in_fd[r] = -1;
+        if (r >= ps->nworkers || sv->wk[r].state != WK_EXPECTED) {
+            log_sub(ps->loglevel, LOG_WARN, LOG_SUB_NET, ps->world_rank,
+                    "parameter server %d: dropped a connection from rank %d (%s)", ps->rank, r,
+                    r >= ps->nworkers ? "not a worker" : "already connected or gone");
+            close(fd);
+            continue;
+        }
+        link_init(&sv->wk[r].l, fd, r);
+        sv->wk[r].state = WK_LIVE;
+        sv->wk[r].heard = clock_now();
+    }
+}
+
+static int release_held(weft_ps *ps)
+{
+    ps_server *sv = ps->srvst;
+    int rc = 0;
+    while (sv->held) {
+        ps_wait *h = sv->held;
+        sv->held = h->next;
+        if (wk_reachable(&sv->wk[h->w]))
+            rc = rc ? rc : link_send(&sv->wk[h->w].l, &h->m, h->payload, h->payload);
+        else
+            free(h->payload);
+        free(h);
+    }
+    sv->held_tail = &sv->held;
+    return rc;
+}
+
+/* A worker that others wait on and that has said nothing for the dead
+ * wait is declared dead: a hung worker must not stall the job forever. */
+static void check_silent(weft_ps *ps)
+{
+    ps_server *sv = ps->srvst;
+    int n = ps->nworkers, blocked = sv->waits != NULL;
+    char *waiting = calloc((size_t)n, 1);
+    double now = clock_now();
+    if (!waiting)
+        return;
+    for (ps_wait *p = sv->waits; p; p = p->next)
+        waiting[p->w] = 1;
+    for (size_t b = 0; b < sv->nbuckets; b++)
+        for (ps_chunk *c = sv->bucket[b]; c; c = c->hnext)
+            for (int w = 0; c->contrib && w < n; w++)
+                if (c->push_id[w]) {
+                    waiting[w] = 1;
+                    blocked = 1;
+                }
+    for (int w = 0; w < n; w++)
+        if (sv->wk[w].barrier) {
+            waiting[w] = 1;
+            blocked = 1;
+        }
+    for (int w = 0; blocked && w < n; w++) {
+        ps_wk *k = &sv->wk[w];
+        char why[128];
+        if (!wk_live(k) || waiting[w] || now - k->heard < ps->cfg.dead_worker_wait_s)
+            continue;
+        snprintf(why, sizeof why, "%s for %.0f s while other workers wait on it",
+                 k->state == WK_EXPECTED ? "never connected" : "silent", now - k->heard);
+        worker_gone(ps, w, why);
+    }
+    free(waiting);
+}
+
+static int all_gone(const weft_ps *ps)
+{
+    for (int w = 0; w < ps->nworkers; w++)
+        if (wk_live(&ps->srvst->wk[w]))
+            return 0;
+    return 1;
+}
+
+static int server_init(weft_ps *ps)
+{
+    ps_server *sv = calloc(1, sizeof *sv);
+    double now = clock_now();
+    if (!sv)
+        return WEFT_ENOMEM;
+    ps->srvst = sv;
+    sv->logfd = -1;
+    sv->held_tail = &sv->held;
+    sv->nbuckets = 4096;
+    sv->bucket = calloc(sv->nbuckets, sizeof *sv->bucket);
+    sv->wk = calloc((size_t)ps->nworkers, sizeof *sv->wk);
+    if (!sv->bucket || !sv->wk)
+        return WEFT_ENOMEM;
+    for (int w = 0; w < ps->nworkers; w++) {
+        sv->wk[w].l.fd = -1;
+        sv->wk[w].heard = now;
+    }
+    return ckpt_recover(ps);
+}
+
+void server_free(weft_ps *ps)
+{
+    ps_server *sv = ps->srvst;
+    if (!sv)
+        return;
+    for (int w = 0; sv->wk && w < ps->nworkers; w++)
+        link_close(&sv->wk[w].l);
+    while (sv->waits) {
+        ps_wait *p = sv->waits;
+        sv->waits = p->next;
+        free(p->payload);
+        free(p);
+    }
+    while (sv->held) {
+        ps_wait *p = sv->held;
+        sv->held = p->next;
+        free(p->payload);
+        free(p);
+    }
+    ckpt_close(sv);
+    table_free(sv);
+    free(sv->wk);
+    free(sv);
+    ps->srvst = NULL;
+}
+
+uint64_t server_bytes(const weft_ps *ps, uint64_t *recvd)
+{
+    const ps_server *sv = ps->srvst;
+    uint64_t s = 0;
+    if (!sv)
+        return 0;
+    s = sv->sent;
+    *recvd += sv->recvd;
+    for (int w = 0; w < ps->nworkers; w++) {
+        s += sv->wk[w].l.sent;
+        *recvd += sv->wk[w].l.recvd;
+    }
+    return s;
+}
+
+static int step(weft_ps *ps, int ms)
+{
+    ps_server *sv = ps->srvst;
+    int n = ps->nworkers, np = 0, rc;
+    struct pollfd pf[n + 1 + TCP_PEND_MAX];
+    int who[n + 1 + TCP_PEND_MAX];
+    char e[256];
+    pf[np] = (struct pollfd){ .fd = ps->net.lfd, .events = POLLIN };
+    who[np++] = -1;
+    np += tcp_pending(&ps->net, pf + np, TCP_PEND_MAX);
+    for (int i = 1; i < np; i++)
+        who[i] = -2;
+    for (int w = 0; w < n; w++) {
+        ps_wk *k = &sv->wk[w];
+        if (k->state != WK_LIVE && !(k->state == WK_BYE && k->l.fd >= 0))
+            continue;
+        pf[np] = (struct pollfd){ .fd = k->l.fd,
+                                  .events = (short)(POLLIN | (link_pending(&k->l) ? POLLOUT : 0)) };
+        who[np++] = w;
+    }
+    if (poll(pf, (nfds_t)np, ms) < 0)
+        return 0;
+    for (int i = 0; i < np; i++) {
+        if (!pf[i].revents)
+            continue;
+        if (who[i] == -1) {
+            while ((rc = tcp_accept_one(&ps->net, e, sizeof e)) > 0)
+                ;
+            if (rc < 0)
+                return ps_fail(ps, rc, "server %d: %s", ps->rank, e);
+            continue;
+        }
+        if (who[i] == -2) {
+            tcp_check_pending(&ps->net);
+            continue;
+        }
+        int w = who[i];
+        ps_wk *k = &sv->wk[w];
+        e[0] = 0;
+        rc = 0;
+        if (pf[i].revents & POLLOUT)
+            rc = link_flush(&k->l, e, sizeof e);
+        if (!rc && (pf[i].revents & (POLLIN | POLLHUP | POLLERR))) {
+            k->heard = clock_now();
+            rc = link_read(&k->l, req_dest, req_done, ps, e, sizeof e);
+        }
+        if (rc == WEFT_EPEER || rc == WEFT_EPROTO)
+            worker_gone(ps, w, e);
+        else if (rc)
+            return rc;
+    }
+    tcp_check_pending(&ps->net);
+    adopt_connections(ps);
+    if ((rc = rules_retry(ps)))
+        return rc;
+    check_silent(ps);
+    if ((rc = rules_retry(ps)) || (rc = ckpt_sync(ps)) || (rc = release_held(ps)))
+        return rc;
+    if (sv->logfd >= 0 && sv->since_ckpt >= ps->cfg.ckpt_interval && (rc = ckpt_save(ps)))
+        return rc;
+    for (int w = 0; w < n; w++) {
+        ps_wk *k = &sv->wk[w];
+        if (k->l.fd >= 0 && link_pending(&k->l) && link_flush(&k->l, e, sizeof e))
+            worker_gone(ps, w, e);
+    }
+    return 0;
+}
+
+int weft_ps_serve(weft_ps *ps)
+{
+    ps_server *sv;
+    int rc, clean = 0;
+    double until;
+    if (!ps || ps->role != WEFT_PS_ROLE_SERVER)
+        return ps ? ps_fail(ps, WEFT_EINVAL, "weft_ps_serve on a worker") : WEFT_EINVAL;
+    if (ps->srvst)
+        return ps_fail(ps, WEFT_EINVAL, "weft_ps_serve called twice");
+    if ((rc = server_init(ps)))
+        return rc;
+    sv = ps->srvst;
+    log_sub(ps->loglevel, LOG_INFO, LOG_SUB_NET, ps->world_rank,
+            "parameter server %d serving %d worker(s), %s%s", ps->rank, ps->nworkers,
+            ps->cfg.consistency == WEFT_PS_BSP   ? "BSP"
+            : ps->cfg.consistency == WEFT_PS_SSP ? "SSP"
+                                                 : "ASP",
+            sv->logfd >= 0 ? ", durable" : "");
+    while (!all_gone(ps)) {
+        int blocked = sv->waits != NULL;
+        if ((rc = step(ps, blocked ? 200 : 1000)))
+            return rc;
+    }
+    /* let the last acknowledgements out */
+    until = clock_now() + EXIT_FLUSH_S;
+    for (;;) {
+        int left = 0;
+        for (int w = 0; w < ps->nworkers; w++)
+            left |= sv->wk[w].l.fd >= 0 && link_pending(&sv->wk[w].l);
+        if (!left || clock_now() > until)
+            break;
+        step(ps, 50);
+    }
+    for (int w = 0; w < ps->nworkers; w++)
+        clean |= sv->wk[w].state == WK_BYE;
+    if (sv->logfd >= 0 && sv->since_ckpt > 0)
+        ckpt_save(ps);
+    if (!clean)
+        return ps_fail(ps, WEFT_EPEER, "parameter server %d: every worker died", ps->rank);
+    log_sub(ps->loglevel, LOG_INFO, LOG_SUB_NET, ps->world_rank,
+            "parameter server %d done", ps->rank);
+    return 0;
+}

@@ -1,0 +1,92 @@
+/* Server-side state: the chunks this server owns (ps_table.c), the workers
+ * it serves, requests waiting on the consistency rule, and replies held
+ * back until the updates they reveal are durable (ps_ckpt.c). */
+#ifndef WEFT_PS_SERVER_H
+#define WEFT_PS_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ps/ps.h"
+
+typedef struct ps_chunk {
+    struct ps_chunk *hnext;
+    uint32_t key, idx;
+    size_t n;
+    uint64_t total;     /* elements of the whole tensor */
+    float *param;
+    weft_optim *opt;
+    int64_t version;    /* updates applied (= optimiser steps) */
+    float *acc;         /* BSP: the step's gradients summed so far */
+    int contrib;
+    uint64_t *push_id;  /* BSP, per worker: its push in this step (0: none) */
+    uint64_t *pushed;   /* per worker: pushes taken in (applied or, BSP, summed) */
+} ps_chunk;
+
+/* A request parked until the consistency rule lets it through, or a reply
+ * held until the log is on disk. */
+typedef struct ps_wait {
+    struct ps_wait *next;
+    int w;
+    ps_msg m;
+    void *payload;
+} ps_wait;
+
+enum { WK_EXPECTED = 0, WK_LIVE, WK_BYE, WK_DEAD };
+
+typedef struct {
+    ps_link l;
+    int state;
+    int64_t clock;
+    double heard;       /* last message (or start) */
+    uint64_t barrier;   /* pending barrier request id, 0: none */
+} ps_wk;
+
+struct ps_server {
+    ps_wk *wk;
+    ps_chunk **bucket;
+    size_t nbuckets, nchunks;
+    ps_wait *waits;     /* parked requests, in arrival order */
+    ps_wait *held, **held_tail;
+    uint64_t sent, recvd;
+    /* durability (ps_ckpt.c) */
+    int logfd;          /* -1: no ckpt_dir */
+    uint64_t seq;       /* last logged update */
+    int64_t since_ckpt;
+    int dirty;          /* logged, not yet synced */
+    char *ckpt_path, *log_path;
+};
+
+ps_chunk *table_find(ps_server *sv, uint32_t key, uint32_t idx);
+/* A new chunk of n elements with the given values and fresh optimiser state. */
+int table_add(weft_ps *ps, uint32_t key, uint32_t idx, uint64_t total, size_t n,
+              const float *values, ps_chunk **out);
+/* Optimiser step on c with grad at lr; version += 1. */
+int table_apply(ps_chunk *c, const float *grad, float lr);
+void table_free(ps_server *sv);
+/* Chunks in a stable order (for checkpoints): fills out[0..nchunks). */
+void table_list(ps_server *sv, ps_chunk **out);
+
+/* Workers as the server sees them (ps_rules.c). */
+int wk_live(const ps_wk *k);           /* expected or connected, not gone */
+int wk_reachable(const ps_wk *k);      /* connected and owed replies */
+int wk_live_count(const weft_ps *ps);
+
+/* Requests (ps_rules.c). rules_handle consumes payload unless it returns
+ * PARK; negative: the server cannot go on. */
+enum { DONE = 0, PARK = 1 };
+int rules_handle(weft_ps *ps, int w, const ps_msg *m, void *payload);
+int rules_park(weft_ps *ps, int w, const ps_msg *m, void *payload);
+/* Give every parked request another chance, until nothing moves. */
+int rules_retry(weft_ps *ps);
+
+/* Durability: the update log and shard checkpoints. Without ckpt_dir these
+ * do nothing. */
+int ckpt_recover(weft_ps *ps);  /* load checkpoint, replay log, open log */
+enum { LOG_REC_INIT = 1, LOG_REC_APPLY = 2 };
+int ckpt_log(weft_ps *ps, int type, const ps_chunk *c, const float *data, float lr);
+int ckpt_sync(weft_ps *ps);
+int ckpt_save(weft_ps *ps);
+void ckpt_close(ps_server *sv);
+
+#endif

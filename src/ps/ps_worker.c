@@ -1,0 +1,626 @@
+/* The worker side: requests (push, pull, register, barrier, checkpoint,
+ * goodbye) fan out as one message per chunk to the chunk's server; replies
+ * are read as they come, pulled chunks straight into the caller's buffer.
+ * Progress happens inside wait and test, on the caller's thread. */
+#include "ps/ps.h"
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "ps/ps_shard.h"
+
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define PS_SNDBUF (64 << 10)
+
+static int server_rank(const weft_ps *ps, int s)
+{
+    return ps->nworkers + s;
+}
+
+static int handshake(weft_ps *ps, int s, double deadline, char *e, size_t elen)
+{
+    int peer = server_rank(ps, s), fd, rc;
+    for (;;) {
+        rc = tcp_out(&ps->net, peer, &fd, e, elen);
+        if (rc == 1) {
+            /* Keep most of a push in this process's queue rather than in
+             * the kernel's: a pull request can then go out next to its
+             * chunk's gradient instead of behind all of them (the kernel
+             * doubles this; ample for the window of a fast link). */
+            const char *env = getenv("WEFT_PS_SNDBUF"); /* bytes; 0: the kernel's own */
+            int sndbuf = env && *env ? atoi(env) : PS_SNDBUF;
+            if (sndbuf > 0)
+                setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
+            link_init(&ps->srv[s], fd, s);
+            ps->net.out_fd[peer] = -1; /* the link owns it now */
+            return 0;
+        }
+        if (rc < 0)
+            return rc;
+        if (clock_now() >= deadline) {
+            snprintf(e, elen, "no answer to the handshake");
+            return WEFT_ETIMEDOUT;
+        }
+        struct pollfd pf = { .fd = fd, .events = POLLIN };
+        int ms = clock_ms_until(deadline);
+        poll(&pf, 1, ms < 200 ? ms : 200);
+    }
+}
+
+int worker_connect(weft_ps *ps, store_client *st)
+{
+    double deadline = clock_now() + ps->connect_timeout_s;
+    int k = ps->nservers;
+    char key[64], e[256];
+    if (!ps->srv) {
+        if (!(ps->srv = calloc((size_t)k, sizeof *ps->srv)))
+            return WEFT_ENOMEM;
+        for (int s = 0; s < k; s++)
+            ps->srv[s].fd = -1;
+    }
+    if (!ps->srv_rc && !(ps->srv_rc = calloc((size_t)k, sizeof *ps->srv_rc)))
+        return WEFT_ENOMEM;
+    for (int s = 0; s < k; s++) {
+        int peer = server_rank(ps, s), rc;
+        if (ps->srv[s].fd >= 0)
+            continue; /* connected by an earlier, partly failed attempt */
+        for (;;) {
+            void *v = NULL;
+            size_t len = 0;
+            double left = deadline - clock_now();
+            snprintf(key, sizeof key, "ps/addr/%d", s);
+            rc = store_get(st, key, &v, &len, left > 0 ? left : 0);
+            if (rc)
+                return ps_fail(ps, WEFT_EPEER,
+                               "parameter server %d (rank %d) never published its address (%s)",
+                               s, peer, store_error(st));
+            snprintf(ps->net.addr[peer], SOCK_ADDR_MAX, "%.*s", (int)len, (char *)v);
+            free(v);
+            e[0] = 0;
+            rc = handshake(ps, s, deadline, e, sizeof e);
+            if (rc == 0)
+                break;
+            tcp_drop(&ps->net, peer);
+            /* refused: the server may be restarting and about to publish a
+             * new address */
+            if (rc != WEFT_EPEER || clock_now() >= deadline)
+                return ps_fail(ps, rc == WEFT_ETIMEDOUT ? WEFT_EPEER : rc,
+                               "cannot connect to parameter server %d (rank %d) at %s: %s", s,
+                               peer, ps->net.addr[peer], e);
+            usleep(100 * 1000);
+        }
+    }
+    log_sub(ps->loglevel, LOG_INFO, LOG_SUB_NET, ps->world_rank,
+            "worker %d connected to %d parameter server(s)", ps->rank, k);
+    return 0;
+}
+
+static void req_free(weft_ps_request *r)
+{
+    free(r->pend);
+    free(r);
+}
+
+void worker_free(weft_ps *ps)
+{
+    weft_ps_request *r = ps->reqs, *next;
+    for (; r; r = next) {
+        next = r->next;
+        req_free(r);
+    }
+    ps->reqs = NULL;
+    for (int s = 0; ps->srv && s < ps->nservers; s++) {
+        ps->sent += ps->srv[s].sent;
+        ps->recvd += ps->srv[s].recvd;
+        link_close(&ps->srv[s]);
+    }
+    free(ps->srv);
+    free(ps->srv_rc);
+    free(ps->tens);
+    ps->srv = NULL;
+    ps->srv_rc = NULL;
+    ps->tens = NULL;
+}
+
+/* Server s is gone: fail everything waiting on it, now and later. srv_rc
+ * is 1 once the server acknowledged this worker's goodbye. */
+static void server_lost(weft_ps *ps, int s, int rc, const char *why)
+{
+    if (ps->srv_rc[s])
+        return;
+    ps->srv_rc[s] = rc;
+    ps_fail(ps, rc, "parameter server %d (rank %d) %s: %s", s, server_rank(ps, s),
+            rc == WEFT_EPEER ? "died" : "failed", why);
+    ps->sent += ps->srv[s].sent;
+    ps->recvd += ps->srv[s].recvd;
+    link_close(&ps->srv[s]);
+    ps->srv[s].sent = ps->srv[s].recvd = 0;
+    for (weft_ps_request *r = ps->reqs; r; r = r->next) {
+        if (!r->pend[s])
+            continue;
+        r->pending -= r->pend[s];
+        r->pend[s] = 0;
+        if (!r->rc)
+            r->rc = rc;
+    }
+}
+
+static weft_ps_request *find_req(weft_ps *ps, uint64_t id)
+{
+    for (weft_ps_request *r = ps->reqs; r; r = r->next)
+        if (r->id == id)
+            return r;
+    return NULL;
+}
+
+static int reply_dest(void *arg, ps_link *l, const ps_msg *m, void **dst, char *e, size_t elen)
+{
+    weft_ps *ps = arg;
+    weft_ps_request *r = find_req(ps, m->id);
+    if (m->type < PS_ACK) {
+        snprintf(e, elen, "sent a request (%s) to a worker", ps_msg_name(m->type));
+        return WEFT_EPROTO;
+    }
+    if (!r || !r->pend[l->peer]) {
+        snprintf(e, elen, "a reply (%s) to no request of this worker", ps_msg_name(m->type));
+        return WEFT_EPROTO;
+    }
+    if (m->type == PS_ERR) {
+        *dst = ps->errbuf;
+        return 0;
+    }
+    if (m->type == PS_ACK) {
+        if (m->len) {
+            snprintf(e, elen, "an acknowledgement with a payload");
+            return WEFT_EPROTO;
+        }
+        return 0;
+    }
+    /* PS_DATA: must be a chunk of the pulled tensor that this server owns */
+    const ps_tensor *t = r->tensor >= 0 ? &ps->tens[r->tensor] : NULL;
+    size_t off, n;
+    if (r->type != PS_PULL || !t || m->key != t->key || m->chunk >= t->nchunks ||
+        shard_server(t->key, m->chunk, ps->nservers) != l->peer) {
+        snprintf(e, elen, "data for chunk %u of key %u, which this worker did not ask it for",
+                 m->chunk, m->key);
+        return WEFT_EPROTO;
+    }
+    shard_chunk(t->count, t->nchunks, m->chunk, &off, &n);
+    if (m->len != n * sizeof(float)) {
+        snprintf(e, elen, "chunk %u of key %u has %zu floats here but %llu bytes came", m->chunk,
+                 m->key, n, (unsigned long long)m->len);
+        return WEFT_EPROTO;
+    }
+    *dst = r->dst + off;
+    return 0;
+}
+
+static int reply_done(void *arg, ps_link *l, const ps_msg *m, void *dst)
+{
+    weft_ps *ps = arg;
+    weft_ps_request *r = find_req(ps, m->id);
+    r->pend[l->peer]--;
+    r->pending--;
+    /* BSP: resumed servers are at the step of their chunk furthest behind
+     * (after a crash mid-push some chunks may be one step ahead: they drop
+     * the repeated push) */
+    if (r->type == PS_INIT && m->type == PS_ACK && m->clock < r->minv)
+        r->minv = m->clock;
+    if (r->type == PS_INIT && r->pending == 0 && !r->rc && r->minv > ps->clock &&
+        r->minv != INT64_MAX)
+        ps->clock = r->minv;
+    if (r->type == PS_BYE && m->type == PS_ACK)
+        ps->srv_rc[l->peer] = 1; /* it may close now: not a failure */
+    if (m->type == PS_ERR) {
+        ps->errbuf[m->len] = 0;
+        if (!r->rc) {
+            r->rc = m->status;
+            snprintf(ps->err, sizeof ps->err, "parameter server %d (rank %d): %s", l->peer,
+                     server_rank(ps, l->peer), ps->errbuf);
+        }
+    }
+    return 0;
+}
+
+/* Move bytes on every live server connection, waiting up to ms. */
+static int progress(weft_ps *ps, int ms)
+{
+    struct pollfd pf[ps->nservers];
+    int idx[ps->nservers], n = 0;
+    char e[256];
+    for (int s = 0; s < ps->nservers; s++) {
+        if (ps->srv_rc[s])
+            continue;
+        pf[n] = (struct pollfd){ .fd = ps->srv[s].fd,
+                                 .events = (short)(POLLIN | (link_pending(&ps->srv[s]) ? POLLOUT : 0)) };
+        idx[n++] = s;
+    }
+    if (n == 0)
+        return 0;
+    if (poll(pf, (nfds_t)n, ms) <= 0)
+        return 0;
+    for (int i = 0; i < n; i++) {
+        int s = idx[i], rc = 0;
+        e[0] = 0;
+        if (pf[i].revents & POLLOUT)
+            rc = link_flush(&ps->srv[s], e, sizeof e);
+        if (!rc && (pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
+            rc = link_read(&ps->srv[s], reply_dest, reply_done, ps, e, sizeof e);
+        if (rc)
+            server_lost(ps, s, rc == WEFT_EPEER ? WEFT_EPEER : rc, e);
+    }
+    return 0;
+}
+
+static void flush_all(weft_ps *ps)
+{
+    char e[256];
+    for (int s = 0; s < ps->nservers; s++) {
+        int rc;
+        if (ps->srv_rc[s] || !link_pending(&ps->srv[s]))
+            continue;
+        e[0] = 0;
+        if ((rc = link_flush(&ps->srv[s], e, sizeof e)))
+            server_lost(ps, s, rc, e);
+    }
+}
+
+static int worker_ok(weft_ps *ps)
+{
+    if (!ps)
+        return WEFT_EINVAL;
+    if (ps->role != WEFT_PS_ROLE_WORKER)
+        return ps_fail(ps, WEFT_EINVAL, "only a worker can do this (this rank is server %d)",
+                       ps->rank);
+    if (ps->bye)
+        return ps_fail(ps, WEFT_EINVAL, "this worker has shut down");
+    if (!ps->connected) {
+        int rc = worker_connect(ps, ps->store);
+        if (rc)
+            return rc;
+        ps->connected = 1;
+        store_close(ps->store);
+        ps->store = NULL;
+    }
+    return 0;
+}
+
+static weft_ps_request *req_new(weft_ps *ps, int type, int tensor, float *dst)
+{
+    weft_ps_request *r = calloc(1, sizeof *r);
+    if (!r || !(r->pend = calloc((size_t)ps->nservers, sizeof *r->pend))) {
+        free(r);
+        return NULL;
+    }
+    r->ps = ps;
+    r->minv = INT64_MAX;
+    r->id = ++ps->next_id;
+    r->type = type;
+    r->tensor = tensor;
+    r->dst = dst;
+    r->next = ps->reqs;
+    ps->reqs = r;
+    return r;
+}
+
+/* Queue m (for request r) to server s; a dead server fails r at once. */
+static int req_send(weft_ps *ps, weft_ps_request *r, int s, ps_msg *m, const void *data)
+{
+    int rc;
+    if (ps->srv_rc[s]) {
+        if (!r->rc)
+            r->rc = ps->srv_rc[s];
+        return 0;
+    }
+    m->id = r->id;
+    rc = m->type == PS_PULL ? link_send_front(&ps->srv[s], m)
+                            : link_send(&ps->srv[s], m, data, NULL);
+    if (rc)
+        return rc;
+    r->pend[s]++;
+    r->pending++;
+    return 0;
+}
+
+static void unlink_req(weft_ps *ps, weft_ps_request *r)
+{
+    for (weft_ps_request **p = &ps->reqs; *p; p = &(*p)->next)
+        if (*p == r) {
+            *p = r->next;
+            return;
+        }
+}
+
+static int finish(weft_ps_request *r)
+{
+    int rc = r->rc;
+    unlink_req(r->ps, r);
+    req_free(r);
+    return rc;
+}
+
+/* While it waits, a worker tells every server it is alive (a clock message
+ * that changes nothing), so that a server never takes a worker blocked on
+ * another server for a hung one. */
+static void beat(weft_ps *ps)
+{
+    double now = clock_now(), every = ps->cfg.dead_worker_wait_s / 4;
+    if (now - ps->beat_at < (every < 0.05 ? 0.05 : every))
+        return;
+    ps->beat_at = now;
+    for (int s = 0; s < ps->nservers; s++) {
+        ps_msg m = ps_msg_make(PS_CLOCK);
+        if (ps->srv_rc[s] || ps->bye)
+            continue;
+        m.clock = ps->clock;
+        link_send(&ps->srv[s], &m, NULL, NULL);
+    }
+    flush_all(ps);
+}
+
+int weft_ps_test(weft_ps_request *r, int *done)
+{
+    if (!r || !done)
+        return WEFT_EINVAL;
+    *done = 0;
+    flush_all(r->ps);
+    progress(r->ps, 0);
+    if (r->pending > 0)
+        return 0;
+    *done = 1;
+    return finish(r);
+}
+
+int weft_ps_wait(weft_ps_request *r)
+{
+    weft_ps *ps;
+    double last;
+    uint64_t seen = 0;
+    if (!r)
+        return WEFT_EINVAL;
+    ps = r->ps;
+    flush_all(ps);
+    last = clock_now();
+    while (r->pending > 0) {
+        uint64_t now_bytes = 0;
+        int ms = clock_ms_until(last + ps->timeout_s), beat_ms = (int)(ps->cfg.dead_worker_wait_s * 250);
+        if (beat_ms < 50)
+            beat_ms = 50;
+        if (ms > beat_ms)
+            ms = beat_ms;
+        progress(ps, ms);
+        beat(ps);
+        for (int s = 0; s < ps->nservers; s++)
+            now_bytes += ps->srv[s].recvd; /* heartbeats out are no sign of life in */
+        if (now_bytes != seen) {
+            seen = now_bytes;
+            last = clock_now();
+        } else if (r->pending > 0 && clock_now() >= last + ps->timeout_s) {
+            char who[128] = "";
+            size_t o = 0;
+            for (int s = 0; s < ps->nservers && o < sizeof who - 12; s++)
+                if (r->pend[s])
+                    o += (size_t)snprintf(who + o, sizeof who - o, "%s%d", o ? ", " : "", s);
+            for (int s = 0; s < ps->nservers; s++)
+                if (r->pend[s])
+                    server_lost(ps, s, WEFT_ETIMEDOUT, "no reply");
+            ps_fail(ps, WEFT_ETIMEDOUT,
+                    "no reply from parameter server(s) %s for %.0f s (worker %d waiting in %s)",
+                    who, ps->timeout_s, ps->rank, ps_msg_name(r->type));
+            r->rc = WEFT_ETIMEDOUT;
+            break;
+        }
+    }
+    return finish(r);
+}
+
+static int find_tensor(const weft_ps *ps, uint32_t key)
+{
+    for (int i = 0; i < ps->ntens; i++)
+        if (ps->tens[i].key == key)
+            return i;
+    return -1;
+}
+
+int weft_ps_register(weft_ps *ps, uint32_t key, const float *values, size_t count)
+{
+    weft_ps_request *r;
+    ps_tensor *t;
+    int rc, i;
+    if ((rc = worker_ok(ps)))
+        return rc;
+    if (count == 0 || count > ((size_t)1 << 48) || (ps->rank == 0 && !values))
+        return ps_fail(ps, WEFT_EINVAL, "register key %u: count %zu%s", key, count,
+                       ps->rank == 0 && !values ? " without initial values on worker 0" : "");
+    if ((i = find_tensor(ps, key)) >= 0) {
+        if (ps->tens[i].count != count)
+            return ps_fail(ps, WEFT_EINVAL, "key %u registered with %zu elements, now %zu",
+                           key, ps->tens[i].count, count);
+    } else {
+        if (ps->ntens == ps->tens_cap) {
+            int cap = ps->tens_cap ? 2 * ps->tens_cap : 8;
+            ps_tensor *nt = realloc(ps->tens, (size_t)cap * sizeof *nt);
+            if (!nt)
+                return WEFT_ENOMEM;
+            ps->tens = nt;
+            ps->tens_cap = cap;
+        }
+        i = ps->ntens++;
+        ps->tens[i] = (ps_tensor){ key, count,
+                                   shard_nchunks(count, ps->nservers, (size_t)ps->cfg.chunk_min,
+                                                 (size_t)ps->cfg.chunk_max), 0 };
+    }
+    t = &ps->tens[i];
+    if (!(r = req_new(ps, PS_INIT, i, NULL)))
+        return WEFT_ENOMEM;
+    for (size_t j = 0; j < t->nchunks; j++) {
+        size_t off, n;
+        ps_msg m = ps_msg_make(PS_INIT);
+        shard_chunk(count, t->nchunks, j, &off, &n);
+        m.key = key;
+        m.chunk = (uint32_t)j;
+        m.total = count;
+        m.len = ps->rank == 0 ? n * sizeof(float) : 0;
+        if ((rc = req_send(ps, r, shard_server(key, j, ps->nservers), &m,
+                           ps->rank == 0 ? values + off : NULL))) {
+            finish(r);
+            return rc;
+        }
+    }
+    return weft_ps_wait(r);
+}
+
+static int tensor_op(weft_ps *ps, int type, uint32_t key, const float *src, float *dst,
+                     weft_ps_request **out)
+{
+    weft_ps_request *r;
+    const ps_tensor *t;
+    int rc, i;
+    if (!out)
+        return WEFT_EINVAL;
+    *out = NULL;
+    if ((rc = worker_ok(ps)))
+        return rc;
+    if ((type == PS_PUSH && !src) || (type == PS_PULL && !dst))
+        return ps_fail(ps, WEFT_EINVAL, "%s of key %u: NULL buffer", ps_msg_name(type), key);
+    if ((i = find_tensor(ps, key)) < 0)
+        return ps_fail(ps, WEFT_EINVAL, "%s of key %u, which was never registered",
+                       ps_msg_name(type), key);
+    t = &ps->tens[i];
+    if (!(r = req_new(ps, type, i, dst)))
+        return WEFT_ENOMEM;
+    for (size_t j = 0; j < t->nchunks; j++) {
+        size_t off, n;
+        ps_msg m = ps_msg_make(type);
+        shard_chunk(t->count, t->nchunks, j, &off, &n);
+        m.key = key;
+        m.chunk = (uint32_t)j;
+        m.clock = ps->clock;
+        /* a pull may overtake this worker's pushes on the way: it names how
+         * many the server must have taken in first (its own updates are
+         * always visible to it) */
+        m.total = type == PS_PULL ? t->pushes : 0;
+        m.len = type == PS_PUSH ? n * sizeof(float) : 0;
+        if ((rc = req_send(ps, r, shard_server(key, j, ps->nservers), &m,
+                           type == PS_PUSH ? src + off : NULL))) {
+            finish(r);
+            return rc;
+        }
+    }
+    if (type == PS_PUSH)
+        ps->tens[i].pushes++;
+    flush_all(ps);
+    *out = r;
+    return 0;
+}
+
+int weft_ps_push(weft_ps *ps, uint32_t key, const float *grads, weft_ps_request **req)
+{
+    return tensor_op(ps, PS_PUSH, key, grads, NULL, req);
+}
+
+int weft_ps_pull(weft_ps *ps, uint32_t key, float *params, weft_ps_request **req)
+{
+    return tensor_op(ps, PS_PULL, key, NULL, params, req);
+}
+
+/* One message to every server, and wait for every answer. */
+static int everyone(weft_ps *ps, int type)
+{
+    weft_ps_request *r = req_new(ps, type, -1, NULL);
+    int rc;
+    if (!r)
+        return WEFT_ENOMEM;
+    for (int s = 0; s < ps->nservers; s++) {
+        ps_msg m = ps_msg_make(type);
+        m.clock = ps->clock;
+        if ((rc = req_send(ps, r, s, &m, NULL))) {
+            finish(r);
+            return rc;
+        }
+    }
+    return weft_ps_wait(r);
+}
+
+int weft_ps_clock(weft_ps *ps)
+{
+    int rc;
+    if ((rc = worker_ok(ps)))
+        return rc;
+    ps->clock++;
+    for (int s = 0; s < ps->nservers; s++) {
+        ps_msg m = ps_msg_make(PS_CLOCK);
+        if (ps->srv_rc[s])
+            return ps->srv_rc[s];
+        m.clock = ps->clock;
+        if ((rc = link_send(&ps->srv[s], &m, NULL, NULL)))
+            return rc;
+    }
+    flush_all(ps);
+    for (int s = 0; s < ps->nservers; s++)
+        if (ps->srv_rc[s])
+            return ps->srv_rc[s];
+    return 0;
+}
+
+int64_t weft_ps_clock_value(const weft_ps *ps)
+{
+    return ps ? ps->clock : WEFT_EINVAL;
+}
+
+int weft_ps_barrier(weft_ps *ps)
+{
+    int rc = worker_ok(ps);
+    return rc ? rc : everyone(ps, PS_BARRIER);
+}
+
+int weft_ps_checkpoint(weft_ps *ps)
+{
+    int rc = worker_ok(ps);
+    return rc ? rc : everyone(ps, PS_CKPT);
+}
+
+int weft_ps_shutdown(weft_ps *ps)
+{
+    int rc = worker_ok(ps), first = 0;
+    if (rc)
+        return rc;
+    /* let what the caller issued reach the servers before the goodbye */
+    double deadline = clock_now() + ps->timeout_s;
+    for (weft_ps_request *r = ps->reqs; r; r = r->next)
+        while (r->pending > 0 && clock_now() < deadline) {
+            int any = 0;
+            for (int s = 0; s < ps->nservers; s++)
+                any |= r->pend[s] > 0 && !ps->srv_rc[s];
+            if (!any)
+                break;
+            progress(ps, 50);
+            beat(ps);
+        }
+    first = everyone(ps, PS_BYE);
+    ps->bye = 1;
+    return first;
+}
+
+void weft_ps_bytes(const weft_ps *ps, uint64_t *sent, uint64_t *received)
+{
+    uint64_t s = 0, r = 0;
+    if (ps) {
+        s = ps->sent;
+        r = ps->recvd;
+        for (int i = 0; ps->srv && i < ps->nservers; i++) {
+            s += ps->srv[i].sent;
+            r += ps->srv[i].recvd;
+        }
+        s += server_bytes(ps, &r);
+    }
+    if (sent)
+        *sent = s;
+    if (received)
+        *received = r;
+}
