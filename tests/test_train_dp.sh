@@ -5,8 +5,8 @@
 # losses of one process, to fp32 reduction-order tolerance, and the same test
 # accuracy within one sample in a thousand. A checkpoint written at N = 4
 # (ZeRO-2) resumes at N = 2 (ZeRO-3) with the uninterrupted run's losses.
-# Bounded staleness 0 is full sync; local SGD, DiLoCo, gossip and stale:2
-# runs with a straggler learn.
+# Bounded staleness 0 and backup:0 are full sync; local SGD, DiLoCo, gossip,
+# stale:2 and backup:1 runs with a straggler learn.
 B=${BUILD:-build}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
@@ -74,9 +74,13 @@ if run stale0 3 --sync stale:0; then
     fi
 fi
 
+# backup workers with no backup wait for every rank: full sync's losses
+# (the per-step loss is the included ranks' mean, here the whole batch's)
+run backup0 3 --sync backup:0 && same backup0
+
 # the other modes learn with a straggler (rank 0's accuracy, better than
 # chance, is that of the one model every rank ends with)
-for mode in local:5 diloco:5 gossip stale:2; do
+for mode in local:5 diloco:5 gossip stale:2 backup:1; do
     name=$(echo $mode | tr -d :)
     run $name 4 --sync $mode --straggle 1:1 || continue
     if awk -F, 'NR == 2 { first = $4 } $3 == "train" { last = $4 } $3 == "test" { acc = $5 }

@@ -18,6 +18,10 @@
  *
  *   weftrun -n 4 weft-train --zero 3 --accum 4      (sharded state, micro-steps)
  *   weftrun -n 4 weft-train --sync diloco:50 --straggle 1:20
+ *   weftrun -n 4 weft-train --sync backup:1 --straggle 1:20   (drop the latest)
+ *
+ *   weftrun -n 4 --servers 2 weft-train --mode ps --consistency ssp:2
+ *                                          (4 workers, 2 parameter servers)
  *
  * --zero, --accum, --sync and --straggle belong to the launch, not the
  * run: a checkpoint does not keep them (docs/TRAINING.md). */
@@ -29,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <signal.h>
@@ -57,6 +62,8 @@ typedef struct {
     double bucket_mb;
     int zero, accum, straggle_rank, straggle_ms;
     char sync[64];
+    int ps;               /* --mode ps: parameter server instead of data parallel */
+    char consistency[32];
     unsigned set; /* bit per run option given on the command line */
 } opts;
 
@@ -148,8 +155,13 @@ static void usage(FILE *f)
         "  --zero 0|1|2|3           ZeRO stage: shard optimiser state (1), + gradients (2),\n"
         "                           + parameters (3) over the ranks (0)\n"
         "  --accum K                micro-steps per step; communicate only on the last (1)\n"
-        "  --sync MODE              full (default), local:H, diloco:H, gossip, stale:S\n"
+        "  --sync MODE              full (default), local:H, diloco:H, gossip, stale:S,\n"
+        "                           backup:B (each step takes the first N-B gradients)\n"
         "                           (docs/TRAINING.md)\n"
+        "  --mode dp|ps             data parallel (dp, default) or parameter server (ps: under\n"
+        "                           weftrun -n W --servers K; workers push gradients, pull\n"
+        "                           parameters; servers hold them and run the optimiser)\n"
+        "  --consistency bsp|ssp:S|asp  parameter-server consistency (bsp)\n"
         "  --straggle RANK:MS       rank RANK sleeps MS ms every step (a slow device);\n"
         "                           any:MS: one rank a step, chosen at random (jitter)\n",
         f);
@@ -338,6 +350,7 @@ static void parse_args(opts *o, int argc, char **argv)
     o->accum = 1;
     o->straggle_rank = -1;
     strcpy(o->sync, "full");
+    strcpy(o->consistency, "bsp");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
@@ -388,8 +401,18 @@ static void parse_args(opts *o, int argc, char **argv)
         } else if (strcmp(key, "sync") == 0) {
             weft_sync_config sc;
             if (weft_sync_parse(v, &sc) != 0)
-                die("--sync: want full, local:H, diloco:H, gossip or stale:S, not '%s'", v);
+                die("--sync: want full, local:H, diloco:H, gossip, stale:S or backup:B, not '%s'", v);
             copy_str(o->sync, sizeof o->sync, key, v);
+        } else if (strcmp(key, "mode") == 0) {
+            if (strcmp(v, "dp") && strcmp(v, "ps"))
+                die("--mode: want dp or ps, not '%s'", v);
+            o->ps = strcmp(v, "ps") == 0;
+        } else if (strcmp(key, "consistency") == 0) {
+            weft_ps_config pc;
+            weft_ps_config_default(&pc);
+            if (weft_ps_consistency_parse(v, &pc) != 0)
+                die("--consistency: want bsp, ssp:S or asp, not '%s'", v);
+            copy_str(o->consistency, sizeof o->consistency, key, v);
         } else if (strcmp(key, "straggle") == 0) {
             char *end;
             long r = strtol(v, &end, 10), ms = -1;
@@ -513,6 +536,18 @@ static void model_config(const run_opts *r, const data_sets *d, weft_model_confi
 }
 
 /* ---- progress and metrics ------------------------------------------------------ */
+
+/* CPU seconds of this process (all threads) and of the calling thread. */
+static void cpu_s(double *process, double *thread)
+{
+    struct rusage a, b;
+    getrusage(RUSAGE_SELF, &a);
+    getrusage(RUSAGE_THREAD, &b);
+    *process = (double)a.ru_utime.tv_sec + 1e-6 * (double)a.ru_utime.tv_usec +
+               (double)a.ru_stime.tv_sec + 1e-6 * (double)a.ru_stime.tv_usec;
+    *thread = (double)b.ru_utime.tv_sec + 1e-6 * (double)b.ru_utime.tv_usec +
+              (double)b.ru_stime.tv_sec + 1e-6 * (double)b.ru_stime.tv_usec;
+}
 
 static double now_s(void)
 {
@@ -813,6 +848,158 @@ static int inspect(const char *path)
 
 /* SIGUSR1 (weftrun forwards it): write the flight recorder to stderr. The
  * dump takes no lock and allocates nothing, so a handler may call it. */
+/* ---- parameter server ------------------------------------------------------ */
+
+/* --mode ps (docs/TRAINING.md): the world is W workers and K servers
+ * (weftrun --servers K sets each rank's role). Servers hold the parameters
+ * in chunks and run the optimiser; each worker computes the gradient of its
+ * part of every global batch, pushes it, ends its step (clock) and pulls
+ * the parameters, which the consistency model (BSP, SSP:S, ASP) lets it see.
+ * Worker 0 reports its own loss (a collective would undo SSP and ASP) and
+ * evaluates the servers' final parameters. Returns the exit status. */
+static int run_ps(opts *o, data_sets *d, long steps, weft_comm *world)
+{
+    run_opts *r = &o->r;
+    weft_ps_config pc;
+    weft_ps *ps;
+    weft_comm *workers = NULL;
+    int rc, adamw = strcmp(r->optim, "adamw") == 0;
+    weft_ps_config_default(&pc);
+    weft_ps_consistency_parse(o->consistency, &pc);
+    weft_optim_config_default(&pc.optim, adamw ? WEFT_OPTIM_ADAMW : WEFT_OPTIM_SGD);
+    pc.optim.momentum = (float)r->momentum;
+    pc.optim.weight_decay = (float)r->weight_decay;
+    pc.lr = (weft_lr_schedule){ strcmp(r->schedule, "cosine") == 0 ? WEFT_LR_COSINE
+                                                                  : WEFT_LR_CONSTANT,
+                                (float)r->lr, (float)r->min_lr, (int32_t)r->warmup,
+                                (int32_t)(steps < INT32_MAX ? steps : INT32_MAX) };
+    if ((rc = weft_ps_init(&ps, world, &pc)) != 0)
+        die("parameter server set-up: %s: %s", weft_strerror(rc), weft_comm_error(world));
+    int worker = weft_ps_role(ps) == WEFT_PS_ROLE_WORKER;
+    /* every rank, servers included, before anyone serves */
+    if ((rc = weft_comm_split(world, worker ? 0 : -1, weft_comm_rank(world), &workers)) != 0)
+        die("parameter server set-up: %s: %s", weft_strerror(rc), weft_comm_error(world));
+    if (!worker) {
+        if ((rc = weft_ps_serve(ps)) != 0)
+            die("server %d: %s: %s", weft_ps_rank(ps), weft_strerror(rc), weft_ps_error(ps));
+        weft_ps_destroy(ps);
+        return 0;
+    }
+    int me = weft_ps_rank(ps), nw = weft_ps_num_workers(ps);
+    weft_model_config cfg;
+    weft_model *m;
+    model_config(r, d, &cfg);
+    if ((rc = weft_model_create(&m, &cfg, r->seed)) != 0)
+        die("cannot create the model: %s", weft_strerror(rc));
+    weft_model_set_precision(m, strcmp(r->precision, "bf16") == 0 ? WEFT_PREC_BF16
+                                                                  : WEFT_PREC_FP32);
+    if (o->threads > 0)
+        weft_model_set_threads(m, o->threads);
+    weft_loader_config lc;
+    weft_loader *loader;
+    weft_loader_config_default(&lc);
+    lc.global_batch = r->batch;
+    lc.seed = r->seed;
+    lc.rank = me;
+    lc.world_size = nw;
+    if (nw > r->batch)
+        die("%d workers cannot share a batch of %d", nw, r->batch);
+    if ((rc = weft_loader_create(&loader, d->train, &lc)) != 0)
+        die("cannot create the data loader: %s", weft_strerror(rc));
+    size_t n;
+    float *p = weft_model_params(m, &n), *g = weft_model_grads(m, NULL);
+    weft_ps_request *a, *b;
+    if ((rc = weft_ps_register(ps, 0, p, n)) != 0 || (rc = weft_ps_pull(ps, 0, p, &b)) != 0 ||
+        (rc = weft_ps_wait(b)) != 0)
+        die("worker %d: registering the parameters: %s: %s", me, weft_strerror(rc),
+            weft_ps_error(ps));
+    char spec[512];
+    weft_model_config_format(weft_model_config_of(m), spec, sizeof spec);
+    if (!o->quiet) {
+        printf("model %s (%zu parameters, %s, %s matmul, %d threads)\n", spec, n, r->precision,
+               weft_model_matmul_name(m), weft_model_threads(m));
+        printf("parameter server: %d workers, %d servers, consistency %s\n", nw,
+               weft_ps_num_servers(ps), o->consistency);
+        printf("data %s: %llu samples; optim %s lr %g (%s) on the servers; batch %d, steps %ld\n",
+               d->ti.name, (unsigned long long)d->ti.n, r->optim, r->lr, r->schedule, r->batch,
+               steps);
+        fflush(stdout);
+    }
+    FILE *csv = NULL;
+    if (o->metrics[0] && me == 0) {
+        if (!(csv = fopen(o->metrics, "w")))
+            die("cannot write %s: %s", o->metrics, strerror(errno));
+        fprintf(csv, "step,epoch,split,loss,accuracy,lr,grad_norm,samples_per_s,elapsed_s\n");
+    }
+    progress pg = { 0 };
+    pg.tty = isatty(2);
+    pg.quiet = o->quiet;
+    pg.total = steps;
+    pg.log_every = o->log_every > 0 ? o->log_every : (steps / 20 > 0 ? steps / 20 : 1);
+    pg.start = now_s();
+    int image = d->ti.kind == WEFT_DATA_IMAGE;
+    for (long step = 0; step < steps; step++) {
+        weft_batch bt;
+        float loss = 0, gnorm = -1;
+        if ((rc = weft_loader_next(loader, &bt)) != 0)
+            die("step %ld: %s", step, weft_strerror(rc));
+        int slow = o->straggle_rank;
+        if (slow == -2)
+            slow = (int)(((uint64_t)step * 0x9e3779b97f4a7c15ull >> 33) % (uint64_t)nw);
+        if (me == slow && o->straggle_ms > 0)
+            usleep((useconds_t)o->straggle_ms * 1000);
+        const void *x = image ? (const void *)bt.x : (const void *)bt.tokens;
+        if ((rc = weft_model_zero_grad(m)) != 0 ||
+            (rc = weft_model_forward(m, x, bt.y, bt.n, bt.x_dim, &loss)) != 0)
+            die("step %ld: %s", step, weft_strerror(rc));
+        int correct = weft_model_count_correct(m, bt.y);
+        if ((rc = weft_model_backward(m)) != 0)
+            die("step %ld: %s", step, weft_strerror(rc));
+        /* servers average over workers: weight this part by its share */
+        weft_scale(g, n, (float)nw * (float)bt.n / (float)bt.global_n);
+        if (r->clip > 0) /* each worker clips its own gradient */
+            weft_clip_grad_norm(g, n, (float)r->clip, &gnorm);
+        if ((rc = weft_ps_push(ps, 0, g, &a)) != 0 || (rc = weft_ps_clock(ps)) != 0 ||
+            (rc = weft_ps_pull(ps, 0, p, &b)) != 0)
+            die("step %ld: %s: %s", step, weft_strerror(rc), weft_ps_error(ps));
+        int ra = weft_ps_wait(a), rb = weft_ps_wait(b);
+        if (ra || rb)
+            die("step %ld: %s: %s", step, weft_strerror(ra ? ra : rb), weft_ps_error(ps));
+        if (!isfinite(loss))
+            die("step %ld: loss is %f; lower --lr or use --clip", step, (double)loss);
+        double elapsed = now_s() - pg.start;
+        double rate = (double)(step + 1) * r->batch / (elapsed > 0 ? elapsed : 1e-9);
+        int rows = image ? bt.n : bt.n * bt.x_dim;
+        csv_row(csv, step + 1, (double)weft_loader_position(loader) / (double)d->ti.n, "train",
+                loss, (double)correct / rows, weft_lr_at(&pc.lr, step), gnorm, rate, elapsed);
+        progress_update(&pg, step + 1, loss, rate, step + 1 == steps);
+    }
+    double train_s = now_s() - pg.start;
+    uint64_t sent = 0, recvd = 0;
+    weft_ps_bytes(ps, &sent, &recvd);
+    if ((rc = weft_ps_shutdown(ps)) != 0)
+        die("shutdown: %s: %s", weft_strerror(rc), weft_ps_error(ps));
+    if (!o->quiet)
+        printf("training took %.2f s on %d workers and %d servers (consistency %s); worker 0 "
+               "sent %.1f MB, received %.1f MB\n",
+               train_s, nw, weft_ps_num_servers(ps), o->consistency, (double)sent / 1e6,
+               (double)recvd / 1e6);
+    if (!o->no_eval && me == 0) {
+        double epoch = (double)weft_loader_position(loader) / (double)d->ti.n;
+        if (image)
+            eval_mlp(m, d, csv, steps, epoch);
+        else
+            eval_gpt(m, d, o, csv, steps, epoch);
+    }
+    if (csv)
+        fclose(csv);
+    weft_ps_destroy(ps);
+    weft_comm_destroy(workers);
+    weft_loader_free(loader);
+    weft_model_destroy(m);
+    return 0;
+}
+
 static weft_comm *dump_comm;
 
 static void on_sigusr1(int sig)
@@ -874,14 +1061,28 @@ int main(int argc, char **argv)
     long steps = r->steps;
     if (steps < 0)
         steps = (long)ceil(r->epochs * (double)d.ti.n / (double)r->batch);
+    if (o.ps) {
+        if (!comm)
+            die("--mode ps needs workers and servers: weftrun -n W --servers K weft-train ...");
+        if (o.resume[0] || o.save[0] || o.zero || o.accum > 1 || strcmp(o.sync, "full") != 0)
+            die("--mode ps does not take --resume, --save, --zero, --accum or --sync");
+        int prc = run_ps(&o, &d, steps, comm);
+        dump_comm = NULL;
+        if (prc == 0 && (prc = weft_comm_destroy(comm)) != 0)
+            die("leaving the job: %s", weft_strerror(prc));
+        weft_dataset_free(d.train);
+        weft_dataset_free(d.eval);
+        return 0;
+    }
 
     weft_sync_config scfg;
     weft_sync_parse(o.sync, &scfg);
     int full_sync = scfg.mode == WEFT_SYNC_FULL;
     int stale = scfg.mode == WEFT_SYNC_STALE;
+    int backup = scfg.mode == WEFT_SYNC_BACKUP;
     if (!full_sync && o.zero)
         die("--zero shards a full-sync run; --sync %s keeps whole models per rank", o.sync);
-    if (stale && o.accum > 1)
+    if ((stale || backup) && o.accum > 1)
         die("--accum with --sync %s is not supported", o.sync);
     if (scfg.mode == WEFT_SYNC_DILOCO && !(o.set & (1u << O_OPTIM)) && !o.resume[0]) {
         strcpy(r->optim, "adamw"); /* DiLoCo's inner optimiser */
@@ -1037,28 +1238,40 @@ int main(int argc, char **argv)
     pg.first_step = start_step;
     pg.log_every = o.log_every > 0 ? o.log_every : (steps / 20 > 0 ? steps / 20 : 1);
     pg.start = now_s();
+    double cpu0_all, cpu0_main;
+    cpu_s(&cpu0_all, &cpu0_main);
     int image = d.ti.kind == WEFT_DATA_IMAGE;
     long end = o.stop_at > 0 && o.stop_at < steps ? o.stop_at : steps;
     if (end < start_step)
         end = start_step;
     pg.total = end;
     uint64_t grad_bytes = 0; /* full sync: gradient bytes handed to collectives */
+    double compute_s = 0;    /* forward + backward (the hooks' launches included) */
+    double load_s = 0;       /* the data loader */
+    weft_batch b;
+    int prefetched = 0; /* b already holds this step's batch */
     for (long step = start_step; step < end; step++) {
-        weft_batch b;
-        rc = weft_loader_next(loader, &b);
+        double t_ld = now_s();
+        rc = prefetched ? 0 : weft_loader_next(loader, &b);
+        prefetched = 0;
+        load_s += now_s() - t_ld;
         if (rc != 0)
             die("step %ld: %s", step, weft_strerror(rc));
-        int slow = o.straggle_rank;
+        int slow = o.straggle_rank, skip = 0;
         if (slow == -2) /* the same pseudo-random pick on every rank */
             slow = (int)(((uint64_t)step * 0x9e3779b97f4a7c15ull >> 33) % (uint64_t)world);
-        if (rank == slow && o.straggle_ms > 0)
+        /* backup workers: a late rank skips a step already decided without it */
+        if (backup && sy && (rc = weft_sync_backup_begin(sy, &skip)) != 0)
+            die("step %ld: %s: %s", step, weft_strerror(rc), weft_comm_error(comm));
+        if (rank == slow && o.straggle_ms > 0 && !skip) /* the slow device's compute */
             usleep((useconds_t)o.straggle_ms * 1000);
         /* Full sync weighs this rank's gradient by its share of the global
          * batch; the other modes step on the local mean. */
         int global_n = full_sync ? b.global_n : b.n;
         float loss = 0, gnorm = -1;
-        int correct = 0;
-        for (int k = 0; k < o.accum && rc == 0; k++) {
+        int correct = 0, seen = full_sync ? b.global_n : b.n;
+        double t_fb = now_s();
+        for (int k = 0; k < o.accum && rc == 0 && !skip; k++) {
             int lo = (int)((long)k * b.n / o.accum), hi = (int)((long)(k + 1) * b.n / o.accum);
             size_t xo = (size_t)lo * (size_t)b.x_dim;
             const void *x = image ? (const void *)(b.x + xo) : (const void *)(b.tokens + xo);
@@ -1073,22 +1286,51 @@ int main(int argc, char **argv)
                 rc = weft_model_backward(m);
             loss += l * (float)(hi - lo) / (float)global_n;
         }
+        compute_s += now_s() - t_fb;
         if (rc != 0)
             die("step %ld: %s%s%s", step, weft_strerror(rc), comm ? ": " : "",
                 comm ? weft_comm_error(comm) : "");
+        /* The job's loss and accuracy: queued behind the gradient buckets,
+         * collected after the optimiser step (the other modes report rank
+         * 0's own: a collective would wait for stragglers). */
+        float metrics[2] = { loss, (float)correct };
+        weft_request *mreq = NULL;
+        if (comm && full_sync &&
+            (rc = weft_iallreduce(comm, metrics, metrics, 2, WEFT_F32, WEFT_SUM, &mreq)) != 0)
+            die("step %ld: %s: %s", step, weft_strerror(rc), weft_comm_error(comm));
+        /* What is needed of this batch after backward, then (full sync) the
+         * next batch is made while the gradients are being reduced: the
+         * loader is the one piece of the next step that does not depend on
+         * them. Not before a checkpoint, which records the loader's place. */
+        double epoch = (double)weft_loader_position(loader) / (double)d.ti.n;
+        int bn = b.n, bgn = b.global_n, bxd = b.x_dim;
+        int saving = o.save[0] && o.save_every > 0 && (step + 1) % o.save_every == 0;
+        if (comm && full_sync && step + 1 < end && !saving) {
+            t_ld = now_s();
+            if ((rc = weft_loader_next(loader, &b)) != 0)
+                die("step %ld: %s", step + 1, weft_strerror(rc));
+            load_s += now_s() - t_ld;
+            prefetched = 1;
+        }
         float lr = weft_lr_at(&sched, weft_optim_steps(opt));
         int ready = 1;
-        if (stale && sy) /* applies the average of s steps ago, if any is due */
-            rc = weft_sync_push_grads(sy, (float)world * (float)b.n / (float)b.global_n, &ready);
+        if (backup && sy) { /* the step's gradient: the first N - b ranks' */
+            float in[2] = { loss, (float)correct }, out[3];
+            rc = weft_sync_backup_grads(sy, skip ? 0 : bn, in, out);
+            loss = out[0];
+            correct = (int)lrintf(out[1]);
+            seen = (int)lrintf(out[2]);
+        }
+        if (rc == 0 && stale && sy) /* applies the average of s steps ago, if any is due */
+            rc = weft_sync_push_grads(sy, (float)world * (float)bn / (float)bgn, &ready);
         if (rc == 0 && ready)
             rc = weft_zero_step(z, lr, (float)r->clip, r->clip > 0 ? &gnorm : NULL);
         if (rc == 0 && sy)
             rc = weft_sync_after_step(sy);
-        if (rc == 0 && comm && full_sync) {
-            /* losses and accuracy as the whole job sees them (the other modes
-             * report rank 0's own: a collective would wait for stragglers) */
-            float metrics[2] = { loss, (float)correct };
-            rc = weft_allreduce(comm, metrics, metrics, 2, WEFT_F32, WEFT_SUM);
+        if (mreq) {
+            int mrc = weft_wait(mreq);
+            if (rc == 0)
+                rc = mrc;
             loss = metrics[0];
             correct = (int)lrintf(metrics[1]);
             grad_bytes += nparams * sizeof(float);
@@ -1100,9 +1342,7 @@ int main(int argc, char **argv)
             die("step %ld: loss is %f; lower --lr or use --clip", step, (double)loss);
         double elapsed = now_s() - pg.start;
         double rate = (double)(step + 1 - start_step) * r->batch / (elapsed > 0 ? elapsed : 1e-9);
-        double epoch = (double)weft_loader_position(loader) / (double)d.ti.n;
-        int seen = full_sync ? b.global_n : b.n;
-        int rows = image ? seen : seen * b.x_dim;
+        int rows = image ? seen : seen * bxd;
         csv_row(csv, step + 1, epoch, "train", loss, (double)correct / rows, lr, gnorm, rate,
                 elapsed);
         progress_update(&pg, step + 1, loss, rate, step + 1 == end);
@@ -1119,7 +1359,14 @@ int main(int argc, char **argv)
     }
     if (sy && (rc = weft_sync_finish(sy)) != 0)
         die("final parameter average: %s: %s", weft_strerror(rc), weft_comm_error(comm));
-    double train_s = now_s() - pg.start;
+    double train_s = now_s() - pg.start, cpu1_all, cpu1_main;
+    cpu_s(&cpu1_all, &cpu1_main);
+    if (comm && full_sync && !o.quiet && end > start_step) {
+        weft_zero_mem zm;
+        weft_zero_memory(z, &zm);
+        printf("between steps (rank 0): params + grads + optimiser resident %zu B; "
+               "ZeRO formula %.0f B\n", zm.resident_bytes, zm.formula_bytes);
+    }
     if (o.save[0]) {
         save_ckpt(o.save, r, &d, m, z, rank, comm && full_sync, loader, end, &rng);
         if (!o.quiet)
@@ -1127,11 +1374,21 @@ int main(int argc, char **argv)
     }
     if ((rc = weft_zero_gather_params(z)) != 0)
         die("gathering parameters: %s", weft_strerror(rc));
-    if (comm && !o.quiet)
+    if (comm && !o.quiet) {
         printf("training took %.2f s on %d ranks (sync %s); parameter/gradient bytes handed to "
                "the network per rank: %.1f MB\n",
                train_s, world, o.sync,
                (double)(sy ? weft_sync_bytes(sy) : grad_bytes) / 1e6);
+        long ns = end - start_step > 0 ? end - start_step : 1;
+        double wait_s = weft_zero_wait_s(z);
+        printf("rank 0 per step: %.2f ms data, %.2f ms forward+backward, %.2f ms waiting for "
+               "gradient communication, %.2f ms the rest (optimiser, metrics)\n",
+               1e3 * load_s / ns, 1e3 * compute_s / ns, 1e3 * wait_s / ns,
+               1e3 * (train_s - load_s - compute_s - wait_s) / ns);
+        printf("rank 0 CPU per step: %.2f ms training thread, %.2f ms communication threads\n",
+               1e3 * (cpu1_main - cpu0_main) / ns,
+               1e3 * ((cpu1_all - cpu0_all) - (cpu1_main - cpu0_main)) / ns);
+    }
     if (!o.no_eval && rank == 0) {
         double epoch = (double)weft_loader_position(loader) / (double)d.ti.n;
         if (image)

@@ -15,8 +15,10 @@
  *             average of the gradients of s steps before, whose all-reduce
  *             has been running in the background meanwhile: a rank may run
  *             at most s steps ahead of the slowest (bounded staleness);
- *             no gradient is dropped. stale:0 is full sync. */
-#include "weft.h"
+ *             no gradient is dropped. stale:0 is full sync.
+ *   backup:b  each step averages the gradients of the first N - b ranks
+ *             to arrive and drops the rest (sync_backup.c). */
+#include "sync_backup.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +35,7 @@ struct weft_sync {
     float **slot;             /* stale: s + 1 gradient copies in flight */
     weft_request **req;
     long pushed, popped;
+    backup *bk;
 };
 
 int weft_sync_parse(const char *s, weft_sync_config *c)
@@ -59,11 +62,11 @@ int weft_sync_parse(const char *s, weft_sync_config *c)
     } else if (strncmp(s, "diloco:", 7) == 0) {
         c->mode = WEFT_SYNC_DILOCO;
         s += 7;
-    } else if (strncmp(s, "stale:", 6) == 0) {
-        c->mode = WEFT_SYNC_STALE;
-        s += 6;
+    } else if (strncmp(s, "stale:", 6) == 0 || strncmp(s, "backup:", 7) == 0) {
+        c->mode = s[0] == 's' ? WEFT_SYNC_STALE : WEFT_SYNC_BACKUP;
+        s += s[0] == 's' ? 6 : 7;
         h = strtol(s, &end, 10);
-        if (end == s || *end || h < 0 || h > 64)
+        if (end == s || *end || h < 0 || h > (c->mode == WEFT_SYNC_STALE ? 64 : 65535))
             return WEFT_EINVAL;
         c->period = (int)h;
         return 0;
@@ -81,6 +84,7 @@ void weft_sync_destroy(weft_sync *s)
 {
     if (!s)
         return;
+    backup_destroy(s->bk);
     free(s->anchor);
     free(s->velocity);
     free(s->buf);
@@ -102,8 +106,10 @@ int weft_sync_create(weft_sync **out, weft_comm *c, weft_model *m, const weft_sy
     size_t n;
     float *p;
     int rc;
-    if (!out || !c || !m || !cfg || cfg->mode < WEFT_SYNC_LOCAL || cfg->mode > WEFT_SYNC_STALE ||
-        cfg->period < (cfg->mode == WEFT_SYNC_STALE ? 0 : 1))
+    int zero_ok = cfg && (cfg->mode == WEFT_SYNC_STALE || cfg->mode == WEFT_SYNC_BACKUP);
+    if (!out || !c || !m || !cfg || cfg->mode < WEFT_SYNC_LOCAL || cfg->mode > WEFT_SYNC_BACKUP ||
+        cfg->period < (zero_ok ? 0 : 1) ||
+        (cfg->mode == WEFT_SYNC_BACKUP && cfg->period >= weft_comm_size(c)))
         return WEFT_EINVAL;
     *out = NULL;
     if (!(s = calloc(1, sizeof *s)))
@@ -114,7 +120,7 @@ int weft_sync_create(weft_sync **out, weft_comm *c, weft_model *m, const weft_sy
     p = weft_model_params(m, &n);
     while ((1 << s->rounds) < weft_comm_size(c))
         s->rounds++;
-    s->buf = malloc(n * sizeof *s->buf);
+    s->buf = malloc((cfg->mode == WEFT_SYNC_BACKUP ? 1 : n) * sizeof *s->buf);
     if (cfg->mode == WEFT_SYNC_STALE) {
         s->slot = calloc((size_t)cfg->period + 1, sizeof *s->slot);
         s->req = calloc((size_t)cfg->period + 1, sizeof *s->req);
@@ -143,6 +149,10 @@ int weft_sync_create(weft_sync **out, weft_comm *c, weft_model *m, const weft_sy
     }
     if (s->anchor)
         memcpy(s->anchor, p, n * sizeof *p);
+    if (cfg->mode == WEFT_SYNC_BACKUP && (rc = backup_create(&s->bk, c, m, cfg->period))) {
+        weft_sync_destroy(s);
+        return rc;
+    }
     *out = s;
     return 0;
 }
@@ -219,6 +229,7 @@ int weft_sync_after_step(weft_sync *s)
             rc = outer_step(s, p, n);
         break;
     case WEFT_SYNC_STALE:
+    case WEFT_SYNC_BACKUP:
         break;
     case WEFT_SYNC_GOSSIP:
         if (weft_comm_size(s->comm) > 1)
@@ -235,6 +246,8 @@ int weft_sync_finish(weft_sync *s)
     if (!s)
         return WEFT_EINVAL;
     p = weft_model_params(s->model, &n);
+    if (s->cfg.mode == WEFT_SYNC_BACKUP)
+        return backup_finish(s->bk);
     if (s->cfg.mode == WEFT_SYNC_DILOCO)
         return s->steps % s->cfg.period ? outer_step(s, p, n) : 0;
     if (s->cfg.mode == WEFT_SYNC_STALE ||
@@ -292,4 +305,25 @@ int weft_sync_pop_grads(weft_sync *s, int *ready)
     return stale_pop(s, g, n);
 }
 
-uint64_t weft_sync_bytes(const weft_sync *s) { return s ? s->bytes : 0; }
+int weft_sync_backup_begin(weft_sync *s, int *skip)
+{
+    if (!s || !skip || !s->bk)
+        return WEFT_EINVAL;
+    return backup_begin(s->bk, skip);
+}
+
+int weft_sync_backup_grads(weft_sync *s, int n, const float in[2], float out[3])
+{
+    if (!s || !in || !out || !s->bk)
+        return WEFT_EINVAL;
+    return backup_grads(s->bk, n, in, out);
+}
+
+uint64_t weft_sync_included(const weft_sync *s) { return s && s->bk ? backup_included(s->bk) : 0; }
+
+uint64_t weft_sync_bytes(const weft_sync *s)
+{
+    if (!s)
+        return 0;
+    return s->bk ? backup_bytes(s->bk) : s->bytes;
+}

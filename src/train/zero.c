@@ -18,12 +18,24 @@
  *            gradient of its shards only; clipping sums shard norms.
  *   stage 3  parameters too: between steps a rank's only valid copy is its
  *            shards (the rest of the buffer is cleared); they are gathered
- *            before the next forward, which needs the whole flat buffer. */
+ *            before the next forward, which needs the whole flat buffer.
+ *
+ * The engine's forward and backward need whole flat buffers, so those stay
+ * allocated, but what a rank does not own is handed back to the kernel
+ * between steps (madvise MADV_DONTNEED on the whole pages inside it, which
+ * then read as zeros): at stages 2-3 the gradient buffer after the update,
+ * at stage 3 the other ranks' parameters. What stays resident between
+ * steps is then the ZeRO formula's amount (weft_zero_memory measures it
+ * with mincore); during forward/backward the full buffers are resident
+ * again, as one transient copy of the model. */
 #include "weft.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
 
 typedef struct {
     size_t lo, n;          /* elements of the flat buffer */
@@ -49,7 +61,47 @@ struct weft_zero {
     int hold;              /* a non-final micro-step: launch nothing */
     int prev_micro;        /* samples in the previous micro-step, 0 at a step's start */
     int gathered;          /* stage 3: the full parameter buffer is valid */
+    double wait_s;         /* time weft_zero_step spent waiting on communication */
 };
+
+/* Zeroes [lo, hi) of x, returning its whole pages to the kernel. */
+static void release(float *x, size_t lo, size_t hi)
+{
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)(x + lo),
+              e = (uintptr_t)(x + hi), pa = (a + pg - 1) & ~(pg - 1), pe = e & ~(pg - 1);
+    if (hi <= lo)
+        return;
+    if (pe <= pa || madvise((void *)pa, pe - pa, MADV_DONTNEED) != 0) {
+        memset(x + lo, 0, (hi - lo) * sizeof *x);
+        return;
+    }
+    memset((void *)a, 0, pa - a);
+    memset((void *)pe, 0, e - pe);
+}
+
+/* Bytes of [x, x + n) in resident pages (whole pages counted). */
+static size_t resident(const float *x, size_t n)
+{
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)x & ~(pg - 1),
+              e = ((uintptr_t)(x + n) + pg - 1) & ~(pg - 1);
+    size_t np = (e - a) / pg, r = 0;
+    unsigned char *v = malloc(np ? np : 1);
+    if (!v || mincore((void *)a, e - a, v) != 0) {
+        free(v);
+        return n * sizeof *x;
+    }
+    for (size_t i = 0; i < np; i++)
+        r += v[i] & 1;
+    free(v);
+    return r * pg;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static int launch_ready(weft_zero *z);
 
@@ -250,7 +302,10 @@ int weft_zero_micro(weft_zero *z, int n, int global_n, int last)
         return WEFT_EINVAL;
     g = weft_model_grads(z->model, &gn);
     if (z->prev_micro == 0) {
-        if ((rc = weft_zero_gather_params(z)) || (rc = weft_model_zero_grad(z->model)))
+        double t0 = now();
+        rc = weft_zero_gather_params(z);
+        z->wait_s += now() - t0;
+        if (rc || (rc = weft_model_zero_grad(z->model)))
             return rc;
     } else if (z->prev_micro != n) {
         /* Backward adds each micro-step's mean gradient with weight one. Keep
@@ -335,11 +390,13 @@ int weft_zero_step(weft_zero *z, float lr, float clip, float *norm)
     g = weft_model_grads(z->model, &n);
     z->prev_micro = 0;
     z->hold = 0;
+    double t0 = now();
     if (z->stage <= 1) {
         if (z->dp)
             rc = weft_dp_sync_grads(z->dp);
         else if (z->scale != 1.0f)
             weft_scale(g, n, z->scale);
+        z->wait_s += now() - t0;
         if (rc)
             return rc;
         if (clip > 0 || norm) {
@@ -350,7 +407,9 @@ int weft_zero_step(weft_zero *z, float lr, float clip, float *norm)
                 *norm = nm;
         }
     } else {
-        if ((rc = reduce_scatter_grads(z)))
+        rc = reduce_scatter_grads(z);
+        z->wait_s += now() - t0;
+        if (rc)
             return rc;
         if (clip > 0 || norm) {
             /* tails are reduced on every rank; the last rank counts them */
@@ -379,20 +438,28 @@ int weft_zero_step(weft_zero *z, float lr, float clip, float *norm)
             (rc = weft_optim_advance(b->opt)))
             return rc;
     }
-    if (z->stage <= 2)
-        return gather_params(z);
+    if (z->stage >= 2) /* the reduced shards are spent; the rest was never ours */
+        release(g, 0, n);
+    if (z->stage <= 2) {
+        t0 = now();
+        rc = gather_params(z);
+        z->wait_s += now() - t0;
+        return rc;
+    }
     if (z->world > 1) {
         /* other ranks' parameters are theirs until the next gather: clearing
          * them makes any use of a stale copy show */
         for (int k = 0; k < z->nb; k++) {
             zbucket *b = &z->b[k];
-            memset(p + b->lo, 0, (b->mlo - b->lo) * sizeof *p);
-            memset(p + b->mlo + b->mcnt, 0, (b->lo + b->n - b->mlo - b->mcnt) * sizeof *p);
+            release(p, b->lo, b->mlo);
+            release(p, b->mlo + b->mcnt, b->lo + b->n);
         }
         z->gathered = 0;
     }
     return 0;
 }
+
+double weft_zero_wait_s(const weft_zero *z) { return z ? z->wait_s : 0; }
 
 int weft_zero_memory(const weft_zero *z, weft_zero_mem *m)
 {
@@ -432,6 +499,8 @@ int weft_zero_memory(const weft_zero *z, weft_zero_mem *m)
     /* the engine's forward/backward need the whole flat buffers */
     m->work_bytes = 4 * (full - (z->stage >= 3 ? part : full)) +
                     4 * (full - (z->stage >= 2 ? part : full));
+    float *pp = weft_model_params(z->model, NULL), *gg = weft_model_grads(z->model, NULL);
+    m->resident_bytes = resident(pp, z->n) + resident(gg, z->n) + m->optim_bytes;
     return 0;
 }
 
