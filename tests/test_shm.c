@@ -3,13 +3,22 @@
  * offsets, with 1-, 4- and 8-byte elements in turn), hosts mixed so that
  * some pairs share memory and some use TCP, the TCP fallback when a
  * segment cannot be made, and a peer's death, a timeout and an abort
- * noticed while a rank waits on a ring. */
+ * noticed while a rank waits on a ring. Large messages go by single copy
+ * (process_vm_readv) at 2..4 ranks, also where the receiver reduces
+ * (WEFT_SHM_CMA=2), with WEFT_SHM_CMA=0, and falling back
+ * to the ring where the receiver may not read (a seccomp filter). */
 #include "mp.h"
 
 #include "bootstrap/comm.h"
 #include "coll/sched.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -246,6 +255,73 @@ static void stuck(weft_comm *c, void *arg)
     }
 }
 
+/* Single copies this rank announced, and the links it no longer tries. */
+static void cma_counts(weft_comm *c, uint64_t *sent, int *off)
+{
+    *sent = 0;
+    *off = 0;
+    for (int p = 0; c->shm_out && p < weft_comm_size(c); p++) {
+        *sent += c->shm_out[p].ring.cma_sent;
+        *off += c->shm_out[p].state == SHM_LINK_RING && c->shm_out[p].cma_off;
+    }
+}
+
+/* Every collective and algorithm with messages around and above
+ * SHM_CMA_MIN (1-byte elements in pieces below it, 4 and 8 above). */
+static void cma(weft_comm *c, void *arg)
+{
+    struct cfg g = { 600001, 1, 1 };
+    uint64_t sent;
+    int off, r = weft_comm_rank(c);
+    matrix(c, &g);
+    cma_counts(c, &sent, &off);
+    CHECKF(sent > 0, "rank %d: no single copy", r);
+    CHECKF(off == 0, "rank %d: %d link(s) gave up single copy", r, off);
+}
+
+static void cma_disabled(weft_comm *c, void *arg)
+{
+    struct cfg g = { 300001, 0, 1 };
+    uint64_t sent;
+    int off;
+    matrix(c, &g);
+    cma_counts(c, &sent, &off);
+    CHECKF(sent == 0, "rank %d: %llu single copies with WEFT_SHM_CMA=0", weft_comm_rank(c),
+           (unsigned long long)sent);
+}
+
+/* process_vm_readv fails with EPERM, as under a container's seccomp
+ * profile. */
+static int deny_cma(void)
+{
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_readv, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = { (unsigned short)(sizeof f / sizeof f[0]), f };
+    return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+           prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0);
+}
+
+/* Odd ranks may not read other processes: their senders fall back to the
+ * ring after one refusal, the others keep single copy. */
+static void cma_denied(weft_comm *c, void *arg)
+{
+    struct cfg g = { 300001, 1, 1 };
+    int r = weft_comm_rank(c), n = weft_comm_size(c);
+    CHECKF(!(r & 1) || deny_cma() == 0, "rank %d: seccomp filter not installed", r);
+    matrix(c, &g);
+    for (int p = 0; c->shm_out && p < n; p++) {
+        const shm_link *l = &c->shm_out[p];
+        if (l->state != SHM_LINK_RING || !l->ring.cma_sent)
+            continue;
+        CHECKF(l->cma_off == (p & 1), "rank %d to %d: single copy %s", r, p,
+               l->cma_off ? "given up" : "still tried");
+    }
+}
+
 int main(int argc, char **argv)
 {
     struct cfg small = { 1, 1, 1 }, mid = { 3001, 1, 1 }, big = { 300001, 0, 1 };
@@ -274,6 +350,17 @@ int main(int argc, char **argv)
     CHECKF(mp_run(3, 60, matrix, &tcp) == 0, "WEFT_SHM=0");
     unsetenv("WEFT_SHM");
     CHECKF(mp_run(3, 60, fallback, NULL) == 0, "fallback to TCP");
+    /* single copy for large messages, off, and refused by the receiver */
+    CHECKF(mp_run(3, 60, cma, NULL) == 0, "single copy, not where reducing");
+    setenv("WEFT_SHM_CMA", "2", 1); /* also RECV_REDUCE */
+    for (int n = 2; n <= 4; n++) {
+        snprintf(what, sizeof what, "single copy at %d ranks", n);
+        CHECKF(mp_run(n, 60, cma, NULL) == 0, "%s", what);
+    }
+    CHECKF(mp_run(4, 60, cma_denied, NULL) == 0, "single copy refused");
+    setenv("WEFT_SHM_CMA", "0", 1);
+    CHECKF(mp_run(3, 60, cma_disabled, NULL) == 0, "WEFT_SHM_CMA=0");
+    unsetenv("WEFT_SHM_CMA");
     /* failures while waiting on rings */
     CHECKF(mp_run(4, 60, death, NULL) <= 1, "peer death");
     CHECKF(mp_run(3, 1.0, stuck, NULL) == 0, "abort and timeout");

@@ -17,8 +17,12 @@ typedef struct {
     uint32_t hdr;      /* header bytes sent or received */
     uint32_t partial;  /* RECV_REDUCE: bytes of an incomplete element staged */
     int complete;
+    shm_cma_desc cd;   /* large messages over a ring: single copy or not */
+    uint32_t cdone;    /* bytes of cd sent or received */
+    int cma_wait;      /* sender: cd announced a single copy, not yet acknowledged */
     shm_link *lk;      /* when it could not move: the ring it waits on */
-    int writer;        /* ... as its sender (for room) or receiver (for bytes) */
+    int writer;        /* ... as its sender (1: for room, 2: for the acknowledgement of
+                        * its single copy) or receiver (0: for bytes) */
     int pfi;           /* that wait's entry in the poll set */
 } opstate;
 

@@ -10,10 +10,10 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #define SHM_MAGIC 0x5746544du /* "MTFW" at the head of a segment */
-#define SHM_VERSION 1
 #define SHM_RING_DEFAULT (2u << 20)
 #define SHM_RING_MIN (64u << 10)
 #define SHM_RING_MAX (1u << 30)
@@ -30,6 +30,13 @@ uint64_t shm_ring_bytes_from_env(void)
     if (b > SHM_RING_MAX)
         b = SHM_RING_MAX;
     return b & ~(uint64_t)7;
+}
+
+int shm_cma_from_env(void)
+{
+    const char *v = getenv("WEFT_SHM_CMA");
+    long m = v && *v ? strtol(v, NULL, 0) : 1;
+    return m <= 0 ? 0 : m >= 2 ? 2 : 1;
 }
 
 static int sys_err(char *err, size_t errlen, const char *what, const char *name, int e)
@@ -163,8 +170,10 @@ int shm_ring_attach(shm_ring *r, const shm_hello *h, char *err, size_t errlen)
 
 void shm_links_free(shm_link *l, int n)
 {
-    for (int i = 0; l && i < n; i++)
+    for (int i = 0; l && i < n; i++) {
         shm_ring_close(&l[i].ring);
+        free(l[i].stage);
+    }
     free(l);
 }
 
@@ -279,12 +288,20 @@ int shm_ring_can_read(const shm_ring *r)
     return atomic_load_explicit(&r->ctl->tail, memory_order_acquire) > r->pos;
 }
 
+int shm_ring_can_move(const shm_ring *r, int writer)
+{
+    if (writer == 2)
+        return atomic_load_explicit(&r->ctl->cma_acks, memory_order_seq_cst) >= r->cma_sent;
+    return writer ? shm_ring_can_write(r) : shm_ring_can_read(r);
+}
+
 int shm_ring_sleep(shm_ring *r, int writer)
 {
     _Atomic uint32_t *f = writer ? &r->ctl->writer_asleep : &r->ctl->reader_asleep;
     atomic_store_explicit(f, 1, memory_order_seq_cst);
-    int can = writer ? r->pos - atomic_load_explicit(&r->ctl->head, memory_order_seq_cst) < r->bytes
-                     : atomic_load_explicit(&r->ctl->tail, memory_order_seq_cst) > r->pos;
+    int can = writer == 2 ? shm_ring_can_move(r, 2)
+              : writer    ? r->pos - atomic_load_explicit(&r->ctl->head, memory_order_seq_cst) < r->bytes
+                          : atomic_load_explicit(&r->ctl->tail, memory_order_seq_cst) > r->pos;
     if (can) {
         atomic_store_explicit(f, 0, memory_order_relaxed);
         return 0;
@@ -296,4 +313,31 @@ void shm_ring_wake(shm_ring *r, int writer)
 {
     atomic_store_explicit(writer ? &r->ctl->writer_asleep : &r->ctl->reader_asleep, 0,
                           memory_order_relaxed);
+}
+
+int shm_cma_acked(const shm_ring *r, int *refused)
+{
+    if (atomic_load_explicit(&r->ctl->cma_acks, memory_order_acquire) < r->cma_sent)
+        return 0;
+    *refused = (int)atomic_load_explicit(&r->ctl->cma_refused, memory_order_relaxed);
+    return 1;
+}
+
+int shm_cma_ack(shm_ring *r, int refused)
+{
+    atomic_store_explicit(&r->ctl->cma_refused, (uint32_t)refused, memory_order_relaxed);
+    atomic_fetch_add_explicit(&r->ctl->cma_acks, 1, memory_order_seq_cst);
+    return must_ring(&r->ctl->writer_asleep);
+}
+
+long shm_cma_read(int pid, void *dst, uint64_t addr, size_t n)
+{
+    struct iovec l = { dst, n }, rm = { (void *)(uintptr_t)addr, n };
+    for (;;) {
+        ssize_t k = process_vm_readv((pid_t)pid, &l, 1, &rm, 1, 0);
+        if (k >= 0)
+            return (long)k;
+        if (errno != EINTR)
+            return -errno;
+    }
 }

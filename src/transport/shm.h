@@ -20,7 +20,16 @@
  * behind, removable by hand.
  *
  * Messages start 8-byte aligned in the ring, so no element of any dtype
- * straddles its end: a receiver reduces straight out of the ring. */
+ * straddles its end: a receiver reduces straight out of the ring.
+ *
+ * A message of SHM_CMA_MIN bytes or more carries, after its header, an
+ * shm_cma_desc. When it says so, the payload stays in the sender's memory
+ * and the receiver reads it from there with process_vm_readv (one copy
+ * instead of two), then acknowledges in the segment (cma_acks); the
+ * sender's buffer is in use until then. A receiver that cannot read
+ * another process's memory (ptrace rules, seccomp, another pid namespace:
+ * the first read checks a cookie) refuses in its acknowledgement, and the
+ * payload follows through the ring instead; the sender asks no more. */
 #ifndef WEFT_TRANSPORT_SHM_H
 #define WEFT_TRANSPORT_SHM_H
 
@@ -30,6 +39,8 @@
 
 #define SHM_HELLO_MAGIC 0x4d544657u /* "WFTM" */
 #define SHM_NAME_MAX 72
+#define SHM_VERSION 2 /* of the hello and the segment: 2 added single copy */
+#define SHM_CMA_MIN (256u << 10) /* smaller payloads go through the ring */
 
 enum { SHM_MODE_TCP = 0, SHM_MODE_RING = 1 };
 
@@ -42,6 +53,15 @@ typedef struct {
     char name[SHM_NAME_MAX];  /* NUL-terminated */
 } shm_hello;
 
+/* After the header of a message of SHM_CMA_MIN bytes or more. */
+typedef struct {
+    uint32_t cma;     /* 1: read the payload at addr in pid; 0: it follows in the ring */
+    int32_t pid;
+    uint64_t addr;
+    uint64_t cookie;  /* at cookie_addr in pid, so the reader knows it reads the right process */
+    uint64_t cookie_addr;
+} shm_cma_desc;
+
 /* Head of the segment; the ring's bytes follow at SHM_DATA_OFF. Each
  * cache line is written by one side only (the sleeping flags excepted:
  * the other side clears them when it rings). */
@@ -53,6 +73,8 @@ typedef struct {
     _Atomic uint32_t writer_asleep;         /* sender blocks on a full ring */
     _Alignas(64) _Atomic uint64_t head;     /* bytes consumed by the receiver */
     _Atomic uint32_t reader_asleep;         /* receiver blocks on an empty ring */
+    _Atomic uint32_t cma_refused;           /* with the last acknowledgement: send it in the ring */
+    _Atomic uint64_t cma_acks;              /* single-copy messages the receiver has read */
 } shm_ctl;
 
 #define SHM_DATA_OFF 4096u
@@ -63,6 +85,8 @@ typedef struct {
     uint64_t bytes;    /* capacity, a multiple of 8 */
     uint64_t pos;      /* own side: next byte to write (sender) or read (receiver) */
     size_t map_len;
+    uint64_t cma_sent;       /* sender: single-copy messages announced */
+    uint64_t cookie;         /* sender: read back by the receiver's first single copy */
     char name[SHM_NAME_MAX]; /* sender: still linked until the receiver maps it */
 } shm_ring;
 
@@ -73,16 +97,24 @@ typedef struct {
     int state;           /* SHM_LINK_* */
     int closed;          /* its connection reached end of stream */
     uint32_t hello_done; /* bytes of the hello sent or received */
+    int cma_off;         /* this pair makes no single copies (either side's choice) */
+    int cma_all;         /* sender: also where the receiver reduces */
+    int cma_checked;     /* receiver: the cookie matched once */
+    char *stage;         /* receiver: single-copy pieces to reduce from */
     shm_hello hello;
     shm_ring ring;
 } shm_link;
 
-/* Close the rings of n links and free the array (NULL: nothing). */
+/* Close the rings of n links, free their staging and the array (NULL:
+ * nothing). */
 void shm_links_free(shm_link *l, int n);
 
 /* Ring capacity: WEFT_SHM_RING bytes (rounded to 8, at least 64 KiB),
  * else the default. */
 uint64_t shm_ring_bytes_from_env(void);
+/* WEFT_SHM_CMA: 0 no single copy on this side, 1 (default) only in
+ * collectives that do not reduce, 2 in all. */
+int shm_cma_from_env(void);
 
 /* Sender: create, size (with the pages reserved, so a full /dev/shm
  * fails here rather than with SIGBUS later) and map the segment, and fill
@@ -132,7 +164,20 @@ int shm_ring_can_read(const shm_ring *r);
  * landed in between). Returns 1 when the caller may block in poll() on its
  * doorbell; 0 when it must not (the flag is already withdrawn). */
 int shm_ring_sleep(shm_ring *r, int writer);
+/* writer 2 (in can_move, sleep and wake): a sender waiting for the
+ * acknowledgement of its single copy. */
+int shm_ring_can_move(const shm_ring *r, int writer);
 /* Woken (or gave up sleeping): withdraw the flag. */
 void shm_ring_wake(shm_ring *r, int writer);
+
+/* Sender: the receiver acknowledged every single copy announced; *refused
+ * says whether it refused the last one. */
+int shm_cma_acked(const shm_ring *r, int *refused);
+/* Receiver: acknowledge a single copy (refused: send it in the ring).
+ * Returns 1 when the sender was asleep: ring its doorbell. */
+int shm_cma_ack(shm_ring *r, int refused);
+/* Receiver: read n bytes at addr in process pid into dst. Returns the
+ * bytes read (maybe fewer), or -errno. */
+long shm_cma_read(int pid, void *dst, uint64_t addr, size_t n);
 
 #endif
