@@ -91,6 +91,11 @@ typedef enum {
     WEFT_ALGO_RD,       /* recursive doubling */
     WEFT_ALGO_RABENSEIFNER,
     WEFT_ALGO_HIER,
+    WEFT_ALGO_DIRECT,   /* one host: each rank reduces its slice straight out
+                           of the others' buffers (single copy), then reads
+                           the others' slices */
+    WEFT_ALGO_FLAT,     /* one host, small messages: every rank posts its
+                           data to a shared board and reduces all of it */
     WEFT_ALGO_COUNT
 } weft_algo;
 

@@ -561,7 +561,8 @@ static void test_names(void)
     CHECK(weft_op_parse("product", &po) == 0 && po == WEFT_PROD);
     CHECK(weft_op_parse("xor", &po) == WEFT_EINVAL);
 
-    static const char *an[] = { "auto", "naive", "ring", "tree", "rd", "rabenseifner", "hier" };
+    static const char *an[] = { "auto", "naive", "ring", "tree", "rd", "rabenseifner", "hier",
+                                "direct", "flat" };
     for (int a = 0; a < WEFT_ALGO_COUNT; a++) {
         weft_algo p = WEFT_ALGO_COUNT;
         CHECK(weft_algo_name((weft_algo)a) && !strcmp(weft_algo_name((weft_algo)a), an[a]));

@@ -1,7 +1,9 @@
 /* Communicator life cycle: rendezvous through the store, split, destroy. */
 #include "bootstrap/comm.h"
 
+#include "coll/direct.h"
 #include "coll/exec.h"
+#include "coll/flat.h"
 
 #include "core/auth.h"
 #include "core/clock.h"
@@ -119,6 +121,8 @@ static void comm_free(weft_comm *c)
     tcp_net_close(&c->net);
     shm_links_free(c->shm_out, c->size);
     shm_links_free(c->shm_in, c->size);
+    direct_free(c);
+    flat_free(c);
     coll_tuner_destroy(c->tune);
     if (c->watch)
         store_close(c->watch);

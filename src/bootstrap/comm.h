@@ -56,6 +56,8 @@ struct weft_comm {
     int shm_on;               /* WEFT_SHM: same-host peers share memory */
     uint64_t shm_bytes;       /* ring capacity per ordered pair */
     shm_link *shm_out, *shm_in; /* per peer, made on first use (coll/exec.c) */
+    struct direct_state *direct; /* coll/direct.c, made on first use */
+    struct flat_state *flat;     /* coll/flat.c, made on first use */
     int broken;               /* first error that left the streams unusable */
     atomic_int aborted;       /* set by weft_comm_abort from any thread */
     int abort_pipe[2];        /* written on abort: wakes a rank asleep in poll */

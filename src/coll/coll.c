@@ -1,7 +1,9 @@
 /* The public collectives: check arguments, choose an algorithm, build this
  * rank's schedule and run it. */
 #include "bootstrap/comm.h"
+#include "coll/direct.h"
 #include "coll/exec.h"
+#include "coll/flat.h"
 #include "coll/reduce.h"
 #include "coll/select.h"
 #include "core/clock.h"
@@ -194,6 +196,9 @@ static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id)
         }
         sched_end_round(&c->sched);
         rc = c->sched.err;
+    } else if (algo == WEFT_ALGO_DIRECT || algo == WEFT_ALGO_FLAT) {
+        fp.seq = ++c->seq;
+        rc = 0; /* no schedule: run below */
     } else {
         fp.seq = ++c->seq;
         rc = sched_build(&c->sched, algo, &p);
@@ -203,7 +208,8 @@ static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id)
     }
     if (rc)
         return comm_fail(c, rc, "cannot build the schedule: %s", weft_strerror(rc));
-    if ((rc = ensure_tmp(c, c->sched.tmp_bytes)))
+    int scheduled = p2p || (algo != WEFT_ALGO_DIRECT && algo != WEFT_ALGO_FLAT);
+    if (scheduled && (rc = ensure_tmp(c, c->sched.tmp_bytes)))
         return rc;
     bufs[SB_TMP] = c->tmp;
     flight_rec *fr = flight_get(&c->fl, flight_id);
@@ -214,7 +220,10 @@ static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id)
     }
     c->cur = fr;
     c->fail_learned = 0;
-    rc = exec_run(c, &c->sched, bufs, &fp);
+    if (scheduled)
+        rc = exec_run(c, &c->sched, bufs, &fp);
+    else
+        rc = algo == WEFT_ALGO_DIRECT ? direct_run(c, a, &fp) : flat_run(c, a, &fp);
     if (rc) {
         if (rc != WEFT_EINVAL && rc != WEFT_ENOMEM) {
             finish(c, fr, rc);

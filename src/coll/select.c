@@ -3,6 +3,8 @@
  * is what gets costed, which keeps the choice a function of the inputs
  * alone. */
 #include "coll/select.h"
+#include "coll/direct.h"
+#include "coll/flat.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -127,7 +129,10 @@ static weft_algo choose(const cost_params *c, const cost_layout *l, weft_coll_ki
         /* on one host hier is the ring under another name */
         if (a == WEFT_ALGO_HIER && (!l->host || l->nhosts < 2))
             continue;
-        int rc = cost_predict(c, l, (weft_algo)a, kind, lower, esize, MAX_SIM, &t);
+        int rc = a == WEFT_ALGO_DIRECT ? direct_cost(c, l, kind, lower, esize, &t)
+                 : a == WEFT_ALGO_FLAT   ? flat_cost(c, l, kind, lower, esize, &t)
+                                         : cost_predict(c, l, (weft_algo)a, kind, lower, esize,
+                                                        MAX_SIM, &t);
         if (rc) {
             if (rc != WEFT_ENOTSUP && failed)
                 *failed = 1;

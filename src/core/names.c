@@ -67,7 +67,8 @@ static const char *const algo_names[WEFT_ALGO_COUNT] = {
     [WEFT_ALGO_AUTO] = "auto",   [WEFT_ALGO_NAIVE] = "naive",
     [WEFT_ALGO_RING] = "ring",   [WEFT_ALGO_TREE] = "tree",
     [WEFT_ALGO_RD] = "rd",       [WEFT_ALGO_RABENSEIFNER] = "rabenseifner",
-    [WEFT_ALGO_HIER] = "hier",
+    [WEFT_ALGO_HIER] = "hier",   [WEFT_ALGO_DIRECT] = "direct",
+    [WEFT_ALGO_FLAT] = "flat",
 };
 
 const char *weft_algo_name(weft_algo a)

@@ -1,0 +1,21 @@
+/* The flat algorithm (WEFT_ALGO_FLAT): for small messages between ranks
+ * that all share one host. Every rank posts its data to a board in one
+ * shared segment and reduces all of it: one step, whatever the rank
+ * count, instead of log2(p) rounds of messages. */
+#ifndef WEFT_COLL_FLAT_H
+#define WEFT_COLL_FLAT_H
+
+#include "bootstrap/comm.h"
+#include "coll/cost.h"
+
+/* Run collective a with it; the role of exec_run for schedules: errors
+ * are recorded on c (comm_fail), fp is the operation's fingerprint. */
+int flat_run(weft_comm *c, const weft_coll_args *a, const frame_hdr *fp);
+/* Predicted seconds, or WEFT_ENOTSUP where it does not apply (ranks on
+ * several hosts, a collective it does not do, a message too large). */
+int flat_cost(const cost_params *c, const cost_layout *l, weft_coll_kind kind,
+              uint64_t bytes, uint32_t esize, double *seconds);
+/* Unmap (and, if still named, unlink) the communicator's board. */
+void flat_free(weft_comm *c);
+
+#endif
