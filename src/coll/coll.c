@@ -225,7 +225,8 @@ static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id)
     else
         rc = algo == WEFT_ALGO_DIRECT ? direct_run(c, a, &fp) : flat_run(c, a, &fp);
     if (rc) {
-        if (rc != WEFT_EINVAL && rc != WEFT_ENOMEM) {
+        /* direct and flat refuse what they do not do before anything moves */
+        if (rc != WEFT_EINVAL && rc != WEFT_ENOMEM && rc != WEFT_ENOTSUP) {
             finish(c, fr, rc);
             rc = comm_failed(c, rc, &fp);
             c->broken = rc;

@@ -9,7 +9,9 @@
 #include "coll/cost.h"
 
 /* Run collective a with it; the role of exec_run for schedules: errors
- * are recorded on c (comm_fail), fp is the operation's fingerprint. */
+ * are recorded on c (comm_fail), fp is the operation's fingerprint.
+ * WEFT_ENOTSUP (also recorded) when it does not apply, decided alike on
+ * every rank before anything moves: the communicator stays usable. */
 int flat_run(weft_comm *c, const weft_coll_args *a, const frame_hdr *fp);
 /* Predicted seconds, or WEFT_ENOTSUP where it does not apply (ranks on
  * several hosts, a collective it does not do, a message too large). */
