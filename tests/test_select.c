@@ -3,6 +3,7 @@
  * forms of docs/ALGORITHMS.md. */
 #include "coll/cost.h"
 #include "coll/select.h"
+#include "core/log.h"
 #include "test.h"
 
 #include <math.h>
@@ -38,15 +39,18 @@ static void regimes(void)
         cost_params c = plain(cores);
         double s[WEFT_ALGO_COUNT];
         weft_algo a = pick(&c, 8, NULL, WEFT_COLL_ALLREDUCE, 8, s);
-        /* tiny: few rounds win; the ring's 2(p-1) rounds lose */
+        /* tiny: few rounds win (flat: one shared board on one host); the
+         * ring's 2(p-1) rounds lose */
         CHECKF(a == WEFT_ALGO_NAIVE || a == WEFT_ALGO_RD || a == WEFT_ALGO_RABENSEIFNER ||
-                   a == WEFT_ALGO_TREE,
+                   a == WEFT_ALGO_TREE || a == WEFT_ALGO_FLAT,
                "cores %d: 8 B at p=8 chose %s", cores, weft_algo_name(a));
         CHECKF(s[a] * 2 < s[WEFT_ALGO_RING], "cores %d: %g vs ring %g", cores, s[a],
                s[WEFT_ALGO_RING]);
         a = pick(&c, 8, NULL, WEFT_COLL_ALLREDUCE, 64u << 20, s);
-        /* large: the bandwidth-optimal ones; naive and rd move far more */
-        CHECKF(a == WEFT_ALGO_RING || a == WEFT_ALGO_RABENSEIFNER || a == WEFT_ALGO_TREE,
+        /* large: the bandwidth-optimal ones (direct: single copy on one
+         * host); naive and rd move far more */
+        CHECKF(a == WEFT_ALGO_RING || a == WEFT_ALGO_RABENSEIFNER || a == WEFT_ALGO_TREE ||
+                   a == WEFT_ALGO_DIRECT,
                "cores %d: 64 MiB at p=8 chose %s", cores, weft_algo_name(a));
         CHECK(s[WEFT_ALGO_NAIVE] > 2 * s[a] && s[WEFT_ALGO_RD] > 1.4 * s[a]);
         /* every algorithm with an all-reduce schedule was costed; hier not
@@ -59,7 +63,7 @@ static void regimes(void)
         CHECK(s[WEFT_ALGO_TREE] < 0 && s[WEFT_ALGO_RD] < 0 && a != WEFT_ALGO_TREE &&
               a != WEFT_ALGO_RD && s[a] > 0);
         a = pick(&c, 8, NULL, WEFT_COLL_BARRIER, 0, s);
-        CHECK(a == WEFT_ALGO_NAIVE || a == WEFT_ALGO_RING);
+        CHECK(a == WEFT_ALGO_NAIVE || a == WEFT_ALGO_RING || a == WEFT_ALGO_FLAT);
     }
 }
 
@@ -259,6 +263,48 @@ static void large(void)
     coll_tuner_destroy(t);
 }
 
+/* What coll_tuner_log writes to stderr, or NULL on failure. */
+static char *logged(const coll_tuner *t, int level, int rank, char *buf, size_t cap)
+{
+    FILE *f = tmpfile();
+    int saved = dup(2);
+    if (!f || saved < 0)
+        return NULL;
+    fflush(stderr);
+    dup2(fileno(f), 2);
+    coll_tuner_log(t, level, rank);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    rewind(f);
+    size_t n = fread(buf, 1, cap - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    return buf;
+}
+
+static void debug_table(void)
+{
+    static char buf[1 << 16];
+    cost_params c = plain(2);
+    coll_tuner *t;
+    CHECK(coll_tuner_create_with(&t, 4, NULL, &c) == 0);
+    if (!t)
+        return;
+    int on = LOG_INFO | LOG_SUB_TUNING << 8;
+    char *s = logged(t, on, 0, buf, sizeof buf);
+    /* rank 0: the constants, then a row per size with every algorithm's
+     * prediction and auto's choice */
+    CHECKF(s && strstr(s, "cost model: alpha=") && strstr(s, "cores=2"), "%s", s ? s : "");
+    CHECK(s && strstr(s, "predicted allreduce time (us), 4 ranks") && strstr(s, "rabenseifner") &&
+          strstr(s, "67108864") == NULL && strstr(s, "33554432"));
+    CHECK(s && strstr(s, "predicted broadcast time"));
+    CHECK((s = logged(t, on, 1, buf, sizeof buf)) && !*s);                           /* rank 1 */
+    CHECK((s = logged(t, LOG_WARN | LOG_SUB_ALL << 8, 0, buf, sizeof buf)) && !*s); /* quiet */
+    CHECK((s = logged(t, LOG_INFO | LOG_SUB_COLL << 8, 0, buf, sizeof buf)) && !*s); /* other */
+    coll_tuner_destroy(t);
+}
+
 int main(void)
 {
     unsetenv("WEFT_TUNE");
@@ -269,5 +315,6 @@ int main(void)
     environment();
     closed_forms();
     large();
+    debug_table();
     TEST_DONE();
 }

@@ -146,6 +146,7 @@ static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id)
                                         err, sizeof err);
             if (trc)
                 return comm_fail(c, trc, "%s", err); /* a bad WEFT_TUNE / WEFT_TUNE_FILE */
+            coll_tuner_log(c->tune, c->loglevel, c->rank);
         }
         algo = coll_tuner_select(c->tune, a->kind, (uint64_t)a->count * es, (uint32_t)es);
     }

@@ -5,6 +5,7 @@
 #include "coll/select.h"
 #include "coll/direct.h"
 #include "coll/flat.h"
+#include "core/log.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -194,6 +195,18 @@ void coll_tuner_print(const coll_tuner *t, weft_coll_kind kind, uint64_t max_byt
         }
         fprintf(f, " %12s\n", weft_algo_name(a));
     }
+}
+
+void coll_tuner_log(const coll_tuner *t, int loglevel, int rank)
+{
+    char line[512];
+    if (!t || rank != 0 || (loglevel & 0xff) < LOG_INFO || !((loglevel >> 8) & LOG_SUB_TUNING))
+        return;
+    cost_format(&t->c, line, sizeof line);
+    log_sub(loglevel, LOG_INFO, LOG_SUB_TUNING, rank, "cost model: %s", line);
+    for (int k = WEFT_COLL_BROADCAST; k < WEFT_COLL_KIND_COUNT; k++)
+        coll_tuner_print(t, (weft_coll_kind)k, (uint64_t)64 << 20, stderr);
+    fflush(stderr);
 }
 
 weft_algo coll_select(weft_coll_kind kind, uint64_t bytes, int nranks)

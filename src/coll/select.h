@@ -41,6 +41,13 @@ weft_algo coll_tuner_predict(const coll_tuner *t, weft_coll_kind kind, uint64_t 
 void coll_tuner_print(const coll_tuner *t, weft_coll_kind kind, uint64_t max_bytes,
                       FILE *f);
 
+/* When loglevel (core/log.h: log_level_from_env()) asks for INFO on the
+ * TUNING subsystem (WEFT_DEBUG=INFO WEFT_DEBUG_SUBSYS=TUNING) and rank is
+ * 0: the constants and the predicted tables (coll_tuner_print, 8 B to
+ * 32 MiB by 4) of every collective with sizes, to stderr. For a
+ * communicator to call once its selector exists. */
+void coll_tuner_log(const coll_tuner *t, int loglevel, int rank);
+
 /* Without a communicator: constants from the environment, all ranks on one
  * host, and with nowhere to remember choices, the closed forms
  * (cost_closed) instead of schedule walks: they agree with a selector on

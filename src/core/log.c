@@ -39,8 +39,14 @@ int log_level_from_env(void)
     int level = LOG_WARN, mask = LOG_SUB_ALL;
     if (!s || !*s)
         s = getenv("WEFT_LOG");
-    if (s && *s)
+    if (s && *s) {
         level = parse_level(s);
+        /* WEFT_DEBUG=TUNING (or SHM,NET): chatter from those subsystems */
+        if (level == LOG_WARN && strcasecmp(s, "warn") && parse_subsys(s)) {
+            level = LOG_INFO;
+            mask = parse_subsys(s);
+        }
+    }
     if (sub && *sub)
         mask = parse_subsys(sub);
     return level | mask << 8;
