@@ -358,19 +358,22 @@ static void bad_args(weft_comm *c, void *arg)
     CHECK(weft_allreduce(c, &x, &y, 1, WEFT_F32, WEFT_SUM) == 0 && y == (float)n);
 }
 
-/* Rank 1 calls broadcast while rank 0 calls all-reduce: rank 0 names both. */
+/* Rank 1 calls broadcast while rank 0 calls all-reduce: rank 0 names both.
+ * The root may finish first (its bytes are gone before anyone looks) or
+ * fail too (flat, on one host: every rank reads every rank's call). */
 static void mismatch(weft_comm *c, void *arg)
 {
     int r = weft_comm_rank(c);
     float buf[100] = { 0 };
     (void)arg;
     if (r == 1) {
-        CHECK(weft_broadcast(c, buf, 10, WEFT_F32, 1) == 0);
+        int rc = weft_broadcast(c, buf, 10, WEFT_F32, 1);
+        CHECK(rc == 0 || rc == WEFT_EMISMATCH);
         return;
     }
     int rc = weft_allreduce(c, buf, buf, 100, WEFT_F32, WEFT_SUM);
     CHECK(rc == WEFT_EMISMATCH);
-    CHECKF(strstr(weft_comm_error(c), "rank 1 is in broadcast(count=10, f32, root=1)") &&
+    CHECKF(strstr(weft_comm_error(c), "broadcast(count=10, f32, root=1)") &&
            strstr(weft_comm_error(c), "allreduce(count=100, f32, sum)"),
            "message: %s", weft_comm_error(c));
     CHECK(weft_allreduce(c, buf, buf, 1, WEFT_F32, WEFT_SUM) == WEFT_EMISMATCH);

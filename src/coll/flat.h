@@ -17,6 +17,9 @@ int flat_run(weft_comm *c, const weft_coll_args *a, const frame_hdr *fp);
  * several hosts, a collective it does not do, a message too large). */
 int flat_cost(const cost_params *c, const cost_layout *l, weft_coll_kind kind,
               uint64_t bytes, uint32_t esize, double *seconds);
+/* 1: calls run on the board; 0: it could not be made on some rank, so
+ * they run with ordinary algorithms; -1: no call has needed it yet. */
+int flat_mode(const weft_comm *c);
 /* Unmap (and, if still named, unlink) the communicator's board. */
 void flat_free(weft_comm *c);
 
