@@ -5,6 +5,11 @@
 # tcp transport) and holds both against a plain two-stream socket copy
 # between the same namespaces (bench/peers/sockcopy.c, one stream each way
 # at once, as a ring all-reduce on two ranks sends and receives at once).
+# The copy also runs, for reference only, walking 64 MiB buffers instead of
+# one 256 KiB buffer, and with 64 KiB socket buffers instead of the
+# kernel's autotuned ones: the first is what a 64 MiB all-reduce's memory
+# traffic costs a plain copy, the second how much faster the same link is
+# when little is in flight.
 # The programs take turns in every repetition; the table shows medians.
 #
 #   sudo bash bench/peers_tcp.sh                  (8 B .. 64M, 3 repetitions)
@@ -118,7 +123,9 @@ LASTSTEP=$(awk -v lo="$MINB" -v hi="$MAXB" -v f="$FACTOR" 'BEGIN { last = 0
 
 OMPI_FLAGS="--allow-run-as-root --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 --mca plm_rsh_agent $HERE/peers/nsagent.sh --mca oob_tcp_if_include $NET.0/24 --mca btl_tcp_if_include $NET.0/24"
 SECRET=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
-port=$((20000 + id % 20000))
+# below the ephemeral range (32768 up), where the ranks' own outgoing
+# connections could already hold the port a store wants to listen on
+port=$((20000 + id % 10000))
 
 # weft N SHM OUT: N ranks, half in each namespace; rank 0's output in OUT
 run_weft() {
@@ -156,12 +163,14 @@ run_ompi() {
     return $ok
 }
 
+# run_copy OUT [sockcopy options]
 run_copy() {
     local out=$1
+    shift
     port=$((port + 1))
     ip netns exec "$NSB" timeout "$LIMIT" "$WB/sockcopy" -s -p "$port" >"$out.srv" 2>&1 &
     local srv=$!
-    ip netns exec "$NSA" timeout "$LIMIT" "$WB/sockcopy" -c "$IPB" -p "$port" -m "$COPY_MIB" >"$out" 2>&1
+    ip netns exec "$NSA" timeout "$LIMIT" "$WB/sockcopy" -c "$IPB" -p "$port" -m "$COPY_MIB" "$@" >"$out" 2>&1
     local rc=$?
     wait $srv || rc=1
     return $rc
@@ -185,6 +194,11 @@ failed=""
 for rep in $(seq 1 "$REPS"); do
     say "repetition $rep/$REPS: socket copy"
     run_copy "$work/raw/copy.$rep" || failed="$failed copy.$rep"
+    # the same copy walking 64 MiB buffers (an all-reduce of 64 MiB reads
+    # and writes memory, not the cache), and with 64 KiB socket buffers
+    # (little in flight, so the receiver copies packets still in the cache)
+    run_copy "$work/raw/copybig.$rep" -B 64 || failed="$failed copybig.$rep"
+    run_copy "$work/raw/copysmall.$rep" -S 64 || failed="$failed copysmall.$rep"
     for cfg in $CONFIGS; do
         n=${cfg%%:*} rest=${cfg#*:}
         shm=${rest%%:*} btl=${rest#*:}
@@ -209,12 +223,20 @@ secs=$(( $(date +%s) - t0 ))
 median() { sort -g | awk '{ v[NR] = $1 } END { if (!NR) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 ok_file() { case " $failed " in *" ${1##*/} "*) return 1 ;; esac; [ -s "$1" ]; }
 
-copies=""
-for rep in $(seq 1 "$REPS"); do
-    f=$work/raw/copy.$rep
-    ok_file "$f" && copies="$copies $(sed -n 's/.*both \([0-9.]*\) GB\/s.*/\1/p' "$f")"
-done
+# copy_runs TAG: GB/s per direction of each good run of that copy
+copy_runs() {
+    local rep f
+    for rep in $(seq 1 "$REPS"); do
+        f=$work/raw/$1.$rep
+        ok_file "$f" && printf ' %s' "$(sed -n 's/.*both \([0-9.]*\) GB\/s.*/\1/p' "$f")"
+    done
+}
+copies=$(copy_runs copy)
 COPY=$(echo $copies | tr ' ' '\n' | grep . | median)
+copies_big=$(copy_runs copybig)
+COPY_BIG=$(echo $copies_big | tr ' ' '\n' | grep . | median)
+copies_small=$(copy_runs copysmall)
+COPY_SMALL=$(echo $copies_small | tr ' ' '\n' | grep . | median)
 
 # stat PROG TAG SIZE COLUMN: median over the repetitions
 stat() {
@@ -228,6 +250,7 @@ stat() {
 table() {
     echo "Socket copy (two streams, one each way at once, $COPY_MIB MiB each way, 256 KiB writes): median **$COPY GB/s per direction** (runs:$copies)."
     echo "The socket bound in busbw is that figure at 2 ranks and 1.5 times it at 4 ranks (two hosts must each send n bytes to the other; busbw counts 2(p-1)/p n = 1.5 n)."
+    echo "For reference, not the bound: the same copy walking 64 MiB buffers (-B 64) median $COPY_BIG GB/s (runs:$copies_big); with 64 KiB SO_SNDBUF/SO_RCVBUF (-S 64) median $COPY_SMALL GB/s (runs:$copies_small)."
     echo
     echo "| ranks | weft transport | Open MPI btl | size (B) | weft time (us) | weft busbw (GB/s) | Open MPI time (us) | Open MPI busbw (GB/s) | weft/Open MPI busbw | weft % of socket bound | weft algo |"
     echo "|---|---|---|---|---|---|---|---|---|---|---|"

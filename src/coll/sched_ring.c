@@ -45,6 +45,82 @@ static int cmp_int(const void *a, const void *b)
     return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b);
 }
 
+/* A large all-reduce between hosts: each block in m chunks, and step k of
+ * the 2(p-1) ring steps works on chunk t-k in round t, a wavefront. A
+ * chunk reduced in one round leaves in the next, while it is still in the
+ * cache, and only about two chunks each way wait in the sockets, so the
+ * receiver copies packets the kernel has just written. Whole blocks of
+ * megabytes go through memory instead: queued in the sockets, reduced into
+ * memory and read back for the next step; memory, not the link, is what
+ * a socket copy of large buffers runs out of. Both directions of every
+ * link stay busy throughout. The price: a round waits for its chunks, so
+ * a link whose round trip is long next to a chunk's transfer time is not
+ * kept full. All on one host: the ring's single-copy transfers of whole
+ * blocks do better. */
+#define RING_PIPE_CHUNK (64u << 10) /* the best of 16 KiB .. 1 MiB on a veth pair */
+#define RING_PIPE_MIN (256u << 10)  /* block bytes from which to pipeline */
+#define RING_PIPE_MAX_CHUNKS 8192u  /* per block; beyond, chunks grow */
+#define RING_PIPE_MAX_RANKS 8       /* a round holds 2(p-1) sends */
+
+static uint64_t ring_pipe_chunks(const sched_params *p)
+{
+    int P = p->nranks;
+    uint64_t C = p->chunk_bytes ? chunk_bytes_of(p) : RING_PIPE_CHUNK;
+    uint64_t most = block_len(p->count, P, 0) * p->esize; /* block 0 is a largest */
+    if (P < 2 || P > RING_PIPE_MAX_RANKS || !p->host || most < RING_PIPE_MIN || most < 2 * C)
+        return 0;
+    /* all ranks must cut alike, so ask of the ring, not of this rank's links */
+    int hosts = 0;
+    for (int i = 1; i < P; i++)
+        hosts |= p->host[i] != p->host[0];
+    if (!hosts)
+        return 0;
+    uint64_t m = (most + C - 1) / C;
+    return m < RING_PIPE_MAX_CHUNKS ? m : RING_PIPE_MAX_CHUNKS;
+}
+
+/* Chunk j of m of block b, in bytes; every rank cuts every block alike. */
+static void ring_chunk(const sched_params *p, int b, uint64_t j, uint64_t m, uint64_t *off,
+                       uint64_t *len)
+{
+    uint64_t bs = block_start(p->count, p->nranks, b), bl = block_len(p->count, p->nranks, b);
+    uint64_t lo = bl * j / m, hi = bl * (j + 1) / m;
+    *off = (bs + lo) * p->esize;
+    *len = (hi - lo) * p->esize;
+}
+
+static void ring_allreduce_pipelined(weft_sched *s, const sched_params *p, uint64_t m)
+{
+    int P = p->nranks, r = p->rank, steps = 2 * (P - 1);
+    int next = ring_peer(r, 1, P), prev = ring_peer(r, -1, P);
+    for (uint64_t t = 0; t < m + (uint64_t)steps - 1; t++) {
+        /* latest step first: its chunk is the one reduced in the last round
+         * (step 0 reads the caller's input, which is not in the cache) */
+        for (int k = steps - 1; k >= 0; k--) {
+            if (t < (uint64_t)k || t - (uint64_t)k >= m)
+                continue;
+            uint64_t j = t - (uint64_t)k, so, sl, ro, rl;
+            if (k < P - 1) {
+                ring_chunk(p, ring_peer(r, -k, P), j, m, &so, &sl);
+                ring_chunk(p, ring_peer(r, -k - 1, P), j, m, &ro, &rl);
+                if (sl)
+                    sched_send(s, next, k == 0 ? SB_SEND : SB_RECV, so, sl);
+                if (rl)
+                    sched_recv_reduce(s, prev, SB_RECV, ro, SB_SEND, ro, rl);
+            } else {
+                int g = k - (P - 1);
+                ring_chunk(p, ring_peer(r, 1 - g, P), j, m, &so, &sl);
+                ring_chunk(p, ring_peer(r, -g, P), j, m, &ro, &rl);
+                if (sl)
+                    sched_send(s, next, SB_RECV, so, sl);
+                if (rl)
+                    sched_recv(s, prev, SB_RECV, ro, rl);
+            }
+        }
+        sched_end_round(s);
+    }
+}
+
 /* In-place all-reduce on SB_RECV after an optional copy from SB_SEND. */
 static void ring_allreduce(weft_sched *s, const sched_params *p)
 {
@@ -78,6 +154,11 @@ static void ring_allreduce(weft_sched *s, const sched_params *p)
             if (ks[i] < P - 1 && (i == 0 || ks[i] != ks[i - 1]))
                 ring_ag_step(s, p, ks[i]);
         free(ks);
+        return;
+    }
+    uint64_t m = ring_pipe_chunks(p);
+    if (m) {
+        ring_allreduce_pipelined(s, p, m);
         return;
     }
     for (int k = 0; k < P - 1; k++)
