@@ -74,17 +74,17 @@ static int check_args(weft_comm *c, const weft_coll_args *a)
     return 0;
 }
 
-static int ensure_tmp(weft_comm *c, uint64_t bytes)
+int coll_scratch(weft_comm *c, void **buf, size_t *cap, uint64_t bytes)
 {
-    if (bytes <= c->tmp_cap)
+    if (bytes <= *cap)
         return 0;
-    void *t = malloc(bytes);
+    void *t = bytes <= SIZE_MAX ? malloc((size_t)bytes) : NULL;
     if (!t)
         return comm_fail(c, WEFT_ENOMEM, "out of memory for %llu bytes of scratch",
                          (unsigned long long)bytes);
-    free(c->tmp);
-    c->tmp = t;
-    c->tmp_cap = bytes;
+    free(*buf);
+    *buf = t;
+    *cap = (size_t)bytes;
     return 0;
 }
 
@@ -210,7 +210,7 @@ static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id)
     if (rc)
         return comm_fail(c, rc, "cannot build the schedule: %s", weft_strerror(rc));
     int scheduled = p2p || (algo != WEFT_ALGO_DIRECT && algo != WEFT_ALGO_FLAT);
-    if (scheduled && (rc = ensure_tmp(c, c->sched.tmp_bytes)))
+    if (scheduled && (rc = coll_scratch(c, &c->tmp, &c->tmp_cap, c->sched.tmp_bytes)))
         return rc;
     bufs[SB_TMP] = c->tmp;
     flight_rec *fr = flight_get(&c->fl, flight_id);

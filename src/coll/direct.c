@@ -59,7 +59,7 @@ struct direct_state {
     uint64_t cookie;   /* read by peers to check they read this process */
     desc *peers;       /* per rank, filled by the exchange */
     char *piece;       /* PIECE bytes */
-    char *scratch;     /* what must wait for the readers (a result landing in a buffer
+    void *scratch;     /* what must wait for the readers (a result landing in a buffer
                           they read), or be published as a copy */
     size_t scratch_cap;
     uint64_t zero;     /* the barriers' (empty) buffer */
@@ -208,20 +208,6 @@ static int can_read_all(weft_comm *c, struct direct_state *d)
     return 1;
 }
 
-static int ensure_scratch(weft_comm *c, struct direct_state *d, size_t bytes)
-{
-    if (bytes <= d->scratch_cap)
-        return 0;
-    char *s = malloc(bytes);
-    if (!s)
-        return comm_fail(c, WEFT_ENOMEM, "direct: out of memory for %zu bytes of scratch",
-                         bytes);
-    free(d->scratch);
-    d->scratch = s;
-    d->scratch_cap = bytes;
-    return 0;
-}
-
 /* Elements [*off, *off + *n) of count are slice q of P. */
 static void slice(uint64_t count, int P, int q, uint64_t *off, uint64_t *n)
 {
@@ -290,7 +276,7 @@ static int reduce_scatter(weft_comm *c, struct direct_state *d, const weft_coll_
     char *dst = a->recv;
     int rc;
     if (overlap) {
-        if ((rc = ensure_scratch(c, d, bytes)))
+        if ((rc = coll_scratch(c, &d->scratch, &d->scratch_cap, bytes)))
             return rc;
         dst = d->scratch;
     }
@@ -484,7 +470,7 @@ int direct_run(weft_comm *c, const weft_coll_args *a, const frame_hdr *fp)
         const char *rv = a->recv, *s = a->send;
         if (s != rv + (size_t)c->rank * bytes &&
             overlaps(s, bytes, rv, (size_t)c->size * bytes)) {
-            if ((rc = ensure_scratch(c, d, bytes)))
+            if ((rc = coll_scratch(c, &d->scratch, &d->scratch_cap, bytes)))
                 return rc;
             memcpy(d->scratch, s, bytes);
             send = d->scratch;
@@ -492,11 +478,11 @@ int direct_run(weft_comm *c, const weft_coll_args *a, const frame_hdr *fp)
     } else if (a->kind == WEFT_COLL_REDUCE) {
         uint64_t off, n;
         slice(a->count, c->size, c->rank, &off, &n);
-        if ((rc = ensure_scratch(c, d, n * es + 1)))
+        if ((rc = coll_scratch(c, &d->scratch, &d->scratch_cap, n * es + 1)))
             return rc;
     } else if (a->kind == WEFT_COLL_ALLTOALL &&
                overlaps(a->send, (size_t)c->size * bytes, a->recv, (size_t)c->size * bytes) &&
-               (rc = ensure_scratch(c, d, (size_t)c->size * bytes))) {
+               (rc = coll_scratch(c, &d->scratch, &d->scratch_cap, (size_t)c->size * bytes))) {
         return rc;
     }
     desc mine = { .pid = (int32_t)getpid(),

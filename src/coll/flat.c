@@ -73,20 +73,6 @@ static const char *refusal(const weft_comm *c, weft_coll_kind kind, uint64_t byt
     return NULL;
 }
 
-static int ensure_tmp(weft_comm *c, struct flat_state *fs, uint64_t bytes)
-{
-    if (bytes <= fs->tmp_cap)
-        return 0;
-    void *t = malloc(bytes);
-    if (!t)
-        return comm_fail(c, WEFT_ENOMEM, "out of memory for %llu bytes of scratch",
-                         (unsigned long long)bytes);
-    free(fs->tmp);
-    fs->tmp = t;
-    fs->tmp_cap = bytes;
-    return 0;
-}
-
 /* Run a collective with an ordinary schedule: the algorithm auto would
  * choose without flat, the same on every rank. */
 static int scheduled(weft_comm *c, struct flat_state *fs, const weft_coll_args *a,
@@ -121,7 +107,7 @@ static int scheduled(weft_comm *c, struct flat_state *fs, const weft_coll_args *
         rc = sched_build(&fs->sched, WEFT_ALGO_RING, &p);
     if (rc)
         return comm_fail(c, rc, "cannot build the schedule: %s", weft_strerror(rc));
-    if ((rc = ensure_tmp(c, fs, fs->sched.tmp_bytes)))
+    if ((rc = coll_scratch(c, &fs->tmp, &fs->tmp_cap, fs->sched.tmp_bytes)))
         return rc;
     bufs[SB_TMP] = fs->tmp;
     return exec_run(c, &fs->sched, bufs, fp);

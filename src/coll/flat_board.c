@@ -1,4 +1,5 @@
 #include "coll/flat_board.h"
+#include "transport/shm.h"
 
 #include "weft.h"
 
@@ -41,12 +42,6 @@ static void board_set(flat_board *b, void *m, size_t len, int nranks)
     b->nranks = nranks;
 }
 
-static int sys_err(char *err, size_t errlen, const char *what, const char *name, int e)
-{
-    snprintf(err, errlen, "%s %s: %s", what, name, strerror(e));
-    return WEFT_ESYS;
-}
-
 int flat_board_create(flat_board *b, uint64_t comm_id, int nranks, char *err, size_t errlen)
 {
     char name[FLAT_NAME_MAX];
@@ -54,23 +49,10 @@ int flat_board_create(flat_board *b, uint64_t comm_id, int nranks, char *err, si
     memset(b, 0, sizeof *b);
     flat_board_reap(comm_id);
     board_name(name, comm_id, (long)getpid());
-    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0 && errno == EEXIST) {
-        /* left by a dead process that had this one's pid */
-        shm_unlink(name);
-        fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    }
-    if (fd < 0)
-        return sys_err(err, errlen, "shm_open", name, errno);
-    int e = ftruncate(fd, (off_t)len) ? errno : posix_fallocate(fd, 0, (off_t)len);
-    void *m = e ? MAP_FAILED : mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (!e && m == MAP_FAILED)
-        e = errno;
-    close(fd);
-    if (e) {
-        shm_unlink(name);
-        return sys_err(err, errlen, "sizing the flat board", name, e);
-    }
+    void *m;
+    int rc = shm_segment_create(name, len, &m, err, errlen);
+    if (rc)
+        return rc;
     board_set(b, m, len, nranks);
     memcpy(b->name, name, sizeof name);
     b->head->nranks = (uint32_t)nranks;
@@ -87,23 +69,13 @@ int flat_board_attach(flat_board *b, uint64_t comm_id, int nranks, long creator_
                       char *err, size_t errlen)
 {
     char name[FLAT_NAME_MAX];
-    struct stat sb;
     size_t len = board_len(nranks);
     memset(b, 0, sizeof *b);
     board_name(name, comm_id, creator_pid);
-    int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
-    if (fd < 0)
-        return sys_err(err, errlen, "shm_open", name, errno);
-    if (fstat(fd, &sb) || (uint64_t)sb.st_size != len) {
-        close(fd);
-        snprintf(err, errlen, "flat board %s has the wrong size", name);
-        return WEFT_EPROTO;
-    }
-    void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    int e = errno;
-    close(fd);
-    if (m == MAP_FAILED)
-        return sys_err(err, errlen, "mmap", name, e);
+    void *m;
+    int rc = shm_segment_open(name, len, 0, &m, err, errlen);
+    if (rc)
+        return rc;
     flat_head *h = m;
     if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != FLAT_MAGIC ||
         h->version != FLAT_VERSION || h->nranks != (uint32_t)nranks || h->slot != FLAT_SLOT ||

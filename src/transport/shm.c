@@ -45,6 +45,52 @@ static int sys_err(char *err, size_t errlen, const char *what, const char *name,
     return WEFT_ESYS;
 }
 
+int shm_segment_create(const char *name, size_t len, void **map, char *err, size_t errlen)
+{
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == EEXIST) {
+        /* left by a dead process that had this one's pid */
+        shm_unlink(name);
+        fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    }
+    if (fd < 0)
+        return sys_err(err, errlen, "shm_open", name, errno);
+    int e = ftruncate(fd, (off_t)len) ? errno : posix_fallocate(fd, 0, (off_t)len);
+    void *m = e ? MAP_FAILED : mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (!e && m == MAP_FAILED)
+        e = errno;
+    close(fd);
+    if (e) {
+        shm_unlink(name);
+        return sys_err(err, errlen, "sizing shared segment", name, e);
+    }
+    *map = m;
+    return 0;
+}
+
+int shm_segment_open(const char *name, size_t len, int unlink, void **map, char *err,
+                     size_t errlen)
+{
+    struct stat sb;
+    int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+    if (fd < 0)
+        return sys_err(err, errlen, "shm_open", name, errno);
+    if (unlink)
+        shm_unlink(name);
+    if (fstat(fd, &sb) || (uint64_t)sb.st_size != len) {
+        close(fd);
+        snprintf(err, errlen, "shared segment %s has the wrong size", name);
+        return WEFT_EPROTO;
+    }
+    void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    int e = errno;
+    close(fd);
+    if (m == MAP_FAILED)
+        return sys_err(err, errlen, "mmap", name, e);
+    *map = m;
+    return 0;
+}
+
 int shm_ring_create(shm_ring *r, uint64_t comm_id, int src, int dst, uint64_t bytes,
                     shm_hello *hello, char *err, size_t errlen)
 {
@@ -52,25 +98,9 @@ int shm_ring_create(shm_ring *r, uint64_t comm_id, int src, int dst, uint64_t by
     snprintf(r->name, sizeof r->name, "/weft-%016llx-%d-%d-%ld", (unsigned long long)comm_id,
              src, dst, (long)getpid());
     size_t len = SHM_DATA_OFF + bytes;
-    int fd = shm_open(r->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0 && errno == EEXIST) {
-        /* left by a dead process that had this one's pid */
-        shm_unlink(r->name);
-        fd = shm_open(r->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    }
-    if (fd < 0) {
-        int rc = sys_err(err, errlen, "shm_open", r->name, errno);
-        r->name[0] = 0;
-        return rc;
-    }
-    int e = ftruncate(fd, (off_t)len) ? errno : posix_fallocate(fd, 0, (off_t)len);
-    void *m = e ? MAP_FAILED : mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (!e && m == MAP_FAILED)
-        e = errno;
-    close(fd);
-    if (e) {
-        shm_unlink(r->name);
-        int rc = sys_err(err, errlen, "sizing shared segment", r->name, e);
+    void *m;
+    int rc = shm_segment_create(r->name, len, &m, err, errlen);
+    if (rc) {
         r->name[0] = 0;
         return rc;
     }
@@ -137,23 +167,13 @@ void shm_unlink_to(uint64_t comm_id, int dst)
 
 int shm_ring_attach(shm_ring *r, const shm_hello *h, char *err, size_t errlen)
 {
-    struct stat sb;
     memset(r, 0, sizeof *r);
     size_t len = SHM_DATA_OFF + h->bytes;
-    int fd = shm_open(h->name, O_RDWR | O_CLOEXEC, 0);
-    if (fd < 0)
-        return sys_err(err, errlen, "shm_open", h->name, errno);
-    shm_unlink(h->name); /* both sides have it now (or the sender is gone) */
-    if (fstat(fd, &sb) || (uint64_t)sb.st_size != len) {
-        close(fd);
-        snprintf(err, errlen, "shared segment %s has the wrong size", h->name);
-        return WEFT_EPROTO;
-    }
-    void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    int e = errno;
-    close(fd);
-    if (m == MAP_FAILED)
-        return sys_err(err, errlen, "mmap", h->name, e);
+    void *m;
+    /* unlinked at once: both sides have it now (or the sender is gone) */
+    int rc = shm_segment_open(h->name, len, 1, &m, err, errlen);
+    if (rc)
+        return rc;
     shm_ctl *ctl = m;
     if (ctl->magic != SHM_MAGIC || ctl->version != SHM_VERSION || ctl->bytes != h->bytes) {
         munmap(m, len);

@@ -121,6 +121,14 @@ int shm_cma_from_env(void);
  * the hello. WEFT_ESYS with err filled on failure (*r left empty). */
 int shm_ring_create(shm_ring *r, uint64_t comm_id, int src, int dst, uint64_t bytes,
                     shm_hello *hello, char *err, size_t errlen);
+/* A segment of len bytes: create name exclusively (replacing a leftover
+ * of a dead process that had this pid), reserve its pages and map it. On
+ * failure the name is gone and err says why (WEFT_ESYS). */
+int shm_segment_create(const char *name, size_t len, void **map, char *err, size_t errlen);
+/* Map the existing segment name, which must be len bytes (else
+ * WEFT_EPROTO); unlink: remove the name once it is open. */
+int shm_segment_open(const char *name, size_t len, int unlink, void **map, char *err,
+                     size_t errlen);
 /* Receiver: check a hello that arrived (0 or WEFT_EPROTO with *why). */
 int shm_hello_check(const shm_hello *h, const char **why);
 /* Receiver that will never map the segment a (checked) hello names:
