@@ -185,7 +185,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: sockcopy -s [-p PORT]\n"
                     "       sockcopy -c HOST [-p PORT] [-m MiB each way (1024)] [-w KiB per write (256)]\n"
-                    "                [-B MiB of buffer each side walks through (one write's worth)]\n"
+                    "                [-B MiB each side's writes and reads walk through (one write's)]\n"
                     "                [-S KiB SO_SNDBUF and SO_RCVBUF (kernel autotuning)]\n");
     exit(2);
 }
@@ -253,7 +253,8 @@ int main(int argc, char **argv)
     /* secs[0]: until our bytes were all read there; secs[1]: until theirs arrived here */
     printf("sockcopy: %llu MiB each way, %zu KiB writes, %zu KiB buffers: out %.3f GB/s, "
            "in %.3f GB/s, both %.3f GB/s per direction\n",
-           (unsigned long long)mib, chunk >> 10, (span > chunk ? span : chunk) >> 10, bytes / secs[0] / 1e9, bytes / secs[1] / 1e9,
+           (unsigned long long)mib, chunk >> 10, (span > chunk ? span : chunk) >> 10,
+           bytes / secs[0] / 1e9, bytes / secs[1] / 1e9,
            bytes / (secs[0] > secs[1] ? secs[0] : secs[1]) / 1e9);
     return 0;
 }

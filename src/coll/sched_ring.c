@@ -45,22 +45,21 @@ static int cmp_int(const void *a, const void *b)
     return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b);
 }
 
-/* A large all-reduce between hosts: each block in m chunks, and step k of
- * the 2(p-1) ring steps works on chunk t-k in round t, a wavefront. A
- * chunk reduced in one round leaves in the next, while it is still in the
- * cache, and only about two chunks each way wait in the sockets, so the
- * receiver copies packets the kernel has just written. Whole blocks of
+/* A large all-reduce over ranks on separate hosts: each block in m
+ * chunks, and step k of the 2(p-1) ring steps works on chunk t-k in round
+ * t, a wavefront. A chunk reduced in one round leaves in the next, while
+ * it is still in the cache, and only about two chunks each way wait in the
+ * sockets, so the receiver copies packets the kernel has just written. Whole blocks of
  * megabytes go through memory instead: queued in the sockets, reduced into
  * memory and read back for the next step; memory, not the link, is what
  * a socket copy of large buffers runs out of. Both directions of every
  * link stay busy throughout. The price: a round waits for its chunks, so
  * a link whose round trip is long next to a chunk's transfer time is not
- * kept full. All on one host: the ring's single-copy transfers of whole
- * blocks do better. */
+ * kept full. */
 #define RING_PIPE_CHUNK (64u << 10) /* the best of 16 KiB .. 1 MiB on a veth pair */
 #define RING_PIPE_MIN (256u << 10)  /* block bytes from which to pipeline */
 #define RING_PIPE_MAX_CHUNKS 8192u  /* per block; beyond, chunks grow */
-#define RING_PIPE_MAX_RANKS 8       /* a round holds 2(p-1) sends */
+#define RING_PIPE_MAX_RANKS 8       /* a round holds 2(p-1) sends, checked pairwise */
 
 static uint64_t ring_pipe_chunks(const sched_params *p)
 {
@@ -69,12 +68,15 @@ static uint64_t ring_pipe_chunks(const sched_params *p)
     uint64_t most = block_len(p->count, P, 0) * p->esize; /* block 0 is a largest */
     if (P < 2 || P > RING_PIPE_MAX_RANKS || !p->host || most < RING_PIPE_MIN || most < 2 * C)
         return 0;
-    /* all ranks must cut alike, so ask of the ring, not of this rank's links */
-    int hosts = 0;
-    for (int i = 1; i < P; i++)
-        hosts |= p->host[i] != p->host[0];
-    if (!hosts)
-        return 0;
+    /* One rank per host. Several ranks of a host share its cores, and
+     * rounds that wait on each other in small steps then cost a switch
+     * each (4 ranks on two 2-core namespaces ran slower so); those jobs
+     * have the hierarchical algorithm. Every rank asks the same question
+     * of the same table, so all cut alike. */
+    for (int i = 0; i < P; i++)
+        for (int k = i + 1; k < P; k++)
+            if (p->host[i] == p->host[k])
+                return 0;
     uint64_t m = (most + C - 1) / C;
     return m < RING_PIPE_MAX_CHUNKS ? m : RING_PIPE_MAX_CHUNKS;
 }
