@@ -7,7 +7,12 @@
  * rank leaves early; a rank killed, stopped or missing while the others
  * wait; an abort; the fallback when the board cannot be made; refusals
  * that leave the communicator usable; sub-communicators and non-blocking
- * calls; no name left in /dev/shm. */
+ * calls; no name left in /dev/shm. Large all-reduce (through the pipe):
+ * 1..8 ranks, every dtype and op, counts that are multiples of neither
+ * the chunk nor the rank count, in place and not, float sums in rank
+ * order to the bit, back to back with delays among small calls, a rank
+ * killed in the middle, a count mismatch, the fallback when the pipe
+ * cannot be made. */
 #include "mp.h"
 
 #include "bootstrap/comm.h"
@@ -466,6 +471,7 @@ static void refusals(weft_comm *c, void *arg)
         x[i] = 1;
     weft_coll_args a = { .kind = WEFT_COLL_ALLREDUCE, .send = x, .recv = y, .count = cnt,
                          .dtype = WEFT_I32, .op = WEFT_SUM, .algo = WEFT_ALGO_FLAT };
+    a.kind = WEFT_COLL_REDUCE; /* all-reduce takes any size, the others a slot */
     int rc = weft_collective(c, &a);
     CHECKF(rc == WEFT_ENOTSUP, "rank %d: too large: %d", r, rc);
     CHECKF(strstr(weft_comm_error(c), "slot") != NULL, "rank %d: %s", r, weft_comm_error(c));
@@ -474,7 +480,7 @@ static void refusals(weft_comm *c, void *arg)
     CHECKF(weft_collective(c, &a) == WEFT_ENOTSUP, "rank %d: large all-to-all", r);
     a.kind = WEFT_COLL_ALLREDUCE;
     a.count = cnt;
-    a.algo = WEFT_ALGO_AUTO; /* auto never picks flat for it */
+    a.algo = WEFT_ALGO_AUTO;
     CHECKF(weft_collective(c, &a) == 0 && y[0] == n && y[cnt - 1] == n, "rank %d: auto: %s",
            r, weft_comm_error(c));
     a.count = 5;
@@ -563,6 +569,190 @@ static void nested(weft_comm *c, void *arg)
     CHECK(weft_comm_destroy(half) == 0);
 }
 
+/* ---- large all-reduce, through the pipe ---------------------------------- */
+
+/* Elements of a pipeline chunk. */
+static size_t per_chunk(weft_dtype t) { return FLAT_CHUNK / weft_dtype_size(t); }
+
+static void big_matrix(weft_comm *c, void *arg)
+{
+    int n = weft_comm_size(c), r = weft_comm_rank(c), bad = 0, calls = 0;
+    size_t cap = 3 * FLAT_CHUNK + 4096;
+    char *a = malloc(cap), *b = malloc(cap);
+    for (int di = 0; di < NDTYPES; di++) {
+        weft_dtype t = dtypes[di];
+        /* just past a slot (one chunk); two chunks and a bit (odd) */
+        size_t counts[2] = { FLAT_SLOT / weft_dtype_size(t) + 1, 2 * per_chunk(t) + 37 };
+        for (int op = 0; op < WEFT_OP_COUNT; op++)
+            for (int ci = 0; ci < 2; ci++) {
+                int ip = (op + ci + di) % 2;
+                size_t la, lb;
+                uint64_t salt = (uint64_t)(di * 7 + op * 3 + ci);
+                int ra = one(c, WEFT_COLL_ALLREDUCE, WEFT_ALGO_FLAT, t, (weft_op)op, counts[ci],
+                             ip, 0, salt, a, &la);
+                int rb = one(c, WEFT_COLL_ALLREDUCE, WEFT_ALGO_RING, t, (weft_op)op, counts[ci],
+                             ip, 0, salt, b, &lb);
+                calls++;
+                if (ra || rb || la != lb || memcmp(a, b, la)) {
+                    if (bad++ < 5)
+                        fprintf(stderr, "rank %d/%d: large %s op %d count %zu inplace %d: "
+                                        "flat %d ring %d (%s)\n",
+                                r, n, weft_dtype_name(t), op, counts[ci], ip, ra, rb,
+                                weft_comm_error(c));
+                }
+            }
+    }
+    CHECKF(bad == 0, "rank %d of %d: %d of %d large calls differ from the ring's", r, n, bad,
+           calls);
+    CHECKF(board_names(c->id) == 0, "rank %d of %d: a name left in /dev/shm", r, n);
+
+    /* floats that round: the sum in rank order, to the bit, on every rank */
+    size_t cnt = per_chunk(WEFT_F32) * 2 + 1001, wrong = 0;
+    float *x = malloc(cnt * sizeof *x), *y = malloc(cnt * sizeof *y);
+    for (size_t i = 0; i < cnt; i++)
+        x[i] = (float)((r + 1) * 0.1 + (double)i * 1e-3 + 1.0 / (3.0 + r));
+    int rc = weft_collective(c, &(weft_coll_args){ .kind = WEFT_COLL_ALLREDUCE, .send = x,
+                                                   .recv = y, .count = cnt, .dtype = WEFT_F32,
+                                                   .op = WEFT_SUM, .algo = WEFT_ALGO_FLAT });
+    for (size_t i = 0; i < cnt; i++) {
+        float sum = 0;
+        for (int q = 0; q < n; q++) {
+            float v = (float)((q + 1) * 0.1 + (double)i * 1e-3 + 1.0 / (3.0 + q));
+            sum = q ? sum + v : v;
+        }
+        wrong += memcmp(&sum, &y[i], sizeof sum) != 0;
+    }
+    CHECKF(rc == 0 && wrong == 0, "rank %d of %d: %zu large sums not in rank order (rc %d)", r,
+           n, wrong, rc);
+    free(x);
+    free(y);
+    free(a);
+    free(b);
+}
+
+/* Large all-reduces of varying counts, in place every other time, among
+ * small flat calls and ring calls, ranks delayed at random. */
+static void big_soak(weft_comm *c, void *arg)
+{
+    int n = weft_comm_size(c), r = weft_comm_rank(c), iters = *(int *)arg, bad = 0, first = -1;
+    unsigned seed = 4242u + (unsigned)r * 31u;
+    size_t most = 3 * per_chunk(WEFT_I32) + 100;
+    int32_t *s = malloc(most * sizeof *s), *o = malloc(most * sizeof *o);
+    for (int i = 0; i < iters; i++) {
+        size_t cnt = i % 5 == 4 ? 1 + (size_t)(i % 7)
+                                : FLAT_SLOT / 4 + 1 + (size_t)(i * 7919) % (most - FLAT_SLOT / 4 - 1);
+        int inplace = i % 2, rc, wrong = 0;
+        if (rand_r(&seed) % 4 == 0) {
+            struct timespec ts = { 0, (long)(rand_r(&seed) % 500) * 1000 };
+            nanosleep(&ts, NULL);
+        }
+        for (size_t j = 0; j < cnt; j++)
+            s[j] = r * 1000 + i + (int32_t)j;
+        if (inplace)
+            memcpy(o, s, cnt * sizeof *o);
+        rc = weft_collective(c, &(weft_coll_args){ WEFT_COLL_ALLREDUCE, inplace ? o : s, o, cnt,
+                                                   WEFT_I32, WEFT_SUM, 0,
+                                                   i % 11 == 10 ? WEFT_ALGO_RING
+                                                                : WEFT_ALGO_FLAT });
+        for (size_t j = 0; j < cnt && !rc; j++)
+            wrong += o[j] != n * (i + (int32_t)j) + 1000 * n * (n - 1) / 2;
+        if ((rc || wrong) && first < 0)
+            first = i;
+        bad += rc || wrong;
+        if (rc)
+            break;
+    }
+    CHECKF(bad == 0, "rank %d of %d: %d bad calls of %d, the first #%d (%s)", r, n, bad, iters,
+           first, weft_comm_error(c));
+    free(s);
+    free(o);
+}
+
+static void *kill_later(void *arg)
+{
+    struct timespec ts = { 0, *(long *)arg };
+    nanosleep(&ts, NULL);
+    raise(SIGKILL);
+    return NULL;
+}
+
+/* The last rank is killed while large all-reduces run: the others fail
+ * with WEFT_EPEER naming it, whatever step they were waiting for. */
+static void big_death(weft_comm *c, void *arg)
+{
+    int n = weft_comm_size(c), r = weft_comm_rank(c), rc = 0, i;
+    size_t cnt = 8 * per_chunk(WEFT_F32) + 5;
+    float *x = calloc(cnt, sizeof *x);
+    char name[32];
+    pthread_t th;
+    static long delay;
+    CHECK(one(c, WEFT_COLL_ALLREDUCE, WEFT_ALGO_FLAT, WEFT_F32, WEFT_SUM, 1, 0, 0, 0, name,
+              &(size_t){ 0 }) == 0);
+    if (r == n - 1) {
+        delay = 20L * 1000 * 1000 + (long)(getpid() % 7) * 1000 * 1000;
+        pthread_create(&th, NULL, kill_later, &delay);
+    }
+    for (i = 0; i < 100000 && !rc; i++)
+        rc = weft_collective(c, &(weft_coll_args){ .kind = WEFT_COLL_ALLREDUCE, .send = x,
+                                                   .recv = x, .count = cnt, .dtype = WEFT_F32,
+                                                   .op = WEFT_SUM, .algo = WEFT_ALGO_FLAT });
+    snprintf(name, sizeof name, "rank %d", n - 1);
+    CHECKF(rc == WEFT_EPEER, "rank %d: %d after %d calls (%s)", r, rc, i, weft_comm_error(c));
+    CHECKF(strstr(weft_comm_error(c), name) && strstr(weft_comm_error(c), "died"),
+           "rank %d: error does not name the dead %s: %s", r, name, weft_comm_error(c));
+    free(x);
+}
+
+/* Rank 1's large count meets the others' small one on the board. */
+static void big_mismatch(weft_comm *c, void *arg)
+{
+    int r = weft_comm_rank(c);
+    size_t cnt = r == 1 ? 100000 : 1;
+    float *x = calloc(100000, sizeof *x);
+    int32_t v = 1;
+    CHECK(flat_sum(c, &v) == 0 && v == 3);
+    int rc = weft_collective(c, &(weft_coll_args){ .kind = WEFT_COLL_ALLREDUCE, .send = x,
+                                                   .recv = x, .count = cnt, .dtype = WEFT_F32,
+                                                   .op = WEFT_SUM, .algo = WEFT_ALGO_FLAT });
+    CHECKF(rc == WEFT_EMISMATCH, "rank %d: %d (%s)", r, rc, weft_comm_error(c));
+    CHECKF(strstr(weft_comm_error(c), "allreduce(count=100000") &&
+               strstr(weft_comm_error(c), "allreduce(count=1,"),
+           "rank %d: error does not name both calls: %s", r, weft_comm_error(c));
+    free(x);
+}
+
+/* Rank 0 can make the board but not the pipe: large all-reduces run
+ * with ordinary algorithms on every rank, small ones on the board. */
+static void no_pipe(weft_comm *c, void *arg)
+{
+    int r = weft_comm_rank(c), n = weft_comm_size(c), bad = 0;
+    size_t cnt = 2 * per_chunk(WEFT_I32) + 3;
+    int32_t *x = malloc(cnt * sizeof *x), v = 1;
+    bad += flat_sum(c, &v) != 0 || v != n; /* the board, before the limit */
+    if (r == 0) {
+        struct rlimit rl = { 1 << 20, 1 << 20 };
+        signal(SIGXFSZ, SIG_IGN);
+        setrlimit(RLIMIT_FSIZE, &rl);
+    }
+    for (int i = 0; i < 5; i++) {
+        for (size_t j = 0; j < cnt; j++)
+            x[j] = r + i + (int32_t)j;
+        int rc = weft_collective(c, &(weft_coll_args){ .kind = WEFT_COLL_ALLREDUCE, .send = x,
+                                                       .recv = x, .count = cnt,
+                                                       .dtype = WEFT_I32, .op = WEFT_SUM,
+                                                       .algo = WEFT_ALGO_FLAT });
+        for (size_t j = 0; j < cnt && !rc; j++)
+            bad += x[j] != n * (n - 1) / 2 + n * (i + (int32_t)j);
+        bad += rc != 0;
+        v = 1;
+        bad += flat_sum(c, &v) != 0 || v != n;
+    }
+    CHECKF(bad == 0, "rank %d: %d bad calls without a pipe (%s)", r, bad, weft_comm_error(c));
+    CHECKF(flat_mode(c) == 1, "rank %d: board mode %d", r, flat_mode(c));
+    CHECKF(board_names(c->id) == 0, "rank %d: a name left", r);
+    free(x);
+}
+
 int main(int argc, char **argv)
 {
     char what[64];
@@ -602,6 +792,22 @@ int main(int argc, char **argv)
     CHECKF(mp_run(3, 60, count_mismatch, NULL) == 0, "count mismatch, flat against a schedule");
     CHECKF(mp_run(3, 60, refusals, NULL) == 0, "refusals at 3 ranks");
     CHECKF(mp_run(4, 60, automatic, NULL) == 0, "auto at 4 ranks");
+    for (int n = 1; n <= 8; n++) {
+        snprintf(what, sizeof what, "large all-reduce at %d ranks", n);
+        if (!quick || n == 1 || n == 3 || n == 8)
+            CHECKF(mp_run(n, 60, big_matrix, NULL) == 0, "%s", what);
+    }
+    int big_iters = quick ? 60 : 200;
+    for (int n = 2; n <= 8; n += 3) {
+        snprintf(what, sizeof what, "%d large calls back to back at %d ranks", big_iters, n);
+        CHECKF(mp_run(n, 60, big_soak, &big_iters) == 0, "%s", what);
+    }
+    setenv("WEFT_SPIN_US", "0", 1);
+    CHECKF(mp_run(4, 60, big_soak, &big_iters) == 0, "large back to back, WEFT_SPIN_US=0");
+    unsetenv("WEFT_SPIN_US");
+    CHECKF(mp_run(4, 60, big_death, NULL) == 1, "a rank killed in a large all-reduce");
+    CHECKF(mp_run(3, 60, big_mismatch, NULL) == 0, "large against small count on the board");
+    CHECKF(mp_run(4, 60, no_pipe, NULL) == 0, "no pipe at 4 ranks");
     setenv("WEFT_SHM", "0", 1);
     CHECKF(mp_run(3, 60, shm_off, NULL) == 0, "WEFT_SHM=0 at 3 ranks");
     unsetenv("WEFT_SHM");

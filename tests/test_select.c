@@ -48,9 +48,10 @@ static void regimes(void)
                s[WEFT_ALGO_RING]);
         a = pick(&c, 8, NULL, WEFT_COLL_ALLREDUCE, 64u << 20, s);
         /* large: the bandwidth-optimal ones (direct: single copy on one
-         * host); naive and rd move far more */
+         * host; flat: its pipeline through shared memory); naive and rd
+         * move far more */
         CHECKF(a == WEFT_ALGO_RING || a == WEFT_ALGO_RABENSEIFNER || a == WEFT_ALGO_TREE ||
-                   a == WEFT_ALGO_DIRECT,
+                   a == WEFT_ALGO_DIRECT || a == WEFT_ALGO_FLAT,
                "cores %d: 64 MiB at p=8 chose %s", cores, weft_algo_name(a));
         CHECK(s[WEFT_ALGO_NAIVE] > 2 * s[a] && s[WEFT_ALGO_RD] > 1.4 * s[a]);
         /* every algorithm with an all-reduce schedule was costed; hier not

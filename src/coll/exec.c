@@ -440,16 +440,7 @@ int exec_run(weft_comm *c, const weft_sched *s, char *bufs[SB_COUNT], const fram
     c->fail_peer = -1;
     if (!maxops)
         return 0;
-    if (c->spin_yields < 0) {
-        /* More ranks than cores on this host: a yield may hand the core to
-         * each of the others before the awaited message can come, so the
-         * spin lasts long enough for all of them to have had a turn. */
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        int local = 0;
-        for (int r = 0; r < c->size; r++)
-            local += c->host[r] == c->host[c->rank];
-        c->spin_yields = cores > 0 && local > cores ? 2 * local : 0;
-    }
+    comm_spin_yields(c);
     opstate *st = malloc(maxops * sizeof *st);
     char *busy = malloc(2 * (size_t)c->size);
     struct pollfd *pf = malloc((2 * (size_t)maxops + 3 + PEND_MAX) * sizeof *pf);

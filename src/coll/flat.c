@@ -19,7 +19,11 @@
  * broadcasts its pid (which names it), the others map it, and a MIN
  * all-reduce says whether everyone could (both through ordinary
  * schedules). If anyone could not, every rank runs this and later calls
- * with an ordinary algorithm instead. */
+ * with an ordinary algorithm instead.
+ *
+ * An all-reduce larger than a slot goes through the pipe instead
+ * (coll/flat_pipe.c), made the same way at the first such call but
+ * agreed on the board itself. */
 #include "coll/flat_int.h"
 
 #include "coll/exec.h"
@@ -68,7 +72,7 @@ static const char *refusal(const weft_comm *c, weft_coll_kind kind, uint64_t byt
         return "shared memory is off (WEFT_SHM=0)";
     if (most < 0)
         return "it has no such collective";
-    if (most > FLAT_SLOT)
+    if (most > FLAT_SLOT && kind != WEFT_COLL_ALLREDUCE)
         return "the message is larger than a board slot";
     return NULL;
 }
@@ -176,8 +180,7 @@ static void describe_post(const flat_post *x, const frame_hdr *fp, frame_hdr *h)
     h->seq = x->opseq;
 }
 
-/* Does every rank's post describe this call? */
-static int check_posts(weft_comm *c, struct flat_state *fs, uint64_t k, const frame_hdr *fp)
+int flat_check_posts(weft_comm *c, struct flat_state *fs, uint64_t k, const frame_hdr *fp)
 {
     for (int r = 0; r < c->size; r++) {
         const flat_post *x = &fs->b.ranks[r].post[k & 1];
@@ -217,6 +220,22 @@ static int gather(const struct flat_state *fs, int q, char *out, size_t bytes, i
     return 0;
 }
 
+void flat_post_call(struct flat_state *fs, int me, uint64_t k, const frame_hdr *fp)
+{
+    flat_post *x = &fs->b.ranks[me].post[k & 1];
+    x->opseq = fp->seq;
+    x->count = fp->count;
+    x->root = fp->root;
+    x->kind = fp->kind;
+    x->dtype = fp->dtype;
+    x->op = fp->op;
+    atomic_store(&x->seq, k);
+    /* Sequentially consistent: of ranks posting at once, the one whose
+     * store comes last sees every post here and rings (if anyone sleeps) */
+    if (flat_posted(fs, k))
+        flat_ring(fs);
+}
+
 static int on_board(weft_comm *c, struct flat_state *fs, const weft_coll_args *a,
                     const frame_hdr *fp)
 {
@@ -231,23 +250,13 @@ static int on_board(weft_comm *c, struct flat_state *fs, const weft_coll_args *a
     char *slot = flat_board_slot(&fs->b, me, q, (size_t)mine);
     if (mine > 0) /* a broadcast's root sends from its one buffer, recv */
         memcpy(slot, kind == WEFT_COLL_BROADCAST ? a->recv : a->send, (size_t)mine);
-    flat_post *x = &fs->b.ranks[me].post[q];
-    x->opseq = fp->seq;
-    x->count = fp->count;
-    x->root = fp->root;
-    x->kind = fp->kind;
-    x->dtype = fp->dtype;
-    x->op = fp->op;
-    atomic_store(&x->seq, k);
-    /* Sequentially consistent: of ranks posting at once, the one whose
-     * store comes last sees every post here and rings (if anyone sleeps) */
-    if (flat_posted(fs, k))
-        flat_ring(fs);
+    flat_post_call(fs, me, k, fp);
 
     /* Every rank waits for every post, also where it reads fewer (a
      * broadcast's root, a reduce's leaves): then each rank sees what the
      * others called, and a mismatch fails on every rank at once. */
-    if ((rc = flat_wait(c, fs, k, fp)) || (rc = check_posts(c, fs, k, fp)))
+    flat_ctr posts = flat_posts(fs, k);
+    if ((rc = flat_wait(c, fs, &posts, fp)) || (rc = flat_check_posts(c, fs, k, fp)))
         return rc;
 
     char *out = a->recv;
@@ -319,6 +328,13 @@ int flat_run(weft_comm *c, const weft_coll_args *a, const frame_hdr *fp)
         return scheduled(c, fs, a, fp);
     if (clock_now() >= fs->next_tend && (rc = flat_tend(c, fs)))
         return rc;
+    if (a->kind == WEFT_COLL_ALLREDUCE && bytes > FLAT_SLOT) {
+        if (fs->pipe_mode == FLAT_NEW && (rc = flat_pipe_setup(c, fs, fp)))
+            return rc;
+        if (fs->pipe_mode == FLAT_FALLBACK)
+            return scheduled(c, fs, a, fp);
+        return flat_pipe_run(c, fs, a, fp);
+    }
     return on_board(c, fs, a, fp);
 }
 
@@ -357,6 +373,29 @@ static void reads(weft_coll_kind kind, double n, int p, double *one, double *all
 #define FLAT_STEP 0.5
 #define FLAT_BYTE 0.14
 
+/* A large all-reduce through the pipe (coll/flat_pipe.c): one wait per
+ * chunk, and per rank its n bytes copied in, n read to reduce its
+ * slices and n copied out, shared by the host's cores. Of these only the
+ * input read and the output written leave the cache, so a byte costs
+ * less than a scheduled algorithm's: FLAT_PIPE_BYTE of the model's
+ * beta + gamma per byte of a rank's message. Fitted with bench/flat.sh
+ * -B -r "2 4 8" on 2 cores (medians of three, load average 8..13): from
+ * 16 MiB up the pipe took 0.58..0.73 of direct's time (the best of the
+ * others there) at 2, 4 and 8 ranks, and this prices it at 0.53..0.92 of
+ * direct's prediction; from 64 KiB to 1 MiB it was level with direct or
+ * ahead at 2 ranks and ahead of everything at 4 and 8, where auto now
+ * takes it for every all-reduce beyond a slot. */
+#define FLAT_PIPE_BYTE 0.66
+
+static double pipe_cost(const cost_params *c, uint64_t bytes, int p, int rounds)
+{
+    int over = c->cores > 0 && p > c->cores;
+    double chunks = (double)((bytes + FLAT_CHUNK - 1) / FLAT_CHUNK);
+    double step = FLAT_STEP * rounds * (over ? c->alpha_over : c->alpha);
+    double work = FLAT_PIPE_BYTE * (c->beta + c->gamma) * (double)bytes;
+    return (chunks + 1) * step + (over ? work * p / c->cores : work);
+}
+
 int flat_cost(const cost_params *c, const cost_layout *l, weft_coll_kind kind,
               uint64_t bytes, uint32_t esize, double *seconds)
 {
@@ -365,12 +404,22 @@ int flat_cost(const cost_params *c, const cost_layout *l, weft_coll_kind kind,
     if (l->nhosts > 1 || (shm && !strcmp(shm, "0")))
         return WEFT_ENOTSUP;
     int64_t most = most_posted(kind, bytes, l->nranks);
-    /* the size bucket costed starts at bytes; all of it must fit a slot */
-    if (most < 0 || most >= FLAT_SLOT)
-        return WEFT_ENOTSUP;
     int p = l->nranks, rounds = 0;
     while ((1 << rounds) < p)
         rounds++;
+    /* the size bucket costed starts at bytes; all of it must fit a slot,
+     * or go through the pipe */
+    if (kind == WEFT_COLL_ALLREDUCE && most >= FLAT_SLOT) {
+        /* every chunk waits for every rank: measured to win up to 8 ranks
+         * (on 2 cores); beyond, auto does not offer it (asking by name
+         * still runs it) */
+        if (p > 8)
+            return WEFT_ENOTSUP;
+        *seconds = pipe_cost(c, bytes, p, rounds);
+        return 0;
+    }
+    if (most < 0 || most >= FLAT_SLOT)
+        return WEFT_ENOTSUP;
     double one, all, step = c->cores > 0 && p > c->cores ? c->alpha_over : c->alpha;
     reads(kind, (double)bytes, p, &one, &all);
     double read = c->cores > 0 && all / c->cores > one ? all / c->cores : one;
@@ -390,6 +439,7 @@ void flat_free(weft_comm *c)
     if (!fs)
         return;
     flat_pids_close(c, fs);
+    flat_pipe_close(&fs->pipe);
     flat_board_close(&fs->b);
     sched_free(&fs->sched);
     free(fs->tmp);

@@ -28,9 +28,18 @@ static size_t board_len(int nranks)
     return FLAT_HEAD_BYTES + ranks + (size_t)nranks * 2 * FLAT_SLOT;
 }
 
+#define PIPE_MAGIC 0x45504950u /* "PIPE" */
+#define PIPE_SUFFIX "-pipe"
+
 static void board_name(char *out, uint64_t comm_id, long pid)
 {
     snprintf(out, FLAT_NAME_MAX, "/weft-%016llx-flat-%ld", (unsigned long long)comm_id, pid);
+}
+
+static void pipe_name(char *out, uint64_t comm_id, long pid)
+{
+    snprintf(out, FLAT_NAME_MAX, "/weft-%016llx-flat-%ld" PIPE_SUFFIX,
+             (unsigned long long)comm_id, pid);
 }
 
 static void board_set(flat_board *b, void *m, size_t len, int nranks)
@@ -115,7 +124,7 @@ void flat_board_reap(uint64_t comm_id)
         if (strncmp(e->d_name, prefix, pl))
             continue;
         long pid = strtol(e->d_name + pl, &end, 10);
-        if (!*end && pid > 0 && !(kill((pid_t)pid, 0) && errno == ESRCH))
+        if ((!*end || !strcmp(end, PIPE_SUFFIX)) && pid > 0 && !(kill((pid_t)pid, 0) && errno == ESRCH))
             continue; /* its creator lives: a board in use */
         char full[300];
         snprintf(full, sizeof full, "/%s", e->d_name);
@@ -138,4 +147,82 @@ void flat_board_close(flat_board *b)
     if (b->head)
         munmap(b->head, b->map_len);
     memset(b, 0, sizeof *b);
+}
+
+static size_t pipe_len(int nranks)
+{
+    size_t steps = ((size_t)nranks * sizeof(flat_step) + 4095) & ~(size_t)4095;
+    return FLAT_HEAD_BYTES + steps + ((size_t)nranks + 1) * 2 * FLAT_CHUNK;
+}
+
+static void pipe_set(flat_pipe *x, void *m, size_t len, int nranks)
+{
+    x->head = m;
+    x->step = (flat_step *)((char *)m + FLAT_HEAD_BYTES);
+    x->in = (char *)m + (len - ((size_t)nranks + 1) * 2 * FLAT_CHUNK);
+    x->out = x->in + (size_t)nranks * 2 * FLAT_CHUNK;
+    x->map_len = len;
+    x->nranks = nranks;
+}
+
+_Static_assert(sizeof(flat_step) == 64, "a step counter is one cache line");
+_Static_assert(FLAT_CHUNK % 4096 == 0, "chunks start on pages");
+
+int flat_pipe_create(flat_pipe *x, uint64_t comm_id, int nranks, char *err, size_t errlen)
+{
+    char name[FLAT_NAME_MAX];
+    size_t len = pipe_len(nranks);
+    memset(x, 0, sizeof *x);
+    flat_board_reap(comm_id);
+    pipe_name(name, comm_id, (long)getpid());
+    void *m;
+    int rc = shm_segment_create(name, len, &m, err, errlen);
+    if (rc)
+        return rc;
+    pipe_set(x, m, len, nranks);
+    memcpy(x->name, name, sizeof name);
+    x->head->nranks = (uint32_t)nranks;
+    x->head->chunk = FLAT_CHUNK;
+    x->head->comm_id = comm_id;
+    x->head->version = FLAT_VERSION;
+    __atomic_store_n(&x->head->magic, PIPE_MAGIC, __ATOMIC_RELEASE);
+    return 0;
+}
+
+int flat_pipe_attach(flat_pipe *x, uint64_t comm_id, int nranks, long creator_pid,
+                     char *err, size_t errlen)
+{
+    char name[FLAT_NAME_MAX];
+    size_t len = pipe_len(nranks);
+    memset(x, 0, sizeof *x);
+    pipe_name(name, comm_id, creator_pid);
+    void *m;
+    int rc = shm_segment_open(name, len, 0, &m, err, errlen);
+    if (rc)
+        return rc;
+    flat_pipe_head *h = m;
+    if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != PIPE_MAGIC ||
+        h->version != FLAT_VERSION || h->nranks != (uint32_t)nranks ||
+        h->chunk != FLAT_CHUNK || h->comm_id != comm_id) {
+        munmap(m, len);
+        snprintf(err, errlen, "%s is not this communicator's flat pipe", name);
+        return WEFT_EPROTO;
+    }
+    pipe_set(x, m, len, nranks);
+    return 0;
+}
+
+void flat_pipe_unlink(flat_pipe *x)
+{
+    if (x->name[0])
+        shm_unlink(x->name);
+    x->name[0] = 0;
+}
+
+void flat_pipe_close(flat_pipe *x)
+{
+    flat_pipe_unlink(x);
+    if (x->head)
+        munmap(x->head, x->map_len);
+    memset(x, 0, sizeof *x);
 }

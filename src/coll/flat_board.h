@@ -11,7 +11,18 @@
  * others map it once they learn the name, and rank 0 unlinks it when all
  * have. A name is left in /dev/shm only when rank 0 dies between making
  * it and learning that everyone mapped it; flat_board_reap removes such
- * names whose creator is gone. */
+ * names whose creator is gone.
+ *
+ * Large all-reduces (more than a slot) run through a second segment, the
+ * pipe, made the same way at the first such call and named like the
+ * board with "-pipe" after the pid:
+ *
+ *   head      magic, sizes
+ *   step      per rank, its own cache line: the pipeline steps it has done
+ *   in        per rank and chunk parity, FLAT_CHUNK bytes of its input
+ *   out       per chunk parity, FLAT_CHUNK bytes of the reduced chunk
+ *
+ * p x (2 x FLAT_CHUNK) + 2 x FLAT_CHUNK bytes whatever the message size. */
 #ifndef WEFT_COLL_FLAT_BOARD_H
 #define WEFT_COLL_FLAT_BOARD_H
 
@@ -21,6 +32,7 @@
 
 #define FLAT_SLOT (16u << 10) /* bytes a rank can post in one call */
 #define FLAT_NAME_MAX 64
+#define FLAT_CHUNK (256u << 10) /* bytes of a rank's input a pipeline step takes */
 
 #define FLAT_INLINE 32 /* posts this small travel in the post's own cache line */
 
@@ -60,6 +72,27 @@ typedef struct {
     char name[FLAT_NAME_MAX]; /* while this rank still has to unlink it */
 } flat_board;
 
+typedef struct {
+    _Alignas(64) _Atomic uint64_t done; /* steps done, over all calls */
+    char pad[56];
+} flat_step;
+
+typedef struct {
+    uint32_t magic, version;
+    uint32_t nranks, chunk;
+    uint64_t comm_id;
+} flat_pipe_head;
+
+typedef struct {
+    flat_pipe_head *head;
+    flat_step *step;   /* [nranks] */
+    char *in;          /* [nranks][2][FLAT_CHUNK] */
+    char *out;         /* [2][FLAT_CHUNK] */
+    size_t map_len;
+    int nranks;
+    char name[FLAT_NAME_MAX];
+} flat_pipe;
+
 /* Rank 0: make, size (pages reserved) and map the board of nranks ranks.
  * WEFT_ESYS with err filled on failure (*b left empty). */
 int flat_board_create(flat_board *b, uint64_t comm_id, int nranks, char *err, size_t errlen);
@@ -76,6 +109,20 @@ void flat_board_unlink_name(uint64_t comm_id, long pid);
 void flat_board_reap(uint64_t comm_id);
 /* Unmap (and unlink, if still held). */
 void flat_board_close(flat_board *b);
+
+/* The same for the pipe: made by rank 0, mapped by the others; its name
+ * is unlinked by rank 0 once all have it (flat_pipe_unlink) and reaped
+ * like the board's. */
+int flat_pipe_create(flat_pipe *x, uint64_t comm_id, int nranks, char *err, size_t errlen);
+int flat_pipe_attach(flat_pipe *x, uint64_t comm_id, int nranks, long creator_pid,
+                     char *err, size_t errlen);
+void flat_pipe_unlink(flat_pipe *x);
+void flat_pipe_close(flat_pipe *x);
+
+static inline char *flat_pipe_in(const flat_pipe *x, int rank, int parity)
+{
+    return x->in + ((size_t)rank * 2 + (size_t)parity) * FLAT_CHUNK;
+}
 
 /* Where a rank's payload of `bytes` lies for calls of this parity. */
 static inline char *flat_board_slot(const flat_board *b, int rank, int parity, size_t bytes)

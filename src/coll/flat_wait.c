@@ -1,7 +1,8 @@
 /* Waiting on the flat board without taking a core from a rank that still
  * has to post: look, yield, look again for the executor's spin (c->spin_s,
  * and at least c->spin_yields yields), then sleep on the board's futex.
- * The futex is rung only by the post that completes a call, and only
+ * The futex is rung only by the post (or pipeline step) that completes
+ * what others wait for, and only
  * when a rank declared itself asleep, so a call costs no wake-up while
  * everyone polls. Asleep, a rank wakes every FLAT_NAP_MS to look for an
  * abort, another rank's failure notice, a dead peer (its pidfd turns
@@ -76,12 +77,12 @@ static void nap(flat_head *h, uint32_t seen, int ms)
     syscall(SYS_futex, (uint32_t *)&h->bell, FUTEX_WAIT, seen, &ts, NULL, 0);
 }
 
-/* The ranks that have not posted call k, in who[]. */
-static int missing(const struct flat_state *fs, uint64_t k, int *who, int max)
+/* The ranks whose counter is short of w->want, in who[]. */
+static int missing(const flat_ctr *w, int *who, int max)
 {
     int n = 0;
-    for (int r = 0; r < fs->b.nranks; r++)
-        if (atomic_load(&fs->b.ranks[r].post[k & 1].seq) != k && n < max)
+    for (int r = 0; r < w->n; r++)
+        if (flat_ctr_get(w, r) < w->want && n < max)
             who[n++] = r;
     return n;
 }
@@ -142,10 +143,10 @@ static int probe_mismatch(weft_comm *c, const int *who, int n, const frame_hdr *
 }
 
 /* Asleep or about to sleep: has anything ended the wait? */
-static int check(weft_comm *c, struct flat_state *fs, uint64_t k, const frame_hdr *fp,
-                 double *last, int *nlast)
+static int check(weft_comm *c, struct flat_state *fs, const flat_ctr *ctr,
+                 const frame_hdr *fp, double *last, int *nlast)
 {
-    int who[64], n = missing(fs, k, who, 64), rc;
+    int who[64], n = missing(ctr, who, 64), rc;
     char d[160], list[256];
     if (atomic_load(&c->aborted))
         return comm_fail(c, WEFT_EABORTED, "communicator aborted");
@@ -163,8 +164,8 @@ static int check(weft_comm *c, struct flat_state *fs, uint64_t k, const frame_hd
             exec_describe(fp, d, sizeof d);
             c->fail_peer = who[i];
             return comm_fail(c, WEFT_EPEER,
-                             "rank %d died (its process ended) during %s, before posting to "
-                             "the flat board",
+                             "rank %d died (its process ended) during %s, before it reached "
+                             "this step on the flat board",
                              who[i], d);
         }
     int wfd = comm_watch_fd(c);
@@ -208,30 +209,22 @@ static inline void relax(void)
 #endif
 }
 
-int flat_wait(weft_comm *c, struct flat_state *fs, uint64_t k, const frame_hdr *fp)
+int flat_wait(weft_comm *c, struct flat_state *fs, const flat_ctr *w, const frame_hdr *fp)
 {
     flat_head *h = fs->b.head;
-    if (k == 0 || flat_posted(fs, k))
+    if (w->want == 0 || flat_reached(w))
         return 0;
-    if (c->spin_yields < 0) {
-        /* as coll/exec.c: with more ranks than cores, spin long enough for
-         * every rank to have had a turn */
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        int local = 0;
-        for (int r = 0; r < c->size; r++)
-            local += c->host[r] == c->host[c->rank];
-        c->spin_yields = cores > 0 && local > cores ? 2 * local : 0;
-    }
+    comm_spin_yields(c);
     double start = clock_now(), spin_end = start + c->spin_s;
     int looks = c->spin_yields == 0 ? FLAT_LOOKS : 0;
     for (int i = 0; c->spin_s > 0; i++) {
         for (int j = 0; j < looks; j++) {
             relax();
-            if (flat_posted(fs, k))
+            if (flat_reached(w))
                 return 0;
         }
         sched_yield();
-        if (flat_posted(fs, k))
+        if (flat_reached(w))
             return 0;
         if (i >= c->spin_yields && clock_now() >= spin_end)
             break;
@@ -240,21 +233,21 @@ int flat_wait(weft_comm *c, struct flat_state *fs, uint64_t k, const frame_hdr *
     }
     double last = start;
     int nlast = INT_MAX, rc;
-    if ((rc = check(c, fs, k, fp, &last, &nlast)))
+    if ((rc = check(c, fs, w, fp, &last, &nlast)))
         return rc;
     for (;;) {
         atomic_fetch_add(&h->sleepers, 1);
         uint32_t seen = atomic_load(&h->bell);
-        int done = flat_posted(fs, k);
+        int done = flat_reached(w);
         if (!done) {
             int ms = clock_ms_until(last + c->timeout_s) + 1;
             nap(h, seen, ms < FLAT_NAP_MS ? ms : FLAT_NAP_MS);
-            done = flat_posted(fs, k);
+            done = flat_reached(w);
         }
         atomic_fetch_sub(&h->sleepers, 1);
         if (done)
             return 0;
-        if ((rc = check(c, fs, k, fp, &last, &nlast)))
+        if ((rc = check(c, fs, w, fp, &last, &nlast)))
             return rc;
     }
 }
