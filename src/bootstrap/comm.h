@@ -106,6 +106,11 @@ int comm_watch_fired(weft_comm *c, const frame_hdr *fp);
 /* Runs one collective on the calling thread (coll.c); flight_id: its
  * flight-recorder record when it was queued, else 0. */
 int coll_run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id);
+/* Run call a with algorithm algo's schedule, built into s with scratch
+ * *tmp (capacity *cap), its messages carrying fp: for algorithms that
+ * fall back to a schedule. Errors recorded on c. */
+int coll_run_sched(weft_comm *c, const weft_coll_args *a, weft_algo algo, weft_sched *s,
+                   void **tmp, size_t *cap, const frame_hdr *fp);
 /* Grow *buf (capacity *cap) to at least bytes; WEFT_ENOMEM recorded on c. */
 int coll_scratch(weft_comm *c, void **buf, size_t *cap, uint64_t bytes);
 /* Wait for queued non-blocking work, then stop the worker (async.c). */

@@ -88,6 +88,49 @@ int coll_scratch(weft_comm *c, void **buf, size_t *cap, uint64_t bytes)
     return 0;
 }
 
+/* The schedule parameters and buffers of call a. */
+static void sched_args(const weft_comm *c, const weft_coll_args *a, sched_params *p,
+                       char *bufs[SB_COUNT])
+{
+    memset(p, 0, sizeof *p);
+    p->kind = a->kind;
+    p->rank = c->rank;
+    p->nranks = c->size;
+    p->root = a->root;
+    p->count = a->count;
+    p->esize = (uint32_t)weft_dtype_size(a->dtype);
+    p->host = c->host;
+    bufs[SB_SEND] = (char *)(uintptr_t)a->send;
+    bufs[SB_RECV] = a->recv;
+    bufs[SB_TMP] = NULL;
+    switch (a->kind) {
+    case WEFT_COLL_BROADCAST:
+        bufs[SB_SEND] = a->recv;
+        break;
+    case WEFT_COLL_ALLREDUCE: case WEFT_COLL_REDUCE: case WEFT_COLL_ALLTOALL:
+        p->inplace = a->send == a->recv;
+        break;
+    default:
+        break;
+    }
+}
+
+int coll_run_sched(weft_comm *c, const weft_coll_args *a, weft_algo algo, weft_sched *s,
+                   void **tmp, size_t *cap, const frame_hdr *fp)
+{
+    sched_params p;
+    char *bufs[SB_COUNT];
+    sched_args(c, a, &p, bufs);
+    int rc = sched_build(s, algo, &p);
+    if (rc)
+        return comm_fail(c, rc, "cannot build the %s schedule: %s", weft_algo_name(algo),
+                         weft_strerror(rc));
+    if ((rc = coll_scratch(c, tmp, cap, s->tmp_bytes)))
+        return rc;
+    bufs[SB_TMP] = *tmp;
+    return exec_run(c, s, bufs, fp);
+}
+
 int weft_collective(weft_comm *c, const weft_coll_args *a)
 {
     if (!c || !a || c->magic != COMM_MAGIC)
@@ -161,28 +204,7 @@ static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id)
     fp.root = is_rooted(a->kind) && !p2p ? a->root : -1;
     fp.count = a->count;
 
-    memset(&p, 0, sizeof p);
-    p.kind = a->kind;
-    p.rank = c->rank;
-    p.nranks = c->size;
-    p.root = a->root;
-    p.count = a->count;
-    p.esize = (uint32_t)es;
-    p.host = c->host;
-
-    bufs[SB_SEND] = (char *)(uintptr_t)a->send;
-    bufs[SB_RECV] = a->recv;
-    bufs[SB_TMP] = NULL;
-    switch (a->kind) {
-    case WEFT_COLL_BROADCAST:
-        bufs[SB_SEND] = a->recv;
-        break;
-    case WEFT_COLL_ALLREDUCE: case WEFT_COLL_REDUCE: case WEFT_COLL_ALLTOALL:
-        p.inplace = a->send == a->recv;
-        break;
-    default:
-        break;
-    }
+    sched_args(c, a, &p, bufs);
 
     if (p2p) {
         sched_reset(&c->sched);

@@ -407,30 +407,7 @@ static int alltoall(weft_comm *c, struct direct_state *d, const weft_coll_args *
 /* Where single copy is not allowed: the ring schedule, on every rank. */
 static int ring(weft_comm *c, const weft_coll_args *a, const frame_hdr *fp)
 {
-    size_t es = weft_dtype_size(a->dtype);
-    sched_params p = { .kind = a->kind, .rank = c->rank, .nranks = c->size, .root = a->root,
-                       .count = a->count, .esize = (uint32_t)es, .host = c->host };
-    char *bufs[SB_COUNT] = { (char *)(uintptr_t)a->send, a->recv, NULL };
-    if (a->kind == WEFT_COLL_BROADCAST)
-        bufs[SB_SEND] = a->recv;
-    if (a->kind == WEFT_COLL_ALLREDUCE || a->kind == WEFT_COLL_REDUCE ||
-        a->kind == WEFT_COLL_ALLTOALL)
-        p.inplace = a->send == a->recv;
-    int rc = sched_build(&c->sched, WEFT_ALGO_RING, &p);
-    if (rc)
-        return comm_fail(c, rc, "direct: cannot build the ring schedule: %s",
-                         weft_strerror(rc));
-    if (c->sched.tmp_bytes > c->tmp_cap) {
-        void *t = malloc(c->sched.tmp_bytes);
-        if (!t)
-            return comm_fail(c, WEFT_ENOMEM, "out of memory for %llu bytes of scratch",
-                             (unsigned long long)c->sched.tmp_bytes);
-        free(c->tmp);
-        c->tmp = t;
-        c->tmp_cap = c->sched.tmp_bytes;
-    }
-    bufs[SB_TMP] = c->tmp;
-    return exec_run(c, &c->sched, bufs, fp);
+    return coll_run_sched(c, a, WEFT_ALGO_RING, &c->sched, &c->tmp, &c->tmp_cap, fp);
 }
 
 int direct_run(weft_comm *c, const weft_coll_args *a, const frame_hdr *fp)

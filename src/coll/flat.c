@@ -82,39 +82,9 @@ static const char *refusal(const weft_comm *c, weft_coll_kind kind, uint64_t byt
 static int scheduled(weft_comm *c, struct flat_state *fs, const weft_coll_args *a,
                      const frame_hdr *fp)
 {
-    size_t es = weft_dtype_size(a->dtype);
-    sched_params p;
-    char *bufs[SB_COUNT];
-    memset(&p, 0, sizeof p);
-    p.kind = a->kind;
-    p.rank = c->rank;
-    p.nranks = c->size;
-    p.root = a->root;
-    p.count = a->count;
-    p.esize = (uint32_t)es;
-    p.host = c->host;
-    bufs[SB_SEND] = (char *)(uintptr_t)a->send;
-    bufs[SB_RECV] = a->recv;
-    switch (a->kind) {
-    case WEFT_COLL_BROADCAST:
-        bufs[SB_SEND] = a->recv;
-        break;
-    case WEFT_COLL_ALLREDUCE: case WEFT_COLL_REDUCE: case WEFT_COLL_ALLTOALL:
-        p.inplace = a->send == a->recv;
-        break;
-    default:
-        break;
-    }
-    weft_algo algo = coll_select(a->kind, (uint64_t)a->count * es, c->size);
-    int rc = sched_build(&fs->sched, algo, &p);
-    if (rc == WEFT_ENOTSUP)
-        rc = sched_build(&fs->sched, WEFT_ALGO_RING, &p);
-    if (rc)
-        return comm_fail(c, rc, "cannot build the schedule: %s", weft_strerror(rc));
-    if ((rc = coll_scratch(c, &fs->tmp, &fs->tmp_cap, fs->sched.tmp_bytes)))
-        return rc;
-    bufs[SB_TMP] = fs->tmp;
-    return exec_run(c, &fs->sched, bufs, fp);
+    weft_algo algo = coll_select(a->kind, (uint64_t)a->count * weft_dtype_size(a->dtype),
+                                 c->size);
+    return coll_run_sched(c, a, algo, &fs->sched, &fs->tmp, &fs->tmp_cap, fp);
 }
 
 /* A small collective of the board's setup. Its messages carry fp, the
