@@ -148,11 +148,14 @@ MINB=$(bytes "$MIN") MAXB=$(bytes "$MAX")
 SIZES=$(awk -v lo="$MINB" -v hi="$MAXB" -v f="$FACTOR" 'BEGIN {
     for (s = lo; s <= hi; ) { print s; n = int(s * f); s = (n == s) ? n + 1 : n } }')
 PASSES="-b $MINB -e $MAXB -f $FACTOR"
-if [ "$(echo "$SIZES" | tail -1)" != "$MAXB" ]; then
-    PASSES="$PASSES|-b $MAXB -e $MAXB -f $FACTOR"
-    SIZES="$SIZES
-$MAXB"
-fi
+# So do the largest size and 64 MiB (where bench/peers.sh checks its targets)
+# when the factor steps over them.
+for extra in "$MAXB" 67108864; do
+    [ "$extra" -ge "$MINB" ] && [ "$extra" -le "$MAXB" ] || continue
+    echo "$SIZES" | grep -qx "$extra" && continue
+    PASSES="$PASSES|-b $extra -e $extra -f $FACTOR"
+    SIZES=$(printf '%s\n%s\n' "$SIZES" "$extra" | sort -n)
+done
 
 # ---- running ------------------------------------------------------------------
 
