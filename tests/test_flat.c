@@ -165,6 +165,32 @@ static int orphan_boards(void)
     return n;
 }
 
+/* A flat f32 all-reduce of count values that round differently in every
+ * order: how many differ from the sum taken in rank order (or count + 1
+ * when the call failed). */
+static size_t rank_order_wrong(weft_comm *c, size_t cnt)
+{
+    int n = weft_comm_size(c), r = weft_comm_rank(c);
+    size_t wrong = 0;
+    float *x = malloc(cnt * sizeof *x), *y = malloc(cnt * sizeof *y);
+    for (size_t i = 0; i < cnt; i++)
+        x[i] = (float)((r + 1) * 0.1 + (double)i * 1e-3 + 1.0 / (3.0 + r));
+    int rc = weft_collective(c, &(weft_coll_args){ .kind = WEFT_COLL_ALLREDUCE, .send = x,
+                                                   .recv = y, .count = cnt, .dtype = WEFT_F32,
+                                                   .op = WEFT_SUM, .algo = WEFT_ALGO_FLAT });
+    for (size_t i = 0; rc == 0 && i < cnt; i++) {
+        float sum = 0;
+        for (int q = 0; q < n; q++) {
+            float v = (float)((q + 1) * 0.1 + (double)i * 1e-3 + 1.0 / (3.0 + q));
+            sum = q ? sum + v : v;
+        }
+        wrong += memcmp(&sum, &y[i], sizeof sum) != 0;
+    }
+    free(x);
+    free(y);
+    return rc ? cnt + 1 : wrong;
+}
+
 /* ---- every collective, dtype and op, against the ring ------------------- */
 
 static void matrix(weft_comm *c, void *arg)
@@ -228,28 +254,7 @@ static void matrix(weft_comm *c, void *arg)
     }
 
     /* floats that round: every rank gets the sum in rank order, to the bit */
-    {
-        size_t cnt = 1000, wrong = 0;
-        float *x = malloc(cnt * sizeof *x), *y = malloc(cnt * sizeof *y);
-        for (size_t i = 0; i < cnt; i++)
-            x[i] = (float)((r + 1) * 0.1 + (double)i * 1e-3 + 1.0 / (3.0 + r));
-        int rc = weft_collective(c, &(weft_coll_args){ .kind = WEFT_COLL_ALLREDUCE, .send = x,
-                                                       .recv = y, .count = cnt,
-                                                       .dtype = WEFT_F32, .op = WEFT_SUM,
-                                                       .algo = WEFT_ALGO_FLAT });
-        for (size_t i = 0; i < cnt; i++) {
-            float s = 0;
-            for (int q = 0; q < n; q++) {
-                float v = (float)((q + 1) * 0.1 + (double)i * 1e-3 + 1.0 / (3.0 + q));
-                s = q ? s + v : v;
-            }
-            wrong += memcmp(&s, &y[i], sizeof s) != 0;
-        }
-        CHECKF(rc == 0 && wrong == 0, "rank %d of %d: %zu sums not in rank order (rc %d)", r,
-               n, wrong, rc);
-        free(x);
-        free(y);
-    }
+    CHECKF(rank_order_wrong(c, 1000) == 0, "rank %d of %d: sums not in rank order", r, n);
     free(a);
     free(b);
 }
@@ -607,25 +612,8 @@ static void big_matrix(weft_comm *c, void *arg)
     CHECKF(board_names(c->id) == 0, "rank %d of %d: a name left in /dev/shm", r, n);
 
     /* floats that round: the sum in rank order, to the bit, on every rank */
-    size_t cnt = per_chunk(WEFT_F32) * 2 + 1001, wrong = 0;
-    float *x = malloc(cnt * sizeof *x), *y = malloc(cnt * sizeof *y);
-    for (size_t i = 0; i < cnt; i++)
-        x[i] = (float)((r + 1) * 0.1 + (double)i * 1e-3 + 1.0 / (3.0 + r));
-    int rc = weft_collective(c, &(weft_coll_args){ .kind = WEFT_COLL_ALLREDUCE, .send = x,
-                                                   .recv = y, .count = cnt, .dtype = WEFT_F32,
-                                                   .op = WEFT_SUM, .algo = WEFT_ALGO_FLAT });
-    for (size_t i = 0; i < cnt; i++) {
-        float sum = 0;
-        for (int q = 0; q < n; q++) {
-            float v = (float)((q + 1) * 0.1 + (double)i * 1e-3 + 1.0 / (3.0 + q));
-            sum = q ? sum + v : v;
-        }
-        wrong += memcmp(&sum, &y[i], sizeof sum) != 0;
-    }
-    CHECKF(rc == 0 && wrong == 0, "rank %d of %d: %zu large sums not in rank order (rc %d)", r,
-           n, wrong, rc);
-    free(x);
-    free(y);
+    CHECKF(rank_order_wrong(c, per_chunk(WEFT_F32) * 2 + 1001) == 0,
+           "rank %d of %d: large sums not in rank order", r, n);
     free(a);
     free(b);
 }
