@@ -8,6 +8,7 @@
  * and #wrong counts every element that differs from the reference. With
  * the algorithm auto, a last column names the algorithm the cost model
  * picks at each size (the library's own choice, from the same inputs). */
+#include "bootstrap/comm.h"
 #include "coll/select.h"
 #include "core/clock.h"
 #include "core/half.h"
@@ -202,6 +203,13 @@ static void prepare(const opts *o, int r, int n, bufs *b, int inplace)
     }
 }
 
+/* What auto runs this size with now: the selector made at the
+ * communicator's first auto call. */
+static weft_algo chosen(const weft_comm *c, const opts *o, uint64_t bytes, uint32_t esize)
+{
+    return c->tune ? coll_tuner_select(c->tune, o->kind, bytes, esize) : WEFT_ALGO_AUTO;
+}
+
 static int call(weft_comm *c, const opts *o, const bufs *b)
 {
     weft_coll_args a = { .kind = o->kind, .send = b->send, .recv = b->recv, .count = b->count,
@@ -337,22 +345,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "weft-bench: root %d out of range\n", o.root);
         return 2;
     }
-    weft_algo eff = o.algo != WEFT_ALGO_AUTO ? o.algo : weft_comm_algo(c);
-    coll_tuner *tuner = NULL;
-    if (r == 0 && eff == WEFT_ALGO_AUTO) {
-        int32_t *host = malloc((size_t)n * sizeof *host);
-        char err[256];
-        for (int i = 0; host && i < n; i++)
-            host[i] = weft_comm_host_of(c, i);
-        if (!host || coll_tuner_create(&tuner, n, weft_comm_host_count(c) > 1 ? host : NULL,
-                                       err, sizeof err))
-            fprintf(stderr, "weft-bench: no cost model: %s\n", host ? err : "out of memory");
-        free(host);
-    }
-    const char *acol = tuner ? "algo" : "", *asep = tuner ? " " : "";
+    /* auto may try several algorithms on a size's first calls before it
+     * settles (coll/trial.h): those calls are warm-up too, and the column
+     * shows what it settled on, from the communicator's own selector */
+    int autosel = (o.algo != WEFT_ALGO_AUTO ? o.algo : weft_comm_algo(c)) == WEFT_ALGO_AUTO;
+    int warm = o.warmup + (autosel ? TRIAL_MAX_CALLS : 0);
+    const char *acol = autosel ? "algo" : "", *asep = autosel ? " " : "";
     if (r == 0) {
-        printf("# weft-bench %s: %d ranks, algorithm %s, %s, warm-up %d, iterations %d\n#\n",
-               argv[1], n, weft_algo_name(o.algo), weft_version(), o.warmup, o.iters);
+        printf("# weft-bench %s: %d ranks, algorithm %s, %s, warm-up %d%s, iterations %d\n#\n",
+               argv[1], n, weft_algo_name(o.algo), weft_version(), o.warmup,
+               autosel ? " (+ auto's trials)" : "", o.iters);
         printf("# %10s %12s %8s %6s %6s %32s %32s\n", "", "", "", "", "",
                "out-of-place", "in-place");
         printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s%s%s\n", "size", "count",
@@ -389,7 +391,7 @@ int main(int argc, char **argv)
             if ((o.places == 1 && inplace) || (o.places == 2 && !inplace))
                 continue;
             prepare(&o, r, n, &b, inplace);
-            for (int i = 0; i < o.warmup; i++)
+            for (int i = 0; i < warm; i++)
                 if ((rc = call(c, &o, &b)))
                     goto fail;
             if ((rc = weft_barrier(c)))
@@ -431,8 +433,7 @@ int main(int argc, char **argv)
             printf("  %10llu %12llu %8s %6s %6d %s %s%s%s\n", (unsigned long long)bytes,
                    (unsigned long long)(count * (uint64_t)blocks), nccl_type(o.t),
                    weft_op_name(o.op), rooted(o.kind) ? o.root : -1, col[0], col[1], asep,
-                   tuner ? weft_algo_name(coll_tuner_select(tuner, o.kind, count * es, (uint32_t)es))
-                         : "");
+                   autosel ? weft_algo_name(chosen(c, &o, count * es, (uint32_t)es)) : "");
             fflush(stdout);
             if (json) {
                 fprintf(json, "%s{\"size\":%llu,\"count\":%llu,\"time_us\":[%.3f,%.3f],"
@@ -440,9 +441,9 @@ int main(int argc, char **argv)
                         first ? "" : ",", (unsigned long long)bytes,
                         (unsigned long long)(count * (uint64_t)blocks), t_us[0], t_us[1],
                         algbw[0], algbw[1], busbw[0], busbw[1], wrong[0], wrong[1]);
-                if (tuner)
-                    fprintf(json, ",\"algo\":\"%s\"", weft_algo_name(coll_tuner_select(
-                                      tuner, o.kind, count * es, (uint32_t)es)));
+                if (autosel)
+                    fprintf(json, ",\"algo\":\"%s\"",
+                            weft_algo_name(chosen(c, &o, count * es, (uint32_t)es)));
                 fputc('}', json);
                 first = 0;
             }
@@ -463,7 +464,6 @@ int main(int argc, char **argv)
     free(b.out);
     free(b.want);
     free(o.list);
-    coll_tuner_destroy(tuner);
     weft_comm_destroy(c);
     return wrong_total ? 1 : 0;
 fail:

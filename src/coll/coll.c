@@ -149,6 +149,29 @@ static int finish(weft_comm *c, flight_rec *r, int rc)
 
 static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id);
 
+/* A trial call of auto's (coll/trial.h) took secs. After the bucket's last
+ * one, the ranks agree on each candidate's time, the slowest rank's, with
+ * an all-reduce of their own: every rank reaches it at the same call. */
+static int measured(weft_comm *c, int ticket, uint64_t bytes, double secs)
+{
+    double v[TRIAL_MAX_CAND];
+    int n = coll_tuner_record(c->tune, ticket, bytes, secs, v);
+    if (!n)
+        return 0;
+    weft_coll_args g = {
+        .kind = WEFT_COLL_ALLREDUCE, .send = v, .recv = v, .count = (size_t)n,
+        .dtype = WEFT_F64, .op = WEFT_MAX,
+        .algo = coll_tuner_select(c->tune, WEFT_COLL_ALLREDUCE, (uint64_t)n * sizeof *v,
+                                  sizeof *v),
+    };
+    int rc = run(c, &g, 0);
+    if (rc)
+        return rc;
+    coll_tuner_settle(c->tune, ticket, v);
+    coll_tuner_log_trial(c->tune, ticket, c->loglevel, c->rank);
+    return 0;
+}
+
 int coll_run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id)
 {
     if (!c)
@@ -168,7 +191,8 @@ static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id)
     frame_hdr fp;
     char *bufs[SB_COUNT];
     weft_algo algo;
-    int rc;
+    int rc, ticket = -1;
+    double t0 = 0;
     if (!c || !a)
         return WEFT_EINVAL;
     if (atomic_load(&c->aborted))
@@ -191,7 +215,8 @@ static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id)
                 return comm_fail(c, trc, "%s", err); /* a bad WEFT_TUNE / WEFT_TUNE_FILE */
             coll_tuner_log(c->tune, c->loglevel, c->rank);
         }
-        algo = coll_tuner_select(c->tune, a->kind, (uint64_t)a->count * es, (uint32_t)es);
+        algo = coll_tuner_pick(c->tune, a->kind, (uint64_t)a->count * es, (uint32_t)es,
+                               &ticket);
     }
 
     memset(&fp, 0, sizeof fp);
@@ -243,6 +268,8 @@ static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id)
     }
     c->cur = fr;
     c->fail_learned = 0;
+    if (ticket >= 0)
+        t0 = clock_now();
     if (scheduled)
         rc = exec_run(c, &c->sched, bufs, &fp);
     else
@@ -258,6 +285,8 @@ static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id)
         return finish(c, fr, rc);
     }
     finish(c, fr, 0);
+    if (ticket >= 0 && (rc = measured(c, ticket, (uint64_t)a->count * es, clock_now() - t0)))
+        return rc;
     if (a->op == WEFT_AVG && is_reduction(a->kind) &&
         (a->kind != WEFT_COLL_REDUCE || a->root == c->rank))
         rc = reduce_avg_finish(a->recv, a->count, a->dtype, c->size);

@@ -5,6 +5,7 @@
 #include "coll/select.h"
 #include "coll/direct.h"
 #include "coll/flat.h"
+#include "coll/trial.h"
 #include "core/log.h"
 
 #include <stdlib.h>
@@ -19,7 +20,12 @@ struct coll_tuner {
     int nranks, nhosts;
     int32_t *host;
     uint8_t *cache; /* [kind][esize class][bucket]: algo + 1, 0 when unknown */
+    int measure;    /* WEFT_AUTOTUNE: try close candidates before settling */
+    trial *trials;  /* one per bucket that went on trial, settled or not */
+    int ntrials, cap_trials;
 };
+
+#define ON_TRIAL 0xff /* cache mark: the bucket's trial is under way */
 
 static unsigned bucket_of(uint64_t bytes, uint64_t *lower)
 {
@@ -89,7 +95,17 @@ int coll_tuner_create(coll_tuner **out, int nranks, const int32_t *host, char *e
         *out = NULL;
         return rc;
     }
-    return coll_tuner_create_with(out, nranks, host, &c);
+    const char *m = getenv("WEFT_AUTOTUNE");
+    if (m && strcmp(m, "0") && strcmp(m, "1")) {
+        snprintf(err, cap, "WEFT_AUTOTUNE=%s: expected 0 (the model alone) or 1 (measure close "
+                 "candidates)", m);
+        *out = NULL;
+        return WEFT_ECONFIG;
+    }
+    rc = coll_tuner_create_with(out, nranks, host, &c);
+    if (!rc)
+        (*out)->measure = !m || !strcmp(m, "1");
+    return rc;
 }
 
 void coll_tuner_destroy(coll_tuner *t)
@@ -98,6 +114,7 @@ void coll_tuner_destroy(coll_tuner *t)
         return;
     free(t->cache);
     free(t->host);
+    free(t->trials);
     free(t);
 }
 
@@ -155,6 +172,14 @@ weft_algo coll_tuner_predict(const coll_tuner *t, weft_coll_kind kind, uint64_t 
     return choose(&t->c, &l, kind, bytes, esize, secs, NULL);
 }
 
+static int trial_of(const coll_tuner *t, size_t key)
+{
+    int i = 0;
+    while (i < t->ntrials - 1 && t->trials[i].key != key)
+        i++;
+    return i;
+}
+
 weft_algo coll_tuner_select(coll_tuner *t, weft_coll_kind kind, uint64_t bytes,
                             uint32_t esize)
 {
@@ -165,6 +190,8 @@ weft_algo coll_tuner_select(coll_tuner *t, weft_coll_kind kind, uint64_t bytes,
         return WEFT_ALGO_RING;
     size_t i = ((size_t)kind * NESIZE + (size_t)(ec < 0 ? 0 : ec)) * NBUCKETS +
                bucket_of(bytes, &lower);
+    if (ec >= 0 && t->cache[i] == ON_TRIAL)
+        return t->trials[trial_of(t, i)].model;
     if (ec >= 0 && t->cache[i])
         return (weft_algo)(t->cache[i] - 1);
     cost_layout l = { t->nranks, t->host, t->nhosts };
@@ -174,6 +201,93 @@ weft_algo coll_tuner_select(coll_tuner *t, weft_coll_kind kind, uint64_t bytes,
     if (ec >= 0 && !failed)
         t->cache[i] = (uint8_t)(a + 1);
     return a;
+}
+
+/* How far above the best prediction a candidate may be predicted and still
+ * be tried, and how many calls each gets: the model's misses seen here
+ * were up to 5x where one call costs microseconds and about 2x where it
+ * costs milliseconds, and a small call's time is noisier. */
+static void trial_policy(double best, double *ratio, int *rounds)
+{
+    *ratio = best < 1e-3 ? 8.0 : 3.0;
+    *rounds = best < 1e-3 ? TRIAL_MAX_ROUNDS : 2;
+}
+
+weft_algo coll_tuner_pick(coll_tuner *t, weft_coll_kind kind, uint64_t bytes, uint32_t esize,
+                          int *ticket)
+{
+    double secs[WEFT_ALGO_COUNT], pred[TRIAL_MAX_CAND], ratio;
+    weft_algo cand[TRIAL_MAX_CAND];
+    uint64_t lower;
+    int rounds, ec = esize_class(esize);
+    *ticket = -1;
+    if (!t->measure || ec < 0 || !collective(kind) || t->nranks < 2)
+        return coll_tuner_select(t, kind, bytes, esize);
+    size_t i = ((size_t)kind * NESIZE + (size_t)ec) * NBUCKETS + bucket_of(bytes, &lower);
+    if (t->cache[i] == ON_TRIAL) {
+        *ticket = trial_of(t, i);
+        return trial_turn(&t->trials[*ticket]);
+    }
+    if (t->cache[i])
+        return (weft_algo)(t->cache[i] - 1);
+    cost_layout l = { t->nranks, t->host, t->nhosts };
+    int failed = 0;
+    weft_algo a = choose(&t->c, &l, kind, bytes, esize, secs, &failed);
+    if (failed)
+        return a;
+    trial_policy(secs[a], &ratio, &rounds);
+    int n = trial_candidates(secs, ratio, cand, pred);
+    if (n >= 2 && t->ntrials == t->cap_trials) {
+        int cap = t->cap_trials ? 2 * t->cap_trials : 16;
+        trial *g = realloc(t->trials, (size_t)cap * sizeof *g);
+        if (g) {
+            t->trials = g;
+            t->cap_trials = cap;
+        }
+    }
+    if (n < 2 || t->ntrials == t->cap_trials) { /* nothing to try, or no memory to try it */
+        t->cache[i] = (uint8_t)(a + 1);
+        return a;
+    }
+    *ticket = t->ntrials++;
+    trial_init(&t->trials[*ticket], i, lower ? lower : bytes, cand, pred, n, rounds);
+    t->cache[i] = ON_TRIAL;
+    return trial_turn(&t->trials[*ticket]);
+}
+
+int coll_tuner_record(coll_tuner *t, int ticket, uint64_t bytes, double secs,
+                      double mine[TRIAL_MAX_CAND])
+{
+    trial *tr = &t->trials[ticket];
+    if (!trial_record(tr, bytes, secs))
+        return 0;
+    memcpy(mine, tr->best, (size_t)tr->ncand * sizeof *mine);
+    return tr->ncand;
+}
+
+weft_algo coll_tuner_settle(coll_tuner *t, int ticket, const double *agreed)
+{
+    trial *tr = &t->trials[ticket];
+    weft_algo a = trial_settle(tr, agreed);
+    t->cache[tr->key] = (uint8_t)(a + 1);
+    return a;
+}
+
+void coll_tuner_log_trial(const coll_tuner *t, int ticket, int loglevel, int rank)
+{
+    const trial *tr = &t->trials[ticket];
+    char line[512];
+    size_t k = 0;
+    if (rank != 0 || (loglevel & 0xff) < LOG_INFO || !((loglevel >> 8) & LOG_SUB_TUNING))
+        return;
+    weft_coll_kind kind = (weft_coll_kind)(tr->key / (NESIZE * NBUCKETS));
+    for (int i = 0; i < tr->ncand && k < sizeof line; i++)
+        k += (size_t)snprintf(line + k, sizeof line - k, "%s%s %.1f us (model %.1f)",
+                              i ? ", " : "", weft_algo_name(tr->cand[i]), tr->agreed[i] * 1e6,
+                              tr->pred[i] * 1e6);
+    log_sub(loglevel, LOG_INFO, LOG_SUB_TUNING, rank, "%s %llu bytes measured: %s -> %s%s",
+            weft_coll_name(kind), (unsigned long long)tr->lower, line,
+            weft_algo_name(tr->chosen), tr->chosen == tr->model ? "" : " (not the model's pick)");
 }
 
 void coll_tuner_print(const coll_tuner *t, weft_coll_kind kind, uint64_t max_bytes, FILE *f)

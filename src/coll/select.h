@@ -4,6 +4,7 @@
 #define WEFT_COLL_SELECT_H
 
 #include "coll/cost.h"
+#include "coll/trial.h"
 #include "weft.h"
 
 #include <stdio.h>
@@ -33,6 +34,27 @@ const cost_params *coll_tuner_params(const coll_tuner *t);
  * WEFT_ALGO_AUTO; hier only when the ranks span several hosts. */
 weft_algo coll_tuner_select(coll_tuner *t, weft_coll_kind kind, uint64_t bytes,
                             uint32_t esize);
+/* The algorithm a communicator runs a call with under WEFT_ALGO_AUTO. With
+ * WEFT_AUTOTUNE on (the default for coll_tuner_create), when several
+ * algorithms are predicted close to the best for the call's bucket, its
+ * first calls (at most TRIAL_MAX_CALLS) run them in turn (coll/trial.h):
+ * *ticket is then >= 0, and the caller times the call and hands it to
+ * coll_tuner_record. Otherwise *ticket is -1 and this is
+ * coll_tuner_select. Every rank making the same calls gets the same turns. */
+weft_algo coll_tuner_pick(coll_tuner *t, weft_coll_kind kind, uint64_t bytes,
+                          uint32_t esize, int *ticket);
+/* The trial call of ticket took secs for bytes. When it was the bucket's
+ * last, writes this rank's fastest time per candidate to mine and returns
+ * how many; the ranks must then take the maximum of each over all ranks and
+ * pass it to coll_tuner_settle. Otherwise 0. */
+int coll_tuner_record(coll_tuner *t, int ticket, uint64_t bytes, double secs,
+                      double mine[TRIAL_MAX_CAND]);
+/* Ends ticket's trial with the agreed times: the bucket keeps the
+ * fastest, which coll_tuner_select returns from now on. */
+weft_algo coll_tuner_settle(coll_tuner *t, int ticket, const double *agreed);
+/* On rank 0 under WEFT_DEBUG=TUNING: the settled trial's times and choice. */
+void coll_tuner_log_trial(const coll_tuner *t, int ticket, int loglevel, int rank);
+
 /* Predicted seconds of every algorithm (negative: no schedule), as
  * coll_tuner_select weighs them; returns the choice. */
 weft_algo coll_tuner_predict(const coll_tuner *t, weft_coll_kind kind, uint64_t bytes,
