@@ -51,6 +51,12 @@ static int mp_run(int n, double timeout_s, mp_fn fn, void *arg)
             weft_comm *c;
             close(fds[0]);
             weft_config_default(&cfg);
+            /* WEFT_ALGO=NAME reruns a test under one algorithm */
+            const char *algo = getenv("WEFT_ALGO");
+            if (algo && *algo && weft_algo_parse(algo, &cfg.algo)) {
+                fprintf(stderr, "rank %d: WEFT_ALGO=%s: no such algorithm\n", r, algo);
+                _exit(3);
+            }
             cfg.rank = r;
             cfg.world_size = n;
             cfg.master_addr = "127.0.0.1";

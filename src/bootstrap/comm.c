@@ -373,6 +373,17 @@ typedef struct {
     int32_t color, key;
 } split_entry;
 
+/* The library's own exchanges run the ring whatever algorithm the caller
+ * forced: a forced algorithm may not apply to the layout (flat across
+ * hosts), and these must work wherever the communicator does. */
+static int own_allgather(weft_comm *c, const void *send, void *recv, size_t count,
+                         weft_dtype t)
+{
+    weft_coll_args a = { .kind = WEFT_COLL_ALLGATHER, .send = send, .recv = recv,
+                         .count = count, .dtype = t, .algo = WEFT_ALGO_RING };
+    return weft_collective(c, &a);
+}
+
 int weft_comm_split(weft_comm *c, int color, int key, weft_comm **out)
 {
     split_entry me = { color < 0 ? -1 : color, key }, *all;
@@ -389,7 +400,7 @@ int weft_comm_split(weft_comm *c, int color, int key, weft_comm **out)
         rc = comm_fail(c, WEFT_ENOMEM, "split: out of memory");
         goto out;
     }
-    if ((rc = weft_allgather(c, &me, all, 2, WEFT_I32)))
+    if ((rc = own_allgather(c, &me, all, 2, WEFT_I32)))
         goto out;
     /* members in (key, old rank) order: insertion sort keeps it stable */
     for (int i = 0; i < c->size; i++) {
@@ -443,7 +454,7 @@ int weft_comm_split(weft_comm *c, int color, int key, weft_comm **out)
         }
     }
     c->split_seq++;
-    if ((rc = weft_allgather(c, addr, addrs, SOCK_ADDR_MAX, WEFT_U8)))
+    if ((rc = own_allgather(c, addr, addrs, SOCK_ADDR_MAX, WEFT_U8)))
         goto out;
     if (child) {
         child->nhosts = 0;
@@ -525,8 +536,11 @@ int weft_comm_destroy(weft_comm *c)
         return WEFT_EINVAL; /* destroyed already (while its memory lasts) */
     async_drain(c);
     /* Nobody may still be waiting on this rank's store or sockets. */
-    if (c->size > 1 && !c->broken && !atomic_load(&c->aborted))
-        rc = weft_barrier(c);
+    if (c->size > 1 && !c->broken && !atomic_load(&c->aborted)) {
+        weft_coll_args b = { .kind = WEFT_COLL_BARRIER, .dtype = WEFT_U8,
+                             .algo = WEFT_ALGO_RING }; /* as in own_allgather */
+        rc = weft_collective(c, &b);
+    }
     comm_free(c);
     return rc;
 }
