@@ -389,6 +389,9 @@ static void hosts(weft_comm *c, void *arg)
     for (int i = 0; i < n; i++)
         CHECK(weft_comm_host_of(c, i) == i / 2);
     CHECK(weft_comm_host_of(c, n) == WEFT_EINVAL);
+    /* a default algorithm that does not span hosts: the library's own
+     * exchanges (split, destroy) still run */
+    CHECK(weft_comm_set_algo(c, n > 2 ? WEFT_ALGO_FLAT : WEFT_ALGO_DIRECT) == 0);
     /* odd ranks only: one per host, hosts renumbered from 0 */
     CHECK(weft_comm_split(c, r % 2 ? 0 : -1, r, &sub) == 0);
     if (sub) {
