@@ -1,7 +1,8 @@
 #!/bin/sh
 # Multi-host test: two emulated hosts (network namespaces) joined by a
 # bridge, one of them behind a 1 Gbit/s token bucket; 2 ranks per host run
-# every collective through weft-bench and must get every element right.
+# every collective through weft-bench and must get every element right, and
+# large all-reduces with 1 and 2 ranks per host.
 # Needs root and iproute2; prints a skip otherwise. Everything it makes is
 # removed on exit, also on failure.
 B=${BUILD:-build}
@@ -67,6 +68,38 @@ for coll in allreduce broadcast reduce allgather reduce_scatter gather scatter a
         fi
         rm -f $logs
     done
+done
+
+# large all-reduces go as wavefronts of 64 KiB chunks across the hosts: the
+# ring with one rank per host, hier with two (sizes that are no multiple of
+# a chunk); auto picks among them
+for job in "2 ring" "2 auto" "4 hier" "4 auto"; do
+    n=${job% *} algo=${job#* }
+    port=$((port + 1))
+    logs=""
+    pids=""
+    for r in $(seq 0 $((n - 1))); do
+        h=$h0; [ $r -ge $((n / 2)) ] && h=$h1
+        log=$(mktemp); logs="$logs $log"
+        ip netns exec $h env WEFT_RANK=$r WEFT_WORLD_SIZE=$n WEFT_LOCAL_RANK=$((r % (n / 2))) \
+            WEFT_MASTER_ADDR=$net.1 WEFT_MASTER_PORT=$port WEFT_SOCKET_IFNAME=eth0 \
+            WEFT_TIMEOUT=60 \
+            timeout 120 "$B/weft-bench" allreduce -l 65540,1048580,4194308 -a $algo -w 1 -n 2 \
+            >"$log" 2>&1 &
+        pids="$pids $!"
+    done
+    ok=1
+    for p in $pids; do wait $p || ok=0; done
+    first=$(echo $logs | cut -d' ' -f1)
+    grep -q "Out of bounds values : 0 OK" "$first" || ok=0
+    if [ $ok = 1 ]; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1))
+        echo "FAIL large allreduce $algo at $n ranks across two hosts"
+        for l in $logs; do sed 's/^/    /' "$l"; done
+    fi
+    rm -f $logs
 done
 
 # a rank that names an interface that does not exist gets a clear error

@@ -93,6 +93,50 @@ static void hosts(void)
     CHECK(pick(&c, 8, (int32_t[8]){ 0 }, WEFT_COLL_ALLREDUCE, 64u << 20, s) != WEFT_ALGO_HIER);
 }
 
+/* Across hosts over TCP a large message is pipelined in small chunks:
+ * the model lets a pipelined round's latency overlap its transfer and
+ * charges megabyte messages their trip through memory, so the wavefronts
+ * (the ring with one rank per host, hier with several) win at large sizes
+ * and the one-round-per-half algorithms do not. */
+static void pipelines(void)
+{
+    cost_params c = plain(2);
+    int32_t two[2] = { 0, 1 }, four[4] = { 0, 0, 1, 1 };
+    double s[WEFT_ALGO_COUNT], n = 64.0 * (1 << 20);
+    weft_algo a = pick(&c, 2, two, WEFT_COLL_ALLREDUCE, 64u << 20, s);
+    /* hier with one rank per host is the ring's wavefront under its name */
+    CHECKF(a == WEFT_ALGO_RING || a == WEFT_ALGO_HIER, "2 hosts, 64 MiB: %s", weft_algo_name(a));
+    CHECKF(s[WEFT_ALGO_RABENSEIFNER] > 1.25 * s[WEFT_ALGO_RING], "rabenseifner %g ring %g",
+           s[WEFT_ALGO_RABENSEIFNER], s[WEFT_ALGO_RING]);
+    /* n bytes each way at the wire's speed, the ~500 rounds' latency hidden */
+    CHECKF(s[WEFT_ALGO_RING] < 1.15 * n * c.beta_inter, "ring %g vs wire %g", s[WEFT_ALGO_RING],
+           n * c.beta_inter);
+    a = pick(&c, 4, four, WEFT_COLL_ALLREDUCE, 64u << 20, s);
+    CHECKF(a == WEFT_ALGO_HIER, "2 hosts of 2, 64 MiB: %s", weft_algo_name(a));
+    CHECKF(s[WEFT_ALGO_HIER] < 1.15 * n * c.beta_inter && 2 * s[WEFT_ALGO_HIER] < s[WEFT_ALGO_RING],
+           "hier %g ring %g wire %g", s[WEFT_ALGO_HIER], s[WEFT_ALGO_RING], n * c.beta_inter);
+    /* small messages still pay the latency of every round */
+    a = pick(&c, 2, two, WEFT_COLL_ALLREDUCE, 64, s);
+    CHECKF(a == WEFT_ALGO_NAIVE || a == WEFT_ALGO_RD, "2 hosts, 64 B: %s", weft_algo_name(a));
+    CHECK(s[WEFT_ALGO_RING] >= 2 * c.alpha_inter && s[a] >= c.alpha_inter);
+    /* one rank's walk: the stream's rounds cost their transfer, the
+     * unpipelined halves their memory trip */
+    cost_layout l = { 2, two, 2 };
+    weft_sched sc;
+    cost_tally t;
+    sched_init(&sc);
+    sched_params sp = { .kind = WEFT_COLL_ALLREDUCE, .rank = 0, .nranks = 2,
+                        .count = (64u << 20) / 4, .esize = 4, .host = two };
+    CHECK(sched_build(&sc, WEFT_ALGO_RING, &sp) == 0);
+    cost_walk(&sc, &c, &l, 0, 0, &t);
+    CHECKF(t.rounds > 500 && t.time < t.rounds * c.alpha_inter + n * c.beta_inter,
+           "ring walk: %u rounds, %g s", t.rounds, t.time);
+    CHECK(sched_build(&sc, WEFT_ALGO_RABENSEIFNER, &sp) == 0);
+    cost_walk(&sc, &c, &l, 0, 0, &t);
+    CHECKF(t.rounds == 2 && t.time > 1.9 * n * c.beta_inter, "rabenseifner walk: %g s", t.time);
+    sched_free(&sc);
+}
+
 static void deterministic(void)
 {
     cost_params c = plain(2);
@@ -312,6 +356,7 @@ int main(void)
     unsetenv("WEFT_TUNE_FILE");
     regimes();
     hosts();
+    pipelines();
     deterministic();
     environment();
     closed_forms();

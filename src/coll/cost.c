@@ -169,14 +169,71 @@ static int other_host(const cost_layout *l, int a, int b)
     return l->host && b >= 0 && b < l->nranks && l->host[a] != l->host[b];
 }
 
+/* A message between hosts waits in socket buffers of megabytes. Up to
+ * about a pipelined block the kernel and the receiver copy it while it is
+ * still in the cache; beyond, every byte is written to memory and read
+ * back: bench/peers_tcp.sh's socket copy through 64 MiB buffers ran at 0.4
+ * to 0.7 times the speed of the copy through one 256 KiB buffer in the
+ * same runs. So the bytes of one message beyond COST_CACHE_MSG cost
+ * COST_MEM_FACTOR times beta_inter (the 64 KiB wavefronts of sched_ring.c
+ * and sched_hier.c never pay it; blocks of megabytes do). Shared memory
+ * moves large messages in small pieces or by single copy, so links inside
+ * a host have no such term. */
+#define COST_CACHE_MSG (256.0 * 1024)
+#define COST_MEM_FACTOR 2.0
+
+static double inter_wire(const cost_params *c, uint64_t len)
+{
+    double n = (double)len, over = n > COST_CACHE_MSG ? n - COST_CACHE_MSG : 0;
+    return (n + (COST_MEM_FACTOR - 1) * over) * c->beta_inter;
+}
+
+/* Over TCP a message that continues a stream (its sender sent to the same
+ * rank earlier in this round or in its previous round, as every round of
+ * a pipeline does) finds the connection's window open and the receiver
+ * polling, the previous one still draining: its latency overlaps its
+ * transfer, so it costs the longer of the two, not their sum. A message
+ * that starts a stream pays both; small messages, whose transfer is
+ * shorter than the latency, pay the latency either way. The walk of one
+ * rank (cost_walk) applies this per round: a round whose sends between
+ * hosts all go to ranks it sent to in its previous round. */
+#define STREAM_PEERS 16 /* inter-host peers of a round remembered */
+
+typedef struct {
+    int32_t peer[STREAM_PEERS];
+    int n; /* -1: more than STREAM_PEERS */
+} peer_set;
+
+static int peer_in(const peer_set *s, int32_t q)
+{
+    for (int i = 0; i < s->n; i++)
+        if (s->peer[i] == q)
+            return 1;
+    return 0;
+}
+
+static void peer_add(peer_set *s, int32_t q)
+{
+    if (s->n < 0 || peer_in(s, q))
+        return;
+    if (s->n == STREAM_PEERS)
+        s->n = -1;
+    else
+        s->peer[s->n++] = q;
+}
+
 void cost_walk(const weft_sched *s, const cost_params *c, const cost_layout *l,
                int rank, int over, cost_tally *t)
 {
     memset(t, 0, sizeof *t);
+    peer_set prev = { .n = 0 }, cur;
     uint32_t i = 0;
     for (uint32_t k = 0; k < s->nrounds; k++) {
         uint64_t si = 0, ri = 0, se = 0, re = 0, red = 0;
         uint32_t nsend = 0, nrecv = 0;
+        double we = 0, wr = 0; /* seconds on the wire between hosts, each way */
+        int stream = 1;
+        cur.n = 0;
         for (; i < s->round_end[k]; i++) {
             const sched_op *o = &s->ops[i];
             int inter = (o->kind <= SOP_RECV_REDUCE) && other_host(l, rank, o->peer);
@@ -184,6 +241,11 @@ void cost_walk(const weft_sched *s, const cost_params *c, const cost_layout *l,
             case SOP_SEND:
                 nsend++;
                 *(inter ? &se : &si) += o->len;
+                if (inter) {
+                    we += inter_wire(c, o->len);
+                    stream &= prev.n >= 0 && peer_in(&prev, o->peer);
+                    peer_add(&cur, o->peer);
+                }
                 break;
             case SOP_RECV_REDUCE:
                 red += o->len;
@@ -191,6 +253,8 @@ void cost_walk(const weft_sched *s, const cost_params *c, const cost_layout *l,
             case SOP_RECV:
                 nrecv++;
                 *(inter ? &re : &ri) += o->len;
+                if (inter)
+                    wr += inter_wire(c, o->len);
                 break;
             case SOP_REDUCE:
                 red += o->len;
@@ -201,19 +265,24 @@ void cost_walk(const weft_sched *s, const cost_params *c, const cost_layout *l,
         }
         uint32_t nmsg = nsend > nrecv ? nsend : nrecv;
         double bytes = (double)(si > ri ? si : ri) * c->beta + (double)red * c->gamma;
-        double lat = 0;
+        double lat = 0, wire = we > wr ? we : wr;
         if (nmsg) {
             lat = se || re ? c->alpha_inter : over ? c->alpha_over : c->alpha;
             lat += (double)(nmsg - 1) * (over ? c->msg_over : c->msg);
             t->rounds++;
+            prev = cur;
         }
         t->msgs += nsend + nrecv;
         t->sent += si + se;
         t->recvd += ri + re;
         t->sent_inter += se;
+        t->wire_inter += we;
         t->reduced += red;
         t->work += bytes;
-        t->time += lat + bytes + (double)(se > re ? se : re) * c->beta_inter;
+        if (se && stream)
+            t->time += bytes + (lat > wire ? lat : wire);
+        else
+            t->time += lat + bytes + wire;
     }
 }
 
@@ -224,6 +293,7 @@ void cost_walk(const weft_sched *s, const cost_params *c, const cost_layout *l,
 typedef struct {
     double *t;
     uint32_t n, cap, next;
+    uint32_t last; /* the sender's round of the latest message, plus one */
 } lane;
 
 static int lane_push(lane *q, double t)
@@ -281,10 +351,18 @@ static int simulate(const cost_params *c, const cost_layout *l, rank_state *rs,
                         if (o->kind != SOP_SEND)
                             continue;
                         int inter = other_host(l, r, o->peer);
+                        lane *q = &lanes[(size_t)r * p + o->peer];
+                        double from = t, at;
                         t += (nsend++ ? msg : 0) +
-                             (double)o->len * (inter ? c->beta_inter : c->beta);
-                        if (lane_push(&lanes[(size_t)r * p + o->peer],
-                                      t + (inter ? c->alpha_inter : alpha)))
+                             (inter ? inter_wire(c, o->len) : (double)o->len * c->beta);
+                        if (!inter)
+                            at = t + alpha;
+                        else if (q->last && q->last >= k->round) /* continues a stream */
+                            at = t > from + c->alpha_inter ? t : from + c->alpha_inter;
+                        else
+                            at = t + c->alpha_inter;
+                        q->last = k->round + 1;
+                        if (lane_push(q, at))
                             return WEFT_ENOMEM;
                     }
                     k->send_end = t;
@@ -319,7 +397,7 @@ static int simulate(const cost_params *c, const cost_layout *l, rank_state *rs,
                     double at = q->t[q->next++];
                     int inter = other_host(l, r, o->peer);
                     link += (nrecv++ ? msg : 0) +
-                            (double)o->len * (inter ? c->beta_inter : c->beta);
+                            (inter ? inter_wire(c, o->len) : (double)o->len * c->beta);
                     if (at > t)
                         t = at;
                     if (o->kind == SOP_RECV_REDUCE)
@@ -359,7 +437,7 @@ int cost_predict(const cost_params *c, const cost_layout *l, weft_algo a,
     int rc = host && rs && (lanes || p > max_ranks) ? 0 : WEFT_ENOMEM;
     if (rc == 0 && lanes == NULL)
         max_ranks = 0;
-    /* per host: ranks, ranks costed, their work, their bytes to other hosts */
+    /* per host: ranks, ranks costed, their work, their seconds on the uplink */
     double *ranks = host, *seen = host + nh, *work = host + 2 * nh, *out = host + 3 * nh;
     sched_params sp = { .kind = kind, .nranks = p, .root = 0, .esize = esize,
                         .count = bytes / esize, .host = l->host };
@@ -397,7 +475,7 @@ int cost_predict(const cost_params *c, const cost_layout *l, weft_algo a,
         cost_walk(&rs[r].s, c, l, r, rs[r].over, &t);
         seen[h] += 1;
         work[h] += t.work;
-        out[h] += (double)t.sent_inter;
+        out[h] += t.wire_inter;
         if (!sim) {
             if (t.time > path)
                 path = t.time;
@@ -416,8 +494,8 @@ int cost_predict(const cost_params *c, const cost_layout *l, weft_algo a,
         if (c->cores > 0 && ranks[h] > c->cores && work[h] / c->cores > worst)
             worst = work[h] / c->cores;
         /* the host's uplink carries all its ranks' traffic to other hosts */
-        if (out[h] * c->beta_inter > worst)
-            worst = out[h] * c->beta_inter;
+        if (out[h] > worst)
+            worst = out[h];
     }
     for (int r = 0; rs && r < p; r++)
         sched_free(&rs[r].s); /* zeroed by calloc when never built */

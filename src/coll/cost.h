@@ -54,7 +54,9 @@ typedef struct {
     uint32_t rounds;   /* rounds with network ops */
     uint32_t msgs;     /* sends and receives */
     uint64_t sent, recvd, reduced, sent_inter;
-    double time;       /* its own path: Σ rounds α + bytes·β + reduced·γ */
+    double wire_inter; /* seconds its sends to other hosts hold the uplink */
+    double time;       /* its own path: Σ rounds α + bytes·β + reduced·γ,
+                          a stream's latency overlapping its transfer */
     double work;       /* the part of time that occupies a core */
 } cost_tally;
 
@@ -65,7 +67,10 @@ void cost_walk(const weft_sched *s, const cost_params *c, const cost_layout *l,
 /* Predicted seconds for algorithm a on the bytes-per-rank message (count
  * as the API takes it, times esize): every rank's schedule run against
  * the others' (a round starts when the rank's previous one ended; sends
- * leave one after another and arrive α later; a round ends when its last
+ * leave one after another and arrive α later, or between hosts, when
+ * they continue a stream, at the later of their transfer's end and α
+ * after its start, and a message's bytes beyond a cache's worth cost
+ * more (cost.c); a round ends when its last
  * send has left, its last receive has arrived and its reductions are
  * done); the slowest rank's end, or the busiest host's cores or uplink
  * when those bind, plus a thousandth of the slowest rank's end, so that of

@@ -12,8 +12,9 @@
  *      all these rings running at once, so every rank of every host drives
  *      its own share of the inter-host traffic;
  *   3. ring all-gather inside each host.
- * A large message goes as up to HIER_MAX_SEGS segments in a pipeline, so
- * that the links inside and between hosts work at the same time.
+ * A message goes as up to HIER_MAX_SEGS segments in a pipeline, so that
+ * the links inside and between hosts work at the same time; a large one
+ * as a wavefront of small segments (hier_allreduce_pipelined).
  * Each rank sends 2(H-1)/H of its slices between hosts (H hosts): the whole
  * host sends 2(H-1)/H of the data once over its uplink, not once per rank.
  *
@@ -23,7 +24,8 @@
  * boundary once.
  *
  * Every element is reduced in one place and copied from there, so all ranks
- * end with bit-identical results. One host (or no host information): the
+ * end with bit-identical results. One host (or no host information), or an
+ * all-reduce with one rank per host on up to RING_PIPE_MAX_RANKS hosts: the
  * ring schedules. */
 #include "coll/sched_more.h"
 #include "coll/sched_extra.h"
@@ -179,6 +181,74 @@ static void intra_ag(weft_sched *s, const sched_params *p, const hmap *m, const 
 
 #define HIER_MAX_SEGS 8
 
+/* A large all-reduce runs as a wavefront instead: segments small enough
+ * that a sub-block crossing between hosts is HIER_PIPE_CHUNK, and in
+ * round t step k of the S = 2(M-1) + 2(H-1) steps of a segment (M-1 of
+ * the reduce-scatter inside the host, 2(H-1) of the ring between hosts,
+ * M-1 of the all-gather inside the host) works on segment t-k. As in the
+ * ring's wavefront (sched_ring.c), a chunk reduced in one round leaves in
+ * the next while it is still in the cache, and every link, inside hosts
+ * and between them, is busy in every round; sending megabytes at once
+ * queues them in the sockets and has them copied through memory. Every
+ * rank of a host drives its own slices' traffic between hosts. */
+#define HIER_PIPE_CHUNK (64u << 10) /* of 32, 64, 128, 256 KiB the best on a veth pair */
+#define HIER_PIPE_MIN_CHUNKS 4u     /* from a single segment's sub-block of 4 chunks */
+#define HIER_PIPE_MAX_WORK 65536u   /* segments times steps; beyond, segments grow */
+
+/* Segments of the wavefront; 0: do not pipeline. Every rank computes the
+ * same from the same map. The bound keeps a schedule's ops (a few per
+ * step and segment) to about a hundred thousand however many hosts. */
+static uint64_t hier_pipe_segs(const hmap *m, const sched_params *p)
+{
+    uint64_t n = p->count * p->esize, per = (uint64_t)m->M * (uint64_t)m->H;
+    uint64_t C = p->chunk_bytes ? chunk_bytes_of(p) : HIER_PIPE_CHUNK;
+    uint64_t steps = 2 * (uint64_t)(m->M - 1) + 2 * (uint64_t)(m->H - 1);
+    if (n / per < HIER_PIPE_MIN_CHUNKS * C)
+        return 0;
+    uint64_t g = n / (per * C);
+    if (g * steps > HIER_PIPE_MAX_WORK)
+        g = HIER_PIPE_MAX_WORK / steps;
+    if (g > p->count / per)
+        g = p->count / per;
+    return g > 1 ? g : 0;
+}
+
+static void hier_allreduce_pipelined(weft_sched *s, const sched_params *p, const hmap *m,
+                                     uint64_t nseg)
+{
+    int A = m->M - 1, B = 2 * (m->H - 1), S = 2 * A + B;
+    /* segments of whole units of M*H elements (the rest to the last), so
+     * that each splits into equal slices and sub-blocks where the count
+     * allows */
+    uint64_t unit = (uint64_t)m->M * (uint64_t)m->H, units = p->count / unit;
+    /* Segments are disjoint, so a round's ops never touch the same bytes;
+     * each segment goes through the steps it would go through alone, in
+     * the same order, so what makes one segment right in place makes all
+     * right; and both ends of a link list a round's steps in the same
+     * order, so each pair's messages stay in order. */
+    for (uint64_t t = 0; t < nseg + (uint64_t)S - 1; t++) {
+        /* latest step first, as the ring does: its data came in last round */
+        for (int k = S - 1; k >= 0; k--) {
+            if (t < (uint64_t)k || t - (uint64_t)k >= nseg)
+                continue;
+            uint64_t gi = t - (uint64_t)k;
+            hseg g = { block_start(units, (int)nseg, (int)gi) * unit,
+                       block_len(units, (int)nseg, (int)gi) * unit };
+            if (gi == nseg - 1)
+                g.count = p->count - g.base;
+            if (k < A) {
+                if (k < m->L - 1)
+                    intra_rs(s, p, m, &g, k);
+            } else if (k < A + B) {
+                inter(s, p, m, &g, k - A);
+            } else if (k - A - B < m->L - 1) {
+                intra_ag(s, p, m, &g, k - A - B);
+            }
+        }
+        sched_end_round(s);
+    }
+}
+
 /* The three stages of segment g run in superstep g, g+1 and g+2, each
  * superstep W = max(M-1, 2(H-1)) rounds, the same on every rank: while
  * one segment crosses between hosts, the next is reduced and the previous
@@ -189,7 +259,12 @@ static void intra_ag(weft_sched *s, const sched_params *p, const hmap *m, const 
 static void hier_allreduce(weft_sched *s, const sched_params *p, const hmap *m)
 {
     uint64_t n = p->count * p->esize, C = chunk_bytes_of(p);
-    uint64_t nseg = n / (2 * (uint64_t)m->M * C);
+    uint64_t nseg = hier_pipe_segs(m, p);
+    if (nseg) {
+        hier_allreduce_pipelined(s, p, m, nseg);
+        return;
+    }
+    nseg = n / (2 * (uint64_t)m->M * C);
     if (nseg > HIER_MAX_SEGS)
         nseg = HIER_MAX_SEGS;
     if (nseg > p->count)
@@ -347,7 +422,10 @@ int sched_hier(weft_sched *s, const sched_params *p)
         return WEFT_ENOTSUP;
     if ((rc = hmap_build(&m, p)))
         return rc;
-    if (m.H == 1) {
+    /* One host; or one rank per host, where the ring's all-reduce is this
+     * one's and pipelines large messages itself, so that auto sees one
+     * algorithm, not two alike */
+    if (m.H == 1 || (m.M == 1 && p->kind == WEFT_COLL_ALLREDUCE && m.H <= RING_PIPE_MAX_RANKS)) {
         hmap_free(&m);
         return sched_ring(s, p);
     }

@@ -59,7 +59,6 @@ static int cmp_int(const void *a, const void *b)
 #define RING_PIPE_CHUNK (64u << 10) /* the best of 16 KiB .. 1 MiB on a veth pair */
 #define RING_PIPE_MIN (256u << 10)  /* block bytes from which to pipeline */
 #define RING_PIPE_MAX_CHUNKS 8192u  /* per block; beyond, chunks grow */
-#define RING_PIPE_MAX_RANKS 8       /* a round holds 2(p-1) sends, checked pairwise */
 
 static uint64_t ring_pipe_chunks(const sched_params *p)
 {

@@ -23,6 +23,11 @@ static inline uint64_t block_len(uint64_t count, int p, int b)
     return block_start(count, p, b + 1) - block_start(count, p, b);
 }
 
+/* The most ranks, one per host, whose ring all-reduce sched_ring.c
+ * pipelines as a wavefront of chunks (a round holds 2(p-1) sends, checked
+ * pairwise); sched_hier.c hands such jobs to it. */
+#define RING_PIPE_MAX_RANKS 8
+
 static inline uint64_t chunk_bytes_of(const sched_params *p)
 {
     uint64_t c = p->chunk_bytes ? p->chunk_bytes : SCHED_DEFAULT_CHUNK;
