@@ -405,6 +405,47 @@ static void denied(weft_comm *c, void *arg)
     matrix(c, arg);
 }
 
+/* Every rank reads every other at the first call; then the last rank
+ * loses the right to read the others (as a peer that turns undumpable):
+ * the next call (kind: 0 all-reduce, 1 all-gather, 2 reduce-scatter,
+ * out of place) runs again by the ring and is right on every rank,
+ * single copy is off everywhere, and calls go on. */
+static void denied_later(weft_comm *c, void *arg)
+{
+    int n = weft_comm_size(c), r = weft_comm_rank(c), kind = *(int *)arg;
+    uint64_t cnt = 300001;
+    CHECK(allreduce(c, WEFT_F32, WEFT_SUM, cnt, 0) == 0);
+    CHECKF(direct_verdict(c) == 1, "rank %d: verdict %d", r, direct_verdict(c));
+    CHECKF(r != n - 1 || deny_cma() == 0, "rank %d: seccomp filter not installed", r);
+    int bad = kind == 0   ? allreduce(c, WEFT_F32, WEFT_SUM, cnt, 0)
+              : kind == 1 ? allgather(c, WEFT_I32, cnt / 4, 0)
+                          : reduce_scatter(c, WEFT_F64, WEFT_SUM, cnt / 4);
+    CHECKF(bad == 0, "rank %d: kind %d after the denial", r, kind);
+    CHECKF(direct_verdict(c) == -1, "rank %d: verdict %d", r, direct_verdict(c));
+    CHECK(allreduce(c, WEFT_I32, WEFT_MAX, cnt, 1) == 0);
+    CHECK(allgather(c, WEFT_U8, 1001, 1) == 0);
+}
+
+/* The same with an all-reduce in place, whose input already holds part
+ * of the result when the failure is known: every rank fails the call
+ * with the same error, and none hangs. */
+static void denied_inplace(weft_comm *c, void *arg)
+{
+    int n = weft_comm_size(c), r = weft_comm_rank(c);
+    uint64_t cnt = 300001;
+    float *x = malloc(cnt * sizeof *x);
+    CHECK(allreduce(c, WEFT_F32, WEFT_SUM, cnt, 1) == 0);
+    CHECKF(r != n - 1 || deny_cma() == 0, "rank %d: seccomp filter not installed", r);
+    fill(x, WEFT_F32, r, 0, cnt, WEFT_SUM);
+    int rc = coll(c, WEFT_COLL_ALLREDUCE, x, x, cnt, WEFT_F32, WEFT_SUM, 0, WEFT_ALGO_DIRECT);
+    char want[64];
+    snprintf(want, sizeof want, "rank %d could not read rank 0's memory", n - 1);
+    CHECKF(rc == WEFT_ESYS, "rank %d: rc %d: %s", r, rc, weft_comm_error(c));
+    CHECKF(strstr(weft_comm_error(c), want) != NULL, "rank %d: %s", r, weft_comm_error(c));
+    (void)arg;
+    free(x);
+}
+
 static void *kill_later(void *arg)
 {
     struct timespec ts = { 0, (long)(intptr_t)arg * 1000 * 1000 };
@@ -549,6 +590,11 @@ int main(int argc, char **argv)
     }
     CHECKF(mp_run(3, 60, repeated, NULL) == 0, "repeated calls");
     CHECKF(mp_run(4, 60, denied, &ring) == 0, "single copy denied on one rank");
+    for (int k = 0; k < 3; k++) {
+        snprintf(what, sizeof what, "single copy denied later, kind %d", k);
+        CHECKF(mp_run(k == 1 ? 3 : 4, 60, denied_later, &k) == 0, "%s", what);
+    }
+    CHECKF(mp_run(4, 60, denied_inplace, NULL) == 0, "single copy denied later, in place");
     CHECKF(mp_run(3, 60, refused, &yes) == 0, "refused kinds");
     mp_ranks_per_host = 2;
     CHECKF(mp_run(4, 60, refused, &no) == 0, "refused on two hosts");

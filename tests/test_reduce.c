@@ -503,6 +503,58 @@ static void test_avg(void)
     free(h0);
 }
 
+/* reduce_apply_many against reduce_apply folding the sources in turn
+ * (checked above against the reference): the same bytes, for k sources,
+ * with dst apart or dst == src[0]. */
+static void test_many(weft_dtype t, weft_op op, size_t n, int k, int alias)
+{
+    size_t es = weft_dtype_size(t);
+    char *src[6], *want = malloc(n * es + 8), *d = malloc(n * es + 8);
+    const void *from[6];
+    for (int j = 0; j < k; j++) {
+        src[j] = malloc(n * es + 8);
+        fill(src[j], n, t);
+        from[j] = src[j];
+    }
+    memcpy(want, src[0], n * es);
+    for (int j = 1; j < k; j++)
+        reduce_apply(want, want, src[j], n, t, op);
+    char *dst = alias ? src[0] : d;
+    memset(dst + n * es, 0xa5, 8);
+    int rc = reduce_apply_many(dst, from, k, n, t, op), sentinel = 1;
+    for (size_t i = 0; i < 8; i++)
+        sentinel &= (unsigned char)dst[n * es + i] == 0xa5;
+    CHECKF(rc == 0 && memcmp(dst, want, n * es) == 0 && sentinel,
+           "reduce_apply_many %s %s n=%zu k=%d alias=%d: rc %d, %s", weft_dtype_name(t),
+           weft_op_name(op), n, k, alias, rc,
+           rc ? "failed" : sentinel ? "different bytes" : "wrote past the end");
+    for (int j = 0; j < k; j++)
+        free(src[j]);
+    free(want);
+    free(d);
+}
+
+static void test_many_all(void)
+{
+    static const size_t sizes[] = { 0, 5, 4097, 20011 };
+    for (int t = 0; t < WEFT_DTYPE_COUNT; t++)
+        for (int op = 0; op < WEFT_OP_COUNT; op++)
+            for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+                for (int k = 1; k <= 5; k += (sizes[s] > 5000 ? 3 : 1))
+                    test_many((weft_dtype)t, (weft_op)op, sizes[s], k, (k + (int)s) & 1);
+    float x[4] = { 1, 2, 3, 4 }, y[4] = { 1, 1, 1, 1 };
+    const void *two[2] = { x, y }, *none[2] = { x, NULL };
+    CHECK(reduce_apply_many(x, two, 0, 4, WEFT_F32, WEFT_SUM) == WEFT_EINVAL);
+    CHECK(reduce_apply_many(x, none, 2, 4, WEFT_F32, WEFT_SUM) == WEFT_EINVAL);
+    CHECK(reduce_apply_many(NULL, two, 2, 4, WEFT_F32, WEFT_SUM) == WEFT_EINVAL);
+    CHECK(reduce_apply_many(x, two, 2, 4, WEFT_DTYPE_COUNT, WEFT_SUM) == WEFT_EINVAL);
+    CHECK(reduce_apply_many(x, two, 2, 4, WEFT_F32, WEFT_OP_COUNT) == WEFT_EINVAL);
+    CHECK(reduce_apply_many(x, two, 1, 4, WEFT_F32, WEFT_OP_COUNT) == WEFT_EINVAL);
+    CHECK(x[0] == 1 && x[3] == 4);
+    CHECK(reduce_apply_many(x, two, 2, 4, WEFT_F32, WEFT_SUM) == 0);
+    CHECK(x[0] == 2 && x[3] == 5);
+}
+
 static void test_errors(void)
 {
     float x[2] = { 1, 2 };
@@ -600,6 +652,7 @@ int main(void)
     test_narrow(&BF16);
     test_conversion_cases();
     test_reduce_all();
+    test_many_all();
     test_known_values();
     test_avg();
     test_errors();

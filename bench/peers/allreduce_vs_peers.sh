@@ -214,11 +214,15 @@ run() {
 collect() {
     sed 's/^\[[0-9]*\] //' "$3" | awk -v t="$1" -v n="$2" -v rep="$4" \
         '$1 !~ /^#/ && NF >= 13 { print t, n, rep, $1, $6, $9, $10, $13 }' >>"$work/results"
+    # what weft's auto ran (weft-bench's last column when it chooses)
+    [ "$1" = weft ] && sed 's/^\[[0-9]*\] //' "$3" | awk -v n="$2" \
+        '$1 !~ /^#/ && NF >= 14 { print n, $1, $NF }' >>"$work/algos"
 }
 
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 T0=$(date +%s)
 : >"$work/results"
+: >"$work/algos"
 : >"$work/failed"
 for ((rep = 1; rep <= REPS; rep++)); do
     for n in $RANKS; do
@@ -276,6 +280,11 @@ done
 while read -r t n rep why; do
     echo "- $t at $n ranks, run $rep: $why (rows it printed before that are used)"
 done <"$work/failed"
+# auto's picks, per rank count: size:algorithm, with the runs that took it
+if [ -s "$work/algos" ]; then
+    sort -n -k1,1 -k2,2 "$work/algos" | uniq -c | awk '{ line[$2] = line[$2] sprintf(" %s:%s(x%d)", $3, $4, $1) }
+        END { for (n in line) print "- weft at " n " ranks ran (size:algorithm, runs):" line[n] }' | sort -n -k4
+fi
 echo
 
 col=5

@@ -25,12 +25,23 @@
  * Reading another process needs ptrace permission (Yama, seccomp, pid
  * namespaces may forbid it). On first use every rank reads every peer's
  * cookie; the ranks share their verdicts, and unless all succeeded every
- * rank runs the ring schedule instead, for good. */
+ * rank runs the ring schedule instead, for good.
+ *
+ * A peer may become unreadable later (it drops PR_SET_DUMPABLE, installs
+ * a seccomp filter). A rank whose read fails so skips the rest of its
+ * reads and says so at the next synchronisation, which is an exchange of
+ * each rank's status rather than a bare barrier: every rank then knows
+ * the same things, turns single copy off for good, and either runs the
+ * call again by the ring (when every rank's input is still as it was) or
+ * fails it with the same error (an all-reduce in place, say, whose input
+ * already holds part of the result). Only a dead peer ends the call
+ * at once. */
 #include "coll/direct.h"
 
 #include "coll/exec.h"
 #include "coll/reduce.h"
 #include "core/clock.h"
+#include "core/log.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -39,15 +50,19 @@
 #include <string.h>
 #include <unistd.h>
 
-#define PIECE (256u << 10) /* bytes of a peer read and reduced while in cache */
+#define PIECE (256u << 10) /* bytes of all peers read and reduced while in cache */
+#define PIECE_MIN (16u << 10) /* per peer, at least */
+#define FOLD_MAX 16            /* sources reduced in one pass */
 
 /* What a rank tells the others, per call. A multiple of 8 bytes, so that
  * its frame is a whole number of elements of any dtype. */
 typedef struct {
     int32_t pid;
-    uint32_t ok;          /* second exchange of the first call: it read every cookie */
-    uint64_t send, recv;  /* addresses in pid */
-    uint64_t aux;         /* reduce: where this rank's reduced slice waits */
+    uint32_t ok;          /* second exchange of the first call: it read every cookie;
+                             status: it read everything it had to */
+    uint64_t send, recv;  /* addresses in pid; status: the peer it could not read, and
+                             whether its input is still as the call found it */
+    uint64_t aux;         /* reduce: where this rank's reduced slice waits; status: errno */
     uint64_t cookie_addr;
     uint64_t cookie;
 } desc;
@@ -58,7 +73,11 @@ struct direct_state {
     int verdict;       /* 0: not yet known; 1: every rank reads every other; -1: not */
     uint64_t cookie;   /* read by peers to check they read this process */
     desc *peers;       /* per rank, filled by the exchange */
-    char *piece;       /* PIECE bytes */
+    desc *status;      /* per rank, filled by settle */
+    char *piece;       /* P - 1 pieces of per_peer bytes */
+    size_t per_peer;
+    int bad_peer;      /* this call: the first peer this rank could not read, or -1 */
+    int bad_errno;
     void *scratch;     /* what must wait for the readers (a result landing in a buffer
                           they read), or be published as a copy */
     size_t scratch_cap;
@@ -73,6 +92,7 @@ void direct_free(weft_comm *c)
     sched_free(&d->xchg);
     sched_free(&d->bar);
     free(d->peers);
+    free(d->status);
     free(d->piece);
     free(d->scratch);
     free(d);
@@ -99,14 +119,21 @@ static int state(weft_comm *c, struct direct_state **out)
         return 0;
     }
     d = calloc(1, sizeof *d);
+    size_t per = P > 1 ? PIECE / (size_t)(P - 1) / 4096 * 4096 : PIECE;
+    if (per < PIECE_MIN)
+        per = PIECE_MIN;
     if (!d || !(d->peers = calloc((size_t)P, sizeof *d->peers)) ||
-        !(d->piece = malloc(PIECE))) {
+        !(d->status = calloc((size_t)P, sizeof *d->status)) ||
+        !(d->piece = malloc(per * (size_t)(P > 1 ? P - 1 : 1)))) {
         if (d) {
             free(d->peers);
+            free(d->status);
             free(d);
         }
         return comm_fail(c, WEFT_ENOMEM, "direct: out of memory");
     }
+    d->per_peer = per;
+    d->bad_peer = -1;
     sched_init(&d->xchg);
     sched_init(&d->bar);
     for (int q = 0; q < P; q++) {
@@ -165,12 +192,14 @@ static int barrier(weft_comm *c, struct direct_state *d, const frame_hdr *fp, in
     return exec_run(c, &d->bar, bufs, &h);
 }
 
-/* n bytes at addr in rank q into dst. */
+/* n bytes at addr in rank q into dst. A read refused while the peer
+ * lives is noted (d->bad_peer) for settle, and this rank reads nothing
+ * more in the call. */
 static int pull(weft_comm *c, struct direct_state *d, int q, void *dst, uint64_t addr,
                 size_t n, const frame_hdr *fp)
 {
     char *to = dst;
-    while (n) {
+    while (n && d->bad_peer < 0) {
         long k = shm_cma_read(d->peers[q].pid, to, addr, n);
         if (k > 0) {
             to += k;
@@ -186,11 +215,67 @@ static int pull(weft_comm *c, struct direct_state *d, int q, void *dst, uint64_t
             return comm_fail(c, WEFT_EPEER,
                              "rank %d died (its memory could not be read by rank %d) during %s",
                              q, c->rank, what);
-        return comm_fail(c, WEFT_ESYS, "rank %d reading rank %d's buffer during %s: %s",
-                         c->rank, q, what, strerror(e));
+        d->bad_peer = q;
+        d->bad_errno = e;
     }
     return 0;
 }
+
+/* The synchronisation after a step of reads: every rank's status to
+ * every other (so also a barrier). intact: this rank's input is still as
+ * the call found it. 0: all read everything; 1: some rank could not,
+ * and the ring has run the call instead; or an error, alike on every
+ * rank. */
+static int ring(weft_comm *c, const weft_coll_args *a, const frame_hdr *fp);
+
+static int settle(weft_comm *c, struct direct_state *d, const weft_coll_args *a,
+                  const frame_hdr *fp, int step, int intact)
+{
+    desc mine = { .pid = (int32_t)getpid(),
+                  .ok = d->bad_peer < 0,
+                  .send = (uint64_t)(d->bad_peer < 0 ? 0 : d->bad_peer),
+                  .recv = (uint64_t)!!intact,
+                  .aux = (uint64_t)d->bad_errno };
+    char *bufs[SB_COUNT] = { (char *)&mine, (char *)d->status, (char *)&d->zero };
+    frame_hdr h = step_fp(fp, step);
+    int rc = exec_run(c, &d->xchg, bufs, &h), who = -1, redo = 1;
+    if (rc)
+        return rc;
+    d->status[c->rank] = mine;
+    for (int q = 0; q < c->size; q++) {
+        if (!d->status[q].ok && who < 0)
+            who = q;
+        redo &= d->status[q].recv != 0;
+    }
+    if (who < 0)
+        return 0;
+    const desc *w = &d->status[who];
+    int e = (int)w->aux, peer = (int)w->send;
+    char what[160];
+    exec_describe(fp, what, sizeof what);
+    /* a permission withdrawn: the ring needs none. Anything else (a bad
+     * address) would only move into the ring, so the call fails. */
+    redo &= e == EPERM || e == EACCES || e == ENOSYS;
+    d->verdict = -1;
+    log_sub(c->loglevel, LOG_WARN, LOG_SUB_COLL, c->rank,
+            "direct: rank %d could not read rank %d's memory (%s) during %s; single copy is "
+            "off on this communicator from now on%s",
+            who, peer, strerror(e), what, redo ? ", and the ring runs the call again" : "");
+    if (redo)
+        return (rc = ring(c, a, fp)) ? rc : 1;
+    c->fail_peer = peer;
+    return comm_fail(c, WEFT_ESYS,
+                     "rank %d could not read rank %d's memory during %s: %s (single copy is "
+                     "off on this communicator from now on; the call cannot run again "
+                     "because %s)",
+                     who, peer, what, strerror(e),
+                     e == EPERM || e == EACCES || e == ENOSYS
+                         ? "a rank's input already holds part of the result"
+                         : "the error is not a refused permission");
+}
+
+/* settle's answer, for a step that ends the call: done either way */
+static int settled(int rc) { return rc < 0 ? rc : 0; }
 
 /* Can this rank read every peer? (It then knows it reads the right
  * processes: each one's cookie is where it said.) */
@@ -217,25 +302,34 @@ static void slice(uint64_t count, int P, int q, uint64_t *off, uint64_t *n)
 }
 
 /* dst = op(mine, every peer's bytes at src_off in its send buffer), a
- * piece at a time, peers in turn from r + 1 so that they are read evenly. */
+ * piece of every peer at a time (peers in turn from r + 1, so that they
+ * are read evenly), folded into dst in one pass while in cache. */
 static int reduce_from_all(weft_comm *c, struct direct_state *d, const weft_coll_args *a,
                            char *dst, const char *mine, uint64_t src_off, uint64_t bytes,
                            const frame_hdr *fp)
 {
     int P = c->size, r = c->rank, rc;
-    size_t es = weft_dtype_size(a->dtype);
-    for (uint64_t pos = 0; pos < bytes; pos += PIECE) {
-        size_t len = bytes - pos < PIECE ? (size_t)(bytes - pos) : PIECE;
+    size_t es = weft_dtype_size(a->dtype), per = d->per_peer / es * es;
+    const void *from[FOLD_MAX];
+    for (uint64_t pos = 0; pos < bytes && d->bad_peer < 0; pos += per) {
+        size_t len = bytes - pos < per ? (size_t)(bytes - pos) : per;
         if (atomic_load(&c->aborted))
             return comm_fail(c, WEFT_EABORTED, "communicator aborted");
+        int nf = 0;
+        from[nf++] = mine + pos;
         for (int k = 1; k < P; k++) {
             int q = (r + k) % P;
-            if ((rc = pull(c, d, q, d->piece, d->peers[q].send + src_off + pos, len, fp)))
+            char *piece = d->piece + (size_t)(k - 1) * d->per_peer;
+            if ((rc = pull(c, d, q, piece, d->peers[q].send + src_off + pos, len, fp)))
                 return rc;
-            if ((rc = reduce_apply(dst + pos, k == 1 ? mine + pos : dst + pos, d->piece,
-                                   len / es, a->dtype, a->op)))
-                return comm_fail(c, rc, "direct: bad reduction (dtype %d, op %d)",
-                                 (int)a->dtype, (int)a->op);
+            from[nf++] = piece;
+            if (nf == FOLD_MAX || k == P - 1) {
+                if ((rc = reduce_apply_many(dst + pos, from, nf, len / es, a->dtype, a->op)))
+                    return comm_fail(c, rc, "direct: bad reduction (dtype %d, op %d)",
+                                     (int)a->dtype, (int)a->op);
+                nf = 0;
+                from[nf++] = dst + pos;
+            }
         }
     }
     return 0;
@@ -246,13 +340,14 @@ static int allreduce(weft_comm *c, struct direct_state *d, const weft_coll_args 
 {
     int P = c->size, r = c->rank, rc;
     size_t es = weft_dtype_size(a->dtype);
+    int intact = !overlaps(a->send, a->count * es, a->recv, a->count * es);
     uint64_t off, n;
     slice(a->count, P, r, &off, &n);
     if ((rc = reduce_from_all(c, d, a, (char *)a->recv + off * es,
                               (const char *)a->send + off * es, off * es, n * es, fp)))
         return rc;
-    if ((rc = barrier(c, d, fp, 2)))
-        return rc;
+    if ((rc = settle(c, d, a, fp, 2, intact)))
+        return settled(rc);
     for (int k = 1; k < P; k++) {
         int q = (r + k) % P;
         slice(a->count, P, q, &off, &n);
@@ -260,7 +355,7 @@ static int allreduce(weft_comm *c, struct direct_state *d, const weft_coll_args 
                             n * es, fp)))
             return rc;
     }
-    return barrier(c, d, fp, 3);
+    return settled(settle(c, d, a, fp, 3, intact));
 }
 
 /* send: P blocks of count; recv: this rank's reduced block. */
@@ -281,8 +376,8 @@ static int reduce_scatter(weft_comm *c, struct direct_state *d, const weft_coll_
         dst = d->scratch;
     }
     if ((rc = reduce_from_all(c, d, a, dst, s + own, own, bytes, fp)) ||
-        (rc = barrier(c, d, fp, 2)))
-        return rc;
+        (rc = settle(c, d, a, fp, 2, 1)))
+        return settled(rc);
     if (overlap)
         memmove(a->recv, dst, bytes);
     return 0;
@@ -302,7 +397,8 @@ static int allgather(weft_comm *c, struct direct_state *d, const weft_coll_args 
     const char *own = (const char *)(uintptr_t)d->peers[r].send; /* maybe a copy */
     if (own != rv + (size_t)r * bytes)
         memmove(rv + (size_t)r * bytes, own, bytes);
-    return barrier(c, d, fp, 2);
+    /* a copy: the send buffer lies in the receive buffer, now written */
+    return settled(settle(c, d, a, fp, 2, own == (const char *)a->send));
 }
 
 static int broadcast(weft_comm *c, struct direct_state *d, const weft_coll_args *a,
@@ -313,7 +409,7 @@ static int broadcast(weft_comm *c, struct direct_state *d, const weft_coll_args 
     if (c->rank != a->root &&
         (rc = pull(c, d, a->root, a->recv, d->peers[a->root].recv, bytes, fp)))
         return rc;
-    return barrier(c, d, fp, 2);
+    return settled(settle(c, d, a, fp, 2, 1));
 }
 
 /* The root reduces nothing itself beyond its slice: every rank reduces
@@ -327,8 +423,8 @@ static int reduce(weft_comm *c, struct direct_state *d, const weft_coll_args *a,
     slice(a->count, P, r, &off, &n);
     if ((rc = reduce_from_all(c, d, a, d->scratch, (const char *)a->send + off * es, off * es,
                               n * es, fp)) ||
-        (rc = barrier(c, d, fp, 2)))
-        return rc;
+        (rc = settle(c, d, a, fp, 2, 1)))
+        return settled(rc);
     if (r == a->root) {
         for (int q = 0; q < P; q++) {
             slice(a->count, P, q, &off, &n);
@@ -339,7 +435,9 @@ static int reduce(weft_comm *c, struct direct_state *d, const weft_coll_args *a,
                 return rc;
         }
     }
-    return barrier(c, d, fp, 3);
+    return settled(settle(c, d, a, fp, 3,
+                          r != a->root || !overlaps(a->send, a->count * es, a->recv,
+                                                    a->count * es)));
 }
 
 static int gather(weft_comm *c, struct direct_state *d, const weft_coll_args *a,
@@ -360,7 +458,8 @@ static int gather(weft_comm *c, struct direct_state *d, const weft_coll_args *a,
             }
         }
     }
-    return barrier(c, d, fp, 2);
+    return settled(settle(c, d, a, fp, 2,
+                          (const char *)(uintptr_t)d->peers[r].send == (const char *)a->send));
 }
 
 static int scatter(weft_comm *c, struct direct_state *d, const weft_coll_args *a,
@@ -372,8 +471,8 @@ static int scatter(weft_comm *c, struct direct_state *d, const weft_coll_args *a
         (rc = pull(c, d, a->root, a->recv, d->peers[a->root].send + (uint64_t)c->rank * bytes,
                    bytes, fp)))
         return rc;
-    if ((rc = barrier(c, d, fp, 2)))
-        return rc;
+    if ((rc = settle(c, d, a, fp, 2, 1)))
+        return settled(rc);
     /* the root's own block waits until nobody reads its send buffer */
     if (c->rank == a->root && (const char *)a->send + (size_t)c->rank * bytes != a->recv)
         memmove(a->recv, (const char *)a->send + (size_t)c->rank * bytes, bytes);
@@ -397,8 +496,8 @@ static int alltoall(weft_comm *c, struct direct_state *d, const weft_coll_args *
                             d->peers[q].send + (uint64_t)r * bytes, bytes, fp)))
             return rc;
     }
-    if ((rc = barrier(c, d, fp, 2)))
-        return rc;
+    if ((rc = settle(c, d, a, fp, 2, 1)))
+        return settled(rc);
     if (inplace)
         memcpy(a->recv, dst, all);
     return 0;
@@ -437,6 +536,8 @@ int direct_run(weft_comm *c, const weft_coll_args *a, const frame_hdr *fp)
         return barrier(c, d, fp, 0);
     if (d->verdict < 0)
         return ring(c, a, fp);
+    d->bad_peer = -1;
+    d->bad_errno = 0;
     const char *send = a->kind == WEFT_COLL_BROADCAST ? a->recv : a->send;
     size_t es = weft_dtype_size(a->dtype), bytes = a->count * es;
     int root = a->root == c->rank;

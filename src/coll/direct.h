@@ -20,8 +20,9 @@ int direct_run(weft_comm *c, const weft_coll_args *a, const frame_hdr *fp);
 int direct_cost(const cost_params *c, const cost_layout *l, weft_coll_kind kind,
                 uint64_t bytes, uint32_t esize, double *seconds);
 /* Whether single copy works between every pair of the communicator's
- * ranks, as they all agreed on first use: 1 yes, -1 no (the ring runs
- * instead), 0 not yet known. */
+ * ranks, as they all agreed on first use (or later, when a rank lost the
+ * right to read another): 1 yes, -1 no (the ring runs instead), 0 not
+ * yet known. */
 int direct_verdict(const weft_comm *c);
 /* What the communicator keeps for it (NULL: nothing). */
 void direct_free(weft_comm *c);

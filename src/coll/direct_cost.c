@@ -1,5 +1,5 @@
 /* The direct algorithm's cost, in closed form: the latency of its
- * exchange and barriers plus the bytes each rank reads from the others
+ * exchanges plus the bytes each rank reads from the others
  * (process_vm_readv) and reduces. */
 #include "coll/direct.h"
 
@@ -20,14 +20,6 @@
 #define DIRECT_PIECE (256.0 * 1024)
 
 static double ceil_div(double a, double b) { return a <= 0 ? 0 : (double)(uint64_t)((a + b - 1) / b); }
-
-static int log2_ceil(int p)
-{
-    int l = 0;
-    while ((1 << l) < p)
-        l++;
-    return l;
-}
 
 int direct_cost(const cost_params *c, const cost_layout *l, weft_coll_kind kind,
                 uint64_t bytes, uint32_t esize, double *seconds)
@@ -67,7 +59,9 @@ int direct_cost(const cost_params *c, const cost_layout *l, weft_coll_kind kind,
         break;
     }
     double work = reads * bc + reduced * c->gamma + calls * DIRECT_CALL;
-    double path = al + (p - 2) * m + nbar * log2_ceil(p) * al + work;
+    /* the exchange, then per step of reads a status exchange (a barrier
+     * that carries each rank's verdict): one round of p - 1 messages */
+    double path = (1 + nbar) * (al + (p - 2) * m) + work;
     double t = path;
     if (over && work * p / c->cores > t)
         t = work * p / c->cores;

@@ -354,8 +354,12 @@ static void reads(weft_coll_kind kind, double n, int p, double *one, double *all
  * others there) at 2, 4 and 8 ranks, and this prices it at 0.53..0.92 of
  * direct's prediction; from 64 KiB to 1 MiB it was level with direct or
  * ahead at 2 ranks and ahead of everything at 4 and 8, where auto now
- * takes it for every all-reduce beyond a slot. */
-#define FLAT_PIPE_BYTE 0.66
+ * takes it for every all-reduce beyond a slot. Since the copy-out of one
+ * chunk and the copy-in of the next run as one loop, a 64 MiB all-reduce
+ * at 4 ranks takes about 0.8 of the CPU time it took (user + sys of the
+ * ranks, medians of four interleaved runs, load average 9): 0.66 x 0.85,
+ * the gain shrinking to none at a single chunk. */
+#define FLAT_PIPE_BYTE 0.56
 
 static double pipe_cost(const cost_params *c, uint64_t bytes, int p, int rounds)
 {

@@ -32,7 +32,9 @@
 
 #define FLAT_SLOT (16u << 10) /* bytes a rank can post in one call */
 #define FLAT_NAME_MAX 64
+#ifndef FLAT_CHUNK
 #define FLAT_CHUNK (256u << 10) /* bytes of a rank's input a pipeline step takes */
+#endif
 
 #define FLAT_INLINE 32 /* posts this small travel in the post's own cache line */
 

@@ -13,18 +13,22 @@
  *         output.
  * A rank does I(0) and posts the call on the board (step 0, which also
  * checks that all ranks are in the same call), then for each j:
- *   wait for all at step j (j > 0); O(j-1); R(j); I(j+1); step j+1
+ *   wait for all at step j (j > 0); O(j-1) and I(j+1); R(j); step j+1
  * and at the end waits for step N (every R done) and does O(N-1). One
- * wait per chunk, and the copy-in of the next chunk overlaps the others'
- * reductions.
+ * wait per chunk. O(j-1) and I(j+1) run as one loop (move): a core
+ * streams from memory and to memory at once far faster than it does one
+ * after the other (the input read and the output written are the only
+ * bytes that leave the cache, and each alone leaves the core waiting on
+ * memory).
  *
  * Why two areas of each kind are enough. A rank publishes step j+1
- * after R(j) and I(j+1), and so after everything it did before them:
- * O(j-1), R(j-1). "All at step j" thus says every rank has done R(j-1),
- * I(j) and O(j-2).
+ * after O(j-1), I(j+1) and R(j), and so after everything it did before
+ * them. "All at step j" thus says every rank has done R(j-1), I(j) and
+ * O(j-2).
  *   - I(j+1) overwrites the in area of chunk j-1, read only by the R(j-1)
  *     of every rank. Its rank has waited for step j, which every rank
- *     publishes after its R(j-1).
+ *     publishes after its R(j-1). (I(1), at j = 0, overwrites what the
+ *     previous call's last R read: every rank posted this call after it.)
  *   - R(j) overwrites the out area of chunk j-2, read only by the O(j-2)
  *     of every rank. Its rank has waited for step j, which every rank
  *     publishes after its O(j-2).
@@ -34,7 +38,8 @@
  *     after its last O of this one.
  * So no area is written while anyone may still read what it held, and a
  * reader never sees the next use land: that needs the reader's own step
- * first. */
+ * first. In place, O(j-1) writes chunk j-1 of the buffer that I(j+1)
+ * reads chunk j+1 of, and R reads only the in areas. */
 #include "coll/flat_int.h"
 
 #include "coll/reduce.h"
@@ -44,7 +49,7 @@
 #include <unistd.h>
 
 #if defined(__x86_64__)
-#include <emmintrin.h>
+#include <immintrin.h>
 #endif
 
 static void publish(struct flat_state *fs, int me, uint64_t v)
@@ -90,6 +95,67 @@ static void copy_out(char *dst, const char *src, size_t n)
     memcpy(dst, src, n);
 #endif
 }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* move's loop a line per instruction: a whole line streamed at once also
+ * leaves the write-combining buffers nothing to merge. dst is 64-byte
+ * aligned; returns the bytes done (of n, in both streams). */
+__attribute__((target("avx512f"))) static size_t move_lines(char *dst, const char *src,
+                                                             char *idst, const char *isrc,
+                                                             size_t n)
+{
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        __m512i a = _mm512_loadu_si512((const void *)(src + i));
+        __m512i b = _mm512_loadu_si512((const void *)(isrc + i));
+        _mm512_stream_si512((void *)(dst + i), a);
+        _mm512_storeu_si512((void *)(idst + i), b);
+    }
+    return i;
+}
+#endif
+
+/* O and I at once: n bytes from src to dst as copy_out does, and m
+ * bytes from isrc to idst (the in area, which stays in the cache: plain
+ * stores), a line of each per turn. */
+static void move(char *dst, const char *src, size_t n, char *idst, const char *isrc, size_t m)
+{
+#if defined(__x86_64__)
+    size_t head = (64 - ((uintptr_t)dst & 63)) & 63;
+    if (n >= 4096 + head && m >= 4096) {
+        memcpy(dst, src, head);
+        dst += head, src += head, n -= head;
+#if defined(__GNUC__)
+        if (__builtin_cpu_supports("avx512f")) {
+            size_t k = move_lines(dst, src, idst, isrc, n < m ? n : m);
+            dst += k, src += k, n -= k, idst += k, isrc += k, m -= k;
+        }
+#endif
+        for (; n >= 64 && m >= 64; dst += 64, src += 64, n -= 64, idst += 64, isrc += 64, m -= 64) {
+            __m128i a = _mm_loadu_si128((const __m128i *)(const void *)src);
+            __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(src + 16));
+            __m128i c = _mm_loadu_si128((const __m128i *)(const void *)(src + 32));
+            __m128i d = _mm_loadu_si128((const __m128i *)(const void *)(src + 48));
+            __m128i e = _mm_loadu_si128((const __m128i *)(const void *)isrc);
+            __m128i f = _mm_loadu_si128((const __m128i *)(const void *)(isrc + 16));
+            __m128i g = _mm_loadu_si128((const __m128i *)(const void *)(isrc + 32));
+            __m128i h = _mm_loadu_si128((const __m128i *)(const void *)(isrc + 48));
+            _mm_stream_si128((__m128i *)(void *)dst, a);
+            _mm_stream_si128((__m128i *)(void *)(dst + 16), b);
+            _mm_stream_si128((__m128i *)(void *)(dst + 32), c);
+            _mm_stream_si128((__m128i *)(void *)(dst + 48), d);
+            _mm_storeu_si128((__m128i *)(void *)idst, e);
+            _mm_storeu_si128((__m128i *)(void *)(idst + 16), f);
+            _mm_storeu_si128((__m128i *)(void *)(idst + 32), g);
+            _mm_storeu_si128((__m128i *)(void *)(idst + 48), h);
+        }
+    }
+#endif
+    copy_out(dst, src, n);
+    memcpy(idst, isrc, m);
+}
+
+#define FOLD_MAX 16 /* sources reduced in one pass */
 
 /* First element of rank r's sub-slice of an m-element chunk: cut on
  * cache lines, so no two ranks write one line. */
@@ -178,6 +244,7 @@ int flat_pipe_run(weft_comm *c, struct flat_state *fs, const weft_coll_args *a,
     const char *src = a->send;
     char *dst = a->recv;
     uint64_t base = fs->steps, k = ++fs->calls;
+    const void *from[FOLD_MAX];
 #define CHUNK_N(j) ((j) + 1 < nchunks ? per : count - (j) * per)
 
     memcpy(flat_pipe_in(x, me, 0), src, CHUNK_N(0) * es);
@@ -187,22 +254,25 @@ int flat_pipe_run(weft_comm *c, struct flat_state *fs, const weft_coll_args *a,
         return rc;
     for (size_t j = 0; j < nchunks; j++) {
         int q = (int)(j & 1);
-        size_t m = CHUNK_N(j);
-        if (j > 0) {
-            if ((rc = wait_step(c, fs, base + j, fp)))
-                return rc;
-            copy_out(dst + (j - 1) * per * es, x->out + (size_t)(q ^ 1) * FLAT_CHUNK, per * es);
-        }
+        size_t m = CHUNK_N(j), next = j + 1 < nchunks ? CHUNK_N(j + 1) * es : 0;
+        if (j > 0 && (rc = wait_step(c, fs, base + j, fp)))
+            return rc;
+        move(dst + (j - !!j) * per * es, x->out + (size_t)(q ^ 1) * FLAT_CHUNK, j ? per * es : 0,
+             flat_pipe_in(x, me, q ^ 1), next ? src + (j + 1) * per * es : src, next);
         size_t lo = cut(m, me, p, es), n = cut(m, me + 1, p, es) - lo, off = lo * es;
         char *res = x->out + (size_t)q * FLAT_CHUNK + off;
-        rc = reduce_apply(res, flat_pipe_in(x, 0, q) + off, flat_pipe_in(x, 1, q) + off, n,
-                          a->dtype, a->op);
-        for (int r = 2; r < p && !rc; r++)
-            rc = reduce_apply(res, res, flat_pipe_in(x, r, q) + off, n, a->dtype, a->op);
+        /* in rank order, up to FOLD_MAX sources a pass */
+        rc = 0;
+        for (int r = 0; r < p && !rc;) {
+            int nf = 0;
+            if (r)
+                from[nf++] = res;
+            while (r < p && nf < FOLD_MAX)
+                from[nf++] = flat_pipe_in(x, r++, q) + off;
+            rc = reduce_apply_many(res, from, nf, n, a->dtype, a->op);
+        }
         if (rc)
             return comm_fail(c, rc, "bad reduction (dtype %d, op %d)", a->dtype, a->op);
-        if (j + 1 < nchunks)
-            memcpy(flat_pipe_in(x, me, q ^ 1), src + (j + 1) * per * es, CHUNK_N(j + 1) * es);
         publish(fs, me, base + j + 1);
     }
     if ((rc = wait_step(c, fs, base + nchunks, fp)))

@@ -156,6 +156,37 @@ int reduce_apply(void *dst, const void *a, const void *b, size_t n,
     }
 }
 
+int reduce_apply_many(void *dst, const void *const *src, int k, size_t n,
+                      weft_dtype t, weft_op op)
+{
+    size_t es = weft_dtype_size(t);
+    if (k < 1 || es == 0 || (unsigned)op >= WEFT_OP_COUNT || (n > 0 && (!src || !dst)))
+        return WEFT_EINVAL;
+    if (n == 0)
+        return 0;
+    for (int j = 0; j < k; j++)
+        if (!src[j])
+            return WEFT_EINVAL;
+    if (k == 1) {
+        if (dst != src[0])
+            memmove(dst, src[0], n * es);
+        return 0;
+    }
+    /* a block of dst stays in L1 while every source is folded into it */
+    size_t block = (16u << 10) / es;
+    char *d = dst;
+    for (size_t o = 0; o < n; o += block) {
+        size_t m = n - o < block ? n - o : block, at = o * es;
+        int rc = reduce_apply(d + at, (const char *)src[0] + at, (const char *)src[1] + at,
+                              m, t, op);
+        for (int j = 2; j < k && !rc; j++)
+            rc = reduce_apply(d + at, d + at, (const char *)src[j] + at, m, t, op);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 #define AVG_LOOP(T, DT)                                                       \
     do {                                                                      \
         T *p_ = buf;                                                          \

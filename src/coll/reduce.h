@@ -24,6 +24,13 @@
 int reduce_apply(void *dst, const void *a, const void *b, size_t n,
                  weft_dtype t, weft_op op);
 
+/* dst[i] = op(...op(op(src[0][i], src[1][i]), src[2][i])..., src[k-1][i])
+ * for k >= 1 sources: the same bits as reduce_apply folding them in
+ * turn, in one pass over dst (a block at a time, kept in L1) instead of
+ * k - 1. dst may be src[0]; it must not overlap any other source. */
+int reduce_apply_many(void *dst, const void *const *src, int k, size_t n,
+                      weft_dtype t, weft_op op);
+
 /* Divides each of n elements by nranks: floats as x / nranks (f16/bf16
  * computed in f32 and rounded once), integers truncated toward zero. */
 int reduce_avg_finish(void *buf, size_t n, weft_dtype t, int nranks);
