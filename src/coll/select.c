@@ -204,13 +204,15 @@ weft_algo coll_tuner_select(coll_tuner *t, weft_coll_kind kind, uint64_t bytes,
 }
 
 /* How far above the best prediction a candidate may be predicted and still
- * be tried, and how many calls each gets: the model's misses seen here
- * were up to 5x where one call costs microseconds and about 2x where it
- * costs milliseconds, and a small call's time is noisier. */
+ * be tried: the model's misses seen here were up to 5x where one call
+ * costs microseconds and about 2x where it costs milliseconds. Every
+ * candidate gets TRIAL_MAX_ROUNDS timed calls: with two, one call that
+ * found the cores free while the other candidate's two did not settled a
+ * 64 MiB all-reduce on an algorithm twice as slow. */
 static void trial_policy(double best, double *ratio, int *rounds)
 {
     *ratio = best < 1e-3 ? 8.0 : 3.0;
-    *rounds = best < 1e-3 ? TRIAL_MAX_ROUNDS : 2;
+    *rounds = TRIAL_MAX_ROUNDS;
 }
 
 weft_algo coll_tuner_pick(coll_tuner *t, weft_coll_kind kind, uint64_t bytes, uint32_t esize,
