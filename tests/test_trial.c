@@ -109,6 +109,7 @@ static void test_tuner(void)
     /* another size class is another bucket and another trial */
     CHECK(coll_tuner_pick(t, WEFT_COLL_ALLREDUCE, bytes * 4, 4, &ticket2) >= 0 && ticket2 != ticket);
     weft_algo seen[TRIAL_MAX_CALLS], last = first;
+    int timed[TRIAL_MAX_CALLS];
     double mine[TRIAL_MAX_CAND], other[TRIAL_MAX_CAND];
     for (;;) {
         int tk;
@@ -117,6 +118,7 @@ static void test_tuner(void)
             CHECK(tk == ticket);
         weft_algo b = coll_tuner_pick(u, WEFT_COLL_ALLREDUCE, bytes, 4, &tk);
         CHECKF(a == b, "call %d: same turns on two selectors", calls); /* as on two ranks */
+        timed[calls] = coll_tuner_timed(t, ticket);
         seen[calls++] = last = a;
         /* the model's pick is made to look slow */
         n = coll_tuner_record(t, ticket, bytes, a == model ? 2e-3 : 1e-3 + calls * 1e-6, mine);
@@ -126,6 +128,8 @@ static void test_tuner(void)
     }
     CHECKF(n >= 2 && calls % n == 0 && calls <= TRIAL_MAX_CALLS, "n %d calls %d", n, calls);
     CHECK(seen[0] == model && seen[n] == model); /* rounds repeat the order */
+    for (int k = 0; k < calls && n; k++)
+        CHECKF(timed[k] == (k >= n), "call %d timed %d", k, timed[k]); /* first round untimed */
     (void)last;
     CHECKF(mine[0] == 2e-3, "%g", mine[0]); /* this rank's own times came back: the model's pick was 2 ms */
     double agreed[TRIAL_MAX_CAND];

@@ -149,6 +149,19 @@ static int finish(weft_comm *c, flight_rec *r, int rc)
 
 static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id);
 
+/* Before a timed trial call of auto's: a barrier, so that every rank
+ * starts the call at about the same moment. Without it a rank's time
+ * includes waiting for ranks still finishing the previous call, and as
+ * the candidates take turns in a fixed order, each would carry its
+ * predecessor's finish. (The untimed first round has none, so a bucket's
+ * first call is the caller's own, as is any error it meets.) */
+static int trial_start(weft_comm *c)
+{
+    weft_coll_args b = { .kind = WEFT_COLL_BARRIER, .dtype = WEFT_U8,
+                         .algo = coll_tuner_select(c->tune, WEFT_COLL_BARRIER, 0, 1) };
+    return run(c, &b, 0);
+}
+
 /* A trial call of auto's (coll/trial.h) took secs. After the bucket's last
  * one, the ranks agree on each candidate's time, the slowest rank's, with
  * an all-reduce of their own: every rank reaches it at the same call. */
@@ -217,6 +230,8 @@ static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id)
         }
         algo = coll_tuner_pick(c->tune, a->kind, (uint64_t)a->count * es, (uint32_t)es,
                                &ticket);
+        if (ticket >= 0 && coll_tuner_timed(c->tune, ticket) && (rc = trial_start(c)))
+            return rc;
     }
 
     memset(&fp, 0, sizeof fp);

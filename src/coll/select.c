@@ -257,6 +257,12 @@ weft_algo coll_tuner_pick(coll_tuner *t, weft_coll_kind kind, uint64_t bytes, ui
     return trial_turn(&t->trials[*ticket]);
 }
 
+int coll_tuner_timed(const coll_tuner *t, int ticket)
+{
+    const trial *tr = &t->trials[ticket];
+    return !tr->settled && tr->calls >= tr->ncand;
+}
+
 int coll_tuner_record(coll_tuner *t, int ticket, uint64_t bytes, double secs,
                       double mine[TRIAL_MAX_CAND])
 {

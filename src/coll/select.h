@@ -43,6 +43,8 @@ weft_algo coll_tuner_select(coll_tuner *t, weft_coll_kind kind, uint64_t bytes,
  * coll_tuner_select. Every rank making the same calls gets the same turns. */
 weft_algo coll_tuner_pick(coll_tuner *t, weft_coll_kind kind, uint64_t bytes,
                           uint32_t esize, int *ticket);
+/* Whether ticket's next call is timed (the first round only warms up). */
+int coll_tuner_timed(const coll_tuner *t, int ticket);
 /* The trial call of ticket took secs for bytes. When it was the bucket's
  * last, writes this rank's fastest time per candidate to mine and returns
  * how many; the ranks must then take the maximum of each over all ranks and
