@@ -131,8 +131,9 @@ static int setup(weft_comm *c, struct flat_state *fs, const frame_hdr *fp)
     fs->mode = FLAT_ON;
     return 0;
 failed:
-    /* The name must not outlive this: rank 0 unlinks it, the others remove
-     * any whose creator is gone (rank 0, if it died after making it). */
+    /* The name must not outlive this: a rank that mapped it unlinks it,
+     * the others remove any whose creator is gone (rank 0, if it died
+     * after making it). */
     flat_board_close(&fs->b);
     if (c->rank != 0)
         flat_board_reap(c->id);

@@ -94,6 +94,9 @@ int flat_board_attach(flat_board *b, uint64_t comm_id, int nranks, long creator_
         return WEFT_EPROTO;
     }
     board_set(b, m, len, nranks);
+    /* every rank that mapped it unlinks it too, so the name goes even
+     * when rank 0 dies before it could */
+    memcpy(b->name, name, sizeof name);
     return 0;
 }
 
@@ -209,6 +212,7 @@ int flat_pipe_attach(flat_pipe *x, uint64_t comm_id, int nranks, long creator_pi
         return WEFT_EPROTO;
     }
     pipe_set(x, m, len, nranks);
+    memcpy(x->name, name, sizeof name); /* as the board's */
     return 0;
 }
 

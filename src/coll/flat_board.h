@@ -8,10 +8,10 @@
  *   data      per rank and parity, FLAT_SLOT bytes
  *
  * Rank 0 creates the segment as /weft-<comm id>-flat-<its pid>; the
- * others map it once they learn the name, and rank 0 unlinks it when all
- * have. A name is left in /dev/shm only when rank 0 dies between making
- * it and learning that everyone mapped it; flat_board_reap removes such
- * names whose creator is gone.
+ * others map it once they learn the name, and every rank that mapped it
+ * unlinks it when all have (or when it gives up). A name is left in
+ * /dev/shm only when rank 0 dies after making it and before anyone else
+ * mapped it; flat_board_reap removes such names whose creator is gone.
  *
  * Large all-reduces (more than a slot) run through a second segment, the
  * pipe, made the same way at the first such call and named like the
@@ -113,8 +113,8 @@ void flat_board_reap(uint64_t comm_id);
 void flat_board_close(flat_board *b);
 
 /* The same for the pipe: made by rank 0, mapped by the others; its name
- * is unlinked by rank 0 once all have it (flat_pipe_unlink) and reaped
- * like the board's. */
+ * is unlinked by every rank that mapped it once all have it
+ * (flat_pipe_unlink) and reaped like the board's. */
 int flat_pipe_create(flat_pipe *x, uint64_t comm_id, int nranks, char *err, size_t errlen);
 int flat_pipe_attach(flat_pipe *x, uint64_t comm_id, int nranks, long creator_pid,
                      char *err, size_t errlen);

@@ -226,8 +226,8 @@ int flat_pipe_setup(weft_comm *c, struct flat_state *fs, const frame_hdr *fp)
     fs->pipe_mode = FLAT_ON;
     return 0;
 failed:
-    /* as the board's setup: rank 0 unlinks the name, the others reap it
-     * if rank 0 died holding it */
+    /* as the board's setup: a rank that mapped it unlinks the name, the
+     * others reap it if rank 0 died holding it */
     flat_pipe_close(&fs->pipe);
     if (c->rank != 0)
         flat_board_reap(c->id);
