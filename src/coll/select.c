@@ -172,6 +172,12 @@ weft_algo coll_tuner_predict(const coll_tuner *t, weft_coll_kind kind, uint64_t 
     return choose(&t->c, &l, kind, bytes, esize, secs, NULL);
 }
 
+/* The cache slot of (kind, element size class, bytes' bucket). */
+static size_t slot_of(weft_coll_kind kind, int ec, uint64_t bytes, uint64_t *lower)
+{
+    return ((size_t)kind * NESIZE + (size_t)ec) * NBUCKETS + bucket_of(bytes, lower);
+}
+
 static int trial_of(const coll_tuner *t, size_t key)
 {
     int i = 0;
@@ -188,8 +194,7 @@ weft_algo coll_tuner_select(coll_tuner *t, weft_coll_kind kind, uint64_t bytes,
     int ec = esize_class(esize);
     if (!collective(kind) || t->nranks < 2)
         return WEFT_ALGO_RING;
-    size_t i = ((size_t)kind * NESIZE + (size_t)(ec < 0 ? 0 : ec)) * NBUCKETS +
-               bucket_of(bytes, &lower);
+    size_t i = slot_of(kind, ec < 0 ? 0 : ec, bytes, &lower);
     if (ec >= 0 && t->cache[i] == ON_TRIAL)
         return t->trials[trial_of(t, i)].model;
     if (ec >= 0 && t->cache[i])
@@ -225,7 +230,7 @@ weft_algo coll_tuner_pick(coll_tuner *t, weft_coll_kind kind, uint64_t bytes, ui
     *ticket = -1;
     if (!t->measure || ec < 0 || !collective(kind) || t->nranks < 2)
         return coll_tuner_select(t, kind, bytes, esize);
-    size_t i = ((size_t)kind * NESIZE + (size_t)ec) * NBUCKETS + bucket_of(bytes, &lower);
+    size_t i = slot_of(kind, ec, bytes, &lower);
     if (t->cache[i] == ON_TRIAL) {
         *ticket = trial_of(t, i);
         return trial_turn(&t->trials[*ticket]);
