@@ -52,7 +52,7 @@ endif
 CFLAGS   += $(CSTD) $(OPT) $(WARN) -fPIC -pthread -Iinclude -Isrc $(DEPS_CFLAGS)
 LDLIBS   += $(DEPS_LIBS) -pthread -lm
 
-SRC      := $(sort $(wildcard src/*/*.c))
+SRC      := $(sort $(shell find src -name "*.c"))
 OBJ      := $(SRC:%.c=$(BUILD)/%.o)
 TOOLSRC  := $(sort $(wildcard tools/*.c))
 TOOLS    := $(TOOLSRC:tools/%.c=$(BUILD)/%)

@@ -5,7 +5,7 @@
  * garbage, and with a well-formed hello but no secret) and on the store. */
 #include "test.h"
 
-#include "bootstrap/comm.h"
+#include "coll/comm.h"
 #include "bootstrap/store.h"
 #include "core/auth.h"
 #include "core/clock.h"

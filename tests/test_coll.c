@@ -5,7 +5,7 @@
  * bit for bit. */
 #include "mp.h"
 
-#include "coll/sched.h"
+#include "coll/sched/sched.h"
 #include "core/half.h"
 
 #include <math.h>

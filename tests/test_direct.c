@@ -11,8 +11,8 @@
  * communicator usable; the cost model; nothing left in /dev/shm. */
 #include "mp.h"
 
-#include "bootstrap/comm.h"
-#include "coll/direct.h"
+#include "coll/comm.h"
+#include "coll/local/direct.h"
 #include "coll/reduce.h"
 #include "core/half.h"
 

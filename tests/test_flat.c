@@ -1,4 +1,4 @@
-/* The flat algorithm (coll/flat.h) at 1..8 ranks: every collective it
+/* The flat algorithm (coll/local/flat.h) at 1..8 ranks: every collective it
  * does, every dtype and op, in place and not, counts 0, 1, 7 and the
  * largest a board slot holds, checked against the ring algorithm on the
  * same communicator and all-reduce against its closed form; results the
@@ -15,9 +15,9 @@
  * cannot be made. */
 #include "mp.h"
 
-#include "bootstrap/comm.h"
-#include "coll/flat.h"
-#include "coll/flat_board.h"
+#include "coll/comm.h"
+#include "coll/local/flat.h"
+#include "coll/local/flat_board.h"
 #include "core/half.h"
 
 #include <dirent.h>

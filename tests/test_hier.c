@@ -9,7 +9,7 @@
  * messages that do not match. */
 #include "mp.h"
 #include "coll/reduce.h"
-#include "coll/sched.h"
+#include "coll/sched/sched.h"
 
 #include <stdint.h>
 #include <stdlib.h>

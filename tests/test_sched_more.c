@@ -4,8 +4,8 @@
  * float results on every rank; and the bytes each rank (and each host)
  * sends, against the algorithms' formulas. */
 #include "test.h"
-#include "coll/sched_more.h"
-#include "sim/vexec.h"
+#include "coll/sched/two_level.h"
+#include "coll/sched/vexec.h"
 
 #include <stdint.h>
 #include <string.h>

@@ -1,8 +1,8 @@
 /* The cost model and the automatic choice: regimes, hosts, determinism,
  * constants from the environment, and schedule walks against the closed
  * forms of docs/ALGORITHMS.md. */
-#include "coll/cost.h"
-#include "coll/select.h"
+#include "coll/tune/cost.h"
+#include "coll/tune/tuner.h"
 #include "core/log.h"
 #include "test.h"
 

@@ -9,8 +9,8 @@
  * to the ring where the receiver may not read (a seccomp filter). */
 #include "mp.h"
 
-#include "bootstrap/comm.h"
-#include "coll/sched.h"
+#include "coll/comm.h"
+#include "coll/sched/sched.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -4,9 +4,9 @@
  * no racing ops, under eager and rendezvous sends; and the executor itself
  * must catch broken schedules. */
 #include "test.h"
-#include "coll/sched_extra.h"
+#include "coll/sched/tree.h"
 #include "sim/sim.h"
-#include "sim/vexec.h"
+#include "coll/sched/vexec.h"
 
 #include <string.h>
 

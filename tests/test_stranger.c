@@ -12,7 +12,7 @@
  *    trickling bytes does not extend the deadline. */
 #include "mp.h"
 
-#include "bootstrap/comm.h"
+#include "coll/comm.h"
 #include "core/clock.h"
 #include "transport/sock.h"
 

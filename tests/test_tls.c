@@ -16,7 +16,7 @@
  * A build without libssl checks only that WEFT_TLS=1 is refused at init. */
 #include "mp.h"
 
-#include "bootstrap/comm.h"
+#include "coll/comm.h"
 #include "bootstrap/store.h"
 #include "core/clock.h"
 #include "transport/sock.h"

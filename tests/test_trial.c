@@ -1,11 +1,11 @@
-/* auto's measured choice (coll/trial.h): which candidates a bucket tries,
+/* auto's measured choice (coll/tune/trial.h): which candidates a bucket tries,
  * in what turns, which calls count, how the agreed times decide; the
  * selector's pick/record/settle cycle with made-up times; and ranks running
  * auto through their trials, blocking and non-blocking, with correct
  * results and one choice per size on every rank. Never asserts a time. */
-#include "bootstrap/comm.h"
-#include "coll/select.h"
-#include "coll/trial.h"
+#include "coll/comm.h"
+#include "coll/tune/tuner.h"
+#include "coll/tune/trial.h"
 #include "mp.h"
 #include "test.h"
 

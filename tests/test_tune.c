@@ -2,8 +2,8 @@
  * same build directory): the file it writes is one cost_parse reads and a
  * communicator's selector loads through WEFT_TUNE_FILE, with the constants
  * it measured in it; bad arguments are refused. Never asserts a time. */
-#include "coll/cost.h"
-#include "coll/select.h"
+#include "coll/tune/cost.h"
+#include "coll/tune/tuner.h"
 #include "test.h"
 
 #include <errno.h>

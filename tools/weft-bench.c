@@ -8,8 +8,8 @@
  * and #wrong counts every element that differs from the reference. With
  * the algorithm auto, a last column names the algorithm the cost model
  * picks at each size (the library's own choice, from the same inputs). */
-#include "bootstrap/comm.h"
-#include "coll/select.h"
+#include "coll/comm.h"
+#include "coll/tune/tuner.h"
 #include "core/clock.h"
 #include "core/half.h"
 #include "weft.h"
@@ -346,7 +346,7 @@ int main(int argc, char **argv)
         return 2;
     }
     /* auto may try several algorithms on a size's first calls before it
-     * settles (coll/trial.h): those calls are warm-up too, and the column
+     * settles (coll/tune/trial.h): those calls are warm-up too, and the column
      * shows what it settled on, from the communicator's own selector */
     int autosel = (o.algo != WEFT_ALGO_AUTO ? o.algo : weft_comm_algo(c)) == WEFT_ALGO_AUTO;
     int warm = o.warmup + (autosel ? TRIAL_MAX_CALLS : 0);

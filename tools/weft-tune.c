@@ -20,9 +20,9 @@
  * adds time; a batch's length comes from a short probe so that the whole
  * run fits the budget. Constants that need more ranks than were started
  * are left out of the file (the library's defaults then apply). */
-#include "coll/cost.h"
+#include "coll/tune/cost.h"
 #include "coll/reduce.h"
-#include "coll/select.h"
+#include "coll/tune/tuner.h"
 #include "core/clock.h"
 #include "weft.h"
 

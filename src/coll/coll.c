@@ -1,11 +1,11 @@
 /* The public collectives: check arguments, choose an algorithm, build this
  * rank's schedule and run it. */
-#include "bootstrap/comm.h"
-#include "coll/direct.h"
-#include "coll/exec.h"
-#include "coll/flat.h"
+#include "coll/comm.h"
+#include "coll/local/direct.h"
+#include "coll/exec/exec.h"
+#include "coll/local/flat.h"
 #include "coll/reduce.h"
-#include "coll/select.h"
+#include "coll/tune/tuner.h"
 #include "core/clock.h"
 
 #include <stdint.h>
@@ -162,7 +162,7 @@ static int trial_start(weft_comm *c)
     return run(c, &b, 0);
 }
 
-/* A trial call of auto's (coll/trial.h) took secs. After the bucket's last
+/* A trial call of auto's (coll/tune/trial.h) took secs. After the bucket's last
  * one, the ranks agree on each candidate's time, the slowest rank's, with
  * an all-reduce of their own: every rank reaches it at the same call. */
 static int measured(weft_comm *c, int ticket, uint64_t bytes, double secs)

@@ -2,7 +2,7 @@
  * and how workers find the servers (their addresses in the job's store). */
 #include "ps/ps.h"
 
-#include "bootstrap/comm.h"
+#include "coll/comm.h"
 #include "core/auth.h"
 #include "core/clock.h"
 #include "core/log.h"

@@ -1,5 +1,5 @@
 /* The discrete-event engine: every simulated rank walks its schedule round
- * by round with the semantics of coll/sched.h, messages become flows on the
+ * by round with the semantics of coll/sched/sched.h, messages become flows on the
  * links of the topology, and time advances from event to event.
  *
  * Costs of one message of n bytes from a to b (the alpha-beta-gamma model):

@@ -6,7 +6,7 @@
  * server that server's link carries everything, which is the bottleneck
  * the collectives were invented to remove. */
 #include "sim/sim.h"
-#include "coll/sched_util.h"
+#include "coll/sched/util.h"
 
 int sim_sched_ps(weft_sched *s, const sched_params *p, int S)
 {

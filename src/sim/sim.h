@@ -4,7 +4,7 @@
 #ifndef WEFT_SIM_SIM_H
 #define WEFT_SIM_SIM_H
 
-#include "coll/sched.h"
+#include "coll/sched/sched.h"
 #include "sim/topo.h"
 
 /* Algorithms the simulator knows: weft_algo values, plus the parameter

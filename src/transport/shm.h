@@ -14,7 +14,7 @@
  * finish and exit inside that window (its last message still has to be
  * read), so the name outlives it. A communicator that fails unlinks the
  * names nobody will map: a receiver every name addressed to it, a sender
- * those whose receiver is gone (coll/exec.h, exec_shm_reap). Only when
+ * those whose receiver is gone (coll/exec/exec.h, exec_shm_reap). Only when
  * both ends of a pair die inside the window is
  * /dev/shm/weft-<comm>-<src>-<dst>-<sender pid> (2 MiB by default) left
  * behind, removable by hand.

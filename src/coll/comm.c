@@ -1,0 +1,700 @@
+/* Communicator life cycle: rendezvous through the store, split, destroy. */
+#include "coll/comm.h"
+
+#include "coll/local/direct.h"
+#include "coll/exec/exec.h"
+#include "coll/local/flat.h"
+
+#include "core/auth.h"
+#include "core/clock.h"
+#include "core/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define STORE_WAIT_DEFAULT_S 60.0
+#define COLL_TIMEOUT_DEFAULT_S 300.0
+#define NOTICE_GRACE_MS 100
+
+int comm_fail(weft_comm *c, int code, const char *fmt, ...)
+{
+    char msg[sizeof c->err];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    memcpy(c->err, msg, sizeof msg);
+    log_msg(c->loglevel, LOG_DEBUG, c->rank, "%s", msg);
+    return code;
+}
+
+/* FNV-1a: a stable id that every member computes from the same inputs. */
+static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *s = p;
+    if (!h)
+        h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= s[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+/* WEFT_SPIN_US: how long a waiting rank polls (yielding) before it
+ * sleeps; 0 sleeps at once. */
+static double spin_from_env(void)
+{
+    const char *v = getenv("WEFT_SPIN_US");
+    double us = v && *v ? strtod(v, NULL) : 50.0;
+    return us > 0 ? us * 1e-6 : 0;
+}
+
+static weft_comm *comm_alloc(int rank, int size)
+{
+    weft_comm *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->magic = COMM_MAGIC;
+    c->rank = rank;
+    c->size = size;
+    c->local_rank = -1;
+    c->spin_s = spin_from_env();
+    c->spin_yields = -1;
+    c->shm_on = !getenv("WEFT_SHM") || strcmp(getenv("WEFT_SHM"), "0") != 0;
+    c->shm_bytes = shm_ring_bytes_from_env();
+    c->net.lfd = -1;
+    c->fail_peer = -1;
+    c->store_rank = -1;
+    c->host = calloc((size_t)size, sizeof *c->host);
+    c->nhosts = 1;
+    c->p2p_sent = calloc((size_t)size, sizeof *c->p2p_sent);
+    c->p2p_recvd = calloc((size_t)size, sizeof *c->p2p_recvd);
+    c->stage = calloc((size_t)size, sizeof *c->stage);
+    sched_init(&c->sched);
+    pthread_mutex_init(&c->amu, NULL);
+    pthread_cond_init(&c->acv, NULL);
+    pthread_cond_init(&c->dcv, NULL);
+    if (pipe2(c->abort_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+        c->abort_pipe[0] = c->abort_pipe[1] = -1;
+    if (!c->host || !c->p2p_sent || !c->p2p_recvd || !c->stage) {
+        free(c->host);
+        free(c->p2p_sent);
+        free(c->p2p_recvd);
+        free(c->stage);
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* Renumber host ids in order of first appearance (0, 1, ...). */
+static void number_hosts(weft_comm *c, char (*ids)[64])
+{
+    c->nhosts = 0;
+    for (int i = 0; i < c->size; i++) {
+        int j = 0;
+        while (j < i && strcmp(ids[i], ids[j]))
+            j++;
+        c->host[i] = j < i ? c->host[j] : c->nhosts++;
+    }
+}
+
+static void comm_free(weft_comm *c)
+{
+    async_stop(c);
+    async_free_retired(c);
+    if (c->abort_pipe[0] >= 0) {
+        close(c->abort_pipe[0]);
+        close(c->abort_pipe[1]);
+    }
+    pthread_mutex_destroy(&c->amu);
+    pthread_cond_destroy(&c->acv);
+    pthread_cond_destroy(&c->dcv);
+    exec_shm_reap(c, c->broken || atomic_load(&c->aborted));
+    tcp_net_close(&c->net);
+    shm_links_free(c->shm_out, c->size);
+    shm_links_free(c->shm_in, c->size);
+    direct_free(c);
+    flat_free(c);
+    coll_tuner_destroy(c->tune);
+    if (c->watch)
+        store_close(c->watch);
+    if (c->store)
+        store_close(c->store);
+    free(c->secret);
+    if (c->server)
+        store_server_stop(c->server);
+    for (int i = 0; c->stage && i < c->size; i++)
+        free(c->stage[i]);
+    free(c->stage);
+    free(c->host);
+    free(c->p2p_sent);
+    free(c->p2p_recvd);
+    free(c->tmp);
+    sched_free(&c->sched);
+    c->magic = COMM_DEAD;
+    free(c);
+}
+
+static void fail_key(const weft_comm *c, char key[64])
+{
+    snprintf(key, 64, "weft/%016llx/failed", (unsigned long long)c->id);
+}
+
+/* Connect this communicator to the store, and arm the watch on its
+ * failure key. */
+static int store_join(weft_comm *c, char *err, size_t errlen)
+{
+    char key[64];
+    int rc;
+    if (!c->store && (rc = store_connect(&c->store, c->store_host, c->store_port,
+                                         c->connect_timeout_s, c->secret, err, errlen)))
+        return rc;
+    if ((rc = store_connect(&c->watch, c->store_host, c->store_port, c->connect_timeout_s,
+                            c->secret, err, errlen)))
+        return rc;
+    fail_key(c, key);
+    if ((rc = store_watch_arm(c->watch, key))) {
+        snprintf(err, errlen, "%s", store_error(c->watch));
+        return rc;
+    }
+    return 0;
+}
+
+static int is_loopback(const char *host)
+{
+    return !strncmp(host, "127.", 4) || !strcmp(host, "localhost") || !strcmp(host, "::1");
+}
+
+/* This host's identity: WEFT_HOST_ID (lets one machine stand for several
+ * hosts in tests), else the host name. */
+static void host_id(char out[64])
+{
+    const char *v = getenv("WEFT_HOST_ID");
+    if (v && *v)
+        snprintf(out, 64, "%s", v);
+    else if (gethostname(out, 64) != 0)
+        snprintf(out, 64, "localhost");
+    out[63] = 0;
+}
+
+/* Publish this rank's data address and host, learn everyone else's. */
+static int exchange_addresses(weft_comm *c, const char *addr, const char *where)
+{
+    char key[128], val[SOCK_ADDR_MAX + 72], me[64], (*ids)[64];
+    double deadline = clock_now() + c->connect_timeout_s;
+    int rc;
+    host_id(me);
+    snprintf(val, sizeof val, "%s\n%s", addr, me);
+    snprintf(key, sizeof key, "weft/%016llx/addr/%d", (unsigned long long)c->id, c->rank);
+    if ((rc = store_set(c->store, key, val, strlen(val) + 1)))
+        return comm_fail(c, rc, "rendezvous: %s", store_error(c->store));
+    if (!(ids = calloc((size_t)c->size, sizeof *ids)))
+        return comm_fail(c, WEFT_ENOMEM, "rendezvous: out of memory");
+    for (int i = 0; i < c->size; i++) {
+        void *v;
+        size_t len;
+        double left = deadline - clock_now();
+        snprintf(key, sizeof key, "weft/%016llx/addr/%d", (unsigned long long)c->id, i);
+        rc = store_get(c->store, key, &v, &len, left > 0 ? left : 0);
+        if (rc == WEFT_ETIMEDOUT)
+            rc = comm_fail(c, rc,
+                           "rendezvous: rank %d never arrived (waited %.0f s at the store %s)",
+                           i, c->connect_timeout_s, where);
+        else if (rc)
+            rc = comm_fail(c, rc, "rendezvous: %s", store_error(c->store));
+        if (rc) {
+            free(ids);
+            return rc;
+        }
+        char *nl = strchr(v, '\n');
+        if (nl)
+            *nl++ = 0;
+        snprintf(c->net.addr[i], SOCK_ADDR_MAX, "%s", (char *)v);
+        snprintf(ids[i], sizeof ids[i], "%s", nl ? nl : "");
+        free(v);
+    }
+    number_hosts(c, ids);
+    free(ids);
+    return 0;
+}
+
+/* Who may connect: with a secret, only those who prove they know it
+ * (core/auth.h). A build without libcrypto cannot check, and says so; it
+ * runs a job that leaves this machine only with WEFT_INSECURE=1. */
+static int security_policy(weft_comm *c, const weft_config *cfg, const char *host)
+{
+    const char *insecure = getenv("WEFT_INSECURE");
+    int local = is_loopback(host), allow = insecure && !strcmp(insecure, "1");
+    if (cfg->world_size <= 1)
+        return 0;
+    if (!auth_compiled()) {
+        if (c->rank == 0 || !local)
+            log_msg(c->loglevel, LOG_WARN, c->rank,
+                    "THIS BUILD OF WEFT HAS NO LIBCRYPTO: connections are NOT authenticated; "
+                    "anyone who can reach this job's ports can join it or feed it data");
+        if (!local && !allow) {
+            fprintf(stderr, "weft[%d] error: refusing a multi-host job (store at %s) without "
+                            "authentication; rebuild with libcrypto (libssl-dev) or set "
+                            "WEFT_INSECURE=1\n", c->rank, host);
+            return WEFT_ECONFIG;
+        }
+        return 0;
+    }
+    if (cfg->job_secret && *cfg->job_secret) {
+        if (!(c->secret = strdup(cfg->job_secret)))
+            return WEFT_ENOMEM;
+    } else if (!local && c->rank == 0) {
+        log_msg(c->loglevel, LOG_WARN, c->rank,
+                "no WEFT_JOB_SECRET: connections of this multi-host job are not "
+                "authenticated (weftrun sets one)");
+    }
+    return 0;
+}
+
+int weft_comm_init(weft_comm **out, const weft_config *cfg)
+{
+    char err[256] = "", ip[64], addr[SOCK_ADDR_MAX], where[128];
+    const char *host;
+    weft_comm *c;
+    int rc, serve;
+    if (!out || !cfg)
+        return WEFT_EINVAL;
+    *out = NULL;
+    if (cfg->world_size < 1 || cfg->rank < 0 || cfg->rank >= cfg->world_size ||
+        cfg->master_port < 0 || cfg->master_port > 65535 || cfg->algo < 0 ||
+        cfg->algo >= WEFT_ALGO_COUNT)
+        return WEFT_EINVAL;
+    if (!(c = comm_alloc(cfg->rank, cfg->world_size)))
+        return WEFT_ENOMEM;
+    c->local_rank = cfg->local_rank;
+    c->algo = cfg->algo;
+    c->timeout_s = cfg->timeout_s > 0 ? cfg->timeout_s : COLL_TIMEOUT_DEFAULT_S;
+    c->connect_timeout_s = cfg->connect_timeout_s > 0 ? cfg->connect_timeout_s
+                                                      : STORE_WAIT_DEFAULT_S;
+    c->loglevel = log_level_from_env();
+    host = cfg->master_addr && *cfg->master_addr ? cfg->master_addr : "127.0.0.1";
+    snprintf(where, sizeof where, "%s:%d", host, cfg->master_port);
+    snprintf(c->store_host, sizeof c->store_host, "%s", host);
+    c->store_port = cfg->master_port;
+    if ((rc = security_policy(c, cfg, host))) {
+        comm_free(c);
+        return rc;
+    }
+    c->id = hash_bytes(0, "world", 5);
+    c->id = hash_bytes(c->id, where, strlen(where));
+    if (cfg->job_secret)
+        c->id = hash_bytes(c->id, cfg->job_secret, strlen(cfg->job_secret));
+
+    serve = cfg->host_store < 0 ? cfg->rank == 0 : cfg->host_store;
+    c->store_rank = cfg->host_store < 0 ? 0 : -1;
+    if (serve && cfg->world_size > 1) {
+        rc = store_server_start(&c->server, is_loopback(host) ? host : NULL,
+                                cfg->master_port, NULL, c->secret, err, sizeof err);
+        if (rc) {
+            fprintf(stderr, "weft[%d] error: cannot serve the store: %s\n", c->rank, err);
+            comm_free(c);
+            return rc;
+        }
+    }
+    if (cfg->world_size == 1) {
+        /* a singleton needs no store; it still gets a listening socket so
+         * that splits and point-to-point code paths stay uniform */
+        rc = tcp_net_init(&c->net, 0, 1, c->id, "127.0.0.1", addr, err, sizeof err);
+        if (rc) {
+            comm_free(c);
+            return rc;
+        }
+        c->net.loglevel = c->loglevel;
+        c->net.connect_timeout_s = c->connect_timeout_s;
+        snprintf(c->net.addr[0], SOCK_ADDR_MAX, "%s", addr);
+        *out = c;
+        return 0;
+    }
+    rc = store_join(c, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "weft[%d] error: rendezvous: %s\n", c->rank, err);
+        comm_free(c);
+        return rc;
+    }
+    if (cfg->ifname)
+        rc = sock_iface_ip(cfg->ifname, ip, sizeof ip);
+    else
+        rc = store_local_ip(c->store, ip, sizeof ip);
+    if (rc) {
+        fprintf(stderr, "weft[%d] error: no address on interface %s\n", c->rank,
+                cfg->ifname ? cfg->ifname : "(route to the store)");
+        comm_free(c);
+        return WEFT_ECONFIG;
+    }
+    rc = tcp_net_init(&c->net, c->rank, c->size, c->id, ip, addr, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "weft[%d] error: %s\n", c->rank, err);
+        comm_free(c);
+        return rc;
+    }
+    c->net.loglevel = c->loglevel;
+    c->net.connect_timeout_s = c->connect_timeout_s;
+    c->net.secret = c->secret;
+    if ((rc = exchange_addresses(c, addr, where))) {
+        fprintf(stderr, "weft[%d] error: %s\n", c->rank, c->err);
+        comm_free(c);
+        return rc;
+    }
+    log_sub(c->loglevel, LOG_INFO, LOG_SUB_INIT, c->rank,
+            "joined: rank %d of %d, data at %s, store %s, %d host(s), connections %s", c->rank,
+            c->size, addr, where, c->nhosts,
+            c->secret ? "authenticated (HMAC-SHA256)" : "NOT authenticated");
+    *out = c;
+    return 0;
+}
+
+int weft_comm_init_env(weft_comm **out)
+{
+    weft_config cfg;
+    int rc;
+    if (!out)
+        return WEFT_EINVAL;
+    *out = NULL;
+    weft_config_default(&cfg);
+    if ((rc = weft_config_from_env(&cfg)))
+        return rc;
+    return weft_comm_init(out, &cfg);
+}
+
+typedef struct {
+    int32_t color, key;
+} split_entry;
+
+/* The library's own exchanges run the ring whatever algorithm the caller
+ * forced: a forced algorithm may not apply to the layout (flat across
+ * hosts), and these must work wherever the communicator does. */
+static int own_allgather(weft_comm *c, const void *send, void *recv, size_t count,
+                         weft_dtype t)
+{
+    weft_coll_args a = { .kind = WEFT_COLL_ALLGATHER, .send = send, .recv = recv,
+                         .count = count, .dtype = t, .algo = WEFT_ALGO_RING };
+    return weft_collective(c, &a);
+}
+
+int weft_comm_split(weft_comm *c, int color, int key, weft_comm **out)
+{
+    split_entry me = { color < 0 ? -1 : color, key }, *all;
+    char (*addrs)[SOCK_ADDR_MAX] = NULL, addr[SOCK_ADDR_MAX] = "", ip[64], err[256];
+    int *members = NULL, n = 0, newrank = -1, rc;
+    weft_comm *child = NULL;
+    if (!c || !out)
+        return WEFT_EINVAL;
+    *out = NULL;
+    all = malloc((size_t)c->size * sizeof *all);
+    addrs = calloc((size_t)c->size, sizeof *addrs);
+    members = malloc((size_t)c->size * sizeof *members);
+    if (!all || !addrs || !members) {
+        rc = comm_fail(c, WEFT_ENOMEM, "split: out of memory");
+        goto out;
+    }
+    if ((rc = own_allgather(c, &me, all, 2, WEFT_I32)))
+        goto out;
+    /* members in (key, old rank) order: insertion sort keeps it stable */
+    for (int i = 0; i < c->size; i++) {
+        if (me.color < 0 || all[i].color != me.color)
+            continue;
+        int j = n++;
+        while (j > 0 && all[members[j - 1]].key > all[i].key) {
+            members[j] = members[j - 1];
+            j--;
+        }
+        members[j] = i;
+    }
+    for (int i = 0; i < n; i++)
+        if (members[i] == c->rank)
+            newrank = i;
+    if (me.color >= 0) {
+        uint64_t salt[2] = { c->split_seq, (uint64_t)me.color };
+        if (!(child = comm_alloc(newrank, n))) {
+            rc = comm_fail(c, WEFT_ENOMEM, "split: out of memory");
+            goto out;
+        }
+        child->id = hash_bytes(c->id, salt, sizeof salt);
+        child->local_rank = -1;
+        child->algo = c->algo;
+        child->timeout_s = c->timeout_s;
+        child->connect_timeout_s = c->connect_timeout_s;
+        child->loglevel = c->loglevel;
+        /* listen where the parent listens: that address is known to work */
+        if (sock_split_addr(c->net.addr[c->rank], ip, sizeof ip, &rc)) {
+            rc = comm_fail(c, WEFT_EPROTO, "split: bad own address");
+            goto out;
+        }
+        rc = tcp_net_init(&child->net, newrank, n, child->id, ip, addr, err, sizeof err);
+        if (rc) {
+            rc = comm_fail(c, rc, "split: %s", err);
+            goto out;
+        }
+        child->net.loglevel = c->loglevel;
+        child->net.connect_timeout_s = c->connect_timeout_s;
+        if (c->secret && !(child->secret = strdup(c->secret))) {
+            rc = comm_fail(c, WEFT_ENOMEM, "split: out of memory");
+            goto out;
+        }
+        child->net.secret = child->secret;
+        memcpy(child->store_host, c->store_host, sizeof child->store_host);
+        child->store_port = c->store_port;
+        child->store_rank = -1; /* its own ranks need not include the store's host */
+        if (n > 1 && (c->store || c->watch) && (rc = store_join(child, err, sizeof err))) {
+            rc = comm_fail(c, rc, "split: cannot reach the store: %s", err);
+            goto out;
+        }
+    }
+    c->split_seq++;
+    if ((rc = own_allgather(c, addr, addrs, SOCK_ADDR_MAX, WEFT_U8)))
+        goto out;
+    if (child) {
+        child->nhosts = 0;
+        for (int i = 0; i < n; i++) {
+            int j = 0;
+            memcpy(child->net.addr[i], addrs[members[i]], SOCK_ADDR_MAX);
+            while (j < i && c->host[members[j]] != c->host[members[i]])
+                j++;
+            child->host[i] = j < i ? child->host[j] : child->nhosts++;
+        }
+        *out = child;
+        child = NULL;
+    }
+out:
+    if (child)
+        comm_free(child);
+    free(all);
+    free(addrs);
+    free(members);
+    return rc;
+}
+
+int weft_comm_rank(const weft_comm *c) { return c ? c->rank : WEFT_EINVAL; }
+int weft_comm_size(const weft_comm *c) { return c ? c->size : WEFT_EINVAL; }
+int weft_comm_local_rank(const weft_comm *c) { return c ? c->local_rank : WEFT_EINVAL; }
+int weft_comm_host_count(const weft_comm *c) { return c ? c->nhosts : WEFT_EINVAL; }
+
+int weft_comm_host_of(const weft_comm *c, int r)
+{
+    return c && r >= 0 && r < c->size ? c->host[r] : WEFT_EINVAL;
+}
+const char *weft_comm_error(const weft_comm *c) { return c ? c->err : "no communicator"; }
+
+int weft_comm_set_algo(weft_comm *c, weft_algo a)
+{
+    if (!c || a < 0 || a >= WEFT_ALGO_COUNT)
+        return WEFT_EINVAL;
+    c->algo = a;
+    return 0;
+}
+
+weft_algo weft_comm_algo(const weft_comm *c) { return c ? c->algo : WEFT_ALGO_AUTO; }
+
+int weft_comm_abort(weft_comm *c)
+{
+    if (!c || c->magic != COMM_MAGIC)
+        return WEFT_EINVAL;
+    atomic_store(&c->aborted, 1);
+    if (c->abort_pipe[1] >= 0 && write(c->abort_pipe[1], "a", 1) < 0) {
+        /* the pipe is full: a wake-up is already pending */
+    }
+    return 0;
+}
+
+void comm_sever(weft_comm *c)
+{
+    exec_shm_reap(c, 0);
+    for (int i = 0; i < c->size; i++) {
+        if (c->net.out_fd && c->net.out_fd[i] >= 0) {
+            close(c->net.out_fd[i]);
+            c->net.out_fd[i] = -1;
+        }
+        if (c->net.in_fd && c->net.in_fd[i] >= 0) {
+            close(c->net.in_fd[i]);
+            c->net.in_fd[i] = -1;
+        }
+    }
+    /* after the close: a sender that makes a segment for this rank from
+     * now on sees the end of stream and unlinks it itself */
+    exec_shm_reap(c, 1);
+}
+
+int weft_comm_destroy(weft_comm *c)
+{
+    int rc = 0;
+    if (!c)
+        return 0;
+    if (c->magic != COMM_MAGIC)
+        return WEFT_EINVAL; /* destroyed already (while its memory lasts) */
+    async_drain(c);
+    /* Nobody may still be waiting on this rank's store or sockets. */
+    if (c->size > 1 && !c->broken && !atomic_load(&c->aborted)) {
+        weft_coll_args b = { .kind = WEFT_COLL_BARRIER, .dtype = WEFT_U8,
+                             .algo = WEFT_ALGO_RING }; /* as in own_allgather */
+        rc = weft_collective(c, &b);
+    }
+    comm_free(c);
+    return rc;
+}
+
+int comm_spin_yields(weft_comm *c)
+{
+    if (c->spin_yields < 0) {
+        /* More ranks than cores on this host: a yield may hand the core to
+         * each of the others before the awaited message can come, so the
+         * spin lasts long enough for all of them to have had a turn. */
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        int local = 0;
+        for (int r = 0; r < c->size; r++)
+            local += c->host[r] == c->host[c->rank];
+        c->spin_yields = cores > 0 && local > cores ? 2 * local : 0;
+    }
+    return c->spin_yields;
+}
+
+int comm_watch_fd(const weft_comm *c)
+{
+    return c->watch ? store_fd(c->watch) : -1;
+}
+
+/* Take over another rank's notice as this rank's error. */
+static int adopt(weft_comm *c, const void *v, size_t len, const frame_hdr *fp)
+{
+    fail_note note;
+    const char *why;
+    char d[200], msg[sizeof c->err];
+    if (fail_note_decode(v, len, c->size, &note, &why))
+        return 0;
+    frame_describe(fp, d, sizeof d);
+    if (note.witness == c->rank)
+        snprintf(msg, sizeof msg, "%.400s", note.text);
+    else
+        snprintf(msg, sizeof msg, "%.300s [reported by rank %d; this rank (%d) was in %.150s]",
+                 note.text, note.witness, c->rank, d);
+    memcpy(c->err, msg, sizeof msg);
+    c->fail_learned = 1;
+    return note.code;
+}
+
+int comm_watch_fired(weft_comm *c, const frame_hdr *fp)
+{
+    void *v = NULL;
+    size_t len = 0;
+    int rc = store_watch_read(c->watch, &v, &len), code = 0;
+    if (rc == 0)
+        code = adopt(c, v, len, fp);
+    free(v);
+    if (rc != 0 || code == 0) {
+        /* the store went away: that alone is no failure (its rank may be
+         * done); the data connections will tell */
+        store_close(c->watch);
+        c->watch = NULL;
+    }
+    return code;
+}
+
+/* A notice on the watch socket, now or within NOTICE_GRACE_MS: adopt it. */
+static int watch_now(weft_comm *c, const frame_hdr *fp, int *rc)
+{
+    struct pollfd pfd = { .fd = store_fd(c->watch), .events = POLLIN };
+    int code, n;
+    do
+        n = poll(&pfd, 1, NOTICE_GRACE_MS);
+    while (n < 0 && errno == EINTR);
+    if (n == 1 && (code = comm_watch_fired(c, fp))) {
+        *rc = code;
+        return 1;
+    }
+    return 0;
+}
+
+int comm_failed(weft_comm *c, int rc, const frame_hdr *fp)
+{
+    char key[64], val[FAIL_NOTE_MAX + 40], d[200];
+    if (!c->fail_learned && (rc == WEFT_EPEER || rc == WEFT_ETIMEDOUT) && c->watch) {
+        /* a lost peer or a timeout is often the echo of a failure
+         * elsewhere: a notice that reached this rank explains it better
+         * (and the store may be gone by now: its rank is done). A
+         * mismatch or garbage seen here is first-hand and stays. */
+        struct pollfd pfd = { .fd = store_fd(c->watch), .events = POLLIN };
+        int code, n;
+        /* a peer that let go may have done so because of a notice on its
+         * way here too: give it a moment */
+        do
+            n = poll(&pfd, 1, rc == WEFT_EPEER ? NOTICE_GRACE_MS : 0);
+        while (n < 0 && errno == EINTR);
+        if (n == 1 && (code = comm_watch_fired(c, fp)))
+            rc = code;
+    }
+    if (!c->fail_learned && c->store) {
+        int posted = 0;
+        fail_key(c, key);
+        if (rc == WEFT_EPEER && c->fail_peer >= 0) {
+            /* the peer may only have severed its links after failing
+             * itself: then its notice is already there and says why */
+            void *v = NULL;
+            size_t len;
+            int g = store_get(c->store, key, &v, &len, 0);
+            if (g == 0) {
+                int code = adopt(c, v, len, fp);
+                if (code) {
+                    rc = code;
+                    posted = 1;
+                }
+            } else if (g != WEFT_ETIMEDOUT && c->watch && watch_now(c, fp, &rc)) {
+                /* the store is gone, but the notice reached this rank just
+                 * before (its rank exits once everyone has been told) */
+                posted = 1;
+            } else if (g != WEFT_ETIMEDOUT && c->store_rank >= 0 &&
+                       c->fail_peer != c->store_rank) {
+                /* no store: the rank that served it is gone, and that is
+                 * why this peer let go */
+                char msg[sizeof c->err];
+                frame_describe(fp, d, sizeof d);
+                snprintf(msg, sizeof msg,
+                         "rank %d died (the store it served is gone; then rank %d let go of "
+                         "this rank (%d) in %.150s)", c->store_rank, c->fail_peer, c->rank, d);
+                memcpy(c->err, msg, sizeof msg);
+                posted = 1;
+            }
+            free(v);
+        }
+        if (!posted) {
+            fail_note note = { .code = rc, .witness = c->rank };
+            note.culprit = rc == WEFT_EABORTED ? c->rank : c->fail_peer;
+            snprintf(note.text, sizeof note.text, "%s", c->err);
+            int n = fail_note_encode(&note, val, sizeof val);
+            if (store_set(c->store, key, val, (size_t)n))
+                log_msg(c->loglevel, LOG_INFO, c->rank,
+                        "could not tell the other ranks through the store: %s",
+                        store_error(c->store));
+        }
+    }
+    if (c->server && c->store) {
+        /* This process serves the store and may exit as soon as this
+         * returns: one more round trip lets the server finish handing the
+         * notice to every waiting rank first. */
+        int exists;
+        store_check(c->store, "weft/flush", &exists);
+    }
+    log_sub(c->loglevel, LOG_WARN, LOG_SUB_COLL, c->rank, "%s: %s", weft_strerror(rc), c->err);
+    if ((c->loglevel & 0xff) >= LOG_WARN)
+        flight_dump(&c->fl, 2, c->rank, (c->loglevel & 0xff) >= LOG_INFO ? 0 : 4);
+    comm_sever(c);
+    return rc;
+}
+
+int weft_comm_dump(const weft_comm *c, int fd)
+{
+    if (!c || c->magic != COMM_MAGIC || fd < 0)
+        return WEFT_EINVAL;
+    return flight_dump(&c->fl, fd, c->rank, 0);
+}

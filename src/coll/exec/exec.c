@@ -1,0 +1,462 @@
+/* The schedule executor. Within a round, every network op makes progress
+ * whenever its socket (or shared-memory ring) is ready; when none can, the
+ * rank polls briefly, yielding its core, then sleeps in poll() until one
+ * can, so a waiting rank never takes a core from a rank that computes.
+ * Peers on the same host exchange messages through transport/shm.h rings
+ * (the TCP connection then carries only doorbells); receives that reduce
+ * read straight out of the ring, or, over TCP, through a small per-peer
+ * staging buffer, reduced as the bytes arrive so that the reduction
+ * overlaps the transfer. */
+#include "coll/exec/exec_int.h"
+
+#include "coll/reduce.h"
+#include "core/clock.h"
+#include "core/log.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define STAGE_BYTES (256u * 1024u)
+#define PEND_MAX TCP_PEND_MAX
+#define PROBE_S 1.0            /* how often to check on peers that never connected */
+
+void exec_describe(const frame_hdr *h, char *buf, size_t len)
+{
+    frame_describe(h, buf, len);
+}
+
+static int same_op(const frame_hdr *a, const frame_hdr *b)
+{
+    return a->kind == b->kind && a->seq == b->seq && a->count == b->count &&
+           a->dtype == b->dtype && a->op == b->op && a->root == b->root &&
+           a->algo == b->algo;
+}
+
+int exec_fail_peer(weft_comm *c, int peer, const frame_hdr *fp, const char *what)
+{
+    char d[160];
+    exec_describe(fp, d, sizeof d);
+    c->fail_peer = peer;
+    return comm_fail(c, WEFT_EPEER, "rank %d died (its connection to rank %d %s) during %s",
+                     peer, c->rank, what, d);
+}
+
+static int local_op(weft_comm *c, const sched_op *o, char **bufs, const frame_hdr *fp)
+{
+    char *dst = bufs[o->buf] + o->off;
+    const char *src = bufs[o->src_buf] + o->src_off;
+    size_t es = weft_dtype_size((weft_dtype)fp->dtype);
+    if (o->kind == SOP_COPY) {
+        if (dst != src)
+            memmove(dst, src, o->len);
+        return 0;
+    }
+    int rc = reduce_apply(dst, dst, src, o->len / es, (weft_dtype)fp->dtype, (weft_op)fp->op);
+    return rc ? comm_fail(c, rc, "bad reduction (dtype %d, op %d)", fp->dtype, fp->op) : 0;
+}
+
+/* Returns 1 on progress, 0 if the socket would block, negative on error. */
+static int do_send(weft_comm *c, const sched_op *o, opstate *st, char **bufs,
+                   const frame_hdr *fp)
+{
+    char e[300], d[160];
+    int fd, progressed = 0;
+    uint64_t visit = 0;
+    int rc = tcp_out(&c->net, o->peer, &fd, e, sizeof e);
+    if (rc < 0) {
+        exec_describe(fp, d, sizeof d);
+        c->fail_peer = o->peer;
+        return comm_fail(c, rc, "%s, during %s", e, d);
+    }
+    st->wfd = fd;
+    st->wev = POLLIN;
+    st->lk = NULL;
+    if (rc == 0)
+        return 0; /* its listener has not answered the handshake yet */
+    st->wev = POLLOUT;
+    if (exec_same_host(c, o->peer) &&
+        (rc = exec_shm_send(c, o, st, bufs, fp, fd)) != EXEC_NOT_SHM)
+        return rc;
+    while (!st->complete) {
+        struct iovec iov[2];
+        int n_iov = 0;
+        if (st->hdr < sizeof st->h) {
+            iov[n_iov].iov_base = (char *)&st->h + st->hdr;
+            iov[n_iov++].iov_len = sizeof st->h - st->hdr;
+        }
+        if (st->done < o->len) {
+            uint64_t left = o->len - st->done;
+            iov[n_iov].iov_base = bufs[o->buf] + o->off + st->done;
+            iov[n_iov++].iov_len = left < VISIT_BYTES ? left : VISIT_BYTES;
+        }
+        struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)n_iov };
+        ssize_t n = sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return progressed;
+            if (errno == EPIPE || errno == ECONNRESET)
+                return exec_fail_peer(c, o->peer, fp, "was reset");
+            return comm_fail(c, WEFT_ESYS, "send to rank %d: %s", o->peer, strerror(errno));
+        }
+        progressed = 1;
+        visit += (uint64_t)n;
+        size_t h = sizeof st->h - st->hdr;
+        if ((size_t)n <= h) {
+            st->hdr += (uint32_t)n;
+        } else {
+            st->hdr = sizeof st->h;
+            st->done += (uint64_t)n - h;
+        }
+        st->complete = st->hdr == sizeof st->h && st->done == o->len;
+        if (visit >= VISIT_BYTES)
+            return 1;
+    }
+    return progressed;
+}
+
+int exec_check_header(weft_comm *c, const sched_op *o, opstate *st, const frame_hdr *fp)
+{
+    frame_hdr *h = &st->h;
+    char mine[160], theirs[160];
+    const char *why;
+    c->fail_peer = o->peer;
+    if (frame_decode(&st->h, sizeof st->h, h, &why))
+        return comm_fail(c, WEFT_EPROTO, "garbage from rank %d: %s (magic 0x%08x, version %u)",
+                         o->peer, why, h->magic, h->version);
+    if (!same_op(h, fp) || h->len != o->len) {
+        exec_describe(h, theirs, sizeof theirs);
+        exec_describe(fp, mine, sizeof mine);
+        if (h->algo != fp->algo && h->kind == fp->kind && h->seq == fp->seq &&
+            h->count == fp->count)
+            return comm_fail(c, WEFT_EMISMATCH,
+                             "rank %d runs %s with algorithm %s while this rank (%d) uses %s",
+                             o->peer, mine, weft_algo_name((weft_algo)h->algo), c->rank,
+                             weft_algo_name((weft_algo)fp->algo));
+        if (same_op(h, fp))
+            return comm_fail(c, WEFT_EMISMATCH,
+                             "rank %d sent %llu bytes where this rank (%d) expects %llu in %s",
+                             o->peer, (unsigned long long)h->len, c->rank,
+                             (unsigned long long)o->len, mine);
+        return comm_fail(c, WEFT_EMISMATCH, "rank %d is in %s while this rank (%d) is in %s",
+                         o->peer, theirs, c->rank, mine);
+    }
+    c->fail_peer = -1;
+    return 0;
+}
+
+static int do_recv(weft_comm *c, const sched_op *o, opstate *st, char **bufs,
+                   const frame_hdr *fp, int fd)
+{
+    int progressed = 0;
+    uint64_t visit = 0;
+    size_t es = weft_dtype_size((weft_dtype)fp->dtype);
+    char *stage = NULL;
+    if (o->kind == SOP_RECV_REDUCE) {
+        if (!c->stage[o->peer] && !(c->stage[o->peer] = malloc(STAGE_BYTES)))
+            return comm_fail(c, WEFT_ENOMEM, "out of memory for a receive buffer");
+        stage = c->stage[o->peer];
+    }
+    while (!st->complete && visit < VISIT_BYTES) {
+        char *to;
+        size_t want;
+        if (st->hdr < sizeof st->h) {
+            to = (char *)&st->h + st->hdr;
+            want = sizeof st->h - st->hdr;
+        } else if (stage) {
+            uint64_t left = o->len - st->done - st->partial;
+            to = stage + st->partial;
+            want = STAGE_BYTES - st->partial;
+            if (left < want)
+                want = (size_t)left;
+        } else {
+            uint64_t left = o->len - st->done;
+            to = bufs[o->buf] + o->off + st->done;
+            want = left < VISIT_BYTES ? (size_t)left : VISIT_BYTES;
+        }
+        ssize_t n = recv(fd, to, want, MSG_DONTWAIT);
+        if (n == 0)
+            return exec_fail_peer(c, o->peer, fp, "closed");
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return progressed;
+            if (errno == ECONNRESET)
+                return exec_fail_peer(c, o->peer, fp, "was reset");
+            return comm_fail(c, WEFT_ESYS, "receive from rank %d: %s", o->peer,
+                             strerror(errno));
+        }
+        progressed = 1;
+        visit += (uint64_t)n;
+        if (st->hdr < sizeof st->h) {
+            st->hdr += (uint32_t)n;
+            if (st->hdr == sizeof st->h) {
+                int rc = exec_check_header(c, o, st, fp);
+                if (rc)
+                    return rc;
+            }
+        } else if (stage) {
+            size_t have = st->partial + (size_t)n, nel = have / es, used = nel * es;
+            int rc = reduce_apply(bufs[o->buf] + o->off + st->done,
+                                  bufs[o->src_buf] + o->src_off + st->done, stage, nel,
+                                  (weft_dtype)fp->dtype, (weft_op)fp->op);
+            if (rc)
+                return comm_fail(c, rc, "bad reduction");
+            st->done += used;
+            st->partial = (uint32_t)(have - used);
+            if (st->partial)
+                memmove(stage, stage + used, st->partial);
+        } else {
+            st->done += (uint64_t)n;
+        }
+        st->complete = st->hdr == sizeof st->h && st->done == o->len;
+    }
+    return progressed;
+}
+
+static int timed_out(weft_comm *c, const sched_op *ops, const opstate *st, uint32_t b,
+                     uint32_t e, const frame_hdr *fp)
+{
+    char d[160], who[256];
+    size_t w = 0;
+    who[0] = 0;
+    for (uint32_t i = b; i < e; i++) {
+        if (st[i - b].complete || ops[i].kind == SOP_COPY || ops[i].kind == SOP_REDUCE)
+            continue;
+        if (w < sizeof who - 16)
+            w += (size_t)snprintf(who + w, sizeof who - w, "%s%s %d", w ? ", " : "",
+                                  ops[i].kind == SOP_SEND ? "to" : "from", ops[i].peer);
+    }
+    for (uint32_t i = b; i < e && c->fail_peer < 0; i++)
+        if (!st[i - b].complete && ops[i].kind != SOP_COPY && ops[i].kind != SOP_REDUCE)
+            c->fail_peer = ops[i].peer;
+    exec_describe(fp, d, sizeof d);
+    return comm_fail(c, WEFT_ETIMEDOUT,
+                     "rank %d timed out after %.0f s in %s waiting on ranks: %s", c->rank,
+                     c->timeout_s, d, who);
+}
+
+static int run_round(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
+                     char **bufs, const frame_hdr *fp, opstate *st, char *busy,
+                     struct pollfd *pf, int *shw)
+{
+    int P = c->size, rc;
+    double last = clock_now(), next_probe = last + PROBE_S;
+    for (uint32_t i = b; i < e; i++) {
+        const sched_op *o = &s->ops[i];
+        memset(&st[i - b], 0, sizeof *st);
+        if (o->kind == SOP_COPY || o->kind == SOP_REDUCE) {
+            if ((rc = local_op(c, o, bufs, fp)))
+                return rc;
+            st[i - b].complete = 1;
+        } else {
+            st[i - b].h = *fp;
+            st[i - b].h.len = o->len;
+            st[i - b].wfd = -1;
+        }
+    }
+    int32_t wait[FLIGHT_WAIT_MAX];
+    for (;;) {
+        int progressed = 0, pending = 0, npf = 0;
+        if (atomic_load(&c->aborted))
+            return comm_fail(c, WEFT_EABORTED, "communicator aborted");
+        memset(busy, 0, 2 * (size_t)P);
+        for (uint32_t i = b; i < e; i++) {
+            const sched_op *o = &s->ops[i];
+            opstate *x = &st[i - b];
+            if (x->complete)
+                continue;
+            int is_send = o->kind == SOP_SEND;
+            char *slot = &busy[(is_send ? 0 : P) + o->peer];
+            pending++;
+            if (*slot) /* an earlier op on this peer and direction goes first */
+                continue;
+            *slot = 1;
+            if (is_send) {
+                rc = do_send(c, o, x, bufs, fp);
+            } else {
+                int fd;
+                char emsg[8];
+                rc = tcp_in(&c->net, o->peer, &fd, emsg, sizeof emsg);
+                x->wfd = fd;
+                x->wev = POLLIN;
+                x->lk = NULL;
+                if (rc > 0 && (!exec_same_host(c, o->peer) ||
+                               (rc = exec_shm_recv(c, o, x, bufs, fp, fd)) == EXEC_NOT_SHM))
+                    rc = do_recv(c, o, x, bufs, fp, fd);
+            }
+            if (rc < 0)
+                return rc;
+            progressed |= rc;
+            pending -= x->complete;
+        }
+        if (!pending)
+            return 0;
+        if (progressed) {
+            last = clock_now();
+            continue;
+        }
+        /* Nothing can move: sleep until a socket is ready, a connection
+         * arrives, another rank reports a failure or this one is aborted. */
+        int nw = 0, nsh = 0;
+        memset(busy, 0, 2 * (size_t)P);
+        for (uint32_t i = b; i < e; i++) {
+            const sched_op *o = &s->ops[i];
+            if (st[i - b].complete)
+                continue;
+            int is_send = o->kind == SOP_SEND;
+            char *slot = &busy[(is_send ? 0 : P) + o->peer];
+            if (*slot)
+                continue;
+            *slot = 1;
+            if (nw < FLIGHT_WAIT_MAX)
+                wait[nw++] = is_send ? -o->peer - 1 : o->peer;
+            if (st[i - b].wfd >= 0) {
+                if (st[i - b].lk) {
+                    shw[nsh++] = (int)(i - b);
+                    st[i - b].pfi = npf;
+                }
+                pf[npf++] = (struct pollfd){ .fd = st[i - b].wfd, .events = st[i - b].wev };
+            }
+        }
+        if (c->cur)
+            flight_waiting(c->cur, wait, nw);
+        int ipend = npf, npend = tcp_pending(&c->net, pf + npf, PEND_MAX);
+        npf += npend;
+        int ilfd = npf, iwatch = -1;
+        pf[npf++] = (struct pollfd){ .fd = c->net.lfd, .events = POLLIN };
+        pf[npf++] = (struct pollfd){ .fd = c->abort_pipe[0], .events = POLLIN };
+        if (comm_watch_fd(c) >= 0) {
+            iwatch = npf;
+            pf[npf++] = (struct pollfd){ .fd = comm_watch_fd(c), .events = POLLIN };
+        }
+        double wake = last + c->timeout_s < next_probe ? last + c->timeout_s : next_probe;
+        /* A message is usually imminent: poll without sleeping, yielding the
+         * core to any rank that can use it, for up to spin_s before blocking;
+         * waking a blocked process costs tens of microseconds on a VM. Rings
+         * are looked at on every turn; when only rings are awaited, the
+         * sockets (abort, notices, new connections) on the first and every
+         * 16th, so that connections still get accepted (and strangers
+         * dropped) while rings keep a rank busy. */
+        int n = 0, moved = 0, nsock = npf - nsh;
+        if (c->spin_s > 0) {
+            double spin_end = clock_now() + c->spin_s;
+            for (int k = 0;; k++) {
+                if ((nsock > 2 + (iwatch >= 0) || !(k & 15)) &&
+                    (n = poll(pf, (nfds_t)npf, 0)) != 0)
+                    break;
+                if (nsh && exec_shm_ready(st, shw, nsh)) {
+                    moved = 1;
+                    break;
+                }
+                if (k >= c->spin_yields && clock_now() >= spin_end)
+                    break;
+                sched_yield();
+            }
+        }
+        if (!moved && n == 0) {
+            /* Declare every awaited ring asleep, then look once more: a
+             * peer that published before seeing the flag is caught here,
+             * one that publishes after it rings the doorbell. */
+            if (exec_shm_sleep(st, shw, nsh)) {
+                n = poll(pf, (nfds_t)npf, clock_ms_until(wake));
+                exec_shm_wake(st, shw, nsh);
+            } else {
+                moved = 1;
+            }
+        }
+        if (n > 0)
+            exec_shm_drain(st, shw, nsh, pf);
+        if (moved) {
+            if (clock_now() >= last + c->timeout_s)
+                return timed_out(c, s->ops, st, b, e, fp);
+            continue;
+        }
+        if (n < 0 && errno != EINTR)
+            return comm_fail(c, WEFT_ESYS, "poll: %s", strerror(errno));
+        if (n == 0 && clock_now() >= last + c->timeout_s)
+            return timed_out(c, s->ops, st, b, e, fp);
+        if (clock_now() >= next_probe) {
+            /* a peer this rank waits for but that never connected may be
+             * dead, and then nobody else may ever notice */
+            for (uint32_t i = b; i < e; i++) {
+                const sched_op *o = &s->ops[i];
+                if (st[i - b].complete || o->kind == SOP_SEND || o->kind == SOP_COPY ||
+                    o->kind == SOP_REDUCE || c->net.in_fd[o->peer] >= 0)
+                    continue;
+                if (tcp_probe(&c->net, o->peer)) {
+                    char d[160];
+                    exec_describe(fp, d, sizeof d);
+                    c->fail_peer = o->peer;
+                    return comm_fail(c, WEFT_EPEER,
+                                     "rank %d died (nothing listens at its address %s) during %s",
+                                     o->peer, c->net.addr[o->peer], d);
+                }
+            }
+            next_probe = clock_now() + PROBE_S;
+        }
+        if (atomic_load(&c->aborted))
+            return comm_fail(c, WEFT_EABORTED, "communicator aborted");
+        /* another rank's notice counts only when nothing else is ready:
+         * what this rank can see for itself (a mismatched frame, a closed
+         * connection) says more */
+        if (n == 1 && iwatch >= 0 && pf[iwatch].revents) {
+            if ((rc = comm_watch_fired(c, fp)))
+                return rc;
+        }
+        int ready = 0;
+        for (int k = 0; n > 0 && k < npend; k++)
+            ready |= pf[ipend + k].revents != 0;
+        if ((ready || npend) && tcp_check_pending(&c->net) > 0)
+            last = clock_now();
+        if (n > 0 && (pf[ilfd].revents & POLLIN)) {
+            char emsg[200];
+            if ((rc = tcp_accept_one(&c->net, emsg, sizeof emsg)) < 0)
+                return comm_fail(c, rc, "accepting a connection: %s", emsg);
+            if (rc > 0) /* a member arrived (a liveness probe is no progress) */
+                last = clock_now();
+        }
+    }
+}
+
+int exec_run(weft_comm *c, const weft_sched *s, char *bufs[SB_COUNT], const frame_hdr *fp)
+{
+    uint32_t maxops = 0, b = 0;
+    int rc = 0;
+    for (uint32_t r = 0; r < s->nrounds; r++) {
+        uint32_t n = s->round_end[r] - (r ? s->round_end[r - 1] : 0);
+        if (n > maxops)
+            maxops = n;
+    }
+    c->fail_peer = -1;
+    if (!maxops)
+        return 0;
+    comm_spin_yields(c);
+    opstate *st = malloc(maxops * sizeof *st);
+    char *busy = malloc(2 * (size_t)c->size);
+    struct pollfd *pf = malloc((2 * (size_t)maxops + 3 + PEND_MAX) * sizeof *pf);
+    int *shw = malloc(maxops * sizeof *shw);
+    if (!st || !busy || !pf || !shw) {
+        rc = comm_fail(c, WEFT_ENOMEM, "out of memory running a schedule");
+        goto out;
+    }
+    for (uint32_t r = 0; r < s->nrounds && !rc; r++) {
+        rc = run_round(c, s, b, s->round_end[r], bufs, fp, st, busy, pf, shw);
+        b = s->round_end[r];
+    }
+out:
+    free(st);
+    free(busy);
+    free(pf);
+    free(shw);
+    return rc;
+}

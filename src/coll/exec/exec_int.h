@@ -1,0 +1,51 @@
+/* What the executor's two halves share: coll/exec/exec.c runs rounds over
+ * TCP, coll/exec/exec_shm.c moves the messages of same-host pairs through
+ * shared-memory rings (transport/shm.h). Internal to those two files. */
+#ifndef WEFT_COLL_EXEC_INT_H
+#define WEFT_COLL_EXEC_INT_H
+
+#include "coll/exec/exec.h"
+
+#define VISIT_BYTES (4u << 20) /* per op per sweep, so no op starves the others */
+#define EXEC_NOT_SHM 2         /* the pair talks TCP: the caller moves the bytes */
+
+typedef struct {
+    frame_hdr h;
+    int wfd;           /* when it could not move: the socket it waits on */
+    short wev;
+    uint64_t done;     /* payload bytes sent, received or reduced */
+    uint32_t hdr;      /* header bytes sent or received */
+    uint32_t partial;  /* RECV_REDUCE: bytes of an incomplete element staged */
+    int complete;
+    shm_cma_desc cd;   /* large messages over a ring: single copy or not */
+    uint32_t cdone;    /* bytes of cd sent or received */
+    int cma_wait;      /* sender: cd announced a single copy, not yet acknowledged */
+    shm_link *lk;      /* when it could not move: the ring it waits on */
+    int writer;        /* ... as its sender (1: for room, 2: for the acknowledgement of
+                        * its single copy) or receiver (0: for bytes) */
+    int pfi;           /* that wait's entry in the poll set */
+} opstate;
+
+/* Record that peer died during fp (what: "closed", "was reset"). */
+int exec_fail_peer(weft_comm *c, int peer, const frame_hdr *fp, const char *what);
+/* A complete header arrived in st->h: is it the message op o expects? */
+int exec_check_header(weft_comm *c, const sched_op *o, opstate *st, const frame_hdr *fp);
+
+int exec_same_host(const weft_comm *c, int peer);
+/* The op's bytes, when its pair shares memory; fd is the pair's ready TCP
+ * connection (hello, doorbells). 1: progress, 0: none (st->wfd/wev/lk say
+ * what to wait for), EXEC_NOT_SHM, or a negative error. */
+int exec_shm_send(weft_comm *c, const sched_op *o, opstate *st, char **bufs,
+                  const frame_hdr *fp, int fd);
+int exec_shm_recv(weft_comm *c, const sched_op *o, opstate *st, char **bufs,
+                  const frame_hdr *fp, int fd);
+/* Of the ops st[shw[0..nsh)] that wait on rings: can any move now? */
+int exec_shm_ready(const opstate *st, const int *shw, int nsh);
+/* Declare them all asleep; 1: the caller may block (each peer now rings
+ * on its next move), 0: one can move already (no flag is left set). */
+int exec_shm_sleep(opstate *st, const int *shw, int nsh);
+void exec_shm_wake(opstate *st, const int *shw, int nsh);
+/* After poll(): read the doorbells that rang (noting ends of stream). */
+void exec_shm_drain(opstate *st, const int *shw, int nsh, const void *pf);
+
+#endif

@@ -1,0 +1,145 @@
+/* Building schedules: append ops and close rounds. */
+#include "coll/sched/sched.h"
+#include "coll/sched/tree.h"
+#include "coll/sched/two_level.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void sched_init(weft_sched *s) { memset(s, 0, sizeof *s); }
+
+void sched_free(weft_sched *s)
+{
+    free(s->ops);
+    free(s->round_end);
+    sched_init(s);
+}
+
+void sched_reset(weft_sched *s)
+{
+    s->nops = 0;
+    s->nrounds = 0;
+    s->tmp_bytes = 0;
+    s->err = 0;
+}
+
+static void push(weft_sched *s, const sched_op *op)
+{
+    if (s->err)
+        return;
+    if (s->nops == s->cap) {
+        uint32_t cap = s->cap ? s->cap * 2 : 64;
+        sched_op *n = realloc(s->ops, (size_t)cap * sizeof *n);
+        if (!n) {
+            s->err = WEFT_ENOMEM;
+            return;
+        }
+        s->ops = n;
+        s->cap = cap;
+    }
+    s->ops[s->nops++] = *op;
+}
+
+void sched_end_round(weft_sched *s)
+{
+    uint32_t start = s->nrounds ? s->round_end[s->nrounds - 1] : 0;
+    if (s->err || s->nops == start)
+        return;
+    if (s->nrounds == s->rcap) {
+        uint32_t cap = s->rcap ? s->rcap * 2 : 16;
+        uint32_t *n = realloc(s->round_end, (size_t)cap * sizeof *n);
+        if (!n) {
+            s->err = WEFT_ENOMEM;
+            return;
+        }
+        s->round_end = n;
+        s->rcap = cap;
+    }
+    s->round_end[s->nrounds++] = s->nops;
+}
+
+static void net(weft_sched *s, int kind, int peer, int buf, uint64_t off,
+                int src_buf, uint64_t src_off, uint64_t len)
+{
+    sched_op op = { .kind = (uint8_t)kind, .buf = (uint8_t)buf,
+                    .src_buf = (uint8_t)src_buf, .peer = peer,
+                    .off = off, .src_off = src_off, .len = len };
+    push(s, &op);
+}
+
+void sched_send(weft_sched *s, int peer, int buf, uint64_t off, uint64_t len)
+{
+    net(s, SOP_SEND, peer, buf, off, buf, 0, len);
+}
+
+void sched_recv(weft_sched *s, int peer, int buf, uint64_t off, uint64_t len)
+{
+    net(s, SOP_RECV, peer, buf, off, buf, 0, len);
+}
+
+void sched_recv_reduce(weft_sched *s, int peer, int buf, uint64_t off,
+                       int src_buf, uint64_t src_off, uint64_t len)
+{
+    net(s, SOP_RECV_REDUCE, peer, buf, off, src_buf, src_off, len);
+}
+
+void sched_copy(weft_sched *s, int dst_buf, uint64_t dst_off, int src_buf,
+                uint64_t src_off, uint64_t len)
+{
+    if (len == 0 || (dst_buf == src_buf && dst_off == src_off))
+        return;
+    net(s, SOP_COPY, -1, dst_buf, dst_off, src_buf, src_off, len);
+}
+
+void sched_reduce(weft_sched *s, int dst_buf, uint64_t dst_off, int src_buf,
+                  uint64_t src_off, uint64_t len)
+{
+    if (len == 0)
+        return;
+    net(s, SOP_REDUCE, -1, dst_buf, dst_off, src_buf, src_off, len);
+}
+
+void sched_need_tmp(weft_sched *s, uint64_t bytes)
+{
+    if (bytes > s->tmp_bytes)
+        s->tmp_bytes = bytes;
+}
+
+int sched_build(weft_sched *s, weft_algo a, const sched_params *p)
+{
+    int rc;
+    sched_reset(s);
+    if (p->nranks < 1 || p->rank < 0 || p->rank >= p->nranks || p->esize == 0)
+        return WEFT_EINVAL;
+    switch (a) {
+    case WEFT_ALGO_NAIVE: rc = sched_naive(s, p); break;
+    case WEFT_ALGO_RING: rc = sched_ring(s, p); break;
+    case WEFT_ALGO_TREE: rc = sched_tree(s, p); break;
+    case WEFT_ALGO_RD: rc = sched_rd(s, p); break;
+    case WEFT_ALGO_RABENSEIFNER: rc = sched_rabenseifner(s, p); break;
+    case WEFT_ALGO_HIER: rc = sched_hier(s, p); break;
+    default: return WEFT_ENOTSUP;
+    }
+    sched_end_round(s);
+    if (rc == 0 && s->err)
+        rc = s->err;
+    return rc;
+}
+
+void sched_dump(const weft_sched *s, void *file)
+{
+    static const char *kinds[] = { "send", "recv", "recv_reduce", "copy", "reduce" };
+    static const char *bufs[] = { "send", "recv", "tmp" };
+    FILE *f = file;
+    uint32_t r = 0;
+    for (uint32_t i = 0; i < s->nops; i++) {
+        while (r < s->nrounds && i >= s->round_end[r])
+            r++;
+        const sched_op *o = &s->ops[i];
+        fprintf(f, "round %u %s peer=%d %s+%llu <- %s+%llu len=%llu\n", r,
+                kinds[o->kind], o->peer, bufs[o->buf], (unsigned long long)o->off,
+                bufs[o->src_buf], (unsigned long long)o->src_off,
+                (unsigned long long)o->len);
+    }
+}

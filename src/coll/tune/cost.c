@@ -1,0 +1,510 @@
+/* Costing schedules: constants, their parsing, and the walk. */
+#include "coll/tune/cost.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void cost_default(cost_params *c)
+{
+    /* bench/calibrate.sh on the 2-core build machine, 8 B .. 2 MiB, under
+     * load from other jobs (docs/TUNING.md); msg could not be measured
+     * there (no third core) and alpha_inter/beta_inter are a 10 Gbit/s
+     * TCP link's, not measured. Ranks on one host talk through shared
+     * memory (transport/shm.h) unless WEFT_SHM=0, and then through TCP
+     * over loopback: each has its own constants. */
+    const char *shm = getenv("WEFT_SHM");
+    if (shm && !strcmp(shm, "0")) {
+        c->alpha = 10e-6;
+        c->alpha_over = 12e-6;
+        c->msg = 2e-6;
+        c->msg_over = 20e-6;
+        c->beta = 8.4e-10;
+    } else {
+        c->alpha = 1.5e-6;
+        c->alpha_over = 2.5e-6;
+        c->msg = 0.5e-6;
+        c->msg_over = 2.5e-6;
+        c->beta = 1.25e-10;
+    }
+    c->gamma = 7.2e-11;
+    c->alpha_inter = 60e-6;
+    c->beta_inter = 1.0 / 1.1e9;
+    c->cores = 0;
+}
+
+typedef struct {
+    const char *name;
+    size_t off;
+} key;
+
+static const key keys[] = {
+    { "alpha", offsetof(cost_params, alpha) },
+    { "alpha_over", offsetof(cost_params, alpha_over) },
+    { "msg", offsetof(cost_params, msg) },
+    { "msg_over", offsetof(cost_params, msg_over) },
+    { "beta", offsetof(cost_params, beta) },
+    { "gamma", offsetof(cost_params, gamma) },
+    { "alpha_inter", offsetof(cost_params, alpha_inter) },
+    { "beta_inter", offsetof(cost_params, beta_inter) },
+};
+
+static int is_sep(char ch)
+{
+    return ch == ',' || ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == ';';
+}
+
+int cost_parse(cost_params *c, const char *s, const char **where)
+{
+    const char *p = s;
+    while (p && *p) {
+        if (is_sep(*p)) {
+            p++;
+            continue;
+        }
+        if (*p == '#') {
+            while (*p && *p != '\n')
+                p++;
+            continue;
+        }
+        const char *start = p, *eq = p;
+        while (*eq && *eq != '=' && !is_sep(*eq))
+            eq++;
+        if (*eq != '=')
+            goto bad;
+        size_t klen = (size_t)(eq - p);
+        char *end;
+        errno = 0;
+        double v = strtod(eq + 1, &end);
+        if (end == eq + 1 || errno || !(v >= 0) || v > 1e9 || (*end && !is_sep(*end) && *end != '#'))
+            goto bad;
+        if (klen == 5 && !strncmp(p, "cores", 5)) {
+            if (v != (double)(int)v)
+                goto bad;
+            c->cores = (int)v;
+        } else {
+            size_t i;
+            for (i = 0; i < sizeof keys / sizeof keys[0]; i++)
+                if (strlen(keys[i].name) == klen && !strncmp(p, keys[i].name, klen))
+                    break;
+            if (i == sizeof keys / sizeof keys[0])
+                goto bad;
+            *(double *)((char *)c + keys[i].off) = v;
+        }
+        p = end;
+        continue;
+    bad:
+        if (where)
+            *where = start;
+        return WEFT_ECONFIG;
+    }
+    return 0;
+}
+
+int cost_format(const cost_params *c, char *buf, size_t cap)
+{
+    return snprintf(buf, cap,
+                    "alpha=%.6g,alpha_over=%.6g,msg=%.6g,msg_over=%.6g,beta=%.6g,gamma=%.6g,"
+                    "alpha_inter=%.6g,beta_inter=%.6g,cores=%d",
+                    c->alpha, c->alpha_over, c->msg, c->msg_over, c->beta, c->gamma, c->alpha_inter,
+                    c->beta_inter, c->cores);
+}
+
+static void say(char *err, size_t cap, const char *src, const char *at)
+{
+    if (err && cap)
+        snprintf(err, cap, "%s: cannot parse '%.*s' (keys: alpha alpha_over msg msg_over beta gamma "
+                           "alpha_inter beta_inter cores)",
+                 src, at ? (int)strcspn(at, ", \t\n") : 0, at ? at : "");
+}
+
+int cost_from_env(cost_params *c, char *err, size_t cap)
+{
+    return cost_from_env_for(c, 0, err, cap);
+}
+
+int cost_from_env_for(cost_params *c, int nranks, char *err, size_t cap)
+{
+    const char *path = getenv("WEFT_TUNE_FILE"), *s = getenv("WEFT_TUNE"), *at = NULL;
+    /* sysconf reads /sys each time: skip it when no machine has fewer cores */
+    long n = nranks > 0 && nranks <= 2 ? 2 : sysconf(_SC_NPROCESSORS_ONLN);
+    cost_default(c);
+    c->cores = n > 0 && n < 1 << 20 ? (int)n : 0;
+    if (err && cap)
+        err[0] = 0;
+    if (path && *path) {
+        char text[4096];
+        FILE *f = fopen(path, "r");
+        if (!f) {
+            if (err && cap)
+                snprintf(err, cap, "WEFT_TUNE_FILE: cannot open %s", path);
+            return WEFT_ECONFIG;
+        }
+        size_t len = fread(text, 1, sizeof text - 1, f);
+        int toolong = !feof(f) && fgetc(f) != EOF;
+        fclose(f);
+        text[len] = 0;
+        if (toolong) {
+            if (err && cap)
+                snprintf(err, cap, "WEFT_TUNE_FILE: %s is longer than %zu bytes", path,
+                         sizeof text - 1);
+            return WEFT_ECONFIG;
+        }
+        if (cost_parse(c, text, &at)) {
+            say(err, cap, path, at);
+            return WEFT_ECONFIG;
+        }
+    }
+    if (s && cost_parse(c, s, &at)) {
+        say(err, cap, "WEFT_TUNE", at);
+        return WEFT_ECONFIG;
+    }
+    return 0;
+}
+
+static int other_host(const cost_layout *l, int a, int b)
+{
+    return l->host && b >= 0 && b < l->nranks && l->host[a] != l->host[b];
+}
+
+/* A message between hosts waits in socket buffers of megabytes. Up to
+ * about a pipelined block the kernel and the receiver copy it while it is
+ * still in the cache; beyond, every byte is written to memory and read
+ * back: bench/peers_tcp.sh's socket copy through 64 MiB buffers ran at 0.4
+ * to 0.7 times the speed of the copy through one 256 KiB buffer in the
+ * same runs. So the bytes of one message beyond COST_CACHE_MSG cost
+ * COST_MEM_FACTOR times beta_inter (the 64 KiB wavefronts of sched_ring.c
+ * and sched_hier.c never pay it; blocks of megabytes do). Shared memory
+ * moves large messages in small pieces or by single copy, so links inside
+ * a host have no such term. */
+#define COST_CACHE_MSG (256.0 * 1024)
+#define COST_MEM_FACTOR 2.0
+
+static double inter_wire(const cost_params *c, uint64_t len)
+{
+    double n = (double)len, over = n > COST_CACHE_MSG ? n - COST_CACHE_MSG : 0;
+    return (n + (COST_MEM_FACTOR - 1) * over) * c->beta_inter;
+}
+
+/* Over TCP a message that continues a stream (its sender sent to the same
+ * rank earlier in this round or in its previous round, as every round of
+ * a pipeline does) finds the connection's window open and the receiver
+ * polling, the previous one still draining: its latency overlaps its
+ * transfer, so it costs the longer of the two, not their sum. A message
+ * that starts a stream pays both; small messages, whose transfer is
+ * shorter than the latency, pay the latency either way. The walk of one
+ * rank (cost_walk) applies this per round: a round whose sends between
+ * hosts all go to ranks it sent to in its previous round. */
+#define STREAM_PEERS 16 /* inter-host peers of a round remembered */
+
+typedef struct {
+    int32_t peer[STREAM_PEERS];
+    int n; /* -1: more than STREAM_PEERS */
+} peer_set;
+
+static int peer_in(const peer_set *s, int32_t q)
+{
+    for (int i = 0; i < s->n; i++)
+        if (s->peer[i] == q)
+            return 1;
+    return 0;
+}
+
+static void peer_add(peer_set *s, int32_t q)
+{
+    if (s->n < 0 || peer_in(s, q))
+        return;
+    if (s->n == STREAM_PEERS)
+        s->n = -1;
+    else
+        s->peer[s->n++] = q;
+}
+
+void cost_walk(const weft_sched *s, const cost_params *c, const cost_layout *l,
+               int rank, int over, cost_tally *t)
+{
+    memset(t, 0, sizeof *t);
+    peer_set prev = { .n = 0 }, cur;
+    uint32_t i = 0;
+    for (uint32_t k = 0; k < s->nrounds; k++) {
+        uint64_t si = 0, ri = 0, se = 0, re = 0, red = 0;
+        uint32_t nsend = 0, nrecv = 0;
+        double we = 0, wr = 0; /* seconds on the wire between hosts, each way */
+        int stream = 1;
+        cur.n = 0;
+        for (; i < s->round_end[k]; i++) {
+            const sched_op *o = &s->ops[i];
+            int inter = (o->kind <= SOP_RECV_REDUCE) && other_host(l, rank, o->peer);
+            switch (o->kind) {
+            case SOP_SEND:
+                nsend++;
+                *(inter ? &se : &si) += o->len;
+                if (inter) {
+                    we += inter_wire(c, o->len);
+                    stream &= prev.n >= 0 && peer_in(&prev, o->peer);
+                    peer_add(&cur, o->peer);
+                }
+                break;
+            case SOP_RECV_REDUCE:
+                red += o->len;
+                /* fall through */
+            case SOP_RECV:
+                nrecv++;
+                *(inter ? &re : &ri) += o->len;
+                if (inter)
+                    wr += inter_wire(c, o->len);
+                break;
+            case SOP_REDUCE:
+                red += o->len;
+                break;
+            default:
+                break;
+            }
+        }
+        uint32_t nmsg = nsend > nrecv ? nsend : nrecv;
+        double bytes = (double)(si > ri ? si : ri) * c->beta + (double)red * c->gamma;
+        double lat = 0, wire = we > wr ? we : wr;
+        if (nmsg) {
+            lat = se || re ? c->alpha_inter : over ? c->alpha_over : c->alpha;
+            lat += (double)(nmsg - 1) * (over ? c->msg_over : c->msg);
+            t->rounds++;
+            prev = cur;
+        }
+        t->msgs += nsend + nrecv;
+        t->sent += si + se;
+        t->recvd += ri + re;
+        t->sent_inter += se;
+        t->wire_inter += we;
+        t->reduced += red;
+        t->work += bytes;
+        if (se && stream)
+            t->time += bytes + (lat > wire ? lat : wire);
+        else
+            t->time += lat + bytes + wire;
+    }
+}
+
+/* Most ops of all ranks' schedules held at once (about 40 bytes each). */
+#define SIM_MAX_OPS (1u << 21)
+
+/* Arrival times of the messages from one rank to another, in send order. */
+typedef struct {
+    double *t;
+    uint32_t n, cap, next;
+    uint32_t last; /* the sender's round of the latest message, plus one */
+} lane;
+
+static int lane_push(lane *q, double t)
+{
+    if (q->n == q->cap) {
+        uint32_t cap = q->cap ? 2 * q->cap : 8;
+        double *n = realloc(q->t, (size_t)cap * sizeof *n);
+        if (!n)
+            return WEFT_ENOMEM;
+        q->t = n;
+        q->cap = cap;
+    }
+    q->t[q->n++] = t;
+    return 0;
+}
+
+typedef struct {
+    weft_sched s;
+    uint32_t round, op; /* next round; its first op */
+    int posted;         /* this round's sends are in the lanes */
+    double start, send_end;
+    int over;
+} rank_state;
+
+/* Runs every rank's schedule against the others': a round starts when the
+ * rank's previous round ended; its sends leave one after another (msg and
+ * bytes·β each) and arrive α later; it ends when its last send has left,
+ * its last receive has arrived and been taken in (receives also queue on
+ * the link), and its reductions are done. The slowest rank's end is the
+ * time. */
+static int simulate(const cost_params *c, const cost_layout *l, rank_state *rs,
+                    lane *lanes, double *end)
+{
+    int p = l->nranks, left = p;
+    *end = 0;
+    while (left > 0) {
+        int progress = 0;
+        for (int r = 0; r < p; r++) {
+            rank_state *k = &rs[r];
+            while (k->round < k->s.nrounds) {
+                uint32_t b = k->op, e = k->s.round_end[k->round];
+                double alpha = k->over ? c->alpha_over : c->alpha;
+                double msg = k->over ? c->msg_over : c->msg;
+                if (!k->posted) {
+                    double t = k->start, red = 0;
+                    uint32_t nsend = 0;
+                    for (uint32_t i = b; i < e; i++) {
+                        const sched_op *o = &k->s.ops[i];
+                        if (o->kind == SOP_REDUCE)
+                            red += (double)o->len * c->gamma;
+                    }
+                    t += red; /* local ops run first */
+                    for (uint32_t i = b; i < e; i++) {
+                        const sched_op *o = &k->s.ops[i];
+                        if (o->kind != SOP_SEND)
+                            continue;
+                        int inter = other_host(l, r, o->peer);
+                        lane *q = &lanes[(size_t)r * p + o->peer];
+                        double from = t, at;
+                        t += (nsend++ ? msg : 0) +
+                             (inter ? inter_wire(c, o->len) : (double)o->len * c->beta);
+                        if (!inter)
+                            at = t + alpha;
+                        else if (q->last && q->last >= k->round) /* continues a stream */
+                            at = t > from + c->alpha_inter ? t : from + c->alpha_inter;
+                        else
+                            at = t + c->alpha_inter;
+                        q->last = k->round + 1;
+                        if (lane_push(q, at))
+                            return WEFT_ENOMEM;
+                    }
+                    k->send_end = t;
+                    k->posted = 1;
+                    progress = 1;
+                }
+                /* take one arrival per receive; give them back if any is missing */
+                uint32_t i;
+                for (i = b; i < e; i++) {
+                    const sched_op *o = &k->s.ops[i];
+                    if (o->kind != SOP_RECV && o->kind != SOP_RECV_REDUCE)
+                        continue;
+                    lane *q = &lanes[(size_t)o->peer * p + r];
+                    if (q->next >= q->n)
+                        break;
+                    q->next++;
+                }
+                for (uint32_t j = b; j < i; j++) {
+                    const sched_op *o = &k->s.ops[j];
+                    if (o->kind == SOP_RECV || o->kind == SOP_RECV_REDUCE)
+                        lanes[(size_t)o->peer * p + r].next--;
+                }
+                if (i < e)
+                    break;
+                double t = k->send_end, link = k->start, red = 0;
+                uint32_t nrecv = 0;
+                for (uint32_t j = b; j < e; j++) {
+                    const sched_op *o = &k->s.ops[j];
+                    if (o->kind != SOP_RECV && o->kind != SOP_RECV_REDUCE)
+                        continue;
+                    lane *q = &lanes[(size_t)o->peer * p + r];
+                    double at = q->t[q->next++];
+                    int inter = other_host(l, r, o->peer);
+                    link += (nrecv++ ? msg : 0) +
+                            (inter ? inter_wire(c, o->len) : (double)o->len * c->beta);
+                    if (at > t)
+                        t = at;
+                    if (o->kind == SOP_RECV_REDUCE)
+                        red += (double)o->len * c->gamma;
+                }
+                if (link > t)
+                    t = link;
+                t += red;
+                k->start = t;
+                k->op = e;
+                k->round++;
+                k->posted = 0;
+                progress = 1;
+                if (k->round == k->s.nrounds) {
+                    left--;
+                    if (t > *end)
+                        *end = t;
+                }
+            }
+        }
+        if (!progress)
+            return WEFT_EINVAL; /* schedules that never match up */
+    }
+    return 0;
+}
+
+int cost_predict(const cost_params *c, const cost_layout *l, weft_algo a,
+                 weft_coll_kind kind, uint64_t bytes, uint32_t esize, int max_ranks,
+                 double *seconds)
+{
+    int p = l->nranks, nh = l->host && l->nhosts > 0 ? l->nhosts : 1;
+    if (p < 1 || esize == 0)
+        return WEFT_EINVAL;
+    double *host = calloc((size_t)nh * 4, sizeof *host);
+    rank_state *rs = calloc((size_t)p, sizeof *rs);
+    lane *lanes = p <= max_ranks ? calloc((size_t)p * (size_t)p, sizeof *lanes) : NULL;
+    int rc = host && rs && (lanes || p > max_ranks) ? 0 : WEFT_ENOMEM;
+    if (rc == 0 && lanes == NULL)
+        max_ranks = 0;
+    /* per host: ranks, ranks costed, their work, their seconds on the uplink */
+    double *ranks = host, *seen = host + nh, *work = host + 2 * nh, *out = host + 3 * nh;
+    sched_params sp = { .kind = kind, .nranks = p, .root = 0, .esize = esize,
+                        .count = bytes / esize, .host = l->host };
+    double path = 0, worst;
+    for (int r = 0; r < p && !rc; r++)
+        ranks[l->host ? l->host[r] : 0] += 1;
+    int sim = p <= max_ranks;
+    if (sim && !rc) {
+        /* running every rank at once holds every schedule: bound the memory */
+        weft_sched probe;
+        sched_init(&probe);
+        sp.rank = 0;
+        rc = sched_build(&probe, a, &sp);
+        if ((uint64_t)probe.nops * (uint64_t)p > SIM_MAX_OPS)
+            sim = 0;
+        sched_free(&probe);
+    }
+    /* Walked alone, a rank of a chain (the ring) that holds no element of
+     * a tiny message skips the rounds it only waits in: cost at least one
+     * element per rank so that every rank keeps all its rounds. */
+    if (!sim && sp.count < (uint64_t)p)
+        sp.count = (uint64_t)p;
+    for (int r = 0; r < p && !rc; r++) {
+        int h = l->host ? l->host[r] : 0;
+        cost_tally t;
+        /* too many ranks to run them all: the ranks that fold, lead and
+         * close trees, each on its own, and the hosts' totals from them */
+        if (!sim && r > 1 && r != p / 2 && r != p - 1)
+            continue;
+        sched_init(&rs[r].s);
+        sp.rank = r;
+        if ((rc = sched_build(&rs[r].s, a, &sp)))
+            break;
+        rs[r].over = c->cores > 0 && ranks[h] > c->cores;
+        cost_walk(&rs[r].s, c, l, r, rs[r].over, &t);
+        seen[h] += 1;
+        work[h] += t.work;
+        out[h] += t.wire_inter;
+        if (!sim) {
+            if (t.time > path)
+                path = t.time;
+            sched_free(&rs[r].s);
+        }
+    }
+    if (!rc && sim)
+        rc = simulate(c, l, rs, lanes, &path);
+    worst = path;
+    for (int h = 0; h < nh && !rc; h++) {
+        if (seen[h] > 0 && seen[h] < ranks[h]) { /* a few walked: scale up */
+            work[h] *= ranks[h] / seen[h];
+            out[h] *= ranks[h] / seen[h];
+        }
+        /* more ranks than cores: the host's cores share all their work */
+        if (c->cores > 0 && ranks[h] > c->cores && work[h] / c->cores > worst)
+            worst = work[h] / c->cores;
+        /* the host's uplink carries all its ranks' traffic to other hosts */
+        if (out[h] > worst)
+            worst = out[h];
+    }
+    for (int r = 0; rs && r < p; r++)
+        sched_free(&rs[r].s); /* zeroed by calloc when never built */
+    for (size_t i = 0; lanes && i < (size_t)p * (size_t)p; i++)
+        free(lanes[i].t);
+    free(lanes);
+    free(rs);
+    free(host);
+    if (!rc)
+        *seconds = worst + 1e-3 * path;
+    return rc;
+}
