@@ -64,10 +64,12 @@ LIB_SO   := $(BUILD)/libweft.so
 .PHONY: all check clean install demo bench
 all: $(LIB_A) $(LIB_SO) $(TOOLS) $(TESTS)
 
+# Library objects export only what include/weft.h declares (its visibility
+# pragma); tools and tests link libweft.a and still reach internal names.
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
-	@$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+	@$(CC) $(CFLAGS) -fvisibility=hidden -MMD -MP -c $< -o $@
 
 $(LIB_A): $(OBJ)
 	@rm -f $@

@@ -19,6 +19,12 @@
 extern "C" {
 #endif
 
+/* The library is built with -fvisibility=hidden: what this header declares
+ * is all that libweft.so exports. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 #define WEFT_VERSION_MAJOR 0
 #define WEFT_VERSION_MINOR 1
 #define WEFT_VERSION_PATCH 0
@@ -923,6 +929,10 @@ int weft_ps_serve(weft_ps *ps);
 
 /* Bytes this process sent to / received from its peers (headers included). */
 void weft_ps_bytes(const weft_ps *ps, uint64_t *sent, uint64_t *received);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }
