@@ -1,6 +1,5 @@
 #include "core/auth.h"
 
-#include "transport/sock.h"
 #include "weft.h"
 
 #include <errno.h>
@@ -122,38 +121,4 @@ int auth_channel_key(const char *secret, const auth_hello *h, const auth_challen
                      const void *bind, size_t bindlen, uint8_t key[AUTH_MAC_LEN])
 {
     return mac(secret, 'K', h->role, h->nonce, ch->nonce, bind, bindlen, key);
-}
-
-int auth_connect(int fd, const char *secret, int role, const void *bind, size_t bindlen,
-                 double deadline, char *err, size_t errlen)
-{
-    auth_hello h;
-    auth_challenge ch;
-    uint8_t raw[sizeof ch], proof[AUTH_MAC_LEN];
-    const char *why;
-    int rc;
-    if ((rc = auth_start(&h, role)) || (rc = sock_write_full(fd, &h, sizeof h, deadline))) {
-        snprintf(err, errlen, "authentication: cannot send the hello: %s", weft_strerror(rc));
-        return rc;
-    }
-    if ((rc = sock_read_full(fd, raw, sizeof raw, deadline))) {
-        snprintf(err, errlen,
-                 "authentication: the other end %s (does it have the same WEFT_JOB_SECRET?)",
-                 rc == WEFT_EPEER ? "closed the connection" : "did not answer");
-        return rc == WEFT_EPEER ? WEFT_EAUTH : rc;
-    }
-    if (auth_challenge_decode(raw, sizeof raw, &ch, &why)) {
-        snprintf(err, errlen, "authentication: %s", why);
-        return WEFT_EAUTH;
-    }
-    if ((rc = auth_answer(secret, &h, &ch, bind, bindlen, proof))) {
-        snprintf(err, errlen, "authentication failed: the other end does not know the job "
-                              "secret (WEFT_JOB_SECRET differs)");
-        return rc;
-    }
-    if ((rc = sock_write_full(fd, proof, sizeof proof, deadline))) {
-        snprintf(err, errlen, "authentication: cannot send the proof: %s", weft_strerror(rc));
-        return rc;
-    }
-    return 0;
 }

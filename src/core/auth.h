@@ -44,9 +44,4 @@ int auth_channel_key(const char *secret, const auth_hello *h, const auth_challen
 /* Constant-time comparison of two proofs: 0 when equal. */
 int auth_check(const uint8_t a[AUTH_MAC_LEN], const uint8_t b[AUTH_MAC_LEN]);
 
-/* The connector's side over a blocking-with-deadline socket, for
- * connections whose acceptor is always responsive (the store). */
-int auth_connect(int fd, const char *secret, int role, const void *bind, size_t bindlen,
-                 double deadline, char *err, size_t errlen);
-
 #endif

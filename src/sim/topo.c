@@ -254,10 +254,3 @@ void sim_topo_place(const sim_topo *t, int p, int r, sim_place *out)
     out->node = c * npc + ln;
     out->pod = c * ppc + ln / t->nodes_per_pod;
 }
-
-int sim_topo_nodes(const sim_topo *t, int p)
-{
-    sim_place pl;
-    sim_topo_place(t, p, p - 1, &pl);
-    return pl.node + 1;
-}

@@ -51,6 +51,5 @@ void sim_topo_write(const sim_topo *t, FILE *f);
 /* Where rank r of p sits. */
 typedef struct { int node, pod, cluster; } sim_place;
 void sim_topo_place(const sim_topo *t, int p, int r, sim_place *out);
-int sim_topo_nodes(const sim_topo *t, int p);
 
 #endif

@@ -10,7 +10,6 @@
 #endif
 
 struct mm_ctx {
-    int threads;
     int backend;   /* MM_PORTABLE or MM_OPENBLAS */
     pool *pl;
     mmp *port;
@@ -63,7 +62,6 @@ int mm_create(mm_ctx **out, int threads, int backend)
     mm_ctx *c = calloc(1, sizeof *c);
     if (!c)
         return WEFT_ENOMEM;
-    c->threads = threads;
     c->backend = backend;
     /* the pool also runs attention, so OpenBLAS models get one too */
     int rc = pool_create(&c->pl, threads);
@@ -90,11 +88,6 @@ void mm_destroy(mm_ctx *c)
     pool_destroy(c->pl);
     mmp_destroy(c->port);
     free(c);
-}
-
-int mm_threads(const mm_ctx *c)
-{
-    return c->threads;
 }
 
 const char *mm_name(const mm_ctx *c)

@@ -15,7 +15,6 @@ enum { MM_AUTO = 0, MM_PORTABLE = 1, MM_OPENBLAS = 2 };
 
 int mm_create(mm_ctx **out, int threads, int backend);
 void mm_destroy(mm_ctx *c);
-int mm_threads(const mm_ctx *c);
 const char *mm_name(const mm_ctx *c);
 /* The worker pool, for layers other than matmul to share. */
 pool *mm_pool(mm_ctx *c);
@@ -39,7 +38,6 @@ void mmp_gemm(mmp *p, pool *pl, int ta, int tb, int M, int N, int K,
 void mmp_gemm_bf16(mmp *p, pool *pl, int ta, int tb, int M, int N, int K,
                    const uint16_t *A, int lda, const uint16_t *B, int ldb,
                    float beta, float *C, int ldc);
-const char *mmp_isa(const mmp *p);
 
 /* Threads to use when the caller gives none: WEFT_THREADS, else online
  * cores / ranks on this host (WEFT_LOCAL_SIZE, else LOCAL_WORLD_SIZE,

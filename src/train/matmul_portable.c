@@ -38,7 +38,6 @@ struct mmp {
     int mr, nr;
     mmp_buf *buf;
     kern_fn kern;
-    const char *isa;
 };
 
 static void store_tile(const float *acc, int acc_ld, float *c, int ldc, int mr, int nr,
@@ -338,7 +337,6 @@ int mmp_create(mmp **out, int threads)
         return WEFT_ENOMEM;
     p->nthreads = threads;
     p->kern = kern_c;
-    p->isa = "c";
     p->mr = MR;
     p->nr = NR;
 #ifdef MMP_X86
@@ -347,12 +345,10 @@ int mmp_create(mmp **out, int threads)
     int want512 = !isa || strcmp(isa, "avx512") == 0, want2 = !isa || strcmp(isa, "c") != 0;
     if (want512 && __builtin_cpu_supports("avx512f")) {
         p->kern = kern_avx512;
-        p->isa = "avx512";
         p->mr = 12;
         p->nr = 32;
     } else if (want2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
         p->kern = kern_avx2;
-        p->isa = "avx2";
     }
 #endif
     p->buf = calloc((size_t)threads, sizeof *p->buf);
@@ -383,9 +379,4 @@ void mmp_destroy(mmp *p)
         }
     free(p->buf);
     free(p);
-}
-
-const char *mmp_isa(const mmp *p)
-{
-    return p->isa;
 }

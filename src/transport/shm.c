@@ -139,12 +139,6 @@ int shm_hello_check(const shm_hello *h, const char **why)
     return *why ? WEFT_EPROTO : 0;
 }
 
-void shm_hello_unlink(const shm_hello *h)
-{
-    if (h->mode == SHM_MODE_RING)
-        shm_unlink(h->name);
-}
-
 void shm_unlink_to(uint64_t comm_id, int dst)
 {
     DIR *d = opendir("/dev/shm");

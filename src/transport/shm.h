@@ -131,9 +131,6 @@ int shm_segment_open(const char *name, size_t len, int unlink, void **map, char 
                      size_t errlen);
 /* Receiver: check a hello that arrived (0 or WEFT_EPROTO with *why). */
 int shm_hello_check(const shm_hello *h, const char **why);
-/* Receiver that will never map the segment a (checked) hello names:
- * unlink the name. */
-void shm_hello_unlink(const shm_hello *h);
 /* Receiver whose communicator failed (it will read nothing more): unlink
  * every name in /dev/shm addressed to it in that communicator, also those
  * whose hello never reached it. */

@@ -148,33 +148,6 @@ int sock_connect_once(const char *host, int port, double deadline, char *err, si
     return do_connect(host, port, deadline, 0, err, errlen);
 }
 
-int sock_accept(int lfd, double deadline, char *err, size_t errlen)
-{
-    for (;;) {
-        struct pollfd pfd = { .fd = lfd, .events = POLLIN };
-        int n = poll(&pfd, 1, clock_ms_until(deadline));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            snprintf(err, errlen, "poll: %s", strerror(errno));
-            return WEFT_ESYS;
-        }
-        if (n == 0) {
-            snprintf(err, errlen, "timed out waiting for a connection");
-            return WEFT_ETIMEDOUT;
-        }
-        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-        if (fd >= 0) {
-            sock_tune(fd);
-            return fd;
-        }
-        if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED) {
-            snprintf(err, errlen, "accept: %s", strerror(errno));
-            return WEFT_ESYS;
-        }
-    }
-}
-
 void sock_tune(int fd)
 {
     int one = 1, buf = 4 << 20, idle = 10, intvl = 2, cnt = 3;

@@ -18,8 +18,6 @@ int sock_connect(const char *host, int port, double deadline, char *err,
 /* One attempt, for a listener known to be up: WEFT_EPEER when refused. */
 int sock_connect_once(const char *host, int port, double deadline, char *err,
                       size_t errlen);
-/* Accept one connection (blocking until deadline). */
-int sock_accept(int lfd, double deadline, char *err, size_t errlen);
 void sock_tune(int fd);          /* TCP_NODELAY, large buffers, keep-alive */
 int sock_set_nonblock(int fd, int on);
 /* Blocking full read/write with a deadline; 0, WEFT_ETIMEDOUT, WEFT_EPEER

@@ -108,13 +108,6 @@ void flat_board_join(flat_board *b, int rank)
     me->pidns = stat("/proc/self/ns/pid", &sb) ? 0 : (uint64_t)sb.st_ino;
 }
 
-void flat_board_unlink_name(uint64_t comm_id, long pid)
-{
-    char name[FLAT_NAME_MAX];
-    board_name(name, comm_id, pid);
-    shm_unlink(name);
-}
-
 void flat_board_reap(uint64_t comm_id)
 {
     DIR *d = opendir("/dev/shm");

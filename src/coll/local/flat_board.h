@@ -105,8 +105,6 @@ int flat_board_attach(flat_board *b, uint64_t comm_id, int nranks, long creator_
 void flat_board_join(flat_board *b, int rank);
 /* Unlink the name if this rank still holds it. */
 void flat_board_unlink(flat_board *b);
-/* Unlink the name /weft-<comm_id>-flat-<pid> (any rank may). */
-void flat_board_unlink_name(uint64_t comm_id, long pid);
 /* Unlink every board name of this communicator whose creator has died. */
 void flat_board_reap(uint64_t comm_id);
 /* Unmap (and unlink, if still held). */

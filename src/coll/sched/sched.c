@@ -3,7 +3,6 @@
 #include "coll/sched/tree.h"
 #include "coll/sched/two_level.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -125,21 +124,4 @@ int sched_build(weft_sched *s, weft_algo a, const sched_params *p)
     if (rc == 0 && s->err)
         rc = s->err;
     return rc;
-}
-
-void sched_dump(const weft_sched *s, void *file)
-{
-    static const char *kinds[] = { "send", "recv", "recv_reduce", "copy", "reduce" };
-    static const char *bufs[] = { "send", "recv", "tmp" };
-    FILE *f = file;
-    uint32_t r = 0;
-    for (uint32_t i = 0; i < s->nops; i++) {
-        while (r < s->nrounds && i >= s->round_end[r])
-            r++;
-        const sched_op *o = &s->ops[i];
-        fprintf(f, "round %u %s peer=%d %s+%llu <- %s+%llu len=%llu\n", r,
-                kinds[o->kind], o->peer, bufs[o->buf], (unsigned long long)o->off,
-                bufs[o->src_buf], (unsigned long long)o->src_off,
-                (unsigned long long)o->len);
-    }
 }

@@ -86,7 +86,4 @@ int sched_ring(weft_sched *s, const sched_params *p);
 /* ceil(log2 p) rounds of empty messages; used by several algorithms. */
 void sched_barrier_dissemination(weft_sched *s, const sched_params *p);
 
-/* Human-readable dump, one op per line (for tests and the simulator). */
-void sched_dump(const weft_sched *s, void *file);
-
 #endif
