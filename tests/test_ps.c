@@ -22,16 +22,16 @@ static void test_shard(void)
     for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++)
         for (int k = 1; k <= 5; k++) {
             size_t count = counts[ci], cmin = 4096, cmax = 1 << 20;
-            size_t nc = shard_nchunks(count, k, cmin, cmax), next = 0, lo = (size_t)-1, hi = 0;
+            size_t nc = ps_shard_nchunks(count, k, cmin, cmax), next = 0, lo = (size_t)-1, hi = 0;
             size_t per[8] = { 0 };
             for (size_t j = 0; j < nc; j++) {
                 size_t off, n;
-                shard_chunk(count, nc, j, &off, &n);
+                ps_shard_chunk(count, nc, j, &off, &n);
                 bad += off != next || n == 0 || n > cmax;
                 next = off + n;
                 lo = n < lo ? n : lo;
                 hi = n > hi ? n : hi;
-                per[shard_server(7, j, k)] += n;
+                per[ps_shard_server(7, j, k)] += n;
             }
             bad += next != count || hi - lo > 1;
             /* big enough to spread: every server holds a share, none more
@@ -43,9 +43,9 @@ static void test_shard(void)
                 bad += nc != 1;
         }
     CHECKF(bad == 0, "%d sharding violations", bad);
-    CHECK(shard_nchunks(0, 3, 4096, 1 << 20) == 0);
-    CHECK(shard_nchunks(10u << 20, 2, 4096, 1 << 20) == 10);
-    CHECK(shard_server(3, 0, 4) == 3 && shard_server(3, 1, 4) == 0);
+    CHECK(ps_shard_nchunks(0, 3, 4096, 1 << 20) == 0);
+    CHECK(ps_shard_nchunks(10u << 20, 2, 4096, 1 << 20) == 10);
+    CHECK(ps_shard_server(3, 0, 4) == 3 && ps_shard_server(3, 1, 4) == 0);
 }
 
 static void test_wire(void)

@@ -74,10 +74,10 @@ __attribute__((format(printf, 3, 4)))
 int ps_fail(weft_ps *ps, int code, const char *fmt, ...);
 
 /* Worker: connect to every server (ps_worker.c). */
-int worker_connect(weft_ps *ps, store_client *st);
-void worker_free(weft_ps *ps);
-void server_free(weft_ps *ps);
+int ps_worker_connect(weft_ps *ps, store_client *st);
+void ps_worker_free(weft_ps *ps);
+void ps_server_free(weft_ps *ps);
 /* Bytes the server side sent (returned) and received (added to *recvd). */
-uint64_t server_bytes(const weft_ps *ps, uint64_t *recvd);
+uint64_t ps_server_bytes(const weft_ps *ps, uint64_t *recvd);
 
 #endif

@@ -43,7 +43,7 @@ static uint32_t rec_crc(const log_rec *h, const float *data)
     return crc32_update(crc32_update(0, &t, sizeof t), data, h->n * sizeof(float));
 }
 
-int ckpt_log(weft_ps *ps, int type, const ps_chunk *c, const float *data, float lr)
+int ps_ckpt_log(weft_ps *ps, int type, const ps_chunk *c, const float *data, float lr)
 {
     ps_server *sv = ps->srvst;
     log_rec h;
@@ -83,7 +83,7 @@ int ckpt_log(weft_ps *ps, int type, const ps_chunk *c, const float *data, float 
     return 0;
 }
 
-int ckpt_sync(weft_ps *ps)
+int ps_ckpt_sync(weft_ps *ps)
 {
     ps_server *sv = ps->srvst;
     if (sv->logfd < 0 || !sv->dirty)
@@ -100,7 +100,7 @@ static void name(char *buf, size_t len, int i, const char *what)
     snprintf(buf, len, "ps/c%d/%s", i, what);
 }
 
-int ckpt_save(weft_ps *ps)
+int ps_ckpt_save(weft_ps *ps)
 {
     ps_server *sv = ps->srvst;
     weft_ckpt *ck;
@@ -109,11 +109,11 @@ int ckpt_save(weft_ps *ps)
     int rc;
     if (sv->logfd < 0)
         return ps_fail(ps, WEFT_ENOTSUP, "server %d has no checkpoint directory", ps->rank);
-    if ((rc = ckpt_sync(ps)))
+    if ((rc = ps_ckpt_sync(ps)))
         return rc;
     if (!(list = malloc((sv->nchunks + 1) * sizeof *list)))
         return WEFT_ENOMEM;
-    table_list(sv, list);
+    ps_table_list(sv, list);
     if ((rc = weft_ckpt_new(&ck))) {
         free(list);
         return rc;
@@ -191,7 +191,7 @@ static int load(weft_ps *ps)
             rc = WEFT_EIO;
             break;
         }
-        if ((rc = table_add(ps, (uint32_t)key, (uint32_t)idx, total, e.nbytes / 4, e.data, &c)))
+        if ((rc = ps_table_add(ps, (uint32_t)key, (uint32_t)idx, total, e.nbytes / 4, e.data, &c)))
             break;
         c->version = (int64_t)version;
         weft_optim_set_steps(c->opt, c->version);
@@ -242,9 +242,9 @@ static int replay(weft_ps *ps, int fd)
         good += (off_t)(sizeof h + h.n * sizeof(float));
         if (h.seq <= sv->seq)
             continue; /* already in the checkpoint */
-        ps_chunk *c = table_find(sv, h.key, h.idx);
+        ps_chunk *c = ps_table_find(sv, h.key, h.idx);
         if (h.type == LOG_REC_INIT) {
-            if (!c && (rc = table_add(ps, h.key, h.idx, h.total, h.n, buf, &c)))
+            if (!c && (rc = ps_table_add(ps, h.key, h.idx, h.total, h.n, buf, &c)))
                 break;
         } else {
             if (!c || c->n != h.n) {
@@ -252,7 +252,7 @@ static int replay(weft_ps *ps, int fd)
                              ps->rank, sv->log_path);
                 break;
             }
-            if ((rc = table_apply(c, buf, h.lr)))
+            if ((rc = ps_table_apply(c, buf, h.lr)))
                 break;
         }
         sv->seq = h.seq;
@@ -276,7 +276,7 @@ static int replay(weft_ps *ps, int fd)
     return rc;
 }
 
-int ckpt_recover(weft_ps *ps)
+int ps_ckpt_recover(weft_ps *ps)
 {
     ps_server *sv = ps->srvst;
     char path[4096];
@@ -305,7 +305,7 @@ int ckpt_recover(weft_ps *ps)
     return 0;
 }
 
-void ckpt_close(ps_server *sv)
+void ps_ckpt_close(ps_server *sv)
 {
     if (sv->logfd >= 0)
         close(sv->logfd);

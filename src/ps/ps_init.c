@@ -262,8 +262,8 @@ void weft_ps_destroy(weft_ps *ps)
 {
     if (!ps)
         return;
-    worker_free(ps);
-    server_free(ps);
+    ps_worker_free(ps);
+    ps_server_free(ps);
     store_close(ps->store);
     tcp_net_close(&ps->net);
     free(ps->secret);

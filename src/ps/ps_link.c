@@ -10,7 +10,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-void link_init(ps_link *l, int fd, int peer)
+void ps_link_init(ps_link *l, int fd, int peer)
 {
     memset(l, 0, sizeof *l);
     l->fd = fd;
@@ -25,7 +25,7 @@ static void drop_body(ps_link *l)
     l->phave = l->hhave = 0;
 }
 
-void link_close(ps_link *l)
+void ps_link_close(ps_link *l)
 {
     ps_out *o = l->qh, *next;
     for (; o; o = next) {
@@ -42,12 +42,12 @@ void link_close(ps_link *l)
     drop_body(l);
 }
 
-int link_pending(const ps_link *l)
+int ps_link_pending(const ps_link *l)
 {
     return l->qh != NULL;
 }
 
-int link_send(ps_link *l, const ps_msg *m, const void *data, void *own)
+int ps_link_send(ps_link *l, const ps_msg *m, const void *data, void *own)
 {
     ps_out *o = calloc(1, sizeof *o);
     if (!o) {
@@ -65,7 +65,7 @@ int link_send(ps_link *l, const ps_msg *m, const void *data, void *own)
     return 0;
 }
 
-int link_send_front(ps_link *l, const ps_msg *m)
+int ps_link_send_front(ps_link *l, const ps_msg *m)
 {
     ps_out *at = NULL, *o, *p = l->qh;
     if (p && p->off > 0) { /* partly written: it must finish first */
@@ -89,7 +89,7 @@ int link_send_front(ps_link *l, const ps_msg *m)
     return 0;
 }
 
-int link_flush(ps_link *l, char *err, size_t errlen)
+int ps_link_flush(ps_link *l, char *err, size_t errlen)
 {
     while (l->qh && l->fd >= 0) {
         ps_out *o = l->qh;
@@ -125,7 +125,7 @@ int link_flush(ps_link *l, char *err, size_t errlen)
     return 0;
 }
 
-int link_read(ps_link *l, ps_dest_fn dest, ps_done_fn done, void *arg, char *err,
+int ps_link_read(ps_link *l, ps_dest_fn dest, ps_done_fn done, void *arg, char *err,
               size_t errlen)
 {
     for (;;) {

@@ -43,23 +43,23 @@ struct ps_link {
     uint64_t sent, recvd;
 };
 
-void link_init(ps_link *l, int fd, int peer);
+void ps_link_init(ps_link *l, int fd, int peer);
 /* Frees the queue and closes the socket. */
-void link_close(ps_link *l);
+void ps_link_close(ps_link *l);
 /* Queue m (copied) with payload data of m->len bytes (own: freed after
  * sending), then write what the socket takes. */
-int link_send(ps_link *l, const ps_msg *m, const void *data, void *own);
+int ps_link_send(ps_link *l, const ps_msg *m, const void *data, void *own);
 /* Queue a message without payload (a pull request) ahead of everything
  * not yet started, behind earlier such messages: it then reaches the
  * server while the gradients queued before it are still going out, and
  * replies for early chunks stream back while later chunks are sent. */
-int link_send_front(ps_link *l, const ps_msg *m);
+int ps_link_send_front(ps_link *l, const ps_msg *m);
 /* Write queued bytes without blocking: 0 (maybe some left), WEFT_EPEER. */
-int link_flush(ps_link *l, char *err, size_t errlen);
-int link_pending(const ps_link *l);
+int ps_link_flush(ps_link *l, char *err, size_t errlen);
+int ps_link_pending(const ps_link *l);
 /* Read everything available: 0 (would block), WEFT_EPEER (closed or
  * reset), WEFT_EPROTO (bad header), or what dest or done returned. */
-int link_read(ps_link *l, ps_dest_fn dest, ps_done_fn done, void *arg, char *err,
+int ps_link_read(ps_link *l, ps_dest_fn dest, ps_done_fn done, void *arg, char *err,
               size_t errlen);
 
 #endif

@@ -13,23 +13,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-int wk_live(const ps_wk *k)
+int ps_wk_live(const ps_wk *k)
 {
     return k->state == WK_EXPECTED || k->state == WK_LIVE;
 }
 
 /* Connected and owed replies (a worker that said goodbye still gets the
  * acknowledgement of it). */
-int wk_reachable(const ps_wk *k)
+int ps_wk_reachable(const ps_wk *k)
 {
     return k->l.fd >= 0 && (k->state == WK_LIVE || k->state == WK_BYE);
 }
 
-int wk_live_count(const weft_ps *ps)
+int ps_wk_live_count(const weft_ps *ps)
 {
     int n = 0;
     for (int w = 0; w < ps->nworkers; w++)
-        n += wk_live(&ps->srvst->wk[w]);
+        n += ps_wk_live(&ps->srvst->wk[w]);
     return n;
 }
 
@@ -48,7 +48,7 @@ static int64_t min_clock(const weft_ps *ps)
 {
     int64_t m = INT64_MAX;
     for (int w = 0; w < ps->nworkers; w++)
-        if (wk_live(&ps->srvst->wk[w]) && ps->srvst->wk[w].clock < m)
+        if (ps_wk_live(&ps->srvst->wk[w]) && ps->srvst->wk[w].clock < m)
             m = ps->srvst->wk[w].clock;
     return m;
 }
@@ -57,7 +57,7 @@ static int64_t min_clock(const weft_ps *ps)
 static int reply(weft_ps *ps, int w, const ps_msg *m, const void *data, void *own)
 {
     ps_server *sv = ps->srvst;
-    if (!wk_reachable(&sv->wk[w])) {
+    if (!ps_wk_reachable(&sv->wk[w])) {
         free(own);
         return 0;
     }
@@ -74,7 +74,7 @@ static int reply(weft_ps *ps, int w, const ps_msg *m, const void *data, void *ow
         sv->held_tail = &h->next;
         return 0;
     }
-    return link_send(&sv->wk[w].l, m, data, own);
+    return ps_link_send(&sv->wk[w].l, m, data, own);
 }
 
 static int ack(weft_ps *ps, int w, const ps_msg *req)
@@ -146,8 +146,8 @@ static float lr_now(const weft_ps *ps, const ps_chunk *c)
 static int apply(weft_ps *ps, ps_chunk *c, const float *grad)
 {
     float lr = lr_now(ps, c);
-    int rc = ckpt_log(ps, LOG_REC_APPLY, c, grad, lr);
-    return rc ? rc : table_apply(c, grad, lr);
+    int rc = ps_ckpt_log(ps, LOG_REC_APPLY, c, grad, lr);
+    return rc ? rc : ps_table_apply(c, grad, lr);
 }
 
 /* BSP: apply the step once every live worker pushed this chunk. */
@@ -158,7 +158,7 @@ static int bsp_try_complete(weft_ps *ps, ps_chunk *c)
     if (c->contrib == 0)
         return 0;
     for (int w = 0; w < ps->nworkers; w++)
-        if (wk_live(&sv->wk[w]) && !c->push_id[w])
+        if (ps_wk_live(&sv->wk[w]) && !c->push_id[w])
             return 0;
     weft_scale(c->acc, c->n, 1.0f / (float)c->contrib);
     if ((rc = apply(ps, c, c->acc)))
@@ -195,7 +195,7 @@ static int barrier_try(weft_ps *ps)
     ps_server *sv = ps->srvst;
     int any = 0, rc;
     for (int w = 0; w < ps->nworkers; w++) {
-        if (wk_live(&sv->wk[w]) && !sv->wk[w].barrier)
+        if (ps_wk_live(&sv->wk[w]) && !sv->wk[w].barrier)
             return 0;
         any |= sv->wk[w].barrier != 0;
     }
@@ -213,7 +213,7 @@ static int barrier_try(weft_ps *ps)
 
 /* Handle one request from worker w. payload (malloc'd, len bytes) is
  * consumed unless PARK is returned. Negative: this server cannot go on. */
-int rules_handle(weft_ps *ps, int w, const ps_msg *m, void *payload)
+int ps_rules_handle(weft_ps *ps, int w, const ps_msg *m, void *payload)
 {
     ps_server *sv = ps->srvst;
     ps_wk *k = &sv->wk[w];
@@ -221,7 +221,7 @@ int rules_handle(weft_ps *ps, int w, const ps_msg *m, void *payload)
     int rc = 0;
     size_t n = m->len / sizeof(float);
     if (m->type == PS_INIT || m->type == PS_PUSH || m->type == PS_PULL)
-        c = table_find(sv, m->key, m->chunk);
+        c = ps_table_find(sv, m->key, m->chunk);
     switch (m->type) {
     case PS_INIT:
         if (c) {
@@ -244,8 +244,8 @@ int rules_handle(weft_ps *ps, int w, const ps_msg *m, void *payload)
             }
             return PARK; /* worker 0 brings the values */
         }
-        if ((rc = table_add(ps, m->key, m->chunk, m->total, n, payload, &c)) ||
-            (rc = ckpt_log(ps, LOG_REC_INIT, c, c->param, 0)))
+        if ((rc = ps_table_add(ps, m->key, m->chunk, m->total, n, payload, &c)) ||
+            (rc = ps_ckpt_log(ps, LOG_REC_INIT, c, c->param, 0)))
             break;
         rc = ack_init(ps, w, m, c);
         break;
@@ -319,7 +319,7 @@ int rules_handle(weft_ps *ps, int w, const ps_msg *m, void *payload)
             rc = reply_err(ps, w, m, WEFT_ENOTSUP,
                            "checkpoint requested but server %d has no checkpoint directory",
                            ps->rank);
-        else if ((rc = ckpt_save(ps)) == 0)
+        else if ((rc = ps_ckpt_save(ps)) == 0)
             rc = ack(ps, w, m);
         break;
     case PS_BYE:
@@ -335,7 +335,7 @@ int rules_handle(weft_ps *ps, int w, const ps_msg *m, void *payload)
     return rc < 0 ? rc : DONE;
 }
 
-int rules_park(weft_ps *ps, int w, const ps_msg *m, void *payload)
+int ps_rules_park(weft_ps *ps, int w, const ps_msg *m, void *payload)
 {
     ps_server *sv = ps->srvst;
     ps_wait *p = calloc(1, sizeof *p), **t;
@@ -350,7 +350,7 @@ int rules_park(weft_ps *ps, int w, const ps_msg *m, void *payload)
     return 0;
 }
 
-int rules_retry(weft_ps *ps)
+int ps_rules_retry(weft_ps *ps)
 {
     ps_server *sv = ps->srvst;
     int moved = 1, rc;
@@ -364,7 +364,7 @@ int rules_retry(weft_ps *ps)
                 free(q);
                 continue;
             }
-            rc = rules_handle(ps, q->w, &q->m, q->payload);
+            rc = ps_rules_handle(ps, q->w, &q->m, q->payload);
             if (rc < 0)
                 return rc;
             if (rc == PARK) {

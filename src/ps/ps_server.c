@@ -27,12 +27,12 @@ static void worker_gone(weft_ps *ps, int w, const char *why)
         log_sub(ps->loglevel, LOG_WARN, LOG_SUB_NET, ps->world_rank,
                 "parameter server %d: worker %d (rank %d) died (%s); continuing with the %d "
                 "live worker(s): steps average over the workers that pushed",
-                ps->rank, w, w, why, wk_live_count(ps));
+                ps->rank, w, w, why, ps_wk_live_count(ps));
     }
     k->barrier = 0;
     sv->sent += k->l.sent;
     sv->recvd += k->l.recvd;
-    link_close(&k->l);
+    ps_link_close(&k->l);
 }
 
 static int req_dest(void *arg, ps_link *l, const ps_msg *m, void **dst, char *e, size_t elen)
@@ -52,9 +52,9 @@ static int req_dest(void *arg, ps_link *l, const ps_msg *m, void **dst, char *e,
 static int req_done(void *arg, ps_link *l, const ps_msg *m, void *payload)
 {
     weft_ps *ps = arg;
-    int rc = rules_handle(ps, l->peer, m, payload);
+    int rc = ps_rules_handle(ps, l->peer, m, payload);
     if (rc == PARK)
-        return rules_park(ps, l->peer, m, payload);
+        return ps_rules_park(ps, l->peer, m, payload);
     return rc;
 }
 
@@ -74,7 +74,7 @@ static void adopt_connections(weft_ps *ps)
             close(fd);
             continue;
         }
-        link_init(&sv->wk[r].l, fd, r);
+        ps_link_init(&sv->wk[r].l, fd, r);
         sv->wk[r].state = WK_LIVE;
         sv->wk[r].heard = clock_now();
     }
@@ -87,8 +87,8 @@ static int release_held(weft_ps *ps)
     while (sv->held) {
         ps_wait *h = sv->held;
         sv->held = h->next;
-        if (wk_reachable(&sv->wk[h->w]))
-            rc = rc ? rc : link_send(&sv->wk[h->w].l, &h->m, h->payload, h->payload);
+        if (ps_wk_reachable(&sv->wk[h->w]))
+            rc = rc ? rc : ps_link_send(&sv->wk[h->w].l, &h->m, h->payload, h->payload);
         else
             free(h->payload);
         free(h);
@@ -124,7 +124,7 @@ static void check_silent(weft_ps *ps)
     for (int w = 0; blocked && w < n; w++) {
         ps_wk *k = &sv->wk[w];
         char why[128];
-        if (!wk_live(k) || waiting[w] || now - k->heard < ps->cfg.dead_worker_wait_s)
+        if (!ps_wk_live(k) || waiting[w] || now - k->heard < ps->cfg.dead_worker_wait_s)
             continue;
         snprintf(why, sizeof why, "%s for %.0f s while other workers wait on it",
                  k->state == WK_EXPECTED ? "never connected" : "silent", now - k->heard);
@@ -136,7 +136,7 @@ static void check_silent(weft_ps *ps)
 static int all_gone(const weft_ps *ps)
 {
     for (int w = 0; w < ps->nworkers; w++)
-        if (wk_live(&ps->srvst->wk[w]))
+        if (ps_wk_live(&ps->srvst->wk[w]))
             return 0;
     return 1;
 }
@@ -159,16 +159,16 @@ static int server_init(weft_ps *ps)
         sv->wk[w].l.fd = -1;
         sv->wk[w].heard = now;
     }
-    return ckpt_recover(ps);
+    return ps_ckpt_recover(ps);
 }
 
-void server_free(weft_ps *ps)
+void ps_server_free(weft_ps *ps)
 {
     ps_server *sv = ps->srvst;
     if (!sv)
         return;
     for (int w = 0; sv->wk && w < ps->nworkers; w++)
-        link_close(&sv->wk[w].l);
+        ps_link_close(&sv->wk[w].l);
     while (sv->waits) {
         ps_wait *p = sv->waits;
         sv->waits = p->next;
@@ -181,14 +181,14 @@ void server_free(weft_ps *ps)
         free(p->payload);
         free(p);
     }
-    ckpt_close(sv);
-    table_free(sv);
+    ps_ckpt_close(sv);
+    ps_table_free(sv);
     free(sv->wk);
     free(sv);
     ps->srvst = NULL;
 }
 
-uint64_t server_bytes(const weft_ps *ps, uint64_t *recvd)
+uint64_t ps_server_bytes(const weft_ps *ps, uint64_t *recvd)
 {
     const ps_server *sv = ps->srvst;
     uint64_t s = 0;
@@ -219,8 +219,8 @@ static int step(weft_ps *ps, int ms)
         ps_wk *k = &sv->wk[w];
         if (k->state != WK_LIVE && !(k->state == WK_BYE && k->l.fd >= 0))
             continue;
-        pf[np] = (struct pollfd){ .fd = k->l.fd,
-                                  .events = (short)(POLLIN | (link_pending(&k->l) ? POLLOUT : 0)) };
+        short ev = (short)(POLLIN | (ps_link_pending(&k->l) ? POLLOUT : 0));
+        pf[np] = (struct pollfd){ .fd = k->l.fd, .events = ev };
         who[np++] = w;
     }
     if (poll(pf, (nfds_t)np, ms) < 0)
@@ -244,10 +244,10 @@ static int step(weft_ps *ps, int ms)
         e[0] = 0;
         rc = 0;
         if (pf[i].revents & POLLOUT)
-            rc = link_flush(&k->l, e, sizeof e);
+            rc = ps_link_flush(&k->l, e, sizeof e);
         if (!rc && (pf[i].revents & (POLLIN | POLLHUP | POLLERR))) {
             k->heard = clock_now();
-            rc = link_read(&k->l, req_dest, req_done, ps, e, sizeof e);
+            rc = ps_link_read(&k->l, req_dest, req_done, ps, e, sizeof e);
         }
         if (rc == WEFT_EPEER || rc == WEFT_EPROTO)
             worker_gone(ps, w, e);
@@ -256,16 +256,16 @@ static int step(weft_ps *ps, int ms)
     }
     tcp_check_pending(&ps->net);
     adopt_connections(ps);
-    if ((rc = rules_retry(ps)))
+    if ((rc = ps_rules_retry(ps)))
         return rc;
     check_silent(ps);
-    if ((rc = rules_retry(ps)) || (rc = ckpt_sync(ps)) || (rc = release_held(ps)))
+    if ((rc = ps_rules_retry(ps)) || (rc = ps_ckpt_sync(ps)) || (rc = release_held(ps)))
         return rc;
-    if (sv->logfd >= 0 && sv->since_ckpt >= ps->cfg.ckpt_interval && (rc = ckpt_save(ps)))
+    if (sv->logfd >= 0 && sv->since_ckpt >= ps->cfg.ckpt_interval && (rc = ps_ckpt_save(ps)))
         return rc;
     for (int w = 0; w < n; w++) {
         ps_wk *k = &sv->wk[w];
-        if (k->l.fd >= 0 && link_pending(&k->l) && link_flush(&k->l, e, sizeof e))
+        if (k->l.fd >= 0 && ps_link_pending(&k->l) && ps_link_flush(&k->l, e, sizeof e))
             worker_gone(ps, w, e);
     }
     return 0;
@@ -299,7 +299,7 @@ int weft_ps_serve(weft_ps *ps)
     for (;;) {
         int left = 0;
         for (int w = 0; w < ps->nworkers; w++)
-            left |= sv->wk[w].l.fd >= 0 && link_pending(&sv->wk[w].l);
+            left |= sv->wk[w].l.fd >= 0 && ps_link_pending(&sv->wk[w].l);
         if (!left || clock_now() > until)
             break;
         step(ps, 50);
@@ -307,7 +307,7 @@ int weft_ps_serve(weft_ps *ps)
     for (int w = 0; w < ps->nworkers; w++)
         clean |= sv->wk[w].state == WK_BYE;
     if (sv->logfd >= 0 && sv->since_ckpt > 0)
-        ckpt_save(ps);
+        ps_ckpt_save(ps);
     if (!clean)
         return ps_fail(ps, WEFT_EPEER, "parameter server %d: every worker died", ps->rank);
     log_sub(ps->loglevel, LOG_INFO, LOG_SUB_NET, ps->world_rank,

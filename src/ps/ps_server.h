@@ -57,36 +57,36 @@ struct ps_server {
     char *ckpt_path, *log_path;
 };
 
-ps_chunk *table_find(ps_server *sv, uint32_t key, uint32_t idx);
+ps_chunk *ps_table_find(ps_server *sv, uint32_t key, uint32_t idx);
 /* A new chunk of n elements with the given values and fresh optimiser state. */
-int table_add(weft_ps *ps, uint32_t key, uint32_t idx, uint64_t total, size_t n,
+int ps_table_add(weft_ps *ps, uint32_t key, uint32_t idx, uint64_t total, size_t n,
               const float *values, ps_chunk **out);
 /* Optimiser step on c with grad at lr; version += 1. */
-int table_apply(ps_chunk *c, const float *grad, float lr);
-void table_free(ps_server *sv);
+int ps_table_apply(ps_chunk *c, const float *grad, float lr);
+void ps_table_free(ps_server *sv);
 /* Chunks in a stable order (for checkpoints): fills out[0..nchunks). */
-void table_list(ps_server *sv, ps_chunk **out);
+void ps_table_list(ps_server *sv, ps_chunk **out);
 
 /* Workers as the server sees them (ps_rules.c). */
-int wk_live(const ps_wk *k);           /* expected or connected, not gone */
-int wk_reachable(const ps_wk *k);      /* connected and owed replies */
-int wk_live_count(const weft_ps *ps);
+int ps_wk_live(const ps_wk *k);           /* expected or connected, not gone */
+int ps_wk_reachable(const ps_wk *k);      /* connected and owed replies */
+int ps_wk_live_count(const weft_ps *ps);
 
-/* Requests (ps_rules.c). rules_handle consumes payload unless it returns
+/* Requests (ps_rules.c). ps_rules_handle consumes payload unless it returns
  * PARK; negative: the server cannot go on. */
 enum { DONE = 0, PARK = 1 };
-int rules_handle(weft_ps *ps, int w, const ps_msg *m, void *payload);
-int rules_park(weft_ps *ps, int w, const ps_msg *m, void *payload);
+int ps_rules_handle(weft_ps *ps, int w, const ps_msg *m, void *payload);
+int ps_rules_park(weft_ps *ps, int w, const ps_msg *m, void *payload);
 /* Give every parked request another chance, until nothing moves. */
-int rules_retry(weft_ps *ps);
+int ps_rules_retry(weft_ps *ps);
 
 /* Durability: the update log and shard checkpoints. Without ckpt_dir these
  * do nothing. */
-int ckpt_recover(weft_ps *ps);  /* load checkpoint, replay log, open log */
+int ps_ckpt_recover(weft_ps *ps);  /* load checkpoint, replay log, open log */
 enum { LOG_REC_INIT = 1, LOG_REC_APPLY = 2 };
-int ckpt_log(weft_ps *ps, int type, const ps_chunk *c, const float *data, float lr);
-int ckpt_sync(weft_ps *ps);
-int ckpt_save(weft_ps *ps);
-void ckpt_close(ps_server *sv);
+int ps_ckpt_log(weft_ps *ps, int type, const ps_chunk *c, const float *data, float lr);
+int ps_ckpt_sync(weft_ps *ps);
+int ps_ckpt_save(weft_ps *ps);
+void ps_ckpt_close(ps_server *sv);
 
 #endif

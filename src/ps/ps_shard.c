@@ -1,6 +1,6 @@
 #include "ps/ps_shard.h"
 
-size_t shard_nchunks(size_t count, int nservers, size_t chunk_min, size_t chunk_max)
+size_t ps_shard_nchunks(size_t count, int nservers, size_t chunk_min, size_t chunk_max)
 {
     size_t by_max, by_min, k = nservers > 0 ? (size_t)nservers : 1;
     if (count == 0)
@@ -16,7 +16,7 @@ size_t shard_nchunks(size_t count, int nservers, size_t chunk_min, size_t chunk_
     return by_max > by_min ? by_max : by_min;
 }
 
-void shard_chunk(size_t count, size_t nchunks, size_t j, size_t *off, size_t *n)
+void ps_shard_chunk(size_t count, size_t nchunks, size_t j, size_t *off, size_t *n)
 {
     /* floor(j*count/nchunks) without overflowing for any size_t count */
     size_t q = count / nchunks, r = count % nchunks;
@@ -25,7 +25,7 @@ void shard_chunk(size_t count, size_t nchunks, size_t j, size_t *off, size_t *n)
     *n = hi - lo;
 }
 
-int shard_server(uint32_t key, size_t j, int nservers)
+int ps_shard_server(uint32_t key, size_t j, int nservers)
 {
     return (int)(((uint64_t)key + j) % (uint64_t)nservers);
 }

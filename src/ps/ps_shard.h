@@ -9,9 +9,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-size_t shard_nchunks(size_t count, int nservers, size_t chunk_min, size_t chunk_max);
+size_t ps_shard_nchunks(size_t count, int nservers, size_t chunk_min, size_t chunk_max);
 /* Elements [*off, *off + *n) of the tensor form chunk j. */
-void shard_chunk(size_t count, size_t nchunks, size_t j, size_t *off, size_t *n);
-int shard_server(uint32_t key, size_t j, int nservers);
+void ps_shard_chunk(size_t count, size_t nchunks, size_t j, size_t *off, size_t *n);
+int ps_shard_server(uint32_t key, size_t j, int nservers);
 
 #endif

@@ -11,7 +11,7 @@ static size_t slot(const ps_server *sv, uint32_t key, uint32_t idx)
     return (size_t)(h >> 20) % sv->nbuckets;
 }
 
-ps_chunk *table_find(ps_server *sv, uint32_t key, uint32_t idx)
+ps_chunk *ps_table_find(ps_server *sv, uint32_t key, uint32_t idx)
 {
     for (ps_chunk *c = sv->bucket[slot(sv, key, idx)]; c; c = c->hnext)
         if (c->key == key && c->idx == idx)
@@ -29,7 +29,7 @@ static void chunk_free(ps_chunk *c)
     free(c);
 }
 
-int table_add(weft_ps *ps, uint32_t key, uint32_t idx, uint64_t total, size_t n,
+int ps_table_add(weft_ps *ps, uint32_t key, uint32_t idx, uint64_t total, size_t n,
               const float *values, ps_chunk **out)
 {
     ps_server *sv = ps->srvst;
@@ -62,7 +62,7 @@ int table_add(weft_ps *ps, uint32_t key, uint32_t idx, uint64_t total, size_t n,
     return 0;
 }
 
-int table_apply(ps_chunk *c, const float *grad, float lr)
+int ps_table_apply(ps_chunk *c, const float *grad, float lr)
 {
     int rc = weft_optim_step(c->opt, c->param, grad, lr);
     if (!rc)
@@ -78,7 +78,7 @@ static int cmp(const void *a, const void *b)
     return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
-void table_list(ps_server *sv, ps_chunk **out)
+void ps_table_list(ps_server *sv, ps_chunk **out)
 {
     size_t k = 0;
     for (size_t b = 0; b < sv->nbuckets; b++)
@@ -87,7 +87,7 @@ void table_list(ps_server *sv, ps_chunk **out)
     qsort(out, k, sizeof *out, cmp);
 }
 
-void table_free(ps_server *sv)
+void ps_table_free(ps_server *sv)
 {
     for (size_t b = 0; sv->bucket && b < sv->nbuckets; b++) {
         ps_chunk *c = sv->bucket[b], *next;

@@ -36,7 +36,7 @@ static int handshake(weft_ps *ps, int s, double deadline, char *e, size_t elen)
             int sndbuf = env && *env ? atoi(env) : PS_SNDBUF;
             if (sndbuf > 0)
                 setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
-            link_init(&ps->srv[s], fd, s);
+            ps_link_init(&ps->srv[s], fd, s);
             ps->net.out_fd[peer] = -1; /* the link owns it now */
             return 0;
         }
@@ -52,7 +52,7 @@ static int handshake(weft_ps *ps, int s, double deadline, char *e, size_t elen)
     }
 }
 
-int worker_connect(weft_ps *ps, store_client *st)
+int ps_worker_connect(weft_ps *ps, store_client *st)
 {
     double deadline = clock_now() + ps->connect_timeout_s;
     int k = ps->nservers;
@@ -106,7 +106,7 @@ static void req_free(weft_ps_request *r)
     free(r);
 }
 
-void worker_free(weft_ps *ps)
+void ps_worker_free(weft_ps *ps)
 {
     weft_ps_request *r = ps->reqs, *next;
     for (; r; r = next) {
@@ -117,7 +117,7 @@ void worker_free(weft_ps *ps)
     for (int s = 0; ps->srv && s < ps->nservers; s++) {
         ps->sent += ps->srv[s].sent;
         ps->recvd += ps->srv[s].recvd;
-        link_close(&ps->srv[s]);
+        ps_link_close(&ps->srv[s]);
     }
     free(ps->srv);
     free(ps->srv_rc);
@@ -138,7 +138,7 @@ static void server_lost(weft_ps *ps, int s, int rc, const char *why)
             rc == WEFT_EPEER ? "died" : "failed", why);
     ps->sent += ps->srv[s].sent;
     ps->recvd += ps->srv[s].recvd;
-    link_close(&ps->srv[s]);
+    ps_link_close(&ps->srv[s]);
     ps->srv[s].sent = ps->srv[s].recvd = 0;
     for (weft_ps_request *r = ps->reqs; r; r = r->next) {
         if (!r->pend[s])
@@ -185,12 +185,12 @@ static int reply_dest(void *arg, ps_link *l, const ps_msg *m, void **dst, char *
     const ps_tensor *t = r->tensor >= 0 ? &ps->tens[r->tensor] : NULL;
     size_t off, n;
     if (r->type != PS_PULL || !t || m->key != t->key || m->chunk >= t->nchunks ||
-        shard_server(t->key, m->chunk, ps->nservers) != l->peer) {
+        ps_shard_server(t->key, m->chunk, ps->nservers) != l->peer) {
         snprintf(e, elen, "data for chunk %u of key %u, which this worker did not ask it for",
                  m->chunk, m->key);
         return WEFT_EPROTO;
     }
-    shard_chunk(t->count, t->nchunks, m->chunk, &off, &n);
+    ps_shard_chunk(t->count, t->nchunks, m->chunk, &off, &n);
     if (m->len != n * sizeof(float)) {
         snprintf(e, elen, "chunk %u of key %u has %zu floats here but %llu bytes came", m->chunk,
                  m->key, n, (unsigned long long)m->len);
@@ -236,8 +236,8 @@ static int progress(weft_ps *ps, int ms)
     for (int s = 0; s < ps->nservers; s++) {
         if (ps->srv_rc[s])
             continue;
-        pf[n] = (struct pollfd){ .fd = ps->srv[s].fd,
-                                 .events = (short)(POLLIN | (link_pending(&ps->srv[s]) ? POLLOUT : 0)) };
+        short ev = (short)(POLLIN | (ps_link_pending(&ps->srv[s]) ? POLLOUT : 0));
+        pf[n] = (struct pollfd){ .fd = ps->srv[s].fd, .events = ev };
         idx[n++] = s;
     }
     if (n == 0)
@@ -248,9 +248,9 @@ static int progress(weft_ps *ps, int ms)
         int s = idx[i], rc = 0;
         e[0] = 0;
         if (pf[i].revents & POLLOUT)
-            rc = link_flush(&ps->srv[s], e, sizeof e);
+            rc = ps_link_flush(&ps->srv[s], e, sizeof e);
         if (!rc && (pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
-            rc = link_read(&ps->srv[s], reply_dest, reply_done, ps, e, sizeof e);
+            rc = ps_link_read(&ps->srv[s], reply_dest, reply_done, ps, e, sizeof e);
         if (rc)
             server_lost(ps, s, rc == WEFT_EPEER ? WEFT_EPEER : rc, e);
     }
@@ -262,10 +262,10 @@ static void flush_all(weft_ps *ps)
     char e[256];
     for (int s = 0; s < ps->nservers; s++) {
         int rc;
-        if (ps->srv_rc[s] || !link_pending(&ps->srv[s]))
+        if (ps->srv_rc[s] || !ps_link_pending(&ps->srv[s]))
             continue;
         e[0] = 0;
-        if ((rc = link_flush(&ps->srv[s], e, sizeof e)))
+        if ((rc = ps_link_flush(&ps->srv[s], e, sizeof e)))
             server_lost(ps, s, rc, e);
     }
 }
@@ -280,7 +280,7 @@ static int worker_ok(weft_ps *ps)
     if (ps->bye)
         return ps_fail(ps, WEFT_EINVAL, "this worker has shut down");
     if (!ps->connected) {
-        int rc = worker_connect(ps, ps->store);
+        int rc = ps_worker_connect(ps, ps->store);
         if (rc)
             return rc;
         ps->connected = 1;
@@ -318,8 +318,8 @@ static int req_send(weft_ps *ps, weft_ps_request *r, int s, ps_msg *m, const voi
         return 0;
     }
     m->id = r->id;
-    rc = m->type == PS_PULL ? link_send_front(&ps->srv[s], m)
-                            : link_send(&ps->srv[s], m, data, NULL);
+    rc = m->type == PS_PULL ? ps_link_send_front(&ps->srv[s], m)
+                            : ps_link_send(&ps->srv[s], m, data, NULL);
     if (rc)
         return rc;
     r->pend[s]++;
@@ -358,7 +358,7 @@ static void beat(weft_ps *ps)
         if (ps->srv_rc[s] || ps->bye)
             continue;
         m.clock = ps->clock;
-        link_send(&ps->srv[s], &m, NULL, NULL);
+        ps_link_send(&ps->srv[s], &m, NULL, NULL);
     }
     flush_all(ps);
 }
@@ -452,7 +452,7 @@ int weft_ps_register(weft_ps *ps, uint32_t key, const float *values, size_t coun
         }
         i = ps->ntens++;
         ps->tens[i] = (ps_tensor){ key, count,
-                                   shard_nchunks(count, ps->nservers, (size_t)ps->cfg.chunk_min,
+                                   ps_shard_nchunks(count, ps->nservers, (size_t)ps->cfg.chunk_min,
                                                  (size_t)ps->cfg.chunk_max), 0 };
     }
     t = &ps->tens[i];
@@ -461,12 +461,12 @@ int weft_ps_register(weft_ps *ps, uint32_t key, const float *values, size_t coun
     for (size_t j = 0; j < t->nchunks; j++) {
         size_t off, n;
         ps_msg m = ps_msg_make(PS_INIT);
-        shard_chunk(count, t->nchunks, j, &off, &n);
+        ps_shard_chunk(count, t->nchunks, j, &off, &n);
         m.key = key;
         m.chunk = (uint32_t)j;
         m.total = count;
         m.len = ps->rank == 0 ? n * sizeof(float) : 0;
-        if ((rc = req_send(ps, r, shard_server(key, j, ps->nservers), &m,
+        if ((rc = req_send(ps, r, ps_shard_server(key, j, ps->nservers), &m,
                            ps->rank == 0 ? values + off : NULL))) {
             finish(r);
             return rc;
@@ -497,7 +497,7 @@ static int tensor_op(weft_ps *ps, int type, uint32_t key, const float *src, floa
     for (size_t j = 0; j < t->nchunks; j++) {
         size_t off, n;
         ps_msg m = ps_msg_make(type);
-        shard_chunk(t->count, t->nchunks, j, &off, &n);
+        ps_shard_chunk(t->count, t->nchunks, j, &off, &n);
         m.key = key;
         m.chunk = (uint32_t)j;
         m.clock = ps->clock;
@@ -506,7 +506,7 @@ static int tensor_op(weft_ps *ps, int type, uint32_t key, const float *src, floa
          * always visible to it) */
         m.total = type == PS_PULL ? t->pushes : 0;
         m.len = type == PS_PUSH ? n * sizeof(float) : 0;
-        if ((rc = req_send(ps, r, shard_server(key, j, ps->nservers), &m,
+        if ((rc = req_send(ps, r, ps_shard_server(key, j, ps->nservers), &m,
                            type == PS_PUSH ? src + off : NULL))) {
             finish(r);
             return rc;
@@ -558,7 +558,7 @@ int weft_ps_clock(weft_ps *ps)
         if (ps->srv_rc[s])
             return ps->srv_rc[s];
         m.clock = ps->clock;
-        if ((rc = link_send(&ps->srv[s], &m, NULL, NULL)))
+        if ((rc = ps_link_send(&ps->srv[s], &m, NULL, NULL)))
             return rc;
     }
     flush_all(ps);
@@ -617,7 +617,7 @@ void weft_ps_bytes(const weft_ps *ps, uint64_t *sent, uint64_t *received)
             s += ps->srv[i].sent;
             r += ps->srv[i].recvd;
         }
-        s += server_bytes(ps, &r);
+        s += ps_server_bytes(ps, &r);
     }
     if (sent)
         *sent = s;
