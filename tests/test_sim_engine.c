@@ -63,29 +63,29 @@ static void test_alpha_beta_gamma(void)
 static void test_maxmin(void)
 {
     net n;
-    CHECK(net_init(&n, 2) == 0);
+    CHECK(sim_net_init(&n, 2) == 0);
     n.links[0].cap = 1;
     n.links[1].cap = 2;
     int32_t x[] = { 0 }, xy[] = { 0, 1 }, y[] = { 1 };
-    int64_t a = net_add(&n, 0, x, 1, 1.0, 1);
-    int64_t b = net_add(&n, 0, xy, 2, 2.0, 2);
-    int64_t c = net_add(&n, 0, y, 1, 3.0, 3);
+    int64_t a = sim_net_add(&n, 0, x, 1, 1.0, 1);
+    int64_t b = sim_net_add(&n, 0, xy, 2, 2.0, 2);
+    int64_t c = sim_net_add(&n, 0, y, 1, 3.0, 3);
     CHECK(a >= 0 && b >= 0 && c >= 0);
     CHECKF(near(n.flows[c].rate, 1.5, 1e-12) && near(n.flows[b].rate, 0.5, 1e-12),
            "rates %g %g %g", n.flows[a].rate, n.flows[b].rate, n.flows[c].rate);
     double t[3];
     int64_t order[3];
     for (int i = 0; i < 3; i++) {
-        order[i] = net_next(&n, &t[i]);
-        CHECK(order[i] >= 0 && net_finish(&n, t[i], (uint32_t)order[i]) == 0);
+        order[i] = sim_net_next(&n, &t[i]);
+        CHECK(order[i] >= 0 && sim_net_finish(&n, t[i], (uint32_t)order[i]) == 0);
     }
     CHECKF(near(t[0], 2, 1e-12) && near(t[1], 2, 1e-12) && near(t[2], 3, 1e-12),
            "finish times %g %g %g", t[0], t[1], t[2]);
     CHECK(order[2] == b);
     CHECK(near(n.links[0].bytes, 3, 1e-12) && near(n.links[1].bytes, 5, 1e-12));
     double dummy;
-    CHECK(net_next(&n, &dummy) < 0);
-    net_free(&n);
+    CHECK(sim_net_next(&n, &dummy) < 0);
+    sim_net_free(&n);
 }
 
 /* Naive all-gather-like traffic: in the naive all-reduce each rank sends

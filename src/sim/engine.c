@@ -358,14 +358,14 @@ static int flow_start(sim *s, uint32_t id, double now)
         int rc = ev_push(s, now + m->lat, EV_ARRIVE, id);
         return rc ? rc : op_done(s, m->src, now);
     }
-    int64_t f = net_add(&s->nt, now, m->links, m->nl, (double)m->len, id);
+    int64_t f = sim_net_add(&s->nt, now, m->links, m->nl, (double)m->len, id);
     return f < 0 ? (int)f : 0;
 }
 
 static int flow_end(sim *s, uint32_t f, double now)
 {
     uint32_t id = (uint32_t)s->nt.flows[f].tag;
-    int rc = net_finish(&s->nt, now, f);
+    int rc = sim_net_finish(&s->nt, now, f);
     if (rc)
         return rc;
     smsg *m = &s->msg[id];
@@ -418,7 +418,7 @@ static int setup(sim *s, const sim_job *j, sim_prog *g)
     int a = j->algo < WEFT_ALGO_COUNT ? j->algo : WEFT_ALGO_NAIVE;
     s->proto_ovh = j->algo < WEFT_ALGO_COUNT ? t->proto[a].ovh_us : 0;
     s->proto_eff = j->algo < WEFT_ALGO_COUNT ? t->proto[a].bw_eff : 1;
-    int rc = net_init(&s->nt, tot);
+    int rc = sim_net_init(&s->nt, tot);
     if (rc)
         return rc;
     for (int c = 0; c < LC_COUNT; c++)
@@ -444,7 +444,7 @@ static void teardown(sim *s)
     free(s->msg);
     free(s->mfree);
     free(s->pairs);
-    net_free(&s->nt);
+    sim_net_free(&s->nt);
 }
 
 /* One simulation at `count`; fills time, bytes and utilisation. */
@@ -456,7 +456,7 @@ static int run_once(const sim_job *j, sim_prog *g, sim_result *res, char *err, s
         rc = round_begin(&s, r, 0);
     while (!rc) {
         double tf = INFINITY;
-        int64_t f = net_next(&s.nt, &tf);
+        int64_t f = sim_net_next(&s.nt, &tf);
         if (f < 0 && s.nev == 0)
             break;
         s.events++;

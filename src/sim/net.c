@@ -21,7 +21,7 @@ static int grow32(uint32_t **a, uint32_t *cap, uint32_t need)
     return 0;
 }
 
-int net_init(net *n, uint32_t nlinks)
+int sim_net_init(net *n, uint32_t nlinks)
 {
     memset(n, 0, sizeof *n);
     n->links = calloc(nlinks ? nlinks : 1, sizeof *n->links);
@@ -29,7 +29,7 @@ int net_init(net *n, uint32_t nlinks)
     return n->links ? 0 : WEFT_ENOMEM;
 }
 
-void net_free(net *n)
+void sim_net_free(net *n)
 {
     for (uint32_t i = 0; i < n->nlinks; i++)
         free(n->links[i].fl);
@@ -110,7 +110,7 @@ static void heap_remove(net *n, uint32_t f)
     }
 }
 
-int64_t net_next(const net *n, double *t)
+int64_t sim_net_next(const net *n, double *t)
 {
     if (!n->nheap)
         return -1;
@@ -202,7 +202,7 @@ static int rebalance(net *n, double now, const int32_t *seed, int ns)
     return 0;
 }
 
-int64_t net_add(net *n, double now, const int32_t *links, int nl, double len, uint64_t tag)
+int64_t sim_net_add(net *n, double now, const int32_t *links, int nl, double len, uint64_t tag)
 {
     uint32_t id;
     if (n->nfree)
@@ -244,7 +244,7 @@ int64_t net_add(net *n, double now, const int32_t *links, int nl, double len, ui
     return id;
 }
 
-int net_finish(net *n, double now, uint32_t id)
+int sim_net_finish(net *n, double now, uint32_t id)
 {
     net_flow *f = &n->flows[id];
     int32_t links[NET_MAXPATH];

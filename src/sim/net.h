@@ -47,14 +47,14 @@ typedef struct {
     uint32_t capa, capl;
 } net;
 
-int net_init(net *n, uint32_t nlinks);
-void net_free(net *n);
+int sim_net_init(net *n, uint32_t nlinks);
+void sim_net_free(net *n);
 /* Start a flow of len bytes over links[0..nl) at time now; returns its id
  * or a negative error. */
-int64_t net_add(net *n, double now, const int32_t *links, int nl, double len, uint64_t tag);
+int64_t sim_net_add(net *n, double now, const int32_t *links, int nl, double len, uint64_t tag);
 /* The flow that finishes first and when; -1 when none. */
-int64_t net_next(const net *n, double *t);
+int64_t sim_net_next(const net *n, double *t);
 /* Remove a finished flow at time now (its bytes are counted on its links). */
-int net_finish(net *n, double now, uint32_t id);
+int sim_net_finish(net *n, double now, uint32_t id);
 
 #endif
