@@ -145,17 +145,17 @@ static void test_tree_shape(void)
         for (int t = 0; t < 2; t++) {
             int nroot = 0;
             for (int pos = 0; pos < p; pos++) {
-                int par = tree_parent(pos, p), l, r;
+                int par = sched_tree_parent(pos, p), l, r;
                 if (par < 0)
                     nroot++;
                 else {
-                    tree_children(par, p, &l, &r);
+                    sched_tree_children(par, p, &l, &r);
                     bad_link += l != pos && r != pos;
                 }
-                tree_children(pos, p, &l, &r);
-                bad_link += (l >= 0 && tree_parent(l, p) != pos) ||
-                            (r >= 0 && tree_parent(r, p) != pos);
-                bad_depth += tree_depth(pos, p) > 2 * logp + 1;
+                sched_tree_children(pos, p, &l, &r);
+                bad_link += (l >= 0 && sched_tree_parent(l, p) != pos) ||
+                            (r >= 0 && sched_tree_parent(r, p) != pos);
+                bad_depth += sched_tree_depth(pos, p) > 2 * logp + 1;
             }
             bad_span += nroot != 1;
         }
@@ -163,9 +163,9 @@ static void test_tree_shape(void)
             int in = 0;
             for (int t = 0; t < 2; t++) {
                 int l, rr;
-                tree_children(dbtree_pos(r, t, p), p, &l, &rr);
+                sched_tree_children(sched_dbtree_pos(r, t, p), p, &l, &rr);
                 in += l >= 0;
-                bad_link += dbtree_rank(dbtree_pos(r, t, p), t, p) != r;
+                bad_link += sched_dbtree_rank(sched_dbtree_pos(r, t, p), t, p) != r;
             }
             bad_interior += in > 1;
         }
@@ -176,8 +176,8 @@ static void test_tree_shape(void)
     CHECKF(bad_depth == 0, "%d positions deeper than 2 log2 p + 1", bad_depth);
     int d = 0;
     for (int pos = 0; pos < 24576; pos++)
-        if (tree_depth(pos, 24576) > d)
-            d = tree_depth(pos, 24576);
+        if (sched_tree_depth(pos, 24576) > d)
+            d = sched_tree_depth(pos, 24576);
     CHECKF(d >= 14 && d <= 16, "depth of the 24576-rank tree is %d", d);
 }
 

@@ -323,7 +323,7 @@ static int chain_at(const hmap *m, int g, int lead, int k)
 static void hier_tree(const hmap *m, int rank, int root, hnode *n)
 {
     int H = m->H, h = m->h, g0 = m->of[root], L = m->L;
-    int shift = tree_root(H);
+    int shift = sched_tree_root(H);
     int tp = (ring_peer(h, -g0, H) + shift) % H; /* this host's tree position */
     int lead = host_lead(m, h, root), lli = 0, lg = 0, par, l, r;
     while (member(m, h, lli) != lead)
@@ -331,16 +331,16 @@ static void hier_tree(const hmap *m, int rank, int root, hnode *n)
     int idx = rank == lead ? 0 : m->li < lli ? m->li + 1 : m->li;
     while ((1 << lg) <= H)
         lg++;
-    n->depth = tree_depth(tp, H) + idx;
+    n->depth = sched_tree_depth(tp, H) + idx;
     n->maxdepth = 2 * lg + 1 + m->M;
     n->nchild = 0;
     n->parent = -1;
     if (idx > 0) {
         n->parent = chain_at(m, h, lead, idx - 1);
     } else {
-        if ((par = tree_parent(tp, H)) >= 0)
+        if ((par = sched_tree_parent(tp, H)) >= 0)
             n->parent = host_lead(m, ring_peer(par - shift, g0, H), root);
-        tree_children(tp, H, &l, &r);
+        sched_tree_children(tp, H, &l, &r);
         if (l >= 0)
             n->child[n->nchild++] = host_lead(m, ring_peer(l - shift, g0, H), root);
         if (r >= 0)

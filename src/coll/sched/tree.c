@@ -24,7 +24,7 @@
 
 static int lowbit(unsigned v) { return __builtin_ctz(v); }
 
-int tree_root(int p)
+int sched_tree_root(int p)
 {
     unsigned v = 1;
     while ((v << 1) <= (unsigned)p)
@@ -32,10 +32,10 @@ int tree_root(int p)
     return (int)v - 1;
 }
 
-int tree_parent(int pos, int p)
+int sched_tree_parent(int pos, int p)
 {
     unsigned u = (unsigned)pos + 1, P = (unsigned)p;
-    if ((int)u - 1 == tree_root(p))
+    if ((int)u - 1 == sched_tree_root(p))
         return -1;
     for (;;) {
         int b = lowbit(u);
@@ -46,7 +46,7 @@ int tree_parent(int pos, int p)
     }
 }
 
-void tree_children(int pos, int p, int *left, int *right)
+void sched_tree_children(int pos, int p, int *left, int *right)
 {
     unsigned v = (unsigned)pos + 1, P = (unsigned)p;
     int b = lowbit(v);
@@ -64,22 +64,22 @@ void tree_children(int pos, int p, int *left, int *right)
     *right = (int)r - 1;
 }
 
-int tree_depth(int pos, int p)
+int sched_tree_depth(int pos, int p)
 {
     int d = 0;
-    while ((pos = tree_parent(pos, p)) >= 0)
+    while ((pos = sched_tree_parent(pos, p)) >= 0)
         d++;
     return d;
 }
 
-int dbtree_pos(int r, int t, int p)
+int sched_dbtree_pos(int r, int t, int p)
 {
     if (t == 0)
         return r;
     return p % 2 == 0 ? p - 1 - r : (r + 1) % p;
 }
 
-int dbtree_rank(int pos, int t, int p)
+int sched_dbtree_rank(int pos, int t, int p)
 {
     if (t == 0)
         return pos;
@@ -95,16 +95,16 @@ typedef struct {
 static void tnode_init(tnode *n, int rank, int t, int p, uint64_t base,
                        uint64_t len, uint64_t C)
 {
-    int pos = dbtree_pos(rank, t, p), l, r;
-    int par = tree_parent(pos, p);
-    tree_children(pos, p, &l, &r);
-    n->parent = par < 0 ? -1 : dbtree_rank(par, t, p);
+    int pos = sched_dbtree_pos(rank, t, p), l, r;
+    int par = sched_tree_parent(pos, p);
+    sched_tree_children(pos, p, &l, &r);
+    n->parent = par < 0 ? -1 : sched_dbtree_rank(par, t, p);
     n->nchild = 0;
     if (l >= 0)
-        n->child[n->nchild++] = dbtree_rank(l, t, p);
+        n->child[n->nchild++] = sched_dbtree_rank(l, t, p);
     if (r >= 0)
-        n->child[n->nchild++] = dbtree_rank(r, t, p);
-    n->depth = tree_depth(pos, p);
+        n->child[n->nchild++] = sched_dbtree_rank(r, t, p);
+    n->depth = sched_tree_depth(pos, p);
     n->base = base;
     n->len = len;
     n->nchunks = (len + C - 1) / C;
@@ -216,12 +216,12 @@ static int tree_allreduce(weft_sched *s, const sched_params *p)
  * are shifted so that p->root sits at the tree's root. */
 static tnode rooted_node(const sched_params *p, uint64_t n, uint64_t C)
 {
-    int P = p->nranks, shift = tree_root(P) - p->root;
+    int P = p->nranks, shift = sched_tree_root(P) - p->root;
     int pos = ((p->rank + shift) % P + P) % P;
-    int par = tree_parent(pos, P), l, rr;
-    tree_children(pos, P, &l, &rr);
+    int par = sched_tree_parent(pos, P), l, rr;
+    sched_tree_children(pos, P, &l, &rr);
     tnode tn = { .parent = par < 0 ? -1 : ((par - shift) % P + P) % P,
-                 .nchild = 0, .depth = tree_depth(pos, P), .base = 0, .len = n,
+                 .nchild = 0, .depth = sched_tree_depth(pos, P), .base = 0, .len = n,
                  .nchunks = (n + C - 1) / C };
     if (l >= 0)
         tn.child[tn.nchild++] = ((l - shift) % P + P) % P;

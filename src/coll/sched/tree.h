@@ -16,14 +16,14 @@ int sched_rd(weft_sched *s, const sched_params *p);
 
 /* In-order binary tree over positions 0..p-1 (vertex v = position+1, the
  * root is the largest power of two <= p). -1 where there is none. */
-int tree_root(int p);
-int tree_parent(int pos, int p);
-void tree_children(int pos, int p, int *left, int *right);
-int tree_depth(int pos, int p);
+int sched_tree_root(int p);
+int sched_tree_parent(int pos, int p);
+void sched_tree_children(int pos, int p, int *left, int *right);
+int sched_tree_depth(int pos, int p);
 /* Position of rank r in tree t (0 or 1) of the double binary tree: tree 1
  * mirrors tree 0 (r -> p-1-r) when p is even and shifts it by one rank
  * when p is odd, so that no rank is interior in both. */
-int dbtree_pos(int r, int t, int p);
-int dbtree_rank(int pos, int t, int p);
+int sched_dbtree_pos(int r, int t, int p);
+int sched_dbtree_rank(int pos, int t, int p);
 
 #endif
