@@ -138,9 +138,9 @@ static void test_narrow(const fmt16 *f)
     size_t n = probes(f, in);
     int bad = 0, bad_bulk = 0;
     if (f == &F16)
-        f32_to_f16_array(bulk, in, n);
+        half_f32_to_f16(bulk, in, n);
     else
-        f32_to_bf16_array(bulk, in, n);
+        half_f32_to_bf16(bulk, in, n);
     for (size_t i = 0; i < n; i++) {
         uint16_t got = narrow(f, in[i]);
         if (isnan(in[i])) {
@@ -164,9 +164,9 @@ static void test_narrow(const fmt16 *f)
     for (uint32_t h = 0; h < 65536; h++)
         hs[h] = (uint16_t)h;
     if (f == &F16)
-        f16_to_f32_array(ws, hs, 65536);
+        half_f16_to_f32(ws, hs, 65536);
     else
-        bf16_to_f32_array(ws, hs, 65536);
+        half_bf16_to_f32(ws, hs, 65536);
     int bad_w = 0;
     for (uint32_t h = 0; h < 65536; h++) {
         float s = widen(f, (uint16_t)h);

@@ -115,11 +115,11 @@ static int reduce_16(uint16_t *dst, const uint16_t *a, const uint16_t *b,
     for (size_t o = 0; o < n; o += BLOCK) {
         size_t m = n - o < BLOCK ? n - o : BLOCK;
         if (bf) {
-            bf16_to_f32_array(fa, a + o, m);
-            bf16_to_f32_array(fb, b + o, m);
+            half_bf16_to_f32(fa, a + o, m);
+            half_bf16_to_f32(fb, b + o, m);
         } else {
-            f16_to_f32_array(fa, a + o, m);
-            f16_to_f32_array(fb, b + o, m);
+            half_f16_to_f32(fa, a + o, m);
+            half_f16_to_f32(fb, b + o, m);
         }
         switch (op) {
         case WEFT_SUM: case WEFT_AVG: f32_sum_l(fa, fb, m); break;
@@ -129,9 +129,9 @@ static int reduce_16(uint16_t *dst, const uint16_t *a, const uint16_t *b,
         default: return WEFT_EINVAL;
         }
         if (bf)
-            f32_to_bf16_array(dst + o, fa, m);
+            half_f32_to_bf16(dst + o, fa, m);
         else
-            f32_to_f16_array(dst + o, fa, m);
+            half_f32_to_f16(dst + o, fa, m);
     }
     return 0;
 }
@@ -215,15 +215,15 @@ int reduce_avg_finish(void *buf, size_t n, weft_dtype t, int nranks)
         for (size_t o = 0; o < n; o += BLOCK) {
             size_t m = n - o < BLOCK ? n - o : BLOCK;
             if (t == WEFT_BF16)
-                bf16_to_f32_array(f, p + o, m);
+                half_bf16_to_f32(f, p + o, m);
             else
-                f16_to_f32_array(f, p + o, m);
+                half_f16_to_f32(f, p + o, m);
             for (size_t i = 0; i < m; i++)
                 f[i] /= (float)nranks;
             if (t == WEFT_BF16)
-                f32_to_bf16_array(p + o, f, m);
+                half_f32_to_bf16(p + o, f, m);
             else
-                f32_to_f16_array(p + o, f, m);
+                half_f32_to_f16(p + o, f, m);
         }
         return 0;
     }

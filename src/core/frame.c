@@ -43,7 +43,7 @@ int frame_decode(const void *buf, size_t n, frame_hdr *out, const char **why)
     return 0;
 }
 
-int hello_decode(const void *buf, size_t n, int size, hello_msg *out, const char **why)
+int frame_hello_decode(const void *buf, size_t n, int size, hello_msg *out, const char **why)
 {
     hello_msg h;
     if (n < sizeof h)

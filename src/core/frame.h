@@ -104,7 +104,7 @@ _Static_assert(sizeof(store_resp) == 24, "store_resp layout");
  * and returns 0, or returns WEFT_EPROTO and points *why at a static reason. */
 int frame_decode(const void *buf, size_t n, frame_hdr *out, const char **why);
 /* size: members of the communicator (src and dst must be distinct ranks). */
-int hello_decode(const void *buf, size_t n, int size, hello_msg *out, const char **why);
+int frame_hello_decode(const void *buf, size_t n, int size, hello_msg *out, const char **why);
 int auth_hello_decode(const void *buf, size_t n, auth_hello *out, const char **why);
 int auth_challenge_decode(const void *buf, size_t n, auth_challenge *out, const char **why);
 int store_req_decode(const void *buf, size_t n, store_req *out, const char **why);

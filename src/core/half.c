@@ -102,28 +102,28 @@ __attribute__((used)) static narrow_fn *resolve_narrow(void)
     return have_f16c() ? narrow_f16_hw : narrow_f16_soft;
 }
 
-void f16_to_f32_array(float *dst, const uint16_t *src, size_t n)
+void half_f16_to_f32(float *dst, const uint16_t *src, size_t n)
     __attribute__((ifunc("resolve_widen")));
-void f32_to_f16_array(uint16_t *dst, const float *src, size_t n)
+void half_f32_to_f16(uint16_t *dst, const float *src, size_t n)
     __attribute__((ifunc("resolve_narrow")));
 #else
-void f16_to_f32_array(float *dst, const uint16_t *src, size_t n)
+void half_f16_to_f32(float *dst, const uint16_t *src, size_t n)
 {
     widen_f16_soft(dst, src, n);
 }
 
-void f32_to_f16_array(uint16_t *dst, const float *src, size_t n)
+void half_f32_to_f16(uint16_t *dst, const float *src, size_t n)
 {
     narrow_f16_soft(dst, src, n);
 }
 #endif
 
-void bf16_to_f32_array(float *dst, const uint16_t *src, size_t n)
+void half_bf16_to_f32(float *dst, const uint16_t *src, size_t n)
 {
     widen_bf16(dst, src, n);
 }
 
-void f32_to_bf16_array(uint16_t *dst, const float *src, size_t n)
+void half_f32_to_bf16(uint16_t *dst, const float *src, size_t n)
 {
     narrow_bf16(dst, src, n);
 }

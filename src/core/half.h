@@ -95,9 +95,9 @@ static inline uint16_t f32_to_bf16(float f)
 }
 
 /* Bulk forms; src and dst must not overlap. */
-void f16_to_f32_array(float *dst, const uint16_t *src, size_t n);
-void f32_to_f16_array(uint16_t *dst, const float *src, size_t n);
-void bf16_to_f32_array(float *dst, const uint16_t *src, size_t n);
-void f32_to_bf16_array(uint16_t *dst, const float *src, size_t n);
+void half_f16_to_f32(float *dst, const uint16_t *src, size_t n);
+void half_f32_to_f16(uint16_t *dst, const float *src, size_t n);
+void half_bf16_to_f32(float *dst, const uint16_t *src, size_t n);
+void half_f32_to_bf16(uint16_t *dst, const float *src, size_t n);
 
 #endif

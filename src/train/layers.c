@@ -15,8 +15,8 @@ void linear_forward(const lin_ctx *c, const lin_save *save, float *out, const fl
                     const float *w, const float *b, int rows, int k, int n)
 {
     if (c->bf16) {
-        f32_to_bf16_array(save->x, in, (size_t)rows * k);
-        f32_to_bf16_array(save->w, w, (size_t)n * k);
+        half_f32_to_bf16(save->x, in, (size_t)rows * k);
+        half_f32_to_bf16(save->w, w, (size_t)n * k);
         mm_gemm_bf16(c->mm, 0, 1, rows, n, k, save->x, k, save->w, k, 0.0f, out, n);
     } else {
         mm_gemm(c->mm, 0, 1, rows, n, k, in, k, w, k, 0.0f, out, n);
@@ -40,7 +40,7 @@ void linear_backward(const lin_ctx *c, const lin_save *save, float *din, float *
         }
     if (c->bf16) {
         uint16_t *d16 = c->scratch;
-        f32_to_bf16_array(d16, dout, (size_t)rows * n);
+        half_f32_to_bf16(d16, dout, (size_t)rows * n);
         if (din)
             mm_gemm_bf16(c->mm, 0, 0, rows, k, n, d16, n, save->w, k, 0.0f, din, k);
         mm_gemm_bf16(c->mm, 1, 0, n, k, rows, d16, n, save->x, k, 1.0f, dw, k);

@@ -304,7 +304,7 @@ static int advance(tcp_net *n, tcp_pend *p)
             return drop_pend(n, p, "it closed before introducing itself");
         if (p->have < sizeof h)
             return ADV_WAIT;
-        if (hello_decode(p->in, sizeof h, n->size, &h, &why))
+        if (frame_hello_decode(p->in, sizeof h, n->size, &h, &why))
             return drop_pend(n, p, why);
         if (h.comm_id != n->comm_id || h.dst != n->rank)
             return drop_pend(n, p,

@@ -31,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         frame_describe(&h, d, sizeof d);
     }
     int members = size ? 1 + data[0] % 64 : 1;
-    if (hello_decode(buf, size, members, &hm, &why) == 0 &&
+    if (frame_hello_decode(buf, size, members, &hm, &why) == 0 &&
         (hm.src < 0 || hm.src >= members || hm.dst < 0 || hm.dst >= members))
         abort();
     auth_hello_decode(buf, size, &ah, &why);
