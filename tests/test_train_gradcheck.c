@@ -68,22 +68,22 @@ static int check(layer_case *c, const char *what, float *x, size_t n, const floa
 
 static void fwd_linear(layer_case *c, float *out)
 {
-    linear_forward(&c->lc, NULL, out, c->x, c->w, c->b, c->rows, c->k, c->n);
+    train_linear_forward(&c->lc, NULL, out, c->x, c->w, c->b, c->rows, c->k, c->n);
 }
-static void fwd_relu(layer_case *c, float *out) { relu_forward(out, c->x, c->nout); }
-static void fwd_gelu(layer_case *c, float *out) { gelu_forward(NULL, out, c->x, c->nout); }
+static void fwd_relu(layer_case *c, float *out) { train_relu_forward(out, c->x, c->nout); }
+static void fwd_gelu(layer_case *c, float *out) { train_gelu_forward(NULL, out, c->x, c->nout); }
 static void fwd_ln(layer_case *c, float *out)
 {
-    layernorm_forward(NULL, out, c->aux1, c->aux2, c->x, c->w, c->b, c->rows, c->k);
+    train_layernorm_forward(NULL, out, c->aux1, c->aux2, c->x, c->w, c->b, c->rows, c->k);
 }
 static void fwd_emb(layer_case *c, float *out)
 {
-    embedding_forward(out, c->tok, c->w, c->b, c->B, c->T, c->C);
+    train_embedding_forward(out, c->tok, c->w, c->b, c->B, c->T, c->C);
 }
-static void fwd_res(layer_case *c, float *out) { residual_forward(out, c->x, c->w, c->nout); }
+static void fwd_res(layer_case *c, float *out) { train_residual_forward(out, c->x, c->w, c->nout); }
 static void fwd_att(layer_case *c, float *out)
 {
-    attention_forward(NULL, out, c->aux1, c->x, c->B, c->T, c->C, c->NH);
+    train_attention_forward(NULL, out, c->aux1, c->x, c->B, c->T, c->C, c->NH);
 }
 
 static void setup(layer_case *c, size_t nout)
@@ -113,7 +113,7 @@ static void layers(mm_ctx *mm)
     setup(&c, 30);
     {
         float *dx = calloc(35, 4), *dw = calloc(42, 4), *db = calloc(6, 4);
-        linear_backward(&c.lc, NULL, dx, dw, db, c.R, c.x, c.w, 5, 7, 6);
+        train_linear_backward(&c.lc, NULL, dx, dw, db, c.R, c.x, c.w, 5, 7, 6);
         CHECKF(check(&c, "linear.x", c.x, 35, dx), "linear input gradient");
         CHECKF(check(&c, "linear.w", c.w, 42, dw), "linear weight gradient");
         CHECKF(check(&c, "linear.b", c.b, 6, db), "linear bias gradient");
@@ -131,9 +131,9 @@ static void layers(mm_ctx *mm)
         setup(&c, 40);
         float *dx = malloc(160);
         if (g)
-            gelu_backward(NULL, dx, c.R, c.x, 40);
+            train_gelu_backward(NULL, dx, c.R, c.x, 40);
         else
-            relu_backward(dx, c.R, c.x, 40);
+            train_relu_backward(dx, c.R, c.x, 40);
         CHECKF(check(&c, g ? "gelu" : "relu", c.x, 40, dx), "%s gradient", g ? "gelu" : "relu");
         free(dx);
         teardown(&c);
@@ -148,7 +148,7 @@ static void layers(mm_ctx *mm)
     {
         float *dx = calloc(36, 4), *dw = calloc(9, 4), *db = calloc(9, 4);
         c.fwd(&c, c.out);
-        layernorm_backward(NULL, dx, dw, db, c.R, c.x, c.w, c.aux1, c.aux2, 4, 9);
+        train_layernorm_backward(NULL, dx, dw, db, c.R, c.x, c.w, c.aux1, c.aux2, 4, 9);
         CHECKF(check(&c, "layernorm.x", c.x, 36, dx), "layernorm input gradient");
         CHECKF(check(&c, "layernorm.w", c.w, 9, dw), "layernorm weight gradient");
         CHECKF(check(&c, "layernorm.b", c.b, 9, db), "layernorm bias gradient");
@@ -168,7 +168,7 @@ static void layers(mm_ctx *mm)
     setup(&c, 24);
     {
         float *dwte = calloc(20, 4), *dwpe = calloc(12, 4);
-        embedding_backward(dwte, dwpe, c.R, c.tok, 2, 3, 4);
+        train_embedding_backward(dwte, dwpe, c.R, c.tok, 2, 3, 4);
         CHECKF(check(&c, "embedding.tok", c.w, 20, dwte), "token embedding gradient");
         CHECKF(check(&c, "embedding.pos", c.b, 12, dwpe), "position embedding gradient");
         free(dwte); free(dwpe);
@@ -192,7 +192,7 @@ static void layers(mm_ctx *mm)
     {
         float *dqkv = calloc(180, 4), *datt = calloc(100, 4);
         c.fwd(&c, c.out);
-        attention_backward(NULL, dqkv, datt, c.R, c.x, c.aux1, 2, 5, 6, 2);
+        train_attention_backward(NULL, dqkv, datt, c.R, c.x, c.aux1, 2, 5, 6, 2);
         CHECKF(check(&c, "attention.qkv", c.x, 180, dqkv), "attention gradient");
         free(dqkv); free(datt);
     }
@@ -204,16 +204,16 @@ static void layers(mm_ctx *mm)
         float *z = randv(24, 3.0f), *p = malloc(96), *d = malloc(96);
         int32_t t[4] = { 2, -1, 5, 0 };
         int cnt;
-        softmax_xent_forward(p, z, t, rows, v, &cnt);
+        train_softmax_xent_forward(p, z, t, rows, v, &cnt);
         CHECK(cnt == 3);
-        softmax_xent_backward(d, p, t, rows, v, 1.0f / cnt);
+        train_softmax_xent_backward(d, p, t, rows, v, 1.0f / cnt);
         int ok = 1;
         for (int i = 0; i < 24; i++) {
             float s = z[i];
             z[i] = s + H;
-            double lp = softmax_xent_forward(p, z, t, rows, v, &cnt) / cnt;
+            double lp = train_softmax_xent_forward(p, z, t, rows, v, &cnt) / cnt;
             z[i] = s - H;
-            double lm = softmax_xent_forward(p, z, t, rows, v, &cnt) / cnt;
+            double lm = train_softmax_xent_forward(p, z, t, rows, v, &cnt) / cnt;
             z[i] = s;
             double num = (lp - lm) / (2.0 * H);
             ok &= fabs(num - d[i]) <= 2e-3 + 2e-2 * fabs(d[i]);
@@ -272,9 +272,9 @@ int main(void)
 {
     weft_rng_seed(&rng, 2024);
     mm_ctx *mm;
-    CHECK(mm_create(&mm, 1, MM_PORTABLE) == 0);
+    CHECK(train_mm_create(&mm, 1, MM_PORTABLE) == 0);
     layers(mm);
-    mm_destroy(mm);
+    train_mm_destroy(mm);
 
     float x[4 * 6];
     int32_t y[4] = { 0, 2, 1, 2 };

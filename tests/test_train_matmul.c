@@ -28,7 +28,7 @@ static int check_one(mm_ctx *c, weft_rng *r, int ta, int tb, int M, int N, int K
     for (size_t i = 0; i < na; i++) A[i] = frand(r);
     for (size_t i = 0; i < nb; i++) B[i] = frand(r);
     for (size_t i = 0; i < nc; i++) C0[i] = C[i] = frand(r);
-    mm_gemm(c, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    train_mm_gemm(c, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
     int ok = 1;
     for (int i = 0; i < M && ok; i++)
         for (int j = 0; j < ldc && ok; j++) {
@@ -47,7 +47,7 @@ static int check_one(mm_ctx *c, weft_rng *r, int ta, int tb, int M, int N, int K
             ok = fabs(C[at] - s) <= 1e-6 * (K + 1) * (mag + 1e-3);
             if (!ok)
                 fprintf(stderr, "  %s ta=%d tb=%d %dx%dx%d beta=%g at (%d,%d): %g vs %g\n",
-                        mm_name(c), ta, tb, M, N, K, beta, i, j, C[at], s);
+                        train_mm_name(c), ta, tb, M, N, K, beta, i, j, C[at], s);
         }
     if (out_copy)
         memcpy(out_copy, C, nc * 4);
@@ -65,7 +65,7 @@ static int check_bf16(mm_ctx *c, weft_rng *r, int ta, int tb, int M, int N, int 
     float *C = malloc((size_t)M * N * 4);
     for (size_t i = 0; i < na; i++) A[i] = f32_to_bf16(frand(r));
     for (size_t i = 0; i < nb; i++) B[i] = f32_to_bf16(frand(r));
-    mm_gemm_bf16(c, ta, tb, M, N, K, A, lda, B, ldb, 0.0f, C, N);
+    train_mm_gemm_bf16(c, ta, tb, M, N, K, A, lda, B, ldb, 0.0f, C, N);
     int ok = 1;
     for (int i = 0; i < M && ok; i++)
         for (int j = 0; j < N && ok; j++) {
@@ -99,7 +99,7 @@ int main(void)
             else
                 unsetenv("WEFT_MATMUL_ISA");
             mm_ctx *c;
-            int rc = mm_create(&c, th, backends[bi]);
+            int rc = train_mm_create(&c, th, backends[bi]);
             if (rc == WEFT_ENOTSUP)
                 continue;
             CHECK(rc == 0);
@@ -112,21 +112,21 @@ int main(void)
                     for (int b = 0; b < 2; b++)
                         CHECK(check_one(c, &r, t & 1, t >> 1, shapes[s][0], shapes[s][1],
                                         shapes[s][2], (float)b, NULL));
-            mm_destroy(c);
+            train_mm_destroy(c);
         }
 
     unsetenv("WEFT_MATMUL_ISA");
     for (int bi = 0; bi < 2; bi++) {
         mm_ctx *c;
-        if (mm_create(&c, 2, backends[bi ? 3 : 0]) != 0)
+        if (train_mm_create(&c, 2, backends[bi ? 3 : 0]) != 0)
             continue;
         weft_rng r;
         weft_rng_seed(&r, 13);
         for (int s = 0; s < nshapes; s++)
             for (int t = 0; t < 4; t++)
                 CHECKF(check_bf16(c, &r, t & 1, t >> 1, shapes[s][0], shapes[s][1], shapes[s][2]),
-                       "bf16 gemm %s ta=%d tb=%d shape %d", mm_name(c), t & 1, t >> 1, s);
-        mm_destroy(c);
+                       "bf16 gemm %s ta=%d tb=%d shape %d", train_mm_name(c), t & 1, t >> 1, s);
+        train_mm_destroy(c);
     }
 
     /* thread count does not change a bit of the portable kernel's output */
@@ -135,27 +135,27 @@ int main(void)
     float *ref = malloc(sz), *got = malloc(sz);
     for (int th = 1; th <= 4; th++) {
         mm_ctx *c;
-        CHECK(mm_create(&c, th, MM_PORTABLE) == 0);
+        CHECK(train_mm_create(&c, th, MM_PORTABLE) == 0);
         weft_rng r;
         weft_rng_seed(&r, 11);
         CHECK(check_one(c, &r, 0, 1, M, N, K, 0.0f, th == 1 ? ref : got));
         if (th > 1)
             CHECKF(memcmp(ref, got, sz) == 0, "portable gemm differs between 1 and %d threads", th);
-        mm_destroy(c);
+        train_mm_destroy(c);
     }
     free(ref);
     free(got);
 
     /* the default thread count follows WEFT_THREADS, else cores / local ranks */
     setenv("WEFT_THREADS", "3", 1);
-    CHECK(mm_default_threads() == 3);
+    CHECK(train_mm_default_threads() == 3);
     unsetenv("WEFT_THREADS");
     setenv("WEFT_LOCAL_SIZE", "100000", 1);
-    CHECK(mm_default_threads() == 1);
+    CHECK(train_mm_default_threads() == 1);
     unsetenv("WEFT_LOCAL_SIZE");
     setenv("LOCAL_WORLD_SIZE", "100000", 1);   /* torchrun's name */
-    CHECK(mm_default_threads() == 1);
+    CHECK(train_mm_default_threads() == 1);
     unsetenv("LOCAL_WORLD_SIZE");
-    CHECK(mm_default_threads() >= 1);
+    CHECK(train_mm_default_threads() >= 1);
     TEST_DONE();
 }

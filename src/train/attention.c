@@ -109,7 +109,7 @@ static void att_fwd_worker(void *v, int tid, int nt)
 {
     att_job *j = v;
     int lo, hi;
-    pool_split(j->B * j->NH, 1, tid, nt, &lo, &hi);
+    train_pool_split(j->B * j->NH, 1, tid, nt, &lo, &hi);
     for (int i = lo; i < hi; i++)
         att_fwd_bh(j, i / j->NH, i % j->NH);
 }
@@ -118,22 +118,22 @@ static void att_bwd_worker(void *v, int tid, int nt)
 {
     att_job *j = v;
     int lo, hi;
-    pool_split(j->B * j->NH, 1, tid, nt, &lo, &hi);
+    train_pool_split(j->B * j->NH, 1, tid, nt, &lo, &hi);
     for (int i = lo; i < hi; i++)
         att_bwd_bh(j, i / j->NH, i % j->NH);
 }
 
-void attention_forward(pool *pl, float *out, float *att, const float *qkv,
-                       int B, int T, int C, int NH)
+void train_attention_forward(pool *pl, float *out, float *att, const float *qkv,
+                             int B, int T, int C, int NH)
 {
     att_job j = { .out = out, .att = att, .qkv = qkv, .B = B, .T = T, .C = C, .NH = NH };
-    pool_run(pl, att_fwd_worker, &j);
+    train_pool_run(pl, att_fwd_worker, &j);
 }
 
-void attention_backward(pool *pl, float *dqkv, float *datt, const float *dout,
-                        const float *qkv, const float *att, int B, int T, int C, int NH)
+void train_attention_backward(pool *pl, float *dqkv, float *datt, const float *dout,
+                              const float *qkv, const float *att, int B, int T, int C, int NH)
 {
     att_job j = { .dqkv = dqkv, .datt = datt, .dout = dout, .qkv = qkv, .catt = att,
                   .B = B, .T = T, .C = C, .NH = NH };
-    pool_run(pl, att_bwd_worker, &j);
+    train_pool_run(pl, att_bwd_worker, &j);
 }

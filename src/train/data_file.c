@@ -55,7 +55,7 @@ static int ends_with(const char *s, const char *suffix)
 static int read_gzip(const char *path, unsigned char **buf, size_t *n)
 {
     int fds[2];
-    if (!data_file_exists(path))
+    if (!train_data_file_exists(path))
         return WEFT_EIO;
     if (pipe2(fds, O_CLOEXEC) != 0)
         return WEFT_ESYS;
@@ -91,7 +91,7 @@ static int read_gzip(const char *path, unsigned char **buf, size_t *n)
     return rc;
 }
 
-int data_read_file(const char *path, unsigned char **buf, size_t *n)
+int train_data_read_file(const char *path, unsigned char **buf, size_t *n)
 {
     if (!path || !buf || !n)
         return WEFT_EINVAL;
@@ -107,7 +107,7 @@ int data_read_file(const char *path, unsigned char **buf, size_t *n)
     return rc;
 }
 
-int data_file_exists(const char *path)
+int train_data_file_exists(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);

@@ -52,7 +52,7 @@ static void shuffle_epoch(weft_loader *l, uint64_t epoch)
     for (uint64_t i = 0; i < n; i++)
         l->perm[i] = (uint32_t)i;
     for (uint64_t i = n - 1; i > 0; i--) {
-        uint64_t j = data_rng_below(&r, i + 1);
+        uint64_t j = train_data_rng_below(&r, i + 1);
         uint32_t t = l->perm[i];
         l->perm[i] = l->perm[j];
         l->perm[j] = t;

@@ -31,11 +31,11 @@ static inline uint64_t data_rng_u64(data_rng *r)
 }
 
 /* Uniform in [0, n), n > 0, without modulo bias (Lemire's method). */
-uint64_t data_rng_below(data_rng *r, uint64_t n);
+uint64_t train_data_rng_below(data_rng *r, uint64_t n);
 /* Uniform in [0, 1) with 53 random bits. */
-double data_rng_unit(data_rng *r);
+double train_data_rng_unit(data_rng *r);
 /* Standard normal (Box-Muller; one value per call, the pair's twin dropped
  * so the stream position stays a simple count). */
-double data_rng_normal(data_rng *r);
+double train_data_rng_normal(data_rng *r);
 
 #endif

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-weft_dataset *dataset_alloc(weft_data_kind kind, uint64_t n, int x_dim, int n_classes,
-                            const char *name)
+weft_dataset *train_dataset_alloc(weft_data_kind kind, uint64_t n, int x_dim, int n_classes,
+                                  const char *name)
 {
     weft_dataset *ds = calloc(1, sizeof *ds);
     if (!ds)

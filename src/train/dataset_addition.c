@@ -45,8 +45,8 @@ static int is_val(const addition_data *d, uint64_t a, uint64_t b)
 static void draw_problem(const addition_data *d, data_rng *r, uint64_t *a, uint64_t *b)
 {
     do {
-        *a = data_rng_below(r, d->limit);
-        *b = data_rng_below(r, d->limit);
+        *a = train_data_rng_below(r, d->limit);
+        *b = train_data_rng_below(r, d->limit);
     } while (is_val(d, *a, *b) != (d->split == 1));
 }
 
@@ -124,8 +124,8 @@ int weft_dataset_addition(weft_dataset **out, uint64_t seed, int split, int digi
             return WEFT_EINVAL;
         }
     }
-    weft_dataset *ds = dataset_alloc(WEFT_DATA_SEQ, n, seq_len, WEFT_BYTE_VOCAB,
-                                     split ? "builtin-addition/val" : "builtin-addition/train");
+    const char *name = split ? "builtin-addition/val" : "builtin-addition/train";
+    weft_dataset *ds = train_dataset_alloc(WEFT_DATA_SEQ, n, seq_len, WEFT_BYTE_VOCAB, name);
     if (!ds) {
         free(d);
         return WEFT_ENOMEM;

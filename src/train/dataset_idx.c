@@ -64,9 +64,9 @@ int weft_dataset_open_idx(weft_dataset **out, const char *images, const char *la
         return WEFT_ENOMEM;
     size_t ni = 0, nl = 0;
     uint32_t idims[3], ldims[1];
-    int rc = data_read_file(images, &d->image_file, &ni);
+    int rc = train_data_read_file(images, &d->image_file, &ni);
     if (rc == 0)
-        rc = data_read_file(labels, &d->label_file, &nl);
+        rc = train_data_read_file(labels, &d->label_file, &nl);
     if (rc == 0)
         rc = idx_header(d->image_file, ni, 3, idims);
     if (rc == 0)
@@ -84,8 +84,8 @@ int weft_dataset_open_idx(weft_dataset **out, const char *images, const char *la
     weft_dataset *ds = NULL;
     if (rc == 0) {
         const char *base = strrchr(images, '/');
-        ds = dataset_alloc(WEFT_DATA_IMAGE, idims[0], (int)(idims[1] * idims[2]),
-                           n_classes < 10 ? 10 : n_classes, base ? base + 1 : images);
+        ds = train_dataset_alloc(WEFT_DATA_IMAGE, idims[0], (int)(idims[1] * idims[2]),
+                                 n_classes < 10 ? 10 : n_classes, base ? base + 1 : images);
         if (!ds)
             rc = WEFT_ENOMEM;
     }
@@ -108,11 +108,11 @@ static int find_file(char *buf, size_t cap, const char *dir, const char *stem)
 {
     if ((size_t)snprintf(buf, cap, "%s/%s", dir, stem) >= cap)
         return WEFT_EINVAL;
-    if (data_file_exists(buf))
+    if (train_data_file_exists(buf))
         return 0;
     if ((size_t)snprintf(buf, cap, "%s/%s.gz", dir, stem) >= cap)
         return WEFT_EINVAL;
-    return data_file_exists(buf) ? 0 : WEFT_EIO;
+    return train_data_file_exists(buf) ? 0 : WEFT_EIO;
 }
 
 int weft_dataset_open_mnist_dir(weft_dataset **out, const char *dir, const char *split)

@@ -16,7 +16,7 @@ struct weft_dataset {
 };
 
 /* calloc'ed dataset with the common fields set; NULL when out of memory. */
-weft_dataset *dataset_alloc(weft_data_kind kind, uint64_t n, int x_dim, int n_classes,
-                            const char *name);
+weft_dataset *train_dataset_alloc(weft_data_kind kind, uint64_t n, int x_dim, int n_classes,
+                                  const char *name);
 
 #endif

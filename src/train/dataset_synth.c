@@ -65,7 +65,7 @@ static float pixel_noise(data_rng *r)
 
 static float uniform(data_rng *r, float lo, float hi)
 {
-    return lo + (hi - lo) * (float)data_rng_unit(r);
+    return lo + (hi - lo) * (float)train_data_rng_unit(r);
 }
 
 static int synth_get(const weft_dataset *ds, uint64_t i, float *x, int32_t *tokens, int32_t *y)
@@ -73,7 +73,7 @@ static int synth_get(const weft_dataset *ds, uint64_t i, float *x, int32_t *toke
     const synth_data *d = ds->impl;
     data_rng r;
     data_rng_init(&r, d->seed, (uint64_t)d->split + 1, i);
-    int c = (int)data_rng_below(&r, CLASSES);
+    int c = (int)train_data_rng_below(&r, CLASSES);
     float scale = uniform(&r, 0.85f, 1.15f);
     float sx = uniform(&r, -3, 3), sy = uniform(&r, -3, 3);
     float width = uniform(&r, 0.7f, 1.5f), ink = uniform(&r, 0.6f, 1.0f);
@@ -83,10 +83,10 @@ static int synth_get(const weft_dataset *ds, uint64_t i, float *x, int32_t *toke
     for (int k = 0; k < STROKES; k++) {
         const stroke *p = &d->proto[c][k];
         stroke s = {
-            mid + (p->x0 - mid) * scale + sx + 1.0f * (float)data_rng_normal(&r),
-            mid + (p->y0 - mid) * scale + sy + 1.0f * (float)data_rng_normal(&r),
-            mid + (p->x1 - mid) * scale + sx + 1.0f * (float)data_rng_normal(&r),
-            mid + (p->y1 - mid) * scale + sy + 1.0f * (float)data_rng_normal(&r),
+            mid + (p->x0 - mid) * scale + sx + 1.0f * (float)train_data_rng_normal(&r),
+            mid + (p->y0 - mid) * scale + sy + 1.0f * (float)train_data_rng_normal(&r),
+            mid + (p->x1 - mid) * scale + sx + 1.0f * (float)train_data_rng_normal(&r),
+            mid + (p->y1 - mid) * scale + sy + 1.0f * (float)train_data_rng_normal(&r),
         };
         draw(x, &s, width, ink);
     }
@@ -127,8 +127,8 @@ int weft_dataset_synth_images(weft_dataset **out, uint64_t seed, int split, uint
             s->y1 = uniform(&r, 5, 22);
         }
     }
-    weft_dataset *ds = dataset_alloc(WEFT_DATA_IMAGE, n, SIDE * SIDE, CLASSES,
-                                     split ? "builtin-images/test" : "builtin-images/train");
+    weft_dataset *ds = train_dataset_alloc(WEFT_DATA_IMAGE, n, SIDE * SIDE, CLASSES,
+                                           split ? "builtin-images/test" : "builtin-images/train");
     if (!ds) {
         free(d);
         return WEFT_ENOMEM;

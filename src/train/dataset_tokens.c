@@ -51,8 +51,8 @@ int weft_dataset_open_tokens(weft_dataset **out, const char *path, int seq_len,
         hi = n;
     uint64_t windows = hi - lo > (size_t)seq_len ? (hi - lo - 1) / (size_t)seq_len : 0;
     const char *base = strrchr(path, '/');
-    weft_dataset *ds = windows ? dataset_alloc(WEFT_DATA_SEQ, windows, seq_len, (int)vocab,
-                                               base ? base + 1 : path)
+    weft_dataset *ds = windows ? train_dataset_alloc(WEFT_DATA_SEQ, windows, seq_len, (int)vocab,
+                                                     base ? base + 1 : path)
                                : NULL;
     if (!ds) {
         free(d->all);

@@ -11,15 +11,15 @@
 #pragma GCC optimize("vect-cost-model=dynamic")
 #endif
 
-void linear_forward(const lin_ctx *c, const lin_save *save, float *out, const float *in,
-                    const float *w, const float *b, int rows, int k, int n)
+void train_linear_forward(const lin_ctx *c, const lin_save *save, float *out, const float *in,
+                          const float *w, const float *b, int rows, int k, int n)
 {
     if (c->bf16) {
         half_f32_to_bf16(save->x, in, (size_t)rows * k);
         half_f32_to_bf16(save->w, w, (size_t)n * k);
-        mm_gemm_bf16(c->mm, 0, 1, rows, n, k, save->x, k, save->w, k, 0.0f, out, n);
+        train_mm_gemm_bf16(c->mm, 0, 1, rows, n, k, save->x, k, save->w, k, 0.0f, out, n);
     } else {
-        mm_gemm(c->mm, 0, 1, rows, n, k, in, k, w, k, 0.0f, out, n);
+        train_mm_gemm(c->mm, 0, 1, rows, n, k, in, k, w, k, 0.0f, out, n);
     }
     if (b)
         for (int r = 0; r < rows; r++) {
@@ -29,8 +29,9 @@ void linear_forward(const lin_ctx *c, const lin_save *save, float *out, const fl
         }
 }
 
-void linear_backward(const lin_ctx *c, const lin_save *save, float *din, float *dw, float *db,
-                     const float *dout, const float *in, const float *w, int rows, int k, int n)
+void train_linear_backward(const lin_ctx *c, const lin_save *save, float *din, float *dw,
+                           float *db, const float *dout, const float *in, const float *w,
+                           int rows, int k, int n)
 {
     if (db)
         for (int r = 0; r < rows; r++) {
@@ -42,18 +43,18 @@ void linear_backward(const lin_ctx *c, const lin_save *save, float *din, float *
         uint16_t *d16 = c->scratch;
         half_f32_to_bf16(d16, dout, (size_t)rows * n);
         if (din)
-            mm_gemm_bf16(c->mm, 0, 0, rows, k, n, d16, n, save->w, k, 0.0f, din, k);
-        mm_gemm_bf16(c->mm, 1, 0, n, k, rows, d16, n, save->x, k, 1.0f, dw, k);
+            train_mm_gemm_bf16(c->mm, 0, 0, rows, k, n, d16, n, save->w, k, 0.0f, din, k);
+        train_mm_gemm_bf16(c->mm, 1, 0, n, k, rows, d16, n, save->x, k, 1.0f, dw, k);
         return;
     }
     if (din)
-        mm_gemm(c->mm, 0, 0, rows, k, n, dout, n, w, k, 0.0f, din, k);
-    mm_gemm(c->mm, 1, 0, n, k, rows, dout, n, in, k, 1.0f, dw, k);
+        train_mm_gemm(c->mm, 0, 0, rows, k, n, dout, n, w, k, 0.0f, din, k);
+    train_mm_gemm(c->mm, 1, 0, n, k, rows, dout, n, in, k, 1.0f, dw, k);
 }
 
 /* Branch-free forms: signs are random, so branches would mispredict half
  * the time, and these vectorise. */
-void relu_forward(float *out, const float *in, size_t n)
+void train_relu_forward(float *out, const float *in, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         float x = in[i];
@@ -61,7 +62,7 @@ void relu_forward(float *out, const float *in, size_t n)
     }
 }
 
-void relu_backward(float *din, const float *dout, const float *in, size_t n)
+void train_relu_backward(float *din, const float *dout, const float *in, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         float d = dout[i];
@@ -106,16 +107,16 @@ static void gelu_bwd_range(void *v, size_t lo, size_t hi)
     }
 }
 
-void gelu_forward(pool *pl, float *out, const float *in, size_t n)
+void train_gelu_forward(pool *pl, float *out, const float *in, size_t n)
 {
     layer_job j = { .out = out, .in = in };
-    pool_for(pl, n, 16, PAR_MIN_ELEMS, gelu_fwd_range, &j);
+    train_pool_for(pl, n, 16, PAR_MIN_ELEMS, gelu_fwd_range, &j);
 }
 
-void gelu_backward(pool *pl, float *din, const float *dout, const float *in, size_t n)
+void train_gelu_backward(pool *pl, float *din, const float *dout, const float *in, size_t n)
 {
     layer_job j = { .out = din, .dout = dout, .in = in };
-    pool_for(pl, n, 16, PAR_MIN_ELEMS, gelu_bwd_range, &j);
+    train_pool_for(pl, n, 16, PAR_MIN_ELEMS, gelu_bwd_range, &j);
 }
 
 static void ln_fwd_rows(void *v, size_t lo, size_t hi)
@@ -144,11 +145,11 @@ static void ln_fwd_rows(void *v, size_t lo, size_t hi)
     }
 }
 
-void layernorm_forward(pool *pl, float *out, float *mean, float *rstd, const float *in,
-                       const float *w, const float *b, int rows, int c)
+void train_layernorm_forward(pool *pl, float *out, float *mean, float *rstd, const float *in,
+                             const float *w, const float *b, int rows, int c)
 {
     layer_job j = { .out = out, .mean = mean, .rstd = rstd, .in = in, .w = w, .b = b, .c = c };
-    pool_for(pl, (size_t)rows, 1, PAR_MIN_ROWS, ln_fwd_rows, &j);
+    train_pool_for(pl, (size_t)rows, 1, PAR_MIN_ROWS, ln_fwd_rows, &j);
 }
 
 /* dx = s * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w: per row. */
@@ -191,18 +192,18 @@ static void ln_bwd_cols(void *v, size_t lo, size_t hi)
     }
 }
 
-void layernorm_backward(pool *pl, float *din, float *dw, float *db, const float *dout,
-                        const float *in, const float *w, const float *mean,
-                        const float *rstd, int rows, int c)
+void train_layernorm_backward(pool *pl, float *din, float *dw, float *db, const float *dout,
+                              const float *in, const float *w, const float *mean,
+                              const float *rstd, int rows, int c)
 {
     layer_job j = { .out = din, .dw = dw, .db = db, .in = in, .dout = dout, .w = w,
                     .cmean = mean, .crstd = rstd, .rows = (size_t)rows, .c = c };
-    pool_for(pl, (size_t)rows, 1, PAR_MIN_ROWS, ln_bwd_rows, &j);
-    pool_for(rows >= PAR_MIN_ROWS ? pl : NULL, (size_t)c, 16, 0, ln_bwd_cols, &j);
+    train_pool_for(pl, (size_t)rows, 1, PAR_MIN_ROWS, ln_bwd_rows, &j);
+    train_pool_for(rows >= PAR_MIN_ROWS ? pl : NULL, (size_t)c, 16, 0, ln_bwd_cols, &j);
 }
 
-void embedding_forward(float *out, const int32_t *tok, const float *wte, const float *wpe,
-                       int B, int T, int C)
+void train_embedding_forward(float *out, const int32_t *tok, const float *wte, const float *wpe,
+                             int B, int T, int C)
 {
     for (int bt = 0; bt < B * T; bt++) {
         const float *te = wte + (size_t)tok[bt] * C, *pe = wpe + (size_t)(bt % T) * C;
@@ -212,8 +213,8 @@ void embedding_forward(float *out, const int32_t *tok, const float *wte, const f
     }
 }
 
-void embedding_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tok,
-                        int B, int T, int C)
+void train_embedding_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tok,
+                              int B, int T, int C)
 {
     for (int bt = 0; bt < B * T; bt++) {
         float *te = dwte + (size_t)tok[bt] * C, *pe = dwpe + (size_t)(bt % T) * C;
@@ -225,14 +226,14 @@ void embedding_backward(float *dwte, float *dwpe, const float *dout, const int32
     }
 }
 
-void residual_forward(float *out, const float *a, const float *b, size_t n)
+void train_residual_forward(float *out, const float *a, const float *b, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         out[i] = a[i] + b[i];
 }
 
-double softmax_xent_forward(float *probs, const float *logits, const int32_t *targets,
-                            int rows, int v, int *count)
+double train_softmax_xent_forward(float *probs, const float *logits, const int32_t *targets,
+                                  int rows, int v, int *count)
 {
     double loss = 0.0;
     int cnt = 0;
@@ -261,8 +262,8 @@ double softmax_xent_forward(float *probs, const float *logits, const int32_t *ta
     return loss;
 }
 
-void softmax_xent_backward(float *dlogits, const float *probs, const int32_t *targets,
-                           int rows, int v, float scale)
+void train_softmax_xent_backward(float *dlogits, const float *probs, const int32_t *targets,
+                                 int rows, int v, float scale)
 {
     for (int r = 0; r < rows; r++) {
         const float *p = probs + (size_t)r * v;

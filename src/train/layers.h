@@ -28,55 +28,56 @@ typedef struct {
     uint16_t *w;   /* n*k */
 } lin_save;
 
-void linear_forward(const lin_ctx *c, const lin_save *save, float *out, const float *in,
-                    const float *w, const float *b, int rows, int k, int n);
+void train_linear_forward(const lin_ctx *c, const lin_save *save, float *out, const float *in,
+                          const float *w, const float *b, int rows, int k, int n);
 /* din may be NULL (first layer). */
-void linear_backward(const lin_ctx *c, const lin_save *save, float *din, float *dw, float *db,
-                     const float *dout, const float *in, const float *w, int rows, int k, int n);
+void train_linear_backward(const lin_ctx *c, const lin_save *save, float *din, float *dw,
+                           float *db, const float *dout, const float *in, const float *w,
+                           int rows, int k, int n);
 
-void relu_forward(float *out, const float *in, size_t n);
+void train_relu_forward(float *out, const float *in, size_t n);
 /* din may equal dout. */
-void relu_backward(float *din, const float *dout, const float *in, size_t n);
+void train_relu_backward(float *din, const float *dout, const float *in, size_t n);
 /* GELU, tanh approximation (torch's approximate="tanh"). The pool (may
  * be NULL) splits the work where it is big enough; results do not depend
  * on it. */
-void gelu_forward(pool *pl, float *out, const float *in, size_t n);
-void gelu_backward(pool *pl, float *din, const float *dout, const float *in, size_t n);
+void train_gelu_forward(pool *pl, float *out, const float *in, size_t n);
+void train_gelu_backward(pool *pl, float *din, const float *dout, const float *in, size_t n);
 
 /* LayerNorm over the last dim c, eps 1e-5; mean/rstd[rows] saved for
  * backward, which ADDS into din as well (the residual stream). Pool as
  * for GELU. */
-void layernorm_forward(pool *pl, float *out, float *mean, float *rstd, const float *in,
-                       const float *w, const float *b, int rows, int c);
-void layernorm_backward(pool *pl, float *din, float *dw, float *db, const float *dout,
-                        const float *in, const float *w, const float *mean,
-                        const float *rstd, int rows, int c);
+void train_layernorm_forward(pool *pl, float *out, float *mean, float *rstd, const float *in,
+                             const float *w, const float *b, int rows, int c);
+void train_layernorm_backward(pool *pl, float *din, float *dw, float *db, const float *dout,
+                              const float *in, const float *w, const float *mean,
+                              const float *rstd, int rows, int c);
 
 /* Token + position embedding: out[b,t,:] = wte[tok[b,t]] + wpe[t]. */
-void embedding_forward(float *out, const int32_t *tok, const float *wte, const float *wpe,
-                       int B, int T, int C);
-void embedding_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tok,
-                        int B, int T, int C);
+void train_embedding_forward(float *out, const int32_t *tok, const float *wte, const float *wpe,
+                             int B, int T, int C);
+void train_embedding_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tok,
+                              int B, int T, int C);
 
-void residual_forward(float *out, const float *a, const float *b, size_t n);
+void train_residual_forward(float *out, const float *a, const float *b, size_t n);
 
 /* Causal multi-head self-attention on qkv[B,T,3C] (q | k | v, heads of
  * C/NH contiguous in each); att[B,NH,T,T] keeps the probabilities.
  * Backward overwrites dqkv; datt is scratch of the size of att. Work is
  * split over (batch, head) pairs on the pool, which own disjoint slices. */
-void attention_forward(pool *pl, float *out, float *att, const float *qkv,
-                       int B, int T, int C, int NH);
-void attention_backward(pool *pl, float *dqkv, float *datt, const float *dout,
-                        const float *qkv, const float *att, int B, int T, int C, int NH);
+void train_attention_forward(pool *pl, float *out, float *att, const float *qkv,
+                             int B, int T, int C, int NH);
+void train_attention_backward(pool *pl, float *dqkv, float *datt, const float *dout,
+                              const float *qkv, const float *att, int B, int T, int C, int NH);
 
 /* Softmax cross-entropy over rows of logits[rows,v]: probs get the
  * softmax; returns the summed loss over rows whose target is >= 0 and sets
  * *count to their number. Targets must be < v (checked by the caller). */
-double softmax_xent_forward(float *probs, const float *logits, const int32_t *targets,
-                            int rows, int v, int *count);
+double train_softmax_xent_forward(float *probs, const float *logits, const int32_t *targets,
+                                  int rows, int v, int *count);
 /* Fused backward: dlogits = (probs - onehot(target)) * scale, 0 for
  * ignored rows; dlogits may equal probs. */
-void softmax_xent_backward(float *dlogits, const float *probs, const int32_t *targets,
-                           int rows, int v, float scale);
+void train_softmax_xent_backward(float *dlogits, const float *probs, const int32_t *targets,
+                                 int rows, int v, float scale);
 
 #endif

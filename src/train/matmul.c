@@ -25,7 +25,7 @@ static int env_int(const char *name, int def)
     return (*end || v < 1 || v > (1L << 20)) ? def : (int)v;
 }
 
-int mm_default_threads(void)
+int train_mm_default_threads(void)
 {
     int t = env_int("WEFT_THREADS", 0);
     if (t > 0)
@@ -45,12 +45,12 @@ int mm_default_threads(void)
     return t < 1 ? 1 : t;
 }
 
-int mm_create(mm_ctx **out, int threads, int backend)
+int train_mm_create(mm_ctx **out, int threads, int backend)
 {
     if (!out)
         return WEFT_EINVAL;
     if (threads <= 0)
-        threads = mm_default_threads();
+        threads = train_mm_default_threads();
 #ifndef WEFT_HAVE_OPENBLAS
     if (backend == MM_OPENBLAS)
         return WEFT_ENOTSUP;
@@ -64,11 +64,11 @@ int mm_create(mm_ctx **out, int threads, int backend)
         return WEFT_ENOMEM;
     c->backend = backend;
     /* the pool also runs attention, so OpenBLAS models get one too */
-    int rc = pool_create(&c->pl, threads);
+    int rc = train_pool_create(&c->pl, threads);
     if (rc == 0)   /* OpenBLAS models use it for bf16 */
-        rc = mmp_create(&c->port, threads);
+        rc = train_mmp_create(&c->port, threads);
     if (rc) {
-        mm_destroy(c);
+        train_mm_destroy(c);
         return rc;
     }
 #ifdef WEFT_HAVE_OPENBLAS
@@ -81,28 +81,28 @@ int mm_create(mm_ctx **out, int threads, int backend)
     return 0;
 }
 
-void mm_destroy(mm_ctx *c)
+void train_mm_destroy(mm_ctx *c)
 {
     if (!c)
         return;
-    pool_destroy(c->pl);
-    mmp_destroy(c->port);
+    train_pool_destroy(c->pl);
+    train_mmp_destroy(c->port);
     free(c);
 }
 
-const char *mm_name(const mm_ctx *c)
+const char *train_mm_name(const mm_ctx *c)
 {
     return c->backend == MM_OPENBLAS ? "openblas" : "portable";
 }
 
-pool *mm_pool(mm_ctx *c)
+pool *train_mm_pool(mm_ctx *c)
 {
     return c->pl;
 }
 
-void mm_gemm(mm_ctx *c, int ta, int tb, int M, int N, int K,
-             const float *A, int lda, const float *B, int ldb,
-             float beta, float *C, int ldc)
+void train_mm_gemm(mm_ctx *c, int ta, int tb, int M, int N, int K,
+                   const float *A, int lda, const float *B, int ldb,
+                   float beta, float *C, int ldc)
 {
 #ifdef WEFT_HAVE_OPENBLAS
     if (c->backend == MM_OPENBLAS) {
@@ -111,14 +111,14 @@ void mm_gemm(mm_ctx *c, int ta, int tb, int M, int N, int K,
         return;
     }
 #endif
-    mmp_gemm(c->port, c->pl, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    train_mmp_gemm(c->port, c->pl, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
 
-void mm_gemm_bf16(mm_ctx *c, int ta, int tb, int M, int N, int K,
-                  const uint16_t *A, int lda, const uint16_t *B, int ldb,
-                  float beta, float *C, int ldc)
+void train_mm_gemm_bf16(mm_ctx *c, int ta, int tb, int M, int N, int K,
+                        const uint16_t *A, int lda, const uint16_t *B, int ldb,
+                        float beta, float *C, int ldc)
 {
     /* Always the portable kernel, which widens bf16 while packing: Debian's
      * OpenBLAS declares cblas_sbgemm but is built without it. */
-    mmp_gemm_bf16(c->port, c->pl, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    train_mmp_gemm_bf16(c->port, c->pl, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }

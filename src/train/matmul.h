@@ -13,35 +13,35 @@ typedef struct mm_ctx mm_ctx;
 
 enum { MM_AUTO = 0, MM_PORTABLE = 1, MM_OPENBLAS = 2 };
 
-int mm_create(mm_ctx **out, int threads, int backend);
-void mm_destroy(mm_ctx *c);
-const char *mm_name(const mm_ctx *c);
+int train_mm_create(mm_ctx **out, int threads, int backend);
+void train_mm_destroy(mm_ctx *c);
+const char *train_mm_name(const mm_ctx *c);
 /* The worker pool, for layers other than matmul to share. */
-pool *mm_pool(mm_ctx *c);
+pool *train_mm_pool(mm_ctx *c);
 
-void mm_gemm(mm_ctx *c, int ta, int tb, int M, int N, int K,
-             const float *A, int lda, const float *B, int ldb,
-             float beta, float *C, int ldc);
+void train_mm_gemm(mm_ctx *c, int ta, int tb, int M, int N, int K,
+                   const float *A, int lda, const float *B, int ldb,
+                   float beta, float *C, int ldc);
 /* The same with bf16 operands, fp32 accumulation and result (on the
  * portable kernel whichever the backend). */
-void mm_gemm_bf16(mm_ctx *c, int ta, int tb, int M, int N, int K,
-                  const uint16_t *A, int lda, const uint16_t *B, int ldb,
-                  float beta, float *C, int ldc);
+void train_mm_gemm_bf16(mm_ctx *c, int ta, int tb, int M, int N, int K,
+                        const uint16_t *A, int lda, const uint16_t *B, int ldb,
+                        float beta, float *C, int ldc);
 
 /* The portable kernel on its own (matmul_portable.c). */
 typedef struct mmp mmp;
-int mmp_create(mmp **out, int threads);
-void mmp_destroy(mmp *p);
-void mmp_gemm(mmp *p, pool *pl, int ta, int tb, int M, int N, int K,
-              const float *A, int lda, const float *B, int ldb,
-              float beta, float *C, int ldc);
-void mmp_gemm_bf16(mmp *p, pool *pl, int ta, int tb, int M, int N, int K,
-                   const uint16_t *A, int lda, const uint16_t *B, int ldb,
-                   float beta, float *C, int ldc);
+int train_mmp_create(mmp **out, int threads);
+void train_mmp_destroy(mmp *p);
+void train_mmp_gemm(mmp *p, pool *pl, int ta, int tb, int M, int N, int K,
+                    const float *A, int lda, const float *B, int ldb,
+                    float beta, float *C, int ldc);
+void train_mmp_gemm_bf16(mmp *p, pool *pl, int ta, int tb, int M, int N, int K,
+                         const uint16_t *A, int lda, const uint16_t *B, int ldb,
+                         float beta, float *C, int ldc);
 
 /* Threads to use when the caller gives none: WEFT_THREADS, else online
  * cores / ranks on this host (WEFT_LOCAL_SIZE, else LOCAL_WORLD_SIZE,
  * OMPI_COMM_WORLD_LOCAL_SIZE or MPI_LOCALNRANKS), at least 1. */
-int mm_default_threads(void);
+int train_mm_default_threads(void);
 
 #endif

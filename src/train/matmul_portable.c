@@ -279,14 +279,14 @@ static void gemm_worker(void *v, int tid, int nt)
     gemm_job *j = v;
     int lo, hi;
     if (j->by_rows) {
-        pool_split(j->M, j->p->mr, tid, nt, &lo, &hi);
+        train_pool_split(j->M, j->p->mr, tid, nt, &lo, &hi);
         if (hi <= lo)
             return;
         operand a = shift(j->A, j->ta ? (size_t)lo : (size_t)lo * j->lda);
         gemm_serial(j->p, &j->p->buf[tid], j->ta, j->tb, hi - lo, j->N, j->K, a, j->lda,
                     j->B, j->ldb, j->beta, j->C + (size_t)lo * j->ldc, j->ldc);
     } else {
-        pool_split(j->N, j->p->nr, tid, nt, &lo, &hi);
+        train_pool_split(j->N, j->p->nr, tid, nt, &lo, &hi);
         if (hi <= lo)
             return;
         operand b = shift(j->B, j->tb ? (size_t)lo * j->ldb : (size_t)lo);
@@ -300,7 +300,7 @@ static void gemm_any(mmp *p, pool *pl, int ta, int tb, int M, int N, int K, oper
 {
     if (M <= 0 || N <= 0)
         return;
-    int nt = pool_size(pl);
+    int nt = train_pool_size(pl);
     if (nt > p->nthreads)
         nt = p->nthreads;
     long work = (long)M * N * (K > 0 ? K : 1);
@@ -309,26 +309,26 @@ static void gemm_any(mmp *p, pool *pl, int ta, int tb, int M, int N, int K, oper
         return;
     }
     gemm_job j = { p, ta, tb, M, N, K, lda, ldb, ldc, M / p->mr >= N / p->nr, A, B, beta, C };
-    pool_run(pl, gemm_worker, &j);
+    train_pool_run(pl, gemm_worker, &j);
 }
 
-void mmp_gemm(mmp *p, pool *pl, int ta, int tb, int M, int N, int K,
-              const float *A, int lda, const float *B, int ldb,
-              float beta, float *C, int ldc)
+void train_mmp_gemm(mmp *p, pool *pl, int ta, int tb, int M, int N, int K,
+                    const float *A, int lda, const float *B, int ldb,
+                    float beta, float *C, int ldc)
 {
     operand a = { A, 0 }, b = { B, 0 };
     gemm_any(p, pl, ta, tb, M, N, K, a, lda, b, ldb, beta, C, ldc);
 }
 
-void mmp_gemm_bf16(mmp *p, pool *pl, int ta, int tb, int M, int N, int K,
-                   const uint16_t *A, int lda, const uint16_t *B, int ldb,
-                   float beta, float *C, int ldc)
+void train_mmp_gemm_bf16(mmp *p, pool *pl, int ta, int tb, int M, int N, int K,
+                         const uint16_t *A, int lda, const uint16_t *B, int ldb,
+                         float beta, float *C, int ldc)
 {
     operand a = { A, 1 }, b = { B, 1 };
     gemm_any(p, pl, ta, tb, M, N, K, a, lda, b, ldb, beta, C, ldc);
 }
 
-int mmp_create(mmp **out, int threads)
+int train_mmp_create(mmp **out, int threads)
 {
     if (threads < 1)
         threads = 1;
@@ -360,7 +360,7 @@ int mmp_create(mmp **out, int threads)
         p->buf[t].ap = aligned_alloc(64, sizeof(float) * MC * KC);
         p->buf[t].bp = aligned_alloc(64, sizeof(float) * KC * NC);
         if (!p->buf[t].ap || !p->buf[t].bp) {
-            mmp_destroy(p);
+            train_mmp_destroy(p);
             return WEFT_ENOMEM;
         }
     }
@@ -368,7 +368,7 @@ int mmp_create(mmp **out, int threads)
     return 0;
 }
 
-void mmp_destroy(mmp *p)
+void train_mmp_destroy(mmp *p)
 {
     if (!p)
         return;

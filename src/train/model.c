@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-float *carve(carver *c, size_t n)
+float *train_carve(carver *c, size_t n)
 {
     /* 16-float alignment keeps every buffer on a cache line */
     size_t at = c->used;
@@ -15,12 +15,12 @@ float *carve(carver *c, size_t n)
     return c->base ? c->base + at : NULL;
 }
 
-uint16_t *carve16(carver *c, size_t n)
+uint16_t *train_carve16(carver *c, size_t n)
 {
-    return (uint16_t *)carve(c, (n + 1) / 2);
+    return (uint16_t *)train_carve(c, (n + 1) / 2);
 }
 
-int model_add_tensor(weft_model *m, const char *name, int ndim, int d0, int d1)
+int train_model_add_tensor(weft_model *m, const char *name, int ndim, int d0, int d1)
 {
     model_tensor *t = realloc(m->tensors, sizeof *t * (size_t)(m->ntensors + 1));
     if (!t)
@@ -39,12 +39,12 @@ int model_add_tensor(weft_model *m, const char *name, int ndim, int d0, int d1)
     return 0;
 }
 
-float *model_tensor_ptr(weft_model *m, float *buf, int i)
+float *train_model_tensor_ptr(weft_model *m, float *buf, int i)
 {
     return buf + m->tensors[i].info.offset;
 }
 
-lin_ctx model_lin(weft_model *m)
+lin_ctx train_model_lin(weft_model *m)
 {
     lin_ctx c = { m->mm, m->prec == WEFT_PREC_BF16, m->lin_scratch };
     return c;
@@ -182,9 +182,9 @@ int weft_model_create(weft_model **out, const weft_model_config *cfg, uint64_t s
     if (!m)
         return WEFT_ENOMEM;
     m->cfg = *cfg;
-    m->threads = mm_default_threads();
+    m->threads = train_mm_default_threads();
     m->backend = backend_from_env();
-    rc = cfg->type == WEFT_MODEL_MLP ? mlp_build(m) : gpt_build(m);
+    rc = cfg->type == WEFT_MODEL_MLP ? train_mlp_build(m) : train_gpt_build(m);
     if (rc == 0) {
         m->params = aligned_alloc(64, ((m->nparams * sizeof(float)) + 63) & ~(size_t)63);
         m->grads = aligned_alloc(64, ((m->nparams * sizeof(float)) + 63) & ~(size_t)63);
@@ -192,10 +192,10 @@ int weft_model_create(weft_model **out, const weft_model_config *cfg, uint64_t s
             rc = WEFT_ENOMEM;
     }
     if (rc == 0)
-        rc = mm_create(&m->mm, m->threads, m->backend);
+        rc = train_mm_create(&m->mm, m->threads, m->backend);
     if (rc == WEFT_ENOTSUP && m->backend == MM_OPENBLAS) {
         m->backend = MM_PORTABLE;
-        rc = mm_create(&m->mm, m->threads, m->backend);
+        rc = train_mm_create(&m->mm, m->threads, m->backend);
     }
     if (rc) {
         weft_model_destroy(m);
@@ -211,7 +211,7 @@ void weft_model_destroy(weft_model *m)
 {
     if (!m)
         return;
-    mm_destroy(m->mm);
+    train_mm_destroy(m->mm);
     free(m->tensors);
     free(m->params);
     free(m->grads);
@@ -235,9 +235,9 @@ int weft_model_init_params(weft_model *m, uint64_t seed)
     weft_rng r;
     weft_rng_seed(&r, seed);
     if (m->cfg.type == WEFT_MODEL_MLP)
-        mlp_init(m, &r);
+        train_mlp_init(m, &r);
     else
-        gpt_init(m, &r);
+        train_gpt_init(m, &r);
     return 0;
 }
 
@@ -298,10 +298,10 @@ weft_precision weft_model_precision(const weft_model *m)
 static int remake_mm(weft_model *m, int threads, int backend)
 {
     mm_ctx *mm;
-    int rc = mm_create(&mm, threads, backend);
+    int rc = train_mm_create(&mm, threads, backend);
     if (rc)
         return rc;
-    mm_destroy(m->mm);
+    train_mm_destroy(m->mm);
     m->mm = mm;
     m->threads = threads;
     m->backend = backend;
@@ -312,7 +312,7 @@ int weft_model_set_threads(weft_model *m, int n)
 {
     if (!m)
         return WEFT_EINVAL;
-    return remake_mm(m, n > 0 ? n : mm_default_threads(), m->backend);
+    return remake_mm(m, n > 0 ? n : train_mm_default_threads(), m->backend);
 }
 
 int weft_model_threads(const weft_model *m)
@@ -336,7 +336,7 @@ int weft_model_set_matmul(weft_model *m, const char *name)
 
 const char *weft_model_matmul_name(const weft_model *m)
 {
-    return m ? mm_name(m->mm) : NULL;
+    return m ? train_mm_name(m->mm) : NULL;
 }
 
 /* Makes the arena big enough for B x T and lays it out. */
@@ -347,7 +347,7 @@ static int ensure_arena(weft_model *m, int B, int T)
         if (!m->w16)
             return WEFT_ENOMEM;
     }
-    size_t need = m->cfg.type == WEFT_MODEL_MLP ? mlp_layout(m, NULL, B) : gpt_layout(m, NULL, B, T);
+    size_t need = m->cfg.type == WEFT_MODEL_MLP ? train_mlp_layout(m, NULL, B) : train_gpt_layout(m, NULL, B, T);
     if (need > m->arena_n) {
         float *a = aligned_alloc(64, need * sizeof(float));
         if (!a)
@@ -371,9 +371,9 @@ static int ensure_arena(weft_model *m, int B, int T)
         m->tok_cap = rows;
     }
     if (m->cfg.type == WEFT_MODEL_MLP)
-        mlp_layout(m, m->arena, B);
+        train_mlp_layout(m, m->arena, B);
     else
-        gpt_layout(m, m->arena, B, T);
+        train_gpt_layout(m, m->arena, B, T);
     return 0;
 }
 
@@ -406,13 +406,13 @@ int weft_model_forward(weft_model *m, const void *inputs, const int32_t *targets
     m->T = T;
     m->rows = (int)rows;
     m->cols = ncls;
-    rc = gpt ? gpt_forward(m, inputs, batch, T) : mlp_forward(m, inputs, batch);
+    rc = gpt ? train_gpt_forward(m, inputs, batch, T) : train_mlp_forward(m, inputs, batch);
     if (rc)
         return rc;
     double sum = 0.0;
     if (targets) {
         memcpy(m->targets, targets, rows * sizeof *targets);
-        sum = softmax_xent_forward(m->probs, m->logits, targets, (int)rows, ncls, &m->count);
+        sum = train_softmax_xent_forward(m->probs, m->logits, targets, (int)rows, ncls, &m->count);
         m->ready = 1;
     }
     if (loss)
@@ -426,8 +426,8 @@ int weft_model_backward(weft_model *m)
         return WEFT_EINVAL;
     m->ready = 0;   /* the backward pass overwrites the probabilities */
     float scale = m->count ? 1.0f / (float)m->count : 0.0f;
-    softmax_xent_backward(m->probs, m->probs, m->targets, m->rows, m->cols, scale);
-    return m->cfg.type == WEFT_MODEL_GPT ? gpt_backward(m) : mlp_backward(m);
+    train_softmax_xent_backward(m->probs, m->probs, m->targets, m->rows, m->cols, scale);
+    return m->cfg.type == WEFT_MODEL_GPT ? train_gpt_backward(m) : train_mlp_backward(m);
 }
 
 int weft_model_set_grad_hook(weft_model *m, weft_grad_ready_fn fn, void *arg)
@@ -439,7 +439,7 @@ int weft_model_set_grad_hook(weft_model *m, weft_grad_ready_fn fn, void *arg)
     return 0;
 }
 
-void model_grads_ready(weft_model *m, int first, int count)
+void train_model_grads_ready(weft_model *m, int first, int count)
 {
     if (m->hook && count > 0)
         m->hook(m->hook_arg, first, count);

@@ -52,29 +52,29 @@ typedef struct {
     float *base;
     size_t used;
 } carver;
-float *carve(carver *c, size_t n);
-uint16_t *carve16(carver *c, size_t n);
+float *train_carve(carver *c, size_t n);
+uint16_t *train_carve16(carver *c, size_t n);
 
-float *model_tensor_ptr(weft_model *m, float *buf, int i);
+float *train_model_tensor_ptr(weft_model *m, float *buf, int i);
 
-int mlp_build(weft_model *m);
-void mlp_init(weft_model *m, weft_rng *r);
+int train_mlp_build(weft_model *m);
+void train_mlp_init(weft_model *m, weft_rng *r);
 /* Lays out the activations for batch rows; returns the floats needed. */
-size_t mlp_layout(weft_model *m, float *base, int B);
-int mlp_forward(weft_model *m, const float *x, int B);
-int mlp_backward(weft_model *m);
+size_t train_mlp_layout(weft_model *m, float *base, int B);
+int train_mlp_forward(weft_model *m, const float *x, int B);
+int train_mlp_backward(weft_model *m);
 
-int gpt_build(weft_model *m);
-void gpt_init(weft_model *m, weft_rng *r);
-size_t gpt_layout(weft_model *m, float *base, int B, int T);
-int gpt_forward(weft_model *m, const int32_t *tok, int B, int T);
-int gpt_backward(weft_model *m);
+int train_gpt_build(weft_model *m);
+void train_gpt_init(weft_model *m, weft_rng *r);
+size_t train_gpt_layout(weft_model *m, float *base, int B, int T);
+int train_gpt_forward(weft_model *m, const int32_t *tok, int B, int T);
+int train_gpt_backward(weft_model *m);
 
 /* Appends a tensor to the table (grows it). */
-int model_add_tensor(weft_model *m, const char *name, int ndim, int d0, int d1);
+int train_model_add_tensor(weft_model *m, const char *name, int ndim, int d0, int d1);
 
-lin_ctx model_lin(weft_model *m);
+lin_ctx train_model_lin(weft_model *m);
 /* Tells the hook, if any, that tensors [first, first + count) are done. */
-void model_grads_ready(weft_model *m, int first, int count);
+void train_model_grads_ready(weft_model *m, int first, int count);
 
 #endif

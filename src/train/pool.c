@@ -44,7 +44,7 @@ static void *worker(void *v)
     return NULL;
 }
 
-int pool_create(pool **out, int nthreads)
+int train_pool_create(pool **out, int nthreads)
 {
     if (!out || nthreads < 1)
         return WEFT_EINVAL;
@@ -58,7 +58,7 @@ int pool_create(pool **out, int nthreads)
     if (nthreads > 1) {
         p->threads = calloc((size_t)nthreads - 1, sizeof *p->threads);
         if (!p->threads) {
-            pool_destroy(p);
+            train_pool_destroy(p);
             return WEFT_ENOMEM;
         }
         for (int i = 1; i < nthreads; i++) {
@@ -67,7 +67,7 @@ int pool_create(pool **out, int nthreads)
                         pthread_create(&p->threads[i - 1], NULL, worker, wa) != 0)) {
                 free(wa);
                 p->n = i;   /* only the started ones are joined */
-                pool_destroy(p);
+                train_pool_destroy(p);
                 return wa ? WEFT_ESYS : WEFT_ENOMEM;
             }
         }
@@ -76,7 +76,7 @@ int pool_create(pool **out, int nthreads)
     return 0;
 }
 
-void pool_destroy(pool *p)
+void train_pool_destroy(pool *p)
 {
     if (!p)
         return;
@@ -94,12 +94,12 @@ void pool_destroy(pool *p)
     free(p);
 }
 
-int pool_size(const pool *p)
+int train_pool_size(const pool *p)
 {
     return p ? p->n : 1;
 }
 
-void pool_run(pool *p, pool_fn fn, void *arg)
+void train_pool_run(pool *p, pool_fn fn, void *arg)
 {
     if (!p || p->n == 1) {
         fn(arg, 0, 1);
@@ -119,7 +119,7 @@ void pool_run(pool *p, pool_fn fn, void *arg)
     pthread_mutex_unlock(&p->mu);
 }
 
-void pool_split(int n, int align, int tid, int nt, int *lo, int *hi)
+void train_pool_split(int n, int align, int tid, int nt, int *lo, int *hi)
 {
     int blocks = (n + align - 1) / align;
     int per = blocks / nt, extra = blocks % nt;
@@ -147,7 +147,7 @@ static void range_worker(void *v, int tid, int nt)
         j->fn(j->arg, lo, hi);
 }
 
-void pool_for(pool *p, size_t n, size_t align, size_t min_n, pool_range_fn fn, void *arg)
+void train_pool_for(pool *p, size_t n, size_t align, size_t min_n, pool_range_fn fn, void *arg)
 {
     if (n == 0)
         return;
@@ -156,5 +156,5 @@ void pool_for(pool *p, size_t n, size_t align, size_t min_n, pool_range_fn fn, v
         return;
     }
     range_job j = { fn, arg, n, align ? align : 1 };
-    pool_run(p, range_worker, &j);
+    train_pool_run(p, range_worker, &j);
 }

@@ -84,7 +84,7 @@ void weft_sync_destroy(weft_sync *s)
 {
     if (!s)
         return;
-    backup_destroy(s->bk);
+    train_backup_destroy(s->bk);
     free(s->anchor);
     free(s->velocity);
     free(s->buf);
@@ -149,7 +149,7 @@ int weft_sync_create(weft_sync **out, weft_comm *c, weft_model *m, const weft_sy
     }
     if (s->anchor)
         memcpy(s->anchor, p, n * sizeof *p);
-    if (cfg->mode == WEFT_SYNC_BACKUP && (rc = backup_create(&s->bk, c, m, cfg->period))) {
+    if (cfg->mode == WEFT_SYNC_BACKUP && (rc = train_backup_create(&s->bk, c, m, cfg->period))) {
         weft_sync_destroy(s);
         return rc;
     }
@@ -247,7 +247,7 @@ int weft_sync_finish(weft_sync *s)
         return WEFT_EINVAL;
     p = weft_model_params(s->model, &n);
     if (s->cfg.mode == WEFT_SYNC_BACKUP)
-        return backup_finish(s->bk);
+        return train_backup_finish(s->bk);
     if (s->cfg.mode == WEFT_SYNC_DILOCO)
         return s->steps % s->cfg.period ? outer_step(s, p, n) : 0;
     if (s->cfg.mode == WEFT_SYNC_STALE ||
@@ -309,21 +309,24 @@ int weft_sync_backup_begin(weft_sync *s, int *skip)
 {
     if (!s || !skip || !s->bk)
         return WEFT_EINVAL;
-    return backup_begin(s->bk, skip);
+    return train_backup_begin(s->bk, skip);
 }
 
 int weft_sync_backup_grads(weft_sync *s, int n, const float in[2], float out[3])
 {
     if (!s || !in || !out || !s->bk)
         return WEFT_EINVAL;
-    return backup_grads(s->bk, n, in, out);
+    return train_backup_grads(s->bk, n, in, out);
 }
 
-uint64_t weft_sync_included(const weft_sync *s) { return s && s->bk ? backup_included(s->bk) : 0; }
+uint64_t weft_sync_included(const weft_sync *s)
+{
+    return s && s->bk ? train_backup_included(s->bk) : 0;
+}
 
 uint64_t weft_sync_bytes(const weft_sync *s)
 {
     if (!s)
         return 0;
-    return s->bk ? backup_bytes(s->bk) : s->bytes;
+    return s->bk ? train_backup_bytes(s->bk) : s->bytes;
 }

@@ -70,7 +70,7 @@ struct backup {
 static void put_hdr(float *m, size_t n, const hdr *h) { memcpy(m + n, h, sizeof *h); }
 static void get_hdr(const float *m, size_t n, hdr *h) { memcpy(h, m + n, sizeof *h); }
 
-int backup_create(backup **out, weft_comm *c, weft_model *m, int b)
+int train_backup_create(backup **out, weft_comm *c, weft_model *m, int b)
 {
     backup *k;
     int rc = 0, p = weft_comm_size(c), r = weft_comm_rank(c);
@@ -88,7 +88,7 @@ int backup_create(backup **out, weft_comm *c, weft_model *m, int b)
     k->up = calloc((size_t)p, sizeof *k->up);
     k->down = calloc((size_t)p, sizeof *k->down);
     if (!k->up || !k->down) {
-        backup_destroy(k);
+        train_backup_destroy(k);
         return WEFT_ENOMEM;
     }
     /* every rank takes part in every split, even after a failure, so that
@@ -121,18 +121,18 @@ int backup_create(backup **out, weft_comm *c, weft_model *m, int b)
                             &k->in_req[q]);
     }
     if (rc) {
-        backup_destroy(k);
+        train_backup_destroy(k);
         return rc;
     }
     *out = k;
     return 0;
 }
 
-void backup_destroy(backup *k)
+void train_backup_destroy(backup *k)
 {
     if (!k)
         return;
-    /* after backup_finish nothing is in flight; after a failure the
+    /* after train_backup_finish nothing is in flight; after a failure the
      * communicators are broken and destroying them is all that is left */
     for (int q = 1; k->up && q < k->size; q++) {
         weft_comm_destroy(k->up[q]);
@@ -150,7 +150,7 @@ void backup_destroy(backup *k)
     free(k);
 }
 
-int backup_begin(backup *k, int *skip)
+int train_backup_begin(backup *k, int *skip)
 {
     int done = 0, rc = 0;
     *skip = 0;
@@ -256,7 +256,7 @@ static int coordinate(backup *k, int n, const float in[2], float *g)
     return 0;
 }
 
-int backup_grads(backup *k, int n, const float in[2], float out[3])
+int train_backup_grads(backup *k, int n, const float in[2], float out[3])
 {
     float *g = weft_model_grads(k->model, NULL);
     const float *res;
@@ -310,7 +310,7 @@ int backup_grads(backup *k, int n, const float in[2], float out[3])
     return 0;
 }
 
-int backup_finish(backup *k)
+int train_backup_finish(backup *k)
 {
     int rc = 0;
     hdr end = { .step = -1 };
@@ -359,5 +359,5 @@ int backup_finish(backup *k)
     return rc;
 }
 
-uint64_t backup_included(const backup *k) { return k->included; }
-uint64_t backup_bytes(const backup *k) { return k->bytes; }
+uint64_t train_backup_included(const backup *k) { return k->included; }
+uint64_t train_backup_bytes(const backup *k) { return k->bytes; }

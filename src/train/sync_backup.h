@@ -7,12 +7,12 @@
 
 typedef struct backup backup;
 
-int backup_create(backup **out, weft_comm *c, weft_model *m, int b);
-void backup_destroy(backup *k);
-int backup_begin(backup *k, int *skip);
-int backup_grads(backup *k, int n, const float in[2], float out[3]);
-int backup_finish(backup *k);
-uint64_t backup_included(const backup *k);
-uint64_t backup_bytes(const backup *k);
+int train_backup_create(backup **out, weft_comm *c, weft_model *m, int b);
+void train_backup_destroy(backup *k);
+int train_backup_begin(backup *k, int *skip);
+int train_backup_grads(backup *k, int n, const float in[2], float out[3]);
+int train_backup_finish(backup *k);
+uint64_t train_backup_included(const backup *k);
+uint64_t train_backup_bytes(const backup *k);
 
 #endif
