@@ -1,9 +1,8 @@
 /* The public collectives: check arguments, choose an algorithm, build this
  * rank's schedule and run it. */
 #include "coll/comm.h"
-#include "coll/local/direct.h"
+#include "coll/algo.h"
 #include "coll/exec/exec.h"
-#include "coll/local/flat.h"
 #include "coll/reduce.h"
 #include "coll/tune/tuner.h"
 #include "core/clock.h"
@@ -245,6 +244,7 @@ static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id)
     fp.count = a->count;
 
     sched_args(c, a, &p, bufs);
+    const coll_algo *how = coll_algo_of(algo);
 
     if (p2p) {
         sched_reset(&c->sched);
@@ -259,7 +259,7 @@ static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id)
         }
         sched_end_round(&c->sched);
         rc = c->sched.err;
-    } else if (algo == WEFT_ALGO_DIRECT || algo == WEFT_ALGO_FLAT) {
+    } else if (how->run) {
         fp.seq = ++c->seq;
         rc = 0; /* no schedule: run below */
     } else {
@@ -271,7 +271,7 @@ static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id)
     }
     if (rc)
         return comm_fail(c, rc, "cannot build the schedule: %s", weft_strerror(rc));
-    int scheduled = p2p || (algo != WEFT_ALGO_DIRECT && algo != WEFT_ALGO_FLAT);
+    int scheduled = p2p || !how->run;
     if (scheduled && (rc = coll_scratch(c, &c->tmp, &c->tmp_cap, c->sched.tmp_bytes)))
         return rc;
     bufs[SB_TMP] = c->tmp;
@@ -288,9 +288,10 @@ static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id)
     if (scheduled)
         rc = exec_run(c, &c->sched, bufs, &fp);
     else
-        rc = algo == WEFT_ALGO_DIRECT ? direct_run(c, a, &fp) : flat_run(c, a, &fp);
+        rc = how->run(c, a, &fp);
     if (rc) {
-        /* direct and flat refuse what they do not do before anything moves */
+        /* an algorithm that runs without a schedule refuses what it does
+         * not do before anything moves */
         if (rc != WEFT_EINVAL && rc != WEFT_ENOMEM && rc != WEFT_ENOTSUP) {
             finish(c, fr, rc);
             rc = comm_failed(c, rc, &fp);

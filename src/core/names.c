@@ -1,8 +1,9 @@
-/* Names of errors, dtypes, ops, algorithms and collectives, and parsers for
- * the names a user may type (environment variables, command lines). */
-#include <strings.h>
+/* Names of errors, dtypes, ops and collectives, and parsers for the names
+ * a user may type (environment variables, command lines). The algorithms'
+ * names are their table's (coll/algo_names.c). */
+#include "core/names.h"
 
-#include "weft.h"
+#include <strings.h>
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -63,19 +64,6 @@ const char *weft_op_name(weft_op op)
     return (unsigned)op < WEFT_OP_COUNT ? op_names[op] : NULL;
 }
 
-static const char *const algo_names[WEFT_ALGO_COUNT] = {
-    [WEFT_ALGO_AUTO] = "auto",   [WEFT_ALGO_NAIVE] = "naive",
-    [WEFT_ALGO_RING] = "ring",   [WEFT_ALGO_TREE] = "tree",
-    [WEFT_ALGO_RD] = "rd",       [WEFT_ALGO_RABENSEIFNER] = "rabenseifner",
-    [WEFT_ALGO_HIER] = "hier",   [WEFT_ALGO_DIRECT] = "direct",
-    [WEFT_ALGO_FLAT] = "flat",
-};
-
-const char *weft_algo_name(weft_algo a)
-{
-    return (unsigned)a < WEFT_ALGO_COUNT ? algo_names[a] : NULL;
-}
-
 static const char *const coll_names[WEFT_COLL_KIND_COUNT] = {
     [WEFT_COLL_SEND] = "send",           [WEFT_COLL_RECV] = "recv",
     [WEFT_COLL_BARRIER] = "barrier",     [WEFT_COLL_BROADCAST] = "broadcast",
@@ -92,13 +80,8 @@ const char *weft_coll_name(weft_coll_kind k)
 }
 
 /* Other spellings: the value is the enum, the canonical names come from
- * the tables above. Matching ignores case. */
-typedef struct {
-    const char *name;
-    int value;
-} alias;
-
-static const alias dtype_aliases[] = {
+ * the tables above. */
+static const names_alias dtype_aliases[] = {
     { "float", WEFT_F32 },    { "float32", WEFT_F32 }, { "fp32", WEFT_F32 },
     { "double", WEFT_F64 },   { "float64", WEFT_F64 }, { "fp64", WEFT_F64 },
     { "half", WEFT_F16 },     { "float16", WEFT_F16 }, { "fp16", WEFT_F16 },
@@ -109,17 +92,12 @@ static const alias dtype_aliases[] = {
     { "int64", WEFT_I64 },    { "long", WEFT_I64 },
 };
 
-static const alias op_aliases[] = {
+static const names_alias op_aliases[] = {
     { "product", WEFT_PROD }, { "mean", WEFT_AVG }, { "average", WEFT_AVG },
 };
 
-static const alias algo_aliases[] = {
-    { "recursive_doubling", WEFT_ALGO_RD },
-    { "hierarchical", WEFT_ALGO_HIER },
-};
-
-static int parse(const char *s, const char *const *names, int n,
-                 const alias *al, size_t nal, int *out)
+int names_parse(const char *s, const char *const *names, int n, const names_alias *al,
+                size_t nal, int *out)
 {
     if (!s || !out)
         return WEFT_EINVAL;
@@ -129,7 +107,7 @@ static int parse(const char *s, const char *const *names, int n,
             return 0;
         }
     for (size_t i = 0; i < nal; i++)
-        if (strcasecmp(s, al[i].name) == 0) {
+        if (al[i].name && strcasecmp(s, al[i].name) == 0) {
             *out = al[i].value;
             return 0;
         }
@@ -141,8 +119,8 @@ int weft_dtype_parse(const char *s, weft_dtype *out)
     const char *names[WEFT_DTYPE_COUNT];
     for (int i = 0; i < WEFT_DTYPE_COUNT; i++)
         names[i] = dtypes[i].name;
-    int v, rc = parse(s, names, WEFT_DTYPE_COUNT, dtype_aliases,
-                      COUNT(dtype_aliases), &v);
+    int v, rc = names_parse(s, names, WEFT_DTYPE_COUNT, dtype_aliases,
+                            COUNT(dtype_aliases), &v);
     if (rc == 0 && out)
         *out = (weft_dtype)v;
     return out ? rc : WEFT_EINVAL;
@@ -150,18 +128,9 @@ int weft_dtype_parse(const char *s, weft_dtype *out)
 
 int weft_op_parse(const char *s, weft_op *out)
 {
-    int v, rc = parse(s, op_names, WEFT_OP_COUNT, op_aliases,
-                      COUNT(op_aliases), &v);
+    int v, rc = names_parse(s, op_names, WEFT_OP_COUNT, op_aliases,
+                            COUNT(op_aliases), &v);
     if (rc == 0 && out)
         *out = (weft_op)v;
-    return out ? rc : WEFT_EINVAL;
-}
-
-int weft_algo_parse(const char *s, weft_algo *out)
-{
-    int v, rc = parse(s, algo_names, WEFT_ALGO_COUNT, algo_aliases,
-                      COUNT(algo_aliases), &v);
-    if (rc == 0 && out)
-        *out = (weft_algo)v;
     return out ? rc : WEFT_EINVAL;
 }

@@ -546,6 +546,11 @@ int sim_run(const sim_job *job, sim_result *out, char *err, size_t errlen)
         snprintf(err, errlen, "bad job");
         return WEFT_EINVAL;
     }
+    if (job->algo != SIM_ALGO_PS && !sched_has((weft_algo)job->algo, job->kind)) {
+        snprintf(err, errlen, "%s has no %s schedule to simulate", sim_algo_name(job->algo),
+                 weft_coll_name(job->kind));
+        return WEFT_ENOTSUP;
+    }
     if (job->host)
         return run_job(job, out, err, errlen);
     sim_job j = *job;

@@ -7,9 +7,10 @@
 #include "coll/sched/sched.h"
 #include "sim/topo.h"
 
-/* Algorithms the simulator knows: weft_algo values, plus the parameter
- * server pattern, which the library runs in ps/ rather than as a
- * collective schedule. */
+/* Algorithms the simulator knows: the weft_algo values whose table entry
+ * (coll/algo_table.h) builds schedules, for the collectives it builds
+ * them for (sched_has), plus the parameter server pattern, which the
+ * library runs in ps/ rather than as a collective schedule. */
 #define SIM_ALGO_PS WEFT_ALGO_COUNT
 
 typedef struct {

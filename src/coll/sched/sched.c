@@ -1,5 +1,6 @@
 /* Building schedules: append ops and close rounds. */
 #include "coll/sched/sched.h"
+#include "coll/algo_table.h"
 #include "coll/sched/tree.h"
 #include "coll/sched/two_level.h"
 
@@ -105,21 +106,32 @@ void sched_need_tmp(weft_sched *s, uint64_t bytes)
         s->tmp_bytes = bytes;
 }
 
+/* The generators and the collectives each does, from the table of
+ * algorithms; the algorithms with no generator run without a schedule. */
+static const struct {
+    int (*build)(weft_sched *s, const sched_params *p);
+    unsigned kinds;
+} generators[WEFT_ALGO_COUNT] = {
+#define GENERATOR(id, name, alias, build, run, price, free, flags, kinds) \
+    [WEFT_ALGO_##id] = { build, kinds },
+    COLL_ALGOS(GENERATOR)
+#undef GENERATOR
+};
+
+int sched_has(weft_algo a, weft_coll_kind kind)
+{
+    return (unsigned)a < WEFT_ALGO_COUNT && generators[a].build &&
+           (unsigned)kind < WEFT_COLL_KIND_COUNT && (generators[a].kinds >> kind & 1);
+}
+
 int sched_build(weft_sched *s, weft_algo a, const sched_params *p)
 {
-    int rc;
     sched_reset(s);
     if (p->nranks < 1 || p->rank < 0 || p->rank >= p->nranks || p->esize == 0)
         return WEFT_EINVAL;
-    switch (a) {
-    case WEFT_ALGO_NAIVE: rc = sched_naive(s, p); break;
-    case WEFT_ALGO_RING: rc = sched_ring(s, p); break;
-    case WEFT_ALGO_TREE: rc = sched_tree(s, p); break;
-    case WEFT_ALGO_RD: rc = sched_rd(s, p); break;
-    case WEFT_ALGO_RABENSEIFNER: rc = sched_rabenseifner(s, p); break;
-    case WEFT_ALGO_HIER: rc = sched_hier(s, p); break;
-    default: return WEFT_ENOTSUP;
-    }
+    if (!sched_has(a, p->kind))
+        return WEFT_ENOTSUP;
+    int rc = generators[a].build(s, p);
     sched_end_round(s);
     if (rc == 0 && s->err)
         rc = s->err;

@@ -75,10 +75,14 @@ void sched_reduce(weft_sched *s, int dst_buf, uint64_t dst_off, int src_buf,
                   uint64_t src_off, uint64_t len);
 void sched_need_tmp(weft_sched *s, uint64_t bytes);
 
-/* Build rank p->rank's schedule of collective p->kind with algorithm a.
+/* Build rank p->rank's schedule of collective p->kind with algorithm a,
+ * with the generator the table of algorithms (coll/algo_table.h) names.
  * WEFT_ENOTSUP when a has no schedule for that kind. The result is closed
  * (its last round ended). */
 int sched_build(weft_sched *s, weft_algo a, const sched_params *p);
+/* Whether a has a schedule for kind (those that do not run without one,
+ * or not at all). */
+int sched_has(weft_algo a, weft_coll_kind kind);
 
 /* Generators, one file per algorithm. */
 int sched_naive(weft_sched *s, const sched_params *p);

@@ -87,7 +87,8 @@ int cost_predict(const cost_params *c, const cost_layout *l, weft_algo a,
  * schedule is built: about a hundred nanoseconds), with the same constants
  * and the same oversubscription bound. For callers that cannot keep a
  * selector; the schedule walk is the reference. Negative when a has no
- * schedule for kind (or is hier, which needs hosts). */
+ * closed form for kind: no schedule for it, or hier, which needs hosts, or
+ * an algorithm that runs without a schedule. */
 double cost_closed(const cost_params *c, weft_algo a, weft_coll_kind kind, uint64_t bytes,
                    int nranks);
 

@@ -3,8 +3,7 @@
  * is what gets costed, which keeps the choice a function of the inputs
  * alone. */
 #include "coll/tune/tuner.h"
-#include "coll/local/direct.h"
-#include "coll/local/flat.h"
+#include "coll/algo.h"
 #include "coll/tune/trial.h"
 #include "core/log.h"
 
@@ -143,14 +142,13 @@ static weft_algo choose(const cost_params *c, const cost_layout *l, weft_coll_ki
     if (!collective(kind) || l->nranks < 2)
         return best;
     for (int a = WEFT_ALGO_NAIVE; a < WEFT_ALGO_COUNT; a++) {
+        const coll_algo *e = coll_algo_of((weft_algo)a);
         double t;
-        /* on one host hier is the ring under another name */
-        if (a == WEFT_ALGO_HIER && (!l->host || l->nhosts < 2))
+        if (!coll_algo_does((weft_algo)a, kind) ||
+            ((e->flags & COLL_ACROSS_HOSTS) && (!l->host || l->nhosts < 2)))
             continue;
-        int rc = a == WEFT_ALGO_DIRECT ? direct_cost(c, l, kind, lower, esize, &t)
-                 : a == WEFT_ALGO_FLAT   ? flat_cost(c, l, kind, lower, esize, &t)
-                                         : cost_predict(c, l, (weft_algo)a, kind, lower, esize,
-                                                        MAX_SIM, &t);
+        int rc = e->price ? e->price(c, l, kind, lower, esize, &t)
+                          : cost_predict(c, l, (weft_algo)a, kind, lower, esize, MAX_SIM, &t);
         if (rc) {
             if (rc != WEFT_ENOTSUP && failed)
                 *failed = 1;
@@ -347,7 +345,8 @@ weft_algo coll_select(weft_coll_kind kind, uint64_t bytes, int nranks)
     (void)cost_from_env_for(&c, nranks, NULL, 0);
     if (!collective(kind) || nranks < 2)
         return best;
-    for (int a = WEFT_ALGO_NAIVE; a < WEFT_ALGO_HIER; a++) {
+    /* an algorithm with no closed form is priced negative, never chosen */
+    for (int a = WEFT_ALGO_NAIVE; a < WEFT_ALGO_COUNT; a++) {
         double t = cost_closed(&c, (weft_algo)a, kind, bytes, nranks);
         if (t >= 0 && (best_t < 0 || t < best_t)) {
             best_t = t;
