@@ -76,9 +76,9 @@ $(LIB_A): $(OBJ)
 	@echo "  AR      $@"
 	@ar rcs $@ $^
 
-$(LIB_SO): $(OBJ)
+$(LIB_SO): $(OBJ) libweft.map
 	@echo "  LD      $@"
-	@$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	@$(CC) -shared -Wl,--version-script=libweft.map $(LDFLAGS) -o $@ $(OBJ) $(LDLIBS)
 
 $(BUILD)/%: tools/%.c $(LIB_A)
 	@mkdir -p $(dir $@)
@@ -120,7 +120,7 @@ clean:
 # fails the target and leaves crash-* in $(BUILD)/fuzz.
 FUZZ_SECONDS ?= 60
 FUZZ_SRC := src/core/frame.c src/core/flight.c src/core/names.c src/core/clock.c src/core/half.c \
-            src/coll/algo_names.c src/ps/ps_wire.c
+            src/ps/ps_wire.c
 .PHONY: fuzz
 fuzz:
 	@mkdir -p $(BUILD)/fuzz
