@@ -188,6 +188,7 @@ weft_algo weft_comm_algo(const weft_comm *c);
  * holds when send == recv exactly). count is per rank for gather, scatter,
  * allgather, reduce_scatter and alltoall. */
 
+/* Tag 0 of weft_send_tag / weft_recv_tag (point-to-point, below). */
 int weft_send(weft_comm *c, const void *buf, size_t count, weft_dtype t, int peer);
 int weft_recv(weft_comm *c, void *buf, size_t count, weft_dtype t, int peer);
 int weft_barrier(weft_comm *c);
@@ -235,10 +236,12 @@ int weft_collective(weft_comm *c, const weft_coll_args *a);
 
 /* ---- non-blocking collectives ----------------------------------------------
  * Each returns at once with a request; the operation runs in the background
- * in issue order (like a stream: operations on one communicator never
- * overtake each other, and a blocking call waits for those issued before
- * it). Buffers must stay untouched until the request completes. A
- * communicator is used by one application thread at a time. */
+ * in issue order (like a stream: collectives on one communicator never
+ * overtake each other, and a blocking collective waits for those issued
+ * before it; point-to-point messages, below, are not in that stream).
+ * Buffers must stay untouched until the request completes. A
+ * communicator is used by one application thread at a time; several
+ * communicators progress at the same time, from one thread or several. */
 typedef struct weft_request weft_request;
 
 int weft_icollective(weft_comm *c, const weft_coll_args *a, weft_request **req);
@@ -258,6 +261,45 @@ int weft_ireduce_scatter(weft_comm *c, const void *send, void *recv, size_t coun
                          weft_dtype t, weft_op op, weft_request **req);
 int weft_ialltoall(weft_comm *c, const void *send, void *recv, size_t count,
                    weft_dtype t, weft_request **req);
+/* ---- point-to-point ----------------------------------------------------------
+ * Messages between two ranks of a communicator, as in MPI and
+ * torch.distributed. Each message progresses on its own, independent of
+ * the others and of the collective stream: any number may be outstanding,
+ * posted in any order, to any peers, and each completes as soon as its
+ * match is posted on the other side (so irecv then isend on both ranks of
+ * a pair completes, and a collective never waits for a message or a
+ * message for a collective). A receive from peer p with tag t takes the
+ * oldest message from p with tag t that no earlier receive took (messages
+ * of one (peer, tag) never overtake each other). A message and its receive
+ * must agree on dtype and count, else the receive fails with
+ * WEFT_EMISMATCH naming both (the communicator stays usable). A message
+ * that arrives before its receive is kept in memory of its own until a
+ * receive takes it. Tags are 0 .. WEFT_TAG_MAX; the calls without _tag
+ * use tag 0. A send completes when its bytes have left this process's
+ * buffer (the receiver may not have them yet); a receive when the bytes
+ * are in buf. A dead peer, a stream that ends mid-message, a timeout with
+ * nothing moving or an abort fail the message with WEFT_EPEER,
+ * WEFT_ETIMEDOUT or WEFT_EABORTED, name the peer in weft_comm_error, and
+ * leave the communicator unusable (the other ranks learn, as for a failed
+ * collective). Messages travel over connections of their own (TCP,
+ * TLS with WEFT_TLS=1), made on first use. */
+#define WEFT_TAG_MAX 0x7fffffff
+int weft_send_tag(weft_comm *c, const void *buf, size_t count, weft_dtype t, int peer,
+                  int tag);
+int weft_recv_tag(weft_comm *c, void *buf, size_t count, weft_dtype t, int peer, int tag);
+int weft_isend_tag(weft_comm *c, const void *buf, size_t count, weft_dtype t, int peer,
+                   int tag, weft_request **req);
+int weft_irecv_tag(weft_comm *c, void *buf, size_t count, weft_dtype t, int peer, int tag,
+                   weft_request **req);
+/* A group, as NCCL's ncclGroupStart/End: between the two, weft_send(_tag)
+ * and weft_recv(_tag) post their message and return at once;
+ * weft_group_end waits for all of them and returns the first error (a
+ * pipeline stage sends an activation and receives a gradient as one
+ * step). Groups nest; only the outermost end waits. Collectives inside a
+ * group run as usual. */
+int weft_group_start(weft_comm *c);
+int weft_group_end(weft_comm *c);
+
 /* Block until req completes; returns the operation's result and releases
  * req. Waiting again (or weft_test) on a released request returns
  * WEFT_EINVAL until 64 more requests of its communicator were released;

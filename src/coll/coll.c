@@ -73,6 +73,19 @@ static int check_args(weft_comm *c, const weft_coll_args *a)
     return 0;
 }
 
+int coll_check_p2p(weft_comm *c, const weft_coll_args *a, int tag)
+{
+    if (atomic_load(&c->aborted))
+        return comm_fail(c, WEFT_EABORTED, "communicator aborted");
+    if (c->broken)
+        return comm_fail(c, c->broken,
+                         "communicator unusable after an earlier error; destroy it");
+    if (tag < 0)
+        return comm_fail(c, WEFT_EINVAL, "%s: tag %d is negative",
+                         weft_coll_name(a->kind), tag);
+    return check_args(c, a);
+}
+
 int coll_scratch(weft_comm *c, void **buf, size_t *cap, uint64_t bytes)
 {
     if (bytes <= *cap)
@@ -134,6 +147,8 @@ int weft_collective(weft_comm *c, const weft_coll_args *a)
 {
     if (!c || !a || c->magic != COMM_MAGIC)
         return WEFT_EINVAL;
+    if (a->kind == WEFT_COLL_SEND || a->kind == WEFT_COLL_RECV)
+        return coll_p2p(c, a); /* never waits for the collective stream */
     async_drain(c);
     return coll_run(c, a, 0);
 }
@@ -215,14 +230,15 @@ static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id)
     if ((rc = check_args(c, a)))
         return rc;
     size_t es = weft_dtype_size(a->dtype);
-    int p2p = a->kind == WEFT_COLL_SEND || a->kind == WEFT_COLL_RECV;
+    if (a->kind == WEFT_COLL_SEND || a->kind == WEFT_COLL_RECV)
+        return comm_fail(c, WEFT_EINVAL, "point-to-point runs in the p2p engine");
 
     algo = a->algo != WEFT_ALGO_AUTO ? a->algo : c->algo;
-    if (algo == WEFT_ALGO_AUTO && !p2p) {
+    if (algo == WEFT_ALGO_AUTO) {
         if (!c->tune) {
             char err[256];
-            int trc = coll_tuner_create(&c->tune, c->size, c->nhosts > 1 ? c->host : NULL,
-                                        err, sizeof err);
+            int trc = coll_tuner_create_for(&c->tune, &c->params, c->size,
+                                            c->nhosts > 1 ? c->host : NULL, err, sizeof err);
             if (trc)
                 return comm_fail(c, trc, "%s", err); /* a bad WEFT_TUNE / WEFT_TUNE_FILE */
             coll_tuner_log(c->tune, c->loglevel, c->rank);
@@ -236,30 +252,17 @@ static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id)
     memset(&fp, 0, sizeof fp);
     fp.magic = FRAME_MAGIC;
     fp.version = WIRE_VERSION;
-    fp.kind = (uint8_t)(p2p ? WEFT_COLL_SEND : a->kind);
+    fp.kind = (uint8_t)a->kind;
     fp.dtype = (uint8_t)a->dtype;
     fp.op = (uint8_t)(is_reduction(a->kind) ? a->op : 0);
-    fp.algo = (uint8_t)(p2p ? 0 : algo);
-    fp.root = is_rooted(a->kind) && !p2p ? a->root : -1;
+    fp.algo = (uint8_t)algo;
+    fp.root = is_rooted(a->kind) ? a->root : -1;
     fp.count = a->count;
 
     sched_args(c, a, &p, bufs);
-    const coll_algo *how = coll_algo_of(algo);
 
-    if (p2p) {
-        sched_reset(&c->sched);
-        if (a->kind == WEFT_COLL_SEND) {
-            fp.root = c->rank;
-            fp.seq = c->p2p_sent[a->root]++;
-            sched_send(&c->sched, a->root, SB_SEND, 0, a->count * es);
-        } else {
-            fp.root = a->root;
-            fp.seq = c->p2p_recvd[a->root]++;
-            sched_recv(&c->sched, a->root, SB_RECV, 0, a->count * es);
-        }
-        sched_end_round(&c->sched);
-        rc = c->sched.err;
-    } else if (how->run) {
+    const coll_algo *how = coll_algo_of(algo);
+    if (how->run) {
         fp.seq = ++c->seq;
         rc = 0; /* no schedule: run below */
     } else {
@@ -271,7 +274,7 @@ static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id)
     }
     if (rc)
         return comm_fail(c, rc, "cannot build the schedule: %s", weft_strerror(rc));
-    int scheduled = p2p || !how->run;
+    int scheduled = !how->run;
     if (scheduled && (rc = coll_scratch(c, &c->tmp, &c->tmp_cap, c->sched.tmp_bytes)))
         return rc;
     bufs[SB_TMP] = c->tmp;
@@ -310,16 +313,6 @@ static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id)
 }
 
 #define COLL(...) do { weft_coll_args a_ = { __VA_ARGS__ }; return weft_collective(c, &a_); } while (0)
-
-int weft_send(weft_comm *c, const void *buf, size_t count, weft_dtype t, int peer)
-{
-    COLL(.kind = WEFT_COLL_SEND, .send = buf, .count = count, .dtype = t, .root = peer);
-}
-
-int weft_recv(weft_comm *c, void *buf, size_t count, weft_dtype t, int peer)
-{
-    COLL(.kind = WEFT_COLL_RECV, .recv = buf, .count = count, .dtype = t, .root = peer);
-}
 
 int weft_barrier(weft_comm *c)
 {

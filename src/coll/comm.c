@@ -3,6 +3,7 @@
 
 #include "coll/local/direct.h"
 #include "coll/exec/exec.h"
+#include "coll/exec/p2p.h"
 #include "coll/local/flat.h"
 
 #include "core/auth.h"
@@ -49,14 +50,13 @@ static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
 
 /* WEFT_SPIN_US: how long a waiting rank polls (yielding) before it
  * sleeps; 0 sleeps at once. */
-static double spin_from_env(void)
+static double spin_from_env(const param_set *p)
 {
-    const char *v = getenv("WEFT_SPIN_US");
-    double us = v && *v ? strtod(v, NULL) : 50.0;
+    double us = p->spin_us;
     return us > 0 ? us * 1e-6 : 0;
 }
 
-static weft_comm *comm_alloc(int rank, int size)
+static weft_comm *comm_alloc(int rank, int size, const param_set *p)
 {
     weft_comm *c = calloc(1, sizeof *c);
     if (!c)
@@ -65,17 +65,16 @@ static weft_comm *comm_alloc(int rank, int size)
     c->rank = rank;
     c->size = size;
     c->local_rank = -1;
-    c->spin_s = spin_from_env();
+    c->params = *p;
+    c->spin_s = spin_from_env(p);
     c->spin_yields = -1;
-    c->shm_on = !getenv("WEFT_SHM") || strcmp(getenv("WEFT_SHM"), "0") != 0;
-    c->shm_bytes = shm_ring_bytes_from_env();
+    c->shm_on = p->shm;
+    c->shm_bytes = shm_ring_bytes(p);
     c->net.lfd = -1;
     c->fail_peer = -1;
     c->store_rank = -1;
     c->host = calloc((size_t)size, sizeof *c->host);
     c->nhosts = 1;
-    c->p2p_sent = calloc((size_t)size, sizeof *c->p2p_sent);
-    c->p2p_recvd = calloc((size_t)size, sizeof *c->p2p_recvd);
     c->stage = calloc((size_t)size, sizeof *c->stage);
     sched_init(&c->sched);
     pthread_mutex_init(&c->amu, NULL);
@@ -83,10 +82,8 @@ static weft_comm *comm_alloc(int rank, int size)
     pthread_cond_init(&c->dcv, NULL);
     if (pipe2(c->abort_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
         c->abort_pipe[0] = c->abort_pipe[1] = -1;
-    if (!c->host || !c->p2p_sent || !c->p2p_recvd || !c->stage) {
+    if (!c->host || !c->stage) {
         free(c->host);
-        free(c->p2p_sent);
-        free(c->p2p_recvd);
         free(c->stage);
         free(c);
         return NULL;
@@ -109,7 +106,10 @@ static void number_hosts(weft_comm *c, char (*ids)[64])
 static void comm_free(weft_comm *c)
 {
     async_stop(c);
+    p2p_destroy(c->p2p);
+    c->p2p = NULL;
     async_free_retired(c);
+    free(c->group);
     if (c->abort_pipe[0] >= 0) {
         close(c->abort_pipe[0]);
         close(c->abort_pipe[1]);
@@ -135,8 +135,6 @@ static void comm_free(weft_comm *c)
         free(c->stage[i]);
     free(c->stage);
     free(c->host);
-    free(c->p2p_sent);
-    free(c->p2p_recvd);
     free(c->tmp);
     sched_free(&c->sched);
     c->magic = COMM_DEAD;
@@ -175,24 +173,26 @@ static int is_loopback(const char *host)
 
 /* This host's identity: WEFT_HOST_ID (lets one machine stand for several
  * hosts in tests), else the host name. */
-static void host_id(char out[64])
+static void host_id(const param_set *p, char out[64])
 {
-    const char *v = getenv("WEFT_HOST_ID");
+    const char *v = p->host_id;
     if (v && *v)
-        snprintf(out, 64, "%s", v);
+        snprintf(out, 64, "%.63s", v);
     else if (gethostname(out, 64) != 0)
         snprintf(out, 64, "localhost");
     out[63] = 0;
 }
 
-/* Publish this rank's data address and host, learn everyone else's. */
-static int exchange_addresses(weft_comm *c, const char *addr, const char *where)
+/* Publish this rank's data addresses (collectives, point-to-point) and
+ * host, learn everyone else's. */
+static int exchange_addresses(weft_comm *c, const char *addr, const char *p2p_addr,
+                              const char *where)
 {
-    char key[128], val[SOCK_ADDR_MAX + 72], me[64], (*ids)[64];
+    char key[128], val[2 * SOCK_ADDR_MAX + 72], me[64], (*ids)[64];
     double deadline = clock_now() + c->connect_timeout_s;
     int rc;
-    host_id(me);
-    snprintf(val, sizeof val, "%s\n%s", addr, me);
+    host_id(&c->params, me);
+    snprintf(val, sizeof val, "%s\n%s\n%s", addr, p2p_addr, me);
     snprintf(key, sizeof key, "weft/%016llx/addr/%d", (unsigned long long)c->id, c->rank);
     if ((rc = store_set(c->store, key, val, strlen(val) + 1)))
         return comm_fail(c, rc, "rendezvous: %s", store_error(c->store));
@@ -214,11 +214,14 @@ static int exchange_addresses(weft_comm *c, const char *addr, const char *where)
             free(ids);
             return rc;
         }
-        char *nl = strchr(v, '\n');
-        if (nl)
-            *nl++ = 0;
+        char *pa = strchr(v, '\n'), *id = pa ? strchr(pa + 1, '\n') : NULL;
+        if (pa)
+            *pa++ = 0;
+        if (id)
+            *id++ = 0;
         snprintf(c->net.addr[i], SOCK_ADDR_MAX, "%s", (char *)v);
-        snprintf(ids[i], sizeof ids[i], "%s", nl ? nl : "");
+        p2p_set_addr(c->p2p, i, pa ? pa : "");
+        snprintf(ids[i], sizeof ids[i], "%s", id ? id : "");
         free(v);
     }
     number_hosts(c, ids);
@@ -231,8 +234,7 @@ static int exchange_addresses(weft_comm *c, const char *addr, const char *where)
  * runs a job that leaves this machine only with WEFT_INSECURE=1. */
 static int security_policy(weft_comm *c, const weft_config *cfg, const char *host)
 {
-    const char *insecure = getenv("WEFT_INSECURE");
-    int local = is_loopback(host), allow = insecure && !strcmp(insecure, "1");
+    int local = is_loopback(host), allow = c->params.insecure;
     if (cfg->world_size <= 1)
         return 0;
     if (!auth_compiled()) {
@@ -261,9 +263,10 @@ static int security_policy(weft_comm *c, const weft_config *cfg, const char *hos
 
 int weft_comm_init(weft_comm **out, const weft_config *cfg)
 {
-    char err[256] = "", ip[64], addr[SOCK_ADDR_MAX], where[128];
+    char err[256] = "", ip[64], addr[SOCK_ADDR_MAX], p2p_addr[SOCK_ADDR_MAX], where[128];
     const char *host;
     weft_comm *c;
+    param_set *p;
     int rc, serve;
     if (!out || !cfg)
         return WEFT_EINVAL;
@@ -272,14 +275,23 @@ int weft_comm_init(weft_comm **out, const weft_config *cfg)
         cfg->master_port < 0 || cfg->master_port > 65535 || cfg->algo < 0 ||
         cfg->algo >= WEFT_ALGO_COUNT)
         return WEFT_EINVAL;
-    if (!(c = comm_alloc(cfg->rank, cfg->world_size)))
+    if (!(p = malloc(sizeof *p)))
+        return WEFT_ENOMEM;
+    if ((rc = param_from_config(p, cfg, err, sizeof err)))
+        fprintf(stderr, "weft[%d] error: %s\n", cfg->rank, err);
+    c = rc ? NULL : comm_alloc(cfg->rank, cfg->world_size, p);
+    free(p);
+    if (rc)
+        return rc;
+    if (!c)
         return WEFT_ENOMEM;
     c->local_rank = cfg->local_rank;
     c->algo = cfg->algo;
     c->timeout_s = cfg->timeout_s > 0 ? cfg->timeout_s : COLL_TIMEOUT_DEFAULT_S;
     c->connect_timeout_s = cfg->connect_timeout_s > 0 ? cfg->connect_timeout_s
                                                       : STORE_WAIT_DEFAULT_S;
-    c->loglevel = log_level_from_env();
+    c->loglevel = log_level_of(&c->params);
+    param_log(&c->params, c->loglevel, c->rank);
     host = cfg->master_addr && *cfg->master_addr ? cfg->master_addr : "127.0.0.1";
     snprintf(where, sizeof where, "%s:%d", host, cfg->master_port);
     snprintf(c->store_host, sizeof c->store_host, "%s", host);
@@ -343,7 +355,12 @@ int weft_comm_init(weft_comm **out, const weft_config *cfg)
     c->net.loglevel = c->loglevel;
     c->net.connect_timeout_s = c->connect_timeout_s;
     c->net.secret = c->secret;
-    if ((rc = exchange_addresses(c, addr, where))) {
+    if ((rc = p2p_create(&c->p2p, c, ip, p2p_addr, err, sizeof err))) {
+        fprintf(stderr, "weft[%d] error: %s\n", c->rank, err);
+        comm_free(c);
+        return rc;
+    }
+    if ((rc = exchange_addresses(c, addr, p2p_addr, where))) {
         fprintf(stderr, "weft[%d] error: %s\n", c->rank, c->err);
         comm_free(c);
         return rc;
@@ -387,7 +404,8 @@ static int own_allgather(weft_comm *c, const void *send, void *recv, size_t coun
 int weft_comm_split(weft_comm *c, int color, int key, weft_comm **out)
 {
     split_entry me = { color < 0 ? -1 : color, key }, *all;
-    char (*addrs)[SOCK_ADDR_MAX] = NULL, addr[SOCK_ADDR_MAX] = "", ip[64], err[256];
+    char (*addrs)[2][SOCK_ADDR_MAX] = NULL, addr[2][SOCK_ADDR_MAX] = { "", "" }, ip[64],
+        err[256];
     int *members = NULL, n = 0, newrank = -1, rc;
     weft_comm *child = NULL;
     if (!c || !out)
@@ -418,7 +436,7 @@ int weft_comm_split(weft_comm *c, int color, int key, weft_comm **out)
             newrank = i;
     if (me.color >= 0) {
         uint64_t salt[2] = { c->split_seq, (uint64_t)me.color };
-        if (!(child = comm_alloc(newrank, n))) {
+        if (!(child = comm_alloc(newrank, n, &c->params))) {
             rc = comm_fail(c, WEFT_ENOMEM, "split: out of memory");
             goto out;
         }
@@ -433,7 +451,7 @@ int weft_comm_split(weft_comm *c, int color, int key, weft_comm **out)
             rc = comm_fail(c, WEFT_EPROTO, "split: bad own address");
             goto out;
         }
-        rc = tcp_net_init(&child->net, newrank, n, child->id, ip, addr, err, sizeof err);
+        rc = tcp_net_init(&child->net, newrank, n, child->id, ip, addr[0], err, sizeof err);
         if (rc) {
             rc = comm_fail(c, rc, "split: %s", err);
             goto out;
@@ -445,6 +463,10 @@ int weft_comm_split(weft_comm *c, int color, int key, weft_comm **out)
             goto out;
         }
         child->net.secret = child->secret;
+        if (n > 1 && (rc = p2p_create(&child->p2p, child, ip, addr[1], err, sizeof err))) {
+            rc = comm_fail(c, rc, "split: %s", err);
+            goto out;
+        }
         memcpy(child->store_host, c->store_host, sizeof child->store_host);
         child->store_port = c->store_port;
         child->store_rank = -1; /* its own ranks need not include the store's host */
@@ -454,13 +476,15 @@ int weft_comm_split(weft_comm *c, int color, int key, weft_comm **out)
         }
     }
     c->split_seq++;
-    if ((rc = own_allgather(c, addr, addrs, SOCK_ADDR_MAX, WEFT_U8)))
+    if ((rc = own_allgather(c, addr, addrs, sizeof addr, WEFT_U8)))
         goto out;
     if (child) {
         child->nhosts = 0;
         for (int i = 0; i < n; i++) {
             int j = 0;
-            memcpy(child->net.addr[i], addrs[members[i]], SOCK_ADDR_MAX);
+            memcpy(child->net.addr[i], addrs[members[i]][0], SOCK_ADDR_MAX);
+            if (child->p2p)
+                p2p_set_addr(child->p2p, i, addrs[members[i]][1]);
             while (j < i && c->host[members[j]] != c->host[members[i]])
                 j++;
             child->host[i] = j < i ? child->host[j] : child->nhosts++;
@@ -511,6 +535,7 @@ int weft_comm_abort(weft_comm *c)
 
 void comm_sever(weft_comm *c)
 {
+    p2p_sever(c->p2p, c->broken ? c->broken : WEFT_EPEER);
     exec_shm_reap(c, 0);
     for (int i = 0; i < c->size; i++) {
         if (c->net.out_fd && c->net.out_fd[i] >= 0) {

@@ -11,6 +11,7 @@
 #include "coll/sched/sched.h"
 #include "coll/tune/tuner.h"
 #include "core/flight.h"
+#include "core/param.h"
 #include "transport/shm.h"
 #include "transport/tcp.h"
 #include "weft.h"
@@ -35,8 +36,10 @@ struct weft_comm {
     int loglevel;
     uint64_t seq;             /* collectives started on this communicator */
     uint64_t split_seq;
-    uint64_t *p2p_sent;       /* per peer: point-to-point messages sent */
-    uint64_t *p2p_recvd;
+    struct p2p_engine *p2p;   /* point-to-point messages (coll/exec/p2p.h); NULL alone */
+    int group_depth;          /* weft_group_start calls not yet ended */
+    struct weft_request **group; /* messages posted inside the open group */
+    int group_n, group_cap;
     tcp_net net;
     store_client *store;      /* every multi-rank communicator: its own connection */
     store_client *watch;      /* a parked GET on the failure key (see comm_failed) */
@@ -75,6 +78,7 @@ struct weft_comm {
     int worker_on, worker_busy, worker_stop;
     pthread_t worker;
     char err[512];
+    param_set params;         /* every WEFT_* variable, read once at init */
 };
 
 #if defined(__GNUC__)
@@ -113,6 +117,10 @@ int coll_run_sched(weft_comm *c, const weft_coll_args *a, weft_algo algo, weft_s
                    void **tmp, size_t *cap, const frame_hdr *fp);
 /* Grow *buf (capacity *cap) to at least bytes; WEFT_ENOMEM recorded on c. */
 int coll_scratch(weft_comm *c, void **buf, size_t *cap, uint64_t bytes);
+/* Arguments of a message with this tag: 0, or an error recorded on c. */
+int coll_check_p2p(weft_comm *c, const weft_coll_args *a, int tag);
+/* A message with tag 0 given as a collective's arguments (async.c). */
+int coll_p2p(weft_comm *c, const weft_coll_args *a);
 /* Wait for queued non-blocking work, then stop the worker (async.c). */
 void async_drain(weft_comm *c);
 void async_stop(weft_comm *c);

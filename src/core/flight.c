@@ -18,8 +18,9 @@ void frame_describe(const frame_hdr *h, char *buf, size_t len)
     op = op ? op : "?";
     switch (h->kind) {
     case WEFT_COLL_SEND:
-    case WEFT_COLL_RECV:
-        snprintf(buf, len, "send(count=%llu, %s) as message #%llu", count, dt, seq);
+    case WEFT_COLL_RECV: /* root: the message's tag */
+        snprintf(buf, len, "%s(count=%llu, %s, tag %d) as message #%llu", kind, count, dt,
+                 h->root, seq);
         break;
     case WEFT_COLL_BARRIER:
         snprintf(buf, len, "barrier() as op #%llu", seq);

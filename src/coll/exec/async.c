@@ -1,23 +1,24 @@
-/* Non-blocking collectives: a FIFO of requests run by one worker thread per
- * communicator. One worker keeps the communicator's sockets and sequence
- * numbers single-threaded, and FIFO order is what makes every rank run the
- * same operations in the same order. */
-#include "coll/comm.h"
+/* Non-blocking operations. Collectives: a FIFO of requests run by one
+ * worker thread per communicator; one worker keeps the communicator's
+ * collective sockets and sequence numbers single-threaded, and FIFO order
+ * is what makes every rank run the same operations in the same order.
+ * Point-to-point messages skip the FIFO: the p2p engine (p2p.h) moves
+ * each on its own. Both complete through req_complete, so waiting is one
+ * code path. */
+#include "coll/exec/p2p.h"
 
 #include <stdlib.h>
+#include <string.h>
 
-#define REQ_MAGIC 0x72657175u
-#define REQ_DEAD 0x64656164u
-
-struct weft_request {
-    uint32_t magic;   /* REQ_MAGIC until freed: catches some double waits */
-    weft_comm *c;
-    weft_coll_args a;
-    uint64_t flight_id;
-    int rc;
-    int done;
-    struct weft_request *next;
-};
+void req_complete(weft_request *r, int rc)
+{
+    weft_comm *c = r->c;
+    pthread_mutex_lock(&c->amu);
+    r->rc = rc;
+    r->done = 1;
+    pthread_cond_broadcast(&c->dcv);
+    pthread_mutex_unlock(&c->amu);
+}
 
 static void *worker(void *arg)
 {
@@ -45,12 +46,142 @@ static void *worker(void *arg)
     return NULL;
 }
 
+/* Check and post one message; *req gets its request. */
+static int post_p2p(weft_comm *c, const weft_coll_args *a, int tag, weft_request **req)
+{
+    int rc;
+    if ((rc = coll_check_p2p(c, a, tag)))
+        return rc;
+    weft_request *r = calloc(1, sizeof *r);
+    if (!r)
+        return comm_fail(c, WEFT_ENOMEM, "out of memory for a message");
+    r->magic = REQ_MAGIC;
+    r->type = REQ_P2P;
+    r->c = c;
+    r->a = *a;
+    r->tag = tag;
+    r->bytes = (uint64_t)a->count * weft_dtype_size(a->dtype);
+    frame_hdr *h = &r->h;
+    h->magic = FRAME_MAGIC;
+    h->version = WIRE_VERSION;
+    h->kind = WEFT_COLL_SEND;
+    h->dtype = (uint8_t)a->dtype;
+    h->root = tag;
+    h->count = a->count;
+    h->len = r->bytes;
+    frame_hdr q = *h;
+    q.kind = (uint8_t)a->kind;
+    r->flight_id = flight_new(&c->fl, &q, FL_QUEUED)->id;
+    if ((rc = p2p_post(c->p2p, r))) {
+        free(r);
+        return comm_fail(c, rc, "cannot start the point-to-point thread");
+    }
+    *req = r;
+    return 0;
+}
+
+int weft_isend_tag(weft_comm *c, const void *buf, size_t count, weft_dtype t, int peer,
+                   int tag, weft_request **req)
+{
+    weft_coll_args a = { .kind = WEFT_COLL_SEND, .send = buf, .count = count, .dtype = t,
+                         .root = peer };
+    if (!c || !req || c->magic != COMM_MAGIC)
+        return WEFT_EINVAL;
+    *req = NULL;
+    return post_p2p(c, &a, tag, req);
+}
+
+int weft_irecv_tag(weft_comm *c, void *buf, size_t count, weft_dtype t, int peer, int tag,
+                   weft_request **req)
+{
+    weft_coll_args a = { .kind = WEFT_COLL_RECV, .recv = buf, .count = count, .dtype = t,
+                         .root = peer };
+    if (!c || !req || c->magic != COMM_MAGIC)
+        return WEFT_EINVAL;
+    *req = NULL;
+    return post_p2p(c, &a, tag, req);
+}
+
+/* Blocking, or collected by an open group (weft_group_start). */
+static int p2p_now(weft_comm *c, const weft_coll_args *a, int tag)
+{
+    weft_request *r;
+    if (!c || c->magic != COMM_MAGIC)
+        return WEFT_EINVAL;
+    if (c->group_depth > 0 && c->group_n == c->group_cap) {
+        int cap = c->group_cap ? 2 * c->group_cap : 16;
+        weft_request **g = realloc(c->group, (size_t)cap * sizeof *g);
+        if (!g)
+            return comm_fail(c, WEFT_ENOMEM, "out of memory for a group");
+        c->group = g;
+        c->group_cap = cap;
+    }
+    int rc = post_p2p(c, a, tag, &r);
+    if (rc)
+        return rc;
+    if (c->group_depth > 0) {
+        c->group[c->group_n++] = r;
+        return 0;
+    }
+    return weft_wait(r);
+}
+
+int weft_send_tag(weft_comm *c, const void *buf, size_t count, weft_dtype t, int peer, int tag)
+{
+    weft_coll_args a = { .kind = WEFT_COLL_SEND, .send = buf, .count = count, .dtype = t,
+                         .root = peer };
+    return p2p_now(c, &a, tag);
+}
+
+int weft_recv_tag(weft_comm *c, void *buf, size_t count, weft_dtype t, int peer, int tag)
+{
+    weft_coll_args a = { .kind = WEFT_COLL_RECV, .recv = buf, .count = count, .dtype = t,
+                         .root = peer };
+    return p2p_now(c, &a, tag);
+}
+
+int weft_send(weft_comm *c, const void *buf, size_t count, weft_dtype t, int peer)
+{
+    return weft_send_tag(c, buf, count, t, peer, 0);
+}
+
+int weft_recv(weft_comm *c, void *buf, size_t count, weft_dtype t, int peer)
+{
+    return weft_recv_tag(c, buf, count, t, peer, 0);
+}
+
+int coll_p2p(weft_comm *c, const weft_coll_args *a)
+{
+    return p2p_now(c, a, 0);
+}
+
+int weft_group_start(weft_comm *c)
+{
+    if (!c || c->magic != COMM_MAGIC)
+        return WEFT_EINVAL;
+    c->group_depth++;
+    return 0;
+}
+
+int weft_group_end(weft_comm *c)
+{
+    if (!c || c->magic != COMM_MAGIC || c->group_depth <= 0)
+        return WEFT_EINVAL;
+    if (--c->group_depth > 0)
+        return 0;
+    int n = c->group_n;
+    c->group_n = 0;
+    return weft_wait_all(c->group, n);
+}
+
 int weft_icollective(weft_comm *c, const weft_coll_args *a, weft_request **req)
 {
     struct weft_request *r;
     if (!c || !a || !req || c->magic != COMM_MAGIC)
         return WEFT_EINVAL;
     *req = NULL;
+    if (a->kind == WEFT_COLL_SEND || a->kind == WEFT_COLL_RECV)
+        return post_p2p(c, a, 0, req);
     if (!(r = calloc(1, sizeof *r)))
         return WEFT_ENOMEM;
     r->magic = REQ_MAGIC;
@@ -95,33 +226,51 @@ static void req_free(weft_request *r)
     free(old);
 }
 
+/* A finished message's failure becomes the communicator's error; one
+ * that leaves its streams unusable breaks the communicator and tells the
+ * other ranks, as a failed collective does, unless a collective is
+ * running on the worker right now (it then meets the failure itself). */
+static int finished(weft_request *r)
+{
+    weft_comm *c = r->c;
+    int rc = r->rc;
+    if (rc && r->type == REQ_P2P) {
+        comm_fail(c, rc, "%s", r->err);
+        int fatal = rc != WEFT_EMISMATCH && rc != WEFT_EINVAL && rc != WEFT_ENOMEM;
+        pthread_mutex_lock(&c->amu);
+        int idle = !c->qhead;
+        pthread_mutex_unlock(&c->amu);
+        if (fatal && idle && !c->broken) {
+            frame_hdr fp = r->h;
+            fp.kind = (uint8_t)r->a.kind;
+            c->fail_peer = r->a.root;
+            rc = comm_failed(c, rc, &fp);
+            c->broken = rc;
+        }
+    }
+    req_free(r);
+    return rc;
+}
+
 int weft_test(weft_request *r, int *done)
 {
-    int rc = 0;
     if (!r || !done || r->magic != REQ_MAGIC)
         return WEFT_EINVAL;
     pthread_mutex_lock(&r->c->amu);
     *done = r->done;
     pthread_mutex_unlock(&r->c->amu);
-    if (*done) {
-        rc = r->rc;
-        req_free(r);
-    }
-    return rc;
+    return *done ? finished(r) : 0;
 }
 
 int weft_wait(weft_request *r)
 {
-    int rc;
     if (!r || r->magic != REQ_MAGIC)
         return WEFT_EINVAL;
     pthread_mutex_lock(&r->c->amu);
     while (!r->done)
         pthread_cond_wait(&r->c->dcv, &r->c->amu);
     pthread_mutex_unlock(&r->c->amu);
-    rc = r->rc;
-    req_free(r);
-    return rc;
+    return finished(r);
 }
 
 int weft_wait_all(weft_request **reqs, int n)
@@ -171,13 +320,13 @@ void async_free_retired(weft_comm *c)
 int weft_isend(weft_comm *c, const void *buf, size_t count, weft_dtype t, int peer,
                weft_request **req)
 {
-    ICOLL(.kind = WEFT_COLL_SEND, .send = buf, .count = count, .dtype = t, .root = peer);
+    return weft_isend_tag(c, buf, count, t, peer, 0, req);
 }
 
 int weft_irecv(weft_comm *c, void *buf, size_t count, weft_dtype t, int peer,
                weft_request **req)
 {
-    ICOLL(.kind = WEFT_COLL_RECV, .recv = buf, .count = count, .dtype = t, .root = peer);
+    return weft_irecv_tag(c, buf, count, t, peer, 0, req);
 }
 
 int weft_ibroadcast(weft_comm *c, void *buf, size_t count, weft_dtype t, int root,
