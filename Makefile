@@ -55,7 +55,9 @@ LDLIBS   += $(DEPS_LIBS) -pthread -lm
 SRC      := $(sort $(shell find src -name "*.c"))
 OBJ      := $(SRC:%.c=$(BUILD)/%.o)
 TOOLSRC  := $(sort $(wildcard tools/*.c))
-TOOLS    := $(TOOLSRC:tools/%.c=$(BUILD)/%)
+# weft-train is a folder of sources (tools/weft-train/), one job each
+TRAINOBJ := $(patsubst %.c,$(BUILD)/%.o,$(sort $(wildcard tools/weft-train/*.c)))
+TOOLS    := $(TOOLSRC:tools/%.c=$(BUILD)/%) $(BUILD)/weft-train
 TESTSRC  := $(sort $(wildcard tests/test_*.c))
 TESTS    := $(TESTSRC:tests/%.c=$(BUILD)/tests/%)
 LIB_A    := $(BUILD)/libweft.a
@@ -85,6 +87,10 @@ $(BUILD)/%: tools/%.c $(LIB_A)
 	@echo "  CCLD    $@"
 	@$(CC) $(CFLAGS) $(LDFLAGS) -MMD -MP $< -o $@ $(LIB_A) $(LDLIBS)
 
+$(BUILD)/weft-train: $(TRAINOBJ) $(LIB_A)
+	@echo "  CCLD    $@"
+	@$(CC) $(CFLAGS) $(LDFLAGS) $(TRAINOBJ) -o $@ $(LIB_A) $(LDLIBS)
+
 $(BUILD)/tests/%: tests/%.c $(LIB_A) tests/test.h
 	@mkdir -p $(dir $@)
 	@echo "  CCLD    $@"
@@ -113,7 +119,7 @@ install: all
 clean:
 	rm -rf $(BUILD)
 
--include $(OBJ:.o=.d) $(TOOLS:=.d) $(TESTS:=.d)
+-include $(OBJ:.o=.d) $(TOOLSRC:tools/%.c=$(BUILD)/%.d) $(TRAINOBJ:.o=.d) $(TESTS:=.d)
 
 # libFuzzer targets for the wire decoders (needs clang): builds each
 # tests/fuzz/*.c and runs it for FUZZ_SECONDS under ASan+UBSan; a crash

@@ -1,0 +1,376 @@
+/* weft-train's options: the table of run options (the ones a checkpoint
+ * keeps), their parsing and defaults, the launch options, and --help. */
+#include "train_tool.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The run options' names (--KEY and the checkpoint's key=value), in O_ order. */
+static const char *const run_keys[O_COUNT] = {
+    "model", "data", "optim", "precision", "schedule", "steps", "epochs", "batch", "lr",
+    "min-lr", "momentum", "weight-decay", "clip", "warmup", "seed", "data-seed", "seq",
+    "digits", "layers", "heads", "dim", "train-size", "format",
+};
+
+/* "plain" or a comma list of padded, reversed, answer-loss; -1 if bad. */
+int run_opts_format_code(const char *f)
+{
+    static const char *const words[3] = { "padded", "reversed", "answer-loss" };
+    static const int bits[3] = { WEFT_ADDITION_PADDED, WEFT_ADDITION_REVERSED,
+                                 WEFT_ADDITION_ANSWER_LOSS };
+    if (strcmp(f, "plain") == 0)
+        return 0;
+    int code = 0;
+    while (*f) {
+        size_t n = strcspn(f, ",");
+        int k = 0;
+        while (k < 3 && !(strlen(words[k]) == n && strncmp(f, words[k], n) == 0))
+            k++;
+        if (k == 3)
+            return -1;
+        code |= bits[k];
+        f += n;
+        if (*f == ',')
+            f++;
+    }
+    return code;
+}
+
+static void usage(FILE *f)
+{
+    fputs(
+        "usage: weft-train [options]\n"
+        "  --model mlp|gpt|SPEC     mlp: IN-512-512-CLASSES; gpt: see --layers/--heads/--dim;\n"
+        "                           SPEC: \"mlp:784-128-10\", \"gpt:vocab=256,ctx=32,...\"\n"
+        "  --data builtin|fashion-mnist|mnist|PATH\n"
+        "                           builtin: generated images (mlp) or additions (gpt);\n"
+        "                           PATH: an idx directory (mlp) or a token shard (gpt)\n"
+        "  --steps N | --epochs E   length (mlp default: 1 epoch; gpt: 1500 steps)\n"
+        "  --batch B                global batch (mlp 256, gpt 32)\n"
+        "  --optim sgd|adamw        (mlp sgd, gpt adamw)\n"
+        "  --lr LR                  (sgd 0.1, adamw 3e-3)\n"
+        "  --momentum M             sgd momentum (0.9)\n"
+        "  --weight-decay WD        (sgd 0, adamw 0.01)\n"
+        "  --schedule cosine|constant  cosine decays to --min-lr (lr/10) at the last step\n"
+        "  --warmup N               linear warm-up steps (gpt 50)\n"
+        "  --clip NORM              gradient norm clipping, 0 off (gpt 1)\n"
+        "  --precision fp32|bf16    matmul precision\n"
+        "  --seed S                 weights and data order (1)\n"
+        "  --data-seed S            generator seed of the builtin data (1)\n"
+        "  --seq T                  gpt tokens per sample (32)\n"
+        "  --digits D               builtin addition operand digits (2; 3 needs more steps)\n"
+        "  --format F               builtin addition lines: plain (12+345=357) or a list of\n"
+        "                           padded (012+345=0357), reversed (12+345=753) and\n"
+        "                           answer-loss (train on the answers only);\n"
+        "                           default padded,reversed,answer-loss\n"
+        "  --layers L --heads H --dim D   gpt shape (2, 4, 64)\n"
+        "  --train-size N           builtin training samples (mlp 60000, gpt 100000)\n"
+        "  --save CKPT              checkpoint at the end (and every --save-every N steps)\n"
+        "  --stop-at N              stop (and save) after step N of the planned run\n"
+        "  --resume CKPT            continue a run (its options unless given again)\n"
+        "  --inspect CKPT           list a checkpoint's records and exit\n"
+        "  --metrics FILE           CSV, one row per step and per evaluation\n"
+        "  --log-every N            plain progress line period when not on a terminal\n"
+        "  --threads N              matmul threads\n"
+        "  --eval-prompts N         gpt exact-match problems (500)\n"
+        "  --no-eval                skip the final evaluation\n"
+        "  --quiet                  no progress output\n"
+        "  --bucket-mb MB           data parallel: gradient bucket size (25)\n"
+        "  --zero 0|1|2|3           ZeRO stage: shard optimiser state (1), + gradients (2),\n"
+        "                           + parameters (3) over the ranks (0)\n"
+        "  --accum K                micro-steps per step; communicate only on the last (1)\n"
+        "  --sync MODE              full (default), local:H, diloco:H, gossip, stale:S,\n"
+        "                           backup:B (each step takes the first N-B gradients)\n"
+        "                           (docs/TRAINING.md)\n"
+        "  --mode dp|ps             data parallel (dp, default) or parameter server (ps: under\n"
+        "                           weftrun -n W --servers K; workers push gradients, pull\n"
+        "                           parameters; servers hold them and run the optimiser)\n"
+        "  --consistency bsp|ssp:S|asp  parameter-server consistency (bsp)\n"
+        "  --straggle RANK:MS       rank RANK sleeps MS ms every step (a slow device);\n"
+        "                           any:MS: one rank a step, chosen at random (jitter)\n",
+        f);
+}
+
+static long parse_long(const char *key, const char *v, long lo, long hi)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || end == v || *end || x < lo || x > hi)
+        die("--%s: bad value '%s' (want an integer in %ld..%ld)", key, v, lo, hi);
+    return x;
+}
+
+static double parse_double(const char *key, const char *v, double lo)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end || !(x >= lo) || !isfinite(x))
+        die("--%s: bad value '%s'", key, v);
+    return x;
+}
+
+static void copy_str(char *dst, size_t cap, const char *key, const char *v)
+{
+    if (strlen(v) >= cap)
+        die("--%s: value too long", key);
+    strcpy(dst, v);
+}
+
+static void set_run_opt(run_opts *r, int k, const char *v)
+{
+    const char *key = run_keys[k];
+    switch (k) {
+    case O_MODEL: copy_str(r->model, sizeof r->model, key, v); break;
+    case O_DATA: copy_str(r->data, sizeof r->data, key, v); break;
+    case O_OPTIM:
+        if (strcmp(v, "sgd") && strcmp(v, "adamw"))
+            die("--optim: want sgd or adamw, not '%s'", v);
+        copy_str(r->optim, sizeof r->optim, key, v);
+        break;
+    case O_PRECISION:
+        if (strcmp(v, "fp32") && strcmp(v, "bf16"))
+            die("--precision: want fp32 or bf16, not '%s'", v);
+        copy_str(r->precision, sizeof r->precision, key, v);
+        break;
+    case O_SCHEDULE:
+        if (strcmp(v, "constant") && strcmp(v, "cosine"))
+            die("--schedule: want constant or cosine, not '%s'", v);
+        copy_str(r->schedule, sizeof r->schedule, key, v);
+        break;
+    case O_STEPS: r->steps = parse_long(key, v, 0, 1L << 40); break;
+    case O_EPOCHS: r->epochs = parse_double(key, v, 0); break;
+    case O_BATCH: r->batch = (int)parse_long(key, v, 1, 1 << 20); break;
+    case O_LR: r->lr = parse_double(key, v, 0); break;
+    case O_MIN_LR: r->min_lr = parse_double(key, v, 0); break;
+    case O_MOMENTUM: r->momentum = parse_double(key, v, 0); break;
+    case O_WD: r->weight_decay = parse_double(key, v, 0); break;
+    case O_CLIP: r->clip = parse_double(key, v, 0); break;
+    case O_WARMUP: r->warmup = parse_long(key, v, 0, 1L << 30); break;
+    case O_SEED: r->seed = (unsigned long long)parse_long(key, v, 0, 0x7fffffffffffffffL); break;
+    case O_DATA_SEED:
+        r->data_seed = (unsigned long long)parse_long(key, v, 0, 0x7fffffffffffffffL);
+        break;
+    case O_SEQ: r->seq = (int)parse_long(key, v, 1, 1 << 16); break;
+    case O_DIGITS: r->digits = (int)parse_long(key, v, 1, 9); break;
+    case O_LAYERS: r->layers = (int)parse_long(key, v, 1, 256); break;
+    case O_HEADS: r->heads = (int)parse_long(key, v, 1, 256); break;
+    case O_DIM: r->dim = (int)parse_long(key, v, 1, 1 << 16); break;
+    case O_TRAIN_SIZE: r->train_size = parse_long(key, v, 1, 1L << 32); break;
+    case O_FORMAT:
+        if (run_opts_format_code(v) < 0)
+            die("--format: want plain or a list of padded,reversed,answer-loss, not '%s'", v);
+        copy_str(r->format, sizeof r->format, key, v);
+        break;
+    }
+}
+
+/* Negative values mean "not chosen yet": the model kind picks defaults. */
+static void run_opts_init(run_opts *r)
+{
+    memset(r, 0, sizeof *r);
+    strcpy(r->model, "mlp");
+    strcpy(r->data, "builtin");
+    strcpy(r->precision, "fp32");
+    r->steps = -1;
+    r->epochs = -1;
+    r->batch = -1;
+    r->lr = r->min_lr = r->weight_decay = r->clip = -1;
+    r->momentum = 0.9;
+    r->warmup = -1;
+    r->seed = 1;
+    r->data_seed = 1;
+    r->seq = 32;
+    r->digits = 2;
+    r->layers = 2;
+    r->heads = 4;
+    r->dim = 64;
+    r->train_size = -1;
+    strcpy(r->format, "padded,reversed,answer-loss");
+}
+
+int run_opts_is_gpt(const run_opts *r)
+{
+    return strncmp(r->model, "gpt", 3) == 0;
+}
+
+void run_opts_defaults(run_opts *r)
+{
+    int gpt = run_opts_is_gpt(r);
+    if (!r->optim[0])
+        strcpy(r->optim, gpt ? "adamw" : "sgd");
+    int adamw = strcmp(r->optim, "adamw") == 0;
+    if (!r->schedule[0])
+        strcpy(r->schedule, "cosine");
+    if (r->batch < 0)
+        r->batch = gpt ? 32 : 256;
+    if (r->lr < 0)
+        r->lr = adamw ? 3e-3 : 0.1;
+    if (r->min_lr < 0)
+        r->min_lr = r->lr / 10;
+    if (r->weight_decay < 0)
+        r->weight_decay = adamw ? 0.01 : 0;
+    if (r->clip < 0)
+        r->clip = gpt ? 1.0 : 0;
+    if (r->warmup < 0)
+        r->warmup = gpt ? 50 : 0;
+    if (r->train_size < 0)
+        r->train_size = gpt ? 100000 : 60000;
+    if (r->steps < 0 && r->epochs < 0) {
+        if (gpt)
+            r->steps = 1500;
+        else
+            r->epochs = 1;
+    }
+}
+
+/* "key=value" lines, the form checkpoints store. */
+void run_opts_format(const run_opts *r, char *buf, size_t cap)
+{
+    snprintf(buf, cap,
+             "model=%s\ndata=%s\noptim=%s\nprecision=%s\nschedule=%s\nsteps=%ld\n"
+             "epochs=%.17g\nbatch=%d\nlr=%.17g\nmin-lr=%.17g\nmomentum=%.17g\n"
+             "weight-decay=%.17g\nclip=%.17g\nwarmup=%ld\nseed=%llu\ndata-seed=%llu\nseq=%d\n"
+             "digits=%d\nlayers=%d\nheads=%d\ndim=%d\ntrain-size=%ld\nformat=%s\n",
+             r->model, r->data, r->optim, r->precision, r->schedule, r->steps, r->epochs,
+             r->batch, r->lr, r->min_lr, r->momentum, r->weight_decay, r->clip, r->warmup,
+             r->seed, r->data_seed, r->seq, r->digits, r->layers, r->heads, r->dim,
+             r->train_size, r->format);
+}
+
+/* Applies saved options except those given on the command line. */
+void run_opts_merge(run_opts *r, unsigned set, char *saved)
+{
+    for (char *line = strtok(saved, "\n"); line; line = strtok(NULL, "\n")) {
+        char *eq = strchr(line, '=');
+        if (!eq)
+            continue;
+        *eq = 0;
+        for (int k = 0; k < O_COUNT; k++) {
+            if (strcmp(line, run_keys[k]) != 0 || (set & (1u << k)))
+                continue;
+            /* -1 marks the length option that was not used */
+            if (k == O_STEPS && eq[1] == '-')
+                r->steps = -1;
+            else if (k == O_EPOCHS && eq[1] == '-')
+                r->epochs = -1;
+            else
+                set_run_opt(r, k, eq + 1);
+        }
+    }
+    /* a new length on the command line replaces the saved one entirely */
+    if (set & (1u << O_STEPS))
+        r->epochs = -1;
+    if (set & (1u << O_EPOCHS))
+        r->steps = -1;
+}
+
+void parse_args(opts *o, int argc, char **argv)
+{
+    memset(o, 0, sizeof *o);
+    run_opts_init(&o->r);
+    o->eval_prompts = 500;
+    o->accum = 1;
+    o->straggle_rank = -1;
+    strcpy(o->sync, "full");
+    strcpy(o->consistency, "bsp");
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            exit(0);
+        }
+        if (strcmp(a, "--no-eval") == 0) {
+            o->no_eval = 1;
+            continue;
+        }
+        if (strcmp(a, "--quiet") == 0) {
+            o->quiet = 1;
+            continue;
+        }
+        if (strncmp(a, "--", 2) != 0 || i + 1 >= argc) {
+            usage(stderr);
+            die("bad argument '%s'", a);
+        }
+        const char *key = a + 2, *v = argv[++i];
+        int k = 0;
+        while (k < O_COUNT && strcmp(key, run_keys[k]) != 0)
+            k++;
+        if (k < O_COUNT) {
+            set_run_opt(&o->r, k, v);
+            o->set |= 1u << k;
+        } else if (strcmp(key, "save") == 0) {
+            copy_str(o->save, sizeof o->save, key, v);
+        } else if (strcmp(key, "resume") == 0) {
+            copy_str(o->resume, sizeof o->resume, key, v);
+        } else if (strcmp(key, "metrics") == 0) {
+            copy_str(o->metrics, sizeof o->metrics, key, v);
+        } else if (strcmp(key, "save-every") == 0) {
+            o->save_every = parse_long(key, v, 0, 1L << 40);
+        } else if (strcmp(key, "stop-at") == 0) {
+            o->stop_at = parse_long(key, v, 1, 1L << 40);
+        } else if (strcmp(key, "log-every") == 0) {
+            o->log_every = parse_long(key, v, 0, 1L << 40);
+        } else if (strcmp(key, "threads") == 0) {
+            o->threads = (int)parse_long(key, v, 0, 4096);
+        } else if (strcmp(key, "eval-prompts") == 0) {
+            o->eval_prompts = (int)parse_long(key, v, 0, 1 << 24);
+        } else if (strcmp(key, "bucket-mb") == 0) {
+            o->bucket_mb = parse_double(key, v, 0.001);
+        } else if (strcmp(key, "zero") == 0) {
+            o->zero = (int)parse_long(key, v, 0, 3);
+        } else if (strcmp(key, "accum") == 0) {
+            o->accum = (int)parse_long(key, v, 1, 1 << 16);
+        } else if (strcmp(key, "sync") == 0) {
+            weft_sync_config sc;
+            if (weft_sync_parse(v, &sc) != 0)
+                die("--sync: want full, local:H, diloco:H, gossip, stale:S or backup:B, not '%s'", v);
+            copy_str(o->sync, sizeof o->sync, key, v);
+        } else if (strcmp(key, "mode") == 0) {
+            if (strcmp(v, "dp") && strcmp(v, "ps"))
+                die("--mode: want dp or ps, not '%s'", v);
+            o->ps = strcmp(v, "ps") == 0;
+        } else if (strcmp(key, "consistency") == 0) {
+            weft_ps_config pc;
+            weft_ps_config_default(&pc);
+            if (weft_ps_consistency_parse(v, &pc) != 0)
+                die("--consistency: want bsp, ssp:S or asp, not '%s'", v);
+            copy_str(o->consistency, sizeof o->consistency, key, v);
+        } else if (strcmp(key, "straggle") == 0) {
+            char *end;
+            long r = strtol(v, &end, 10), ms = -1;
+            if (strncmp(v, "any:", 4) == 0) { /* -2: a different rank every step */
+                r = -2;
+                end = (char *)v + 3;
+            }
+            if (end != v && *end == ':')
+                ms = strtol(end + 1, &end, 10);
+            if (r < -2 || r == -1 || ms < 0 || ms > 600000 || *end)
+                die("--straggle: want RANK:MS, not '%s'", v);
+            o->straggle_rank = (int)r;
+            o->straggle_ms = (int)ms;
+        } else {
+            usage(stderr);
+            die("unknown option '%s'", a);
+        }
+    }
+    if ((o->set & (1u << O_STEPS)) && (o->set & (1u << O_EPOCHS)))
+        die("give --steps or --epochs, not both");
+    if (o->set & (1u << O_STEPS))
+        o->r.epochs = -1;
+}
+
+/* A slow device: its compute takes straggle_ms longer. any:MS (-2) picks
+ * the same pseudo-random rank on every rank, so all agree who is late. */
+void straggle(const opts *o, long step, int me, int n)
+{
+    int slow = o->straggle_rank;
+    if (slow == -2)
+        slow = (int)(((uint64_t)step * 0x9e3779b97f4a7c15ull >> 33) % (uint64_t)n);
+    if (me == slow && o->straggle_ms > 0)
+        usleep((useconds_t)o->straggle_ms * 1000);
+}

@@ -1,0 +1,82 @@
+/* Full sync (--sync full, the default): one weft_zero over the job averages
+ * the gradients every step (ZeRO stage 0 is plain data parallelism, 1-3
+ * shard the state), so every rank takes the same step. Also the mode of a
+ * lone process, with no one to average with. */
+#include "train_tool.h"
+
+#include <math.h>
+
+static int full_open(train_sync *s, weft_model *m, const weft_optim_config *oc,
+                     const weft_ckpt *ck)
+{
+    weft_model_params(m, &s->nparams);
+    s->shared = s->comm != NULL;
+    int rc = sync_zero_open(s, s->comm, m, oc, ck);
+    if (rc == 0 && s->comm)
+        rc = weft_zero_broadcast_params(s->z); /* one starting point for every rank */
+    return rc;
+}
+
+static void full_describe(const train_sync *s)
+{
+    if (!s->comm)
+        return;
+    weft_zero_mem zm;
+    weft_zero_memory(s->z, &zm);
+    printf("data parallel: %d ranks, full sync, ZeRO stage %d, %d buckets", s->world, s->o->zero,
+           weft_zero_bucket_count(s->z));
+    if (s->o->accum > 1)
+        printf(", %d micro-steps per step", s->o->accum);
+    printf("\n  per rank (rank 0): params %zu B, grads %zu B, optimiser %zu B = %zu B; "
+           "ZeRO formula %.0f B; engine work buffers +%zu B\n",
+           zm.param_bytes, zm.grad_bytes, zm.optim_bytes,
+           zm.param_bytes + zm.grad_bytes + zm.optim_bytes, zm.formula_bytes, zm.work_bytes);
+}
+
+/* The job's loss and accuracy: queued behind the gradient buckets that
+ * backward launched, collected after the optimiser step. */
+static int full_launch(train_sync *s, train_step *st)
+{
+    if (!s->comm)
+        return 0;
+    s->metrics[0] = st->loss;
+    s->metrics[1] = (float)st->correct;
+    return weft_iallreduce(s->comm, s->metrics, s->metrics, 2, WEFT_F32, WEFT_SUM, &s->mreq);
+}
+
+static int full_step(train_sync *s, train_step *st, float lr)
+{
+    int rc = sync_optim_step(s, lr, &st->gnorm);
+    if (s->mreq) {
+        int mrc = weft_wait(s->mreq);
+        s->mreq = NULL;
+        if (rc == 0)
+            rc = mrc;
+        st->loss = s->metrics[0];
+        st->correct = (int)lrintf(s->metrics[1]);
+        s->grad_bytes += s->nparams * sizeof(float);
+    }
+    return rc;
+}
+
+/* What ZeRO returned to the kernel between steps. */
+static void full_summary(const train_sync *s)
+{
+    if (!s->comm)
+        return;
+    weft_zero_mem zm;
+    weft_zero_memory(s->z, &zm);
+    printf("between steps (rank 0): params + grads + optimiser resident %zu B; "
+           "ZeRO formula %.0f B\n", zm.resident_bytes, zm.formula_bytes);
+}
+
+static uint64_t full_bytes(const train_sync *s)
+{
+    return s->grad_bytes;
+}
+
+const sync_ops sync_full = {
+    .weigh_global = 1, .zero = 1, .accum = 1,
+    .open = full_open, .describe = full_describe, .launch = full_launch, .step = full_step,
+    .summary = full_summary, .bytes = full_bytes,
+};

@@ -1,0 +1,208 @@
+/* weft-train's internal header: the types its files share and what each
+ * file offers the others (main.c's loop reads them). */
+#ifndef WEFT_TRAIN_TOOL_H
+#define WEFT_TRAIN_TOOL_H
+
+#include "weft.h"
+
+#include <stdio.h>
+
+/* ---- options (options.c) ------------------------------------------------- */
+
+/* What shapes the run; a checkpoint carries these as "key=value" lines. */
+typedef struct {
+    char model[256], data[1024], optim[16], precision[16], schedule[16];
+    long steps;
+    double epochs;
+    int batch;
+    double lr, min_lr, momentum, weight_decay, clip;
+    long warmup;
+    unsigned long long seed, data_seed;
+    int seq, digits, layers, heads, dim;
+    long train_size;
+    char format[64];
+} run_opts;
+
+typedef struct {
+    run_opts r;
+    char save[1024], resume[1024], metrics[1024];
+    long save_every, log_every, stop_at;
+    int threads, eval_prompts, no_eval, quiet;
+    double bucket_mb;
+    int zero, accum, straggle_rank, straggle_ms;
+    char sync[64];
+    int ps;               /* --mode ps: parameter server instead of data parallel */
+    char consistency[32];
+    unsigned set; /* bit per run option given on the command line */
+} opts;
+
+/* The run options in the order of their keys; bit k of opts.set is O_k. */
+enum { O_MODEL, O_DATA, O_OPTIM, O_PRECISION, O_SCHEDULE, O_STEPS, O_EPOCHS, O_BATCH, O_LR,
+       O_MIN_LR, O_MOMENTUM, O_WD, O_CLIP, O_WARMUP, O_SEED, O_DATA_SEED, O_SEQ, O_DIGITS,
+       O_LAYERS, O_HEADS, O_DIM, O_TRAIN_SIZE, O_FORMAT, O_COUNT };
+
+void parse_args(opts *o, int argc, char **argv);
+void run_opts_defaults(run_opts *r);
+int run_opts_is_gpt(const run_opts *r);
+int run_opts_format_code(const char *f);
+void run_opts_format(const run_opts *r, char *buf, size_t cap);
+void run_opts_merge(run_opts *r, unsigned set, char *saved);
+/* --straggle: sleeps when this rank (of n) is the slow one at this step. */
+void straggle(const opts *o, long step, int me, int n);
+
+/* ---- data and model (data.c, model.c) ------------------------------------- */
+
+typedef struct {
+    weft_dataset *train, *eval;
+    weft_dataset_info ti, ei;
+    double mean, std; /* pixel statistics used to standardise images */
+} data_sets;
+
+void data_open(const run_opts *r, data_sets *d);
+void data_free(data_sets *d);
+/* This rank's part of every global batch; who names the ranks in errors. */
+weft_loader *data_loader(const run_opts *r, const data_sets *d, int rank, int world, int accum,
+                         const char *who);
+
+weft_model *model_new(const run_opts *r, const data_sets *d);
+void model_tune(weft_model *m, const run_opts *r, int threads);
+void model_optim_config(const run_opts *r, weft_optim_config *oc);
+weft_lr_schedule model_lr_schedule(const run_opts *r, long steps);
+
+/* ---- progress, metrics and messages (report.c) ---------------------------- */
+
+void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+double now_s(void);
+void cpu_s(double *process, double *thread);
+
+/* One step's outcome as the loop and the sync mode fill it in. */
+typedef struct {
+    int n, global_n, width; /* samples of this rank and of the batch; rows per sample */
+    int skip;               /* backup: the step was decided without this rank */
+    int correct, seen;      /* seen: the samples loss and correct are over */
+    float loss, gnorm;      /* gnorm < 0: not measured */
+    double epoch;
+} train_step;
+
+typedef struct {
+    int tty, quiet, batch;
+    long log_every, total, first_step;
+    double start, last_draw, loss_sum;
+    long loss_n;
+    FILE *csv;
+} progress;
+
+/* steps: the planned run; the launch runs first_step..end. */
+void progress_start(progress *p, const opts *o, long steps, long first_step, long end,
+                    FILE *csv);
+/* Stops the run on a loss that is not finite, else a CSV row and progress. */
+void report_step(progress *p, long step, const train_step *st, double lr);
+FILE *csv_open(const char *path, int append);
+void csv_row(FILE *f, long step, double epoch, const char *split, double loss, double acc,
+             double lr, double gnorm, double rate, double elapsed);
+void report_model(const weft_model *m, const run_opts *r, size_t nparams);
+
+/* The final evaluation (eval.c). */
+void evaluate(weft_model *m, const data_sets *d, const opts *o, FILE *csv, long step,
+              const weft_loader *l);
+
+/* ---- sync modes (sync.c, sync_full.c, sync_params.c) ---------------------- */
+
+typedef struct train_sync train_sync;
+
+/* A sync mode: how the ranks' gradients or parameters meet. NULL hooks
+ * have nothing to do in that mode. */
+typedef struct {
+    int weigh_global; /* losses and gradients weighted by the global batch */
+    int zero, accum;  /* takes --zero, --accum > 1 */
+    void (*defaults)(opts *o); /* after the run's defaults, before the model */
+    int (*open)(train_sync *s, weft_model *m, const weft_optim_config *oc,
+                const weft_ckpt *ck);
+    void (*describe)(const train_sync *s);         /* the banner's line */
+    int (*begin)(train_sync *s, int *skip);        /* before forward */
+    int (*launch)(train_sync *s, train_step *st);  /* after backward */
+    int (*step)(train_sync *s, train_step *st, float lr);
+    int (*drain)(train_sync *s, const weft_lr_schedule *lr); /* after the last step */
+    int (*finish)(train_sync *s);
+    void (*summary)(const train_sync *s);          /* after training, when it ran */
+    uint64_t (*bytes)(const train_sync *s);        /* handed to the network */
+} sync_ops;
+
+struct train_sync {
+    const sync_ops *ops;
+    const opts *o;
+    weft_comm *comm; /* NULL: one process */
+    int world;
+    weft_sync_config cfg;
+    weft_zero *z;    /* every mode's optimiser step (over the job in full sync) */
+    weft_sync *sy;   /* the modes that average parameters */
+    int shared;      /* z spans the job: saving is collective, the loader overlaps */
+    size_t nparams;
+    float metrics[2]; /* full sync: the job's loss and correct count, in flight */
+    weft_request *mreq;
+    uint64_t grad_bytes;
+};
+
+extern const sync_ops sync_full, sync_average, sync_diloco, sync_stale, sync_backup;
+
+/* Checks the launch options against --sync and picks its mode (full sync
+ * for one process, where no mode has anyone to meet). */
+void sync_pick(train_sync *s, opts *o, weft_comm *comm);
+int sync_open(train_sync *s, weft_model *m, const weft_optim_config *oc, const weft_ckpt *ck);
+int sync_zero_open(train_sync *s, weft_comm *c, weft_model *m, const weft_optim_config *oc,
+                   const weft_ckpt *ck);
+void sync_describe(const train_sync *s);
+int sync_begin(train_sync *s, int *skip);
+int sync_launch(train_sync *s, train_step *st);
+int sync_step(train_sync *s, train_step *st, float lr);
+int sync_optim_step(train_sync *s, float lr, float *gnorm);
+int sync_drain(train_sync *s, const weft_lr_schedule *lr);
+int sync_finish(train_sync *s);
+void sync_summary(const train_sync *s);
+uint64_t sync_bytes(const train_sync *s);
+void sync_close(train_sync *s);
+
+/* ---- a data-parallel run (trainer.c) -------------------------------------- */
+
+typedef struct {
+    opts *o;
+    const data_sets *d;
+    weft_comm *comm;
+    int rank, world, image;
+    weft_model *m;
+    size_t nparams;
+    weft_loader *loader;
+    train_sync sync;
+    weft_optim *opt;
+    weft_lr_schedule sched;
+    weft_rng rng;
+    long steps, start_step, end;
+    progress pg; /* and the metrics CSV, rank 0's */
+    double load_s, compute_s; /* the loader's and forward + backward's seconds */
+    double cpu0_all, cpu0_main;
+} trainer;
+
+void trainer_open(trainer *t, opts *o, weft_comm *comm, const data_sets *d, weft_ckpt *ck,
+                  long steps, long start_step);
+/* After the last step: the last averages, saving, the summary, evaluation;
+ * ends the sync mode. trainer_close frees the model and the loader. */
+void trainer_finish(trainer *t);
+void trainer_close(trainer *t);
+void report_run(const trainer *t);
+void report_end(const trainer *t, double train_s, double cpu_all, double cpu_main);
+
+/* ---- checkpoints (ckpt.c) --------------------------------------------------- */
+
+int ckpt_inspect(const char *path);
+/* --resume: loads the checkpoint and takes its run options (NULL: none). */
+weft_ckpt *ckpt_resume(opts *o, long *start_step);
+void ckpt_restore_model(weft_ckpt *ck, const char *path, weft_model **m, weft_optim_config *oc,
+                        weft_rng *rng);
+void ckpt_restore_data(weft_ckpt *ck, const char *path, weft_loader *l, const data_sets *d);
+void ckpt_save(const trainer *t, long step);
+
+/* ---- parameter server (ps.c) ---------------------------------------------- */
+
+void ps_main(opts *o, const data_sets *d, long steps, weft_comm *world);
+
+#endif
