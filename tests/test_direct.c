@@ -566,9 +566,8 @@ static void cost_model(void)
     CHECK(coll_tuner_create_with(&tu, 4, hosts, &cp) == 0);
     CHECK(coll_tuner_select(tu, WEFT_COLL_ALLREDUCE, 64u << 20, 4) != WEFT_ALGO_DIRECT);
     coll_tuner_destroy(tu);
-    setenv("WEFT_SHM", "0", 1);
+    cp.shm = 0; /* WEFT_SHM=0, as a communicator's parameters give it */
     CHECK(direct_cost(&cp, &one, WEFT_COLL_ALLREDUCE, 64u << 20, 4, &t) == WEFT_ENOTSUP);
-    unsetenv("WEFT_SHM");
 }
 
 int main(int argc, char **argv)

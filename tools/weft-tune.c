@@ -286,7 +286,11 @@ int main(int argc, char **argv)
         cost_params cp;
         char line[512], text[1024], load[64], skipped[128] = "", when[32] = "?";
         size_t len = 0;
-        cost_default(&cp);
+        int shm = 1;
+        if ((rc = param_read_int(PARAM_shm, &shm, NULL, 0)))
+            goto fail;
+        /* the constants not measured stay those of this kind of link */
+        cost_default_for(&cp, shm);
         cp.cores = cores;
         load_average(load, sizeof load);
         /* a constant this many ranks cannot measure reads negative: the default stays */
@@ -321,11 +325,10 @@ int main(int argc, char **argv)
         struct tm tm;
         if (gmtime_r(&now, &tm))
             strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", &tm);
-        const char *shm = getenv("WEFT_SHM");
         snprintf(text, sizeof text,
                  "# weft-tune %s: %d ranks, %d cores, %s, %.1f s, load average %s\n"
                  "# not measured (library defaults):%s alpha_inter beta_inter\n%s\n",
-                 when, t.size, cores, shm && !strcmp(shm, "0") ? "TCP (WEFT_SHM=0)" : "shared memory",
+                 when, t.size, cores, shm ? "shared memory" : "TCP (WEFT_SHM=0)",
                  took, load, skipped, line);
         cost_params back;
         const char *bad = NULL;

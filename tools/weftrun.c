@@ -30,6 +30,8 @@
  * is allocated), and a remote rank's environment, secret included, shows in
  * the remote host's process list.
  */
+#include "core/param.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -265,7 +267,7 @@ static void make_secret(job *j)
 {
     static char hex[65];
     unsigned char b[32];
-    if ((j->secret = getenv("WEFT_JOB_SECRET")) && *j->secret)
+    if ((j->secret = param_env(PARAM_job_secret)))
         return;
     int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
     if (fd < 0 || read(fd, b, sizeof b) != (ssize_t)sizeof b)

@@ -7,6 +7,7 @@
 #include "core/auth.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/param.h"
 #include "transport/sock.h"
 #include "transport/tls.h"
 #include "weft.h"
@@ -410,7 +411,7 @@ int store_server_create(store_server **out, const char *host, int port, int *por
         store_server_stop(s);
         return rc;
     }
-    const char *secret = getenv("WEFT_JOB_SECRET");
+    const char *secret = param_env(PARAM_job_secret);
     if (secret && *secret && auth_compiled() && !(s->secret = strdup(secret))) {
         store_server_stop(s);
         return WEFT_ENOMEM;

@@ -1,55 +1,95 @@
 #include "core/log.h"
 
+#include "core/param.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+static const struct {
+    const char *name;
+    int bit;
+} subsys[] = {
+    { "INIT", LOG_SUB_INIT }, { "COLL", LOG_SUB_COLL }, { "NET", LOG_SUB_NET },
+    { "STORE", LOG_SUB_STORE }, { "AUTH", LOG_SUB_AUTH }, { "SHM", LOG_SUB_SHM },
+    { "TUNING", LOG_SUB_TUNING }, { "ALL", LOG_SUB_ALL },
+};
+
+/* -1: not a level name */
 static int parse_level(const char *s)
 {
     if (!strcasecmp(s, "error") || !strcasecmp(s, "none")) return LOG_ERROR;
+    if (!strcasecmp(s, "warn")) return LOG_WARN;
     if (!strcasecmp(s, "info")) return LOG_INFO;
     if (!strcasecmp(s, "debug") || !strcasecmp(s, "trace")) return LOG_TRACE;
-    return LOG_WARN;
+    return -1;
 }
 
+/* The mask of "INIT,COLL" or "^NET"; -1 when a name is unknown. */
 static int parse_subsys(const char *s)
 {
-    static const struct { const char *name; int bit; } names[] = {
-        { "INIT", LOG_SUB_INIT }, { "COLL", LOG_SUB_COLL }, { "NET", LOG_SUB_NET },
-        { "STORE", LOG_SUB_STORE }, { "AUTH", LOG_SUB_AUTH }, { "SHM", LOG_SUB_SHM },
-        { "TUNING", LOG_SUB_TUNING }, { "ALL", LOG_SUB_ALL },
-    };
     int mask = 0, invert = *s == '^';
     s += invert;
     while (*s) {
-        size_t n = strcspn(s, ",");
-        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-            if (strlen(names[i].name) == n && !strncasecmp(s, names[i].name, n))
-                mask |= names[i].bit;
+        size_t n = strcspn(s, ","), i;
+        for (i = 0; i < sizeof subsys / sizeof subsys[0]; i++)
+            if (strlen(subsys[i].name) == n && !strncasecmp(s, subsys[i].name, n))
+                break;
+        if (n && i == sizeof subsys / sizeof subsys[0])
+            return -1;
+        if (n)
+            mask |= subsys[i].bit;
         s += n + (s[n] == ',');
     }
     return invert ? LOG_SUB_ALL & ~mask : mask;
 }
 
-int log_level_from_env(void)
+const char *log_check_debug(const char *s)
 {
-    const char *s = getenv("WEFT_DEBUG"), *sub = getenv("WEFT_DEBUG_SUBSYS");
-    int level = LOG_WARN, mask = LOG_SUB_ALL;
-    if (!s || !*s)
-        s = getenv("WEFT_LOG");
-    if (s && *s) {
-        level = parse_level(s);
+    return parse_level(s) >= 0 || parse_subsys(s) > 0
+               ? NULL
+               : "ERROR, WARN, INFO, TRACE, or subsystem names (INIT,COLL,NET,STORE,AUTH,SHM,"
+                 "TUNING)";
+}
+
+const char *log_check_subsys(const char *s)
+{
+    return parse_subsys(s) >= 0 ? NULL
+                                : "subsystem names INIT,COLL,NET,STORE,AUTH,SHM,TUNING,ALL, "
+                                  "a leading ^ excluding them";
+}
+
+static int level_of(const char *s, const char *sub)
+{
+    int level = parse_level(s), mask = LOG_SUB_ALL;
+    if (level < 0) {
         /* WEFT_DEBUG=TUNING (or SHM,NET): chatter from those subsystems */
-        if (level == LOG_WARN && strcasecmp(s, "warn") && parse_subsys(s)) {
-            level = LOG_INFO;
-            mask = parse_subsys(s);
-        }
+        level = parse_subsys(s) > 0 ? LOG_INFO : LOG_WARN;
+        mask = parse_subsys(s) > 0 ? parse_subsys(s) : LOG_SUB_ALL;
     }
-    if (sub && *sub)
+    if (*sub && parse_subsys(sub) >= 0)
         mask = parse_subsys(sub);
     return level | mask << 8;
+}
+
+int log_level_of(const param_set *p)
+{
+    return level_of(p->debug, p->debug_subsys);
+}
+
+int log_level_from_env(void)
+{
+    char err[8];
+    const char *s, *sub;
+    /* a bad value is reported where a handle loads the table; here it
+     * leaves the default */
+    if (param_read_str(PARAM_debug, &s, err, sizeof err))
+        s = "WARN";
+    if (param_read_str(PARAM_debug_subsys, &sub, err, sizeof err))
+        sub = "";
+    return level_of(s, sub);
 }
 
 static void vlog(int level, int rank, const char *fmt, va_list ap)

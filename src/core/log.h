@@ -1,5 +1,5 @@
 /* Diagnostics to stderr, filtered by WEFT_DEBUG=ERROR|WARN|INFO|TRACE
- * (default WARN; WEFT_LOG=error|warn|info|debug is the older name) and
+ * (default WARN; WEFT_LOG is the older name) or subsystem names, and
  * WEFT_DEBUG_SUBSYS=INIT,COLL,NET,STORE,AUTH,... (default all; a leading ^
  * excludes the listed ones, as NCCL_DEBUG_SUBSYS). The filter is read once
  * per handle and passed in as `threshold`, so there is no global logger
@@ -20,8 +20,16 @@ enum {
     LOG_SUB_ALL = 0xffff
 };
 
-/* Level in the low 8 bits, subsystem mask above. */
+struct param_set;
+
+/* Level in the low 8 bits, subsystem mask above: from a parameter set's
+ * WEFT_DEBUG and WEFT_DEBUG_SUBSYS (core/param.h), or, where there is no
+ * set to read, from the environment. */
+int log_level_of(const struct param_set *p);
 int log_level_from_env(void);
+/* The table's checks of those two: NULL when s is acceptable, else what is. */
+const char *log_check_debug(const char *s);
+const char *log_check_subsys(const char *s);
 #if defined(__GNUC__)
 __attribute__((format(printf, 4, 5)))
 #endif

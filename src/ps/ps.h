@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "bootstrap/store.h"
+#include "core/param.h"
 #include "ps/ps_link.h"
 #include "transport/tcp.h"
 #include "weft.h"
@@ -43,6 +44,7 @@ struct weft_ps {
     char *ckpt_dir_buf;
     double timeout_s, connect_timeout_s;
     int loglevel;
+    param_set params;        /* every WEFT_* variable: the world's, or read at init */
     uint64_t comm_id;
     char *secret;
     char store_host[256];

@@ -71,17 +71,6 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
     return h;
 }
 
-static int env_int(const char *name, int dflt)
-{
-    const char *v = getenv(name);
-    char *end;
-    long x;
-    if (!v || !*v)
-        return dflt;
-    x = strtol(v, &end, 10);
-    return *end || x < 0 || x > 1 << 20 ? -1 : (int)x;
-}
-
 /* Rank, size, store and secret: from the world communicator or the
  * environment. */
 static int locate(weft_ps *ps, weft_comm *world)
@@ -96,33 +85,28 @@ static int locate(weft_ps *ps, weft_comm *world)
         ps->connect_timeout_s = world->connect_timeout_s;
         return 0;
     }
-    weft_config wc;
-    const char *sec;
-    int rc;
-    weft_config_default(&wc);
-    if ((rc = weft_config_from_env(&wc)))
-        return ps_fail(ps, rc, "no rank or world size in the environment (WEFT_RANK, "
-                               "WEFT_WORLD_SIZE)");
-    ps->world_rank = wc.rank;
-    ps->world_size = wc.world_size;
-    snprintf(ps->store_host, sizeof ps->store_host, "%s",
-             wc.master_addr && *wc.master_addr ? wc.master_addr : "127.0.0.1");
-    ps->store_port = wc.master_port;
-    sec = wc.job_secret ? wc.job_secret : getenv("WEFT_JOB_SECRET");
+    const param_set *p = &ps->params;
+    /* as weft_config_from_env: both or neither (a one-rank job) */
+    if (p->src[PARAM_rank] != p->src[PARAM_world_size] || p->rank >= p->world_size)
+        return ps_fail(ps, WEFT_ECONFIG, "no rank or world size in the environment (WEFT_RANK, "
+                                         "WEFT_WORLD_SIZE)");
+    ps->world_rank = p->rank;
+    ps->world_size = p->world_size;
+    snprintf(ps->store_host, sizeof ps->store_host, "%.255s", p->master_addr);
+    ps->store_port = p->master_port;
     /* as the communicator: a build without libcrypto cannot authenticate
      * (the store it talks to does not either) */
-    if (sec && *sec && auth_compiled() && !(ps->secret = strdup(sec)))
+    if (*p->job_secret && auth_compiled() && !(ps->secret = strdup(p->job_secret)))
         return WEFT_ENOMEM;
-    ps->connect_timeout_s = wc.connect_timeout_s > 0 ? wc.connect_timeout_s : 60;
+    ps->connect_timeout_s = p->connect_timeout;
     return 0;
 }
 
 static int roles(weft_ps *ps)
 {
-    const char *r = getenv("WEFT_ROLE");
     int want = ps->cfg.role, w = ps->cfg.num_workers;
     if (w <= 0)
-        w = env_int("WEFT_NUM_WORKERS", ps->world_size - 1);
+        w = ps->params.num_workers > 0 ? ps->params.num_workers : ps->world_size - 1;
     if (w < 1 || w >= ps->world_size)
         return ps_fail(ps, WEFT_ECONFIG,
                        "%d workers in a world of %d leaves no server or no worker "
@@ -130,14 +114,8 @@ static int roles(weft_ps *ps)
                        w, ps->world_size);
     ps->nworkers = w;
     ps->nservers = ps->world_size - w;
-    if (want == WEFT_PS_ROLE_AUTO && r && *r) {
-        if (!strcasecmp(r, "worker"))
-            want = WEFT_PS_ROLE_WORKER;
-        else if (!strcasecmp(r, "server"))
-            want = WEFT_PS_ROLE_SERVER;
-        else
-            return ps_fail(ps, WEFT_ECONFIG, "WEFT_ROLE=%s: expected worker or server", r);
-    }
+    if (want == WEFT_PS_ROLE_AUTO)
+        want = ps->params.role; /* the table's words are in weft_ps_role_kind's order */
     ps->role = ps->world_rank < w ? WEFT_PS_ROLE_WORKER : WEFT_PS_ROLE_SERVER;
     if (want != WEFT_PS_ROLE_AUTO && want != ps->role)
         return ps_fail(ps, WEFT_ECONFIG,
@@ -171,10 +149,8 @@ static int check_config(weft_ps *ps)
         return ps_fail(ps, WEFT_EINVAL, "chunk sizes %d..%d out of range (1..%u)", c->chunk_min,
                        c->chunk_max, PS_MAX_CHUNK);
     ps->timeout_s = c->timeout_s;
-    if (ps->timeout_s <= 0) {
-        const char *t = getenv("WEFT_TIMEOUT");
-        ps->timeout_s = t && atof(t) > 0 ? atof(t) : 300;
-    }
+    if (ps->timeout_s <= 0)
+        ps->timeout_s = ps->params.timeout;
     if (c->ckpt_dir) {
         if (!(ps->ckpt_dir_buf = strdup(c->ckpt_dir)))
             return WEFT_ENOMEM;
@@ -217,7 +193,13 @@ int weft_ps_init(weft_ps **out, weft_comm *world, const weft_ps_config *cfg)
     if (!(ps = calloc(1, sizeof *ps)))
         return WEFT_ENOMEM;
     ps->net.lfd = -1;
-    ps->loglevel = log_level_from_env();
+    if (world)
+        ps->params = world->params;
+    else if ((rc = param_load(&ps->params, e, sizeof e))) {
+        ps_fail(ps, rc, "%s", e);
+        goto fail;
+    }
+    ps->loglevel = log_level_of(&ps->params);
     if (cfg)
         ps->cfg = *cfg;
     else

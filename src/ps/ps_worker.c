@@ -15,8 +15,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define PS_SNDBUF (64 << 10)
-
 static int server_rank(const weft_ps *ps, int s)
 {
     return ps->nworkers + s;
@@ -32,8 +30,7 @@ static int handshake(weft_ps *ps, int s, double deadline, char *e, size_t elen)
              * the kernel's: a pull request can then go out next to its
              * chunk's gradient instead of behind all of them (the kernel
              * doubles this; ample for the window of a fast link). */
-            const char *env = getenv("WEFT_PS_SNDBUF"); /* bytes; 0: the kernel's own */
-            int sndbuf = env && *env ? atoi(env) : PS_SNDBUF;
+            int sndbuf = ps->params.ps_sndbuf; /* WEFT_PS_SNDBUF; 0: the kernel's own */
             if (sndbuf > 0)
                 setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
             ps_link_init(&ps->srv[s], fd, s);

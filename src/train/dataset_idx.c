@@ -3,6 +3,8 @@
 #include "train/data_file.h"
 #include "train/dataset_impl.h"
 
+#include "core/param.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,10 +129,8 @@ int weft_dataset_open_mnist_dir(weft_dataset **out, const char *dir, const char 
         prefix = "t10k";
     else
         return WEFT_EINVAL;
-    if (!dir || !*dir)
-        dir = getenv("WEFT_FASHION_MNIST");
-    if (!dir || !*dir)
-        dir = WEFT_FASHION_MNIST_DIR;
+    if ((!dir || !*dir) && param_read_str(PARAM_fashion_mnist, &dir, NULL, 0))
+        return WEFT_ECONFIG;
     char images[4096], labels[4096], stem[64];
     snprintf(stem, sizeof stem, "%s-images-idx3-ubyte", prefix);
     int rc = find_file(images, sizeof images, dir, stem);

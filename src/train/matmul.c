@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "core/param.h"
 #include "weft.h"
 
 #ifdef WEFT_HAVE_OPENBLAS
@@ -15,32 +16,21 @@ struct mm_ctx {
     mmp *port;
 };
 
-static int env_int(const char *name, int def)
-{
-    const char *s = getenv(name);
-    if (!s || !*s)
-        return def;
-    char *end;
-    long v = strtol(s, &end, 10);
-    return (*end || v < 1 || v > (1L << 20)) ? def : (int)v;
-}
-
 int train_mm_default_threads(void)
 {
-    int t = env_int("WEFT_THREADS", 0);
+    /* ranks on this host: weftrun's WEFT_LOCAL_SIZE, else torchrun's, Open
+     * MPI's or MPICH's name for it (the table's aliases) */
+    int t, local, rc;
+    if ((rc = param_read_int(PARAM_threads, &t, NULL, 0)) ||
+        (rc = param_read_int(PARAM_local_size, &local, NULL, 0)))
+        return rc;
     if (t > 0)
         return t;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (cores < 1)
         cores = 1;
-    /* ranks on this host: weftrun's, else torchrun's, Open MPI's, MPICH's */
-    int local = env_int("WEFT_LOCAL_SIZE", 0);
     if (local < 1)
-        local = env_int("LOCAL_WORLD_SIZE", 0);
-    if (local < 1)
-        local = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 0);
-    if (local < 1)
-        local = env_int("MPI_LOCALNRANKS", 1);
+        local = 1;
     t = (int)(cores / local);
     return t < 1 ? 1 : t;
 }
@@ -49,8 +39,8 @@ int train_mm_create(mm_ctx **out, int threads, int backend)
 {
     if (!out)
         return WEFT_EINVAL;
-    if (threads <= 0)
-        threads = train_mm_default_threads();
+    if (threads <= 0 && (threads = train_mm_default_threads()) < 0)
+        return threads;
 #ifndef WEFT_HAVE_OPENBLAS
     if (backend == MM_OPENBLAS)
         return WEFT_ENOTSUP;

@@ -41,7 +41,8 @@ void train_mmp_gemm_bf16(mmp *p, pool *pl, int ta, int tb, int M, int N, int K,
 
 /* Threads to use when the caller gives none: WEFT_THREADS, else online
  * cores / ranks on this host (WEFT_LOCAL_SIZE, else LOCAL_WORLD_SIZE,
- * OMPI_COMM_WORLD_LOCAL_SIZE or MPI_LOCALNRANKS), at least 1. */
+ * OMPI_COMM_WORLD_LOCAL_SIZE or MPI_LOCALNRANKS), at least 1; WEFT_ECONFIG
+ * (said on stderr) for a bad value. */
 int train_mm_default_threads(void);
 
 #endif

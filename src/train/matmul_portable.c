@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/half.h"
+#include "core/param.h"
 #include "weft.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -341,8 +342,13 @@ int train_mmp_create(mmp **out, int threads)
     p->nr = NR;
 #ifdef MMP_X86
     __builtin_cpu_init();
-    const char *isa = getenv("WEFT_MATMUL_ISA");   /* for tests and comparisons */
-    int want512 = !isa || strcmp(isa, "avx512") == 0, want2 = !isa || strcmp(isa, "c") != 0;
+    /* WEFT_MATMUL_ISA, for tests and comparisons: auto|avx512|avx2|c */
+    int isa, rc = param_read_int(PARAM_matmul_isa, &isa, NULL, 0);
+    if (rc) {
+        free(p);
+        return rc;
+    }
+    int want512 = isa == 0 || isa == 1, want2 = isa != 3;
     if (want512 && __builtin_cpu_supports("avx512f")) {
         p->kern = kern_avx512;
         p->mr = 12;

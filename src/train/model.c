@@ -3,6 +3,8 @@
  * are passed on to the MLP or GPT code. */
 #include "train/model.h"
 
+#include "core/param.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,14 +163,11 @@ int weft_model_config_format(const weft_model_config *c, char *buf, size_t len)
     return snprintf(buf, len, "%s", tmp);
 }
 
-static int backend_from_env(void)
+/* WEFT_MATMUL: the table's words are in MM_AUTO, MM_PORTABLE, MM_OPENBLAS
+ * order. */
+static int backend_from_env(int *out)
 {
-    const char *s = getenv("WEFT_MATMUL");
-    if (s && strcmp(s, "portable") == 0)
-        return MM_PORTABLE;
-    if (s && strcmp(s, "openblas") == 0)
-        return MM_OPENBLAS;
-    return MM_AUTO;
+    return param_read_int(PARAM_matmul, out, NULL, 0);
 }
 
 int weft_model_create(weft_model **out, const weft_model_config *cfg, uint64_t seed)
@@ -183,8 +182,9 @@ int weft_model_create(weft_model **out, const weft_model_config *cfg, uint64_t s
         return WEFT_ENOMEM;
     m->cfg = *cfg;
     m->threads = train_mm_default_threads();
-    m->backend = backend_from_env();
-    rc = cfg->type == WEFT_MODEL_MLP ? train_mlp_build(m) : train_gpt_build(m);
+    rc = m->threads < 0 ? m->threads : backend_from_env(&m->backend);
+    if (rc == 0)
+        rc = cfg->type == WEFT_MODEL_MLP ? train_mlp_build(m) : train_gpt_build(m);
     if (rc == 0) {
         m->params = aligned_alloc(64, ((m->nparams * sizeof(float)) + 63) & ~(size_t)63);
         m->grads = aligned_alloc(64, ((m->nparams * sizeof(float)) + 63) & ~(size_t)63);
@@ -312,7 +312,9 @@ int weft_model_set_threads(weft_model *m, int n)
 {
     if (!m)
         return WEFT_EINVAL;
-    return remake_mm(m, n > 0 ? n : train_mm_default_threads(), m->backend);
+    if (n <= 0 && (n = train_mm_default_threads()) < 0)
+        return n;
+    return remake_mm(m, n, m->backend);
 }
 
 int weft_model_threads(const weft_model *m)

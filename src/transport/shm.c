@@ -14,29 +14,18 @@
 #include <unistd.h>
 
 #define SHM_MAGIC 0x5746544du /* "MTFW" at the head of a segment */
-#define SHM_RING_DEFAULT (2u << 20)
+/* a peer's ring must be one WEFT_SHM_RING could make (core/param_table.h) */
 #define SHM_RING_MIN (64u << 10)
 #define SHM_RING_MAX (1u << 30)
 
 _Static_assert(sizeof(shm_hello) == 88, "shm_hello is a wire layout");
 _Static_assert(sizeof(shm_ctl) <= SHM_DATA_OFF, "shm_ctl fits before the data");
 
-uint64_t shm_ring_bytes_from_env(void)
+uint64_t shm_ring_bytes(const param_set *p)
 {
-    const char *v = getenv("WEFT_SHM_RING");
-    uint64_t b = v && *v ? strtoull(v, NULL, 0) : SHM_RING_DEFAULT;
-    if (b < SHM_RING_MIN)
-        b = SHM_RING_MIN;
-    if (b > SHM_RING_MAX)
-        b = SHM_RING_MAX;
-    return b & ~(uint64_t)7;
-}
-
-int shm_cma_from_env(void)
-{
-    const char *v = getenv("WEFT_SHM_CMA");
-    long m = v && *v ? strtol(v, NULL, 0) : 1;
-    return m <= 0 ? 0 : m >= 2 ? 2 : 1;
+    /* the table bounds it (64 KiB .. 1 GiB); offsets in the ring are
+     * 8-byte aligned */
+    return (uint64_t)p->shm_ring & ~(uint64_t)7;
 }
 
 static int sys_err(char *err, size_t errlen, const char *what, const char *name, int e)

@@ -33,6 +33,8 @@
 #ifndef WEFT_TRANSPORT_SHM_H
 #define WEFT_TRANSPORT_SHM_H
 
+#include "core/param.h"
+
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -109,12 +111,10 @@ typedef struct {
  * nothing). */
 void shm_links_free(shm_link *l, int n);
 
-/* Ring capacity: WEFT_SHM_RING bytes (rounded to 8, at least 64 KiB),
- * else the default. */
-uint64_t shm_ring_bytes_from_env(void);
-/* WEFT_SHM_CMA: 0 no single copy on this side, 1 (default) only in
- * collectives that do not reduce, 2 in all. */
-int shm_cma_from_env(void);
+/* Ring capacity: p's WEFT_SHM_RING, rounded down to 8. (Its WEFT_SHM_CMA:
+ * 0 no single copy on this side, 1 only in collectives that do not
+ * reduce, 2 in all.) */
+uint64_t shm_ring_bytes(const param_set *p);
 
 /* Sender: create, size (with the pages reserved, so a full /dev/shm
  * fails here rather than with SIGBUS later) and map the segment, and fill

@@ -3,6 +3,7 @@
 #include "core/auth.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/param.h"
 #include "weft.h"
 
 #include <errno.h>
@@ -13,10 +14,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* How long an accepted connection may take to introduce itself and prove
- * the secret: a member sends its hello right after connecting and its
- * proof one round trip later. */
-#define HELLO_WAIT_S 5.0
 /* how long closing a communicator lets the TLS pump send what is queued */
 #define TLS_FLUSH_S 5.0
 
@@ -39,12 +36,15 @@ int tcp_net_init(tcp_net *n, int rank, int size, uint64_t comm_id, const char *b
     }
     for (int i = 0; i < size; i++)
         n->out_fd[i] = n->in_fd[i] = -1;
-    const char *hw = getenv("WEFT_HANDSHAKE_TIMEOUT");
-    n->hello_wait_s = hw && *hw && strtod(hw, NULL) > 0 ? strtod(hw, NULL) : HELLO_WAIT_S;
-    if ((n->tls = tls_wanted(err, errlen)) < 0) {
-        int rc = n->tls;
+    /* WEFT_HANDSHAKE_TIMEOUT: how long an accepted connection may take to
+     * introduce itself and prove the secret (a member sends its hello right
+     * after connecting, its proof one round trip later) */
+    int bad = param_read_dbl(PARAM_handshake_timeout, &n->hello_wait_s, err, errlen);
+    if (!bad && (n->tls = tls_wanted(err, errlen)) < 0)
+        bad = n->tls;
+    if (bad) {
         tcp_net_close(n);
-        return rc;
+        return bad;
     }
     n->lfd = sock_listen(bind_ip, 0, 4096, &port, err, errlen);
     if (n->lfd < 0) {

@@ -2,6 +2,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/param.h"
 #include "weft.h"
 
 #include <errno.h>
@@ -17,13 +18,9 @@
 
 int tls_wanted(char *err, size_t errlen)
 {
-    const char *v = getenv("WEFT_TLS");
-    if (!v || !*v || !strcmp(v, "0"))
-        return 0;
-    if (strcmp(v, "1")) {
-        snprintf(err, errlen, "WEFT_TLS must be 0 or 1, not '%s'", v);
-        return WEFT_ECONFIG;
-    }
+    int on, rc = param_read_int(PARAM_tls, &on, err, errlen);
+    if (rc || !on)
+        return rc;
     if (!tls_compiled()) {
         snprintf(err, errlen, "WEFT_TLS=1, but this build of weft has no TLS (rebuild with "
                               "OpenSSL's libssl: Debian libssl-dev)");

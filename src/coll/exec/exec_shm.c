@@ -97,8 +97,8 @@ static int shm_hello_send(weft_comm *c, int peer, shm_link *lk, int fd, const fr
         lk->hello_done += (uint32_t)n;
     }
     lk->state = lk->hello.mode == SHM_MODE_RING ? SHM_LINK_RING : SHM_LINK_TCP;
-    lk->cma_off = !shm_cma_from_env();
-    lk->cma_all = shm_cma_from_env() == 2;
+    lk->cma_off = !c->params.shm_cma;
+    lk->cma_all = c->params.shm_cma == 2;
     return 1;
 }
 
@@ -132,7 +132,7 @@ static int shm_hello_recv(weft_comm *c, int peer, shm_link *lk, int fd, const fr
     }
     c->fail_peer = -1;
     lk->state = lk->hello.mode == SHM_MODE_RING ? SHM_LINK_RING : SHM_LINK_TCP;
-    lk->cma_off = !shm_cma_from_env();
+    lk->cma_off = !c->params.shm_cma;
     return 1;
 }
 

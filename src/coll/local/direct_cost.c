@@ -24,9 +24,8 @@ static double ceil_div(double a, double b) { return a <= 0 ? 0 : (double)(uint64
 int direct_cost(const cost_params *c, const cost_layout *l, weft_coll_kind kind,
                 uint64_t bytes, uint32_t esize, double *seconds)
 {
-    const char *shm = getenv("WEFT_SHM");
     int p = l->nranks;
-    if (l->nhosts > 1 || (shm && !strcmp(shm, "0")))
+    if (l->nhosts > 1 || !c->shm)
         return WEFT_ENOTSUP;
     /* the kinds measured to win (bench/direct.sh); the others run only
      * when asked for by name */

@@ -82,8 +82,8 @@ static const char *refusal(const weft_comm *c, weft_coll_kind kind, uint64_t byt
 static int scheduled(weft_comm *c, struct flat_state *fs, const weft_coll_args *a,
                      const frame_hdr *fp)
 {
-    weft_algo algo = coll_select(a->kind, (uint64_t)a->count * weft_dtype_size(a->dtype),
-                                 c->size);
+    weft_algo algo = coll_select_with(&fs->cost, a->kind,
+                                      (uint64_t)a->count * weft_dtype_size(a->dtype), c->size);
     return coll_run_sched(c, a, algo, &fs->sched, &fs->tmp, &fs->tmp_cap, fp);
 }
 
@@ -283,6 +283,9 @@ int flat_run(weft_comm *c, const weft_coll_args *a, const frame_hdr *fp)
         if (!(c->flat = calloc(1, sizeof *c->flat)))
             return comm_fail(c, WEFT_ENOMEM, "out of memory for the flat algorithm");
         sched_init(&c->flat->sched);
+        /* a malformed WEFT_TUNE leaves the keys before the error set, the
+         * same on every rank; the communicator's selector reports it */
+        (void)cost_from_params(&c->flat->cost, &c->params, c->size, NULL, 0);
     }
     struct flat_state *fs = c->flat;
     c->fail_peer = -1;
@@ -375,8 +378,7 @@ int flat_cost(const cost_params *c, const cost_layout *l, weft_coll_kind kind,
               uint64_t bytes, uint32_t esize, double *seconds)
 {
     (void)esize;
-    const char *shm = getenv("WEFT_SHM");
-    if (l->nhosts > 1 || (shm && !strcmp(shm, "0")))
+    if (l->nhosts > 1 || !c->shm)
         return WEFT_ENOTSUP;
     int64_t most = most_posted(kind, bytes, l->nranks);
     int p = l->nranks, rounds = 0;

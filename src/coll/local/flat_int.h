@@ -22,6 +22,7 @@ struct flat_state {
     weft_sched sched;  /* setting the board up, and calls where it is refused */
     void *tmp;
     size_t tmp_cap;
+    cost_params cost;  /* what picks the schedule of those calls */
 };
 
 /* Open a pidfd for every other rank (their pids are on the board); where

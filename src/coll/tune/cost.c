@@ -7,7 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
-void cost_default(cost_params *c)
+void cost_default(cost_params *c) { cost_default_for(c, 1); }
+
+void cost_default_for(cost_params *c, int shm)
 {
     /* bench/calibrate.sh on the 2-core build machine, 8 B .. 2 MiB, under
      * load from other jobs (docs/TUNING.md); msg could not be measured
@@ -15,8 +17,8 @@ void cost_default(cost_params *c)
      * TCP link's, not measured. Ranks on one host talk through shared
      * memory (transport/shm.h) unless WEFT_SHM=0, and then through TCP
      * over loopback: each has its own constants. */
-    const char *shm = getenv("WEFT_SHM");
-    if (shm && !strcmp(shm, "0")) {
+    c->shm = shm;
+    if (!shm) {
         c->alpha = 10e-6;
         c->alpha_over = 12e-6;
         c->msg = 2e-6;
@@ -120,17 +122,15 @@ static void say(char *err, size_t cap, const char *src, const char *at)
                  src, at ? (int)strcspn(at, ", \t\n") : 0, at ? at : "");
 }
 
-int cost_from_env(cost_params *c, char *err, size_t cap)
+/* Defaults for shm, then the file at path, then the text s (either may be
+ * empty). */
+static int cost_load(cost_params *c, int shm, const char *path, const char *s, int nranks,
+                     char *err, size_t cap)
 {
-    return cost_from_env_for(c, 0, err, cap);
-}
-
-int cost_from_env_for(cost_params *c, int nranks, char *err, size_t cap)
-{
-    const char *path = getenv("WEFT_TUNE_FILE"), *s = getenv("WEFT_TUNE"), *at = NULL;
+    const char *at = NULL;
     /* sysconf reads /sys each time: skip it when no machine has fewer cores */
     long n = nranks > 0 && nranks <= 2 ? 2 : sysconf(_SC_NPROCESSORS_ONLN);
-    cost_default(c);
+    cost_default_for(c, shm);
     c->cores = n > 0 && n < 1 << 20 ? (int)n : 0;
     if (err && cap)
         err[0] = 0;
@@ -162,6 +162,34 @@ int cost_from_env_for(cost_params *c, int nranks, char *err, size_t cap)
         return WEFT_ECONFIG;
     }
     return 0;
+}
+
+int cost_from_params(cost_params *c, const param_set *p, int nranks, char *err, size_t cap)
+{
+    return cost_load(c, p->shm, p->tune_file, p->tune, nranks, err, cap);
+}
+
+int cost_from_env(cost_params *c, char *err, size_t cap)
+{
+    return cost_from_env_for(c, 0, err, cap);
+}
+
+int cost_from_env_for(cost_params *c, int nranks, char *err, size_t cap)
+{
+    const char *path = NULL, *s = NULL;
+    int shm = 1, rc;
+    char scratch[8];
+    if (!err || !cap) {
+        err = scratch;
+        cap = sizeof scratch;
+    }
+    if ((rc = param_read_int(PARAM_shm, &shm, err, cap)) ||
+        (rc = param_read_str(PARAM_tune_file, &path, err, cap)) ||
+        (rc = param_read_str(PARAM_tune, &s, err, cap))) {
+        cost_default_for(c, shm);
+        return rc;
+    }
+    return cost_load(c, shm, path, s, nranks, err, cap);
 }
 
 static int other_host(const cost_layout *l, int a, int b)

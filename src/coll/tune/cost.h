@@ -7,6 +7,7 @@
 #define WEFT_COLL_COST_H
 
 #include "coll/sched/sched.h"
+#include "core/param.h"
 
 #include <stdio.h>
 
@@ -22,19 +23,27 @@ typedef struct {
     double alpha_inter; /* s per round that crosses hosts */
     double beta_inter;  /* s per byte leaving a host (its uplink is shared) */
     int cores;          /* per host; 0: do not model oversubscription */
+    int shm;            /* ranks on one host share memory (WEFT_SHM); 0: they
+                           talk TCP over loopback, and the one-host
+                           algorithms are off */
 } cost_params;
 
-/* This kind of host: 2 cores, TCP over loopback (docs/TUNING.md). */
+/* This kind of host: 2 cores, same-host ranks talking through shared
+ * memory (shm) or TCP over loopback (docs/TUNING.md). cost_default: shm. */
+void cost_default_for(cost_params *c, int shm);
 void cost_default(cost_params *c);
 /* "alpha=30e-6,beta=5e-10 gamma=1e-10": keys of cost_params separated by
  * commas, blanks or newlines, '#' to the end of a line is a comment. Keys
  * parsed before an error stay set. WEFT_ECONFIG for an unknown key or a
  * bad or negative number; *where (if not NULL) then points at it. */
 int cost_parse(cost_params *c, const char *s, const char **where);
-/* Defaults; cores from sysconf; then the file $WEFT_TUNE_FILE, then
- * $WEFT_TUNE. Every rank must see the same values (or the ranks of a job
+/* Defaults for WEFT_SHM; cores from sysconf; then the file WEFT_TUNE_FILE,
+ * then WEFT_TUNE, as a parameter set holds them (read once, by the handle
+ * that owns p). Every rank must see the same values (or the ranks of a job
  * may choose different algorithms and fail with WEFT_EMISMATCH). err (if
- * not NULL, cap bytes) gets a message on failure. */
+ * not NULL, cap bytes) gets a message on failure. nranks as below. */
+int cost_from_params(cost_params *c, const param_set *p, int nranks, char *err, size_t cap);
+/* The same, the three variables read from the environment now. */
 int cost_from_env(cost_params *c, char *err, size_t cap);
 /* The same for a job of nranks ranks (> 0): cores is then only looked up
  * when it can matter (nranks > 2), since that costs a file read. */

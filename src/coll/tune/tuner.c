@@ -85,26 +85,33 @@ int coll_tuner_create_with(coll_tuner **out, int nranks, const int32_t *host,
     return 0;
 }
 
+static int create(coll_tuner **out, int nranks, const int32_t *host, const cost_params *c,
+                  int measure)
+{
+    int rc = coll_tuner_create_with(out, nranks, host, c);
+    if (!rc)
+        (*out)->measure = measure;
+    return rc;
+}
+
+int coll_tuner_create_for(coll_tuner **out, const param_set *p, int nranks,
+                          const int32_t *host, char *err, size_t cap)
+{
+    cost_params c;
+    int rc = cost_from_params(&c, p, nranks, err, cap);
+    *out = NULL;
+    return rc ? rc : create(out, nranks, host, &c, p->autotune);
+}
+
 int coll_tuner_create(coll_tuner **out, int nranks, const int32_t *host, char *err,
                       size_t cap)
 {
     cost_params c;
-    int rc = cost_from_env(&c, err, cap);
-    if (rc) {
-        *out = NULL;
-        return rc;
-    }
-    const char *m = getenv("WEFT_AUTOTUNE");
-    if (m && strcmp(m, "0") && strcmp(m, "1")) {
-        snprintf(err, cap, "WEFT_AUTOTUNE=%s: expected 0 (the model alone) or 1 (measure close "
-                 "candidates)", m);
-        *out = NULL;
-        return WEFT_ECONFIG;
-    }
-    rc = coll_tuner_create_with(out, nranks, host, &c);
+    int measure = 1, rc = cost_from_env(&c, err, cap);
+    *out = NULL;
     if (!rc)
-        (*out)->measure = !m || !strcmp(m, "1");
-    return rc;
+        rc = param_read_int(PARAM_autotune, &measure, err, cap);
+    return rc ? rc : create(out, nranks, host, &c, measure);
 }
 
 void coll_tuner_destroy(coll_tuner *t)
@@ -334,24 +341,29 @@ void coll_tuner_log(const coll_tuner *t, int loglevel, int rank)
     fflush(stderr);
 }
 
-weft_algo coll_select(weft_coll_kind kind, uint64_t bytes, int nranks)
+weft_algo coll_select_with(const cost_params *c, weft_coll_kind kind, uint64_t bytes,
+                           int nranks)
 {
-    cost_params c;
     weft_algo best = WEFT_ALGO_RING;
     double best_t = -1;
-    /* Nowhere to keep a cache, so closed forms instead of schedule walks.
-     * A malformed WEFT_TUNE leaves the keys before the error set, the same
-     * on every rank; a communicator's selector reports it instead. */
-    (void)cost_from_env_for(&c, nranks, NULL, 0);
     if (!collective(kind) || nranks < 2)
         return best;
     /* an algorithm with no closed form is priced negative, never chosen */
     for (int a = WEFT_ALGO_NAIVE; a < WEFT_ALGO_COUNT; a++) {
-        double t = cost_closed(&c, (weft_algo)a, kind, bytes, nranks);
+        double t = cost_closed(c, (weft_algo)a, kind, bytes, nranks);
         if (t >= 0 && (best_t < 0 || t < best_t)) {
             best_t = t;
             best = (weft_algo)a;
         }
     }
     return best;
+}
+
+weft_algo coll_select(weft_coll_kind kind, uint64_t bytes, int nranks)
+{
+    cost_params c;
+    /* A malformed WEFT_TUNE leaves the keys before the error set, the same
+     * on every rank; a communicator's selector reports it instead. */
+    (void)cost_from_env_for(&c, nranks, NULL, 0);
+    return coll_select_with(&c, kind, bytes, nranks);
 }

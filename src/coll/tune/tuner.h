@@ -9,7 +9,7 @@
 
 #include <stdio.h>
 
-/* A communicator's selector: its constants (read from the environment
+/* A communicator's selector: its constants (read from its parameter set
  * once), its layout, and the choices made so far, per collective, dtype
  * size and size bucket (eight per octave; all sizes in a bucket are costed
  * at its lower end, so the cost of walking schedules is paid once per
@@ -18,8 +18,12 @@
 typedef struct coll_tuner coll_tuner;
 
 /* host: host index of every rank, numbered from 0 in order of first
- * appearance (NULL: one host); copied. WEFT_ECONFIG when WEFT_TUNE or
+ * appearance (NULL: one host); copied. Constants and WEFT_AUTOTUNE from
+ * the parameter set p (core/param.h). WEFT_ECONFIG when WEFT_TUNE or
  * WEFT_TUNE_FILE is malformed: err (cap bytes) says why. */
+int coll_tuner_create_for(coll_tuner **out, const param_set *p, int nranks,
+                          const int32_t *host, char *err, size_t cap);
+/* The same with those variables read from the environment now. */
 int coll_tuner_create(coll_tuner **out, int nranks, const int32_t *host, char *err,
                       size_t cap);
 /* The same with explicit constants (tests, the simulator, weft-bench). */
@@ -65,17 +69,20 @@ weft_algo coll_tuner_predict(const coll_tuner *t, weft_coll_kind kind, uint64_t 
 void coll_tuner_print(const coll_tuner *t, weft_coll_kind kind, uint64_t max_bytes,
                       FILE *f);
 
-/* When loglevel (core/log.h: log_level_from_env()) asks for INFO on the
+/* When loglevel (core/log.h: log_level_of()) asks for INFO on the
  * TUNING subsystem (WEFT_DEBUG=INFO WEFT_DEBUG_SUBSYS=TUNING) and rank is
  * 0: the constants and the predicted tables (coll_tuner_print, 8 B to
  * 32 MiB by 4) of every collective with sizes, to stderr. For a
  * communicator to call once its selector exists. */
 void coll_tuner_log(const coll_tuner *t, int loglevel, int rank);
 
-/* Without a communicator: constants from the environment, all ranks on one
- * host, and with nowhere to remember choices, the closed forms
- * (cost_closed) instead of schedule walks: they agree with a selector on
- * the regime, not at every boundary. Prefer a coll_tuner. */
+/* Without a selector: constants c, all ranks on one host, and with nowhere
+ * to remember choices, the closed forms (cost_closed) instead of schedule
+ * walks: they agree with a selector on the regime, not at every boundary.
+ * Prefer a coll_tuner. */
+weft_algo coll_select_with(const cost_params *c, weft_coll_kind kind, uint64_t bytes,
+                           int nranks);
+/* The same with constants read from the environment now. */
 weft_algo coll_select(weft_coll_kind kind, uint64_t bytes, int nranks);
 
 #endif
