@@ -58,8 +58,8 @@ TOOLSRC  := $(sort $(wildcard tools/*.c))
 # weft-train is a folder of sources (tools/weft-train/), one job each
 TRAINOBJ := $(patsubst %.c,$(BUILD)/%.o,$(sort $(wildcard tools/weft-train/*.c)))
 TOOLS    := $(TOOLSRC:tools/%.c=$(BUILD)/%) $(BUILD)/weft-train
-TESTSRC  := $(sort $(wildcard tests/test_*.c))
-TESTS    := $(TESTSRC:tests/%.c=$(BUILD)/tests/%)
+TESTSRC  := $(sort $(wildcard tests/unit/test_*.c tests/mp/test_*.c))
+TESTS    := $(addprefix $(BUILD)/tests/,$(basename $(notdir $(TESTSRC))))
 LIB_A    := $(BUILD)/libweft.a
 LIB_SO   := $(BUILD)/libweft.so
 
@@ -91,13 +91,21 @@ $(BUILD)/weft-train: $(TRAINOBJ) $(LIB_A)
 	@echo "  CCLD    $@"
 	@$(CC) $(CFLAGS) $(LDFLAGS) $(TRAINOBJ) -o $@ $(LIB_A) $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c $(LIB_A) tests/test.h
+# Test binaries sit together in $(BUILD)/tests whichever folder holds their source.
+TESTDEPS := $(LIB_A) tests/test.h tests/fixtures.h
+$(BUILD)/tests/%: tests/unit/%.c $(TESTDEPS)
+	@mkdir -p $(dir $@)
+	@echo "  CCLD    $@"
+	@$(CC) $(CFLAGS) -Itests $(LDFLAGS) -MMD -MP $< -o $@ $(LIB_A) $(LDLIBS)
+$(BUILD)/tests/%: tests/mp/%.c $(TESTDEPS) tests/mp.h
 	@mkdir -p $(dir $@)
 	@echo "  CCLD    $@"
 	@$(CC) $(CFLAGS) -Itests $(LDFLAGS) -MMD -MP $< -o $@ $(LIB_A) $(LDLIBS)
 
+# Two test programs at a time (tests/run.sh -j); TEST_JOBS=1 runs them in turn.
+TEST_JOBS ?= 2
 check: all
-	BUILD=$(BUILD) sh tests/run.sh
+	BUILD=$(BUILD) sh tests/run.sh -j $(TEST_JOBS)
 
 # weft's main job on a built-in default: 4 ranks train the MLP data-parallel
 # on generated images (no download), then report test accuracy.

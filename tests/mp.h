@@ -1,32 +1,16 @@
 /* Multi-process test support: fork n ranks on loopback, each running
- * fn(comm, arg) with its own CHECK counters, and add their results up. */
+ * fn(comm, arg) with its own CHECK counters, and add their results up. A
+ * case (TEST in test.h) calls mp_run once or more; each call is one job. */
 #ifndef WEFT_TEST_MP_H
 #define WEFT_TEST_MP_H
 
 #include "test.h"
 #include "weft.h"
 
-#include <netinet/in.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-static int mp_free_port(void)
-{
-    struct sockaddr_in a;
-    socklen_t l = sizeof a;
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd, (struct sockaddr *)&a, sizeof a);
-    getsockname(fd, (struct sockaddr *)&a, &l);
-    port = ntohs(a.sin_port);
-    close(fd);
-    return port;
-}
 
 typedef void (*mp_fn)(weft_comm *c, void *arg);
 
@@ -37,9 +21,9 @@ static int mp_ranks_per_host;
 /* Runs fn on n forked ranks; returns the number of ranks that failed to
  * start, crashed or exited non-zero. Check counts are folded into this
  * process's totals through a pipe. */
-static int mp_run(int n, double timeout_s, mp_fn fn, void *arg)
+static inline int mp_run(int n, double timeout_s, mp_fn fn, void *arg)
 {
-    int port = mp_free_port(), bad = 0, fds[2];
+    int port = fx_free_port(), bad = 0, fds[2];
     pid_t pids[64];
     if (pipe(fds))
         return n;

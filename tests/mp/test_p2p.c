@@ -1,0 +1,323 @@
+/* Point-to-point messages: the progress rule (receives posted before
+ * sends, both directions at once), matching per (peer, tag), groups,
+ * mismatches, a dead peer, an abort, and communicators that progress side
+ * by side. */
+#include "mp.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#define SMALL (4096 / 4)             /* 4 KiB of f32 */
+#define LARGE ((16u << 20) / 4)      /* 16 MiB of f32 */
+
+/* Element i of the message src sends to dst with tag t. */
+static float val(int src, int dst, int t, size_t i)
+{
+    return (float)((src * 131 + dst * 17 + t * 7 + (int)(i % 1021)) % 4093);
+}
+
+static void fill(float *b, size_t n, int src, int dst, int t)
+{
+    for (size_t i = 0; i < n; i++)
+        b[i] = val(src, dst, t, i);
+}
+
+static int same(const float *b, size_t n, int src, int dst, int t)
+{
+    for (size_t i = 0; i < n; i++)
+        if (b[i] != val(src, dst, t, i))
+            return 0;
+    return 1;
+}
+
+/* Every rank: irecv(left), irecv(right), isend(left), isend(right), wait
+ * all. Tag 1 goes left, tag 2 right, so at 2 ranks (left == right) each
+ * receive still knows which message it takes. */
+static void ring_both_ways(weft_comm *c, void *arg)
+{
+    size_t n = *(size_t *)arg;
+    int r = weft_comm_rank(c), p = weft_comm_size(c);
+    int left = (r + p - 1) % p, right = (r + 1) % p;
+    float *in_l = malloc(n * 4), *in_r = malloc(n * 4), *out_l = malloc(n * 4),
+          *out_r = malloc(n * 4);
+    weft_request *q[4];
+    fill(out_l, n, r, left, 1);
+    fill(out_r, n, r, right, 2);
+    CHECK(weft_irecv_tag(c, in_l, n, WEFT_F32, left, 2, &q[0]) == 0);
+    CHECK(weft_irecv_tag(c, in_r, n, WEFT_F32, right, 1, &q[1]) == 0);
+    CHECK(weft_isend_tag(c, out_l, n, WEFT_F32, left, 1, &q[2]) == 0);
+    CHECK(weft_isend_tag(c, out_r, n, WEFT_F32, right, 2, &q[3]) == 0);
+    int rc = weft_wait_all(q, 4);
+    CHECKF(rc == 0, "rank %d: %s: %s", r, weft_strerror(rc), weft_comm_error(c));
+    CHECKF(same(in_l, n, left, r, 2), "rank %d: message from the left", r);
+    CHECKF(same(in_r, n, right, r, 1), "rank %d: message from the right", r);
+    if (p > 2) { /* the same with tag 0 everywhere: left and right differ */
+        CHECK(weft_irecv(c, in_l, n, WEFT_F32, left, &q[0]) == 0);
+        CHECK(weft_irecv(c, in_r, n, WEFT_F32, right, &q[1]) == 0);
+        fill(out_l, n, r, left, 0);
+        fill(out_r, n, r, right, 0);
+        CHECK(weft_isend(c, out_l, n, WEFT_F32, left, &q[2]) == 0);
+        CHECK(weft_isend(c, out_r, n, WEFT_F32, right, &q[3]) == 0);
+        CHECK(weft_wait_all(q, 4) == 0);
+        CHECK(same(in_l, n, left, r, 0) && same(in_r, n, right, r, 0));
+    }
+    free(in_l);
+    free(in_r);
+    free(out_l);
+    free(out_r);
+}
+
+/* Pairs (0,1), (2,3): irecv(peer) then isend(peer); then the blocking
+ * calls in a group, receive first. */
+static void pairs_recv_first(weft_comm *c, void *arg)
+{
+    size_t n = *(size_t *)arg;
+    int r = weft_comm_rank(c), peer = r ^ 1;
+    if (peer >= weft_comm_size(c))
+        return;
+    float *in = malloc(n * 4), *out = malloc(n * 4);
+    weft_request *q[2];
+    fill(out, n, r, peer, 0);
+    CHECK(weft_irecv(c, in, n, WEFT_F32, peer, &q[0]) == 0);
+    CHECK(weft_isend(c, out, n, WEFT_F32, peer, &q[1]) == 0);
+    CHECK(weft_wait(q[0]) == 0);
+    CHECK(weft_wait(q[1]) == 0);
+    CHECKF(same(in, n, peer, r, 0), "rank %d: the pair's message", r);
+    memset(in, 0, n * 4);
+    CHECK(weft_group_start(c) == 0);
+    CHECK(weft_recv_tag(c, in, n, WEFT_F32, peer, 5) == 0);
+    CHECK(weft_send_tag(c, out, n, WEFT_F32, peer, 5) == 0);
+    int rc = weft_group_end(c);
+    CHECKF(rc == 0, "rank %d: group: %s: %s", r, weft_strerror(rc), weft_comm_error(c));
+    CHECK(same(in, n, peer, r, 0));
+    CHECK(weft_group_end(c) == WEFT_EINVAL); /* none open */
+    free(in);
+    free(out);
+}
+
+/* Rank 0 sends tags 1, 2, 3 then ten tag-0 messages; rank 1 receives
+ * tag 3, 2, 1 blocking (each must wait in memory for its receive), then
+ * the ten in order. */
+static void tags_and_order(weft_comm *c, void *arg)
+{
+    (void)arg;
+    int r = weft_comm_rank(c);
+    int32_t v[10];
+    if (r == 0) {
+        for (int t = 1; t <= 3; t++) {
+            int32_t x = 100 + t;
+            CHECK(weft_send_tag(c, &x, 1, WEFT_I32, 1, t) == 0);
+        }
+        weft_request *q[10];
+        for (int i = 0; i < 10; i++) {
+            v[i] = i;
+            CHECK(weft_isend(c, &v[i], 1, WEFT_I32, 1, &q[i]) == 0);
+        }
+        CHECK(weft_wait_all(q, 10) == 0);
+    } else if (r == 1) {
+        for (int t = 3; t >= 1; t--) {
+            int32_t x = 0;
+            CHECK(weft_recv_tag(c, &x, 1, WEFT_I32, 0, t) == 0);
+            CHECKF(x == 100 + t, "tag %d carried %d", t, (int)x);
+        }
+        weft_request *q[10];
+        for (int i = 0; i < 10; i++) {
+            v[i] = -1;
+            CHECK(weft_irecv(c, &v[i], 1, WEFT_I32, 0, &q[i]) == 0);
+        }
+        CHECK(weft_wait_all(q, 10) == 0);
+        for (int i = 0; i < 10; i++)
+            CHECKF(v[i] == i, "message %d arrived as %d", i, (int)v[i]);
+    }
+    CHECK(weft_barrier(c) == 0);
+}
+
+/* A receive that expects another count fails alone; the next messages
+ * and collectives still work. Bad arguments fail at once. */
+static void mismatch(weft_comm *c, void *arg)
+{
+    (void)arg;
+    int r = weft_comm_rank(c);
+    float a[8] = { 1, 2, 3, 4, 5, 6, 7, 8 }, b[8] = { 0 };
+    weft_request *q;
+    CHECK(weft_isend_tag(c, a, 8, WEFT_F32, r ^ 1, -1, &q) == WEFT_EINVAL && !q);
+    CHECK(weft_isend(c, a, 8, WEFT_F32, r, &q) == WEFT_EINVAL);
+    CHECK(weft_isend(c, a, 8, WEFT_F32, 7, &q) == WEFT_EINVAL);
+    if (r == 0) {
+        CHECK(weft_send(c, a, 8, WEFT_F32, 1) == 0);
+        CHECK(weft_send(c, a, 8, WEFT_F32, 1) == 0);
+    } else {
+        int rc = weft_recv(c, b, 4, WEFT_F32, 0);
+        CHECKF(rc == WEFT_EMISMATCH, "got %s", weft_strerror(rc));
+        CHECKF(strstr(weft_comm_error(c), "rank 0 sent count=8 f32") != NULL, "%s",
+               weft_comm_error(c));
+        CHECK(weft_recv(c, b, 8, WEFT_F32, 0) == 0 && b[7] == 8);
+    }
+    float s = 1;
+    CHECK(weft_allreduce(c, &s, &s, 1, WEFT_F32, WEFT_SUM) == 0 && s == 2);
+}
+
+/* Rank 0 posts a receive, then runs an all-reduce the sender joins only
+ * after its send: message and collective stream do not wait for each
+ * other. */
+static void beside_collectives(weft_comm *c, void *arg)
+{
+    (void)arg;
+    int r = weft_comm_rank(c), p = weft_comm_size(c);
+    float x = 0, one = 1, s;
+    weft_request *q = NULL;
+    if (r == 0)
+        CHECK(weft_irecv(c, &x, 1, WEFT_F32, p - 1, &q) == 0);
+    weft_request *ar;
+    s = one;
+    CHECK(weft_iallreduce(c, &s, &s, 1, WEFT_F32, WEFT_SUM, &ar) == 0);
+    if (r == p - 1) {
+        float y = 42;
+        CHECK(weft_send(c, &y, 1, WEFT_F32, 0) == 0);
+    }
+    CHECK(weft_wait(ar) == 0 && s == (float)p);
+    if (r == 0) {
+        CHECK(weft_wait(q) == 0);
+        CHECK(x == 42);
+    }
+}
+
+typedef struct {
+    weft_comm *c;
+    int rounds, bad;
+} side_arg;
+
+/* A thread of its own runs all-reduces and a ring of messages on one
+ * communicator. */
+static void *side(void *arg)
+{
+    side_arg *s = arg;
+    int r = weft_comm_rank(s->c), p = weft_comm_size(s->c);
+    for (int i = 0; i < s->rounds; i++) {
+        float v[256], in[256];
+        for (int k = 0; k < 256; k++)
+            v[k] = (float)(r + k + i);
+        if (weft_allreduce(s->c, v, v, 256, WEFT_F32, WEFT_SUM))
+            s->bad++;
+        for (int k = 0; k < 256; k++)
+            if (v[k] != (float)(p * (k + i) + p * (p - 1) / 2))
+                s->bad++;
+        weft_request *q[2];
+        if (weft_irecv(s->c, in, 256, WEFT_F32, (r + p - 1) % p, &q[0]) ||
+            weft_isend(s->c, v, 256, WEFT_F32, (r + 1) % p, &q[1]) || weft_wait_all(q, 2))
+            s->bad++;
+        if (memcmp(in, v, sizeof v))
+            s->bad++;
+    }
+    return NULL;
+}
+
+/* Two communicators of one rank, each driven by its own thread; then
+ * both from one thread, interleaved. */
+static void two_comms(weft_comm *c, void *arg)
+{
+    (void)arg;
+    weft_comm *a = NULL, *b = NULL;
+    int r = weft_comm_rank(c), p = weft_comm_size(c);
+    CHECK(weft_comm_split(c, 0, r, &a) == 0 && weft_comm_split(c, 0, r, &b) == 0);
+    if (!a || !b)
+        return;
+    side_arg sa = { a, 20, 0 }, sb = { b, 20, 0 };
+    pthread_t ta, tb;
+    CHECK(pthread_create(&ta, NULL, side, &sa) == 0);
+    CHECK(pthread_create(&tb, NULL, side, &sb) == 0);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    CHECKF(sa.bad == 0 && sb.bad == 0, "rank %d: %d and %d bad", r, sa.bad, sb.bad);
+    /* one thread: a's receive waits on a message that comes only after
+     * b's all-reduce, which needs this rank to have posted it */
+    float x = 0, y = (float)r, s = 1;
+    weft_request *q[3];
+    CHECK(weft_irecv(a, &x, 1, WEFT_F32, (r + p - 1) % p, &q[0]) == 0);
+    CHECK(weft_iallreduce(b, &s, &s, 1, WEFT_F32, WEFT_SUM, &q[1]) == 0);
+    CHECK(weft_wait(q[1]) == 0 && s == (float)p);
+    CHECK(weft_isend(a, &y, 1, WEFT_F32, (r + 1) % p, &q[2]) == 0);
+    CHECK(weft_wait(q[2]) == 0 && weft_wait(q[0]) == 0);
+    CHECK(x == (float)((r + p - 1) % p));
+    CHECK(weft_comm_destroy(b) == 0);
+    CHECK(weft_comm_destroy(a) == 0);
+}
+
+/* Rank 1 leaves without a word; rank 0's receive from it fails naming
+ * it, and so does what rank 0 posts for it afterwards. */
+static void dead_peer(weft_comm *c, void *arg)
+{
+    (void)arg;
+    int r = weft_comm_rank(c);
+    float x[4];
+    if (r == 1) {
+        fflush(NULL);
+        _exit(0);
+    }
+    int rc = weft_recv(c, x, 4, WEFT_F32, 1);
+    CHECKF(rc == WEFT_EPEER, "got %s", weft_strerror(rc));
+    CHECKF(strstr(weft_comm_error(c), "rank 1") != NULL, "%s", weft_comm_error(c));
+    weft_request *q;
+    rc = weft_isend(c, x, 4, WEFT_F32, 1, &q);
+    CHECK(rc != 0 || weft_wait(q) != 0);
+    weft_comm_abort(c); /* destroy without the closing barrier */
+}
+
+static void *abort_later(void *arg)
+{
+    usleep(200 * 1000);
+    weft_comm_abort(arg);
+    return NULL;
+}
+
+/* An abort from another thread ends a receive nobody will match. */
+static void aborted(weft_comm *c, void *arg)
+{
+    (void)arg;
+    int r = weft_comm_rank(c);
+    float x;
+    if (r == 0) {
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, abort_later, c) == 0);
+        int rc = weft_recv(c, &x, 1, WEFT_F32, 1);
+        CHECKF(rc == WEFT_EABORTED, "got %s", weft_strerror(rc));
+        pthread_join(t, NULL);
+    } else {
+        /* rank 0 never arrives at the closing barrier */
+        weft_comm_abort(c);
+    }
+}
+
+static size_t small_count = SMALL, large_count = LARGE;
+
+/* every rank posts irecv(left), irecv(right), isend(left), isend(right) */
+static void ring(int n, size_t *count)
+{
+    CHECKF(mp_run(n, 60, ring_both_ways, count) == 0, "ring both ways: %d ranks, %zu bytes", n,
+           *count * 4);
+}
+
+TEST(ring_2_small) { ring(2, &small_count); }
+TEST(ring_2_large) { ring(2, &large_count); }
+TEST(ring_4_small) { ring(4, &small_count); }
+TEST(ring_4_large) { ring(4, &large_count); }
+TEST(ring_3_small) { ring(3, &small_count); }
+TEST(ring_3_large) { ring(3, &large_count); }
+
+/* pairs that post irecv(peer) then isend(peer) */
+static void pairs(size_t *count)
+{
+    CHECKF(mp_run(2, 60, pairs_recv_first, count) == 0, "pair, %zu bytes", *count * 4);
+    CHECKF(mp_run(4, 60, pairs_recv_first, count) == 0, "two pairs, %zu bytes", *count * 4);
+}
+
+TEST(pairs_small) { pairs(&small_count); }
+TEST(pairs_large) { pairs(&large_count); }
+
+TEST(tags_and_order) { CHECKF(mp_run(2, 60, tags_and_order, NULL) == 0, "tags and order"); }
+TEST(mismatch) { CHECKF(mp_run(2, 60, mismatch, NULL) == 0, "mismatched count"); }
+TEST(beside_collectives) { CHECKF(mp_run(3, 60, beside_collectives, NULL) == 0, "beside collectives"); }
+TEST(two_comms) { CHECKF(mp_run(3, 60, two_comms, NULL) == 0, "two communicators"); }
+TEST(dead_peer) { CHECKF(mp_run(2, 20, dead_peer, NULL) == 0, "dead peer"); }
+TEST(aborted) { CHECKF(mp_run(2, 20, aborted, NULL) == 0, "abort"); }
