@@ -559,11 +559,11 @@ static void wait_ready(p2p_engine *e)
         if (e->last + e->c->timeout_s < wake)
             wake = e->last + e->c->timeout_s;
     }
-    /* a message is usually imminent while some are outstanding: poll
-     * without sleeping for a moment, yielding the core, as the executor
-     * does (waking a blocked thread costs tens of microseconds on a VM) */
+    /* a message (or the next post) is usually imminent: poll without
+     * sleeping for a moment, yielding the core, as the executor does
+     * (waking a blocked thread costs tens of microseconds on a VM) */
     int n = 0;
-    if (e->outstanding && e->spin_s > 0) {
+    if (e->spin_s > 0) {
         double end = now + e->spin_s;
         for (int k = 0; !(n = poll(pf, (nfds_t)npf, 0)); k++) {
             if (k >= e->spin_yields && clock_now() >= end)

@@ -20,7 +20,7 @@ struct weft_request {
     weft_coll_args a; /* p2p: kind WEFT_COLL_SEND or _RECV, root = peer */
     uint64_t flight_id;
     int rc;
-    int done;
+    atomic_int done;  /* set under amu; read without it by a waiter's spin */
     struct weft_request *next; /* the FIFO, or one of the p2p engine's lists */
     /* p2p only, owned by the engine thread once posted */
     int32_t tag;

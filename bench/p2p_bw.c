@@ -1,0 +1,115 @@
+/* Point-to-point between rank pairs (0-1, 2-3, ...): half the round trip
+ * of a ping-pong, and the bandwidth of an exchange where both ranks of a
+ * pair send and receive at once (irecv, isend, wait both; as nccl-tests'
+ * sendrecv). Uses only calls every weft version has, so one source
+ * measures two builds in the same run (bench/p2p.sh).
+ * Usage: weftrun -n 2 p2p_bw [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] */
+#include <weft.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static size_t parse_size(const char *s)
+{
+    char *end;
+    double v = strtod(s, &end);
+    switch (*end) {
+    case 'K': case 'k': v *= 1024; break;
+    case 'M': case 'm': v *= 1024 * 1024; break;
+    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
+    default: break;
+    }
+    return (size_t)v;
+}
+
+int main(int argc, char **argv)
+{
+    size_t lo = 8, hi = 64u << 20;
+    int factor = 4, iters = 0, opt;
+    while ((opt = getopt(argc, argv, "b:e:f:n:")) != -1) {
+        switch (opt) {
+        case 'b': lo = parse_size(optarg); break;
+        case 'e': hi = parse_size(optarg); break;
+        case 'f': factor = atoi(optarg); break;
+        case 'n': iters = atoi(optarg); break;
+        default:
+            fprintf(stderr, "usage: %s [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS]\n", argv[0]);
+            return 2;
+        }
+    }
+    weft_comm *c;
+    int rc = weft_comm_init_env(&c);
+    if (rc) {
+        fprintf(stderr, "init: %s\n", weft_strerror(rc));
+        return 1;
+    }
+    int r = weft_comm_rank(c), p = weft_comm_size(c), peer = r ^ 1;
+    if (p < 2 || (p & 1)) {
+        fprintf(stderr, "needs an even number of ranks\n");
+        weft_comm_destroy(c);
+        return 2;
+    }
+    char *out = malloc(hi), *in = malloc(hi);
+    memset(out, 1, hi);
+    memset(in, 0, hi);
+    if (r == 0)
+        printf("%12s %10s %12s %12s %12s\n", "size(B)", "iters", "lat(us)", "bw(GB/s)",
+               "bibw(GB/s)");
+    for (size_t n = lo; n <= hi; n *= (size_t)factor) {
+        int it = iters > 0 ? iters : n <= (64u << 10) ? 200 : n <= (4u << 20) ? 40 : 8;
+        double lat = 0, bw = 0;
+        weft_barrier(c);
+        for (int pass = 0; pass < 2 && !rc; pass++) { /* the first warms up */
+            double t0 = now();
+            for (int i = 0; i < it && !rc; i++) {
+                if (r < peer) {
+                    rc = weft_send(c, out, n, WEFT_U8, peer);
+                    rc = rc ? rc : weft_recv(c, in, n, WEFT_U8, peer);
+                } else {
+                    rc = weft_recv(c, in, n, WEFT_U8, peer);
+                    rc = rc ? rc : weft_send(c, out, n, WEFT_U8, peer);
+                }
+            }
+            lat = (now() - t0) / it / 2;
+        }
+        weft_barrier(c);
+        for (int pass = 0; pass < 2 && !rc; pass++) {
+            double t0 = now();
+            for (int i = 0; i < it && !rc; i++) {
+                /* posted in an order that also completes where messages run
+                 * one after another (weft before its progress engine) */
+                weft_request *q[2];
+                if (r < peer) {
+                    rc = weft_isend(c, out, n, WEFT_U8, peer, &q[0]);
+                    rc = rc ? rc : weft_irecv(c, in, n, WEFT_U8, peer, &q[1]);
+                } else {
+                    rc = weft_irecv(c, in, n, WEFT_U8, peer, &q[0]);
+                    rc = rc ? rc : weft_isend(c, out, n, WEFT_U8, peer, &q[1]);
+                }
+                rc = rc ? rc : weft_wait_all(q, 2);
+            }
+            bw = 2.0 * (double)n * it / (now() - t0) / 1e9;
+        }
+        if (rc) {
+            fprintf(stderr, "rank %d: %s: %s\n", r, weft_strerror(rc), weft_comm_error(c));
+            break;
+        }
+        if (r == 0)
+            printf("%12zu %10d %12.2f %12.3f %12.3f\n", n, it, lat * 1e6, (double)n / lat / 1e9,
+                   bw);
+    }
+    free(out);
+    free(in);
+    int drc = weft_comm_destroy(c);
+    return rc || drc;
+}
