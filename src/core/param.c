@@ -394,6 +394,8 @@ void param_log(const param_set *p, int loglevel, int rank)
         if (rank > 0 && p->src[i] == PARAM_SRC_DEFAULT)
             continue;
         param_format(p, (param_id)i, val, sizeof val);
+        if (!*val)
+            snprintf(val, sizeof val, "\"\"");
         if (p->src[i] == PARAM_SRC_ENV && p->via[i] >= 0 &&
             (a = alias_at(&table[i], p->via[i], &len)))
             snprintf(how, sizeof how, "environment, as %.*s", (int)len, a);
