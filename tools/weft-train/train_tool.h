@@ -110,8 +110,10 @@ void evaluate(weft_model *m, const data_sets *d, const opts *o, FILE *csv, long 
 
 typedef struct train_sync train_sync;
 
-/* A sync mode: how the ranks' gradients or parameters meet. NULL hooks
- * have nothing to do in that mode. */
+/* A sync mode: how the ranks' gradients or parameters meet, as hooks the
+ * loop calls through sync_* (sync.c). open, step and bytes are required; a
+ * NULL hook has nothing to do in that mode. Adding a mode: its ops and one
+ * line of the table in sync.c. */
 typedef struct {
     int weigh_global; /* losses and gradients weighted by the global batch */
     int zero, accum;  /* takes --zero, --accum > 1 */
