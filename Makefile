@@ -103,9 +103,10 @@ $(BUILD)/tests/%: tests/mp/%.c $(TESTDEPS) tests/mp.h
 	@$(CC) $(CFLAGS) -Itests $(LDFLAGS) -MMD -MP $< -o $@ $(LIB_A) $(LDLIBS)
 
 # Two test programs at a time (tests/run.sh -j); TEST_JOBS=1 runs them in turn.
+# Sanitizers slow the tests down about tenfold: their timeouts stretch alike.
 TEST_JOBS ?= 2
 check: all
-	BUILD=$(BUILD) sh tests/run.sh -j $(TEST_JOBS)
+	BUILD=$(BUILD) TEST_SCALE=$(if $(SANITIZE),10,1) sh tests/run.sh -j $(TEST_JOBS)
 
 # weft's main job on a built-in default: 4 ranks train the MLP data-parallel
 # on generated images (no download), then report test accuracy.

@@ -8,12 +8,14 @@
 #
 # A program may run as long as its source declares with TEST_TIMEOUT(seconds)
 # (a C macro from test.h, or a "# TEST_TIMEOUT(seconds)" line in a script),
-# else $TEST_TIMEOUT (default 300 s); past that it and its ranks are killed
-# and it fails. Each program's result is printed as one block when it ends,
-# with the tail of its log if it failed.
+# else $TEST_TIMEOUT (default 300 s), times $TEST_SCALE (default 1; make
+# check sets 10 for sanitizer builds, which run that much slower); past that
+# it and its ranks are killed and it fails. Each program's result is printed
+# as one block when it ends, with the tail of its log if it failed.
 BUILD=${BUILD:-build}
 export BUILD
 TEST_TIMEOUT=${TEST_TIMEOUT:-300}
+TEST_SCALE=${TEST_SCALE:-1}
 
 # run.sh --one DIR LIMIT PATH: run one program (what the parallel runs call)
 if [ "$1" = "--one" ]; then
@@ -62,7 +64,7 @@ limit_of() {
     esac
     l=
     [ -n "$src" ] && l=$(sed -n 's/.*TEST_TIMEOUT(\([0-9][0-9]*\)).*/\1/p' "$src" | head -n 1)
-    echo "${l:-$TEST_TIMEOUT}"
+    echo $(( ${l:-$TEST_TIMEOUT} * TEST_SCALE ))
 }
 
 dir=$(mktemp -d)
