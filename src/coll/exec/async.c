@@ -7,9 +7,6 @@
  * code path. */
 #include "coll/exec/p2p.h"
 
-#include "core/clock.h"
-
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -259,6 +256,8 @@ int weft_test(weft_request *r, int *done)
 {
     if (!r || !done || r->magic != REQ_MAGIC)
         return WEFT_EINVAL;
+    if (r->type == REQ_P2P && !atomic_load(&r->done))
+        p2p_progress(r->c->p2p);
     pthread_mutex_lock(&r->c->amu);
     *done = r->done;
     pthread_mutex_unlock(&r->c->amu);
@@ -269,14 +268,8 @@ int weft_wait(weft_request *r)
 {
     if (!r || r->magic != REQ_MAGIC)
         return WEFT_EINVAL;
-    if (r->type == REQ_P2P && r->c->spin_s > 0) {
-        /* a message usually completes within microseconds: yield-poll a
-         * moment before sleeping, as every wait in weft does (a wake-up
-         * costs tens of microseconds on a VM) */
-        double end = clock_now() + r->c->spin_s;
-        while (!atomic_load(&r->done) && clock_now() < end)
-            sched_yield();
-    }
+    if (r->type == REQ_P2P && !atomic_load(&r->done))
+        p2p_wait(r->c->p2p, r); /* drives the engine on this thread */
     pthread_mutex_lock(&r->c->amu);
     while (!r->done)
         pthread_cond_wait(&r->c->dcv, &r->c->amu);

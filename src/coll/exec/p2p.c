@@ -1,594 +1,143 @@
-/* The point-to-point progress engine (coll/exec/p2p.h). Its thread owns
- * every piece of state below except the post list: callers only append to
- * that (under mu) and write a byte to the wake pipe. Within one sweep each
- * peer's incoming stream is read as far as the socket allows and each
- * peer's oldest sends are written, so messages to different peers, and the
- * two directions between two ranks, move at the same time. */
-#include "coll/exec/p2p.h"
+/* The point-to-point engine's driver (coll/exec/p2p.h). Whoever holds
+ * the drive lock moves every peer's streams (p2p_stream.c): the engine's
+ * thread, so messages progress while the caller computes, or a caller
+ * waiting for its message, so a blocking exchange crosses no thread
+ * (a wake-up costs tens of microseconds on a VM, more on a loaded host).
+ * While a caller drives, the thread sleeps on idle. Posting only appends
+ * to a list under mu and writes a byte to the wake pipe that every
+ * sleeper polls. */
+#include "coll/exec/p2p_int.h"
 
 #include "core/clock.h"
 #include "core/log.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <sched.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
-#define P2P_SALT 0x7032705f6d736773ull /* its connections' id: the communicator's, salted */
-#define VISIT_BYTES (4u << 20)         /* per peer and direction per sweep: none starves */
-#define PROBE_S 1.0                    /* how often to look for peers that never connected */
-
-/* A message that arrived before its receive. */
-typedef struct p2p_msg {
-    frame_hdr h;
-    char *buf;
-    int drop;           /* its receive refused it: read it to keep the stream, then free */
-    struct p2p_msg *next;
-} p2p_msg;
-
-typedef struct {
-    weft_request *head, *tail;
-} req_list;
-
-typedef struct {
-    req_list sends;            /* in posting order; the head is on the wire */
-    req_list recvs;            /* posted, not matched yet */
-    p2p_msg *uq_head, *uq_tail;/* arrived, not matched yet, in arrival order */
-    frame_hdr h;               /* the message being read ... */
-    uint32_t hdr;              /* ... its header bytes so far */
-    weft_request *into;        /* ... read into this receive, or */
-    p2p_msg *park;             /* ... into a buffer of its own */
-    uint64_t got;
-    uint64_t sent, recvd;      /* messages each way: every header carries its number */
-    int readable, writable;    /* worth a try without asking poll() first */
-    int wfd;                   /* when the head send cannot move: poll this ... */
-    short wev;                 /* ... for this */
-    int gone;                  /* its stream ended or failed: nothing more moves */
-    int gone_rc;
-    char gone_why[200];
-} p2p_peer;
-
-struct p2p_engine {
-    weft_comm *c;
-    tcp_net net;
-    p2p_peer *peer;
-    int rank, size;
-    pthread_mutex_t mu;
-    weft_request *post_head, *post_tail;
-    int stop, sever_rc, started;
-    int wake[2];
-    pthread_t thr;
-    /* the thread's own */
-    int outstanding;
-    int severed, aborted;
-    double last, next_probe;
-    double spin_s;
-    int spin_yields;
-    struct pollfd *pf;
-    int *pf_peer;              /* peer of each pf entry, or -1 */
-    char *pf_dir;              /* 0: its incoming stream, 1: its outgoing */
-};
-
-static void list_push(req_list *l, weft_request *r)
+/* One pass over everything. 1: something moved (look again at once). */
+static int step(p2p_engine *e, int *stop)
 {
-    r->next = NULL;
-    if (l->tail)
-        l->tail->next = r;
-    else
-        l->head = r;
-    l->tail = r;
-}
-
-static weft_request *list_pop(req_list *l)
-{
-    weft_request *r = l->head;
-    if (r && !(l->head = r->next))
-        l->tail = NULL;
-    return r;
-}
-
-/* The oldest request of l with this tag, unlinked; NULL if none. */
-static weft_request *list_take_tag(req_list *l, int32_t tag)
-{
-    weft_request *prev = NULL;
-    for (weft_request *r = l->head; r; prev = r, r = r->next) {
-        if (r->tag != tag)
-            continue;
-        if (prev)
-            prev->next = r->next;
-        else
-            l->head = r->next;
-        if (l->tail == r)
-            l->tail = prev;
-        return r;
+    int progressed = p2p_take_posts(e, stop);
+    if (*stop)
+        return 0;
+    if (!e->aborted && atomic_load(&e->c->aborted)) {
+        e->aborted = 1;
+        p2p_fail_all(e, WEFT_EABORTED, "communicator aborted");
     }
-    return NULL;
-}
-
-/* "send(count=100, f32, tag 3) to rank 2" */
-static void describe(const weft_request *r, char *buf, size_t len)
-{
-    const char *dt = weft_dtype_name(r->a.dtype);
-    int send = r->a.kind == WEFT_COLL_SEND;
-    snprintf(buf, len, "%s(count=%zu, %s, tag %d) %s rank %d", send ? "send" : "recv",
-             r->a.count, dt ? dt : "?", (int)r->tag, send ? "to" : "from", r->a.root);
-}
-
-static void done(p2p_engine *e, weft_request *r, int rc)
-{
-    flight_rec *fr = flight_get(&e->c->fl, r->flight_id);
-    if (fr)
-        flight_finish(fr, rc);
-    e->outstanding--;
-    req_complete(r, rc);
-}
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 4, 5)))
-#endif
-static void fail(p2p_engine *e, weft_request *r, int rc, const char *fmt, ...)
-{
-    char d[120], why[200];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, sizeof why, fmt, ap);
-    va_end(ap);
-    describe(r, d, sizeof d);
-    snprintf(r->err, sizeof r->err, "%.190s during %.110s", why, d);
-    log_msg(e->c->loglevel, LOG_DEBUG, e->rank, "%s", r->err);
-    done(e, r, rc);
-}
-
-static void started(p2p_engine *e, weft_request *r)
-{
-    flight_rec *fr = flight_get(&e->c->fl, r->flight_id);
-    if (fr && __atomic_load_n(&fr->state, __ATOMIC_RELAXED) == FL_QUEUED) {
-        frame_hdr h = r->h;
-        flight_start(fr, &h);
-        int32_t w = r->a.kind == WEFT_COLL_SEND ? -r->a.root - 1 : r->a.root;
-        flight_waiting(fr, &w, 1);
+    progressed |= p2p_sweep(e);
+    double now = clock_now();
+    if (progressed) {
+        e->last = now;
+        return 1;
     }
-}
-
-static void msg_free(p2p_msg *m)
-{
-    if (m) {
-        free(m->buf);
-        free(m);
+    if (e->outstanding && now >= e->last + e->c->timeout_s) {
+        p2p_timed_out(e);
+        e->last = now;
+        return 1;
     }
-}
-
-/* Everything that involves peer q fails with the peer's reason; what is
- * posted for it later fails at once. Messages that arrived whole stay:
- * receives may still take them. */
-static void peer_gone(p2p_engine *e, int q, int rc, const char *why)
-{
-    p2p_peer *p = &e->peer[q];
-    weft_request *r;
-    if (!p->gone) {
-        p->gone = 1;
-        p->gone_rc = rc;
-        snprintf(p->gone_why, sizeof p->gone_why, "%s", why);
-        tcp_drop(&e->net, q);
+    if (e->outstanding && now >= e->next_probe) {
+        p2p_probe(e);
+        e->next_probe = clock_now() + PROBE_S;
+    } else if (!e->outstanding) {
+        e->next_probe = now + PROBE_S;
     }
-    if (p->into)
-        fail(e, p->into, rc, "%s", why);
-    msg_free(p->park);
-    p->into = NULL;
-    p->park = NULL;
-    p->hdr = 0;
-    p->got = 0;
-    while ((r = list_pop(&p->recvs)))
-        fail(e, r, rc, "%s", why);
-    while ((r = list_pop(&p->sends)))
-        fail(e, r, rc, "%s", why);
-}
-
-/* A receive meets a message that arrived before it. */
-static void take_parked(p2p_engine *e, weft_request *r, p2p_msg *m)
-{
-    if (m->h.dtype != (uint8_t)r->a.dtype || m->h.count != r->a.count) {
-        const char *dt = weft_dtype_name((weft_dtype)m->h.dtype);
-        fail(e, r, WEFT_EMISMATCH, "rank %d sent count=%llu %s with this tag", r->a.root,
-             (unsigned long long)m->h.count, dt ? dt : "?");
-    } else {
-        r->h = m->h;
-        started(e, r);
-        if (m->h.len)
-            memcpy(r->a.recv, m->buf, m->h.len);
-        r->moved = m->h.len;
-        done(e, r, 0);
-    }
-    msg_free(m);
-}
-
-/* A newly posted receive: the oldest parked message with its tag, else
- * it waits in the peer's list. */
-static void post_recv(p2p_engine *e, weft_request *r)
-{
-    p2p_peer *p = &e->peer[r->a.root];
-    p2p_msg *prev = NULL;
-    for (p2p_msg *m = p->uq_head; m; prev = m, m = m->next) {
-        if (m->h.root != r->tag)
-            continue;
-        if (prev)
-            prev->next = m->next;
-        else
-            p->uq_head = m->next;
-        if (p->uq_tail == m)
-            p->uq_tail = prev;
-        take_parked(e, r, m);
-        return;
-    }
-    if (p->gone && !(p->park && p->h.root == r->tag)) {
-        fail(e, r, p->gone_rc, "%s", p->gone_why);
-        return;
-    }
-    list_push(&p->recvs, r);
-}
-
-/* Take what callers posted. Returns 1 when there was any. */
-static int take_posts(p2p_engine *e, int *stop)
-{
-    char sink[64];
-    weft_request *r, *next;
-    pthread_mutex_lock(&e->mu);
-    r = e->post_head;
-    e->post_head = e->post_tail = NULL;
-    *stop = e->stop;
-    int sev = e->sever_rc;
-    pthread_mutex_unlock(&e->mu);
-    while (read(e->wake[0], sink, sizeof sink) > 0) {
-    }
-    if (sev && !e->severed) {
-        e->severed = 1;
-        for (int q = 0; q < e->size; q++)
-            if (q != e->rank)
-                peer_gone(e, q, sev, "communicator unusable after an earlier error");
-    }
-    int any = r != NULL;
-    for (; r; r = next) {
-        next = r->next;
-        r->next = NULL;
-        e->outstanding++;
-        e->last = clock_now();
-        p2p_peer *p = &e->peer[r->a.root];
-        if (e->aborted || atomic_load(&e->c->aborted)) {
-            fail(e, r, WEFT_EABORTED, "communicator aborted");
-        } else if (r->a.kind == WEFT_COLL_RECV) {
-            post_recv(e, r);
-        } else if (p->gone) {
-            fail(e, r, p->gone_rc, "%s", p->gone_why);
-        } else {
-            r->h.seq = p->sent++;
-            list_push(&p->sends, r);
-        }
-    }
-    return any;
-}
-
-/* A message has been read whole. */
-static void msg_arrived(p2p_engine *e, int q)
-{
-    p2p_peer *p = &e->peer[q];
-    if (p->into) {
-        p->into->moved = p->got;
-        done(e, p->into, 0);
-    } else if (p->park->drop) {
-        msg_free(p->park);
-    } else {
-        /* a receive posted while it was on its way waits in the list */
-        weft_request *r = list_take_tag(&p->recvs, p->park->h.root);
-        if (r) {
-            take_parked(e, r, p->park);
-        } else {
-            if (p->uq_tail)
-                p->uq_tail->next = p->park;
-            else
-                p->uq_head = p->park;
-            p->uq_tail = p->park;
-        }
-    }
-    p->into = NULL;
-    p->park = NULL;
-    p->hdr = 0;
-    p->got = 0;
-}
-
-/* A header arrived whole: check it, then find where its payload goes.
- * Returns 0, or negative when the stream is unusable (peer_gone done). */
-static int header_arrived(p2p_engine *e, int q)
-{
-    p2p_peer *p = &e->peer[q];
-    const char *why;
-    char msg[200];
-    frame_hdr h;
-    if (frame_decode(&p->h, sizeof p->h, &h, &why)) {
-        /* why says it */
-    } else if (h.kind != WEFT_COLL_SEND)
-        why = "not a point-to-point message";
-    else if (h.seq != p->recvd)
-        why = "message out of order";
-    else if (h.len != h.count * weft_dtype_size((weft_dtype)h.dtype))
-        why = "its length and count disagree";
-    else
-        why = NULL;
-    if (why) {
-        snprintf(msg, sizeof msg, "garbage from rank %d on its point-to-point stream: %s", q,
-                 why);
-        peer_gone(e, q, WEFT_EPROTO, msg);
-        return WEFT_EPROTO;
-    }
-    p->h = h;
-    p->recvd++;
-    weft_request *r = list_take_tag(&p->recvs, h.root);
-    if (r && (h.dtype != (uint8_t)r->a.dtype || h.count != r->a.count)) {
-        const char *dt = weft_dtype_name((weft_dtype)h.dtype);
-        fail(e, r, WEFT_EMISMATCH, "rank %d sent count=%llu %s with this tag", q,
-             (unsigned long long)h.count, dt ? dt : "?");
-        r = NULL;
-        if (!(p->park = calloc(1, sizeof *p->park)) ||
-            (h.len && !(p->park->buf = malloc(h.len)))) {
-            peer_gone(e, q, WEFT_ENOMEM, "out of memory for a refused message");
-            return WEFT_ENOMEM;
-        }
-        p->park->drop = 1;
-    } else if (r) {
-        p->into = r;
-        r->h = h;
-        started(e, r);
-    } else {
-        if (!(p->park = calloc(1, sizeof *p->park)) ||
-            (h.len && !(p->park->buf = malloc(h.len)))) {
-            snprintf(msg, sizeof msg, "out of memory for an early message of %llu bytes "
-                     "from rank %d", (unsigned long long)h.len, q);
-            peer_gone(e, q, WEFT_ENOMEM, msg);
-            return WEFT_ENOMEM;
-        }
-    }
-    if (p->park)
-        p->park->h = h;
-    if (!h.len)
-        msg_arrived(e, q);
     return 0;
 }
 
-/* Read peer q's stream as far as it goes. 1: progress, 0: none. */
-static int read_peer(p2p_engine *e, int q)
+static void ps_add(p2p_pollset *s, int fd, short ev, int peer, char dir)
 {
-    p2p_peer *p = &e->peer[q];
-    int fd = e->net.in_fd[q], progressed = 0;
-    uint64_t visit = 0;
-    char why[200];
-    while (!p->gone && visit < VISIT_BYTES) {
-        char *to;
-        size_t want;
-        if (p->hdr < sizeof p->h) {
-            to = (char *)&p->h + p->hdr;
-            want = sizeof p->h - p->hdr;
-        } else {
-            uint64_t left = p->h.len - p->got;
-            to = (p->into ? (char *)p->into->a.recv : p->park->buf) + p->got;
-            want = left < VISIT_BYTES ? (size_t)left : VISIT_BYTES;
-        }
-        ssize_t n = recv(fd, to, want, MSG_DONTWAIT);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            p->readable = 0;
-            break;
-        }
-        if (n <= 0) {
-            snprintf(why, sizeof why, "rank %d died (its connection to rank %d %s)", q,
-                     e->rank, n == 0 ? "closed" : errno == ECONNRESET ? "was reset"
-                                                               : strerror(errno));
-            /* a peer that finished and left is no failure unless this
-             * rank still expected something of it */
-            peer_gone(e, q, WEFT_EPEER, why);
-            return 1;
-        }
-        progressed = 1;
-        visit += (uint64_t)n;
-        if (p->hdr < sizeof p->h) {
-            p->hdr += (uint32_t)n;
-            if (p->hdr == sizeof p->h && header_arrived(e, q))
-                return 1;
-        } else if ((p->got += (uint64_t)n) == p->h.len) {
-            msg_arrived(e, q);
-        }
-    }
-    return progressed;
+    s->peer[s->n] = peer;
+    s->dir[s->n] = dir;
+    s->pf[s->n++] = (struct pollfd){ .fd = fd, .events = ev };
 }
 
-/* Write peer q's oldest sends as far as the socket takes them. */
-static int send_peer(p2p_engine *e, int q)
+/* What to sleep on: the wake pipe, the abort pipe, the listening socket,
+ * connections in their handshake, every live incoming stream and the
+ * sockets of sends that could not move. */
+static void ps_build(p2p_engine *e, p2p_pollset *s)
 {
-    p2p_peer *p = &e->peer[q];
-    weft_request *r;
-    char err[300];
-    int fd, progressed = 0;
-    uint64_t visit = 0;
-    while ((r = p->sends.head) && visit < VISIT_BYTES) {
-        int rc = tcp_out(&e->net, q, &fd, err, sizeof err);
-        if (rc < 0) {
-            peer_gone(e, q, rc, err);
-            return 1;
-        }
-        p->wfd = fd;
-        if (rc == 0) { /* its handshake waits for the peer */
-            p->wev = POLLIN;
-            p->writable = 0;
-            return progressed;
-        }
-        started(e, r);
-        struct iovec iov[2];
-        int n_iov = 0;
-        if (r->hdr < sizeof r->h) {
-            iov[n_iov].iov_base = (char *)&r->h + r->hdr;
-            iov[n_iov++].iov_len = sizeof r->h - r->hdr;
-        }
-        if (r->moved < r->bytes) {
-            uint64_t left = r->bytes - r->moved;
-            iov[n_iov].iov_base = (char *)(uintptr_t)r->a.send + r->moved;
-            iov[n_iov++].iov_len = left < VISIT_BYTES ? (size_t)left : VISIT_BYTES;
-        }
-        struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)n_iov };
-        ssize_t n = sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                p->wev = POLLOUT;
-                p->writable = 0;
-                return progressed;
-            }
-            snprintf(err, sizeof err, "rank %d died (its connection from rank %d %s)", q,
-                     e->rank, errno == EPIPE || errno == ECONNRESET ? "was reset"
-                                                                 : strerror(errno));
-            peer_gone(e, q, WEFT_EPEER, err);
-            return 1;
-        }
-        progressed = 1;
-        visit += (uint64_t)n;
-        size_t h = sizeof r->h - r->hdr;
-        if ((size_t)n <= h) {
-            r->hdr += (uint32_t)n;
-        } else {
-            r->hdr = sizeof r->h;
-            r->moved += (uint64_t)n - h;
-        }
-        if (r->hdr == sizeof r->h && r->moved == r->bytes) {
-            list_pop(&p->sends);
-            done(e, r, 0);
-        }
-    }
-    return progressed;
-}
-
-/* The communicator is aborted, destroyed or timed out: every peer with
- * something outstanding goes (a message half on the wire cannot be taken
- * back, so its stream ends too, and the peer learns). */
-static void fail_all(p2p_engine *e, int rc, const char *why)
-{
-    for (int q = 0; q < e->size; q++) {
-        p2p_peer *p = &e->peer[q];
-        if (p->recvs.head || p->sends.head || p->into)
-            peer_gone(e, q, rc, why);
-    }
-}
-
-/* Nothing moved for timeout_s while messages wait: name who they wait on. */
-static void timed_out(p2p_engine *e)
-{
-    char who[200], why[260];
-    size_t w = 0;
-    who[0] = 0;
-    for (int q = 0; q < e->size; q++) {
-        p2p_peer *p = &e->peer[q];
-        int in = p->recvs.head || p->into, out = p->sends.head != NULL;
-        if ((in || out) && w < sizeof who - 24)
-            w += (size_t)snprintf(who + w, sizeof who - w, "%s%s%s %d", w ? ", " : "",
-                                  in ? "from" : "", in && out ? "/to" : out ? "to" : "", q);
-    }
-    snprintf(why, sizeof why, "timed out after %.0f s waiting on ranks: %s", e->c->timeout_s,
-             who);
-    fail_all(e, WEFT_ETIMEDOUT, why);
-}
-
-/* Peers this rank awaits a message from but that never connected may be
- * dead, and then nobody would ever notice. */
-static void probe(p2p_engine *e)
-{
-    char why[200];
-    for (int q = 0; q < e->size; q++) {
-        p2p_peer *p = &e->peer[q];
-        if (q == e->rank || p->gone || !p->recvs.head || e->net.in_fd[q] >= 0)
-            continue;
-        if (tcp_probe(&e->net, q)) {
-            snprintf(why, sizeof why, "rank %d died (nothing listens at its address %s)", q,
-                     e->net.addr[q]);
-            peer_gone(e, q, WEFT_EPEER, why);
-        }
-    }
-}
-
-/* Sleep until something can move. */
-static void wait_ready(p2p_engine *e)
-{
-    int npf = 0;
-    struct pollfd *pf = e->pf;
-    pf[npf++] = (struct pollfd){ .fd = e->wake[0], .events = POLLIN };
-    e->pf_peer[0] = -1;
-    if (!e->aborted && e->c->abort_pipe[0] >= 0) {
-        e->pf_peer[npf] = -1;
-        pf[npf++] = (struct pollfd){ .fd = e->c->abort_pipe[0], .events = POLLIN };
-    }
-    int ilfd = npf;
-    e->pf_peer[npf] = -1;
-    pf[npf++] = (struct pollfd){ .fd = e->net.lfd, .events = POLLIN };
-    int ipend = npf, npend = tcp_pending(&e->net, pf + npf, TCP_PEND_MAX);
-    for (int k = 0; k < npend; k++)
-        e->pf_peer[npf + k] = -1;
-    npf += npend;
-    int ipeers = npf;
+    s->n = 0;
+    ps_add(s, e->wake[0], POLLIN, -1, 0);
+    if (!e->aborted && e->c->abort_pipe[0] >= 0)
+        ps_add(s, e->c->abort_pipe[0], POLLIN, -1, 0);
+    s->ilfd = s->n;
+    ps_add(s, e->net.lfd, POLLIN, -1, 0);
+    s->ipend = s->n;
+    s->npend = tcp_pending(&e->net, s->pf + s->n, TCP_PEND_MAX);
+    for (int k = 0; k < s->npend; k++)
+        s->peer[s->n++] = -1;
+    s->ipeers = s->n;
     for (int q = 0; q < e->size; q++) {
         p2p_peer *p = &e->peer[q];
         if (p->gone || q == e->rank)
             continue;
-        if (e->net.in_fd[q] >= 0) {
-            e->pf_peer[npf] = q;
-            e->pf_dir[npf] = 0;
-            pf[npf++] = (struct pollfd){ .fd = e->net.in_fd[q], .events = POLLIN };
-        }
-        if (p->sends.head && p->wfd >= 0) {
-            e->pf_peer[npf] = q;
-            e->pf_dir[npf] = 1;
-            pf[npf++] = (struct pollfd){ .fd = p->wfd, .events = p->wev };
-        }
+        if (e->net.in_fd[q] >= 0)
+            ps_add(s, e->net.in_fd[q], POLLIN, q, 0);
+        if (p->sends.head && p->wfd >= 0)
+            ps_add(s, p->wfd, p->wev, q, 1);
     }
-    double now = clock_now(), wake = -1;
-    if (e->outstanding) {
-        wake = e->next_probe;
-        if (e->last + e->c->timeout_s < wake)
-            wake = e->last + e->c->timeout_s;
-    }
-    /* a message (or the next post) is usually imminent: poll without
-     * sleeping for a moment, yielding the core, as the executor does
-     * (waking a blocked thread costs tens of microseconds on a VM) */
+}
+
+/* When a sleeper must look again even if nothing happens (timeout,
+ * probe); -1: never. */
+static double deadline(const p2p_engine *e)
+{
+    if (!e->outstanding)
+        return -1;
+    double t = e->next_probe;
+    return e->last + e->c->timeout_s < t ? e->last + e->c->timeout_s : t;
+}
+
+/* Poll without sleeping for a moment, yielding the core (a message or the
+ * next post is usually imminent), then sleep until something is ready or
+ * the deadline. Returns poll's count. */
+static int ps_sleep(const p2p_engine *e, p2p_pollset *s, double until)
+{
     int n = 0;
     if (e->spin_s > 0) {
-        double end = now + e->spin_s;
-        for (int k = 0; !(n = poll(pf, (nfds_t)npf, 0)); k++) {
+        double end = clock_now() + e->spin_s;
+        for (int k = 0; !(n = poll(s->pf, (nfds_t)s->n, 0)); k++) {
             if (k >= e->spin_yields && clock_now() >= end)
                 break;
             sched_yield();
         }
     }
     if (!n)
-        n = poll(pf, (nfds_t)npf, wake < 0 ? -1 : clock_ms_until(wake));
-    if (n <= 0)
+        n = poll(s->pf, (nfds_t)s->n, until < 0 ? -1 : clock_ms_until(until));
+    return n;
+}
+
+/* Take in what poll saw. stale: a caller drove meanwhile, so the set may
+ * name sockets that are gone; then every stream is worth one try. */
+static void ps_apply(p2p_engine *e, const p2p_pollset *s, int n, int stale)
+{
+    int filed = 0;
+    if (stale) {
+        for (int q = 0; q < e->size; q++)
+            e->peer[q].readable = e->peer[q].writable = 1;
+    } else if (n <= 0) {
         return;
-    for (int k = ipeers; k < npf; k++) {
-        if (!pf[k].revents)
-            continue;
-        if (e->pf_dir[k])
-            e->peer[e->pf_peer[k]].writable = 1;
-        else
-            e->peer[e->pf_peer[k]].readable = 1;
+    } else {
+        for (int k = s->ipeers; k < s->n; k++) {
+            if (!s->pf[k].revents)
+                continue;
+            if (s->dir[k])
+                e->peer[s->peer[k]].writable = 1;
+            else
+                e->peer[s->peer[k]].readable = 1;
+        }
     }
-    int filed = 0, ready = 0;
-    for (int k = 0; k < npend; k++)
-        ready |= pf[ipend + k].revents != 0;
-    if (ready || npend)
+    int ready = stale;
+    for (int k = 0; !stale && k < s->npend; k++)
+        ready |= s->pf[s->ipend + k].revents != 0;
+    if (ready || s->npend)
         filed += tcp_check_pending(&e->net) > 0;
-    if (pf[ilfd].revents & POLLIN) {
+    if (stale || (s->pf[s->ilfd].revents & POLLIN)) {
         char err[200];
         int rc = tcp_accept_one(&e->net, err, sizeof err);
         if (rc < 0)
@@ -606,50 +155,67 @@ static void *engine(void *arg)
 {
     p2p_engine *e = arg;
     int stop = 0;
+    pthread_mutex_lock(&e->drive);
     e->last = clock_now();
     e->next_probe = e->last + PROBE_S;
-    for (;;) {
-        int progressed = take_posts(e, &stop);
-        if (stop)
-            break;
-        if (!e->aborted && atomic_load(&e->c->aborted)) {
-            e->aborted = 1;
-            fail_all(e, WEFT_EABORTED, "communicator aborted");
-        }
-        for (int q = 0; q < e->size; q++) {
-            p2p_peer *p = &e->peer[q];
-            if (q == e->rank || p->gone)
-                continue;
-            if (p->readable && e->net.in_fd[q] >= 0)
-                progressed |= read_peer(e, q);
-            if (p->sends.head && p->writable)
-                progressed |= send_peer(e, q);
-        }
-        if (e->severed) /* connections that arrive later end at once */
-            for (int q = 0; q < e->size; q++)
-                if (e->net.in_fd[q] >= 0 || e->net.out_fd[q] >= 0)
-                    tcp_drop(&e->net, q);
-        double now = clock_now();
-        if (progressed) {
-            e->last = now;
+    while (!stop) {
+        if (step(e, &stop) || stop)
+            continue;
+        if (atomic_load(&e->waiters)) { /* a caller drives: keep out of its way */
+            pthread_mutex_unlock(&e->drive);
+            pthread_mutex_lock(&e->mu);
+            while (atomic_load(&e->waiters) && !e->stop)
+                pthread_cond_wait(&e->idle, &e->mu);
+            pthread_mutex_unlock(&e->mu);
+            pthread_mutex_lock(&e->drive);
             continue;
         }
-        if (e->outstanding && now >= e->last + e->c->timeout_s) {
-            timed_out(e);
-            e->last = now;
-            continue;
-        }
-        if (e->outstanding && now >= e->next_probe) {
-            probe(e);
-            e->next_probe = clock_now() + PROBE_S;
-            continue;
-        }
-        if (!e->outstanding)
-            e->next_probe = now + PROBE_S;
-        wait_ready(e);
+        p2p_pollset *s = &e->ps[0];
+        ps_build(e, s);
+        uint64_t epoch = e->epoch;
+        double until = deadline(e);
+        pthread_mutex_unlock(&e->drive);
+        int n = ps_sleep(e, s, until);
+        pthread_mutex_lock(&e->drive);
+        ps_apply(e, s, n, e->epoch != epoch);
     }
-    fail_all(e, WEFT_EABORTED, "communicator destroyed with the message outstanding");
+    p2p_fail_all(e, WEFT_EABORTED, "communicator destroyed with the message outstanding");
+    pthread_mutex_unlock(&e->drive);
     return NULL;
+}
+
+void p2p_wait(p2p_engine *e, weft_request *r)
+{
+    int stop = 0;
+    pthread_mutex_lock(&e->mu);
+    atomic_fetch_add(&e->waiters, 1);
+    pthread_mutex_unlock(&e->mu);
+    pthread_mutex_lock(&e->drive);
+    e->epoch++;
+    while (!atomic_load(&r->done) && !stop) {
+        if (step(e, &stop) || stop || atomic_load(&r->done))
+            continue;
+        p2p_pollset *s = &e->ps[1];
+        ps_build(e, s);
+        int n = ps_sleep(e, s, deadline(e));
+        ps_apply(e, s, n, 0);
+    }
+    pthread_mutex_unlock(&e->drive);
+    pthread_mutex_lock(&e->mu);
+    if (atomic_fetch_sub(&e->waiters, 1) == 1)
+        pthread_cond_broadcast(&e->idle);
+    pthread_mutex_unlock(&e->mu);
+}
+
+void p2p_progress(p2p_engine *e)
+{
+    int stop = 0;
+    if (pthread_mutex_trylock(&e->drive))
+        return; /* someone is driving already */
+    e->epoch++;
+    while (step(e, &stop) && !stop) {
+    }
+    pthread_mutex_unlock(&e->drive);
 }
 
 /* Ranks on this host beyond its cores: then a yield may hand the core to
@@ -677,12 +243,17 @@ int p2p_create(p2p_engine **out, weft_comm *c, const char *ip, char addr_out[SOC
     e->wake[0] = e->wake[1] = -1;
     e->net.lfd = -1;
     pthread_mutex_init(&e->mu, NULL);
+    pthread_mutex_init(&e->drive, NULL);
+    pthread_cond_init(&e->idle, NULL);
     size_t npf = 3 + TCP_PEND_MAX + 2 * (size_t)c->size;
     e->peer = calloc((size_t)c->size, sizeof *e->peer);
-    e->pf = malloc(npf * sizeof *e->pf);
-    e->pf_peer = malloc(npf * sizeof *e->pf_peer);
-    e->pf_dir = malloc(npf);
-    if (!e->peer || !e->pf || !e->pf_peer || !e->pf_dir) {
+    for (int k = 0; k < 2; k++) {
+        e->ps[k].pf = malloc(npf * sizeof *e->ps[k].pf);
+        e->ps[k].peer = malloc(npf * sizeof *e->ps[k].peer);
+        e->ps[k].dir = malloc(npf);
+    }
+    if (!e->peer || !e->ps[0].pf || !e->ps[0].peer || !e->ps[0].dir || !e->ps[1].pf ||
+        !e->ps[1].peer || !e->ps[1].dir) {
         p2p_destroy(e);
         return WEFT_ENOMEM;
     }
@@ -767,6 +338,7 @@ void p2p_destroy(p2p_engine *e)
     pthread_mutex_lock(&e->mu);
     e->stop = 1;
     int running = e->started;
+    pthread_cond_broadcast(&e->idle);
     pthread_mutex_unlock(&e->mu);
     if (running) {
         poke(e);
@@ -778,23 +350,20 @@ void p2p_destroy(p2p_engine *e)
         snprintf(r->err, sizeof r->err, "communicator destroyed with the message outstanding");
         req_complete(r, WEFT_EABORTED);
     }
-    for (int q = 0; e->peer && q < e->size; q++) {
-        p2p_msg *m = e->peer[q].uq_head, *next;
-        for (; m; m = next) {
-            next = m->next;
-            msg_free(m);
-        }
-        msg_free(e->peer[q].park);
-    }
+    p2p_free_parked(e);
     tcp_net_close(&e->net);
     if (e->wake[0] >= 0) {
         close(e->wake[0]);
         close(e->wake[1]);
     }
     pthread_mutex_destroy(&e->mu);
+    pthread_mutex_destroy(&e->drive);
+    pthread_cond_destroy(&e->idle);
     free(e->peer);
-    free(e->pf);
-    free(e->pf_peer);
-    free(e->pf_dir);
+    for (int k = 0; k < 2; k++) {
+        free(e->ps[k].pf);
+        free(e->ps[k].peer);
+        free(e->ps[k].dir);
+    }
     free(e);
 }

@@ -30,6 +30,12 @@ void p2p_set_addr(p2p_engine *e, int peer, const char *addr);
 /* Hand r (type REQ_P2P, fully filled) to the engine; it completes
  * through req_complete. Starts the thread on first use. */
 int p2p_post(p2p_engine *e, weft_request *r);
+/* Block until r is done, moving every message of the engine meanwhile
+ * on the calling thread (r's result then waits under amu as usual). */
+void p2p_wait(p2p_engine *e, weft_request *r);
+/* Move what can move now, without blocking (weft_test); nothing when
+ * another thread drives. */
+void p2p_progress(p2p_engine *e);
 /* The communicator failed: close every point-to-point connection (so
  * peers learn) and fail what is outstanding and what comes, with code. */
 void p2p_sever(p2p_engine *e, int code);

@@ -1,0 +1,95 @@
+/* What the point-to-point engine's two files share: p2p_stream.c moves
+ * and matches messages on each peer's streams, p2p.c decides who drives
+ * them and sleeps when nothing can move. Internal to those two. */
+#ifndef WEFT_COLL_EXEC_P2P_INT_H
+#define WEFT_COLL_EXEC_P2P_INT_H
+
+#include "coll/exec/p2p.h"
+
+#include <poll.h>
+#include <pthread.h>
+
+#define P2P_SALT 0x7032705f6d736773ull /* its connections' id: the communicator's, salted */
+#define VISIT_BYTES (4u << 20)         /* per peer and direction per sweep: none starves */
+#define PROBE_S 1.0                    /* how often to look for peers that never connected */
+
+/* A message that arrived before its receive. */
+typedef struct p2p_msg {
+    frame_hdr h;
+    char *buf;
+    int drop;           /* its receive refused it: read it to keep the stream, then free */
+    struct p2p_msg *next;
+} p2p_msg;
+
+typedef struct {
+    weft_request *head, *tail;
+} req_list;
+
+typedef struct {
+    req_list sends;            /* in posting order; the head is on the wire */
+    req_list recvs;            /* posted, not matched yet */
+    p2p_msg *uq_head, *uq_tail;/* arrived, not matched yet, in arrival order */
+    frame_hdr h;               /* the message being read ... */
+    uint32_t hdr;              /* ... its header bytes so far */
+    weft_request *into;        /* ... read into this receive, or */
+    p2p_msg *park;             /* ... into a buffer of its own */
+    uint64_t got;
+    uint64_t sent, recvd;      /* messages each way: every header carries its number */
+    int readable, writable;    /* worth a try without asking poll() first */
+    int wfd;                   /* when the head send cannot move: poll this ... */
+    short wev;                 /* ... for this */
+    int gone;                  /* its stream ended or failed: nothing more moves */
+    int gone_rc;
+    char gone_why[200];
+} p2p_peer;
+
+/* What one sleeper polls: the engine's thread and a waiting caller
+ * each build their own. */
+typedef struct {
+    struct pollfd *pf;
+    int *peer;                 /* peer of each entry, or -1 */
+    char *dir;                 /* 0: its incoming stream, 1: its outgoing */
+    int n, ilfd, ipend, npend, ipeers;
+} p2p_pollset;
+
+struct p2p_engine {
+    weft_comm *c;
+    tcp_net net;
+    p2p_peer *peer;
+    int rank, size;
+    pthread_mutex_t mu;        /* the post list, stop, sever_rc, started */
+    pthread_cond_t idle;       /* waiters dropped to 0, or stop */
+    weft_request *post_head, *post_tail;
+    int stop, sever_rc, started;
+    atomic_int waiters;        /* callers in p2p_wait: they drive, the thread keeps out */
+    int wake[2];
+    pthread_t thr;
+    /* Everything below belongs to whoever holds drive: the thread, or a
+     * caller waiting for its message (who then moves everyone's). */
+    pthread_mutex_t drive;
+    uint64_t epoch;            /* +1 each time a caller drives: the thread's poll set is stale */
+    int outstanding;
+    int severed, aborted;
+    double last, next_probe;
+    double spin_s;
+    int spin_yields;
+    p2p_pollset ps[2];         /* the thread's, a waiting caller's */
+};
+
+
+/* Take what callers posted (*stop: the engine is being destroyed).
+ * Returns 1 when there was any. */
+int p2p_take_posts(p2p_engine *e, int *stop);
+/* Read every readable stream and write every writable peer's oldest
+ * sends. 1: something moved. */
+int p2p_sweep(p2p_engine *e);
+/* Fail everything outstanding (abort, destroy); the peers' streams end. */
+void p2p_fail_all(p2p_engine *e, int rc, const char *why);
+/* Nothing moved for timeout_s while messages wait. */
+void p2p_timed_out(p2p_engine *e);
+/* Peers awaited but never connected: still alive? */
+void p2p_probe(p2p_engine *e);
+/* Free the messages nobody received. */
+void p2p_free_parked(p2p_engine *e);
+
+#endif
