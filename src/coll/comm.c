@@ -1,10 +1,11 @@
 /* Communicator life cycle: rendezvous through the store, split, destroy. */
 #include "coll/comm.h"
 
-#include "coll/local/direct.h"
+#include "bootstrap/world.h"
+
+#include "coll/algo.h"
 #include "coll/exec/exec.h"
 #include "coll/exec/p2p.h"
-#include "coll/local/flat.h"
 
 #include "core/auth.h"
 #include "core/clock.h"
@@ -91,18 +92,6 @@ static weft_comm *comm_alloc(int rank, int size, const param_set *p)
     return c;
 }
 
-/* Renumber host ids in order of first appearance (0, 1, ...). */
-static void number_hosts(weft_comm *c, char (*ids)[64])
-{
-    c->nhosts = 0;
-    for (int i = 0; i < c->size; i++) {
-        int j = 0;
-        while (j < i && strcmp(ids[i], ids[j]))
-            j++;
-        c->host[i] = j < i ? c->host[j] : c->nhosts++;
-    }
-}
-
 static void comm_free(weft_comm *c)
 {
     async_stop(c);
@@ -121,8 +110,7 @@ static void comm_free(weft_comm *c)
     tcp_net_close(&c->net);
     shm_links_free(c->shm_out, c->size);
     shm_links_free(c->shm_in, c->size);
-    direct_free(c);
-    flat_free(c);
+    coll_algo_free_all(c); /* the state each algorithm keeps (coll/algo_table.h) */
     coll_tuner_destroy(c->tune);
     if (c->watch)
         store_close(c->watch);
@@ -141,11 +129,6 @@ static void comm_free(weft_comm *c)
     free(c);
 }
 
-static void fail_key(const weft_comm *c, char key[64])
-{
-    snprintf(key, 64, "weft/%016llx/failed", (unsigned long long)c->id);
-}
-
 /* Connect this communicator to the store, and arm the watch on its
  * failure key. */
 static int store_join(weft_comm *c, char *err, size_t errlen)
@@ -158,7 +141,7 @@ static int store_join(weft_comm *c, char *err, size_t errlen)
     if ((rc = store_connect(&c->watch, c->store_host, c->store_port, c->connect_timeout_s,
                             c->secret, err, errlen)))
         return rc;
-    fail_key(c, key);
+    world_fail_key(c->id, key);
     if ((rc = store_watch_arm(c->watch, key))) {
         snprintf(err, errlen, "%s", store_error(c->watch));
         return rc;
@@ -166,66 +149,41 @@ static int store_join(weft_comm *c, char *err, size_t errlen)
     return 0;
 }
 
-static int is_loopback(const char *host)
-{
-    return !strncmp(host, "127.", 4) || !strcmp(host, "localhost") || !strcmp(host, "::1");
-}
-
-/* This host's identity: WEFT_HOST_ID (lets one machine stand for several
- * hosts in tests), else the host name. */
-static void host_id(const param_set *p, char out[64])
-{
-    const char *v = p->host_id;
-    if (v && *v)
-        snprintf(out, 64, "%.63s", v);
-    else if (gethostname(out, 64) != 0)
-        snprintf(out, 64, "localhost");
-    out[63] = 0;
-}
-
 /* Publish this rank's data addresses (collectives, point-to-point) and
  * host, learn everyone else's. */
 static int exchange_addresses(weft_comm *c, const char *addr, const char *p2p_addr,
                               const char *where)
 {
-    char key[128], val[2 * SOCK_ADDR_MAX + 72], me[64], (*ids)[64];
-    double deadline = clock_now() + c->connect_timeout_s;
-    int rc;
-    host_id(&c->params, me);
-    snprintf(val, sizeof val, "%s\n%s\n%s", addr, p2p_addr, me);
-    snprintf(key, sizeof key, "weft/%016llx/addr/%d", (unsigned long long)c->id, c->rank);
-    if ((rc = store_set(c->store, key, val, strlen(val) + 1)))
-        return comm_fail(c, rc, "rendezvous: %s", store_error(c->store));
-    if (!(ids = calloc((size_t)c->size, sizeof *ids)))
+    char rec[2 * SOCK_ADDR_MAX + 72], me[64], err[200], **recs;
+    const char **ids;
+    int missing, rc;
+    world_host_id(c->params.host_id, me);
+    snprintf(rec, sizeof rec, "%s\n%s\n%s", addr, p2p_addr, me);
+    rc = world_exchange(c->store, c->id, c->rank, c->size, rec, c->connect_timeout_s, &recs,
+                        &missing, err, sizeof err);
+    if (rc == WEFT_ETIMEDOUT && missing >= 0)
+        return comm_fail(c, rc,
+                         "rendezvous: rank %d never arrived (waited %.0f s at the store %s)",
+                         missing, c->connect_timeout_s, where);
+    if (rc)
+        return comm_fail(c, rc, "rendezvous: %s", err);
+    if (!(ids = calloc((size_t)c->size, sizeof *ids))) {
+        world_records_free(recs, c->size);
         return comm_fail(c, WEFT_ENOMEM, "rendezvous: out of memory");
-    for (int i = 0; i < c->size; i++) {
-        void *v;
-        size_t len;
-        double left = deadline - clock_now();
-        snprintf(key, sizeof key, "weft/%016llx/addr/%d", (unsigned long long)c->id, i);
-        rc = store_get(c->store, key, &v, &len, left > 0 ? left : 0);
-        if (rc == WEFT_ETIMEDOUT)
-            rc = comm_fail(c, rc,
-                           "rendezvous: rank %d never arrived (waited %.0f s at the store %s)",
-                           i, c->connect_timeout_s, where);
-        else if (rc)
-            rc = comm_fail(c, rc, "rendezvous: %s", store_error(c->store));
-        if (rc) {
-            free(ids);
-            return rc;
-        }
-        char *pa = strchr(v, '\n'), *id = pa ? strchr(pa + 1, '\n') : NULL;
+    }
+    for (int i = 0; i < c->size; i++) { /* "addr\np2p addr\nhost id" */
+        char *pa = strchr(recs[i], '\n'), *id = pa ? strchr(pa + 1, '\n') : NULL;
         if (pa)
             *pa++ = 0;
         if (id)
             *id++ = 0;
-        snprintf(c->net.addr[i], SOCK_ADDR_MAX, "%s", (char *)v);
+        snprintf(c->net.addr[i], SOCK_ADDR_MAX, "%s", recs[i]);
         p2p_set_addr(c->p2p, i, pa ? pa : "");
-        snprintf(ids[i], sizeof ids[i], "%s", id ? id : "");
-        free(v);
+        ids[i] = id ? id : "";
     }
-    number_hosts(c, ids);
+    c->nhosts = world_number_hosts(ids, c->size, c->host);
     free(ids);
+    world_records_free(recs, c->size);
     return 0;
 }
 
@@ -234,7 +192,7 @@ static int exchange_addresses(weft_comm *c, const char *addr, const char *p2p_ad
  * runs a job that leaves this machine only with WEFT_INSECURE=1. */
 static int security_policy(weft_comm *c, const weft_config *cfg, const char *host)
 {
-    int local = is_loopback(host), allow = c->params.insecure;
+    int local = world_is_loopback(host), allow = c->params.insecure;
     if (cfg->world_size <= 1)
         return 0;
     if (!auth_compiled()) {
@@ -308,7 +266,7 @@ int weft_comm_init(weft_comm **out, const weft_config *cfg)
     serve = cfg->host_store < 0 ? cfg->rank == 0 : cfg->host_store;
     c->store_rank = cfg->host_store < 0 ? 0 : -1;
     if (serve && cfg->world_size > 1) {
-        rc = store_server_start(&c->server, is_loopback(host) ? host : NULL,
+        rc = store_server_start(&c->server, world_is_loopback(host) ? host : NULL,
                                 cfg->master_port, NULL, c->secret, err, sizeof err);
         if (rc) {
             fprintf(stderr, "weft[%d] error: cannot serve the store: %s\n", c->rank, err);
@@ -643,7 +601,7 @@ static int watch_now(weft_comm *c, const frame_hdr *fp, int *rc)
 
 int comm_failed(weft_comm *c, int rc, const frame_hdr *fp)
 {
-    char key[64], val[FAIL_NOTE_MAX + 40], d[200];
+    char key[64], d[200];
     if (!c->fail_learned && (rc == WEFT_EPEER || rc == WEFT_ETIMEDOUT) && c->watch) {
         /* a lost peer or a timeout is often the echo of a failure
          * elsewhere: a notice that reached this rank explains it better
@@ -661,7 +619,7 @@ int comm_failed(weft_comm *c, int rc, const frame_hdr *fp)
     }
     if (!c->fail_learned && c->store) {
         int posted = 0;
-        fail_key(c, key);
+        world_fail_key(c->id, key);
         if (rc == WEFT_EPEER && c->fail_peer >= 0) {
             /* the peer may only have severed its links after failing
              * itself: then its notice is already there and says why */
@@ -696,8 +654,7 @@ int comm_failed(weft_comm *c, int rc, const frame_hdr *fp)
             fail_note note = { .code = rc, .witness = c->rank };
             note.culprit = rc == WEFT_EABORTED ? c->rank : c->fail_peer;
             snprintf(note.text, sizeof note.text, "%s", c->err);
-            int n = fail_note_encode(&note, val, sizeof val);
-            if (store_set(c->store, key, val, (size_t)n))
+            if (world_notice_post(c->store, c->id, &note))
                 log_msg(c->loglevel, LOG_INFO, c->rank,
                         "could not tell the other ranks through the store: %s",
                         store_error(c->store));
