@@ -63,7 +63,7 @@ limit_of() {
     *) src=$(ls tests/unit/"$(basename "$1")".c tests/mp/"$(basename "$1")".c 2>/dev/null | head -n 1) ;;
     esac
     l=
-    [ -n "$src" ] && l=$(sed -n 's/.*TEST_TIMEOUT(\([0-9][0-9]*\)).*/\1/p' "$src" | head -n 1)
+    [ -n "$src" ] && l=$(sed -n 's/^\(# \)\{0,1\}TEST_TIMEOUT(\([0-9][0-9]*\)).*/\2/p' "$src" | head -n 1)
     echo $(( ${l:-$TEST_TIMEOUT} * TEST_SCALE ))
 }
 

@@ -12,6 +12,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+/* 55 cases of 1 to 8 ranks: about 100 s alone on 2 busy cores */
+TEST_TIMEOUT(900);
+
 static const weft_dtype dtypes[] = { WEFT_F32, WEFT_F64, WEFT_F16, WEFT_BF16,
                                      WEFT_I8,  WEFT_U8,  WEFT_I32, WEFT_I64 };
 #define NDT (int)(sizeof dtypes / sizeof dtypes[0])

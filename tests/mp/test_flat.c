@@ -747,17 +747,19 @@ TEST_INIT
     unsetenv("WEFT_ALGO");
 }
 
-TEST(matrix)
+/* fn at from, from + step, ... <= 8 ranks */
+static void ranks(int from, int step, mp_fn fn, void *arg, const char *what)
 {
-    for (int n = 1; n <= 8; n++)
-        CHECKF(mp_run(n, 60, matrix, NULL) == 0, "matrix at %d ranks", n);
+    for (int n = from; n <= 8; n += step)
+        CHECKF(mp_run(n, 60, fn, arg) == 0, "%s at %d ranks", what, n);
 }
+
+TEST(matrix) { ranks(1, 1, matrix, NULL, "matrix"); }
 
 TEST(soak)
 {
     int iters = 3000;
-    for (int n = 2; n <= 8; n += 3)
-        CHECKF(mp_run(n, 60, soak, &iters) == 0, "%d calls back to back at %d ranks", iters, n);
+    ranks(2, 3, soak, &iters, "3000 calls back to back");
 }
 
 /* no polling: every wait sleeps on the futex */
@@ -798,18 +800,12 @@ TEST(count_mismatch) { CHECKF(mp_run(3, 60, count_mismatch, NULL) == 0, "count m
 TEST(refusals) { CHECKF(mp_run(3, 60, refusals, NULL) == 0, "refusals at 3 ranks"); }
 TEST(automatic) { CHECKF(mp_run(4, 60, automatic, NULL) == 0, "auto at 4 ranks"); }
 
-TEST(big_matrix)
-{
-    for (int n = 1; n <= 8; n++)
-        CHECKF(mp_run(n, 60, big_matrix, NULL) == 0, "large all-reduce at %d ranks", n);
-}
+TEST(big_matrix) { ranks(1, 1, big_matrix, NULL, "large all-reduce"); }
 
 TEST(big_soak)
 {
     int big_iters = 200;
-    for (int n = 2; n <= 8; n += 3)
-        CHECKF(mp_run(n, 60, big_soak, &big_iters) == 0, "%d large calls back to back at %d ranks",
-               big_iters, n);
+    ranks(2, 3, big_soak, &big_iters, "200 large calls back to back");
 }
 
 TEST(big_soak_no_spin)

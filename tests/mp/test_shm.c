@@ -26,6 +26,9 @@
 #include <sys/resource.h>
 #include <time.h>
 
+/* about 60 s alone on 2 busy cores */
+TEST_TIMEOUT(600);
+
 static const weft_coll_kind kinds[] = {
     WEFT_COLL_ALLREDUCE, WEFT_COLL_BROADCAST, WEFT_COLL_REDUCE,         WEFT_COLL_GATHER,
     WEFT_COLL_SCATTER,   WEFT_COLL_ALLGATHER, WEFT_COLL_REDUCE_SCATTER, WEFT_COLL_ALLTOALL,
