@@ -135,7 +135,7 @@ clean:
 # fails the target and leaves crash-* in $(BUILD)/fuzz.
 FUZZ_SECONDS ?= 60
 FUZZ_SRC := src/core/frame.c src/core/flight.c src/core/names.c src/core/clock.c src/core/half.c \
-            src/ps/ps_wire.c
+            src/coll/algo_names.c src/ps/ps_wire.c
 .PHONY: fuzz
 fuzz:
 	@mkdir -p $(BUILD)/fuzz
