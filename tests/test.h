@@ -46,7 +46,7 @@ static int test_passed_, test_failed_;
 typedef struct {
     const char *name;
     void (*fn)(void);
-    int line;
+    int line, seq; /* where it is defined; the order it registered in */
 } test_case;
 
 #define TEST_MAX_CASES 256
@@ -61,7 +61,8 @@ static void test_register_(const char *name, void (*fn)(void), int line)
         test_failed_++;
         return;
     }
-    test_cases_[test_ncases_++] = (test_case){ name, fn, line };
+    test_cases_[test_ncases_] = (test_case){ name, fn, line, test_ncases_ };
+    test_ncases_++;
 }
 
 /* A constructor registers each case before main runs: no list to keep. */
@@ -93,7 +94,7 @@ static int test_selected_(const char *name, int argc, char **argv)
 static int test_by_line_(const void *a, const void *b)
 {
     const test_case *x = a, *y = b;
-    return x->line != y->line ? x->line - y->line : (x < y ? -1 : 1);
+    return x->line != y->line ? x->line - y->line : x->seq - y->seq;
 }
 
 int main(int argc, char **argv)
