@@ -3,7 +3,7 @@
  * pair send and receive at once (irecv, isend, wait both; as nccl-tests'
  * sendrecv). Uses only calls every weft version has, so one source
  * measures two builds in the same run (bench/p2p.sh).
- * Usage: weftrun -n 2 p2p_bw [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] */
+ * Usage: weftrun -n 2 p2p_bw [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS]   (bytes) */
 #include <weft.h>
 
 #include <stdio.h>
@@ -19,27 +19,14 @@ static double now(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-static size_t parse_size(const char *s)
-{
-    char *end;
-    double v = strtod(s, &end);
-    switch (*end) {
-    case 'K': case 'k': v *= 1024; break;
-    case 'M': case 'm': v *= 1024 * 1024; break;
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
-    default: break;
-    }
-    return (size_t)v;
-}
-
 int main(int argc, char **argv)
 {
     size_t lo = 8, hi = 64u << 20;
     int factor = 4, iters = 0, opt;
     while ((opt = getopt(argc, argv, "b:e:f:n:")) != -1) {
         switch (opt) {
-        case 'b': lo = parse_size(optarg); break;
-        case 'e': hi = parse_size(optarg); break;
+        case 'b': lo = (size_t)strtoull(optarg, NULL, 0); break;
+        case 'e': hi = (size_t)strtoull(optarg, NULL, 0); break;
         case 'f': factor = atoi(optarg); break;
         case 'n': iters = atoi(optarg); break;
         default:

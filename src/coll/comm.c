@@ -528,18 +528,22 @@ int weft_comm_destroy(weft_comm *c)
     return rc;
 }
 
+int comm_yields_for(const weft_comm *c)
+{
+    /* More ranks than cores on this host: a yield may hand the core to
+     * each of the others before the awaited message can come, so the
+     * spin lasts long enough for all of them to have had a turn. */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int local = 0;
+    for (int r = 0; r < c->size; r++)
+        local += c->host[r] == c->host[c->rank];
+    return cores > 0 && local > cores ? 2 * local : 0;
+}
+
 int comm_spin_yields(weft_comm *c)
 {
-    if (c->spin_yields < 0) {
-        /* More ranks than cores on this host: a yield may hand the core to
-         * each of the others before the awaited message can come, so the
-         * spin lasts long enough for all of them to have had a turn. */
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        int local = 0;
-        for (int r = 0; r < c->size; r++)
-            local += c->host[r] == c->host[c->rank];
-        c->spin_yields = cores > 0 && local > cores ? 2 * local : 0;
-    }
+    if (c->spin_yields < 0)
+        c->spin_yields = comm_yields_for(c);
     return c->spin_yields;
 }
 

@@ -99,6 +99,8 @@ int comm_failed(weft_comm *c, int rc, const frame_hdr *fp);
 /* Yields a waiting rank makes before it may block (c->spin_yields,
  * worked out on first use). */
 int comm_spin_yields(weft_comm *c);
+/* The same, worked out afresh (no cache: for other threads). */
+int comm_yields_for(const weft_comm *c);
 /* The watch socket (poll it for POLLIN), or -1. */
 int comm_watch_fd(const weft_comm *c);
 /* The watch socket is readable: another rank left a failure notice. Sets

@@ -218,17 +218,6 @@ void p2p_progress(p2p_engine *e)
     pthread_mutex_unlock(&e->drive);
 }
 
-/* Ranks on this host beyond its cores: then a yield may hand the core to
- * each of the others before a message can come (as coll/comm.c reckons). */
-static int yields_for(const weft_comm *c)
-{
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int local = 0;
-    for (int r = 0; r < c->size; r++)
-        local += c->host[r] == c->host[c->rank];
-    return cores > 0 && local > cores ? 2 * local : 0;
-}
-
 int p2p_create(p2p_engine **out, weft_comm *c, const char *ip, char addr_out[SOCK_ADDR_MAX],
                char *err, size_t errlen)
 {
@@ -297,7 +286,7 @@ int p2p_post(p2p_engine *e, weft_request *r)
     int rc = 0;
     pthread_mutex_lock(&e->mu);
     if (!e->started) {
-        e->spin_yields = yields_for(e->c);
+        e->spin_yields = comm_yields_for(e->c);
         if (pthread_create(&e->thr, NULL, engine, e))
             rc = WEFT_ESYS;
         else
