@@ -7,7 +7,12 @@
 # the table gives medians and this tree / base.
 #
 #   sh bench/vs_commit.sh [BASE]     (BASE: a commit, default HEAD~1;
-#                                     REPS=5 RANKS="2 4" STEPS=200)
+#                                     REPS=5 RANKS="2 4" STEPS=200 ALGO=auto)
+# ALGO=flat (say) holds the all-reduces to one algorithm: auto's measured
+# choice between close candidates can differ from run to run on a loaded
+# host, and then the two builds time different algorithms.
+# P2P=1 also runs bench/p2p_bw.c (ping-pong and exchange between two
+# ranks), built against each tree's libweft.a.
 # BUILD=dir is this tree's build directory [build]; the base is built in a
 # temporary worktree, removed at the end.
 set -e
@@ -16,6 +21,8 @@ BUILD=${BUILD:-build}
 REPS=${REPS:-5}
 RANKS=${RANKS:-2 4}
 STEPS=${STEPS:-200}
+ALGO=${ALGO:-auto}
+P2P=${P2P:-0}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)
 trap 'git -C "$ROOT" worktree remove --force "$tmp/base" >/dev/null 2>&1; rm -rf "$tmp"' EXIT INT TERM
@@ -29,7 +36,7 @@ OLD=$tmp/base/build
 median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 # us per call, out of place, of weft-bench's row for the one size
 bench() { # build ranks size warmup iters
-    "$1/weftrun" -n "$2" "$1/weft-bench" allreduce -l "$3" -w "$4" -n "$5" -I 1 2>/dev/null |
+    "$1/weftrun" -n "$2" "$1/weft-bench" allreduce -l "$3" -w "$4" -n "$5" -I 1 -a "$ALGO" 2>/dev/null |
         awk '$1 == "[0]" && $2 ~ /^[0-9]+$/ { print $7; exit }'
 }
 took() { sed -n 's/.*training took \([0-9.]*\) s.*/\1/p' "$1"; }
@@ -61,12 +68,26 @@ for n in $RANKS; do
     done
     for k in 1 2 3 4 5 6; do eval "m$k=\$(median < \"\$tmp/r$k\")"; done
     echo
-    echo "$n ranks, medians of $REPS"
+    echo "$n ranks, medians of $REPS, all-reduce algorithm $ALGO"
     echo "| measure | this tree | base | this / base |"
     echo "| --- | ---: | ---: | ---: |"
     awk -v a="$m1" -v b="$m4" 'BEGIN { printf "| all-reduce 8 B (us) | %s | %s | %.3f |\n", a, b, a / b }'
     awk -v a="$m2" -v b="$m5" 'BEGIN { printf "| all-reduce 64 MiB (us) | %s | %s | %.3f |\n", a, b, a / b }'
     awk -v a="$m3" -v b="$m6" 'BEGIN { printf "| weft-train samples/s | %s | %s | %.3f |\n", a, b, a / b }'
 done
+if [ "$P2P" = 1 ]; then
+    libs=$(pkg-config --libs libssl libcrypto openblas 2>/dev/null || pkg-config --libs libssl libcrypto 2>/dev/null || true)
+    for w in new old; do
+        if [ "$w" = new ]; then b=$NEW; i=$ROOT/include; else b=$OLD; i=$tmp/base/include; fi
+        cc -O2 -std=c11 -D_GNU_SOURCE -I"$i" "$ROOT/bench/p2p_bw.c" -o "$tmp/p2p_$w" \
+            "$b/libweft.a" $libs -pthread -lm
+    done
+    for w in new old; do
+        if [ "$w" = new ]; then b=$NEW; else b=$OLD; fi
+        echo
+        echo "p2p_bw, 2 ranks, $([ "$w" = new ] && echo this tree || echo "base $rev"):"
+        "$b/weftrun" -n 2 "$tmp/p2p_$w" -b 8 -e 67108864 -f 8 2>/dev/null | sed 's/^\[0\] //'
+    done
+fi
 echo
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -284,7 +284,9 @@ static void aborted(weft_comm *c, void *arg)
         CHECKF(rc == WEFT_EABORTED, "got %s", weft_strerror(rc));
         pthread_join(t, NULL);
     } else {
-        /* rank 0 never arrives at the closing barrier */
+        /* alive until well after rank 0's abort (gone, it would be a dead
+         * peer); rank 0 never arrives at the closing barrier */
+        usleep(2000 * 1000);
         weft_comm_abort(c);
     }
 }

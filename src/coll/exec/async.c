@@ -46,8 +46,11 @@ static void *worker(void *arg)
     return NULL;
 }
 
-/* Check and post one message; *req gets its request. */
-static int post_p2p(weft_comm *c, const weft_coll_args *a, int tag, weft_request **req)
+/* Check and post one message; *req gets its request. now: the caller
+ * waits for it at once (and so drives it itself: the engine's thread
+ * need not wake). */
+static int post_p2p(weft_comm *c, const weft_coll_args *a, int tag, int now,
+                    weft_request **req)
 {
     int rc;
     if ((rc = coll_check_p2p(c, a, tag)))
@@ -72,7 +75,7 @@ static int post_p2p(weft_comm *c, const weft_coll_args *a, int tag, weft_request
     frame_hdr q = *h;
     q.kind = (uint8_t)a->kind;
     r->flight_id = flight_new(&c->fl, &q, FL_QUEUED)->id;
-    if ((rc = p2p_post(c->p2p, r))) {
+    if ((rc = p2p_post(c->p2p, r, !now))) {
         free(r);
         return comm_fail(c, rc, "cannot start the point-to-point thread");
     }
@@ -88,7 +91,7 @@ int weft_isend_tag(weft_comm *c, const void *buf, size_t count, weft_dtype t, in
     if (!c || !req || c->magic != COMM_MAGIC)
         return WEFT_EINVAL;
     *req = NULL;
-    return post_p2p(c, &a, tag, req);
+    return post_p2p(c, &a, tag, 0, req);
 }
 
 int weft_irecv_tag(weft_comm *c, void *buf, size_t count, weft_dtype t, int peer, int tag,
@@ -99,7 +102,7 @@ int weft_irecv_tag(weft_comm *c, void *buf, size_t count, weft_dtype t, int peer
     if (!c || !req || c->magic != COMM_MAGIC)
         return WEFT_EINVAL;
     *req = NULL;
-    return post_p2p(c, &a, tag, req);
+    return post_p2p(c, &a, tag, 0, req);
 }
 
 /* Blocking, or collected by an open group (weft_group_start). */
@@ -116,7 +119,7 @@ static int p2p_now(weft_comm *c, const weft_coll_args *a, int tag)
         c->group = g;
         c->group_cap = cap;
     }
-    int rc = post_p2p(c, a, tag, &r);
+    int rc = post_p2p(c, a, tag, 1, &r); /* a group's end waits for it too */
     if (rc)
         return rc;
     if (c->group_depth > 0) {
@@ -181,7 +184,7 @@ int weft_icollective(weft_comm *c, const weft_coll_args *a, weft_request **req)
         return WEFT_EINVAL;
     *req = NULL;
     if (a->kind == WEFT_COLL_SEND || a->kind == WEFT_COLL_RECV)
-        return post_p2p(c, a, 0, req);
+        return post_p2p(c, a, 0, 0, req);
     if (!(r = calloc(1, sizeof *r)))
         return WEFT_ENOMEM;
     r->magic = REQ_MAGIC;

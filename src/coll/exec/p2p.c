@@ -95,19 +95,21 @@ static double deadline(const p2p_engine *e)
 
 /* Poll without sleeping for a moment, yielding the core (a message or the
  * next post is usually imminent), then sleep until something is ready or
- * the deadline. Returns poll's count. */
-static int ps_sleep(const p2p_engine *e, p2p_pollset *s, double until)
+ * the deadline. The thread stops spinning as soon as a caller drives.
+ * Returns poll's count. */
+static int ps_sleep(p2p_engine *e, p2p_pollset *s, double until, int thread)
 {
     int n = 0;
     if (e->spin_s > 0) {
         double end = clock_now() + e->spin_s;
         for (int k = 0; !(n = poll(s->pf, (nfds_t)s->n, 0)); k++) {
-            if (k >= e->spin_yields && clock_now() >= end)
+            if ((k >= e->spin_yields && clock_now() >= end) ||
+                (thread && atomic_load(&e->waiters)))
                 break;
             sched_yield();
         }
     }
-    if (!n)
+    if (!n && !(thread && atomic_load(&e->waiters)))
         n = poll(s->pf, (nfds_t)s->n, until < 0 ? -1 : clock_ms_until(until));
     return n;
 }
@@ -151,21 +153,24 @@ static void ps_apply(p2p_engine *e, const p2p_pollset *s, int n, int stale)
     }
 }
 
+/* The thread moves messages while nobody waits for one: it parks while a
+ * caller drives, and while nothing is outstanding (a message that
+ * arrives then waits in its socket until a receive is posted, and is then
+ * read straight into its buffer). */
 static void *engine(void *arg)
 {
     p2p_engine *e = arg;
     int stop = 0;
     pthread_mutex_lock(&e->drive);
-    e->last = clock_now();
-    e->next_probe = e->last + PROBE_S;
     while (!stop) {
         if (step(e, &stop) || stop)
             continue;
-        if (atomic_load(&e->waiters)) { /* a caller drives: keep out of its way */
+        if (atomic_load(&e->waiters) || !e->outstanding) {
             pthread_mutex_unlock(&e->drive);
             pthread_mutex_lock(&e->mu);
-            while (atomic_load(&e->waiters) && !e->stop)
+            while (!e->stop && (atomic_load(&e->waiters) || !e->kick))
                 pthread_cond_wait(&e->idle, &e->mu);
+            e->kick = 0;
             pthread_mutex_unlock(&e->mu);
             pthread_mutex_lock(&e->drive);
             continue;
@@ -175,7 +180,7 @@ static void *engine(void *arg)
         uint64_t epoch = e->epoch;
         double until = deadline(e);
         pthread_mutex_unlock(&e->drive);
-        int n = ps_sleep(e, s, until);
+        int n = ps_sleep(e, s, until, 1);
         pthread_mutex_lock(&e->drive);
         ps_apply(e, s, n, e->epoch != epoch);
     }
@@ -184,12 +189,21 @@ static void *engine(void *arg)
     return NULL;
 }
 
+static void poke(p2p_engine *e)
+{
+    if (write(e->wake[1], "w", 1) < 0) {
+        /* full: a wake-up is pending anyway */
+    }
+}
+
 void p2p_wait(p2p_engine *e, weft_request *r)
 {
     int stop = 0;
     pthread_mutex_lock(&e->mu);
-    atomic_fetch_add(&e->waiters, 1);
+    int first = atomic_fetch_add(&e->waiters, 1) == 0;
     pthread_mutex_unlock(&e->mu);
+    if (first)
+        poke(e); /* a thread asleep in poll() gets out of the way */
     pthread_mutex_lock(&e->drive);
     e->epoch++;
     while (!atomic_load(&r->done) && !stop) {
@@ -197,13 +211,16 @@ void p2p_wait(p2p_engine *e, weft_request *r)
             continue;
         p2p_pollset *s = &e->ps[1];
         ps_build(e, s);
-        int n = ps_sleep(e, s, deadline(e));
+        int n = ps_sleep(e, s, deadline(e), 0);
         ps_apply(e, s, n, 0);
     }
+    int left = e->outstanding;
     pthread_mutex_unlock(&e->drive);
     pthread_mutex_lock(&e->mu);
-    if (atomic_fetch_sub(&e->waiters, 1) == 1)
+    if (atomic_fetch_sub(&e->waiters, 1) == 1 && left) {
+        e->kick = 1; /* what others posted still needs moving */
         pthread_cond_broadcast(&e->idle);
+    }
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -265,6 +282,8 @@ int p2p_create(p2p_engine **out, weft_comm *c, const char *ip, char addr_out[SOC
     e->net.connect_timeout_s = c->connect_timeout_s;
     e->net.secret = c->secret;
     e->spin_s = c->spin_s;
+    e->last = clock_now();
+    e->next_probe = e->last + PROBE_S;
     *out = e;
     return 0;
 }
@@ -274,14 +293,7 @@ void p2p_set_addr(p2p_engine *e, int peer, const char *addr)
     snprintf(e->net.addr[peer], SOCK_ADDR_MAX, "%s", addr);
 }
 
-static void poke(p2p_engine *e)
-{
-    if (write(e->wake[1], "w", 1) < 0) {
-        /* full: a wake-up is pending anyway */
-    }
-}
-
-int p2p_post(p2p_engine *e, weft_request *r)
+int p2p_post(p2p_engine *e, weft_request *r, int wake)
 {
     int rc = 0;
     pthread_mutex_lock(&e->mu);
@@ -299,9 +311,13 @@ int p2p_post(p2p_engine *e, weft_request *r)
         else
             e->post_head = r;
         e->post_tail = r;
+        if (wake) {
+            e->kick = 1;
+            pthread_cond_broadcast(&e->idle);
+        }
     }
     pthread_mutex_unlock(&e->mu);
-    if (!rc)
+    if (!rc && wake)
         poke(e);
     return rc;
 }
@@ -316,6 +332,8 @@ void p2p_sever(p2p_engine *e, int code)
     if (!e->started) /* no thread owns the sockets yet */
         for (int q = 0; q < e->size; q++)
             tcp_drop(&e->net, q);
+    e->kick = 1;
+    pthread_cond_broadcast(&e->idle);
     pthread_mutex_unlock(&e->mu);
     poke(e);
 }

@@ -28,8 +28,10 @@ int p2p_create(p2p_engine **out, weft_comm *c, const char *ip, char addr_out[SOC
 /* The peers' addresses, once known. */
 void p2p_set_addr(p2p_engine *e, int peer, const char *addr);
 /* Hand r (type REQ_P2P, fully filled) to the engine; it completes
- * through req_complete. Starts the thread on first use. */
-int p2p_post(p2p_engine *e, weft_request *r);
+ * through req_complete. Starts the thread on first use. wake: the thread
+ * should move it (a non-blocking post); else the caller is about to wait
+ * for it and drive it itself. */
+int p2p_post(p2p_engine *e, weft_request *r, int wake);
 /* Block until r is done, moving every message of the engine meanwhile
  * on the calling thread (r's result then waits under amu as usual). */
 void p2p_wait(p2p_engine *e, weft_request *r);

@@ -61,6 +61,7 @@ struct p2p_engine {
     pthread_cond_t idle;       /* waiters dropped to 0, or stop */
     weft_request *post_head, *post_tail;
     int stop, sever_rc, started;
+    int kick;                  /* the thread has work: stop parking */
     atomic_int waiters;        /* callers in p2p_wait: they drive, the thread keeps out */
     int wake[2];
     pthread_t thr;
