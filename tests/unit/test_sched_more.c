@@ -5,6 +5,7 @@
  * sends, against the algorithms' formulas. */
 #include "test.h"
 #include "coll/sched/two_level.h"
+#include "coll/algo.h"
 #include "coll/sched/vexec.h"
 
 #include <stdint.h>
@@ -50,6 +51,8 @@ static int build(const scase *c, int r, weft_sched *s)
                         .count = c->count, .esize = 4, .inplace = c->inplace,
                         .chunk_bytes = c->chunk, .host = c->host };
     sched_init(s);
+    if (c->algo != WEFT_ALGO_HIER && c->algo != WEFT_ALGO_RABENSEIFNER)
+        return sched_build(s, (weft_algo)c->algo, &sp); /* through the table */
     int rc = c->algo == WEFT_ALGO_HIER ? sched_hier(s, &sp) : sched_rabenseifner(s, &sp);
     sched_end_round(s);
     return rc ? rc : s->err;
@@ -186,7 +189,7 @@ static int check(const scase *c, const char *layout)
     srun *x = malloc(sizeof *x);
     int rc = run_case(c, x);
     CHECKF(rc == 0, "%s %s p=%d count=%llu root=%d inplace=%d mode=%d chunk=%llu hosts=%s: %s",
-           c->algo == WEFT_ALGO_HIER ? "hier" : "rabenseifner", weft_coll_name(c->kind), c->p,
+           weft_algo_name((weft_algo)c->algo), weft_coll_name(c->kind), c->p,
            (unsigned long long)c->count, c->root, c->inplace, c->mode,
            (unsigned long long)c->chunk, layout, x->why);
     release(x, c->p);
@@ -460,3 +463,48 @@ TEST(big)
     check(&c, names[6]);
 }
 
+
+/* The table's kinds column says what each generator does: sched_build
+ * refuses the rest with WEFT_ENOTSUP, and every kind it claims that the
+ * checker above can set up builds and gives the right result on every
+ * rank (the other claimed kinds at least build). */
+TEST(table_kinds)
+{
+    static const int32_t two_hosts[MAXP] = { 0, 0, 0, 0, 1, 1, 1, 1 };
+    const weft_coll_kind runnable[] = { WEFT_COLL_ALLREDUCE, WEFT_COLL_BROADCAST,
+                                        WEFT_COLL_REDUCE, WEFT_COLL_ALLGATHER,
+                                        WEFT_COLL_REDUCE_SCATTER };
+    for (int a = 0; a < WEFT_ALGO_COUNT; a++) {
+        if (a == WEFT_ALGO_AUTO || coll_algo_of((weft_algo)a)->run)
+            continue; /* no schedule: direct, flat */
+        for (int k = WEFT_COLL_BARRIER; k < WEFT_COLL_KIND_COUNT; k++) {
+            for (int p = 2; p <= 8; p += 3) {
+                sched_params sp = { .kind = (weft_coll_kind)k, .rank = p - 1, .nranks = p,
+                                    .count = 7, .esize = 4,
+                                    .host = a == WEFT_ALGO_HIER ? two_hosts : NULL };
+                weft_sched s;
+                sched_init(&s);
+                int rc = sched_build(&s, (weft_algo)a, &sp);
+                sched_free(&s);
+                if (coll_algo_does((weft_algo)a, (weft_coll_kind)k))
+                    CHECKF(rc == 0, "%s claims %s but building it at p=%d gave %s",
+                           weft_algo_name((weft_algo)a), weft_coll_name((weft_coll_kind)k), p,
+                           weft_strerror(rc));
+                else
+                    CHECKF(rc == WEFT_ENOTSUP, "%s %s at p=%d: %s, not refused",
+                           weft_algo_name((weft_algo)a), weft_coll_name((weft_coll_kind)k), p,
+                           weft_strerror(rc));
+            }
+        }
+        for (size_t k = 0; k < sizeof runnable / sizeof runnable[0]; k++) {
+            if (!coll_algo_does((weft_algo)a, runnable[k]))
+                continue;
+            for (int p = 2; p <= MAXP; p += 3) {
+                scase c = { .kind = runnable[k], .algo = a, .p = p, .count = 13,
+                            .root = p - 1, .exact = 1, .mode = VEXEC_RENDEZVOUS,
+                            .host = a == WEFT_ALGO_HIER ? two_hosts : NULL };
+                check(&c, a == WEFT_ALGO_HIER ? "two hosts" : "-");
+            }
+        }
+    }
+}
