@@ -345,7 +345,8 @@ TEST(bytes)
         int rem = p - pw;
         uint64_t count = 16 * 9 * 5 * 7 * 11 * 13, n = count * 4;
         for (int r = 0; r < p; r++) {
-            scase c = { .kind = WEFT_COLL_ALLREDUCE, .p = p, .count = count };
+            scase c = { .kind = WEFT_COLL_ALLREDUCE, .algo = WEFT_ALGO_RABENSEIFNER, .p = p,
+                        .count = count };
             weft_sched s;
             uint64_t all, out;
             build(&c, r, &s);
