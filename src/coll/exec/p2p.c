@@ -168,9 +168,11 @@ static void *engine(void *arg)
         if (atomic_load(&e->waiters) || !e->outstanding) {
             pthread_mutex_unlock(&e->drive);
             pthread_mutex_lock(&e->mu);
+            e->parked = 1;
             while (!e->stop && (atomic_load(&e->waiters) || !e->kick))
                 pthread_cond_wait(&e->idle, &e->mu);
             e->kick = 0;
+            e->parked = 0;
             pthread_mutex_unlock(&e->mu);
             pthread_mutex_lock(&e->drive);
             continue;
@@ -200,9 +202,9 @@ void p2p_wait(p2p_engine *e, weft_request *r)
 {
     int stop = 0;
     pthread_mutex_lock(&e->mu);
-    int first = atomic_fetch_add(&e->waiters, 1) == 0;
+    int first = atomic_fetch_add(&e->waiters, 1) == 0, parked = e->parked;
     pthread_mutex_unlock(&e->mu);
-    if (first)
+    if (first && !parked)
         poke(e); /* a thread asleep in poll() gets out of the way */
     pthread_mutex_lock(&e->drive);
     e->epoch++;
