@@ -132,13 +132,20 @@ static void peer_gone(p2p_engine *e, int q, int rc, const char *why)
 }
 
 /* A receive meets a message that arrived before it. */
+/* Does message h fit receive r? If not, r fails with both named. */
+static int fits(p2p_engine *e, weft_request *r, const frame_hdr *h)
+{
+    if (h->dtype == (uint8_t)r->a.dtype && h->count == r->a.count)
+        return 1;
+    const char *dt = weft_dtype_name((weft_dtype)h->dtype);
+    fail(e, r, WEFT_EMISMATCH, "rank %d sent count=%llu %s with this tag", r->a.root,
+         (unsigned long long)h->count, dt ? dt : "?");
+    return 0;
+}
+
 static void take_parked(p2p_engine *e, weft_request *r, p2p_msg *m)
 {
-    if (m->h.dtype != (uint8_t)r->a.dtype || m->h.count != r->a.count) {
-        const char *dt = weft_dtype_name((weft_dtype)m->h.dtype);
-        fail(e, r, WEFT_EMISMATCH, "rank %d sent count=%llu %s with this tag", r->a.root,
-             (unsigned long long)m->h.count, dt ? dt : "?");
-    } else {
+    if (fits(e, r, &m->h)) {
         r->h = m->h;
         started(e, r);
         if (m->h.len)
@@ -269,32 +276,24 @@ static int header_arrived(p2p_engine *e, int q)
     p->h = h;
     p->recvd++;
     weft_request *r = list_take_tag(&p->recvs, h.root);
-    if (r && (h.dtype != (uint8_t)r->a.dtype || h.count != r->a.count)) {
-        const char *dt = weft_dtype_name((weft_dtype)h.dtype);
-        fail(e, r, WEFT_EMISMATCH, "rank %d sent count=%llu %s with this tag", q,
-             (unsigned long long)h.count, dt ? dt : "?");
-        r = NULL;
-        if (!(p->park = calloc(1, sizeof *p->park)) ||
-            (h.len && !(p->park->buf = malloc(h.len)))) {
-            peer_gone(e, q, WEFT_ENOMEM, "out of memory for a refused message");
-            return WEFT_ENOMEM;
-        }
-        p->park->drop = 1;
-    } else if (r) {
+    int refused = r && !fits(e, r, &h);
+    if (r && !refused) {
         p->into = r;
         r->h = h;
         started(e, r);
     } else {
+        /* early (kept for its receive) or refused (read to keep the
+         * stream, then dropped): either way it needs a buffer */
         if (!(p->park = calloc(1, sizeof *p->park)) ||
             (h.len && !(p->park->buf = malloc(h.len)))) {
-            snprintf(msg, sizeof msg, "out of memory for an early message of %llu bytes "
-                     "from rank %d", (unsigned long long)h.len, q);
+            snprintf(msg, sizeof msg, "out of memory for a message of %llu bytes from rank %d",
+                     (unsigned long long)h.len, q);
             peer_gone(e, q, WEFT_ENOMEM, msg);
             return WEFT_ENOMEM;
         }
-    }
-    if (p->park)
         p->park->h = h;
+        p->park->drop = refused;
+    }
     if (!h.len)
         msg_arrived(e, q);
     return 0;
