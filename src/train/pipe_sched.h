@@ -1,0 +1,104 @@
+/* Pipeline schedules as data: for each rank of a pipeline, the ordered list
+ * of what it does in one training step. One generator per schedule builds
+ * the lists; a checker proves a list set complete and free of deadlock; a
+ * timed replay of the same lists predicts step time, bubble and stash
+ * (weft-sim pipeline, and the --pp-partition cost model).
+ *
+ * The model is cut into p*v chunks (virtual stages) of contiguous blocks;
+ * rank r holds chunks r, r+p, r+2p, ... (v per rank; v = 1 except for the
+ * interleaved schedule). Chunk c's activation goes to the rank holding
+ * chunk c+1 and its input gradient to the rank holding chunk c-1.
+ *
+ * Executor semantics the checker assumes (and pipe_exec keeps):
+ *  - SEND_* posts a non-blocking send and never waits (the receiver's
+ *    engine buffers it);
+ *  - RECV_* posts a non-blocking receive; the first compute action that
+ *    needs its data waits for it;
+ *  - every message of one step has its own tag (pipe_tag), so sends and
+ *    receives match whatever order the engine sees them in. */
+#ifndef TRAIN_PIPE_SCHED_H
+#define TRAIN_PIPE_SCHED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+    PIPE_FWD = 1,       /* forward of (chunk, mb); stashes its activations */
+    PIPE_BWD,           /* full backward: input and weight gradients */
+    PIPE_BWD_I,         /* backward for the input only (zero-bubble B) */
+    PIPE_BWD_W,         /* backward for the weights only (zero-bubble W) */
+    PIPE_SEND_ACT,      /* chunk's output of mb to the next chunk's rank */
+    PIPE_RECV_ACT,      /* chunk's input of mb from the previous chunk's rank */
+    PIPE_SEND_GRAD,     /* chunk's input gradient of mb to the previous chunk's rank */
+    PIPE_RECV_GRAD,     /* chunk's output gradient of mb from the next chunk's rank */
+} pipe_op;
+
+typedef struct {
+    uint8_t op;         /* pipe_op */
+    int16_t chunk;      /* global chunk index 0 .. p*v-1 */
+    int32_t mb;         /* micro-batch 0 .. m-1 */
+    int32_t peer;       /* send/recv: the other rank; -1 for compute */
+} pipe_action;
+
+typedef enum { PIPE_GPIPE = 1, PIPE_1F1B, PIPE_INTERLEAVED, PIPE_ZB } pipe_kind;
+
+typedef struct {
+    int kind;           /* pipe_kind */
+    int p;              /* ranks in the pipeline, >= 1 */
+    int m;              /* micro-batches per step, >= 1 */
+    int v;              /* chunks per rank: 1, or >= 2 for interleaved */
+} pipe_spec;
+
+typedef struct {
+    pipe_action *a;
+    int n, cap;
+} pipe_list;
+
+typedef struct {
+    pipe_spec spec;
+    pipe_list *rank;    /* [p] */
+} pipe_sched;
+
+/* "gpipe", "1f1b", "interleaved:V" (V >= 2), "zb"; p and m are the
+ * caller's. Returns 0 or WEFT_EINVAL. */
+int pipe_spec_parse(const char *name, int p, int m, pipe_spec *out);
+/* The name back, as pipe_spec_parse reads it. */
+void pipe_spec_name(const pipe_spec *s, char *buf, size_t len);
+
+/* Builds every rank's list. WEFT_EINVAL for a spec the schedule cannot
+ * take (the interleaved one needs m to be a multiple of p, as Megatron's). */
+int pipe_sched_build(pipe_sched *s, const pipe_spec *spec);
+void pipe_sched_free(pipe_sched *s);
+
+/* The rank holding a chunk, and the tag of a message (unique in a step). */
+int pipe_chunk_rank(const pipe_spec *s, int chunk);
+int pipe_tag(const pipe_spec *s, int op, int chunk, int mb);
+
+/* Proves the lists complete (each chunk's forward and backward of every
+ * micro-batch exactly once on its rank, backward after forward, W after
+ * B, every receive matched by one send and every input received before
+ * it is used) and free of deadlock under the executor's semantics.
+ * Returns 0, or WEFT_EINVAL with the first fault in why. */
+int pipe_sched_check(const pipe_sched *s, char *why, size_t len);
+
+/* Costs of one micro-batch for the timed replay, per global chunk. */
+typedef struct {
+    const double *fwd, *bwd_i, *bwd_w;  /* seconds; BWD costs bwd_i + bwd_w */
+    const double *act_bytes;            /* bytes sent forward (and back) at each chunk's output */
+    double latency, bandwidth;          /* link: seconds, bytes per second */
+} pipe_costs;
+
+typedef struct {
+    double step;        /* seconds: the step, from the first start to the last end */
+    double *busy;       /* [p] seconds of compute per rank */
+    double *bubble;     /* [p] idle fraction (step - busy) / step per rank */
+    int *peak_stash;    /* [p] most micro-batches stashed at once per rank
+                           (forward done, backward not yet complete) */
+} pipe_result;
+
+/* Replays the lists with those costs; r's arrays have p entries and are
+ * the caller's. Returns WEFT_EINVAL on a deadlock (pipe_sched_check
+ * first). */
+int pipe_sched_replay(const pipe_sched *s, const pipe_costs *c, pipe_result *r);
+
+#endif
