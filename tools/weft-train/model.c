@@ -5,6 +5,32 @@
 #include <stdint.h>
 #include <string.h>
 
+/* A model fits data whose samples it can read: an MLP's input width is the
+ * pixels per image and its outputs cover the classes; a GPT's vocabulary
+ * covers the tokens and its context the window. Checked for new runs and
+ * resumed ones alike, since a model from a checkpoint knows nothing of the
+ * data it is now given. */
+void model_check_fit(const weft_model_config *cfg, const data_sets *d, const char *source)
+{
+    const weft_dataset_info *ti = &d->ti;
+    int mlp = cfg->type == WEFT_MODEL_MLP;
+    if (mlp != (ti->kind == WEFT_DATA_IMAGE))
+        die("the model (%s) is %s, but the data %s is %s", source, mlp ? "an MLP" : "a GPT",
+            ti->name, ti->kind == WEFT_DATA_IMAGE ? "images" : "token windows");
+    char geometry[64] = "";
+    if (ti->height > 0 && ti->width > 0)
+        snprintf(geometry, sizeof geometry, " (%dx%d images)", ti->height, ti->width);
+    if (mlp && (cfg->widths[0] != ti->x_dim || cfg->widths[cfg->n_widths - 1] < ti->n_classes))
+        die("the model (%s) takes %d inputs and has %d classes, but the data %s has %d "
+            "inputs%s and %d classes", source, cfg->widths[0], cfg->widths[cfg->n_widths - 1],
+            ti->name, ti->x_dim, geometry, ti->n_classes);
+    if (cfg->type == WEFT_MODEL_GPT && ti->kind == WEFT_DATA_SEQ &&
+        (cfg->vocab < ti->n_classes || cfg->ctx < ti->x_dim))
+        die("the model (%s) has vocab %d and ctx %d, but the data %s has vocab %d and windows "
+            "of %d tokens (it needs vocab >= %d and ctx >= %d)", source, cfg->vocab, cfg->ctx,
+            ti->name, ti->n_classes, ti->x_dim, ti->n_classes, ti->x_dim);
+}
+
 static void model_config(const run_opts *r, const data_sets *d, weft_model_config *cfg)
 {
     char spec[512];
@@ -20,13 +46,7 @@ static void model_config(const run_opts *r, const data_sets *d, weft_model_confi
         rc = weft_model_config_check(cfg);
     if (rc != 0)
         die("--model %s: %s", spec, weft_strerror(rc));
-    if (cfg->type == WEFT_MODEL_MLP &&
-        (cfg->widths[0] != d->ti.x_dim || cfg->widths[cfg->n_widths - 1] < d->ti.n_classes))
-        die("--model %s: the data has %d inputs and %d classes", spec, d->ti.x_dim,
-            d->ti.n_classes);
-    if (cfg->type == WEFT_MODEL_GPT && (cfg->vocab < d->ti.n_classes || cfg->ctx < r->seq))
-        die("--model %s: the data needs vocab >= %d and ctx >= %d", spec, d->ti.n_classes,
-            r->seq);
+    model_check_fit(cfg, d, spec);
 }
 
 weft_model *model_new(const run_opts *r, const data_sets *d)

@@ -65,6 +65,8 @@ weft_loader *data_loader(const run_opts *r, const data_sets *d, int rank, int wo
                          const char *who);
 
 weft_model *model_new(const run_opts *r, const data_sets *d);
+/* Dies naming both shapes when cfg (from source) cannot read d's samples. */
+void model_check_fit(const weft_model_config *cfg, const data_sets *d, const char *source);
 void model_tune(weft_model *m, const run_opts *r, int threads);
 void model_optim_config(const run_opts *r, weft_optim_config *oc);
 weft_lr_schedule model_lr_schedule(const run_opts *r, long steps);
