@@ -84,6 +84,13 @@ void ckpt_restore_model(weft_ckpt *ck, const char *path, weft_model **m, weft_op
 /* The loader continues where the saved run stopped; frees ck. */
 void ckpt_restore_data(weft_ckpt *ck, const char *path, weft_loader *l, const data_sets *d)
 {
+    weft_model_config cfg;
+    char source[1200], spec[256];
+    if (weft_ckpt_model_config(ck, &cfg) != 0)
+        die("%s: no model config", path);
+    weft_model_config_format(&cfg, spec, sizeof spec);
+    snprintf(source, sizeof source, "%s from %s", spec, path);
+    model_check_fit(&cfg, d, source); /* before the first step reads a sample */
     uint64_t pos;
     if (weft_ckpt_get_u64(ck, "data/position", &pos) != 0)
         die("%s: no data position", path);
