@@ -119,6 +119,9 @@ int coll_run_sched(weft_comm *c, const weft_coll_args *a, weft_algo algo, weft_s
                    void **tmp, size_t *cap, const frame_hdr *fp);
 /* Grow *buf (capacity *cap) to at least bytes; WEFT_ENOMEM recorded on c. */
 int coll_scratch(weft_comm *c, void **buf, size_t *cap, uint64_t bytes);
+/* A call on a communicator an earlier error broke: c->broken, with c->err
+ * saying so and still naming that error's cause (coll.c). */
+int coll_refuse_broken(weft_comm *c);
 /* Arguments of a message with this tag: 0, or an error recorded on c. */
 int coll_check_p2p(weft_comm *c, const weft_coll_args *a, int tag);
 /* A message with tag 0 given as a collective's arguments (async.c). */
