@@ -91,6 +91,28 @@ static int read_gzip(const char *path, unsigned char **buf, size_t *n)
     return rc;
 }
 
+/* O_NONBLOCK so that open itself cannot wait: on a FIFO without a writer
+ * (reading) or a reader (writing), a plain open blocks forever. Only a
+ * regular file is kept, and it is handed back blocking. */
+int train_open_regular(const char *path, int flags, int mode)
+{
+    if (!path)
+        return WEFT_EINVAL;
+    int fd = open(path, flags | O_NONBLOCK | O_CLOEXEC, mode);
+    if (fd < 0)
+        return errno == ENXIO || errno == EISDIR ? WEFT_EINVAL : WEFT_EIO;
+    struct stat st;
+    int rc = fstat(fd, &st) != 0 ? WEFT_EIO : !S_ISREG(st.st_mode) ? WEFT_EINVAL : 0;
+    int fl = rc == 0 ? fcntl(fd, F_GETFL) : -1;
+    if (rc == 0 && (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0))
+        rc = WEFT_EIO;
+    if (rc != 0) {
+        close(fd);
+        return rc;
+    }
+    return fd;
+}
+
 int train_data_read_file(const char *path, unsigned char **buf, size_t *n)
 {
     if (!path || !buf || !n)
@@ -99,9 +121,9 @@ int train_data_read_file(const char *path, unsigned char **buf, size_t *n)
     *n = 0;
     if (ends_with(path, ".gz"))
         return read_gzip(path, buf, n);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = train_open_regular(path, O_RDONLY, 0);
     if (fd < 0)
-        return WEFT_EIO;
+        return fd;
     int rc = read_fd(fd, buf, n);
     close(fd);
     return rc;

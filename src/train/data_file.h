@@ -9,6 +9,12 @@
  * WEFT_EIO if it fails). */
 int train_data_read_file(const char *path, unsigned char **buf, size_t *n);
 
+/* Opens path with flags (O_RDONLY, or O_WRONLY | O_CREAT ...) without ever
+ * blocking in open: a file descriptor, WEFT_EINVAL when path is not a
+ * regular file (FIFO, device, directory, socket), WEFT_EIO when it cannot
+ * be opened. */
+int train_open_regular(const char *path, int flags, int mode);
+
 /* 1 if path names an existing regular file. */
 int train_data_file_exists(const char *path);
 

@@ -10,9 +10,13 @@
  *  40  zero up to 64
  *  64  tokens */
 #include "core/crc32.h"
+#include "train/data_file.h"
 #include "weft.h"
 
+#include <fcntl.h>
 #include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,9 +55,13 @@ int weft_tokshard_write(const char *path, const int32_t *tokens, size_t n, uint3
     put32(hdr + 20, (uint32_t)w);
     put32(hdr + 24, (uint32_t)n);
     put32(hdr + 28, (uint32_t)((uint64_t)n >> 32));
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return WEFT_EIO;
+    int fd = train_open_regular(path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
+        return fd < 0 ? fd : WEFT_EIO;
+    }
     /* Tokens go out in blocks; the CRC runs over exactly the bytes written. */
     unsigned char buf[4096 * 4];
     uint32_t crc = 0;
@@ -84,9 +92,15 @@ int weft_tokshard_read(const char *path, int32_t **tokens, size_t *n, uint32_t *
         return WEFT_EINVAL;
     *tokens = NULL;
     *n = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return WEFT_EIO;
+    int fd = train_open_regular(path, O_RDONLY, 0);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
+        return fd < 0 ? fd : WEFT_EIO;
+    }
+    struct stat st;
+    uint64_t size = fstat(fd, &st) == 0 && st.st_size > 0 ? (uint64_t)st.st_size : 0;
     unsigned char hdr[HEADER];
     int rc = fread(hdr, 1, HEADER, f) == HEADER ? 0 : WEFT_EIO;
     if (rc == 0 && (memcmp(hdr, MAGIC, 8) != 0 || get32(hdr + 36) != crc32_update(0, hdr, 36)))
@@ -96,7 +110,8 @@ int weft_tokshard_read(const char *path, int32_t **tokens, size_t *n, uint32_t *
     uint32_t v = rc == 0 ? get32(hdr + 16) : 0;
     int w = rc == 0 ? (int)get32(hdr + 20) : 0;
     uint64_t count = rc == 0 ? (uint64_t)get32(hdr + 24) | (uint64_t)get32(hdr + 28) << 32 : 0;
-    if (rc == 0 && (v == 0 || v > INT32_MAX || w != width_for(v) || count > SIZE_MAX / 4))
+    if (rc == 0 && (v == 0 || v > INT32_MAX || w != width_for(v) || count > SIZE_MAX / 4 ||
+                    count != (size - HEADER) / (uint64_t)w))
         rc = WEFT_EIO;
     int32_t *t = NULL;
     if (rc == 0 && !(t = malloc(count ? count * sizeof *t : 1)))

@@ -10,6 +10,7 @@
 int ckpt_inspect(const char *path)
 {
     weft_ckpt *c;
+    path_check("--inspect", path, 0, 0);
     int rc = weft_ckpt_load(&c, path);
     if (rc != 0)
         die("cannot load checkpoint %s: %s", path, weft_strerror(rc));
@@ -46,6 +47,10 @@ int ckpt_inspect(const char *path)
 
 weft_ckpt *ckpt_resume(opts *o, long *start_step)
 {
+    /* the run's outputs too: this is the first place that sees the options */
+    path_check("--save", o->save, 0, 1);
+    path_check("--metrics", o->metrics, 0, 1);
+    path_check("--resume", o->resume, 0, 0);
     if (!o->resume[0])
         return NULL;
     weft_ckpt *ck;

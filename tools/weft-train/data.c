@@ -16,6 +16,7 @@ void data_open(const run_opts *r, data_sets *d)
 {
     int rc, gpt = run_opts_is_gpt(r);
     const char *what = r->data;
+    path_check("--data", what, 1, 0);
     if (strcmp(what, "builtin") == 0) {
         if (gpt) {
             int f = run_opts_format_code(r->format);

@@ -74,6 +74,10 @@ weft_lr_schedule model_lr_schedule(const run_opts *r, long steps);
 /* ---- progress, metrics and messages (report.c) ---------------------------- */
 
 void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+/* Dies when path (of option opt) exists but is no regular file (or folder,
+ * dir_ok), or when a path to be written lies in a folder it cannot write
+ * (paths.c). */
+void path_check(const char *opt, const char *path, int dir_ok, int written);
 double now_s(void);
 void cpu_s(double *process, double *thread);
 
