@@ -1,11 +1,16 @@
 #include "train/ckpt.h"
 
 #include "core/crc32.h"
+#include "train/data_file.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -314,19 +319,59 @@ static int write_file(const weft_ckpt *c, FILE *f)
     return rc;
 }
 
+/* A save killed half way (kill -9 during --save-every) leaves its
+ * path.tmp.PID behind, the size of a checkpoint. Those of pids that no
+ * longer run on this host go; a live pid's may be a save in progress and
+ * stays, and so does anything not named exactly so. */
+static void remove_stale_tmp(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    char *dir = !slash ? strdup(".") : slash == path ? strdup("/")
+                                                     : strndup(path, (size_t)(slash - path));
+    size_t plen = strlen(base) + 5;
+    char *prefix = malloc(plen + 1);
+    DIR *d = dir && prefix ? opendir(dir) : NULL;
+    if (d) {
+        snprintf(prefix, plen + 1, "%s.tmp.", base);
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            const char *digits = e->d_name + plen;
+            if (strncmp(e->d_name, prefix, plen) != 0 || !*digits ||
+                strspn(digits, "0123456789") != strlen(digits) || strlen(digits) > 9)
+                continue;
+            long pid = strtol(digits, NULL, 10);
+            if (pid > 0 && pid != (long)getpid() && kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+                unlinkat(dirfd(d), e->d_name, 0);
+        }
+        closedir(d);
+    }
+    free(prefix);
+    free(dir);
+}
+
 int weft_ckpt_save(const weft_ckpt *c, const char *path)
 {
-    if (!c || !path)
+    if (!c || !path || !*path)
         return WEFT_EINVAL;
+    /* rename would replace a FIFO or fail on a directory only after the
+     * whole file is written: refused before */
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return WEFT_EINVAL;
+    remove_stale_tmp(path);
     size_t len = strlen(path) + 32;
     char *tmp = malloc(len);
     if (!tmp)
         return WEFT_ENOMEM;
     snprintf(tmp, len, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
+    int fd = train_open_regular(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!f) {
+        if (fd >= 0)
+            close(fd);
         free(tmp);
-        return WEFT_EIO;
+        return fd < 0 ? fd : WEFT_EIO;
     }
     int rc = write_file(c, f);
     if (rc == 0 && (fflush(f) != 0 || fsync(fileno(f)) != 0))
@@ -403,9 +448,13 @@ int weft_ckpt_load(weft_ckpt **out, const char *path)
     if (!out || !path)
         return WEFT_EINVAL;
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return WEFT_EIO;
+    int fd = train_open_regular(path, O_RDONLY, 0);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
+        return fd < 0 ? fd : WEFT_EIO;
+    }
     uint64_t size = 0, off = 0;
     if (fseek(f, 0, SEEK_END) == 0) {
         long s = ftell(f);
