@@ -73,13 +73,26 @@ static int check_args(weft_comm *c, const weft_coll_args *a)
     return 0;
 }
 
+#define BROKEN "communicator unusable after an earlier error (destroy it): "
+
+/* The cause stays in the message: a caller that learns of the error only
+ * at its next call (a wait, a loop's next step) must still see why. */
+int coll_refuse_broken(weft_comm *c)
+{
+    if (strncmp(c->err, BROKEN, sizeof BROKEN - 1)) {
+        char cause[sizeof c->err];
+        memcpy(cause, c->err, sizeof cause);
+        comm_fail(c, c->broken, BROKEN "%s", cause[0] ? cause : weft_strerror(c->broken));
+    }
+    return c->broken;
+}
+
 int coll_check_p2p(weft_comm *c, const weft_coll_args *a, int tag)
 {
     if (atomic_load(&c->aborted))
         return comm_fail(c, WEFT_EABORTED, "communicator aborted");
     if (c->broken)
-        return comm_fail(c, c->broken,
-                         "communicator unusable after an earlier error; destroy it");
+        return coll_refuse_broken(c);
     if (tag < 0)
         return comm_fail(c, WEFT_EINVAL, "%s: tag %d is negative",
                          weft_coll_name(a->kind), tag);
@@ -225,8 +238,7 @@ static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id)
     if (atomic_load(&c->aborted))
         return comm_fail(c, WEFT_EABORTED, "communicator aborted");
     if (c->broken)
-        return comm_fail(c, c->broken,
-                         "communicator unusable after an earlier error; destroy it");
+        return coll_refuse_broken(c);
     if ((rc = check_args(c, a)))
         return rc;
     size_t es = weft_dtype_size(a->dtype);

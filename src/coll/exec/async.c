@@ -238,7 +238,10 @@ static int finished(weft_request *r)
     weft_comm *c = r->c;
     int rc = r->rc;
     if (rc && r->type == REQ_P2P) {
-        comm_fail(c, rc, "%s", r->err);
+        if (c->broken) /* the message's error is the echo of the one that broke it */
+            coll_refuse_broken(c);
+        else
+            comm_fail(c, rc, "%s", r->err);
         int fatal = rc != WEFT_EMISMATCH && rc != WEFT_EINVAL && rc != WEFT_ENOMEM;
         pthread_mutex_lock(&c->amu);
         int idle = !c->qhead;
@@ -283,6 +286,8 @@ int weft_wait(weft_request *r)
 int weft_wait_all(weft_request **reqs, int n)
 {
     int first = 0;
+    if (n < 0 || (n > 0 && !reqs))
+        return WEFT_EINVAL;
     for (int i = 0; i < n; i++) {
         int rc = weft_wait(reqs[i]);
         if (rc && !first)
