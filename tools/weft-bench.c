@@ -12,8 +12,10 @@
 #include "coll/tune/tuner.h"
 #include "core/clock.h"
 #include "core/half.h"
+#include "cli_args.h"
 #include "weft.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdint.h>
@@ -217,18 +219,8 @@ static int call(weft_comm *c, const opts *o, const bufs *b)
     return weft_collective(c, &a);
 }
 
-static uint64_t parse_size(const char *s)
-{
-    char *end;
-    double v = strtod(s, &end);
-    switch (*end) {
-    case 'K': case 'k': v *= 1024; break;
-    case 'M': case 'm': v *= 1024 * 1024; break;
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
-    default: break;
-    }
-    return (uint64_t)v;
-}
+/* Sizes beyond this are no benchmark of this machine: 1 TiB. */
+#define MAX_BYTES ((uint64_t)1 << 40)
 
 /* "8,1K,64M" -> sizes; 0 when the list is malformed or empty. */
 static int parse_list(const char *s, opts *o)
@@ -240,19 +232,29 @@ static int parse_list(const char *s, opts *o)
     if (!(o->list = calloc((size_t)n, sizeof *o->list)))
         return 0;
     o->nlist = 0;
-    for (const char *p = s; *p;) {
-        char *end;
-        if (*p < '0' || *p > '9')
-            return 0;
-        (void)strtod(p, &end);
-        if (*end && strchr("KkMmGg", *end))
-            end++;
-        if (*end && *end != ',')
-            return 0;
-        o->list[o->nlist++] = parse_size(p);
-        p = *end ? end + 1 : end;
-    }
+    char *copy = strdup(s), *save = NULL;
+    int failed = !copy;
+    for (char *w = copy ? strtok_r(copy, ",", &save) : NULL; w && !failed;
+         w = strtok_r(NULL, ",", &save))
+        failed = cli_size("weft-bench", "-l", w, MAX_BYTES, &o->list[o->nlist++]) != 0;
+    free(copy);
+    if (failed)
+        o->nlist = 0;
+    else if (!o->nlist)
+        fprintf(stderr, "weft-bench: -l '%s': expected sizes, e.g. 8,1K,64M\n", s);
     return o->nlist;
+}
+
+/* The size after size: a size of 0 runs once and then one element per
+ * block (a product of 0 stays 0: that looped forever). */
+static uint64_t next_size(const opts *o, uint64_t size, uint64_t one)
+{
+    if (o->step)
+        return size + o->step;
+    if (size == 0)
+        return one;
+    uint64_t next = (uint64_t)((double)size * o->factor);
+    return next > size ? next : size + 1;
 }
 
 /* SIGUSR1 (weftrun forwards it): write the flight recorder to stderr. The
@@ -301,24 +303,47 @@ int main(int argc, char **argv)
         return 2;
     }
     optind = 2;
+    const char *me = "weft-bench";
     while ((ch = getopt(argc, argv, "b:e:f:i:d:o:r:a:w:n:c:J:I:l:h")) != -1) {
+        int bad = 0;
         switch (ch) {
-        case 'b': o.minb = parse_size(optarg); break;
-        case 'e': o.maxb = parse_size(optarg); break;
-        case 'f': o.factor = atof(optarg); o.step = 0; break;
-        case 'i': o.step = parse_size(optarg); break;
-        case 'd': if (weft_dtype_parse(optarg, &o.t)) { usage(); return 2; } break;
-        case 'o': if (weft_op_parse(optarg, &o.op)) { usage(); return 2; } break;
-        case 'r': o.root = atoi(optarg); break;
-        case 'a': if (weft_algo_parse(optarg, &o.algo)) { usage(); return 2; } break;
-        case 'w': o.warmup = atoi(optarg); break;
-        case 'n': o.iters = atoi(optarg); break;
-        case 'c': o.check = atoi(optarg); break;
+        case 'b': bad = cli_size(me, "-b", optarg, MAX_BYTES, &o.minb); break;
+        case 'e': bad = cli_size(me, "-e", optarg, MAX_BYTES, &o.maxb); break;
+        case 'f': bad = cli_double(me, "-f", optarg, 1.0001, 1024, &o.factor); o.step = 0; break;
+        case 'i': bad = cli_size(me, "-i", optarg, MAX_BYTES, &o.step); break;
+        case 'd':
+            if ((bad = weft_dtype_parse(optarg, &o.t) != 0))
+                fprintf(stderr, "weft-bench: -d %s: expected f32 f64 f16 bf16 i8 u8 i32 i64\n",
+                        optarg);
+            break;
+        case 'o':
+            if ((bad = weft_op_parse(optarg, &o.op) != 0))
+                fprintf(stderr, "weft-bench: -o %s: expected sum prod min max avg\n", optarg);
+            break;
+        case 'r': bad = cli_int(me, "-r", optarg, 0, INT32_MAX, &o.root); break;
+        case 'a':
+            if ((bad = weft_algo_parse(optarg, &o.algo) != 0))
+                fprintf(stderr, "weft-bench: -a %s: not an algorithm (auto naive ring tree rd "
+                                "...)\n", optarg);
+            break;
+        case 'w': bad = cli_int(me, "-w", optarg, 0, 1000000, &o.warmup); break;
+        case 'n': bad = cli_int(me, "-n", optarg, 1, 1000000, &o.iters); break;
+        case 'c': bad = cli_int(me, "-c", optarg, 0, 1, &o.check); break;
         case 'J': o.json = optarg; break;
-        case 'I': o.places = atoi(optarg); break;
-        case 'l': if (!parse_list(optarg, &o)) { usage(); return 2; } break;
+        case 'I': bad = cli_int(me, "-I", optarg, 0, 2, &o.places); break;
+        case 'l': bad = !parse_list(optarg, &o); break;
+        case 'h': usage(); return 0;
         default: usage(); return 2;
         }
+        if (bad) {
+            free(o.list);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "weft-bench: unexpected argument '%s'\n", argv[optind]);
+        usage();
+        return 2;
     }
     if (o.nlist) { /* buffers sized for the largest listed size */
         o.minb = o.maxb = o.list[0];
@@ -326,9 +351,10 @@ int main(int argc, char **argv)
             if (o.list[i] > o.maxb)
                 o.maxb = o.list[i];
     }
-    if (o.iters < 1 || (o.step == 0 && o.factor <= 1) || o.minb > o.maxb || o.places < 0 ||
-        o.places > 2) {
-        usage();
+    if (o.minb > o.maxb) {
+        fprintf(stderr, "weft-bench: -b %llu is larger than -e %llu\n",
+                (unsigned long long)o.minb, (unsigned long long)o.maxb);
+        free(o.list);
         return 2;
     }
     signal(SIGUSR1, on_sigusr1);
@@ -364,11 +390,20 @@ int main(int argc, char **argv)
                "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
                "(GB/s)", "");
         if (o.json && !(json = fopen(o.json, "w")))
-            fprintf(stderr, "weft-bench: cannot write %s\n", o.json);
+            fprintf(stderr, "weft-bench: cannot write %s: %s\n", o.json, strerror(errno));
         if (json)
             fprintf(json, "{\"collective\":\"%s\",\"ranks\":%d,\"algo\":\"%s\",\"type\":\"%s\","
                           "\"op\":\"%s\",\"results\":[",
                     argv[1], n, weft_algo_name(o.algo), weft_dtype_name(o.t), weft_op_name(o.op));
+    }
+    /* every rank stops when rank 0 cannot write what it was asked to */
+    int json_ok = !o.json || json;
+    if ((rc = weft_broadcast(c, &json_ok, 1, WEFT_I32, 0)))
+        goto fail;
+    if (!json_ok) {
+        weft_comm_destroy(c);
+        free(o.list);
+        return 1;
     }
     uint64_t maxel = o.maxb / es + (uint64_t)n;
     bufs b = { malloc(maxel * es + 64), malloc(maxel * es + 64), malloc(maxel * es + 64), 0, 0,
@@ -382,7 +417,7 @@ int main(int argc, char **argv)
     long long wrong_total = 0;
     for (uint64_t size = o.minb, li = 0; o.nlist ? li < (uint64_t)o.nlist : size <= o.maxb;
          size = o.nlist ? (++li < (uint64_t)o.nlist ? o.list[li] : 0)
-              : o.step ? size + o.step : (uint64_t)((double)size * o.factor) + (o.factor < 2 && (uint64_t)((double)size * o.factor) == size)) {
+                        : next_size(&o, size, es * (uint64_t)blocks)) {
         uint64_t count = size / es / (uint64_t)blocks;
         double t_us[2] = { 0, 0 }, algbw[2] = { 0, 0 }, busbw[2] = { 0, 0 };
         long long wrong[2] = { 0, 0 };
@@ -457,14 +492,20 @@ int main(int argc, char **argv)
         if (json) {
             fprintf(json, "],\"avg_busbw\":%g,\"wrong\":%lld}\n", nsizes ? busbw_sum / nsizes : 0.0,
                     wrong_total);
-            fclose(json);
+            if (ferror(json) | fclose(json)) {
+                fprintf(stderr, "weft-bench: cannot write %s: %s\n", o.json, strerror(errno));
+                wrong_total = wrong_total ? wrong_total : -1;
+            }
         }
     }
     free(b.in);
     free(b.out);
     free(b.want);
     free(o.list);
-    weft_comm_destroy(c);
+    if ((rc = weft_comm_destroy(c))) {
+        fprintf(stderr, "weft-bench: rank %d: leaving the job: %s\n", r, weft_strerror(rc));
+        return 1;
+    }
     return wrong_total ? 1 : 0;
 fail:
     fprintf(stderr, "weft-bench: rank %d: %s: %s\n", r, weft_strerror(rc), weft_comm_error(c));

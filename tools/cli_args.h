@@ -1,0 +1,69 @@
+/* Strict numbers from the command line for weft's tools. atoi and atof
+ * read "abc" as 0 and "5x" as 5, so a mistyped option became a default
+ * nobody asked for (a size of 0, a port of 0); here the whole word must be
+ * a number within the stated range. Each returns 0, or -1 after printing
+ * "TOOL: OPT VALUE: expected ..." to stderr. */
+#ifndef WEFT_TOOLS_CLI_ARGS_H
+#define WEFT_TOOLS_CLI_ARGS_H
+
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static inline int cli_int(const char *tool, const char *opt, const char *s, long lo, long hi,
+                          int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || errno || v < lo || v > hi) {
+        fprintf(stderr, "%s: %s %s: expected a whole number from %ld to %ld\n", tool, opt, s, lo,
+                hi);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static inline int cli_double(const char *tool, const char *opt, const char *s, double lo,
+                             double hi, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end || !isfinite(v) || v < lo || v > hi) {
+        fprintf(stderr, "%s: %s %s: expected a number from %g to %g\n", tool, opt, s, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Bytes: a number (decimals allowed) with an optional K, M or G (powers of
+ * 1024), at most hi. */
+static inline int cli_size(const char *tool, const char *opt, const char *s, uint64_t hi,
+                           uint64_t *out)
+{
+    char *end;
+    double v = s[0] >= '0' && s[0] <= '9' ? strtod(s, &end) : -1;
+    if (v >= 0) {
+        double mult = 1;
+        switch (*end) {
+        case 'K': case 'k': mult = 1024; end++; break;
+        case 'M': case 'm': mult = 1024.0 * 1024; end++; break;
+        case 'G': case 'g': mult = 1024.0 * 1024 * 1024; end++; break;
+        default: break;
+        }
+        v *= mult;
+        if (!*end && isfinite(v) && v <= (double)hi) {
+            *out = (uint64_t)v;
+            return 0;
+        }
+    }
+    fprintf(stderr, "%s: %s %s: expected bytes from 0 to %llu (a number, K, M or G after it)\n",
+            tool, opt, s, (unsigned long long)hi);
+    return -1;
+}
+
+#endif
