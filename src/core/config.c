@@ -33,7 +33,7 @@ int weft_config_from_env(weft_config *cfg)
     int rc;
     if (!p)
         return WEFT_ENOMEM;
-    if ((rc = param_load(p, err, sizeof err))) {
+    if ((rc = param_load(p, err, sizeof err)) || (rc = param_check_job(p, err, sizeof err))) {
         log_msg(LOG_ERROR, LOG_ERROR, -1, "%s", err);
         free(p);
         return rc;
@@ -66,11 +66,11 @@ int weft_config_from_env(weft_config *cfg)
         cfg->rank = 0;
         cfg->world_size = 1;
     }
-    if (cfg->rank < 0 || cfg->world_size < 1 || cfg->rank >= cfg->world_size ||
-        cfg->master_port < 1 || cfg->master_port > 65535) {
+    if (cfg->rank < 0 || cfg->world_size < 1 || cfg->rank >= cfg->world_size) {
+        /* the caller's own fields with the environment's: no entry alone is wrong */
         log_msg(LOG_ERROR, LOG_ERROR, -1,
-                "rank %d of %d: WEFT_RANK and WEFT_WORLD_SIZE (or a launcher's names for "
-                "them) must both be set, the rank below the size", cfg->rank, cfg->world_size);
+                "rank %d of %d (the config's fields with the environment's): expected a rank "
+                "from 0 to the world size - 1", cfg->rank, cfg->world_size);
         return WEFT_ECONFIG;
     }
     return 0;

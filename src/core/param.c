@@ -383,6 +383,59 @@ const char *param_env(param_id id)
     return e ? lookup(e, &via, &name) : NULL;
 }
 
+/* The name that set entry id: its own, or the alias ("RANK", which ends
+ * at a comma, as bad() expects). */
+static const char *set_name(const param_set *p, param_id id)
+{
+    const char *a;
+    size_t len;
+    if (p->src[id] == PARAM_SRC_ENV && p->via[id] >= 0 &&
+        (a = alias_at(&table[id], p->via[id], &len)))
+        return a;
+    return table[id].name;
+}
+
+/* Entry id's value as its variable said it, else as p holds it. */
+static const char *text_of(const param_set *p, param_id id, char *buf, size_t cap)
+{
+    const char *t = p->src[id] == PARAM_SRC_ENV ? param_env(id) : NULL;
+    if (t)
+        return t;
+    param_format(p, id, buf, cap);
+    return buf;
+}
+
+/* "WEFT_X (or A, B, C)": every name entry id is read under. */
+static void all_names(param_id id, char *buf, size_t cap)
+{
+    const param_info *e = &table[id];
+    if (*e->aliases)
+        snprintf(buf, cap, "%s (or %s)", e->name, e->aliases);
+    else
+        snprintf(buf, cap, "%s", e->name);
+}
+
+int param_check_job(const param_set *p, char *err, size_t cap)
+{
+    char v[32], names[200];
+    int has_rank = p->src[PARAM_rank] != PARAM_SRC_DEFAULT,
+        has_size = p->src[PARAM_world_size] != PARAM_SRC_DEFAULT;
+    const param_info *r = &table[PARAM_rank];
+    const char *rn = set_name(p, PARAM_rank), *sn = set_name(p, PARAM_world_size);
+    if (has_rank != has_size) {
+        /* half a job description is a launcher's mistake, not a one-rank job */
+        param_id set = has_rank ? PARAM_rank : PARAM_world_size;
+        all_names(has_rank ? PARAM_world_size : PARAM_rank, names, sizeof names);
+        return bad(&table[set], has_rank ? rn : sn, text_of(p, set, v, sizeof v), err, cap,
+                   "set without %s: set both, or neither for a one-rank job", names);
+    }
+    if (has_rank && p->rank >= p->world_size) {
+        return bad(r, rn, text_of(p, PARAM_rank, v, sizeof v), err, cap, "expected an integer from 0 to %d (below %.*s=%d)",
+                   p->world_size - 1, name_len(sn), sn, p->world_size);
+    }
+    return 0;
+}
+
 void param_log(const param_set *p, int loglevel, int rank)
 {
     char val[PARAM_STR_MAX + 8], how[96];

@@ -102,6 +102,11 @@ int param_read_str(param_id id, const char **out, char *err, size_t cap);
  * the environment. */
 const char *param_env(param_id id);
 
+/* What no single entry can say alone: a rank without a size (or a size
+ * without a rank), a rank not below the size. WEFT_ECONFIG with err naming
+ * the variable as it was set (an alias too), its value and what is allowed. */
+int param_check_job(const param_set *p, char *err, size_t cap);
+
 /* Under WEFT_DEBUG=INIT (loglevel from log_level_of): one line per entry,
  * "WEFT_X = v (source)". Rank 0 lists them all; other ranks only those set
  * by the environment or a config, since defaults are the same everywhere. */

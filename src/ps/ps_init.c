@@ -86,10 +86,10 @@ static int locate(weft_ps *ps, weft_comm *world)
         return 0;
     }
     const param_set *p = &ps->params;
+    char why[300];
     /* as weft_config_from_env: both or neither (a one-rank job) */
-    if (p->src[PARAM_rank] != p->src[PARAM_world_size] || p->rank >= p->world_size)
-        return ps_fail(ps, WEFT_ECONFIG, "no rank or world size in the environment (WEFT_RANK, "
-                                         "WEFT_WORLD_SIZE)");
+    if (param_check_job(p, why, sizeof why))
+        return ps_fail(ps, WEFT_ECONFIG, "%s", why);
     ps->world_rank = p->rank;
     ps->world_size = p->world_size;
     snprintf(ps->store_host, sizeof ps->store_host, "%.255s", p->master_addr);

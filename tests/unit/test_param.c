@@ -345,6 +345,79 @@ TEST(init_listing)
     clean_env();
 }
 
+static void config_from_env(void *arg)
+{
+    weft_config cfg;
+    weft_config_default(&cfg);
+    *(int *)arg = weft_config_from_env(&cfg);
+}
+
+/* A job's environment that cannot be right, as a launcher or a hand
+ * might write it: refused, and what stderr says names the variable as it
+ * was set, its value and what is allowed, every one of want (NULL-ended).
+ * env: "A=1 B=2" */
+static void job_refused(const char *env, const char *const *want)
+{
+    static char out[1 << 14];
+    char list[256], *save = NULL;
+    int rc = 0;
+    clean_env();
+    snprintf(list, sizeof list, "%s", env);
+    for (char *kv = strtok_r(list, " ", &save); kv; kv = strtok_r(NULL, " ", &save)) {
+        char *eq = strchr(kv, '=');
+        *eq = 0;
+        setenv(kv, eq + 1, 1);
+    }
+    stderr_of(config_from_env, &rc, out, sizeof out);
+    CHECKF(rc == WEFT_ECONFIG, "%s: accepted (%d)", env, rc);
+    for (; *want; want++)
+        CHECKF(strstr(out, *want), "%s: \"%s\" lacks \"%s\"", env, out, *want);
+    clean_env();
+}
+
+TEST(job_values)
+{
+    /* beyond what one entry can say: the rank against the size */
+    job_refused("WEFT_RANK=7 WEFT_WORLD_SIZE=4",
+                (const char *const[]){ "WEFT_RANK=7", "from 0 to 3", "WEFT_WORLD_SIZE=4", NULL });
+    job_refused("WEFT_RANK=4 WEFT_WORLD_SIZE=4",
+                (const char *const[]){ "WEFT_RANK=4", "from 0 to 3", NULL });
+    job_refused("RANK=5 WORLD_SIZE=2",
+                (const char *const[]){ "RANK=5 (read as WEFT_RANK)", "from 0 to 1",
+                                       "WORLD_SIZE=2", NULL });
+    job_refused("WEFT_RANK=1", (const char *const[]){ "WEFT_RANK=1", "without WEFT_WORLD_SIZE",
+                                                      "SLURM_NTASKS", "neither", NULL });
+    job_refused("WEFT_WORLD_SIZE=4",
+                (const char *const[]){ "WEFT_WORLD_SIZE=4", "without WEFT_RANK", NULL });
+    job_refused("OMPI_COMM_WORLD_RANK=0",
+                (const char *const[]){ "OMPI_COMM_WORLD_RANK=0 (read as WEFT_RANK)",
+                                       "WEFT_WORLD_SIZE", NULL });
+    /* one entry alone, through the same path a launcher's job takes */
+    job_refused("WEFT_RANK=-1 WEFT_WORLD_SIZE=4",
+                (const char *const[]){ "WEFT_RANK=-1", "from 0 to", NULL });
+    job_refused("WEFT_RANK=2147483648 WEFT_WORLD_SIZE=4",
+                (const char *const[]){ "WEFT_RANK=2147483648", "integer from 0", NULL });
+    job_refused("WEFT_RANK=0 WEFT_WORLD_SIZE=abc",
+                (const char *const[]){ "WEFT_WORLD_SIZE=abc", "integer from 1", NULL });
+    job_refused("WEFT_MASTER_PORT=99999",
+                (const char *const[]){ "WEFT_MASTER_PORT=99999", "from 1 to 65535", NULL });
+    job_refused("WEFT_TIMEOUT=abc", (const char *const[]){ "WEFT_TIMEOUT=abc", "above 0", NULL });
+    job_refused("WEFT_TIMEOUT=-5", (const char *const[]){ "WEFT_TIMEOUT=-5", "above 0", NULL });
+    job_refused("WEFT_CONNECT_TIMEOUT=0",
+                (const char *const[]){ "WEFT_CONNECT_TIMEOUT=0", "above 0", NULL });
+    job_refused("WEFT_ALGO=bogus",
+                (const char *const[]){ "WEFT_ALGO=bogus", "ring", "auto", NULL });
+    /* and what is right stays right: a whole job, a one-rank job */
+    param_set p;
+    char err[300];
+    clean_env();
+    setenv("WEFT_RANK", "3", 1);
+    setenv("WEFT_WORLD_SIZE", "4", 1);
+    CHECK(load(&p, err, sizeof err) == 0 && param_check_job(&p, err, sizeof err) == 0);
+    clean_env();
+    CHECK(load(&p, err, sizeof err) == 0 && param_check_job(&p, err, sizeof err) == 0);
+}
+
 /* README.md of this source tree: tests run from the repository root; else
  * two folders above the test binary ($BUILD/tests). */
 static char *readme(void)
