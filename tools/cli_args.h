@@ -11,6 +11,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static inline int cli_int(const char *tool, const char *opt, const char *s, long lo, long hi,
                           int *out)
@@ -64,6 +67,37 @@ static inline int cli_size(const char *tool, const char *opt, const char *s, uin
     fprintf(stderr, "%s: %s %s: expected bytes from 0 to %llu (a number, K, M or G after it)\n",
             tool, opt, s, (unsigned long long)hi);
     return -1;
+}
+
+/* What is wrong with a path a tool will read or (written) write, NULL if
+ * nothing: a FIFO, a device or a socket would block an open forever or
+ * never end, and a file to be written in a folder that cannot be written
+ * would fail only at the end of the run. dir_ok: a folder is fine. The
+ * message goes to buf. */
+static inline const char *cli_path_problem(const char *path, int dir_ok, int written, char *buf,
+                                           size_t cap)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !(dir_ok && S_ISDIR(st.st_mode))) {
+        mode_t m = st.st_mode;
+        snprintf(buf, cap, "it is %s, not a regular file%s",
+                 S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device"
+                 : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket"
+                 : S_ISDIR(m) ? "a directory" : "something else",
+                 dir_ok ? " or a directory" : "");
+        return buf;
+    }
+    if (!written)
+        return NULL;
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%.*s", !slash ? 1 : slash == path ? 1 : (int)(slash - path),
+             !slash ? "." : path);
+    if (access(dir, W_OK) != 0) {
+        snprintf(buf, cap, "cannot write in %s: %s", dir, strerror(errno));
+        return buf;
+    }
+    return NULL;
 }
 
 #endif

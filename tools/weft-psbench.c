@@ -12,6 +12,7 @@
  * -c sets the chunk size in elements (default: the library's). Worker 0
  * prints one line:
  *   ps  workers servers bytes  ps_ms  allreduce_ms  ps_MBps  bound_ms  byteps_bound_ms */
+#include "cli_args.h"
 #include "core/clock.h"
 #include "weft.h"
 
@@ -19,19 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static size_t parse_size(const char *s)
-{
-    char *end;
-    double v = strtod(s, &end);
-    if (*end == 'K' || *end == 'k')
-        v *= 1024;
-    else if (*end == 'M' || *end == 'm')
-        v *= 1024 * 1024;
-    else if (*end == 'G' || *end == 'g')
-        v *= 1024.0 * 1024 * 1024;
-    return (size_t)v;
-}
 
 static void die(const char *what, int rc, const char *msg)
 {
@@ -50,22 +38,33 @@ int main(int argc, char **argv)
     weft_ps *ps;
     int rc;
     int chunk = 0;
+    const char *tool = "weft-psbench";
+    uint64_t size = bytes;
     while ((opt = getopt(argc, argv, "s:n:w:B:c:Ah")) != -1) {
+        int bad = 0;
         switch (opt) {
-        case 's': bytes = parse_size(optarg); break;
-        case 'n': iters = atoi(optarg); break;
-        case 'w': warmup = atoi(optarg); break;
-        case 'B': mbit = atof(optarg); break;
+        case 's': bad = cli_size(tool, "-s", optarg, (uint64_t)1 << 36, &size); break;
+        case 'n': bad = cli_int(tool, "-n", optarg, 1, 1000000, &iters); break;
+        case 'w': bad = cli_int(tool, "-w", optarg, 0, 1000000, &warmup); break;
+        case 'B': bad = cli_double(tool, "-B", optarg, 0, 1e9, &mbit); break;
         case 'A': skip_ar = 1; break;
-        case 'c': chunk = atoi(optarg); break;
+        case 'c': bad = cli_int(tool, "-c", optarg, 0, INT32_MAX, &chunk); break;
         default:
-            fprintf(stderr, "usage: weftrun -n W --servers K weft-psbench [-s BYTES] [-n ITERS] "
-                            "[-w WARMUP] [-B LINK_MBIT] [-c CHUNK_ELEMS] [-A (no all-reduce)]\n");
+            fprintf(opt == 'h' ? stdout : stderr,
+                    "usage: weftrun -n W --servers K weft-psbench [-s BYTES] [-n ITERS] "
+                    "[-w WARMUP] [-B LINK_MBIT] [-c CHUNK_ELEMS] [-A (no all-reduce)]\n");
             return opt == 'h' ? 0 : 2;
         }
+        if (bad)
+            return 2;
     }
-    if (bytes < 4 || iters < 1 || warmup < 0) {
-        fprintf(stderr, "weft-psbench: bad size or iteration count\n");
+    bytes = (size_t)size;
+    if (optind < argc) {
+        fprintf(stderr, "weft-psbench: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    if (bytes < 4) {
+        fprintf(stderr, "weft-psbench: -s %zu: at least 4 bytes (one float)\n", bytes);
         return 2;
     }
     if ((rc = weft_comm_init_env(&world)))
@@ -84,7 +83,8 @@ int main(int argc, char **argv)
         if ((rc = weft_ps_serve(ps)))
             die("serve", rc, weft_ps_error(ps));
         weft_ps_destroy(ps);
-        weft_comm_destroy(world);
+        if ((rc = weft_comm_destroy(world)))
+            die("leaving the job", rc, NULL);
         return 0;
     }
     size_t count = bytes / 4;
@@ -152,7 +152,7 @@ int main(int argc, char **argv)
     free(p);
     free(g);
     free(ar);
-    weft_comm_destroy(workers);
-    weft_comm_destroy(world);
+    if ((rc = weft_comm_destroy(workers)) || (rc = weft_comm_destroy(world)))
+        die("leaving the job", rc, NULL);
     return 0;
 }

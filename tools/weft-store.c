@@ -5,6 +5,7 @@
  *
  * Prints "listening on PORT" and serves until killed. */
 #include "bootstrap/store.h"
+#include "cli_args.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,9 +20,13 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--host") && i + 1 < argc)
             host = argv[++i];
-        else if (!strcmp(argv[i], "--port") && i + 1 < argc)
-            port = atoi(argv[++i]);
-        else {
+        else if (!strcmp(argv[i], "--port") && i + 1 < argc) {
+            if (cli_int("weft-store", "--port", argv[++i], 0, 65535, &port))
+                return 2;
+        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            printf("usage: weft-store [--host ADDR] [--port PORT]   (PORT 0: any free port)\n");
+            return 0;
+        } else {
             fprintf(stderr, "usage: weft-store [--host ADDR] [--port PORT]\n");
             return 2;
         }

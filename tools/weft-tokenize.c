@@ -4,6 +4,7 @@
  *   weft-tokenize -o OUT.tok FILE...   (FILE "-" reads stdin)
  *   weft-tokenize --info SHARD.tok
  */
+#include "cli_args.h"
 #include "weft.h"
 
 #include <stdio.h>
@@ -41,9 +42,16 @@ static int info(const char *path)
     int32_t *t;
     size_t n;
     uint32_t vocab;
+    char why[4200];
+    if (cli_path_problem(path, 0, 0, why, sizeof why)) {
+        fprintf(stderr, "weft-tokenize: %s: %s\n", path, why);
+        return 1;
+    }
     int rc = weft_tokshard_read(path, &t, &n, &vocab);
     if (rc != 0) {
-        fprintf(stderr, "weft-tokenize: %s: %s\n", path, weft_strerror(rc));
+        fprintf(stderr, "weft-tokenize: %s: %s\n", path,
+                rc == WEFT_EIO ? "not a token shard, or a truncated or corrupted one"
+                               : weft_strerror(rc));
         return 1;
     }
     printf("%s: token shard version %d, vocabulary %u, %zu tokens (CRC ok)\n", path,
@@ -86,6 +94,12 @@ int main(int argc, char **argv)
     if (!out || first >= argc) {
         usage(stderr);
         return 2;
+    }
+    /* before reading what may be a long stdin */
+    char why[4200];
+    if (cli_path_problem(out, 0, 1, why, sizeof why)) {
+        fprintf(stderr, "weft-tokenize: -o %s: %s\n", out, why);
+        return 1;
     }
     char *text = NULL;
     size_t len = 0, cap = 0;

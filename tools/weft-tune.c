@@ -20,6 +20,7 @@
  * adds time; a batch's length comes from a short probe so that the whole
  * run fits the budget. Constants that need more ranks than were started
  * are left out of the file (the library's defaults then apply). */
+#include "cli_args.h"
 #include "coll/tune/cost.h"
 #include "coll/reduce.h"
 #include "coll/tune/tuner.h"
@@ -223,14 +224,22 @@ int main(int argc, char **argv)
     int reps = 3, verbose = 0, ch;
     while ((ch = getopt(argc, argv, "t:r:o:vh")) != -1) {
         switch (ch) {
-        case 't': budget = atof(optarg); break;
-        case 'r': reps = atoi(optarg); break;
+        case 't':
+            if (cli_double("weft-tune", "-t", optarg, 0.001, 86400, &budget))
+                return 2;
+            break;
+        case 'r':
+            if (cli_int("weft-tune", "-r", optarg, 1, 1000, &reps))
+                return 2;
+            break;
         case 'o': outfile = optarg; break;
         case 'v': verbose = 1; break;
+        case 'h': usage(); return 0;
         default: usage(); return 2;
         }
     }
-    if (optind != argc || !(budget > 0) || reps < 1 || reps > 1000) {
+    if (optind != argc) {
+        fprintf(stderr, "weft-tune: unexpected argument '%s'\n", argv[optind]);
         usage();
         return 2;
     }
@@ -248,6 +257,17 @@ int main(int argc, char **argv)
     }
     t.rank = weft_comm_rank(t.world);
     t.size = weft_comm_size(t.world);
+    /* -o is checked before the measuring, and every rank stops with rank 0 */
+    double out_ok = 1;
+    char why[4200];
+    if (t.rank == 0 && outfile && cli_path_problem(outfile, 0, 1, why, sizeof why)) {
+        fprintf(stderr, "weft-tune: -o %s: %s\n", outfile, why);
+        out_ok = 0;
+    }
+    if ((rc = ctl(t.world, WEFT_COLL_BROADCAST, &out_ok, &out_ok, 1, WEFT_SUM)) || !out_ok) {
+        weft_comm_destroy(t.world);
+        return 1;
+    }
     long nc = sysconf(_SC_NPROCESSORS_ONLN);
     int cores = nc > 0 && nc < 1 << 20 ? (int)nc : 1;
     /* the budget covers the measurements; setting up the sub-communicators
@@ -371,12 +391,15 @@ int main(int argc, char **argv)
 fail:
     if (rc && t.rank == 0)
         fprintf(stderr, "weft-tune: %s: %s\n", weft_strerror(rc), weft_comm_error(t.world));
+    int left = 0; /* a failed leave is a failed run too */
     if (cmsg && cmsg != t.world)
-        weft_comm_destroy(cmsg);
+        left |= weft_comm_destroy(cmsg);
     if (cover && cover != t.world)
-        weft_comm_destroy(cover);
+        left |= weft_comm_destroy(cover);
     if (c2 && c2 != t.world)
-        weft_comm_destroy(c2);
-    weft_comm_destroy(t.world);
-    return rc ? 1 : 0;
+        left |= weft_comm_destroy(c2);
+    left |= weft_comm_destroy(t.world);
+    if (left && !rc)
+        fprintf(stderr, "weft-tune: rank %d: leaving the job failed\n", t.rank);
+    return rc || left ? 1 : 0;
 }
