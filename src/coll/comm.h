@@ -61,6 +61,7 @@ struct weft_comm {
     shm_link *shm_out, *shm_in; /* per peer, made on first use (coll/exec/exec.c) */
     struct direct_state *direct; /* coll/local/direct.c, made on first use */
     struct flat_state *flat;     /* coll/local/flat.c, made on first use */
+    struct callboard *calls;     /* coll/exec/callboard.c: same-host ranks' calls */
     int broken;               /* first error that left the streams unusable */
     atomic_int aborted;       /* set by weft_comm_abort from any thread */
     int abort_pipe[2];        /* written on abort: wakes a rank asleep in poll */
