@@ -423,6 +423,60 @@ const float *weft_model_logits(const weft_model *m, int *rows, int *cols);
  * (rows with target -1 are not counted). */
 int weft_model_count_correct(const weft_model *m, const int32_t *targets);
 
+/* -- pipeline stages --
+ * A model is a sequence of blocks: an MLP's are its linear layers (each
+ * with the activation after it); a GPT's are the embedding, each
+ * transformer block, then the final LayerNorm with the output projection.
+ * A stage holds chunks, contiguous ranges of blocks (more than one for the
+ * interleaved schedule), and allocates only their parameters, gradients
+ * and activations; its tensors keep the whole model's names and the same
+ * initial values. GPT's output projection is the token embedding: a stage
+ * with the last block but not the first keeps a copy of it (its tensor
+ * weft_model_tied_tensor, first in the buffers) whose gradient the caller
+ * sums with the first stage's, as Megatron does.
+ *
+ * Each chunk keeps activations in slots, one per micro-batch in flight,
+ * made on first use and kept. A chunk's forward takes the model's inputs
+ * (first chunk) or the previous chunk's output, float[rows * width]
+ * (weft_model_chunk_io); its backward takes the gradient of its output
+ * (not for the last chunk, which starts from the loss, scaled by weight)
+ * and leaves the gradient of its input (not for the first chunk). With
+ * WEFT_STAGE_SPLIT_BACKWARD a backward may run in two parts, input then
+ * weight (zero-bubble schedules); parameter gradients add up across
+ * micro-batches. announce = 0 keeps the gradient hook quiet (a micro-batch
+ * that is not the step's last for this chunk). weft_model_create is the
+ * stage of all blocks. */
+int weft_model_block_count(const weft_model_config *cfg);
+typedef struct {
+    int32_t first, count;
+} weft_block_range;
+#define WEFT_STAGE_MAX_CHUNKS 8
+#define WEFT_STAGE_SPLIT_BACKWARD 1u
+typedef enum {
+    WEFT_BACKWARD_ALL = 0,
+    WEFT_BACKWARD_INPUT = 1,
+    WEFT_BACKWARD_WEIGHT = 2
+} weft_backward_part;
+int weft_model_create_stage(weft_model **out, const weft_model_config *cfg, uint64_t seed,
+                            const weft_block_range *chunks, int nchunks, unsigned flags);
+int weft_model_chunk_count(const weft_model *m);
+int weft_model_chunk_range(const weft_model *m, int chunk, weft_block_range *r);
+/* Floats of a chunk's input (0 for the first chunk) and output (0 for the
+ * last) for a micro-batch of batch x seq. */
+int weft_model_chunk_io(const weft_model *m, int chunk, int batch, int seq, size_t *in_floats,
+                        size_t *out_floats);
+int weft_model_chunk_forward(weft_model *m, int chunk, int slot, const void *inputs,
+                             const int32_t *targets, int batch, int seq, float *loss);
+/* Valid until the slot's next forward. */
+const float *weft_model_chunk_output(const weft_model *m, int chunk, int slot);
+int weft_model_chunk_backward(weft_model *m, int chunk, int slot, const float *dout,
+                              float weight, int part, int announce);
+const float *weft_model_chunk_input_grad(const weft_model *m, int chunk, int slot);
+/* Our tensor that is a tied copy or original of another stage's, or -1. */
+int weft_model_tied_tensor(const weft_model *m);
+/* Calls the gradient hook for our tensors [first, first + count). */
+int weft_model_grads_ready(weft_model *m, int first, int count);
+
 /* -- random numbers (xoshiro256**; plain state so checkpoints can save it) -- */
 typedef struct { uint64_t s[4]; } weft_rng;
 void weft_rng_seed(weft_rng *r, uint64_t seed);

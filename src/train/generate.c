@@ -61,7 +61,7 @@ int weft_model_generate(weft_model *m, int32_t *tokens, int n_prompt, int n_tota
         int rc = weft_model_forward(m, tokens + start, NULL, 1, T, NULL);
         if (rc)
             return rc;
-        tokens[pos] = sample_row(m->logits + (size_t)(T - 1) * m->cols, m->cols, temperature,
+        tokens[pos] = sample_row(m->s->logits + (size_t)(T - 1) * m->s->cols, m->s->cols, temperature,
                                  top_k, rng);
     }
     return 0;

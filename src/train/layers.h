@@ -34,6 +34,12 @@ void train_linear_forward(const lin_ctx *c, const lin_save *save, float *out, co
 void train_linear_backward(const lin_ctx *c, const lin_save *save, float *din, float *dw,
                            float *db, const float *dout, const float *in, const float *w,
                            int rows, int k, int n);
+/* The two halves of it, for a backward split into input and weight
+ * passes (zero-bubble pipelines): the same products, so the same sums. */
+void train_linear_backward_input(const lin_ctx *c, const lin_save *save, float *din,
+                                 const float *dout, const float *w, int rows, int k, int n);
+void train_linear_backward_weight(const lin_ctx *c, const lin_save *save, float *dw, float *db,
+                                  const float *dout, const float *in, int rows, int k, int n);
 
 void train_relu_forward(float *out, const float *in, size_t n);
 /* din may equal dout. */

@@ -22,33 +22,9 @@ uint16_t *train_carve16(carver *c, size_t n)
     return (uint16_t *)train_carve(c, (n + 1) / 2);
 }
 
-int train_model_add_tensor(weft_model *m, const char *name, int ndim, int d0, int d1)
-{
-    model_tensor *t = realloc(m->tensors, sizeof *t * (size_t)(m->ntensors + 1));
-    if (!t)
-        return WEFT_ENOMEM;
-    m->tensors = t;
-    t += m->ntensors;
-    memset(t, 0, sizeof *t);
-    snprintf(t->name, sizeof t->name, "%s", name);
-    t->info.offset = m->nparams;
-    t->info.ndim = ndim;
-    t->info.shape[0] = d0;
-    t->info.shape[1] = ndim > 1 ? d1 : 0;
-    t->info.numel = (size_t)d0 * (ndim > 1 ? (size_t)d1 : 1);
-    m->nparams += t->info.numel;
-    m->ntensors++;
-    return 0;
-}
-
-float *train_model_tensor_ptr(weft_model *m, float *buf, int i)
-{
-    return buf + m->tensors[i].info.offset;
-}
-
 lin_ctx train_model_lin(weft_model *m)
 {
-    lin_ctx c = { m->mm, m->prec == WEFT_PREC_BF16, m->lin_scratch };
+    lin_ctx c = { m->mm, m->prec == WEFT_PREC_BF16, m->s->lin_scratch };
     return c;
 }
 
@@ -170,6 +146,11 @@ static int backend_from_env(int *out)
     return param_read_int(PARAM_matmul, out, NULL, 0);
 }
 
+int weft_model_block_count(const weft_model_config *cfg)
+{
+    return weft_model_config_check(cfg) ? WEFT_EINVAL : train_model_blocks(cfg);
+}
+
 int weft_model_create(weft_model **out, const weft_model_config *cfg, uint64_t seed)
 {
     if (!out)
@@ -177,17 +158,61 @@ int weft_model_create(weft_model **out, const weft_model_config *cfg, uint64_t s
     int rc = weft_model_config_check(cfg);
     if (rc)
         return rc;
+    weft_block_range all = { 0, train_model_blocks(cfg) };
+    return weft_model_create_stage(out, cfg, seed, &all, 1, 0);
+}
+
+/* Chunks in increasing block order, disjoint, inside the model. */
+static int chunks_valid(const weft_model_config *cfg, const weft_block_range *ch, int n)
+{
+    int nb = train_model_blocks(cfg), end = 0;
+    if (!ch || n < 1 || n > WEFT_STAGE_MAX_CHUNKS)
+        return 0;
+    for (int k = 0; k < n; k++) {
+        if (ch[k].count < 1 || ch[k].first < end || ch[k].first > nb - ch[k].count)
+            return 0;
+        end = ch[k].first + ch[k].count;
+    }
+    return 1;
+}
+
+int weft_model_create_stage(weft_model **out, const weft_model_config *cfg, uint64_t seed,
+                            const weft_block_range *chunks, int nchunks, unsigned flags)
+{
+    if (!out)
+        return WEFT_EINVAL;
+    *out = NULL;
+    int rc = weft_model_config_check(cfg);
+    if (rc)
+        return rc;
+    if (!chunks_valid(cfg, chunks, nchunks) || (flags & ~(unsigned)WEFT_STAGE_SPLIT_BACKWARD))
+        return WEFT_EINVAL;
     weft_model *m = calloc(1, sizeof *m);
     if (!m)
         return WEFT_ENOMEM;
     m->cfg = *cfg;
+    m->nblocks = train_model_blocks(cfg);
+    m->split = (flags & WEFT_STAGE_SPLIT_BACKWARD) != 0;
+    m->announce = 1;
+    m->chunk = calloc((size_t)nchunks, sizeof *m->chunk);
+    if (!m->chunk) {
+        free(m);
+        return WEFT_ENOMEM;
+    }
+    m->nchunk = nchunks;
+    for (int k = 0; k < nchunks; k++) {
+        m->chunk[k].first = chunks[k].first;
+        m->chunk[k].last = chunks[k].first + chunks[k].count - 1;
+    }
+    m->ck = &m->chunk[0];
     m->threads = train_mm_default_threads();
     rc = m->threads < 0 ? m->threads : backend_from_env(&m->backend);
     if (rc == 0)
-        rc = cfg->type == WEFT_MODEL_MLP ? train_mlp_build(m) : train_gpt_build(m);
+        rc = train_model_table(m);
     if (rc == 0) {
-        m->params = aligned_alloc(64, ((m->nparams * sizeof(float)) + 63) & ~(size_t)63);
-        m->grads = aligned_alloc(64, ((m->nparams * sizeof(float)) + 63) & ~(size_t)63);
+        size_t bytes = ((m->nparams ? m->nparams : 1) * sizeof(float) + 63) & ~(size_t)63;
+        m->params = aligned_alloc(64, bytes);
+        m->grads = aligned_alloc(64, bytes);
         if (!m->params || !m->grads)
             rc = WEFT_ENOMEM;
     }
@@ -202,9 +227,17 @@ int weft_model_create(weft_model **out, const weft_model_config *cfg, uint64_t s
         return rc;
     }
     memset(m->grads, 0, m->nparams * sizeof(float));
-    weft_model_init_params(m, seed);
+    train_model_init(m, seed);
     *out = m;
     return 0;
+}
+
+static void slot_free(model_slot *s)
+{
+    free(s->arena);
+    free(s->tokens);
+    free(s->targets);
+    free(s->arch);
 }
 
 void weft_model_destroy(weft_model *m)
@@ -212,13 +245,16 @@ void weft_model_destroy(weft_model *m)
     if (!m)
         return;
     train_mm_destroy(m->mm);
+    for (int k = 0; k < m->nchunk; k++) {
+        for (int j = 0; j < m->chunk[k].nslot; j++)
+            slot_free(&m->chunk[k].slot[j]);
+        free(m->chunk[k].slot);
+    }
+    free(m->chunk);
     free(m->tensors);
+    free(m->gmap);
     free(m->params);
     free(m->grads);
-    free(m->arena);
-    free(m->tokens);
-    free(m->targets);
-    free(m->arch);
     free(m->w16);
     free(m);
 }
@@ -232,13 +268,27 @@ int weft_model_init_params(weft_model *m, uint64_t seed)
 {
     if (!m)
         return WEFT_EINVAL;
-    weft_rng r;
-    weft_rng_seed(&r, seed);
-    if (m->cfg.type == WEFT_MODEL_MLP)
-        train_mlp_init(m, &r);
-    else
-        train_gpt_init(m, &r);
+    train_model_init(m, seed);
     return 0;
+}
+
+int weft_model_chunk_count(const weft_model *m)
+{
+    return m ? m->nchunk : 0;
+}
+
+int weft_model_chunk_range(const weft_model *m, int chunk, weft_block_range *r)
+{
+    if (!m || !r || chunk < 0 || chunk >= m->nchunk)
+        return WEFT_EINVAL;
+    r->first = m->chunk[chunk].first;
+    r->count = m->chunk[chunk].last - m->chunk[chunk].first + 1;
+    return 0;
+}
+
+int weft_model_tied_tensor(const weft_model *m)
+{
+    return m ? m->tied : -1;
 }
 
 float *weft_model_params(weft_model *m, size_t *n)
@@ -285,7 +335,10 @@ int weft_model_set_precision(weft_model *m, weft_precision p)
         return WEFT_EINVAL;
     if (p != m->prec) {
         m->prec = p;
-        m->ready = 0;   /* the next forward lays the arena out anew */
+        /* the next forward lays the arenas out anew */
+        for (int k = 0; k < m->nchunk; k++)
+            for (int j = 0; j < m->chunk[k].nslot; j++)
+                m->chunk[k].slot[j].ready = 0;
     }
     return 0;
 }
@@ -341,50 +394,95 @@ const char *weft_model_matmul_name(const weft_model *m)
     return m ? train_mm_name(m->mm) : NULL;
 }
 
-/* Makes the arena big enough for B x T and lays it out. */
+/* Makes the current slot's arena big enough for B x T and lays it out. */
 static int ensure_arena(weft_model *m, int B, int T)
 {
+    model_slot *s = m->s;
     if (m->prec == WEFT_PREC_BF16 && !m->w16) {
         m->w16 = malloc((m->nparams ? m->nparams : 1) * sizeof(uint16_t));
         if (!m->w16)
             return WEFT_ENOMEM;
     }
+    if (!s->arch && !(s->arch = m->cfg.type == WEFT_MODEL_MLP ? train_mlp_arch(m) : train_gpt_arch(m)))
+        return WEFT_ENOMEM;
     size_t need = m->cfg.type == WEFT_MODEL_MLP ? train_mlp_layout(m, NULL, B) : train_gpt_layout(m, NULL, B, T);
-    if (need > m->arena_n) {
+    if (need > s->arena_n) {
         float *a = aligned_alloc(64, need * sizeof(float));
         if (!a)
             return WEFT_ENOMEM;
-        free(m->arena);
-        m->arena = a;
-        m->arena_n = need;
+        free(s->arena);
+        s->arena = a;
+        s->arena_n = need;
     }
     size_t rows = (size_t)B * T;
-    if (rows > m->tok_cap) {
+    if (rows > s->tok_cap) {
         int32_t *t1 = malloc(rows * sizeof *t1), *t2 = malloc(rows * sizeof *t2);
         if (!t1 || !t2) {
             free(t1);
             free(t2);
             return WEFT_ENOMEM;
         }
-        free(m->tokens);
-        free(m->targets);
-        m->tokens = t1;
-        m->targets = t2;
-        m->tok_cap = rows;
+        free(s->tokens);
+        free(s->targets);
+        s->tokens = t1;
+        s->targets = t2;
+        s->tok_cap = rows;
     }
     if (m->cfg.type == WEFT_MODEL_MLP)
-        train_mlp_layout(m, m->arena, B);
+        train_mlp_layout(m, s->arena, B);
     else
-        train_gpt_layout(m, m->arena, B, T);
+        train_gpt_layout(m, s->arena, B, T);
     return 0;
 }
 
-int weft_model_forward(weft_model *m, const void *inputs, const int32_t *targets,
-                       int batch, int seq, float *loss)
+/* Makes (chunk, slot) current, growing the chunk's slots to reach it. */
+static int select_slot(weft_model *m, int chunk, int slot)
+{
+    if (chunk < 0 || chunk >= m->nchunk || slot < 0 || slot > 4096)
+        return WEFT_EINVAL;
+    model_chunk *ck = &m->chunk[chunk];
+    if (slot >= ck->nslot) {
+        model_slot *s = realloc(ck->slot, sizeof *s * (size_t)(slot + 1));
+        if (!s)
+            return WEFT_ENOMEM;
+        memset(s + ck->nslot, 0, sizeof *s * (size_t)(slot + 1 - ck->nslot));
+        ck->slot = s;
+        ck->nslot = slot + 1;
+    }
+    m->ck = ck;
+    m->s = &ck->slot[slot];
+    return 0;
+}
+
+static int chunk_width(const weft_model *m, int block)
+{
+    return m->cfg.type == WEFT_MODEL_MLP ? m->cfg.widths[block] : m->cfg.d_model;
+}
+
+int weft_model_chunk_io(const weft_model *m, int chunk, int batch, int seq, size_t *in_floats,
+                        size_t *out_floats)
+{
+    if (!m || chunk < 0 || chunk >= m->nchunk || batch < 1)
+        return WEFT_EINVAL;
+    size_t rows = (size_t)batch * (m->cfg.type == WEFT_MODEL_GPT ? (size_t)seq : 1);
+    const model_chunk *ck = &m->chunk[chunk];
+    if (in_floats)
+        *in_floats = ck->first > 0 ? rows * (size_t)chunk_width(m, ck->first) : 0;
+    if (out_floats)
+        *out_floats = ck->last + 1 < m->nblocks ? rows * (size_t)chunk_width(m, ck->last + 1) : 0;
+    return 0;
+}
+
+int weft_model_chunk_forward(weft_model *m, int chunk, int slot, const void *inputs,
+                             const int32_t *targets, int batch, int seq, float *loss)
 {
     if (!m || !inputs || batch < 1)
         return WEFT_EINVAL;
-    int gpt = m->cfg.type == WEFT_MODEL_GPT;
+    int rc = select_slot(m, chunk, slot);
+    if (rc)
+        return rc;
+    int gpt = m->cfg.type == WEFT_MODEL_GPT, first = m->ck->first == 0;
+    int last = m->ck->last + 1 == m->nblocks;
     int T = gpt ? seq : 1;
     if (gpt && (seq < 1 || seq > m->cfg.ctx))
         return WEFT_EINVAL;
@@ -392,44 +490,95 @@ int weft_model_forward(weft_model *m, const void *inputs, const int32_t *targets
         return WEFT_EINVAL;
     int ncls = gpt ? m->cfg.vocab : m->cfg.widths[m->cfg.n_widths - 1];
     size_t rows = (size_t)batch * T;
-    if (gpt)
+    if (gpt && first)
         for (size_t i = 0; i < rows; i++)
             if (((const int32_t *)inputs)[i] < 0 || ((const int32_t *)inputs)[i] >= m->cfg.vocab)
                 return WEFT_EINVAL;
-    if (targets)
+    if (targets && last)
         for (size_t i = 0; i < rows; i++)
             if (targets[i] < -1 || targets[i] >= ncls)
                 return WEFT_EINVAL;
-    m->ready = 0;
-    int rc = ensure_arena(m, batch, T);
-    if (rc)
+    model_slot *s = m->s;
+    s->ready = 0;
+    s->input_done = 0;
+    if ((rc = ensure_arena(m, batch, T)))
         return rc;
-    m->B = batch;
-    m->T = T;
-    m->rows = (int)rows;
-    m->cols = ncls;
+    s->B = batch;
+    s->T = T;
+    s->rows = (int)rows;
+    s->cols = last ? ncls : 0;
     rc = gpt ? train_gpt_forward(m, inputs, batch, T) : train_mlp_forward(m, inputs, batch);
     if (rc)
         return rc;
     double sum = 0.0;
-    if (targets) {
-        memcpy(m->targets, targets, rows * sizeof *targets);
-        sum = train_softmax_xent_forward(m->probs, m->logits, targets, (int)rows, ncls, &m->count);
-        m->ready = 1;
+    s->count = 0;
+    if (last && targets) {
+        memcpy(s->targets, targets, rows * sizeof *targets);
+        sum = train_softmax_xent_forward(s->probs, s->logits, targets, (int)rows, ncls, &s->count);
     }
+    s->ready = !last || targets;
     if (loss)
-        *loss = targets && m->count ? (float)(sum / m->count) : 0.0f;
+        *loss = last && targets && s->count ? (float)(sum / s->count) : 0.0f;
     return 0;
+}
+
+const float *weft_model_chunk_output(const weft_model *m, int chunk, int slot)
+{
+    if (!m || chunk < 0 || chunk >= m->nchunk || slot < 0 || slot >= m->chunk[chunk].nslot)
+        return NULL;
+    const model_slot *s = &m->chunk[chunk].slot[slot];
+    return s->ready || s->input_done ? s->out : NULL;
+}
+
+int weft_model_chunk_backward(weft_model *m, int chunk, int slot, const float *dout,
+                              float weight, int part, int announce)
+{
+    if (!m || chunk < 0 || chunk >= m->nchunk || slot < 0 || slot >= m->chunk[chunk].nslot ||
+        part < WEFT_BACKWARD_ALL || part > WEFT_BACKWARD_WEIGHT || (part && !m->split))
+        return WEFT_EINVAL;
+    m->ck = &m->chunk[chunk];
+    m->s = &m->ck->slot[slot];
+    model_slot *s = m->s;
+    int last = m->ck->last + 1 == m->nblocks;
+    if (part == WEFT_BACKWARD_WEIGHT ? !s->input_done : !s->ready)
+        return WEFT_EINVAL;
+    if (!last && part != WEFT_BACKWARD_WEIGHT && !dout)
+        return WEFT_EINVAL;
+    if (last && part != WEFT_BACKWARD_WEIGHT) {
+        float scale = s->count ? weight / (float)s->count : 0.0f;
+        train_softmax_xent_backward(s->probs, s->probs, s->targets, s->rows, s->cols, scale);
+    }
+    m->announce = announce;
+    int rc = m->cfg.type == WEFT_MODEL_GPT ? train_gpt_backward(m, dout, part)
+                                           : train_mlp_backward(m, dout, part);
+    m->announce = 1;
+    /* the backward pass overwrites the probabilities */
+    s->ready = 0;
+    s->input_done = part == WEFT_BACKWARD_INPUT;
+    return rc;
+}
+
+const float *weft_model_chunk_input_grad(const weft_model *m, int chunk, int slot)
+{
+    if (!m || chunk < 0 || chunk >= m->nchunk || slot < 0 || slot >= m->chunk[chunk].nslot)
+        return NULL;
+    return m->chunk[chunk].slot[slot].din;
+}
+
+int weft_model_forward(weft_model *m, const void *inputs, const int32_t *targets,
+                       int batch, int seq, float *loss)
+{
+    if (!m || m->nchunk != 1 || m->chunk[0].first != 0 || m->chunk[0].last + 1 != m->nblocks)
+        return WEFT_EINVAL;
+    return weft_model_chunk_forward(m, 0, 0, inputs, targets, batch, seq, loss);
 }
 
 int weft_model_backward(weft_model *m)
 {
-    if (!m || !m->ready)
+    if (!m || m->nchunk != 1 || m->chunk[0].first != 0 || m->chunk[0].last + 1 != m->nblocks ||
+        m->chunk[0].nslot < 1 || !m->chunk[0].slot[0].ready)
         return WEFT_EINVAL;
-    m->ready = 0;   /* the backward pass overwrites the probabilities */
-    float scale = m->count ? 1.0f / (float)m->count : 0.0f;
-    train_softmax_xent_backward(m->probs, m->probs, m->targets, m->rows, m->cols, scale);
-    return m->cfg.type == WEFT_MODEL_GPT ? train_gpt_backward(m) : train_mlp_backward(m);
+    return weft_model_chunk_backward(m, 0, 0, NULL, 1.0f, WEFT_BACKWARD_ALL, 1);
 }
 
 int weft_model_set_grad_hook(weft_model *m, weft_grad_ready_fn fn, void *arg)
@@ -441,10 +590,13 @@ int weft_model_set_grad_hook(weft_model *m, weft_grad_ready_fn fn, void *arg)
     return 0;
 }
 
-void train_model_grads_ready(weft_model *m, int first, int count)
+int weft_model_grads_ready(weft_model *m, int first, int count)
 {
+    if (!m || first < 0 || count < 0 || first > m->ntensors - count)
+        return WEFT_EINVAL;
     if (m->hook && count > 0)
         m->hook(m->hook_arg, first, count);
+    return 0;
 }
 
 int weft_model_zero_grad(weft_model *m)
@@ -457,24 +609,25 @@ int weft_model_zero_grad(weft_model *m)
 
 const float *weft_model_logits(const weft_model *m, int *rows, int *cols)
 {
-    if (!m || !m->logits || m->rows == 0)
+    if (!m || !m->s || !m->s->logits || m->s->rows == 0)
         return NULL;
     if (rows)
-        *rows = m->rows;
+        *rows = m->s->rows;
     if (cols)
-        *cols = m->cols;
-    return m->logits;
+        *cols = m->s->cols;
+    return m->s->logits;
 }
 
 int weft_model_count_correct(const weft_model *m, const int32_t *targets)
 {
-    if (!m || !targets || !m->logits)
+    if (!m || !targets || !m->s || !m->s->logits)
         return WEFT_EINVAL;
+    const model_slot *s = m->s;
     int ok = 0;
-    for (int r = 0; r < m->rows; r++) {
-        const float *z = m->logits + (size_t)r * m->cols;
+    for (int r = 0; r < s->rows; r++) {
+        const float *z = s->logits + (size_t)r * s->cols;
         int best = 0;
-        for (int j = 1; j < m->cols; j++)
+        for (int j = 1; j < s->cols; j++)
             if (z[j] > z[best])
                 best = j;
         ok += targets[r] >= 0 && best == targets[r];

@@ -15,34 +15,61 @@
 typedef struct {
     weft_tensor_info info;
     char name[MODEL_NAME_MAX];
+    int global;             /* index in the whole model's table */
 } model_tensor;
+
+/* One micro-batch's activations for one chunk: laid out anew by each
+ * forward; the arena grows, never shrinks. */
+typedef struct {
+    float *arena;
+    size_t arena_n;
+    int32_t *tokens;     /* GPT inputs (first chunk) */
+    int32_t *targets;    /* targets (last chunk) */
+    size_t tok_cap;
+    int B, T, rows, cols;
+    int count;           /* counted targets */
+    int ready;           /* forward done, backward not yet */
+    int input_done;      /* split backward: B done, W not yet */
+    float *logits, *probs;
+    float *in;           /* a later chunk's input, copied (backward reads it) */
+    float *out;          /* output of a chunk that is not the last */
+    float *din;          /* input gradient of a chunk that is not the first */
+    uint16_t *lin_scratch; /* bf16: a linear layer's incoming gradient, rounded */
+    void *arch;          /* activation pointers of the MLP or GPT code */
+} model_slot;
+
+/* A contiguous range of blocks [first, last] and its slots. */
+typedef struct {
+    int first, last;
+    model_slot *slot;
+    int nslot;
+} model_chunk;
 
 struct weft_model {
     weft_model_config cfg;
-    model_tensor *tensors;
+    model_tensor *tensors;  /* this model's tensors, in flat-buffer order */
     int ntensors;
+    int *gmap;              /* whole model's tensor index -> ours, or -1 */
+    int nglobal;
+    int tied;               /* our copy of the token embedding whose gradient
+                               the caller sums with the original's; -1: none */
     float *params, *grads;
     size_t nparams;
+
+    int nblocks;
+    model_chunk *chunk;
+    int nchunk;
+    int split;              /* slots keep what backward-for-weights needs */
 
     mm_ctx *mm;
     int threads, backend;
     weft_precision prec;
+    uint16_t *w16;          /* bf16: weights rounded at forward, parallel to params */
 
-    /* activations, laid out anew by each forward; grows, never shrinks */
-    float *arena;
-    size_t arena_n;
-    int32_t *tokens;     /* GPT inputs of the last forward */
-    int32_t *targets;    /* targets of the last forward */
-    size_t tok_cap;
-
-    /* last forward */
-    int B, T, rows, cols;
-    int count;           /* counted targets */
-    int ready;           /* 1: a forward with targets awaits backward */
-    float *logits, *probs;
-    uint16_t *lin_scratch; /* bf16: a linear layer's incoming gradient, rounded */
-    uint16_t *w16;         /* bf16: weights rounded at forward, parallel to params */
-    void *arch;          /* activation pointers of the MLP or GPT code */
+    /* the chunk and slot being run (and the last forward's, for logits) */
+    model_chunk *ck;
+    model_slot *s;
+    int announce;           /* backward tells the hook */
     weft_grad_ready_fn hook;
     void *hook_arg;
 };
@@ -55,26 +82,51 @@ typedef struct {
 float *train_carve(carver *c, size_t n);
 uint16_t *train_carve16(carver *c, size_t n);
 
+/* Tensor i of the whole model's table in buf (params or grads). */
 float *train_model_tensor_ptr(weft_model *m, float *buf, int i);
 
-int train_mlp_build(weft_model *m);
-void train_mlp_init(weft_model *m, weft_rng *r);
-/* Lays out the activations for batch rows; returns the floats needed. */
+/* The whole model's table: what train_*_tensors append, each tensor with
+ * its block and its initialisation. */
+typedef enum { INIT_ZERO, INIT_ONE, INIT_NORMAL, INIT_UNIFORM } init_kind;
+typedef struct {
+    char name[MODEL_NAME_MAX];
+    int block, ndim, d0, d1;
+    init_kind init;
+    float scale;            /* normal: sd; uniform: bound */
+} model_spec;
+typedef struct {
+    model_spec *t;
+    int n, cap;
+} spec_list;
+int train_spec_add(spec_list *l, const char *name, int block, int ndim, int d0, int d1,
+                   init_kind init, float scale);
+int train_mlp_tensors(const weft_model_config *c, spec_list *l);
+int train_gpt_tensors(const weft_model_config *c, spec_list *l);
+int train_model_blocks(const weft_model_config *c);
+/* Builds m's table from the chunks; fills m->tensors, gmap, tied, nparams. */
+int train_model_table(weft_model *m);
+void train_model_init(weft_model *m, uint64_t seed);
+
+/* Allocates the per-slot pointer records of the MLP or GPT code. */
+void *train_mlp_arch(const weft_model *m);
+void *train_gpt_arch(const weft_model *m);
+/* Lays out the current chunk's activations in the current slot for batch
+ * rows (GPT: B x T); returns the floats needed. base NULL counts only. */
 size_t train_mlp_layout(weft_model *m, float *base, int B);
 int train_mlp_forward(weft_model *m, const float *x, int B);
-int train_mlp_backward(weft_model *m);
-
-int train_gpt_build(weft_model *m);
-void train_gpt_init(weft_model *m, weft_rng *r);
+int train_mlp_backward(weft_model *m, const float *dout, int part);
 size_t train_gpt_layout(weft_model *m, float *base, int B, int T);
-int train_gpt_forward(weft_model *m, const int32_t *tok, int B, int T);
-int train_gpt_backward(weft_model *m);
+int train_gpt_forward(weft_model *m, const void *in, int B, int T);
+int train_gpt_backward(weft_model *m, const float *dout, int part);
 
-/* Appends a tensor to the table (grows it). */
-int train_model_add_tensor(weft_model *m, const char *name, int ndim, int d0, int d1);
+/* Part of a backward pass (weft_backward_part). */
+enum { PART_ALL = 0, PART_INPUT = 1, PART_WEIGHT = 2 };
 
 lin_ctx train_model_lin(weft_model *m);
-/* Tells the hook, if any, that tensors [first, first + count) are done. */
+/* Tells the hook, when backward announces, that the whole model's tensors
+ * [first, first + count) are done (ours of them; the tied copy is the
+ * caller's to announce). */
 void train_model_grads_ready(weft_model *m, int first, int count);
+int train_chunk_has(const weft_model *m, int block);
 
 #endif

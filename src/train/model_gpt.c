@@ -16,9 +16,11 @@ enum { T_LN1W, T_LN1B, T_QKVW, T_QKVB, T_PROJW, T_PROJB, T_LN2W, T_LN2B,
 typedef struct {
     float *ln1, *ln1m, *ln1r, *qkv, *att, *atty, *r1;
     float *ln2, *ln2m, *ln2r, *fch, *fcg, *r2;
+    float *dfcp, *dfc, *dproj, *dqkv;   /* split backward: each linear's dout */
     lin_save qkv_s, proj_s, fc_s, fcp_s;
 } gpt_layer;
 
+/* x0: the embedding's output (block 0) or a later chunk's input (copied). */
 typedef struct {
     float *x0, *lnf, *lnfm, *lnfr;
     float *dres, *dbr, *dqkv, *datt, *dfc;
@@ -32,68 +34,68 @@ static int tix(int l, int j)
     return 2 + l * T_PER_LAYER + j;
 }
 
-int train_gpt_build(weft_model *m)
-{
-    const weft_model_config *c = &m->cfg;
-    int C = c->d_model;
-    m->arch = calloc(1, sizeof(gpt_acts) + sizeof(gpt_layer) * (size_t)c->n_layer);
-    if (!m->arch)
-        return WEFT_ENOMEM;
-    int rc = train_model_add_tensor(m, "tok_emb.weight", 2, c->vocab, C);
-    if (!rc)
-        rc = train_model_add_tensor(m, "pos_emb.weight", 2, c->ctx, C);
-    static const struct { const char *name; int ndim, d0, d1; } per[T_PER_LAYER] = {
-        { "ln1.weight", 1, 1, 0 }, { "ln1.bias", 1, 1, 0 },
-        { "attn.qkv.weight", 2, 3, 1 }, { "attn.qkv.bias", 1, 3, 0 },
-        { "attn.proj.weight", 2, 1, 1 }, { "attn.proj.bias", 1, 1, 0 },
-        { "ln2.weight", 1, 1, 0 }, { "ln2.bias", 1, 1, 0 },
-        { "mlp.fc.weight", 2, 4, 1 }, { "mlp.fc.bias", 1, 4, 0 },
-        { "mlp.proj.weight", 2, 1, 4 }, { "mlp.proj.bias", 1, 1, 0 },
-    };
-    for (int l = 0; l < c->n_layer && !rc; l++)
-        for (int j = 0; j < T_PER_LAYER && !rc; j++) {
-            char name[MODEL_NAME_MAX];
-            snprintf(name, sizeof name, "blocks.%d.%s", l, per[j].name);
-            rc = train_model_add_tensor(m, name, per[j].ndim, per[j].d0 * C, per[j].d1 * C);
-        }
-    if (!rc)
-        rc = train_model_add_tensor(m, "ln_f.weight", 1, C, 0);
-    if (!rc)
-        rc = train_model_add_tensor(m, "ln_f.bias", 1, C, 0);
-    return rc;
-}
-
-void train_gpt_init(weft_model *m, weft_rng *r)
+int train_gpt_tensors(const weft_model_config *c, spec_list *l)
 {
     /* GPT-2: N(0, 0.02), residual projections scaled by 1/sqrt(2 n_layer),
      * zero biases, unit LayerNorm gains */
-    float proj_sd = 0.02f / sqrtf(2.0f * (float)m->cfg.n_layer);
-    for (int i = 0; i < m->ntensors; i++) {
-        const char *name = m->tensors[i].name;
-        float *p = train_model_tensor_ptr(m, m->params, i);
-        size_t n = m->tensors[i].info.numel;
-        size_t len = strlen(name);
-        int is_ln = strstr(name, "ln") != NULL;
-        int is_bias = len > 5 && strcmp(name + len - 5, ".bias") == 0;
-        if (is_bias) {
-            memset(p, 0, n * sizeof(float));
-        } else if (is_ln) {
-            for (size_t k = 0; k < n; k++)
-                p[k] = 1.0f;
-        } else {
-            float sd = strstr(name, "proj.weight") ? proj_sd : 0.02f;
-            for (size_t k = 0; k < n; k++)
-                p[k] = sd * weft_rng_normal(r);
+    int C = c->d_model, L = c->n_layer;
+    float proj_sd = 0.02f / sqrtf(2.0f * (float)L);
+    int rc = train_spec_add(l, "tok_emb.weight", 0, 2, c->vocab, C, INIT_NORMAL, 0.02f);
+    if (!rc)
+        rc = train_spec_add(l, "pos_emb.weight", 0, 2, c->ctx, C, INIT_NORMAL, 0.02f);
+    static const struct { const char *name; int ndim, d0, d1; init_kind init; int proj; }
+    per[T_PER_LAYER] = {
+        { "ln1.weight", 1, 1, 0, INIT_ONE, 0 }, { "ln1.bias", 1, 1, 0, INIT_ZERO, 0 },
+        { "attn.qkv.weight", 2, 3, 1, INIT_NORMAL, 0 }, { "attn.qkv.bias", 1, 3, 0, INIT_ZERO, 0 },
+        { "attn.proj.weight", 2, 1, 1, INIT_NORMAL, 1 }, { "attn.proj.bias", 1, 1, 0, INIT_ZERO, 0 },
+        { "ln2.weight", 1, 1, 0, INIT_ONE, 0 }, { "ln2.bias", 1, 1, 0, INIT_ZERO, 0 },
+        { "mlp.fc.weight", 2, 4, 1, INIT_NORMAL, 0 }, { "mlp.fc.bias", 1, 4, 0, INIT_ZERO, 0 },
+        { "mlp.proj.weight", 2, 1, 4, INIT_NORMAL, 1 }, { "mlp.proj.bias", 1, 1, 0, INIT_ZERO, 0 },
+    };
+    for (int k = 0; k < L && !rc; k++)
+        for (int j = 0; j < T_PER_LAYER && !rc; j++) {
+            char name[MODEL_NAME_MAX];
+            snprintf(name, sizeof name, "blocks.%d.%s", k, per[j].name);
+            rc = train_spec_add(l, name, 1 + k, per[j].ndim, per[j].d0 * C, per[j].d1 * C,
+                                per[j].init, per[j].proj ? proj_sd : 0.02f);
         }
-    }
+    if (!rc)
+        rc = train_spec_add(l, "ln_f.weight", L + 1, 1, C, 0, INIT_ONE, 0);
+    if (!rc)
+        rc = train_spec_add(l, "ln_f.bias", L + 1, 1, C, 0, INIT_ZERO, 0);
+    return rc;
+}
+
+void *train_gpt_arch(const weft_model *m)
+{
+    return calloc(1, sizeof(gpt_acts) + sizeof(gpt_layer) * (size_t)m->cfg.n_layer);
+}
+
+/* The chunk's layers are lo..hi (hi < lo: none); head: it ends the model. */
+static void chunk_layers(const weft_model *m, int *lo, int *hi, int *head)
+{
+    int L = m->cfg.n_layer;
+    *lo = m->ck->first > 1 ? m->ck->first - 1 : 0;
+    *hi = m->ck->last < L ? m->ck->last - 1 : L - 1;
+    *head = m->ck->last == L + 1;
+}
+
+/* What layer l (or the head, l = n_layer) reads: the block before it, or
+ * the chunk's input. */
+static const float *block_input(const weft_model *m, int l)
+{
+    const gpt_acts *a = m->s->arch;
+    return l + 1 == m->ck->first || l == 0 ? a->x0 : a->l[l - 1].r2;
 }
 
 size_t train_gpt_layout(weft_model *m, float *base, int B, int T)
 {
     const weft_model_config *c = &m->cfg;
-    gpt_acts *a = m->arch;
+    model_slot *s = m->s;
+    gpt_acts *a = s->arch;
     carver cv = { base, 0 };
-    int bf = m->prec == WEFT_PREC_BF16;
+    int bf = m->prec == WEFT_PREC_BF16, sp = m->split, lo, hi, head;
+    chunk_layers(m, &lo, &hi, &head);
     size_t BT = (size_t)B * T, C = (size_t)c->d_model, V = (size_t)c->vocab;
     size_t att = (size_t)B * c->n_head * T * T;
     float *tmp = bf ? train_carve(&cv, BT * 4 * C) : NULL;
@@ -101,10 +103,10 @@ size_t train_gpt_layout(weft_model *m, float *base, int B, int T)
 #define MMIN(f32, sv, n, wt) do { \
         f32 = bf ? tmp : train_carve(&cv, n); \
         (sv).x = bf ? train_carve16(&cv, n) : NULL; \
-        (sv).w = bf && base ? m->w16 + m->tensors[wt].info.offset : NULL; \
+        (sv).w = bf && base ? m->w16 + m->tensors[m->gmap[wt]].info.offset : NULL; \
     } while (0)
     a->x0 = train_carve(&cv, BT * C);
-    for (int l = 0; l < c->n_layer; l++) {
+    for (int l = lo; l <= hi; l++) {
         gpt_layer *g = &a->l[l];
         MMIN(g->ln1, g->qkv_s, BT * C, tix(l, T_QKVW));
         g->ln1m = train_carve(&cv, BT);
@@ -119,37 +121,55 @@ size_t train_gpt_layout(weft_model *m, float *base, int B, int T)
         g->fch = train_carve(&cv, BT * 4 * C);
         MMIN(g->fcg, g->fcp_s, BT * 4 * C, tix(l, T_FCPW));
         g->r2 = train_carve(&cv, BT * C);
+        g->dfcp = sp ? train_carve(&cv, BT * C) : NULL;
+        g->dfc = sp ? train_carve(&cv, BT * 4 * C) : NULL;
+        g->dproj = sp ? train_carve(&cv, BT * C) : NULL;
+        g->dqkv = sp ? train_carve(&cv, BT * 3 * C) : NULL;
     }
-    MMIN(a->lnf, a->logit_s, BT * C, 0);
+    s->logits = s->probs = NULL;
+    if (head) {
+        MMIN(a->lnf, a->logit_s, BT * C, 0);
+        a->lnfm = train_carve(&cv, BT);
+        a->lnfr = train_carve(&cv, BT);
+        s->logits = train_carve(&cv, BT * V);
+        s->probs = train_carve(&cv, BT * V);
+    }
 #undef MMIN
-    a->lnfm = train_carve(&cv, BT);
-    a->lnfr = train_carve(&cv, BT);
-    m->logits = train_carve(&cv, BT * V);
-    m->probs = train_carve(&cv, BT * V);
     a->dres = train_carve(&cv, BT * C);
     a->dbr = train_carve(&cv, BT * C);
-    a->dqkv = train_carve(&cv, BT * 3 * C);
-    a->datt = train_carve(&cv, att);
-    a->dfc = train_carve(&cv, BT * 4 * C);
-    size_t widest = V > 4 * C ? V : 4 * C;
-    m->lin_scratch = bf ? train_carve16(&cv, BT * widest) : NULL;
+    int layers = hi >= lo;
+    a->dqkv = layers ? train_carve(&cv, BT * 3 * C) : NULL;
+    a->datt = layers ? train_carve(&cv, att) : NULL;
+    a->dfc = layers ? train_carve(&cv, BT * 4 * C) : NULL;
+    size_t widest = head && V > 4 * C ? V : 4 * C;
+    s->lin_scratch = bf ? train_carve16(&cv, BT * widest) : NULL;
+    if (base) {
+        s->out = head ? NULL : hi >= lo ? a->l[hi].r2 : a->x0;
+        s->in = m->ck->first > 0 ? a->x0 : NULL;
+    }
     return cv.used;
 }
 
-int train_gpt_forward(weft_model *m, const int32_t *tok, int B, int T)
+int train_gpt_forward(weft_model *m, const void *in, int B, int T)
 {
     const weft_model_config *c = &m->cfg;
-    gpt_acts *a = m->arch;
+    model_slot *s = m->s;
+    gpt_acts *a = s->arch;
     lin_ctx lc = train_model_lin(m);
     pool *pl = train_mm_pool(m->mm);
-    int C = c->d_model, NH = c->n_head, BT = B * T;
+    int C = c->d_model, NH = c->n_head, BT = B * T, lo, hi, head;
     float *P = m->params;
-    memcpy(m->tokens, tok, sizeof(int32_t) * (size_t)BT);
-    train_embedding_forward(a->x0, tok, train_model_tensor_ptr(m, P, 0),
-                            train_model_tensor_ptr(m, P, 1), B, T, C);
-    const float *x = a->x0;
-    for (int l = 0; l < c->n_layer; l++) {
+    chunk_layers(m, &lo, &hi, &head);
+    if (m->ck->first == 0) {
+        memcpy(s->tokens, in, sizeof(int32_t) * (size_t)BT);
+        train_embedding_forward(a->x0, in, train_model_tensor_ptr(m, P, 0),
+                                train_model_tensor_ptr(m, P, 1), B, T, C);
+    } else {
+        memcpy(a->x0, in, sizeof(float) * (size_t)BT * C);
+    }
+    for (int l = lo; l <= hi; l++) {
         gpt_layer *g = &a->l[l];
+        const float *x = block_input(m, l);
 #define W(j) train_model_tensor_ptr(m, P, tix(l, j))
         train_layernorm_forward(pl, g->ln1, g->ln1m, g->ln1r, x, W(T_LN1W), W(T_LN1B), BT, C);
         train_linear_forward(&lc, &g->qkv_s, g->qkv, g->ln1, W(T_QKVW), W(T_QKVB), BT, C, 3 * C);
@@ -162,56 +182,122 @@ int train_gpt_forward(weft_model *m, const int32_t *tok, int B, int T)
         train_linear_forward(&lc, &g->fcp_s, g->r2, g->fcg, W(T_FCPW), W(T_FCPB), BT, 4 * C, C);
         train_residual_forward(g->r2, g->r2, g->r1, (size_t)BT * C);
 #undef W
-        x = g->r2;
     }
-    int nt = m->ntensors;
-    train_layernorm_forward(pl, a->lnf, a->lnfm, a->lnfr, x, train_model_tensor_ptr(m, P, nt - 2),
-                            train_model_tensor_ptr(m, P, nt - 1), BT, C);
-    train_linear_forward(&lc, &a->logit_s, m->logits, a->lnf, train_model_tensor_ptr(m, P, 0), NULL,
-                         BT, C, c->vocab);
+    if (head) {
+        int nt = m->nglobal;
+        train_layernorm_forward(pl, a->lnf, a->lnfm, a->lnfr, block_input(m, c->n_layer),
+                                train_model_tensor_ptr(m, P, nt - 2),
+                                train_model_tensor_ptr(m, P, nt - 1), BT, C);
+        train_linear_forward(&lc, &a->logit_s, s->logits, a->lnf, train_model_tensor_ptr(m, P, 0),
+                             NULL, BT, C, c->vocab);
+    }
     return 0;
 }
 
-int train_gpt_backward(weft_model *m)
+/* The weight half: from the douts the input half kept. */
+static void gpt_backward_weight(weft_model *m)
 {
     const weft_model_config *c = &m->cfg;
-    gpt_acts *a = m->arch;
+    model_slot *s = m->s;
+    gpt_acts *a = s->arch;
     lin_ctx lc = train_model_lin(m);
-    pool *pl = train_mm_pool(m->mm);
-    int C = c->d_model, NH = c->n_head, B = m->B, T = m->T, BT = B * T, L = c->n_layer;
-    float *P = m->params, *G = m->grads;
-    int nt = m->ntensors;
-    size_t n = (size_t)BT * C;
-    const float *xlast = L > 0 ? a->l[L - 1].r2 : a->x0;
-    /* dres carries d(loss)/d(residual stream), updated in place going down */
-    train_linear_backward(&lc, &a->logit_s, a->dbr, train_model_tensor_ptr(m, G, 0), NULL, m->probs,
-                          a->lnf, train_model_tensor_ptr(m, P, 0), BT, C, c->vocab);
-    memset(a->dres, 0, n * sizeof(float));
-    train_layernorm_backward(pl, a->dres, train_model_tensor_ptr(m, G, nt - 2),
-                             train_model_tensor_ptr(m, G, nt - 1), a->dbr, xlast,
-                             train_model_tensor_ptr(m, P, nt - 2), a->lnfm, a->lnfr, BT, C);
-    train_model_grads_ready(m, nt - 2, 2);   /* ln_f */
-    for (int l = L - 1; l >= 0; l--) {
+    int C = c->d_model, BT = s->B * s->T, nt = m->nglobal, lo, hi, head;
+    float *G = m->grads;
+    chunk_layers(m, &lo, &hi, &head);
+    if (head) {
+        train_linear_backward_weight(&lc, &a->logit_s, train_model_tensor_ptr(m, G, 0), NULL,
+                                     s->probs, a->lnf, BT, C, c->vocab);
+        train_model_grads_ready(m, nt - 2, 2);   /* ln_f, done by the input half */
+    }
+    for (int l = hi; l >= lo; l--) {
         gpt_layer *g = &a->l[l];
-        const float *x = l > 0 ? a->l[l - 1].r2 : a->x0;
-#define W(j) train_model_tensor_ptr(m, P, tix(l, j))
 #define D(j) train_model_tensor_ptr(m, G, tix(l, j))
-        train_linear_backward(&lc, &g->fcp_s, a->dfc, D(T_FCPW), D(T_FCPB), a->dres, g->fcg, W(T_FCPW), BT, 4 * C, C);
-        train_gelu_backward(pl, a->dfc, a->dfc, g->fch, (size_t)BT * 4 * C);
-        train_linear_backward(&lc, &g->fc_s, a->dbr, D(T_FCW), D(T_FCB), a->dfc, g->ln2, W(T_FCW), BT, C, 4 * C);
-        train_layernorm_backward(pl, a->dres, D(T_LN2W), D(T_LN2B), a->dbr, g->r1, W(T_LN2W), g->ln2m, g->ln2r, BT, C);
-        train_linear_backward(&lc, &g->proj_s, a->dbr, D(T_PROJW), D(T_PROJB), a->dres, g->atty, W(T_PROJW), BT, C, C);
-        train_attention_backward(pl, a->dqkv, a->datt, a->dbr, g->qkv, g->att, B, T, C, NH);
-        train_linear_backward(&lc, &g->qkv_s, a->dbr, D(T_QKVW), D(T_QKVB), a->dqkv, g->ln1, W(T_QKVW), BT, C, 3 * C);
-        train_layernorm_backward(pl, a->dres, D(T_LN1W), D(T_LN1B), a->dbr, x, W(T_LN1W), g->ln1m, g->ln1r, BT, C);
-#undef W
+        train_linear_backward_weight(&lc, &g->fcp_s, D(T_FCPW), D(T_FCPB), g->dfcp, g->fcg, BT, 4 * C, C);
+        train_linear_backward_weight(&lc, &g->fc_s, D(T_FCW), D(T_FCB), g->dfc, g->ln2, BT, C, 4 * C);
+        train_linear_backward_weight(&lc, &g->proj_s, D(T_PROJW), D(T_PROJB), g->dproj, g->atty, BT, C, C);
+        train_linear_backward_weight(&lc, &g->qkv_s, D(T_QKVW), D(T_QKVB), g->dqkv, g->ln1, BT, C, 3 * C);
 #undef D
         train_model_grads_ready(m, tix(l, 0), T_PER_LAYER);
     }
+    if (m->ck->first == 0) {
+        train_embedding_backward(train_model_tensor_ptr(m, G, 0), train_model_tensor_ptr(m, G, 1),
+                                 a->dres, s->tokens, s->B, s->T, C);
+        train_model_grads_ready(m, 0, 2);
+    }
+}
+
+/* One linear layer's backward: whole, or (split) its input half with its
+ * dout kept for the weight half. */
+static void lin_back(const lin_ctx *lc, const lin_save *sv, int split, float *keep, float *din,
+                     float *dw, float *db, const float *dout, const float *in, const float *w,
+                     int rows, int k, int n)
+{
+    if (!split) {
+        train_linear_backward(lc, sv, din, dw, db, dout, in, w, rows, k, n);
+        return;
+    }
+    if (keep)
+        memcpy(keep, dout, sizeof(float) * (size_t)rows * n);
+    train_linear_backward_input(lc, sv, din, dout, w, rows, k, n);
+}
+
+/* dout: the gradient of the chunk's output when it is not the last chunk
+ * (the last starts from d(loss)/d(logits), in probs). */
+int train_gpt_backward(weft_model *m, const float *dout, int part)
+{
+    if (part == PART_WEIGHT) {
+        gpt_backward_weight(m);
+        return 0;
+    }
+    const weft_model_config *c = &m->cfg;
+    model_slot *s = m->s;
+    gpt_acts *a = s->arch;
+    lin_ctx lc = train_model_lin(m);
+    pool *pl = train_mm_pool(m->mm);
+    int C = c->d_model, NH = c->n_head, B = s->B, T = s->T, BT = B * T, L = c->n_layer;
+    int sp = part == PART_INPUT, lo, hi, head;
+    float *P = m->params, *G = m->grads;
+    int nt = m->nglobal;
+    size_t n = (size_t)BT * C;
+    chunk_layers(m, &lo, &hi, &head);
+    /* dres carries d(loss)/d(residual stream), updated in place going down */
+    if (head) {
+        lin_back(&lc, &a->logit_s, sp, NULL, a->dbr, train_model_tensor_ptr(m, G, 0), NULL, s->probs,
+                 a->lnf, train_model_tensor_ptr(m, P, 0), BT, C, c->vocab);
+        memset(a->dres, 0, n * sizeof(float));
+        train_layernorm_backward(pl, a->dres, train_model_tensor_ptr(m, G, nt - 2),
+                                 train_model_tensor_ptr(m, G, nt - 1), a->dbr, block_input(m, L),
+                                 train_model_tensor_ptr(m, P, nt - 2), a->lnfm, a->lnfr, BT, C);
+        if (!sp)
+            train_model_grads_ready(m, nt - 2, 2);   /* ln_f */
+    } else {
+        memcpy(a->dres, dout, n * sizeof(float));
+    }
+    for (int l = hi; l >= lo; l--) {
+        gpt_layer *g = &a->l[l];
+        const float *x = block_input(m, l);
+#define W(j) train_model_tensor_ptr(m, P, tix(l, j))
+#define D(j) train_model_tensor_ptr(m, G, tix(l, j))
+        lin_back(&lc, &g->fcp_s, sp, g->dfcp, a->dfc, D(T_FCPW), D(T_FCPB), a->dres, g->fcg, W(T_FCPW), BT, 4 * C, C);
+        train_gelu_backward(pl, a->dfc, a->dfc, g->fch, (size_t)BT * 4 * C);
+        lin_back(&lc, &g->fc_s, sp, g->dfc, a->dbr, D(T_FCW), D(T_FCB), a->dfc, g->ln2, W(T_FCW), BT, C, 4 * C);
+        train_layernorm_backward(pl, a->dres, D(T_LN2W), D(T_LN2B), a->dbr, g->r1, W(T_LN2W), g->ln2m, g->ln2r, BT, C);
+        lin_back(&lc, &g->proj_s, sp, g->dproj, a->dbr, D(T_PROJW), D(T_PROJB), a->dres, g->atty, W(T_PROJW), BT, C, C);
+        train_attention_backward(pl, a->dqkv, a->datt, a->dbr, g->qkv, g->att, B, T, C, NH);
+        lin_back(&lc, &g->qkv_s, sp, g->dqkv, a->dbr, D(T_QKVW), D(T_QKVB), a->dqkv, g->ln1, W(T_QKVW), BT, C, 3 * C);
+        train_layernorm_backward(pl, a->dres, D(T_LN1W), D(T_LN1B), a->dbr, x, W(T_LN1W), g->ln1m, g->ln1r, BT, C);
+#undef W
+#undef D
+        if (!sp)
+            train_model_grads_ready(m, tix(l, 0), T_PER_LAYER);
+    }
     /* the token embedding also got the logits' gradient (tied), so it is
      * done only now */
-    train_embedding_backward(train_model_tensor_ptr(m, G, 0), train_model_tensor_ptr(m, G, 1), a->dres,
-                             m->tokens, B, T, C);
-    train_model_grads_ready(m, 0, 2);
+    if (m->ck->first == 0 && !sp) {
+        train_embedding_backward(train_model_tensor_ptr(m, G, 0), train_model_tensor_ptr(m, G, 1),
+                                 a->dres, s->tokens, B, T, C);
+        train_model_grads_ready(m, 0, 2);
+    }
+    s->din = m->ck->first > 0 ? a->dres : NULL;
     return 0;
 }

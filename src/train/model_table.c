@@ -1,0 +1,172 @@
+/* The whole model's tensor table and the part of it a stage holds: which
+ * tensors its chunks need, where they lie in its flat buffers, and their
+ * initialisation, drawn in the whole model's order so that every layout
+ * starts from the same weights. */
+#include "train/model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int train_spec_add(spec_list *l, const char *name, int block, int ndim, int d0, int d1,
+                   init_kind init, float scale)
+{
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 64;
+        model_spec *t = realloc(l->t, sizeof *t * (size_t)cap);
+        if (!t)
+            return WEFT_ENOMEM;
+        l->t = t;
+        l->cap = cap;
+    }
+    model_spec *t = &l->t[l->n++];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->block = block;
+    t->ndim = ndim;
+    t->d0 = d0;
+    t->d1 = ndim > 1 ? d1 : 0;
+    t->init = init;
+    t->scale = scale;
+    return 0;
+}
+
+int train_model_blocks(const weft_model_config *c)
+{
+    return c->type == WEFT_MODEL_MLP ? c->n_widths - 1 : c->n_layer + 2;
+}
+
+static int whole_table(const weft_model_config *c, spec_list *l)
+{
+    memset(l, 0, sizeof *l);
+    int rc = c->type == WEFT_MODEL_MLP ? train_mlp_tensors(c, l) : train_gpt_tensors(c, l);
+    if (rc) {
+        free(l->t);
+        l->t = NULL;
+    }
+    return rc;
+}
+
+int train_chunk_has(const weft_model *m, int block)
+{
+    for (int k = 0; k < m->nchunk; k++)
+        if (block >= m->chunk[k].first && block <= m->chunk[k].last)
+            return 1;
+    return 0;
+}
+
+static int add_tensor(weft_model *m, const model_spec *sp, int global)
+{
+    model_tensor *t = realloc(m->tensors, sizeof *t * (size_t)(m->ntensors + 1));
+    if (!t)
+        return WEFT_ENOMEM;
+    m->tensors = t;
+    t += m->ntensors;
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", sp->name);
+    t->global = global;
+    t->info.offset = m->nparams;
+    t->info.ndim = sp->ndim;
+    t->info.shape[0] = sp->d0;
+    t->info.shape[1] = sp->d1;
+    t->info.numel = (size_t)sp->d0 * (sp->ndim > 1 ? (size_t)sp->d1 : 1);
+    m->nparams += t->info.numel;
+    m->gmap[global] = m->ntensors++;
+    return 0;
+}
+
+/* GPT's output projection is the token embedding (global tensor 0). A
+ * stage with the last block but not block 0 keeps a copy of it, first in
+ * its buffers: its gradient is complete only after the caller adds the
+ * first stage's, and the end of the buffer is what backward finishes
+ * first. */
+int train_model_table(weft_model *m)
+{
+    spec_list l;
+    int rc = whole_table(&m->cfg, &l);
+    if (rc)
+        return rc;
+    m->nglobal = l.n;
+    m->gmap = malloc(sizeof *m->gmap * (size_t)(l.n ? l.n : 1));
+    if (!m->gmap) {
+        free(l.t);
+        return WEFT_ENOMEM;
+    }
+    for (int i = 0; i < l.n; i++)
+        m->gmap[i] = -1;
+    m->tied = -1;
+    int gpt = m->cfg.type == WEFT_MODEL_GPT, head = m->nblocks - 1;
+    int whole = train_chunk_has(m, 0) && train_chunk_has(m, head);
+    if (gpt && !whole && train_chunk_has(m, head)) {
+        rc = add_tensor(m, &l.t[0], 0);
+        m->tied = 0;
+    }
+    for (int k = 0; k < m->nchunk && rc == 0; k++)
+        for (int i = 0; i < l.n && rc == 0; i++)
+            if (l.t[i].block >= m->chunk[k].first && l.t[i].block <= m->chunk[k].last)
+                rc = add_tensor(m, &l.t[i], i);
+    if (rc == 0 && gpt && !whole && train_chunk_has(m, 0))
+        m->tied = m->gmap[0];
+    free(l.t);
+    return rc;
+}
+
+static void skip_draws(weft_rng *r, const model_spec *sp, size_t n)
+{
+    /* as many draws as filling would take: normal 2, uniform 1 */
+    size_t k = sp->init == INIT_NORMAL ? 2 * n : sp->init == INIT_UNIFORM ? n : 0;
+    while (k--)
+        weft_rng_next(r);
+}
+
+void train_model_init(weft_model *m, uint64_t seed)
+{
+    spec_list l;
+    if (whole_table(&m->cfg, &l))
+        return;
+    weft_rng r;
+    weft_rng_seed(&r, seed);
+    for (int i = 0; i < l.n; i++) {
+        const model_spec *sp = &l.t[i];
+        size_t n = (size_t)sp->d0 * (sp->ndim > 1 ? (size_t)sp->d1 : 1);
+        int j = m->gmap[i];
+        if (j < 0) {
+            skip_draws(&r, sp, n);
+            continue;
+        }
+        float *p = m->params + m->tensors[j].info.offset;
+        for (size_t k = 0; k < n; k++)
+            p[k] = sp->init == INIT_ZERO ? 0.0f
+                 : sp->init == INIT_ONE ? 1.0f
+                 : sp->init == INIT_NORMAL ? sp->scale * weft_rng_normal(&r)
+                 : (2.0f * weft_rng_uniform(&r) - 1.0f) * sp->scale;
+    }
+    free(l.t);
+}
+
+float *train_model_tensor_ptr(weft_model *m, float *buf, int i)
+{
+    return buf + m->tensors[m->gmap[i]].info.offset;
+}
+
+void train_model_grads_ready(weft_model *m, int first, int count)
+{
+    if (!m->hook || !m->announce)
+        return;
+    /* ours of the range, in runs contiguous in our buffers, but not the tied
+     * copy or original */
+    int run = -1, len = 0;
+    for (int i = first; i < first + count; i++) {
+        int j = m->gmap[i];
+        if (j >= 0 && j != m->tied && run >= 0 && j == run + len) {
+            len++;
+            continue;
+        }
+        if (len)
+            m->hook(m->hook_arg, run, len);
+        run = j >= 0 && j != m->tied ? j : -1;
+        len = run >= 0;
+    }
+    if (len)
+        m->hook(m->hook_arg, run, len);
+}
