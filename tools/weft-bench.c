@@ -351,6 +351,12 @@ int main(int argc, char **argv)
             if (o.list[i] > o.maxb)
                 o.maxb = o.list[i];
     }
+    char why[4200];
+    if (o.json && cli_path_problem(o.json, 0, 0, why, sizeof why)) {
+        fprintf(stderr, "weft-bench: -J %s: %s\n", o.json, why); /* fopen would block on a FIFO */
+        free(o.list);
+        return 2;
+    }
     if (o.minb > o.maxb) {
         fprintf(stderr, "weft-bench: -b %llu is larger than -e %llu\n",
                 (unsigned long long)o.minb, (unsigned long long)o.maxb);
