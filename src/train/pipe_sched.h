@@ -101,4 +101,12 @@ typedef struct {
  * first). */
 int pipe_sched_replay(const pipe_sched *s, const pipe_costs *c, pipe_result *r);
 
+/* "FWD", "SEND_ACT", ...; "?" for anything else. */
+const char *pipe_op_name(int op);
+/* The most micro-batches each global chunk stashes at once (forward done,
+ * backward not complete), from the lists' order alone: peak has p*v
+ * entries. For the partition's memory cap, which is per chunk. Returns 0
+ * or WEFT_EINVAL (lists that pipe_sched_check refuses). */
+int pipe_sched_chunk_stash(const pipe_sched *s, int *peak);
+
 #endif
