@@ -477,6 +477,37 @@ int weft_model_tied_tensor(const weft_model *m);
 /* Calls the gradient hook for our tensors [first, first + count). */
 int weft_model_grads_ready(weft_model *m, int first, int count);
 
+/* -- pipeline parallelism (src/train/pipe_exec.c) --
+ * The ranks of c are the pipeline's stages: rank r runs its part of the
+ * schedule ("gpipe", "1f1b", "interleaved:V", "zb") over m micro-batches
+ * per step, and m (from weft_model_create_stage) holds the schedule's
+ * chunks of rank r: global chunks r, r + p, ..., r + (V-1)p, V = 1 but
+ * for the interleaved schedule, in that order. "zb" needs a stage made
+ * with WEFT_STAGE_SPLIT_BACKWARD. A step takes the rank's whole batch
+ * (every stage the same one: the first reads inputs, the last targets),
+ * cut into m micro-batches whose losses weigh n_mb / batch; it adds the
+ * gradients (the tied embedding's summed between the first and last
+ * stage) and leaves the optimiser step to the caller. The gradient hook
+ * hears each tensor once, at its chunk's last backward of the step, so
+ * data-parallel reduction overlaps the rest of the pipeline. The first
+ * step checks that every rank runs the same schedule (WEFT_EMISMATCH,
+ * named by weft_pipe_error); a dead or mismatched peer fails the step on
+ * every rank as the point-to-point calls do, never a hang. */
+typedef struct weft_pipe weft_pipe;
+typedef struct {
+    float loss;          /* last stage: the step's loss; others 0 */
+    int correct;         /* last stage: rows whose argmax was the target */
+    double busy_s;       /* seconds of forward and backward inside the step */
+    double step_s;       /* seconds from the step's first action to its last */
+    int peak_stash;      /* most micro-batches held at once by one chunk */
+} weft_pipe_stats;
+int weft_pipe_create(weft_pipe **out, weft_comm *c, weft_model *m, const char *schedule,
+                     int micro_batches);
+void weft_pipe_destroy(weft_pipe *p);
+int weft_pipe_step(weft_pipe *p, const void *inputs, const int32_t *targets, int batch, int seq,
+                   weft_pipe_stats *st);
+const char *weft_pipe_error(const weft_pipe *p);
+
 /* -- random numbers (xoshiro256**; plain state so checkpoints can save it) -- */
 typedef struct { uint64_t s[4]; } weft_rng;
 void weft_rng_seed(weft_rng *r, uint64_t seed);
