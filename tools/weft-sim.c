@@ -5,9 +5,12 @@
  *   weft-sim figure summit        data for docs/SIMULATION.md, figure 1
  *   weft-sim figure gpt3          the GPT-3 table
  *   weft-sim topo summit          print a topology in the text format
+ *   weft-sim pipeline --p 4 --m 8 --schedule 1f1b --model gpt:... --gflops 50
+ *                                 a pipeline schedule's step, bubble and stash
  */
 #include "sim/sim.h"
 #include "sim/figures.h"
+#include "sim/pipe_costs.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +25,8 @@ static void usage(FILE *f)
         "       weft-sim figure summit|gpt3 [--out FILE]\n"
         "       weft-sim topo NAME|FILE         print a topology in the text format\n"
         "       weft-sim list                   the built-in topologies\n"
+        "       weft-sim pipeline [options]     a pipeline schedule's step time, bubble\n"
+        "                                       and stash (weft-sim pipeline --help)\n"
         "options:\n"
         "  --topo NAME|FILE   topology (default summit); presets: see `weft-sim list`\n"
         "  --ranks LIST       ranks: N, A,B,C or A..B (doubling); default 8\n"
@@ -207,6 +212,172 @@ static int cmd_coll(weft_coll_kind kind, int argc, char **argv)
     return 0;
 }
 
+static void pipeline_usage(FILE *f)
+{
+    fprintf(f,
+        "usage: weft-sim pipeline --p P --m M [--schedule S] COSTS [options]\n"
+        "  --p P              ranks in the pipeline\n"
+        "  --m M              micro-batches a step\n"
+        "  --schedule S       gpipe | 1f1b | interleaved:V | zb (default 1f1b)\n"
+        "COSTS, one of:\n"
+        "  --costs FILE       per block: name fwd_s bwd_input_s bwd_weight_s act_bytes\n"
+        "                     state_bytes [out_bytes]  ('#' comments; weft-train writes it)\n"
+        "  --model SPEC       mlp:784-512-10 or gpt:vocab=..,ctx=..,layers=..,heads=..,dim=..,\n"
+        "                     costs from FLOPs with --batch B (samples a micro-batch,\n"
+        "                     default 8), --seq T (GPT tokens, default ctx), --gflops G\n"
+        "                     (sustained GFLOP/s of one rank, default 100)\n"
+        "options:\n"
+        "  --partition P      auto (balanced, exact) | uniform | 3,3,2 (blocks a chunk)\n"
+        "  --mem-cap B        bytes a chunk may hold (auto honours it; all report it)\n"
+        "  --bandwidth B      link bytes/s, k/M/G = 1e3/1e6/1e9 (default: free)\n"
+        "  --latency S        link seconds a message (default 0)\n");
+}
+
+static int parse_si(const char *s, double *out)
+{
+    char *end;
+    double v = strtod(s, &end), m = 1;
+    switch (*end) {
+    case 'k': case 'K': m = 1e3; end++; break;
+    case 'M': m = 1e6; end++; break;
+    case 'G': m = 1e9; end++; break;
+    case 'T': m = 1e12; end++; break;
+    }
+    if (end == s || *end || v < 0)
+        return -1;
+    *out = v * m;
+    return 0;
+}
+
+/* The textbook bubble of the schedule with every chunk at the mean cost. */
+static double formula_bubble(const sim_pipe_plan *pl)
+{
+    double F = 0, Bi = 0, W = 0, p = pl->spec.p, m = pl->spec.m, v = pl->spec.v;
+    for (int j = 0; j < pl->k; j++) {
+        F += pl->fwd[j] / pl->k;
+        Bi += pl->bwd_i[j] / pl->k;
+        W += pl->bwd_w[j] / pl->k;
+    }
+    if (pl->spec.kind == PIPE_ZB) {
+        double idle = (p - 1) * (F + Bi - W > 0 ? F + Bi - W : 0);
+        return idle / (m * (F + Bi + W) + idle);
+    }
+    return (p - 1) / (v * m + p - 1);
+}
+
+static int cmd_pipeline(int argc, char **argv)
+{
+    int p = 0, m = 0, batch = 8, seq = 0;
+    const char *sched = "1f1b", *costs = NULL, *model = NULL, *partition = "auto";
+    double gflops = 100, bw = 0, lat = 0, cap = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            pipeline_usage(stdout);
+            return 0;
+        }
+        if (!v) {
+            fprintf(stderr, "weft-sim: %s needs a value\n", a);
+            return 2;
+        }
+        i++;
+        int bad = 0;
+        if (!strcmp(a, "--p"))
+            bad = (p = atoi(v)) < 1;
+        else if (!strcmp(a, "--m"))
+            bad = (m = atoi(v)) < 1;
+        else if (!strcmp(a, "--schedule"))
+            sched = v;
+        else if (!strcmp(a, "--costs"))
+            costs = v;
+        else if (!strcmp(a, "--model"))
+            model = v;
+        else if (!strcmp(a, "--batch"))
+            bad = (batch = atoi(v)) < 1;
+        else if (!strcmp(a, "--seq"))
+            bad = (seq = atoi(v)) < 1;
+        else if (!strcmp(a, "--gflops"))
+            bad = parse_si(v, &gflops) || gflops <= 0;
+        else if (!strcmp(a, "--partition"))
+            partition = v;
+        else if (!strcmp(a, "--mem-cap"))
+            bad = parse_si(v, &cap);
+        else if (!strcmp(a, "--bandwidth"))
+            bad = parse_si(v, &bw);
+        else if (!strcmp(a, "--latency"))
+            bad = parse_si(v, &lat);
+        else {
+            pipeline_usage(stderr);
+            return 2;
+        }
+        if (bad) {
+            fprintf(stderr, "weft-sim: bad value %s for %s\n", v, a);
+            return 2;
+        }
+    }
+    pipe_spec spec;
+    if (!p || !m || pipe_spec_parse(sched, p, m, &spec)) {
+        fprintf(stderr, "weft-sim: pipeline needs --p, --m and a known --schedule "
+                        "(gpipe, 1f1b, interleaved:V, zb)\n");
+        return 2;
+    }
+    if (!costs == !model) {
+        fprintf(stderr, "weft-sim: pipeline needs one of --costs FILE and --model SPEC\n");
+        return 2;
+    }
+    char err[512] = "";
+    sim_block_costs bc;
+    weft_model_config cfg;
+    int rc;
+    if (costs)
+        rc = sim_block_costs_load(costs, &bc, err, sizeof err);
+    else if (weft_model_config_parse(model, &cfg)) {
+        snprintf(err, sizeof err, "bad model %s", model);
+        rc = WEFT_EINVAL;
+    } else
+        rc = sim_block_costs_estimate(&cfg, batch, seq, gflops, &bc, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "weft-sim: %s\n", err);
+        return 1;
+    }
+    sim_pipe_plan pl;
+    rc = sim_pipe_plan_run(&bc, &spec, partition, cap, lat, bw, &pl, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "weft-sim: %s\n", err);
+        sim_block_costs_free(&bc);
+        return 1;
+    }
+    char name[32];
+    pipe_spec_name(&spec, name, sizeof name);
+    printf("# weft-sim pipeline %s p=%d m=%d: %d blocks from %s, partition %s\n", name, p, m,
+           bc.n, costs ? costs : model, partition);
+    printf("# %5s %4s %-24s %10s %10s %10s %6s %12s\n", "chunk", "rank", "blocks", "fwd_ms",
+           "bwd_i_ms", "bwd_w_ms", "stash", "mem_bytes");
+    for (int j = 0; j < pl.k; j++) {
+        char blocks[64];
+        int a = pl.first[j], b = pl.first[j + 1] - 1;
+        if (a == b)
+            snprintf(blocks, sizeof blocks, "%d (%.16s)", a, bc.b[a].name);
+        else
+            snprintf(blocks, sizeof blocks, "%d..%d (%.8s..%.8s)", a, b, bc.b[a].name,
+                     bc.b[b].name);
+        printf("  %5d %4d %-24s %10.3f %10.3f %10.3f %6d %12.0f\n", j, j % p, blocks,
+               1e3 * pl.fwd[j], 1e3 * pl.bwd_i[j], 1e3 * pl.bwd_w[j], pl.chunk_stash[j],
+               pl.stage_bytes[j]);
+    }
+    printf("# %4s %12s %8s %10s\n", "rank", "busy_ms", "bubble", "peak_stash");
+    double mean = 0;
+    for (int r = 0; r < p; r++) {
+        printf("  %4d %12.3f %8.4f %10d\n", r, 1e3 * pl.busy[r], pl.bubble[r], pl.peak_stash[r]);
+        mean += pl.bubble[r] / p;
+    }
+    printf("step_ms %.3f  bubble_mean %.4f  formula %.4f\n", 1e3 * pl.step, mean,
+           formula_bubble(&pl));
+    sim_pipe_plan_free(&pl);
+    sim_block_costs_free(&bc);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
@@ -219,6 +390,8 @@ int main(int argc, char **argv)
             printf("%s\n", sim_topo_presets[i]);
         return 0;
     }
+    if (!strcmp(cmd, "pipeline"))
+        return cmd_pipeline(argc - 2, argv + 2);
     if (!strcmp(cmd, "topo")) {
         sim_topo t;
         char err[256];

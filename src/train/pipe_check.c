@@ -4,7 +4,6 @@
 #include "train/pipe_gen.h"
 #include "weft.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,16 +28,7 @@ typedef struct {
     size_t len;
 } checker;
 
-static int fault(checker *c, const char *fmt, ...)
-{
-    if (c->why && c->len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(c->why, c->len, fmt, ap);
-        va_end(ap);
-    }
-    return WEFT_EINVAL;
-}
+#define fault(c, ...) pipe_fail((c)->why, (c)->len, __VA_ARGS__)
 
 static void describe(const pipe_action *a, char *buf, size_t len)
 {
@@ -284,7 +274,7 @@ static int run_lists(const pipe_sched *s, const pipe_costs *c, pipe_result *res,
             char d[96];
             describe(&s->rank[r].a[pos[r]], d, sizeof d);
             if (!n++)
-                rc = fault(&(checker){ .why = why, .len = len }, "deadlock:");
+                rc = pipe_fail(why, len, "deadlock:");
             size_t at = why && len ? strlen(why) : 0;
             if (why && at < len)
                 snprintf(why + at, len - at, " rank %d action %d (%s) waits;", r, pos[r], d);

@@ -7,24 +7,13 @@
  * would be wrong: the best prefix by that order is not always part of the
  * best whole. O(k n^2). */
 #include "train/pipe_partition.h"
+#include "train/pipe_sched.h"
 #include "weft.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int fail(char *why, size_t len, const char *fmt, ...)
-{
-    if (why && len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(why, len, fmt, ap);
-        va_end(ap);
-    }
-    return WEFT_EINVAL;
-}
 
 static int stash_of(const pipe_part_problem *pb, int j) { return pb->stash ? pb->stash[j] : 1; }
 
@@ -103,10 +92,11 @@ static int explain(const dp *d, char *why, size_t len)
                 }
     free(reach);
     if (j == k) /* cannot happen: the caller found no partition */
-        return fail(why, len, "no partition fits the cap");
-    return fail(why, len,
+        return pipe_fail(why, len, "no partition fits the cap");
+    return pipe_fail(why, len,
                 "no partition of %d blocks into %d stages fits %.0f bytes a stage: stage %d "
-                "needs at least %.0f bytes (blocks %d..%d, %d micro-batches stashed)",
+                "needs at least %.0f bytes (blocks %d..%d, %d micro-batches stashed) even with "
+                "the stages before it as short as they can be",
                 n, k, d->pb->mem_cap, j, least, la, lb - 1, stash_of(d->pb, j));
 }
 
@@ -140,12 +130,12 @@ static void sweep(dp *d, double limit)
 static int check_problem(const pipe_part_problem *pb, int *first, char *why, size_t len)
 {
     if (!pb || !first || !pb->block || pb->n < 1 || pb->k < 1)
-        return fail(why, len, "partition: no blocks or no stages");
+        return pipe_fail(why, len, "partition: no blocks or no stages");
     if (pb->k > pb->n)
-        return fail(why, len, "%d blocks cannot fill %d stages", pb->n, pb->k);
+        return pipe_fail(why, len, "%d blocks cannot fill %d stages", pb->n, pb->k);
     for (int j = 0; pb->stash && j < pb->k; j++)
         if (pb->stash[j] < 0)
-            return fail(why, len, "stage %d: negative stash", j);
+            return pipe_fail(why, len, "stage %d: negative stash", j);
     return 0;
 }
 
@@ -195,7 +185,7 @@ out:
 int pipe_partition_uniform(int n, int k, int *first, char *why, size_t len)
 {
     if (!first || k < 1 || n < k)
-        return fail(why, len, "%d blocks cannot fill %d stages", n, k);
+        return pipe_fail(why, len, "%d blocks cannot fill %d stages", n, k);
     first[0] = 0;
     for (int j = 0; j < k; j++)
         first[j + 1] = first[j] + n / k + (j >= k - n % k);
@@ -205,29 +195,29 @@ int pipe_partition_uniform(int n, int k, int *first, char *why, size_t len)
 int pipe_partition_list(const char *s, int n, int k, int *first, char *why, size_t len)
 {
     if (!s || !first || k < 1)
-        return fail(why, len, "partition: no list");
+        return pipe_fail(why, len, "partition: no list");
     first[0] = 0;
     int j = 0;
     for (const char *p = s;; p++) {
         char *end;
         long c = strtol(p, &end, 10);
         if (end == p || c < 1 || c > n)
-            return fail(why, len, "partition \"%s\": stage %d's count is not a number >= 1", s,
+            return pipe_fail(why, len, "partition \"%s\": stage %d's count is not a number >= 1", s,
                         j);
         if (j == k)
-            return fail(why, len, "partition \"%s\": more than %d stages", s, k);
+            return pipe_fail(why, len, "partition \"%s\": more than %d stages", s, k);
         first[j + 1] = first[j] + (int)c;
         j++;
         p = end;
         if (!*p)
             break;
         if (*p != ',')
-            return fail(why, len, "partition \"%s\": '%c' where a comma should be", s, *p);
+            return pipe_fail(why, len, "partition \"%s\": '%c' where a comma should be", s, *p);
     }
     if (j != k)
-        return fail(why, len, "partition \"%s\": %d stages, the schedule has %d", s, j, k);
+        return pipe_fail(why, len, "partition \"%s\": %d stages, the schedule has %d", s, j, k);
     if (first[k] != n)
-        return fail(why, len, "partition \"%s\": %d blocks, the model has %d", s, first[k], n);
+        return pipe_fail(why, len, "partition \"%s\": %d blocks, the model has %d", s, first[k], n);
     return 0;
 }
 
@@ -235,7 +225,7 @@ int pipe_partition_parse(const char *spec, const pipe_part_problem *pb, int *fir
                          size_t len)
 {
     if (!spec || !pb)
-        return fail(why, len, "partition: none given");
+        return pipe_fail(why, len, "partition: none given");
     if (!strcmp(spec, "auto"))
         return pipe_partition_auto(pb, first, why, len);
     if (!strcmp(spec, "uniform"))

@@ -26,6 +26,7 @@
 #include "train/pipe_gen.h"
 #include "weft.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +93,17 @@ void pipe_spec_name(const pipe_spec *s, char *buf, size_t len)
         snprintf(buf, len, "%s:%d", g->name, s->v);
     else
         snprintf(buf, len, "%s", g->name);
+}
+
+int pipe_fail(char *why, size_t len, const char *fmt, ...)
+{
+    if (why && len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, len, fmt, ap);
+        va_end(ap);
+    }
+    return WEFT_EINVAL;
 }
 
 const char *pipe_op_name(int op)

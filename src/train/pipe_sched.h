@@ -101,6 +101,11 @@ typedef struct {
  * first). */
 int pipe_sched_replay(const pipe_sched *s, const pipe_costs *c, pipe_result *r);
 
+/* Writes a reason into why (when given) and returns WEFT_EINVAL: the one
+ * way the pipeline code reports a refusal. */
+int pipe_fail(char *why, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* "FWD", "SEND_ACT", ...; "?" for anything else. */
 const char *pipe_op_name(int op);
 /* The most micro-batches each global chunk stashes at once (forward done,

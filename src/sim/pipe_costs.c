@@ -1,0 +1,128 @@
+/* Block costs for pipeline planning: the cost file and the FLOP estimate. */
+#include "sim/pipe_costs.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int add(sim_block_costs *c, const sim_block_cost *b)
+{
+    if (c->n == c->cap) {
+        int cap = c->cap ? 2 * c->cap : 16;
+        sim_block_cost *nb = realloc(c->b, (size_t)cap * sizeof *nb);
+        if (!nb)
+            return WEFT_ENOMEM;
+        c->b = nb;
+        c->cap = cap;
+    }
+    c->b[c->n++] = *b;
+    return 0;
+}
+
+void sim_block_costs_free(sim_block_costs *c)
+{
+    if (c) {
+        free(c->b);
+        memset(c, 0, sizeof *c);
+    }
+}
+
+int sim_block_costs_load(const char *path, sim_block_costs *out, char *err, size_t len)
+{
+    if (!path || !out)
+        return pipe_fail(err, len, "no cost file");
+    memset(out, 0, sizeof *out);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return pipe_fail(err, len, "%s: %s", path, strerror(errno));
+    char line[512];
+    int lineno = 0, rc = 0;
+    while (!rc && fgets(line, sizeof line, f)) {
+        lineno++;
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = 0;
+        sim_block_cost b = { .out_bytes = -1 };
+        char extra[2];
+        int got = sscanf(line, "%31s %lf %lf %lf %lf %lf %lf %1s", b.name, &b.fwd, &b.bwd_i,
+                         &b.bwd_w, &b.act_bytes, &b.state_bytes, &b.out_bytes, extra);
+        if (got <= 0)
+            continue;
+        if (got < 6 || got > 7)
+            rc = pipe_fail(err, len, "%s:%d: want name fwd_s bwd_input_s bwd_weight_s act_bytes "
+                      "state_bytes [out_bytes]", path, lineno);
+        else if (b.fwd < 0 || b.bwd_i < 0 || b.bwd_w < 0 || b.act_bytes < 0 || b.state_bytes < 0)
+            rc = pipe_fail(err, len, "%s:%d: a negative cost", path, lineno);
+        else
+            rc = add(out, &b);
+    }
+    fclose(f);
+    if (!rc && !out->n)
+        rc = pipe_fail(err, len, "%s: no blocks", path);
+    if (rc)
+        sim_block_costs_free(out);
+    return rc;
+}
+
+/* One block from its FLOPs: fwd_flops includes attention; mm_flops is the
+ * matmul part, which the weight backward repeats. */
+static int add_est(sim_block_costs *c, const char *name, double fwd_flops, double bwd_i_flops,
+                   double mm_flops, double params, double act, double out, double rate)
+{
+    sim_block_cost b = { .fwd = fwd_flops / rate, .bwd_i = bwd_i_flops / rate,
+                         .bwd_w = mm_flops / rate, .act_bytes = act,
+                         .state_bytes = 16 * params, .out_bytes = out };
+    snprintf(b.name, sizeof b.name, "%s", name);
+    return add(c, &b);
+}
+
+int sim_block_costs_estimate(const weft_model_config *cfg, int batch, int seq, double gflops,
+                             sim_block_costs *out, char *err, size_t len)
+{
+    if (!cfg || !out || weft_model_config_check(cfg))
+        return pipe_fail(err, len, "bad model");
+    if (batch < 1 || gflops <= 0)
+        return pipe_fail(err, len, "need --batch >= 1 and --gflops > 0");
+    memset(out, 0, sizeof *out);
+    double rate = gflops * 1e9, B = batch;
+    int rc = 0;
+    char name[32];
+    if (cfg->type == WEFT_MODEL_MLP) {
+        for (int l = 0; l + 1 < cfg->n_widths && !rc; l++) {
+            double in = cfg->widths[l], o = cfg->widths[l + 1], mm = 2 * in * o * B;
+            /* stashed: the input, the pre-activation, and the activation's
+             * output (or the probabilities at the loss) */
+            snprintf(name, sizeof name, "layers.%d", l);
+            rc = add_est(out, name, mm, mm, mm, in * o + o, 4 * B * (in + 2 * o),
+                         4 * B * o, rate);
+        }
+    } else {
+        double T = seq > 0 ? seq : cfg->ctx, C = cfg->d_model, V = cfg->vocab,
+               H = cfg->n_head, rows = B * T;
+        if (T > cfg->ctx)
+            return pipe_fail(err, len, "--seq %g is longer than the model's ctx %d", T, cfg->ctx);
+        double act_out = 4 * rows * C;
+        /* embedding: a lookup and an add; its weight gradient a scatter */
+        rc = add_est(out, "embed", rows * C, 0, rows * C, (V + cfg->ctx) * C, act_out, act_out,
+                     rate);
+        for (int l = 0; l < cfg->n_layer && !rc; l++) {
+            double mm = 2 * 12 * C * C * rows, att = 2 * 2 * B * T * T * C;
+            /* llm.c's per-layer stash: ~16 C a token plus two T x T maps
+             * a head */
+            double act = 4 * (16 * rows * C + 2 * B * H * T * T);
+            snprintf(name, sizeof name, "blocks.%d", l);
+            rc = add_est(out, name, mm + att, mm + att, mm, 12 * C * C + 13 * C, act, act_out,
+                         rate);
+        }
+        if (!rc) {
+            /* final norm and the tied head; its weight gradient goes to the
+             * embedding's table, the state is counted there */
+            double mm = 2 * V * C * rows;
+            rc = add_est(out, "head", mm, mm, mm, 2 * C, 4 * rows * (2 * C + 2 * V), 0, rate);
+        }
+    }
+    if (rc)
+        sim_block_costs_free(out);
+    return rc;
+}
