@@ -50,6 +50,13 @@ int store_del(store_client *c, const char *key);
 /* Wait until every key exists. */
 int store_wait(store_client *c, const char *const *keys, int n, double timeout_s);
 const char *store_error(const store_client *c);
+/* How long a call may wait for the store's answer beyond the wait it asks
+ * for (default 30 s): a failure path bounds its notice by the job's
+ * timeout with this. A call that fails halfway (no answer in time, the
+ * store gone) leaves the client broken: every later call fails at once
+ * with that call's code, and store_broken returns it (0 while whole). */
+void store_set_answer_timeout(store_client *c, double s);
+int store_broken(const store_client *c);
 /* Watching a key: send a GET that waits (practically) forever and return
  * at once; store_fd(c) turns readable when the key is set or the store goes
  * away, and store_watch_read then collects the value (WEFT_EPEER: the

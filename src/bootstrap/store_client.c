@@ -23,7 +23,11 @@ struct store_client {
     int port;
     char err[256];
     char local_ip[64];      /* this end's address, read before any pump */
+    double answer_s;        /* how long the store may take to answer, past any wait */
+    int broken;             /* a call that failed halfway: the stream is out of step */
 };
+
+#define ANSWER_DEFAULT_S 30.0
 
 /* The connector's half of the challenge-response (core/auth.h); the store
  * answers at once, so a blocking exchange with a deadline is enough. */
@@ -114,6 +118,7 @@ int store_connect(store_client **out, const char *host, int port, double timeout
         sock_set_nonblock(app, 0);
     }
     pthread_mutex_init(&c->mu, NULL);
+    c->answer_s = ANSWER_DEFAULT_S;
     snprintf(c->host, sizeof c->host, "%s", host);
     c->port = port;
     *out = c;
@@ -141,6 +146,14 @@ int store_local_ip(const store_client *c, char *buf, size_t len)
 }
 const char *store_error(const store_client *c) { return c->err; }
 
+void store_set_answer_timeout(store_client *c, double s)
+{
+    if (s > 0)
+        c->answer_s = s;
+}
+
+int store_broken(const store_client *c) { return c->broken; }
+
 /* One round trip. On success *val (if asked) is malloc'd. */
 static int call(store_client *c, int cmd, const char *key, const void *val, size_t len,
                 int64_t arg, double wait_s, store_resp *resp, void **out, size_t *outlen)
@@ -148,7 +161,7 @@ static int call(store_client *c, int cmd, const char *key, const void *val, size
     size_t kl = strlen(key);
     store_req q = { .magic = STORE_MAGIC, .cmd = (uint8_t)cmd, .keylen = (uint32_t)kl,
                     .vallen = len, .arg = arg };
-    double dl = clock_now() + wait_s + 30.0;
+    double dl = clock_now() + wait_s + c->answer_s;
     const char *why = NULL;
     int rc;
     if (kl == 0 || kl > STORE_MAX_KEY || len > STORE_MAX_VALUE) {
@@ -156,6 +169,12 @@ static int call(store_client *c, int cmd, const char *key, const void *val, size
         return WEFT_EINVAL;
     }
     pthread_mutex_lock(&c->mu);
+    if (c->broken) {
+        /* an answer may still be on its way: what is read next is not ours.
+         * The error of the call that broke the stream still says why. */
+        pthread_mutex_unlock(&c->mu);
+        return c->broken;
+    }
     if ((rc = sock_write_full(c->fd, &q, sizeof q, dl)) ||
         (rc = sock_write_full(c->fd, key, kl, dl)) ||
         (len && (rc = sock_write_full(c->fd, val, len, dl))) ||
@@ -192,10 +211,15 @@ static int call(store_client *c, int cmd, const char *key, const void *val, size
     }
     return resp->status;
 fail:
+    c->broken = rc;
     pthread_mutex_unlock(&c->mu);
-    snprintf(c->err, sizeof c->err, "store %.64s:%d unreachable: %s%s%s (key '%.100s')",
-             c->host, c->port, weft_strerror(rc), why ? ": " : "", why ? why : "", key);
-    return rc == WEFT_EPEER ? WEFT_EPEER : rc;
+    if (rc == WEFT_ETIMEDOUT)
+        snprintf(c->err, sizeof c->err, "store %.64s:%d did not answer within %.0f s (key "
+                 "'%.100s')", c->host, c->port, c->answer_s, key);
+    else
+        snprintf(c->err, sizeof c->err, "store %.64s:%d unreachable: %s%s%s (key '%.100s')",
+                 c->host, c->port, weft_strerror(rc), why ? ": " : "", why ? why : "", key);
+    return rc;
 }
 
 int store_set(store_client *c, const char *key, const void *val, size_t len)

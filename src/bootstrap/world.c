@@ -27,6 +27,16 @@ static void record_key(uint64_t id, int rank, char key[96])
     snprintf(key, 96, "weft/%016llx/addr/%d", (unsigned long long)id, rank);
 }
 
+static void claim_key(uint64_t id, int rank, char key[96])
+{
+    snprintf(key, 96, "weft/%016llx/claim/%d", (unsigned long long)id, rank);
+}
+
+static void read_key(uint64_t id, int rank, char key[96])
+{
+    snprintf(key, 96, "weft/%016llx/read/%d", (unsigned long long)id, rank);
+}
+
 void world_records_free(char **recs, int size)
 {
     for (int i = 0; recs && i < size; i++)
@@ -34,19 +44,69 @@ void world_records_free(char **recs, int size)
     free(recs);
 }
 
-int world_exchange(store_client *s, uint64_t id, int rank, int size, const char *rec,
-                   double timeout_s, char ***recs, int *missing, char *err, size_t errlen)
+/* Who published a record: the first line of every record, before the
+ * caller's text. The world size is in it so that ranks started with
+ * different sizes find out at once, naming each other, instead of waiting
+ * for ranks that will never come or mistaking one another for the dead. */
+typedef struct {
+    int size;
+    long pid;
+    char host[64];
+} claimant;
+
+static void me_of(int size, claimant *m)
+{
+    m->size = size;
+    m->pid = (long)getpid();
+    if (gethostname(m->host, sizeof m->host) != 0)
+        snprintf(m->host, sizeof m->host, "localhost");
+    m->host[sizeof m->host - 1] = 0;
+}
+
+/* Parses and strips the first line of v; -1 if it has none. */
+static int claimant_take(char *v, claimant *c)
+{
+    char *nl = strchr(v, '\n');
+    if (!nl || sscanf(v, "weft-rank size=%d pid=%ld host=%63s", &c->size, &c->pid, c->host) != 3)
+        return -1;
+    memmove(v, nl + 1, strlen(nl + 1) + 1);
+    return 0;
+}
+
+/* A second process claims this rank: name the first (its record comes
+ * right after its claim) and this one. The first keeps its place. */
+static int refuse_duplicate(store_client *s, uint64_t id, int rank, const claimant *me,
+                            double deadline, char *err, size_t errlen)
+{
+    char key[96], first[160] = "a process whose record never arrived";
+    claimant c;
+    void *v = NULL;
+    size_t len;
+    double left = deadline - clock_now();
+    record_key(id, rank, key);
+    if (store_get(s, key, &v, &len, left > 0 ? left : 0) == 0 && !claimant_take(v, &c)) {
+        if (c.pid == me->pid && !strcmp(c.host, me->host)) {
+            free(v); /* this very process, joining again after a failed try */
+            return 0;
+        }
+        snprintf(first, sizeof first, "pid %ld on host %s", c.pid, c.host);
+    }
+    free(v);
+    snprintf(err, errlen,
+             "rank %d is claimed twice: first by %s, in the job; then by this process (pid %ld "
+             "on host %s), refused (is WEFT_RANK right, or is this a second launch of the "
+             "same job?)",
+             rank, first, me->pid, me->host);
+    return WEFT_ECONFIG;
+}
+
+/* Every rank's record, in rank order, each checked against this rank. */
+static int read_records(store_client *s, uint64_t id, int rank, int size, const claimant *me,
+                        double deadline, char ***recs, int *missing, char *err, size_t errlen)
 {
     char key[96];
-    double deadline = clock_now() + timeout_s;
+    claimant c;
     int rc;
-    *recs = NULL;
-    *missing = -1;
-    record_key(id, rank, key);
-    if ((rc = store_set(s, key, rec, strlen(rec) + 1))) {
-        snprintf(err, errlen, "%s", store_error(s));
-        return rc;
-    }
     char **all = calloc((size_t)size, sizeof *all);
     if (!all) {
         snprintf(err, errlen, "out of memory");
@@ -66,13 +126,78 @@ int world_exchange(store_client *s, uint64_t id, int rank, int size, const char 
             return rc;
         }
         all[i] = v; /* the store sends the NUL with the value */
-        if (!len || all[i][len - 1]) {
-            snprintf(err, errlen, "rank %d's record is not text", i);
+        if (!len || all[i][len - 1] || claimant_take(all[i], &c)) {
+            snprintf(err, errlen, "rank %d's record is not a weft rank's", i);
             world_records_free(all, size);
             return WEFT_EPROTO;
         }
+        if (c.size != size) {
+            snprintf(err, errlen,
+                     "the ranks disagree on the world size: rank %d (pid %ld on host %s) was "
+                     "started with %d, this rank (%d, pid %ld on host %s) with %d",
+                     i, c.pid, c.host, c.size, rank, me->pid, me->host, size);
+            world_records_free(all, size);
+            return WEFT_ECONFIG;
+        }
     }
     *recs = all;
+    return 0;
+}
+
+int world_exchange(store_client *s, uint64_t id, int rank, int size, const char *rec,
+                   double timeout_s, char ***recs, int *missing, char *err, size_t errlen)
+{
+    char key[96], *mine;
+    double deadline = clock_now() + timeout_s;
+    int64_t claims = 0;
+    claimant me;
+    int rc, n;
+    *recs = NULL;
+    *missing = -1;
+    me_of(size, &me);
+    claim_key(id, rank, key);
+    if ((rc = store_add(s, key, 1, &claims))) {
+        snprintf(err, errlen, "%s", store_error(s));
+        return rc;
+    }
+    if (claims > 1 && (rc = refuse_duplicate(s, id, rank, &me, deadline, err, errlen)))
+        return rc;
+    n = snprintf(NULL, 0, "weft-rank size=%d pid=%ld host=%s\n%s", me.size, me.pid, me.host, rec);
+    if (!(mine = malloc((size_t)n + 1))) {
+        snprintf(err, errlen, "out of memory");
+        return WEFT_ENOMEM;
+    }
+    snprintf(mine, (size_t)n + 1, "weft-rank size=%d pid=%ld host=%s\n%s", me.size, me.pid,
+             me.host, rec);
+    record_key(id, rank, key);
+    rc = store_set(s, key, mine, (size_t)n + 1);
+    free(mine);
+    if (rc) {
+        snprintf(err, errlen, "%s", store_error(s));
+        return rc;
+    }
+    rc = read_records(s, id, rank, size, &me, deadline, recs, missing, err, errlen);
+    read_key(id, rank, key);
+    store_set(s, key, "1", 1); /* for world_linger, whatever the outcome */
+    return rc;
+}
+
+int world_linger(store_client *s, uint64_t id, int rank, int size, double timeout_s)
+{
+    char key[96];
+    double deadline = clock_now() + timeout_s;
+    for (int i = 0; i < size; i++) {
+        void *v = NULL;
+        double left = deadline - clock_now();
+        int rc;
+        if (i == rank)
+            continue;
+        read_key(id, i, key);
+        rc = store_get(s, key, &v, NULL, left > 0 ? left : 0);
+        free(v);
+        if (rc)
+            return rc;
+    }
     return 0;
 }
 

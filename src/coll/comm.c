@@ -23,6 +23,7 @@
 #define STORE_WAIT_DEFAULT_S 60.0
 #define COLL_TIMEOUT_DEFAULT_S 300.0
 #define NOTICE_GRACE_MS 100
+#define STORE_ANSWER_MAX_S 30.0 /* the store client's own default */
 
 int comm_fail(weft_comm *c, int code, const char *fmt, ...)
 {
@@ -165,6 +166,8 @@ static int exchange_addresses(weft_comm *c, const char *addr, const char *p2p_ad
         return comm_fail(c, rc,
                          "rendezvous: rank %d never arrived (waited %.0f s at the store %s)",
                          missing, c->connect_timeout_s, where);
+    if (rc == WEFT_ECONFIG && c->server) /* the others find the same fault: let them read */
+        world_linger(c->store, c->id, c->rank, c->size, c->connect_timeout_s);
     if (rc)
         return comm_fail(c, rc, "rendezvous: %s", err);
     if (!(ids = calloc((size_t)c->size, sizeof *ids))) {
@@ -603,6 +606,25 @@ static int watch_now(weft_comm *c, const frame_hdr *fp, int *rc)
     return 0;
 }
 
+/* The store did not answer the failure notice in time: its host is
+ * stopped or overwhelmed, and the other ranks cannot learn of this
+ * failure from it. Each says so itself: no notice can name the one that
+ * froze for them. */
+static void store_silent(weft_comm *c)
+{
+    char msg[sizeof c->err], host[48];
+    size_t n = strlen(c->err);
+    if (c->store_rank >= 0)
+        snprintf(host, sizeof host, "rank %d", c->store_rank);
+    else
+        snprintf(host, sizeof host, "the host of %.24s", c->store_host);
+    snprintf(msg, sizeof msg, "%.*s; and the store (served by %s at %.64s:%d) did not answer "
+             "for %.0f s either: %s is stopped or overwhelmed",
+             (int)(n < 300 ? n : 300), c->err, host, c->store_host, c->store_port,
+             c->timeout_s < STORE_ANSWER_MAX_S ? c->timeout_s : STORE_ANSWER_MAX_S, host);
+    memcpy(c->err, msg, sizeof msg);
+}
+
 int comm_failed(weft_comm *c, int rc, const frame_hdr *fp)
 {
     char key[64], d[200];
@@ -621,6 +643,9 @@ int comm_failed(weft_comm *c, int rc, const frame_hdr *fp)
         if (n == 1 && (code = comm_watch_fired(c, fp)))
             rc = code;
     }
+    if (c->store) /* the notice path waits on the store no longer than a collective may */
+        store_set_answer_timeout(c->store, c->timeout_s < STORE_ANSWER_MAX_S
+                                               ? c->timeout_s : STORE_ANSWER_MAX_S);
     if (!c->fail_learned && c->store) {
         int posted = 0;
         world_fail_key(c->id, key);
@@ -630,7 +655,9 @@ int comm_failed(weft_comm *c, int rc, const frame_hdr *fp)
             void *v = NULL;
             size_t len;
             int g = store_get(c->store, key, &v, &len, 0);
-            if (g == 0) {
+            if (store_broken(c->store) == WEFT_ETIMEDOUT) {
+                /* no answer: nothing to learn there; the notice below says so */
+            } else if (g == 0) {
                 int code = adopt(c, v, len, fp);
                 if (code) {
                     rc = code;
@@ -664,6 +691,8 @@ int comm_failed(weft_comm *c, int rc, const frame_hdr *fp)
                         store_error(c->store));
         }
     }
+    if (c->store && store_broken(c->store) == WEFT_ETIMEDOUT)
+        store_silent(c);
     if (c->server && c->store) {
         /* This process serves the store and may exit as soon as this
          * returns: one more round trip lets the server finish handing the
