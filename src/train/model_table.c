@@ -55,7 +55,7 @@ int train_chunk_has(const weft_model *m, int block)
     return 0;
 }
 
-static int add_tensor(weft_model *m, const model_spec *sp, int global)
+static int add_tensor(weft_model *m, const model_spec *sp, int global, size_t whole_offset)
 {
     model_tensor *t = realloc(m->tensors, sizeof *t * (size_t)(m->ntensors + 1));
     if (!t)
@@ -66,6 +66,7 @@ static int add_tensor(weft_model *m, const model_spec *sp, int global)
     snprintf(t->name, sizeof t->name, "%s", sp->name);
     t->global = global;
     t->info.offset = m->nparams;
+    t->info.whole_offset = whole_offset;
     t->info.ndim = sp->ndim;
     t->info.shape[0] = sp->d0;
     t->info.shape[1] = sp->d1;
@@ -97,14 +98,23 @@ int train_model_table(weft_model *m)
     m->tied = -1;
     int gpt = m->cfg.type == WEFT_MODEL_GPT, head = m->nblocks - 1;
     int whole = train_chunk_has(m, 0) && train_chunk_has(m, head);
+    size_t *at = malloc(sizeof *at * (size_t)(l.n + 1));
+    if (!at) {
+        free(l.t);
+        return WEFT_ENOMEM;
+    }
+    at[0] = 0;
+    for (int i = 0; i < l.n; i++)
+        at[i + 1] = at[i] + (size_t)l.t[i].d0 * (l.t[i].ndim > 1 ? (size_t)l.t[i].d1 : 1);
     if (gpt && !whole && train_chunk_has(m, head)) {
-        rc = add_tensor(m, &l.t[0], 0);
+        rc = add_tensor(m, &l.t[0], 0, 0);
         m->tied = 0;
     }
     for (int k = 0; k < m->nchunk && rc == 0; k++)
         for (int i = 0; i < l.n && rc == 0; i++)
             if (l.t[i].block >= m->chunk[k].first && l.t[i].block <= m->chunk[k].last)
-                rc = add_tensor(m, &l.t[i], i);
+                rc = add_tensor(m, &l.t[i], i, at[i]);
+    free(at);
     if (rc == 0 && gpt && !whole && train_chunk_has(m, 0))
         m->tied = m->gmap[0];
     free(l.t);

@@ -28,6 +28,7 @@
  * steps is then the ZeRO formula's amount (weft_zero_memory measures it
  * with mincore); during forward/backward the full buffers are resident
  * again, as one transient copy of the model. */
+#include "train/ckpt_stage.h"
 #include "weft.h"
 
 #include <math.h>
@@ -62,6 +63,8 @@ struct weft_zero {
     int prev_micro;        /* samples in the previous micro-step, 0 at a step's start */
     int gathered;          /* stage 3: the full parameter buffer is valid */
     double wait_s;         /* time weft_zero_step spent waiting on communication */
+    weft_comm *norm_comm;  /* the other pipeline stages: the norm sums over them */
+    size_t skip_lo, skip_n; /* not counted in the norm: a copy another stage counts */
 };
 
 /* Zeroes [lo, hi) of x, returning its whole pages to the kernel. */
@@ -379,6 +382,26 @@ static int reduce_scatter_grads(weft_zero *z)
     return rc;
 }
 
+int weft_zero_set_norm_group(weft_zero *z, weft_comm *c, size_t skip_lo, size_t skip_n)
+{
+    if (!z || skip_lo > z->n || skip_n > z->n - skip_lo)
+        return WEFT_EINVAL;
+    z->norm_comm = c;
+    z->skip_lo = skip_lo;
+    z->skip_n = skip_n;
+    return 0;
+}
+
+/* Squares of g[lo, lo + n) but for the range another stage counts. */
+static double sumsq_owned(const weft_zero *z, const float *g, size_t lo, size_t n)
+{
+    size_t a = z->skip_lo > lo ? z->skip_lo : lo;
+    size_t e = z->skip_lo + z->skip_n < lo + n ? z->skip_lo + z->skip_n : lo + n;
+    if (e <= a)
+        return weft_sumsq(g + lo, n);
+    return weft_sumsq(g + lo, a - lo) + weft_sumsq(g + e, lo + n - e);
+}
+
 int weft_zero_step(weft_zero *z, float lr, float clip, float *norm)
 {
     size_t n;
@@ -400,11 +423,13 @@ int weft_zero_step(weft_zero *z, float lr, float clip, float *norm)
         if (rc)
             return rc;
         if (clip > 0 || norm) {
-            float nm;
-            if ((rc = weft_clip_grad_norm(g, n, clip, &nm)))
+            double ss = sumsq_owned(z, g, 0, n);
+            if (z->norm_comm && (rc = weft_allreduce(z->norm_comm, &ss, &ss, 1, WEFT_F64, WEFT_SUM)))
                 return rc;
             if (norm)
-                *norm = nm;
+                *norm = (float)sqrt(ss);
+            if (clip > 0)
+                weft_scale(g, n, weft_clip_scale(sqrt(ss), clip));
         }
     } else {
         rc = reduce_scatter_grads(z);
@@ -415,9 +440,11 @@ int weft_zero_step(weft_zero *z, float lr, float clip, float *norm)
             /* tails are reduced on every rank; the last rank counts them */
             double ss = 0;
             for (int k = 0; k < z->nb; k++)
-                ss += weft_sumsq(g + z->b[k].mlo, z->b[k].mcnt);
+                ss += sumsq_owned(z, g, z->b[k].mlo, z->b[k].mcnt);
             if (z->comm && z->world > 1 &&
                 (rc = weft_allreduce(z->comm, &ss, &ss, 1, WEFT_F64, WEFT_SUM)))
+                return rc;
+            if (z->norm_comm && (rc = weft_allreduce(z->norm_comm, &ss, &ss, 1, WEFT_F64, WEFT_SUM)))
                 return rc;
             if (norm)
                 *norm = (float)sqrt(ss);
@@ -572,7 +599,7 @@ int weft_zero_load_optim(weft_zero *z, const weft_ckpt *ck)
     if (!z || !ck)
         return WEFT_EINVAL;
     if (z->stage == 0) {
-        if ((rc = weft_ckpt_get_optim(ck, 0, z->n, &o)))
+        if ((rc = train_ckpt_get_optim_stage(ck, z->model, 0, z->n, &o)))
             return rc;
         weft_optim_destroy(z->opt);
         z->opt = o;
@@ -582,7 +609,7 @@ int weft_zero_load_optim(weft_zero *z, const weft_ckpt *ck)
         zbucket *b = &z->b[k];
         if (!b->mcnt)
             continue;
-        if ((rc = weft_ckpt_get_optim(ck, b->mlo, b->mcnt, &o)))
+        if ((rc = train_ckpt_get_optim_stage(ck, z->model, b->mlo, b->mcnt, &o)))
             return rc;
         weft_optim_destroy(b->opt);
         b->opt = o;
