@@ -58,7 +58,7 @@ TOOLSRC  := $(sort $(wildcard tools/*.c))
 # weft-train is a folder of sources (tools/weft-train/), one job each
 TRAINOBJ := $(patsubst %.c,$(BUILD)/%.o,$(sort $(wildcard tools/weft-train/*.c)))
 TOOLS    := $(TOOLSRC:tools/%.c=$(BUILD)/%) $(BUILD)/weft-train
-TESTSRC  := $(sort $(wildcard tests/unit/test_*.c tests/mp/test_*.c))
+TESTSRC  := $(sort $(wildcard tests/unit/test_*.c tests/mp/test_*.c tests/hostile/test_*.c))
 TESTS    := $(addprefix $(BUILD)/tests/,$(basename $(notdir $(TESTSRC))))
 LIB_A    := $(BUILD)/libweft.a
 LIB_SO   := $(BUILD)/libweft.so
@@ -98,6 +98,10 @@ $(BUILD)/tests/%: tests/unit/%.c $(TESTDEPS)
 	@echo "  CCLD    $@"
 	@$(CC) $(CFLAGS) -Itests $(LDFLAGS) -MMD -MP $< -o $@ $(LIB_A) $(LDLIBS)
 $(BUILD)/tests/%: tests/mp/%.c $(TESTDEPS) tests/mp.h
+	@mkdir -p $(dir $@)
+	@echo "  CCLD    $@"
+	@$(CC) $(CFLAGS) -Itests $(LDFLAGS) -MMD -MP $< -o $@ $(LIB_A) $(LDLIBS)
+$(BUILD)/tests/%: tests/hostile/%.c $(TESTDEPS) tests/mp.h
 	@mkdir -p $(dir $@)
 	@echo "  CCLD    $@"
 	@$(CC) $(CFLAGS) -Itests $(LDFLAGS) -MMD -MP $< -o $@ $(LIB_A) $(LDLIBS)

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Runs the test programs: every binary in $BUILD/tests (built from
-# tests/unit/ and tests/mp/) and every tests/*/test_*.sh, JOBS at a time,
+# tests/unit/, tests/mp/ and tests/hostile/) and every tests/*/test_*.sh, JOBS at a time,
 # adds up their "summary:" lines and prints the total as "N passed, N failed".
 # Exit status: 0 only if all pass.
 #
@@ -60,7 +60,8 @@ case "$jobs" in ''|*[!0-9]*|0) echo "run.sh: -j wants a positive number" >&2; ex
 limit_of() {
     case "$1" in
     *.sh) src=$1 ;;
-    *) src=$(ls tests/unit/"$(basename "$1")".c tests/mp/"$(basename "$1")".c 2>/dev/null | head -n 1) ;;
+    *) src=$(ls tests/unit/"$(basename "$1")".c tests/mp/"$(basename "$1")".c \
+               tests/hostile/"$(basename "$1")".c 2>/dev/null | head -n 1) ;;
     esac
     l=
     [ -n "$src" ] && l=$(sed -n 's/^\(# \)\{0,1\}TEST_TIMEOUT(\([0-9][0-9]*\)).*/\2/p' "$src" | head -n 1)
