@@ -26,6 +26,12 @@
  * exits 124 after --timeout, 128 + the signal after a forwarded one, and 0
  * when every rank exits 0.
  *
+ * With --servers (a parameter-server job) a worker that fails stops no
+ * one: the servers go on with the live workers, as they are built to.
+ * weftrun says so, and at the end exits 0 when every server and every
+ * other worker exited 0; with no worker left, or a server failed, it
+ * exits as above with the first failure's status.
+ *
  * Known limits: killing ssh does not always stop the remote process (no tty
  * is allocated), and a remote rank's environment, secret included, shows in
  * the remote host's process list.
@@ -120,7 +126,9 @@ static void usage(FILE *f)
           "\n"
           "Output is passed on a line at a time, prefixed \"[R] \". If a rank fails,\n"
           "the others get SIGTERM, then SIGKILL after 3 s, and weftrun exits with\n"
-          "the rank's status (128+signal if it was killed). SIGINT, SIGTERM and\n"
+          "the rank's status (128+signal if it was killed); with --servers a failed\n"
+          "worker stops no one and the job ends with 0 if all the rest did, while\n"
+          "a failed server stops the job as above. SIGINT, SIGTERM and\n"
           "SIGHUP are forwarded to every rank; so is SIGUSR1, which does not stop\n"
           "the job (ranks that handle it with weft_comm_dump print what each\n"
           "communicator is doing and waiting for).\n", f);
@@ -492,7 +500,7 @@ static int supervise(job *j, int sig_r)
 {
     struct pollfd *pfd = calloc((size_t)(2 * j->world + 1), sizeof *pfd);
     int *who = calloc((size_t)(2 * j->world + 1), sizeof *who);
-    int alive = j->world, exit_code = 0, stopping = 0;
+    int alive = j->world, exit_code = 0, stopping = 0, lost = 0, lost_code = 0;
     double kill_at = -1, deadline = j->timeout_s > 0 ? now_s() + j->timeout_s : -1;
     if (!pfd || !who)
         die("out of memory");
@@ -544,14 +552,21 @@ static int supervise(job *j, int sig_r)
             if (!failed || stopping)
                 continue;
             char tmp[16];
-            if (WIFEXITED(st)) {
-                fprintf(stderr, "weftrun: rank %d exited with status %d\n", i, WEXITSTATUS(st));
-                exit_code = WEXITSTATUS(st);
-            } else {
-                fprintf(stderr, "weftrun: rank %d killed by signal %s\n", i,
+            int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+            if (WIFEXITED(st))
+                fprintf(stderr, "weftrun: rank %d exited with status %d", i, WEXITSTATUS(st));
+            else
+                fprintf(stderr, "weftrun: rank %d killed by signal %s", i,
                         sig_name(WTERMSIG(st), tmp, sizeof tmp));
-                exit_code = 128 + WTERMSIG(st);
+            if (j->nservers > 0 && i < j->nworkers && ++lost < j->nworkers) {
+                /* the servers carry on with the live workers */
+                fprintf(stderr, "; it was a worker: the job goes on without it\n");
+                if (!lost_code)
+                    lost_code = code;
+                continue;
             }
+            fputc('\n', stderr);
+            exit_code = lost_code && lost == j->nworkers && i < j->nworkers ? lost_code : code;
             stopping = 1;
             signal_all(j, SIGTERM);
             kill_at = now_s() + GRACE_S;
@@ -570,6 +585,9 @@ static int supervise(job *j, int sig_r)
             deadline = -1;
         }
     }
+    if (lost && !stopping)
+        fprintf(stderr, "weftrun: the job finished without %d of its %d worker(s)\n", lost,
+                j->nworkers);
     /* Every rank is gone: take what is left in the pipes (a process the rank
      * left behind may keep one open, so do not wait for end of file). */
     for (int i = 0; i < j->world; i++)

@@ -407,6 +407,7 @@ int weft_comm_split(weft_comm *c, int color, int key, weft_comm **out)
         child->timeout_s = c->timeout_s;
         child->connect_timeout_s = c->connect_timeout_s;
         child->loglevel = c->loglevel;
+        child->may_lose = c->may_lose;
         /* listen where the parent listens: that address is known to work */
         if (sock_split_addr(c->net.addr[c->rank], ip, sizeof ip, &rc)) {
             rc = comm_fail(c, WEFT_EPROTO, "split: bad own address");
@@ -525,7 +526,18 @@ int weft_comm_destroy(weft_comm *c)
     if (c->size > 1 && !c->broken && !atomic_load(&c->aborted)) {
         weft_coll_args b = { .kind = WEFT_COLL_BARRIER, .dtype = WEFT_U8,
                              .algo = WEFT_ALGO_RING }; /* as in own_allgather */
+        int level = c->loglevel;
+        if (c->may_lose && (level & 0xff) == LOG_WARN) /* a loss here is no news: */
+            c->loglevel = (level & ~0xff) | LOG_ERROR; /* its INFO line below says it */
         rc = weft_collective(c, &b);
+        c->loglevel = level;
+        if (rc == WEFT_EPEER && c->may_lose) {
+            /* the work is done; a member that died before it (a parameter
+             * server's worker) leaves nothing undone here */
+            log_sub(c->loglevel, LOG_INFO, LOG_SUB_INIT, c->rank,
+                    "leaving without a member that is gone: %s", c->err);
+            rc = 0;
+        }
     }
     comm_free(c);
     return rc;

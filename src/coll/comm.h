@@ -63,6 +63,9 @@ struct weft_comm {
     struct flat_state *flat;     /* coll/local/flat.c, made on first use */
     struct callboard *calls;     /* coll/exec/callboard.c: same-host ranks' calls */
     int broken;               /* first error that left the streams unusable */
+    int may_lose;             /* members may die and the job go on (a parameter-server
+                                 world, set by weft_ps_init): a rank that is gone by
+                                 weft_comm_destroy is no failure of the others */
     atomic_int aborted;       /* set by weft_comm_abort from any thread */
     int abort_pipe[2];        /* written on abort: wakes a rank asleep in poll */
     /* Non-blocking operations run in issue order on a worker thread that

@@ -232,6 +232,8 @@ int weft_ps_init(weft_ps **out, weft_comm *world, const weft_ps_config *cfg)
          * do collectives with the servers (a split) before they serve */
         ps->store = st;
     }
+    if (world) /* servers go on without a dead worker: so may the world's end */
+        world->may_lose = 1;
     *out = ps;
     return 0;
 fail:

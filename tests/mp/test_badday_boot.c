@@ -10,6 +10,7 @@
  * 30 s on it whatever WEFT_TIMEOUT said). */
 #include "mp.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -328,3 +329,111 @@ static void freeze(int victim, double bound_s)
 /* WEFT_TIMEOUT 2 s: before, the survivors took 2 + 30 s here */
 TEST(store_host_frozen) { freeze(0, 20); }
 TEST(rank_frozen) { freeze(2, 20); }
+
+/* ---- item: a parameter-server worker killed under weftrun ------------------ */
+
+/* A /proc file into buf (its size is not known beforehand); bytes read. */
+static long read_proc(const char *path, char *buf, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    long n = 0;
+    ssize_t got;
+    if (fd < 0)
+        return -1;
+    while (n < (long)cap - 1 && (got = read(fd, buf + n, cap - 1 - (size_t)n)) > 0)
+        n += got;
+    buf[n] = 0;
+    close(fd);
+    return n;
+}
+
+/* The child of parent whose environment says WEFT_RANK=rank; -1 if none. */
+static pid_t child_with_rank(pid_t parent, int rank)
+{
+    static char t[1 << 16];
+    char want[32], path[64];
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    pid_t found = -1;
+    snprintf(want, sizeof want, "WEFT_RANK=%d", rank);
+    while (d && found < 0 && (e = readdir(d))) {
+        int p = atoi(e->d_name), pp = -1;
+        long len;
+        if (p <= 0)
+            continue;
+        snprintf(path, sizeof path, "/proc/%d/stat", p);
+        if (read_proc(path, t, sizeof t) <= 0)
+            continue;
+        char *close_paren = strrchr(t, ')'); /* the command name may hold anything */
+        if (!close_paren || sscanf(close_paren + 1, " %*c %d", &pp) != 1 || pp != parent)
+            continue;
+        snprintf(path, sizeof path, "/proc/%d/environ", p);
+        if ((len = read_proc(path, t, sizeof t)) <= 0)
+            continue;
+        for (long at = 0; at < len; at += (long)strlen(t + at) + 1)
+            if (!strcmp(t + at, want))
+                found = p;
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
+
+TEST(ps_worker_killed)
+{
+    char run[PATH_MAX], train[PATH_MAX], *out = NULL;
+    size_t len = 0, cap = 0;
+    int fds[2], killed = 0;
+    if (fx_tool("weftrun", run, sizeof run) || fx_tool("weft-train", train, sizeof train)) {
+        printf("skipped: weftrun or weft-train not built\n");
+        return;
+    }
+    CHECK(pipe(fds) == 0);
+    fflush(NULL);
+    pid_t wr = fork();
+    if (wr == 0) {
+        dup2(fds[1], 1);
+        dup2(fds[1], 2);
+        close(fds[0]);
+        execl(run, run, "-n", "4", "--servers", "2", "--timeout", "300", train, "--model",
+              "mlp:784-64-10", "--data", "builtin", "--train-size", "4096", "--steps", "600",
+              "--batch", "64", "--mode", "ps", "--consistency", "bsp", (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    for (;;) {
+        if (cap - len < 4096 && !(out = realloc(out, cap = cap ? 2 * cap : 65536)))
+            break;
+        ssize_t n = read(fds[0], out + len, cap - len - 1);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+        out[len] = 0;
+        /* once training is under way (worker 0 reports a step), kill worker 2 */
+        if (!killed && strstr(out, " step ")) {
+            pid_t victim = child_with_rank(wr, 2);
+            CHECKF(victim > 0, "no rank 2 under weftrun");
+            if (victim > 0)
+                kill(victim, SIGKILL);
+            killed = 1;
+        }
+    }
+    close(fds[0]);
+    int st;
+    waitpid(wr, &st, 0);
+    int ok = out && killed;
+    CHECK(ok);
+    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "weftrun: %s %d", WIFEXITED(st) ? "exit"
+           : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+    if (ok) {
+        CHECK(strstr(out, "rank 2 killed by signal SIGKILL; it was a worker"));
+        CHECK(strstr(out, "continuing with the 3 live worker"));
+        CHECK(strstr(out, "accuracy"));               /* worker 0 finished and evaluated */
+        CHECK(strstr(out, "finished without 1 of its 4 worker"));
+        CHECK(!strstr(out, "leaving the job"));      /* no survivor failed at the end */
+        CHECK(!strstr(out, "exited with status"));
+    }
+    if (test_failed_ && out)
+        fprintf(stderr, "---- weftrun's output:\n%s----\n", out);
+    free(out);
+}
