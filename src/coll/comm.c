@@ -271,6 +271,13 @@ int weft_comm_init(weft_comm **out, const weft_config *cfg)
     if (serve && cfg->world_size > 1) {
         rc = store_server_start(&c->server, world_is_loopback(host) ? host : NULL,
                                 cfg->master_port, NULL, c->secret, err, sizeof err);
+        /* a store of this job (it knows the secret) already there: another
+         * process took rank 0 first, and the claim at rendezvous names it */
+        if (rc && cfg->host_store < 0 &&
+            store_connect(&c->store, host, cfg->master_port,
+                          c->connect_timeout_s < 5 ? c->connect_timeout_s : 5, c->secret, ip,
+                          sizeof ip) == 0)
+            rc = 0;
         if (rc) {
             fprintf(stderr, "weft[%d] error: cannot serve the store: %s\n", c->rank, err);
             comm_free(c);

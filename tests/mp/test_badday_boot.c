@@ -231,7 +231,7 @@ TEST(world_size_larger_stray)
 
 /* ---- item: a second process claiming a rank ------------------------------ */
 
-static void duplicate(const char *shm)
+static void duplicate(const char *shm, int twin)
 {
     int port = fx_free_port(), ready[2], stop[2];
     child k[4], dup;
@@ -243,16 +243,17 @@ static void duplicate(const char *shm)
         spawn(&cfg, busy, &b, &k[r]);
     }
     CHECKF(read(ready[0], &c, 1) == 1, "the job never ran");
-    pid_t first = k[1].pid;
-    rank_cfg cfg = { .rank = 1, .size = 4, .port = port, .timeout_s = 20, .shm = shm,
+    pid_t first = k[twin].pid;
+    rank_cfg cfg = { .rank = twin, .size = 4, .port = port, .timeout_s = 20, .shm = shm,
                      .expect = WEFT_ECONFIG };
     spawn(&cfg, NULL, NULL, &dup);
     pid_t second = dup.pid;
-    CHECKF(reap(&dup) == 0, "WEFT_SHM=%s: the second rank 1 was not refused", shm);
-    char a[64], bb[64];
+    CHECKF(reap(&dup) == 0, "WEFT_SHM=%s: the second rank %d was not refused", shm, twin);
+    char a[64], bb[64], what[64];
+    snprintf(what, sizeof what, "rank %d is claimed twice", twin);
     snprintf(a, sizeof a, "first by pid %d on host ", (int)first);
     snprintf(bb, sizeof bb, "this process (pid %d on host ", (int)second);
-    CHECK(log_has(&dup, (const char *const[]){ "rank 1 is claimed twice", a, bb, "refused",
+    CHECK(log_has(&dup, (const char *const[]){ what, a, bb, "refused",
                                                NULL }));
     /* the job itself goes on, right, and ends well */
     CHECK(write(stop[1], "s", 1) == 1);
@@ -265,8 +266,10 @@ static void duplicate(const char *shm)
     close(ready[0]), close(ready[1]), close(stop[0]), close(stop[1]);
 }
 
-TEST(duplicate_rank_shm) { duplicate("1"); }
-TEST(duplicate_rank_tcp) { duplicate("0"); }
+TEST(duplicate_rank_shm) { duplicate("1", 1); }
+TEST(duplicate_rank_tcp) { duplicate("0", 1); }
+/* the store's host: the second cannot serve it, and is told who does */
+TEST(duplicate_rank_0) { duplicate("1", 0); }
 
 /* ---- item: a frozen rank, the store's host among them -------------------- */
 
