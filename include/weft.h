@@ -474,6 +474,9 @@ const float *weft_model_chunk_output(const weft_model *m, int chunk, int slot);
 int weft_model_chunk_backward(weft_model *m, int chunk, int slot, const float *dout,
                               float weight, int part, int announce);
 const float *weft_model_chunk_input_grad(const weft_model *m, int chunk, int slot);
+/* Bytes of the activations one micro-batch keeps at chunk 0, slot 0 (after a
+ * forward; 0 before). */
+size_t weft_model_activation_bytes(const weft_model *m);
 /* Our tensor that is a tied copy or original of another stage's, or -1. */
 int weft_model_tied_tensor(const weft_model *m);
 /* Calls the gradient hook for our tensors [first, first + count). */

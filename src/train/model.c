@@ -286,6 +286,11 @@ int weft_model_chunk_range(const weft_model *m, int chunk, weft_block_range *r)
     return 0;
 }
 
+size_t weft_model_activation_bytes(const weft_model *m)
+{
+    return m && m->nchunk && m->chunk[0].nslot ? m->chunk[0].slot[0].arena_n * sizeof(float) : 0;
+}
+
 int weft_model_tied_tensor(const weft_model *m)
 {
     return m ? m->tied : -1;

@@ -122,8 +122,13 @@ void ckpt_save(const trainer *t, long step)
     int rank = t->rank;
     weft_ckpt *c = NULL;
     char args[4096];
-    int rc = weft_zero_gather_params(z);
-    if (rc == 0 && rank != 0 && t->sync.shared)
+    /* a pipeline's stages are assembled into the whole model on the lead */
+    weft_optim *whole_opt = NULL;
+    weft_model *whole = t->pl ? pipeline_gather(t->pl, t->m, z, &whole_opt) : NULL;
+    if (t->pl && !t->lead)
+        return;
+    int rc = t->pl ? 0 : weft_zero_gather_params(z);
+    if (rc == 0 && !t->pl && rank != 0 && t->sync.shared)
         rc = weft_zero_put_optim(z, NULL);
     if (rc != 0)
         die("cannot gather the training state for %s: %s", path, weft_strerror(rc));
@@ -138,9 +143,9 @@ void ckpt_save(const trainer *t, long step)
     if (rc == 0)
         rc = weft_ckpt_put_u64(c, "train/step", (uint64_t)step);
     if (rc == 0)
-        rc = weft_ckpt_put_model(c, t->m);
+        rc = weft_ckpt_put_model(c, whole ? whole : t->m);
     if (rc == 0)
-        rc = weft_zero_put_optim(z, c);
+        rc = whole_opt ? weft_ckpt_put_optim(c, whole_opt) : weft_zero_put_optim(z, c);
     if (rc == 0)
         rc = weft_ckpt_put_rng(c, "rng", &t->rng);
     if (rc == 0)
@@ -156,6 +161,8 @@ void ckpt_save(const trainer *t, long step)
     if (rc == 0)
         rc = weft_ckpt_save(c, path);
     weft_ckpt_free(c);
+    weft_model_destroy(whole);
+    weft_optim_destroy(whole_opt);
     if (rc != 0)
         die("cannot save checkpoint %s: %s", path, weft_strerror(rc));
 }

@@ -95,6 +95,16 @@ static void load_batch(trainer *t, weft_batch *b, long step)
  * global batch; the other modes step on the local mean. */
 static int forward_backward(trainer *t, const weft_batch *b, train_step *st)
 {
+    if (t->pl) {
+        st->n = b->n;
+        st->global_n = b->global_n;
+        st->width = t->image ? 1 : b->x_dim;
+        st->seen = b->global_n;
+        double t0 = now_s();
+        int rc = pipeline_step(t->pl, t->sync.z, b, t->image, st);
+        t->compute_s += now_s() - t0;
+        return rc;
+    }
     int accum = t->o->accum, global_n = t->sync.ops->weigh_global ? b->global_n : b->n, rc = 0;
     st->n = b->n;
     st->global_n = b->global_n;
@@ -146,7 +156,7 @@ int main(int argc, char **argv)
     weft_batch b;
     int rc, prefetched = 0; /* b already holds this step's batch */
     for (long step = t.start_step; step < t.end; step++) {
-        train_step st = { .gnorm = -1 };
+        train_step st = { .gnorm = -1, .bubble = -1 };
         if (!prefetched)
             load_batch(&t, &b, step);
         prefetched = 0;

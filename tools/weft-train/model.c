@@ -31,7 +31,7 @@ void model_check_fit(const weft_model_config *cfg, const data_sets *d, const cha
             ti->name, ti->n_classes, ti->x_dim, ti->n_classes, ti->x_dim);
 }
 
-static void model_config(const run_opts *r, const data_sets *d, weft_model_config *cfg)
+void model_config(const run_opts *r, const data_sets *d, weft_model_config *cfg)
 {
     char spec[512];
     if (strcmp(r->model, "mlp") == 0)

@@ -2,6 +2,8 @@
  * keeps), their parsing and defaults, the launch options, and --help. */
 #include "train_tool.h"
 
+#include "train/pipe_sched.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -82,6 +84,14 @@ static void usage(FILE *f)
         "  --zero 0|1|2|3           ZeRO stage: shard optimiser state (1), + gradients (2),\n"
         "                           + parameters (3) over the ranks (0)\n"
         "  --accum K                micro-steps per step; communicate only on the last (1)\n"
+        "  --pp P                   pipeline of P stages; data parallelism over the rest of\n"
+        "                           the ranks (job rank = replica * P + stage)\n"
+        "  --micro-batches M        pipeline micro-batches per step (P)\n"
+        "  --schedule gpipe|1f1b|interleaved:V|zb  the pipeline's schedule (1f1b); also\n"
+        "                           --pp-schedule\n"
+        "  --pp-partition auto|uniform|N,N,..  blocks per stage: auto balances measured\n"
+        "                           block times under --pp-memory MB per stage (auto)\n"
+        "  --pp-costs FILE          write the measured block costs (for weft-sim pipeline)\n"
         "  --sync MODE              full (default), local:H, diloco:H, gossip, stale:S,\n"
         "                           backup:B (each step takes the first N-B gradients)\n"
         "                           (docs/TRAINING.md)\n"
@@ -269,6 +279,22 @@ void run_opts_merge(run_opts *r, unsigned set, char *saved)
         r->steps = -1;
 }
 
+/* gpipe, 1f1b, interleaved:V, zb: the pipeline's schedules, which
+ * --schedule takes beside the learning-rate ones. */
+static int is_pp_schedule(const char *v)
+{
+    return strcmp(v, "gpipe") == 0 || strcmp(v, "1f1b") == 0 || strcmp(v, "zb") == 0 ||
+           strncmp(v, "interleaved", 11) == 0;
+}
+
+static void set_pp_schedule(opts *o, const char *v)
+{
+    pipe_spec sp;
+    if (!is_pp_schedule(v) || pipe_spec_parse(v, 2, 2, &sp) != 0)
+        die("--pp-schedule: want gpipe, 1f1b, interleaved:V (V >= 2) or zb, not '%s'", v);
+    copy_str(o->pp_schedule, sizeof o->pp_schedule, "pp-schedule", v);
+}
+
 void parse_args(opts *o, int argc, char **argv)
 {
     memset(o, 0, sizeof *o);
@@ -300,7 +326,9 @@ void parse_args(opts *o, int argc, char **argv)
         int k = 0;
         while (k < O_COUNT && strcmp(key, run_keys[k]) != 0)
             k++;
-        if (k < O_COUNT) {
+        if (k == O_SCHEDULE && is_pp_schedule(v)) {
+            set_pp_schedule(o, v); /* --schedule names a pipeline schedule too */
+        } else if (k < O_COUNT) {
             set_run_opt(&o->r, k, v);
             o->set |= 1u << k;
         } else if (strcmp(key, "save") == 0) {
@@ -340,6 +368,18 @@ void parse_args(opts *o, int argc, char **argv)
             if (weft_ps_consistency_parse(v, &pc) != 0)
                 die("--consistency: want bsp, ssp:S or asp, not '%s'", v);
             copy_str(o->consistency, sizeof o->consistency, key, v);
+        } else if (strcmp(key, "pp") == 0) {
+            o->pp = (int)parse_long(key, v, 1, 1024);
+        } else if (strcmp(key, "micro-batches") == 0) {
+            o->micro = (int)parse_long(key, v, 1, 1 << 16);
+        } else if (strcmp(key, "pp-schedule") == 0) {
+            set_pp_schedule(o, v);
+        } else if (strcmp(key, "pp-partition") == 0) {
+            copy_str(o->pp_partition, sizeof o->pp_partition, key, v);
+        } else if (strcmp(key, "pp-memory") == 0) {
+            o->pp_memory_mb = parse_double(key, v, 0);
+        } else if (strcmp(key, "pp-costs") == 0) {
+            copy_str(o->pp_costs, sizeof o->pp_costs, key, v);
         } else if (strcmp(key, "straggle") == 0) {
             char *end;
             long r = strtol(v, &end, 10), ms = -1;
@@ -362,6 +402,17 @@ void parse_args(opts *o, int argc, char **argv)
         die("give --steps or --epochs, not both");
     if (o->set & (1u << O_STEPS))
         o->r.epochs = -1;
+    if (o->pp > 1 && o->ps)
+        die("--pp trains a pipeline; --mode ps has no stages");
+    if (o->pp > 1 && strcmp(o->sync, "full") != 0)
+        die("--pp %d: pipelines take --sync full, not --sync %s", o->pp, o->sync);
+    if (o->pp > 1 && o->accum > 1)
+        die("--pp %d: micro-batches are --micro-batches, not --accum", o->pp);
+    if (o->pp > 1 && o->zero > 2)
+        die("--pp %d: ZeRO stage 3 with a pipeline is not supported (stages 0-2 are)", o->pp);
+    if (o->pp <= 1 && (o->micro || o->pp_schedule[0] || o->pp_partition[0]))
+        die("--micro-batches, --schedule %s and --pp-partition need --pp 2 or more",
+            o->pp_schedule[0] ? o->pp_schedule : "...");
 }
 
 /* A slow device: its compute takes straggle_ms longer. any:MS (-2) picks

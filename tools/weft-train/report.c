@@ -55,7 +55,8 @@ static void fmt_duration(char *buf, size_t cap, double s)
         snprintf(buf, cap, "%.1fs", s);
 }
 
-static void progress_update(progress *p, long step, double loss, double rate, int done)
+static void progress_update(progress *p, long step, double loss, double rate, double bubble,
+                            int done)
 {
     p->loss_sum += loss;
     p->loss_n++;
@@ -69,6 +70,9 @@ static void progress_update(progress *p, long step, double loss, double rate, in
                                            : -1);
     fmt_duration(el, sizeof el, t - p->start);
     double mean = p->loss_sum / (double)p->loss_n;
+    char bub[32] = "";
+    if (bubble >= 0)
+        snprintf(bub, sizeof bub, "  bubble %.2f", bubble);
     if (p->tty) {
         if (!done && t - p->last_draw < 0.1)
             return;
@@ -78,16 +82,16 @@ static void progress_update(progress *p, long step, double loss, double rate, in
         for (int i = 0; i < width; i++)
             bar[i] = i < filled ? '#' : '.';
         bar[width] = 0;
-        fprintf(stderr, "\r[%s] step %ld/%ld  loss %.4f  %.0f samples/s  %s  ETA %s \x1b[K", bar,
-                step, p->total, mean, rate, el, eta);
+        fprintf(stderr, "\r[%s] step %ld/%ld  loss %.4f  %.0f samples/s%s  %s  ETA %s \x1b[K",
+                bar, step, p->total, mean, rate, bub, el, eta);
         if (done)
             fputc('\n', stderr);
         fflush(stderr);
     } else {
         if (!done && step % p->log_every != 0)
             return;
-        fprintf(stderr, "step %ld/%ld loss %.4f samples/s %.0f elapsed %s eta %s\n", step,
-                p->total, mean, rate, el, eta);
+        fprintf(stderr, "step %ld/%ld loss %.4f samples/s %.0f%s elapsed %s eta %s\n", step,
+                p->total, mean, rate, bub, el, eta);
     }
     p->last_draw = t;
     p->loss_sum = 0;
@@ -131,7 +135,7 @@ void report_step(progress *p, long step, const train_step *st, double lr)
     int rows = st->seen * st->width;
     csv_row(p->csv, step + 1, st->epoch, "train", st->loss, (double)st->correct / rows, lr,
             st->gnorm, rate, elapsed);
-    progress_update(p, step + 1, st->loss, rate, step + 1 == p->total);
+    progress_update(p, step + 1, st->loss, rate, st->bubble, step + 1 == p->total);
 }
 
 /* append: a resumed run continues the file it finds (if it has rows). */

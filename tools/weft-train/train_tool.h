@@ -33,6 +33,9 @@ typedef struct {
     char sync[64];
     int ps;               /* --mode ps: parameter server instead of data parallel */
     char consistency[32];
+    int pp, micro;        /* --pp stages, --micro-batches per step */
+    char pp_schedule[32], pp_partition[256], pp_costs[1024];
+    double pp_memory_mb;  /* --pp-memory: a stage's cap for the partition */
     unsigned set; /* bit per run option given on the command line */
 } opts;
 
@@ -65,6 +68,7 @@ weft_loader *data_loader(const run_opts *r, const data_sets *d, int rank, int wo
                          const char *who);
 
 weft_model *model_new(const run_opts *r, const data_sets *d);
+void model_config(const run_opts *r, const data_sets *d, weft_model_config *cfg);
 /* Dies naming both shapes when cfg (from source) cannot read d's samples. */
 void model_check_fit(const weft_model_config *cfg, const data_sets *d, const char *source);
 void model_tune(weft_model *m, const run_opts *r, int threads);
@@ -88,6 +92,7 @@ typedef struct {
     int correct, seen;      /* seen: the samples loss and correct are over */
     float loss, gnorm;      /* gnorm < 0: not measured */
     double epoch;
+    double bubble;          /* pipeline: the stages' mean idle share of the step; < 0: none */
 } train_step;
 
 typedef struct {
@@ -170,13 +175,40 @@ void sync_summary(const train_sync *s);
 uint64_t sync_bytes(const train_sync *s);
 void sync_close(train_sync *s);
 
+/* ---- pipeline parallelism (pipeline.c) ----------------------------------- */
+
+typedef struct pipeline pipeline;
+
+/* NULL without --pp (or --pp 1). Splits the job into pipelines and
+ * replicas. */
+pipeline *pipeline_open(const opts *o, weft_comm *job);
+/* The data-parallel group of this stage (NULL: one replica). */
+weft_comm *pipeline_dp_comm(const pipeline *pl);
+int pipeline_replica(const pipeline *pl, int *replicas);
+/* Measures the blocks (collective over the job) and cuts them. */
+void pipeline_plan(pipeline *pl, const opts *o, const weft_model_config *cfg, weft_comm *job);
+/* This stage's model: new, or its tensors from a checkpoint. */
+weft_model *pipeline_model(const pipeline *pl, const run_opts *r, weft_ckpt *ck);
+void pipeline_attach(pipeline *pl, weft_model *m, weft_zero *z);
+void pipeline_describe(const pipeline *pl, const run_opts *r);
+int pipeline_step(pipeline *pl, weft_zero *z, const weft_batch *b, int image, train_step *st);
+/* Collective over the job: on job rank 0 the whole model (and, with opt,
+ * the whole optimiser) assembled from the stages; NULL elsewhere. */
+weft_model *pipeline_gather(const pipeline *pl, weft_model *m, weft_zero *z, weft_optim **opt);
+/* Job rank 0: each stage's predicted and measured share of the work. */
+void pipeline_summary(const pipeline *pl, int quiet);
+void pipeline_close(pipeline *pl);
+
 /* ---- a data-parallel run (trainer.c) -------------------------------------- */
 
 typedef struct {
     opts *o;
     const data_sets *d;
-    weft_comm *comm;
+    weft_comm *comm; /* the data-parallel group (the job without --pp) */
+    weft_comm *job;
+    pipeline *pl;    /* NULL: no pipeline */
     int rank, world, image;
+    int lead;        /* job rank 0: reports, evaluates, saves */
     weft_model *m;
     size_t nparams;
     weft_loader *loader;

@@ -12,6 +12,12 @@ void trainer_open(trainer *t, opts *o, weft_comm *comm, const data_sets *d, weft
     memset(t, 0, sizeof *t);
     t->o = o;
     t->d = d;
+    t->job = comm;
+    t->lead = !comm || weft_comm_rank(comm) == 0;
+    /* with a pipeline, data parallelism is over the replicas of a stage */
+    t->pl = pipeline_open(o, comm);
+    if (t->pl)
+        comm = pipeline_dp_comm(t->pl);
     t->comm = comm;
     t->rank = comm ? weft_comm_rank(comm) : 0;
     t->world = comm ? weft_comm_size(comm) : 1;
@@ -22,7 +28,20 @@ void trainer_open(trainer *t, opts *o, weft_comm *comm, const data_sets *d, weft
 
     weft_optim_config oc;
     weft_rng_seed(&t->rng, r->seed);
-    if (ck) {
+    if (t->pl) {
+        weft_model_config cfg;
+        if (ck && (weft_ckpt_model_config(ck, &cfg) || weft_ckpt_optim_config(ck, &oc) ||
+                   weft_ckpt_get_rng(ck, "rng", &t->rng)))
+            die("%s: not a complete checkpoint", o->resume);
+        if (ck)
+            model_check_fit(&cfg, d, o->resume);
+        else
+            model_config(r, d, &cfg);
+        if (!ck)
+            model_optim_config(r, &oc);
+        pipeline_plan(t->pl, o, &cfg, t->job);
+        t->m = pipeline_model(t->pl, r, ck);
+    } else if (ck) {
         ckpt_restore_model(ck, o->resume, &t->m, &oc, &t->rng);
     } else {
         t->m = model_new(r, d);
@@ -35,14 +54,18 @@ void trainer_open(trainer *t, opts *o, weft_comm *comm, const data_sets *d, weft
         die("data parallel set-up: %s%s%s", weft_strerror(rc), comm ? ": " : "",
             comm ? weft_comm_error(comm) : "");
     t->opt = weft_zero_optim(t->sync.z);
+    if (t->pl)
+        pipeline_attach(t->pl, t->m, t->sync.z);
     if (ck)
         ckpt_restore_data(ck, o->resume, t->loader, d);
     t->sched = model_lr_schedule(r, steps);
     weft_model_params(t->m, &t->nparams);
     if (!o->quiet)
         report_run(t);
+    if (t->pl && !o->quiet)
+        pipeline_describe(t->pl, r);
 
-    FILE *csv = o->metrics[0] && t->rank == 0 ? csv_open(o->metrics, start_step != 0) : NULL;
+    FILE *csv = o->metrics[0] && t->lead ? csv_open(o->metrics, start_step != 0) : NULL;
     t->end = o->stop_at > 0 && o->stop_at < steps ? o->stop_at : steps;
     if (t->end < start_step)
         t->end = start_step;
@@ -69,10 +92,15 @@ void trainer_finish(trainer *t)
     }
     if ((rc = weft_zero_gather_params(t->sync.z)) != 0) /* ZeRO-3: the whole model */
         die("gathering parameters: %s", weft_strerror(rc));
-    if (t->comm && !o->quiet)
+    if ((t->comm || t->pl) && !o->quiet)
         report_end(t, train_s, cpu_all, cpu_main);
-    if (!o->no_eval && t->rank == 0)
-        evaluate(t->m, t->d, o, t->pg.csv, t->end, t->loader);
+    if (t->pl)
+        pipeline_summary(t->pl, o->quiet);
+    /* a pipeline evaluates the whole model, assembled on the lead */
+    weft_model *whole = t->pl && !o->no_eval ? pipeline_gather(t->pl, t->m, t->sync.z, NULL) : NULL;
+    if (!o->no_eval && t->lead)
+        evaluate(whole ? whole : t->m, t->d, o, t->pg.csv, t->end, t->loader);
+    weft_model_destroy(whole);
     if (t->pg.csv)
         fclose(t->pg.csv);
     sync_close(&t->sync); /* before the job's communicator goes */
@@ -82,4 +110,5 @@ void trainer_close(trainer *t)
 {
     weft_loader_free(t->loader);
     weft_model_destroy(t->m);
+    pipeline_close(t->pl);
 }

@@ -1,0 +1,484 @@
+/* weft-train --pp P: the job as P-stage pipelines times data-parallel
+ * replicas. Job rank = replica * P + stage, so a pipeline's neighbours are
+ * neighbouring ranks (one host, where hosts hold P ranks or more). Every
+ * stage of a replica loads the same batch; the first reads its inputs,
+ * the last its targets. Blocks are cut into P*V chunks (V > 1 for the
+ * interleaved schedule) from measured block costs, and checkpoints are
+ * assembled on job rank 0 in the whole model's layout, so they resume on
+ * any layout. */
+#include "train_tool.h"
+
+#include "sim/pipe_costs.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct pipeline {
+    int pp, v, k, stage, replica, replicas, job_rank, job_size;
+    weft_comm *pp_comm, *dp_comm;
+    pipe_spec spec;
+    char schedule[32];
+    sim_block_costs costs;   /* measured, the same on every rank */
+    sim_pipe_plan plan;      /* the partition and its predicted step */
+    weft_model_config cfg;
+    weft_pipe *pipe;
+    double busy, span, share_busy; /* this stage's seconds over the run */
+    long steps;
+    double bubble_last;
+};
+
+pipeline *pipeline_open(const opts *o, weft_comm *job)
+{
+    if (o->pp <= 1)
+        return NULL;
+    int n = job ? weft_comm_size(job) : 1;
+    if (n % o->pp)
+        die("--pp %d: the job's %d ranks are not a multiple of it", o->pp, n);
+    pipeline *pl = calloc(1, sizeof *pl);
+    if (!pl)
+        die("out of memory");
+    pl->pp = o->pp;
+    pl->job_rank = weft_comm_rank(job);
+    pl->job_size = n;
+    pl->stage = pl->job_rank % o->pp;
+    pl->replica = pl->job_rank / o->pp;
+    pl->replicas = n / o->pp;
+    snprintf(pl->schedule, sizeof pl->schedule, "%s", o->pp_schedule[0] ? o->pp_schedule : "1f1b");
+    int m = o->micro > 0 ? o->micro : o->pp;
+    if (pipe_spec_parse(pl->schedule, o->pp, m, &pl->spec) != 0)
+        die("--schedule %s: want gpipe, 1f1b, interleaved:V (V >= 2) or zb", pl->schedule);
+    pl->v = pl->spec.v;
+    pl->k = pl->pp * pl->v;
+    int rc = weft_comm_split(job, pl->replica, pl->stage, &pl->pp_comm);
+    if (rc == 0)
+        rc = weft_comm_split(job, pl->stage, pl->replica, &pl->dp_comm);
+    if (rc)
+        die("pipeline groups: %s: %s", weft_strerror(rc), weft_comm_error(job));
+    return pl;
+}
+
+weft_comm *pipeline_dp_comm(const pipeline *pl)
+{
+    return pl->replicas > 1 ? pl->dp_comm : NULL;
+}
+
+int pipeline_replica(const pipeline *pl, int *replicas)
+{
+    *replicas = pl->replicas;
+    return pl->replica;
+}
+
+static double now_mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Rows of one micro-batch of this replica's share of the batch. */
+static int micro_rows(const pipeline *pl, const run_opts *r)
+{
+    int local = r->batch / pl->replicas;
+    int n = local / pl->spec.m;
+    return n > 0 ? n : 1;
+}
+
+/* Forward, input backward and weight backward of block b alone on one
+ * micro-batch: the fastest of three, after one to warm up. */
+static void measure_block(const pipeline *pl, const opts *o, int b, double *out)
+{
+    const weft_model_config *cfg = &pl->cfg;
+    weft_block_range one = { b, 1 };
+    weft_model *m;
+    if (weft_model_create_stage(&m, cfg, 1, &one, 1, WEFT_STAGE_SPLIT_BACKWARD) != 0)
+        die("measuring block %d: cannot create it", b);
+    model_tune(m, &o->r, o->threads);
+    int gpt = cfg->type == WEFT_MODEL_GPT, B = micro_rows(pl, &o->r), T = gpt ? o->r.seq : 1;
+    size_t in_n, out_n, rows = (size_t)B * T;
+    weft_model_chunk_io(m, 0, B, T, &in_n, &out_n);
+    size_t xin = b == 0 ? (gpt ? rows : (size_t)B * cfg->widths[0]) : in_n;
+    float *x = calloc(xin ? xin : 1, sizeof(float)), *g = calloc(out_n ? out_n : 1, sizeof(float));
+    int32_t *y = calloc(rows, sizeof(int32_t));
+    if (!x || !g || !y)
+        die("out of memory");
+    weft_rng rng;
+    weft_rng_seed(&rng, (uint64_t)b + 1);
+    int ncls = gpt ? cfg->vocab : cfg->widths[cfg->n_widths - 1];
+    for (size_t i = 0; i < rows; i++)
+        y[i] = (int32_t)weft_rng_below(&rng, (uint64_t)ncls);
+    if (b == 0 && gpt)
+        memcpy(x, y, rows * sizeof(int32_t)); /* tokens: any valid ones */
+    else
+        for (size_t i = 0; i < xin; i++)
+            x[i] = weft_rng_uniform(&rng) - 0.5f;
+    for (size_t i = 0; i < out_n; i++)
+        g[i] = 1e-3f * (weft_rng_uniform(&rng) - 0.5f);
+    double best[3] = { 1e30, 1e30, 1e30 };
+    for (int rep = 0; rep < 4; rep++) {
+        double t0 = now_mono();
+        int rc = weft_model_chunk_forward(m, 0, 0, x, y, B, T, NULL);
+        double t1 = now_mono();
+        if (rc == 0)
+            rc = weft_model_chunk_backward(m, 0, 0, out_n ? g : NULL, 1.0f, WEFT_BACKWARD_INPUT, 0);
+        double t2 = now_mono();
+        if (rc == 0)
+            rc = weft_model_chunk_backward(m, 0, 0, NULL, 1.0f, WEFT_BACKWARD_WEIGHT, 0);
+        double t3 = now_mono();
+        if (rc)
+            die("measuring block %d: %s", b, weft_strerror(rc));
+        double d[3] = { t1 - t0, t2 - t1, t3 - t2 };
+        for (int j = 0; rep > 0 && j < 3; j++)
+            best[j] = d[j] < best[j] ? d[j] : best[j];
+    }
+    size_t np;
+    weft_model_params(m, &np);
+    weft_optim_config oc;
+    model_optim_config(&o->r, &oc);
+    int states = oc.kind == WEFT_OPTIM_ADAMW ? 2 : oc.momentum != 0.0f ? 1 : 0;
+    out[0] = best[0];
+    out[1] = best[1];
+    out[2] = best[2];
+    out[3] = (double)weft_model_activation_bytes(m);
+    out[4] = (double)np * 4.0 * (2 + states);
+    out[5] = (double)out_n * 4.0;
+    weft_model_destroy(m);
+    free(x);
+    free(g);
+    free(y);
+}
+
+/* Every job rank measures its share of the blocks; the sum gives every
+ * rank the same figures, so the same partition. */
+static void measure(pipeline *pl, const opts *o, weft_comm *job)
+{
+    int nb = weft_model_block_count(&pl->cfg);
+    double *v = calloc((size_t)nb * 6, sizeof(double));
+    if (!v)
+        die("out of memory");
+    for (int b = pl->job_rank; b < nb; b += pl->job_size)
+        measure_block(pl, o, b, v + 6 * b);
+    int rc = weft_allreduce(job, v, v, (size_t)nb * 6, WEFT_F64, WEFT_SUM);
+    if (rc)
+        die("sharing block costs: %s: %s", weft_strerror(rc), weft_comm_error(job));
+    sim_block_costs *bc = &pl->costs;
+    bc->b = calloc((size_t)nb, sizeof *bc->b);
+    if (!bc->b)
+        die("out of memory");
+    bc->n = bc->cap = nb;
+    for (int b = 0; b < nb; b++) {
+        sim_block_cost *c = &bc->b[b];
+        int gpt = pl->cfg.type == WEFT_MODEL_GPT;
+        if (gpt)
+            snprintf(c->name, sizeof c->name, "%s", b == 0 ? "embedding" : b == nb - 1 ? "head"
+                                                                                   : "block");
+        else
+            snprintf(c->name, sizeof c->name, "linear");
+        if (gpt && b > 0 && b < nb - 1)
+            snprintf(c->name, sizeof c->name, "block.%d", b - 1);
+        else if (!gpt)
+            snprintf(c->name, sizeof c->name, "layer.%d", b);
+        c->fwd = v[6 * b];
+        c->bwd_i = v[6 * b + 1];
+        c->bwd_w = v[6 * b + 2];
+        c->act_bytes = v[6 * b + 3];
+        c->state_bytes = v[6 * b + 4];
+        c->out_bytes = v[6 * b + 5];
+    }
+    free(v);
+}
+
+static void write_costs(const pipeline *pl, const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        die("--pp-costs %s: cannot write", path);
+    fprintf(f, "# weft-train block costs: name fwd_s bwd_input_s bwd_weight_s act_bytes "
+               "state_bytes out_bytes\n");
+    for (int b = 0; b < pl->costs.n; b++) {
+        const sim_block_cost *c = &pl->costs.b[b];
+        fprintf(f, "%s %.9g %.9g %.9g %.0f %.0f %.0f\n", c->name, c->fwd, c->bwd_i, c->bwd_w,
+                c->act_bytes, c->state_bytes, c->out_bytes);
+    }
+    if (fclose(f) != 0)
+        die("--pp-costs %s: cannot write", path);
+}
+
+void pipeline_plan(pipeline *pl, const opts *o, const weft_model_config *cfg, weft_comm *job)
+{
+    pl->cfg = *cfg;
+    int nb = weft_model_block_count(cfg);
+    if (nb < pl->k)
+        die("--pp %d%s: the model has %d blocks, fewer than the %d chunks", pl->pp,
+            pl->v > 1 ? " with interleaving" : "", nb, pl->k);
+    measure(pl, o, job);
+    char err[256] = "";
+    const char *part = o->pp_partition[0] ? o->pp_partition : "auto";
+    int rc = sim_pipe_plan_run(&pl->costs, &pl->spec, part, o->pp_memory_mb * 1048576.0, 0, 0,
+                               &pl->plan, err, sizeof err);
+    if (rc)
+        die("--pp-partition %s: %s", part, err[0] ? err : weft_strerror(rc));
+    if (o->pp_costs[0] && pl->job_rank == 0)
+        write_costs(pl, o->pp_costs);
+}
+
+/* The blocks of the schedule's chunks of this stage: r, r + p, ... */
+static void stage_chunks(const pipeline *pl, int stage, weft_block_range *ch)
+{
+    for (int j = 0; j < pl->v; j++) {
+        int c = stage + j * pl->pp;
+        ch[j].first = pl->plan.first[c];
+        ch[j].count = pl->plan.first[c + 1] - pl->plan.first[c];
+    }
+}
+
+static unsigned stage_flags(const pipeline *pl)
+{
+    return pl->spec.kind == PIPE_ZB ? WEFT_STAGE_SPLIT_BACKWARD : 0;
+}
+
+weft_model *pipeline_model(const pipeline *pl, const run_opts *r, weft_ckpt *ck)
+{
+    weft_block_range ch[WEFT_STAGE_MAX_CHUNKS];
+    stage_chunks(pl, pl->stage, ch);
+    weft_model *m;
+    int rc = weft_model_create_stage(&m, &pl->cfg, r->seed, ch, pl->v, stage_flags(pl));
+    if (rc == 0 && ck)
+        rc = weft_ckpt_get_params(ck, m);
+    if (rc)
+        die("cannot create pipeline stage %d: %s", pl->stage, weft_strerror(rc));
+    return m;
+}
+
+void pipeline_attach(pipeline *pl, weft_model *m, weft_zero *z)
+{
+    int rc = weft_pipe_create(&pl->pipe, pl->pp_comm, m, pl->schedule, pl->spec.m);
+    if (rc)
+        die("--schedule %s with %d micro-batches: %s", pl->schedule, pl->spec.m,
+            weft_strerror(rc));
+    /* the norm that clips spans the pipeline; the last stage's copy of a
+     * tied embedding is counted by the first */
+    size_t lo = 0, n = 0;
+    int t = weft_model_tied_tensor(m);
+    if (t >= 0 && pl->stage != 0) {
+        weft_tensor_info ti;
+        weft_model_tensor_info(m, t, &ti);
+        lo = ti.offset;
+        n = ti.numel;
+    }
+    if ((rc = weft_zero_set_norm_group(z, pl->pp_comm, lo, n)))
+        die("pipeline norm: %s", weft_strerror(rc));
+}
+
+static double chunk_time(const sim_pipe_plan *p, int c)
+{
+    return p->fwd[c] + p->bwd_i[c] + p->bwd_w[c];
+}
+
+/* A stage's share of the pipeline's compute: its chunks' sum over all. */
+static double predicted_share(const pipeline *pl, int stage)
+{
+    double all = 0, mine = 0;
+    for (int c = 0; c < pl->k; c++) {
+        all += chunk_time(&pl->plan, c);
+        mine += c % pl->pp == stage ? chunk_time(&pl->plan, c) : 0;
+    }
+    return all > 0 ? mine / all : 0;
+}
+
+void pipeline_describe(const pipeline *pl, const run_opts *r)
+{
+    char nm[32];
+    pipe_spec_name(&pl->spec, nm, sizeof nm);
+    printf("pipeline: %d stages x %d replicas, schedule %s, %d micro-batches of %d samples\n",
+           pl->pp, pl->replicas, nm, pl->spec.m, micro_rows(pl, r));
+    printf("  partition (blocks per chunk):");
+    for (int c = 0; c < pl->k; c++)
+        printf("%s%d", c ? "," : " ", pl->plan.first[c + 1] - pl->plan.first[c]);
+    printf("; predicted share of the work per stage:");
+    for (int s = 0; s < pl->pp; s++)
+        printf(" %.3f", predicted_share(pl, s));
+    printf("\n  predicted step %.2f ms, bubble", 1e3 * pl->plan.step);
+    for (int s = 0; s < pl->pp; s++)
+        printf(" %.3f", pl->plan.bubble[s]);
+    printf(" (formula %.3f)\n", (double)(pl->pp - 1) /
+           (pl->spec.v * pl->spec.m + pl->pp - 1));
+    fflush(stdout);
+}
+
+void pipeline_summary(const pipeline *pl, int quiet)
+{
+    /* every stage's compute seconds, to the lead */
+    double *v = calloc((size_t)pl->pp * 2, sizeof(double));
+    if (!v)
+        die("out of memory");
+    v[2 * pl->stage] = pl->busy;
+    v[2 * pl->stage + 1] = pl->span;
+    int rc = weft_allreduce(pl->pp_comm, v, v, (size_t)pl->pp * 2, WEFT_F64, WEFT_SUM);
+    if (rc)
+        die("pipeline summary: %s", weft_strerror(rc));
+    if (pl->job_rank == 0 && pl->steps > 0 && !quiet) {
+        double all = 0;
+        for (int s = 0; s < pl->pp; s++)
+            all += v[2 * s];
+        printf("pipeline per stage: share of the work predicted/measured, bubble measured:");
+        for (int s = 0; s < pl->pp; s++)
+            printf(" %d: %.3f/%.3f %.3f", s, predicted_share(pl, s), all > 0 ? v[2 * s] / all : 0,
+                   v[2 * s + 1] > 0 ? 1 - v[2 * s] / v[2 * s + 1] : 0);
+        printf("; step %.2f ms measured, %.2f predicted\n",
+               1e3 * v[1] / (double)pl->steps, 1e3 * pl->plan.step);
+    }
+    free(v);
+}
+
+/* Tags of the gather: tensor i's parameters (j = 0) and optimiser
+ * states (j >= 1), above any schedule's. */
+static int gather_tag(int i, int j, int nstate)
+{
+    return (1 << 30) + i * (nstate + 1) + j;
+}
+
+/* The optimiser vectors of this stage's whole range, from its data-parallel
+ * group (ZeRO shards) into ck on the group's rank 0. */
+static const float *state_of(const weft_ckpt *ck, const char *name)
+{
+    char key[256];
+    weft_ckpt_entry e;
+    snprintf(key, sizeof key, "optim/%s", name);
+    return weft_ckpt_find(ck, key, &e) == 0 ? e.data : NULL;
+}
+
+weft_model *pipeline_gather(const pipeline *pl, weft_model *m, weft_zero *z, weft_optim **opt)
+{
+    weft_ckpt *ck = NULL;
+    weft_optim *any = weft_zero_optim(z);
+    int nstate = opt ? weft_optim_state_count(any) : 0, rc = 0;
+    if (opt) {
+        *opt = NULL;
+        if (pl->replica == 0 && (rc = weft_ckpt_new(&ck)))
+            die("out of memory");
+        if ((rc = weft_zero_put_optim(z, ck)))
+            die("gathering the optimiser state: %s", weft_strerror(rc));
+    }
+    if (pl->replica != 0) {
+        weft_ckpt_free(ck);
+        return NULL;
+    }
+    const float *P = weft_model_params(m, NULL);
+    if (pl->stage != 0) {
+        /* every tensor but a tied copy, then its optimiser states */
+        int tied = weft_model_tied_tensor(m);
+        weft_request *rq;
+        for (int i = 0; i < weft_model_tensor_count(m) && rc == 0; i++) {
+            weft_tensor_info ti;
+            weft_model_tensor_info(m, i, &ti);
+            if (i == tied)
+                continue;
+            for (int j = 0; j <= nstate && rc == 0; j++) {
+                const char *sname = NULL;
+                if (j)
+                    weft_optim_state(any, j - 1, &sname);
+                const float *src = j ? state_of(ck, sname) : P;
+                if (!src)
+                    die("gathering the optimiser state: no %s", sname);
+                rc = weft_isend_tag(pl->pp_comm, src + ti.offset, ti.numel, WEFT_F32, 0,
+                                    gather_tag(i, j, nstate), &rq);
+                if (rc == 0)
+                    rc = weft_wait(rq);
+            }
+        }
+        if (rc)
+            die("sending stage %d to rank 0: %s: %s", pl->stage, weft_strerror(rc),
+                weft_comm_error(pl->pp_comm));
+        weft_ckpt_free(ck);
+        return NULL;
+    }
+    weft_model *whole;
+    weft_optim *full = NULL;
+    if ((rc = weft_model_create(&whole, &pl->cfg, 0)))
+        die("cannot assemble the whole model: %s", weft_strerror(rc));
+    size_t N;
+    float *WP = weft_model_params(whole, &N);
+    if (opt) {
+        uint64_t steps = 0;
+        weft_ckpt_get_u64(ck, "optim/steps", &steps);
+        if ((rc = weft_optim_create(&full, weft_optim_config_of(any), 0, N)) ||
+            (rc = weft_optim_set_steps(full, (int64_t)steps)))
+            die("cannot assemble the optimiser: %s", weft_strerror(rc));
+    }
+    for (int s = 0; s < pl->pp; s++) {
+        weft_block_range ch[WEFT_STAGE_MAX_CHUNKS];
+        stage_chunks(pl, s, ch);
+        weft_model *shell = m;
+        if (s > 0 && (rc = weft_model_create_stage(&shell, &pl->cfg, 0, ch, pl->v, 0)))
+            die("cannot assemble stage %d: %s", s, weft_strerror(rc));
+        int tied = weft_model_tied_tensor(shell);
+        for (int i = 0; i < weft_model_tensor_count(shell) && rc == 0; i++) {
+            weft_tensor_info ti;
+            weft_model_tensor_info(shell, i, &ti);
+            if (s > 0 && i == tied)
+                continue;
+            for (int j = 0; j <= nstate && rc == 0; j++) {
+                const char *sname = NULL;
+                float *dst = j ? weft_optim_state(full, j - 1, &sname) : WP;
+                if (s == 0) {
+                    const float *src = j ? state_of(ck, sname) : P;
+                    if (!src)
+                        die("gathering the optimiser state: no %s", sname);
+                    memcpy(dst + ti.whole_offset, src + ti.offset, ti.numel * sizeof(float));
+                    continue;
+                }
+                weft_request *rq;
+                rc = weft_irecv_tag(pl->pp_comm, dst + ti.whole_offset, ti.numel, WEFT_F32, s,
+                                    gather_tag(i, j, nstate), &rq);
+                if (rc == 0)
+                    rc = weft_wait(rq);
+            }
+        }
+        if (rc)
+            die("receiving stage %d: %s: %s", s, weft_strerror(rc), weft_comm_error(pl->pp_comm));
+        if (shell != m)
+            weft_model_destroy(shell);
+    }
+    weft_ckpt_free(ck);
+    if (opt)
+        *opt = full;
+    return whole;
+}
+
+void pipeline_close(pipeline *pl)
+{
+    if (!pl)
+        return;
+    weft_pipe_destroy(pl->pipe);
+    sim_pipe_plan_free(&pl->plan);
+    sim_block_costs_free(&pl->costs);
+    weft_comm_destroy(pl->pp_comm);
+    weft_comm_destroy(pl->dp_comm);
+    free(pl);
+}
+
+int pipeline_step(pipeline *pl, weft_zero *z, const weft_batch *b, int image, train_step *st)
+{
+    int rc = weft_zero_micro(z, b->n, b->global_n, 1);
+    weft_pipe_stats ps = { 0 };
+    const void *in = image ? (const void *)b->x : (const void *)b->tokens;
+    if (rc == 0)
+        rc = weft_pipe_step(pl->pipe, in, b->y, b->n, b->x_dim, &ps);
+    if (rc)
+        die("pipeline stage %d: %s: %s", pl->stage, weft_strerror(rc), weft_pipe_error(pl->pipe));
+    /* the last stage has the loss; every stage its idle share */
+    double v[3] = { ps.loss, ps.correct, ps.step_s > 0 ? 1.0 - ps.busy_s / ps.step_s : 0 };
+    if ((rc = weft_allreduce(pl->pp_comm, v, v, 3, WEFT_F64, WEFT_SUM)))
+        die("pipeline stage %d: %s: %s", pl->stage, weft_strerror(rc),
+            weft_comm_error(pl->pp_comm));
+    /* the replica's mean, weighted as data parallelism sums it */
+    st->loss = (float)(v[0] * b->n / b->global_n);
+    st->correct = (int)lrint(v[1]);
+    st->bubble = v[2] / pl->pp;
+    pl->busy += ps.busy_s;
+    pl->span += ps.step_s;
+    pl->steps++;
+    return 0;
+}
