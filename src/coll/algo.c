@@ -1,5 +1,6 @@
 /* The table of algorithms, expanded for dispatch, the tuner and teardown. */
 #include "coll/algo.h"
+#include "coll/exec/callboard.h"
 #include "coll/local/direct.h"
 #include "coll/local/flat.h"
 
@@ -25,4 +26,5 @@ void coll_algo_free_all(weft_comm *c)
     for (int a = 0; a < WEFT_ALGO_COUNT; a++)
         if (algos[a].free)
             algos[a].free(c);
+    callboard_free(c); /* what every algorithm posts its calls on */
 }

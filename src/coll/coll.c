@@ -2,6 +2,7 @@
  * rank's schedule and run it. */
 #include "coll/comm.h"
 #include "coll/algo.h"
+#include "coll/exec/callboard.h"
 #include "coll/exec/exec.h"
 #include "coll/reduce.h"
 #include "coll/tune/tuner.h"
@@ -174,7 +175,8 @@ static int finish(weft_comm *c, flight_rec *r, int rc)
     return rc;
 }
 
-static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id);
+static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id,
+               const frame_hdr *timed);
 
 /* Before a timed trial call of auto's: a barrier, so that every rank
  * starts the call at about the same moment. Without it a rank's time
@@ -182,11 +184,11 @@ static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id);
  * the candidates take turns in a fixed order, each would carry its
  * predecessor's finish. (The untimed first round has none, so a bucket's
  * first call is the caller's own, as is any error it meets.) */
-static int trial_start(weft_comm *c)
+static int trial_start(weft_comm *c, const frame_hdr *timed)
 {
     weft_coll_args b = { .kind = WEFT_COLL_BARRIER, .dtype = WEFT_U8,
                          .algo = coll_tuner_select(c->tune, WEFT_COLL_BARRIER, 0, 1) };
-    return run(c, &b, 0);
+    return run(c, &b, 0, timed);
 }
 
 /* A trial call of auto's (coll/tune/trial.h) took secs. After the bucket's last
@@ -204,7 +206,7 @@ static int measured(weft_comm *c, int ticket, uint64_t bytes, double secs)
         .algo = coll_tuner_select(c->tune, WEFT_COLL_ALLREDUCE, (uint64_t)n * sizeof *v,
                                   sizeof *v),
     };
-    int rc = run(c, &g, 0);
+    int rc = run(c, &g, 0, NULL);
     if (rc)
         return rc;
     coll_tuner_settle(c->tune, ticket, v);
@@ -216,7 +218,7 @@ int coll_run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id)
 {
     if (!c)
         return WEFT_EINVAL;
-    int rc = run(c, a, flight_id);
+    int rc = run(c, a, flight_id, NULL);
     flight_rec *r = flight_get(&c->fl, flight_id);
     /* a queued operation refused before it ran (bad arguments, a broken
      * communicator) still leaves the queue in the record */
@@ -225,7 +227,11 @@ int coll_run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id)
     return rc;
 }
 
-static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id)
+/* timed: the call a barrier of auto's trials starts (trial_start), whose
+ * fingerprint its messages carry, marked FRAME_TRIAL: a rank in the call
+ * itself, or in another call's trial, then sees a mismatch. */
+static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id,
+               const frame_hdr *timed)
 {
     sched_params p;
     frame_hdr fp;
@@ -257,8 +263,6 @@ static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id)
         }
         algo = coll_tuner_pick(c->tune, a->kind, (uint64_t)a->count * es, (uint32_t)es,
                                &ticket);
-        if (ticket >= 0 && coll_tuner_timed(c->tune, ticket) && (rc = trial_start(c)))
-            return rc;
     }
 
     memset(&fp, 0, sizeof fp);
@@ -270,15 +274,21 @@ static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id)
     fp.algo = (uint8_t)algo;
     fp.root = is_rooted(a->kind) ? a->root : -1;
     fp.count = a->count;
+    if (timed) {
+        fp = *timed;
+        fp.algo = (uint8_t)algo;
+        fp.flags = FRAME_TRIAL;
+    } else if (ticket >= 0 && coll_tuner_timed(c->tune, ticket) && (rc = trial_start(c, &fp))) {
+        return rc;
+    }
 
     sched_args(c, a, &p, bufs);
 
     const coll_algo *how = coll_algo_of(algo);
+    fp.seq = ++c->seq;
     if (how->run) {
-        fp.seq = ++c->seq;
         rc = 0; /* no schedule: run below */
     } else {
-        fp.seq = ++c->seq;
         rc = sched_build(&c->sched, algo, &p);
         if (rc == WEFT_ENOTSUP)
             return comm_fail(c, rc, "%s has no %s algorithm", weft_coll_name(a->kind),
@@ -290,6 +300,7 @@ static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id)
     if (scheduled && (rc = coll_scratch(c, &c->tmp, &c->tmp_cap, c->sched.tmp_bytes)))
         return rc;
     bufs[SB_TMP] = c->tmp;
+    int prior = callboard_post(c, &fp);
     flight_rec *fr = flight_get(&c->fl, flight_id);
     if (fr) {
         flight_start(fr, &fp);
@@ -300,7 +311,9 @@ static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id)
     c->fail_learned = 0;
     if (ticket >= 0)
         t0 = clock_now();
-    if (scheduled)
+    if (prior)
+        rc = prior; /* a mismatch in the previous call */
+    else if (scheduled)
         rc = exec_run(c, &c->sched, bufs, &fp);
     else
         rc = how->run(c, a, &fp);

@@ -22,7 +22,7 @@ int frame_decode(const void *buf, size_t n, frame_hdr *out, const char **why)
         BAD("bad frame magic");
     if (h.version != WIRE_VERSION)
         BAD("unknown frame version");
-    if (h.flags)
+    if (h.flags & ~FRAME_FLAGS)
         BAD("unknown frame flags");
     if (h.kind < WEFT_COLL_SEND || h.kind >= WEFT_COLL_KIND_COUNT)
         BAD("unknown collective kind");

@@ -24,7 +24,7 @@
 typedef struct {
     uint32_t magic;
     uint16_t version;
-    uint16_t flags;  /* none defined yet: must be 0 */
+    uint16_t flags;  /* FRAME_*: others must be 0 */
     uint8_t kind;    /* weft_coll_kind */
     uint8_t dtype;
     uint8_t op;
@@ -34,6 +34,12 @@ typedef struct {
     uint64_t count;
     uint64_t len;    /* payload bytes that follow */
 } frame_hdr;
+
+/* The barrier that starts a timed trial of the call the rest of the
+ * header describes (coll/tune/trial.h): a rank in the call itself, or in
+ * another call's trial, is then in a different operation. */
+#define FRAME_TRIAL 1u
+#define FRAME_FLAGS FRAME_TRIAL
 
 /* First bytes on a data connection, from the connecting rank. */
 typedef struct {

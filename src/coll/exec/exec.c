@@ -9,6 +9,7 @@
  * overlaps the transfer. */
 #include "coll/exec/exec_int.h"
 
+#include "coll/exec/callboard.h"
 #include "coll/reduce.h"
 #include "core/clock.h"
 #include "core/log.h"
@@ -29,14 +30,60 @@
 
 void exec_describe(const frame_hdr *h, char *buf, size_t len)
 {
+    if (h->flags & FRAME_TRIAL) {
+        int n = snprintf(buf, len, "the barrier before a timed ");
+        if (n > 0 && (size_t)n < len)
+            frame_describe(h, buf + n, len - (size_t)n);
+        return;
+    }
     frame_describe(h, buf, len);
 }
 
-static int same_op(const frame_hdr *a, const frame_hdr *b)
+int exec_same_call(const frame_hdr *a, const frame_hdr *b)
 {
     return a->kind == b->kind && a->seq == b->seq && a->count == b->count &&
            a->dtype == b->dtype && a->op == b->op && a->root == b->root &&
-           a->algo == b->algo;
+           a->algo == b->algo && a->flags == b->flags;
+}
+
+static const char *algo_of(const frame_hdr *h)
+{
+    const char *n = weft_algo_name((weft_algo)h->algo);
+    return n ? n : "?";
+}
+
+int exec_mismatch(weft_comm *c, int peer, const frame_hdr *theirs, const frame_hdr *mine)
+{
+    char t[200], m[200];
+    const frame_hdr *then = theirs->seq < mine->seq ? callboard_past(c, theirs->seq) : NULL;
+    if (then && !exec_same_call(then, theirs)) {
+        /* a message of an earlier call, which completed here: say what this
+         * rank ran in its place */
+        char now[200];
+        exec_describe(theirs, t, sizeof t);
+        exec_describe(then, m, sizeof m);
+        exec_describe(mine, now, sizeof now);
+        c->fail_peer = peer;
+        return comm_fail(c, WEFT_EMISMATCH,
+                         "rank %d is in %s while this rank (%d) was in %s (and is now in %s)",
+                         peer, t, c->rank, m, now);
+    }
+    exec_describe(theirs, t, sizeof t);
+    exec_describe(mine, m, sizeof m);
+    c->fail_peer = peer;
+    frame_hdr same = *theirs;
+    same.algo = mine->algo;
+    if (theirs->algo != mine->algo && exec_same_call(&same, mine))
+        return comm_fail(c, WEFT_EMISMATCH,
+                         "rank %d runs %s with algorithm %s while this rank (%d) uses %s", peer,
+                         m, algo_of(theirs), c->rank, algo_of(mine));
+    if (theirs->algo != mine->algo)
+        return comm_fail(c, WEFT_EMISMATCH,
+                         "rank %d is in %s (algorithm %s) while this rank (%d) is in %s "
+                         "(algorithm %s)",
+                         peer, t, algo_of(theirs), c->rank, m, algo_of(mine));
+    return comm_fail(c, WEFT_EMISMATCH, "rank %d is in %s while this rank (%d) is in %s", peer,
+                     t, c->rank, m);
 }
 
 int exec_fail_peer(weft_comm *c, int peer, const frame_hdr *fp, const char *what)
@@ -126,28 +173,20 @@ static int do_send(weft_comm *c, const sched_op *o, opstate *st, char **bufs,
 int exec_check_header(weft_comm *c, const sched_op *o, opstate *st, const frame_hdr *fp)
 {
     frame_hdr *h = &st->h;
-    char mine[160], theirs[160];
+    char mine[200];
     const char *why;
     c->fail_peer = o->peer;
     if (frame_decode(&st->h, sizeof st->h, h, &why))
         return comm_fail(c, WEFT_EPROTO, "garbage from rank %d: %s (magic 0x%08x, version %u)",
                          o->peer, why, h->magic, h->version);
-    if (!same_op(h, fp) || h->len != o->len) {
-        exec_describe(h, theirs, sizeof theirs);
+    if (!exec_same_call(h, fp))
+        return exec_mismatch(c, o->peer, h, fp);
+    if (h->len != o->len) {
         exec_describe(fp, mine, sizeof mine);
-        if (h->algo != fp->algo && h->kind == fp->kind && h->seq == fp->seq &&
-            h->count == fp->count)
-            return comm_fail(c, WEFT_EMISMATCH,
-                             "rank %d runs %s with algorithm %s while this rank (%d) uses %s",
-                             o->peer, mine, weft_algo_name((weft_algo)h->algo), c->rank,
-                             weft_algo_name((weft_algo)fp->algo));
-        if (same_op(h, fp))
-            return comm_fail(c, WEFT_EMISMATCH,
-                             "rank %d sent %llu bytes where this rank (%d) expects %llu in %s",
-                             o->peer, (unsigned long long)h->len, c->rank,
-                             (unsigned long long)o->len, mine);
-        return comm_fail(c, WEFT_EMISMATCH, "rank %d is in %s while this rank (%d) is in %s",
-                         o->peer, theirs, c->rank, mine);
+        return comm_fail(c, WEFT_EMISMATCH,
+                         "rank %d sent %llu bytes where this rank (%d) expects %llu in %s",
+                         o->peer, (unsigned long long)h->len, c->rank,
+                         (unsigned long long)o->len, mine);
     }
     c->fail_peer = -1;
     return 0;
@@ -245,6 +284,39 @@ static int timed_out(weft_comm *c, const sched_op *ops, const opstate *st, uint3
                      c->timeout_s, d, who);
 }
 
+/* A peer in another call may have sent this rank a message it will never
+ * take, whose header then waits unread at the head of their connection.
+ * A rank that has waited STRAY_AFTER_S peeks (never consuming) at every
+ * TCP connection on which this round has no message under way: a header
+ * of this operation's number that names another call is a mismatch. Root
+ * and op are left out: a call's sub-steps vary them (direct's). */
+#define STRAY_AFTER_S 0.05
+#define RECHECK_S 0.2 /* a waiting rank looks again at least this often */
+
+static int stray_mismatch(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
+                          const opstate *st, const frame_hdr *fp)
+{
+    for (int q = 0; q < c->size; q++) {
+        int fd = c->net.in_fd[q], busy = 0;
+        if (q == c->rank || fd < 0 ||
+            (exec_same_host(c, q) && (!c->shm_in || c->shm_in[q].state != SHM_LINK_TCP)))
+            continue; /* rings: the call board's; a hello not read yet */
+        for (uint32_t i = b; i < e && !busy; i++)
+            busy = s->ops[i].peer == q && s->ops[i].kind != SOP_SEND && st[i - b].hdr &&
+                   !st[i - b].complete;
+        frame_hdr h;
+        const char *why;
+        if (busy || recv(fd, &h, sizeof h, MSG_PEEK | MSG_DONTWAIT) != (ssize_t)sizeof h ||
+            frame_decode(&h, sizeof h, &h, &why) || h.seq != fp->seq ||
+            h.kind == WEFT_COLL_SEND)
+            continue;
+        if (h.kind != fp->kind || h.count != fp->count || h.dtype != fp->dtype ||
+            h.algo != fp->algo || h.flags != fp->flags)
+            return exec_mismatch(c, q, &h, fp);
+    }
+    return 0;
+}
+
 static int run_round(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
                      char **bufs, const frame_hdr *fp, opstate *st, char *busy,
                      struct pollfd *pf, int *shw)
@@ -340,6 +412,8 @@ static int run_round(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
             pf[npf++] = (struct pollfd){ .fd = comm_watch_fd(c), .events = POLLIN };
         }
         double wake = last + c->timeout_s < next_probe ? last + c->timeout_s : next_probe;
+        if (wake > clock_now() + RECHECK_S)
+            wake = clock_now() + RECHECK_S; /* for a peer in another call */
         /* A message is usually imminent: poll without sleeping, yielding the
          * core to any rank that can use it, for up to spin_s before blocking;
          * waking a blocked process costs tens of microseconds on a VM. Rings
@@ -363,6 +437,12 @@ static int run_round(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
                 sched_yield();
             }
         }
+        /* about to sleep: unless a peer of this host is in another call,
+         * which no message of either may ever show */
+        if (!moved && n == 0 &&
+            ((rc = callboard_check(c)) ||
+             (clock_now() >= last + STRAY_AFTER_S && (rc = stray_mismatch(c, s, b, e, st, fp)))))
+            return rc;
         if (!moved && n == 0) {
             /* Declare every awaited ring asleep, then look once more: a
              * peer that published before seeing the flag is caught here,

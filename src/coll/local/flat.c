@@ -149,23 +149,17 @@ static void describe_post(const flat_post *x, const frame_hdr *fp, frame_hdr *h)
     h->root = x->root;
     h->count = x->count;
     h->seq = x->opseq;
+    h->flags = x->flags;
 }
 
 int flat_check_posts(weft_comm *c, struct flat_state *fs, uint64_t k, const frame_hdr *fp)
 {
     for (int r = 0; r < c->size; r++) {
         const flat_post *x = &fs->b.ranks[r].post[k & 1];
-        if (x->kind == fp->kind && x->dtype == fp->dtype && x->op == fp->op &&
-            x->root == fp->root && x->count == fp->count && x->opseq == fp->seq)
-            continue;
         frame_hdr h;
-        char mine[160], theirs[160];
         describe_post(x, fp, &h);
-        exec_describe(&h, theirs, sizeof theirs);
-        exec_describe(fp, mine, sizeof mine);
-        c->fail_peer = r;
-        return comm_fail(c, WEFT_EMISMATCH, "rank %d is in %s while this rank (%d) is in %s",
-                         r, theirs, c->rank, mine);
+        if (!exec_same_call(&h, fp))
+            return exec_mismatch(c, r, &h, fp);
     }
     return 0;
 }
@@ -200,6 +194,7 @@ void flat_post_call(struct flat_state *fs, int me, uint64_t k, const frame_hdr *
     x->kind = fp->kind;
     x->dtype = fp->dtype;
     x->op = fp->op;
+    x->flags = (uint8_t)fp->flags;
     atomic_store(&x->seq, k);
     /* Sequentially consistent: of ranks posting at once, the one whose
      * store comes last sees every post here and rings (if anyone sleeps) */

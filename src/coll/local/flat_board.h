@@ -45,7 +45,7 @@ typedef struct {
     uint64_t opseq;                    /* the operation's number on the communicator */
     uint64_t count;
     int32_t root;
-    uint8_t kind, dtype, op, pad;
+    uint8_t kind, dtype, op, flags; /* flags: the call's FRAME_* */
     _Alignas(8) char inl[FLAT_INLINE];
 } flat_post;
 

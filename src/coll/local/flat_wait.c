@@ -9,6 +9,7 @@
  * readable when it exits), the deadline and the network (flat_tend). */
 #include "coll/local/flat_int.h"
 
+#include "coll/exec/callboard.h"
 #include "coll/exec/exec.h"
 #include "core/clock.h"
 
@@ -132,12 +133,7 @@ static int probe_mismatch(weft_comm *c, const int *who, int n, const frame_hdr *
             continue; /* the executor will say what it is */
         if (h.kind != WEFT_COLL_SEND && h.seq != fp->seq)
             continue; /* the rank's next operation, already under way */
-        char mine[160], theirs[160];
-        exec_describe(&h, theirs, sizeof theirs);
-        exec_describe(fp, mine, sizeof mine);
-        c->fail_peer = who[i];
-        return comm_fail(c, WEFT_EMISMATCH, "rank %d is in %s while this rank (%d) is in %s",
-                         who[i], theirs, c->rank, mine);
+        return exec_mismatch(c, who[i], &h, fp);
     }
     return 0;
 }
@@ -150,7 +146,8 @@ static int check(weft_comm *c, struct flat_state *fs, const flat_ctr *ctr,
     char d[160], list[256];
     if (atomic_load(&c->aborted))
         return comm_fail(c, WEFT_EABORTED, "communicator aborted");
-    if ((rc = flat_tend(c, fs)) || (rc = probe_mismatch(c, who, n, fp)))
+    if ((rc = flat_tend(c, fs)) || (rc = callboard_check(c)) ||
+        (rc = probe_mismatch(c, who, n, fp)))
         return rc;
     if (c->cur) {
         int32_t w[FLIGHT_WAIT_MAX] = { 0 };

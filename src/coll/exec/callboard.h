@@ -1,0 +1,37 @@
+/* The call board: every collective's fingerprint where the other ranks of
+ * its host can see it, so that a mismatch shows even when no message ever
+ * crosses between the two sides. On one host that is common: the flat
+ * board and pipe and direct's reads move no header a receiver could
+ * compare, two roots of one broadcast both wait to send into full rings,
+ * and a rank in a flat all-reduce never reads the ring a rank in a ring
+ * broadcast writes to.
+ *
+ * One small shared segment per communicator and host. Each rank posts the
+ * fingerprint of every collective it starts (a few stores into its own
+ * cache line: nothing waits), into one of CALLBOARD_HIST entries by the
+ * operation's number. A rank about to wait on a peer looks at the others'
+ * entries of its own operation's number: one that holds another call is a
+ * mismatch (WEFT_EMISMATCH, naming both), seen by the first rank of the two
+ * that waits after both have posted, and by the other when it next looks
+ * (a waiting rank looks at least every 0.2 s). Without shared memory (WEFT_SHM=0, ranks alone on their host,
+ * a segment that cannot be made) it does nothing, and the checks that
+ * messages carry remain. */
+#ifndef WEFT_COLL_EXEC_CALLBOARD_H
+#define WEFT_COLL_EXEC_CALLBOARD_H
+
+#include "coll/comm.h"
+
+/* Post fp (seq, kind, count, ...) as this rank's current collective,
+ * making the board on first use; then check the operation before it,
+ * which may have completed on both sides of a mismatch without a message
+ * between them. 0, or WEFT_EMISMATCH recorded on c. */
+int callboard_post(weft_comm *c, const frame_hdr *fp);
+/* Is every same-host peer that posted this rank's current operation in
+ * the same call? 0, or WEFT_EMISMATCH recorded on c. */
+int callboard_check(weft_comm *c);
+/* This rank's own call of operation seq, if among its last few. */
+const frame_hdr *callboard_past(const weft_comm *c, uint64_t seq);
+/* Unmap it, unlinking the name if this rank still holds it. */
+void callboard_free(weft_comm *c);
+
+#endif
