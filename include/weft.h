@@ -512,6 +512,10 @@ void weft_pipe_destroy(weft_pipe *p);
 int weft_pipe_step(weft_pipe *p, const void *inputs, const int32_t *targets, int batch, int seq,
                    weft_pipe_stats *st);
 const char *weft_pipe_error(const weft_pipe *p);
+/* Mean seconds per micro-batch so far of our chunk's forward, backward (or,
+ * split, its input part) and weight part (0 unless split). */
+int weft_pipe_chunk_seconds(const weft_pipe *p, int chunk, double *fwd, double *bwd,
+                            double *bwd_weight);
 
 /* -- random numbers (xoshiro256**; plain state so checkpoints can save it) -- */
 typedef struct { uint64_t s[4]; } weft_rng;

@@ -26,6 +26,8 @@ typedef struct {
     int *free_list, nfree;
     int *of_mb;                /* [m]: the slot a micro-batch holds, or -1 */
     int last_bwd;              /* index in the list of the chunk's step-final backward */
+    double sec[3];             /* forward, backward (or its input part), weight part */
+    long runs[3];
 } pipe_chunk;
 
 /* What an action does to its micro-batch's slot besides its work. */
@@ -174,6 +176,19 @@ int weft_pipe_create(weft_pipe **out, weft_comm *c, weft_model *m, const char *s
     return 0;
 }
 
+int weft_pipe_chunk_seconds(const weft_pipe *p, int chunk, double *fwd, double *bwd,
+                            double *bwd_weight)
+{
+    if (!p || chunk < 0 || chunk >= p->nchunk)
+        return WEFT_EINVAL;
+    const pipe_chunk *c = &p->ck[chunk];
+    double *out[3] = { fwd, bwd, bwd_weight };
+    for (int j = 0; j < 3; j++)
+        if (out[j])
+            *out[j] = c->runs[j] ? c->sec[j] / (double)c->runs[j] : 0;
+    return 0;
+}
+
 const char *weft_pipe_error(const weft_pipe *p)
 {
     return p && p->err[0] ? p->err : "";
@@ -249,6 +264,15 @@ typedef struct {
     int correct;
 } step_ctx;
 
+/* Adds a compute's seconds to the step's busy time and its chunk's tally. */
+static void timed(weft_pipe *p, step_ctx *x, int k, int what, double t0)
+{
+    double d = now_s() - t0;
+    x->busy += d;
+    p->ck[k].sec[what] += d;
+    p->ck[k].runs[what]++;
+}
+
 static void mb_range(const weft_pipe *p, const step_ctx *x, int mb, int *lo, int *n)
 {
     *lo = (int)((long)mb * x->batch / p->spec.m);
@@ -319,7 +343,7 @@ static int do_action(weft_pipe *p, step_ctx *x, const pipe_action *a, int index)
             x->loss += (double)l * n / x->batch;
             x->correct += weft_model_count_correct(m, y);
         }
-        x->busy += now_s() - t0;
+        timed(p, x, k, 0, t0);
         return rc;
     }
     case PIPE_BWD: case PIPE_BWD_I: case PIPE_BWD_W: {
@@ -334,7 +358,7 @@ static int do_action(weft_pipe *p, step_ctx *x, const pipe_action *a, int index)
         t0 = now_s();
         rc = weft_model_chunk_backward(m, k, s, dout, (float)n / (float)x->batch, part,
                                        index == p->ck[k].last_bwd);
-        x->busy += now_s() - t0;
+        timed(p, x, k, a->op == PIPE_BWD_W ? 2 : 1, t0);
         return rc;
     }
     }

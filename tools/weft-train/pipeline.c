@@ -26,7 +26,7 @@ struct pipeline {
     weft_pipe *pipe;
     double busy, span, share_busy; /* this stage's seconds over the run */
     long steps;
-    double bubble_last;
+    int peak_stash;          /* most micro-batches one of our chunks held */
 };
 
 pipeline *pipeline_open(const opts *o, weft_comm *job)
@@ -307,27 +307,85 @@ void pipeline_describe(const pipeline *pl, const run_opts *r)
     fflush(stdout);
 }
 
-void pipeline_summary(const pipeline *pl, int quiet)
+static double mean_bubble(const pipeline *pl)
 {
-    /* every stage's compute seconds, to the lead */
-    double *v = calloc((size_t)pl->pp * 2, sizeof(double));
+    double b = 0;
+    for (int s = 0; s < pl->pp; s++)
+        b += pl->plan.bubble[s] / pl->pp;
+    return b;
+}
+
+/* The blocks' costs scaled by what their chunks took inside this run
+ * (caches, contention), and the schedule replayed on them: the check of
+ * the replay against the measured step. Collective over the pipeline. */
+static double calibrate(pipeline *pl, const char *costs_path)
+{
+    double *v = calloc((size_t)pl->k * 3, sizeof(double));
     if (!v)
         die("out of memory");
-    v[2 * pl->stage] = pl->busy;
-    v[2 * pl->stage + 1] = pl->span;
-    int rc = weft_allreduce(pl->pp_comm, v, v, (size_t)pl->pp * 2, WEFT_F64, WEFT_SUM);
+    for (int j = 0; j < pl->v; j++)
+        weft_pipe_chunk_seconds(pl->pipe, j, &v[3 * (pl->stage + j * pl->pp)],
+                                &v[3 * (pl->stage + j * pl->pp) + 1],
+                                &v[3 * (pl->stage + j * pl->pp) + 2]);
+    int rc = weft_allreduce(pl->pp_comm, v, v, (size_t)pl->k * 3, WEFT_F64, WEFT_SUM);
+    if (rc)
+        die("pipeline summary: %s", weft_strerror(rc));
+    char part[1024];
+    int n = 0;
+    for (int c = 0; c < pl->k; c++) {
+        const sim_pipe_plan *p = &pl->plan;
+        double f = p->fwd[c] > 0 ? v[3 * c] / p->fwd[c] : 1;
+        double b = p->bwd_i[c] + p->bwd_w[c] > 0 ? (v[3 * c + 1] + v[3 * c + 2]) /
+                                                       (p->bwd_i[c] + p->bwd_w[c]) : 1;
+        for (int i = p->first[c]; i < p->first[c + 1]; i++) {
+            pl->costs.b[i].fwd *= f;
+            pl->costs.b[i].bwd_i *= b;
+            pl->costs.b[i].bwd_w *= b;
+        }
+        n += snprintf(part + n, sizeof part - (size_t)n, "%s%d", c ? "," : "",
+                      p->first[c + 1] - p->first[c]);
+    }
+    free(v);
+    if (costs_path[0] && pl->job_rank == 0)
+        write_costs(pl, costs_path);
+    sim_pipe_plan re;
+    char err[256];
+    if (sim_pipe_plan_run(&pl->costs, &pl->spec, part, 0, 0, 0, &re, err, sizeof err) != 0)
+        return 0;
+    double step = re.step;
+    sim_pipe_plan_free(&re);
+    return step;
+}
+
+void pipeline_summary(pipeline *pl, const opts *o)
+{
+    int quiet = o->quiet;
+    double replayed = pl->steps > 0 ? calibrate(pl, o->pp_costs) : 0;
+    /* every stage's compute seconds, to the lead */
+    double *v = calloc((size_t)pl->pp * 3, sizeof(double));
+    if (!v)
+        die("out of memory");
+    v[3 * pl->stage] = pl->busy;
+    v[3 * pl->stage + 1] = pl->span;
+    v[3 * pl->stage + 2] = pl->peak_stash;
+    int rc = weft_allreduce(pl->pp_comm, v, v, (size_t)pl->pp * 3, WEFT_F64, WEFT_SUM);
     if (rc)
         die("pipeline summary: %s", weft_strerror(rc));
     if (pl->job_rank == 0 && pl->steps > 0 && !quiet) {
-        double all = 0;
+        double all = 0, bubble = 0;
         for (int s = 0; s < pl->pp; s++)
-            all += v[2 * s];
-        printf("pipeline per stage: share of the work predicted/measured, bubble measured:");
-        for (int s = 0; s < pl->pp; s++)
-            printf(" %d: %.3f/%.3f %.3f", s, predicted_share(pl, s), all > 0 ? v[2 * s] / all : 0,
-                   v[2 * s + 1] > 0 ? 1 - v[2 * s] / v[2 * s + 1] : 0);
-        printf("; step %.2f ms measured, %.2f predicted\n",
-               1e3 * v[1] / (double)pl->steps, 1e3 * pl->plan.step);
+            all += v[3 * s];
+        printf("pipeline per stage (share of the work predicted/measured, bubble, peak stash):");
+        for (int s = 0; s < pl->pp; s++) {
+            double b = v[3 * s + 1] > 0 ? 1 - v[3 * s] / v[3 * s + 1] : 0;
+            bubble += b / pl->pp;
+            printf(" %d: %.3f/%.3f %.3f %d", s, predicted_share(pl, s),
+                   all > 0 ? v[3 * s] / all : 0, b, (int)v[3 * s + 2]);
+        }
+        printf("\npipeline step: %.2f ms measured, %.2f ms predicted from the blocks alone, "
+               "%.2f ms replayed with this run's compute times; bubble %.4f measured, %.4f "
+               "predicted\n", 1e3 * v[1] / (double)pl->steps, 1e3 * pl->plan.step,
+               1e3 * replayed, bubble, mean_bubble(pl));
     }
     free(v);
 }
@@ -478,6 +536,7 @@ int pipeline_step(pipeline *pl, weft_zero *z, const weft_batch *b, int image, tr
     st->correct = (int)lrint(v[1]);
     st->bubble = v[2] / pl->pp;
     pl->busy += ps.busy_s;
+    pl->peak_stash = ps.peak_stash > pl->peak_stash ? ps.peak_stash : pl->peak_stash;
     pl->span += ps.step_s;
     pl->steps++;
     return 0;

@@ -196,7 +196,7 @@ int pipeline_step(pipeline *pl, weft_zero *z, const weft_batch *b, int image, tr
  * the whole optimiser) assembled from the stages; NULL elsewhere. */
 weft_model *pipeline_gather(const pipeline *pl, weft_model *m, weft_zero *z, weft_optim **opt);
 /* Job rank 0: each stage's predicted and measured share of the work. */
-void pipeline_summary(const pipeline *pl, int quiet);
+void pipeline_summary(pipeline *pl, const opts *o);
 void pipeline_close(pipeline *pl);
 
 /* ---- a data-parallel run (trainer.c) -------------------------------------- */

@@ -95,7 +95,7 @@ void trainer_finish(trainer *t)
     if ((t->comm || t->pl) && !o->quiet)
         report_end(t, train_s, cpu_all, cpu_main);
     if (t->pl)
-        pipeline_summary(t->pl, o->quiet);
+        pipeline_summary(t->pl, o);
     /* a pipeline evaluates the whole model, assembled on the lead */
     weft_model *whole = t->pl && !o->no_eval ? pipeline_gather(t->pl, t->m, t->sync.z, NULL) : NULL;
     if (!o->no_eval && t->lead)
