@@ -526,18 +526,21 @@ int pipeline_step(pipeline *pl, weft_zero *z, const weft_batch *b, int image, tr
         rc = weft_pipe_step(pl->pipe, in, b->y, b->n, b->x_dim, &ps);
     if (rc)
         die("pipeline stage %d: %s: %s", pl->stage, weft_strerror(rc), weft_pipe_error(pl->pipe));
-    /* the last stage has the loss; every stage its idle share */
-    double v[3] = { ps.loss, ps.correct, ps.step_s > 0 ? 1.0 - ps.busy_s / ps.step_s : 0 };
-    if ((rc = weft_allreduce(pl->pp_comm, v, v, 3, WEFT_F64, WEFT_SUM)))
+    /* The last stage has the loss. The step is the longest rank's span (the
+     * first stage's, which starts the step and ends it), so every stage's
+     * idle share is of the same step, whatever the hosts' clocks. */
+    double v[3] = { ps.loss, ps.correct, ps.busy_s }, span = ps.step_s;
+    if ((rc = weft_allreduce(pl->pp_comm, v, v, 3, WEFT_F64, WEFT_SUM)) ||
+        (rc = weft_allreduce(pl->pp_comm, &span, &span, 1, WEFT_F64, WEFT_MAX)))
         die("pipeline stage %d: %s: %s", pl->stage, weft_strerror(rc),
             weft_comm_error(pl->pp_comm));
     /* the replica's mean, weighted as data parallelism sums it */
     st->loss = (float)(v[0] * b->n / b->global_n);
     st->correct = (int)lrint(v[1]);
-    st->bubble = v[2] / pl->pp;
+    st->bubble = span > 0 ? 1.0 - v[2] / (pl->pp * span) : 0;
     pl->busy += ps.busy_s;
     pl->peak_stash = ps.peak_stash > pl->peak_stash ? ps.peak_stash : pl->peak_stash;
-    pl->span += ps.step_s;
+    pl->span += span;
     pl->steps++;
     return 0;
 }
