@@ -403,6 +403,8 @@ const char *weft_model_matmul_name(const weft_model *m);
  * mean cross-entropy over the counted targets. Activations stay in the
  * model for backward until the next forward. */
 int weft_model_forward(weft_model *m, const void *inputs, const int32_t *targets,
+    size_t whole_numel;  /* the whole tensor's elements (a tensor-parallel part
+                            holds fewer: weft_model_tensor_whole_elem maps them) */
                        int batch, int seq, float *loss);
 /* Adds d(mean loss)/d(params) of the last forward (which needs targets) to
  * the gradient buffer: call weft_model_zero_grad first, or not, to
@@ -423,7 +425,9 @@ int weft_model_set_grad_hook(weft_model *m, weft_grad_ready_fn fn, void *arg);
 const float *weft_model_logits(const weft_model *m, int *rows, int *cols);
 /* Number of rows of the last forward whose argmax equals targets[row]
  * (rows with target -1 are not counted). */
-int weft_model_count_correct(const weft_model *m, const int32_t *targets);
+/* (A tensor-parallel GPT compares across its vocabulary parts: collective
+ * over its group.) */
+int weft_model_count_correct(weft_model *m, const int32_t *targets);
 
 /* -- pipeline stages --
  * A model is a sequence of blocks: an MLP's are its linear layers (each
@@ -489,6 +493,24 @@ int weft_model_grads_ready(weft_model *m, int first, int count);
  * chunks of rank r: global chunks r, r + p, ..., r + (V-1)p, V = 1 but
  * for the interleaved schedule, in that order. "zb" needs a stage made
  * with WEFT_STAGE_SPLIT_BACKWARD. A step takes the rank's whole batch
+/* The same, one tensor-parallel rank of tp_size (Megatron's layers): a
+ * GPT's attention split by heads (tp divides the head count), its MLP's 4C
+ * hidden width, its token embedding and output projection by vocabulary
+ * (padded to a multiple of tp, the padding never counted in the loss) and
+ * its cross-entropy computed on the parts (3 all-reduces of rows floats);
+ * an MLP's layers in column/row-parallel pairs (a last odd layer
+ * replicated). LayerNorms and the biases added after a row-parallel layer
+ * are replicated. Forward and backward call collectives on tp (every rank
+ * of the group together); tp NULL with tp_size and tp_rank builds the same
+ * tensors without a group (a shell that holds or assembles them). */
+int weft_model_create_tp(weft_model **out, const weft_model_config *cfg, uint64_t seed,
+                         const weft_block_range *chunks, int nchunks, unsigned flags,
+                         weft_comm *tp, int tp_size, int tp_rank);
+/* Collectives the tensor-parallel layers have called, and their bytes. */
+int weft_model_tp_stats(const weft_model *m, uint64_t *calls, uint64_t *bytes);
+/* Element e of our tensor i is element *whole of the whole model's tensor
+ * of that name; returns 1 (and no *whole) for vocabulary padding. */
+int weft_model_tensor_whole_elem(const weft_model *m, int i, size_t e, size_t *whole);
  * (every stage the same one: the first reads inputs, the last targets),
  * cut into m micro-batches whose losses weigh n_mb / batch; it adds the
  * gradients (the tied embedding's summed between the first and last

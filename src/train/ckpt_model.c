@@ -114,12 +114,19 @@ int weft_ckpt_get_params(const weft_ckpt *c, weft_model *m)
         if (rc != 0)
             return rc;
         int same = e.kind == WEFT_CKPT_TENSOR && e.dtype == WEFT_F32 && e.ndim == ti.ndim &&
-                   e.nbytes == ti.numel * sizeof(float);
-        for (int d = 0; same && d < ti.ndim; d++)
-            same = e.shape[d] == ti.shape[d];
+                   e.nbytes == ti.whole_numel * sizeof(float);
         if (!same)
             return WEFT_EIO;
-        memcpy(p + ti.offset, e.data, e.nbytes);
+        if (ti.numel == ti.whole_numel) {
+            memcpy(p + ti.offset, e.data, e.nbytes);
+            continue;
+        }
+        /* a tensor-parallel part: each element from its place in the whole */
+        const float *w = e.data;
+        for (size_t k = 0; k < ti.numel; k++) {
+            size_t at;
+            p[ti.offset + k] = weft_model_tensor_whole_elem(m, i, k, &at) == 0 ? w[at] : 0.0f;
+        }
     }
     return 0;
 }

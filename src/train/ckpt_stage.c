@@ -18,6 +18,21 @@ static int copy_mapped(const weft_model *m, const float *saved, size_t saved_bas
         size_t hi = t.offset + t.numel < base + n ? t.offset + t.numel : base + n;
         if (hi <= lo)
             continue;
+        if (t.numel != t.whole_numel) {
+            /* a tensor-parallel part: element by element */
+            for (size_t x = lo; x < hi; x++) {
+                size_t at;
+                float v = 0.0f;
+                if (weft_model_tensor_whole_elem(m, i, x - t.offset, &at) == 0) {
+                    size_t from = t.whole_offset + at;
+                    if (from < saved_base || from - saved_base >= saved_n)
+                        return WEFT_EIO;
+                    v = saved[from - saved_base];
+                }
+                dst[x - base] = v;
+            }
+            continue;
+        }
         size_t from = t.whole_offset + (lo - t.offset);
         if (from < saved_base || from - saved_base + (hi - lo) > saved_n)
             return WEFT_EIO;

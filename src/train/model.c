@@ -179,18 +179,47 @@ static int chunks_valid(const weft_model_config *cfg, const weft_block_range *ch
 int weft_model_create_stage(weft_model **out, const weft_model_config *cfg, uint64_t seed,
                             const weft_block_range *chunks, int nchunks, unsigned flags)
 {
+    return weft_model_create_tp(out, cfg, seed, chunks, nchunks, flags, NULL, 1, 0);
+}
+
+/* Tensor parallelism cuts heads (GPT) or hidden widths (MLP) evenly. */
+static int tp_fits(const weft_model_config *c, int T)
+{
+    if (T == 1)
+        return 1;
+    if (c->type == WEFT_MODEL_GPT)
+        return c->n_head % T == 0;
+    int L = c->n_widths - 1;
+    for (int l = 0; l + 1 < L; l += 2) /* a column-parallel layer and its row-parallel pair */
+        if (c->widths[l + 1] % T)
+            return 0;
+    return 1;
+}
+
+int weft_model_create_tp(weft_model **out, const weft_model_config *cfg, uint64_t seed,
+                         const weft_block_range *chunks, int nchunks, unsigned flags,
+                         weft_comm *tp, int tp_size, int tp_rank)
+{
     if (!out)
         return WEFT_EINVAL;
     *out = NULL;
     int rc = weft_model_config_check(cfg);
     if (rc)
         return rc;
-    if (!chunks_valid(cfg, chunks, nchunks) || (flags & ~(unsigned)WEFT_STAGE_SPLIT_BACKWARD))
+    if (tp) {
+        tp_size = weft_comm_size(tp);
+        tp_rank = weft_comm_rank(tp);
+    }
+    if (!chunks_valid(cfg, chunks, nchunks) || (flags & ~(unsigned)WEFT_STAGE_SPLIT_BACKWARD) ||
+        tp_size < 1 || tp_rank < 0 || tp_rank >= tp_size || !tp_fits(cfg, tp_size))
         return WEFT_EINVAL;
     weft_model *m = calloc(1, sizeof *m);
     if (!m)
         return WEFT_ENOMEM;
     m->cfg = *cfg;
+    m->tp = tp;
+    m->tp_size = tp_size;
+    m->tp_rank = tp_rank;
     m->nblocks = train_model_blocks(cfg);
     m->split = (flags & WEFT_STAGE_SPLIT_BACKWARD) != 0;
     m->announce = 1;
@@ -283,6 +312,28 @@ int weft_model_chunk_range(const weft_model *m, int chunk, weft_block_range *r)
         return WEFT_EINVAL;
     r->first = m->chunk[chunk].first;
     r->count = m->chunk[chunk].last - m->chunk[chunk].first + 1;
+    return 0;
+}
+
+int weft_model_tp_stats(const weft_model *m, uint64_t *calls, uint64_t *bytes)
+{
+    if (!m)
+        return WEFT_EINVAL;
+    if (calls)
+        *calls = m->tp_calls;
+    if (bytes)
+        *bytes = m->tp_bytes;
+    return 0;
+}
+
+int weft_model_tensor_whole_elem(const weft_model *m, int i, size_t e, size_t *whole)
+{
+    if (!m || !whole || i < 0 || i >= m->ntensors || e >= m->tensors[i].info.numel)
+        return WEFT_EINVAL;
+    long long w = train_tensor_whole_elem(m, i, e);
+    if (w < 0)
+        return 1;
+    *whole = (size_t)w;
     return 0;
 }
 
@@ -459,9 +510,14 @@ static int select_slot(weft_model *m, int chunk, int slot)
     return 0;
 }
 
+/* What crosses into a block: an MLP's row-parallel layer takes its
+ * column-parallel partner's split output. */
 static int chunk_width(const weft_model *m, int block)
 {
-    return m->cfg.type == WEFT_MODEL_MLP ? m->cfg.widths[block] : m->cfg.d_model;
+    if (m->cfg.type != WEFT_MODEL_MLP)
+        return m->cfg.d_model;
+    return m->cfg.widths[block] / (block < m->nblocks && train_mlp_layer_kind(m, block) == 2
+                                   ? m->tp_size : 1);
 }
 
 int weft_model_chunk_io(const weft_model *m, int chunk, int batch, int seq, size_t *in_floats,
@@ -494,6 +550,7 @@ int weft_model_chunk_forward(weft_model *m, int chunk, int slot, const void *inp
     if ((size_t)batch * T > (size_t)1 << 30)
         return WEFT_EINVAL;
     int ncls = gpt ? m->cfg.vocab : m->cfg.widths[m->cfg.n_widths - 1];
+    int tpv = gpt && m->tp_size > 1; /* the logits are this rank's part of the vocabulary */
     size_t rows = (size_t)batch * T;
     if (gpt && first)
         for (size_t i = 0; i < rows; i++)
@@ -511,7 +568,7 @@ int weft_model_chunk_forward(weft_model *m, int chunk, int slot, const void *inp
     s->B = batch;
     s->T = T;
     s->rows = (int)rows;
-    s->cols = last ? ncls : 0;
+    s->cols = !last ? 0 : tpv ? train_tp_vocab_rows(m) : ncls;
     rc = gpt ? train_gpt_forward(m, inputs, batch, T) : train_mlp_forward(m, inputs, batch);
     if (rc)
         return rc;
@@ -519,7 +576,9 @@ int weft_model_chunk_forward(weft_model *m, int chunk, int slot, const void *inp
     s->count = 0;
     if (last && targets) {
         memcpy(s->targets, targets, rows * sizeof *targets);
-        sum = train_softmax_xent_forward(s->probs, s->logits, targets, (int)rows, ncls, &s->count);
+        sum = tpv ? train_tp_xent_forward(m, s->probs, s->logits, targets, (int)rows, &s->count)
+                  : train_softmax_xent_forward(s->probs, s->logits, targets, (int)rows, ncls,
+                                               &s->count);
     }
     s->ready = !last || targets;
     if (loss)
@@ -551,7 +610,10 @@ int weft_model_chunk_backward(weft_model *m, int chunk, int slot, const float *d
         return WEFT_EINVAL;
     if (last && part != WEFT_BACKWARD_WEIGHT) {
         float scale = s->count ? weight / (float)s->count : 0.0f;
-        train_softmax_xent_backward(s->probs, s->probs, s->targets, s->rows, s->cols, scale);
+        if (m->cfg.type == WEFT_MODEL_GPT && m->tp_size > 1)
+            train_tp_xent_backward(m, s->probs, s->probs, s->targets, s->rows, scale);
+        else
+            train_softmax_xent_backward(s->probs, s->probs, s->targets, s->rows, s->cols, scale);
     }
     m->announce = announce;
     int rc = m->cfg.type == WEFT_MODEL_GPT ? train_gpt_backward(m, dout, part)
@@ -623,11 +685,13 @@ const float *weft_model_logits(const weft_model *m, int *rows, int *cols)
     return m->s->logits;
 }
 
-int weft_model_count_correct(const weft_model *m, const int32_t *targets)
+int weft_model_count_correct(weft_model *m, const int32_t *targets)
 {
     if (!m || !targets || !m->s || !m->s->logits)
         return WEFT_EINVAL;
     const model_slot *s = m->s;
+    if (m->cfg.type == WEFT_MODEL_GPT && m->tp_size > 1)
+        return train_tp_count_correct(m, s->logits, targets, s->rows);
     int ok = 0;
     for (int r = 0; r < s->rows; r++) {
         const float *z = s->logits + (size_t)r * s->cols;

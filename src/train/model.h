@@ -12,10 +12,18 @@
 
 #define MODEL_NAME_MAX 48
 
+/* How a tensor is cut over the tensor-parallel ranks (Megatron's):
+ * column-parallel layers split their output rows, row-parallel ones their
+ * input columns; the fused qkv splits each of its three parts by heads; the
+ * token embedding splits its vocabulary, padded to a multiple of tp. */
+typedef enum { SPLIT_NONE = 0, SPLIT_ROWS, SPLIT_QKV, SPLIT_COLS, SPLIT_VOCAB } split_kind;
+
 typedef struct {
     weft_tensor_info info;
     char name[MODEL_NAME_MAX];
     int global;             /* index in the whole model's table */
+    int split;              /* split_kind */
+    int wd0, wd1;           /* the whole tensor's shape (wd1 1 for vectors) */
 } model_tensor;
 
 /* One micro-batch's activations for one chunk: laid out anew by each
@@ -56,6 +64,11 @@ struct weft_model {
     float *params, *grads;
     size_t nparams;
 
+    /* tensor parallelism: this rank's part of every split tensor */
+    weft_comm *tp;          /* NULL: one rank (or a shell that never computes) */
+    int tp_size, tp_rank;
+    uint64_t tp_calls, tp_bytes; /* its collectives so far */
+
     int nblocks;
     model_chunk *chunk;
     int nchunk;
@@ -93,6 +106,7 @@ typedef struct {
     int block, ndim, d0, d1;
     init_kind init;
     float scale;            /* normal: sd; uniform: bound */
+    int split;              /* split_kind */
 } model_spec;
 typedef struct {
     model_spec *t;
@@ -100,6 +114,8 @@ typedef struct {
 } spec_list;
 int train_spec_add(spec_list *l, const char *name, int block, int ndim, int d0, int d1,
                    init_kind init, float scale);
+/* Marks the last tensor added as split that way. */
+void train_spec_split(spec_list *l, int split);
 int train_mlp_tensors(const weft_model_config *c, spec_list *l);
 int train_gpt_tensors(const weft_model_config *c, spec_list *l);
 int train_model_blocks(const weft_model_config *c);
@@ -118,6 +134,26 @@ int train_mlp_backward(weft_model *m, const float *dout, int part);
 size_t train_gpt_layout(weft_model *m, float *base, int B, int T);
 int train_gpt_forward(weft_model *m, const void *in, int B, int T);
 int train_gpt_backward(weft_model *m, const float *dout, int part);
+
+/* Tensor parallelism (tp.c): the group's collectives, counted, and the
+ * vocabulary-parallel pieces. All are no-ops or plain at tp_size 1. */
+int train_tp_allreduce(weft_model *m, float *buf, size_t n, weft_op op);
+/* The MLP layer l's kind: 0 replicated, 1 column-parallel, 2 row-parallel. */
+int train_mlp_layer_kind(const weft_model *m, int l);
+/* Padded vocabulary rows of this rank's shard. */
+int train_tp_vocab_rows(const weft_model *m);
+void train_tp_embedding_forward(weft_model *m, float *out, const int32_t *tok, const float *wte,
+                                const float *wpe, int B, int T, int C);
+void train_tp_embedding_backward(const weft_model *m, float *dwte, float *dwpe, const float *dout,
+                                 const int32_t *tok, int B, int T, int C);
+double train_tp_xent_forward(weft_model *m, float *probs, const float *logits,
+                             const int32_t *targets, int rows, int *count);
+void train_tp_xent_backward(const weft_model *m, float *dlogits, const float *probs,
+                            const int32_t *targets, int rows, float scale);
+int train_tp_count_correct(weft_model *m, const float *logits, const int32_t *targets, int rows);
+void train_add_bias(float *out, const float *b, int rows, int n);
+/* Maps element e of our tensor j to the whole tensor's; -1: padding. */
+long long train_tensor_whole_elem(const weft_model *m, int j, size_t e);
 
 /* Part of a backward pass (weft_backward_part). */
 enum { PART_ALL = 0, PART_INPUT = 1, PART_WEIGHT = 2 };

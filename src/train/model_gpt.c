@@ -24,6 +24,7 @@ typedef struct {
 typedef struct {
     float *x0, *lnf, *lnfm, *lnfr;
     float *dres, *dbr, *dqkv, *datt, *dfc;
+    float *datt_y;      /* the attention output's gradient (width C/tp) */
     lin_save logit_s;
     gpt_layer l[];
 } gpt_acts;
@@ -41,16 +42,22 @@ int train_gpt_tensors(const weft_model_config *c, spec_list *l)
     int C = c->d_model, L = c->n_layer;
     float proj_sd = 0.02f / sqrtf(2.0f * (float)L);
     int rc = train_spec_add(l, "tok_emb.weight", 0, 2, c->vocab, C, INIT_NORMAL, 0.02f);
+    train_spec_split(l, SPLIT_VOCAB);
     if (!rc)
         rc = train_spec_add(l, "pos_emb.weight", 0, 2, c->ctx, C, INIT_NORMAL, 0.02f);
-    static const struct { const char *name; int ndim, d0, d1; init_kind init; int proj; }
+    /* qkv and fc are column-parallel, the two projections row-parallel */
+    static const struct { const char *name; int ndim, d0, d1; init_kind init; int proj, split; }
     per[T_PER_LAYER] = {
-        { "ln1.weight", 1, 1, 0, INIT_ONE, 0 }, { "ln1.bias", 1, 1, 0, INIT_ZERO, 0 },
-        { "attn.qkv.weight", 2, 3, 1, INIT_NORMAL, 0 }, { "attn.qkv.bias", 1, 3, 0, INIT_ZERO, 0 },
-        { "attn.proj.weight", 2, 1, 1, INIT_NORMAL, 1 }, { "attn.proj.bias", 1, 1, 0, INIT_ZERO, 0 },
-        { "ln2.weight", 1, 1, 0, INIT_ONE, 0 }, { "ln2.bias", 1, 1, 0, INIT_ZERO, 0 },
-        { "mlp.fc.weight", 2, 4, 1, INIT_NORMAL, 0 }, { "mlp.fc.bias", 1, 4, 0, INIT_ZERO, 0 },
-        { "mlp.proj.weight", 2, 1, 4, INIT_NORMAL, 1 }, { "mlp.proj.bias", 1, 1, 0, INIT_ZERO, 0 },
+        { "ln1.weight", 1, 1, 0, INIT_ONE, 0, 0 }, { "ln1.bias", 1, 1, 0, INIT_ZERO, 0, 0 },
+        { "attn.qkv.weight", 2, 3, 1, INIT_NORMAL, 0, SPLIT_QKV },
+        { "attn.qkv.bias", 1, 3, 0, INIT_ZERO, 0, SPLIT_QKV },
+        { "attn.proj.weight", 2, 1, 1, INIT_NORMAL, 1, SPLIT_COLS },
+        { "attn.proj.bias", 1, 1, 0, INIT_ZERO, 0, 0 },
+        { "ln2.weight", 1, 1, 0, INIT_ONE, 0, 0 }, { "ln2.bias", 1, 1, 0, INIT_ZERO, 0, 0 },
+        { "mlp.fc.weight", 2, 4, 1, INIT_NORMAL, 0, SPLIT_ROWS },
+        { "mlp.fc.bias", 1, 4, 0, INIT_ZERO, 0, SPLIT_ROWS },
+        { "mlp.proj.weight", 2, 1, 4, INIT_NORMAL, 1, SPLIT_COLS },
+        { "mlp.proj.bias", 1, 1, 0, INIT_ZERO, 0, 0 },
     };
     for (int k = 0; k < L && !rc; k++)
         for (int j = 0; j < T_PER_LAYER && !rc; j++) {
@@ -58,6 +65,7 @@ int train_gpt_tensors(const weft_model_config *c, spec_list *l)
             snprintf(name, sizeof name, "blocks.%d.%s", k, per[j].name);
             rc = train_spec_add(l, name, 1 + k, per[j].ndim, per[j].d0 * C, per[j].d1 * C,
                                 per[j].init, per[j].proj ? proj_sd : 0.02f);
+            train_spec_split(l, per[j].split);
         }
     if (!rc)
         rc = train_spec_add(l, "ln_f.weight", L + 1, 1, C, 0, INIT_ONE, 0);
@@ -96,9 +104,13 @@ size_t train_gpt_layout(weft_model *m, float *base, int B, int T)
     carver cv = { base, 0 };
     int bf = m->prec == WEFT_PREC_BF16, sp = m->split, lo, hi, head;
     chunk_layers(m, &lo, &hi, &head);
-    size_t BT = (size_t)B * T, C = (size_t)c->d_model, V = (size_t)c->vocab;
-    size_t att = (size_t)B * c->n_head * T * T;
-    float *tmp = bf ? train_carve(&cv, BT * 4 * C) : NULL;
+    /* this rank's widths: attention's C/tp, the MLP's 4C/tp, its vocabulary */
+    int tp = m->tp_size;
+    size_t BT = (size_t)B * T, C = (size_t)c->d_model;
+    size_t V = tp > 1 ? (size_t)train_tp_vocab_rows(m) : (size_t)c->vocab;
+    size_t A = C / tp, F = 4 * C / tp;
+    size_t att = (size_t)B * (c->n_head / tp) * T * T;
+    float *tmp = bf ? train_carve(&cv, BT * (F > C ? F : C)) : NULL;
     /* a matmul input: fp32 in its own buffer, or bf16 beside the shared one */
 #define MMIN(f32, sv, n, wt) do { \
         f32 = bf ? tmp : train_carve(&cv, n); \
@@ -111,20 +123,20 @@ size_t train_gpt_layout(weft_model *m, float *base, int B, int T)
         MMIN(g->ln1, g->qkv_s, BT * C, tix(l, T_QKVW));
         g->ln1m = train_carve(&cv, BT);
         g->ln1r = train_carve(&cv, BT);
-        g->qkv = train_carve(&cv, BT * 3 * C);
+        g->qkv = train_carve(&cv, BT * 3 * A);
         g->att = train_carve(&cv, att);
-        MMIN(g->atty, g->proj_s, BT * C, tix(l, T_PROJW));
+        MMIN(g->atty, g->proj_s, BT * A, tix(l, T_PROJW));
         g->r1 = train_carve(&cv, BT * C);
         MMIN(g->ln2, g->fc_s, BT * C, tix(l, T_FCW));
         g->ln2m = train_carve(&cv, BT);
         g->ln2r = train_carve(&cv, BT);
-        g->fch = train_carve(&cv, BT * 4 * C);
-        MMIN(g->fcg, g->fcp_s, BT * 4 * C, tix(l, T_FCPW));
+        g->fch = train_carve(&cv, BT * F);
+        MMIN(g->fcg, g->fcp_s, BT * F, tix(l, T_FCPW));
         g->r2 = train_carve(&cv, BT * C);
         g->dfcp = sp ? train_carve(&cv, BT * C) : NULL;
-        g->dfc = sp ? train_carve(&cv, BT * 4 * C) : NULL;
+        g->dfc = sp ? train_carve(&cv, BT * F) : NULL;
         g->dproj = sp ? train_carve(&cv, BT * C) : NULL;
-        g->dqkv = sp ? train_carve(&cv, BT * 3 * C) : NULL;
+        g->dqkv = sp ? train_carve(&cv, BT * 3 * A) : NULL;
     }
     s->logits = s->probs = NULL;
     if (head) {
@@ -138,10 +150,11 @@ size_t train_gpt_layout(weft_model *m, float *base, int B, int T)
     a->dres = train_carve(&cv, BT * C);
     a->dbr = train_carve(&cv, BT * C);
     int layers = hi >= lo;
-    a->dqkv = layers ? train_carve(&cv, BT * 3 * C) : NULL;
+    a->dqkv = layers ? train_carve(&cv, BT * 3 * A) : NULL;
     a->datt = layers ? train_carve(&cv, att) : NULL;
-    a->dfc = layers ? train_carve(&cv, BT * 4 * C) : NULL;
-    size_t widest = head && V > 4 * C ? V : 4 * C;
+    a->dfc = layers ? train_carve(&cv, BT * F) : NULL;
+    a->datt_y = layers && tp > 1 ? train_carve(&cv, BT * A) : a->dbr;
+    size_t widest = head && V > F ? V : F > C ? F : C;
     s->lin_scratch = bf ? train_carve16(&cv, BT * widest) : NULL;
     if (base) {
         s->out = head ? NULL : hi >= lo ? a->l[hi].r2 : a->x0;
@@ -157,13 +170,20 @@ int train_gpt_forward(weft_model *m, const void *in, int B, int T)
     gpt_acts *a = s->arch;
     lin_ctx lc = train_model_lin(m);
     pool *pl = train_mm_pool(m->mm);
-    int C = c->d_model, NH = c->n_head, BT = B * T, lo, hi, head;
+    int tp = m->tp_size, C = c->d_model, NH = c->n_head / tp, A = C / tp, F = 4 * C / tp;
+    int BT = B * T, lo, hi, head, V = tp > 1 ? train_tp_vocab_rows(m) : c->vocab, rc = 0;
     float *P = m->params;
     chunk_layers(m, &lo, &hi, &head);
     if (m->ck->first == 0) {
         memcpy(s->tokens, in, sizeof(int32_t) * (size_t)BT);
-        train_embedding_forward(a->x0, in, train_model_tensor_ptr(m, P, 0),
-                                train_model_tensor_ptr(m, P, 1), B, T, C);
+        if (tp > 1) {
+            train_tp_embedding_forward(m, a->x0, in, train_model_tensor_ptr(m, P, 0),
+                                       train_model_tensor_ptr(m, P, 1), B, T, C);
+            rc = train_tp_allreduce(m, a->x0, (size_t)BT * C, WEFT_SUM);
+        } else {
+            train_embedding_forward(a->x0, in, train_model_tensor_ptr(m, P, 0),
+                                    train_model_tensor_ptr(m, P, 1), B, T, C);
+        }
     } else {
         memcpy(a->x0, in, sizeof(float) * (size_t)BT * C);
     }
@@ -172,14 +192,21 @@ int train_gpt_forward(weft_model *m, const void *in, int B, int T)
         const float *x = block_input(m, l);
 #define W(j) train_model_tensor_ptr(m, P, tix(l, j))
         train_layernorm_forward(pl, g->ln1, g->ln1m, g->ln1r, x, W(T_LN1W), W(T_LN1B), BT, C);
-        train_linear_forward(&lc, &g->qkv_s, g->qkv, g->ln1, W(T_QKVW), W(T_QKVB), BT, C, 3 * C);
-        train_attention_forward(pl, g->atty, g->att, g->qkv, B, T, C, NH);
-        train_linear_forward(&lc, &g->proj_s, g->r1, g->atty, W(T_PROJW), W(T_PROJB), BT, C, C);
+        train_linear_forward(&lc, &g->qkv_s, g->qkv, g->ln1, W(T_QKVW), W(T_QKVB), BT, C, 3 * A);
+        train_attention_forward(pl, g->atty, g->att, g->qkv, B, T, A, NH);
+        /* row-parallel: the partial products add up over the group, then the bias */
+        train_linear_forward(&lc, &g->proj_s, g->r1, g->atty, W(T_PROJW), tp > 1 ? NULL : W(T_PROJB),
+                             BT, A, C);
+        if (tp > 1 && (rc = rc ? rc : train_tp_allreduce(m, g->r1, (size_t)BT * C, WEFT_SUM)) == 0)
+            train_add_bias(g->r1, W(T_PROJB), BT, C);
         train_residual_forward(g->r1, g->r1, x, (size_t)BT * C);
         train_layernorm_forward(pl, g->ln2, g->ln2m, g->ln2r, g->r1, W(T_LN2W), W(T_LN2B), BT, C);
-        train_linear_forward(&lc, &g->fc_s, g->fch, g->ln2, W(T_FCW), W(T_FCB), BT, C, 4 * C);
-        train_gelu_forward(pl, g->fcg, g->fch, (size_t)BT * 4 * C);
-        train_linear_forward(&lc, &g->fcp_s, g->r2, g->fcg, W(T_FCPW), W(T_FCPB), BT, 4 * C, C);
+        train_linear_forward(&lc, &g->fc_s, g->fch, g->ln2, W(T_FCW), W(T_FCB), BT, C, F);
+        train_gelu_forward(pl, g->fcg, g->fch, (size_t)BT * F);
+        train_linear_forward(&lc, &g->fcp_s, g->r2, g->fcg, W(T_FCPW), tp > 1 ? NULL : W(T_FCPB),
+                             BT, F, C);
+        if (tp > 1 && (rc = rc ? rc : train_tp_allreduce(m, g->r2, (size_t)BT * C, WEFT_SUM)) == 0)
+            train_add_bias(g->r2, W(T_FCPB), BT, C);
         train_residual_forward(g->r2, g->r2, g->r1, (size_t)BT * C);
 #undef W
     }
@@ -189,9 +216,21 @@ int train_gpt_forward(weft_model *m, const void *in, int B, int T)
                                 train_model_tensor_ptr(m, P, nt - 2),
                                 train_model_tensor_ptr(m, P, nt - 1), BT, C);
         train_linear_forward(&lc, &a->logit_s, s->logits, a->lnf, train_model_tensor_ptr(m, P, 0),
-                             NULL, BT, C, c->vocab);
+                             NULL, BT, C, V);
     }
-    return 0;
+    return rc;
+}
+
+static void embedding_backward(weft_model *m, const float *dres, const int32_t *tok, int B, int T)
+{
+    float *G = m->grads;
+    if (m->tp_size > 1)
+        train_tp_embedding_backward(m, train_model_tensor_ptr(m, G, 0),
+                                    train_model_tensor_ptr(m, G, 1), dres, tok, B, T,
+                                    m->cfg.d_model);
+    else
+        train_embedding_backward(train_model_tensor_ptr(m, G, 0), train_model_tensor_ptr(m, G, 1),
+                                 dres, tok, B, T, m->cfg.d_model);
 }
 
 /* The weight half: from the douts the input half kept. */
@@ -201,27 +240,28 @@ static void gpt_backward_weight(weft_model *m)
     model_slot *s = m->s;
     gpt_acts *a = s->arch;
     lin_ctx lc = train_model_lin(m);
-    int C = c->d_model, BT = s->B * s->T, nt = m->nglobal, lo, hi, head;
+    int tp = m->tp_size, C = c->d_model, A = C / tp, F = 4 * C / tp;
+    int BT = s->B * s->T, nt = m->nglobal, lo, hi, head;
+    int V = tp > 1 ? train_tp_vocab_rows(m) : c->vocab;
     float *G = m->grads;
     chunk_layers(m, &lo, &hi, &head);
     if (head) {
         train_linear_backward_weight(&lc, &a->logit_s, train_model_tensor_ptr(m, G, 0), NULL,
-                                     s->probs, a->lnf, BT, C, c->vocab);
+                                     s->probs, a->lnf, BT, C, V);
         train_model_grads_ready(m, nt - 2, 2);   /* ln_f, done by the input half */
     }
     for (int l = hi; l >= lo; l--) {
         gpt_layer *g = &a->l[l];
 #define D(j) train_model_tensor_ptr(m, G, tix(l, j))
-        train_linear_backward_weight(&lc, &g->fcp_s, D(T_FCPW), D(T_FCPB), g->dfcp, g->fcg, BT, 4 * C, C);
-        train_linear_backward_weight(&lc, &g->fc_s, D(T_FCW), D(T_FCB), g->dfc, g->ln2, BT, C, 4 * C);
-        train_linear_backward_weight(&lc, &g->proj_s, D(T_PROJW), D(T_PROJB), g->dproj, g->atty, BT, C, C);
-        train_linear_backward_weight(&lc, &g->qkv_s, D(T_QKVW), D(T_QKVB), g->dqkv, g->ln1, BT, C, 3 * C);
+        train_linear_backward_weight(&lc, &g->fcp_s, D(T_FCPW), D(T_FCPB), g->dfcp, g->fcg, BT, F, C);
+        train_linear_backward_weight(&lc, &g->fc_s, D(T_FCW), D(T_FCB), g->dfc, g->ln2, BT, C, F);
+        train_linear_backward_weight(&lc, &g->proj_s, D(T_PROJW), D(T_PROJB), g->dproj, g->atty, BT, A, C);
+        train_linear_backward_weight(&lc, &g->qkv_s, D(T_QKVW), D(T_QKVB), g->dqkv, g->ln1, BT, C, 3 * A);
 #undef D
         train_model_grads_ready(m, tix(l, 0), T_PER_LAYER);
     }
     if (m->ck->first == 0) {
-        train_embedding_backward(train_model_tensor_ptr(m, G, 0), train_model_tensor_ptr(m, G, 1),
-                                 a->dres, s->tokens, s->B, s->T, C);
+        embedding_backward(m, a->dres, s->tokens, s->B, s->T);
         train_model_grads_ready(m, 0, 2);
     }
 }
@@ -254,16 +294,21 @@ int train_gpt_backward(weft_model *m, const float *dout, int part)
     gpt_acts *a = s->arch;
     lin_ctx lc = train_model_lin(m);
     pool *pl = train_mm_pool(m->mm);
-    int C = c->d_model, NH = c->n_head, B = s->B, T = s->T, BT = B * T, L = c->n_layer;
+    int tp = m->tp_size, C = c->d_model, NH = c->n_head / tp, A = C / tp, F = 4 * C / tp;
+    int B = s->B, T = s->T, BT = B * T, L = c->n_layer, rc = 0;
+    int V = tp > 1 ? train_tp_vocab_rows(m) : c->vocab;
     int sp = part == PART_INPUT, lo, hi, head;
     float *P = m->params, *G = m->grads;
     int nt = m->nglobal;
     size_t n = (size_t)BT * C;
     chunk_layers(m, &lo, &hi, &head);
-    /* dres carries d(loss)/d(residual stream), updated in place going down */
+    /* dres carries d(loss)/d(residual stream), updated in place going down;
+     * a column-parallel layer's input gradient is a partial sum over the
+     * group (Megatron's f: identity forward, all-reduce backward) */
     if (head) {
         lin_back(&lc, &a->logit_s, sp, NULL, a->dbr, train_model_tensor_ptr(m, G, 0), NULL, s->probs,
-                 a->lnf, train_model_tensor_ptr(m, P, 0), BT, C, c->vocab);
+                 a->lnf, train_model_tensor_ptr(m, P, 0), BT, C, V);
+        rc = train_tp_allreduce(m, a->dbr, n, WEFT_SUM);
         memset(a->dres, 0, n * sizeof(float));
         train_layernorm_backward(pl, a->dres, train_model_tensor_ptr(m, G, nt - 2),
                                  train_model_tensor_ptr(m, G, nt - 1), a->dbr, block_input(m, L),
@@ -278,13 +323,15 @@ int train_gpt_backward(weft_model *m, const float *dout, int part)
         const float *x = block_input(m, l);
 #define W(j) train_model_tensor_ptr(m, P, tix(l, j))
 #define D(j) train_model_tensor_ptr(m, G, tix(l, j))
-        lin_back(&lc, &g->fcp_s, sp, g->dfcp, a->dfc, D(T_FCPW), D(T_FCPB), a->dres, g->fcg, W(T_FCPW), BT, 4 * C, C);
-        train_gelu_backward(pl, a->dfc, a->dfc, g->fch, (size_t)BT * 4 * C);
-        lin_back(&lc, &g->fc_s, sp, g->dfc, a->dbr, D(T_FCW), D(T_FCB), a->dfc, g->ln2, W(T_FCW), BT, C, 4 * C);
+        lin_back(&lc, &g->fcp_s, sp, g->dfcp, a->dfc, D(T_FCPW), D(T_FCPB), a->dres, g->fcg, W(T_FCPW), BT, F, C);
+        train_gelu_backward(pl, a->dfc, a->dfc, g->fch, (size_t)BT * F);
+        lin_back(&lc, &g->fc_s, sp, g->dfc, a->dbr, D(T_FCW), D(T_FCB), a->dfc, g->ln2, W(T_FCW), BT, C, F);
+        rc = rc ? rc : train_tp_allreduce(m, a->dbr, n, WEFT_SUM);
         train_layernorm_backward(pl, a->dres, D(T_LN2W), D(T_LN2B), a->dbr, g->r1, W(T_LN2W), g->ln2m, g->ln2r, BT, C);
-        lin_back(&lc, &g->proj_s, sp, g->dproj, a->dbr, D(T_PROJW), D(T_PROJB), a->dres, g->atty, W(T_PROJW), BT, C, C);
-        train_attention_backward(pl, a->dqkv, a->datt, a->dbr, g->qkv, g->att, B, T, C, NH);
-        lin_back(&lc, &g->qkv_s, sp, g->dqkv, a->dbr, D(T_QKVW), D(T_QKVB), a->dqkv, g->ln1, W(T_QKVW), BT, C, 3 * C);
+        lin_back(&lc, &g->proj_s, sp, g->dproj, a->datt_y, D(T_PROJW), D(T_PROJB), a->dres, g->atty, W(T_PROJW), BT, A, C);
+        train_attention_backward(pl, a->dqkv, a->datt, a->datt_y, g->qkv, g->att, B, T, A, NH);
+        lin_back(&lc, &g->qkv_s, sp, g->dqkv, a->dbr, D(T_QKVW), D(T_QKVB), a->dqkv, g->ln1, W(T_QKVW), BT, C, 3 * A);
+        rc = rc ? rc : train_tp_allreduce(m, a->dbr, n, WEFT_SUM);
         train_layernorm_backward(pl, a->dres, D(T_LN1W), D(T_LN1B), a->dbr, x, W(T_LN1W), g->ln1m, g->ln1r, BT, C);
 #undef W
 #undef D
@@ -294,10 +341,9 @@ int train_gpt_backward(weft_model *m, const float *dout, int part)
     /* the token embedding also got the logits' gradient (tied), so it is
      * done only now */
     if (m->ck->first == 0 && !sp) {
-        train_embedding_backward(train_model_tensor_ptr(m, G, 0), train_model_tensor_ptr(m, G, 1),
-                                 a->dres, s->tokens, B, T, C);
+        embedding_backward(m, a->dres, s->tokens, B, T);
         train_model_grads_ready(m, 0, 2);
     }
     s->din = m->ck->first > 0 ? a->dres : NULL;
-    return 0;
+    return rc;
 }

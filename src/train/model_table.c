@@ -31,6 +31,12 @@ int train_spec_add(spec_list *l, const char *name, int block, int ndim, int d0, 
     return 0;
 }
 
+void train_spec_split(spec_list *l, int split)
+{
+    if (l->n)
+        l->t[l->n - 1].split = split;
+}
+
 int train_model_blocks(const weft_model_config *c)
 {
     return c->type == WEFT_MODEL_MLP ? c->n_widths - 1 : c->n_layer + 2;
@@ -55,6 +61,19 @@ int train_chunk_has(const weft_model *m, int block)
     return 0;
 }
 
+/* The shape of our part of a whole d0 x d1 tensor cut as split says. */
+static void local_shape(const weft_model *m, const model_spec *sp, int *d0, int *d1)
+{
+    int T = m->tp_size;
+    *d0 = sp->d0;
+    *d1 = sp->d1;
+    switch (sp->split) {
+    case SPLIT_ROWS: case SPLIT_QKV: *d0 = sp->d0 / T; break;
+    case SPLIT_COLS: *d1 = sp->d1 / T; break;
+    case SPLIT_VOCAB: *d0 = (sp->d0 + T - 1) / T; break;
+    }
+}
+
 static int add_tensor(weft_model *m, const model_spec *sp, int global, size_t whole_offset)
 {
     model_tensor *t = realloc(m->tensors, sizeof *t * (size_t)(m->ntensors + 1));
@@ -64,13 +83,19 @@ static int add_tensor(weft_model *m, const model_spec *sp, int global, size_t wh
     t += m->ntensors;
     memset(t, 0, sizeof *t);
     snprintf(t->name, sizeof t->name, "%s", sp->name);
+    int d0, d1;
+    local_shape(m, sp, &d0, &d1);
     t->global = global;
+    t->split = m->tp_size > 1 ? sp->split : SPLIT_NONE;
+    t->wd0 = sp->d0;
+    t->wd1 = sp->ndim > 1 ? sp->d1 : 1;
     t->info.offset = m->nparams;
     t->info.whole_offset = whole_offset;
+    t->info.whole_numel = (size_t)t->wd0 * (size_t)t->wd1;
     t->info.ndim = sp->ndim;
-    t->info.shape[0] = sp->d0;
-    t->info.shape[1] = sp->d1;
-    t->info.numel = (size_t)sp->d0 * (sp->ndim > 1 ? (size_t)sp->d1 : 1);
+    t->info.shape[0] = d0;
+    t->info.shape[1] = d1;
+    t->info.numel = (size_t)d0 * (sp->ndim > 1 ? (size_t)d1 : 1);
     m->nparams += t->info.numel;
     m->gmap[global] = m->ntensors++;
     return 0;
@@ -121,6 +146,62 @@ int train_model_table(weft_model *m)
     return rc;
 }
 
+/* Where element e of the whole tensor lies in our part, or -1 (another
+ * rank's). */
+static long long local_of_whole(const weft_model *m, const model_tensor *t, size_t e)
+{
+    int T = m->tp_size, me = m->tp_rank;
+    long long wr = (long long)(e / (size_t)t->wd1), wc = (long long)(e % (size_t)t->wd1);
+    long long d0 = t->info.shape[0], d1 = t->info.ndim > 1 ? t->info.shape[1] : 1;
+    long long lr = wr, lc = wc;
+    switch (t->split) {
+    case SPLIT_ROWS: case SPLIT_VOCAB:
+        if (wr / d0 != me)
+            return -1;
+        lr = wr % d0;
+        break;
+    case SPLIT_QKV: {
+        long long part = t->wd0 / 3, per = part / T, sec = wr / part, w = wr % part;
+        if (w / per != me)
+            return -1;
+        lr = sec * per + w % per;
+        break;
+    }
+    case SPLIT_COLS:
+        if (wc / d1 != me)
+            return -1;
+        lc = wc % d1;
+        break;
+    }
+    return lr * d1 + lc;
+}
+
+long long train_tensor_whole_elem(const weft_model *m, int j, size_t e)
+{
+    const model_tensor *t = &m->tensors[j];
+    if (t->split == SPLIT_NONE)
+        return (long long)e;
+    int T = m->tp_size, me = m->tp_rank;
+    long long d0 = t->info.shape[0], d1 = t->info.ndim > 1 ? t->info.shape[1] : 1;
+    long long lr = (long long)e / d1, lc = (long long)e % d1, wr = lr, wc = lc;
+    switch (t->split) {
+    case SPLIT_ROWS: case SPLIT_VOCAB:
+        wr = me * d0 + lr;
+        if (wr >= t->wd0)
+            return -1; /* padding of the vocabulary */
+        break;
+    case SPLIT_QKV: {
+        long long part = t->wd0 / 3, per = part / T;
+        wr = (lr / per) * part + me * per + lr % per;
+        break;
+    }
+    case SPLIT_COLS:
+        wc = me * d1 + lc;
+        break;
+    }
+    return wr * t->wd1 + wc;
+}
+
 static void skip_draws(weft_rng *r, const model_spec *sp, size_t n)
 {
     /* as many draws as filling would take: normal 2, uniform 1 */
@@ -144,12 +225,19 @@ void train_model_init(weft_model *m, uint64_t seed)
             skip_draws(&r, sp, n);
             continue;
         }
-        float *p = m->params + m->tensors[j].info.offset;
-        for (size_t k = 0; k < n; k++)
-            p[k] = sp->init == INIT_ZERO ? 0.0f
-                 : sp->init == INIT_ONE ? 1.0f
-                 : sp->init == INIT_NORMAL ? sp->scale * weft_rng_normal(&r)
-                 : (2.0f * weft_rng_uniform(&r) - 1.0f) * sp->scale;
+        const model_tensor *t = &m->tensors[j];
+        float *p = m->params + t->info.offset;
+        if (t->split != SPLIT_NONE)
+            memset(p, 0, t->info.numel * sizeof(float)); /* vocabulary padding stays 0 */
+        for (size_t k = 0; k < n; k++) {
+            float v = sp->init == INIT_ZERO ? 0.0f
+                    : sp->init == INIT_ONE ? 1.0f
+                    : sp->init == INIT_NORMAL ? sp->scale * weft_rng_normal(&r)
+                    : (2.0f * weft_rng_uniform(&r) - 1.0f) * sp->scale;
+            long long at = t->split == SPLIT_NONE ? (long long)k : local_of_whole(m, t, k);
+            if (at >= 0)
+                p[at] = v;
+        }
     }
     free(l.t);
 }
