@@ -140,6 +140,22 @@ void weft_config_default(weft_config *cfg);
 
 int weft_comm_init(weft_comm **out, const weft_config *cfg);
 int weft_comm_init_env(weft_comm **out);
+/* Joining through a key-value store the job already has (torch's c10d
+ * Store, a scheduler's), so no address, port or variable of weft's own is
+ * needed: cfg gives rank, world size, timeouts and algorithm (master_addr,
+ * when set, is the address rank 0 announces; else ifname's, else its
+ * first non-loopback IPv4 address). Rank 0 serves weft's store on a port
+ * the kernel picks and sets key "weft/store" to its address and a fresh
+ * job secret (unless cfg or WEFT_JOB_SECRET gives one); the others get
+ * it, waiting up to connect_timeout_s. The callbacks return 0 or a
+ * negative code; get's *val is malloc'd (weft frees it). WEFT_* tuning
+ * variables apply as for weft_comm_init. */
+typedef struct {
+    void *arg;
+    int (*set)(void *arg, const char *key, const void *val, size_t len);
+    int (*get)(void *arg, const char *key, void **val, size_t *len, double timeout_s);
+} weft_kv;
+int weft_comm_init_kv(weft_comm **out, const weft_config *cfg, const weft_kv *kv);
 /* Collective over c: ranks with the same color form a new communicator,
  * ordered by (key, old rank). color < 0: this rank joins none (*out = NULL). */
 int weft_comm_split(weft_comm *c, int color, int key, weft_comm **out);
@@ -211,6 +227,14 @@ int weft_reduce_scatter(weft_comm *c, const void *send, void *recv, size_t count
                         weft_dtype t, weft_op op);
 int weft_alltoall(weft_comm *c, const void *send, void *recv, size_t count,
                   weft_dtype t);
+/* Unequal blocks (MPI_Alltoallv): this rank sends send_counts[j] elements
+ * from send + send_displs[j] to rank j and receives recv_counts[i]
+ * elements from rank i at recv + recv_displs[i] (counts and displacements
+ * in elements, arrays of the communicator's size). recv_counts[i] must
+ * equal rank i's send_counts[this rank]; send and recv must differ. */
+int weft_alltoallv(weft_comm *c, const void *send, const size_t *send_counts,
+                   const size_t *send_displs, void *recv, const size_t *recv_counts,
+                   const size_t *recv_displs, weft_dtype t);
 
 /* Same, with an explicit algorithm for this call (WEFT_ALGO_AUTO: the
  * communicator's default). */
@@ -261,6 +285,10 @@ int weft_ireduce_scatter(weft_comm *c, const void *send, void *recv, size_t coun
                          weft_dtype t, weft_op op, weft_request **req);
 int weft_ialltoall(weft_comm *c, const void *send, void *recv, size_t count,
                    weft_dtype t, weft_request **req);
+/* The arrays are copied: only the buffers must outlive the request. */
+int weft_ialltoallv(weft_comm *c, const void *send, const size_t *send_counts,
+                    const size_t *send_displs, void *recv, const size_t *recv_counts,
+                    const size_t *recv_displs, weft_dtype t, weft_request **req);
 /* ---- point-to-point ----------------------------------------------------------
  * Messages between two ranks of a communicator, as in MPI and
  * torch.distributed. Each message progresses on its own, independent of

@@ -2,6 +2,7 @@
  * rank's schedule and run it. */
 #include "coll/comm.h"
 #include "coll/algo.h"
+#include "coll/alltoallv.h"
 #include "coll/exec/callboard.h"
 #include "coll/exec/exec.h"
 #include "coll/reduce.h"
@@ -218,6 +219,8 @@ int coll_run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id)
 {
     if (!c)
         return WEFT_EINVAL;
+    if (coll_is_alltoallv(a)) /* a queued weft_ialltoallv */
+        return coll_alltoallv_run(c, a, flight_id);
     int rc = run(c, a, flight_id, NULL);
     flight_rec *r = flight_get(&c->fl, flight_id);
     /* a queued operation refused before it ran (bad arguments, a broken

@@ -1,0 +1,152 @@
+/* All-to-all with unequal blocks (MPI_Alltoallv; torch's all_to_all_single
+ * with splits): one round in which each rank sends its block to every
+ * other rank and receives theirs, as a schedule, so it runs on the same
+ * executor, wire fingerprints and failure path as every collective. */
+#include "coll/alltoallv.h"
+
+#include "coll/comm.h"
+#include "coll/exec/callboard.h"
+#include "coll/exec/exec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const void *send;
+    void *recv;
+    weft_dtype t;
+    const size_t *sc, *sd, *rc, *rd; /* counts and displacements, in elements */
+} av_args;
+
+/* Every block inside its buffer: checked in bytes, so a count that
+ * overflows is refused, not wrapped. */
+static int av_check(weft_comm *c, const av_args *v)
+{
+    size_t es = weft_dtype_size(v->t);
+    if (!es)
+        return comm_fail(c, WEFT_EINVAL, "alltoallv: unknown dtype %d", (int)v->t);
+    if (!v->sc || !v->sd || !v->rc || !v->rd)
+        return comm_fail(c, WEFT_EINVAL, "alltoallv: NULL count or displacement array");
+    for (int i = 0; i < c->size; i++) {
+        size_t lim = SIZE_MAX / es;
+        if (v->sc[i] > lim || v->sd[i] > lim - v->sc[i] || v->rc[i] > lim ||
+            v->rd[i] > lim - v->rc[i])
+            return comm_fail(c, WEFT_EINVAL, "alltoallv: block of rank %d overflows", i);
+        if ((v->sc[i] && !v->send) || (v->rc[i] && !v->recv))
+            return comm_fail(c, WEFT_EINVAL, "alltoallv: NULL %s buffer with count %zu",
+                             v->sc[i] && !v->send ? "send" : "receive",
+                             v->sc[i] && !v->send ? v->sc[i] : v->rc[i]);
+    }
+    if (v->send && v->send == v->recv)
+        return comm_fail(c, WEFT_EINVAL, "alltoallv: send and receive buffers must differ");
+    return 0;
+}
+
+static void av_sched(weft_comm *c, const av_args *v, weft_sched *s)
+{
+    int p = c->size, r = c->rank;
+    uint64_t es = weft_dtype_size(v->t);
+    sched_reset(s);
+    sched_copy(s, SB_RECV, v->rd[r] * es, SB_SEND, v->sd[r] * es, v->sc[r] * es);
+    for (int k = 1; k < p; k++) {
+        int to = (r + k) % p, from = (r - k + p) % p;
+        sched_send(s, to, SB_SEND, v->sd[to] * es, v->sc[to] * es);
+        sched_recv(s, from, SB_RECV, v->rd[from] * es, v->rc[from] * es);
+    }
+    sched_end_round(s);
+}
+
+static int av_exec(weft_comm *c, const av_args *v, uint64_t flight_id)
+{
+    frame_hdr fp;
+    flight_rec *fr = flight_get(&c->fl, flight_id);
+    int rc;
+    if (atomic_load(&c->aborted))
+        rc = comm_fail(c, WEFT_EABORTED, "communicator aborted");
+    else if (c->broken)
+        rc = coll_refuse_broken(c);
+    else if (!(rc = av_check(c, v)) && v->rc[c->rank] != v->sc[c->rank])
+        rc = comm_fail(c, WEFT_EINVAL, "alltoallv: rank %d sends itself %zu elements but "
+                       "expects %zu", c->rank, v->sc[c->rank], v->rc[c->rank]);
+    if (rc) {
+        if (fr)
+            flight_finish(fr, rc);
+        return rc;
+    }
+    av_sched(c, v, &c->sched);
+    if (c->sched.err)
+        return comm_fail(c, WEFT_ENOMEM, "alltoallv: out of memory for the schedule");
+    memset(&fp, 0, sizeof fp);
+    fp.magic = FRAME_MAGIC;
+    fp.version = WIRE_VERSION;
+    fp.kind = WEFT_COLL_ALLTOALL;
+    fp.dtype = (uint8_t)v->t;
+    fp.algo = WEFT_ALGO_NAIVE;
+    fp.root = -1;
+    fp.op = 1; /* a plain alltoall has 0: the two are told apart as mismatched */
+    fp.seq = ++c->seq;
+    int prior = callboard_post(c, &fp);
+    if (fr)
+        flight_start(fr, &fp);
+    else
+        fr = flight_new(&c->fl, &fp, FL_RUNNING);
+    c->cur = fr;
+    c->fail_learned = 0;
+    char *bufs[SB_COUNT] = { (char *)(uintptr_t)v->send, v->recv, NULL };
+    rc = prior ? prior : exec_run(c, &c->sched, bufs, &fp);
+    flight_finish(fr, rc);
+    c->cur = NULL;
+    if (rc) {
+        rc = comm_failed(c, rc, &fp);
+        c->broken = rc;
+    }
+    return rc;
+}
+
+int weft_alltoallv(weft_comm *c, const void *send, const size_t *send_counts,
+                   const size_t *send_displs, void *recv, const size_t *recv_counts,
+                   const size_t *recv_displs, weft_dtype t)
+{
+    if (!c || c->magic != COMM_MAGIC)
+        return WEFT_EINVAL;
+    av_args v = { send, recv, t, send_counts, send_displs, recv_counts, recv_displs };
+    async_drain(c);
+    return av_exec(c, &v, 0);
+}
+
+int coll_alltoallv_run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id)
+{
+    av_args *v = (av_args *)(uintptr_t)a->send;
+    int rc = av_exec(c, v, flight_id);
+    free(v);
+    return rc;
+}
+
+int weft_ialltoallv(weft_comm *c, const void *send, const size_t *send_counts,
+                    const size_t *send_displs, void *recv, const size_t *recv_counts,
+                    const size_t *recv_displs, weft_dtype t, weft_request **req)
+{
+    if (!c || c->magic != COMM_MAGIC || !req)
+        return WEFT_EINVAL;
+    *req = NULL;
+    av_args probe = { send, recv, t, send_counts, send_displs, recv_counts, recv_displs };
+    int rc;
+    if ((rc = av_check(c, &probe)))
+        return rc;
+    /* the caller's arrays need not outlive this call: copy them */
+    size_t n = (size_t)c->size, *arr;
+    av_args *v = malloc(sizeof *v + 4 * n * sizeof *arr);
+    if (!v)
+        return comm_fail(c, WEFT_ENOMEM, "alltoallv: out of memory");
+    arr = (size_t *)(v + 1);
+    memcpy(arr, send_counts, n * sizeof *arr);
+    memcpy(arr + n, send_displs, n * sizeof *arr);
+    memcpy(arr + 2 * n, recv_counts, n * sizeof *arr);
+    memcpy(arr + 3 * n, recv_displs, n * sizeof *arr);
+    *v = (av_args){ send, recv, t, arr, arr + n, arr + 2 * n, arr + 3 * n };
+    weft_coll_args a = { .kind = COLL_ALLTOALLV, .send = v, .count = COLL_ALLTOALLV_MARK,
+                         .dtype = t };
+    if ((rc = weft_icollective(c, &a, req)))
+        free(v);
+    return rc;
+}
