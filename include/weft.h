@@ -403,6 +403,8 @@ typedef struct {
     int shape[4];
     size_t whole_offset; /* its offset in the whole model's buffers (a stage's
                             tensors lie elsewhere in its own) */
+    size_t whole_numel;  /* the whole tensor's elements (a tensor-parallel part
+                            holds fewer: weft_model_tensor_whole_elem maps them) */
 } weft_tensor_info;
 int weft_model_tensor_count(const weft_model *m);
 int weft_model_tensor_info(const weft_model *m, int i, weft_tensor_info *out);
@@ -431,8 +433,6 @@ const char *weft_model_matmul_name(const weft_model *m);
  * mean cross-entropy over the counted targets. Activations stay in the
  * model for backward until the next forward. */
 int weft_model_forward(weft_model *m, const void *inputs, const int32_t *targets,
-    size_t whole_numel;  /* the whole tensor's elements (a tensor-parallel part
-                            holds fewer: weft_model_tensor_whole_elem maps them) */
                        int batch, int seq, float *loss);
 /* Adds d(mean loss)/d(params) of the last forward (which needs targets) to
  * the gradient buffer: call weft_model_zero_grad first, or not, to
@@ -493,6 +493,24 @@ typedef enum {
 } weft_backward_part;
 int weft_model_create_stage(weft_model **out, const weft_model_config *cfg, uint64_t seed,
                             const weft_block_range *chunks, int nchunks, unsigned flags);
+/* The same, one tensor-parallel rank of tp_size (Megatron's layers): a
+ * GPT's attention split by heads (tp divides the head count), its MLP's 4C
+ * hidden width, its token embedding and output projection by vocabulary
+ * (padded to a multiple of tp, the padding never counted in the loss) and
+ * its cross-entropy computed on the parts (3 all-reduces of rows floats);
+ * an MLP's layers in column/row-parallel pairs (a last odd layer
+ * replicated). LayerNorms and the biases added after a row-parallel layer
+ * are replicated. Forward and backward call collectives on tp (every rank
+ * of the group together); tp NULL with tp_size and tp_rank builds the same
+ * tensors without a group (a shell that holds or assembles them). */
+int weft_model_create_tp(weft_model **out, const weft_model_config *cfg, uint64_t seed,
+                         const weft_block_range *chunks, int nchunks, unsigned flags,
+                         weft_comm *tp, int tp_size, int tp_rank);
+/* Collectives the tensor-parallel layers have called, and their bytes. */
+int weft_model_tp_stats(const weft_model *m, uint64_t *calls, uint64_t *bytes);
+/* Element e of our tensor i is element *whole of the whole model's tensor
+ * of that name; returns 1 (and no *whole) for vocabulary padding. */
+int weft_model_tensor_whole_elem(const weft_model *m, int i, size_t e, size_t *whole);
 int weft_model_chunk_count(const weft_model *m);
 int weft_model_chunk_range(const weft_model *m, int chunk, weft_block_range *r);
 /* Floats of a chunk's input (0 for the first chunk) and output (0 for the
@@ -521,24 +539,6 @@ int weft_model_grads_ready(weft_model *m, int first, int count);
  * chunks of rank r: global chunks r, r + p, ..., r + (V-1)p, V = 1 but
  * for the interleaved schedule, in that order. "zb" needs a stage made
  * with WEFT_STAGE_SPLIT_BACKWARD. A step takes the rank's whole batch
-/* The same, one tensor-parallel rank of tp_size (Megatron's layers): a
- * GPT's attention split by heads (tp divides the head count), its MLP's 4C
- * hidden width, its token embedding and output projection by vocabulary
- * (padded to a multiple of tp, the padding never counted in the loss) and
- * its cross-entropy computed on the parts (3 all-reduces of rows floats);
- * an MLP's layers in column/row-parallel pairs (a last odd layer
- * replicated). LayerNorms and the biases added after a row-parallel layer
- * are replicated. Forward and backward call collectives on tp (every rank
- * of the group together); tp NULL with tp_size and tp_rank builds the same
- * tensors without a group (a shell that holds or assembles them). */
-int weft_model_create_tp(weft_model **out, const weft_model_config *cfg, uint64_t seed,
-                         const weft_block_range *chunks, int nchunks, unsigned flags,
-                         weft_comm *tp, int tp_size, int tp_rank);
-/* Collectives the tensor-parallel layers have called, and their bytes. */
-int weft_model_tp_stats(const weft_model *m, uint64_t *calls, uint64_t *bytes);
-/* Element e of our tensor i is element *whole of the whole model's tensor
- * of that name; returns 1 (and no *whole) for vocabulary padding. */
-int weft_model_tensor_whole_elem(const weft_model *m, int i, size_t e, size_t *whole);
  * (every stage the same one: the first reads inputs, the last targets),
  * cut into m micro-batches whose losses weigh n_mb / batch; it adds the
  * gradients (the tied embedding's summed between the first and last
@@ -566,6 +566,22 @@ const char *weft_pipe_error(const weft_pipe *p);
  * split, its input part) and weight part (0 unless split). */
 int weft_pipe_chunk_seconds(const weft_pipe *p, int chunk, double *fwd, double *bwd,
                             double *bwd_weight);
+
+/* -- 3D layouts (src/train/layout.c) --
+ * tp x dp x pp job ranks: order lists the dimensions fastest first,
+ * "tp-dp-pp" by default (Megatron's: a tensor group is neighbouring ranks,
+ * data groups stride tp, pipelines stride tp*dp). dp = world / (tp*pp). */
+typedef struct {
+    int size[3];         /* tp, dp, pp */
+    int order[3];        /* dimension indices (0 tp, 1 dp, 2 pp), fastest first */
+} weft_layout;
+int weft_layout_init(weft_layout *l, int world, int tp, int pp, const char *order);
+void weft_layout_coords(const weft_layout *l, int rank, int *tp, int *dp, int *pp);
+int weft_layout_rank(const weft_layout *l, int tp, int dp, int pp);
+void weft_layout_format(const weft_layout *l, char *buf, size_t len);
+/* This rank's tensor, data and pipeline groups (collective over world). */
+int weft_layout_split(const weft_layout *l, weft_comm *world, weft_comm **tp, weft_comm **dp,
+                      weft_comm **pp);
 
 /* -- random numbers (xoshiro256**; plain state so checkpoints can save it) -- */
 typedef struct { uint64_t s[4]; } weft_rng;
