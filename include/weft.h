@@ -925,11 +925,12 @@ int weft_zero_micro(weft_zero *z, int n, int global_n, int last);
  * norm before clipping in *norm if norm), update this rank's range, share
  * the parameters (stages 1-2; stage 3 at the next micro-step). */
 int weft_zero_step(weft_zero *z, float lr, float clip, float *norm);
-/* Pipeline stages hold disjoint parts of one model: the norm that clips
- * (and *norm) also sums over c, the stages of this rank's pipeline, and
- * leaves out [skip_lo, skip_lo + skip_n), a tied copy another stage
- * counts. c NULL: this communicator only. */
-int weft_zero_set_norm_group(weft_zero *z, weft_comm *c, size_t skip_lo, size_t skip_n);
+/* Pipeline stages and tensor-parallel ranks hold parts of one model: the
+ * norm that clips (and *norm) also sums over comms (up to 2: this rank's
+ * pipeline, its tensor group) and leaves out the tensors with skip[i] set
+ * (a tied copy, a replica another rank counts; NULL: none). */
+int weft_zero_set_norm_group(weft_zero *z, weft_comm *const *comms, int ncomms,
+                             const unsigned char *skip);
 /* Stage 3: make the whole parameter buffer valid (before eval or saving). */
 int weft_zero_gather_params(weft_zero *z);
 /* Seconds weft_zero_step has spent waiting for gradient reductions and

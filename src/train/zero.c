@@ -63,8 +63,8 @@ struct weft_zero {
     int prev_micro;        /* samples in the previous micro-step, 0 at a step's start */
     int gathered;          /* stage 3: the full parameter buffer is valid */
     double wait_s;         /* time weft_zero_step spent waiting on communication */
-    weft_comm *norm_comm;  /* the other pipeline stages: the norm sums over them */
-    size_t skip_lo, skip_n; /* not counted in the norm: a copy another stage counts */
+    weft_comm *norm_comm[2]; /* the norm also sums over these (stages, tensor ranks) */
+    unsigned char *skip;   /* per tensor: another rank counts it (a tied copy, a replica) */
 };
 
 /* Zeroes [lo, hi) of x, returning its whole pages to the kernel. */
@@ -201,6 +201,7 @@ void weft_zero_destroy(weft_zero *z)
 {
     if (!z)
         return;
+    free(z->skip);
     weft_dp_destroy(z->dp);
     if (z->stage >= 2)
         weft_model_set_grad_hook(z->model, NULL, NULL);
@@ -382,24 +383,51 @@ static int reduce_scatter_grads(weft_zero *z)
     return rc;
 }
 
-int weft_zero_set_norm_group(weft_zero *z, weft_comm *c, size_t skip_lo, size_t skip_n)
+int weft_zero_set_norm_group(weft_zero *z, weft_comm *const *comms, int ncomms,
+                             const unsigned char *skip)
 {
-    if (!z || skip_lo > z->n || skip_n > z->n - skip_lo)
+    if (!z || ncomms < 0 || ncomms > 2 || (ncomms && !comms))
         return WEFT_EINVAL;
-    z->norm_comm = c;
-    z->skip_lo = skip_lo;
-    z->skip_n = skip_n;
+    int nt = weft_model_tensor_count(z->model);
+    unsigned char *s = NULL;
+    if (skip && !(s = malloc((size_t)(nt ? nt : 1))))
+        return WEFT_ENOMEM;
+    if (s)
+        memcpy(s, skip, (size_t)nt);
+    free(z->skip);
+    z->skip = s;
+    z->norm_comm[0] = ncomms > 0 ? comms[0] : NULL;
+    z->norm_comm[1] = ncomms > 1 ? comms[1] : NULL;
     return 0;
 }
 
-/* Squares of g[lo, lo + n) but for the range another stage counts. */
+/* Squares of g[lo, lo + n) but for the tensors another rank counts. */
 static double sumsq_owned(const weft_zero *z, const float *g, size_t lo, size_t n)
 {
-    size_t a = z->skip_lo > lo ? z->skip_lo : lo;
-    size_t e = z->skip_lo + z->skip_n < lo + n ? z->skip_lo + z->skip_n : lo + n;
-    if (e <= a)
+    if (!z->skip)
         return weft_sumsq(g + lo, n);
-    return weft_sumsq(g + lo, a - lo) + weft_sumsq(g + e, lo + n - e);
+    double ss = 0;
+    for (int i = 0; i < weft_model_tensor_count(z->model); i++) {
+        weft_tensor_info t;
+        weft_model_tensor_info(z->model, i, &t);
+        size_t a = t.offset > lo ? t.offset : lo;
+        size_t e = t.offset + t.numel < lo + n ? t.offset + t.numel : lo + n;
+        if (e > a && !z->skip[i])
+            ss += weft_sumsq(g + a, e - a);
+    }
+    return ss;
+}
+
+/* The squares summed over the norm's other groups. */
+static int sum_groups(weft_zero *z, double *ss)
+{
+    for (int k = 0; k < 2; k++)
+        if (z->norm_comm[k]) {
+            int rc = weft_allreduce(z->norm_comm[k], ss, ss, 1, WEFT_F64, WEFT_SUM);
+            if (rc)
+                return rc;
+        }
+    return 0;
 }
 
 int weft_zero_step(weft_zero *z, float lr, float clip, float *norm)
@@ -424,7 +452,7 @@ int weft_zero_step(weft_zero *z, float lr, float clip, float *norm)
             return rc;
         if (clip > 0 || norm) {
             double ss = sumsq_owned(z, g, 0, n);
-            if (z->norm_comm && (rc = weft_allreduce(z->norm_comm, &ss, &ss, 1, WEFT_F64, WEFT_SUM)))
+            if ((rc = sum_groups(z, &ss)))
                 return rc;
             if (norm)
                 *norm = (float)sqrt(ss);
@@ -444,7 +472,7 @@ int weft_zero_step(weft_zero *z, float lr, float clip, float *norm)
             if (z->comm && z->world > 1 &&
                 (rc = weft_allreduce(z->comm, &ss, &ss, 1, WEFT_F64, WEFT_SUM)))
                 return rc;
-            if (z->norm_comm && (rc = weft_allreduce(z->norm_comm, &ss, &ss, 1, WEFT_F64, WEFT_SUM)))
+            if ((rc = sum_groups(z, &ss)))
                 return rc;
             if (norm)
                 *norm = (float)sqrt(ss);

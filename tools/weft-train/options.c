@@ -86,6 +86,9 @@ static void usage(FILE *f)
         "  --accum K                micro-steps per step; communicate only on the last (1)\n"
         "  --pp P                   pipeline of P stages; data parallelism over the rest of\n"
         "                           the ranks (job rank = replica * P + stage)\n"
+        "  --tp T                   tensor parallelism over T ranks (Megatron's layers);\n"
+        "                           with --pp the job is tp x dp x pp\n"
+        "  --order tp-dp-pp         the ranks' order of the three, fastest first\n"
         "  --micro-batches M        pipeline micro-batches per step (P)\n"
         "  --schedule gpipe|1f1b|interleaved:V|zb  the pipeline's schedule (1f1b); also\n"
         "                           --pp-schedule\n"
@@ -371,6 +374,13 @@ void parse_args(opts *o, int argc, char **argv)
             copy_str(o->consistency, sizeof o->consistency, key, v);
         } else if (strcmp(key, "pp") == 0) {
             o->pp = (int)parse_long(key, v, 1, 1024);
+        } else if (strcmp(key, "tp") == 0) {
+            o->tp = (int)parse_long(key, v, 1, 1024);
+        } else if (strcmp(key, "order") == 0) {
+            weft_layout l;
+            if (weft_layout_init(&l, 1, 1, 1, v) != 0)
+                die("--order: want tp, dp and pp in some order, fastest first (tp-dp-pp), not '%s'", v);
+            copy_str(o->order, sizeof o->order, key, v);
         } else if (strcmp(key, "micro-batches") == 0) {
             o->micro = (int)parse_long(key, v, 1, 1 << 16);
         } else if (strcmp(key, "pp-schedule") == 0) {
@@ -403,17 +413,18 @@ void parse_args(opts *o, int argc, char **argv)
         die("give --steps or --epochs, not both");
     if (o->set & (1u << O_STEPS))
         o->r.epochs = -1;
-    if (o->pp > 1 && o->ps)
-        die("--pp trains a pipeline; --mode ps has no stages");
-    if (o->pp > 1 && strcmp(o->sync, "full") != 0)
-        die("--pp %d: pipelines take --sync full, not --sync %s", o->pp, o->sync);
-    if (o->pp > 1 && o->accum > 1)
-        die("--pp %d: micro-batches are --micro-batches, not --accum", o->pp);
-    if (o->pp > 1 && o->zero > 2)
-        die("--pp %d: ZeRO stage 3 with a pipeline is not supported (stages 0-2 are)", o->pp);
-    if (o->pp <= 1 && (o->micro || o->pp_schedule[0] || o->pp_partition[0]))
-        die("--micro-batches, --schedule %s and --pp-partition need --pp 2 or more",
+    int model_par = o->pp > 1 || o->tp > 1;
+    if (model_par && o->ps)
+        die("--pp and --tp split the model; --mode ps keeps it whole on the servers");
+    if (model_par && strcmp(o->sync, "full") != 0)
+        die("--pp/--tp: the model's parts take --sync full, not --sync %s", o->sync);
+    if (model_par && o->accum > 1)
+        die("--pp/--tp: micro-batches are --micro-batches, not --accum");
+    if (o->pp <= 1 && (o->pp_schedule[0] || o->pp_partition[0]))
+        die("--schedule %s and --pp-partition need --pp 2 or more",
             o->pp_schedule[0] ? o->pp_schedule : "...");
+    if (!model_par && (o->micro || o->order[0]))
+        die("--micro-batches and --order need --pp or --tp");
 }
 
 /* A slow device: its compute takes straggle_ms longer. any:MS (-2) picks

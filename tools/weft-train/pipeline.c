@@ -1,7 +1,8 @@
-/* weft-train --pp P: the job as P-stage pipelines times data-parallel
- * replicas. Job rank = replica * P + stage, so a pipeline's neighbours are
- * neighbouring ranks (one host, where hosts hold P ranks or more). Every
- * stage of a replica loads the same batch; the first reads its inputs,
+/* weft-train --tp T --pp P: the job as tp x dp x pp (weft_layout, in the
+ * order --order gives, tensor fastest by default): every tensor rank of a
+ * stage holds its part of the stage's blocks, P stages make a pipeline,
+ * and each (stage, tensor rank) averages over its dp replicas. Every rank
+ * of a replica loads the same batch; the first stage reads its inputs,
  * the last its targets. Blocks are cut into P*V chunks (V > 1 for the
  * interleaved schedule) from measured block costs, and checkpoints are
  * assembled on job rank 0 in the whole model's layout, so they resume on
@@ -17,7 +18,9 @@
 
 struct pipeline {
     int pp, v, k, stage, replica, replicas, job_rank, job_size;
-    weft_comm *pp_comm, *dp_comm;
+    int tp, tp_rank;
+    weft_layout layout;
+    weft_comm *job, *pp_comm, *dp_comm, *tp_comm;
     pipe_spec spec;
     char schedule[32];
     sim_block_costs costs;   /* measured, the same on every rank */
@@ -31,31 +34,34 @@ struct pipeline {
 
 pipeline *pipeline_open(const opts *o, weft_comm *job)
 {
-    if (o->pp <= 1)
+    int pp = o->pp > 1 ? o->pp : 1, tp = o->tp > 1 ? o->tp : 1;
+    if (pp == 1 && tp == 1)
         return NULL;
     int n = job ? weft_comm_size(job) : 1;
-    if (n % o->pp)
-        die("--pp %d: the job's %d ranks are not a multiple of it", o->pp, n);
+    if (n % (pp * tp))
+        die("--tp %d --pp %d: the job's %d ranks are not a multiple of %d", tp, pp, n, tp * pp);
     pipeline *pl = calloc(1, sizeof *pl);
     if (!pl)
         die("out of memory");
-    pl->pp = o->pp;
-    pl->job_rank = weft_comm_rank(job);
+    if (weft_layout_init(&pl->layout, n, tp, pp, o->order) != 0)
+        die("--order %s: want the three of tp, dp, pp, fastest first (tp-dp-pp)", o->order);
+    pl->pp = pp;
+    pl->tp = tp;
+    pl->job = job;
+    pl->job_rank = job ? weft_comm_rank(job) : 0;
     pl->job_size = n;
-    pl->stage = pl->job_rank % o->pp;
-    pl->replica = pl->job_rank / o->pp;
-    pl->replicas = n / o->pp;
+    weft_layout_coords(&pl->layout, pl->job_rank, &pl->tp_rank, &pl->replica, &pl->stage);
+    pl->replicas = n / (pp * tp);
     snprintf(pl->schedule, sizeof pl->schedule, "%s", o->pp_schedule[0] ? o->pp_schedule : "1f1b");
-    int m = o->micro > 0 ? o->micro : o->pp;
-    if (pipe_spec_parse(pl->schedule, o->pp, m, &pl->spec) != 0)
-        die("--schedule %s: want gpipe, 1f1b, interleaved:V (V >= 2) or zb", pl->schedule);
+    int m = o->micro > 0 ? o->micro : pp;
+    if (pipe_spec_parse(pl->schedule, pp, m, &pl->spec) != 0)
+        die("--schedule %s: want gpipe, 1f1b, interleaved:V (V >= 2, --pp 2 or more) or zb",
+            pl->schedule);
     pl->v = pl->spec.v;
     pl->k = pl->pp * pl->v;
-    int rc = weft_comm_split(job, pl->replica, pl->stage, &pl->pp_comm);
-    if (rc == 0)
-        rc = weft_comm_split(job, pl->stage, pl->replica, &pl->dp_comm);
+    int rc = weft_layout_split(&pl->layout, job, &pl->tp_comm, &pl->dp_comm, &pl->pp_comm);
     if (rc)
-        die("pipeline groups: %s: %s", weft_strerror(rc), weft_comm_error(job));
+        die("tensor, data and pipeline groups: %s: %s", weft_strerror(rc), weft_comm_error(job));
     return pl;
 }
 
@@ -243,12 +249,24 @@ weft_model *pipeline_model(const pipeline *pl, const run_opts *r, weft_ckpt *ck)
     weft_block_range ch[WEFT_STAGE_MAX_CHUNKS];
     stage_chunks(pl, pl->stage, ch);
     weft_model *m;
-    int rc = weft_model_create_stage(&m, &pl->cfg, r->seed, ch, pl->v, stage_flags(pl));
+    int rc = weft_model_create_tp(&m, &pl->cfg, r->seed, ch, pl->v, stage_flags(pl),
+                                  pl->tp > 1 ? pl->tp_comm : NULL, 1, 0);
+    if (rc == WEFT_EINVAL && pl->tp > 1)
+        die("--tp %d: the model does not split in %d (a GPT needs heads divisible by it, an "
+            "MLP its hidden widths)", pl->tp, pl->tp);
     if (rc == 0 && ck)
         rc = weft_ckpt_get_params(ck, m);
     if (rc)
         die("cannot create pipeline stage %d: %s", pl->stage, weft_strerror(rc));
     return m;
+}
+
+/* Whole on every tensor rank (LayerNorms, row-parallel biases, positions). */
+static int replicated(const weft_model *m, int i)
+{
+    weft_tensor_info t;
+    weft_model_tensor_info(m, i, &t);
+    return t.numel == t.whole_numel;
 }
 
 void pipeline_attach(pipeline *pl, weft_model *m, weft_zero *z)
@@ -257,18 +275,19 @@ void pipeline_attach(pipeline *pl, weft_model *m, weft_zero *z)
     if (rc)
         die("--schedule %s with %d micro-batches: %s", pl->schedule, pl->spec.m,
             weft_strerror(rc));
-    /* the norm that clips spans the pipeline; the last stage's copy of a
-     * tied embedding is counted by the first */
-    size_t lo = 0, n = 0;
-    int t = weft_model_tied_tensor(m);
-    if (t >= 0 && pl->stage != 0) {
-        weft_tensor_info ti;
-        weft_model_tensor_info(m, t, &ti);
-        lo = ti.offset;
-        n = ti.numel;
-    }
-    if ((rc = weft_zero_set_norm_group(z, pl->pp_comm, lo, n)))
+    /* the norm that clips spans the pipeline and the tensor group; the last
+     * stage's copy of a tied embedding is counted by the first, a replicated
+     * tensor by tensor rank 0 */
+    int nt = weft_model_tensor_count(m), tied = weft_model_tied_tensor(m);
+    unsigned char *skip = calloc((size_t)nt + 1, 1);
+    if (!skip)
+        die("out of memory");
+    for (int i = 0; i < nt; i++)
+        skip[i] = (i == tied && pl->stage != 0) || (pl->tp_rank != 0 && replicated(m, i));
+    weft_comm *groups[2] = { pl->pp_comm, pl->tp_comm };
+    if ((rc = weft_zero_set_norm_group(z, groups, 2, skip)))
         die("pipeline norm: %s", weft_strerror(rc));
+    free(skip);
 }
 
 static double chunk_time(const sim_pipe_plan *p, int c)
@@ -291,8 +310,11 @@ void pipeline_describe(const pipeline *pl, const run_opts *r)
 {
     char nm[32];
     pipe_spec_name(&pl->spec, nm, sizeof nm);
-    printf("pipeline: %d stages x %d replicas, schedule %s, %d micro-batches of %d samples\n",
-           pl->pp, pl->replicas, nm, pl->spec.m, micro_rows(pl, r));
+    char ord[16];
+    weft_layout_format(&pl->layout, ord, sizeof ord);
+    printf("layout: tp %d x dp %d x pp %d (order %s); pipeline schedule %s, %d micro-batches "
+           "of %d samples\n", pl->tp, pl->replicas, pl->pp, ord, nm, pl->spec.m,
+           micro_rows(pl, r));
     printf("  partition (blocks per chunk):");
     for (int c = 0; c < pl->k; c++)
         printf("%s%d", c ? "," : " ", pl->plan.first[c + 1] - pl->plan.first[c]);
@@ -407,6 +429,30 @@ static const float *state_of(const weft_ckpt *ck, const char *name)
     return weft_ckpt_find(ck, key, &e) == 0 ? e.data : NULL;
 }
 
+/* A part's tensor i goes to the lead unless another part sends it: the
+ * last stage's tied copy, a replicated tensor of a tensor rank but 0. */
+static int sent_by_other(const weft_model *m, int i, int stage, int tp_rank)
+{
+    return (stage > 0 && i == weft_model_tied_tensor(m)) || (tp_rank > 0 && replicated(m, i));
+}
+
+/* Element by element into the whole tensor's place (a tensor-parallel
+ * part), or as one block. */
+static void place(const weft_model *part, int i, const float *src, float *whole)
+{
+    weft_tensor_info t;
+    weft_model_tensor_info(part, i, &t);
+    if (t.numel == t.whole_numel) {
+        memcpy(whole + t.whole_offset, src, t.numel * sizeof(float));
+        return;
+    }
+    for (size_t e = 0; e < t.numel; e++) {
+        size_t at;
+        if (weft_model_tensor_whole_elem(part, i, e, &at) == 0)
+            whole[t.whole_offset + at] = src[e];
+    }
+}
+
 weft_model *pipeline_gather(const pipeline *pl, weft_model *m, weft_zero *z, weft_optim **opt)
 {
     weft_ckpt *ck = NULL;
@@ -424,14 +470,12 @@ weft_model *pipeline_gather(const pipeline *pl, weft_model *m, weft_zero *z, wef
         return NULL;
     }
     const float *P = weft_model_params(m, NULL);
-    if (pl->stage != 0) {
-        /* every tensor but a tied copy, then its optimiser states */
-        int tied = weft_model_tied_tensor(m);
-        weft_request *rq;
+    if (pl->job_rank != 0) {
+        /* every tensor this part is the one to send, then its optimiser states */
         for (int i = 0; i < weft_model_tensor_count(m) && rc == 0; i++) {
             weft_tensor_info ti;
             weft_model_tensor_info(m, i, &ti);
-            if (i == tied)
+            if (sent_by_other(m, i, pl->stage, pl->tp_rank))
                 continue;
             for (int j = 0; j <= nstate && rc == 0; j++) {
                 const char *sname = NULL;
@@ -440,15 +484,16 @@ weft_model *pipeline_gather(const pipeline *pl, weft_model *m, weft_zero *z, wef
                 const float *src = j ? state_of(ck, sname) : P;
                 if (!src)
                     die("gathering the optimiser state: no %s", sname);
-                rc = weft_isend_tag(pl->pp_comm, src + ti.offset, ti.numel, WEFT_F32, 0,
+                weft_request *rq;
+                rc = weft_isend_tag(pl->job, src + ti.offset, ti.numel, WEFT_F32, 0,
                                     gather_tag(i, j, nstate), &rq);
                 if (rc == 0)
                     rc = weft_wait(rq);
             }
         }
         if (rc)
-            die("sending stage %d to rank 0: %s: %s", pl->stage, weft_strerror(rc),
-                weft_comm_error(pl->pp_comm));
+            die("sending stage %d (tensor rank %d) to rank 0: %s: %s", pl->stage, pl->tp_rank,
+                weft_strerror(rc), weft_comm_error(pl->job));
         weft_ckpt_free(ck);
         return NULL;
     }
@@ -465,40 +510,56 @@ weft_model *pipeline_gather(const pipeline *pl, weft_model *m, weft_zero *z, wef
             (rc = weft_optim_set_steps(full, (int64_t)steps)))
             die("cannot assemble the optimiser: %s", weft_strerror(rc));
     }
-    for (int s = 0; s < pl->pp; s++) {
-        weft_block_range ch[WEFT_STAGE_MAX_CHUNKS];
-        stage_chunks(pl, s, ch);
-        weft_model *shell = m;
-        if (s > 0 && (rc = weft_model_create_stage(&shell, &pl->cfg, 0, ch, pl->v, 0)))
-            die("cannot assemble stage %d: %s", s, weft_strerror(rc));
-        int tied = weft_model_tied_tensor(shell);
-        for (int i = 0; i < weft_model_tensor_count(shell) && rc == 0; i++) {
-            weft_tensor_info ti;
-            weft_model_tensor_info(shell, i, &ti);
-            if (s > 0 && i == tied)
-                continue;
-            for (int j = 0; j <= nstate && rc == 0; j++) {
-                const char *sname = NULL;
-                float *dst = j ? weft_optim_state(full, j - 1, &sname) : WP;
-                if (s == 0) {
-                    const float *src = j ? state_of(ck, sname) : P;
-                    if (!src)
-                        die("gathering the optimiser state: no %s", sname);
-                    memcpy(dst + ti.whole_offset, src + ti.offset, ti.numel * sizeof(float));
+    float *buf = NULL;
+    size_t cap = 0;
+    for (int s = 0; s < pl->pp; s++)
+        for (int t = 0; t < pl->tp; t++) {
+            weft_block_range ch[WEFT_STAGE_MAX_CHUNKS];
+            stage_chunks(pl, s, ch);
+            weft_model *shell = m;
+            int from = weft_layout_rank(&pl->layout, t, 0, s);
+            if (from != 0 &&
+                (rc = weft_model_create_tp(&shell, &pl->cfg, 0, ch, pl->v, 0, NULL, pl->tp, t)))
+                die("cannot assemble stage %d: %s", s, weft_strerror(rc));
+            for (int i = 0; i < weft_model_tensor_count(shell) && rc == 0; i++) {
+                weft_tensor_info ti;
+                weft_model_tensor_info(shell, i, &ti);
+                if (sent_by_other(shell, i, s, t))
                     continue;
+                for (int j = 0; j <= nstate && rc == 0; j++) {
+                    const char *sname = NULL;
+                    float *dst = j ? weft_optim_state(full, j - 1, &sname) : WP;
+                    const float *src;
+                    if (from == 0) {
+                        src = (j ? state_of(ck, sname) : P);
+                        if (!src)
+                            die("gathering the optimiser state: no %s", sname);
+                        src += ti.offset;
+                    } else {
+                        if (ti.numel > cap) {
+                            free(buf);
+                            cap = ti.numel;
+                            if (!(buf = malloc(cap * sizeof(float))))
+                                die("out of memory");
+                        }
+                        weft_request *rq;
+                        rc = weft_irecv_tag(pl->job, buf, ti.numel, WEFT_F32, from,
+                                            gather_tag(i, j, nstate), &rq);
+                        if (rc == 0)
+                            rc = weft_wait(rq);
+                        src = buf;
+                    }
+                    if (rc == 0)
+                        place(shell, i, src, dst);
                 }
-                weft_request *rq;
-                rc = weft_irecv_tag(pl->pp_comm, dst + ti.whole_offset, ti.numel, WEFT_F32, s,
-                                    gather_tag(i, j, nstate), &rq);
-                if (rc == 0)
-                    rc = weft_wait(rq);
             }
+            if (rc)
+                die("receiving stage %d (tensor rank %d): %s: %s", s, t, weft_strerror(rc),
+                    weft_comm_error(pl->job));
+            if (shell != m)
+                weft_model_destroy(shell);
         }
-        if (rc)
-            die("receiving stage %d: %s: %s", s, weft_strerror(rc), weft_comm_error(pl->pp_comm));
-        if (shell != m)
-            weft_model_destroy(shell);
-    }
+    free(buf);
     weft_ckpt_free(ck);
     if (opt)
         *opt = full;
@@ -514,6 +575,7 @@ void pipeline_close(pipeline *pl)
     sim_block_costs_free(&pl->costs);
     weft_comm_destroy(pl->pp_comm);
     weft_comm_destroy(pl->dp_comm);
+    weft_comm_destroy(pl->tp_comm);
     free(pl);
 }
 

@@ -34,6 +34,8 @@ typedef struct {
     int ps;               /* --mode ps: parameter server instead of data parallel */
     char consistency[32];
     int pp, micro;        /* --pp stages, --micro-batches per step */
+    int tp;               /* --tp tensor-parallel ranks */
+    char order[16];       /* --order of the tp, dp, pp dimensions, fastest first */
     char pp_schedule[32], pp_partition[256], pp_costs[1024];
     double pp_memory_mb;  /* --pp-memory: a stage's cap for the partition */
     unsigned set; /* bit per run option given on the command line */
