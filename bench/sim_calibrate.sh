@@ -1,31 +1,45 @@
 #!/bin/sh
-# Calibrates weft-sim's "host" topology from weft's own transport on this
-# machine: a 2-rank ring all-reduce of 8 B gives the per-message cost, one of
-# 64 MB the bandwidth. Writes docs/sim/host.topo, to use as
-#   weft-sim allreduce --topo docs/sim/host.topo --ranks 2,4,8 --size 8 --size 64M
-# and prints it. The built-in "host" preset stays a placeholder until its
-# numbers are copied from such a run on a quiet machine.
+# Measures weft's ring all-reduce on this machine at 2, 4 and 8 ranks from
+# 8 B to 64 MiB: the validation set of weft-sim's "host" preset
+# (docs/SIMULATION.md, "This host"). Each point is the median of REPS runs
+# of weft-bench (each run itself a mean over its timed iterations), so that
+# one run disturbed by another process does not move the figure.
 #
-# The model of a 2-rank ring all-reduce of S bytes (two rounds, S/2 each):
-#   T(8 B)  = 2 (o + L)                 -> o = L = T8 / 4 (not separable here)
-#   T(S)    = T(8 B) + S / bw           -> bw = S / (T(S) - T(8 B))
-# usage: bench/sim_calibrate.sh [BUILD_DIR]
+# Writes docs/sim/host-measured.dat (ranks, bytes, median time in us, the
+# load average when the point was taken) and prints weft-sim's prediction
+# beside each point. Timing runs hold /tmp/weft-bench.lock so that no two
+# benchmarks on this machine overlap.
+#
+# usage: bench/sim_calibrate.sh [BUILD_DIR] [REPS]
 set -e
 cd "$(dirname "$0")/.."
 B=${1:-${BUILD:-build}}
+REPS=${2:-5}
 make -s -j2 BUILD="$B" "$B/weftrun" "$B/weft-bench" "$B/weft-sim" >/dev/null
-t8=$("$B/weftrun" -n 2 "$B/weft-bench" allreduce -b 8 -e 8 -a ring -w 20 -n 200 |
-     grep -v '#' | awk 'NR == 1 { print $7 }')
-t64=$("$B/weftrun" -n 2 "$B/weft-bench" allreduce -b 64M -e 64M -a ring -w 2 -n 5 |
-      grep -v '#' | awk 'NR == 1 { print $7 }')
+OUT=docs/sim/host-measured.dat
 mkdir -p docs/sim
-awk -v t8="$t8" -v t64="$t64" -v date="$(date -u +%Y-%m-%d)" 'BEGIN {
-    o = t8 / 4; bw = 67108864 / ((t64 - t8) * 1e3);
-    printf "name host\n";
-    printf "note calibrated %s by bench/sim_calibrate.sh: 8 B in %.2f us, 64 MB in %.0f us\n", date, t8, t64;
-    printf "ranks_per_node 64\nnodes_per_pod 1\npods_per_cluster 1\nclusters 1\n";
-    printf "link intra lat_us %.3f bw_GBps %.3f ovh_us %.3f\n", o, bw, o;
-    printf "compute reduce_GBps 4 copy_GBps 8 local_us 1\n";
-}' > docs/sim/host.topo
-cat docs/sim/host.topo
-"$B/weft-sim" allreduce --topo docs/sim/host.topo --ranks 2 --algo ring --size 8 --size 64M
+tmp=$(mktemp)
+trap 'rm -f "$tmp"' EXIT
+echo "# ranks bytes median_us load1 (weft-bench allreduce -a ring, median of $REPS runs; $(date -u +%Y-%m-%d), $(nproc) cores)" > "$OUT"
+for n in 2 4 8; do
+    for s in 8 1K 64K 1M 16M 64M; do
+        case $s in
+        16M|64M) it="-w 1 -n 3" ;;
+        1M) it="-w 3 -n 10" ;;
+        *) it="-w 20 -n 200" ;;
+        esac
+        : > "$tmp"
+        r=0
+        while [ $r -lt "$REPS" ]; do
+            flock /tmp/weft-bench.lock "$B/weftrun" -n $n "$B/weft-bench" allreduce -l $s \
+                -a ring -I 1 $it | grep -v '#' | awk 'NF >= 7 { print $2, $7 }' >> "$tmp"
+            r=$((r + 1))
+        done
+        load=$(cut -d' ' -f1 /proc/loadavg)
+        bytes=$(awk 'NR == 1 { print $1 }' "$tmp")
+        med=$(awk '{ print $2 }' "$tmp" | sort -g |
+              awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
+        echo "$n $bytes $med $load" | tee -a "$OUT"
+    done
+done
+"$B/weft-sim" validate --set host

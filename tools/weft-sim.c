@@ -4,6 +4,7 @@
  *   weft-sim allreduce --topo summit --ranks 96..24576 --algo ring,tree --size 8 --size 64M
  *   weft-sim figure summit        data for docs/SIMULATION.md, figure 1
  *   weft-sim figure gpt3          the GPT-3 table
+ *   weft-sim validate [--set S]   predicted against published and measured figures
  *   weft-sim topo summit          print a topology in the text format
  *   weft-sim pipeline --p 4 --m 8 --schedule 1f1b --model gpt:... --gflops 50
  *                                 a pipeline schedule's step, bubble and stash
@@ -11,6 +12,7 @@
 #include "sim/sim.h"
 #include "sim/figures.h"
 #include "sim/pipe_costs.h"
+#include "sim/validate.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +25,9 @@ static void usage(FILE *f)
         "usage: weft-sim COLLECTIVE [options]   (allreduce broadcast reduce allgather\n"
         "                                        reduce_scatter alltoall)\n"
         "       weft-sim figure summit|gpt3 [--out FILE]\n"
+        "       weft-sim validate [--set summit|dgx-h100|host]\n"
+        "                                       predictions against published and measured\n"
+        "                                       figures, with the error of each\n"
         "       weft-sim topo NAME|FILE         print a topology in the text format\n"
         "       weft-sim list                   the built-in topologies\n"
         "       weft-sim pipeline [options]     a pipeline schedule's step time, bubble\n"
@@ -31,7 +36,12 @@ static void usage(FILE *f)
         "  --topo NAME|FILE   topology (default summit); presets: see `weft-sim list`\n"
         "  --ranks LIST       ranks: N, A,B,C or A..B (doubling); default 8\n"
         "  --nodes LIST       the same in nodes (ranks = nodes * ranks_per_node)\n"
-        "  --algo LIST        naive,ring,tree,rd,ps (default ring,tree)\n"
+        "  --algo LIST        naive,ring,tree,rd,rabenseifner,hier,ps, and NCCL's\n"
+        "                     nccl-ring,nccl-tree (default ring,tree)\n"
+        "  --proto P          ll, ll128, simple or auto (default): NCCL's protocol, for\n"
+        "                     algorithms with hop lines in the topology\n"
+        "  --channels N       channels of the NCCL schedules (default: as NCCL, no more\n"
+        "                     than chunks, at most the topology's)\n"
         "  --size S           bytes, repeatable: 8, 64K, 64M, 700G (K = 1024); the whole\n"
         "                     buffer of all ranks' blocks for allgather, reduce_scatter\n"
         "                     and alltoall, as in nccl-tests\n"
@@ -91,6 +101,7 @@ static int cmd_coll(weft_coll_kind kind, int argc, char **argv)
 {
     const char *topo_name = "summit";
     int ranks[64], nranks = 0, nodes = 0, algos[8], nalgo = 0, servers = 1, no_fold = 0;
+    int proto = SIM_PROTO_AUTO, channels = 0;
     uint64_t sizes[32], chunk = 0, budget = 0;
     int nsizes = 0;
     weft_dtype dt = WEFT_F32;
@@ -135,6 +146,17 @@ static int cmd_coll(weft_coll_kind kind, int argc, char **argv)
             servers = atoi(v);
         else if (!strcmp(a, "--budget"))
             budget = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--proto")) {
+            if (sim_protocol_parse(v, &proto)) {
+                fprintf(stderr, "weft-sim: unknown protocol %s (ll, ll128, simple, auto)\n", v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--channels")) {
+            if ((channels = atoi(v)) < 1 || channels > 64) {
+                fprintf(stderr, "weft-sim: --channels takes 1..64\n");
+                return 2;
+            }
+        }
         else {
             usage(stderr);
             return 2;
@@ -159,9 +181,9 @@ static int cmd_coll(weft_coll_kind kind, int argc, char **argv)
                  kind == WEFT_COLL_ALLTOALL;
     printf("# weft-sim %s on %s%s%s\n", weft_coll_name(kind), t.name,
            t.note[0] ? " -- " : "", t.note);
-    printf("# %12s %12s %7s %6s %13s %9s %9s  %5s %5s %5s %5s  %-10s %8s\n", "size", "count",
-           "ranks", "algo", "time_us", "algbw", "busbw", "intra", "nic", "pod", "wan",
-           "fold", "sim_s");
+    printf("# %12s %12s %7s %9s %6s %13s %9s %9s  %5s %5s %5s %5s %5s  %-10s %8s\n", "size",
+           "count", "ranks", "algo", "proto", "time_us", "algbw", "busbw", "intra", "nic", "pod",
+           "wan", "cpu", "fold", "sim_s");
     for (int si = 0; si < nsizes; si++)
         for (int ri = 0; ri < nranks; ri++)
             for (int ai = 0; ai < nalgo; ai++) {
@@ -171,7 +193,8 @@ static int cmd_coll(weft_coll_kind kind, int argc, char **argv)
                 sim_job j = { .topo = &t, .algo = algos[ai], .kind = kind, .nranks = p,
                               .count = sizes[si] / es / per, .esize = (uint32_t)es,
                               .chunk_bytes = chunk, .ps_servers = servers,
-                              .no_fold = no_fold, .op_budget = budget };
+                              .no_fold = no_fold, .op_budget = budget, .proto = proto,
+                              .channels = channels };
                 sim_result r;
                 double t0 = now_s();
                 int rc = sim_run(&j, &r, err, sizeof err);
@@ -200,14 +223,16 @@ static int cmd_coll(weft_coll_kind kind, int argc, char **argv)
                         fprintf(stderr, "%s mean %.3f max %.3f bytes %.3g\n", sim_lclass_name(c),
                                 r.util[c], r.util_max[c], r.bytes[c]);
                 }
-                printf("  %12llu %12llu %7d %6s %13.2f %9.3f %9.3f  %s %s %s %s  %-10s %8.2f\n",
+                printf("  %12llu %12llu %7d %9s %6s %13.2f %9.3f %9.3f  %s %s %s %s %s  %-10s "
+                       "%8.2f\n",
                        (unsigned long long)(j.count * es * per), (unsigned long long)j.count, p,
-                       sim_algo_name(j.algo), r.time_us, r.algbw_GBps, r.busbw_GBps, u[0],
-                       u[1], u[2], u[3], fold, wall);
+                       sim_algo_name(j.algo), r.proto ? sim_protocol_name(r.proto) : "-",
+                       r.time_us, r.algbw_GBps, r.busbw_GBps, u[0], u[1], u[2], u[3], u[4], fold,
+                       wall);
                 fflush(stdout);
             }
     printf("# algbw = size/time, busbw = algbw * nccl-tests' bus factor (GB/s, 1e9 bytes);\n"
-           "# intra..wan: mean link utilisation per class; fold: ranks simulated\n"
+           "# intra..cpu: mean link utilisation per class; fold: ranks simulated\n"
            "# (~: symmetric up to one element per op), +x: extrapolated in size\n");
     return 0;
 }
@@ -392,6 +417,18 @@ int main(int argc, char **argv)
     }
     if (!strcmp(cmd, "pipeline"))
         return cmd_pipeline(argc - 2, argv + 2);
+    if (!strcmp(cmd, "validate")) {
+        const char *set = NULL;
+        for (int i = 2; i < argc; i++) {
+            if (!strcmp(argv[i], "--set") && i + 1 < argc)
+                set = argv[++i];
+            else {
+                fprintf(stderr, "usage: weft-sim validate [--set summit|dgx-h100|host]\n");
+                return 2;
+            }
+        }
+        return sim_validate(stdout, set) ? 1 : 0;
+    }
     if (!strcmp(cmd, "topo")) {
         sim_topo t;
         char err[256];

@@ -44,4 +44,18 @@
   X(FLAT,        "flat",         0,                    0,                  flat_run,   flat_cost,   flat_free,   0,                 COLL_EVERY)
 /* clang-format on */
 
+/* Schedules only the simulator runs: NCCL's structures (coll/sched/nccl.h),
+ * kept to predict what NCCL does on machines weft-sim models. They have no
+ * weft_algo value, so no room above expands them: coll.c, the tuner,
+ * WEFT_ALGO and weft_algo_parse never see them. sim/ expands this list
+ * into its own algorithm numbers, after the weft_algo ones.
+ *
+ * S(id, name, build, kinds): build has nccl.h's signature. */
+/* clang-format off */
+#define COLL_SIM_ALGOS(S) \
+  /* id          name          build              kinds */ \
+  S(NCCL_RING,   "nccl-ring",  sched_nccl_ring,   COLL_K(ALLREDUCE)) \
+  S(NCCL_TREE,   "nccl-tree",  sched_nccl_tree,   COLL_K(ALLREDUCE))
+/* clang-format on */
+
 #endif

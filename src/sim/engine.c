@@ -71,6 +71,8 @@ typedef struct {
     uint32_t nR, nN, nP, nC;    /* reps, nodes, pods, clusters spanned */
     uint32_t base[LC_COUNT];    /* first link id of each class */
     double proto_ovh, proto_eff;
+    const sim_hop *hop;         /* the algorithm's costs under its protocol, or NULL */
+    double cpu_share;           /* >= 1: how many ranks share each core */
 } sim;
 
 /* ---- event heap ---- */
@@ -183,13 +185,19 @@ static void route(sim *s, int a, int q, smsg *m)
     m->nl = 0;
     m->lat = 0;
 #define ADD(cls, idx) do { if (t->lc[cls].bw_GBps > 0) m->links[m->nl++] = (int32_t)(s->base[cls] + (idx)); } while (0)
+    /* a rank's NIC: the rail nearest to it, ranks spread over the rails in order */
+    uint32_t na = (uint32_t)t->nics_per_node;
+    uint32_t ra = (uint32_t)pa.local * na / (uint32_t)t->ranks_per_node;
+    uint32_t rb = (uint32_t)fq.local * na / (uint32_t)t->ranks_per_node;
     if (lv == LC_INTRA) {
         ADD(LC_INTRA, 2 * (uint32_t)a);
         ADD(LC_INTRA, 2 * (uint32_t)b + 1);
+        if (s->nt.links[s->base[LC_CPU] + (uint32_t)pa.node].cap > 0)
+            m->links[m->nl++] = (int32_t)(s->base[LC_CPU] + (uint32_t)pa.node);
         m->lat = t->lc[LC_INTRA].lat_us;
     } else {
-        ADD(LC_NIC, 2 * (uint32_t)pa.node);
-        ADD(LC_NIC, 2 * (uint32_t)fq.node + 1);
+        ADD(LC_NIC, 2 * ((uint32_t)pa.node * na + ra));
+        ADD(LC_NIC, 2 * ((uint32_t)fq.node * na + rb) + 1);
         m->lat = t->lc[LC_NIC].lat_us;
         if (lv >= LC_POD) {
             ADD(LC_POD, 2 * (uint32_t)pa.pod);
@@ -203,6 +211,9 @@ static void route(sim *s, int a, int q, smsg *m)
         }
     }
 #undef ADD
+    if (s->hop) /* NCCL's hop cost stands for the link's latency and the protocol's */
+        m->lat += (lv == LC_INTRA ? s->hop->intra_us : s->hop->nic_us) -
+                  (lv == LC_INTRA ? t->lc[LC_INTRA].lat_us : t->lc[LC_NIC].lat_us);
     m->dst = b;
 }
 
@@ -212,7 +223,9 @@ static double msg_ovh(const sim *s, int a, int q)
     const sim_place *pa = &s->pl[a];
     sim_topo_place(s->t, s->p, q, &pq);
     int lv = pa->cluster != pq.cluster ? LC_WAN : pa->node != pq.node ? LC_NIC : LC_INTRA;
-    return s->t->lc[lv].ovh_us + s->proto_ovh;
+    if (s->hop) /* the whole hop is latency (route): a GPU does not wait */
+        return 0;
+    return (s->t->lc[lv].ovh_us + s->proto_ovh) * s->cpu_share;
 }
 
 /* ---- ranks ---- */
@@ -229,7 +242,7 @@ static int op_done(sim *s, int r, double now)
 
 static double recv_cost(const sim *s, const smsg *m)
 {
-    return m->recv_reduce ? (double)m->len / (s->t->reduce_GBps * 1e3) : 0;
+    return m->recv_reduce ? (double)m->len * s->cpu_share / (s->t->reduce_GBps * 1e3) : 0;
 }
 
 static int recv_complete(sim *s, uint32_t id, double now)
@@ -267,7 +280,9 @@ static int post_net(sim *s, int r, double now)
             m->recv_rank = -1;
             m->refs = 2;
             route(s, r, o->peer, m);
-            double ts = (now > k->cpu ? now : k->cpu) + msg_ovh(s, r, o->peer);
+            /* a CPU posts its sends one after the other; a GPU's channels
+             * and peers are served by different warps at once */
+            double ts = (s->hop ? now : now > k->cpu ? now : k->cpu) + msg_ovh(s, r, o->peer);
             k->cpu = ts;
             k->pending++;
             spair *pr = pair_get(s, r, m->dst);
@@ -341,6 +356,7 @@ static int round_begin(sim *s, int r, double now)
         else if (o->kind == SOP_REDUCE)
             dt += s->t->local_us + (double)o->len / (s->t->reduce_GBps * 1e3);
     }
+    dt *= s->cpu_share;
     if (dt > 0) {
         if (now + dt > k->cpu)
             k->cpu = now + dt;
@@ -410,20 +426,37 @@ static int setup(sim *s, const sim_job *j, sim_prog *g)
         s->rk[r].nrounds = (uint32_t)(g->rd0[r + 1] - g->rd0[r]);
     }
     s->nR = (uint32_t)g->nreps;
-    uint32_t n[LC_COUNT] = { 2 * s->nR, 2 * s->nN, 2 * s->nP, 2 * s->nC }, tot = 0;
+    uint32_t nics = (uint32_t)t->nics_per_node;
+    uint32_t n[LC_COUNT] = { 2 * s->nR, 2 * s->nN * nics, 2 * s->nP, 2 * s->nC, s->nN }, tot = 0;
     for (int c = 0; c < LC_COUNT; c++) {
         s->base[c] = tot;
         tot += n[c];
     }
-    int a = j->algo < WEFT_ALGO_COUNT ? j->algo : WEFT_ALGO_NAIVE;
-    s->proto_ovh = j->algo < WEFT_ALGO_COUNT ? t->proto[a].ovh_us : 0;
-    s->proto_eff = j->algo < WEFT_ALGO_COUNT ? t->proto[a].bw_eff : 1;
+    s->proto_ovh = t->proto[j->algo].ovh_us;
+    s->proto_eff = t->proto[j->algo].bw_eff;
+    if (j->proto > 0 && t->hop[j->algo][j->proto].defined) {
+        s->hop = &t->hop[j->algo][j->proto];
+        s->proto_ovh = 0;
+        s->proto_eff = t->protocol[j->proto].bw_eff;
+    }
+    /* ranks beyond the cores wait for one: every CPU cost stretches */
+    int on_node = j->nranks < t->ranks_per_node ? j->nranks : t->ranks_per_node;
+    s->cpu_share = t->cpu_cores > 0 && on_node > t->cpu_cores ? on_node / t->cpu_cores : 1;
     int rc = sim_net_init(&s->nt, tot);
     if (rc)
         return rc;
     for (int c = 0; c < LC_COUNT; c++)
         for (uint32_t i = 0; i < n[c]; i++) {
-            s->nt.links[s->base[c] + i].cap = t->lc[c].bw_GBps * 1e3 * s->proto_eff;
+            double cap = t->lc[c].bw_GBps * 1e3 * s->proto_eff;
+            if (c == LC_NIC)
+                cap /= nics;
+            if (c == LC_CPU) { /* the cores copy at most what they can each, all at once */
+                double cores = t->cpu_cores < on_node ? t->cpu_cores : on_node;
+                cap = t->cpu_cores > 0 ? cores * t->lc[LC_INTRA].bw_GBps * 1e3 : 0;
+                if (t->cpu_mem_GBps > 0 && (cap == 0 || t->cpu_mem_GBps * 1e3 < cap))
+                    cap = t->cpu_mem_GBps * 1e3;
+            }
+            s->nt.links[s->base[c] + i].cap = cap;
             s->nt.links[s->base[c] + i].cls = c;
         }
     uint64_t sends = 0;
@@ -546,7 +579,7 @@ int sim_run(const sim_job *job, sim_result *out, char *err, size_t errlen)
         snprintf(err, errlen, "bad job");
         return WEFT_EINVAL;
     }
-    if (job->algo != SIM_ALGO_PS && !sched_has((weft_algo)job->algo, job->kind)) {
+    if (job->algo < 0 || job->algo >= SIM_ALGO_COUNT || !sim_algo_has(job->algo, job->kind)) {
         snprintf(err, errlen, "%s has no %s schedule to simulate", sim_algo_name(job->algo),
                  weft_coll_name(job->kind));
         return WEFT_ENOTSUP;
@@ -581,8 +614,35 @@ static int work(const sim_job *j, uint64_t count, int reps, double *cost)
     return 0;
 }
 
-static int run_job(const sim_job *j, sim_result *out, char *err, size_t errlen)
+/* The protocol and its chunk, for an algorithm with hop lines: the one
+ * asked for, else the one NCCL's model says is fastest for this size. */
+static void resolve_proto(sim_job *j)
 {
+    const sim_topo *t = j->topo;
+    double best = 0, bytes = (double)j->count * j->esize, us;
+    if (j->proto > 0 && !t->hop[j->algo][j->proto].defined)
+        j->proto = 0;
+    for (int pr = 1; j->proto == 0 && pr < SIM_PROTO_COUNT; pr++)
+        if (sim_nccl_model(t, j->algo, pr, j->nranks, bytes, &us) == 0 && (!best || us < best))
+            best = us;
+    for (int pr = 1; j->proto == 0 && pr < SIM_PROTO_COUNT; pr++)
+        if (sim_nccl_model(t, j->algo, pr, j->nranks, bytes, &us) == 0 && us == best)
+            j->proto = pr;
+    if (j->proto > 0 && !j->chunk_bytes && t->protocol[j->proto].chunk_bytes > 0)
+        j->chunk_bytes = (uint64_t)t->protocol[j->proto].chunk_bytes;
+    /* as NCCL, no more channels than chunks: a small call on one channel
+     * does not wait for the slowest of several */
+    if (!j->channels && j->proto > 0) {
+        double c = j->chunk_bytes ? bytes / (double)j->chunk_bytes : t->channels;
+        j->channels = c < 1 ? 1 : c < t->channels ? (int)c : t->channels;
+    }
+}
+
+static int run_job(const sim_job *job, sim_result *out, char *err, size_t errlen)
+{
+    sim_job jj = *job;
+    const sim_job *j = &jj;
+    resolve_proto(&jj);
     uint64_t budget = j->op_budget ? j->op_budget : 1000000;
     uint64_t count = j->count, c1 = 0, c2 = 0;
     uint64_t chunk = j->chunk_bytes ? j->chunk_bytes : SCHED_DEFAULT_CHUNK;
@@ -682,6 +742,9 @@ static int run_job(const sim_job *j, sim_result *out, char *err, size_t errlen)
     }
     if (rc)
         return rc;
+    out->proto = j->proto;
+    if (j->proto > 0)
+        out->time_us += j->topo->hop[j->algo][j->proto].base_us;
     out->fold = period;
     out->fold_exact = period && exact;
     if (period && !exact) {
@@ -701,23 +764,5 @@ static int run_job(const sim_job *j, sim_result *out, char *err, size_t errlen)
     double size = (double)count * j->esize * (blocks ? j->nranks : 1);
     out->algbw_GBps = out->time_us > 0 ? size / (out->time_us * 1e3) : 0;
     out->busbw_GBps = out->algbw_GBps * sim_bus_factor(j->kind, j->nranks);
-    return 0;
-}
-
-const char *sim_algo_name(int algo)
-{
-    return algo == SIM_ALGO_PS ? "ps" : weft_algo_name((weft_algo)algo);
-}
-
-int sim_algo_parse(const char *s, int *algo)
-{
-    weft_algo a;
-    if (!strcmp(s, "ps")) {
-        *algo = SIM_ALGO_PS;
-        return 0;
-    }
-    if (weft_algo_parse(s, &a) || a == WEFT_ALGO_AUTO)
-        return WEFT_EINVAL;
-    *algo = (int)a;
     return 0;
 }

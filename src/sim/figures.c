@@ -35,16 +35,16 @@ int sim_figure_summit(FILE *f)
         return 1;
     fprintf(f, "# NCCL on Summit, recomputed by weft-sim with the summit preset:\n");
     fprintf(f, "# all-reduce of 8 B (latency, us) and of 64 MB (bus bandwidth, GB/s)\n");
-    fprintf(f, "# by weft's ring and double-binary-tree schedules; one calibration.\n");
+    fprintf(f, "# by NCCL's rings and trees as weft schedules (nccl-ring, nccl-tree); one calibration.\n");
     fprintf(f, "#%6s %6s %12s %12s %8s %10s %10s %8s\n", "gpus", "nodes", "ring_8B_us",
             "tree_8B_us", "ratio", "ring_64M", "tree_64M", "sim_s");
     for (int g = 96; g <= 24576; g *= 2) {
         sim_result rr, rt, br, bt;
         double t0 = wall();
-        if (one(f, &t, WEFT_ALGO_RING, WEFT_COLL_ALLREDUCE, g, 2, 4, 0, &rr) ||
-            one(f, &t, WEFT_ALGO_TREE, WEFT_COLL_ALLREDUCE, g, 2, 4, 0, &rt) ||
-            one(f, &t, WEFT_ALGO_RING, WEFT_COLL_ALLREDUCE, g, 16u << 20, 4, 0, &br) ||
-            one(f, &t, WEFT_ALGO_TREE, WEFT_COLL_ALLREDUCE, g, 16u << 20, 4, 0, &bt))
+        if (one(f, &t, SIM_ALGO_NCCL_RING, WEFT_COLL_ALLREDUCE, g, 2, 4, 0, &rr) ||
+            one(f, &t, SIM_ALGO_NCCL_TREE, WEFT_COLL_ALLREDUCE, g, 2, 4, 0, &rt) ||
+            one(f, &t, SIM_ALGO_NCCL_RING, WEFT_COLL_ALLREDUCE, g, 16u << 20, 4, 0, &br) ||
+            one(f, &t, SIM_ALGO_NCCL_TREE, WEFT_COLL_ALLREDUCE, g, 16u << 20, 4, 0, &bt))
             return 1;
         fprintf(f, " %6d %6d %12.1f %12.1f %8.1f %10.2f %10.2f %8.2f\n", g,
                 g / t.ranks_per_node, rr.time_us, rt.time_us, rr.time_us / rt.time_us,

@@ -10,18 +10,47 @@
  * to q mod P over the links of q mod P, is then exact. Ring and recursive
  * doubling are symmetric this way; trees are not. */
 #include "sim/prog.h"
+#include "coll/sched/nccl.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-int sim_sched_build(weft_sched *s, int algo, const sched_params *p, int ps_servers)
+/* The simulator-only generators, from the table (coll/algo_table.h). */
+static const struct {
+    int (*build)(weft_sched *s, const sched_params *p, const sched_nccl *o);
+    unsigned kinds;
+} sim_gens[SIM_ALGO_COUNT - SIM_ALGO_PS - 1] = {
+#define SIM_GEN(id, name, build, kinds) { build, kinds },
+    COLL_SIM_ALGOS(SIM_GEN)
+#undef SIM_GEN
+};
+
+int sim_algo_has(int algo, weft_coll_kind kind)
 {
-    if (algo != SIM_ALGO_PS)
-        return sched_build(s, (weft_algo)algo, p);
+    if (algo == SIM_ALGO_PS)
+        return kind == WEFT_COLL_ALLREDUCE;
+    if (algo > SIM_ALGO_PS && algo < SIM_ALGO_COUNT)
+        return (unsigned)kind < WEFT_COLL_KIND_COUNT &&
+               (sim_gens[algo - SIM_ALGO_PS - 1].kinds >> kind & 1);
+    return algo >= 0 && algo < WEFT_ALGO_COUNT && sched_has((weft_algo)algo, kind);
+}
+
+int sim_sched_build(weft_sched *s, const sim_job *j, const sched_params *p)
+{
+    if (j->algo < WEFT_ALGO_COUNT)
+        return sched_build(s, (weft_algo)j->algo, p);
     sched_reset(s);
     if (p->nranks < 1 || p->rank < 0 || p->rank >= p->nranks || p->esize == 0)
         return WEFT_EINVAL;
-    int rc = sim_sched_ps(s, p, ps_servers);
+    int rc;
+    if (j->algo == SIM_ALGO_PS)
+        rc = sim_sched_ps(s, p, j->ps_servers);
+    else if (j->algo > SIM_ALGO_PS && j->algo < SIM_ALGO_COUNT) {
+        sched_nccl o = { .channels = j->channels ? j->channels : j->topo->channels,
+                         .ranks_per_node = j->topo->ranks_per_node };
+        rc = sim_gens[j->algo - SIM_ALGO_PS - 1].build(s, p, &o);
+    } else
+        rc = WEFT_EINVAL;
     sched_end_round(s);
     return rc ? rc : s->err;
 }
@@ -39,7 +68,7 @@ int64_t sim_count_ops(const sim_job *j, uint64_t count, uint32_t *widest)
     weft_sched s;
     sched_init(&s);
     sched_params sp = params(j, count, 0);
-    int rc = sim_sched_build(&s, j->algo, &sp, j->ps_servers);
+    int rc = sim_sched_build(&s, j, &sp);
     int64_t n = rc ? rc : (int64_t)s.nops;
     *widest = 0;
     for (uint32_t k = 0; k < s.nrounds && !rc; k++) {
@@ -97,7 +126,7 @@ static int check_period(const sim_job *j, uint64_t count, int P, uint64_t tol,
     sched_init(&b);
     for (int r = 0; r < P && ok; r++) {
         sched_params sa = params(j, count, r);
-        if (sim_sched_build(&a, j->algo, &sa, j->ps_servers)) {
+        if (sim_sched_build(&a, j, &sa)) {
             ok = 0;
             break;
         }
@@ -105,7 +134,7 @@ static int check_period(const sim_job *j, uint64_t count, int P, uint64_t tol,
         int others[2] = { r + P, r + (p / P - 1) * P };
         for (int k = 0; k < 2 && ok; k++) {
             sched_params sb = params(j, count, others[k]);
-            ok = sim_sched_build(&b, j->algo, &sb, j->ps_servers) == 0 &&
+            ok = sim_sched_build(&b, j, &sb) == 0 &&
                  same_shifted(&a, &b, others[k] - r, p, tol, dmax);
         }
     }
@@ -166,7 +195,7 @@ int sim_prog_build(sim_prog *g, const sim_job *j, uint64_t count, int period)
     int rc = 0;
     for (int r = 0; r < g->nreps && !rc; r++) {
         sched_params sp = params(j, count, r);
-        if ((rc = sim_sched_build(&s, j->algo, &sp, j->ps_servers)))
+        if ((rc = sim_sched_build(&s, j, &sp)))
             break;
         if ((rc = grow((void **)&g->ops, &g->capops, g->nops + s.nops, sizeof *g->ops)) ||
             (rc = grow((void **)&g->rend, &g->caprend, g->nrend + s.nrounds, sizeof *g->rend)))

@@ -7,11 +7,11 @@
 #include "coll/sched/sched.h"
 #include "sim/topo.h"
 
-/* Algorithms the simulator knows: the weft_algo values whose table entry
- * (coll/algo_table.h) builds schedules, for the collectives it builds
- * them for (sched_has), plus the parameter server pattern, which the
- * library runs in ps/ rather than as a collective schedule. */
-#define SIM_ALGO_PS WEFT_ALGO_COUNT
+/* Algorithms the simulator knows (sim_algo_extra in sim/topo.h): the
+ * weft_algo values whose table entry (coll/algo_table.h) builds schedules,
+ * for the collectives it builds them for (sched_has); the parameter server
+ * pattern, which the library runs in ps/ rather than as a collective
+ * schedule; and NCCL's structures, which only the simulator runs. */
 
 typedef struct {
     const sim_topo *topo;
@@ -27,6 +27,8 @@ typedef struct {
                               the count; 0: 1 million */
     const int32_t *host;   /* node of every rank, as the generators see it;
                               NULL: sim_run fills it from the topology */
+    int proto;             /* enum sim_protocol, for algorithms with hop lines */
+    int channels;          /* of the NCCL schedules; 0: the topology's */
 } sim_job;
 
 typedef struct {
@@ -45,11 +47,12 @@ typedef struct {
     uint64_t count_sim[2];
     uint64_t ops, events;  /* simulated (both runs when extrapolated) */
     uint32_t max_rounds;   /* longest schedule, in rounds */
+    int proto;             /* the protocol simulated; 0: the algorithm has none */
 } sim_result;
 
-/* Builds rank p->rank's schedule of algorithm algo (as sched_build does,
- * for every algorithm the simulator knows). */
-int sim_sched_build(weft_sched *s, int algo, const sched_params *p, int ps_servers);
+/* Builds rank p->rank's schedule of the job's algorithm (as sched_build
+ * does, for every algorithm the simulator knows). */
+int sim_sched_build(weft_sched *s, const sim_job *j, const sched_params *p);
 /* The parameter-server all-reduce: workers push shards to servers, servers
  * sum them, workers pull the sums; chunked and pipelined. */
 int sim_sched_ps(weft_sched *s, const sched_params *p, int nservers);
@@ -58,6 +61,14 @@ int sim_run(const sim_job *job, sim_result *out, char *err, size_t errlen);
 
 const char *sim_algo_name(int algo);
 int sim_algo_parse(const char *s, int *algo);
+/* Whether the simulator can build algo's schedule of kind. */
+int sim_algo_has(int algo, weft_coll_kind kind);
+/* NCCL's own cost model of an all-reduce (docs/SIMULATION.md): fixed
+ * cost + hops x hop cost + bytes / bandwidth, from the topology's hop and
+ * protocol lines; what the simulator uses to choose a protocol, and a
+ * reference beside it in `weft-sim validate`. WEFT_ENOTSUP when algo has
+ * no hop line for proto. */
+int sim_nccl_model(const sim_topo *t, int algo, int proto, int p, double bytes, double *us);
 /* nccl-tests' bus bandwidth factor for a collective over p ranks. */
 double sim_bus_factor(weft_coll_kind k, int p);
 

@@ -1,28 +1,77 @@
 /* Topologies: the text format, its parser and the built-in presets (which
  * are written in that same format, so each doubles as an example). */
 #include "sim/topo.h"
+#include "sim/sim.h"
 
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const lc_names[LC_COUNT] = { "intra", "nic", "pod", "wan" };
+static const char *const lc_names[LC_COUNT] = { "intra", "nic", "pod", "wan", "cpu" };
+static const char *const proto_names[SIM_PROTO_COUNT] = { "auto", "ll", "ll128", "simple" };
+static const char *const sim_only_names[] = {
+#define SIM_NAME(id, name, build, kinds) name,
+    COLL_SIM_ALGOS(SIM_NAME)
+#undef SIM_NAME
+};
 
 const char *sim_lclass_name(int c) { return c >= 0 && c < LC_COUNT ? lc_names[c] : "?"; }
 
-/* This host: every rank a process on one machine, talking over loopback
- * TCP. The intra link is weft's own transport as bench/sim_calibrate.sh
- * measured it here (2-rank ring all-reduce: 8 B in 9.96 us, 64 MB in
- * 50.5 ms, on a quiet 2-vCPU VM); rerun it on another machine and use the
- * docs/sim/host.topo it writes. The nic line is not measured (no second
+const char *sim_protocol_name(int proto)
+{
+    return proto >= 0 && proto < SIM_PROTO_COUNT ? proto_names[proto] : "?";
+}
+
+int sim_protocol_parse(const char *s, int *proto)
+{
+    for (int i = 0; i < SIM_PROTO_COUNT; i++)
+        if (!strcmp(s, proto_names[i])) {
+            *proto = i;
+            return 0;
+        }
+    return WEFT_EINVAL;
+}
+
+const char *sim_algo_name(int algo)
+{
+    if (algo == SIM_ALGO_PS)
+        return "ps";
+    if (algo > SIM_ALGO_PS && algo < SIM_ALGO_COUNT)
+        return sim_only_names[algo - SIM_ALGO_PS - 1];
+    return weft_algo_name((weft_algo)algo);
+}
+
+int sim_algo_parse(const char *s, int *algo)
+{
+    weft_algo a;
+    for (int i = SIM_ALGO_PS; i < SIM_ALGO_COUNT; i++)
+        if (!strcmp(s, sim_algo_name(i))) {
+            *algo = i;
+            return 0;
+        }
+    if (weft_algo_parse(s, &a) || a == WEFT_ALGO_AUTO)
+        return WEFT_EINVAL;
+    *algo = (int)a;
+    return 0;
+}
+
+/* This host: every rank a process on one 2-core machine, talking through
+ * weft's shared-memory rings. Fitted once to bench/sim_calibrate.sh's
+ * medians (docs/sim/host-measured.dat; ring all-reduce, 2/4/8 ranks, 8 B
+ * to 64 MiB, taken while the machine was shared, load 2-12): 6 us per
+ * message (2 ranks, 8 B), 1.4 GB/s a copy, 1.6 GB/s for all copies of the
+ * node at once (64 MiB at 4 and 8 ranks). The cpu line makes ranks beyond
+ * the 2 cores wait for one: every per-message and reduction cost is
+ * stretched by ranks / cores. The nic line is not measured (no second
  * host here): a 1 Gbit/s link. */
 static const char host_topo[] =
     "name host\n"
-    "note calibrated by bench/sim_calibrate.sh: 8 B in 9.96 us, 64 MB in 50549 us\n"
+    "note fitted to bench/sim_calibrate.sh medians (docs/sim/host-measured.dat)\n"
     "ranks_per_node 64\nnodes_per_pod 1\npods_per_cluster 1\nclusters 1\n"
-    "link intra lat_us 2.490 bw_GBps 1.328 ovh_us 2.490\n"
+    "link intra lat_us 3 bw_GBps 1.4 ovh_us 3\n"
     "link nic lat_us 50 bw_GBps 0.12 ovh_us 10\n"
-    "compute reduce_GBps 4 copy_GBps 8 local_us 1\n";
+    "compute reduce_GBps 6 copy_GBps 8 local_us 1\n"
+    "cpu cores 2 mem_GBps 1.6\n";
 
 /* DGX-H100: 8 GPUs on NVLink 4 (450 GB/s per direction per GPU), 8 x 400
  * Gb/s NDR InfiniBand per node, 32-node scalable units on a non-blocking
@@ -34,20 +83,40 @@ static const char dgx_topo[] =
     "link nic lat_us 2.0 bw_GBps 400 ovh_us 1.0\n"
     "link pod lat_us 0.5 bw_GBps 0\n"
     "compute reduce_GBps 1500 copy_GBps 1500 local_us 2\n"
-    "proto tree ovh_us 3.0\n";
+    "proto tree ovh_us 3.0\n"
+    "nics_per_node 8\nchannels 16\n"
+    "protocol ll bw_eff 0.5 chunk_bytes 32768\n"
+    "protocol ll128 bw_eff 0.9375 chunk_bytes 131072\n"
+    "protocol simple bw_eff 0.92 chunk_bytes 524288\n"
+    "hop nccl-ring ll intra_us 0.6 nic_us 2.7 base_us 6.6\n"
+    "hop nccl-ring ll128 intra_us 1.9 nic_us 4 base_us 14\n"
+    "hop nccl-ring simple intra_us 3.4 nic_us 14 base_us 8.4\n"
+    "hop nccl-tree ll intra_us 0.6 nic_us 5 base_us 6.8\n"
+    "hop nccl-tree ll128 intra_us 1.25 nic_us 8.5 base_us 14\n"
+    "hop nccl-tree simple intra_us 4 nic_us 14 base_us 8.4\n";
 
 /* Summit (ORNL): 6 V100 per node on NVLink 2 (50 GB/s per direction per
- * GPU), dual-rail EDR InfiniBand (2 x 100 Gb/s per node), non-blocking fat
- * tree of up to 4,608 nodes. The one calibration behind docs/SIMULATION.md
- * figure 1; see there for where each number comes from. */
+ * GPU), dual-rail EDR InfiniBand (2 x 100 Gb/s per node, one rail per
+ * socket), non-blocking fat tree of up to 4,608 nodes. The one
+ * calibration behind docs/SIMULATION.md figure 1 and `weft-sim validate`;
+ * see there for where each number comes from. The link and proto lines
+ * drive weft's own schedules; the protocol and hop lines NCCL's (NCCL 2.4
+ * had LL and Simple, LL128 came later). */
 static const char summit_topo[] =
     "name summit\n"
     "ranks_per_node 6\nnodes_per_pod 4608\npods_per_cluster 1\nclusters 1\n"
+    "nics_per_node 2\nchannels 2\n"
     "link intra lat_us 0.25 bw_GBps 50 ovh_us 0.35\n"
     "link nic lat_us 1.2 bw_GBps 25 ovh_us 1.1\n"
     "compute reduce_GBps 700 copy_GBps 700 local_us 0.5\n"
     "proto ring ovh_us 0 bw_eff 1\n"
-    "proto tree ovh_us 4.0 bw_eff 1\n";
+    "proto tree ovh_us 4.0 bw_eff 1\n"
+    "protocol ll bw_eff 0.5 chunk_bytes 32768\n"
+    "protocol simple bw_eff 0.92 chunk_bytes 524288\n"
+    "hop nccl-ring ll intra_us 0.6 nic_us 2.7 base_us 6.6\n"
+    "hop nccl-ring simple intra_us 3.4 nic_us 14 base_us 8.4\n"
+    "hop nccl-tree ll intra_us 0.6 nic_us 9.5 base_us 6.8\n"
+    "hop nccl-tree simple intra_us 4 nic_us 14 base_us 8.4\n";
 
 /* Two DGX-H100 clusters joined by one 100 Gb/s wide-area link, 10 ms one
  * way. */
@@ -78,8 +147,10 @@ static void defaults(sim_topo *t)
     memset(t, 0, sizeof *t);
     strcpy(t->name, "unnamed");
     t->ranks_per_node = t->nodes_per_pod = t->pods_per_cluster = t->clusters = 1;
+    t->nics_per_node = 1;
+    t->channels = 2;
     t->reduce_GBps = t->copy_GBps = 10;
-    for (int a = 0; a < WEFT_ALGO_COUNT; a++)
+    for (int a = 0; a < SIM_ALGO_COUNT; a++)
         t->proto[a].bw_eff = 1;
 }
 
@@ -149,7 +220,9 @@ int sim_topo_parse(sim_topo *t, const char *text, char *err, size_t errlen)
         int *ip = !strcmp(tok[0], "ranks_per_node") ? &t->ranks_per_node
                 : !strcmp(tok[0], "nodes_per_pod") ? &t->nodes_per_pod
                 : !strcmp(tok[0], "pods_per_cluster") ? &t->pods_per_cluster
-                : !strcmp(tok[0], "clusters") ? &t->clusters : NULL;
+                : !strcmp(tok[0], "clusters") ? &t->clusters
+                : !strcmp(tok[0], "nics_per_node") ? &t->nics_per_node
+                : !strcmp(tok[0], "channels") ? &t->channels : NULL;
         if (ip) {
             char *end;
             long v = ntok == 2 ? strtol(tok[1], &end, 10) : 0;
@@ -173,9 +246,40 @@ int sim_topo_parse(sim_topo *t, const char *text, char *err, size_t errlen)
             int rc = pairs(tok + 1, ntok - 1, keys, dst, 3, err, errlen, line);
             if (rc)
                 return rc;
+        } else if (!strcmp(tok[0], "cpu")) {
+            static const char *const keys[] = { "cores", "mem_GBps" };
+            double *dst[] = { &t->cpu_cores, &t->cpu_mem_GBps };
+            int rc = pairs(tok + 1, ntok - 1, keys, dst, 2, err, errlen, line);
+            if (rc)
+                return rc;
+        } else if (!strcmp(tok[0], "protocol")) {
+            int pr;
+            if (ntok < 2 || sim_protocol_parse(tok[1], &pr) || pr == SIM_PROTO_AUTO)
+                return bad(err, errlen, line, "protocol must be ll, ll128 or simple");
+            static const char *const keys[] = { "bw_eff", "chunk_bytes" };
+            sim_protocol_t *q = &t->protocol[pr];
+            double *dst[] = { &q->bw_eff, &q->chunk_bytes };
+            int rc = pairs(tok + 2, ntok - 2, keys, dst, 2, err, errlen, line);
+            if (rc)
+                return rc;
+            if (q->bw_eff <= 0 || q->bw_eff > 1)
+                return bad(err, errlen, line, "bw_eff must be in (0, 1]");
+            q->defined = 1;
+        } else if (!strcmp(tok[0], "hop")) {
+            int a, pr;
+            if (ntok < 3 || sim_algo_parse(tok[1], &a) || sim_protocol_parse(tok[2], &pr) ||
+                pr == SIM_PROTO_AUTO)
+                return bad(err, errlen, line, "hop needs an algorithm and a protocol");
+            static const char *const keys[] = { "intra_us", "nic_us", "base_us" };
+            sim_hop *h = &t->hop[a][pr];
+            double *dst[] = { &h->intra_us, &h->nic_us, &h->base_us };
+            int rc = pairs(tok + 3, ntok - 3, keys, dst, 3, err, errlen, line);
+            if (rc)
+                return rc;
+            h->defined = 1;
         } else if (!strcmp(tok[0], "proto")) {
-            weft_algo a;
-            if (ntok < 2 || weft_algo_parse(tok[1], &a) || a == WEFT_ALGO_AUTO)
+            int a;
+            if (ntok < 2 || sim_algo_parse(tok[1], &a))
                 return bad(err, errlen, line, "proto needs an algorithm name");
             static const char *const keys[] = { "ovh_us", "bw_eff" };
             double *dst[] = { &t->proto[a].ovh_us, &t->proto[a].bw_eff };
@@ -190,6 +294,10 @@ int sim_topo_parse(sim_topo *t, const char *text, char *err, size_t errlen)
     }
     if (t->reduce_GBps <= 0 || t->copy_GBps <= 0)
         return bad(err, errlen, line, "compute speeds must be positive");
+    for (int a = 0; a < SIM_ALGO_COUNT; a++)
+        for (int pr = 1; pr < SIM_PROTO_COUNT; pr++)
+            if (t->hop[a][pr].defined && !t->protocol[pr].defined)
+                return bad(err, errlen, line, "a hop names a protocol with no protocol line");
     return 0;
 }
 
@@ -226,17 +334,31 @@ void sim_topo_write(const sim_topo *t, FILE *f)
     fprintf(f, "name %s\n", t->name);
     if (t->note[0])
         fprintf(f, "note %s\n", t->note);
-    fprintf(f, "ranks_per_node %d\nnodes_per_pod %d\npods_per_cluster %d\nclusters %d\n",
-            t->ranks_per_node, t->nodes_per_pod, t->pods_per_cluster, t->clusters);
+    fprintf(f, "ranks_per_node %d\nnodes_per_pod %d\npods_per_cluster %d\nclusters %d\n"
+               "nics_per_node %d\nchannels %d\n",
+            t->ranks_per_node, t->nodes_per_pod, t->pods_per_cluster, t->clusters,
+            t->nics_per_node, t->channels);
     for (int c = 0; c < LC_COUNT; c++)
         fprintf(f, "link %s lat_us %g bw_GBps %g ovh_us %g\n", lc_names[c],
                 t->lc[c].lat_us, t->lc[c].bw_GBps, t->lc[c].ovh_us);
     fprintf(f, "compute reduce_GBps %g copy_GBps %g local_us %g\n", t->reduce_GBps,
             t->copy_GBps, t->local_us);
-    for (int a = 1; a < WEFT_ALGO_COUNT; a++)
+    if (t->cpu_cores > 0 || t->cpu_mem_GBps > 0)
+        fprintf(f, "cpu cores %.17g mem_GBps %.17g\n", t->cpu_cores, t->cpu_mem_GBps);
+    for (int a = 1; a < SIM_ALGO_COUNT; a++)
         if (t->proto[a].ovh_us != 0 || t->proto[a].bw_eff != 1)
-            fprintf(f, "proto %s ovh_us %g bw_eff %g\n", weft_algo_name((weft_algo)a),
+            fprintf(f, "proto %s ovh_us %.17g bw_eff %.17g\n", sim_algo_name(a),
                     t->proto[a].ovh_us, t->proto[a].bw_eff);
+    for (int pr = 1; pr < SIM_PROTO_COUNT; pr++)
+        if (t->protocol[pr].defined)
+            fprintf(f, "protocol %s bw_eff %.17g chunk_bytes %.17g\n", proto_names[pr],
+                    t->protocol[pr].bw_eff, t->protocol[pr].chunk_bytes);
+    for (int a = 1; a < SIM_ALGO_COUNT; a++)
+        for (int pr = 1; pr < SIM_PROTO_COUNT; pr++)
+            if (t->hop[a][pr].defined)
+                fprintf(f, "hop %s %s intra_us %.17g nic_us %.17g base_us %.17g\n",
+                        sim_algo_name(a), proto_names[pr], t->hop[a][pr].intra_us,
+                        t->hop[a][pr].nic_us, t->hop[a][pr].base_us);
 }
 
 static int per_cluster(const sim_topo *t, int p)
@@ -253,4 +375,5 @@ void sim_topo_place(const sim_topo *t, int p, int r, sim_place *out)
     out->cluster = c;
     out->node = c * npc + ln;
     out->pod = c * ppc + ln / t->nodes_per_pod;
+    out->local = lr % t->ranks_per_node;
 }

@@ -7,6 +7,7 @@
 #include "coll/sched/two_level.h"
 #include "coll/algo.h"
 #include "coll/sched/vexec.h"
+#include "coll/sched/nccl.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -33,7 +34,10 @@ typedef struct {
     uint64_t count, chunk;
     const int32_t *host;
     int exact;  /* 1: integer-valued inputs, compared with the serial sum */
+    const sched_nccl *nccl; /* set: algo is NCCL_RING or NCCL_TREE below */
 } scase;
+
+enum { NCCL_RING = -1, NCCL_TREE = -2 }; /* the simulator-only generators */
 
 typedef struct {
     weft_sched s[MAXP];
@@ -51,6 +55,12 @@ static int build(const scase *c, int r, weft_sched *s)
                         .count = c->count, .esize = 4, .inplace = c->inplace,
                         .chunk_bytes = c->chunk, .host = c->host };
     sched_init(s);
+    if (c->nccl) {
+        int rc = c->algo == NCCL_RING ? sched_nccl_ring(s, &sp, c->nccl)
+                                      : sched_nccl_tree(s, &sp, c->nccl);
+        sched_end_round(s);
+        return rc ? rc : s->err;
+    }
     if (c->algo != WEFT_ALGO_HIER && c->algo != WEFT_ALGO_RABENSEIFNER)
         return sched_build(s, (weft_algo)c->algo, &sp); /* through the table */
     int rc = c->algo == WEFT_ALGO_HIER ? sched_hier(s, &sp) : sched_rabenseifner(s, &sp);
@@ -508,4 +518,34 @@ TEST(table_kinds)
             }
         }
     }
+}
+
+/* NCCL's rings and trees (simulator-only): right results on every rank
+ * for p = 1..16, nodes of 1..6 ranks (a last node with fewer), 1..4
+ * channels, every count, in place and not, tiny chunks (deep pipelines),
+ * eager and rendezvous. */
+TEST(nccl_structures)
+{
+    for (int algo = NCCL_TREE; algo <= NCCL_RING; algo++)
+        for (int p = 1; p <= MAXP; p++)
+            for (int k = 1; k <= 6; k++)
+                for (int ch = 1; ch <= 4; ch++) {
+                    sched_nccl o = { .channels = ch, .ranks_per_node = k };
+                    for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
+                        if (counts[ci] > 1000 && (ch > 2 || k % 2))
+                            continue; /* keep the test short */
+                        scase c = { .kind = WEFT_COLL_ALLREDUCE, .algo = algo, .p = p,
+                                    .count = counts[ci], .exact = 1, .nccl = &o,
+                                    .inplace = (int)(ci % 2), .chunk = ci % 3 ? 16 : 0,
+                                    .mode = ci % 2 ? VEXEC_EAGER : VEXEC_RENDEZVOUS };
+                        if (check(&c, algo == NCCL_RING ? "nccl-ring" : "nccl-tree"))
+                            return;
+                    }
+                }
+    /* they are not the library's: the table's dispatch has no entry for them */
+    for (int a = 0; a < WEFT_ALGO_COUNT; a++)
+        CHECK(strcmp(weft_algo_name((weft_algo)a), "nccl-ring") &&
+              strcmp(weft_algo_name((weft_algo)a), "nccl-tree"));
+    weft_algo x;
+    CHECK(weft_algo_parse("nccl-tree", &x) != 0);
 }

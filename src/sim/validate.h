@@ -1,0 +1,36 @@
+/* weft-sim's validation set: predictions against published or measured
+ * figures, each with its source (docs/SIMULATION.md, "Validation"). */
+#ifndef WEFT_SIM_VALIDATE_H
+#define WEFT_SIM_VALIDATE_H
+
+#include <stdio.h>
+
+enum sim_vmetric { SIM_V_TIME_US = 0, SIM_V_BUSBW, SIM_V_RATIO };
+
+typedef struct {
+    const char *set;     /* summit, dgx-h100, host */
+    const char *topo;    /* preset */
+    const char *algo;    /* sim_algo_parse's name; ratio: numerator */
+    const char *algo2;   /* ratio: denominator; else NULL */
+    int ranks;
+    double bytes;
+    int metric;          /* enum sim_vmetric */
+    double ref;          /* > 0: the published or measured value; 0: NCCL's model */
+    const char *source;
+} sim_vpoint;
+
+typedef struct {
+    double pred, ref, err; /* err = pred / ref - 1 */
+    double sim_s;
+} sim_vresult;
+
+extern const sim_vpoint sim_vpoints[];
+extern const int sim_nvpoints;
+
+/* Predicts point i (and its reference when that is NCCL's model). */
+int sim_validate_point(int i, sim_vresult *out, char *err, size_t errlen);
+/* The table of every point of `set` (NULL: all), with the error per set;
+ * returns 0, or the first failure. */
+int sim_validate(FILE *f, const char *set);
+
+#endif
