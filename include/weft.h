@@ -555,6 +555,8 @@ typedef struct {
     double busy_s;       /* seconds of forward and backward inside the step */
     double step_s;       /* seconds from the step's first action to its last */
     int peak_stash;      /* most micro-batches held at once by one chunk */
+    int sends;           /* messages this rank sent (activations, gradients) */
+    double send_bytes;
 } weft_pipe_stats;
 int weft_pipe_create(weft_pipe **out, weft_comm *c, weft_model *m, const char *schedule,
                      int micro_batches);

@@ -261,7 +261,8 @@ typedef struct {
     int batch, seq, rows_per_sample;
     size_t in_width;           /* inputs per sample (first chunk) */
     double loss, busy;
-    int correct;
+    int correct, sends;
+    double send_bytes;
 } step_ctx;
 
 /* Adds a compute's seconds to the step's busy time and its chunk's tally. */
@@ -321,9 +322,13 @@ static int do_action(weft_pipe *p, step_ctx *x, const pipe_action *a, int index)
             return rc;
         return weft_irecv_tag(p->comm, sl->grad, out_n, WEFT_F32, a->peer, tag, &p->recv_grad[at]);
     case PIPE_SEND_ACT:
+        x->sends++;
+        x->send_bytes += (double)out_n * sizeof(float);
         return weft_isend_tag(p->comm, weft_model_chunk_output(m, k, s), out_n, WEFT_F32, a->peer,
                               tag, &sl->sends[0]);
     case PIPE_SEND_GRAD:
+        x->sends++;
+        x->send_bytes += (double)in_n * sizeof(float);
         return weft_isend_tag(p->comm, weft_model_chunk_input_grad(m, k, s), in_n, WEFT_F32,
                               a->peer, tag, &sl->sends[1]);
     case PIPE_FWD: {
@@ -408,7 +413,7 @@ int weft_pipe_step(weft_pipe *p, const void *inputs, const int32_t *targets, int
     const weft_model_config *cfg = weft_model_config_of(p->model);
     int gpt = cfg->type == WEFT_MODEL_GPT;
     step_ctx x = { inputs, targets, batch, gpt ? seq : 1, gpt ? seq : 1,
-                   gpt ? (size_t)seq : (size_t)cfg->widths[0], 0, 0, 0 };
+                   gpt ? (size_t)seq : (size_t)cfg->widths[0], 0, 0, 0, 0, 0 };
     const pipe_list *l = &p->sched.rank[p->rank];
     double t0 = now_s();
     for (int i = 0; i < l->n && rc == 0; i++)
@@ -446,6 +451,8 @@ int weft_pipe_step(weft_pipe *p, const void *inputs, const int32_t *targets, int
         st->busy_s = x.busy;
         st->step_s = busy_end - t0;
         st->peak_stash = peak;
+        st->sends = x.sends;
+        st->send_bytes = x.send_bytes;
     }
     return rc;
 }

@@ -27,9 +27,14 @@ struct pipeline {
     sim_pipe_plan plan;      /* the partition and its predicted step */
     weft_model_config cfg;
     weft_pipe *pipe;
+    weft_model *model;       /* this rank's part */
+    size_t nparams;
     double busy, span, share_busy; /* this stage's seconds over the run */
     long steps;
     int peak_stash;          /* most micro-batches one of our chunks held */
+    double sends, send_bytes; /* this rank's pipeline messages over the run */
+    uint64_t tp0_calls, tp0_bytes; /* the model's tensor-parallel collectives at the start */
+    int counted;
 };
 
 pipeline *pipeline_open(const opts *o, weft_comm *job)
@@ -271,6 +276,8 @@ static int replicated(const weft_model *m, int i)
 
 void pipeline_attach(pipeline *pl, weft_model *m, weft_zero *z)
 {
+    pl->model = m;
+    weft_model_params(m, &pl->nparams);
     int rc = weft_pipe_create(&pl->pipe, pl->pp_comm, m, pl->schedule, pl->spec.m);
     if (rc)
         die("--schedule %s with %d micro-batches: %s", pl->schedule, pl->spec.m,
@@ -404,6 +411,14 @@ void pipeline_summary(pipeline *pl, const opts *o)
             printf(" %d: %.3f/%.3f %.3f %d", s, predicted_share(pl, s),
                    all > 0 ? v[3 * s] / all : 0, b, (int)v[3 * s + 2]);
         }
+        uint64_t calls, bytes;
+        weft_model_tp_stats(pl->model, &calls, &bytes);
+        double ns = (double)pl->steps;
+        printf("\nper step, rank 0: tp %.1f all-reduces (%.3f MB), pp %.1f sends (%.3f MB), "
+               "dp %s (%.3f MB)", (double)(calls - pl->tp0_calls) / ns,
+               (double)(bytes - pl->tp0_bytes) / ns / 1e6, pl->sends / ns,
+               pl->send_bytes / ns / 1e6, pl->replicas > 1 ? "gradient reduction" : "none",
+               pl->replicas > 1 ? (double)pl->nparams * 4 / 1e6 : 0.0);
         printf("\npipeline step: %.2f ms measured, %.2f ms predicted from the blocks alone, "
                "%.2f ms replayed with this run's compute times; bubble %.4f measured, %.4f "
                "predicted\n", 1e3 * v[1] / (double)pl->steps, 1e3 * pl->plan.step,
@@ -581,6 +596,10 @@ void pipeline_close(pipeline *pl)
 
 int pipeline_step(pipeline *pl, weft_zero *z, const weft_batch *b, int image, train_step *st)
 {
+    if (!pl->counted) {
+        weft_model_tp_stats(pl->model, &pl->tp0_calls, &pl->tp0_bytes);
+        pl->counted = 1;
+    }
     int rc = weft_zero_micro(z, b->n, b->global_n, 1);
     weft_pipe_stats ps = { 0 };
     const void *in = image ? (const void *)b->x : (const void *)b->tokens;
@@ -601,6 +620,8 @@ int pipeline_step(pipeline *pl, weft_zero *z, const weft_batch *b, int image, tr
     st->correct = (int)lrint(v[1]);
     st->bubble = span > 0 ? 1.0 - v[2] / (pl->pp * span) : 0;
     pl->busy += ps.busy_s;
+    pl->sends += ps.sends;
+    pl->send_bytes += ps.send_bytes;
     pl->peak_stash = ps.peak_stash > pl->peak_stash ? ps.peak_stash : pl->peak_stash;
     pl->span += span;
     pl->steps++;
