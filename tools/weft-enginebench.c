@@ -8,12 +8,18 @@
  * Defaults: mlp:784-512-512-10, batch 256, SGD momentum 0.9, lr 0.01,
  * 100 timed steps after 5 warm-up steps, threads from WEFT_THREADS. A step
  * is zero_grad + forward + backward + optimiser step. Prints one line
- * ending in "samples/s". */
+ * ending in "samples/s", with the model FLOPs of a step (train/flops.h),
+ * the rate achieved and the model-FLOPs utilisation against threads x one
+ * thread's measured matmul peak (train/peak.h; WEFT_PEAK_GFLOPS sets it).
+ * --per-step also prints each timed step's milliseconds and MFU. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "train/flops.h"
+#include "train/matmul.h"
+#include "train/peak.h"
 #include "weft.h"
 
 static double now(void)
@@ -27,14 +33,14 @@ static void usage(void)
 {
     fprintf(stderr, "usage: weft-enginebench [--model SPEC] [--batch N] [--steps N] [--warmup N]\n"
                     "         [--matmul openblas|portable] [--threads N] [--prec fp32|bf16]\n"
-                    "         [--optim sgd|adamw] [--seq N]\n");
+                    "         [--optim sgd|adamw] [--seq N] [--per-step 0|1]\n");
     exit(2);
 }
 
 int main(int argc, char **argv)
 {
     const char *spec = "mlp:784-512-512-10", *matmul = NULL, *prec = "fp32", *optim = "sgd";
-    int batch = 256, steps = 100, warmup = 5, threads = 0, seq = 0;
+    int batch = 256, steps = 100, warmup = 5, threads = 0, seq = 0, per_step = 0;
     for (int i = 1; i < argc; i++) {
         if (i + 1 >= argc)
             usage();
@@ -48,6 +54,7 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--prec")) prec = v;
         else if (!strcmp(k, "--optim")) optim = v;
         else if (!strcmp(k, "--seq")) seq = atoi(v);
+        else if (!strcmp(k, "--per-step")) per_step = atoi(v);
         else usage();
     }
     weft_model_config cfg;
@@ -100,11 +107,25 @@ int main(int argc, char **argv)
         fprintf(stderr, "weft-enginebench: %s\n", weft_strerror(rc));
         return 1;
     }
+    train_peak pk;
+    if ((rc = train_peak_get(&pk)) != 0) {
+        fprintf(stderr, "weft-enginebench: the matmul peak: %s\n", weft_strerror(rc));
+        return 1;
+    }
+    double step_flops = train_model_flops(&cfg, batch, T);
+    double peak = pk.gflops * 1e9 * weft_model_threads(m);
     float loss = 0.0f;
-    double t0 = 0.0;
+    double t0 = 0.0, ts = 0.0;
     for (int s = 0; s < warmup + steps; s++) {
         if (s == warmup)
             t0 = now();
+        if (per_step && s >= warmup) {
+            double t = now();
+            if (s > warmup)
+                printf("step %d: %.1f ms, MFU %.1f%%\n", s - warmup, 1e3 * (t - ts),
+                       100.0 * step_flops / (t - ts) / peak);
+            ts = t;
+        }
         weft_model_zero_grad(m);
         if ((rc = weft_model_forward(m, x[s % NB], y[s % NB], batch, T, &loss)) != 0 ||
             (rc = weft_model_backward(m)) != 0 || (rc = weft_optim_step(o, p, g, lr)) != 0) {
@@ -114,8 +135,12 @@ int main(int argc, char **argv)
     }
     double dt = now() - t0;
     printf("weft %s batch %d %s %s matmul %s threads %d: %d steps in %.3f s, loss %.4f, "
+           "%.2f GFLOP/step, %.1f GFLOP/s, MFU %.1f%% of %d x %.1f GFLOP/s (%s, %s), "
            "%.1f samples/s\n", spec, batch, optim, prec, weft_model_matmul_name(m),
-           weft_model_threads(m), steps, dt, loss, (double)steps * batch / dt);
+           weft_model_threads(m), steps, dt, loss, step_flops / 1e9,
+           step_flops * steps / dt / 1e9, 100.0 * step_flops * steps / dt / peak,
+           weft_model_threads(m), pk.gflops, pk.best == MM_OPENBLAS ? pk.blas_name : pk.port_name,
+           pk.source, (double)steps * batch / dt);
     weft_optim_destroy(o);
     weft_model_destroy(m);
     for (int b = 0; b < NB; b++) {

@@ -1,9 +1,11 @@
 #include "train/matmul.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "core/param.h"
+#include "train/peak.h"
 #include "weft.h"
 
 #ifdef WEFT_HAVE_OPENBLAS
@@ -12,6 +14,7 @@
 
 struct mm_ctx {
     int backend;   /* MM_PORTABLE or MM_OPENBLAS */
+    int threads;
     pool *pl;
     mmp *port;
 };
@@ -46,13 +49,21 @@ int train_mm_create(mm_ctx **out, int threads, int backend)
         return WEFT_ENOTSUP;
     backend = MM_PORTABLE;
 #else
-    if (backend == MM_AUTO)
-        backend = MM_OPENBLAS;
+    if (backend == MM_AUTO) {
+        /* never silently the slower one: Debian's OpenBLAS may run a
+         * kernel older than the CPU (train/peak.c warns and says why) */
+        train_peak pk;
+        int rc = train_peak_get(&pk);
+        if (rc)
+            return rc;
+        backend = pk.best;
+    }
 #endif
     mm_ctx *c = calloc(1, sizeof *c);
     if (!c)
         return WEFT_ENOMEM;
     c->backend = backend;
+    c->threads = threads;
     /* the pool also runs attention, so OpenBLAS models get one too */
     int rc = train_pool_create(&c->pl, threads);
     if (rc == 0)   /* OpenBLAS models use it for bf16 */
@@ -85,6 +96,23 @@ const char *train_mm_name(const mm_ctx *c)
     return c->backend == MM_OPENBLAS ? "openblas" : "portable";
 }
 
+const char *train_mm_blas_core(void)
+{
+#ifdef WEFT_HAVE_OPENBLAS
+    return openblas_get_corename();
+#else
+    return NULL;
+#endif
+}
+
+void train_mm_describe(const mm_ctx *c, char *buf, size_t cap)
+{
+    if (c->backend == MM_OPENBLAS)
+        snprintf(buf, cap, "openblas %s", train_mm_blas_core());
+    else
+        snprintf(buf, cap, "portable %s", train_mmp_isa(c->port));
+}
+
 pool *train_mm_pool(mm_ctx *c)
 {
     return c->pl;
@@ -96,6 +124,10 @@ void train_mm_gemm(mm_ctx *c, int ta, int tb, int M, int N, int K,
 {
 #ifdef WEFT_HAVE_OPENBLAS
     if (c->backend == MM_OPENBLAS) {
+        /* OpenBLAS's count is per process: another model (or the peak
+         * probe) may have changed it since this one was made */
+        if (openblas_get_num_threads() != c->threads)
+            openblas_set_num_threads(c->threads);
         cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                     M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
         return;

@@ -1,10 +1,13 @@
 /* One matrix-multiply interface for every layer: OpenBLAS's cblas_sgemm
- * when built with it, else (or on request) the portable blocked kernel.
+ * or the portable blocked kernel. MM_AUTO takes the faster of the two as
+ * measured once per host (train/peak.h), the portable one when OpenBLAS
+ * is not built in.
  * Row-major, alpha = 1: C[M,N] = op(A)[M,K] op(B)[K,N] + beta C, where
  * op(X) is X transposed when its flag is set. */
 #ifndef TRAIN_MATMUL_H
 #define TRAIN_MATMUL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "train/pool.h"
@@ -16,6 +19,10 @@ enum { MM_AUTO = 0, MM_PORTABLE = 1, MM_OPENBLAS = 2 };
 int train_mm_create(mm_ctx **out, int threads, int backend);
 void train_mm_destroy(mm_ctx *c);
 const char *train_mm_name(const mm_ctx *c);
+/* The kernel in words: "portable avx2", "openblas Zen". */
+void train_mm_describe(const mm_ctx *c, char *buf, size_t cap);
+/* OpenBLAS's core type (openblas_get_corename), NULL when not built in. */
+const char *train_mm_blas_core(void);
 /* The worker pool, for layers other than matmul to share. */
 pool *train_mm_pool(mm_ctx *c);
 
@@ -32,6 +39,8 @@ void train_mm_gemm_bf16(mm_ctx *c, int ta, int tb, int M, int N, int K,
 typedef struct mmp mmp;
 int train_mmp_create(mmp **out, int threads);
 void train_mmp_destroy(mmp *p);
+/* The micro-kernel's instruction set: "avx512", "avx2" or "c". */
+const char *train_mmp_isa(const mmp *p);
 void train_mmp_gemm(mmp *p, pool *pl, int ta, int tb, int M, int N, int K,
                     const float *A, int lda, const float *B, int ldb,
                     float beta, float *C, int ldc);

@@ -38,6 +38,7 @@ static void ps_work(opts *o, const data_sets *d, long steps, weft_ps *ps, weft_c
     progress pg;
     progress_start(&pg, o, steps, 0, steps, o->metrics[0] && me == 0 ? csv_open(o->metrics, 0)
                                                                      : NULL);
+    progress_model(&pg, m, nw, me == 0);
     int image = d->ti.kind == WEFT_DATA_IMAGE;
     for (long step = 0; step < steps; step++) {
         weft_batch bt;

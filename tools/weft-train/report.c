@@ -2,6 +2,10 @@
  * lines that open and close a data-parallel run. */
 #include "train_tool.h"
 
+#include "train/flops.h"
+#include "train/matmul.h"
+#include "train/peak.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -56,7 +60,7 @@ static void fmt_duration(char *buf, size_t cap, double s)
 }
 
 static void progress_update(progress *p, long step, double loss, double rate, double bubble,
-                            int done)
+                            double mfu, int done)
 {
     p->loss_sum += loss;
     p->loss_n++;
@@ -73,6 +77,9 @@ static void progress_update(progress *p, long step, double loss, double rate, do
     char bub[32] = "";
     if (bubble >= 0)
         snprintf(bub, sizeof bub, "  bubble %.2f", bubble);
+    char mf[32] = "";
+    if (mfu >= 0)
+        snprintf(mf, sizeof mf, "  mfu %.1f%%", 100.0 * mfu);
     if (p->tty) {
         if (!done && t - p->last_draw < 0.1)
             return;
@@ -82,24 +89,25 @@ static void progress_update(progress *p, long step, double loss, double rate, do
         for (int i = 0; i < width; i++)
             bar[i] = i < filled ? '#' : '.';
         bar[width] = 0;
-        fprintf(stderr, "\r[%s] step %ld/%ld  loss %.4f  %.0f samples/s%s  %s  ETA %s \x1b[K",
-                bar, step, p->total, mean, rate, bub, el, eta);
+        fprintf(stderr, "\r[%s] step %ld/%ld  loss %.4f  %.0f samples/s%s%s  %s  ETA %s \x1b[K",
+                bar, step, p->total, mean, rate, mf, bub, el, eta);
         if (done)
             fputc('\n', stderr);
         fflush(stderr);
     } else {
         if (!done && step % p->log_every != 0)
             return;
-        fprintf(stderr, "step %ld/%ld loss %.4f samples/s %.0f%s elapsed %s eta %s\n", step,
-                p->total, mean, rate, bub, el, eta);
+        fprintf(stderr, "step %ld/%ld loss %.4f samples/s %.0f%s%s elapsed %s eta %s\n", step,
+                p->total, mean, rate, mf[0] ? mf + 1 : "", bub, el, eta);
     }
     p->last_draw = t;
     p->loss_sum = 0;
     p->loss_n = 0;
 }
 
-void csv_row(FILE *f, long step, double epoch, const char *split, double loss, double acc,
-                    double lr, double gnorm, double rate, double elapsed)
+/* mfu < 0: the column left empty (evaluation rows, no peak). */
+static void csv_line(FILE *f, long step, double epoch, const char *split, double loss,
+                     double acc, double lr, double gnorm, double rate, double elapsed, double mfu)
 {
     if (!f)
         return;
@@ -109,7 +117,16 @@ void csv_row(FILE *f, long step, double epoch, const char *split, double loss, d
     fprintf(f, ",%.6g,", lr);
     if (gnorm >= 0)
         fprintf(f, "%.6g", gnorm);
-    fprintf(f, ",%.1f,%.3f\n", rate, elapsed);
+    fprintf(f, ",%.1f,%.3f,", rate, elapsed);
+    if (mfu >= 0)
+        fprintf(f, "%.4f", mfu);
+    fputc('\n', f);
+}
+
+void csv_row(FILE *f, long step, double epoch, const char *split, double loss, double acc,
+             double lr, double gnorm, double rate, double elapsed)
+{
+    csv_line(f, step, epoch, split, loss, acc, lr, gnorm, rate, elapsed, -1);
 }
 
 /* steps sets the plain line's period; end is where this launch stops. */
@@ -126,6 +143,26 @@ void progress_start(progress *p, const opts *o, long steps, long first_step, lon
     p->start = now_s();
 }
 
+void progress_model(progress *p, const weft_model *m, int ranks, int lead)
+{
+    p->cfg = weft_model_config_of(m);
+    p->peak = 0;
+    if (!lead || (p->quiet && !p->csv))
+        return;
+    train_peak pk;
+    int rc = train_peak_get(&pk);
+    if (rc)
+        die("the matmul peak for MFU: %s", weft_strerror(rc));
+    int threads = weft_model_threads(m);
+    p->peak = pk.gflops * 1e9 * threads * (ranks > 0 ? ranks : 1);
+    if (!p->quiet) {
+        printf("MFU against %d rank%s x %d thread%s x %.1f GFLOP/s (one thread's %s sgemm, %s)\n",
+               ranks, ranks == 1 ? "" : "s", threads, threads == 1 ? "" : "s", pk.gflops,
+               pk.best == MM_OPENBLAS ? pk.blas_name : pk.port_name, pk.source);
+        fflush(stdout);
+    }
+}
+
 void report_step(progress *p, long step, const train_step *st, double lr)
 {
     if (!isfinite(st->loss))
@@ -133,9 +170,12 @@ void report_step(progress *p, long step, const train_step *st, double lr)
     double elapsed = now_s() - p->start;
     double rate = (double)(step + 1 - p->first_step) * p->batch / (elapsed > 0 ? elapsed : 1e-9);
     int rows = st->seen * st->width;
-    csv_row(p->csv, step + 1, st->epoch, "train", st->loss, (double)st->correct / rows, lr,
-            st->gnorm, rate, elapsed);
-    progress_update(p, step + 1, st->loss, rate, st->bubble, step + 1 == p->total);
+    /* a GPT sample is st->width tokens; an MLP's width is 1 */
+    double mfu = p->peak > 0 && p->cfg
+                     ? rate * train_model_flops(p->cfg, 1, st->width) / p->peak : -1;
+    csv_line(p->csv, step + 1, st->epoch, "train", st->loss, (double)st->correct / rows, lr,
+             st->gnorm, rate, elapsed, mfu);
+    progress_update(p, step + 1, st->loss, rate, st->bubble, mfu, step + 1 == p->total);
 }
 
 /* append: a resumed run continues the file it finds (if it has rows). */
@@ -147,7 +187,7 @@ FILE *csv_open(const char *path, int append)
     if (!f)
         die("cannot write %s: %s", path, strerror(errno));
     if (fresh)
-        fprintf(f, "step,epoch,split,loss,accuracy,lr,grad_norm,samples_per_s,elapsed_s\n");
+        fprintf(f, "step,epoch,split,loss,accuracy,lr,grad_norm,samples_per_s,elapsed_s,mfu\n");
     return f;
 }
 

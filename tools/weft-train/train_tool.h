@@ -103,11 +103,17 @@ typedef struct {
     double start, last_draw, loss_sum;
     long loss_n;
     FILE *csv;
+    const weft_model_config *cfg; /* MFU (progress_model): the model, */
+    double peak;                  /* FLOP/s of the job's compute ranks; 0: no MFU */
 } progress;
 
 /* steps: the planned run; the launch runs first_step..end. */
 void progress_start(progress *p, const opts *o, long steps, long first_step, long end,
                     FILE *csv);
+/* Model-FLOPs utilisation from here on, against ranks x threads x one
+ * thread's measured matmul peak; lead: the rank that reports (the others
+ * neither measure nor print it). */
+void progress_model(progress *p, const weft_model *m, int ranks, int lead);
 /* Stops the run on a loss that is not finite, else a CSV row and progress. */
 void report_step(progress *p, long step, const train_step *st, double lr);
 FILE *csv_open(const char *path, int append);

@@ -70,6 +70,7 @@ void trainer_open(trainer *t, opts *o, weft_comm *comm, const data_sets *d, weft
     if (t->end < start_step)
         t->end = start_step;
     progress_start(&t->pg, o, steps, start_step, t->end, csv);
+    progress_model(&t->pg, t->m, t->world, t->lead);
     cpu_s(&t->cpu0_all, &t->cpu0_main);
 }
 

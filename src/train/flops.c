@@ -1,0 +1,26 @@
+#include "train/flops.h"
+
+double train_model_param_count(const weft_model_config *c)
+{
+    double n = 0.0;
+    if (c->type == WEFT_MODEL_MLP) {
+        for (int i = 0; i + 1 < c->n_widths; i++)
+            n += (double)c->widths[i] * c->widths[i + 1] + c->widths[i + 1];
+        return n;
+    }
+    double d = c->d_model, L = c->n_layer;
+    /* per block: two LayerNorms, qkv and proj, fc and fc-proj, with biases */
+    double block = 2 * 2 * d + (3 * d * d + 3 * d) + (d * d + d) + (4 * d * d + 4 * d) +
+                   (4 * d * d + d);
+    return (double)c->vocab * d + (double)c->ctx * d + L * block + 2 * d;
+}
+
+double train_model_flops(const weft_model_config *c, int batch, int seq)
+{
+    if (c->type == WEFT_MODEL_MLP)
+        return 6.0 * train_model_param_count(c) * batch;
+    int T = seq > 0 && seq <= c->ctx ? seq : c->ctx;
+    double tokens = (double)batch * T;
+    return tokens * (6.0 * train_model_param_count(c) +
+                     12.0 * c->n_layer * (double)T * c->d_model);
+}

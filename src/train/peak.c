@@ -1,0 +1,322 @@
+#include "train/peak.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "core/param.h"
+#include "train/matmul.h"
+#include "weft.h"
+
+/* The shapes a GPT step at width 512 runs (forward x W^T, the input
+ * gradient, the weight gradient), small enough that the probe takes a
+ * tenth of a second per kernel. */
+static const struct { int ta, tb, M, N, K; } probe_shapes[] = {
+    { 0, 1, 256, 1536, 512 },
+    { 0, 0, 512, 512, 1024 },
+    { 1, 0, 1024, 512, 256 },
+};
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* One thread's GFLOP/s of backend on the probe shapes: the best of three
+ * runs of each after one to warm the caches, since other processes only
+ * ever slow a run down. */
+static int probe(int backend, double *gflops, char *name, size_t cap)
+{
+    mm_ctx *c;
+    int rc = train_mm_create(&c, 1, backend);
+    if (rc)
+        return rc;
+    train_mm_describe(c, name, cap);
+    size_t most = 0;
+    for (size_t i = 0; i < sizeof probe_shapes / sizeof *probe_shapes; i++) {
+        size_t mk = (size_t)probe_shapes[i].M * probe_shapes[i].K;
+        size_t kn = (size_t)probe_shapes[i].K * probe_shapes[i].N;
+        size_t mn = (size_t)probe_shapes[i].M * probe_shapes[i].N;
+        size_t m = mk > kn ? mk : kn;
+        m = m > mn ? m : mn;
+        most = m > most ? m : most;
+    }
+    float *a = malloc(most * sizeof(float)), *b = malloc(most * sizeof(float));
+    float *o = malloc(most * sizeof(float));
+    if (!a || !b || !o) {
+        free(a);
+        free(b);
+        free(o);
+        train_mm_destroy(c);
+        return WEFT_ENOMEM;
+    }
+    for (size_t i = 0; i < most; i++) {
+        a[i] = (float)(i % 17) * 0.01f;
+        b[i] = (float)(i % 13) * 0.01f;
+    }
+    double flops = 0.0, secs = 0.0;
+    for (size_t i = 0; i < sizeof probe_shapes / sizeof *probe_shapes; i++) {
+        int ta = probe_shapes[i].ta, tb = probe_shapes[i].tb;
+        int M = probe_shapes[i].M, N = probe_shapes[i].N, K = probe_shapes[i].K;
+        double best = 1e30;
+        for (int r = 0; r < 4; r++) {
+            double t0 = now();
+            train_mm_gemm(c, ta, tb, M, N, K, a, ta ? M : K, b, tb ? K : N, 0.0f, o, N);
+            double dt = now() - t0;
+            if (r > 0 && dt < best)
+                best = dt;
+        }
+        flops += 2.0 * M * N * K;
+        secs += best;
+    }
+    *gflops = flops / secs / 1e9;
+    free(a);
+    free(b);
+    free(o);
+    train_mm_destroy(c);
+    return 0;
+}
+
+/* How new a kernel family is: 3 AVX-512, 2 AVX2+FMA, 1 AVX, 0 older. */
+static int core_rank(const char *core)
+{
+    static const char *const r3[] = { "SkylakeX", "Cooperlake", "SapphireRapids", "Zen4", NULL };
+    static const char *const r2[] = { "Haswell", "Zen", "Excavator", "Skylake", NULL };
+    static const char *const r1[] = { "Sandybridge", "Bulldozer", "Piledriver", "Steamroller",
+                                      NULL };
+    const char *const *t[] = { r3, r2, r1 };
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; t[k][i]; i++)
+            if (strcasecmp(core, t[k][i]) == 0)
+                return 3 - k;
+    return 0;
+}
+
+static int cpu_rank(void)
+{
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+        return 3;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return 2;
+    if (__builtin_cpu_supports("avx"))
+        return 1;
+#endif
+    return 0;
+}
+
+/* Said once per measurement (so once per host with a cache): an OpenBLAS
+ * that took a kernel older than the CPU is several times slower than it
+ * could be, and the fix is outside weft. */
+static void warn_old_core(const train_peak *p, const char *core)
+{
+    int have = cpu_rank(), got = core_rank(core);
+    if (got >= have)
+        return;
+    static const char *const isa[] = { "SSE", "AVX", "AVX2", "AVX-512" };
+    static const char *const fix[] = { "", "Sandybridge", "Haswell", "SkylakeX" };
+    log_msg(log_level_from_env(), LOG_WARN, 0,
+            "OpenBLAS runs its %s kernel on a CPU with %s (%.1f GFLOP/s against the portable "
+            "kernel's %.1f); weft uses the %s. OPENBLAS_CORETYPE=%s (before the program starts) "
+            "makes OpenBLAS use its %s kernel",
+            core, isa[have], p->blas_gflops, p->port_gflops,
+            p->best == MM_OPENBLAS ? "OpenBLAS" : "portable kernel", fix[have], isa[have]);
+}
+
+int train_peak_measure(train_peak *p)
+{
+    memset(p, 0, sizeof *p);
+    int rc = probe(MM_PORTABLE, &p->port_gflops, p->port_name, sizeof p->port_name);
+    if (rc)
+        return rc;
+    p->best = MM_PORTABLE;
+    p->gflops = p->port_gflops;
+    const char *core = train_mm_blas_core();
+    if (core) {
+        if ((rc = probe(MM_OPENBLAS, &p->blas_gflops, p->blas_name, sizeof p->blas_name)))
+            return rc;
+        if (p->blas_gflops > p->port_gflops) {
+            p->best = MM_OPENBLAS;
+            p->gflops = p->blas_gflops;
+        }
+        warn_old_core(p, core);
+    }
+    snprintf(p->source, sizeof p->source, "measured now");
+    return 0;
+}
+
+static void host_name(char *buf, size_t cap)
+{
+    if (gethostname(buf, cap) != 0 || !buf[0])
+        snprintf(buf, cap, "unknown");
+    buf[cap - 1] = 0;
+    for (char *s = buf; *s; s++)   /* a file name */
+        if (*s == '/')
+            *s = '_';
+}
+
+/* The cache files to try, in order: WEFT_PEAK_FILE alone when set. */
+static int cache_paths(char paths[2][300], int *n)
+{
+    const char *f;
+    int rc = param_read_str(PARAM_peak_file, &f, NULL, 0);
+    if (rc)
+        return rc;
+    *n = 0;
+    if (f && *f) {
+        snprintf(paths[(*n)++], sizeof paths[0], "%s", f);
+        return 0;
+    }
+    char host[64];
+    host_name(host, sizeof host);
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (xdg && *xdg)
+        snprintf(paths[(*n)++], sizeof paths[0], "%s/weft/peak-%s", xdg, host);
+    else if (home && *home)
+        snprintf(paths[(*n)++], sizeof paths[0], "%s/.cache/weft/peak-%s", home, host);
+    const char *tmp = getenv("TMPDIR");
+    snprintf(paths[(*n)++], sizeof paths[0], "%s/weft-peak-%ld-%s", tmp && *tmp ? tmp : "/tmp",
+             (long)getuid(), host);
+    return 0;
+}
+
+/* A cache line is only taken when it was measured with the kernels this
+ * process has: the same portable ISA, OpenBLAS with the same core type. */
+static int cache_read(const char *path, train_peak *p)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char line[512];
+    int ok = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#')
+            continue;
+        double port, blas;
+        char pn[32], bn[48];
+        if (sscanf(line, "port=%lf blas=%lf port_kernel=%31s blas_kernel=%47s", &port, &blas, pn,
+                   bn) == 4 && port > 0 && blas >= 0) {
+            for (char *s = pn; *s; s++)
+                *s = *s == '_' ? ' ' : *s;
+            for (char *s = bn; *s; s++)
+                *s = *s == '_' ? ' ' : *s;
+            p->port_gflops = port;
+            p->blas_gflops = blas;
+            snprintf(p->port_name, sizeof p->port_name, "%s", pn);
+            snprintf(p->blas_name, sizeof p->blas_name, "%s", strcmp(bn, "-") ? bn : "");
+            ok = 1;
+            break;
+        }
+    }
+    fclose(f);
+    return ok ? 0 : -1;
+}
+
+static int mkdirs(const char *path)
+{
+    char d[300];
+    snprintf(d, sizeof d, "%.299s", path);
+    for (char *s = d + 1; *s; s++)
+        if (*s == '/') {
+            *s = 0;
+            if (mkdir(d, 0755) != 0 && errno != EEXIST)
+                return -1;
+            *s = '/';
+        }
+    return 0;
+}
+
+static int cache_write(const char *path, const train_peak *p)
+{
+    if (mkdirs(path) != 0)
+        return -1;
+    char tmp[320], pn[32], bn[48];
+    snprintf(tmp, sizeof tmp, "%.290s.%ld", path, (long)getpid());
+    snprintf(pn, sizeof pn, "%s", p->port_name);
+    snprintf(bn, sizeof bn, "%s", p->blas_name[0] ? p->blas_name : "-");
+    for (char *s = pn; *s; s++)
+        *s = *s == ' ' ? '_' : *s;
+    for (char *s = bn; *s; s++)
+        *s = *s == ' ' ? '_' : *s;
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return -1;
+    double load[3] = { 0 };
+    FILE *la = fopen("/proc/loadavg", "r");
+    if (la) {
+        if (fscanf(la, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3)
+            load[0] = load[1] = load[2] = 0;
+        fclose(la);
+    }
+    fprintf(f, "# weft matmul peak: one thread's sgemm GFLOP/s on a GPT's shapes, per kernel; "
+               "load average %.2f when measured. Delete the file to measure again.\n",
+            load[0]);
+    fprintf(f, "port=%.2f blas=%.2f port_kernel=%s blas_kernel=%s\n", p->port_gflops,
+            p->blas_gflops, pn, bn);
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+/* What this process would measure with, to match against a cache line. */
+static int current_names(char *pn, size_t pcap, char *bn, size_t bcap)
+{
+    mm_ctx *c;
+    int rc = train_mm_create(&c, 1, MM_PORTABLE);
+    if (rc)
+        return rc;
+    train_mm_describe(c, pn, pcap);
+    train_mm_destroy(c);
+    const char *core = train_mm_blas_core();
+    snprintf(bn, bcap, "%s%s", core ? "openblas " : "", core ? core : "");
+    return 0;
+}
+
+int train_peak_get(train_peak *p)
+{
+    if (!p)
+        return WEFT_EINVAL;
+    double given;
+    char paths[2][300], pn[32], bn[48];
+    int n, rc;
+    if ((rc = param_read_dbl(PARAM_peak_gflops, &given, NULL, 0)) ||
+        (rc = cache_paths(paths, &n)) || (rc = current_names(pn, sizeof pn, bn, sizeof bn)))
+        return rc;
+    int found = 0;
+    for (int i = 0; i < n && !found; i++) {
+        memset(p, 0, sizeof *p);
+        if (cache_read(paths[i], p) == 0 && strcmp(p->port_name, pn) == 0 &&
+            strcmp(p->blas_name, bn) == 0) {
+            found = 1;
+            snprintf(p->source, sizeof p->source, "measured once, kept in %.280s", paths[i]);
+        }
+    }
+    if (!found) {
+        if ((rc = train_peak_measure(p)))
+            return rc;
+        for (int i = 0; i < n; i++)
+            if (cache_write(paths[i], p) == 0) {
+                snprintf(p->source, sizeof p->source, "measured now, kept in %.280s", paths[i]);
+                break;
+            }
+    }
+    p->best = p->blas_gflops > p->port_gflops ? MM_OPENBLAS : MM_PORTABLE;
+    p->gflops = p->best == MM_OPENBLAS ? p->blas_gflops : p->port_gflops;
+    if (given > 0) {
+        p->gflops = given;
+        snprintf(p->source, sizeof p->source, "WEFT_PEAK_GFLOPS");
+    }
+    return 0;
+}

@@ -1,0 +1,33 @@
+/* The machine's matmul peak, measured once per host: one thread's
+ * single-precision GEMM rate with each candidate kernel (the portable one
+ * at the CPU's best ISA, OpenBLAS when built in) on a few shapes of the
+ * kind a transformer step runs. The faster kernel is what MM_AUTO uses,
+ * and its rate is the denominator of model-FLOPs utilisation. The result
+ * is kept in a small text file per host so that later processes (and
+ * every model of one process) agree without measuring again. */
+#ifndef TRAIN_PEAK_H
+#define TRAIN_PEAK_H
+
+#include <stddef.h>
+
+typedef struct {
+    double gflops;        /* one thread's peak: WEFT_PEAK_GFLOPS, else the best measured */
+    double port_gflops;   /* the portable kernel's measured rate */
+    double blas_gflops;   /* OpenBLAS's; 0 when not built in */
+    int best;             /* MM_PORTABLE or MM_OPENBLAS, the faster measured */
+    char port_name[32];   /* "portable avx2" */
+    char blas_name[48];   /* "openblas Zen" */
+    char source[320];     /* where it came from: "measured now", the cache file, ... */
+} train_peak;
+
+/* WEFT_PEAK_FILE names the cache; empty: $XDG_CACHE_HOME/weft/peak-HOST,
+ * else $HOME/.cache/weft/peak-HOST, falling back to
+ * $TMPDIR (or /tmp)/weft-peak-UID-HOST when that cannot be written. A
+ * cache that cannot be read or written is measured around, not an error;
+ * errors are a bad WEFT_PEAK_* value or no memory. */
+int train_peak_get(train_peak *out);
+
+/* Measures now, writes nothing (tests, weft-enginebench --probe). */
+int train_peak_measure(train_peak *out);
+
+#endif
