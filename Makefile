@@ -128,6 +128,55 @@ install: all
 	install -m 644 include/weft.h $(DESTDIR)$(PREFIX)/include/
 	install -m 755 $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBS@|$(DEPS_LIBS) -pthread -lm|' weft.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/weft.pc
+	$(MAKE) --no-print-directory install-python
+
+# The Python package weft (python/weft: ctypes over libweft.so, copied
+# beside it) and the torch.distributed backend "weft" (torch/weft_torch.cpp,
+# built when Debian's python3-torch, libtorch-dev and pybind11-dev are
+# there). PYTHONPATH=$(BUILD)/python uses them in place; make install puts
+# them where $(PYTHON) finds packages under $(PREFIX).
+PYTHON   ?= /usr/bin/python3
+PYPKG    := $(BUILD)/python/weft
+PYSRC    := $(sort $(wildcard python/weft/*.py))
+TORCH_EXT := $(PYPKG)/_weft_torch.so
+PYVER     = $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+PYDIR    ?= $(if $(filter /usr,$(PREFIX)),$(PREFIX)/lib/python3/dist-packages,$(PREFIX)/lib/python$(PYVER)/dist-packages)
+TORCH_INC = $(shell $(PYTHON) -c 'import torch.utils.cpp_extension as c; print(" ".join("-isystem " + p for p in c.include_paths()))' 2>/dev/null)
+TORCH_LIB = $(shell $(PYTHON) -c 'import torch.utils.cpp_extension as c; print(c.library_paths()[0])' 2>/dev/null)
+TORCH_ABI = $(shell $(PYTHON) -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))' 2>/dev/null)
+PY_INC    = $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+HAVE_TORCH = $(shell $(PYTHON) -c 'import torch' 2>/dev/null && test -f /usr/include/pybind11/pybind11.h && echo 1)
+CXX      ?= g++
+
+.PHONY: python torch check-torch install-python
+python: $(LIB_SO) $(PYSRC)
+	@mkdir -p $(PYPKG)
+	@cp $(PYSRC) $(LIB_SO) $(PYPKG)/
+	@echo "  PY      $(PYPKG)"
+	@if [ "$(HAVE_TORCH)" = 1 ]; then $(MAKE) --no-print-directory torch; \
+	 else echo "  (no torch extension: it needs python3-torch, libtorch-dev and pybind11-dev)"; fi
+
+torch: $(TORCH_EXT)
+$(TORCH_EXT): torch/weft_torch.cpp include/weft.h $(LIB_A)
+	@mkdir -p $(PYPKG)
+	@echo "  CXX     $@"
+	@test -f /usr/include/pybind11/pybind11.h || { echo "torch extension: needs pybind11-dev (apt-get install pybind11-dev)"; exit 1; }
+	@$(CXX) -std=c++17 -O2 -fPIC -shared -Wall -Wextra -Werror -Wno-unused-parameter \
+	    -D_GLIBCXX_USE_CXX11_ABI=$(TORCH_ABI) -DTORCH_EXTENSION_NAME=_weft_torch \
+	    -DTORCH_API_INCLUDE_EXTENSION_H $(TORCH_INC) -isystem $(PY_INC) -Iinclude $< -o $@ \
+	    $(LIB_A) -L$(TORCH_LIB) -ltorch -ltorch_cpu -ltorch_python -lc10 $(LDLIBS)
+
+# The torch backend's tests (tests/torch/run.sh): every collective against
+# a serial reference at 1-4 ranks, subgroups, messages, DDP against gloo,
+# a killed rank.
+check-torch: python torch
+	BUILD=$(BUILD) PYTHON=$(PYTHON) sh tests/torch/run.sh
+
+install-python: python
+	install -d $(DESTDIR)$(PYDIR)/weft
+	install -m 644 $(PYSRC) $(DESTDIR)$(PYDIR)/weft/
+	install -m 755 $(LIB_SO) $(DESTDIR)$(PYDIR)/weft/
+	if [ -f $(TORCH_EXT) ]; then install -m 755 $(TORCH_EXT) $(DESTDIR)$(PYDIR)/weft/; fi
 
 clean:
 	rm -rf $(BUILD)
