@@ -1,6 +1,10 @@
-/* Causal multi-head self-attention, forward and backward, written as
- * plain loops (sequences here are short), split over (batch, head) pairs
- * on the model's thread pool. */
+/* Causal multi-head self-attention, forward and backward, split over
+ * (batch, head) pairs on the model's thread pool, in the manner of
+ * FlashAttention: the T x T probabilities are never stored. Forward keeps
+ * one row of scores at a time and saves only each row's log-sum-exp;
+ * backward recomputes a row's probabilities from it (one more q.k per
+ * pair, a quarter more arithmetic) instead of reading B*NH*T*T floats
+ * back from memory. So a head needs O(T) memory at any length. */
 #include <math.h>
 #include <string.h>
 
@@ -38,34 +42,41 @@ typedef struct {
     int B, T, C, NH;
 } att_job;
 
+/* Scores of query row t against keys 0..t, scaled, into s; returns
+ * their maximum. */
+static float scores(const float *q, const float *kbase, int C3, int t, int hs, float scale,
+                    float *s)
+{
+    float mx = -INFINITY;
+    for (int t2 = 0; t2 <= t; t2++) {
+        float v = dot(q, kbase + (size_t)t2 * C3, hs) * scale;
+        s[t2] = v;
+        mx = v > mx ? v : mx;
+    }
+    return mx;
+}
+
 static void att_fwd_bh(const att_job *j, int b, int h)
 {
     int T = j->T, C = j->C, NH = j->NH, hs = C / NH, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)hs);
     const float *base = j->qkv + (size_t)b * T * C3;
+    const float *kb = base + C + h * hs, *vb = base + 2 * C + h * hs;
+    size_t bh = (size_t)b * NH + h;
+    float one, *lse = j->att + bh * T, *row = T >= 2 ? j->datt + bh * T : &one;
     for (int t = 0; t < T; t++) {
-        const float *q = base + (size_t)t * C3 + h * hs;
-        float *a = j->att + (((size_t)b * NH + h) * T + t) * T;
-        float mx = -INFINITY;
-        for (int t2 = 0; t2 <= t; t2++) {
-            float s = dot(q, base + (size_t)t2 * C3 + C + h * hs, hs) * scale;
-            a[t2] = s;
-            mx = s > mx ? s : mx;
-        }
+        float mx = scores(base + (size_t)t * C3 + h * hs, kb, C3, t, hs, scale, row);
         float sum = 0.0f;
         for (int t2 = 0; t2 <= t; t2++) {
-            a[t2] = expf(a[t2] - mx);
-            sum += a[t2];
+            row[t2] = expf(row[t2] - mx);
+            sum += row[t2];
         }
         float inv = 1.0f / sum;
-        for (int t2 = 0; t2 <= t; t2++)
-            a[t2] *= inv;
-        for (int t2 = t + 1; t2 < T; t2++)
-            a[t2] = 0.0f;
         float *o = j->out + ((size_t)b * T + t) * C + h * hs;
         memset(o, 0, sizeof(float) * hs);
         for (int t2 = 0; t2 <= t; t2++)
-            axpy(o, a[t2], base + (size_t)t2 * C3 + 2 * C + h * hs, hs);
+            axpy(o, row[t2] * inv, vb + (size_t)t2 * C3, hs);
+        lse[t] = mx + logf(sum);
     }
 }
 
@@ -74,32 +85,36 @@ static void att_bwd_bh(const att_job *j, int b, int h)
     int T = j->T, C = j->C, NH = j->NH, hs = C / NH, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)hs);
     const float *base = j->qkv + (size_t)b * T * C3;
+    const float *kb = base + C + h * hs, *vb = base + 2 * C + h * hs;
     float *dbase = j->dqkv + (size_t)b * T * C3;
+    size_t bh = (size_t)b * NH + h;
+    const float *lse = j->catt + bh * T;
+    /* two rows of scratch per pair: probabilities and their gradients */
+    float one[2], *p = T >= 2 ? j->datt + bh * 2 * T : one, *da = T >= 2 ? p + T : one + 1;
     for (int t = 0; t < T; t++) {
         float *dq = dbase + (size_t)t * C3 + h * hs;
-        float *dk = dq + C, *dv = dq + 2 * C;
         memset(dq, 0, sizeof(float) * hs);
-        memset(dk, 0, sizeof(float) * hs);
-        memset(dv, 0, sizeof(float) * hs);
+        memset(dq + C, 0, sizeof(float) * hs);
+        memset(dq + 2 * C, 0, sizeof(float) * hs);
     }
     for (int t = 0; t < T; t++) {
-        const float *a = j->catt + (((size_t)b * NH + h) * T + t) * T;
-        float *da = j->datt + (((size_t)b * NH + h) * T + t) * T;
         const float *dout = j->dout + ((size_t)b * T + t) * C + h * hs;
         const float *q = base + (size_t)t * C3 + h * hs;
         float *dq = dbase + (size_t)t * C3 + h * hs;
-        /* through out = sum att * v */
+        scores(q, kb, C3, t, hs, scale, p);
+        /* through out = sum p v */
         float sum = 0.0f;
         for (int t2 = 0; t2 <= t; t2++) {
-            float s = dot(dout, base + (size_t)t2 * C3 + 2 * C + h * hs, hs);
-            axpy(dbase + (size_t)t2 * C3 + 2 * C + h * hs, a[t2], dout, hs);
+            p[t2] = expf(p[t2] - lse[t]);
+            float s = dot(dout, vb + (size_t)t2 * C3, hs);
+            axpy(dbase + (size_t)t2 * C3 + 2 * C + h * hs, p[t2], dout, hs);
             da[t2] = s;
-            sum += s * a[t2];
+            sum += s * p[t2];
         }
         /* through the softmax, then q.k */
         for (int t2 = 0; t2 <= t; t2++) {
-            float dp = a[t2] * (da[t2] - sum) * scale;
-            axpy(dq, dp, base + (size_t)t2 * C3 + C + h * hs, hs);
+            float dp = p[t2] * (da[t2] - sum) * scale;
+            axpy(dq, dp, kb + (size_t)t2 * C3, hs);
             axpy(dbase + (size_t)t2 * C3 + C + h * hs, dp, q, hs);
         }
     }
@@ -126,7 +141,9 @@ static void att_bwd_worker(void *v, int tid, int nt)
 void train_attention_forward(pool *pl, float *out, float *att, const float *qkv,
                              int B, int T, int C, int NH)
 {
-    att_job j = { .out = out, .att = att, .qkv = qkv, .B = B, .T = T, .C = C, .NH = NH };
+    /* the score rows go after the saved log-sum-exps, in att's own space */
+    att_job j = { .out = out, .att = att, .datt = att + (size_t)B * NH * T, .qkv = qkv,
+                  .B = B, .T = T, .C = C, .NH = NH };
     train_pool_run(pl, att_fwd_worker, &j);
 }
 

@@ -138,6 +138,29 @@ static void gelu_bwd_range(void *v, size_t lo, size_t hi)
     }
 }
 
+static void bias_gelu_rows(void *v, size_t lo, size_t hi)
+{
+    layer_job *j = v;
+    int n = j->c;
+    float *pre = (float *)j->in;   /* written: the job's only in-place field */
+    for (size_t r = lo; r < hi; r++) {
+        float *x = pre + r * n, *o = j->out + r * n;
+        for (int i = 0; i < n; i++) {
+            float xi = x[i] + j->b[i];
+            x[i] = xi;
+            float s = 1.0f / (1.0f + expf(-2.0f * GELU_K * (xi + GELU_C * xi * xi * xi)));
+            o[i] = xi * s;
+        }
+    }
+}
+
+void train_bias_gelu_forward(pool *pl, float *out, float *pre, const float *b, int rows, int n)
+{
+    layer_job j = { .out = out, .in = pre, .b = b, .c = n };
+    train_pool_for(pl, (size_t)rows, 1, (size_t)(PAR_MIN_ELEMS / (n > 0 ? n : 1)) + 1,
+                   bias_gelu_rows, &j);
+}
+
 void train_gelu_forward(pool *pl, float *out, const float *in, size_t n)
 {
     layer_job j = { .out = out, .in = in };

@@ -50,6 +50,13 @@ void train_relu_backward(float *din, const float *dout, const float *in, size_t 
 void train_gelu_forward(pool *pl, float *out, const float *in, size_t n);
 void train_gelu_backward(pool *pl, float *din, const float *dout, const float *in, size_t n);
 
+/* Fused: pre[rows,n] += b, out = GELU(pre), in one pass over memory
+ * instead of the linear layer's bias pass and GELU's (the MLP's 4C-wide
+ * hidden layer is the step's largest activation). pre is what backward
+ * needs, as train_gelu_backward's `in`. Equal, bit for bit, to
+ * train_linear_forward's bias followed by train_gelu_forward. */
+void train_bias_gelu_forward(pool *pl, float *out, float *pre, const float *b, int rows, int n);
+
 /* LayerNorm over the last dim c, eps 1e-5; mean/rstd[rows] saved for
  * backward, which ADDS into din as well (the residual stream). Pool as
  * for GELU. */
@@ -68,9 +75,12 @@ void train_embedding_backward(float *dwte, float *dwpe, const float *dout, const
 void train_residual_forward(float *out, const float *a, const float *b, size_t n);
 
 /* Causal multi-head self-attention on qkv[B,T,3C] (q | k | v, heads of
- * C/NH contiguous in each); att[B,NH,T,T] keeps the probabilities.
- * Backward overwrites dqkv; datt is scratch of the size of att. Work is
- * split over (batch, head) pairs on the pool, which own disjoint slices. */
+ * C/NH contiguous in each). The probabilities are not kept (attention.c):
+ * forward saves each row's log-sum-exp in att[B*NH*T] and uses the next
+ * B*NH*T floats of att as scratch, so att needs 2*B*NH*T floats (B*NH*T
+ * when T is 1), not B*NH*T*T. Backward overwrites dqkv; datt is scratch
+ * of 2*B*NH*T floats. Work is split over (batch, head) pairs on the pool,
+ * which own disjoint slices. */
 void train_attention_forward(pool *pl, float *out, float *att, const float *qkv,
                              int B, int T, int C, int NH);
 void train_attention_backward(pool *pl, float *dqkv, float *datt, const float *dout,

@@ -1,0 +1,283 @@
+/* Each matmul kernel (the portable one at every ISA this CPU has, and
+ * OpenBLAS) against a double-precision loop on odd shapes (every M, N, K
+ * drawn from 1, 7, 33 and 1023, at most one of them 1023), all transposes,
+ * beta 0 and 1, one and two threads; the blockwise attention against a
+ * naive one that materialises the T x T matrix; the fused bias + GELU
+ * against the two passes it replaces; the FLOP count against the model's
+ * own parameter count; the peak's override and per-host cache. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "test.h"
+#include "train/flops.h"
+#include "train/layers.h"
+#include "train/matmul.h"
+#include "train/peak.h"
+#include "weft.h"
+
+static float frand(weft_rng *r)
+{
+    return 2.0f * weft_rng_uniform(r) - 1.0f;
+}
+
+static int gemm_ok(mm_ctx *c, weft_rng *r, int ta, int tb, int M, int N, int K, float beta)
+{
+    int lda = ta ? M : K, ldb = tb ? K : N, ldc = N;
+    size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
+    float *A = malloc(na * 4), *B = malloc(nb * 4), *C = malloc(nc * 4), *C0 = malloc(nc * 4);
+    for (size_t i = 0; i < na; i++) A[i] = frand(r);
+    for (size_t i = 0; i < nb; i++) B[i] = frand(r);
+    for (size_t i = 0; i < nc; i++) C0[i] = C[i] = frand(r);
+    train_mm_gemm(c, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    int ok = 1;
+    for (int i = 0; i < M && ok; i++)
+        for (int j = 0; j < N && ok; j++) {
+            double s = beta * (double)C0[(size_t)i * ldc + j], mag = fabs(s);
+            for (int k = 0; k < K; k++) {
+                double a = ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
+                double b = tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j];
+                s += a * b;
+                mag += fabs(a * b);
+            }
+            double got = C[(size_t)i * ldc + j];
+            ok = fabs(got - s) <= 1e-6 * (K + 1) * (mag + 1e-3);
+            if (!ok)
+                fprintf(stderr, "  ta=%d tb=%d %dx%dx%d beta=%g at (%d,%d): %g vs %g\n", ta, tb,
+                        M, N, K, beta, i, j, got, s);
+        }
+    free(A); free(B); free(C); free(C0);
+    return ok;
+}
+
+static void odd_shapes(int backend, const char *isa)
+{
+    static const int dims[] = { 1, 7, 33, 1023 };
+    if (isa)
+        setenv("WEFT_MATMUL_ISA", isa, 1);
+    for (int th = 1; th <= 2; th++) {
+        mm_ctx *c;
+        int rc = train_mm_create(&c, th, backend);
+        if (rc == WEFT_ENOTSUP)
+            break;
+        CHECK(rc == 0);
+        if (rc)
+            break;
+        char name[64];
+        train_mm_describe(c, name, sizeof name);
+        /* a capped ISA the CPU lacks falls back: that kernel is tested by its own case */
+        if (isa && !strstr(name, isa)) {
+            train_mm_destroy(c);
+            break;
+        }
+        weft_rng r;
+        weft_rng_seed(&r, 11);
+        for (int a = 0; a < 4; a++)
+            for (int b = 0; b < 4; b++)
+                for (int k = 0; k < 4; k++) {
+                    if ((a == 3) + (b == 3) + (k == 3) > 1)
+                        continue;
+                    for (int t = 0; t < 4; t++)
+                        for (int beta = 0; beta < 2; beta++)
+                            CHECKF(gemm_ok(c, &r, t & 1, t >> 1, dims[a], dims[b], dims[k],
+                                           (float)beta),
+                                   "%s, %d threads", name, th);
+                }
+        train_mm_destroy(c);
+    }
+    unsetenv("WEFT_MATMUL_ISA");
+}
+
+TEST(odd_avx512) { odd_shapes(MM_PORTABLE, "avx512"); }
+TEST(odd_avx2) { odd_shapes(MM_PORTABLE, "avx2"); }
+TEST(odd_c) { odd_shapes(MM_PORTABLE, "c"); }
+TEST(odd_openblas) { odd_shapes(MM_OPENBLAS, NULL); }
+
+/* Naive causal attention in double, with the T x T probabilities kept:
+ * out, and dqkv for the incoming gradient dout. */
+static void naive_attention(double *out, double *dqkv, const float *qkv, const float *dout,
+                            int B, int T, int C, int NH)
+{
+    int hs = C / NH, C3 = 3 * C;
+    double *p = malloc(sizeof(double) * T * T), *dp = malloc(sizeof(double) * T * T);
+    memset(dqkv, 0, sizeof(double) * B * T * C3);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            const float *x = qkv + (size_t)b * T * C3;
+            double *dx = dqkv + (size_t)b * T * C3;
+#define Q(t, i) x[(size_t)(t) * C3 + h * hs + (i)]
+#define K(t, i) x[(size_t)(t) * C3 + C + h * hs + (i)]
+#define V(t, i) x[(size_t)(t) * C3 + 2 * C + h * hs + (i)]
+            for (int t = 0; t < T; t++) {
+                double mx = -1e300, sum = 0;
+                for (int u = 0; u <= t; u++) {
+                    double s = 0;
+                    for (int i = 0; i < hs; i++)
+                        s += (double)Q(t, i) * K(u, i);
+                    p[t * T + u] = s / sqrt((double)hs);
+                    mx = p[t * T + u] > mx ? p[t * T + u] : mx;
+                }
+                for (int u = 0; u <= t; u++)
+                    sum += (p[t * T + u] = exp(p[t * T + u] - mx));
+                for (int u = 0; u <= t; u++)
+                    p[t * T + u] /= sum;
+                for (int i = 0; i < hs; i++) {
+                    double o = 0;
+                    for (int u = 0; u <= t; u++)
+                        o += p[t * T + u] * V(u, i);
+                    out[((size_t)b * T + t) * C + h * hs + i] = o;
+                }
+            }
+            for (int t = 0; t < T; t++) {
+                const float *g = dout + ((size_t)b * T + t) * C + h * hs;
+                double dot = 0;
+                for (int u = 0; u <= t; u++) {
+                    double s = 0;
+                    for (int i = 0; i < hs; i++) {
+                        s += (double)g[i] * V(u, i);
+                        dx[(size_t)u * C3 + 2 * C + h * hs + i] += p[t * T + u] * g[i];
+                    }
+                    dp[t * T + u] = s;
+                    dot += s * p[t * T + u];
+                }
+                for (int u = 0; u <= t; u++) {
+                    double ds = p[t * T + u] * (dp[t * T + u] - dot) / sqrt((double)hs);
+                    for (int i = 0; i < hs; i++) {
+                        dx[(size_t)t * C3 + h * hs + i] += ds * K(u, i);
+                        dx[(size_t)u * C3 + C + h * hs + i] += ds * Q(t, i);
+                    }
+                }
+            }
+#undef Q
+#undef K
+#undef V
+        }
+    free(p);
+    free(dp);
+}
+
+static int close_to(const float *got, const double *want, size_t n, double tol)
+{
+    double mx = 0;
+    for (size_t i = 0; i < n; i++)
+        mx = fabs(want[i]) > mx ? fabs(want[i]) : mx;
+    for (size_t i = 0; i < n; i++)
+        if (fabs(got[i] - want[i]) > tol * (mx + 1e-30) + tol * fabs(want[i])) {
+            fprintf(stderr, "  element %zu: %g vs %g\n", i, got[i], want[i]);
+            return 0;
+        }
+    return 1;
+}
+
+TEST(attention_vs_naive)
+{
+    static const int cases[][4] = { { 2, 1, 12, 3 }, { 2, 7, 12, 3 }, { 1, 33, 66, 2 },
+                                    { 3, 33, 8, 1 }, { 1, 130, 64, 4 } };
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        int B = cases[ci][0], T = cases[ci][1], C = cases[ci][2], NH = cases[ci][3];
+        size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C;
+        /* the scratch the header promises is enough: 2*B*NH*T, or B*NH*T at T = 1 */
+        size_t natt = (size_t)B * NH * T * (T >= 2 ? 2 : 1);
+        float *qkv = malloc(nq * 4), *out = malloc(no * 4), *dout = malloc(no * 4);
+        float *att = malloc(natt * 4), *datt = malloc(natt * 2 * 4), *dqkv = malloc(nq * 4);
+        double *rout = malloc(no * 8), *rdqkv = malloc(nq * 8);
+        weft_rng r;
+        weft_rng_seed(&r, 5 + ci);
+        for (size_t i = 0; i < nq; i++) qkv[i] = 2.0f * frand(&r);
+        for (size_t i = 0; i < no; i++) dout[i] = frand(&r);
+        pool *pl;
+        CHECK(train_pool_create(&pl, 2) == 0);
+        train_attention_forward(pl, out, att, qkv, B, T, C, NH);
+        train_attention_backward(pl, dqkv, datt, dout, qkv, att, B, T, C, NH);
+        naive_attention(rout, rdqkv, qkv, dout, B, T, C, NH);
+        CHECKF(close_to(out, rout, no, 1e-5), "attention out B=%d T=%d C=%d NH=%d", B, T, C, NH);
+        CHECKF(close_to(dqkv, rdqkv, nq, 1e-4), "attention dqkv B=%d T=%d C=%d NH=%d", B, T, C,
+               NH);
+        train_pool_destroy(pl);
+        free(qkv); free(out); free(dout); free(att); free(datt); free(dqkv);
+        free(rout); free(rdqkv);
+    }
+}
+
+TEST(bias_gelu_fused)
+{
+    int rows = 37, n = 1030;
+    size_t len = (size_t)rows * n;
+    float *x = malloc(len * 4), *y = malloc(len * 4), *a = malloc(len * 4), *b = malloc(len * 4);
+    float *bias = malloc(n * 4);
+    weft_rng r;
+    weft_rng_seed(&r, 3);
+    for (size_t i = 0; i < len; i++) x[i] = y[i] = 3.0f * frand(&r);
+    for (int i = 0; i < n; i++) bias[i] = frand(&r);
+    for (int t = 0; t < rows; t++)
+        for (int i = 0; i < n; i++)
+            x[(size_t)t * n + i] += bias[i];
+    train_gelu_forward(NULL, a, x, len);
+    pool *pl;
+    CHECK(train_pool_create(&pl, 2) == 0);
+    train_bias_gelu_forward(pl, b, y, bias, rows, n);
+    CHECK(memcmp(a, b, len * 4) == 0);
+    CHECK(memcmp(x, y, len * 4) == 0);
+    train_pool_destroy(pl);
+    free(x); free(y); free(a); free(b); free(bias);
+}
+
+TEST(flops_count)
+{
+    static const char *const specs[] = { "mlp:784-512-512-10", "mlp:12-16-10-5:gelu",
+                                         "gpt:vocab=23,ctx=8,layers=2,heads=2,dim=16",
+                                         "gpt:vocab=256,ctx=128,layers=4,heads=8,dim=512" };
+    for (int i = 0; i < 4; i++) {
+        weft_model_config cfg;
+        weft_model *m;
+        CHECK(weft_model_config_parse(specs[i], &cfg) == 0);
+        CHECK(weft_model_create(&m, &cfg, 1) == 0);
+        size_t n;
+        weft_model_params(m, &n);
+        CHECKF(train_model_param_count(&cfg) == (double)n, "%s: %.0f vs %zu", specs[i],
+               train_model_param_count(&cfg), n);
+        weft_model_destroy(m);
+    }
+    weft_model_config g;
+    CHECK(weft_model_config_parse("gpt:vocab=256,ctx=128,layers=4,heads=8,dim=512", &g) == 0);
+    double N = train_model_param_count(&g), tokens = 4.0 * 128;
+    CHECK(train_model_flops(&g, 4, 128) == tokens * (6 * N + 12.0 * 4 * 128 * 512));
+    /* a shorter sequence counts its own length */
+    CHECK(train_model_flops(&g, 4, 64) == 4.0 * 64 * (6 * N + 12.0 * 4 * 64 * 512));
+}
+
+TEST(peak_cache)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/weft-test-peak-%ld", (long)getpid());
+    unlink(path);
+    setenv("WEFT_PEAK_FILE", path, 1);
+    unsetenv("WEFT_PEAK_GFLOPS");
+    train_peak a, b;
+    CHECK(train_peak_get(&a) == 0);
+    CHECK(a.gflops > 0 && a.port_gflops > 0);
+    CHECK(a.gflops == (a.best == MM_OPENBLAS ? a.blas_gflops : a.port_gflops));
+    CHECK(a.blas_gflops > 0 || a.best == MM_PORTABLE);
+    CHECKF(strstr(a.source, "measured now") != NULL, "%s", a.source);
+    CHECK(access(path, R_OK) == 0);
+    /* a second look takes the file, so every model of the host agrees */
+    CHECK(train_peak_get(&b) == 0);
+    CHECKF(strstr(b.source, "kept in") && !strstr(b.source, "now"), "%s", b.source);
+    CHECK(b.best == a.best && fabs(b.gflops - a.gflops) < 0.01);
+    CHECK(strcmp(b.port_name, a.port_name) == 0 && strcmp(b.blas_name, a.blas_name) == 0);
+    setenv("WEFT_PEAK_GFLOPS", "123.5", 1);
+    CHECK(train_peak_get(&b) == 0);
+    CHECK(b.gflops == 123.5 && b.best == a.best);
+    setenv("WEFT_PEAK_GFLOPS", "fast", 1);
+    CHECK(train_peak_get(&b) == WEFT_ECONFIG);
+    unsetenv("WEFT_PEAK_GFLOPS");
+    /* WEFT_MATMUL=auto follows the measured choice */
+    mm_ctx *c;
+    CHECK(train_mm_create(&c, 1, MM_AUTO) == 0);
+    CHECK(strcmp(train_mm_name(c), a.best == MM_OPENBLAS ? "openblas" : "portable") == 0);
+    train_mm_destroy(c);
+    unlink(path);
+    unsetenv("WEFT_PEAK_FILE");
+}
