@@ -486,6 +486,13 @@ typedef struct {
 } weft_block_range;
 #define WEFT_STAGE_MAX_CHUNKS 8
 #define WEFT_STAGE_SPLIT_BACKWARD 1u
+/* Sequence parallelism (tensor-parallel GPT): the residual stream, the
+ * LayerNorms and the chunks' inputs and outputs hold rows/tp rows per rank
+ * (rows = batch * seq must divide); all-gathers before and reduce-scatters
+ * after the tensor-parallel layers replace the all-reduces, and the
+ * LayerNorms' gradients are summed over the group at the backward that
+ * announces (the step's last for the chunk). fp32 only. */
+#define WEFT_STAGE_SEQUENCE_PARALLEL 2u
 typedef enum {
     WEFT_BACKWARD_ALL = 0,
     WEFT_BACKWARD_INPUT = 1,

@@ -210,7 +210,8 @@ int weft_model_create_tp(weft_model **out, const weft_model_config *cfg, uint64_
         tp_size = weft_comm_size(tp);
         tp_rank = weft_comm_rank(tp);
     }
-    if (!chunks_valid(cfg, chunks, nchunks) || (flags & ~(unsigned)WEFT_STAGE_SPLIT_BACKWARD) ||
+    unsigned known = WEFT_STAGE_SPLIT_BACKWARD | WEFT_STAGE_SEQUENCE_PARALLEL;
+    if (!chunks_valid(cfg, chunks, nchunks) || (flags & ~known) ||
         tp_size < 1 || tp_rank < 0 || tp_rank >= tp_size || !tp_fits(cfg, tp_size))
         return WEFT_EINVAL;
     weft_model *m = calloc(1, sizeof *m);
@@ -220,6 +221,8 @@ int weft_model_create_tp(weft_model **out, const weft_model_config *cfg, uint64_
     m->tp = tp;
     m->tp_size = tp_size;
     m->tp_rank = tp_rank;
+    /* sequence parallelism splits a GPT's rows, over tp ranks only */
+    m->seqpar = (flags & WEFT_STAGE_SEQUENCE_PARALLEL) && tp_size > 1 && cfg->type == WEFT_MODEL_GPT;
     m->nblocks = train_model_blocks(cfg);
     m->split = (flags & WEFT_STAGE_SPLIT_BACKWARD) != 0;
     m->announce = 1;
@@ -387,7 +390,7 @@ int weft_model_tensor_find(const weft_model *m, const char *name)
 
 int weft_model_set_precision(weft_model *m, weft_precision p)
 {
-    if (!m || (p != WEFT_PREC_FP32 && p != WEFT_PREC_BF16))
+    if (!m || (p != WEFT_PREC_FP32 && p != WEFT_PREC_BF16) || (m->seqpar && p == WEFT_PREC_BF16))
         return WEFT_EINVAL;
     if (p != m->prec) {
         m->prec = p;
@@ -526,6 +529,8 @@ int weft_model_chunk_io(const weft_model *m, int chunk, int batch, int seq, size
     if (!m || chunk < 0 || chunk >= m->nchunk || batch < 1)
         return WEFT_EINVAL;
     size_t rows = (size_t)batch * (m->cfg.type == WEFT_MODEL_GPT ? (size_t)seq : 1);
+    if (m->seqpar)
+        rows /= (size_t)m->tp_size; /* this rank's rows of the residual stream */
     const model_chunk *ck = &m->chunk[chunk];
     if (in_floats)
         *in_floats = ck->first > 0 ? rows * (size_t)chunk_width(m, ck->first) : 0;
@@ -547,7 +552,7 @@ int weft_model_chunk_forward(weft_model *m, int chunk, int slot, const void *inp
     int T = gpt ? seq : 1;
     if (gpt && (seq < 1 || seq > m->cfg.ctx))
         return WEFT_EINVAL;
-    if ((size_t)batch * T > (size_t)1 << 30)
+    if ((size_t)batch * T > (size_t)1 << 30 || (m->seqpar && (batch * T) % m->tp_size))
         return WEFT_EINVAL;
     int ncls = gpt ? m->cfg.vocab : m->cfg.widths[m->cfg.n_widths - 1];
     int tpv = gpt && m->tp_size > 1; /* the logits are this rank's part of the vocabulary */

@@ -67,6 +67,7 @@ struct weft_model {
     /* tensor parallelism: this rank's part of every split tensor */
     weft_comm *tp;          /* NULL: one rank (or a shell that never computes) */
     int tp_size, tp_rank;
+    int seqpar;             /* sequence parallelism: residual rows split over tp */
     uint64_t tp_calls, tp_bytes; /* its collectives so far */
 
     int nblocks;
@@ -138,6 +139,9 @@ int train_gpt_backward(weft_model *m, const float *dout, int part);
 /* Tensor parallelism (tp.c): the group's collectives, counted, and the
  * vocabulary-parallel pieces. All are no-ops or plain at tp_size 1. */
 int train_tp_allreduce(weft_model *m, float *buf, size_t n, weft_op op);
+/* n floats of this rank's rows into full (every rank's, in rank order), and back summed. */
+int train_tp_allgather(weft_model *m, const float *mine, float *full, size_t n);
+int train_tp_reduce_scatter(weft_model *m, const float *full, float *mine, size_t n);
 /* The MLP layer l's kind: 0 replicated, 1 column-parallel, 2 row-parallel. */
 int train_mlp_layer_kind(const weft_model *m, int l);
 /* Padded vocabulary rows of this rank's shard. */

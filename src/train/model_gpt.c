@@ -13,16 +13,21 @@ enum { T_LN1W, T_LN1B, T_QKVW, T_QKVB, T_PROJW, T_PROJB, T_LN2W, T_LN2B,
 
 /* In bf16 mode ln1, atty, ln2, fcg and lnf — read only as matmul inputs —
  * share one fp32 buffer and are kept as bf16 in the lin_save records. */
+/* Under sequence parallelism the residual stream and the LayerNorms hold
+ * this rank's rows only (rows/tp); ln1/ln2/lnf are then the gathered
+ * whole rows the column-parallel layers read, ln1l/ln2l/lnfl this rank's
+ * LayerNorm output (otherwise the same buffer). */
 typedef struct {
-    float *ln1, *ln1m, *ln1r, *qkv, *att, *atty, *r1;
-    float *ln2, *ln2m, *ln2r, *fch, *fcg, *r2;
+    float *ln1, *ln1l, *ln1m, *ln1r, *qkv, *att, *atty, *r1;
+    float *ln2, *ln2l, *ln2m, *ln2r, *fch, *fcg, *r2;
     float *dfcp, *dfc, *dproj, *dqkv;   /* split backward: each linear's dout */
     lin_save qkv_s, proj_s, fc_s, fcp_s;
 } gpt_layer;
 
 /* x0: the embedding's output (block 0) or a later chunk's input (copied). */
 typedef struct {
-    float *x0, *lnf, *lnfm, *lnfr;
+    float *x0, *lnf, *lnfl, *lnfm, *lnfr;
+    float *full;        /* sequence parallel: whole rows before a reduce-scatter or after a gather */
     float *dres, *dbr, *dqkv, *datt, *dfc;
     float *datt_y;      /* the attention output's gradient (width C/tp) */
     lin_save logit_s;
@@ -106,7 +111,7 @@ size_t train_gpt_layout(weft_model *m, float *base, int B, int T)
     chunk_layers(m, &lo, &hi, &head);
     /* this rank's widths: attention's C/tp, the MLP's 4C/tp, its vocabulary */
     int tp = m->tp_size;
-    size_t BT = (size_t)B * T, C = (size_t)c->d_model;
+    size_t BT = (size_t)B * T, C = (size_t)c->d_model, R = m->seqpar ? BT / tp : BT;
     size_t V = tp > 1 ? (size_t)train_tp_vocab_rows(m) : (size_t)c->vocab;
     size_t A = C / tp, F = 4 * C / tp;
     size_t att = (size_t)B * (c->n_head / tp) * T * T;
@@ -117,22 +122,26 @@ size_t train_gpt_layout(weft_model *m, float *base, int B, int T)
         (sv).x = bf ? train_carve16(&cv, n) : NULL; \
         (sv).w = bf && base ? m->w16 + m->tensors[m->gmap[wt]].info.offset : NULL; \
     } while (0)
-    a->x0 = train_carve(&cv, BT * C);
+    int sq = m->seqpar;
+    a->x0 = train_carve(&cv, R * C);
+    a->full = sq ? train_carve(&cv, BT * C) : NULL;
     for (int l = lo; l <= hi; l++) {
         gpt_layer *g = &a->l[l];
         MMIN(g->ln1, g->qkv_s, BT * C, tix(l, T_QKVW));
-        g->ln1m = train_carve(&cv, BT);
-        g->ln1r = train_carve(&cv, BT);
+        g->ln1l = sq ? train_carve(&cv, R * C) : g->ln1;
+        g->ln1m = train_carve(&cv, R);
+        g->ln1r = train_carve(&cv, R);
         g->qkv = train_carve(&cv, BT * 3 * A);
         g->att = train_carve(&cv, att);
         MMIN(g->atty, g->proj_s, BT * A, tix(l, T_PROJW));
-        g->r1 = train_carve(&cv, BT * C);
+        g->r1 = train_carve(&cv, R * C);
         MMIN(g->ln2, g->fc_s, BT * C, tix(l, T_FCW));
-        g->ln2m = train_carve(&cv, BT);
-        g->ln2r = train_carve(&cv, BT);
+        g->ln2l = sq ? train_carve(&cv, R * C) : g->ln2;
+        g->ln2m = train_carve(&cv, R);
+        g->ln2r = train_carve(&cv, R);
         g->fch = train_carve(&cv, BT * F);
         MMIN(g->fcg, g->fcp_s, BT * F, tix(l, T_FCPW));
-        g->r2 = train_carve(&cv, BT * C);
+        g->r2 = train_carve(&cv, R * C);
         g->dfcp = sp ? train_carve(&cv, BT * C) : NULL;
         g->dfc = sp ? train_carve(&cv, BT * F) : NULL;
         g->dproj = sp ? train_carve(&cv, BT * C) : NULL;
@@ -141,14 +150,15 @@ size_t train_gpt_layout(weft_model *m, float *base, int B, int T)
     s->logits = s->probs = NULL;
     if (head) {
         MMIN(a->lnf, a->logit_s, BT * C, 0);
-        a->lnfm = train_carve(&cv, BT);
-        a->lnfr = train_carve(&cv, BT);
+        a->lnfl = sq ? train_carve(&cv, R * C) : a->lnf;
+        a->lnfm = train_carve(&cv, R);
+        a->lnfr = train_carve(&cv, R);
         s->logits = train_carve(&cv, BT * V);
         s->probs = train_carve(&cv, BT * V);
     }
 #undef MMIN
-    a->dres = train_carve(&cv, BT * C);
-    a->dbr = train_carve(&cv, BT * C);
+    a->dres = train_carve(&cv, R * C);
+    a->dbr = train_carve(&cv, (sq ? R : BT) * C);
     int layers = hi >= lo;
     a->dqkv = layers ? train_carve(&cv, BT * 3 * A) : NULL;
     a->datt = layers ? train_carve(&cv, att) : NULL;
@@ -163,6 +173,47 @@ size_t train_gpt_layout(weft_model *m, float *base, int B, int T)
     return cv.used;
 }
 
+/* A row-parallel layer's partial products: summed over the group (all of
+ * out's rows) or reduce-scattered from full into out (this rank's rows);
+ * then the bias, which is added once. */
+static int row_parallel_sum(weft_model *m, float *full, float *out, const float *bias, size_t nR)
+{
+    int C = m->cfg.d_model, rc = 0;
+    if (m->tp_size == 1)
+        return 0;
+    if (m->seqpar)
+        rc = train_tp_reduce_scatter(m, full, out, nR);
+    else
+        rc = train_tp_allreduce(m, out, nR, WEFT_SUM);
+    if (rc == 0)
+        train_add_bias(out, bias, (int)(nR / (size_t)C), C);
+    return rc;
+}
+
+/* A column-parallel layer's input gradient: its partial sums over the
+ * group, into every row (din) or this rank's rows (from full into din). */
+static int column_parallel_grad(weft_model *m, float *full, float *din, size_t nR)
+{
+    if (m->tp_size == 1)
+        return 0;
+    return m->seqpar ? train_tp_reduce_scatter(m, full, din, nR)
+                     : train_tp_allreduce(m, din, nR, WEFT_SUM);
+}
+
+/* Under sequence parallelism the LayerNorms' gradients are each rank's
+ * rows' share: at the step's last backward (announce) they are summed
+ * over the group, once, before anyone is told. */
+static int seqpar_sync(weft_model *m, int first_tensor, int count)
+{
+    if (!m->seqpar || !m->announce)
+        return 0;
+    float *g = train_model_tensor_ptr(m, m->grads, first_tensor);
+    size_t n = 0;
+    for (int i = 0; i < count; i++)
+        n += m->tensors[m->gmap[first_tensor + i]].info.numel;
+    return train_tp_allreduce(m, g, n, WEFT_SUM);
+}
+
 int train_gpt_forward(weft_model *m, const void *in, int B, int T)
 {
     const weft_model_config *c = &m->cfg;
@@ -174,80 +225,100 @@ int train_gpt_forward(weft_model *m, const void *in, int B, int T)
     int BT = B * T, lo, hi, head, V = tp > 1 ? train_tp_vocab_rows(m) : c->vocab, rc = 0;
     float *P = m->params;
     chunk_layers(m, &lo, &hi, &head);
+    int sq = m->seqpar, R = sq ? BT / tp : BT;
+    size_t nR = (size_t)R * C;
     if (m->ck->first == 0) {
         memcpy(s->tokens, in, sizeof(int32_t) * (size_t)BT);
         if (tp > 1) {
-            train_tp_embedding_forward(m, a->x0, in, train_model_tensor_ptr(m, P, 0),
+            /* the parts' embeddings add up: over the group, or each rank its rows */
+            train_tp_embedding_forward(m, sq ? a->full : a->x0, in, train_model_tensor_ptr(m, P, 0),
                                        train_model_tensor_ptr(m, P, 1), B, T, C);
-            rc = train_tp_allreduce(m, a->x0, (size_t)BT * C, WEFT_SUM);
+            rc = sq ? train_tp_reduce_scatter(m, a->full, a->x0, nR)
+                    : train_tp_allreduce(m, a->x0, (size_t)BT * C, WEFT_SUM);
         } else {
             train_embedding_forward(a->x0, in, train_model_tensor_ptr(m, P, 0),
                                     train_model_tensor_ptr(m, P, 1), B, T, C);
         }
     } else {
-        memcpy(a->x0, in, sizeof(float) * (size_t)BT * C);
+        memcpy(a->x0, in, sizeof(float) * nR);
     }
     for (int l = lo; l <= hi; l++) {
         gpt_layer *g = &a->l[l];
         const float *x = block_input(m, l);
 #define W(j) train_model_tensor_ptr(m, P, tix(l, j))
-        train_layernorm_forward(pl, g->ln1, g->ln1m, g->ln1r, x, W(T_LN1W), W(T_LN1B), BT, C);
+        train_layernorm_forward(pl, g->ln1l, g->ln1m, g->ln1r, x, W(T_LN1W), W(T_LN1B), R, C);
+        if (sq)
+            rc = rc ? rc : train_tp_allgather(m, g->ln1l, g->ln1, nR);
         train_linear_forward(&lc, &g->qkv_s, g->qkv, g->ln1, W(T_QKVW), W(T_QKVB), BT, C, 3 * A);
         train_attention_forward(pl, g->atty, g->att, g->qkv, B, T, A, NH);
-        /* row-parallel: the partial products add up over the group, then the bias */
-        train_linear_forward(&lc, &g->proj_s, g->r1, g->atty, W(T_PROJW), tp > 1 ? NULL : W(T_PROJB),
-                             BT, A, C);
-        if (tp > 1 && (rc = rc ? rc : train_tp_allreduce(m, g->r1, (size_t)BT * C, WEFT_SUM)) == 0)
-            train_add_bias(g->r1, W(T_PROJB), BT, C);
-        train_residual_forward(g->r1, g->r1, x, (size_t)BT * C);
-        train_layernorm_forward(pl, g->ln2, g->ln2m, g->ln2r, g->r1, W(T_LN2W), W(T_LN2B), BT, C);
+        /* row-parallel: the partial products add up over the group (each
+         * rank its rows under sequence parallelism), then the bias */
+        train_linear_forward(&lc, &g->proj_s, sq ? a->full : g->r1, g->atty, W(T_PROJW),
+                             tp > 1 ? NULL : W(T_PROJB), BT, A, C);
+        rc = rc ? rc : row_parallel_sum(m, a->full, g->r1, W(T_PROJB), nR);
+        train_residual_forward(g->r1, g->r1, x, nR);
+        train_layernorm_forward(pl, g->ln2l, g->ln2m, g->ln2r, g->r1, W(T_LN2W), W(T_LN2B), R, C);
+        if (sq)
+            rc = rc ? rc : train_tp_allgather(m, g->ln2l, g->ln2, nR);
         train_linear_forward(&lc, &g->fc_s, g->fch, g->ln2, W(T_FCW), W(T_FCB), BT, C, F);
         train_gelu_forward(pl, g->fcg, g->fch, (size_t)BT * F);
-        train_linear_forward(&lc, &g->fcp_s, g->r2, g->fcg, W(T_FCPW), tp > 1 ? NULL : W(T_FCPB),
-                             BT, F, C);
-        if (tp > 1 && (rc = rc ? rc : train_tp_allreduce(m, g->r2, (size_t)BT * C, WEFT_SUM)) == 0)
-            train_add_bias(g->r2, W(T_FCPB), BT, C);
-        train_residual_forward(g->r2, g->r2, g->r1, (size_t)BT * C);
+        train_linear_forward(&lc, &g->fcp_s, sq ? a->full : g->r2, g->fcg, W(T_FCPW),
+                             tp > 1 ? NULL : W(T_FCPB), BT, F, C);
+        rc = rc ? rc : row_parallel_sum(m, a->full, g->r2, W(T_FCPB), nR);
+        train_residual_forward(g->r2, g->r2, g->r1, nR);
 #undef W
     }
     if (head) {
         int nt = m->nglobal;
-        train_layernorm_forward(pl, a->lnf, a->lnfm, a->lnfr, block_input(m, c->n_layer),
+        train_layernorm_forward(pl, a->lnfl, a->lnfm, a->lnfr, block_input(m, c->n_layer),
                                 train_model_tensor_ptr(m, P, nt - 2),
-                                train_model_tensor_ptr(m, P, nt - 1), BT, C);
+                                train_model_tensor_ptr(m, P, nt - 1), R, C);
+        if (sq)
+            rc = rc ? rc : train_tp_allgather(m, a->lnfl, a->lnf, nR);
         train_linear_forward(&lc, &a->logit_s, s->logits, a->lnf, train_model_tensor_ptr(m, P, 0),
                              NULL, BT, C, V);
     }
     return rc;
 }
 
-static void embedding_backward(weft_model *m, const float *dres, const int32_t *tok, int B, int T)
+/* The embedding's gradient needs every row's: gathered first under
+ * sequence parallelism. */
+static int embedding_backward(weft_model *m, gpt_acts *a, const int32_t *tok, int B, int T)
 {
     float *G = m->grads;
+    int C = m->cfg.d_model;
+    const float *d = a->dres;
+    if (m->seqpar) {
+        int rc = train_tp_allgather(m, a->dres, a->full, (size_t)B * T / m->tp_size * C);
+        if (rc)
+            return rc;
+        d = a->full;
+    }
     if (m->tp_size > 1)
         train_tp_embedding_backward(m, train_model_tensor_ptr(m, G, 0),
-                                    train_model_tensor_ptr(m, G, 1), dres, tok, B, T,
-                                    m->cfg.d_model);
+                                    train_model_tensor_ptr(m, G, 1), d, tok, B, T, C);
     else
         train_embedding_backward(train_model_tensor_ptr(m, G, 0), train_model_tensor_ptr(m, G, 1),
-                                 dres, tok, B, T, m->cfg.d_model);
+                                 d, tok, B, T, C);
+    return 0;
 }
 
 /* The weight half: from the douts the input half kept. */
-static void gpt_backward_weight(weft_model *m)
+static int gpt_backward_weight(weft_model *m)
 {
     const weft_model_config *c = &m->cfg;
     model_slot *s = m->s;
     gpt_acts *a = s->arch;
     lin_ctx lc = train_model_lin(m);
     int tp = m->tp_size, C = c->d_model, A = C / tp, F = 4 * C / tp;
-    int BT = s->B * s->T, nt = m->nglobal, lo, hi, head;
+    int BT = s->B * s->T, nt = m->nglobal, lo, hi, head, rc = 0;
     int V = tp > 1 ? train_tp_vocab_rows(m) : c->vocab;
     float *G = m->grads;
     chunk_layers(m, &lo, &hi, &head);
     if (head) {
         train_linear_backward_weight(&lc, &a->logit_s, train_model_tensor_ptr(m, G, 0), NULL,
                                      s->probs, a->lnf, BT, C, V);
+        rc = seqpar_sync(m, nt - 2, 2);
         train_model_grads_ready(m, nt - 2, 2);   /* ln_f, done by the input half */
     }
     for (int l = hi; l >= lo; l--) {
@@ -258,12 +329,15 @@ static void gpt_backward_weight(weft_model *m)
         train_linear_backward_weight(&lc, &g->proj_s, D(T_PROJW), D(T_PROJB), g->dproj, g->atty, BT, A, C);
         train_linear_backward_weight(&lc, &g->qkv_s, D(T_QKVW), D(T_QKVB), g->dqkv, g->ln1, BT, C, 3 * A);
 #undef D
+        rc = rc ? rc : seqpar_sync(m, tix(l, T_LN1W), 2);
+        rc = rc ? rc : seqpar_sync(m, tix(l, T_LN2W), 2);
         train_model_grads_ready(m, tix(l, 0), T_PER_LAYER);
     }
     if (m->ck->first == 0) {
-        embedding_backward(m, a->dres, s->tokens, s->B, s->T);
+        rc = rc ? rc : embedding_backward(m, a, s->tokens, s->B, s->T);
         train_model_grads_ready(m, 0, 2);
     }
+    return rc;
 }
 
 /* One linear layer's backward: whole, or (split) its input half with its
@@ -285,10 +359,8 @@ static void lin_back(const lin_ctx *lc, const lin_save *sv, int split, float *ke
  * (the last starts from d(loss)/d(logits), in probs). */
 int train_gpt_backward(weft_model *m, const float *dout, int part)
 {
-    if (part == PART_WEIGHT) {
-        gpt_backward_weight(m);
-        return 0;
-    }
+    if (part == PART_WEIGHT)
+        return gpt_backward_weight(m);
     const weft_model_config *c = &m->cfg;
     model_slot *s = m->s;
     gpt_acts *a = s->arch;
@@ -297,51 +369,67 @@ int train_gpt_backward(weft_model *m, const float *dout, int part)
     int tp = m->tp_size, C = c->d_model, NH = c->n_head / tp, A = C / tp, F = 4 * C / tp;
     int B = s->B, T = s->T, BT = B * T, L = c->n_layer, rc = 0;
     int V = tp > 1 ? train_tp_vocab_rows(m) : c->vocab;
-    int sp = part == PART_INPUT, lo, hi, head;
+    int sp = part == PART_INPUT, sq = m->seqpar, R = sq ? BT / tp : BT, lo, hi, head;
     float *P = m->params, *G = m->grads;
     int nt = m->nglobal;
-    size_t n = (size_t)BT * C;
+    size_t nR = (size_t)R * C;
+    /* the whole rows a column-parallel layer's input gradient is summed
+     * from, and a row-parallel layer's dout: under sequence parallelism a
+     * buffer of their own, else the residual-sized ones */
+    float *cin = sq ? a->full : a->dbr;
     chunk_layers(m, &lo, &hi, &head);
     /* dres carries d(loss)/d(residual stream), updated in place going down;
      * a column-parallel layer's input gradient is a partial sum over the
      * group (Megatron's f: identity forward, all-reduce backward) */
     if (head) {
-        lin_back(&lc, &a->logit_s, sp, NULL, a->dbr, train_model_tensor_ptr(m, G, 0), NULL, s->probs,
+        lin_back(&lc, &a->logit_s, sp, NULL, cin, train_model_tensor_ptr(m, G, 0), NULL, s->probs,
                  a->lnf, train_model_tensor_ptr(m, P, 0), BT, C, V);
-        rc = train_tp_allreduce(m, a->dbr, n, WEFT_SUM);
-        memset(a->dres, 0, n * sizeof(float));
+        rc = column_parallel_grad(m, cin, a->dbr, nR);
+        memset(a->dres, 0, nR * sizeof(float));
         train_layernorm_backward(pl, a->dres, train_model_tensor_ptr(m, G, nt - 2),
                                  train_model_tensor_ptr(m, G, nt - 1), a->dbr, block_input(m, L),
-                                 train_model_tensor_ptr(m, P, nt - 2), a->lnfm, a->lnfr, BT, C);
-        if (!sp)
+                                 train_model_tensor_ptr(m, P, nt - 2), a->lnfm, a->lnfr, R, C);
+        if (!sp) {
+            rc = rc ? rc : seqpar_sync(m, nt - 2, 2);
             train_model_grads_ready(m, nt - 2, 2);   /* ln_f */
+        }
     } else {
-        memcpy(a->dres, dout, n * sizeof(float));
+        memcpy(a->dres, dout, nR * sizeof(float));
     }
     for (int l = hi; l >= lo; l--) {
         gpt_layer *g = &a->l[l];
         const float *x = block_input(m, l);
+        const float *rdout = a->dres;
 #define W(j) train_model_tensor_ptr(m, P, tix(l, j))
 #define D(j) train_model_tensor_ptr(m, G, tix(l, j))
-        lin_back(&lc, &g->fcp_s, sp, g->dfcp, a->dfc, D(T_FCPW), D(T_FCPB), a->dres, g->fcg, W(T_FCPW), BT, F, C);
+        if (sq) { /* Megatron's g backward: the rows of every rank */
+            rc = rc ? rc : train_tp_allgather(m, a->dres, a->full, nR);
+            rdout = a->full;
+        }
+        lin_back(&lc, &g->fcp_s, sp, g->dfcp, a->dfc, D(T_FCPW), D(T_FCPB), rdout, g->fcg, W(T_FCPW), BT, F, C);
         train_gelu_backward(pl, a->dfc, a->dfc, g->fch, (size_t)BT * F);
-        lin_back(&lc, &g->fc_s, sp, g->dfc, a->dbr, D(T_FCW), D(T_FCB), a->dfc, g->ln2, W(T_FCW), BT, C, F);
-        rc = rc ? rc : train_tp_allreduce(m, a->dbr, n, WEFT_SUM);
-        train_layernorm_backward(pl, a->dres, D(T_LN2W), D(T_LN2B), a->dbr, g->r1, W(T_LN2W), g->ln2m, g->ln2r, BT, C);
-        lin_back(&lc, &g->proj_s, sp, g->dproj, a->datt_y, D(T_PROJW), D(T_PROJB), a->dres, g->atty, W(T_PROJW), BT, A, C);
+        lin_back(&lc, &g->fc_s, sp, g->dfc, cin, D(T_FCW), D(T_FCB), a->dfc, g->ln2, W(T_FCW), BT, C, F);
+        rc = rc ? rc : column_parallel_grad(m, cin, a->dbr, nR);
+        train_layernorm_backward(pl, a->dres, D(T_LN2W), D(T_LN2B), a->dbr, g->r1, W(T_LN2W), g->ln2m, g->ln2r, R, C);
+        if (sq)
+            rc = rc ? rc : train_tp_allgather(m, a->dres, a->full, nR);
+        lin_back(&lc, &g->proj_s, sp, g->dproj, a->datt_y, D(T_PROJW), D(T_PROJB), rdout, g->atty, W(T_PROJW), BT, A, C);
         train_attention_backward(pl, a->dqkv, a->datt, a->datt_y, g->qkv, g->att, B, T, A, NH);
-        lin_back(&lc, &g->qkv_s, sp, g->dqkv, a->dbr, D(T_QKVW), D(T_QKVB), a->dqkv, g->ln1, W(T_QKVW), BT, C, 3 * A);
-        rc = rc ? rc : train_tp_allreduce(m, a->dbr, n, WEFT_SUM);
-        train_layernorm_backward(pl, a->dres, D(T_LN1W), D(T_LN1B), a->dbr, x, W(T_LN1W), g->ln1m, g->ln1r, BT, C);
+        lin_back(&lc, &g->qkv_s, sp, g->dqkv, cin, D(T_QKVW), D(T_QKVB), a->dqkv, g->ln1, W(T_QKVW), BT, C, 3 * A);
+        rc = rc ? rc : column_parallel_grad(m, cin, a->dbr, nR);
+        train_layernorm_backward(pl, a->dres, D(T_LN1W), D(T_LN1B), a->dbr, x, W(T_LN1W), g->ln1m, g->ln1r, R, C);
 #undef W
 #undef D
-        if (!sp)
+        if (!sp) {
+            rc = rc ? rc : seqpar_sync(m, tix(l, T_LN1W), 2);
+            rc = rc ? rc : seqpar_sync(m, tix(l, T_LN2W), 2);
             train_model_grads_ready(m, tix(l, 0), T_PER_LAYER);
+        }
     }
     /* the token embedding also got the logits' gradient (tied), so it is
      * done only now */
     if (m->ck->first == 0 && !sp) {
-        embedding_backward(m, a->dres, s->tokens, B, T);
+        rc = rc ? rc : embedding_backward(m, a, s->tokens, B, T);
         train_model_grads_ready(m, 0, 2);
     }
     s->din = m->ck->first > 0 ? a->dres : NULL;

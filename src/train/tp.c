@@ -21,6 +21,24 @@ int train_tp_allreduce(weft_model *m, float *buf, size_t n, weft_op op)
     return weft_allreduce(m->tp, buf, buf, n, WEFT_F32, op);
 }
 
+int train_tp_allgather(weft_model *m, const float *mine, float *full, size_t n)
+{
+    if (!m->tp)
+        return WEFT_EINVAL;
+    m->tp_calls++;
+    m->tp_bytes += n * sizeof(float) * (size_t)m->tp_size;
+    return weft_allgather(m->tp, mine, full, n, WEFT_F32);
+}
+
+int train_tp_reduce_scatter(weft_model *m, const float *full, float *mine, size_t n)
+{
+    if (!m->tp)
+        return WEFT_EINVAL;
+    m->tp_calls++;
+    m->tp_bytes += n * sizeof(float) * (size_t)m->tp_size;
+    return weft_reduce_scatter(m->tp, full, mine, n, WEFT_F32, WEFT_SUM);
+}
+
 int train_mlp_layer_kind(const weft_model *m, int l)
 {
     int L = m->cfg.n_widths - 1;

@@ -6,7 +6,10 @@
  * call exactly the collectives Megatron's do (per transformer block 2
  * forward and 2 backward, the cross-entropy's 2, the vocabulary-parallel
  * embedding's and head's 1 each); split backward gives the same; and
- * pipelines of tensor-parallel stages (pp = 2 x tp = 2) do too. */
+ * pipelines of tensor-parallel stages (pp = 2 x tp = 2) do too. With
+ * sequence parallelism the same, each all-reduce of a block replaced by an
+ * all-gather and a reduce-scatter (and the LayerNorms' gradients summed
+ * once at the announcing backward). */
 #include "mp.h"
 
 #include <math.h>
@@ -19,6 +22,7 @@ typedef struct {
     int pp;          /* > 1: pipelines of tp = size / pp stages */
     int split;       /* split backward (input, then weight) */
     int batch;
+    int seq;         /* sequence parallelism */
 } tp_case;
 
 static void batch_of(const weft_model_config *c, int B, float **x, int32_t **tok, int32_t **y)
@@ -101,7 +105,8 @@ static void one_tp(weft_comm *c, void *arg)
     weft_model *whole = NULL, *m = NULL;
     CHECK(weft_model_create(&whole, &cfg, 11) == 0);
     weft_block_range all = { 0, nb };
-    unsigned flags = tc->split ? WEFT_STAGE_SPLIT_BACKWARD : 0;
+    unsigned flags = (tc->split ? WEFT_STAGE_SPLIT_BACKWARD : 0) |
+                     (tc->seq ? WEFT_STAGE_SEQUENCE_PARALLEL : 0);
     int rc = weft_model_create_tp(&m, &cfg, 11, &all, 1, flags, c, 0, 0);
     CHECKF(rc == 0, "rank %d: create_tp %s at tp=%d: %s", r, tc->model, n, weft_strerror(rc));
     if (!m || !whole)
@@ -133,7 +138,13 @@ static void one_tp(weft_comm *c, void *arg)
     CHECKF(d < 2e-5, "rank %d tp=%d %s: gradients differ by %.3g (%s)", r, n, tc->model, d, which);
     /* the collectives of one forward and backward */
     uint64_t want;
-    if (gpt) {
+    if (gpt && tc->seq) {
+        /* forward: embedding, 4 a block, the head's gather, the loss's 2;
+         * backward: the head, 4 a block, the embedding's gather, the
+         * LayerNorms' sums (2 a block, the head's 1) */
+        uint64_t L = (uint64_t)cfg.n_layer;
+        want = (1 + 4 * L + 1 + 2) + (1 + 4 * L + 1 + 2 * L + 1);
+    } else if (gpt) {
         want = 1 + 4 * (uint64_t)cfg.n_layer + 2 + 1; /* embedding, blocks, loss, head */
     } else {
         int L = cfg.n_widths - 1;
@@ -174,7 +185,8 @@ static void pipe_of_tp(weft_comm *c, void *arg)
     weft_block_range ch = { stage * nb / pp, (stage + 1) * nb / pp - stage * nb / pp };
     weft_model *m = NULL, *whole = NULL;
     CHECK(weft_model_create(&whole, &cfg, 11) == 0);
-    CHECK(weft_model_create_tp(&m, &cfg, 11, &ch, 1, 0, tpc, 0, 0) == 0);
+    CHECK(weft_model_create_tp(&m, &cfg, 11, &ch, 1, tc->seq ? WEFT_STAGE_SEQUENCE_PARALLEL : 0,
+                               tpc, 0, 0) == 0);
     weft_pipe *p = NULL;
     CHECK(weft_pipe_create(&p, ppc, m, "1f1b", 3) == 0);
     if (!m || !p || !whole)
@@ -222,7 +234,7 @@ static const char *const MLP5 = "mlp:12-24-24-24-24-5:gelu";
 
 TEST(gpt)
 {
-    tp_case a = { GPT6, 1, 0, 5 }, b = { GPT4, 1, 0, 3 };
+    tp_case a = { GPT6, 1, 0, 5, 0 }, b = { GPT4, 1, 0, 3, 0 };
     CHECK(mp_run(2, 30, one_tp, &a) == 0);
     CHECK(mp_run(3, 30, one_tp, &a) == 0);
     CHECK(mp_run(2, 30, one_tp, &b) == 0); /* vocabulary 257 at tp 2 */
@@ -231,7 +243,7 @@ TEST(gpt)
 
 TEST(mlp)
 {
-    tp_case a = { MLP5, 1, 0, 7 };
+    tp_case a = { MLP5, 1, 0, 7, 0 };
     CHECK(mp_run(2, 30, one_tp, &a) == 0);
     CHECK(mp_run(3, 30, one_tp, &a) == 0);
     CHECK(mp_run(4, 30, one_tp, &a) == 0);
@@ -239,16 +251,27 @@ TEST(mlp)
 
 TEST(split_backward)
 {
-    tp_case a = { GPT6, 1, 1, 4 }, b = { MLP5, 1, 1, 6 };
+    tp_case a = { GPT6, 1, 1, 4, 0 }, b = { MLP5, 1, 1, 6, 0 };
     CHECK(mp_run(2, 30, one_tp, &a) == 0);
     CHECK(mp_run(3, 30, one_tp, &b) == 0);
 }
 
 TEST(pipelines_of_tp_stages)
 {
-    tp_case a = { GPT4, 2, 0, 6 }, b = { MLP5, 2, 0, 6 };
+    tp_case a = { GPT4, 2, 0, 6, 0 }, b = { MLP5, 2, 0, 6, 0 }, c = { GPT4, 2, 0, 6, 1 };
     CHECK(mp_run(4, 30, pipe_of_tp, &a) == 0);
     CHECK(mp_run(4, 30, pipe_of_tp, &b) == 0);
+    CHECK(mp_run(4, 30, pipe_of_tp, &c) == 0); /* and sequence parallel */
+}
+
+TEST(sequence_parallel)
+{
+    /* rows 5 x 8 = 40: split in 2 and 4; GPT6's 3 x 8 in 2 and 3 */
+    tp_case a = { GPT4, 1, 0, 5, 1 }, b = { GPT6, 1, 0, 3, 1 }, c = { GPT6, 1, 1, 3, 1 };
+    CHECK(mp_run(2, 30, one_tp, &a) == 0);
+    CHECK(mp_run(4, 30, one_tp, &a) == 0);
+    CHECK(mp_run(3, 30, one_tp, &b) == 0);
+    CHECK(mp_run(2, 30, one_tp, &c) == 0); /* with split backward */
 }
 
 TEST(refused)

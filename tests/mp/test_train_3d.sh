@@ -70,6 +70,17 @@ EOF
     run "$name" $n $gpt --tp $t --pp $p --zero $z && same "$name" gpt_ref
 done
 
+# sequence parallelism
+sps="2:1:1 2:2:1 4:1:2"
+[ $thin = 1 ] && sps="2:2:1"
+for l in $sps; do
+    IFS=: read -r t p d <<EOF
+$l
+EOF
+    name="gpt_sp_tp${t}_pp${p}_dp${d}"
+    run "$name" $((t * p * d)) $gpt --tp $t --pp $p --sp && same "$name" gpt_ref
+done
+
 run g257_ref 1 $g257 && {
     run g257_tp2 2 $g257 --tp 2 && same g257_tp2 g257_ref
     run g257_tp2_pp2 4 $g257 --tp 2 --pp 2 --micro-batches 3 && same g257_tp2_pp2 g257_ref
@@ -87,6 +98,14 @@ if "$B/weftrun" -n 2 "$B/weft-train" $gpt --steps 3 --no-eval --log-every 100 --
     if [ "$got" = "22.0" ]; then ok; else bad "tp collectives per step: '$got', expected 22.0"; fi
 else
     bad "count run failed"; tail -n 5 "$dir/count.out" | sed 's/^/    /'
+fi
+# with --sp: forward 1 + 4*4 + 1 + 2 = 20, backward 1 + 4*4 + 1 + 2*4 + 1 = 27, the correct count's 2
+if "$B/weftrun" -n 2 "$B/weft-train" $gpt --steps 3 --no-eval --log-every 100 --tp 2 --sp \
+        >"$dir/count_sp.out" 2>&1; then
+    got=$(sed -n 's/.*per step, rank 0: tp \([0-9.]*\) all-reduces.*/\1/p' "$dir/count_sp.out")
+    if [ "$got" = "49.0" ]; then ok; else bad "tp collectives per step with --sp: '$got', expected 49.0"; fi
+else
+    bad "sp count run failed"; tail -n 5 "$dir/count_sp.out" | sed 's/^/    /'
 fi
 
 # checkpoints across layouts

@@ -89,6 +89,7 @@ static void usage(FILE *f)
         "  --tp T                   tensor parallelism over T ranks (Megatron's layers);\n"
         "                           with --pp the job is tp x dp x pp\n"
         "  --order tp-dp-pp         the ranks' order of the three, fastest first\n"
+        "  --sp                     sequence parallelism over the tensor group (GPT, fp32)\n"
         "  --micro-batches M        pipeline micro-batches per step (P)\n"
         "  --schedule gpipe|1f1b|interleaved:V|zb  the pipeline's schedule (1f1b); also\n"
         "                           --pp-schedule\n"
@@ -318,6 +319,10 @@ void parse_args(opts *o, int argc, char **argv)
             o->no_eval = 1;
             continue;
         }
+        if (strcmp(a, "--sp") == 0) {
+            o->sp = 1;
+            continue;
+        }
         if (strcmp(a, "--quiet") == 0) {
             o->quiet = 1;
             continue;
@@ -425,6 +430,8 @@ void parse_args(opts *o, int argc, char **argv)
             o->pp_schedule[0] ? o->pp_schedule : "...");
     if (!model_par && (o->micro || o->order[0]))
         die("--micro-batches and --order need --pp or --tp");
+    if (o->sp && o->tp <= 1)
+        die("--sp splits the sequence over the tensor group: it needs --tp 2 or more");
 }
 
 /* A slow device: its compute takes straggle_ms longer. any:MS (-2) picks

@@ -244,17 +244,27 @@ static void stage_chunks(const pipeline *pl, int stage, weft_block_range *ch)
     }
 }
 
-static unsigned stage_flags(const pipeline *pl)
+static unsigned stage_flags(const pipeline *pl, int sp)
 {
-    return pl->spec.kind == PIPE_ZB ? WEFT_STAGE_SPLIT_BACKWARD : 0;
+    return (pl->spec.kind == PIPE_ZB ? WEFT_STAGE_SPLIT_BACKWARD : 0) |
+           (sp ? WEFT_STAGE_SEQUENCE_PARALLEL : 0);
 }
 
-weft_model *pipeline_model(const pipeline *pl, const run_opts *r, weft_ckpt *ck)
+weft_model *pipeline_model(const pipeline *pl, const opts *o, weft_ckpt *ck)
 {
     weft_block_range ch[WEFT_STAGE_MAX_CHUNKS];
     stage_chunks(pl, pl->stage, ch);
     weft_model *m;
-    int rc = weft_model_create_tp(&m, &pl->cfg, r->seed, ch, pl->v, stage_flags(pl),
+    const run_opts *r = &o->r;
+    if (o->sp && pl->cfg.type != WEFT_MODEL_GPT)
+        die("--sp splits a GPT's sequence; an MLP has none");
+    int local = r->batch / pl->replicas;
+    if (o->sp && (local % pl->spec.m || (micro_rows(pl, r) * r->seq) % pl->tp))
+        die("--sp: each micro-batch's rows (batch %d / %d replicas / %d micro-batches, x %d "
+            "tokens) must split evenly in %d", r->batch, pl->replicas, pl->spec.m, r->seq, pl->tp);
+    if (o->sp && strcmp(r->precision, "bf16") == 0)
+        die("--sp runs in fp32, not --precision bf16");
+    int rc = weft_model_create_tp(&m, &pl->cfg, r->seed, ch, pl->v, stage_flags(pl, o->sp),
                                   pl->tp > 1 ? pl->tp_comm : NULL, 1, 0);
     if (rc == WEFT_EINVAL && pl->tp > 1)
         die("--tp %d: the model does not split in %d (a GPT needs heads divisible by it, an "

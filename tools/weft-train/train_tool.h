@@ -35,6 +35,7 @@ typedef struct {
     char consistency[32];
     int pp, micro;        /* --pp stages, --micro-batches per step */
     int tp;               /* --tp tensor-parallel ranks */
+    int sp;               /* --sp: sequence parallelism over the tensor group */
     char order[16];       /* --order of the tp, dp, pp dimensions, fastest first */
     char pp_schedule[32], pp_partition[256], pp_costs[1024];
     double pp_memory_mb;  /* --pp-memory: a stage's cap for the partition */
@@ -196,7 +197,7 @@ int pipeline_replica(const pipeline *pl, int *replicas);
 /* Measures the blocks (collective over the job) and cuts them. */
 void pipeline_plan(pipeline *pl, const opts *o, const weft_model_config *cfg, weft_comm *job);
 /* This stage's model: new, or its tensors from a checkpoint. */
-weft_model *pipeline_model(const pipeline *pl, const run_opts *r, weft_ckpt *ck);
+weft_model *pipeline_model(const pipeline *pl, const opts *o, weft_ckpt *ck);
 void pipeline_attach(pipeline *pl, weft_model *m, weft_zero *z);
 void pipeline_describe(const pipeline *pl, const run_opts *r);
 int pipeline_step(pipeline *pl, weft_zero *z, const weft_batch *b, int image, train_step *st);

@@ -40,7 +40,7 @@ void trainer_open(trainer *t, opts *o, weft_comm *comm, const data_sets *d, weft
         if (!ck)
             model_optim_config(r, &oc);
         pipeline_plan(t->pl, o, &cfg, t->job);
-        t->m = pipeline_model(t->pl, r, ck);
+        t->m = pipeline_model(t->pl, o, ck);
     } else if (ck) {
         ckpt_restore_model(ck, o->resume, &t->m, &oc, &t->rng);
     } else {
