@@ -1,38 +1,58 @@
 #!/bin/sh
-# Training throughput of weft's engine against PyTorch, one thread each, on
-# synthetic data. A step is zero_grad + forward + backward + optimiser
-# step, timed over the given number of steps after 5 warm-up steps.
+# Training throughput and model-FLOPs utilisation (MFU) of weft's engine
+# against PyTorch, one thread each, on synthetic data. A step is zero_grad
+# + forward + backward + optimiser step, timed over the given number of
+# steps after 3 warm-up steps.
 #
-#   mlp: MLP 784-512-512-10, batch 256, SGD (momentum 0.9, lr 0.01), STEPS steps
-#   gpt: GPT vocab 256, ctx 64, 4 layers, 4 heads, width 128, batch 8 x 64
-#        tokens, AdamW (lr 1e-3), GPT_STEPS steps; the same module as the
-#        reference script (tools/ref/make_ref.py)
+#   mlp     MLP 784-512-512-10, batch 256, SGD (momentum 0.9, lr 0.01)
+#   gpt128  GPT vocab 256, ctx 64, 4 layers, 4 heads, width 128, batch 8 x 64, AdamW
+#   gpt512  GPT vocab 256, ctx 128, 4 layers, 8 heads, width 512, batch 4 x 128, AdamW
+#   gpt768  GPT vocab 256, ctx 128, 12 layers, 12 heads, width 768 (GPT-2 small's
+#           blocks), batch 2 x 128, AdamW
 #
-# Torch, weft with OpenBLAS and weft with the portable kernel run
-# interleaved ROUNDS times and the median of each is reported, so that load
-# from other processes hits all of them alike; then the ratios weft/torch.
+# The torch GPT is the reference script's module (tools/ref/make_ref.py).
+# Both link the same OpenBLAS (Debian's torch uses libblas.so.3, which is
+# OpenBLAS), so OPENBLAS_CORETYPE, when set, forces one kernel for both;
+# unset, both use what OpenBLAS detects. weft runs with WEFT_MATMUL=auto
+# (the faster of its portable kernel and OpenBLAS, measured once per host),
+# and, for comparison, each backend forced. MFU is model FLOPs (6 N per
+# token plus 12 L T d for attention, src/train/flops.c) per second over one
+# thread's measured sgemm peak (the best kernel's, src/train/peak.c), the
+# same denominator for weft and torch. Rounds run interleaved and the best
+# of each is kept: other processes only ever slow a run down.
 #
-#   sh bench/engine_vs_torch.sh    (BUILD=build STEPS=100 GPT_STEPS=20 ROUNDS=3 CASES="mlp gpt")
+#   sh bench/engine_vs_torch.sh  (BUILD=build ROUNDS=3 STEPS=10 CASES="mlp gpt128 gpt512 gpt768"
+#                                 OPENBLAS_CORETYPE=...)
 #
-# Needs Debian's python3-torch (it installs into /usr/bin/python3) and, for
-# the OpenBLAS rows, libopenblas-dev when the library was built.
+# Needs Debian's python3-torch (it installs into /usr/bin/python3).
 set -e
 BUILD=${BUILD:-build}
-STEPS=${STEPS:-100}
-GPT_STEPS=${GPT_STEPS:-20}
+STEPS=${STEPS:-10}
 ROUNDS=${ROUNDS:-3}
-CASES=${CASES:-mlp gpt}
+CASES=${CASES:-mlp gpt128 gpt512 gpt768}
 PY=${PY:-/usr/bin/python3}
+LOCK=${LOCK:-/tmp/weft-bench.lock}
 cd "$(dirname "$0")/.."
 
 make -s -j2 BUILD="$BUILD" "$BUILD/weft-enginebench" >/dev/null
 if ! "$PY" -c 'import torch' 2>/dev/null; then
-    echo "installing python3-torch" >&2
-    apt-get install -y python3-torch >/dev/null
+    echo "needs python3-torch for $PY (Debian: apt-get install python3-torch)" >&2
+    exit 1
 fi
 
-torch_run() {   # $1: mlp or gpt
-    CASE=$1 STEPS=$STEPS GPT_STEPS=$GPT_STEPS "$PY" - <<'PYEOF'
+# case -> model spec, batch, seq, optimiser, steps
+args() {
+    case $1 in
+    mlp) echo "mlp:784-512-512-10 256 1 sgd $((STEPS * 10))" ;;
+    gpt128) echo "gpt:vocab=256,ctx=64,layers=4,heads=4,dim=128 8 64 adamw $((STEPS * 2))" ;;
+    gpt512) echo "gpt:vocab=256,ctx=128,layers=4,heads=8,dim=512 4 128 adamw $STEPS" ;;
+    gpt768) echo "gpt:vocab=256,ctx=128,layers=12,heads=12,dim=768 2 128 adamw $(((STEPS + 1) / 2))" ;;
+    *) echo "unknown case $1" >&2; exit 2 ;;
+    esac
+}
+
+torch_run() {   # spec batch seq optim steps
+    SPEC=$1 B=$2 T=$3 OPT=$4 STEPS=$5 flock "$LOCK" "$PY" - <<'PYEOF'
 import os, sys, time, torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -40,23 +60,29 @@ sys.path.insert(0, "tools/ref")
 from make_ref import GPT
 torch.set_num_threads(1)
 torch.manual_seed(0)
-case = os.environ["CASE"]
-if case == "mlp":
-    steps, B, T = int(os.environ["STEPS"]), 256, 1
-    model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
-                          nn.Linear(512, 10))
+spec, B, T, steps = os.environ["SPEC"], int(os.environ["B"]), int(os.environ["T"]), int(os.environ["STEPS"])
+if spec.startswith("mlp:"):
+    w = [int(x) for x in spec[4:].split("-")]
+    layers = []
+    for i in range(len(w) - 1):
+        layers.append(nn.Linear(w[i], w[i + 1]))
+        if i + 2 < len(w):
+            layers.append(nn.ReLU())
+    model = nn.Sequential(*layers)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    xs = [torch.rand(B, 784) for _ in range(4)]
-    ys = [torch.randint(0, 10, (B,)) for _ in range(4)]
-    spec, what = "mlp:784-512-512-10", "sgd"
+    xs = [torch.rand(B, w[0]) for _ in range(4)]
+    ys = [torch.randint(0, w[-1], (B,)) for _ in range(4)]
+    flops = 6 * sum(p.numel() for p in model.parameters()) * B
 else:
-    steps, B, T = int(os.environ["GPT_STEPS"]), 8, 64
-    model = GPT(256, 64, 4, 4, 128)
+    kv = dict(x.split("=") for x in spec[4:].split(","))
+    V, ctx, L, H, C = (int(kv[k]) for k in ("vocab", "ctx", "layers", "heads", "dim"))
+    model = GPT(V, ctx, L, H, C)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    xs = [torch.randint(0, 256, (B, T)) for _ in range(4)]
-    ys = [torch.randint(0, 256, (B, T)) for _ in range(4)]
-    spec, what = "gpt:vocab=256,ctx=64,layers=4,heads=4,dim=128", "adamw"
-warmup = 5
+    xs = [torch.randint(0, V, (B, T)) for _ in range(4)]
+    ys = [torch.randint(0, V, (B, T)) for _ in range(4)]
+    n = sum(p.numel() for p in model.parameters())
+    flops = B * T * (6 * n + 12 * L * T * C)
+warmup = 3
 for s in range(warmup + steps):
     if s == warmup:
         t0 = time.perf_counter()
@@ -66,29 +92,28 @@ for s in range(warmup + steps):
     loss.backward()
     opt.step()
 dt = time.perf_counter() - t0
-print("torch %s %s batch %d %s fp32 threads 1: %d steps in %.3f s, loss %.4f, %.1f samples/s"
-      % (torch.__version__, spec, B, what, steps, dt, loss.item(), steps * B / dt))
+print("torch %s %s batch %d fp32 threads 1: %d steps in %.3f s, loss %.4f, %.2f GFLOP/step, "
+      "%.1f GFLOP/s, %.1f samples/s" % (torch.__version__, spec, B, steps, dt, loss.item(),
+                                       flops / 1e9, flops * steps / dt / 1e9, steps * B / dt))
 PYEOF
 }
 
-weft_run() {   # $1: case, $2: matmul
-    if [ "$1" = mlp ]; then
-        set -- --steps "$STEPS" --matmul "$2"
-    else
-        set -- --model gpt:vocab=256,ctx=64,layers=4,heads=4,dim=128 --batch 8 --optim adamw \
-            --steps "$GPT_STEPS" --matmul "$2"
-    fi
-    WEFT_THREADS=1 "$BUILD/weft-enginebench" --threads 1 "$@"
+weft_run() {   # matmul spec batch seq optim steps
+    mm=$1; shift
+    WEFT_MATMUL=$mm WEFT_THREADS=1 flock "$LOCK" "$BUILD/weft-enginebench" --threads 1 \
+        --model "$1" --batch "$2" --seq "$3" --optim "$4" --steps "$5" --warmup 3
 }
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(detected)}; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 r=1
 while [ $r -le "$ROUNDS" ]; do
     for c in $CASES; do
-        torch_run "$c" | tee -a "$tmp/$c.torch"
-        for mm in openblas portable; do
-            if weft_run "$c" $mm >"$tmp/line" 2>&1; then
+        set -- $(args "$c")
+        torch_run "$@" | tee -a "$tmp/$c.torch"
+        for mm in auto portable openblas; do
+            if weft_run $mm "$@" >"$tmp/line" 2>&1; then
                 tee -a "$tmp/$c.$mm" <"$tmp/line"
             else
                 echo "weft $mm: $(cat "$tmp/line")"
@@ -98,18 +123,35 @@ while [ $r -le "$ROUNDS" ]; do
     r=$((r + 1))
 done
 
-median() {   # samples/s of the median run in file $1
+best() {   # samples/s of the best run in file $1
     [ -s "$1" ] || { echo 0; return; }
-    awk '{print $(NF-1)}' "$1" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'
+    awk '{print $(NF-1)}' "$1" | sort -g | tail -1
 }
-echo "median of $ROUNDS rounds (samples/s; a gpt sample is 64 tokens):"
+# one thread's peak, as weft measured it (the first weft line says)
+peak=$(cat "$tmp"/*.auto 2>/dev/null | sed -n 's/.* of 1 x \([0-9.]*\) GFLOP\/s.*/\1/p' | head -1)
+gflop() {   # GFLOP per step from file $1
+    sed -n 's/.* \([0-9.]*\) GFLOP\/step.*/\1/p' "$1" | head -1
+}
+echo
+echo "best of $ROUNDS rounds, one thread; MFU against one thread's sgemm peak of ${peak:-?} GFLOP/s;"
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+echo "| case | torch samples/s (MFU) | weft auto samples/s (MFU) | weft / torch | weft portable | weft OpenBLAS |"
+echo "| --- | --- | --- | --- | --- | --- |"
 for c in $CASES; do
-    t=$(median "$tmp/$c.torch")
-    printf "%s  torch          (1 thread): %10s\n" "$c" "$t"
-    for mm in openblas portable; do
-        w=$(median "$tmp/$c.$mm")
-        [ "$w" = 0 ] && continue
-        printf "%s  weft %-9s (1 thread): %10s  ratio weft/torch %s\n" "$c" "$mm" "$w" \
-            "$(awk -v a="$w" -v b="$t" 'BEGIN { printf "%.2f", a / b }')"
+    t=$(best "$tmp/$c.torch")
+    f=$(gflop "$tmp/$c.torch")
+    set -- $(args "$c")
+    row="| $c |"
+    for k in torch auto; do
+        v=$(best "$tmp/$c.$k")
+        row="$row $(awk -v s="$v" -v f="$f" -v p="$peak" -v b="$2" 'BEGIN {
+            if (p > 0 && f > 0) printf "%.1f (%.0f%%)", s, 100 * s / b * f / p; else printf "%.1f", s }') |"
     done
+    a=$(best "$tmp/$c.auto")
+    row="$row $(awk -v a="$a" -v b="$t" 'BEGIN { if (b > 0) printf "%.2f", a / b }') |"
+    for k in portable openblas; do
+        row="$row $(best "$tmp/$c.$k") |"
+    done
+    echo "$row"
 done
