@@ -107,8 +107,9 @@ const char *train_mm_blas_core(void)
 
 void train_mm_describe(const mm_ctx *c, char *buf, size_t cap)
 {
-    if (c->backend == MM_OPENBLAS)
-        snprintf(buf, cap, "openblas %s", train_mm_blas_core());
+    const char *core = train_mm_blas_core();
+    if (c->backend == MM_OPENBLAS && core)
+        snprintf(buf, cap, "openblas %s", core);
     else
         snprintf(buf, cap, "portable %s", train_mmp_isa(c->port));
 }
