@@ -8,10 +8,13 @@
  *   weft-sim topo summit          print a topology in the text format
  *   weft-sim pipeline --p 4 --m 8 --schedule 1f1b --model gpt:... --gflops 50
  *                                 a pipeline schedule's step, bubble and stash
+ *   weft-sim plan --model gpt:... --batch 32 --ranks 8 --topo host --mem 1G
+ *                                 every tp x pp x dp layout, fastest first
  */
 #include "sim/sim.h"
 #include "sim/figures.h"
 #include "sim/pipe_costs.h"
+#include "sim/plan.h"
 #include "sim/validate.h"
 
 #include <stdio.h>
@@ -32,6 +35,8 @@ static void usage(FILE *f)
         "       weft-sim list                   the built-in topologies\n"
         "       weft-sim pipeline [options]     a pipeline schedule's step time, bubble\n"
         "                                       and stash (weft-sim pipeline --help)\n"
+        "       weft-sim plan [options]         tp x pp x dp layouts of a GPT, predicted\n"
+        "                                       and ranked (weft-sim plan --help)\n"
         "options:\n"
         "  --topo NAME|FILE   topology (default summit); presets: see `weft-sim list`\n"
         "  --ranks LIST       ranks: N, A,B,C or A..B (doubling); default 8\n"
@@ -237,6 +242,23 @@ static int cmd_coll(weft_coll_kind kind, int argc, char **argv)
     return 0;
 }
 
+/* The value of option argv[*i] (advancing *i): 0; or 1 when it asked for
+ * help (printed), 2 when the value is missing (said). */
+static int option_value(int argc, char **argv, int *i, void (*help)(FILE *), const char **v)
+{
+    const char *a = argv[*i];
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+        help(stdout);
+        return 1;
+    }
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "weft-sim: %s needs a value\n", a);
+        return 2;
+    }
+    *v = argv[++*i];
+    return 0;
+}
+
 static void pipeline_usage(FILE *f)
 {
     fprintf(f,
@@ -296,16 +318,10 @@ static int cmd_pipeline(int argc, char **argv)
     const char *sched = "1f1b", *costs = NULL, *model = NULL, *partition = "auto";
     double gflops = 100, bw = 0, lat = 0, cap = 0;
     for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            pipeline_usage(stdout);
-            return 0;
-        }
-        if (!v) {
-            fprintf(stderr, "weft-sim: %s needs a value\n", a);
-            return 2;
-        }
-        i++;
+        const char *a = argv[i], *v;
+        int got = option_value(argc, argv, &i, pipeline_usage, &v);
+        if (got)
+            return got == 1 ? 0 : 2;
         int bad = 0;
         if (!strcmp(a, "--p"))
             bad = (p = atoi(v)) < 1;
@@ -403,6 +419,142 @@ static int cmd_pipeline(int argc, char **argv)
     return 0;
 }
 
+static void plan_usage(FILE *f)
+{
+    fprintf(f,
+        "usage: weft-sim plan --model gpt:vocab=V,ctx=T,layers=L,heads=H,dim=C --batch B\n"
+        "                     --ranks N [options]\n"
+        "  --model SPEC       the GPT (weft-train's syntax)\n"
+        "  --batch B          global sequences a step (weft-train --batch)\n"
+        "  --seq T            tokens a sequence (default the model's ctx)\n"
+        "  --ranks N          ranks of the job\n"
+        "  --topo NAME|FILE   the machine (default host); see `weft-sim list`\n"
+        "  --gflops G         sustained GFLOP/s of a rank, of a core on a topology with a\n"
+        "                     cpu line (its ranks share the cores); default 20\n"
+        "  --mem BYTES        a rank's memory (K/M/G = 1024 powers); layouts above it are\n"
+        "                     marked and never chosen (default: no limit)\n"
+        "  --optim adamw|sgd  optimiser state: 8 or 4 bytes a parameter (adamw)\n"
+        "  --top N            print only the N fastest (default all)\n"
+        "Prints every layout sorted by predicted step; the last line names the fastest\n"
+        "that fits: best tp=.. pp=.. dp=.. sp=.. schedule=.. m=.. zero=.. step_ms=..\n"
+        "mem_bytes=.. (best none when nothing fits; exit status 1).\n");
+}
+
+static const char *link_name(int c)
+{
+    return c < 0 ? "-" : sim_lclass_name(c);
+}
+
+static int cmd_plan(int argc, char **argv)
+{
+    sim_plan_query q = { .gflops = 20, .optim_bytes = 8 };
+    const char *topo_name = "host", *model = NULL;
+    int top = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *v;
+        int got = option_value(argc, argv, &i, plan_usage, &v);
+        if (got)
+            return got == 1 ? 0 : 2;
+        int bad = 0;
+        uint64_t sz;
+        if (!strcmp(a, "--model"))
+            model = v;
+        else if (!strcmp(a, "--batch"))
+            bad = (q.batch = atoi(v)) < 1;
+        else if (!strcmp(a, "--seq"))
+            bad = (q.seq = atoi(v)) < 1;
+        else if (!strcmp(a, "--ranks"))
+            bad = (q.ranks = atoi(v)) < 1;
+        else if (!strcmp(a, "--topo"))
+            topo_name = v;
+        else if (!strcmp(a, "--gflops"))
+            bad = parse_si(v, &q.gflops) || q.gflops <= 0;
+        else if (!strcmp(a, "--mem")) {
+            bad = parse_size(v, &sz);
+            q.mem = (double)sz;
+        } else if (!strcmp(a, "--optim")) {
+            bad = strcmp(v, "adamw") && strcmp(v, "sgd");
+            q.optim_bytes = !strcmp(v, "sgd") ? 4 : 8;
+        } else if (!strcmp(a, "--top"))
+            bad = (top = atoi(v)) < 1;
+        else {
+            plan_usage(stderr);
+            return 2;
+        }
+        if (bad) {
+            fprintf(stderr, "weft-sim: bad value %s for %s\n", v, a);
+            return 2;
+        }
+    }
+    if (!model || !q.batch || !q.ranks) {
+        fprintf(stderr, "weft-sim: plan needs --model, --batch and --ranks\n");
+        return 2;
+    }
+    char err[512];
+    sim_topo t;
+    if (weft_model_config_parse(model, &q.model)) {
+        fprintf(stderr, "weft-sim: bad model %s\n", model);
+        return 2;
+    }
+    if (sim_topo_load(&t, topo_name, err, sizeof err)) {
+        fprintf(stderr, "weft-sim: %s\n", err);
+        return 1;
+    }
+    q.topo = &t;
+    sim_plan pl;
+    if (sim_plan_run(&q, &pl, err, sizeof err)) {
+        fprintf(stderr, "weft-sim: %s\n", err);
+        return 1;
+    }
+    printf("# weft-sim plan %s batch %d seq %d on %d ranks of %s, %.3g GFLOP/s, mem %s\n",
+           model, q.batch, q.seq > 0 ? q.seq : q.model.ctx, q.ranks, t.name, q.gflops,
+           q.mem > 0 ? "limited" : "unlimited");
+    if (q.mem > 0)
+        printf("# memory limit %.0f bytes a rank\n", q.mem);
+    printf("# %3s %3s %3s %2s %-13s %4s %4s %10s %9s %9s %9s %6s %13s %12s %12s %12s %-17s %s\n",
+           "tp", "pp", "dp", "sp", "schedule", "m", "zero", "step_ms", "pipe_ms", "tp_ms",
+           "dp_ms", "bubble", "mem_bytes", "tp_bytes", "pp_bytes", "dp_bytes",
+           "links(tp/pp/dp)", "fits");
+    int shown = 0;
+    for (int i = 0; i < pl.n; i++) {
+        const sim_plan_entry *e = &pl.e[i];
+        if (top && shown >= top && i != pl.best)
+            continue;
+        shown++;
+        char name[32], links[48];
+        pipe_spec_name(&e->spec, name, sizeof name);
+        snprintf(links, sizeof links, "%s/%s/%s", link_name(e->link[SIM_PLAN_TP]),
+                 link_name(e->link[SIM_PLAN_PP]), link_name(e->link[SIM_PLAN_DP]));
+        printf("  %3d %3d %3d %2d %-13s %4d %4d %10.3f %9.3f %9.3f %9.3f %6.3f %13.0f %12.0f "
+               "%12.0f %12.0f %-17s %s\n",
+               e->tp, e->pp, e->dp, e->sp, name, e->spec.m, e->zero, 1e3 * e->step_s,
+               1e3 * e->pipe_s, 1e3 * e->tp_s, 1e3 * e->dp_s, e->bubble, e->mem_bytes,
+               e->bytes[SIM_PLAN_TP], e->bytes[SIM_PLAN_PP], e->bytes[SIM_PLAN_DP], links,
+               e->fits ? "yes" : "NO (over --mem)");
+    }
+    if (top && shown < pl.n)
+        printf("# %d more layouts not shown (--top %d)\n", pl.n - shown, top);
+    int fit = 0;
+    for (int i = 0; i < pl.n; i++)
+        fit += pl.e[i].fits;
+    printf("# %d layouts, %d fit\n", pl.n, fit);
+    char line[256];
+    int rc = 0;
+    if (pl.best >= 0) {
+        sim_plan_entry_format(&pl.e[pl.best], line, sizeof line);
+        printf("best %s\n", line);
+    } else {
+        if (pl.smallest >= 0) {
+            sim_plan_entry_format(&pl.e[pl.smallest], line, sizeof line);
+            printf("# nothing fits %.0f bytes a rank; the smallest: %s\n", q.mem, line);
+        }
+        printf("best none\n");
+        rc = 1;
+    }
+    sim_plan_free(&pl);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
@@ -417,6 +569,8 @@ int main(int argc, char **argv)
     }
     if (!strcmp(cmd, "pipeline"))
         return cmd_pipeline(argc - 2, argv + 2);
+    if (!strcmp(cmd, "plan"))
+        return cmd_plan(argc - 2, argv + 2);
     if (!strcmp(cmd, "validate")) {
         const char *set = NULL;
         for (int i = 2; i < argc; i++) {

@@ -1,0 +1,482 @@
+/* The layout planner: enumerate tp x pp x dp with schedule, micro-batches,
+ * sequence parallelism and ZeRO stage; price each with the library's own
+ * pipeline schedules and the simulator's collectives; sort; pick. */
+#include "sim/plan.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/pipe_costs.h"
+#include "sim/sim.h"
+
+/* One priced collective, so that the many layouts sharing a group and a
+ * size simulate it once. */
+typedef struct {
+    int stride, n, kind;
+    double count, sec;
+} coll_memo;
+
+typedef struct {
+    const sim_plan_query *q;
+    double T, C, V, H, vpad_tp; /* vpad_tp: padded vocabulary per tensor rank, tp=1 unused */
+    double rate;                /* FLOP/s of one rank */
+    coll_memo *memo;
+    int nmemo, capmemo;
+    sim_plan *out;
+} planner;
+
+/* Room for one more of n elements of size bytes in *a (capacity *cap). */
+static int grow(void **a, int *cap, int n, size_t size)
+{
+    if (n < *cap)
+        return 0;
+    int c = *cap ? 2 * *cap : 64;
+    void *na = realloc(*a, (size_t)c * size);
+    if (!na)
+        return WEFT_ENOMEM;
+    *a = na;
+    *cap = c;
+    return 0;
+}
+
+static int fail(char *err, size_t len, const char *msg)
+{
+    snprintf(err, len, "%s", msg);
+    return WEFT_EINVAL;
+}
+
+double sim_plan_zero_bytes(double psi, int zero, int dp, int optim_bytes)
+{
+    double N = dp > 0 ? dp : 1, K = optim_bytes;
+    switch (zero) {
+    case 0: return (8 + K) * psi;
+    case 1: return 8 * psi + K * psi / N;
+    case 2: return 4 * psi + (4 + K) * psi / N;
+    default: return (8 + K) * psi / N;
+    }
+}
+
+/* Ranks of the world on one node, and how many of them belong to one
+ * group of n ranks stride apart: the rest are other groups of the same
+ * dimension, assumed to communicate at the same time and so to share the
+ * node's NICs and cores. */
+static void node_share(const sim_topo *t, int world, int stride, int n, double *share)
+{
+    int rpn = t->ranks_per_node, on_node = world < rpn ? world : rpn;
+    int g = stride >= rpn ? 1 : rpn / stride;
+    if (g > n)
+        g = n;
+    if (g < 1)
+        g = 1;
+    *share = on_node > g ? (double)on_node / g : 1;
+}
+
+/* The topology a group of ranks stride apart sees: as many of its members
+ * on a node as fit, its share of the NICs and cores. */
+static void group_topo(const sim_topo *t, int world, int stride, int n, sim_topo *g)
+{
+    *g = *t;
+    int rpn = t->ranks_per_node;
+    if (stride >= rpn) {
+        g->ranks_per_node = 1;
+        int nodes = stride / rpn;
+        g->nodes_per_pod = t->nodes_per_pod / nodes > 0 ? t->nodes_per_pod / nodes : 1;
+    } else
+        g->ranks_per_node = rpn / stride > 0 ? rpn / stride : 1;
+    double share;
+    node_share(t, world, stride, n, &share);
+    g->lc[LC_NIC].bw_GBps /= share;
+    g->cpu_cores /= share;
+    g->cpu_mem_GBps /= share;
+}
+
+/* The highest link class between the group's first and last member. */
+static int group_link(const sim_topo *t, int world, int stride, int n)
+{
+    if (n < 2)
+        return -1;
+    sim_place a, b;
+    sim_topo_place(t, world, 0, &a);
+    sim_topo_place(t, world, (n - 1) * stride, &b);
+    if (a.cluster != b.cluster)
+        return LC_WAN;
+    if (a.pod != b.pod)
+        return LC_POD;
+    return a.node != b.node ? LC_NIC : LC_INTRA;
+}
+
+/* Seconds of one collective of count floats (as the API counts them) over
+ * n ranks stride apart: the fastest of the algorithms the simulator can
+ * run for it, as the library's tuner picks the fastest. */
+static int coll_sec(planner *pl, int kind, int stride, int n, double count, double *sec)
+{
+    *sec = 0;
+    if (n < 2 || count < 1)
+        return 0;
+    for (int i = 0; i < pl->nmemo; i++) {
+        coll_memo *m = &pl->memo[i];
+        if (m->kind == kind && m->stride == stride && m->n == n && m->count == count) {
+            *sec = m->sec;
+            return 0;
+        }
+    }
+    sim_topo g;
+    group_topo(pl->q->topo, pl->q->ranks, stride, n, &g);
+    double best = -1;
+    char err[256];
+    for (int a = 1; a < WEFT_ALGO_COUNT; a++) {
+        if (!sim_algo_has(a, (weft_coll_kind)kind))
+            continue;
+        sim_job j = { .topo = &g, .algo = a, .kind = (weft_coll_kind)kind, .nranks = n,
+                      .count = (uint64_t)count, .esize = 4, .op_budget = 20000 };
+        sim_result r;
+        if (sim_run(&j, &r, err, sizeof err) == 0 && (best < 0 || r.time_us < best))
+            best = r.time_us;
+    }
+    if (best < 0)
+        return WEFT_ENOTSUP;
+    if (grow((void **)&pl->memo, &pl->capmemo, pl->nmemo, sizeof *pl->memo))
+        return WEFT_ENOMEM;
+    pl->memo[pl->nmemo++] = (coll_memo){ stride, n, kind, count, best * 1e-6 };
+    *sec = best * 1e-6;
+    return 0;
+}
+
+/* One block's share of a tensor rank: parameters, activations stashed per
+ * micro-batch, tensor-parallel payload and seconds per micro-batch. */
+typedef struct {
+    double params, act, tp_bytes, tp_fwd, tp_bwd;
+} block_part;
+
+/* Megatron's collectives per micro-batch of rows tokens (docs/TRAINING.md,
+ * "Tensor, sequence and 3D parallelism"): the embedding sums its vocabulary
+ * parts (1 all-reduce of rows x C; sequence parallel: a reduce-scatter,
+ * then an all-gather in backward); a block 2 all-reduces forward and 2
+ * backward (sequence parallel: an all-gather before and a reduce-scatter
+ * after each tensor-parallel layer, mirrored in backward); the
+ * cross-entropy 2 all-reduces of 1 and 2 floats a row, the head's input
+ * gradient 1 all-reduce (sequence parallel: the head gathers forward and
+ * reduce-scatters backward). */
+static int block_tp(planner *pl, int tp, int sp, int kind, double rows, block_part *b)
+{
+    double x = rows * pl->C, part = x / tp, ar, ag, rs, ce1, ce2;
+    int rc = coll_sec(pl, WEFT_COLL_ALLREDUCE, 1, tp, x, &ar);
+    if (!rc)
+        rc = coll_sec(pl, WEFT_COLL_ALLGATHER, 1, tp, part, &ag);
+    if (!rc)
+        rc = coll_sec(pl, WEFT_COLL_REDUCE_SCATTER, 1, tp, part, &rs);
+    if (!rc)
+        rc = coll_sec(pl, WEFT_COLL_ALLREDUCE, 1, tp, rows, &ce1);
+    if (!rc)
+        rc = coll_sec(pl, WEFT_COLL_ALLREDUCE, 1, tp, 2 * rows, &ce2);
+    if (rc || tp < 2)
+        return rc;
+    double B4 = 4 * x;
+    if (kind == 0) {
+        b->tp_fwd = sp ? rs : ar;
+        b->tp_bwd = sp ? ag : 0;
+        b->tp_bytes = B4 * (sp ? 2 : 1);
+    } else if (kind == 1) {
+        b->tp_fwd = sp ? 2 * (ag + rs) : 2 * ar;
+        b->tp_bwd = b->tp_fwd;
+        b->tp_bytes = B4 * (sp ? 8 : 4);
+    } else {
+        b->tp_fwd = ce1 + ce2 + (sp ? ag : 0);
+        b->tp_bwd = sp ? rs : ar;
+        b->tp_bytes = 4 * 3 * rows + B4 * (sp ? 2 : 1);
+    }
+    return 0;
+}
+
+/* Parameters and activations of a tensor rank (tensor_parallel split as
+ * weft_model_create_tp does: qkv, the first MLP layer and the vocabulary
+ * by tp, LayerNorms, positions and row-parallel biases replicated). The
+ * stash follows llm.c's per-layer count (~16 C floats a token, split by
+ * tp but for the residual and the LayerNorms' outputs unless sequence
+ * parallel) and each row's log-sum-exp a head (attention keeps no T x T
+ * matrix). */
+static void block_shape(const planner *pl, int tp, int sp, int pp, int kind, double rows,
+                        block_part *b)
+{
+    double C = pl->C, H = pl->H, ctx = pl->q->model.ctx;
+    double vp = ceil(pl->V / tp), rep = sp ? 1.0 / tp : 1;
+    memset(b, 0, sizeof *b);
+    if (kind == 0) {
+        b->params = vp * C + ctx * C;
+        b->act = 4 * rows * C * rep;
+    } else if (kind == 1) {
+        b->params = 12 * C * C / tp + 7 * C / tp + 6 * C;
+        b->act = 4 * (rows * C * (4 * rep + 12.0 / tp) + rows * H / tp);
+    } else {
+        /* a pipeline's last stage keeps a copy of the tied embedding */
+        b->params = 2 * C + (pp > 1 ? vp * C : 0);
+        b->act = 4 * rows * (2 * C * rep + 2 * vp);
+    }
+}
+
+static int add_entry(sim_plan *p, const sim_plan_entry *e)
+{
+    if (grow((void **)&p->e, &p->cap, p->n, sizeof *p->e))
+        return WEFT_ENOMEM;
+    p->e[p->n++] = *e;
+    return 0;
+}
+
+/* Seconds and bytes the data-parallel group adds to a rank holding psi
+ * parameters: the gradient reduction (all-reduce at stages 0-1,
+ * reduce-scatter at 2-3) launched from backward's hook, so the backward
+ * of the rank's chunks for the step's last micro-batch hides part of it;
+ * the parameters' all-gather after the step (stages 1-3) hides nothing. */
+static int dp_cost(planner *pl, int stride, int dp, int zero, double psi, double hide,
+                   double *sec, double *bytes)
+{
+    double red, ag = 0;
+    int rc = zero >= 2 ? coll_sec(pl, WEFT_COLL_REDUCE_SCATTER, stride, dp, ceil(psi / dp), &red)
+                       : coll_sec(pl, WEFT_COLL_ALLREDUCE, stride, dp, psi, &red);
+    if (!rc && zero >= 1)
+        rc = coll_sec(pl, WEFT_COLL_ALLGATHER, stride, dp, ceil(psi / dp), &ag);
+    *sec = (red > hide ? red - hide : 0) + ag;
+    *bytes = dp > 1 ? 4 * psi * (zero >= 1 ? 2 : 1) : 0;
+    return rc;
+}
+
+/* The pipeline link: what a message between neighbouring stages crosses. */
+static void pp_link(const planner *pl, int stride, int pp, double *lat, double *bw)
+{
+    const sim_topo *t = pl->q->topo;
+    *lat = *bw = 0;
+    int c = group_link(t, pl->q->ranks, stride, pp > 1 ? 2 : 1);
+    if (c < 0)
+        return;
+    double share;
+    node_share(t, pl->q->ranks, stride, 2, &share);
+    *lat = (t->lc[c].lat_us + t->lc[c].ovh_us) * 1e-6;
+    double b = t->lc[c].bw_GBps * 1e9;
+    if (c == LC_NIC)
+        b /= share;
+    if (c == LC_INTRA && t->cpu_mem_GBps > 0 && t->cpu_mem_GBps * 1e9 / share < b)
+        b = t->cpu_mem_GBps * 1e9 / share;
+    *bw = b;
+}
+
+/* One (tp, pp, dp, schedule, m, sp): the pipeline is replayed once, every
+ * ZeRO stage priced on it. */
+static int plan_pipeline(planner *pl, int tp, int pp, int dp, const pipe_spec *spec, int sp,
+                         int mb)
+{
+    const sim_plan_query *q = pl->q;
+    double rows = (double)mb * pl->T;
+    sim_block_costs bc;
+    char err[256];
+    int rc = sim_block_costs_estimate(&q->model, mb, (int)pl->T, pl->rate, &bc, err, sizeof err);
+    if (rc)
+        return rc;
+    int nb = bc.n;
+    block_part *part = calloc((size_t)nb, sizeof *part);
+    if (!part) {
+        sim_block_costs_free(&bc);
+        return WEFT_ENOMEM;
+    }
+    for (int i = 0; i < nb && !rc; i++) {
+        int kind = i == 0 ? 0 : i == nb - 1 ? 2 : 1;
+        block_shape(pl, tp, sp, pp, kind, rows, &part[i]);
+        rc = block_tp(pl, tp, sp, kind, rows, &part[i]);
+        sim_block_cost *b = &bc.b[i];
+        b->fwd = b->fwd / tp + part[i].tp_fwd;
+        b->bwd_i = b->bwd_i / tp + part[i].tp_bwd;
+        b->bwd_w /= tp;
+        b->act_bytes = part[i].act;
+        b->state_bytes = (8 + q->optim_bytes) * part[i].params;
+        if (sp && b->out_bytes > 0)
+            b->out_bytes /= tp;
+    }
+    double lat, bw;
+    int pstride = tp * dp, dstride = tp;
+    pp_link(pl, pstride, pp, &lat, &bw);
+    sim_pipe_plan pp_plan;
+    if (!rc)
+        rc = sim_pipe_plan_run(&bc, spec, "auto", 0, lat, bw, &pp_plan, err, sizeof err);
+    if (rc) {
+        free(part);
+        sim_block_costs_free(&bc);
+        return rc;
+    }
+    int k = pp_plan.k, p = spec->p, m = spec->m;
+    double tied = pp > 1 ? 4 * part[nb - 1].params - 4 * 2 * pl->C : 0, bubble = 0;
+    for (int r = 0; r < p; r++)
+        bubble += pp_plan.bubble[r] / p;
+    for (int zero = 0; zero <= (dp > 1 ? 3 : 0) && !rc; zero++) {
+        sim_plan_entry e = { .tp = tp, .pp = pp, .dp = dp, .sp = sp, .zero = zero,
+                             .spec = *spec, .micro_rows = (int)rows, .pipe_s = pp_plan.step,
+                             .bubble = bubble };
+        e.link[SIM_PLAN_TP] = group_link(q->topo, q->ranks, 1, tp);
+        e.link[SIM_PLAN_PP] = group_link(q->topo, q->ranks, pstride, pp > 1 ? 2 : 1);
+        e.link[SIM_PLAN_DP] = group_link(q->topo, q->ranks, dstride, dp);
+        double worst_dp = 0;
+        for (int r = 0; r < p && !rc; r++) {
+            double psi = 0, act = 0, hide = 0, tpb = 0, tps = 0, ppb = 0;
+            for (int j = r; j < k; j += p) {
+                for (int i = pp_plan.first[j]; i < pp_plan.first[j + 1]; i++) {
+                    psi += part[i].params;
+                    act += pp_plan.chunk_stash[j] * part[i].act;
+                    tpb += m * part[i].tp_bytes;
+                    tps += m * (part[i].tp_fwd + part[i].tp_bwd);
+                }
+                hide += pp_plan.bwd_i[j] + pp_plan.bwd_w[j];
+                if (j + 1 < k)
+                    ppb += m * pp_plan.out_bytes[j];
+                if (j > 0)
+                    ppb += m * pp_plan.out_bytes[j - 1];
+            }
+            double dsec, dbytes;
+            rc = dp_cost(pl, dstride, dp, zero, psi, hide, &dsec, &dbytes);
+            if (pp > 1 && (r == 0 || r == p - 1)) {
+                /* the tied embedding's gradient summed between the ends */
+                ppb += tied;
+                dsec += lat + (bw > 0 ? tied / bw : 0);
+            }
+            double state = sim_plan_zero_bytes(psi, zero, dp, q->optim_bytes);
+            if (state + act > e.mem_bytes) {
+                e.mem_bytes = state + act;
+                e.state_bytes = state;
+                e.act_bytes = act;
+            }
+            if (dsec > worst_dp)
+                worst_dp = dsec;
+            if (tpb > e.bytes[SIM_PLAN_TP])
+                e.bytes[SIM_PLAN_TP] = tpb;
+            if (tps > e.tp_s)
+                e.tp_s = tps;
+            if (ppb > e.bytes[SIM_PLAN_PP])
+                e.bytes[SIM_PLAN_PP] = ppb;
+            if (dbytes > e.bytes[SIM_PLAN_DP])
+                e.bytes[SIM_PLAN_DP] = dbytes;
+        }
+        e.dp_s = worst_dp;
+        e.step_s = e.pipe_s + worst_dp;
+        e.fits = q->mem <= 0 || e.mem_bytes <= q->mem;
+        if (!rc)
+            rc = add_entry(pl->out, &e);
+    }
+    sim_pipe_plan_free(&pp_plan);
+    free(part);
+    sim_block_costs_free(&bc);
+    return rc;
+}
+
+static int by_step(const void *a, const void *b)
+{
+    const sim_plan_entry *x = a, *y = b;
+    if (x->step_s != y->step_s)
+        return x->step_s < y->step_s ? -1 : 1;
+    if (x->mem_bytes != y->mem_bytes)
+        return x->mem_bytes < y->mem_bytes ? -1 : 1;
+    int kx[] = { x->tp, x->pp, x->spec.kind, x->spec.m, x->sp, x->zero };
+    int ky[] = { y->tp, y->pp, y->spec.kind, y->spec.m, y->sp, y->zero };
+    for (int i = 0; i < 6; i++)
+        if (kx[i] != ky[i])
+            return kx[i] < ky[i] ? -1 : 1;
+    return 0;
+}
+
+/* The schedules a pipeline of p stages with m micro-batches can run over
+ * blocks blocks: every kind for p >= 2 (interleaved with 2 chunks a rank
+ * where m is a multiple of p and there are blocks enough), one plain
+ * forward and backward for p = 1. */
+static int plan_layout(planner *pl, int tp, int pp, int dp, int blocks)
+{
+    const sim_plan_query *q = pl->q;
+    int b = (q->batch + dp - 1) / dp, rc = 0;
+    int ms[3] = { pp, 2 * pp, 4 * pp }, nm = pp > 1 ? 3 : 1;
+    for (int mi = 0; mi < nm && !rc; mi++) {
+        int m = ms[mi];
+        if (m > b)
+            break;
+        int mb = (b + m - 1) / m;
+        static const int kinds[] = { PIPE_GPIPE, PIPE_1F1B, PIPE_INTERLEAVED, PIPE_ZB };
+        for (int ki = 0; ki < 4 && !rc; ki++) {
+            pipe_spec s = { kinds[ki], pp, m, kinds[ki] == PIPE_INTERLEAVED ? 2 : 1 };
+            if (pp == 1 && kinds[ki] != PIPE_1F1B)
+                continue;
+            if (kinds[ki] == PIPE_INTERLEAVED && (m % pp || 2 * pp > blocks))
+                continue;
+            for (int sp = 0; sp <= (tp > 1) && !rc; sp++) {
+                if (sp && ((long)mb * (long)pl->T) % tp)
+                    continue;
+                rc = plan_pipeline(pl, tp, pp, dp, &s, sp, mb);
+            }
+        }
+    }
+    return rc;
+}
+
+int sim_plan_run(const sim_plan_query *q, sim_plan *out, char *err, size_t len)
+{
+    if (!out)
+        return WEFT_EINVAL;
+    memset(out, 0, sizeof *out);
+    out->best = out->smallest = -1;
+    if (!q || !q->topo)
+        return fail(err, len, "no query or topology");
+    if (q->model.type != WEFT_MODEL_GPT || weft_model_config_check(&q->model))
+        return fail(err, len, "the planner takes a GPT (gpt:vocab=..,ctx=..,layers=..,heads=..,"
+                              "dim=..)");
+    if (q->ranks < 1 || q->batch < 1 || q->gflops <= 0 || q->optim_bytes < 0)
+        return fail(err, len, "need ranks >= 1, batch >= 1 and gflops > 0");
+    if (q->seq > q->model.ctx)
+        return fail(err, len, "the sequence is longer than the model's ctx");
+    planner pl = { .q = q, .out = out };
+    pl.T = q->seq > 0 ? q->seq : q->model.ctx;
+    pl.C = q->model.d_model;
+    pl.V = q->model.vocab;
+    pl.H = q->model.n_head;
+    int rpn = q->topo->ranks_per_node, on_node = q->ranks < rpn ? q->ranks : rpn;
+    pl.rate = q->gflops * (q->topo->cpu_cores > 0 ? q->topo->cpu_cores / on_node : 1);
+    int blocks = weft_model_block_count(&q->model), rc = 0;
+    for (int tp = 1; tp <= q->ranks && !rc; tp++) {
+        if (q->ranks % tp || q->model.n_head % tp)
+            continue;
+        for (int pp = 1; pp <= q->ranks / tp && !rc; pp++) {
+            if ((q->ranks / tp) % pp || pp > blocks)
+                continue;
+            int dp = q->ranks / (tp * pp);
+            if (dp <= q->batch)
+                rc = plan_layout(&pl, tp, pp, dp, blocks);
+        }
+    }
+    free(pl.memo);
+    if (rc) {
+        snprintf(err, len, "pricing a layout failed: %s", weft_strerror(rc));
+        sim_plan_free(out);
+        out->best = out->smallest = -1;
+        return rc;
+    }
+    if (out->n)
+        qsort(out->e, (size_t)out->n, sizeof *out->e, by_step);
+    for (int i = 0; i < out->n; i++) {
+        if (out->e[i].fits && out->best < 0)
+            out->best = i;
+        if (out->smallest < 0 || out->e[i].mem_bytes < out->e[out->smallest].mem_bytes)
+            out->smallest = i;
+    }
+    return 0;
+}
+
+void sim_plan_free(sim_plan *p)
+{
+    if (p) {
+        free(p->e);
+        memset(p, 0, sizeof *p);
+    }
+}
+
+int sim_plan_entry_format(const sim_plan_entry *e, char *buf, size_t len)
+{
+    char name[32];
+    pipe_spec_name(&e->spec, name, sizeof name);
+    return snprintf(buf, len, "tp=%d pp=%d dp=%d sp=%d schedule=%s m=%d zero=%d step_ms=%.3f "
+                    "mem_bytes=%.0f", e->tp, e->pp, e->dp, e->sp, name, e->spec.m, e->zero,
+                    1e3 * e->step_s, e->mem_bytes);
+}

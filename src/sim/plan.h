@@ -1,0 +1,79 @@
+/* The layout planner behind `weft-sim plan`: for a GPT and a machine it
+ * lists every tp x pp x dp of the ranks with each pipeline schedule,
+ * micro-batch count, ZeRO stage and sequence parallelism that applies,
+ * predicts each one's step time, memory per rank and bytes per parallel
+ * dimension, and picks the fastest that fits the memory of a rank.
+ *
+ * Ranks are placed as weft_layout's default order (tp-dp-pp, tensor
+ * fastest): a tensor group is neighbouring ranks, a data group strides
+ * tp, a pipeline strides tp*dp. Compute comes from FLOPs
+ * (sim_block_costs_estimate) divided by tp; each collective a layout
+ * calls is priced by the simulator's own schedules (sim_run) on the
+ * group's links; the pipeline is the library's schedule replayed
+ * (sim_pipe_plan_run). docs/SIMULATION.md, "Planning a layout". */
+#ifndef WEFT_SIM_PLAN_H
+#define WEFT_SIM_PLAN_H
+
+#include <stddef.h>
+
+#include "sim/topo.h"
+#include "train/pipe_sched.h"
+#include "weft.h"
+
+typedef struct {
+    weft_model_config model;  /* a GPT */
+    int batch;                /* global sequences a step (weft-train --batch) */
+    int seq;                  /* tokens a sequence; 0: the model's ctx */
+    int ranks;
+    const sim_topo *topo;
+    double gflops;            /* sustained GFLOP/s of a rank; of a core where the
+                                 topology has a cpu line (its ranks share them) */
+    double mem;               /* bytes a rank may hold; <= 0: no limit */
+    int optim_bytes;          /* K, optimiser bytes a parameter: 8 AdamW, 4 SGD */
+} sim_plan_query;
+
+enum sim_plan_dim { SIM_PLAN_TP = 0, SIM_PLAN_PP, SIM_PLAN_DP, SIM_PLAN_DIMS };
+
+typedef struct {
+    int tp, pp, dp, sp, zero;
+    pipe_spec spec;           /* the schedule; p = pp, m micro-batches a step */
+    int micro_rows;           /* tokens a micro-batch: (batch / dp / m) * seq */
+    double step_s;            /* predicted seconds a step */
+    double pipe_s;            /* the replayed pipeline, tensor collectives inside */
+    double dp_s;              /* data-parallel time the backward does not hide */
+    double tp_s;              /* tensor-parallel collectives of the busiest rank */
+    double bubble;            /* the pipeline's mean idle share */
+    double state_bytes;       /* params + grads + optimiser of the fullest rank */
+    double act_bytes;         /* its stashed activations */
+    double mem_bytes;         /* state + activations (the fullest rank) */
+    double bytes[SIM_PLAN_DIMS]; /* a rank's payload a step, the busiest */
+    int link[SIM_PLAN_DIMS];  /* enum sim_lclass the dimension's traffic tops out
+                                 at; -1: no traffic */
+    int fits;                 /* mem_bytes <= query mem (always 1 without a limit) */
+} sim_plan_entry;
+
+typedef struct {
+    sim_plan_entry *e;        /* sorted by step_s, fastest first */
+    int n, cap;
+    int best;                 /* the fastest that fits; -1: none fits */
+    int smallest;             /* the least mem_bytes (when none fits) */
+} sim_plan;
+
+/* Every layout of q (docs/SIMULATION.md lists the enumeration), predicted
+ * and sorted. WEFT_EINVAL with a reason in err for a query that makes no
+ * sense (not a GPT, no ranks, batch < 1, ...); no layout fitting the
+ * memory is not an error (best = -1). */
+int sim_plan_run(const sim_plan_query *q, sim_plan *out, char *err, size_t len);
+void sim_plan_free(sim_plan *p);
+
+/* Bytes a rank holds for parameters, gradients and optimiser state at a
+ * ZeRO stage over dp ranks: include/weft.h's weft_zero_mem formulas for
+ * psi parameters and K optimiser bytes each. */
+double sim_plan_zero_bytes(double psi, int zero, int dp, int optim_bytes);
+
+/* "tp=2 pp=2 dp=2 sp=0 schedule=1f1b m=8 zero=1 step_ms=12.345
+ * mem_bytes=123456": the line `weft-sim plan` ends with, and what
+ * weft-train --layout auto reads back. Returns as snprintf. */
+int sim_plan_entry_format(const sim_plan_entry *e, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,258 @@
+/* The layout planner (weft-sim plan): every layout listed once and valid,
+ * memory as the ZeRO formulas by hand, the choice under a memory limit,
+ * nothing fitting reported, tensor-parallel bytes as Megatron counts them.
+ * Nothing here is timed: predicted seconds are only compared. */
+#include "test.h"
+#include "sim/plan.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define MODEL "gpt:vocab=256,ctx=32,layers=2,heads=4,dim=64"
+
+static int query(sim_plan_query *q, sim_topo *t, const char *model, int ranks, int batch)
+{
+    memset(q, 0, sizeof *q);
+    if (sim_topo_preset(t, "host") || weft_model_config_parse(model, &q->model))
+        return -1;
+    q->topo = t;
+    q->ranks = ranks;
+    q->batch = batch;
+    q->gflops = 10;
+    q->optim_bytes = 8;
+    return 0;
+}
+
+static const sim_plan_entry *find(const sim_plan *p, int tp, int pp, int zero, int sp)
+{
+    for (int i = 0; i < p->n; i++) {
+        const sim_plan_entry *e = &p->e[i];
+        if (e->tp == tp && e->pp == pp && e->zero == zero && e->sp == sp)
+            return e;
+    }
+    return NULL;
+}
+
+static int near(double a, double b)
+{
+    return fabs(a - b) <= 1e-9 * fabs(b) + 1e-6;
+}
+
+/* Counts what the enumeration should list, independently of it. */
+static int expected_count(int n, int heads, int blocks, int batch, int T)
+{
+    int count = 0;
+    for (int tp = 1; tp <= n; tp++)
+        for (int pp = 1; tp * pp <= n; pp++) {
+            if (n % (tp * pp) || heads % tp || pp > blocks)
+                continue;
+            int dp = n / (tp * pp), b = (batch + dp - 1) / dp, zeros = dp > 1 ? 4 : 1;
+            if (dp > batch)
+                continue;
+            for (int m = pp; m <= 4 * pp; m *= 2) {
+                if (m > b || (pp == 1 && m > 1))
+                    break;
+                int mb = (b + m - 1) / m, sps = 1 + (tp > 1 && (mb * T) % tp == 0);
+                int kinds = pp == 1 ? 1 : 3 + (m % pp == 0 && 2 * pp <= blocks);
+                count += kinds * sps * zeros;
+            }
+        }
+    return count;
+}
+
+TEST(enumeration)
+{
+    sim_plan_query q;
+    sim_topo t;
+    sim_plan p;
+    char err[256];
+    CHECK(query(&q, &t, MODEL, 8, 16) == 0);
+    CHECKF(sim_plan_run(&q, &p, err, sizeof err) == 0, "%s", err);
+    int blocks = weft_model_block_count(&q.model);
+    CHECKF(p.n == expected_count(8, 4, blocks, 16, 32), "%d layouts", p.n);
+    int seen_tp_pp[9][9] = { { 0 } };
+    for (int i = 0; i < p.n; i++) {
+        const sim_plan_entry *e = &p.e[i];
+        CHECK(e->tp * e->pp * e->dp == 8 && 4 % e->tp == 0 && e->pp <= blocks);
+        CHECK(e->spec.p == e->pp && e->spec.m >= 1 && e->spec.m <= (16 + e->dp - 1) / e->dp);
+        CHECK(e->pp > 1 || (e->spec.m == 1 && e->spec.kind == PIPE_1F1B));
+        CHECK(e->spec.kind != PIPE_INTERLEAVED || e->spec.m % e->pp == 0);
+        CHECK(e->dp > 1 || e->zero == 0);
+        CHECK(!e->sp || (e->tp > 1 && e->micro_rows % e->tp == 0));
+        CHECK(e->step_s > 0 && e->mem_bytes > 0 && e->fits);
+        CHECK(i == 0 || p.e[i - 1].step_s <= e->step_s);
+        CHECK(e->tp == 1 ? e->bytes[SIM_PLAN_TP] == 0 : e->bytes[SIM_PLAN_TP] > 0);
+        CHECK(e->pp == 1 ? e->bytes[SIM_PLAN_PP] == 0 : e->bytes[SIM_PLAN_PP] > 0);
+        CHECK(e->dp == 1 ? e->bytes[SIM_PLAN_DP] == 0 : e->bytes[SIM_PLAN_DP] > 0);
+        seen_tp_pp[e->tp][e->pp]++;
+        for (int j = 0; j < i; j++) {
+            const sim_plan_entry *o = &p.e[j];
+            CHECK(!(o->tp == e->tp && o->pp == e->pp && o->spec.kind == e->spec.kind &&
+                    o->spec.m == e->spec.m && o->sp == e->sp && o->zero == e->zero));
+        }
+    }
+    /* every factorisation the heads allow: tp 1, 2, 4 by pp 1, 2, 4 (8
+     * blocks? no: 4 blocks, so pp 8 is out) */
+    int want[][2] = { { 1, 1 }, { 1, 2 }, { 1, 4 }, { 2, 1 }, { 2, 2 }, { 2, 4 }, { 4, 1 },
+                      { 4, 2 } };
+    for (unsigned i = 0; i < sizeof want / sizeof *want; i++)
+        CHECKF(seen_tp_pp[want[i][0]][want[i][1]] > 0, "tp %d pp %d", want[i][0], want[i][1]);
+    CHECK(seen_tp_pp[1][8] == 0 && seen_tp_pp[8][1] == 0);
+    CHECK(p.best == 0);
+    sim_plan_free(&p);
+    /* tp = 3 where the heads allow it */
+    CHECK(query(&q, &t, "gpt:vocab=100,ctx=16,layers=3,heads=3,dim=48", 6, 12) == 0);
+    CHECK(sim_plan_run(&q, &p, err, sizeof err) == 0);
+    CHECK(find(&p, 3, 1, 0, 0) && find(&p, 3, 2, 0, 0) && find(&p, 3, 1, 1, 0));
+    CHECK(p.n == expected_count(6, 3, 5, 12, 16));
+    sim_plan_free(&p);
+}
+
+/* Parameters of one tensor rank, by hand from the tensors of
+ * weft_model_create_tp. */
+static double gpt_params(double V, double ctx, double L, double C, double tp, int pp_copy)
+{
+    double vp = ceil(V / tp);
+    double embed = vp * C + ctx * C;
+    double block = 12 * C * C / tp + 7 * C / tp + 6 * C;
+    return embed + L * block + 2 * C + (pp_copy ? vp * C : 0);
+}
+
+TEST(memory_formula)
+{
+    sim_plan_query q;
+    sim_topo t;
+    sim_plan p;
+    char err[256];
+    CHECK(query(&q, &t, "gpt:vocab=257,ctx=32,layers=2,heads=4,dim=64", 8, 8) == 0);
+    CHECKF(sim_plan_run(&q, &p, err, sizeof err) == 0, "%s", err);
+    double C = 64, T = 32, rows = T, L = 2, H = 4, V = 257;
+    /* tp 1, pp 1, dp 8: the whole model on every rank, one sequence each */
+    double psi = gpt_params(V, 32, L, C, 1, 0);
+    CHECK(psi == 257 * 64 + 32 * 64 + 2 * (12 * 64 * 64 + 13 * 64) + 2 * 64);
+    double act = 4 * rows * C + L * 4 * (16 * rows * C + rows * H) + 4 * rows * (2 * C + 2 * V);
+    double want_state[4] = { 16 * psi, 8 * psi + 8 * psi / 8, 4 * psi + 12 * psi / 8,
+                             16 * psi / 8 };
+    for (int z = 0; z < 4; z++) {
+        const sim_plan_entry *e = find(&p, 1, 1, z, 0);
+        CHECK(e != NULL);
+        if (!e)
+            continue;
+        CHECKF(near(e->state_bytes, want_state[z]), "zero %d: %.0f want %.0f", z,
+               e->state_bytes, want_state[z]);
+        CHECK(near(e->state_bytes, sim_plan_zero_bytes(psi, z, 8, 8)));
+        CHECKF(near(e->act_bytes, act), "act %.0f want %.0f", e->act_bytes, act);
+        CHECK(near(e->mem_bytes, want_state[z] + act));
+        CHECK(e->micro_rows == 32);
+    }
+    /* tp 2 (vocabulary 257 padded to 258), dp 4: half the matrices a rank */
+    const sim_plan_entry *e = find(&p, 2, 1, 2, 0);
+    double psi2 = gpt_params(V, 32, L, C, 2, 0);
+    CHECK(psi2 == 129 * 64 + 32 * 64 + 2 * (6 * 64 * 64 + 3.5 * 64 + 6 * 64) + 2 * 64);
+    CHECK(e && near(e->state_bytes, 4 * psi2 + 12 * psi2 / 4));
+    /* SGD's momentum: 4 bytes a parameter */
+    CHECK(sim_plan_zero_bytes(100, 0, 4, 4) == 1200 && sim_plan_zero_bytes(100, 3, 4, 4) == 300);
+    CHECK(sim_plan_zero_bytes(100, 1, 4, 4) == 900 && sim_plan_zero_bytes(100, 2, 4, 4) == 600);
+    /* a pipeline: the last stage keeps the tied copy, so the fullest rank
+     * holds at least that stage's share and no more than the whole */
+    e = find(&p, 1, 2, 0, 0);
+    CHECK(e && e->state_bytes > 16 * (V * C + 2 * C) && e->state_bytes < 16 * psi);
+    sim_plan_free(&p);
+}
+
+TEST(tensor_bytes)
+{
+    sim_plan_query q;
+    sim_topo t;
+    sim_plan p;
+    char err[256];
+    CHECK(query(&q, &t, MODEL, 2, 4) == 0);
+    CHECKF(sim_plan_run(&q, &p, err, sizeof err) == 0, "%s", err);
+    /* tp 2, pp 1, one micro-batch of 4 sequences: embedding 1 all-reduce
+     * of rows x C, each block 2 + 2, the head's input gradient 1, the
+     * cross-entropy 3 floats a row */
+    double rows = 4 * 32, x = 4 * rows * 64, L = 2;
+    const sim_plan_entry *e = find(&p, 2, 1, 0, 0);
+    CHECK(e && near(e->bytes[SIM_PLAN_TP], x + L * 4 * x + x + 4 * 3 * rows));
+    /* sequence parallel: an all-gather and a reduce-scatter for each */
+    e = find(&p, 2, 1, 0, 1);
+    CHECK(e && near(e->bytes[SIM_PLAN_TP], 2 * x + L * 8 * x + 2 * x + 4 * 3 * rows));
+    CHECK(e && e->link[SIM_PLAN_TP] == LC_INTRA && e->link[SIM_PLAN_DP] == -1);
+    /* dp 2: the gradient all-reduce of everything, ZeRO 1 adds the gather */
+    double psi = gpt_params(256, 32, L, 64, 1, 0);
+    e = find(&p, 1, 1, 0, 0);
+    CHECK(e && near(e->bytes[SIM_PLAN_DP], 4 * psi));
+    e = find(&p, 1, 1, 1, 0);
+    CHECK(e && near(e->bytes[SIM_PLAN_DP], 8 * psi));
+    sim_plan_free(&p);
+}
+
+TEST(memory_limit)
+{
+    sim_plan_query q;
+    sim_topo t;
+    sim_plan p;
+    char err[256];
+    CHECK(query(&q, &t, MODEL, 8, 16) == 0);
+    CHECK(sim_plan_run(&q, &p, err, sizeof err) == 0);
+    double lo = p.e[0].mem_bytes, hi = lo;
+    for (int i = 0; i < p.n; i++) {
+        lo = fmin(lo, p.e[i].mem_bytes);
+        hi = fmax(hi, p.e[i].mem_bytes);
+    }
+    sim_plan_free(&p);
+    CHECK(lo < hi);
+    q.mem = (lo + hi) / 2;
+    CHECK(sim_plan_run(&q, &p, err, sizeof err) == 0);
+    int fit = 0, over = 0;
+    for (int i = 0; i < p.n; i++) {
+        CHECK(p.e[i].fits == (p.e[i].mem_bytes <= q.mem));
+        fit += p.e[i].fits;
+        over += !p.e[i].fits;
+    }
+    CHECK(fit > 0 && over > 0);
+    CHECK(p.best >= 0 && p.e[p.best].fits && p.e[p.best].mem_bytes <= q.mem);
+    for (int i = 0; p.best >= 0 && i < p.best; i++)
+        CHECK(!p.e[i].fits);
+    for (int i = p.best + 1; p.best >= 0 && i < p.n; i++)
+        CHECK(p.e[i].step_s >= p.e[p.best].step_s);
+    char line[256];
+    CHECK(sim_plan_entry_format(&p.e[p.best], line, sizeof line) > 0);
+    char want[64];
+    snprintf(want, sizeof want, "tp=%d pp=%d dp=%d ", p.e[p.best].tp, p.e[p.best].pp,
+             p.e[p.best].dp);
+    CHECKF(strncmp(line, want, strlen(want)) == 0 && strstr(line, " zero=") &&
+           strstr(line, " step_ms=") && strstr(line, " mem_bytes="), "%s", line);
+    sim_plan_free(&p);
+    /* under the smallest layout: nothing fits, which is not an error */
+    q.mem = lo - 1;
+    CHECK(sim_plan_run(&q, &p, err, sizeof err) == 0);
+    CHECK(p.n > 0 && p.best == -1 && p.smallest >= 0);
+    for (int i = 0; i < p.n; i++)
+        CHECK(!p.e[i].fits);
+    CHECK(p.smallest >= 0 && p.e[p.smallest].mem_bytes == lo);
+    sim_plan_free(&p);
+}
+
+TEST(bad_query)
+{
+    sim_plan_query q;
+    sim_topo t;
+    sim_plan p;
+    char err[256] = "";
+    CHECK(query(&q, &t, "mlp:784-128-10", 2, 4) == 0);
+    CHECK(sim_plan_run(&q, &p, err, sizeof err) == WEFT_EINVAL && strstr(err, "GPT"));
+    CHECK(query(&q, &t, MODEL, 0, 4) == 0);
+    CHECK(sim_plan_run(&q, &p, err, sizeof err) == WEFT_EINVAL);
+    CHECK(query(&q, &t, MODEL, 2, 4) == 0);
+    q.seq = 33;
+    CHECK(sim_plan_run(&q, &p, err, sizeof err) == WEFT_EINVAL && strstr(err, "ctx"));
+    /* more replicas than sequences: those layouts are left out */
+    CHECK(query(&q, &t, MODEL, 8, 2) == 0);
+    CHECK(sim_plan_run(&q, &p, err, sizeof err) == 0);
+    for (int i = 0; i < p.n; i++)
+        CHECK(p.e[i].dp <= 2);
+    CHECK(p.n == expected_count(8, 4, 4, 2, 32));
+    sim_plan_free(&p);
+}
