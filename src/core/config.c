@@ -28,6 +28,8 @@ static const char *env_text(const param_set *p, param_id id)
 
 int weft_config_from_env(weft_config *cfg)
 {
+    if (!cfg)
+        return WEFT_EINVAL;
     param_set *p = malloc(sizeof *p);
     char err[300];
     int rc;

@@ -116,6 +116,35 @@ if [ $thin = 0 ]; then
         run ck_b 8 --resume "$dir/b.ckpt" --tp 4 --pp 2 --zero 3 && same ck_b gpt_ref
 fi
 
+# the memory wall: a GPT of 13.3 MB of AdamW training state against an 8 MB
+# budget is refused at one rank with what it needs and a layout that fits,
+# and trains at 8 ranks as tp 2 x pp 2 at ZeRO 3 (and at 4 as ZeRO 3);
+# tp 2 alone holds its state but not its activations: refused after step 1
+wall="--model gpt --layers 4 --heads 4 --dim 128 --data builtin --batch 4 --steps 2 --no-eval --quiet --optim adamw --mem-limit 8000000"
+if "$B/weft-train" $wall >"$dir/wall1.out" 2>&1; then
+    bad "the memory wall: one rank trained"
+elif grep -q "needs 13.3 MB .*the smallest layout that fits: 2 ranks" "$dir/wall1.out"; then
+    ok
+else
+    bad "the memory wall: no message"; tail -n 3 "$dir/wall1.out" | sed 's/^/    /'
+fi
+if [ $thin = 0 ]; then
+    if "$B/weftrun" -n 8 "$B/weft-train" $wall --tp 2 --pp 2 --zero 3 >"$dir/wall8.out" 2>&1; then
+        ok
+    else
+        bad "the memory wall: tp 2 x pp 2 x dp 2 at ZeRO 3 did not train"; tail -n 3 "$dir/wall8.out"
+    fi
+fi
+if "$B/weftrun" -n 4 "$B/weft-train" $wall --zero 3 >"$dir/wall4.out" 2>&1; then ok; else
+    bad "the memory wall: ZeRO 3 at 4 ranks did not train"; tail -n 3 "$dir/wall4.out"; fi
+if "$B/weftrun" -n 2 "$B/weft-train" $wall --tp 2 >"$dir/wall2.out" 2>&1; then
+    bad "the memory wall: tp 2 with its activations passed an 8 MB budget"
+elif grep -q "after the first step this rank holds" "$dir/wall2.out"; then
+    ok
+else
+    bad "the memory wall: tp 2: no message"; tail -n 3 "$dir/wall2.out" | sed 's/^/    /'
+fi
+
 # a model that does not split: 4 heads at tp 3
 if "$B/weftrun" -n 3 "$B/weft-train" $gpt --steps 2 --quiet --no-eval --tp 3 >"$dir/no.out" 2>&1; then
     bad "4 heads trained at tp 3"

@@ -179,6 +179,7 @@ int main(int argc, char **argv)
         if ((rc = sync_step(&t.sync, &st, lr)) != 0)
             die_step(&t, step, rc);
         report_step(&t.pg, step, &st, lr);
+        memory_check_step(&t, step);
         if (saving)
             ckpt_save(&t, step + 1);
     }

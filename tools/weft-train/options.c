@@ -95,6 +95,9 @@ static void usage(FILE *f)
         "                           --pp-schedule\n"
         "  --pp-partition auto|uniform|N,N,..  blocks per stage: auto balances measured\n"
         "                           block times under --pp-memory MB per stage (auto)\n"
+        "  --mem-limit BYTES        a rank's memory budget: a layout whose training state\n"
+        "                           does not fit is refused (naming one that would), and\n"
+        "                           the peak resident memory is checked after step one\n"
         "  --pp-costs FILE          write the block costs, measured and then scaled to the\n"
         "                           run's own chunk times (for weft-sim pipeline)\n"
         "  --sync MODE              full (default), local:H, diloco:H, gossip, stale:S,\n"
@@ -394,6 +397,8 @@ void parse_args(opts *o, int argc, char **argv)
             copy_str(o->pp_partition, sizeof o->pp_partition, key, v);
         } else if (strcmp(key, "pp-memory") == 0) {
             o->pp_memory_mb = parse_double(key, v, 0);
+        } else if (strcmp(key, "mem-limit") == 0) {
+            o->mem_limit = parse_double(key, v, 1);
         } else if (strcmp(key, "pp-costs") == 0) {
             copy_str(o->pp_costs, sizeof o->pp_costs, key, v);
         } else if (strcmp(key, "straggle") == 0) {

@@ -39,6 +39,7 @@ typedef struct {
     char order[16];       /* --order of the tp, dp, pp dimensions, fastest first */
     char pp_schedule[32], pp_partition[256], pp_costs[1024];
     double pp_memory_mb;  /* --pp-memory: a stage's cap for the partition */
+    double mem_limit;     /* --mem-limit: bytes a rank may hold (0: none) */
     unsigned set; /* bit per run option given on the command line */
 } opts;
 
@@ -239,6 +240,13 @@ void trainer_finish(trainer *t);
 void trainer_close(trainer *t);
 void report_run(const trainer *t);
 void report_end(const trainer *t, double train_s, double cpu_all, double cpu_main);
+
+/* ---- the memory budget (memory.c) ------------------------------------------ */
+
+/* --mem-limit: refuses a layout whose training state does not fit, naming
+ * one that would; after the first step, the peak resident memory. */
+void memory_check_start(const trainer *t);
+void memory_check_step(const trainer *t, long step);
 
 /* ---- checkpoints (ckpt.c) --------------------------------------------------- */
 

@@ -54,6 +54,7 @@ void trainer_open(trainer *t, opts *o, weft_comm *comm, const data_sets *d, weft
         die("data parallel set-up: %s%s%s", weft_strerror(rc), comm ? ": " : "",
             comm ? weft_comm_error(comm) : "");
     t->opt = weft_zero_optim(t->sync.z);
+    memory_check_start(t);
     if (t->pl)
         pipeline_attach(t->pl, t->m, t->sync.z);
     if (ck)
