@@ -145,6 +145,15 @@ else
     bad "the memory wall: tp 2: no message"; tail -n 3 "$dir/wall2.out" | sed 's/^/    /'
 fi
 
+# --layout auto: the planner's choice under the same budget trains
+auto="--model gpt --layers 4 --heads 4 --dim 128 --data builtin --batch 8 --steps 2 --no-eval --optim adamw --mem-limit 8000000 --log-every 100"
+if "$B/weftrun" -n 4 "$B/weft-train" $auto --layout auto >"$dir/auto.out" 2>&1 &&
+        grep -q "layout auto (of [0-9]* planned" "$dir/auto.out"; then
+    ok
+else
+    bad "--layout auto under an 8 MB budget"; tail -n 3 "$dir/auto.out" | sed 's/^/    /'
+fi
+
 # a model that does not split: 4 heads at tp 3
 if "$B/weftrun" -n 3 "$B/weft-train" $gpt --steps 2 --quiet --no-eval --tp 3 >"$dir/no.out" 2>&1; then
     bad "4 heads trained at tp 3"

@@ -95,6 +95,8 @@ static void usage(FILE *f)
         "                           --pp-schedule\n"
         "  --pp-partition auto|uniform|N,N,..  blocks per stage: auto balances measured\n"
         "                           block times under --pp-memory MB per stage (auto)\n"
+        "  --layout auto            tp, pp, schedule, micro-batches, ZeRO and sp chosen by\n"
+        "                           the planner (weft-sim plan) for this job's ranks\n"
         "  --mem-limit BYTES        a rank's memory budget: a layout whose training state\n"
         "                           does not fit is refused (naming one that would), and\n"
         "                           the peak resident memory is checked after step one\n"
@@ -397,6 +399,10 @@ void parse_args(opts *o, int argc, char **argv)
             copy_str(o->pp_partition, sizeof o->pp_partition, key, v);
         } else if (strcmp(key, "pp-memory") == 0) {
             o->pp_memory_mb = parse_double(key, v, 0);
+        } else if (strcmp(key, "layout") == 0) {
+            if (strcmp(v, "auto") != 0)
+                die("--layout: want auto (or give --tp/--pp/--zero), not '%s'", v);
+            o->layout_auto = 1;
         } else if (strcmp(key, "mem-limit") == 0) {
             o->mem_limit = parse_double(key, v, 1);
         } else if (strcmp(key, "pp-costs") == 0) {
@@ -423,6 +429,9 @@ void parse_args(opts *o, int argc, char **argv)
         die("give --steps or --epochs, not both");
     if (o->set & (1u << O_STEPS))
         o->r.epochs = -1;
+    if (o->layout_auto && (o->pp || o->tp || o->zero || o->micro || o->pp_schedule[0] || o->sp))
+        die("--layout auto chooses --tp, --pp, --zero, --micro-batches, --schedule and --sp: "
+            "give it none of them");
     int model_par = o->pp > 1 || o->tp > 1;
     if (model_par && o->ps)
         die("--pp and --tp split the model; --mode ps keeps it whole on the servers");

@@ -40,6 +40,7 @@ typedef struct {
     char pp_schedule[32], pp_partition[256], pp_costs[1024];
     double pp_memory_mb;  /* --pp-memory: a stage's cap for the partition */
     double mem_limit;     /* --mem-limit: bytes a rank may hold (0: none) */
+    int layout_auto;      /* --layout auto: the planner picks tp, pp, schedule, ZeRO */
     unsigned set; /* bit per run option given on the command line */
 } opts;
 
@@ -240,6 +241,12 @@ void trainer_finish(trainer *t);
 void trainer_close(trainer *t);
 void report_run(const trainer *t);
 void report_end(const trainer *t, double train_s, double cpu_all, double cpu_main);
+
+/* ---- --layout auto (layout_auto.c) ----------------------------------------- */
+
+/* Sets o's tp, pp, schedule, micro-batches, ZeRO stage and sp from the
+ * planner's fastest layout of this many ranks that fits --mem-limit. */
+void layout_auto(opts *o, const weft_model_config *cfg, int ranks);
 
 /* ---- the memory budget (memory.c) ------------------------------------------ */
 

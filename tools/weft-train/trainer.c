@@ -14,6 +14,14 @@ void trainer_open(trainer *t, opts *o, weft_comm *comm, const data_sets *d, weft
     t->d = d;
     t->job = comm;
     t->lead = !comm || weft_comm_rank(comm) == 0;
+    if (o->layout_auto) {
+        weft_model_config cfg;
+        if (ck && weft_ckpt_model_config(ck, &cfg) != 0)
+            die("%s: no model config", o->resume);
+        if (!ck)
+            model_config(r, d, &cfg);
+        layout_auto(o, &cfg, comm ? weft_comm_size(comm) : 1);
+    }
     /* with a pipeline, data parallelism is over the replicas of a stage */
     t->pl = pipeline_open(o, comm);
     if (t->pl)
