@@ -21,7 +21,9 @@ typedef struct {
 typedef struct {
     const sim_plan_query *q;
     double T, C, V, H, vpad_tp; /* vpad_tp: padded vocabulary per tensor rank, tp=1 unused */
-    double rate;                /* FLOP/s of one rank */
+    double rate;                /* FLOP/s of one rank while it computes */
+    double cores;               /* > 0: fewer cores than ranks on a node */
+    int on_node;                /* ranks of the job on a node */
     coll_memo *memo;
     int nmemo, capmemo;
     sim_plan *out;
@@ -305,11 +307,19 @@ static int plan_pipeline(planner *pl, int tp, int pp, int dp, const pipe_spec *s
     }
     int k = pp_plan.k, p = spec->p, m = spec->m;
     double tied = pp > 1 ? 4 * part[nb - 1].params - 4 * 2 * pl->C : 0, bubble = 0;
-    for (int r = 0; r < p; r++)
+    double busy = 0, pipe_s = pp_plan.step;
+    for (int r = 0; r < p; r++) {
         bubble += pp_plan.bubble[r] / p;
+        busy += pp_plan.busy[r] / p;
+    }
+    /* Ranks sharing too few cores: one rank's idle time in the bubble is
+     * another's core, so the step is at least the node's work over its
+     * cores, and no more is lost to the bubble than that leaves. */
+    if (pl->cores > 0 && pl->on_node * busy / pl->cores > pipe_s)
+        pipe_s = pl->on_node * busy / pl->cores;
     for (int zero = 0; zero <= (dp > 1 ? 3 : 0) && !rc; zero++) {
         sim_plan_entry e = { .tp = tp, .pp = pp, .dp = dp, .sp = sp, .zero = zero,
-                             .spec = *spec, .micro_rows = (int)rows, .pipe_s = pp_plan.step,
+                             .spec = *spec, .micro_rows = (int)rows, .pipe_s = pipe_s,
                              .bubble = bubble };
         e.link[SIM_PLAN_TP] = group_link(q->topo, q->ranks, 1, tp);
         e.link[SIM_PLAN_PP] = group_link(q->topo, q->ranks, pstride, pp > 1 ? 2 : 1);
@@ -433,7 +443,12 @@ int sim_plan_run(const sim_plan_query *q, sim_plan *out, char *err, size_t len)
     pl.V = q->model.vocab;
     pl.H = q->model.n_head;
     int rpn = q->topo->ranks_per_node, on_node = q->ranks < rpn ? q->ranks : rpn;
-    pl.rate = q->gflops * (q->topo->cpu_cores > 0 ? q->topo->cpu_cores / on_node : 1);
+    /* a rank runs cores / ranks threads, at least one, on a core of its own
+     * while it computes (plan_pipeline bounds the node's total) */
+    double cores = q->topo->cpu_cores;
+    pl.rate = q->gflops * (cores > on_node ? cores / on_node : 1);
+    pl.cores = cores > 0 && cores < on_node ? cores : 0;
+    pl.on_node = on_node;
     int blocks = weft_model_block_count(&q->model), rc = 0;
     for (int tp = 1; tp <= q->ranks && !rc; tp++) {
         if (q->ranks % tp || q->model.n_head % tp)
