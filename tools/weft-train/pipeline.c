@@ -28,6 +28,7 @@ struct pipeline {
     weft_model_config cfg;
     weft_pipe *pipe;
     weft_model *model;       /* this rank's part */
+    weft_zero *z;
     size_t nparams;
     double busy, span, share_busy; /* this stage's seconds over the run */
     long steps;
@@ -287,6 +288,7 @@ static int replicated(const weft_model *m, int i)
 void pipeline_attach(pipeline *pl, weft_model *m, weft_zero *z)
 {
     pl->model = m;
+    pl->z = z;
     weft_model_params(m, &pl->nparams);
     int rc = weft_pipe_create(&pl->pipe, pl->pp_comm, m, pl->schedule, pl->spec.m);
     if (rc)
@@ -400,6 +402,17 @@ void pipeline_summary(pipeline *pl, const opts *o)
 {
     int quiet = o->quiet;
     double replayed = pl->steps > 0 ? calibrate(pl, o->pp_costs) : 0;
+    /* the fullest rank's memory: state resident (mincore) against the ZeRO
+     * formula, and one micro-batch's activations */
+    weft_zero_mem zm;
+    weft_zero_memory(pl->z, &zm);
+    double mem[3] = { (double)zm.resident_bytes, zm.formula_bytes,
+                      (double)weft_model_activation_bytes(pl->model) };
+    if (pl->job && weft_allreduce(pl->job, mem, mem, 3, WEFT_F64, WEFT_MAX) != 0)
+        die("pipeline summary: %s", weft_comm_error(pl->job));
+    if (pl->job_rank == 0 && !quiet)
+        printf("memory, the fullest rank: training state %.0f B resident, %.0f B by the ZeRO "
+               "formula; activations of a micro-batch %.0f B\n", mem[0], mem[1], mem[2]);
     /* every stage's compute seconds, to the lead */
     double *v = calloc((size_t)pl->pp * 3, sizeof(double));
     if (!v)
