@@ -1,0 +1,114 @@
+#!/bin/sh
+# torch.distributed through backend "weft" against gloo, in the same run:
+#
+# 1. dist.all_reduce (float32, sum) latency and bandwidth from 8 B to
+#    64 MiB at 2, 4 and 8 ranks: per size, WARM untimed calls, then ITERS
+#    timed ones (fewer above 1 MiB); time is the slowest rank's mean per
+#    call; algbw = bytes / time, busbw = algbw * 2(n-1)/n (nccl-tests).
+#    Columns: size, weft us, gloo us, gloo/weft, weft busbw, gloo busbw.
+# 2. PyTorch DDP: the MLP 784-512-512-10 of bench/ddp_vs_torch.sh, global
+#    batch 256, SGD lr 0.1 momentum 0.9, one thread per rank, random
+#    batches; samples/s over STEPS steps after 5 warm-up steps, and the
+#    final loss, weft against gloo at 2 and 4 ranks.
+#
+#   sh bench/torch_backend.sh   (BUILD=build RANKS="2 4 8" DDP_RANKS="2 4"
+#                                STEPS=100 MAXBYTES=67108864)
+# Ranks are processes of Debian's python3 with torch (/usr/bin/python3),
+# started with torch's env:// variables. Run timing under
+# flock /tmp/weft-bench.lock, and read the load average printed first.
+set -e
+BUILD=${BUILD:-build}
+RANKS=${RANKS:-2 4 8}
+DDP_RANKS=${DDP_RANKS:-2 4}
+STEPS=${STEPS:-100}
+MAXBYTES=${MAXBYTES:-67108864}
+PY=${PY:-/usr/bin/python3}
+cd "$(dirname "$0")/.."
+make -s -j2 BUILD="$BUILD" python >/dev/null
+export PYTHONPATH="$PWD/$BUILD/python${PYTHONPATH:+:$PYTHONPATH}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cat > "$tmp/b.py" <<'PYEOF'
+import os, sys, time
+import torch, torch.distributed as dist
+import weft.torch
+torch.set_num_threads(1)
+mode, backend = sys.argv[1], sys.argv[2]
+rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+dist.init_process_group(backend, init_method="file://" + os.environ["BENCH_FILE"] + backend,
+                        rank=rank, world_size=n)
+def slowest(x):
+    t = torch.tensor([x], dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t.item()
+if mode == "allreduce":
+    size = 8
+    while size <= int(os.environ["MAXBYTES"]):
+        t = torch.ones(size // 4)
+        iters = 200 if size <= 1 << 16 else 50 if size <= 1 << 20 else 8
+        for _ in range(max(3, iters // 10)):
+            dist.all_reduce(t)
+        dist.barrier()
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            dist.all_reduce(t)
+        us = slowest((time.perf_counter() - t0) / iters * 1e6)
+        if rank == 0:
+            print(f"{size} {us:.2f}", flush=True)
+        size *= 4 if size < 1 << 20 else 2
+else:
+    from torch import nn
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
+                          nn.Linear(512, 10))
+    ddp = DDP(model)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
+    B = 256 // n
+    g = torch.Generator().manual_seed(rank)
+    xs = [torch.rand(B, 784, generator=g) for _ in range(4)]
+    ys = [torch.randint(0, 10, (B,), generator=g) for _ in range(4)]
+    steps = int(os.environ["STEPS"])
+    for i in range(5 + steps):
+        if i == 5:
+            dist.barrier()
+            t0 = time.perf_counter()
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(ddp(xs[i % 4]), ys[i % 4])
+        loss.backward()
+        opt.step()
+    s = slowest(time.perf_counter() - t0)
+    if rank == 0:
+        print(f"{256 * steps / s:.1f} {loss.item():.4f}", flush=True)
+dist.destroy_process_group()
+PYEOF
+job() { # job MODE BACKEND N: run N ranks, print rank 0's output
+    port=$(( 20000 + $$ % 20000 ))
+    pids=
+    for r in $(seq 0 $(($3 - 1))); do
+        RANK=$r WORLD_SIZE=$3 LOCAL_RANK=$r OMP_NUM_THREADS=1 BENCH_FILE="$tmp/store-$1-$3-" \
+        MAXBYTES=$MAXBYTES STEPS=$STEPS "$PY" "$tmp/b.py" "$1" "$2" >"$tmp/out.$r" 2>"$tmp/err.$r" &
+        pids="$pids $!"
+    done
+    for p in $pids; do wait "$p" || { cat "$tmp"/err.* >&2; exit 1; }; done
+    rm -f "$tmp"/store-*
+    cat "$tmp/out.0"
+}
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores; torch $("$PY" -c 'import torch; print(torch.__version__)')"
+for n in $RANKS; do
+    job allreduce weft "$n" >"$tmp/w"
+    job allreduce gloo "$n" >"$tmp/g"
+    echo
+    echo "all_reduce float32 sum, $n ranks"
+    printf "%10s %10s %10s %9s %11s %11s\n" bytes "weft us" "gloo us" gloo/weft "weft GB/s" "gloo GB/s"
+    paste -d' ' "$tmp/w" "$tmp/g" | awk -v n="$n" '{
+        f = 2 * (n - 1) / n; wb = $1 / $2 / 1e3 * f; gb = $1 / $4 / 1e3 * f
+        printf "%10d %10.1f %10.1f %8.1fx %11.3f %11.3f\n", $1, $2, $4, $4 / $2, wb, gb }'
+done
+echo
+echo "DDP MLP 784-512-512-10, global batch 256, 1 thread per rank, $STEPS steps"
+printf "%6s %14s %14s %9s %12s %12s\n" ranks "weft samp/s" "gloo samp/s" weft/gloo "weft loss" "gloo loss"
+for n in $DDP_RANKS; do
+    w=$(job ddp weft "$n"); g=$(job ddp gloo "$n")
+    echo "$n $w $g" | awk '{ printf "%6d %14.1f %14.1f %8.2fx %12.4f %12.4f\n", $1, $2, $4, $2 / $4, $3, $5 }'
+done
