@@ -49,6 +49,15 @@ DEPS_LIBS   += $(shell pkg-config --libs libcrypto)
 endif
 endif
 
+# Optional: libfabric for WEFT_NET=ofi, RDMA fabrics (verbs, efa, cxi, psm3)
+# and its tcp and shm providers (Debian: libfabric-dev). make LIBFABRIC=0
+# builds without it.
+LIBFABRIC ?= $(shell pkg-config --exists libfabric 2>/dev/null && echo 1 || echo 0)
+ifeq ($(LIBFABRIC),1)
+DEPS_CFLAGS += -DWEFT_HAVE_LIBFABRIC $(shell pkg-config --cflags libfabric)
+DEPS_LIBS   += $(shell pkg-config --libs libfabric)
+endif
+
 CFLAGS   += $(CSTD) $(OPT) $(WARN) -fPIC -pthread -Iinclude -Isrc $(DEPS_CFLAGS)
 LDLIBS   += $(DEPS_LIBS) -pthread -lm
 

@@ -4,6 +4,7 @@
 #include "bootstrap/world.h"
 
 #include "coll/algo.h"
+#include "coll/comm_net.h"
 #include "coll/exec/exec.h"
 #include "coll/exec/p2p.h"
 
@@ -109,6 +110,7 @@ static void comm_free(weft_comm *c)
     pthread_cond_destroy(&c->dcv);
     exec_shm_reap(c, c->broken || atomic_load(&c->aborted));
     tcp_net_close(&c->net);
+    ofi_close(c->ofi);
     shm_links_free(c->shm_out, c->size);
     shm_links_free(c->shm_in, c->size);
     coll_algo_free_all(c); /* the state each algorithm keeps (coll/algo_table.h) */
@@ -150,16 +152,17 @@ static int store_join(weft_comm *c, char *err, size_t errlen)
     return 0;
 }
 
-/* Publish this rank's data addresses (collectives, point-to-point) and
- * host, learn everyone else's. */
+/* Publish this rank's data addresses (collectives, point-to-point,
+ * libfabric) and host, learn everyone else's. */
 static int exchange_addresses(weft_comm *c, const char *addr, const char *p2p_addr,
-                              const char *where)
+                              const char *ofi_addr, const char *where)
 {
-    char rec[2 * SOCK_ADDR_MAX + 72], me[64], err[200], **recs;
+    char rec[2 * SOCK_ADDR_MAX + OFI_ADDR_MAX + 80], me[64], err[200], **recs;
+    char **ofi;
     const char **ids;
     int missing, rc;
     world_host_id(c->params.host_id, me);
-    snprintf(rec, sizeof rec, "%s\n%s\n%s", addr, p2p_addr, me);
+    snprintf(rec, sizeof rec, "%s\n%s\n%s\n%s\n%d", addr, p2p_addr, me, ofi_addr, c->shm_on);
     rc = world_exchange(c->store, c->id, c->rank, c->size, rec, c->connect_timeout_s, &recs,
                         &missing, err, sizeof err);
     if (rc == WEFT_ETIMEDOUT && missing >= 0)
@@ -170,24 +173,38 @@ static int exchange_addresses(weft_comm *c, const char *addr, const char *p2p_ad
         world_linger(c->store, c->id, c->rank, c->size, c->connect_timeout_s);
     if (rc)
         return comm_fail(c, rc, "rendezvous: %s", err);
-    if (!(ids = calloc((size_t)c->size, sizeof *ids))) {
+    ids = calloc((size_t)c->size, sizeof *ids);
+    ofi = calloc((size_t)c->size, sizeof *ofi);
+    if (!ids || !ofi) {
+        free(ids);
+        free(ofi);
         world_records_free(recs, c->size);
         return comm_fail(c, WEFT_ENOMEM, "rendezvous: out of memory");
     }
-    for (int i = 0; i < c->size; i++) { /* "addr\np2p addr\nhost id" */
+    for (int i = 0; i < c->size; i++) { /* "addr\np2p addr\nhost id\nofi addr\nshm" */
         char *pa = strchr(recs[i], '\n'), *id = pa ? strchr(pa + 1, '\n') : NULL;
         if (pa)
             *pa++ = 0;
         if (id)
             *id++ = 0;
+        if ((ofi[i] = id ? strchr(id, '\n') : NULL))
+            *ofi[i]++ = 0;
         snprintf(c->net.addr[i], SOCK_ADDR_MAX, "%s", recs[i]);
         p2p_set_addr(c->p2p, i, pa ? pa : "");
         ids[i] = id ? id : "";
     }
     c->nhosts = world_number_hosts(ids, c->size, c->host);
+    rc = 0;
+    for (int i = 0; i < c->size && !rc; i++) {
+        char *shm = ofi[i] ? strchr(ofi[i], '\n') : NULL;
+        if (shm)
+            *shm++ = 0;
+        rc = comm_net_peer(c, i, ofi[i] ? ofi[i] : "", shm ? atoi(shm) : 1);
+    }
     free(ids);
+    free(ofi);
     world_records_free(recs, c->size);
-    return 0;
+    return rc;
 }
 
 /* Who may connect: with a secret, only those who prove they know it
@@ -225,6 +242,7 @@ static int security_policy(weft_comm *c, const weft_config *cfg, const char *hos
 int weft_comm_init(weft_comm **out, const weft_config *cfg)
 {
     char err[256] = "", ip[64], addr[SOCK_ADDR_MAX], p2p_addr[SOCK_ADDR_MAX], where[128];
+    char ofi_addr[OFI_ADDR_MAX];
     const char *host;
     weft_comm *c;
     param_set *p;
@@ -328,7 +346,8 @@ int weft_comm_init(weft_comm **out, const weft_config *cfg)
         comm_free(c);
         return rc;
     }
-    if ((rc = exchange_addresses(c, addr, p2p_addr, where))) {
+    if ((rc = comm_net_open(c, ip, ofi_addr)) ||
+        (rc = exchange_addresses(c, addr, p2p_addr, ofi_addr, where))) {
         fprintf(stderr, "weft[%d] error: %s\n", c->rank, c->err);
         comm_free(c);
         return rc;
@@ -358,6 +377,12 @@ typedef struct {
     int32_t color, key;
 } split_entry;
 
+/* What a member of a new communicator publishes to the others. */
+typedef struct {
+    char tcp[SOCK_ADDR_MAX], p2p[SOCK_ADDR_MAX], ofi[OFI_ADDR_MAX];
+    int32_t shm;
+} split_addr;
+
 /* The library's own exchanges run the ring whatever algorithm the caller
  * forced: a forced algorithm may not apply to the layout (flat across
  * hosts), and these must work wherever the communicator does. */
@@ -372,13 +397,14 @@ static int own_allgather(weft_comm *c, const void *send, void *recv, size_t coun
 int weft_comm_split(weft_comm *c, int color, int key, weft_comm **out)
 {
     split_entry me = { color < 0 ? -1 : color, key }, *all;
-    char (*addrs)[2][SOCK_ADDR_MAX] = NULL, addr[2][SOCK_ADDR_MAX] = { "", "" }, ip[64],
-        err[256];
+    split_addr *addrs = NULL, addr;
+    char ip[64], err[256];
     int *members = NULL, n = 0, newrank = -1, rc;
     weft_comm *child = NULL;
     if (!c || !out)
         return WEFT_EINVAL;
     *out = NULL;
+    memset(&addr, 0, sizeof addr);
     all = malloc((size_t)c->size * sizeof *all);
     addrs = calloc((size_t)c->size, sizeof *addrs);
     members = malloc((size_t)c->size * sizeof *members);
@@ -420,7 +446,7 @@ int weft_comm_split(weft_comm *c, int color, int key, weft_comm **out)
             rc = comm_fail(c, WEFT_EPROTO, "split: bad own address");
             goto out;
         }
-        rc = tcp_net_init(&child->net, newrank, n, child->id, ip, addr[0], err, sizeof err);
+        rc = tcp_net_init(&child->net, newrank, n, child->id, ip, addr.tcp, err, sizeof err);
         if (rc) {
             rc = comm_fail(c, rc, "split: %s", err);
             goto out;
@@ -432,8 +458,14 @@ int weft_comm_split(weft_comm *c, int color, int key, weft_comm **out)
             goto out;
         }
         child->net.secret = child->secret;
-        if (n > 1 && (rc = p2p_create(&child->p2p, child, ip, addr[1], err, sizeof err))) {
+        if (n > 1 && (rc = p2p_create(&child->p2p, child, ip, addr.p2p, err, sizeof err))) {
             rc = comm_fail(c, rc, "split: %s", err);
+            goto out;
+        }
+        /* libfabric where the parent has it, with the same choice */
+        addr.shm = child->shm_on;
+        if (c->ofi && (rc = comm_net_open(child, ip, addr.ofi))) {
+            rc = comm_fail(c, rc, "split: %s", child->err);
             goto out;
         }
         memcpy(child->store_host, c->store_host, sizeof child->store_host);
@@ -445,18 +477,24 @@ int weft_comm_split(weft_comm *c, int color, int key, weft_comm **out)
         }
     }
     c->split_seq++;
-    if ((rc = own_allgather(c, addr, addrs, sizeof addr, WEFT_U8)))
+    if ((rc = own_allgather(c, &addr, addrs, sizeof addr, WEFT_U8)))
         goto out;
     if (child) {
         child->nhosts = 0;
         for (int i = 0; i < n; i++) {
             int j = 0;
-            memcpy(child->net.addr[i], addrs[members[i]][0], SOCK_ADDR_MAX);
+            memcpy(child->net.addr[i], addrs[members[i]].tcp, SOCK_ADDR_MAX);
             if (child->p2p)
-                p2p_set_addr(child->p2p, i, addrs[members[i]][1]);
+                p2p_set_addr(child->p2p, i, addrs[members[i]].p2p);
             while (j < i && c->host[members[j]] != c->host[members[i]])
                 j++;
             child->host[i] = j < i ? child->host[j] : child->nhosts++;
+        }
+        for (int i = 0; i < n && !rc; i++)
+            rc = comm_net_peer(child, i, addrs[members[i]].ofi, addrs[members[i]].shm);
+        if (rc) {
+            rc = comm_fail(c, rc, "split: %s", child->err);
+            goto out;
         }
         *out = child;
         child = NULL;
@@ -505,6 +543,7 @@ int weft_comm_abort(weft_comm *c)
 void comm_sever(weft_comm *c)
 {
     p2p_sever(c->p2p, c->broken ? c->broken : WEFT_EPEER);
+    ofi_sever(c->ofi); /* nothing may land in a buffer after the error is reported */
     exec_shm_reap(c, 0);
     for (int i = 0; i < c->size; i++) {
         if (c->net.out_fd && c->net.out_fd[i] >= 0) {

@@ -41,6 +41,7 @@ struct weft_comm {
     struct weft_request **group; /* messages posted inside the open group */
     int group_n, group_cap;
     tcp_net net;
+    struct ofi_net *ofi;      /* libfabric (coll/comm_net.h); NULL: TCP between hosts */
     store_client *store;      /* every multi-rank communicator: its own connection */
     store_client *watch;      /* a parked GET on the failure key (see comm_failed) */
     char store_host[256];

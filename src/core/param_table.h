@@ -56,6 +56,10 @@ PARAM_INT(tls, "WEFT_TLS", "0", 0, 1, "", 0,
           "1: every store and data connection runs in TLS 1.3, keyed from the job secret")
 PARAM_INT(insecure, "WEFT_INSECURE", "0", 0, 1, "", 0,
           "1: allow a multi-host job without authentication (a build without libcrypto)")
+PARAM_ENUM(net, "WEFT_NET", "auto", "auto|tcp|ofi", "", 0,
+           "network between hosts; auto: libfabric when an RDMA provider is found, else TCP")
+PARAM_STR(ofi_provider, "WEFT_OFI_PROVIDER", "", NULL, "FI_PROVIDER", 0,
+          "libfabric provider for WEFT_NET=ofi (verbs, efa, cxi, psm3, tcp, shm); empty: any")
 PARAM_INT(shm, "WEFT_SHM", "1", 0, 1, "", 0,
           "0: ranks on one host talk over TCP on loopback instead of shared memory")
 PARAM_INT(shm_ring, "WEFT_SHM_RING", "2M", 64 << 10, 1 << 30, "", PARAM_BYTES,

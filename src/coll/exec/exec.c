@@ -10,6 +10,7 @@
 #include "coll/exec/exec_int.h"
 
 #include "coll/exec/callboard.h"
+#include "transport/ofi.h"
 #include "coll/reduce.h"
 #include "core/clock.h"
 #include "core/log.h"
@@ -116,6 +117,8 @@ static int do_send(weft_comm *c, const sched_op *o, opstate *st, char **bufs,
     char e[300], d[160];
     int fd, progressed = 0;
     uint64_t visit = 0;
+    if (exec_ofi_pair(c, o->peer))
+        return exec_ofi_send(c, o, st, bufs, fp);
     int rc = tcp_out(&c->net, o->peer, &fd, e, sizeof e);
     if (rc < 0) {
         exec_describe(fp, d, sizeof d);
@@ -355,6 +358,8 @@ static int run_round(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
             *slot = 1;
             if (is_send) {
                 rc = do_send(c, o, x, bufs, fp);
+            } else if (exec_ofi_pair(c, o->peer)) {
+                rc = exec_ofi_recv(c, o, x, bufs, fp);
             } else {
                 int fd;
                 char emsg[8];
@@ -379,7 +384,7 @@ static int run_round(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
         }
         /* Nothing can move: sleep until a socket is ready, a connection
          * arrives, another rank reports a failure or this one is aborted. */
-        int nw = 0, nsh = 0;
+        int nw = 0, nsh = 0, nofi = 0;
         memset(busy, 0, 2 * (size_t)P);
         for (uint32_t i = b; i < e; i++) {
             const sched_op *o = &s->ops[i];
@@ -392,6 +397,7 @@ static int run_round(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
             *slot = 1;
             if (nw < FLIGHT_WAIT_MAX)
                 wait[nw++] = is_send ? -o->peer - 1 : o->peer;
+            nofi += st[i - b].ofi;
             if (st[i - b].wfd >= 0) {
                 if (st[i - b].lk) {
                     shw[nsh++] = (int)(i - b);
@@ -447,8 +453,15 @@ static int run_round(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
             /* Declare every awaited ring asleep, then look once more: a
              * peer that published before seeing the flag is caught here,
              * one that publishes after it rings the doorbell. */
-            if (exec_shm_sleep(st, shw, nsh)) {
-                n = poll(pf, (nfds_t)npf, clock_ms_until(wake));
+            /* libfabric's queue must be read until its wait object is
+             * armed; a provider without one is looked at every millisecond */
+            int ms = clock_ms_until(wake);
+            if (nofi && ofi_wait_fd(c->ofi) < 0 && ms > 1)
+                ms = 1;
+            if (nofi && !ofi_may_sleep(c->ofi)) {
+                moved = 1;
+            } else if (exec_shm_sleep(st, shw, nsh)) {
+                n = poll(pf, (nfds_t)npf, ms);
                 exec_shm_wake(st, shw, nsh);
             } else {
                 moved = 1;
@@ -456,6 +469,8 @@ static int run_round(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
         }
         if (n > 0)
             exec_shm_drain(st, shw, nsh, pf);
+        if (n > 0 && nofi)
+            ofi_may_sleep(c->ofi); /* clears the wait object's signal, or it stays readable */
         if (moved) {
             if (clock_now() >= last + c->timeout_s)
                 return timed_out(c, s->ops, st, b, e, fp);
@@ -467,11 +482,14 @@ static int run_round(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
             return timed_out(c, s->ops, st, b, e, fp);
         if (clock_now() >= next_probe) {
             /* a peer this rank waits for but that never connected may be
-             * dead, and then nobody else may ever notice */
+             * dead, and then nobody else may ever notice; over libfabric
+             * there is no connection to end, so every awaited peer is
+             * looked at, sends too */
             for (uint32_t i = b; i < e; i++) {
                 const sched_op *o = &s->ops[i];
-                if (st[i - b].complete || o->kind == SOP_SEND || o->kind == SOP_COPY ||
-                    o->kind == SOP_REDUCE || c->net.in_fd[o->peer] >= 0)
+                int ofi = exec_ofi_pair(c, o->peer);
+                if (st[i - b].complete || o->kind == SOP_COPY || o->kind == SOP_REDUCE ||
+                    (!ofi && (o->kind == SOP_SEND || c->net.in_fd[o->peer] >= 0)))
                     continue;
                 if (tcp_probe(&c->net, o->peer)) {
                     char d[160];

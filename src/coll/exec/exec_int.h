@@ -1,6 +1,7 @@
-/* What the executor's two halves share: coll/exec/exec.c runs rounds over
+/* What the executor's parts share: coll/exec/exec.c runs rounds over
  * TCP, coll/exec/exec_shm.c moves the messages of same-host pairs through
- * shared-memory rings (transport/shm.h). Internal to those two files. */
+ * shared-memory rings (transport/shm.h), coll/exec/exec_ofi.c those of
+ * pairs that talk libfabric (transport/ofi.h). Internal to those files. */
 #ifndef WEFT_COLL_EXEC_INT_H
 #define WEFT_COLL_EXEC_INT_H
 
@@ -24,6 +25,7 @@ typedef struct {
     int writer;        /* ... as its sender (1: for room, 2: for the acknowledgement of
                         * its single copy) or receiver (0: for bytes) */
     int pfi;           /* that wait's entry in the poll set */
+    int ofi;           /* it moves through libfabric (exec_ofi.c) */
 } opstate;
 
 /* Record that peer died during fp (what: "closed", "was reset"). */
@@ -47,5 +49,13 @@ int exec_shm_sleep(opstate *st, const int *shw, int nsh);
 void exec_shm_wake(opstate *st, const int *shw, int nsh);
 /* After poll(): read the doorbells that rang (noting ends of stream). */
 void exec_shm_drain(opstate *st, const int *shw, int nsh, const void *pf);
+
+/* Does the pair talk libfabric? Then these move the op's message (1:
+ * progress, 0: none, st->wfd the completion queue's fd; negative error). */
+int exec_ofi_pair(const weft_comm *c, int peer);
+int exec_ofi_send(weft_comm *c, const sched_op *o, opstate *st, char **bufs,
+                  const frame_hdr *fp);
+int exec_ofi_recv(weft_comm *c, const sched_op *o, opstate *st, char **bufs,
+                  const frame_hdr *fp);
 
 #endif
