@@ -114,7 +114,8 @@ size_t train_gpt_layout(weft_model *m, float *base, int B, int T)
     size_t BT = (size_t)B * T, C = (size_t)c->d_model, R = m->seqpar ? BT / tp : BT;
     size_t V = tp > 1 ? (size_t)train_tp_vocab_rows(m) : (size_t)c->vocab;
     size_t A = C / tp, F = 4 * C / tp;
-    size_t att = (size_t)B * (c->n_head / tp) * T * T;
+    /* attention keeps each row's log-sum-exp and a row of scratch, not T x T */
+    size_t att = 2 * (size_t)B * (c->n_head / tp) * T;
     float *tmp = bf ? train_carve(&cv, BT * (F > C ? F : C)) : NULL;
     /* a matmul input: fp32 in its own buffer, or bf16 beside the shared one */
 #define MMIN(f32, sv, n, wt) do { \
@@ -260,8 +261,8 @@ int train_gpt_forward(weft_model *m, const void *in, int B, int T)
         train_layernorm_forward(pl, g->ln2l, g->ln2m, g->ln2r, g->r1, W(T_LN2W), W(T_LN2B), R, C);
         if (sq)
             rc = rc ? rc : train_tp_allgather(m, g->ln2l, g->ln2, nR);
-        train_linear_forward(&lc, &g->fc_s, g->fch, g->ln2, W(T_FCW), W(T_FCB), BT, C, F);
-        train_gelu_forward(pl, g->fcg, g->fch, (size_t)BT * F);
+        train_linear_forward(&lc, &g->fc_s, g->fch, g->ln2, W(T_FCW), NULL, BT, C, F);
+        train_bias_gelu_forward(pl, g->fcg, g->fch, W(T_FCB), BT, F); /* one pass, same bits */
         train_linear_forward(&lc, &g->fcp_s, sq ? a->full : g->r2, g->fcg, W(T_FCPW),
                              tp > 1 ? NULL : W(T_FCPB), BT, F, C);
         rc = rc ? rc : row_parallel_sum(m, a->full, g->r2, W(T_FCPB), nR);
