@@ -1,0 +1,71 @@
+#!/bin/sh
+# The collective, mismatch, split and kill suites again with WEFT_NET=ofi on
+# libfabric's tcp and shm providers (WEFT_SHM=0, so that ranks of this one
+# host talk through libfabric rather than weft's own rings). Each provider
+# first shows that it is the one in use (WEFT_DEBUG=NET names it).
+#
+# By default a share of the cases, each provider its own, so that the run
+# stays near three minutes; WEFT_OFI_FULL=1 runs every case of test_coll
+# and every kill trial on both providers (about an hour on 2 cores).
+# Passes with nothing run in a build without libfabric.
+# TEST_TIMEOUT(900)
+B=${BUILD:-build}
+passed=0; failed=0
+
+if ! nm "$B/libweft.a" 2>/dev/null | grep -q ' U fi_getinfo'; then
+    echo "this build has no libfabric: nothing to run"
+    echo "summary: 0 passed, 0 failed"
+    exit 0
+fi
+
+tally() { # the summary line of a test program's output in file $1
+    line=$(grep -a '^summary:' "$1" | tail -n 1)
+    p=$(echo "$line" | sed -n 's/^summary: \([0-9]*\) passed, \([0-9]*\) failed.*/\1/p')
+    f=$(echo "$line" | sed -n 's/^summary: \([0-9]*\) passed, \([0-9]*\) failed.*/\2/p')
+    passed=$((passed + ${p:-0})); failed=$((failed + ${f:-1}))
+}
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+run() { # provider program [cases...]
+    prov=$1; prog=$2; shift 2
+    echo "=== WEFT_NET=ofi, provider $prov: $prog $*"
+    WEFT_NET=ofi WEFT_SHM=0 WEFT_OFI_PROVIDER=$prov "$B/tests/$prog" "$@" >"$log" 2>&1
+    rc=$?
+    grep -a '^ok\|^FAIL\|^kill -9' "$log"
+    [ $rc -ne 0 ] && grep -a -B2 -A10 '^FAIL' "$log" | head -n 60
+    tally "$log"
+    [ $rc -ne 0 ] && [ "$(grep -a -c '^FAIL' "$log")" -eq 0 ] && failed=$((failed + 1))
+}
+
+in_use() { # provider: a job says it runs on it
+    prov=$1
+    if WEFT_NET=ofi WEFT_SHM=0 WEFT_OFI_PROVIDER=$prov WEFT_DEBUG=NET \
+        "$B/weftrun" -n 2 "$B/weft-bench" allreduce -l 8,2M -n 2 -w 1 >"$log" 2>&1 &&
+        grep -q "network: libfabric, provider $prov" "$log"; then
+        passed=$((passed + 1)); grep -a -m 1 "network: libfabric" "$log"
+    else
+        failed=$((failed + 1)); echo "FAIL provider $prov not in use:"; tail -n 20 "$log"
+    fi
+}
+
+run tcp test_ofi
+for prov in tcp shm; do
+    in_use $prov
+done
+
+if [ "${WEFT_OFI_FULL:-0}" = 1 ]; then
+    for prov in tcp shm; do
+        run $prov test_coll
+        run $prov test_kill
+    done
+else
+    run tcp test_coll allreduce_ring alltoall_rd split mismatch
+    run shm test_coll broadcast_tree reduce_scatter_rabenseifner allgather_hier barrier
+    export WEFT_KILL_TRIALS=18 # two trials of each collective, at N = 4 and 8
+    run tcp test_kill allreduce alltoall broadcast
+    run shm test_kill reduce_scatter gather barrier
+fi
+echo "summary: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
