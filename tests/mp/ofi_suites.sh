@@ -7,14 +7,16 @@
 # By default a share of the cases, each provider its own, so that the run
 # stays near three minutes; WEFT_OFI_FULL=1 runs every case of test_coll
 # and every kill trial on both providers (about an hour on 2 cores).
-# Passes with nothing run in a build without libfabric.
-# TEST_TIMEOUT(900)
+# Passes with nothing run in a build without libfabric. Not a test_*.sh:
+# make check (and its sanitizer builds) leave it to .ci/run's "ofi" line.
+#
+#   sh tests/mp/ofi_suites.sh          (BUILD=build-x for another build)
 B=${BUILD:-build}
 passed=0; failed=0
 
 if ! nm "$B/libweft.a" 2>/dev/null | grep -q ' U fi_getinfo'; then
     echo "this build has no libfabric: nothing to run"
-    echo "summary: 0 passed, 0 failed"
+    echo "0 passed, 0 failed"
     exit 0
 fi
 
@@ -67,5 +69,5 @@ else
     run tcp test_kill allreduce alltoall broadcast
     run shm test_kill reduce_scatter gather barrier
 fi
-echo "summary: $passed passed, $failed failed"
+echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
