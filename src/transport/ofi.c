@@ -107,8 +107,10 @@ static int fi_fail(char *err, size_t errlen, const char *what, int rc)
     return WEFT_ESYS;
 }
 
-static uint64_t tag_of(int ch, int src, uint64_t ctr)
+/* channel 3 bits, source rank 20, message number 40 */
+static uint64_t tag_in(const ofi_net *n, int ch, int src, uint64_t ctr)
 {
+    (void)n;
     return ((uint64_t)(ch & 7) << 60) | (((uint64_t)src & RANK_MASK) << 40) | (ctr & CTR_MASK);
 }
 
@@ -316,6 +318,8 @@ int ofi_set_peer(ofi_net *n, int peer, const char *addr, char *err, size_t errle
 int ofi_has_peer(const ofi_net *n, int peer) { return n && n->peer[peer].have; }
 const char *ofi_describe(const ofi_net *n) { return n ? n->desc : "none"; }
 
+/* Closing the endpoint ends every posted operation: nothing lands in a
+ * buffer whose owner has been told of the error. */
 void ofi_sever(ofi_net *n)
 {
     if (!n || n->severed)
@@ -512,7 +516,7 @@ static int tx_auth(ofi_net *n, int peer, char *err, size_t errlen)
     if (p->tx_auth == 0) {
         if ((rc = proof(n, n->rank, peer, n->nonce, p->nonce, p->tx_proof)))
             return rc;
-        if ((rc = post_send(n, peer, p->tx_proof, sizeof p->tx_proof, tag_of(CH_AUTH, n->rank, 0),
+        if ((rc = post_send(n, peer, p->tx_proof, sizeof p->tx_proof, tag_in(n, CH_AUTH, n->rank, 0),
                             &p->tx_auth_req)) <= 0) {
             if (rc < 0)
                 snprintf(err, errlen, "cannot send to rank %d over libfabric", peer);
@@ -535,7 +539,7 @@ static int rx_auth(ofi_net *n, int peer, char *err, size_t errlen)
     if (!n->secret || p->rx_auth == 2)
         return 1;
     if (p->rx_auth == 0) {
-        if ((rc = post_recv(n, peer, p->rx_proof, sizeof p->rx_proof, tag_of(CH_AUTH, peer, 0),
+        if ((rc = post_recv(n, peer, p->rx_proof, sizeof p->rx_proof, tag_in(n, CH_AUTH, peer, 0),
                             &p->rx_auth_req)) <= 0)
             return rc;
         p->rx_auth = 1;
@@ -584,7 +588,7 @@ int ofi_send(ofi_net *n, int peer, int ch, const frame_hdr *h, const void *buf, 
     }
     if (!t->posted) {
         size_t size = sizeof *h + (len <= EAGER_MAX ? (size_t)len : 0);
-        uint64_t tag = tag_of(ch, n->rank, t->ctr);
+        uint64_t tag = tag_in(n, ch, n->rank, t->ctr);
         if (size <= n->inject && !n->mr_local) {
             ssize_t s = fi_tinject(n->ep, t->bounce, size, p->fa, tag);
             if (s == -FI_EAGAIN)
@@ -614,7 +618,7 @@ int ofi_send(ofi_net *n, int peer, int ch, const frame_hdr *h, const void *buf, 
         if (r->state == REQ_FREE && len > EAGER_MAX && t->next_off < len) {
             uint64_t left = len - t->next_off;
             size_t sz = left < CHUNK ? (size_t)left : CHUNK;
-            uint64_t tag = tag_of(ch, n->rank, t->ctr + 1 + t->next_off / CHUNK);
+            uint64_t tag = tag_in(n, ch, n->rank, t->ctr + 1 + t->next_off / CHUNK);
             if ((rc = post_send(n, peer, t->buf + t->next_off, sz, tag, r)) < 0) {
                 snprintf(err, errlen, "send to rank %d over libfabric failed", peer);
                 return rc;
@@ -648,7 +652,7 @@ int ofi_recv_hdr(ofi_net *n, int peer, int ch, frame_hdr *h, char *err, size_t e
     if ((rc = rx_auth(n, peer, err, errlen)) <= 0)
         return rc;
     if (r->state == 0) {
-        if ((rc = post_recv(n, peer, r->bounce, sizeof r->bounce, tag_of(ch, peer, r->ctr),
+        if ((rc = post_recv(n, peer, r->bounce, sizeof r->bounce, tag_in(n, ch, peer, r->ctr),
                             &r->hdr)) <= 0) {
             if (rc < 0)
                 snprintf(err, errlen, "receive from rank %d over libfabric failed", peer);
@@ -725,7 +729,7 @@ int ofi_recv_body(ofi_net *n, int peer, int ch, void *dst, uint64_t len, ofi_chu
             void *to = dst ? (char *)dst + r->next_off : NULL;
             if (!to && !(to = r->stage[k] ? r->stage[k] : (r->stage[k] = malloc(CHUNK))))
                 return WEFT_ENOMEM;
-            rc = post_recv(n, peer, to, sz, tag_of(ch, peer, r->ctr + 1 + r->next_off / CHUNK), q);
+            rc = post_recv(n, peer, to, sz, tag_in(n, ch, peer, r->ctr + 1 + r->next_off / CHUNK), q);
             if (rc < 0) {
                 snprintf(err, errlen, "receive from rank %d over libfabric failed", peer);
                 return rc;

@@ -301,6 +301,12 @@ static int stray_mismatch(weft_comm *c, const weft_sched *s, uint32_t b, uint32_
 {
     for (int q = 0; q < c->size; q++) {
         int fd = c->net.in_fd[q], busy = 0;
+        if (exec_ofi_pair(c, q)) {
+            int rc = exec_ofi_stray(c, s, b, e, st, fp, q);
+            if (rc)
+                return rc;
+            continue;
+        }
         if (q == c->rank || fd < 0 ||
             (exec_same_host(c, q) && (!c->shm_in || c->shm_in[q].state != SHM_LINK_TCP)))
             continue; /* rings: the call board's; a hello not read yet */

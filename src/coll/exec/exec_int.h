@@ -57,5 +57,10 @@ int exec_ofi_send(weft_comm *c, const sched_op *o, opstate *st, char **bufs,
                   const frame_hdr *fp);
 int exec_ofi_recv(weft_comm *c, const sched_op *o, opstate *st, char **bufs,
                   const frame_hdr *fp);
+/* A header from peer q that waits while no receive of this round takes
+ * it (TCP's peek at an unread header): one of this operation's number
+ * that names another call is a mismatch (exec_mismatch's code); else 0. */
+int exec_ofi_stray(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
+                   const opstate *st, const frame_hdr *fp, int q);
 
 #endif

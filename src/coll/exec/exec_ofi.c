@@ -95,3 +95,27 @@ int exec_ofi_recv(weft_comm *c, const sched_op *o, opstate *st, char **bufs,
     }
     return moved || rc > 0;
 }
+
+int exec_ofi_stray(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
+                   const opstate *st, const frame_hdr *fp, int q)
+{
+    char err[200];
+    const char *why;
+    frame_hdr h;
+    for (uint32_t i = b; i < e; i++)
+        if (s->ops[i].peer == q && s->ops[i].kind != SOP_SEND && st[i - b].hdr &&
+            !st[i - b].complete)
+            return 0; /* a message from q is under way: its next header is not due */
+    /* posts the header receive the next op from q would post anyway, and
+     * keeps what arrives for it; a failure here is that op's to report */
+    if (ofi_recv_hdr(c->ofi, q, OFI_CH_COLL, &h, err, sizeof err) != 1 ||
+        frame_decode(&h, sizeof h, &h, &why) || h.seq != fp->seq || h.kind == WEFT_COLL_SEND)
+        return 0;
+    /* Unlike TCP's peek this compares root and op too: the sub-steps
+     * that vary them (direct's) run on shared memory, never here, and a
+     * large libfabric send waits for its receive (a socket's buffers
+     * would have taken it), so a root that only sends must learn here. */
+    if (!exec_same_call(&h, fp))
+        return exec_mismatch(c, q, &h, fp);
+    return 0;
+}
