@@ -9,6 +9,7 @@
  * Every record is the whole tensor, so the file is the same whatever the
  * rank count or sharding of the run that wrote it. */
 #include "train/ckpt.h"
+#include "train/ckpt_stage.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -211,46 +212,7 @@ int weft_ckpt_optim_config(const weft_ckpt *c, weft_optim_config *oc)
 
 int weft_ckpt_get_optim(const weft_ckpt *c, size_t base, size_t n, weft_optim **out)
 {
-    if (!c || !out)
-        return WEFT_EINVAL;
-    *out = NULL;
-    weft_optim_config oc;
-    uint64_t steps, saved_base;
-    int rc = weft_ckpt_optim_config(c, &oc);
-    if (rc == 0)
-        rc = weft_ckpt_get_u64(c, "optim/steps", &steps);
-    if (rc == 0)
-        rc = weft_ckpt_get_u64(c, "optim/base", &saved_base);
-    weft_optim *o = NULL;
-    if (rc == 0)
-        rc = weft_optim_create(&o, &oc, base, n);
-    int count = rc == 0 ? weft_optim_state_count(o) : 0;
-    for (int i = 0; rc == 0 && i < count; i++) {
-        const char *sname;
-        float *s = weft_optim_state(o, i, &sname);
-        char name[256];
-        weft_ckpt_entry e;
-        snprintf(name, sizeof name, "optim/%s", sname);
-        rc = weft_ckpt_find(c, name, &e);
-        if (rc != 0)
-            break;
-        size_t saved_n = e.nbytes / sizeof(float);
-        /* the wanted range must lie inside the saved one */
-        if (e.kind != WEFT_CKPT_TENSOR || e.dtype != WEFT_F32 || base < saved_base ||
-            base - saved_base + n > saved_n) {
-            rc = WEFT_EIO;
-            break;
-        }
-        memcpy(s, (const float *)e.data + (base - saved_base), n * sizeof(float));
-    }
-    if (rc == 0)
-        rc = weft_optim_set_steps(o, (int64_t)steps);
-    if (rc != 0) {
-        weft_optim_destroy(o);
-        return rc;
-    }
-    *out = o;
-    return 0;
+    return train_ckpt_get_optim_stage(c, NULL, base, n, out);
 }
 
 int weft_ckpt_put_rng(weft_ckpt *c, const char *name, const weft_rng *r)

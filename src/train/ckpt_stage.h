@@ -6,8 +6,8 @@
 
 /* An optimiser for m's [base, base + n) with the saved config, step count
  * and state, each tensor's part taken from its place in the whole model
- * (weft_tensor_info.whole_offset). For a whole model this is
- * weft_ckpt_get_optim. */
+ * (weft_tensor_info.whole_offset). m NULL: the whole model's layout
+ * (weft_ckpt_get_optim). */
 int train_ckpt_get_optim_stage(const weft_ckpt *c, const weft_model *m, size_t base, size_t n,
                                weft_optim **out);
 

@@ -29,6 +29,17 @@ void train_linear_forward(const lin_ctx *c, const lin_save *save, float *out, co
         }
 }
 
+/* db += the column sums of dout (db may be NULL). */
+static void bias_grad(float *db, const float *dout, int rows, int n)
+{
+    if (db)
+        for (int r = 0; r < rows; r++) {
+            const float *d = dout + (size_t)r * n;
+            for (int j = 0; j < n; j++)
+                db[j] += d[j];
+        }
+}
+
 void train_linear_backward_input(const lin_ctx *c, const lin_save *save, float *din,
                                  const float *dout, const float *w, int rows, int k, int n)
 {
@@ -44,12 +55,7 @@ void train_linear_backward_input(const lin_ctx *c, const lin_save *save, float *
 void train_linear_backward_weight(const lin_ctx *c, const lin_save *save, float *dw, float *db,
                                   const float *dout, const float *in, int rows, int k, int n)
 {
-    if (db)
-        for (int r = 0; r < rows; r++) {
-            const float *d = dout + (size_t)r * n;
-            for (int j = 0; j < n; j++)
-                db[j] += d[j];
-        }
+    bias_grad(db, dout, rows, n);
     if (c->bf16) {
         uint16_t *d16 = c->scratch;
         half_f32_to_bf16(d16, dout, (size_t)rows * n);
@@ -63,24 +69,19 @@ void train_linear_backward(const lin_ctx *c, const lin_save *save, float *din, f
                            float *db, const float *dout, const float *in, const float *w,
                            int rows, int k, int n)
 {
-    if (db)
-        for (int r = 0; r < rows; r++) {
-            const float *d = dout + (size_t)r * n;
-            for (int j = 0; j < n; j++)
-                db[j] += d[j];
-        }
-    if (c->bf16) {
-        /* one rounding of dout serves both products */
-        uint16_t *d16 = c->scratch;
-        half_f32_to_bf16(d16, dout, (size_t)rows * n);
+    if (!c->bf16) {
         if (din)
-            train_mm_gemm_bf16(c->mm, 0, 0, rows, k, n, d16, n, save->w, k, 0.0f, din, k);
-        train_mm_gemm_bf16(c->mm, 1, 0, n, k, rows, d16, n, save->x, k, 1.0f, dw, k);
+            train_linear_backward_input(c, save, din, dout, w, rows, k, n);
+        train_linear_backward_weight(c, save, dw, db, dout, in, rows, k, n);
         return;
     }
+    /* one rounding of dout serves both products */
+    bias_grad(db, dout, rows, n);
+    uint16_t *d16 = c->scratch;
+    half_f32_to_bf16(d16, dout, (size_t)rows * n);
     if (din)
-        train_linear_backward_input(c, save, din, dout, w, rows, k, n);
-    train_mm_gemm(c->mm, 1, 0, n, k, rows, dout, n, in, k, 1.0f, dw, k);
+        train_mm_gemm_bf16(c->mm, 0, 0, rows, k, n, d16, n, save->w, k, 0.0f, din, k);
+    train_mm_gemm_bf16(c->mm, 1, 0, n, k, rows, d16, n, save->x, k, 1.0f, dw, k);
 }
 
 /* Branch-free forms: signs are random, so branches would mispredict half
