@@ -339,6 +339,85 @@ int weft_test(weft_request *req, int *done);
 /* Waits for all n; returns the first error, frees every request. */
 int weft_wait_all(weft_request **reqs, int n);
 
+/* ---- compressed gradients ----------------------------------------------------
+ * For gradients crossing slow links (docs/WAN.md). f32 data only, ops
+ * WEFT_SUM and WEFT_AVG only (else WEFT_EINVAL); every rank of the
+ * communicator calls, with the same arguments.
+ *
+ * Codecs: what one message carries for n floats.
+ *   fp32  4n bytes, exact            fp16, bf16  2n bytes, rounded to nearest even
+ *   int8  n bytes + one f32 scale per 256 elements (absmax / 127): the error
+ *         of each element is at most half its block's scale
+ *   int4  n/2 bytes + the same scales (absmax / 7) */
+typedef enum {
+    WEFT_CODEC_FP32 = 0,
+    WEFT_CODEC_FP16,
+    WEFT_CODEC_BF16,
+    WEFT_CODEC_INT8,
+    WEFT_CODEC_INT4,
+    WEFT_CODEC_COUNT
+} weft_codec;
+const char *weft_codec_name(weft_codec k);  /* "fp16", ...; NULL if unknown */
+int weft_codec_parse(const char *s, weft_codec *out);
+/* Bytes of n floats in codec k; 0 for an unknown codec. */
+size_t weft_codec_bytes(weft_codec k, size_t n);
+/* out holds weft_codec_bytes(k, n); decoding needs the same n. */
+int weft_codec_encode(weft_codec k, const float *x, size_t n, void *out);
+int weft_codec_decode(weft_codec k, const void *in, size_t n, float *x);
+
+/* Ring all-reduce whose every message is in codec k: each partial sum is
+ * decoded, added to this rank's part in f32 and encoded again before the
+ * next hop; the reduced chunks travel the all-gather encoded once, and
+ * every rank (the chunk's owner too) decodes the same bytes, so the result
+ * is bit-identical on every rank. Its messages are point-to-point with tag
+ * WEFT_TAG_MAX (leave that tag to it). *bytes (may be NULL) grows by the
+ * bytes this rank sent. */
+int weft_allreduce_codec(weft_comm *c, const float *send, float *recv, size_t count,
+                         weft_op op, weft_codec k, uint64_t *bytes);
+
+/* A gradient compressor: the state that error feedback and warm starts
+ * keep from call to call, for one flat buffer of count floats.
+ *   "fp32", "fp16", "bf16", "int8", "int4"  weft_allreduce_codec
+ *   "topk:K" (K elements, or a fraction of count when K < 1): each rank
+ *       adds its error to the gradient, sends its K largest magnitudes as
+ *       (index, value) pairs over a ring all-gather and keeps the rest as
+ *       error; every rank adds the pairs up in rank order
+ *   "powersgd:R": each matrix declared with weft_compressor_add_matrix for
+ *       which (rows + cols) R <= rows cols / 2 is sent as rank-R factors
+ *       P = M Q and Q = M^T P (two ring all-reduces, P orthogonalised, Q
+ *       kept as the next call's start, the remainder kept as error); the
+ *       other elements ride the first all-reduce uncompressed. */
+typedef enum {
+    WEFT_COMPRESS_CODEC = 0,
+    WEFT_COMPRESS_TOPK,
+    WEFT_COMPRESS_POWERSGD
+} weft_compress_kind;
+typedef struct {
+    weft_compress_kind kind;
+    weft_codec codec;  /* WEFT_COMPRESS_CODEC */
+    size_t k;          /* top-k: elements sent per rank; 0: ratio * count */
+    double ratio;
+    int rank;          /* PowerSGD */
+} weft_compress_spec;
+int weft_compress_parse(const char *s, weft_compress_spec *out);
+/* Writes the same syntax; returns the length as snprintf does. */
+int weft_compress_format(const weft_compress_spec *s, char *buf, size_t len);
+
+typedef struct weft_compressor weft_compressor;
+int weft_compressor_create(weft_compressor **out, weft_comm *c, const weft_compress_spec *s,
+                           size_t count);
+/* A rows x cols row-major matrix at buf + offset (PowerSGD; the others
+ * ignore it). Matrices may not overlap; declare them before the first
+ * all-reduce, in the same order on every rank. */
+int weft_compressor_add_matrix(weft_compressor *z, size_t offset, int rows, int cols);
+/* In place: buf (count floats, this rank's gradient) becomes the sum or
+ * average of every rank's compressed gradient, the same bits on every rank. */
+int weft_compressor_allreduce(weft_compressor *z, float *buf, weft_op op);
+/* Bytes this rank has sent, and what an f32 ring all-reduce of the same
+ * calls would have sent. */
+void weft_compressor_bytes(const weft_compressor *z, uint64_t *sent, uint64_t *raw);
+void weft_compressor_destroy(weft_compressor *z);
+
 /* ==== training engine (src/train) ======================================= */
 /* (declarations of weft_model_*, weft_optim_*, weft_data_*, weft_ckpt_* go here) */
 /* -- models -- */
