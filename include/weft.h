@@ -189,6 +189,24 @@ const char *weft_comm_error(const weft_comm *c);
 int weft_comm_set_algo(weft_comm *c, weft_algo a);
 weft_algo weft_comm_algo(const weft_comm *c);
 
+/* ---- elastic membership (src/coll/shrink.c) ------------------------------
+ * After a rank died (an operation on c returned WEFT_EPEER or
+ * WEFT_ETIMEDOUT), every survivor calls weft_comm_shrink(c, &out): they
+ * agree on the same set of live ranks, also when another rank dies during
+ * the agreement, and each gets *out, a communicator of just them, ranked
+ * densely in their old order. A rank that stays away longer than the
+ * communicator's timeout (frozen, or its host lost) is counted out; if it
+ * comes later it gets WEFT_EPEER. Bounded by the timeout per rank lost.
+ * The agreement runs in the rendezvous store, so the store must outlive
+ * the dead: with the store in rank 0 (the default), shrinking works while
+ * rank 0 lives (its store moves to *out); an elastic job serves the store
+ * outside the ranks (weftrun --elastic; weft-store and
+ * WEFT_STORE_EXTERNAL=1). Afterwards c can only be destroyed (no barrier:
+ * its dead cannot take part). A communicator is shrunk once; shrink *out
+ * for a later failure. A rank that dies just after the agreement is a
+ * failure of *out, reported by its first operation. */
+int weft_comm_shrink(weft_comm *c, weft_comm **out);
+
 /* ---- collectives ------------------------------------------------------------
  * Errors (every call): WEFT_EINVAL for a NULL communicator (or a destroyed
  * one, while its memory has not been reused: not guaranteed), an

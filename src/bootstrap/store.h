@@ -47,6 +47,14 @@ int store_get(store_client *c, const char *key, void **val, size_t *len, double 
 int store_add(store_client *c, const char *key, int64_t delta, int64_t *result);
 int store_check(store_client *c, const char *key, int *exists);
 int store_del(store_client *c, const char *key);
+/* When this connection ends (close, or the process's death), the server
+ * sets key to val: the others learn of a death from the store itself. One
+ * held key per connection; a second call replaces the first. */
+int store_hold(store_client *c, const char *key, const void *val, size_t len);
+/* Set key to val unless it exists; *out (malloc'd, NUL-terminated) gets
+ * the value that stands, *won 1 when it is this call's. */
+int store_setnx(store_client *c, const char *key, const void *val, size_t len, void **out,
+                size_t *outlen, int *won);
 /* Wait until every key exists. */
 int store_wait(store_client *c, const char *const *keys, int n, double timeout_s);
 const char *store_error(const store_client *c);

@@ -260,6 +260,24 @@ int store_del(store_client *c, const char *key)
     return call(c, STORE_DEL, key, NULL, 0, 0, 0, &r, NULL, NULL);
 }
 
+int store_hold(store_client *c, const char *key, const void *val, size_t len)
+{
+    store_resp r;
+    return call(c, STORE_HOLD, key, val, len, 0, 0, &r, NULL, NULL);
+}
+
+int store_setnx(store_client *c, const char *key, const void *val, size_t len, void **out,
+                size_t *outlen, int *won)
+{
+    store_resp r;
+    int rc;
+    *out = NULL;
+    rc = call(c, STORE_SETNX, key, val, len, 0, 0, &r, out, outlen);
+    if (!rc && won)
+        *won = r.value == 1;
+    return rc;
+}
+
 int store_wait(store_client *c, const char *const *keys, int n, double timeout_s)
 {
     double dl = clock_now() + timeout_s;

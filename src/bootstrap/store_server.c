@@ -40,6 +40,9 @@ typedef struct {
     double auth_deadline;
     uint8_t expect[AUTH_MAC_LEN];
     uint8_t key[AUTH_MAC_LEN]; /* TLS key of this connection */
+    char *hold_key;     /* STORE_HOLD: set to hold_val when this client goes */
+    void *hold_val;
+    size_t hold_len;
 } client;
 
 struct store_server {
@@ -58,6 +61,15 @@ struct store_server {
 };
 
 static const char store_bind[] = "weft-store";
+
+/* A parked client sends nothing until answered, so all poll need report
+ * for it is its end: a process that died while waiting (a rank parked on
+ * its failure watch) must still release the key it holds. */
+#ifdef POLLRDHUP
+#define PARKED_EVENTS POLLRDHUP
+#else
+#define PARKED_EVENTS 0 /* POLLHUP and POLLERR only: a death shows at the reply */
+#endif
 
 static entry *find(store_server *s, const char *key)
 {
@@ -120,12 +132,40 @@ static int reply(client *c, int status, const void *val, size_t len, int64_t val
     return rc;
 }
 
-static void drop(store_server *s, size_t i)
+/* Returns 1 when the client held a key, now set: parked clients may be
+ * waiting for it. */
+static int drop(store_server *s, size_t i)
 {
-    if (s->cl[i].fd >= 0)
-        close(s->cl[i].fd);
-    free(s->cl[i].buf);
+    client *c = &s->cl[i];
+    int held = c->hold_key != NULL;
+    if (held && put(s, c->hold_key, c->hold_val, c->hold_len))
+        log_msg(s->loglevel, LOG_WARN, -1, "store: out of memory setting %s", c->hold_key);
+    if (c->fd >= 0)
+        close(c->fd);
+    free(c->buf);
+    free(c->hold_key);
+    free(c->hold_val);
     s->cl[i] = s->cl[--s->ncl];
+    return held;
+}
+
+/* STORE_HOLD: the connection's end is the event; a later HOLD replaces it. */
+static int hold(client *c, const char *key, const void *val, size_t len)
+{
+    char *k = strdup(key);
+    void *v = malloc(len ? len : 1);
+    if (!k || !v) {
+        free(k);
+        free(v);
+        return WEFT_ENOMEM;
+    }
+    memcpy(v, val, len);
+    free(c->hold_key);
+    free(c->hold_val);
+    c->hold_key = k;
+    c->hold_val = v;
+    c->hold_len = len;
+    return 0;
 }
 
 /* Bytes still missing from client c's current message; 0 when complete,
@@ -240,6 +280,19 @@ static int serve(store_server *s, client *c)
         del(s, key);
         rc = reply(c, 0, NULL, 0, 0);
         break;
+    case STORE_HOLD:
+        rc = reply(c, hold(c, key, val, q->vallen), NULL, 0, 0);
+        break;
+    case STORE_SETNX: {
+        int set = 0, st = 0;
+        if (!(e = find(s, key))) {
+            st = put(s, key, val, q->vallen);
+            set = !st;
+            e = find(s, key);
+        }
+        rc = e ? reply(c, 0, e->val, e->len, set) : reply(c, st, NULL, 0, 0);
+        break;
+    }
     }
     c->parked = 0;
     c->have = 0;
@@ -318,7 +371,7 @@ int store_server_run(store_server *s)
         pf[1] = (struct pollfd){ .fd = s->lfd, .events = POLLIN };
         for (size_t i = 0; i < s->ncl; i++) {
             pf[i + 2] = (struct pollfd){ .fd = s->cl[i].fd,
-                                         .events = s->cl[i].parked ? 0 : POLLIN };
+                                         .events = s->cl[i].parked ? PARKED_EVENTS : POLLIN };
             if (s->cl[i].parked && s->cl[i].deadline < next)
                 next = s->cl[i].deadline;
             if (s->cl[i].stage != ST_READY && s->cl[i].auth_deadline < next)
@@ -357,6 +410,8 @@ int store_server_run(store_server *s)
                 size_t before = s->nkv;
                 rc = pump(s, c);
                 changed |= s->nkv != before || rc == 0;
+            } else if (i + 2 < n && c->parked && (pf[i + 2].revents & ~POLLIN)) {
+                rc = WEFT_EPEER; /* a parked client that hung up: its process is gone */
             }
             if (rc == 0 && c->stage != ST_READY && clock_now() >= c->auth_deadline) {
                 log_msg(s->loglevel, LOG_WARN, -1,
@@ -367,18 +422,22 @@ int store_server_run(store_server *s)
             if (rc < 0)
                 drop(s, i);
         }
-        /* New keys or expired deadlines may release parked clients. */
+        /* New keys or expired deadlines may release parked clients; a
+         * dropped one's held key is new too, so go round again then. */
         (void)changed;
-        for (size_t i = s->ncl; i-- > 0;) {
-            client *c = &s->cl[i];
-            if (!c->parked)
-                continue;
-            /* anything this client sent meanwhile waits for the next turn:
-             * every parked client hears of a new key before any later
-             * request is served */
-            int rc = serve(s, c);
-            if (rc < 0)
-                drop(s, i);
+        for (int again = 1; again;) {
+            again = 0;
+            for (size_t i = s->ncl; i-- > 0;) {
+                client *c = &s->cl[i];
+                if (!c->parked)
+                    continue;
+                /* anything this client sent meanwhile waits for the next turn:
+                 * every parked client hears of a new key before any later
+                 * request is served */
+                int rc = serve(s, c);
+                if (rc < 0)
+                    again |= drop(s, i);
+            }
         }
     }
     free(pf);
@@ -462,6 +521,8 @@ void store_server_stop(store_server *s)
         if (s->cl[i].fd >= 0)
             close(s->cl[i].fd);
         free(s->cl[i].buf);
+        free(s->cl[i].hold_key);
+        free(s->cl[i].hold_val);
     }
     tls_pump_free(s->pump, 2.0);
     for (size_t i = 0; i < s->nkv; i++) {

@@ -218,6 +218,11 @@ void world_fail_key(uint64_t id, char key[64])
     snprintf(key, 64, "weft/%016llx/failed", (unsigned long long)id);
 }
 
+void world_gone_key(uint64_t id, int rank, char key[64])
+{
+    snprintf(key, 64, "weft/%016llx/gone/%d", (unsigned long long)id, rank);
+}
+
 int world_notice_post(store_client *s, uint64_t id, const fail_note *f)
 {
     char key[64], val[FAIL_NOTE_MAX + 40];

@@ -40,6 +40,9 @@ int world_number_hosts(const char *const *ids, int size, int32_t *host);
 
 /* The store key under which communicator id's failure notice lies. */
 void world_fail_key(uint64_t id, char key[64]);
+/* The key the store sets when rank's membership of communicator id ends
+ * (its watch connection closes: store_hold). */
+void world_gone_key(uint64_t id, int rank, char key[64]);
 /* Leave notice f for communicator id's other ranks. */
 int world_notice_post(store_client *s, uint64_t id, const fail_note *f);
 

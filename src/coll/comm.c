@@ -144,6 +144,14 @@ static int store_join(weft_comm *c, char *err, size_t errlen)
     if ((rc = store_connect(&c->watch, c->store_host, c->store_port, c->connect_timeout_s,
                             c->secret, err, errlen)))
         return rc;
+    /* the watch connection lives as long as this rank's membership: its
+     * end tells the store, and every survivor in weft_comm_shrink, that
+     * this rank is gone */
+    world_gone_key(c->id, c->rank, key);
+    if ((rc = store_hold(c->watch, key, "gone", 4))) {
+        snprintf(err, errlen, "%s", store_error(c->watch));
+        return rc;
+    }
     world_fail_key(c->id, key);
     if ((rc = store_watch_arm(c->watch, key))) {
         snprintf(err, errlen, "%s", store_error(c->watch));
@@ -377,11 +385,85 @@ typedef struct {
     int32_t color, key;
 } split_entry;
 
-/* What a member of a new communicator publishes to the others. */
-typedef struct {
-    char tcp[SOCK_ADDR_MAX], p2p[SOCK_ADDR_MAX], ofi[OFI_ADDR_MAX];
-    int32_t shm;
-} split_addr;
+int comm_child_open(weft_comm *c, int rank, int n, uint64_t id, comm_addr *addr,
+                    weft_comm **out)
+{
+    char ip[64], err[256];
+    weft_comm *child;
+    int rc, port;
+    *out = NULL;
+    if (!(child = comm_alloc(rank, n, &c->params)))
+        return comm_fail(c, WEFT_ENOMEM, "new communicator: out of memory");
+    child->id = id;
+    child->local_rank = -1;
+    child->algo = c->algo;
+    child->timeout_s = c->timeout_s;
+    child->connect_timeout_s = c->connect_timeout_s;
+    child->loglevel = c->loglevel;
+    child->may_lose = c->may_lose;
+    /* listen where the parent listens: that address is known to work */
+    if (sock_split_addr(c->net.addr[c->rank], ip, sizeof ip, &port)) {
+        rc = comm_fail(c, WEFT_EPROTO, "new communicator: bad own address");
+        goto fail;
+    }
+    rc = tcp_net_init(&child->net, rank, n, child->id, ip, addr->tcp, err, sizeof err);
+    if (rc) {
+        rc = comm_fail(c, rc, "new communicator: %s", err);
+        goto fail;
+    }
+    child->net.loglevel = c->loglevel;
+    child->net.connect_timeout_s = c->connect_timeout_s;
+    if (c->secret && !(child->secret = strdup(c->secret))) {
+        rc = comm_fail(c, WEFT_ENOMEM, "new communicator: out of memory");
+        goto fail;
+    }
+    child->net.secret = child->secret;
+    if (n > 1 && (rc = p2p_create(&child->p2p, child, ip, addr->p2p, err, sizeof err))) {
+        rc = comm_fail(c, rc, "new communicator: %s", err);
+        goto fail;
+    }
+    /* libfabric where the parent has it, with the same choice */
+    addr->shm = child->shm_on;
+    if (c->ofi && (rc = comm_net_open(child, ip, addr->ofi))) {
+        rc = comm_fail(c, rc, "new communicator: %s", child->err);
+        goto fail;
+    }
+    memcpy(child->store_host, c->store_host, sizeof child->store_host);
+    child->store_port = c->store_port;
+    child->store_rank = -1; /* its own ranks need not include the store's host */
+    if (n > 1 && (c->store || c->watch) && (rc = store_join(child, err, sizeof err))) {
+        rc = comm_fail(c, rc, "new communicator: cannot reach the store: %s", err);
+        goto fail;
+    }
+    *out = child;
+    return 0;
+fail:
+    comm_free(child);
+    return rc;
+}
+
+int comm_child_link(weft_comm *c, weft_comm *child, const int *members, const comm_addr *addrs)
+{
+    int rc = 0;
+    child->nhosts = 0;
+    for (int i = 0; i < child->size; i++) {
+        int j = 0;
+        memcpy(child->net.addr[i], addrs[members[i]].tcp, SOCK_ADDR_MAX);
+        if (child->p2p)
+            p2p_set_addr(child->p2p, i, addrs[members[i]].p2p);
+        while (j < i && c->host[members[j]] != c->host[members[i]])
+            j++;
+        child->host[i] = j < i ? child->host[j] : child->nhosts++;
+    }
+    for (int i = 0; i < child->size && !rc; i++)
+        rc = comm_net_peer(child, i, addrs[members[i]].ofi, addrs[members[i]].shm);
+    if (rc)
+        return comm_fail(c, rc, "new communicator: %s", child->err);
+    return 0;
+}
+
+void comm_child_free(weft_comm *child) { comm_free(child); }
+
 
 /* The library's own exchanges run the ring whatever algorithm the caller
  * forced: a forced algorithm may not apply to the layout (flat across
@@ -397,8 +479,7 @@ static int own_allgather(weft_comm *c, const void *send, void *recv, size_t coun
 int weft_comm_split(weft_comm *c, int color, int key, weft_comm **out)
 {
     split_entry me = { color < 0 ? -1 : color, key }, *all;
-    split_addr *addrs = NULL, addr;
-    char ip[64], err[256];
+    comm_addr *addrs = NULL, addr;
     int *members = NULL, n = 0, newrank = -1, rc;
     weft_comm *child = NULL;
     if (!c || !out)
@@ -430,72 +511,16 @@ int weft_comm_split(weft_comm *c, int color, int key, weft_comm **out)
             newrank = i;
     if (me.color >= 0) {
         uint64_t salt[2] = { c->split_seq, (uint64_t)me.color };
-        if (!(child = comm_alloc(newrank, n, &c->params))) {
-            rc = comm_fail(c, WEFT_ENOMEM, "split: out of memory");
+        if ((rc = comm_child_open(c, newrank, n, hash_bytes(c->id, salt, sizeof salt), &addr,
+                                  &child)))
             goto out;
-        }
-        child->id = hash_bytes(c->id, salt, sizeof salt);
-        child->local_rank = -1;
-        child->algo = c->algo;
-        child->timeout_s = c->timeout_s;
-        child->connect_timeout_s = c->connect_timeout_s;
-        child->loglevel = c->loglevel;
-        child->may_lose = c->may_lose;
-        /* listen where the parent listens: that address is known to work */
-        if (sock_split_addr(c->net.addr[c->rank], ip, sizeof ip, &rc)) {
-            rc = comm_fail(c, WEFT_EPROTO, "split: bad own address");
-            goto out;
-        }
-        rc = tcp_net_init(&child->net, newrank, n, child->id, ip, addr.tcp, err, sizeof err);
-        if (rc) {
-            rc = comm_fail(c, rc, "split: %s", err);
-            goto out;
-        }
-        child->net.loglevel = c->loglevel;
-        child->net.connect_timeout_s = c->connect_timeout_s;
-        if (c->secret && !(child->secret = strdup(c->secret))) {
-            rc = comm_fail(c, WEFT_ENOMEM, "split: out of memory");
-            goto out;
-        }
-        child->net.secret = child->secret;
-        if (n > 1 && (rc = p2p_create(&child->p2p, child, ip, addr.p2p, err, sizeof err))) {
-            rc = comm_fail(c, rc, "split: %s", err);
-            goto out;
-        }
-        /* libfabric where the parent has it, with the same choice */
-        addr.shm = child->shm_on;
-        if (c->ofi && (rc = comm_net_open(child, ip, addr.ofi))) {
-            rc = comm_fail(c, rc, "split: %s", child->err);
-            goto out;
-        }
-        memcpy(child->store_host, c->store_host, sizeof child->store_host);
-        child->store_port = c->store_port;
-        child->store_rank = -1; /* its own ranks need not include the store's host */
-        if (n > 1 && (c->store || c->watch) && (rc = store_join(child, err, sizeof err))) {
-            rc = comm_fail(c, rc, "split: cannot reach the store: %s", err);
-            goto out;
-        }
     }
     c->split_seq++;
     if ((rc = own_allgather(c, &addr, addrs, sizeof addr, WEFT_U8)))
         goto out;
     if (child) {
-        child->nhosts = 0;
-        for (int i = 0; i < n; i++) {
-            int j = 0;
-            memcpy(child->net.addr[i], addrs[members[i]].tcp, SOCK_ADDR_MAX);
-            if (child->p2p)
-                p2p_set_addr(child->p2p, i, addrs[members[i]].p2p);
-            while (j < i && c->host[members[j]] != c->host[members[i]])
-                j++;
-            child->host[i] = j < i ? child->host[j] : child->nhosts++;
-        }
-        for (int i = 0; i < n && !rc; i++)
-            rc = comm_net_peer(child, i, addrs[members[i]].ofi, addrs[members[i]].shm);
-        if (rc) {
-            rc = comm_fail(c, rc, "split: %s", child->err);
+        if ((rc = comm_child_link(c, child, members, addrs)))
             goto out;
-        }
         *out = child;
         child = NULL;
     }
@@ -569,7 +594,7 @@ int weft_comm_destroy(weft_comm *c)
         return WEFT_EINVAL; /* destroyed already (while its memory lasts) */
     async_drain(c);
     /* Nobody may still be waiting on this rank's store or sockets. */
-    if (c->size > 1 && !c->broken && !atomic_load(&c->aborted)) {
+    if (c->size > 1 && !c->broken && !c->shrunk && !atomic_load(&c->aborted)) {
         weft_coll_args b = { .kind = WEFT_COLL_BARRIER, .dtype = WEFT_U8,
                              .algo = WEFT_ALGO_RING }; /* as in own_allgather */
         int level = c->loglevel;

@@ -12,6 +12,7 @@
 #include "coll/tune/tuner.h"
 #include "core/flight.h"
 #include "core/param.h"
+#include "transport/ofi.h"
 #include "transport/shm.h"
 #include "transport/tcp.h"
 #include "weft.h"
@@ -84,7 +85,41 @@ struct weft_comm {
     pthread_t worker;
     char err[512];
     param_set params;         /* every WEFT_* variable, read once at init */
+    int shrunk;               /* weft_comm_shrink made a communicator of this one */
+    /* Tests only: called at each phase of weft_comm_shrink (SHRINK_PH_*),
+     * so that a test can kill this rank exactly there. */
+    void (*shrink_fault)(void *arg, int phase);
+    void *shrink_fault_arg;
 };
+
+/* The phases of weft_comm_shrink's agreement (coll/shrink.c). */
+enum {
+    SHRINK_PH_ENTER,     /* called, nothing written yet */
+    SHRINK_PH_JOINED,    /* this rank's "in" written */
+    SHRINK_PH_AGREED,    /* the members known, nothing of the new communicator out */
+    SHRINK_PH_PUBLISHED, /* this rank's new addresses written */
+    SHRINK_PH_READY,     /* this rank's "ready" written; others' not yet read */
+    SHRINK_PH_COUNT
+};
+
+/* What a member of a new communicator (a split's, a shrink's) publishes
+ * to the others. */
+typedef struct {
+    char tcp[SOCK_ADDR_MAX], p2p[SOCK_ADDR_MAX], ofi[OFI_ADDR_MAX];
+    int32_t shm;
+} comm_addr;
+
+/* A new communicator of n ranks with id, this rank being rank, made from
+ * parent c: its listeners opened where c's are, its store joined; *addr
+ * gets what to publish. Errors recorded on c. */
+int comm_child_open(weft_comm *c, int rank, int n, uint64_t id, comm_addr *addr,
+                    weft_comm **out);
+/* Every member's published address known: member i of child is rank
+ * members[i] of c, whose address is addrs[members[i]]. Errors on c. */
+int comm_child_link(weft_comm *c, weft_comm *child, const int *members,
+                    const comm_addr *addrs);
+/* A communicator made by comm_child_open that will not be used. */
+void comm_child_free(weft_comm *child);
 
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))

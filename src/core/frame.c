@@ -94,7 +94,7 @@ int store_req_decode(const void *buf, size_t n, store_req *out, const char **why
     memcpy(&q, buf, sizeof q);
     if (q.magic != STORE_MAGIC)
         BAD("bad store magic");
-    if (q.cmd < STORE_SET || q.cmd > STORE_DEL)
+    if (q.cmd < STORE_SET || q.cmd > STORE_SETNX)
         BAD("unknown store command");
     if (q.pad[0] || q.pad[1] || q.pad[2] || q.pad2)
         BAD("nonzero padding in store request");
@@ -102,7 +102,7 @@ int store_req_decode(const void *buf, size_t n, store_req *out, const char **why
         BAD("store key length out of range");
     if (q.vallen > STORE_MAX_VALUE)
         BAD("store value too large");
-    if (q.cmd != STORE_SET && q.vallen)
+    if (q.cmd != STORE_SET && q.cmd != STORE_HOLD && q.cmd != STORE_SETNX && q.vallen)
         BAD("store command carries an unexpected value");
     if (q.cmd == STORE_GET && q.arg < 0)
         BAD("negative store wait");

@@ -77,7 +77,10 @@ typedef struct {
  * vallen value bytes; a reply is the header, then vallen value bytes. */
 #define STORE_MAX_KEY 4096
 #define STORE_MAX_VALUE (64u << 20)
-enum { STORE_SET = 1, STORE_GET, STORE_ADD, STORE_CHECK, STORE_DEL };
+/* HOLD: when this connection closes, the server sets key to the value
+ * (a rank's death made visible to the others); SETNX: set key unless it
+ * exists, answer with the value that stands (the first writer wins). */
+enum { STORE_SET = 1, STORE_GET, STORE_ADD, STORE_CHECK, STORE_DEL, STORE_HOLD, STORE_SETNX };
 
 typedef struct {
     uint32_t magic;
@@ -93,7 +96,7 @@ typedef struct {
     uint32_t magic;
     int32_t status;   /* 0 or WEFT_E* */
     uint64_t vallen;
-    int64_t value;    /* ADD: new value; CHECK: 1 if present */
+    int64_t value;    /* ADD: new value; CHECK: 1 if present; SETNX: 1 if this set it */
 } store_resp;
 
 _Static_assert(sizeof(frame_hdr) == 40, "frame_hdr layout");
