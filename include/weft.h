@@ -436,6 +436,27 @@ int weft_compressor_allreduce(weft_compressor *z, float *buf, weft_op op);
 void weft_compressor_bytes(const weft_compressor *z, uint64_t *sent, uint64_t *raw);
 void weft_compressor_destroy(weft_compressor *z);
 
+/* ---- clusters and wide-area links ---------------------------------------------
+ * A rank's cluster is WEFT_CLUSTER (0, 1, ...; unset: the whole job is
+ * cluster 0). Ranks of different clusters are never on one host (they
+ * never share memory, whatever WEFT_HOST_ID says, and weft_comm_host_count
+ * counts them apart). A link is of class shm (same host, shared memory),
+ * lan (same cluster) or wan (another cluster). A split's children keep
+ * their ranks' clusters.
+ *
+ * WEFT_WAN=delay=50ms,rate=100mbit is for tests and benchmarks only: every
+ * TCP connection of a wan-class link then delivers its bytes no sooner than
+ * the one-way delay after they were written and no faster than the rate
+ * (docs/WAN.md). */
+typedef enum { WEFT_LINK_SHM = 0, WEFT_LINK_LAN, WEFT_LINK_WAN, WEFT_LINK_COUNT } weft_link_class;
+int weft_comm_cluster_count(const weft_comm *c);
+int weft_comm_cluster_of(const weft_comm *c, int r);
+/* The class of the link from this rank to peer (WEFT_LINK_SHM for itself). */
+int weft_comm_link_class(const weft_comm *c, int peer);
+/* Bytes this rank has sent over wan-class links (collectives and
+ * point-to-point), counted while WEFT_WAN emulates them; 0 otherwise. */
+int weft_comm_wan_bytes(const weft_comm *c, uint64_t *sent);
+
 /* ==== training engine (src/train) ======================================= */
 /* (declarations of weft_model_*, weft_optim_*, weft_data_*, weft_ckpt_* go here) */
 /* -- models -- */

@@ -17,6 +17,8 @@ typedef void (*mp_fn)(weft_comm *c, void *arg);
 /* When > 0, rank r claims to be on host r / mp_ranks_per_host (WEFT_HOST_ID),
  * so one machine stands for several hosts. */
 static int mp_ranks_per_host;
+/* When > 0, rank r is in cluster r / mp_ranks_per_cluster (WEFT_CLUSTER). */
+static int mp_ranks_per_cluster;
 
 /* Runs fn on n forked ranks; returns the number of ranks that failed to
  * start, crashed or exited non-zero. Check counts are folded into this
@@ -53,6 +55,11 @@ static inline int mp_run(int n, double timeout_s, mp_fn fn, void *arg)
                 char id[32];
                 snprintf(id, sizeof id, "host%d", r / mp_ranks_per_host);
                 setenv("WEFT_HOST_ID", id, 1);
+            }
+            if (mp_ranks_per_cluster > 0) {
+                char id[32];
+                snprintf(id, sizeof id, "%d", r / mp_ranks_per_cluster);
+                setenv("WEFT_CLUSTER", id, 1);
             }
             alarm((unsigned)(timeout_s * 4 + 60)); /* a hang must fail, not stall CI */
             int rc = weft_comm_init(&c, &cfg);

@@ -4,6 +4,7 @@
 #include "bootstrap/world.h"
 
 #include "coll/algo.h"
+#include "coll/comm_cluster.h"
 #include "coll/comm_net.h"
 #include "coll/exec/exec.h"
 #include "coll/exec/p2p.h"
@@ -170,6 +171,7 @@ static int exchange_addresses(weft_comm *c, const char *addr, const char *p2p_ad
     const char **ids;
     int missing, rc;
     world_host_id(c->params.host_id, me);
+    comm_cluster_tag(c, me);
     snprintf(rec, sizeof rec, "%s\n%s\n%s\n%s\n%d", addr, p2p_addr, me, ofi_addr, c->shm_on);
     rc = world_exchange(c->store, c->id, c->rank, c->size, rec, c->connect_timeout_s, &recs,
                         &missing, err, sizeof err);
@@ -202,7 +204,7 @@ static int exchange_addresses(weft_comm *c, const char *addr, const char *p2p_ad
         ids[i] = id ? id : "";
     }
     c->nhosts = world_number_hosts(ids, c->size, c->host);
-    rc = 0;
+    rc = comm_cluster_learn(c, ids);
     for (int i = 0; i < c->size && !rc; i++) {
         char *shm = ofi[i] ? strchr(ofi[i], '\n') : NULL;
         if (shm)
@@ -455,6 +457,7 @@ int comm_child_link(weft_comm *c, weft_comm *child, const int *members, const co
             j++;
         child->host[i] = j < i ? child->host[j] : child->nhosts++;
     }
+    rc = comm_cluster_inherit(c, child, members);
     for (int i = 0; i < child->size && !rc; i++)
         rc = comm_net_peer(child, i, addrs[members[i]].ofi, addrs[members[i]].shm);
     if (rc)

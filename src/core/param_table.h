@@ -34,6 +34,10 @@ PARAM_INT(local_size, "WEFT_LOCAL_SIZE", "0", 0, 1 << 20,
           "ranks on this host (weftrun sets it); 0: unknown, taken as 1")
 PARAM_STR(host_id, "WEFT_HOST_ID", "", NULL, "", 0,
           "this host's identity for grouping ranks; empty: the host name")
+PARAM_INT(cluster, "WEFT_CLUSTER", "-1", -1, 1 << 20, "", 0,
+          "this rank's cluster; links between clusters are wan-class; -1: one cluster")
+PARAM_STR(wan, "WEFT_WAN", "", NULL, "", 0,
+          "tests and benchmarks only: emulate wan-class links, delay=50ms,rate=100mbit")
 
 /* rendezvous */
 PARAM_STR(master_addr, "WEFT_MASTER_ADDR", "127.0.0.1", NULL, "MASTER_ADDR", 0,

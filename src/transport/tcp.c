@@ -4,6 +4,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/param.h"
+#include "transport/wan.h"
 #include "weft.h"
 
 #include <errno.h>
@@ -82,7 +83,9 @@ void tcp_net_close(tcp_net *n)
     n->npend = 0;
     if (n->lfd >= 0)
         close(n->lfd);
-    /* the owners' ends are closed: what they wrote still goes out */
+    /* the owners' ends are closed: what they wrote still goes out, through
+     * the emulated WAN first, then TLS */
+    wan_net_free(n->wan, TLS_FLUSH_S);
     tls_pump_free(n->pump, TLS_FLUSH_S);
     free(n->addr);
     free(n->out_fd);
@@ -137,6 +140,17 @@ static int secure(tcp_net *n, int fd, int server, const uint8_t key[AUTH_MAC_LEN
     }
     snprintf(what, sizeof what, "the connection %s rank %d", server ? "from" : "to", peer);
     return tls_pump_add(n->pump, fd, server, key, what, app, err, errlen);
+}
+
+/* A connection to peer has just become ready: one to another cluster goes
+ * through the emulated WAN when WEFT_WAN asks for it. */
+static int ready(tcp_net *n, int peer, int *fdp, char *err, size_t errlen)
+{
+    int fd = *fdp, rc = wan_take(n->wan, peer, &fd, err, errlen);
+    if (rc)
+        return rc;
+    n->out_fd[peer] = *fdp = fd;
+    return 1;
 }
 
 int tcp_out(tcp_net *n, int peer, int *fdp, char *err, size_t errlen)
@@ -196,7 +210,7 @@ int tcp_out(tcp_net *n, int peer, int *fdp, char *err, size_t errlen)
     }
     *fdp = fd;
     if (hs->state == HS_READY)
-        return 1;
+        return ready(n, peer, fdp, err, errlen);
     /* waiting for the peer's challenge */
     rc = fill(fd, hs, sizeof(auth_challenge));
     if (rc <= 0) {
@@ -238,7 +252,7 @@ int tcp_out(tcp_net *n, int peer, int *fdp, char *err, size_t errlen)
     hs->state = HS_READY;
     log_sub(n->loglevel, LOG_TRACE, LOG_SUB_AUTH, n->rank, "connection to rank %d authenticated%s",
             peer, n->tls ? " (TLS)" : "");
-    return 1;
+    return ready(n, peer, fdp, err, errlen);
 }
 
 int tcp_in(tcp_net *n, int peer, int *fdp, char *err, size_t errlen)

@@ -67,6 +67,7 @@ typedef struct {
     int loglevel;
     int tls;                     /* WEFT_TLS=1: connections go through pump */
     tls_pump *pump;              /* made with the first secured connection */
+    struct wan_net *wan;         /* clusters, WEFT_WAN emulation (transport/wan.h); NULL: none */
 } tcp_net;
 
 /* Listen on bind_ip (NULL: any) and write "ip:port" to addr_out. */

@@ -1,0 +1,21 @@
+/* Clusters as a level above hosts (WEFT_CLUSTER): each rank's cluster
+ * travels in its host id at rendezvous ("host#c2"), so ranks of different
+ * clusters are never taken for one host (they never share memory), and
+ * every rank learns every peer's cluster. The answer goes to the
+ * transport (transport/wan.h), which classes links and, with WEFT_WAN,
+ * emulates the wide-area ones. */
+#ifndef WEFT_COLL_COMM_CLUSTER_H
+#define WEFT_COLL_COMM_CLUSTER_H
+
+#include "coll/comm.h"
+
+/* Appends this rank's cluster to its host id (id holds 64 bytes). */
+void comm_cluster_tag(const weft_comm *c, char id[64]);
+/* Every rank's host id, as exchanged: sets up the clusters of c's
+ * connections. 0, or an error recorded on c. */
+int comm_cluster_learn(weft_comm *c, const char *const *ids);
+/* A split's child: its rank i is the parent's members[i]. Errors are
+ * recorded on the child. */
+int comm_cluster_inherit(weft_comm *parent, weft_comm *child, const int *members);
+
+#endif

@@ -1,0 +1,227 @@
+/* Clusters and the emulated WAN: WEFT_CLUSTER places ranks in clusters
+ * that every rank learns (and a split keeps), links are classed shm, lan
+ * and wan, ranks of different clusters never share memory; with WEFT_WAN
+ * a message between clusters takes at least the one-way delay each way
+ * and at least its size over the rate, within a cluster nothing is
+ * delayed or counted, and the wan bytes of a compressed all-reduce are the
+ * codec's. Times are asserted only from below. */
+#include "mp.h"
+#include "coll/compress.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <time.h>
+
+TEST_TIMEOUT(120);
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* 4 ranks, 2 per cluster, on one machine (one host id each cluster) */
+static void placement_rank(weft_comm *c, void *arg)
+{
+    int r = weft_comm_rank(c), p = weft_comm_size(c);
+    int per_host = arg ? *(int *)arg : 0;
+    CHECK(weft_comm_cluster_count(c) == 2);
+    for (int q = 0; q < p; q++) {
+        CHECK(weft_comm_cluster_of(c, q) == q / 2);
+        int want = q / 2 != r / 2 ? WEFT_LINK_WAN
+                   : q == r || !per_host ? WEFT_LINK_SHM
+                                         : WEFT_LINK_LAN;
+        CHECKF(weft_comm_link_class(c, q) == want, "rank %d to %d: class %d, want %d", r, q,
+               weft_comm_link_class(c, q), want);
+    }
+    CHECK(weft_comm_cluster_of(c, p) == WEFT_EINVAL);
+    CHECK(weft_comm_link_class(c, -1) == WEFT_EINVAL);
+    /* different clusters are different hosts, whatever the host ids say */
+    CHECK(weft_comm_host_count(c) == (per_host ? 4 : 2));
+    CHECK(weft_comm_host_of(c, 0) != weft_comm_host_of(c, 2));
+    /* a split across clusters keeps them: {0, 2} and {1, 3} */
+    weft_comm *s = NULL;
+    CHECK(!weft_comm_split(c, r % 2, r, &s));
+    if (s) {
+        CHECK(weft_comm_cluster_count(s) == 2);
+        CHECK(weft_comm_cluster_of(s, 0) == 0 && weft_comm_cluster_of(s, 1) == 1);
+        CHECK(weft_comm_link_class(s, 1 - weft_comm_rank(s)) == WEFT_LINK_WAN);
+        float x = (float)r, y;
+        CHECK(!weft_allreduce(s, &x, &y, 1, WEFT_F32, WEFT_SUM));
+        CHECK(y == (float)(r % 2 == 0 ? 2 : 4));
+    }
+    weft_comm_destroy(s);
+    /* and a collective across them works */
+    int v = r, sum;
+    CHECK(!weft_allreduce(c, &v, &sum, 1, WEFT_I32, WEFT_SUM) && sum == 6);
+}
+
+TEST(placement_and_classes)
+{
+    mp_ranks_per_cluster = 2;
+    CHECK(mp_run(4, 30, placement_rank, NULL) == 0);
+    mp_ranks_per_host = 1;
+    int per_host = 1;
+    CHECK(mp_run(4, 30, placement_rank, &per_host) == 0);
+    mp_ranks_per_host = 0;
+    mp_ranks_per_cluster = 0;
+}
+
+static void no_clusters_rank(weft_comm *c, void *arg)
+{
+    CHECK(weft_comm_cluster_count(c) == 1);
+    CHECK(weft_comm_cluster_of(c, 1) == 0);
+    CHECK(weft_comm_link_class(c, 1 - weft_comm_rank(c)) == WEFT_LINK_SHM);
+    uint64_t b = 1;
+    CHECK(!weft_comm_wan_bytes(c, &b) && b == 0);
+}
+
+TEST(no_clusters)
+{
+    CHECK(mp_run(2, 30, no_clusters_rank, NULL) == 0);
+}
+
+#define DELAY 0.05
+#define RATE (100e6 / 8)
+
+/* 2 clusters x 2 ranks, WEFT_WAN=delay=50ms,rate=100mbit. */
+static void wan_rank(weft_comm *c, void *arg)
+{
+    int r = weft_comm_rank(c);
+    uint64_t b0, b1;
+    char x[64] = { 0 };
+    /* connections first, so handshakes are not timed */
+    CHECK(!weft_barrier(c));
+    if (r == 0 || r == 2) {
+        int peer = 2 - r;
+        CHECK(!weft_send(c, x, sizeof x, WEFT_U8, peer));
+        CHECK(!weft_recv(c, x, sizeof x, WEFT_U8, peer));
+        /* round trips over the WAN: two one-way delays each */
+        double t = now();
+        for (int i = 0; i < 3; i++) {
+            if (r == 0) {
+                CHECK(!weft_send(c, x, sizeof x, WEFT_U8, peer));
+                CHECK(!weft_recv(c, x, sizeof x, WEFT_U8, peer));
+            } else {
+                CHECK(!weft_recv(c, x, sizeof x, WEFT_U8, peer));
+                CHECK(!weft_send(c, x, sizeof x, WEFT_U8, peer));
+            }
+        }
+        /* rank 0 starts each round trip; rank 2's clock starts late */
+        double rtt = (now() - t) / 3;
+        if (r == 0) {
+            CHECKF(rtt >= 2 * DELAY, "round trip %.4f s < %.3f s", rtt, 2 * DELAY);
+            printf("wan round trip %.1f ms (one-way delay %.0f ms)\n", rtt * 1e3, DELAY * 1e3);
+        }
+    } else {
+        /* within the cluster: nothing delayed, nothing counted as wan */
+        int other = r - 1; /* rank 0 or 2: same cluster */
+        CHECK(!weft_comm_wan_bytes(c, &b0));
+        CHECK(weft_comm_link_class(c, other) != WEFT_LINK_WAN);
+    }
+    CHECK(!weft_barrier(c));
+    /* the rate: 2 MB from rank 1 to rank 3 take at least their size over
+     * the rate, less one burst */
+    size_t big = 2u << 20;
+    char *buf = malloc(big);
+    memset(buf, r, big);
+    CHECK(!weft_comm_wan_bytes(c, &b0));
+    double t = now();
+    if (r == 1)
+        CHECK(!weft_send(c, buf, big, WEFT_U8, 3));
+    if (r == 3) {
+        CHECK(!weft_recv(c, buf, big, WEFT_U8, 1));
+        double dt = now() - t, least = ((double)big - 64e3) / RATE;
+        CHECKF(dt >= least, "2 MiB in %.3f s, faster than the rate allows (%.3f s)", dt, least);
+        CHECK(buf[0] == 1 && buf[big - 1] == 1);
+        printf("2 MiB over the wan in %.3f s (%.1f MB/s; rate %.1f MB/s)\n", dt,
+               (double)big / dt / 1e6, RATE / 1e6);
+    }
+    CHECK(!weft_barrier(c));
+    CHECK(!weft_comm_wan_bytes(c, &b1));
+    if (r == 1)
+        CHECKF(b1 - b0 >= big, "wan bytes %llu", (unsigned long long)(b1 - b0));
+    /* rank 0 sends 1 MB to rank 1 within cluster 0: no wan bytes */
+    CHECK(!weft_comm_wan_bytes(c, &b0));
+    if (r == 0)
+        CHECK(!weft_send(c, buf, big / 2, WEFT_U8, 1));
+    if (r == 1)
+        CHECK(!weft_recv(c, buf, big / 2, WEFT_U8, 0));
+    CHECK(!weft_comm_wan_bytes(c, &b1));
+    if (r == 0)
+        CHECKF(b1 - b0 < 4096, "within the cluster: %llu wan bytes", (unsigned long long)(b1 - b0));
+    free(buf);
+    /* two all-reduces in a row: the second's input from the other cluster
+     * leaves after that cluster had this rank's first input, so they take
+     * two one-way delays at least */
+    t = now();
+    float v = 1, w;
+    CHECK(!weft_allreduce(c, &v, &w, 1, WEFT_F32, WEFT_SUM) && w == 4);
+    CHECK(!weft_allreduce(c, &w, &v, 1, WEFT_F32, WEFT_SUM) && v == 16);
+    CHECKF(now() - t >= 2 * DELAY, "two all-reduces in %.4f s", now() - t);
+}
+
+/* A job of n ranks, per_cluster to a cluster, under WEFT_WAN=spec: the
+ * number of ranks that failed. */
+static int wan_job(const char *spec, int n, int per_cluster, mp_fn fn)
+{
+    setenv("WEFT_WAN", spec, 1);
+    mp_ranks_per_cluster = per_cluster;
+    int bad = mp_run(n, 60, fn, NULL);
+    mp_ranks_per_cluster = 0;
+    unsetenv("WEFT_WAN");
+    return bad;
+}
+
+TEST(wan_delay_and_rate)
+{
+    CHECK(wan_job("delay=50ms,rate=100mbit", 4, 2, wan_rank) == 0);
+}
+
+/* The wan bytes of compressed all-reduces: int8 sends about a quarter of
+ * fp32, int4 an eighth (plus frame headers and scales). */
+static void codec_wan_rank(weft_comm *c, void *arg)
+{
+    size_t n = 1 << 16;
+    float *x = malloc(n * sizeof *x);
+    uint64_t wb[WEFT_CODEC_COUNT] = { 0 }, sent[WEFT_CODEC_COUNT] = { 0 };
+    for (size_t i = 0; i < n; i++)
+        x[i] = sinf((float)i);
+    CHECK(!weft_barrier(c));
+    for (int k = 0; k < WEFT_CODEC_COUNT; k++) {
+        uint64_t a, b;
+        CHECK(!weft_barrier(c));
+        CHECK(!weft_comm_wan_bytes(c, &a));
+        CHECK(!weft_allreduce_codec(c, x, x, n, WEFT_AVG, (weft_codec)k, &sent[k]));
+        CHECK(!weft_barrier(c));
+        CHECK(!weft_comm_wan_bytes(c, &b));
+        wb[k] = b - a;
+    }
+    /* 2 ranks, one per cluster: everything the ring sends crosses */
+    for (int k = 0; k < WEFT_CODEC_COUNT; k++) {
+        CHECKF(wb[k] >= sent[k] && wb[k] < sent[k] + 4096, "%s: %llu wan bytes for %llu sent",
+               weft_codec_name((weft_codec)k), (unsigned long long)wb[k],
+               (unsigned long long)sent[k]);
+        if (weft_comm_rank(c) == 0)
+            printf("%s: %llu wan bytes (fp32 / this = %.2f)\n", weft_codec_name((weft_codec)k),
+                   (unsigned long long)wb[k], (double)wb[0] / (double)wb[k]);
+    }
+    free(x);
+}
+
+TEST(codec_wan_bytes)
+{
+    CHECK(wan_job("delay=2ms", 2, 1, codec_wan_rank) == 0);
+}
+
+static void never_rank(weft_comm *c, void *arg)
+{
+    CHECK(0); /* init must have refused */
+}
+
+TEST(bad_wan_value)
+{
+    CHECK(wan_job("delay=fast", 2, 1, never_rank) == 2);
+    CHECK(wan_job("rate=0mbit", 2, 1, never_rank) == 2);
+}
