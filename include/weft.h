@@ -537,6 +537,7 @@ weft_precision weft_model_precision(const weft_model *m);
 /* n <= 0: the default above. OpenBLAS keeps one thread count per process:
  * the last model to set it wins. */
 int weft_model_set_threads(weft_model *m, int n);
+    int block;           /* the model's block it belongs to (weft_model_block_count) */
 int weft_model_threads(const weft_model *m);
 /* Matmul backend: "openblas" (default when built with it) or "portable";
  * WEFT_MATMUL in the environment picks it at create. WEFT_ENOTSUP when
@@ -580,6 +581,20 @@ int weft_model_count_correct(weft_model *m, const int32_t *targets);
  * with the activation after it); a GPT's are the embedding, each
  * transformer block, then the final LayerNorm with the output projection.
  * A stage holds chunks, contiguous ranges of blocks (more than one for the
+/* Called from inside forward and backward (and their recomputation) just
+ * before a block reads the parameters of tensors [first, first + count)
+ * (need 1) and just after it no longer does (need 0), so that ZeRO-3 can
+ * gather a block's parameters and release them block by block. Every need
+ * has its done; a non-zero return fails the pass with that code. NULL
+ * removes the hook. */
+typedef int (*weft_param_need_fn)(void *arg, int first, int count, int need);
+int weft_model_set_param_hook(weft_model *m, weft_param_need_fn fn, void *arg);
+/* Activation recomputation: a GPT's forward keeps only each transformer
+ * block's input and its backward recomputes the block's activations just
+ * before using them, so activations take one block's worth plus one
+ * residual row set per block (at one more forward's compute). MLP: no
+ * effect. */
+int weft_model_set_recompute(weft_model *m, int on);
  * interleaved schedule), and allocates only their parameters, gradients
  * and activations; its tensors keep the whole model's names and the same
  * initial values. GPT's output projection is the token embedding: a stage
@@ -1075,7 +1090,14 @@ double weft_zero_wait_s(const weft_zero *z);
  * are in use. Between steps the pages a rank does not own are returned to
  * the kernel (stages 2-3: gradients; 3: other ranks' parameters), and
  * resident_bytes measures it: the resident pages (mincore) of the
- * parameter and gradient buffers plus the optimiser state. */
+ * parameter and gradient buffers plus the optimiser state. Stage 3 layer
+ * by layer holds during a step only a few blocks' whole parameters and
+ * gradients besides its shards: work_bytes is then that bound (the three
+ * largest blocks' parameters — the one computing, the one prefetched, a
+ * tied output projection — and the four largest blocks' gradients, plus
+ * the pages a shard boundary shares), and peak_bytes measures the most
+ * the two buffers held resident at any block boundary of the last step,
+ * plus the optimiser state. */
 typedef struct {
     int stage, world, state_bytes_per_param, buckets;
     size_t n, shard;
@@ -1096,8 +1118,14 @@ int weft_zero_load_optim(weft_zero *z, const weft_ckpt *ck);
 /* Parameter-averaging modes (docs/TRAINING.md): each rank steps its own
  * optimiser on its part of every global batch, with no gradient exchange,
  * and weft_sync_after_step pulls the models together:
+    size_t peak_bytes;
+    int layerwise;
  *   "full"      gradients averaged every step (weft_dp / weft_zero; no handle)
  *   "local:H"   parameters averaged every H steps (local SGD)
+/* Stage 3: gather and release block by block (on, the default) or the
+ * whole model once per step (off: a pipeline's micro-batches would
+ * otherwise gather each block once per micro-batch). */
+int weft_zero_set_layerwise(weft_zero *z, int on);
  *   "diloco:H"  every H steps an outer Nesterov-SGD step (momentum 0.9,
  *               lr 0.7) on the averaged pseudo-gradient theta_old - theta
  *   "gossip"    every step, average with one peer on the one-peer

@@ -662,6 +662,31 @@ int weft_model_set_grad_hook(weft_model *m, weft_grad_ready_fn fn, void *arg)
     return 0;
 }
 
+int weft_model_set_param_hook(weft_model *m, weft_param_need_fn fn, void *arg)
+{
+    if (!m)
+        return WEFT_EINVAL;
+    m->phook = fn;
+    m->phook_arg = arg;
+    return 0;
+}
+
+int weft_model_set_recompute(weft_model *m, int on)
+{
+    /* the weight half of a split backward reads what the next block's
+     * recomputation would overwrite */
+    if (!m || (on && m->split))
+        return WEFT_EINVAL;
+    if (m->recompute != !!on) {
+        m->recompute = !!on;
+        /* the next forward lays the arenas out anew */
+        for (int k = 0; k < m->nchunk; k++)
+            for (int j = 0; j < m->chunk[k].nslot; j++)
+                m->chunk[k].slot[j].ready = 0;
+    }
+    return 0;
+}
+
 int weft_model_grads_ready(weft_model *m, int first, int count)
 {
     if (!m || first < 0 || count < 0 || first > m->ntensors - count)

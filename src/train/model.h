@@ -86,6 +86,9 @@ struct weft_model {
     int announce;           /* backward tells the hook */
     weft_grad_ready_fn hook;
     void *hook_arg;
+    weft_param_need_fn phook;
+    void *phook_arg;
+    int recompute;          /* GPT: blocks' activations rebuilt in backward */
 };
 
 /* Arena carving: with base NULL only the size is counted. */
@@ -167,6 +170,10 @@ lin_ctx train_model_lin(weft_model *m);
  * [first, first + count) are done (ours of them; the tied copy is the
  * caller's to announce). */
 void train_model_grads_ready(weft_model *m, int first, int count);
+/* The parameter hook for the whole model's tensors [first, first + count)
+ * that are ours (in contiguous runs); rc is passed through: a call after
+ * a failure does nothing but return it. */
+int train_model_params(weft_model *m, int rc, int first, int count, int need);
 int train_chunk_has(const weft_model *m, int block);
 
 #endif

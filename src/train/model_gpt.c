@@ -128,6 +128,19 @@ size_t train_gpt_layout(weft_model *m, float *base, int B, int T)
     a->full = sq ? train_carve(&cv, BT * C) : NULL;
     for (int l = lo; l <= hi; l++) {
         gpt_layer *g = &a->l[l];
+        if (m->recompute && l > lo) {
+            /* one block's activations, rebuilt by backward; each block's
+             * output is the next one's input, kept */
+            *g = a->l[lo];
+            g->r2 = train_carve(&cv, R * C);
+            if (bf && base) {
+                g->qkv_s.w = m->w16 + m->tensors[m->gmap[tix(l, T_QKVW)]].info.offset;
+                g->proj_s.w = m->w16 + m->tensors[m->gmap[tix(l, T_PROJW)]].info.offset;
+                g->fc_s.w = m->w16 + m->tensors[m->gmap[tix(l, T_FCW)]].info.offset;
+                g->fcp_s.w = m->w16 + m->tensors[m->gmap[tix(l, T_FCPW)]].info.offset;
+            }
+            continue;
+        }
         MMIN(g->ln1, g->qkv_s, BT * C, tix(l, T_QKVW));
         g->ln1l = sq ? train_carve(&cv, R * C) : g->ln1;
         g->ln1m = train_carve(&cv, R);
@@ -215,7 +228,9 @@ static int seqpar_sync(weft_model *m, int first_tensor, int count)
     return train_tp_allreduce(m, g, n, WEFT_SUM);
 }
 
-int train_gpt_forward(weft_model *m, const void *in, int B, int T)
+/* Transformer block l's forward, from its input to its output r2 (also
+ * what backward reruns under recomputation). */
+static int layer_forward(weft_model *m, int l)
 {
     const weft_model_config *c = &m->cfg;
     model_slot *s = m->s;
@@ -223,61 +238,86 @@ int train_gpt_forward(weft_model *m, const void *in, int B, int T)
     lin_ctx lc = train_model_lin(m);
     pool *pl = train_mm_pool(m->mm);
     int tp = m->tp_size, C = c->d_model, NH = c->n_head / tp, A = C / tp, F = 4 * C / tp;
+    int B = s->B, T = s->T, BT = B * T, sq = m->seqpar, R = sq ? BT / tp : BT, rc = 0;
+    size_t nR = (size_t)R * C;
+    float *P = m->params;
+    gpt_layer *g = &a->l[l];
+    const float *x = block_input(m, l);
+#define W(j) train_model_tensor_ptr(m, P, tix(l, j))
+    train_layernorm_forward(pl, g->ln1l, g->ln1m, g->ln1r, x, W(T_LN1W), W(T_LN1B), R, C);
+    if (sq)
+        rc = train_tp_allgather(m, g->ln1l, g->ln1, nR);
+    train_linear_forward(&lc, &g->qkv_s, g->qkv, g->ln1, W(T_QKVW), W(T_QKVB), BT, C, 3 * A);
+    train_attention_forward(pl, g->atty, g->att, g->qkv, B, T, A, NH);
+    /* row-parallel: the partial products add up over the group (each rank
+     * its rows under sequence parallelism), then the bias */
+    train_linear_forward(&lc, &g->proj_s, sq ? a->full : g->r1, g->atty, W(T_PROJW),
+                         tp > 1 ? NULL : W(T_PROJB), BT, A, C);
+    rc = rc ? rc : row_parallel_sum(m, a->full, g->r1, W(T_PROJB), nR);
+    train_residual_forward(g->r1, g->r1, x, nR);
+    train_layernorm_forward(pl, g->ln2l, g->ln2m, g->ln2r, g->r1, W(T_LN2W), W(T_LN2B), R, C);
+    if (sq)
+        rc = rc ? rc : train_tp_allgather(m, g->ln2l, g->ln2, nR);
+    train_linear_forward(&lc, &g->fc_s, g->fch, g->ln2, W(T_FCW), NULL, BT, C, F);
+    train_bias_gelu_forward(pl, g->fcg, g->fch, W(T_FCB), BT, F); /* one pass, same bits */
+    train_linear_forward(&lc, &g->fcp_s, sq ? a->full : g->r2, g->fcg, W(T_FCPW),
+                         tp > 1 ? NULL : W(T_FCPB), BT, F, C);
+    rc = rc ? rc : row_parallel_sum(m, a->full, g->r2, W(T_FCPB), nR);
+    train_residual_forward(g->r2, g->r2, g->r1, nR);
+#undef W
+    return rc;
+}
+
+int train_gpt_forward(weft_model *m, const void *in, int B, int T)
+{
+    const weft_model_config *c = &m->cfg;
+    model_slot *s = m->s;
+    gpt_acts *a = s->arch;
+    lin_ctx lc = train_model_lin(m);
+    pool *pl = train_mm_pool(m->mm);
+    int tp = m->tp_size, C = c->d_model;
     int BT = B * T, lo, hi, head, V = tp > 1 ? train_tp_vocab_rows(m) : c->vocab, rc = 0;
+    int nt = m->nglobal;
     float *P = m->params;
     chunk_layers(m, &lo, &hi, &head);
     int sq = m->seqpar, R = sq ? BT / tp : BT;
     size_t nR = (size_t)R * C;
     if (m->ck->first == 0) {
         memcpy(s->tokens, in, sizeof(int32_t) * (size_t)BT);
-        if (tp > 1) {
+        rc = train_model_params(m, rc, 0, 2, 1);
+        if (rc == 0 && tp > 1) {
             /* the parts' embeddings add up: over the group, or each rank its rows */
             train_tp_embedding_forward(m, sq ? a->full : a->x0, in, train_model_tensor_ptr(m, P, 0),
                                        train_model_tensor_ptr(m, P, 1), B, T, C);
             rc = sq ? train_tp_reduce_scatter(m, a->full, a->x0, nR)
                     : train_tp_allreduce(m, a->x0, (size_t)BT * C, WEFT_SUM);
-        } else {
+        } else if (rc == 0) {
             train_embedding_forward(a->x0, in, train_model_tensor_ptr(m, P, 0),
                                     train_model_tensor_ptr(m, P, 1), B, T, C);
         }
+        rc = train_model_params(m, rc, 0, 2, 0);
     } else {
         memcpy(a->x0, in, sizeof(float) * nR);
     }
-    for (int l = lo; l <= hi; l++) {
-        gpt_layer *g = &a->l[l];
-        const float *x = block_input(m, l);
-#define W(j) train_model_tensor_ptr(m, P, tix(l, j))
-        train_layernorm_forward(pl, g->ln1l, g->ln1m, g->ln1r, x, W(T_LN1W), W(T_LN1B), R, C);
-        if (sq)
-            rc = rc ? rc : train_tp_allgather(m, g->ln1l, g->ln1, nR);
-        train_linear_forward(&lc, &g->qkv_s, g->qkv, g->ln1, W(T_QKVW), W(T_QKVB), BT, C, 3 * A);
-        train_attention_forward(pl, g->atty, g->att, g->qkv, B, T, A, NH);
-        /* row-parallel: the partial products add up over the group (each
-         * rank its rows under sequence parallelism), then the bias */
-        train_linear_forward(&lc, &g->proj_s, sq ? a->full : g->r1, g->atty, W(T_PROJW),
-                             tp > 1 ? NULL : W(T_PROJB), BT, A, C);
-        rc = rc ? rc : row_parallel_sum(m, a->full, g->r1, W(T_PROJB), nR);
-        train_residual_forward(g->r1, g->r1, x, nR);
-        train_layernorm_forward(pl, g->ln2l, g->ln2m, g->ln2r, g->r1, W(T_LN2W), W(T_LN2B), R, C);
-        if (sq)
-            rc = rc ? rc : train_tp_allgather(m, g->ln2l, g->ln2, nR);
-        train_linear_forward(&lc, &g->fc_s, g->fch, g->ln2, W(T_FCW), NULL, BT, C, F);
-        train_bias_gelu_forward(pl, g->fcg, g->fch, W(T_FCB), BT, F); /* one pass, same bits */
-        train_linear_forward(&lc, &g->fcp_s, sq ? a->full : g->r2, g->fcg, W(T_FCPW),
-                             tp > 1 ? NULL : W(T_FCPB), BT, F, C);
-        rc = rc ? rc : row_parallel_sum(m, a->full, g->r2, W(T_FCPB), nR);
-        train_residual_forward(g->r2, g->r2, g->r1, nR);
-#undef W
+    for (int l = lo; l <= hi && rc == 0; l++) {
+        rc = train_model_params(m, rc, tix(l, 0), T_PER_LAYER, 1);
+        rc = rc ? rc : layer_forward(m, l);
+        rc = train_model_params(m, rc, tix(l, 0), T_PER_LAYER, 0);
     }
-    if (head) {
-        int nt = m->nglobal;
-        train_layernorm_forward(pl, a->lnfl, a->lnfm, a->lnfr, block_input(m, c->n_layer),
-                                train_model_tensor_ptr(m, P, nt - 2),
-                                train_model_tensor_ptr(m, P, nt - 1), R, C);
-        if (sq)
-            rc = rc ? rc : train_tp_allgather(m, a->lnfl, a->lnf, nR);
-        train_linear_forward(&lc, &a->logit_s, s->logits, a->lnf, train_model_tensor_ptr(m, P, 0),
-                             NULL, BT, C, V);
+    if (head && rc == 0) {
+        rc = train_model_params(m, rc, nt - 2, 2, 1);
+        rc = train_model_params(m, rc, 0, 1, 1); /* the tied output projection */
+        if (rc == 0) {
+            train_layernorm_forward(pl, a->lnfl, a->lnfm, a->lnfr, block_input(m, c->n_layer),
+                                    train_model_tensor_ptr(m, P, nt - 2),
+                                    train_model_tensor_ptr(m, P, nt - 1), R, C);
+            if (sq)
+                rc = train_tp_allgather(m, a->lnfl, a->lnf, nR);
+            train_linear_forward(&lc, &a->logit_s, s->logits, a->lnf,
+                                 train_model_tensor_ptr(m, P, 0), NULL, BT, C, V);
+        }
+        rc = train_model_params(m, rc, 0, 1, 0);
+        rc = train_model_params(m, rc, nt - 2, 2, 0);
     }
     return rc;
 }
@@ -383,6 +423,10 @@ int train_gpt_backward(weft_model *m, const float *dout, int part)
      * a column-parallel layer's input gradient is a partial sum over the
      * group (Megatron's f: identity forward, all-reduce backward) */
     if (head) {
+        rc = train_model_params(m, rc, 0, 1, 1);
+        rc = train_model_params(m, rc, nt - 2, 2, 1);
+        if (rc)
+            return rc;
         lin_back(&lc, &a->logit_s, sp, NULL, cin, train_model_tensor_ptr(m, G, 0), NULL, s->probs,
                  a->lnf, train_model_tensor_ptr(m, P, 0), BT, C, V);
         rc = column_parallel_grad(m, cin, a->dbr, nR);
@@ -390,6 +434,8 @@ int train_gpt_backward(weft_model *m, const float *dout, int part)
         train_layernorm_backward(pl, a->dres, train_model_tensor_ptr(m, G, nt - 2),
                                  train_model_tensor_ptr(m, G, nt - 1), a->dbr, block_input(m, L),
                                  train_model_tensor_ptr(m, P, nt - 2), a->lnfm, a->lnfr, R, C);
+        rc = train_model_params(m, rc, nt - 2, 2, 0);
+        rc = train_model_params(m, rc, 0, 1, 0);
         if (!sp) {
             rc = rc ? rc : seqpar_sync(m, nt - 2, 2);
             train_model_grads_ready(m, nt - 2, 2);   /* ln_f */
@@ -397,10 +443,17 @@ int train_gpt_backward(weft_model *m, const float *dout, int part)
     } else {
         memcpy(a->dres, dout, nR * sizeof(float));
     }
-    for (int l = hi; l >= lo; l--) {
+    for (int l = hi; l >= lo && rc == 0; l--) {
         gpt_layer *g = &a->l[l];
         const float *x = block_input(m, l);
         const float *rdout = a->dres;
+        rc = train_model_params(m, rc, tix(l, 0), T_PER_LAYER, 1);
+        /* the block's activations as its forward made them (the last
+         * block's are still there) */
+        if (rc == 0 && m->recompute && l < hi)
+            rc = layer_forward(m, l);
+        if (rc)
+            break;
 #define W(j) train_model_tensor_ptr(m, P, tix(l, j))
 #define D(j) train_model_tensor_ptr(m, G, tix(l, j))
         if (sq) { /* Megatron's g backward: the rows of every rank */
@@ -421,6 +474,7 @@ int train_gpt_backward(weft_model *m, const float *dout, int part)
         train_layernorm_backward(pl, a->dres, D(T_LN1W), D(T_LN1B), a->dbr, x, W(T_LN1W), g->ln1m, g->ln1r, R, C);
 #undef W
 #undef D
+        rc = train_model_params(m, rc, tix(l, 0), T_PER_LAYER, 0);
         if (!sp) {
             rc = rc ? rc : seqpar_sync(m, tix(l, T_LN1W), 2);
             rc = rc ? rc : seqpar_sync(m, tix(l, T_LN2W), 2);

@@ -105,13 +105,16 @@ int train_mlp_forward(weft_model *m, const float *x, int B)
         memcpy(a->x, x, sizeof(float) * (size_t)B * in_w(m, f));
         in = a->x;
     }
-    for (int l = f; l <= e; l++) {
+    for (int l = f; l <= e && rc == 0; l++) {
         int k = in_w(m, l), n = out_w(m, l), row = train_mlp_layer_kind(m, l) == 2;
         float *P = m->params, *bias = train_model_tensor_ptr(m, P, 2 * l + 1);
+        if ((rc = train_model_params(m, rc, 2 * l, 2, 1)))
+            break;
         train_linear_forward(&lc, &a->save[l], a->z[l], in, train_model_tensor_ptr(m, P, 2 * l),
                              row ? NULL : bias, B, k, n);
         if (row && (rc = train_tp_allreduce(m, a->z[l], (size_t)B * n, WEFT_SUM)) == 0)
             train_add_bias(a->z[l], bias, B, n);
+        rc = train_model_params(m, rc, 2 * l, 2, 0);
         if (l + 1 < L) {
             if (c->activation == WEFT_ACT_GELU)
                 train_gelu_forward(train_mm_pool(m->mm), a->h[l], a->z[l], (size_t)B * n);
@@ -171,10 +174,14 @@ int train_mlp_backward(weft_model *m, const float *dout, int part)
         act_backward(m, d, dout, a->z[e], (size_t)B * out_w(m, e));
         g = d;
     }
-    for (int l = e; l >= f; l--) {
+    for (int l = e; l >= f && rc == 0; l--) {
         int k = in_w(m, l), n = out_w(m, l), col = train_mlp_layer_kind(m, l) == 1;
         float *din = l > 0 ? bufs[l & 1] : NULL;
         const float *w = train_model_tensor_ptr(m, m->params, 2 * l);
+        /* the first layer's weights serve only its weight gradient */
+        int reads = din != NULL;
+        if (reads && (rc = train_model_params(m, rc, 2 * l, 2, 1)))
+            break;
         if (part == PART_ALL) {
             train_linear_backward(&lc, &a->save[l], din, train_model_tensor_ptr(m, m->grads, 2 * l),
                                   train_model_tensor_ptr(m, m->grads, 2 * l + 1), g,
@@ -188,6 +195,8 @@ int train_mlp_backward(weft_model *m, const float *dout, int part)
         /* a column-parallel layer's input gradient sums over the group */
         if (din && col)
             rc = rc ? rc : train_tp_allreduce(m, din, (size_t)B * k, WEFT_SUM);
+        if (reads)
+            rc = train_model_params(m, rc, 2 * l, 2, 0);
         if (din && l > f)
             act_backward(m, din, din, a->z[l - 1], (size_t)B * k);
         g = din;

@@ -86,6 +86,7 @@ static int add_tensor(weft_model *m, const model_spec *sp, int global, size_t wh
     int d0, d1;
     local_shape(m, sp, &d0, &d1);
     t->global = global;
+    t->info.block = sp->block;
     t->split = m->tp_size > 1 ? sp->split : SPLIT_NONE;
     t->wd0 = sp->d0;
     t->wd1 = sp->ndim > 1 ? sp->d1 : 1;
@@ -240,6 +241,25 @@ void train_model_init(weft_model *m, uint64_t seed)
         }
     }
     free(l.t);
+}
+
+int train_model_params(weft_model *m, int rc, int first, int count, int need)
+{
+    if (rc || !m->phook)
+        return rc;
+    int run = -1, len = 0;
+    for (int i = first; i <= first + count && rc == 0; i++) {
+        int j = i < first + count ? m->gmap[i] : -1;
+        if (j >= 0 && run >= 0 && j == run + len) {
+            len++;
+            continue;
+        }
+        if (len)
+            rc = m->phook(m->phook_arg, run, len, need);
+        run = j;
+        len = j >= 0;
+    }
+    return rc;
 }
 
 float *train_model_tensor_ptr(weft_model *m, float *buf, int i)

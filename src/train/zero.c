@@ -17,8 +17,16 @@
  *            backward has finished them: a rank ends up with the reduced
  *            gradient of its shards only; clipping sums shard norms.
  *   stage 3  parameters too: between steps a rank's only valid copy is its
- *            shards (the rest of the buffer is cleared); they are gathered
- *            before the next forward, which needs the whole flat buffer.
+ *            shards (the rest of the buffer is cleared). Layer by layer
+ *            (the default), buckets are the model's blocks: the model's
+ *            parameter hook gathers a block's bucket just before forward
+ *            or backward reads it, with the next one the last step needed
+ *            in flight behind it (the order of needs is recorded, as FSDP
+ *            records its forward order), and releases it right after; a
+ *            bucket's gradients are released once their reduce-scatter is
+ *            done, two buckets behind backward. Otherwise (pipelines, whose
+ *            micro-batches would gather each block m times) everything is
+ *            gathered before the step's first forward.
  *
  * The engine's forward and backward need whole flat buffers, so those stay
  * allocated, but what a rank does not own is handed back to the kernel
@@ -45,7 +53,12 @@ typedef struct {
     int ntensors, ready;
     weft_optim *opt;       /* state for this rank's part (stages 1-3); NULL if empty */
     weft_request *req[2];  /* reduce-scatter, tail all-reduce */
+    int block;             /* stage 3: the model's block of its tensors */
+    int refs, state;       /* stage 3 layer by layer: readers, PARAMS_* */
+    weft_request *greq[2]; /* its parameters' all-gather, tail broadcast */
 } zbucket;
+
+enum { PARAMS_RELEASED, PARAMS_INFLIGHT, PARAMS_PRESENT };
 
 struct weft_zero {
     weft_comm *comm;       /* NULL: one process */
@@ -65,6 +78,11 @@ struct weft_zero {
     double wait_s;         /* time weft_zero_step spent waiting on communication */
     weft_comm *norm_comm[2]; /* the norm also sums over these (stages, tensor ranks) */
     unsigned char *skip;   /* per tensor: another rank counts it (a tied copy, a replica) */
+    int layerwise;         /* stage 3: gather and release block by block */
+    int *order[2];         /* buckets in the order needed: this step's, the last one's */
+    int olen[2], ocap, opos;
+    int rs_released;       /* buckets below this had their gradients released */
+    size_t peak;           /* most bytes of the two flat buffers resident during a step */
 };
 
 /* Zeroes [lo, hi) of x, returning its whole pages to the kernel. */
@@ -138,7 +156,14 @@ static int make_buckets(weft_zero *z, size_t bucket_bytes)
         cur->lo = ti.offset;
         cur->ntensors++;
         z->bucket_of[i] = z->nb;
-        if (cur->n * sizeof(float) >= bucket_bytes && i > 0)
+        cur->block = ti.block;
+        int close = cur->n * sizeof(float) >= bucket_bytes;
+        if (z->stage == 3 && i > 0) { /* one bucket per block */
+            weft_tensor_info prev;
+            weft_model_tensor_info(z->model, i - 1, &prev);
+            close = prev.block != ti.block;
+        }
+        if (close && i > 0)
             z->nb++;
     }
     if (z->b[z->nb].ntensors)
@@ -150,6 +175,165 @@ static int make_buckets(weft_zero *z, size_t bucket_bytes)
         b->mlo = b->lo + b->S * (size_t)z->rank;
         b->mcnt = b->S + (z->rank == z->world - 1 ? b->tail : 0);
     }
+    return 0;
+}
+
+/* ---- stage 3 layer by layer ---- */
+
+static int gather_launch(weft_zero *z, zbucket *b)
+{
+    float *p = weft_model_params(z->model, NULL);
+    int rc = 0;
+    if (b->S)
+        rc = weft_iallgather(z->comm, p + b->lo + b->S * (size_t)z->rank, p + b->lo, b->S,
+                             WEFT_F32, &b->greq[0]);
+    if (rc == 0 && b->tail)
+        rc = weft_ibroadcast(z->comm, p + b->lo + b->S * (size_t)z->world, b->tail, WEFT_F32,
+                             z->world - 1, &b->greq[1]);
+    b->state = PARAMS_INFLIGHT;
+    return rc;
+}
+
+static int gather_wait(weft_zero *z, zbucket *b)
+{
+    /* inside forward or backward: their time, not weft_zero_step's */
+    int rc = 0;
+    (void)z;
+    for (int j = 0; j < 2; j++)
+        if (b->greq[j]) {
+            int r = weft_wait(b->greq[j]);
+            rc = rc ? rc : r;
+            b->greq[j] = NULL;
+        }
+    b->state = PARAMS_PRESENT;
+    return rc;
+}
+
+/* What of bucket b's part of x is another rank's, back to the kernel. */
+static void release_others(const weft_zero *z, float *x, const zbucket *b)
+{
+    release(x, b->lo, b->mlo);
+    release(x, b->mlo + b->mcnt, b->lo + b->n);
+    (void)z;
+}
+
+static void measure_peak(weft_zero *z)
+{
+    float *p = weft_model_params(z->model, NULL), *g = weft_model_grads(z->model, NULL);
+    size_t r = resident(p, z->n) + resident(g, z->n);
+    if (r > z->peak)
+        z->peak = r;
+}
+
+/* The bucket the last step needed after the one just needed (k), or -1;
+ * the same on every rank, as every rank runs the same passes. */
+static int next_needed(weft_zero *z, int k)
+{
+    int *o = z->order[1], n = z->olen[1];
+    for (int i = z->opos; i < n; i++)
+        if (o[i] == k) {
+            z->opos = i + 1;
+            return i + 1 < n ? o[i + 1] : -1;
+        }
+    return -1;
+}
+
+static int record_need(weft_zero *z, int k)
+{
+    if (z->olen[0] == z->ocap) {
+        int cap = z->ocap ? 2 * z->ocap : 64, *a = realloc(z->order[0], sizeof *a * (size_t)cap),
+            *b = a ? realloc(z->order[1], sizeof *b * (size_t)cap) : NULL;
+        if (a)
+            z->order[0] = a;
+        if (!b)
+            return WEFT_ENOMEM;
+        z->order[1] = b;
+        z->ocap = cap;
+    }
+    z->order[0][z->olen[0]++] = k;
+    return 0;
+}
+
+static int bucket_need(weft_zero *z, int k)
+{
+    zbucket *b = &z->b[k];
+    int rc = record_need(z, k), next = next_needed(z, k);
+    if (rc == 0 && b->state == PARAMS_RELEASED)
+        rc = gather_launch(z, b);
+    /* the next block's gather runs while this one computes */
+    if (rc == 0 && next >= 0 && z->b[next].state == PARAMS_RELEASED)
+        rc = gather_launch(z, &z->b[next]);
+    if (rc == 0 && b->state == PARAMS_INFLIGHT) {
+        rc = gather_wait(z, b);
+        measure_peak(z);
+    }
+    b->refs++;
+    return rc;
+}
+
+static void bucket_done(weft_zero *z, int k)
+{
+    zbucket *b = &z->b[k];
+    if (b->refs > 0 && --b->refs == 0 && b->state == PARAMS_PRESENT) {
+        release_others(z, weft_model_params(z->model, NULL), b);
+        b->state = PARAMS_RELEASED;
+    }
+}
+
+static int on_params(void *arg, int first, int count, int need)
+{
+    weft_zero *z = arg;
+    int rc = 0, prev = -1;
+    if (!z->layerwise || z->gathered)
+        return 0;
+    for (int i = first; i < first + count && rc == 0; i++) {
+        int k = z->bucket_of[i];
+        if (k == prev)
+            continue;
+        prev = k;
+        if (need)
+            rc = bucket_need(z, k);
+        else
+            bucket_done(z, k);
+    }
+    return rc;
+}
+
+/* A step begins: what is not ours goes (a whole gather for eval or a
+ * checkpoint included), and the needs are recorded anew. */
+static int layerwise_begin(weft_zero *z)
+{
+    float *p = weft_model_params(z->model, NULL);
+    int rc = 0;
+    for (int k = 0; k < z->nb; k++) {
+        zbucket *b = &z->b[k];
+        if (b->state == PARAMS_INFLIGHT) {
+            int r = gather_wait(z, b);
+            rc = rc ? rc : r;
+        }
+        release_others(z, p, b);
+        b->state = PARAMS_RELEASED;
+        b->refs = 0;
+    }
+    z->gathered = 0;
+    return rc;
+}
+
+static void layerwise_end_step(weft_zero *z)
+{
+    int *t = z->order[1];
+    z->order[1] = z->order[0];
+    z->olen[1] = z->olen[0];
+    z->order[0] = t;
+    z->olen[0] = 0;
+    z->opos = 0;
+}
+
+int weft_zero_set_layerwise(weft_zero *z, int on)
+{
+    if (!z)
+        return WEFT_EINVAL;
+    z->layerwise = on && z->stage == 3 && z->comm && z->world > 1;
     return 0;
 }
 
@@ -189,6 +373,10 @@ int weft_zero_create(weft_zero **out, weft_comm *c, weft_model *m, const weft_op
         rc = weft_dp_create(&z->dp, c, m, bucket_bytes);
     if (rc == 0 && stage >= 2)
         rc = weft_model_set_grad_hook(m, on_grads_ready, z);
+    if (rc == 0 && stage == 3) {
+        weft_zero_set_layerwise(z, 1);
+        rc = weft_model_set_param_hook(m, on_params, z);
+    }
     if (rc) {
         weft_zero_destroy(z);
         return rc;
@@ -205,10 +393,17 @@ void weft_zero_destroy(weft_zero *z)
     weft_dp_destroy(z->dp);
     if (z->stage >= 2)
         weft_model_set_grad_hook(z->model, NULL, NULL);
+    if (z->stage == 3)
+        weft_model_set_param_hook(z->model, NULL, NULL);
+    free(z->order[0]);
+    free(z->order[1]);
     for (int k = 0; z->b && k < z->nb; k++) {
-        for (int j = 0; j < 2; j++)
+        for (int j = 0; j < 2; j++) {
             if (z->b[k].req[j])
                 weft_wait(z->b[k].req[j]);
+            if (z->b[k].greq[j])
+                weft_wait(z->b[k].greq[j]);
+        }
         weft_optim_destroy(z->b[k].opt);
     }
     free(z->b);
@@ -307,9 +502,16 @@ int weft_zero_micro(weft_zero *z, int n, int global_n, int last)
     g = weft_model_grads(z->model, &gn);
     if (z->prev_micro == 0) {
         double t0 = now();
-        rc = weft_zero_gather_params(z);
+        rc = z->layerwise ? layerwise_begin(z) : weft_zero_gather_params(z);
         z->wait_s += now() - t0;
-        if (rc || (rc = weft_model_zero_grad(z->model)))
+        if (rc)
+            return rc;
+        z->peak = 0;
+        /* zeroes that take no memory: a sharded gradient is resident only
+         * while backward writes it */
+        if (z->stage >= 2)
+            release(g, 0, gn);
+        else if ((rc = weft_model_zero_grad(z->model)))
             return rc;
     } else if (z->prev_micro != n) {
         /* Backward adds each micro-step's mean gradient with weight one. Keep
@@ -330,6 +532,32 @@ int weft_zero_micro(weft_zero *z, int n, int global_n, int last)
             return rc;
     }
     return 0;
+}
+
+static int wait_reduced(zbucket *b)
+{
+    int rc = 0;
+    for (int j = 0; j < 2; j++)
+        if (b->req[j]) {
+            int r = weft_wait(b->req[j]);
+            rc = rc ? rc : r;
+            b->req[j] = NULL;
+        }
+    return rc;
+}
+
+/* Layer by layer: buckets below upto have their reduced shards; what
+ * else backward wrote of them goes back to the kernel. */
+static int release_reduced(weft_zero *z, int upto)
+{
+    float *g = weft_model_grads(z->model, NULL);
+    int rc = 0;
+    for (; rc == 0 && z->rs_released < upto; z->rs_released++) {
+        zbucket *b = &z->b[z->rs_released];
+        rc = wait_reduced(b);
+        release_others(z, g, b);
+    }
+    return rc;
 }
 
 /* Stages 2-3: reduce-scatter each complete bucket, in bucket order (the
@@ -357,6 +585,8 @@ static int launch_ready(weft_zero *z)
         if (rc)
             return rc;
         z->next_launch++;
+        if (z->layerwise && (rc = release_reduced(z, z->next_launch - 2)))
+            return rc;
     }
     return 0;
 }
@@ -370,16 +600,12 @@ static int reduce_scatter_grads(weft_zero *z)
     if (rc == 0)
         rc = launch_ready(z);
     for (int k = 0; k < z->nb; k++) {
-        for (int j = 0; j < 2; j++)
-            if (z->b[k].req[j]) {
-                int r = weft_wait(z->b[k].req[j]);
-                if (r && !rc)
-                    rc = r;
-                z->b[k].req[j] = NULL;
-            }
+        int r = wait_reduced(&z->b[k]);
+        rc = rc ? rc : r;
         z->b[k].ready = 0;
     }
     z->next_launch = 0;
+    z->rs_released = 0;
     return rc;
 }
 
@@ -460,6 +686,8 @@ int weft_zero_step(weft_zero *z, float lr, float clip, float *norm)
                 weft_scale(g, n, weft_clip_scale(sqrt(ss), clip));
         }
     } else {
+        if (z->layerwise)
+            measure_peak(z);
         rc = reduce_scatter_grads(z);
         z->wait_s += now() - t0;
         if (rc)
@@ -501,20 +729,46 @@ int weft_zero_step(weft_zero *z, float lr, float clip, float *norm)
         z->wait_s += now() - t0;
         return rc;
     }
+    if (z->layerwise) {
+        rc = layerwise_begin(z);
+        layerwise_end_step(z);
+        return rc;
+    }
     if (z->world > 1) {
         /* other ranks' parameters are theirs until the next gather: clearing
          * them makes any use of a stale copy show */
-        for (int k = 0; k < z->nb; k++) {
-            zbucket *b = &z->b[k];
-            release(p, b->lo, b->mlo);
-            release(p, b->mlo + b->mcnt, b->lo + b->n);
-        }
+        for (int k = 0; k < z->nb; k++)
+            release_others(z, p, &z->b[k]);
         z->gathered = 0;
     }
     return 0;
 }
 
 double weft_zero_wait_s(const weft_zero *z) { return z ? z->wait_s : 0; }
+
+/* The largest k buckets' elements. */
+static size_t largest(const weft_zero *z, int k)
+{
+    size_t top[4] = { 0 }, sum = 0;
+    for (int b = 0; b < z->nb; b++) {
+        size_t v = z->b[b].n;
+        for (int j = 0; j < k; j++)
+            if (v > top[j]) {
+                size_t t = top[j];
+                top[j] = v;
+                v = t;
+            }
+    }
+    for (int j = 0; j < k; j++)
+        sum += top[j];
+    return sum;
+}
+
+static size_t layerwise_bound(const weft_zero *z)
+{
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    return 4 * (largest(z, 3) + largest(z, 4)) + 2 * 2 * pg * (size_t)z->nb;
+}
 
 int weft_zero_memory(const weft_zero *z, weft_zero_mem *m)
 {
@@ -554,8 +808,12 @@ int weft_zero_memory(const weft_zero *z, weft_zero_mem *m)
     /* the engine's forward/backward need the whole flat buffers */
     m->work_bytes = 4 * (full - (z->stage >= 3 ? part : full)) +
                     4 * (full - (z->stage >= 2 ? part : full));
+    m->layerwise = z->layerwise;
+    if (z->layerwise)
+        m->work_bytes = layerwise_bound(z);
     float *pp = weft_model_params(z->model, NULL), *gg = weft_model_grads(z->model, NULL);
     m->resident_bytes = resident(pp, z->n) + resident(gg, z->n) + m->optim_bytes;
+    m->peak_bytes = z->peak ? z->peak + m->optim_bytes : 0;
     return 0;
 }
 

@@ -62,12 +62,15 @@ weft_model *model_new(const run_opts *r, const data_sets *d)
 
 /* Precision and threads are the machine's, not the checkpoint's: set on a
  * new or a resumed model alike. */
-void model_tune(weft_model *m, const run_opts *r, int threads)
+void model_tune(weft_model *m, const opts *o)
 {
-    weft_model_set_precision(m, strcmp(r->precision, "bf16") == 0 ? WEFT_PREC_BF16
-                                                                  : WEFT_PREC_FP32);
-    if (threads > 0)
-        weft_model_set_threads(m, threads);
+    weft_model_set_precision(m, strcmp(o->r.precision, "bf16") == 0 ? WEFT_PREC_BF16
+                                                                    : WEFT_PREC_FP32);
+    if (o->threads > 0)
+        weft_model_set_threads(m, o->threads);
+    if (o->recompute && weft_model_set_recompute(m, 1) != 0)
+        die("--recompute: not with --schedule zb (its weight half needs the activations "
+            "recomputation reuses)");
 }
 
 void model_optim_config(const run_opts *r, weft_optim_config *oc)

@@ -90,6 +90,8 @@ static void usage(FILE *f)
         "                           with --pp the job is tp x dp x pp\n"
         "  --order tp-dp-pp         the ranks' order of the three, fastest first\n"
         "  --sp                     sequence parallelism over the tensor group (GPT, fp32)\n"
+        "  --recompute              keep only each block's input; backward recomputes the\n"
+        "                           rest (GPT: activations of one block, one more forward)\n"
         "  --micro-batches M        pipeline micro-batches per step (P)\n"
         "  --schedule gpipe|1f1b|interleaved:V|zb  the pipeline's schedule (1f1b); also\n"
         "                           --pp-schedule\n"
@@ -326,6 +328,10 @@ void parse_args(opts *o, int argc, char **argv)
         }
         if (strcmp(a, "--sp") == 0) {
             o->sp = 1;
+            continue;
+        }
+        if (strcmp(a, "--recompute") == 0) {
+            o->recompute = 1;
             continue;
         }
         if (strcmp(a, "--quiet") == 0) {

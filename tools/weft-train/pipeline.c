@@ -106,7 +106,7 @@ static void measure_block(const pipeline *pl, const opts *o, int b, double *out)
     weft_model *m;
     if (weft_model_create_stage(&m, cfg, 1, &one, 1, WEFT_STAGE_SPLIT_BACKWARD) != 0)
         die("measuring block %d: cannot create it", b);
-    model_tune(m, &o->r, o->threads);
+    model_tune(m, o);
     int gpt = cfg->type == WEFT_MODEL_GPT, B = micro_rows(pl, &o->r), T = gpt ? o->r.seq : 1;
     size_t in_n, out_n, rows = (size_t)B * T;
     weft_model_chunk_io(m, 0, B, T, &in_n, &out_n);
@@ -289,6 +289,9 @@ void pipeline_attach(pipeline *pl, weft_model *m, weft_zero *z)
 {
     pl->model = m;
     pl->z = z;
+    /* every micro-batch would gather each block again: a stage's
+     * parameters are gathered once per step */
+    weft_zero_set_layerwise(z, 0);
     weft_model_params(m, &pl->nparams);
     int rc = weft_pipe_create(&pl->pipe, pl->pp_comm, m, pl->schedule, pl->spec.m);
     if (rc)

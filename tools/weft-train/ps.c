@@ -17,7 +17,7 @@ static void ps_work(opts *o, const data_sets *d, long steps, weft_ps *ps, weft_c
     run_opts *r = &o->r;
     int rc, me = weft_ps_rank(ps), nw = weft_ps_num_workers(ps);
     weft_model *m = model_new(r, d);
-    model_tune(m, r, o->threads);
+    model_tune(m, o);
     weft_loader *loader = data_loader(r, d, me, nw, 1, "workers");
     size_t n;
     float *p = weft_model_params(m, &n), *g = weft_model_grads(m, NULL);

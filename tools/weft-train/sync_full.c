@@ -68,6 +68,9 @@ static void full_summary(const train_sync *s)
     weft_zero_memory(s->z, &zm);
     printf("between steps (rank 0): params + grads + optimiser resident %zu B; "
            "ZeRO formula %.0f B\n", zm.resident_bytes, zm.formula_bytes);
+    if (zm.layerwise)
+        printf("during a step (rank 0, layer by layer): at most %zu B resident; the bound is "
+               "the shards + %zu B\n", zm.peak_bytes, zm.work_bytes);
 }
 
 static uint64_t full_bytes(const train_sync *s)

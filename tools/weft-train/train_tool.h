@@ -36,6 +36,7 @@ typedef struct {
     int pp, micro;        /* --pp stages, --micro-batches per step */
     int tp;               /* --tp tensor-parallel ranks */
     int sp;               /* --sp: sequence parallelism over the tensor group */
+    int recompute;        /* --recompute: blocks' activations rebuilt in backward */
     char order[16];       /* --order of the tp, dp, pp dimensions, fastest first */
     char pp_schedule[32], pp_partition[256], pp_costs[1024];
     double pp_memory_mb;  /* --pp-memory: a stage's cap for the partition */
@@ -76,7 +77,7 @@ weft_model *model_new(const run_opts *r, const data_sets *d);
 void model_config(const run_opts *r, const data_sets *d, weft_model_config *cfg);
 /* Dies naming both shapes when cfg (from source) cannot read d's samples. */
 void model_check_fit(const weft_model_config *cfg, const data_sets *d, const char *source);
-void model_tune(weft_model *m, const run_opts *r, int threads);
+void model_tune(weft_model *m, const opts *o);
 void model_optim_config(const run_opts *r, weft_optim_config *oc);
 weft_lr_schedule model_lr_schedule(const run_opts *r, long steps);
 

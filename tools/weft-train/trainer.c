@@ -55,7 +55,7 @@ void trainer_open(trainer *t, opts *o, weft_comm *comm, const data_sets *d, weft
         t->m = model_new(r, d);
         model_optim_config(r, &oc);
     }
-    model_tune(t->m, r, o->threads);
+    model_tune(t->m, o);
     t->loader = data_loader(r, d, t->rank, t->world, o->accum, "ranks");
     int rc = sync_open(&t->sync, t->m, &oc, ck);
     if (rc != 0)
