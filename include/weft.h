@@ -206,6 +206,20 @@ weft_algo weft_comm_algo(const weft_comm *c);
  * for a later failure. A rank that dies just after the agreement is a
  * failure of *out, reported by its first operation. */
 int weft_comm_shrink(weft_comm *c, weft_comm **out);
+/* Growing: a new process (started by hand with the job's store address
+ * and secret, by weftrun --elastic, or by a scheduler's relaunch) calls
+ * weft_comm_join(cfg, &out) with cfg as for weft_comm_init (rank and world
+ * size are ignored): it waits, up to cfg's connect timeout, until the
+ * members admit it. The members call weft_comm_grow(c, want, &out)
+ * together at a step boundary: every process waiting to join is admitted
+ * (first waiting, up to the connect timeout, until want of them are), and
+ * *out is the larger communicator: members keep their ranks, joiners come
+ * after them in the order they asked. Nobody waiting (want 0): returns 0
+ * with *out NULL. c stays usable; destroy it before *out, which takes over
+ * the store a member serves. One communicator per job grows (the keys are
+ * the job's store's). */
+int weft_comm_grow(weft_comm *c, int want, weft_comm **out);
+int weft_comm_join(const weft_config *cfg, weft_comm **out);
 
 /* ---- collectives ------------------------------------------------------------
  * Errors (every call): WEFT_EINVAL for a NULL communicator (or a destroyed

@@ -799,3 +799,12 @@ int weft_comm_dump(const weft_comm *c, int fd)
         return WEFT_EINVAL;
     return flight_dump(&c->fl, fd, c->rank, 0);
 }
+
+int comm_exchange(weft_comm *c, const comm_addr *a)
+{
+    char where[300];
+    snprintf(where, sizeof where, "%s:%d", c->store_host, c->store_port);
+    return exchange_addresses(c, a->tcp, a->p2p, a->ofi, where);
+}
+
+uint64_t comm_derive_id(uint64_t id, const void *salt, size_t n) { return hash_bytes(id, salt, n); }

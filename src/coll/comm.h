@@ -120,6 +120,12 @@ int comm_child_link(weft_comm *c, weft_comm *child, const int *members,
                     const comm_addr *addrs);
 /* A communicator made by comm_child_open that will not be used. */
 void comm_child_free(weft_comm *child);
+/* The rendezvous of weft_comm_init for a communicator made by
+ * comm_child_open: publish a, learn every member's address and host. */
+int comm_exchange(weft_comm *c, const comm_addr *a);
+/* A new communicator's id, the same on every member that gives the same
+ * parent id and salt. */
+uint64_t comm_derive_id(uint64_t id, const void *salt, size_t n);
 
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))

@@ -155,14 +155,8 @@ static int filter(int *ranks, int n, const int *keep)
 
 static uint64_t child_id(const weft_comm *c, int round)
 {
-    uint64_t h = c->id ^ 0x5348524bull; /* "SHRK" */
-    for (int i = 0; i < 2; i++) {      /* two rounds of a 64-bit mix */
-        h ^= (uint64_t)(round + 1) * 0x9e3779b97f4a7c15ull;
-        h ^= h >> 31;
-        h *= 0xbf58476d1ce4e5b9ull;
-        h ^= h >> 29;
-    }
-    return h;
+    int32_t salt[2] = { 0x5348524b /* "SHRK" */, round };
+    return comm_derive_id(c->id, salt, sizeof salt);
 }
 
 static void say_who_left(weft_comm *c, const int *members, int n, int rounds, double t0)

@@ -1,0 +1,199 @@
+/* Growing a running communicator: a new process asks to join
+ * (weft_comm_join) and is admitted when the members next call
+ * weft_comm_grow, at a step boundary of theirs, as torchrun's rendezvous
+ * admits a new node at the next round. All of it goes through the job's
+ * store:
+ *   joiner:  t = ADD ticket 1; SET req/t; wait for admit/t = "id size rank"
+ *   members: rank 0 reads ticket and admitted (waiting for req/admitted+want
+ *            when the caller wants that many), broadcasts how many join,
+ *            SETs admit/t for each and ADDs them to admitted;
+ *   all:     the new communicator (members keep their ranks, joiners follow
+ *            in ticket order) rendezvous as weft_comm_init does.
+ * A joiner's ticket is a place in a queue: one that dies while waiting is
+ * admitted anyway and the new communicator's rendezvous times out, the
+ * members' grow failing with WEFT_ETIMEDOUT naming it (shrink then). The
+ * keys are the job's, not a communicator's: grow one communicator per
+ * job (the one its training runs on), and give each job its own store. */
+#include "coll/comm.h"
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/param.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define JOIN "weft/elastic/join/"
+
+static void join_key(char key[96], const char *what, int64_t t)
+{
+    snprintf(key, 96, JOIN "%s/%" PRId64, what, t);
+}
+
+/* The new communicator, this rank being rank of n: open, rendezvous. */
+static int grow_build(weft_comm *c, int rank, int n, uint64_t id, weft_comm **out)
+{
+    comm_addr a;
+    weft_comm *child;
+    int rc;
+    memset(&a, 0, sizeof a);
+    if ((rc = comm_child_open(c, rank, n, id, &a, &child)))
+        return rc;
+    if ((rc = comm_exchange(child, &a))) {
+        comm_fail(c, rc, "grow: %s", child->err);
+        comm_child_free(child);
+        return rc;
+    }
+    *out = child;
+    return 0;
+}
+
+/* Rank 0: how many are waiting beyond those admitted (after waiting, up to
+ * the rendezvous timeout, for want of them), and the first one's ticket. */
+static int count_waiting(weft_comm *c, int want, int64_t v[2])
+{
+    int64_t admitted = 0, tickets = 0;
+    int rc;
+    if ((rc = store_add(c->store, JOIN "admitted", 0, &admitted)))
+        return rc;
+    if (want > 0) {
+        char key[96];
+        void *val;
+        join_key(key, "req", admitted + want);
+        if ((rc = store_get(c->store, key, &val, NULL, c->connect_timeout_s)))
+            return rc;
+        free(val);
+    }
+    if ((rc = store_add(c->store, JOIN "ticket", 0, &tickets)))
+        return rc;
+    v[0] = tickets - admitted;
+    v[1] = admitted + 1;
+    return 0;
+}
+
+int weft_comm_grow(weft_comm *c, int want, weft_comm **out)
+{
+    int64_t v[2] = { 0, 0 }; /* joining, first ticket */
+    int rc = 0, n;
+    uint64_t id;
+    double t0 = clock_now();
+    if (!c || !out || want < 0 || c->magic != COMM_MAGIC)
+        return WEFT_EINVAL;
+    *out = NULL;
+    if (!c->store)
+        return comm_fail(c, WEFT_ENOTSUP, "grow: a communicator without a store (a "
+                                          "singleton) cannot be joined");
+    if (c->rank == 0 && (rc = count_waiting(c, want, v)))
+        v[0] = rc < 0 ? rc : WEFT_EPEER; /* the others hear of it through the broadcast */
+    if ((rc = weft_broadcast(c, v, 2, WEFT_I64, 0)))
+        return rc;
+    if (v[0] < 0)
+        return comm_fail(c, (int)v[0], "grow: rank 0 could not read the joiners from the "
+                                       "store: %s", weft_strerror((int)v[0]));
+    if (v[0] == 0)
+        return 0;
+    n = c->size + (int)v[0];
+    id = comm_derive_id(c->id, v, sizeof v);
+    if (c->rank == 0) {
+        for (int64_t i = 0; i < v[0] && !rc; i++) {
+            char key[96], val[64];
+            join_key(key, "admit", v[1] + i);
+            snprintf(val, sizeof val, "%016" PRIx64 " %d %d", id, n, c->size + (int)i);
+            rc = store_set(c->store, key, val, strlen(val) + 1);
+        }
+        if (!rc)
+            rc = store_add(c->store, JOIN "admitted", v[0], NULL);
+        if (rc)
+            return comm_fail(c, rc, "grow: %s", store_error(c->store));
+    }
+    if ((rc = grow_build(c, c->rank, n, id, out)))
+        return rc;
+    if (c->server) /* the store this rank serves lives as long as the larger one */
+        (*out)->server = c->server, c->server = NULL;
+    (*out)->store_rank = c->store_rank;
+    log_sub(c->loglevel, LOG_INFO, LOG_SUB_INIT, c->rank,
+            "grow: %d rank(s) joined; %d ranks now (%.3f s)", (int)v[0], n, clock_now() - t0);
+    return 0;
+}
+
+/* A communicator of this process alone that can reach the job's store and
+ * listens where the store's peers can reach it: the parent of the one it
+ * joins. */
+static int seed_open(const weft_config *cfg, weft_comm **out)
+{
+    weft_config one = *cfg;
+    const char *secret = cfg->job_secret;
+    char err[256], ip[64];
+    weft_comm *s;
+    int rc;
+    one.rank = 0;
+    one.world_size = 1;
+    one.host_store = 0;
+    if ((rc = weft_comm_init(&s, &one)))
+        return rc;
+    if (!secret || !*secret)
+        secret = s->params.job_secret;
+    if (secret && *secret && !(s->secret = strdup(secret))) {
+        weft_comm_destroy(s);
+        return WEFT_ENOMEM;
+    }
+    if ((rc = store_connect(&s->store, s->store_host, s->store_port, s->connect_timeout_s,
+                            s->secret, err, sizeof err)) ||
+        (rc = store_local_ip(s->store, ip, sizeof ip))) {
+        fprintf(stderr, "weft error: join: cannot reach the job's store at %s:%d: %s\n",
+                s->store_host, s->store_port, rc == WEFT_ESYS ? "no local address" : err);
+        weft_comm_destroy(s);
+        return rc;
+    }
+    /* new listeners open on this address's host (comm_child_open); its
+     * port is the singleton's own and stays unused */
+    char host[64];
+    int port;
+    if (sock_split_addr(s->net.addr[0], host, sizeof host, &port) == 0)
+        snprintf(s->net.addr[0], SOCK_ADDR_MAX, strchr(ip, ':') ? "[%s]:%d" : "%s:%d", ip, port);
+    *out = s;
+    return 0;
+}
+
+int weft_comm_join(const weft_config *cfg, weft_comm **out)
+{
+    weft_comm *s;
+    char key[96], *val = NULL;
+    unsigned long long id;
+    int64_t t;
+    int rc, n, rank;
+    if (!cfg || !out)
+        return WEFT_EINVAL;
+    *out = NULL;
+    if ((rc = seed_open(cfg, &s)))
+        return rc;
+    if ((rc = store_add(s->store, JOIN "ticket", 1, &t)))
+        goto store_fail;
+    join_key(key, "req", t);
+    if ((rc = store_set(s->store, key, "1", 2)))
+        goto store_fail;
+    join_key(key, "admit", t);
+    if ((rc = store_get(s->store, key, (void **)&val, NULL, s->connect_timeout_s))) {
+        if (rc == WEFT_ETIMEDOUT)
+            fprintf(stderr, "weft error: join: not admitted within %.0f s (no weft_comm_grow "
+                            "on the job's members)\n", s->connect_timeout_s);
+        goto store_fail;
+    }
+    if (sscanf(val, "%llx %d %d", &id, &n, &rank) != 3 || n < 2 || rank < 0 || rank >= n) {
+        fprintf(stderr, "weft error: join: malformed admission '%.60s'\n", val);
+        rc = WEFT_EPROTO;
+        goto out;
+    }
+    if ((rc = grow_build(s, rank, n, (uint64_t)id, out)))
+        fprintf(stderr, "weft[%d] error: join: %s\n", rank, s->err);
+    goto out;
+store_fail:
+    if (rc != WEFT_ETIMEDOUT)
+        fprintf(stderr, "weft error: join: %s\n", store_error(s->store));
+out:
+    free(val);
+    weft_comm_destroy(s);
+    return rc;
+}
