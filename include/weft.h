@@ -468,8 +468,23 @@ int weft_comm_cluster_of(const weft_comm *c, int r);
 /* The class of the link from this rank to peer (WEFT_LINK_SHM for itself). */
 int weft_comm_link_class(const weft_comm *c, int peer);
 /* Bytes this rank has sent over wan-class links (collectives and
- * point-to-point), counted while WEFT_WAN emulates them; 0 otherwise. */
+ * point-to-point, on c and every communicator split from it), counted
+ * while WEFT_WAN emulates them; 0 otherwise. */
 int weft_comm_wan_bytes(const weft_comm *c, uint64_t *sent);
+/* All-reduce over clusters with the least WAN traffic: a reduce-scatter
+ * inside each cluster, the slices all-reduced across clusters by the ranks
+ * that hold them (every rank a gateway for 1/L of the data, L ranks a
+ * cluster; each sends 2(C-1)/C of its slice over the WAN, C clusters) in
+ * codec k (weft_allreduce_codec), an all-gather inside. f32, WEFT_SUM or
+ * WEFT_AVG; the same bits on every rank. create is collective (it splits
+ * c twice) and needs every cluster to have as many ranks (else
+ * WEFT_ENOTSUP); destroy is collective too, before c's. *bytes (may be
+ * NULL) grows by what this rank sent across. */
+typedef struct weft_cluster_comm weft_cluster_comm;
+int weft_cluster_comm_create(weft_cluster_comm **out, weft_comm *c);
+int weft_cluster_allreduce(weft_cluster_comm *h, const float *send, float *recv, size_t count,
+                           weft_op op, weft_codec k, uint64_t *bytes);
+void weft_cluster_comm_destroy(weft_cluster_comm *h);
 
 /* ==== training engine (src/train) ======================================= */
 /* (declarations of weft_model_*, weft_optim_*, weft_data_*, weft_ckpt_* go here) */

@@ -7,7 +7,13 @@
  * Inputs are small integers, so results are exact in any reduction order
  * and #wrong counts every element that differs from the reference. With
  * the algorithm auto, a last column names the algorithm the cost model
- * picks at each size (the library's own choice, from the same inputs). */
+ * picks at each size (the library's own choice, from the same inputs).
+ *
+ * Across clusters (WEFT_CLUSTER; docs/WAN.md): -z CODEC runs the
+ * compressed ring all-reduce (weft_allreduce_codec), -H the all-reduce over
+ * clusters (weft_cluster_allreduce, in CODEC with -z), and a last column
+ * gives the bytes each rank sent over wan links per call (while WEFT_WAN
+ * emulates them). A lossy codec's results are not checked (#wrong N/A). */
 #include "coll/comm.h"
 #include "coll/tune/tuner.h"
 #include "core/clock.h"
@@ -34,6 +40,9 @@ typedef struct {
     int nlist;
     double factor;
     const char *json;
+    int codec;                  /* -z: weft_codec, -1: none */
+    int hier;                   /* -H */
+    weft_cluster_comm *clusters; /* made for -H */
 } opts;
 
 static const char *nccl_type(weft_dtype t)
@@ -214,6 +223,11 @@ static weft_algo chosen(const weft_comm *c, const opts *o, uint64_t bytes, uint3
 
 static int call(weft_comm *c, const opts *o, const bufs *b)
 {
+    weft_codec k = o->codec < 0 ? WEFT_CODEC_FP32 : (weft_codec)o->codec;
+    if (o->hier)
+        return weft_cluster_allreduce(o->clusters, b->send, b->recv, b->count, o->op, k, NULL);
+    if (o->codec >= 0)
+        return weft_allreduce_codec(c, b->send, b->recv, b->count, o->op, k, NULL);
     weft_coll_args a = { .kind = o->kind, .send = b->send, .recv = b->recv, .count = b->count,
                          .dtype = o->t, .op = o->op, .root = o->root, .algo = o->algo };
     return weft_collective(c, &a);
@@ -281,13 +295,16 @@ static void usage(void)
             "  -c 0|1    check results (1)              -J FILE   also write results as JSON\n"
             "  -I 0|1|2  0: out-of-place and in-place (default), 1: out-of-place only,\n"
             "            2: in-place only (the other columns print N/A)\n"
-            "  -l LIST   only these sizes, e.g. 8,1K,64M (instead of -b/-e/-f/-i)\n");
+            "  -l LIST   only these sizes, e.g. 8,1K,64M (instead of -b/-e/-f/-i)\n"
+            "  -z CODEC  allreduce f32 sum/avg as a compressed ring: fp32 fp16 bf16 int8 int4\n"
+            "  -H        allreduce over clusters (WEFT_CLUSTER): inside, across, inside\n");
 }
 
 int main(int argc, char **argv)
 {
     opts o = { .t = WEFT_F32, .op = WEFT_SUM, .algo = WEFT_ALGO_AUTO, .warmup = 5,
-               .iters = 20, .check = 1, .minb = 8, .maxb = 32u << 20, .factor = 2 };
+               .iters = 20, .check = 1, .minb = 8, .maxb = 32u << 20, .factor = 2,
+               .codec = -1 };
     weft_comm *c;
     int ch, rc;
     if (argc < 2 || argv[1][0] == '-') {
@@ -304,7 +321,7 @@ int main(int argc, char **argv)
     }
     optind = 2;
     const char *me = "weft-bench";
-    while ((ch = getopt(argc, argv, "b:e:f:i:d:o:r:a:w:n:c:J:I:l:h")) != -1) {
+    while ((ch = getopt(argc, argv, "b:e:f:i:d:o:r:a:w:n:c:J:I:l:z:Hh")) != -1) {
         int bad = 0;
         switch (ch) {
         case 'b': bad = cli_size(me, "-b", optarg, MAX_BYTES, &o.minb); break;
@@ -332,6 +349,14 @@ int main(int argc, char **argv)
         case 'J': o.json = optarg; break;
         case 'I': bad = cli_int(me, "-I", optarg, 0, 2, &o.places); break;
         case 'l': bad = !parse_list(optarg, &o); break;
+        case 'z': {
+            weft_codec k;
+            if ((bad = weft_codec_parse(optarg, &k) != 0))
+                fprintf(stderr, "weft-bench: -z %s: expected fp32 fp16 bf16 int8 int4\n", optarg);
+            o.codec = (int)k;
+            break;
+        }
+        case 'H': o.hier = 1; break;
         case 'h': usage(); return 0;
         default: usage(); return 2;
         }
@@ -357,6 +382,14 @@ int main(int argc, char **argv)
         free(o.list);
         return 2;
     }
+    if ((o.codec >= 0 || o.hier) &&
+        (o.kind != WEFT_COLL_ALLREDUCE || o.t != WEFT_F32 || (o.op != WEFT_SUM && o.op != WEFT_AVG))) {
+        fprintf(stderr, "weft-bench: -z and -H run allreduce of f32 with sum or avg\n");
+        free(o.list);
+        return 2;
+    }
+    if (o.codec > WEFT_CODEC_FP32)
+        o.check = 0; /* lossy: no exact reference */
     if (o.minb > o.maxb) {
         fprintf(stderr, "weft-bench: -b %llu is larger than -e %llu\n",
                 (unsigned long long)o.minb, (unsigned long long)o.maxb);
@@ -380,13 +413,31 @@ int main(int argc, char **argv)
     /* auto may try several algorithms on a size's first calls before it
      * settles (coll/tune/trial.h): those calls are warm-up too, and the column
      * shows what it settled on, from the communicator's own selector */
+    if (o.hier && (rc = weft_cluster_comm_create(&o.clusters, c))) {
+        if (r == 0)
+            fprintf(stderr, "weft-bench: -H: %s (every cluster needs as many ranks)\n",
+                    weft_strerror(rc));
+        weft_comm_destroy(c);
+        return 1;
+    }
     int autosel = (o.algo != WEFT_ALGO_AUTO ? o.algo : weft_comm_algo(c)) == WEFT_ALGO_AUTO;
+    autosel = autosel && o.codec < 0 && !o.hier;
+    int wan_col = weft_comm_cluster_count(c) > 1;
     int warm = o.warmup + (autosel ? TRIAL_MAX_CALLS : 0);
     const char *acol = autosel ? "algo" : "", *asep = autosel ? " " : "";
     if (r == 0) {
-        printf("# weft-bench %s: %d ranks, algorithm %s, %s, warm-up %d%s, iterations %d\n#\n",
-               argv[1], n, weft_algo_name(o.algo), weft_version(), o.warmup,
-               autosel ? " (+ auto's trials)" : "", o.iters);
+        printf("# weft-bench %s: %d ranks, algorithm %s, %s, warm-up %d%s, iterations %d\n",
+               argv[1], n, o.hier ? "clusters" : o.codec >= 0 ? "ring" : weft_algo_name(o.algo),
+               weft_version(), o.warmup, autosel ? " (+ auto's trials)" : "", o.iters);
+        if (o.codec >= 0 || wan_col)
+            printf("# codec %s, %d cluster(s)%s%s\n", o.codec >= 0 ? weft_codec_name((weft_codec)o.codec) : "none",
+                   weft_comm_cluster_count(c), getenv("WEFT_WAN") ? ", WEFT_WAN=" : "",
+                   getenv("WEFT_WAN") ? getenv("WEFT_WAN") : "");
+        printf("#\n");
+        if (wan_col) {
+            acol = autosel ? "algo wanB/rank" : "wanB/rank";
+            asep = " ";
+        }
         printf("# %10s %12s %8s %6s %6s %32s %32s\n", "", "", "", "", "",
                "out-of-place", "in-place");
         printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s%s%s\n", "size", "count",
@@ -425,7 +476,7 @@ int main(int argc, char **argv)
          size = o.nlist ? (++li < (uint64_t)o.nlist ? o.list[li] : 0)
                         : next_size(&o, size, es * (uint64_t)blocks)) {
         uint64_t count = size / es / (uint64_t)blocks;
-        double t_us[2] = { 0, 0 }, algbw[2] = { 0, 0 }, busbw[2] = { 0, 0 };
+        double t_us[2] = { 0, 0 }, algbw[2] = { 0, 0 }, busbw[2] = { 0, 0 }, wan_rank = 0;
         long long wrong[2] = { 0, 0 };
         b.count = count;
         for (int inplace = 0; inplace < 2; inplace++) {
@@ -437,11 +488,23 @@ int main(int argc, char **argv)
                     goto fail;
             if ((rc = weft_barrier(c)))
                 goto fail;
+            uint64_t w0 = 0, w1 = 0;
+            weft_comm_wan_bytes(c, &w0);
             double t0 = clock_now();
             for (int i = 0; i < o.iters; i++)
                 if ((rc = call(c, &o, &b)))
                     goto fail;
             double dt = (clock_now() - t0) / o.iters, slowest;
+            /* the pumps may still hold the last call's bytes: a barrier
+             * waits for them to arrive (its own few bytes are noise) */
+            if ((rc = weft_barrier(c)))
+                goto fail;
+            weft_comm_wan_bytes(c, &w1);
+            double wmine = (double)(w1 - w0) / o.iters / n, wsum;
+            if ((rc = weft_allreduce(c, &wmine, &wsum, 1, WEFT_F64, WEFT_SUM)))
+                goto fail;
+            if (!inplace || o.places == 2)
+                wan_rank = wsum;
             if ((rc = weft_allreduce(c, &dt, &slowest, 1, WEFT_F64, WEFT_MAX)))
                 goto fail;
             long long bad = 0, all_bad;
@@ -471,10 +534,13 @@ int main(int argc, char **argv)
                     snprintf(col[k], sizeof col[k], "%9.2f %7.3f %7.3f %6lld", t_us[k], algbw[k],
                              busbw[k], wrong[k]);
             }
-            printf("  %10llu %12llu %8s %6s %6d %s %s%s%s\n", (unsigned long long)bytes,
+            char wcol[32] = "";
+            if (wan_col)
+                snprintf(wcol, sizeof wcol, "%s%.0f", autosel ? " " : "", wan_rank);
+            printf("  %10llu %12llu %8s %6s %6d %s %s%s%s%s\n", (unsigned long long)bytes,
                    (unsigned long long)(count * (uint64_t)blocks), nccl_type(o.t),
                    weft_op_name(o.op), rooted(o.kind) ? o.root : -1, col[0], col[1], asep,
-                   autosel ? weft_algo_name(chosen(c, &o, count * es, (uint32_t)es)) : "");
+                   autosel ? weft_algo_name(chosen(c, &o, count * es, (uint32_t)es)) : "", wcol);
             fflush(stdout);
             if (json) {
                 fprintf(json, "%s{\"size\":%llu,\"count\":%llu,\"time_us\":[%.3f,%.3f],"
@@ -485,6 +551,8 @@ int main(int argc, char **argv)
                 if (autosel)
                     fprintf(json, ",\"algo\":\"%s\"",
                             weft_algo_name(chosen(c, &o, count * es, (uint32_t)es)));
+                if (wan_col)
+                    fprintf(json, ",\"wan_bytes_per_rank\":%.0f", wan_rank);
                 fputc('}', json);
                 first = 0;
             }
@@ -508,6 +576,7 @@ int main(int argc, char **argv)
     free(b.out);
     free(b.want);
     free(o.list);
+    weft_cluster_comm_destroy(o.clusters);
     if ((rc = weft_comm_destroy(c))) {
         fprintf(stderr, "weft-bench: rank %d: leaving the job: %s\n", r, weft_strerror(rc));
         return 1;

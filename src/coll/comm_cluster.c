@@ -31,8 +31,9 @@ static int32_t cluster_in(const char *id)
     return t ? (int32_t)atoi(t + strlen(TAG)) : -1;
 }
 
-/* Both of c's nets get the clusters (and the emulation, when asked). */
-static int set_clusters(weft_comm *c, const int32_t *cluster)
+/* Both of c's nets get the clusters (and the emulation, when asked); their
+ * wan bytes add up with share's (a split's parent), else with each other. */
+static int set_clusters(weft_comm *c, const int32_t *cluster, wan_net *share)
 {
     wan_cfg cfg, *cp = NULL;
     if (c->params.wan[0]) {
@@ -46,7 +47,8 @@ static int set_clusters(weft_comm *c, const int32_t *cluster)
     for (int k = 0; k < 2; k++) {
         if (!nets[k])
             continue;
-        int rc = wan_net_new(&nets[k]->wan, c->rank, c->size, cluster, cp, c->loglevel);
+        int rc = wan_net_new(&nets[k]->wan, c->rank, c->size, cluster, cp, c->loglevel,
+                             k ? c->net.wan : share);
         if (rc)
             return comm_fail(c, rc, "clusters: out of memory");
     }
@@ -61,7 +63,7 @@ int comm_cluster_learn(weft_comm *c, const char *const *ids)
         return comm_fail(c, WEFT_ENOMEM, "clusters: out of memory");
     for (int i = 0; i < c->size; i++)
         any |= (cl[i] = cluster_in(ids[i])) >= 0;
-    rc = any || c->params.wan[0] ? set_clusters(c, cl) : 0;
+    rc = any || c->params.wan[0] ? set_clusters(c, cl, NULL) : 0;
     free(cl);
     return rc;
 }
@@ -75,7 +77,7 @@ int comm_cluster_inherit(weft_comm *parent, weft_comm *child, const int *members
         return comm_fail(child, WEFT_ENOMEM, "out of memory");
     for (int i = 0; i < child->size; i++)
         cl[i] = wan_cluster_of(parent->net.wan, members[i]);
-    int rc = set_clusters(child, cl);
+    int rc = set_clusters(child, cl, parent->net.wan);
     free(cl);
     return rc;
 }
@@ -107,6 +109,6 @@ int weft_comm_wan_bytes(const weft_comm *c, uint64_t *sent)
 {
     if (!c || !sent)
         return WEFT_EINVAL;
-    *sent = wan_bytes(c->net.wan) + (c->p2p ? wan_bytes(c->p2p->net.wan) : 0);
+    *sent = wan_bytes(c->net.wan); /* its point-to-point net and its children count there too */
     return 0;
 }

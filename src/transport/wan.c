@@ -45,6 +45,13 @@ typedef struct {
     int app_eof, want_out;
 } wan_link;
 
+/* Bytes written to wan links, shared by a communicator's nets and those of
+ * the communicators split from it (each holds a reference). */
+struct wan_count {
+    _Atomic uint64_t bytes;
+    _Atomic int refs;
+};
+
 struct wan_net {
     int rank, size, nclusters, emulate, loglevel;
     int32_t *cluster;
@@ -56,7 +63,7 @@ struct wan_net {
     int wake[2];
     wan_link **link;
     int nlink, cap;
-    _Atomic uint64_t bytes;
+    wan_count *count;
 };
 
 /* ---- WEFT_WAN ---- */
@@ -120,13 +127,17 @@ const char *wan_check(const char *s)
 /* ---- the net ---- */
 
 int wan_net_new(wan_net **out, int rank, int size, const int32_t *cluster, const wan_cfg *cfg,
-                int loglevel)
+                int loglevel, wan_net *share)
 {
     wan_net *w = calloc(1, sizeof *w);
-    if (!w || !(w->cluster = malloc((size_t)size * sizeof *w->cluster))) {
+    if (!w || !(w->cluster = malloc((size_t)size * sizeof *w->cluster)) ||
+        !(w->count = share ? share->count : calloc(1, sizeof *w->count))) {
+        if (w)
+            free(w->cluster);
         free(w);
         return WEFT_ENOMEM;
     }
+    atomic_fetch_add(&w->count->refs, 1);
     w->rank = rank;
     w->size = size;
     w->loglevel = loglevel;
@@ -164,7 +175,7 @@ int wan_is_wan(const wan_net *w, int peer)
 
 uint64_t wan_bytes(const wan_net *w)
 {
-    return w ? atomic_load(&w->bytes) : 0;
+    return w ? atomic_load(&w->count->bytes) : 0;
 }
 
 static void link_free(wan_link *l)
@@ -207,7 +218,7 @@ static double link_send(wan_net *w, wan_link *l, double now)
             return 0;
         l->want_out = 0;
         l->head += (uint64_t)n;
-        atomic_fetch_add(&w->bytes, (uint64_t)n);
+        atomic_fetch_add(&w->count->bytes, (uint64_t)n);
         if (w->cfg.rate_Bps > 0)
             l->next_free = fmax(l->next_free, now) + (double)n / w->cfg.rate_Bps;
         if (l->head == m->end) {
@@ -409,6 +420,8 @@ void wan_net_free(wan_net *w, double flush_s)
         close(w->wake[1]);
     }
     pthread_mutex_destroy(&w->mu);
+    if (atomic_fetch_sub(&w->count->refs, 1) == 1)
+        free(w->count);
     free(w->link);
     free(w->cluster);
     free(w);

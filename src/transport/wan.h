@@ -29,11 +29,12 @@ const char *wan_check(const char *s);
 int wan_parse(const char *s, wan_cfg *out);
 
 typedef struct wan_net wan_net;
+typedef struct wan_count wan_count;
 
 /* cluster[0..size) of every rank (copied); cfg NULL: no emulation, only the
- * classes. */
+ * classes. share: count bytes together with that net (NULL: alone). */
 int wan_net_new(wan_net **out, int rank, int size, const int32_t *cluster, const wan_cfg *cfg,
-                int loglevel);
+                int loglevel, wan_net *share);
 /* Flushes what the owners wrote (up to flush_s), joins the thread. */
 void wan_net_free(wan_net *w, double flush_s);
 int wan_cluster_of(const wan_net *w, int peer);
@@ -44,7 +45,8 @@ int wan_is_wan(const wan_net *w, int peer);
  * and peer is in another cluster, *fd goes to the pump and is replaced by
  * the owner's end; otherwise nothing changes. 0 or a negative code. */
 int wan_take(wan_net *w, int peer, int *fd, char *err, size_t errlen);
-/* Bytes the pump has written to wan links. */
+/* Bytes the pumps of this net and those sharing its count have written
+ * to wan links. */
 uint64_t wan_bytes(const wan_net *w);
 
 #endif
