@@ -93,8 +93,12 @@ void trainer_finish(trainer *t)
         die("final parameter average: %s: %s", weft_strerror(rc), weft_comm_error(t->comm));
     double train_s = now_s() - t->pg.start, cpu_all, cpu_main;
     cpu_s(&cpu_all, &cpu_main);
-    if (!o->quiet && t->end > t->start_step)
+    if (!o->quiet && t->end > t->start_step) {
         sync_summary(&t->sync);
+        if (t->lead && !t->pl)
+            printf("activations kept for backward: %zu B%s\n", weft_model_activation_bytes(t->m),
+                   o->recompute ? " (blocks recomputed in backward)" : "");
+    }
     if (o->save[0]) {
         ckpt_save(t, t->end);
         if (!o->quiet)
