@@ -302,7 +302,8 @@ static void *pump(void *arg)
                 continue;
             }
             next = fmin(next, due);
-            int room = l->tail - l->head < l->cap && !l->app_eof;
+            /* full (bytes or stamps): wait for the wire, not the owner */
+            int room = l->tail - l->head < l->cap && !l->app_eof && l->mn < WAN_MARKS;
             if (room)
                 pf[np++] = (struct pollfd){ .fd = l->app, .events = POLLIN };
             pf[np++] = (struct pollfd){ .fd = l->net, .events = (short)(l->want_out ? POLLOUT : 0) };
