@@ -32,10 +32,18 @@
  * other worker exited 0; with no worker left, or a server failed, it
  * exits as above with the first failure's status.
  *
+ * With --elastic MIN:MAX weftrun serves the job's rendezvous store itself
+ * (ranks get WEFT_STORE_EXTERNAL=1), so that no rank's death takes it
+ * away, as torchrun's agent keeps its c10d store: a rank that fails stops
+ * no one while at least MIN ranks live (the survivors weft_comm_shrink);
+ * with --restarts N, up to N failed ranks are started again with
+ * WEFT_JOIN=1 and join the running job (weft_comm_grow admits them).
+ *
  * Known limits: killing ssh does not always stop the remote process (no tty
  * is allocated), and a remote rank's environment, secret included, shows in
  * the remote host's process list.
  */
+#include "bootstrap/store.h"
 #include "core/param.h"
 
 #include <arpa/inet.h>
@@ -64,6 +72,7 @@ typedef struct {
     size_t len[2], cap[2];
     const char *host;
     int local_rank, local_size, remote;
+    int joins;       /* started again (--restarts): it joins the running job */
 } rank_info;
 
 typedef struct {
@@ -77,6 +86,9 @@ typedef struct {
     char **prog;     /* prog and its arguments, NULL-terminated */
     const char *master;
     const char *secret;
+    int el_min, el_max;   /* --elastic MIN:MAX; el_max 0: not elastic */
+    int restarts, restarted;
+    store_server *store;  /* elastic: the job's store, here, outside every rank */
     rank_info *r;
 } job;
 
@@ -105,7 +117,8 @@ static void die(const char *fmt, ...)
 static void usage(FILE *f)
 {
     fputs("usage: weftrun -n N [--hosts h1,h2,...] [--port P] [--timeout S]\n"
-          "               [--no-prefix] [--servers K] [-x VAR=VAL]... [--] prog args...\n"
+          "               [--no-prefix] [--servers K] [--elastic MIN:MAX [--restarts N]]\n"
+          "               [-x VAR=VAL]... [--] prog args...\n"
           "\n"
           "Starts N ranks of prog (N workers and K servers with --servers) with\n"
           "WEFT_RANK, WEFT_WORLD_SIZE, WEFT_LOCAL_RANK, WEFT_LOCAL_SIZE,\n"
@@ -122,6 +135,10 @@ static void usage(FILE *f)
           "  --timeout S   stop the job after S seconds (exit status 124)\n"
           "  --no-prefix   do not prefix output lines with \"[rank] \"\n"
           "  --servers K   add K parameter-server ranks\n"
+          "  --elastic MIN:MAX  weftrun serves the store; a failed rank stops no one\n"
+          "                while MIN ranks live (the program shrinks its communicator)\n"
+          "  --restarts N  with --elastic: start up to N failed ranks again, with\n"
+          "                WEFT_JOIN=1 (they join at the others' next weft_comm_grow)\n"
           "  -x VAR=VAL    set VAR for every rank (-x VAR: pass this VAR on)\n"
           "\n"
           "Output is passed on a line at a time, prefixed \"[R] \". If a rank fails,\n"
@@ -220,6 +237,12 @@ static void parse_args(job *j, int argc, char **argv)
                 die("bad timeout '%s'", v);
         } else if ((v = opt_value(argc, argv, &i, "--servers"))) {
             j->nservers = parse_int(v, "server count", 0, MAX_RANKS);
+        } else if ((v = opt_value(argc, argv, &i, "--elastic"))) {
+            if (sscanf(v, "%d:%d", &j->el_min, &j->el_max) != 2 || j->el_min < 1 ||
+                j->el_max < j->el_min || j->el_max > MAX_RANKS)
+                die("bad --elastic '%s' (want MIN:MAX, 1 <= MIN <= MAX)", v);
+        } else if ((v = opt_value(argc, argv, &i, "--restarts"))) {
+            j->restarts = parse_int(v, "restart count", 0, MAX_RANKS);
         } else if (!strcmp(argv[i], "--no-prefix")) {
             j->prefix = 0;
         } else if ((v = opt_value(argc, argv, &i, "-x"))) {
@@ -237,6 +260,11 @@ static void parse_args(job *j, int argc, char **argv)
         die("no program given (see weftrun --help)");
     j->prog = argv + i;
     j->world = j->nworkers + j->nservers;
+    if (j->el_max && (j->nservers || j->nworkers < j->el_min || j->nworkers > j->el_max))
+        die("--elastic %d:%d: -n must lie between them, without --servers", j->el_min,
+            j->el_max);
+    if (j->restarts && !j->el_max)
+        die("--restarts needs --elastic");
     if (j->world > MAX_RANKS)
         die("too many ranks (%d > %d)", j->world, MAX_RANKS);
 
@@ -332,6 +360,10 @@ static char **rank_env(const job *j, int rank)
     PUT("WEFT_MASTER_ADDR=%s", j->master);
     PUT("WEFT_MASTER_PORT=%d", j->port);
     PUT("WEFT_JOB_SECRET=%s", j->secret);
+    if (j->el_max)
+        PUT("WEFT_STORE_EXTERNAL=1");
+    if (r->joins)
+        PUT("WEFT_JOIN=1");
     if (j->nservers > 0) {
         PUT("WEFT_ROLE=%s", server ? "server" : "worker");
         PUT("WEFT_ROLE_RANK=%d", server ? rank - j->nworkers : rank);
@@ -496,6 +528,44 @@ static void signal_all(job *j, int sig)
             kill(-j->r[i].pid, sig);
 }
 
+/* Take what a finished rank left in its pipes, and close them. */
+static void drain(job *j, int i)
+{
+    for (int s = 0; s < 2; s++) {
+        if (j->r[i].fd[s] >= 0) {
+            pump(j, i, s);
+            if (j->r[i].fd[s] >= 0)
+                close(j->r[i].fd[s]);
+            j->r[i].fd[s] = -1;
+        }
+        emit(j, i, s, 1);
+    }
+}
+
+static void launch(job *j, int rank);
+
+/* --elastic: rank i failed with alive others left. 1: the job goes on
+ * (rank i started again when a restart is left); 0: it stops. */
+static int elastic_goes_on(job *j, int i, int alive)
+{
+    if (j->restarted < j->restarts) {
+        j->restarted++;
+        fprintf(stderr, "; elastic: starting it again (restart %d of %d), to join the "
+                        "running job\n", j->restarted, j->restarts);
+        drain(j, i);
+        j->r[i].joins++;
+        launch(j, i);
+        return 1;
+    }
+    if (alive >= j->el_min) {
+        fprintf(stderr, "; elastic: the job goes on with %d rank(s) (at least %d)\n", alive,
+                j->el_min);
+        return 1;
+    }
+    fprintf(stderr, "; elastic: %d rank(s) left, fewer than %d", alive, j->el_min);
+    return 0;
+}
+
 static int supervise(job *j, int sig_r)
 {
     struct pollfd *pfd = calloc((size_t)(2 * j->world + 1), sizeof *pfd);
@@ -558,6 +628,10 @@ static int supervise(job *j, int sig_r)
             else
                 fprintf(stderr, "weftrun: rank %d killed by signal %s", i,
                         sig_name(WTERMSIG(st), tmp, sizeof tmp));
+            if (j->el_max && elastic_goes_on(j, i, alive)) {
+                alive += j->r[i].pid > 0;
+                continue;
+            }
             if (j->nservers > 0 && i < j->nworkers && ++lost < j->nworkers) {
                 /* the servers carry on with the live workers */
                 fprintf(stderr, "; it was a worker: the job goes on without it\n");
@@ -621,6 +695,14 @@ int main(int argc, char **argv)
             sigaction(handled[i], &sa, NULL);
     signal(SIGPIPE, SIG_IGN); /* a closed stdout must not kill the job */
 
+    if (j.el_max) {
+        char err[256];
+        int port;
+        if (store_server_start(&j.store, j.any_remote ? NULL : "127.0.0.1", j.port, &port,
+                               j.secret, err, sizeof err))
+            die("cannot serve the store: %s", err);
+        j.port = port;
+    }
     for (int i = 0; i < j.world; i++)
         launch(&j, i);
     return supervise(&j, sp[0]);

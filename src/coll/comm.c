@@ -380,6 +380,8 @@ int weft_comm_init_env(weft_comm **out)
     weft_config_default(&cfg);
     if ((rc = weft_config_from_env(&cfg)))
         return rc;
+    if (param_env(PARAM_join) && atoi(param_env(PARAM_join)) == 1)
+        return weft_comm_join(&cfg, out); /* a replacement in an elastic job */
     return weft_comm_init(out, &cfg);
 }
 

@@ -4,9 +4,10 @@
  * admits a new node at the next round. All of it goes through the job's
  * store:
  *   joiner:  t = ADD ticket 1; SET req/t; wait for admit/t = "id size rank"
- *   members: rank 0 reads ticket and admitted (waiting for req/admitted+want
- *            when the caller wants that many), broadcasts how many join,
- *            SETs admit/t for each and ADDs them to admitted;
+ *   members: rank 0 reads and broadcasts admitted; all wait for
+ *            req/admitted+want when the caller wants that many; rank 0
+ *            reads ticket, broadcasts how many join, SETs admit/t for each
+ *            and ADDs them to admitted;
  *   all:     the new communicator (members keep their ranks, joiners follow
  *            in ticket order) rendezvous as weft_comm_init does.
  * A joiner's ticket is a place in a queue: one that dies while waiting is
@@ -50,26 +51,36 @@ static int grow_build(weft_comm *c, int rank, int n, uint64_t id, weft_comm **ou
     return 0;
 }
 
-/* Rank 0: how many are waiting beyond those admitted (after waiting, up to
- * the rendezvous timeout, for want of them), and the first one's ticket. */
+/* How many wait beyond those admitted, and the first one's ticket, after
+ * waiting (every member, up to the rendezvous timeout: a member waiting in
+ * a collective instead would time out sooner) until want of them do. */
 static int count_waiting(weft_comm *c, int want, int64_t v[2])
 {
     int64_t admitted = 0, tickets = 0;
-    int rc;
-    if ((rc = store_add(c->store, JOIN "admitted", 0, &admitted)))
-        return rc;
+    int rc = 0, st;
+    if (c->rank == 0 && (rc = store_add(c->store, JOIN "admitted", 0, &admitted)))
+        admitted = -1; /* the others hear of it through the broadcast */
+    if ((st = weft_broadcast(c, &admitted, 1, WEFT_I64, 0)))
+        return st;
+    if (admitted < 0)
+        return comm_fail(c, WEFT_EPEER, "grow: rank 0 could not read the store");
     if (want > 0) {
         char key[96];
         void *val;
         join_key(key, "req", admitted + want);
         if ((rc = store_get(c->store, key, &val, NULL, c->connect_timeout_s)))
-            return rc;
+            return comm_fail(c, rc, "grow: %d joiner(s) wanted, not there within %.0f s: %s",
+                             want, c->connect_timeout_s, store_error(c->store));
         free(val);
     }
-    if ((rc = store_add(c->store, JOIN "ticket", 0, &tickets)))
-        return rc;
-    v[0] = tickets - admitted;
+    if (c->rank == 0 && (rc = store_add(c->store, JOIN "ticket", 0, &tickets)))
+        tickets = -1;
+    v[0] = tickets < 0 ? -1 : tickets - admitted;
     v[1] = admitted + 1;
+    if ((st = weft_broadcast(c, v, 2, WEFT_I64, 0)))
+        return st;
+    if (v[0] < 0)
+        return comm_fail(c, WEFT_EPEER, "grow: rank 0 could not read the store");
     return 0;
 }
 
@@ -85,13 +96,8 @@ int weft_comm_grow(weft_comm *c, int want, weft_comm **out)
     if (!c->store)
         return comm_fail(c, WEFT_ENOTSUP, "grow: a communicator without a store (a "
                                           "singleton) cannot be joined");
-    if (c->rank == 0 && (rc = count_waiting(c, want, v)))
-        v[0] = rc < 0 ? rc : WEFT_EPEER; /* the others hear of it through the broadcast */
-    if ((rc = weft_broadcast(c, v, 2, WEFT_I64, 0)))
+    if ((rc = count_waiting(c, want, v)))
         return rc;
-    if (v[0] < 0)
-        return comm_fail(c, (int)v[0], "grow: rank 0 could not read the joiners from the "
-                                       "store: %s", weft_strerror((int)v[0]));
     if (v[0] == 0)
         return 0;
     n = c->size + (int)v[0];

@@ -46,6 +46,8 @@ PARAM_INT(master_port, "WEFT_MASTER_PORT", "29500", 1, 65535, "MASTER_PORT", 0,
           "port of the rendezvous store")
 PARAM_INT(store_external, "WEFT_STORE_EXTERNAL", "0", 0, 1, "", 0,
           "1: rank 0 does not serve the store (run weft-store yourself)")
+PARAM_INT(join, "WEFT_JOIN", "0", 0, 1, "", 0,
+          "1: weft_comm_init_env joins a running job (weft_comm_join) instead of starting one")
 PARAM_DBL(connect_timeout, "WEFT_CONNECT_TIMEOUT", "60", 0, 1e9, "", PARAM_ABOVE,
           "seconds to wait for every rank at rendezvous")
 
