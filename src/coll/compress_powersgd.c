@@ -161,7 +161,8 @@ int compress_powersgd_run(weft_compressor *z, float *buf, weft_op op)
             }
         at += (size_t)x->rows * r;
     }
-    memcpy(z->q, a2, z->q_len * sizeof *a2);
+    if (z->q_len)
+        memcpy(z->q, a2, z->q_len * sizeof *a2);
     FOR_PLAIN(z, i, buf[i] = op == WEFT_AVG ? a1[at++] / (float)p : a1[at++]);
 out:
     free(a1);
