@@ -104,12 +104,12 @@ void trainer_finish(trainer *t)
         if (!o->quiet)
             printf("saved %s\n", o->save);
     }
-    if ((rc = weft_zero_gather_params(t->sync.z)) != 0) /* ZeRO-3: the whole model */
-        die("gathering parameters: %s", weft_strerror(rc));
     if ((t->comm || t->pl) && !o->quiet)
         report_end(t, train_s, cpu_all, cpu_main);
     if (t->pl)
-        pipeline_summary(t->pl, o);
+        pipeline_summary(t->pl, o); /* its memory line: the shards, before the gather */
+    if ((rc = weft_zero_gather_params(t->sync.z)) != 0) /* ZeRO-3: the whole model */
+        die("gathering parameters: %s", weft_strerror(rc));
     /* a pipeline evaluates the whole model, assembled on the lead */
     weft_model *whole = t->pl && !o->no_eval ? pipeline_gather(t->pl, t->m, t->sync.z, NULL) : NULL;
     if (!o->no_eval && t->lead)
