@@ -99,4 +99,17 @@ static inline int mp_run(int n, double timeout_s, mp_fn fn, void *arg)
     return bad;
 }
 
+/* Under sanitizers (TEST_SCALE > 1, about ten times slower) the sweeps over
+ * rank counts keep a spread — one rank, an odd count, a power of two and
+ * the most — rather than every count. */
+static inline int mp_thin(void)
+{
+    const char *s = getenv("TEST_SCALE");
+    return s && atoi(s) > 1;
+}
+static inline int mp_size_kept(int n)
+{
+    return !mp_thin() || n == 1 || n == 3 || n == 4 || n == 8;
+}
+
 #endif

@@ -276,8 +276,9 @@ static void matrix(weft_comm *c, void *arg)
                             if (k.kind == m->kind && k.algo == m->algo)
                                 run_case(c, &k);
                         }
-    /* >= 4 MiB of data per call, small chunks so the pipelines fill */
-    for (unsigned ki = 0; ki < NKIND; ki++)
+    /* >= 4 MiB of data per call, small chunks so the pipelines fill (under
+     * sanitizers at up to 4 ranks) */
+    for (unsigned ki = 0; ki < NKIND && (n <= 4 || !mp_thin()); ki++)
         for (unsigned ai = 0; ai < NALGO; ai++)
             for (int inplace = 0; inplace < 2; inplace++) {
                 int per_rank = kinds[ki] != WEFT_COLL_ALLREDUCE && kinds[ki] != WEFT_COLL_REDUCE &&
@@ -435,7 +436,7 @@ static const int sizes[] = { 1, 2, 3, 4, 5, 7, 8 };
 static void at_every_size(const char *what, mp_fn fn, void *arg, int pairs)
 {
     for (unsigned i = 0; i < NSIZE; i++)
-        if (!pairs || sizes[i] > 1)
+        if ((!pairs || sizes[i] > 1) && mp_size_kept(sizes[i]))
             CHECKF(mp_run(sizes[i], 60, fn, arg) == 0, "%s at %d ranks", what, sizes[i]);
 }
 

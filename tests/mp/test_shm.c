@@ -333,8 +333,9 @@ static const struct cfg small = { 1, 1, 1 }, mid = { 3001, 1, 1 }, big = { 30000
 TEST(matrix)
 {
     for (int n = 1; n <= 8; n++)
-        CHECKF(mp_run(n, 60, matrix, (void *)(n <= 5 ? &mid : &small)) == 0,
-               "matrix at %d ranks", n);
+        if (mp_size_kept(n))
+            CHECKF(mp_run(n, 60, matrix, (void *)(n <= 5 ? &mid : &small)) == 0,
+                   "matrix at %d ranks", n);
 }
 
 /* a 64 KiB ring: messages wrap it many times */
