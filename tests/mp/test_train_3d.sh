@@ -14,7 +14,6 @@
 B=${BUILD:-build}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-passed=0; failed=0
 gpt="--model gpt --layers 4 --heads 4 --dim 32 --data builtin --batch 12"
 g257="--model gpt:vocab=257,ctx=32,layers=2,heads=4,dim=32 --data builtin --seq 32 --batch 8"
 mlp="--model mlp:784-64-64-64-10 --data builtin --train-size 2048 --batch 24"
@@ -22,40 +21,7 @@ common="--steps 20 --quiet --no-eval --clip 1 --optim adamw --lr 0.003"
 thin=0
 [ "${TEST_SCALE:-1}" -gt 1 ] && thin=1
 
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL $*"; }
-
-run() { # name ranks args...
-    name=$1; n=$2; shift 2
-    if [ "$n" = 1 ]; then
-        "$B/weft-train" $common --metrics "$dir/$name.csv" "$@" >"$dir/$name.out" 2>&1
-    else
-        "$B/weftrun" -n "$n" "$B/weft-train" $common --metrics "$dir/$name.csv" "$@" \
-            >"$dir/$name.out" 2>&1
-    fi
-    rc=$?
-    [ $rc -eq 0 ] && { ok; return 0; }
-    bad "weft-train $name ($n ranks: $*): exit $rc"; tail -n 20 "$dir/$name.out" | sed 's/^/    /'
-    return 1
-}
-
-same() { # name ref
-    if awk -F, -v name="$1" '
-        FNR == 1 { next }
-        NR == FNR { loss[$1] = $4; gn[$1] = $7; next }
-        $3 != "train" { next }
-        !($1 in loss) { print name ": step " $1 " missing in the reference"; bad = 1; next }
-        { checked++
-          d = $4 - loss[$1]; if (d < 0) d = -d
-          if (d > 1e-5 * loss[$1] + 1e-6) { print name ": step " $1 " loss " $4 " vs " loss[$1]; bad = 1 }
-          d = $7 - gn[$1]; if (d < 0) d = -d
-          if (d > 1e-5 * gn[$1] + 1e-6) { print name ": step " $1 " grad norm " $7 " vs " gn[$1]; bad = 1 } }
-        END { if (!checked) { print name ": no steps"; bad = 1 } exit bad }' "$dir/$2.csv" "$dir/$1.csv"; then
-        ok
-    else
-        bad "$1: differs from $2"
-    fi
-}
+. "$(dirname "$0")/train_lib.sh"
 
 run gpt_ref 1 $gpt
 # tp pp dp zero
