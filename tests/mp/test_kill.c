@@ -59,10 +59,13 @@ static void rank_main(int r, int n, int port, weft_coll_kind kind, weft_algo alg
     cfg.master_addr = "127.0.0.1";
     cfg.master_port = port;
     cfg.job_secret = "kill-test-secret";
-    cfg.timeout_s = 60; /* far beyond the alarm: a detection must not be a timeout */
-    cfg.connect_timeout_s = 20;
+    /* sanitizers (TEST_SCALE) slow everything down alike */
+    const char *ts = getenv("TEST_SCALE");
+    unsigned scale = ts && atoi(ts) > 1 ? (unsigned)atoi(ts) : 1;
+    cfg.timeout_s = 60.0 * scale; /* far beyond the alarm: a detection must not be a timeout */
+    cfg.connect_timeout_s = 20.0 * scale;
     cfg.algo = algo;
-    alarm(25);
+    alarm(25 * scale);
     memset(&rep, 0, sizeof rep);
     rep.rank = r;
     if ((rep.rc = weft_comm_init(&c, &cfg))) {
