@@ -310,10 +310,12 @@ static void *pump(void *arg)
         }
         if (w->stop && w->nlink == 0)
             break; /* flushed */
+        int stopping = w->stop;
+        double until = w->flush_until;
         pthread_mutex_unlock(&w->mu);
         struct timespec ts, *tp = NULL;
-        if (next < INFINITY || w->stop) {
-            double left = w->stop ? fmin(next, w->flush_until) - now : next - now;
+        if (next < INFINITY || stopping) {
+            double left = stopping ? fmin(next, until) - now : next - now;
             left = left < 0 ? 0 : left;
             ts.tv_sec = (time_t)left;
             ts.tv_nsec = (long)((left - (double)ts.tv_sec) * 1e9);
