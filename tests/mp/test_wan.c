@@ -306,3 +306,46 @@ TEST(cluster_allreduce_uneven)
     CHECK(mp_run(3, 30, uneven_rank, NULL) == 0);
     mp_ranks_per_cluster = 0;
 }
+
+/* PowerSGD's ratio measured on the wire: the wan bytes of one PowerSGD
+ * all-reduce of a 1024 x 512 matrix at rank 4 against those of the f32
+ * ring all-reduce of the same buffer, one rank per cluster: m n / ((m + n)
+ * r) = 85.3, within what frame headers add. */
+enum { WM = 1024, WN = 512, WR = 4 };
+
+static void powersgd_wire_rank(weft_comm *c, void *arg)
+{
+    size_t n = (size_t)WM * WN;
+    float *g = malloc(n * sizeof *g);
+    for (size_t i = 0; i < n; i++)
+        g[i] = sinf((float)i * 0.001f) + (float)weft_comm_rank(c);
+    weft_compress_spec s;
+    weft_compressor *z;
+    CHECK(!weft_compress_parse("powersgd:4", &s));
+    CHECK(!weft_compressor_create(&z, c, &s, n));
+    CHECK(!weft_compressor_add_matrix(z, 0, WM, WN));
+    uint64_t a, b, d;
+    weft_coll_args ar = { .kind = WEFT_COLL_ALLREDUCE, .send = g, .recv = g, .count = n,
+                          .dtype = WEFT_F32, .op = WEFT_SUM, .algo = WEFT_ALGO_RING };
+    CHECK(!weft_barrier(c));
+    CHECK(!weft_comm_wan_bytes(c, &a));
+    CHECK(!weft_collective(c, &ar));
+    CHECK(!weft_barrier(c));
+    CHECK(!weft_comm_wan_bytes(c, &b));
+    CHECK(!weft_compressor_allreduce(z, g, WEFT_AVG));
+    CHECK(!weft_barrier(c));
+    CHECK(!weft_comm_wan_bytes(c, &d));
+    double ratio = (double)(b - a) / (double)(d - b), want = (double)WM * WN / ((WM + WN) * WR);
+    CHECKF(fabs(ratio / want - 1) < 0.03, "wire ratio %.2f, want %.2f", ratio, want);
+    if (weft_comm_rank(c) == 0)
+        printf("powersgd:%d %dx%d on the wire: f32 %llu B, powersgd %llu B: %.2fx "
+               "(mn/((m+n)r) = %.2f)\n", WR, WM, WN, (unsigned long long)(b - a),
+               (unsigned long long)(d - b), ratio, want);
+    weft_compressor_destroy(z);
+    free(g);
+}
+
+TEST(powersgd_wire_ratio)
+{
+    CHECK(wan_job("delay=0ms", 2, 1, powersgd_wire_rank) == 0);
+}
