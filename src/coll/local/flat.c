@@ -117,6 +117,14 @@ static int setup(weft_comm *c, struct flat_state *fs, const frame_hdr *fp)
     int64_t all = ok; /* 8 bytes: a whole number of elements of any dtype fp names */
     if ((rc = setup_step(c, fs, WEFT_COLL_ALLREDUCE, &all, 1, WEFT_I64, WEFT_MIN, fp)))
         goto failed;
+    /* a minimum of this rank's 0 cannot be more: another operation's
+     * message carrying the same fingerprint got here (seen when a rank dies
+     * during the setup), and this rank has no board to use */
+    if (all && !ok) {
+        rc = comm_fail(c, WEFT_EPEER, "flat: the board's setup got another operation's "
+                       "message (a peer failed meanwhile?)");
+        goto failed;
+    }
     if (!all) {
         if (!ok)
             log_sub(c->loglevel, LOG_WARN, LOG_SUB_COLL, c->rank,
