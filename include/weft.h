@@ -552,6 +552,7 @@ typedef struct {
                             tensors lie elsewhere in its own) */
     size_t whole_numel;  /* the whole tensor's elements (a tensor-parallel part
                             holds fewer: weft_model_tensor_whole_elem maps them) */
+    int block;           /* the model's block it belongs to (weft_model_block_count) */
 } weft_tensor_info;
 int weft_model_tensor_count(const weft_model *m);
 int weft_model_tensor_info(const weft_model *m, int i, weft_tensor_info *out);
@@ -566,7 +567,6 @@ weft_precision weft_model_precision(const weft_model *m);
 /* n <= 0: the default above. OpenBLAS keeps one thread count per process:
  * the last model to set it wins. */
 int weft_model_set_threads(weft_model *m, int n);
-    int block;           /* the model's block it belongs to (weft_model_block_count) */
 int weft_model_threads(const weft_model *m);
 /* Matmul backend: "openblas" (default when built with it) or "portable";
  * WEFT_MATMUL in the environment picks it at create. WEFT_ENOTSUP when
@@ -596,20 +596,6 @@ int weft_model_zero_grad(weft_model *m);
  * removes the hook. */
 typedef void (*weft_grad_ready_fn)(void *arg, int first, int count);
 int weft_model_set_grad_hook(weft_model *m, weft_grad_ready_fn fn, void *arg);
-/* Logits of the last forward: rows = batch (MLP) or batch*seq (GPT),
- * cols = classes or vocab. Valid until the next forward. */
-const float *weft_model_logits(const weft_model *m, int *rows, int *cols);
-/* Number of rows of the last forward whose argmax equals targets[row]
- * (rows with target -1 are not counted). */
-/* (A tensor-parallel GPT compares across its vocabulary parts: collective
- * over its group.) */
-int weft_model_count_correct(weft_model *m, const int32_t *targets);
-
-/* -- pipeline stages --
- * A model is a sequence of blocks: an MLP's are its linear layers (each
- * with the activation after it); a GPT's are the embedding, each
- * transformer block, then the final LayerNorm with the output projection.
- * A stage holds chunks, contiguous ranges of blocks (more than one for the
 /* Called from inside forward and backward (and their recomputation) just
  * before a block reads the parameters of tensors [first, first + count)
  * (need 1) and just after it no longer does (need 0), so that ZeRO-3 can
@@ -624,6 +610,20 @@ int weft_model_set_param_hook(weft_model *m, weft_param_need_fn fn, void *arg);
  * residual row set per block (at one more forward's compute). MLP: no
  * effect. */
 int weft_model_set_recompute(weft_model *m, int on);
+/* Logits of the last forward: rows = batch (MLP) or batch*seq (GPT),
+ * cols = classes or vocab. Valid until the next forward. */
+const float *weft_model_logits(const weft_model *m, int *rows, int *cols);
+/* Number of rows of the last forward whose argmax equals targets[row]
+ * (rows with target -1 are not counted). */
+/* (A tensor-parallel GPT compares across its vocabulary parts: collective
+ * over its group.) */
+int weft_model_count_correct(weft_model *m, const int32_t *targets);
+
+/* -- pipeline stages --
+ * A model is a sequence of blocks: an MLP's are its linear layers (each
+ * with the activation after it); a GPT's are the embedding, each
+ * transformer block, then the final LayerNorm with the output projection.
+ * A stage holds chunks, contiguous ranges of blocks (more than one for the
  * interleaved schedule), and allocates only their parameters, gradients
  * and activations; its tensors keep the whole model's names and the same
  * initial values. GPT's output projection is the token embedding: a stage
@@ -1133,8 +1133,14 @@ typedef struct {
     size_t param_bytes, grad_bytes, optim_bytes, work_bytes;
     double formula_bytes;
     size_t resident_bytes;
+    size_t peak_bytes;
+    int layerwise;
 } weft_zero_mem;
 int weft_zero_memory(const weft_zero *z, weft_zero_mem *m);
+/* Stage 3: gather and release block by block (on, the default) or the
+ * whole model once per step (off: a pipeline's micro-batches would
+ * otherwise gather each block once per micro-batch). */
+int weft_zero_set_layerwise(weft_zero *z, int on);
 
 /* Checkpoints stay world-size independent: put_optim gathers the state to
  * rank 0 and stores the full range there (collective; ck may be NULL on
@@ -1147,14 +1153,8 @@ int weft_zero_load_optim(weft_zero *z, const weft_ckpt *ck);
 /* Parameter-averaging modes (docs/TRAINING.md): each rank steps its own
  * optimiser on its part of every global batch, with no gradient exchange,
  * and weft_sync_after_step pulls the models together:
-    size_t peak_bytes;
-    int layerwise;
  *   "full"      gradients averaged every step (weft_dp / weft_zero; no handle)
  *   "local:H"   parameters averaged every H steps (local SGD)
-/* Stage 3: gather and release block by block (on, the default) or the
- * whole model once per step (off: a pipeline's micro-batches would
- * otherwise gather each block once per micro-batch). */
-int weft_zero_set_layerwise(weft_zero *z, int on);
  *   "diloco:H"  every H steps an outer Nesterov-SGD step (momentum 0.9,
  *               lr 0.7) on the averaged pseudo-gradient theta_old - theta
  *   "gossip"    every step, average with one peer on the one-peer
