@@ -119,8 +119,9 @@ int weft_comm_grow(weft_comm *c, int want, weft_comm **out)
     if (c->server) /* the store this rank serves lives as long as the larger one */
         (*out)->server = c->server, c->server = NULL;
     (*out)->store_rank = c->store_rank;
-    log_sub(c->loglevel, LOG_INFO, LOG_SUB_INIT, c->rank,
-            "grow: %d rank(s) joined; %d ranks now (%.3f s)", (int)v[0], n, clock_now() - t0);
+    log_msg(c->loglevel, c->rank == 0 ? LOG_WARN : LOG_INFO, c->rank,
+            "grow: %d rank(s) joined as rank %d..%d; %d ranks now (%.3f s)", (int)v[0],
+            c->size, n - 1, n, clock_now() - t0);
     return 0;
 }
 

@@ -170,7 +170,8 @@ static void say_who_left(weft_comm *c, const int *members, int n, int rounds, do
         }
         o += (size_t)snprintf(gone + o, sizeof gone - o, "%s%d", o ? "," : "", r);
     }
-    log_sub(c->loglevel, LOG_INFO, LOG_SUB_INIT, c->rank,
+    /* a membership change is news: the new rank 0 says it by default */
+    log_msg(c->loglevel, members[0] == c->rank && o ? LOG_WARN : LOG_INFO, c->rank,
             "shrink: rank(s) %s gone; %d of %d remain (%d round(s), %.3f s)",
             o ? gone : "none", n, c->size, rounds, clock_now() - t0);
 }
