@@ -88,13 +88,18 @@ static int scheduled(weft_comm *c, struct flat_state *fs, const weft_coll_args *
 }
 
 /* A small collective of the board's setup. Its messages carry fp, the
- * caller's operation: that is what a failure here must name. */
+ * caller's operation: that is what a failure here must name. But the
+ * executor reduces with its header's dtype and op, so those are the
+ * step's own. */
 static int setup_step(weft_comm *c, struct flat_state *fs, weft_coll_kind kind, void *buf,
                       size_t count, weft_dtype t, weft_op op, const frame_hdr *fp)
 {
     weft_coll_args a = { .kind = kind, .send = buf, .recv = buf, .count = count, .dtype = t,
                          .op = op, .root = 0 };
-    return scheduled(c, fs, &a, fp);
+    frame_hdr h = *fp;
+    h.dtype = (uint8_t)t;
+    h.op = (uint8_t)op;
+    return scheduled(c, fs, &a, &h);
 }
 
 static int setup(weft_comm *c, struct flat_state *fs, const frame_hdr *fp)
@@ -117,14 +122,6 @@ static int setup(weft_comm *c, struct flat_state *fs, const frame_hdr *fp)
     int64_t all = ok; /* 8 bytes: a whole number of elements of any dtype fp names */
     if ((rc = setup_step(c, fs, WEFT_COLL_ALLREDUCE, &all, 1, WEFT_I64, WEFT_MIN, fp)))
         goto failed;
-    /* a minimum of this rank's 0 cannot be more: another operation's
-     * message carrying the same fingerprint got here (seen when a rank dies
-     * during the setup), and this rank has no board to use */
-    if (all && !ok) {
-        rc = comm_fail(c, WEFT_EPEER, "flat: the board's setup got another operation's "
-                       "message (a peer failed meanwhile?)");
-        goto failed;
-    }
     if (!all) {
         if (!ok)
             log_sub(c->loglevel, LOG_WARN, LOG_SUB_COLL, c->rank,
