@@ -26,6 +26,8 @@
 #   -W N -N N warm-up and timed calls at the large sizes [1 3]
 #   -z CODEC  codec of the third variant [int8]
 #   -t SECS   limit per program run [300]        -k DIR  keep raw outputs
+#   -u        no WEFT_WAN for weft: no wan byte count, and no pump thread
+#             between weft and its wan sockets (the count costs a thread hop)
 # Without netem (this machine's kernel has none) the link has no fixed
 # delay: tbf's latency is only how long a packet may wait in its queue
 # (the queue holds RATE x TIME plus the burst), so a loaded link adds up to
@@ -35,18 +37,18 @@
 set -u
 
 RATE=100mbit DELAY=50ms SMALL=8,64,512,4K,32K,256K,2M LARGE=16M,64M
-WS=2 NS=5 WL=1 NL=3 CODEC=int8 LIMIT=300 KEEP=""
+WS=2 NS=5 WL=1 NL=3 CODEC=int8 LIMIT=300 KEEP="" COUNT=delay=0us
 B=${BUILD:-build}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 ARGS=$(printf ' %q' "$@")
 
 usage() { sed -n '2,/^set -u/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//' >&2; exit 2; }
-while getopts "L:D:s:S:w:n:W:N:z:t:k:h" opt; do
+while getopts "L:D:s:S:w:n:W:N:z:t:k:uh" opt; do
     case $opt in
     L) RATE=$OPTARG ;; D) DELAY=$OPTARG ;; s) SMALL=$OPTARG ;; S) LARGE=$OPTARG ;;
     w) WS=$OPTARG ;; n) NS=$OPTARG ;; W) WL=$OPTARG ;; N) NL=$OPTARG ;;
-    z) CODEC=$OPTARG ;; t) LIMIT=$OPTARG ;; k) KEEP=$OPTARG ;;
+    z) CODEC=$OPTARG ;; t) LIMIT=$OPTARG ;; k) KEEP=$OPTARG ;; u) COUNT="" ;;
     *) usage ;;
     esac
 done
@@ -128,7 +130,8 @@ port=$((20000 + id % 10000))
 
 # weft OUT LIST WARM ITERS FLAGS..: rank 0's rows "size time wanbytes" in OUT.
 # WEFT_WAN=delay=0us adds no delay and no rate (the kernel shapes the
-# link); it is there for weft's count of the bytes sent to the other cluster.
+# link); it is there for weft's count of the bytes sent to the other cluster
+# (-u leaves it out).
 run_weft() {
     local out=$1 list=$2 warm=$3 iters=$4 r ns dev pids="" ok=0 p
     shift 4
@@ -136,7 +139,7 @@ run_weft() {
     for r in 0 1 2 3; do
         if [ "$r" -lt 2 ]; then ns=$NSA dev=vA; else ns=$NSB dev=vB; fi
         ip netns exec "$ns" env WEFT_RANK="$r" WEFT_WORLD_SIZE=4 WEFT_LOCAL_RANK=$((r % 2)) \
-            WEFT_CLUSTER=$((r / 2)) WEFT_WAN=delay=0us \
+            WEFT_CLUSTER=$((r / 2)) ${COUNT:+WEFT_WAN=$COUNT} \
             WEFT_MASTER_ADDR="$IPA" WEFT_MASTER_PORT="$port" WEFT_SOCKET_IFNAME="$dev" \
             WEFT_HOST_ID="$ns" WEFT_JOB_SECRET="$SECRET" WEFT_TIMEOUT=120 \
             timeout "$LIMIT" "$WB/weft-bench" allreduce -l "$list" -I 1 -c 1 \
@@ -240,6 +243,7 @@ table() {
     for s in $SMALLB $LARGEB; do
         a=$(col flat "$s" 2) b=$(col hier "$s" 2) c=$(col hierz "$s" 2) m=$(col ompi "$s" 2)
         wa=$(col flat "$s" 3) wb=$(col hier "$s" 3) wc=$(col hierz "$s" 3)
+        [ -n "$COUNT" ] || wa=- wb=- wc=-
         ka=$(kern flat "$s") kb=$(kern hier "$s") kc=$(kern hierz "$s") km=$(kern ompi "$s")
         awk -v h="$(human "$s")" -v a="${a:-0}" -v b="${b:-0}" -v c="${c:-0}" -v m="${m:-0}" \
             -v wa="${wa:--}" -v wb="${wb:--}" -v wc="${wc:--}" \
@@ -269,7 +273,7 @@ TABLE=$(table)
     echo
     echo "Run $DATE, $secs s; load average before $LOAD0, after $LOAD1 ($(nproc) cores, shared)."
     echo "Link: veth pair, $SHAPE. 2 clusters x 2 ranks, shared memory inside a cluster."
-    echo "weft-bench allreduce -I 1 (out of place), f32 sum; flat: -a ring; clusters: -H; clusters $CODEC: -H -z $CODEC."
+    echo "weft-bench allreduce -I 1 (out of place), f32 sum; flat: -a ring; clusters: -H; clusters $CODEC: -H -z $CODEC; ${COUNT:+WEFT_WAN=$COUNT (no delay, no rate: only the count)}${COUNT:-no WEFT_WAN (no weft wan count)}."
     echo "Open MPI $(mpirun.openmpi --version 2>/dev/null | head -1 | awk '{print $NF}') mpi_allreduce (out-of-place column), \`--mca btl tcp,vader,self\`, its HNP in the first namespace."
     echo "Calls: -w $WS -n $NS at $SMALL (one run per program), -w $WL -n $NL at $LARGE (one run per size); times are the mean per timed call of the slowest rank."
     echo "Wan bytes per rank per call: weft's own count (weft_comm_wan_bytes, payload and frame headers); (k N): the kernel's veth bytes of that size's whole run (both directions, TCP/IP headers, start-up and checked calls included) over 4 ranks and the calls made."
