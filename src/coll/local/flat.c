@@ -88,18 +88,15 @@ static int scheduled(weft_comm *c, struct flat_state *fs, const weft_coll_args *
 }
 
 /* A small collective of the board's setup. Its messages carry fp, the
- * caller's operation: that is what a failure here must name. But the
- * executor reduces with its header's dtype and op, so those are the
- * step's own. */
-static int setup_step(weft_comm *c, struct flat_state *fs, weft_coll_kind kind, void *buf,
-                      size_t count, weft_dtype t, weft_op op, const frame_hdr *fp)
+ * caller's operation: that is what a failure here must name. The executor
+ * reduces with the header's dtype and op, the caller's, so the setup only
+ * moves bytes (a broadcast, an all-gather) and never reduces. */
+static int setup_step(weft_comm *c, struct flat_state *fs, weft_coll_kind kind, const void *send,
+                      void *recv, size_t count, weft_dtype t, const frame_hdr *fp)
 {
-    weft_coll_args a = { .kind = kind, .send = buf, .recv = buf, .count = count, .dtype = t,
-                         .op = op, .root = 0 };
-    frame_hdr h = *fp;
-    h.dtype = (uint8_t)t;
-    h.op = (uint8_t)op;
-    return scheduled(c, fs, &a, &h);
+    weft_coll_args a = { .kind = kind, .send = send, .recv = recv, .count = count, .dtype = t,
+                         .op = WEFT_SUM, .root = 0 };
+    return scheduled(c, fs, &a, fp);
 }
 
 static int setup(weft_comm *c, struct flat_state *fs, const frame_hdr *fp)
@@ -113,14 +110,24 @@ static int setup(weft_comm *c, struct flat_state *fs, const frame_hdr *fp)
         made[0] = ok;
         made[1] = (int64_t)getpid();
     }
-    if ((rc = setup_step(c, fs, WEFT_COLL_BROADCAST, made, 2, WEFT_I64, WEFT_SUM, fp)))
+    if ((rc = setup_step(c, fs, WEFT_COLL_BROADCAST, made, made, 2, WEFT_I64, fp)))
         goto failed;
     if (c->rank != 0 && made[0])
         ok = flat_board_attach(&fs->b, c->id, c->size, (long)made[1], err, sizeof err) == 0;
     if (ok)
         flat_board_join(&fs->b, c->rank);
-    int64_t all = ok; /* 8 bytes: a whole number of elements of any dtype fp names */
-    if ((rc = setup_step(c, fs, WEFT_COLL_ALLREDUCE, &all, 1, WEFT_I64, WEFT_MIN, fp)))
+    /* every rank's answer, then their minimum here: the all-gather moves
+     * bytes whatever the caller's dtype and op */
+    int64_t all = ok, *each = malloc((size_t)c->size * sizeof *each);
+    if (!each) {
+        rc = comm_fail(c, WEFT_ENOMEM, "out of memory for the flat algorithm");
+        goto failed;
+    }
+    rc = setup_step(c, fs, WEFT_COLL_ALLGATHER, &all, each, 1, WEFT_I64, fp);
+    for (int r = 0; rc == 0 && r < c->size; r++)
+        all = each[r] < all ? each[r] : all;
+    free(each);
+    if (rc)
         goto failed;
     if (!all) {
         if (!ok)
