@@ -705,5 +705,10 @@ int main(int argc, char **argv)
     }
     for (int i = 0; i < j.world; i++)
         launch(&j, i);
-    return supervise(&j, sp[0]);
+    int rc = supervise(&j, sp[0]);
+    /* its thread may still be answering a rank: stopped before exit's
+     * cleanup frees what it uses (OpenSSL's state among it) */
+    if (j.store)
+        store_server_stop(j.store);
+    return rc;
 }
