@@ -53,7 +53,6 @@ typedef struct {
     int ntensors, ready;
     weft_optim *opt;       /* state for this rank's part (stages 1-3); NULL if empty */
     weft_request *req[2];  /* reduce-scatter, tail all-reduce */
-    int block;             /* stage 3: the model's block of its tensors */
     int refs, state;       /* stage 3 layer by layer: readers, PARAMS_* */
     weft_request *greq[2]; /* its parameters' all-gather, tail broadcast */
 } zbucket;
@@ -156,7 +155,6 @@ static int make_buckets(weft_zero *z, size_t bucket_bytes)
         cur->lo = ti.offset;
         cur->ntensors++;
         z->bucket_of[i] = z->nb;
-        cur->block = ti.block;
         int close = cur->n * sizeof(float) >= bucket_bytes;
         if (z->stage == 3 && i > 0) { /* one bucket per block */
             weft_tensor_info prev;
@@ -194,11 +192,10 @@ static int gather_launch(weft_zero *z, zbucket *b)
     return rc;
 }
 
-static int gather_wait(weft_zero *z, zbucket *b)
+/* Inside forward or backward this is their time, not weft_zero_step's. */
+static int gather_wait(zbucket *b)
 {
-    /* inside forward or backward: their time, not weft_zero_step's */
     int rc = 0;
-    (void)z;
     for (int j = 0; j < 2; j++)
         if (b->greq[j]) {
             int r = weft_wait(b->greq[j]);
@@ -210,11 +207,10 @@ static int gather_wait(weft_zero *z, zbucket *b)
 }
 
 /* What of bucket b's part of x is another rank's, back to the kernel. */
-static void release_others(const weft_zero *z, float *x, const zbucket *b)
+static void release_others(float *x, const zbucket *b)
 {
     release(x, b->lo, b->mlo);
     release(x, b->mlo + b->mcnt, b->lo + b->n);
-    (void)z;
 }
 
 static void measure_peak(weft_zero *z)
@@ -264,7 +260,7 @@ static int bucket_need(weft_zero *z, int k)
     if (rc == 0 && next >= 0 && z->b[next].state == PARAMS_RELEASED)
         rc = gather_launch(z, &z->b[next]);
     if (rc == 0 && b->state == PARAMS_INFLIGHT) {
-        rc = gather_wait(z, b);
+        rc = gather_wait(b);
         measure_peak(z);
     }
     b->refs++;
@@ -275,7 +271,7 @@ static void bucket_done(weft_zero *z, int k)
 {
     zbucket *b = &z->b[k];
     if (b->refs > 0 && --b->refs == 0 && b->state == PARAMS_PRESENT) {
-        release_others(z, weft_model_params(z->model, NULL), b);
+        release_others(weft_model_params(z->model, NULL), b);
         b->state = PARAMS_RELEASED;
     }
 }
@@ -308,10 +304,10 @@ static int layerwise_begin(weft_zero *z)
     for (int k = 0; k < z->nb; k++) {
         zbucket *b = &z->b[k];
         if (b->state == PARAMS_INFLIGHT) {
-            int r = gather_wait(z, b);
+            int r = gather_wait(b);
             rc = rc ? rc : r;
         }
-        release_others(z, p, b);
+        release_others(p, b);
         b->state = PARAMS_RELEASED;
         b->refs = 0;
     }
@@ -455,28 +451,16 @@ int weft_zero_broadcast_params(weft_zero *z)
  * all buckets in flight at once. */
 static int gather_params(weft_zero *z)
 {
-    size_t n;
-    float *p = weft_model_params(z->model, &n);
-    int rc = 0, nr = 0;
-    weft_request **reqs;
+    int rc = 0;
     if (!z->comm || z->world == 1)
         return 0;
-    if (!(reqs = calloc((size_t)z->nb * 2, sizeof *reqs)))
-        return WEFT_ENOMEM;
-    for (int k = 0; rc == 0 && k < z->nb; k++) {
-        zbucket *b = &z->b[k];
-        if (b->S)
-            rc = weft_iallgather(z->comm, p + b->lo + b->S * (size_t)z->rank, p + b->lo, b->S,
-                                 WEFT_F32, &reqs[nr++]);
-        if (rc == 0 && b->tail)
-            rc = weft_ibroadcast(z->comm, p + b->lo + b->S * (size_t)z->world, b->tail,
-                                 WEFT_F32, z->world - 1, &reqs[nr++]);
-        if (rc)
-            nr--;
+    for (int k = 0; rc == 0 && k < z->nb; k++)
+        rc = gather_launch(z, &z->b[k]);
+    for (int k = 0; k < z->nb; k++) {
+        int w = gather_wait(&z->b[k]);
+        rc = rc ? rc : w;
     }
-    int w = nr ? weft_wait_all(reqs, nr) : 0;
-    free(reqs);
-    return rc ? rc : w;
+    return rc;
 }
 
 int weft_zero_gather_params(weft_zero *z)
@@ -555,7 +539,7 @@ static int release_reduced(weft_zero *z, int upto)
     for (; rc == 0 && z->rs_released < upto; z->rs_released++) {
         zbucket *b = &z->b[z->rs_released];
         rc = wait_reduced(b);
-        release_others(z, g, b);
+        release_others(g, b);
     }
     return rc;
 }
@@ -738,7 +722,7 @@ int weft_zero_step(weft_zero *z, float lr, float clip, float *norm)
         /* other ranks' parameters are theirs until the next gather: clearing
          * them makes any use of a stale copy show */
         for (int k = 0; k < z->nb; k++)
-            release_others(z, p, &z->b[k]);
+            release_others(p, &z->b[k]);
         z->gathered = 0;
     }
     return 0;
