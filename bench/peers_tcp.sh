@@ -36,6 +36,7 @@ ALGO=auto LIMIT=300 KEEP=""
 B=${BUILD:-build}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
+. "$HERE/netns_pair.sh"
 ARGS=$(printf ' %q' "$@")
 
 usage() { sed -n '2,/^set -u/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//' >&2; exit 2; }
@@ -67,8 +68,7 @@ cleanup() {
     local p
     for p in $(jobs -p); do kill "$p" 2>/dev/null; done
     wait 2>/dev/null
-    ip netns del "$NSA" 2>/dev/null
-    ip netns del "$NSB" 2>/dev/null
+    netns_pair_del
     if [ -n "$KEEP" ] && [ -d "$work/raw" ]; then
         mkdir -p "$KEEP" && cp "$work"/raw/* "$KEEP"/ 2>/dev/null && say "raw outputs kept in $KEEP"
     fi
@@ -78,19 +78,13 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 mkdir -p "$work/raw"
 
-ip netns add "$NSA" && ip netns add "$NSB" || die "cannot make network namespaces"
-ip link add vA netns "$NSA" type veth peer name vB netns "$NSB" || die "cannot make the veth pair"
-for h in "$NSA:vA:$IPA" "$NSB:vB:$IPB"; do
-    ns=${h%%:*} rest=${h#*:}
-    dev=${rest%%:*} ip=${rest#*:}
-    ip -n "$ns" addr add "$ip/24" dev "$dev"
-    ip -n "$ns" link set "$dev" up
-    ip -n "$ns" link set lo up
+netns_shape() { # ns dev
     if [ -n "$RATE" ]; then
-        ip netns exec "$ns" tc qdisc add dev "$dev" root tbf rate "$RATE" burst 256kb latency 50ms ||
-            die "cannot limit $dev to $RATE"
+        ip netns exec "$1" tc qdisc add dev "$2" root tbf rate "$RATE" burst 256kb latency 50ms ||
+            die "cannot limit $2 to $RATE"
     fi
-done
+}
+netns_pair_make
 LINK="veth pair, MTU $(ip -n "$NSA" -o link show vA | sed 's/.* mtu \([0-9]*\).*/\1/'), ${RATE:-no tc limit}"
 say "hosts $NSA ($IPA) and $NSB ($IPB): $LINK"
 

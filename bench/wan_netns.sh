@@ -41,6 +41,7 @@ WS=2 NS=5 WL=1 NL=3 CODEC=int8 LIMIT=300 KEEP="" COUNT=delay=0us
 B=${BUILD:-build}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
+. "$HERE/netns_pair.sh"
 ARGS=$(printf ' %q' "$@")
 
 usage() { sed -n '2,/^set -u/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//' >&2; exit 2; }
@@ -73,9 +74,7 @@ cleanup() {
     local p
     for p in $(jobs -p); do kill "$p" 2>/dev/null; done
     wait 2>/dev/null
-    # deleting a namespace deletes its veth end and the qdiscs on it
-    ip netns del "$NSA" 2>/dev/null
-    ip netns del "$NSB" 2>/dev/null
+    netns_pair_del
     if [ -n "$KEEP" ] && [ -d "$work/raw" ]; then
         mkdir -p "$KEEP" && cp -r "$work"/raw/. "$KEEP"/ 2>/dev/null && say "raw outputs kept in $KEEP"
     fi
@@ -85,25 +84,19 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 mkdir -p "$work/raw"
 
-ip netns add "$NSA" && ip netns add "$NSB" || die "cannot make network namespaces"
-ip link add vA netns "$NSA" type veth peer name vB netns "$NSB" || die "cannot make the veth pair"
 SHAPE=""
-for h in "$NSA:vA:$IPA" "$NSB:vB:$IPB"; do
-    ns=${h%%:*} rest=${h#*:}
-    dev=${rest%%:*} ip=${rest#*:}
-    ip -n "$ns" addr add "$ip/24" dev "$dev"
-    ip -n "$ns" link set "$dev" up
-    ip -n "$ns" link set lo up
+netns_shape() { # ns dev
     # tbf at the root limits the rate; netem under it delays what tbf lets
     # out. netem's queue must hold what the rate carries in the delay.
-    tc -n "$ns" qdisc add dev "$dev" root handle 1: tbf rate "$RATE" burst 256kb latency "$DELAY" ||
-        die "cannot limit $dev to $RATE"
-    if tc -n "$ns" qdisc add dev "$dev" parent 1:1 handle 10: netem delay "$DELAY" limit 100000 2>"$work/netem.err"; then
+    tc -n "$1" qdisc add dev "$2" root handle 1: tbf rate "$RATE" burst 256kb latency "$DELAY" ||
+        die "cannot limit $2 to $RATE"
+    if tc -n "$1" qdisc add dev "$2" parent 1:1 handle 10: netem delay "$DELAY" limit 100000 2>"$work/netem.err"; then
         SHAPE="tbf rate $RATE burst 256kb + netem delay $DELAY, each direction"
     else
         SHAPE="tbf rate $RATE burst 256kb latency $DELAY, each direction; no netem in this kernel ($(head -1 "$work/netem.err")), so no fixed delay: tbf's latency only bounds the queue"
     fi
-done
+}
+netns_pair_make
 say "clusters $NSA ($IPA, ranks 0-1) and $NSB ($IPB, ranks 2-3): $SHAPE"
 # the kernel's count of what crossed the link, both directions
 veth_bytes() {
