@@ -87,6 +87,7 @@ typedef struct {
     const char *master;
     const char *secret;
     int el_min, el_max;   /* --elastic MIN:MAX; el_max 0: not elastic */
+    int clusters;         /* --clusters C; 0: WEFT_CLUSTER left as it is */
     int restarts, restarted;
     store_server *store;  /* elastic: the job's store, here, outside every rank */
     rank_info *r;
@@ -118,7 +119,7 @@ static void usage(FILE *f)
 {
     fputs("usage: weftrun -n N [--hosts h1,h2,...] [--port P] [--timeout S]\n"
           "               [--no-prefix] [--servers K] [--elastic MIN:MAX [--restarts N]]\n"
-          "               [-x VAR=VAL]... [--] prog args...\n"
+          "               [--clusters C] [-x VAR=VAL]... [--] prog args...\n"
           "\n"
           "Starts N ranks of prog (N workers and K servers with --servers) with\n"
           "WEFT_RANK, WEFT_WORLD_SIZE, WEFT_LOCAL_RANK, WEFT_LOCAL_SIZE,\n"
@@ -139,6 +140,8 @@ static void usage(FILE *f)
           "                while MIN ranks live (the program shrinks its communicator)\n"
           "  --restarts N  with --elastic: start up to N failed ranks again, with\n"
           "                WEFT_JOIN=1 (they join at the others' next weft_comm_grow)\n"
+          "  --clusters C  place ranks in C clusters, in blocks of consecutive ranks\n"
+          "                (WEFT_CLUSTER=0..C-1; docs/WAN.md)\n"
           "  -x VAR=VAL    set VAR for every rank (-x VAR: pass this VAR on)\n"
           "\n"
           "Output is passed on a line at a time, prefixed \"[R] \". If a rank fails,\n"
@@ -243,6 +246,8 @@ static void parse_args(job *j, int argc, char **argv)
                 die("bad --elastic '%s' (want MIN:MAX, 1 <= MIN <= MAX)", v);
         } else if ((v = opt_value(argc, argv, &i, "--restarts"))) {
             j->restarts = parse_int(v, "restart count", 0, MAX_RANKS);
+        } else if ((v = opt_value(argc, argv, &i, "--clusters"))) {
+            j->clusters = parse_int(v, "cluster count", 1, MAX_RANKS);
         } else if (!strcmp(argv[i], "--no-prefix")) {
             j->prefix = 0;
         } else if ((v = opt_value(argc, argv, &i, "-x"))) {
@@ -267,6 +272,8 @@ static void parse_args(job *j, int argc, char **argv)
         die("--restarts needs --elastic");
     if (j->world > MAX_RANKS)
         die("too many ranks (%d > %d)", j->world, MAX_RANKS);
+    if (j->clusters > j->world)
+        die("--clusters %d: more clusters than the %d ranks", j->clusters, j->world);
 
     /* hosts: split the list in place */
     if (hosts) {
@@ -344,6 +351,14 @@ static void place(job *j)
 
 /* ---- launching --------------------------------------------------------------- */
 
+/* --clusters: rank's cluster, blocks as even as the count allows (5 ranks
+ * in 2: 0 0 0 1 1), so that consecutive ranks, which --hosts also keeps
+ * together, share a cluster. -1: not asked. */
+static int cluster_of(const job *j, int rank)
+{
+    return j->clusters ? (int)((long)rank * j->clusters / j->world) : -1;
+}
+
 /* The rank's variables as "VAR=VAL" strings, NULL-terminated. */
 static char **rank_env(const job *j, int rank)
 {
@@ -360,6 +375,8 @@ static char **rank_env(const job *j, int rank)
     PUT("WEFT_MASTER_ADDR=%s", j->master);
     PUT("WEFT_MASTER_PORT=%d", j->port);
     PUT("WEFT_JOB_SECRET=%s", j->secret);
+    if (cluster_of(j, rank) >= 0)
+        PUT("WEFT_CLUSTER=%d", cluster_of(j, rank));
     if (j->el_max)
         PUT("WEFT_STORE_EXTERNAL=1");
     if (r->joins)

@@ -12,6 +12,7 @@
 #ifdef WEFT_HAVE_LIBFABRIC
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -215,16 +216,44 @@ static int open_fids(ofi_net *n, char *err, size_t errlen)
     return 0;
 }
 
+/* 1 when dir holds an entry whose name starts with prefix ("" for any). */
+static int dir_has(const char *dir, const char *prefix)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int found = 0;
+    if (!d)
+        return 0;
+    while (!found && (e = readdir(d)))
+        found = e->d_name[0] != '.' && !strncmp(e->d_name, prefix, strlen(prefix));
+    closedir(d);
+    return found;
+}
+
+/* Whether this host shows a device an RDMA provider could drive: verbs
+ * (InfiniBand, RoCE, iWARP), efa, usnic and psm3 all appear under
+ * /sys/class/infiniband, Slingshot as cxi, Omni-Path as hfi1. Without one,
+ * auto goes straight to TCP: fi_getinfo loads every provider, and some read
+ * all of /proc/kallsyms while they look, about 0.1 s of system time in every
+ * process that opens a communicator. */
+static int fabric_device_present(void)
+{
+    return dir_has("/sys/class/infiniband", "") || dir_has("/sys/class/cxi", "") ||
+           dir_has("/dev", "cxi") || dir_has("/dev", "hfi1");
+}
+
 int ofi_open(ofi_net **out, const ofi_opts *o, char addr[OFI_ADDR_MAX], char *err,
              size_t errlen)
 {
-    struct fi_info *hints = fi_allocinfo(), *list = NULL;
+    struct fi_info *hints, *list = NULL;
     uint8_t name[OFI_NAME_MAX];
     size_t namelen = sizeof name;
     auth_hello mine;
     int rc;
     *out = NULL;
-    if (!hints)
+    if (!o->must && !(o->provider && *o->provider) && !fabric_device_present())
+        return 1;
+    if (!(hints = fi_allocinfo()))
         return WEFT_ENOMEM;
     /* rxm (the layer that gives tcp and verbs reliable datagrams) looks at
      * new connections only every 10 ms of queue reads by default, and each
