@@ -33,6 +33,7 @@
 
 #include <math.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The handler's only way to the communicator. */
@@ -49,14 +50,18 @@ static void on_sigusr1(int sig)
 
 /* A job of several ranks trains data-parallel; a lone process as before
  * (NULL). Rank 0 speaks for the job. */
-static weft_comm *join_job(opts *o)
+static weft_comm *join_job(opts *o, int *joined)
 {
     weft_config jc;
     weft_comm *comm = NULL;
+    const char *j = getenv("WEFT_JOIN");
     weft_config_default(&jc);
+    *joined = 0;
     if (weft_config_from_env(&jc) == 0 && jc.world_size > 1) {
         signal(SIGUSR1, on_sigusr1);
-        int rc = weft_comm_init(&comm, &jc);
+        /* weftrun --elastic --restarts: a replacement joins the running job */
+        *joined = o->elastic && j && strcmp(j, "1") == 0;
+        int rc = *joined ? weft_comm_join(&jc, &comm) : weft_comm_init(&comm, &jc);
         if (rc != 0)
             die("cannot join the job: %s", weft_strerror(rc));
         dump_comm = comm;
@@ -136,7 +141,9 @@ int main(int argc, char **argv)
     if (argc == 3 && strcmp(argv[1], "--inspect") == 0)
         return ckpt_inspect(argv[2]);
     parse_args(&o, argc, argv);
-    weft_comm *comm = join_job(&o);
+    int quiet = o.quiet, joined;
+    weft_comm *comm = join_job(&o, &joined);
+    elastic_check(&o, comm);
     long start_step = 0;
     weft_ckpt *ck = ckpt_resume(&o, &start_step);
     run_opts_defaults(&o.r);
@@ -153,39 +160,56 @@ int main(int argc, char **argv)
 
     trainer t;
     trainer_open(&t, &o, comm, &d, ck, steps, start_step);
+    long first = t.start_step;
+    elastic_open(&t, &first, quiet, joined);
     weft_batch b;
     int rc, prefetched = 0; /* b already holds this step's batch */
-    for (long step = t.start_step; step < t.end; step++) {
+    for (long step = first; step < t.end; step++) {
         train_step st = { .gnorm = -1, .bubble = -1 };
+        if (elastic_boundary(&t, &step)) /* joiners came in, or a rank went */
+            prefetched = 0;
+        dump_comm = t.job; /* a membership change replaced it */
         if (!prefetched)
             load_batch(&t, &b, step);
         prefetched = 0;
+        elastic_trace(&t, step, &b);
         st.epoch = (double)weft_loader_position(t.loader) / (double)d.ti.n;
-        if ((rc = sync_begin(&t.sync, &st.skip)) != 0)
-            die_step(&t, step, rc);
-        if (!st.skip)
+        rc = sync_begin(&t.sync, &st.skip);
+        if (rc == 0 && !st.skip)
             straggle(&o, step, t.rank, t.world);
-        if ((rc = forward_backward(&t, &b, &st)) != 0 || (rc = sync_launch(&t.sync, &st)) != 0)
-            die_step(&t, step, rc);
+        if (rc == 0)
+            rc = forward_backward(&t, &b, &st);
+        if (rc == 0)
+            rc = sync_launch(&t.sync, &st);
         /* While full sync reduces the gradients, the next batch: the one
          * piece of the next step that does not depend on them. Not before
          * a checkpoint, which records the loader's place. */
         int saving = o.save[0] && o.save_every > 0 && (step + 1) % o.save_every == 0;
-        if (t.sync.shared && step + 1 < t.end && !saving) {
+        if (rc == 0 && t.sync.shared && step + 1 < t.end && !saving) {
             load_batch(&t, &b, step + 1);
             prefetched = 1;
         }
         float lr = weft_lr_at(&t.sched, weft_optim_steps(t.opt));
-        if ((rc = sync_step(&t.sync, &st, lr)) != 0)
-            die_step(&t, step, rc);
+        if (rc == 0)
+            rc = sync_step(&t.sync, &st, lr);
+        if (rc != 0) {
+            /* --elastic: the survivors go on from the step they agree on */
+            if (!elastic_recover(&t, &step, rc))
+                die_step(&t, step, rc);
+            prefetched = 0;
+            step--;
+            continue;
+        }
+        elastic_commit(&t, step + 1);
         report_step(&t.pg, step, &st, lr);
         memory_check_step(&t, step);
         if (saving)
             ckpt_save(&t, step + 1);
     }
     trainer_finish(&t);
+    elastic_close(&t);
     trainer_close(&t);
-    leave_job(comm);
+    leave_job(t.job);
     data_free(&d);
     return 0;
 }

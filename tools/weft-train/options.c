@@ -106,13 +106,25 @@ static void usage(FILE *f)
         "                           run's own chunk times (for weft-sim pipeline)\n"
         "  --sync MODE              full (default), local:H, diloco:H, gossip, stale:S,\n"
         "                           backup:B (each step takes the first N-B gradients)\n"
-        "                           (docs/TRAINING.md)\n"
+        "                           (docs/TRAINING.md); across clusters (docs/WAN.md):\n"
+        "                           streaming:H:F[:T], hier:full/diloco:H,\n"
+        "                           hier:full/streaming:H:F[:T]\n"
+        "  --compress SPEC          fp16, bf16, int8, int4, topk:K or powersgd:R: the\n"
+        "                           gradients (full sync) or the outer gradient (DiLoCo,\n"
+        "                           streaming, hier) travel compressed\n"
         "  --mode dp|ps             data parallel (dp, default) or parameter server (ps: under\n"
         "                           weftrun -n W --servers K; workers push gradients, pull\n"
         "                           parameters; servers hold them and run the optimiser)\n"
         "  --consistency bsp|ssp:S|asp  parameter-server consistency (bsp)\n"
         "  --straggle RANK:MS       rank RANK sleeps MS ms every step (a slow device);\n"
-        "                           any:MS: one rank a step, chosen at random (jitter)\n",
+        "                           any:MS: one rank a step, chosen at random (jitter)\n"
+        "  --elastic                (under weftrun --elastic) a rank that dies costs the step\n"
+        "                           it was in, not the job; ranks that join are admitted at\n"
+        "                           the next step (docs/TRAINING.md, \"Elastic training\")\n"
+        "  --kill-at RANK:STEP[:recover][,...]  tests: launch rank RANK kills itself (SIGKILL)\n"
+        "                           as step STEP starts, or in the recovery from a failure there\n"
+        "  --trace-samples PATH     tests: each rank appends the sample ids of every committed\n"
+        "                           step to PATH.RANK (\"step id\" lines)\n",
         f);
 }
 
@@ -338,6 +350,10 @@ void parse_args(opts *o, int argc, char **argv)
             o->quiet = 1;
             continue;
         }
+        if (strcmp(a, "--elastic") == 0) {
+            o->elastic = 1;
+            continue;
+        }
         if (strncmp(a, "--", 2) != 0 || i + 1 >= argc) {
             usage(stderr);
             die("bad argument '%s'", a);
@@ -376,8 +392,14 @@ void parse_args(opts *o, int argc, char **argv)
         } else if (strcmp(key, "sync") == 0) {
             weft_sync_config sc;
             if (weft_sync_parse(v, &sc) != 0)
-                die("--sync: want full, local:H, diloco:H, gossip, stale:S or backup:B, not '%s'", v);
+                die("--sync: want full, local:H, diloco:H, gossip, stale:S, backup:B, "
+                    "streaming:H:F[:T] or hier:full/diloco:H, not '%s'", v);
             copy_str(o->sync, sizeof o->sync, key, v);
+        } else if (strcmp(key, "compress") == 0) {
+            weft_compress_spec cs;
+            if (weft_compress_parse(v, &cs) != 0)
+                die("--compress: want fp16, bf16, int8, int4, topk:K or powersgd:R, not '%s'", v);
+            copy_str(o->compress, sizeof o->compress, key, v);
         } else if (strcmp(key, "mode") == 0) {
             if (strcmp(v, "dp") && strcmp(v, "ps"))
                 die("--mode: want dp or ps, not '%s'", v);
@@ -426,6 +448,8 @@ void parse_args(opts *o, int argc, char **argv)
                 die("--straggle: want RANK:MS, not '%s'", v);
             o->straggle_rank = (int)r;
             o->straggle_ms = (int)ms;
+        } else if (elastic_option(o, key, v)) {
+            continue;
         } else {
             usage(stderr);
             die("unknown option '%s'", a);

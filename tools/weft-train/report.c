@@ -178,6 +178,18 @@ void report_step(progress *p, long step, const train_step *st, double lr)
     progress_update(p, step + 1, st->loss, rate, st->bubble, mfu, step + 1 == p->total);
 }
 
+void csv_event(FILE *f, long step, double epoch, const char *kind, double elapsed,
+               const char *what)
+{
+    if (!f)
+        return;
+    fprintf(f, "%ld,%.6f,%s,,,,,,%.3f,,", step, epoch, kind, elapsed);
+    for (const char *c = what; *c; c++) /* one field: no commas, quotes or line ends */
+        fputc(*c == ',' ? ';' : *c == '"' || *c == '\n' ? ' ' : *c, f);
+    fputc('\n', f);
+    fflush(f);
+}
+
 /* append: a resumed run continues the file it finds (if it has rows). */
 FILE *csv_open(const char *path, int append)
 {
@@ -187,7 +199,7 @@ FILE *csv_open(const char *path, int append)
     if (!f)
         die("cannot write %s: %s", path, strerror(errno));
     if (fresh)
-        fprintf(f, "step,epoch,split,loss,accuracy,lr,grad_norm,samples_per_s,elapsed_s,mfu\n");
+        fprintf(f, "step,epoch,split,loss,accuracy,lr,grad_norm,samples_per_s,elapsed_s,mfu,event\n");
     return f;
 }
 
@@ -237,6 +249,12 @@ void report_end(const trainer *t, double train_s, double cpu_all, double cpu_mai
     printf("training took %.2f s on %d ranks (sync %s); parameter/gradient bytes handed to "
            "the network per rank: %.1f MB\n",
            train_s, t->world, t->o->sync, (double)sync_bytes(&t->sync) / 1e6);
+    const train_sync *sy = &t->sync;
+    printf("bytes per rank (mean over ranks): wan %.0f B sent (measured under WEFT_WAN); "
+           "the sync's own count: job or across clusters %.0f B, inside clusters %.0f B\n",
+           sy->wan_mean, sy->across_mean, sy->inside_mean);
+    printf("compute utilisation (rank 0): %.1f%% (forward+backward %.2f s of %.2f s)\n",
+           train_s > 0 ? 100 * t->compute_s / train_s : 0, t->compute_s, train_s);
     long ns = t->end - t->start_step > 0 ? t->end - t->start_step : 1;
     double wait_s = weft_zero_wait_s(t->sync.z);
     printf("rank 0 per step: %.2f ms data, %.2f ms forward+backward, %.2f ms waiting for "

@@ -31,6 +31,7 @@ typedef struct {
     double bucket_mb;
     int zero, accum, straggle_rank, straggle_ms;
     char sync[64];
+    char compress[32];    /* --compress: the gradients' (full) or outer step's compressor */
     int ps;               /* --mode ps: parameter server instead of data parallel */
     char consistency[32];
     int pp, micro;        /* --pp stages, --micro-batches per step */
@@ -42,6 +43,9 @@ typedef struct {
     double pp_memory_mb;  /* --pp-memory: a stage's cap for the partition */
     double mem_limit;     /* --mem-limit: bytes a rank may hold (0: none) */
     int layout_auto;      /* --layout auto: the planner picks tp, pp, schedule, ZeRO */
+    int elastic;          /* --elastic: a dead rank costs the step, joiners come in */
+    char kill_at[128];    /* --kill-at (tests): RANK:STEP[:recover],... launch ranks die */
+    char trace[1024];     /* --trace-samples (tests): each rank's committed sample ids */
     unsigned set; /* bit per run option given on the command line */
 } opts;
 
@@ -51,6 +55,8 @@ enum { O_MODEL, O_DATA, O_OPTIM, O_PRECISION, O_SCHEDULE, O_STEPS, O_EPOCHS, O_B
        O_LAYERS, O_HEADS, O_DIM, O_TRAIN_SIZE, O_FORMAT, O_COUNT };
 
 void parse_args(opts *o, int argc, char **argv);
+/* --kill-at and --trace-samples (elastic.c); 0: not one of them. */
+int elastic_option(opts *o, const char *key, const char *v);
 void run_opts_defaults(run_opts *r);
 int run_opts_is_gpt(const run_opts *r);
 int run_opts_format_code(const char *f);
@@ -123,6 +129,10 @@ void report_step(progress *p, long step, const train_step *st, double lr);
 FILE *csv_open(const char *path, int append);
 void csv_row(FILE *f, long step, double epoch, const char *split, double loss, double acc,
              double lr, double gnorm, double rate, double elapsed);
+/* A membership change: a row of split kind ("shrink", "grow") whose last
+ * column says what happened. */
+void csv_event(FILE *f, long step, double epoch, const char *kind, double elapsed,
+               const char *what);
 void report_model(const weft_model *m, const run_opts *r, size_t nparams);
 
 /* The final evaluation (eval.c). */
@@ -166,9 +176,15 @@ struct train_sync {
     float metrics[2]; /* full sync: the job's loss and correct count, in flight */
     weft_request *mreq;
     uint64_t grad_bytes;
+    weft_compressor *cz; /* full sync with --compress, and its model */
+    weft_model *cz_model;
+    /* sync_finish: means over the ranks of the bytes sent over wan links
+     * (measured) and of the sync's bytes across and inside clusters */
+    double wan_mean, across_mean, inside_mean;
 };
 
 extern const sync_ops sync_full, sync_average, sync_diloco, sync_stale, sync_backup;
+extern const sync_ops sync_full_compress, sync_hier;
 
 /* Checks the launch options against --sync and picks its mode (full sync
  * for one process, where no mode has anyone to meet). */
@@ -211,6 +227,27 @@ weft_model *pipeline_gather(const pipeline *pl, weft_model *m, weft_zero *z, wef
 void pipeline_summary(pipeline *pl, const opts *o);
 void pipeline_close(pipeline *pl);
 
+/* ---- elastic membership (elastic.c) ---------------------------------------- */
+
+/* What --elastic keeps across membership changes. The global stream
+ * position of step k is pos_base + (k - step_base) * batch. */
+typedef struct {
+    int slot;            /* the launch rank; -1: this process joined a running job */
+    int world0, accum0;  /* the launch's ranks and --accum */
+    int quiet0;          /* --quiet as given (rank 0 of a new world speaks) */
+    long step_base;
+    uint64_t pos_base;
+    int64_t opt_steps0;  /* optimiser steps at this step's start */
+    int joined_now;      /* a joiner's first step: the members are past their grow */
+    FILE *trace;
+    long trace_step;     /* the step whose ids trace_ids holds; -1: none */
+    int trace_n;
+    uint64_t *trace_ids;
+    float *keep;         /* parameters and optimiser state while the state is rebuilt */
+    int64_t keep_steps;
+    weft_optim_config keep_oc;
+} elastic_state;
+
 /* ---- a data-parallel run (trainer.c) -------------------------------------- */
 
 typedef struct {
@@ -232,6 +269,7 @@ typedef struct {
     progress pg; /* and the metrics CSV, rank 0's */
     double load_s, compute_s; /* the loader's and forward + backward's seconds */
     double cpu0_all, cpu0_main;
+    elastic_state el;
 } trainer;
 
 void trainer_open(trainer *t, opts *o, weft_comm *comm, const data_sets *d, weft_ckpt *ck,
@@ -242,6 +280,22 @@ void trainer_finish(trainer *t);
 void trainer_close(trainer *t);
 void report_run(const trainer *t);
 void report_end(const trainer *t, double train_s, double cpu_all, double cpu_main);
+
+/* --elastic (elastic.c). elastic_check refuses what it cannot carry
+ * through a membership change; elastic_open after trainer_open (a joiner
+ * takes the members' state there). elastic_boundary before each step:
+ * admits waiting joiners, may move *step, and returns 1 when the batch
+ * must be loaded again. elastic_recover after a failed step: 1 when the
+ * survivors go on from *step (0: not elastic; it dies when it cannot). */
+void elastic_check(const opts *o, weft_comm *comm);
+void elastic_open(trainer *t, long *step, int quiet, int joined);
+int elastic_boundary(trainer *t, long *step);
+int elastic_recover(trainer *t, long *step, int rc);
+/* A step's samples as they are committed (--trace-samples). */
+void elastic_trace(trainer *t, long step, const weft_batch *b);
+/* The traced step is written when next lies past it, else dropped. */
+void elastic_commit(trainer *t, long next);
+void elastic_close(trainer *t);
 
 /* ---- --layout auto (layout_auto.c) ----------------------------------------- */
 

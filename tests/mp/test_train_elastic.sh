@@ -1,0 +1,104 @@
+#!/bin/sh
+# weft-train --elastic under weftrun --elastic: a rank killed (SIGKILL, by
+# weft-train's test-only --kill-at) costs the step it was in, not the job.
+# Each run must finish, at the ranks it should end with, with the per-step
+# losses of an undisturbed 4-rank run (the global batch is kept, so the
+# survivors take the same steps, to fp32 reduction-order tolerance) and
+# every sample of the epoch seen exactly once (--trace-samples: the ids of
+# every committed step, from every rank). Cases: one death (a middle rank,
+# and rank 0, whose successor takes over the report and the CSV); a
+# restart that joins, with parameters bit-identical on every rank after
+# the join; two deaths in one run; a death during the recovery from
+# another. Under sanitizers (TEST_SCALE >= 10) one death and the restart.
+B=${BUILD:-build}
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+scale=${TEST_SCALE:-1}
+common="--model mlp:784-64-10 --data builtin --train-size 2048 --batch 64 --optim adamw
+        --lr 0.003 --clip 1 --elastic --quiet"
+passed=0; failed=0
+ok() { passed=$((passed + 1)); }
+bad() { failed=$((failed + 1)); echo "FAIL $*"; }
+
+run() { # name ranks weftrun-args -- weft-train args...
+    name=$1; n=$2; shift 2
+    wr=""
+    while [ "$1" != "--" ]; do wr="$wr $1"; shift; done
+    shift
+    rm -f "$dir/$name.ids".*
+    if WEFT_TIMEOUT=20 timeout -s KILL 120 "$B/weftrun" --elastic 2:4 $wr -n "$n" \
+        "$B/weft-train" $common --metrics "$dir/$name.csv" --trace-samples "$dir/$name.ids" \
+        "$@" >"$dir/$name.out" 2>&1; then
+        ok; return 0
+    fi
+    bad "weft-train $name ($n ranks:$wr $*)"; tail -n 30 "$dir/$name.out" | sed 's/^/    /'
+    return 1
+}
+
+same() { # name: train losses and test accuracy match the undisturbed run's
+    if awk -F, -v name="$1" '
+        FNR == 1 { next }
+        NR == FNR { loss[$1 "," $3] = $4; acc[$1 "," $3] = $5; next }
+        $3 == "train" { if (!(($1 ",train") in loss)) { print name ": step " $1 " not in ref"; bad = 1; next }
+                        r = loss[$1 ",train"]; d = $4 - r; if (d < 0) d = -d; checked++
+                        if (d > 1e-4 * (r < 0 ? -r : r) + 1e-5) { print name ": step " $1 ": " $4 " vs " r; bad = 1 } }
+        $3 == "test" { d = $5 - acc[$1 ",test"]; if (d < 0) d = -d; tested = 1
+                       if (d > 0.001) { print name ": test accuracy " $5 " vs " acc[$1 ",test"]; bad = 1 } }
+        END { if (checked < 32 || !tested) { print name ": " checked " steps, test " tested; bad = 1 }
+              exit bad }' "$dir/ref.csv" "$dir/$1.csv"; then
+        ok
+    else
+        bad "$1: losses differ from the undisturbed run"
+    fi
+}
+
+once() { # name: every sample id of the epoch in exactly one committed step
+    if cat "$dir/$1.ids".* | awk -v name="$1" '
+        { n[$2]++; if ($2 < 0 || $2 >= 2048) bad = 1 }
+        END { for (i = 0; i < 2048; i++) if (n[i] != 1) { print name ": sample " i " seen " n[i] + 0 " times"; bad = 1; break }
+              exit bad }'; then
+        ok
+    else
+        bad "$1: not every sample seen once"
+    fi
+}
+
+says() { # name text: the run's output has it
+    if grep -q -- "$2" "$dir/$1.out"; then ok; else bad "$1: no \"$2\" in its output"; tail -n 20 "$dir/$1.out"; fi
+}
+
+event() { # name kind: the CSV has a row of that kind
+    if grep -q "^[0-9]*,[0-9.]*,$2," "$dir/$1.csv"; then ok; else bad "$1: no $2 row in its CSV"; fi
+}
+
+run ref 4 -- && once ref
+# one rank dies as step 10 starts: the job ends at 3 ranks
+if run kill1 4 -- --kill-at 2:10; then
+    same kill1; once kill1; event kill1 shrink
+    says kill1 "rank 2 killed by signal SIGKILL"
+    says kill1 "elastic: step 10: rank(s) 2 of 4 gone"
+fi
+# the restarted rank joins at the next step; the job ends at 4 ranks
+if run restart 4 --restarts 1 -- --kill-at 1:8; then
+    same restart; once restart; event restart shrink; event restart grow
+    says restart "joined as rank 3..3; parameters bit-identical on every rank"
+fi
+if [ "$scale" -lt 10 ]; then
+    # rank 0 dies: rank 1 becomes rank 0, reports and appends to the CSV
+    if run kill0 4 -- --kill-at 0:12; then
+        same kill0; once kill0; event kill0 shrink
+        says kill0 "rank(s) 0 of 4 gone"
+    fi
+    # two deaths in one run, at steps 6 and 15: the job ends at 2 ranks
+    if run two 4 -- --kill-at 1:6,3:15; then
+        same two; once two
+        says two "elastic: step 15: rank(s) 2 of 3 gone"
+    fi
+    # a death during the recovery from another: both are gone at once
+    if run during 4 -- --kill-at 1:6,2:6:recover; then
+        same during; once during
+        says during "rank(s) 1 2 of 4 gone"
+    fi
+fi
+echo "summary: $passed passed, $failed failed"
+[ $failed = 0 ]

@@ -1,0 +1,416 @@
+/* --elastic: data-parallel training that outlives a dead rank and takes in
+ * new ones (docs/TRAINING.md, "Elastic training").
+ *
+ * A failed step is abandoned by every survivor: they shrink the job's
+ * communicator, agree on the last step that any of them completed, and
+ * the first survivor that completed it hands its parameters, optimiser
+ * state, step and stream position to the others (a step's all-reduce that
+ * returned on one rank had every rank's gradients in it, so its result is
+ * a step of the whole job). The global batch stays what it was: the
+ * stream of samples is the same for every world size, so the step that
+ * failed is taken again over the survivors, and every sample of an epoch
+ * is still seen once. Joiners (weftrun --elastic --restarts N) are
+ * admitted at a step boundary by weft_comm_grow and get the same hand-over. */
+#include "train_tool.h"
+
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One --kill-at entry at a time; NULL at the end, or where one is bad. */
+static const char *kill_entry(const char *p, long *rank, long *step, int *recover)
+{
+    char *end;
+    *rank = strtol(p, &end, 10);
+    if (end == p || *end != ':')
+        return NULL;
+    p = end + 1;
+    *step = strtol(p, &end, 10);
+    if (end == p || *rank < 0 || *step < 0)
+        return NULL;
+    *recover = strncmp(end, ":recover", 8) == 0;
+    end += *recover ? 8 : 0;
+    if (*end == ',')
+        return end + 1;
+    return *end ? NULL : end;
+}
+
+int elastic_option(opts *o, const char *key, const char *v)
+{
+    if (strcmp(key, "kill-at") == 0) {
+        long r, s;
+        int rec;
+        const char *p = v;
+        while (p && *p)
+            p = kill_entry(p, &r, &s, &rec);
+        if (!p || strlen(v) >= sizeof o->kill_at)
+            die("--kill-at: want RANK:STEP[:recover][,...], not '%s'", v);
+        strcpy(o->kill_at, v);
+        return 1;
+    }
+    if (strcmp(key, "trace-samples") == 0) {
+        if (strlen(v) + 16 >= sizeof o->trace)
+            die("--trace-samples: path too long");
+        strcpy(o->trace, v);
+        return 1;
+    }
+    return 0;
+}
+
+/* The test hook: this launch rank dies here, as kill -9 would kill it. */
+static void kill_point(const trainer *t, long step, int recover)
+{
+    long r, s;
+    int rec;
+    const char *p = t->o->kill_at;
+    if (t->el.slot < 0)
+        return; /* a replacement is not killed again */
+    while (p && *p) {
+        p = kill_entry(p, &r, &s, &rec);
+        if (r == t->el.slot && s == step && rec == recover) {
+            fflush(NULL);
+            raise(SIGKILL);
+        }
+    }
+}
+
+void elastic_check(const opts *o, weft_comm *comm)
+{
+    if (!o->elastic)
+        return;
+    if (o->ps)
+        die("--elastic is data parallel; --mode ps has its own recovery");
+    if (o->pp > 1 || o->tp > 1 || o->layout_auto)
+        die("--elastic with --pp/--tp/--layout auto is not supported: a lost stage or "
+            "tensor shard cannot be rebuilt from the survivors yet (use data parallelism, "
+            "ZeRO 0)");
+    if (strcmp(o->sync, "full") != 0)
+        die("--elastic takes --sync full, not --sync %s", o->sync);
+    if (o->zero > 0)
+        die("--elastic with --zero %d is not supported yet (ZeRO 0 only)", o->zero);
+    if (comm && weft_comm_size(comm) > o->r.batch)
+        die("--elastic: %d ranks cannot share a batch of %d", weft_comm_size(comm), o->r.batch);
+}
+
+/* ---- the sample trace (--trace-samples) ---------------------------------- */
+
+void elastic_trace(trainer *t, long step, const weft_batch *b)
+{
+    elastic_state *e = &t->el;
+    if (!e->trace)
+        return;
+    uint64_t *ids = realloc(e->trace_ids, (size_t)(b->n > 0 ? b->n : 1) * sizeof *ids);
+    if (!ids)
+        die("out of memory");
+    e->trace_ids = ids;
+    memcpy(ids, b->index, (size_t)b->n * sizeof *ids);
+    e->trace_n = b->n;
+    e->trace_step = step;
+}
+
+/* The pending step's ids are written once a step after it runs. */
+void elastic_commit(trainer *t, long next)
+{
+    elastic_state *e = &t->el;
+    if (!e->trace || e->trace_step < 0)
+        return;
+    if (e->trace_step < next)
+        for (int i = 0; i < e->trace_n; i++)
+            fprintf(e->trace, "%ld %llu\n", e->trace_step, (unsigned long long)e->trace_ids[i]);
+    fflush(e->trace);
+    e->trace_step = -1;
+}
+
+/* ---- leaving one communicator and entering the next ---------------------- */
+
+/* Parameters and optimiser state, kept while the training state is rebuilt
+ * (full_open's broadcast from rank 0 would overwrite the parameters). */
+static void keep_state(trainer *t)
+{
+    elastic_state *e = &t->el;
+    size_t n = t->nparams;
+    int ns = weft_optim_state_count(t->opt);
+    float *k = realloc(e->keep, (size_t)(ns + 1) * n * sizeof *k);
+    if (!k)
+        die("out of memory");
+    e->keep = k;
+    memcpy(k, weft_model_params(t->m, &n), n * sizeof *k);
+    for (int i = 0; i < ns; i++)
+        memcpy(k + (size_t)(i + 1) * n, weft_optim_state(t->opt, i, NULL), n * sizeof *k);
+    e->keep_steps = weft_optim_steps(t->opt);
+    e->keep_oc = *weft_optim_config_of(t->opt);
+}
+
+static void restore_state(trainer *t)
+{
+    elastic_state *e = &t->el;
+    size_t n = t->nparams;
+    int ns = weft_optim_state_count(t->opt);
+    memcpy(weft_model_params(t->m, &n), e->keep, n * sizeof *e->keep);
+    for (int i = 0; i < ns; i++)
+        memcpy(weft_optim_state(t->opt, i, NULL), e->keep + (size_t)(i + 1) * n,
+               n * sizeof *e->keep);
+    weft_optim_set_steps(t->opt, e->keep_steps);
+}
+
+/* Ends the training state on the communicator in use and destroys it. */
+static void leave_comm(trainer *t)
+{
+    if (t->sync.mreq) {
+        weft_wait(t->sync.mreq); /* fails at once on a failed communicator */
+        t->sync.mreq = NULL;
+    }
+    sync_close(&t->sync);
+    t->opt = NULL;
+    weft_comm_destroy(t->comm); /* a failed one reports it again: nothing to do */
+    t->comm = t->job = NULL;
+}
+
+/* The training state over c, with the kept state restored. */
+static int enter_comm(trainer *t, weft_comm *c)
+{
+    t->comm = t->job = c;
+    t->rank = weft_comm_rank(c);
+    t->world = weft_comm_size(c);
+    sync_pick(&t->sync, t->o, c);
+    int rc = sync_open(&t->sync, t->m, &t->el.keep_oc, NULL);
+    if (!t->sync.z)
+        die("elastic: the training state over %d ranks: %s", t->world, weft_strerror(rc));
+    t->opt = weft_zero_optim(t->sync.z);
+    restore_state(t);
+    return rc;
+}
+
+/* --accum for this many ranks: a rank's micro-batch stays what it was at
+ * the launch (the global batch stays put), so memory per micro-step does
+ * too; at most as many micro-steps as leave every one a sample. */
+static int accum_for(const elastic_state *e, int world, int batch)
+{
+    long a = ((long)e->accum0 * e->world0 + world - 1) / world;
+    if (a < e->accum0)
+        a = e->accum0;
+    if (a * world > batch)
+        a = batch / world;
+    return a < 1 ? 1 : (int)a;
+}
+
+/* Every member takes the state of the first one that completed the most
+ * steps (done: steps this rank completed; -1: a joiner). Sets *step. */
+static int hand_over(trainer *t, long done, long *step)
+{
+    elastic_state *e = &t->el;
+    weft_comm *c = t->comm;
+    int64_t most = done;
+    int rc, root, me;
+    if ((rc = weft_allreduce(c, &most, &most, 1, WEFT_I64, WEFT_MAX)))
+        return rc;
+    me = done == most ? t->rank : INT_MAX;
+    if ((rc = weft_allreduce(c, &me, &root, 1, WEFT_I32, WEFT_MIN)))
+        return rc;
+    int64_t h[5] = { most, weft_optim_steps(t->opt),
+                     (int64_t)(e->pos_base + (uint64_t)(most - e->step_base) *
+                                                 (uint64_t)t->o->r.batch),
+                     e->world0, e->accum0 };
+    if ((rc = weft_broadcast(c, h, 5, WEFT_I64, root)))
+        return rc;
+    size_t n;
+    float *p = weft_model_params(t->m, &n);
+    if ((rc = weft_broadcast(c, p, n, WEFT_F32, root)))
+        return rc;
+    for (int i = 0; i < weft_optim_state_count(t->opt); i++)
+        if ((rc = weft_broadcast(c, weft_optim_state(t->opt, i, NULL), n, WEFT_F32, root)))
+            return rc;
+    weft_optim_set_steps(t->opt, h[1]);
+    e->step_base = (long)h[0];
+    e->pos_base = (uint64_t)h[2];
+    e->world0 = (int)h[3];
+    e->accum0 = (int)h[4];
+    t->o->accum = accum_for(e, t->world, t->o->r.batch);
+    weft_loader_free(t->loader);
+    t->loader = data_loader(&t->o->r, t->d, t->rank, t->world, t->o->accum, "ranks");
+    weft_loader_seek(t->loader, e->pos_base);
+    elastic_commit(t, e->step_base);
+    *step = e->step_base;
+    return 0;
+}
+
+/* After a join: whether every rank's parameters are bit-identical (a
+ * hash of their bytes compared over the job); *hash: this rank's. */
+static int params_agree(trainer *t, uint64_t *hash, int *same)
+{
+    size_t n;
+    const unsigned char *p = (const unsigned char *)weft_model_params(t->m, &n);
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < n * sizeof(float); i++)
+        h = (h ^ p[i]) * 1099511628211ull;
+    int64_t v[2] = { (int64_t)(h >> 1), -(int64_t)(h >> 1) };
+    int rc = weft_allreduce(t->comm, v, v, 2, WEFT_I64, WEFT_MAX);
+    *hash = h;
+    *same = rc == 0 && v[0] == -v[1] && (uint64_t)v[0] == h >> 1;
+    return rc;
+}
+
+/* Rank 0 of a new world speaks for the job from here on. */
+static void take_lead(trainer *t)
+{
+    if (t->rank != 0 || t->lead)
+        return;
+    t->lead = 1;
+    t->o->quiet = t->el.quiet0;
+    t->pg.quiet = t->o->quiet;
+    if (t->o->metrics[0])
+        t->pg.csv = csv_open(t->o->metrics, 1);
+}
+
+static void report_change(trainer *t, long step, const char *kind, const char *what,
+                          double took)
+{
+    if (!t->lead)
+        return;
+    char line[512];
+    snprintf(line, sizeof line, "%s; %d ranks now, %d micro-step(s) a step; %s in %.3f s", what,
+             t->world, t->o->accum, strcmp(kind, "grow") ? "recovered" : "admitted", took);
+    printf("elastic: step %ld: %s\n", step, line); /* --quiet too: it changes the job */
+    fflush(stdout);
+    csv_event(t->pg.csv, step, (double)t->el.pos_base / (double)t->d->ti.n, kind,
+              now_s() - t->pg.start, line);
+}
+
+/* ---- the three entry points ---------------------------------------------- */
+
+void elastic_open(trainer *t, long *step, int quiet, int joined)
+{
+    elastic_state *e = &t->el;
+    const char *slot = getenv("WEFT_RANK");
+    memset(e, 0, sizeof *e);
+    e->slot = joined ? -1 : t->rank;
+    e->world0 = t->world;
+    e->accum0 = t->o->accum;
+    e->quiet0 = quiet;
+    e->step_base = t->start_step;
+    e->pos_base = weft_loader_position(t->loader);
+    e->trace_step = -1;
+    if (!t->o->elastic || !t->comm)
+        return;
+    if (t->o->trace[0]) {
+        char path[sizeof t->o->trace + 32];
+        snprintf(path, sizeof path, "%s.%s", t->o->trace, slot ? slot : "0");
+        if (!(e->trace = fopen(path, "a")))
+            die("--trace-samples: cannot write %s", path);
+    }
+    if (!joined)
+        return;
+    /* the members are in their grow's hand-over, after the same sync_open */
+    keep_state(t);
+    uint64_t h;
+    int same, rc = hand_over(t, -1, step);
+    if (rc == 0)
+        rc = params_agree(t, &h, &same);
+    if (rc)
+        die("elastic: joining: %s: %s", weft_strerror(rc), weft_comm_error(t->comm));
+    e->joined_now = 1;
+    if (!t->o->quiet)
+        printf("elastic: joined as rank %d of %d at step %ld\n", t->rank, t->world, *step);
+}
+
+int elastic_boundary(trainer *t, long *step)
+{
+    elastic_state *e = &t->el;
+    if (!t->o->elastic || !t->comm)
+        return 0;
+    e->opt_steps0 = weft_optim_steps(t->opt);
+    if (e->joined_now) { /* its members' grow is behind them */
+        e->joined_now = 0;
+        kill_point(t, *step, 0);
+        return 0;
+    }
+    double t0 = now_s();
+    weft_comm *g = NULL;
+    int rc = weft_comm_grow(t->comm, 0, &g), was = t->world;
+    if (rc == 0 && g) {
+        keep_state(t);
+        leave_comm(t);
+        rc = enter_comm(t, g);
+        uint64_t h = 0;
+        int same = 0;
+        if (rc == 0)
+            rc = hand_over(t, *step, step);
+        if (rc == 0)
+            rc = params_agree(t, &h, &same);
+        if (rc == 0) {
+            char what[192];
+            snprintf(what, sizeof what, "%d rank(s) joined as rank %d..%d; parameters %s "
+                     "(hash %016llx)", t->world - was, was, t->world - 1,
+                     same ? "bit-identical on every rank" : "DIFFER between ranks",
+                     (unsigned long long)h);
+            report_change(t, *step, "grow", what, now_s() - t0);
+        }
+    }
+    if (rc && !elastic_recover(t, step, rc))
+        die("elastic: step %ld: %s", *step, weft_strerror(rc));
+    kill_point(t, *step, 0);
+    return rc != 0 || g != NULL;
+}
+
+int elastic_recover(trainer *t, long *step, int rc)
+{
+    elastic_state *e = &t->el;
+    if (!t->o->elastic || !t->comm)
+        return 0;
+    double t0 = now_s();
+    long failed_at = *step, done = *step + (weft_optim_steps(t->opt) > e->opt_steps0);
+    int was = t->world, old_rank = t->rank;
+    char why[160];
+    snprintf(why, sizeof why, "%s", weft_strerror(rc));
+    /* who is gone, in the ranks of the world before the failure */
+    int *olds = calloc((size_t)was, sizeof *olds);
+    if (!olds)
+        die("out of memory");
+    keep_state(t);
+    while (rc) { /* a death during the recovery: shrink what it left */
+        weft_comm *s;
+        int src = weft_comm_shrink(t->comm, &s);
+        if (src)
+            die("elastic: step %ld: no agreement on the survivors (%s): %s", failed_at,
+                weft_strerror(src), weft_comm_error(t->comm));
+        leave_comm(t);
+        kill_point(t, failed_at, 1);
+        rc = enter_comm(t, s);
+        if (rc == 0)
+            rc = hand_over(t, done, step);
+        if (rc == 0)
+            rc = weft_allgather(t->comm, &old_rank, olds, 1, WEFT_I32);
+    }
+    take_lead(t);
+    {
+        char what[256];
+        size_t len = (size_t)snprintf(what, sizeof what, "rank(s)");
+        for (int r = 0, k = 0; r < was; r++) {
+            if (k < t->world && olds[k] == r) {
+                k++;
+                continue;
+            }
+            if (len < sizeof what)
+                len += (size_t)snprintf(what + len, sizeof what - len, " %d", r);
+        }
+        if (len < sizeof what)
+            snprintf(what + len, sizeof what - len, " of %d gone (%s at step %ld)", was, why,
+                     failed_at);
+        report_change(t, *step, "shrink", what, now_s() - t0);
+    }
+    free(olds);
+    return 1;
+}
+
+void elastic_close(trainer *t)
+{
+    elastic_state *e = &t->el;
+    if (e->trace)
+        fclose(e->trace);
+    free(e->trace_ids);
+    free(e->keep);
+    e->trace = NULL;
+    e->trace_ids = NULL;
+    e->keep = NULL;
+}
