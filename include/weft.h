@@ -1168,12 +1168,31 @@ int weft_zero_load_optim(weft_zero *z, const weft_ckpt *ck);
  *               is late skips the steps decided without it */
 typedef enum {
     WEFT_SYNC_FULL = 0, WEFT_SYNC_LOCAL, WEFT_SYNC_DILOCO, WEFT_SYNC_GOSSIP, WEFT_SYNC_STALE,
-    WEFT_SYNC_BACKUP
+    WEFT_SYNC_BACKUP, WEFT_SYNC_STREAMING
 } weft_sync_mode;
+/* Across clusters (docs/WAN.md):
+ *   "streaming:H:F[:T]"  Streaming DiLoCo: the flat parameters cut into F
+ *               fragments of equal size; fragment f takes its outer step at
+ *               the steps t with t mod H = (f+1)H/F mod H (each every H
+ *               steps, staggered by H/F); its outer
+ *               all-reduce runs in the background for T steps (default 1),
+ *               then the fragment becomes mix * local + (1 - mix) * global
+ *               (mix 0.5). T = 0: blocking and replaced (F = 1: diloco:H).
+ *   "hier:full/diloco:H", "hier:full/streaming:H:F[:T]"  full sync inside
+ *               each cluster every step (the caller's, over
+ *               weft_sync_inner_comm), the outer step across clusters: rank i
+ *               of each cluster reduces slice i of the outer gradient with
+ *               rank i of the others, then the slices are gathered inside.
+ * compress (diloco, streaming, hier): the outer gradient's compressor. */
 typedef struct {
     int mode;              /* weft_sync_mode */
     int period;            /* H; stale: s; backup: b */
     float outer_lr, outer_momentum;  /* diloco: 0.7, 0.9 */
+    int fragments, overlap;          /* streaming: F, T */
+    float mix;                       /* streaming: 0.5 */
+    int hier;                        /* hier:full/...: across clusters only */
+    int compressed;                  /* compress holds the outer compressor */
+    weft_compress_spec compress;
 } weft_sync_config;
 typedef struct weft_sync weft_sync;
 int weft_sync_parse(const char *s, weft_sync_config *c);
@@ -1205,8 +1224,14 @@ int weft_sync_backup_begin(weft_sync *s, int *skip);
 int weft_sync_backup_grads(weft_sync *s, int n, const float in[2], float out[3]);
 /* backup:b: bit r set when rank r (< 64) was included in the last step. */
 uint64_t weft_sync_included(const weft_sync *s);
-/* Parameter bytes this rank has handed to collectives or sent to peers. */
+/* Parameter bytes this rank has handed to collectives or sent to peers
+ * (compressed: the bytes the compressor sent). */
 uint64_t weft_sync_bytes(const weft_sync *s);
+/* hier: this rank's cluster (split from c; the caller's full sync runs on
+ * it), else NULL. */
+weft_comm *weft_sync_inner_comm(const weft_sync *s);
+/* Of weft_sync_bytes: across clusters, and inside (hier's gathers). */
+void weft_sync_bytes_split(const weft_sync *s, uint64_t *across, uint64_t *inside);
 
 /* ---- parameter server (src/ps/) -------------------------------------------
  * k servers hold the parameters, w workers compute gradients

@@ -17,8 +17,11 @@
  *             at most s steps ahead of the slowest (bounded staleness);
  *             no gradient is dropped. stale:0 is full sync.
  *   backup:b  each step averages the gradients of the first N - b ranks
- *             to arrive and drops the rest (sync_backup.c). */
+ *             to arrive and drops the rest (sync_backup.c).
+ * DiLoCo compressed or across clusters, and streaming DiLoCo, take their
+ * outer steps in sync_outer.c. */
 #include "sync_backup.h"
+#include "sync_outer.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +39,42 @@ struct weft_sync {
     weft_request **req;
     long pushed, popped;
     backup *bk;
+    outer_sync *outer;        /* streaming, hier, compressed diloco */
 };
+
+static int uses_outer(const weft_sync_config *c)
+{
+    return c->mode == WEFT_SYNC_STREAMING ||
+           (c->mode == WEFT_SYNC_DILOCO && (c->hier || c->compressed));
+}
+
+/* "H:F[:T]": F fragments, each synced every H steps and staggered by H/F,
+ * reductions T steps in flight (at most H/F, so that one fragment's lands
+ * before the next one's starts). */
+static int parse_streaming(const char *s, weft_sync_config *c)
+{
+    char *end;
+    long h = strtol(s, &end, 10), f, t = 1;
+    if (end == s || *end != ':' || h < 1 || h > 1000000)
+        return WEFT_EINVAL;
+    s = end + 1;
+    f = strtol(s, &end, 10);
+    if (end == s || f < 1 || f > h || f > 4096)
+        return WEFT_EINVAL;
+    if (*end == ':') {
+        s = end + 1;
+        t = strtol(s, &end, 10);
+        if (end == s || t < 0)
+            return WEFT_EINVAL;
+    }
+    if (*end || t > h / f)
+        return WEFT_EINVAL;
+    c->mode = WEFT_SYNC_STREAMING;
+    c->period = (int)h;
+    c->fragments = (int)f;
+    c->overlap = (int)t;
+    return 0;
+}
 
 int weft_sync_parse(const char *s, weft_sync_config *c)
 {
@@ -47,6 +85,19 @@ int weft_sync_parse(const char *s, weft_sync_config *c)
     memset(c, 0, sizeof *c);
     c->outer_lr = 0.7f;
     c->outer_momentum = 0.9f;
+    c->fragments = 1;
+    c->mix = 0.5f;
+    if (strncmp(s, "hier:full/", 10) == 0) {
+        int rc = weft_sync_parse(s + 10, c);
+        if (rc || (c->mode != WEFT_SYNC_DILOCO && c->mode != WEFT_SYNC_STREAMING) || c->hier) {
+            memset(c, 0, sizeof *c);
+            return WEFT_EINVAL;
+        }
+        c->hier = 1;
+        return 0;
+    }
+    if (strncmp(s, "streaming:", 10) == 0)
+        return parse_streaming(s + 10, c);
     if (strcmp(s, "full") == 0) {
         c->mode = WEFT_SYNC_FULL;
         return 0;
@@ -85,6 +136,7 @@ void weft_sync_destroy(weft_sync *s)
     if (!s)
         return;
     train_backup_destroy(s->bk);
+    outer_destroy(s->outer);
     free(s->anchor);
     free(s->velocity);
     free(s->buf);
@@ -107,7 +159,7 @@ int weft_sync_create(weft_sync **out, weft_comm *c, weft_model *m, const weft_sy
     float *p;
     int rc;
     int zero_ok = cfg && (cfg->mode == WEFT_SYNC_STALE || cfg->mode == WEFT_SYNC_BACKUP);
-    if (!out || !c || !m || !cfg || cfg->mode < WEFT_SYNC_LOCAL || cfg->mode > WEFT_SYNC_BACKUP ||
+    if (!out || !c || !m || !cfg || cfg->mode < WEFT_SYNC_LOCAL || cfg->mode > WEFT_SYNC_STREAMING ||
         cfg->period < (zero_ok ? 0 : 1) ||
         (cfg->mode == WEFT_SYNC_BACKUP && cfg->period >= weft_comm_size(c)))
         return WEFT_EINVAL;
@@ -134,11 +186,12 @@ int weft_sync_create(weft_sync **out, weft_comm *c, weft_model *m, const weft_sy
                 return WEFT_ENOMEM;
             }
     }
-    if (cfg->mode == WEFT_SYNC_DILOCO) {
+    if (cfg->mode == WEFT_SYNC_DILOCO && !uses_outer(cfg)) {
         s->anchor = malloc(n * sizeof *s->anchor);
         s->velocity = calloc(n, sizeof *s->velocity);
     }
-    if (!s->buf || (cfg->mode == WEFT_SYNC_DILOCO && (!s->anchor || !s->velocity))) {
+    if (!s->buf || (s->cfg.mode == WEFT_SYNC_DILOCO && !uses_outer(cfg) &&
+                    (!s->anchor || !s->velocity))) {
         weft_sync_destroy(s);
         return WEFT_ENOMEM;
     }
@@ -149,6 +202,10 @@ int weft_sync_create(weft_sync **out, weft_comm *c, weft_model *m, const weft_sy
     }
     if (s->anchor)
         memcpy(s->anchor, p, n * sizeof *p);
+    if (uses_outer(cfg) && (rc = outer_create(&s->outer, c, m, cfg))) {
+        weft_sync_destroy(s);
+        return rc;
+    }
     if (cfg->mode == WEFT_SYNC_BACKUP && (rc = train_backup_create(&s->bk, c, m, cfg->period))) {
         weft_sync_destroy(s);
         return rc;
@@ -219,6 +276,8 @@ int weft_sync_after_step(weft_sync *s)
         return WEFT_EINVAL;
     p = weft_model_params(s->model, &n);
     s->steps++;
+    if (s->outer)
+        return outer_after_step(s->outer, s->steps);
     switch (s->cfg.mode) {
     case WEFT_SYNC_LOCAL:
         if (s->steps % s->cfg.period == 0)
@@ -230,6 +289,7 @@ int weft_sync_after_step(weft_sync *s)
         break;
     case WEFT_SYNC_STALE:
     case WEFT_SYNC_BACKUP:
+    case WEFT_SYNC_STREAMING:
         break;
     case WEFT_SYNC_GOSSIP:
         if (weft_comm_size(s->comm) > 1)
@@ -248,6 +308,8 @@ int weft_sync_finish(weft_sync *s)
     p = weft_model_params(s->model, &n);
     if (s->cfg.mode == WEFT_SYNC_BACKUP)
         return train_backup_finish(s->bk);
+    if (s->outer)
+        return outer_finish(s->outer, s->steps);
     if (s->cfg.mode == WEFT_SYNC_DILOCO)
         return s->steps % s->cfg.period ? outer_step(s, p, n) : 0;
     if (s->cfg.mode == WEFT_SYNC_STALE ||
@@ -328,5 +390,27 @@ uint64_t weft_sync_bytes(const weft_sync *s)
 {
     if (!s)
         return 0;
+    if (s->outer) {
+        uint64_t a, i;
+        outer_bytes(s->outer, &a, &i);
+        return a + i;
+    }
     return s->bk ? train_backup_bytes(s->bk) : s->bytes;
+}
+
+weft_comm *weft_sync_inner_comm(const weft_sync *s)
+{
+    return s ? outer_inner_comm(s->outer) : NULL;
+}
+
+void weft_sync_bytes_split(const weft_sync *s, uint64_t *across, uint64_t *inside)
+{
+    if (s && s->outer) {
+        outer_bytes(s->outer, across, inside);
+        return;
+    }
+    if (across)
+        *across = weft_sync_bytes(s);
+    if (inside)
+        *inside = 0;
 }

@@ -10,13 +10,23 @@ static const sync_ops *const modes[] = {
     [WEFT_SYNC_FULL] = &sync_full,     [WEFT_SYNC_LOCAL] = &sync_average,
     [WEFT_SYNC_DILOCO] = &sync_diloco, [WEFT_SYNC_GOSSIP] = &sync_average,
     [WEFT_SYNC_STALE] = &sync_stale,   [WEFT_SYNC_BACKUP] = &sync_backup,
+    [WEFT_SYNC_STREAMING] = &sync_diloco,
 };
 
 void sync_pick(train_sync *s, opts *o, weft_comm *comm)
 {
     memset(s, 0, sizeof *s);
     weft_sync_parse(o->sync, &s->cfg); /* parse_args checked it */
-    const sync_ops *mode = modes[s->cfg.mode];
+    const sync_ops *mode = s->cfg.hier ? &sync_hier : modes[s->cfg.mode];
+    if (o->compress[0]) {
+        int outer = s->cfg.mode == WEFT_SYNC_DILOCO || s->cfg.mode == WEFT_SYNC_STREAMING;
+        if (s->cfg.mode == WEFT_SYNC_FULL)
+            mode = &sync_full_compress;
+        else if (!outer)
+            die("--compress: full sync, diloco, streaming or hier, not --sync %s", o->sync);
+        weft_compress_parse(o->compress, &s->cfg.compress); /* parse_args checked it */
+        s->cfg.compressed = outer;
+    }
     if (!mode->zero && o->zero)
         die("--zero shards a full-sync run; --sync %s keeps whole models per rank", o->sync);
     if (!mode->accum && o->accum > 1)
@@ -82,9 +92,29 @@ int sync_drain(train_sync *s, const weft_lr_schedule *lr)
     return s->ops->drain ? s->ops->drain(s, lr) : 0;
 }
 
+/* The means over the ranks of what went where (collective). */
+static int sync_count_bytes(train_sync *s)
+{
+    uint64_t wan = 0, across = 0, inside = 0;
+    if (!s->comm)
+        return 0;
+    weft_comm_wan_bytes(s->comm, &wan);
+    if (s->sy)
+        weft_sync_bytes_split(s->sy, &across, &inside);
+    else
+        across = sync_bytes(s);
+    double v[3] = { (double)wan, (double)across, (double)inside };
+    int rc = weft_allreduce(s->comm, v, v, 3, WEFT_F64, WEFT_AVG);
+    s->wan_mean = v[0];
+    s->across_mean = v[1];
+    s->inside_mean = v[2];
+    return rc;
+}
+
 int sync_finish(train_sync *s)
 {
-    return s->ops->finish ? s->ops->finish(s) : 0;
+    int rc = s->ops->finish ? s->ops->finish(s) : 0;
+    return rc ? rc : sync_count_bytes(s);
 }
 
 void sync_summary(const train_sync *s)
@@ -100,6 +130,7 @@ uint64_t sync_bytes(const train_sync *s)
 
 void sync_close(train_sync *s)
 {
+    weft_compressor_destroy(s->cz);
     weft_sync_destroy(s->sy);
     weft_zero_destroy(s->z);
 }

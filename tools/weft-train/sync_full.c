@@ -83,3 +83,68 @@ const sync_ops sync_full = {
     .open = full_open, .describe = full_describe, .launch = full_launch, .step = full_step,
     .summary = full_summary, .bytes = full_bytes,
 };
+
+/* ---- full sync with compressed gradients (--compress) ---------------------
+ * A weft_zero over this rank alone holds the optimiser; after backward the
+ * gradients (weighed by this rank's share of the global batch, so that
+ * their sum is the batch mean) go through a weft_compressor, which leaves
+ * the same bits on every rank, so every rank takes the same step. PowerSGD
+ * gets every 2-D tensor as a matrix (it compresses the ones worth it). */
+
+static int compress_open(train_sync *s, weft_model *m, const weft_optim_config *oc,
+                         const weft_ckpt *ck)
+{
+    weft_compress_spec cs;
+    float *p = weft_model_params(m, &s->nparams);
+    int rc = sync_zero_open(s, NULL, m, oc, ck);
+    s->cz_model = m;
+    if (rc == 0)
+        rc = weft_broadcast(s->comm, p, s->nparams, WEFT_F32, 0);
+    if (rc == 0)
+        rc = weft_compress_parse(s->o->compress, &cs);
+    if (rc == 0)
+        rc = weft_compressor_create(&s->cz, s->comm, &cs, s->nparams);
+    for (int i = 0, nt = weft_model_tensor_count(m); rc == 0 && i < nt; i++) {
+        weft_tensor_info ti;
+        if ((rc = weft_model_tensor_info(m, i, &ti)) == 0 && ti.ndim == 2)
+            rc = weft_compressor_add_matrix(s->cz, ti.offset, ti.shape[0], ti.shape[1]);
+    }
+    return rc;
+}
+
+static void compress_describe(const train_sync *s)
+{
+    printf("data parallel: %d ranks, full sync, gradients compressed %s\n", s->world,
+           s->o->compress);
+}
+
+static int compress_step(train_sync *s, train_step *st, float lr)
+{
+    size_t n;
+    float *g = weft_model_grads(s->cz_model, &n);
+    int rc = weft_compressor_allreduce(s->cz, g, WEFT_SUM);
+    s->metrics[0] = st->loss;
+    s->metrics[1] = (float)st->correct;
+    if (rc == 0)
+        rc = weft_allreduce(s->comm, s->metrics, s->metrics, 2, WEFT_F32, WEFT_SUM);
+    if (rc == 0) {
+        st->loss = s->metrics[0];
+        st->correct = (int)lrintf(s->metrics[1]);
+        rc = sync_optim_step(s, lr, &st->gnorm);
+    }
+    return rc;
+}
+
+static uint64_t compress_bytes(const train_sync *s)
+{
+    uint64_t sent = 0, raw = 0;
+    if (s->cz)
+        weft_compressor_bytes(s->cz, &sent, &raw);
+    return sent;
+}
+
+const sync_ops sync_full_compress = {
+    .weigh_global = 1,
+    .open = compress_open, .describe = compress_describe, .step = compress_step,
+    .bytes = compress_bytes,
+};

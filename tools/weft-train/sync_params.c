@@ -72,6 +72,38 @@ const sync_ops sync_diloco = {
     .finish = params_finish, .bytes = params_bytes,
 };
 
+/* ---- across clusters (hier:full/diloco:H, hier:full/streaming:H:F) ------- */
+
+/* The sync handle splits the job by cluster; the optimiser is a weft_zero
+ * over the cluster (full sync, or ZeRO 1-2, every step) and the handle
+ * takes the outer steps across clusters. Gradients are each rank's local
+ * mean, averaged over the cluster. */
+static int hier_open(train_sync *s, weft_model *m, const weft_optim_config *oc,
+                     const weft_ckpt *ck)
+{
+    if (s->o->zero > 2)
+        die("--sync %s: ZeRO 3 shards the parameters the outer step reads; take 0-2",
+            s->o->sync);
+    int rc = weft_sync_create(&s->sy, s->comm, m, &s->cfg);
+    if (rc == 0)
+        rc = sync_zero_open(s, weft_sync_inner_comm(s->sy), m, oc, ck);
+    return rc;
+}
+
+static void hier_describe(const train_sync *s)
+{
+    weft_comm *in = weft_sync_inner_comm(s->sy);
+    printf("data parallel: %d ranks in %d clusters of %d, sync %s%s%s\n", s->world,
+           weft_comm_cluster_count(s->comm), in ? weft_comm_size(in) : 1, s->o->sync,
+           s->o->compress[0] ? ", outer gradient compressed " : "", s->o->compress);
+}
+
+const sync_ops sync_hier = {
+    .zero = 1, .accum = 1, .defaults = diloco_defaults,
+    .open = hier_open, .describe = hier_describe, .step = average_step,
+    .finish = params_finish, .bytes = params_bytes,
+};
+
 /* ---- bounded staleness ---------------------------------------------------- */
 
 /* The optimiser steps on the average of s steps ago, once one is due. */
