@@ -3,6 +3,7 @@
 #include "coll/comm.h"
 #include "coll/algo.h"
 #include "coll/alltoallv.h"
+#include "coll/comm_cluster.h"
 #include "coll/exec/callboard.h"
 #include "coll/exec/exec.h"
 #include "coll/reduce.h"
@@ -127,6 +128,7 @@ static void sched_args(const weft_comm *c, const weft_coll_args *a, sched_params
     p->count = a->count;
     p->esize = (uint32_t)weft_dtype_size(a->dtype);
     p->host = c->host;
+    p->cluster = comm_cluster_index(c);
     bufs[SB_SEND] = (char *)(uintptr_t)a->send;
     bufs[SB_RECV] = a->recv;
     bufs[SB_TMP] = NULL;
@@ -262,6 +264,8 @@ static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id,
                                             c->nhosts > 1 ? c->host : NULL, err, sizeof err);
             if (trc)
                 return comm_fail(c, trc, "%s", err); /* a bad WEFT_TUNE / WEFT_TUNE_FILE */
+            if ((trc = comm_cluster_tune(c, c->tune)))
+                return trc;
             coll_tuner_log(c->tune, c->loglevel, c->rank);
         }
         algo = coll_tuner_pick(c->tune, a->kind, (uint64_t)a->count * es, (uint32_t)es,

@@ -54,7 +54,7 @@ struct wan_count {
 
 struct wan_net {
     int rank, size, nclusters, emulate, loglevel;
-    int32_t *cluster;
+    int32_t *cluster, *index; /* index: clusters numbered 0.. in order of first rank */
     wan_cfg cfg;
     pthread_mutex_t mu;
     pthread_t th;
@@ -130,7 +130,7 @@ int wan_net_new(wan_net **out, int rank, int size, const int32_t *cluster, const
                 int loglevel, wan_net *share)
 {
     wan_net *w = calloc(1, sizeof *w);
-    if (!w || !(w->cluster = malloc((size_t)size * sizeof *w->cluster)) ||
+    if (!w || !(w->cluster = malloc(2 * (size_t)size * sizeof *w->cluster)) ||
         !(w->count = share ? share->count : calloc(1, sizeof *w->count))) {
         if (w)
             free(w->cluster);
@@ -142,11 +142,12 @@ int wan_net_new(wan_net **out, int rank, int size, const int32_t *cluster, const
     w->size = size;
     w->loglevel = loglevel;
     memcpy(w->cluster, cluster, (size_t)size * sizeof *cluster);
+    w->index = w->cluster + size;
     for (int i = 0; i < size; i++) {
         int j = 0;
         while (j < i && cluster[j] != cluster[i])
             j++;
-        w->nclusters += j == i;
+        w->index[i] = j < i ? w->index[j] : w->nclusters++;
     }
     if (cfg) {
         w->cfg = *cfg;
@@ -161,6 +162,19 @@ int wan_net_new(wan_net **out, int rank, int size, const int32_t *cluster, const
 int wan_cluster_of(const wan_net *w, int peer)
 {
     return w && peer >= 0 && peer < w->size ? w->cluster[peer] : 0;
+}
+
+const int32_t *wan_cluster_index(const wan_net *w)
+{
+    return w && w->nclusters > 1 ? w->index : NULL;
+}
+
+int wan_emulation(const wan_net *w, wan_cfg *cfg)
+{
+    if (!w || !w->emulate)
+        return 0;
+    *cfg = w->cfg;
+    return 1;
 }
 
 int wan_cluster_count(const wan_net *w)

@@ -39,6 +39,12 @@ int wan_net_new(wan_net **out, int rank, int size, const int32_t *cluster, const
 void wan_net_free(wan_net *w, double flush_s);
 int wan_cluster_of(const wan_net *w, int peer);
 int wan_cluster_count(const wan_net *w);
+/* Every rank's cluster numbered 0, 1, ... in order of its first rank (as
+ * schedules want host indices), or NULL when there is one cluster. Lives
+ * as long as w. */
+const int32_t *wan_cluster_index(const wan_net *w);
+/* 1 and the emulated link in *cfg when WEFT_WAN is on for w, else 0. */
+int wan_emulation(const wan_net *w, wan_cfg *cfg);
 /* 1 when peer is in another cluster. */
 int wan_is_wan(const wan_net *w, int peer);
 /* An outgoing connection that has just become ready: when emulation is on

@@ -545,7 +545,7 @@ static void cost_model(void)
     cost_params cp;
     double t = -1;
     int32_t hosts[4] = { 0, 0, 1, 1 };
-    cost_layout one = { 4, NULL, 1 }, two = { 4, hosts, 2 };
+    cost_layout one = { 4, NULL, 1, NULL }, two = { 4, hosts, 2, NULL };
     cost_default(&cp);
     cp.cores = 2;
     CHECK(direct_cost(&cp, &one, WEFT_COLL_ALLREDUCE, 64u << 20, 4, &t) == 0 && t > 0);

@@ -121,7 +121,7 @@ TEST(pipelines)
     CHECK(s[WEFT_ALGO_RING] >= 2 * c.alpha_inter && s[a] >= c.alpha_inter);
     /* one rank's walk: the stream's rounds cost their transfer, the
      * unpipelined halves their memory trip */
-    cost_layout l = { 2, two, 2 };
+    cost_layout l = { 2, two, 2, NULL };
     weft_sched sc;
     cost_tally t;
     sched_init(&sc);
@@ -168,7 +168,7 @@ TEST(deterministic)
     for (int cores = 0; cores <= 2; cores += 2) {
         cost_params d = plain(cores);
         for (int p = 2; p <= 16; p *= 2) {
-            cost_layout l = { p, NULL, 1 };
+            cost_layout l = { p, NULL, 1, NULL };
             for (uint64_t b = 64; b <= (8u << 20); b *= 8) {
                 static const weft_algo sym[] = { WEFT_ALGO_NAIVE, WEFT_ALGO_RING, WEFT_ALGO_RD,
                                                  WEFT_ALGO_RABENSEIFNER };
@@ -244,7 +244,7 @@ TEST(environment)
 TEST(closed_forms)
 {
     cost_params c = plain(0);
-    cost_layout l = { 0, NULL, 1 };
+    cost_layout l = { 0, NULL, 1, NULL };
     weft_sched s;
     sched_init(&s);
     c.alpha = 10e-6;
@@ -291,7 +291,7 @@ TEST(closed_forms)
 TEST(large)
 {
     cost_params c = plain(0);
-    cost_layout l = { 1000, NULL, 1 };
+    cost_layout l = { 1000, NULL, 1, NULL };
     double sim, walk;
     CHECK(cost_predict(&c, &l, WEFT_ALGO_RING, WEFT_COLL_ALLREDUCE, 1000u * 1024, 1, 2000, &sim) == 0);
     CHECK(cost_predict(&c, &l, WEFT_ALGO_RING, WEFT_COLL_ALLREDUCE, 1000u * 1024, 1, 16, &walk) == 0);

@@ -17,6 +17,9 @@
  * as a wavefront of small segments (hier_allreduce_pipelined).
  * Each rank sends 2(H-1)/H of its slices between hosts (H hosts): the whole
  * host sends 2(H-1)/H of the data once over its uplink, not once per rank.
+ * When the ranks span clusters (sched_params.cluster) the upper level is
+ * the cluster instead of the host, so the WAN carries that least, and the
+ * message goes in one segment (hier_allreduce).
  *
  * Broadcast and reduce use one pipelined tree: a binary tree over the host
  * leaders (the root standing for its own host) and, from each leader, a
@@ -59,7 +62,8 @@ static int hmap_build(hmap *m, const sched_params *p)
         id[i] = -1;
     m->H = 0;
     for (int r = 0; r < P; r++) {
-        int raw = p->host ? p->host[r] : 0;
+        /* across clusters the slow level is the WAN: group by cluster */
+        int raw = p->cluster ? p->cluster[r] : p->host ? p->host[r] : 0;
         if (raw < 0 || raw >= P) {
             hmap_free(m);
             return WEFT_EINVAL;
@@ -259,12 +263,17 @@ static void hier_allreduce_pipelined(weft_sched *s, const sched_params *p, const
 static void hier_allreduce(weft_sched *s, const sched_params *p, const hmap *m)
 {
     uint64_t n = p->count * p->esize, C = chunk_bytes_of(p);
-    uint64_t nseg = hier_pipe_segs(m, p);
+    /* Across clusters every round that crosses waits a one-way delay of
+     * milliseconds, and the WAN's rate is far below the links inside a
+     * cluster: overlapping the phases inside would save little of the
+     * crossing's time and every further segment adds 2(C-1) delays. So
+     * one segment, and the WAN crossed 2(C-1) times in all. */
+    uint64_t nseg = p->cluster ? 0 : hier_pipe_segs(m, p);
     if (nseg) {
         hier_allreduce_pipelined(s, p, m, nseg);
         return;
     }
-    nseg = n / (2 * (uint64_t)m->M * C);
+    nseg = p->cluster ? 1 : n / (2 * (uint64_t)m->M * C);
     if (nseg > HIER_MAX_SEGS)
         nseg = HIER_MAX_SEGS;
     if (nseg > p->count)

@@ -56,6 +56,9 @@ typedef struct {
     uint64_t chunk_bytes;    /* pipelining granularity; 0: default */
     const int32_t *host;     /* host index of every rank, numbered from 0 in
                                 order of first appearance; NULL: unknown */
+    const int32_t *cluster;  /* cluster of every rank when they span several
+                                (WEFT_CLUSTER): hier's upper level is then
+                                the cluster, not the host; NULL: one */
 } sched_params;
 
 #define SCHED_DEFAULT_CHUNK (512u * 1024u)

@@ -34,6 +34,7 @@ void cost_default_for(cost_params *c, int shm)
     c->gamma = 7.2e-11;
     c->alpha_inter = 60e-6;
     c->beta_inter = 1.0 / 1.1e9;
+    c->alpha_wan = c->beta_wan = -1; /* the emulation's, or the tuner's default */
     c->cores = 0;
 }
 
@@ -51,6 +52,8 @@ static const key keys[] = {
     { "gamma", offsetof(cost_params, gamma) },
     { "alpha_inter", offsetof(cost_params, alpha_inter) },
     { "beta_inter", offsetof(cost_params, beta_inter) },
+    { "alpha_wan", offsetof(cost_params, alpha_wan) },
+    { "beta_wan", offsetof(cost_params, beta_wan) },
 };
 
 static int is_sep(char ch)
@@ -107,18 +110,24 @@ int cost_parse(cost_params *c, const char *s, const char **where)
 
 int cost_format(const cost_params *c, char *buf, size_t cap)
 {
-    return snprintf(buf, cap,
-                    "alpha=%.6g,alpha_over=%.6g,msg=%.6g,msg_over=%.6g,beta=%.6g,gamma=%.6g,"
-                    "alpha_inter=%.6g,beta_inter=%.6g,cores=%d",
-                    c->alpha, c->alpha_over, c->msg, c->msg_over, c->beta, c->gamma, c->alpha_inter,
-                    c->beta_inter, c->cores);
+    int n = snprintf(buf, cap,
+                     "alpha=%.6g,alpha_over=%.6g,msg=%.6g,msg_over=%.6g,beta=%.6g,gamma=%.6g,"
+                     "alpha_inter=%.6g,beta_inter=%.6g,cores=%d",
+                     c->alpha, c->alpha_over, c->msg, c->msg_over, c->beta, c->gamma,
+                     c->alpha_inter, c->beta_inter, c->cores);
+    /* unset wan constants are left out, so that the line parses back */
+    if (n >= 0 && (size_t)n < cap && c->alpha_wan >= 0)
+        n += snprintf(buf + n, cap - (size_t)n, ",alpha_wan=%.6g", c->alpha_wan);
+    if (n >= 0 && (size_t)n < cap && c->beta_wan >= 0)
+        n += snprintf(buf + n, cap - (size_t)n, ",beta_wan=%.6g", c->beta_wan);
+    return n;
 }
 
 static void say(char *err, size_t cap, const char *src, const char *at)
 {
     if (err && cap)
         snprintf(err, cap, "%s: cannot parse '%.*s' (keys: alpha alpha_over msg msg_over beta gamma "
-                           "alpha_inter beta_inter cores)",
+                           "alpha_inter beta_inter alpha_wan beta_wan cores)",
                  src, at ? (int)strcspn(at, ", \t\n") : 0, at ? at : "");
 }
 
@@ -192,9 +201,24 @@ int cost_from_env_for(cost_params *c, int nranks, char *err, size_t cap)
     return cost_load(c, shm, path, s, nranks, err, cap);
 }
 
-static int other_host(const cost_layout *l, int a, int b)
+/* The link from a to b: 0 inside a host, LINK_INTER between hosts of a
+ * cluster, LINK_WAN between clusters. */
+enum { LINK_HOST, LINK_INTER, LINK_WAN };
+
+static int link_of(const cost_layout *l, int a, int b)
 {
-    return l->host && b >= 0 && b < l->nranks && l->host[a] != l->host[b];
+    if (b < 0 || b >= l->nranks)
+        return LINK_HOST;
+    if (l->cluster && l->cluster[a] != l->cluster[b])
+        return LINK_WAN;
+    return l->host && l->host[a] != l->host[b] ? LINK_INTER : LINK_HOST;
+}
+
+/* Unset wan constants (no tuner filled them in) price the WAN as a link
+ * between hosts. */
+static double alpha_of(const cost_params *c, int link)
+{
+    return link == LINK_WAN && c->alpha_wan >= 0 ? c->alpha_wan : c->alpha_inter;
 }
 
 /* A message between hosts waits in socket buffers of megabytes. Up to
@@ -210,9 +234,12 @@ static int other_host(const cost_layout *l, int a, int b)
 #define COST_CACHE_MSG (256.0 * 1024)
 #define COST_MEM_FACTOR 2.0
 
-static double inter_wire(const cost_params *c, uint64_t len)
+static double inter_wire(const cost_params *c, int link, uint64_t len)
 {
     double n = (double)len, over = n > COST_CACHE_MSG ? n - COST_CACHE_MSG : 0;
+    /* a WAN's rate, far below memory's, hides the copy: bytes at beta_wan */
+    if (link == LINK_WAN && c->beta_wan >= 0)
+        return n * c->beta_wan;
     return (n + (COST_MEM_FACTOR - 1) * over) * c->beta_inter;
 }
 
@@ -260,17 +287,19 @@ void cost_walk(const weft_sched *s, const cost_params *c, const cost_layout *l,
         uint64_t si = 0, ri = 0, se = 0, re = 0, red = 0;
         uint32_t nsend = 0, nrecv = 0;
         double we = 0, wr = 0; /* seconds on the wire between hosts, each way */
-        int stream = 1;
+        int stream = 1, wan = 0;
         cur.n = 0;
         for (; i < s->round_end[k]; i++) {
             const sched_op *o = &s->ops[i];
-            int inter = (o->kind <= SOP_RECV_REDUCE) && other_host(l, rank, o->peer);
+            int link = o->kind <= SOP_RECV_REDUCE ? link_of(l, rank, o->peer) : LINK_HOST;
+            int inter = link != LINK_HOST;
+            wan |= link == LINK_WAN;
             switch (o->kind) {
             case SOP_SEND:
                 nsend++;
                 *(inter ? &se : &si) += o->len;
                 if (inter) {
-                    we += inter_wire(c, o->len);
+                    we += inter_wire(c, link, o->len);
                     stream &= prev.n >= 0 && peer_in(&prev, o->peer);
                     peer_add(&cur, o->peer);
                 }
@@ -282,7 +311,7 @@ void cost_walk(const weft_sched *s, const cost_params *c, const cost_layout *l,
                 nrecv++;
                 *(inter ? &re : &ri) += o->len;
                 if (inter)
-                    wr += inter_wire(c, o->len);
+                    wr += inter_wire(c, link, o->len);
                 break;
             case SOP_REDUCE:
                 red += o->len;
@@ -295,7 +324,8 @@ void cost_walk(const weft_sched *s, const cost_params *c, const cost_layout *l,
         double bytes = (double)(si > ri ? si : ri) * c->beta + (double)red * c->gamma;
         double lat = 0, wire = we > wr ? we : wr;
         if (nmsg) {
-            lat = se || re ? c->alpha_inter : over ? c->alpha_over : c->alpha;
+            lat = wan ? alpha_of(c, LINK_WAN) : se || re ? c->alpha_inter
+                                                : over ? c->alpha_over : c->alpha;
             lat += (double)(nmsg - 1) * (over ? c->msg_over : c->msg);
             t->rounds++;
             prev = cur;
@@ -378,17 +408,18 @@ static int simulate(const cost_params *c, const cost_layout *l, rank_state *rs,
                         const sched_op *o = &k->s.ops[i];
                         if (o->kind != SOP_SEND)
                             continue;
-                        int inter = other_host(l, r, o->peer);
+                        int link = link_of(l, r, o->peer);
+                        double a_link = alpha_of(c, link);
                         lane *q = &lanes[(size_t)r * p + o->peer];
                         double from = t, at;
                         t += (nsend++ ? msg : 0) +
-                             (inter ? inter_wire(c, o->len) : (double)o->len * c->beta);
-                        if (!inter)
+                             (link ? inter_wire(c, link, o->len) : (double)o->len * c->beta);
+                        if (!link)
                             at = t + alpha;
                         else if (q->last && q->last >= k->round) /* continues a stream */
-                            at = t > from + c->alpha_inter ? t : from + c->alpha_inter;
+                            at = t > from + a_link ? t : from + a_link;
                         else
-                            at = t + c->alpha_inter;
+                            at = t + a_link;
                         q->last = k->round + 1;
                         if (lane_push(q, at))
                             return WEFT_ENOMEM;
@@ -423,9 +454,9 @@ static int simulate(const cost_params *c, const cost_layout *l, rank_state *rs,
                         continue;
                     lane *q = &lanes[(size_t)o->peer * p + r];
                     double at = q->t[q->next++];
-                    int inter = other_host(l, r, o->peer);
+                    int lk = link_of(l, r, o->peer);
                     link += (nrecv++ ? msg : 0) +
-                            (inter ? inter_wire(c, o->len) : (double)o->len * c->beta);
+                            (lk ? inter_wire(c, lk, o->len) : (double)o->len * c->beta);
                     if (at > t)
                         t = at;
                     if (o->kind == SOP_RECV_REDUCE)
@@ -468,7 +499,7 @@ int cost_predict(const cost_params *c, const cost_layout *l, weft_algo a,
     /* per host: ranks, ranks costed, their work, their seconds on the uplink */
     double *ranks = host, *seen = host + nh, *work = host + 2 * nh, *out = host + 3 * nh;
     sched_params sp = { .kind = kind, .nranks = p, .root = 0, .esize = esize,
-                        .count = bytes / esize, .host = l->host };
+                        .count = bytes / esize, .host = l->host, .cluster = l->cluster };
     double path = 0, worst;
     for (int r = 0; r < p && !rc; r++)
         ranks[l->host ? l->host[r] : 0] += 1;

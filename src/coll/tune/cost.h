@@ -22,6 +22,10 @@ typedef struct {
     double gamma;       /* s per byte reduced */
     double alpha_inter; /* s per round that crosses hosts */
     double beta_inter;  /* s per byte leaving a host (its uplink is shared) */
+    double alpha_wan;   /* s per round that crosses clusters (negative: not
+                           set, the tuner takes the emulation's or a
+                           default, coll_tuner_set_clusters) */
+    double beta_wan;    /* s per byte sent to another cluster */
     int cores;          /* per host; 0: do not model oversubscription */
     int shm;            /* ranks on one host share memory (WEFT_SHM); 0: they
                            talk TCP over loopback, and the one-host
@@ -56,6 +60,7 @@ typedef struct {
     int nranks;
     const int32_t *host;
     int nhosts;
+    const int32_t *cluster; /* cluster of every rank; NULL: one cluster */
 } cost_layout;
 
 /* One rank's schedule, walked. */

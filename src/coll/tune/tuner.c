@@ -18,6 +18,7 @@ struct coll_tuner {
     cost_params c;
     int nranks, nhosts;
     int32_t *host;
+    int32_t *cluster; /* NULL: one cluster */
     uint8_t *cache; /* [kind][esize class][bucket]: algo + 1, 0 when unknown */
     int measure;    /* WEFT_AUTOTUNE: try close candidates before settling */
     trial *trials;  /* one per bucket that went on trial, settled or not */
@@ -120,11 +121,33 @@ void coll_tuner_destroy(coll_tuner *t)
         return;
     free(t->cache);
     free(t->host);
+    free(t->cluster);
     free(t->trials);
     free(t);
 }
 
 const cost_params *coll_tuner_params(const coll_tuner *t) { return &t->c; }
+
+int coll_tuner_set_clusters(coll_tuner *t, const int32_t *cluster, double alpha_wan,
+                            double beta_wan)
+{
+    int spans = 0;
+    for (int r = 1; cluster && r < t->nranks; r++)
+        spans |= cluster[r] != cluster[0];
+    free(t->cluster);
+    t->cluster = NULL;
+    memset(t->cache, 0, (size_t)WEFT_COLL_KIND_COUNT * NESIZE * NBUCKETS);
+    if (t->c.alpha_wan < 0)
+        t->c.alpha_wan = alpha_wan;
+    if (t->c.beta_wan < 0)
+        t->c.beta_wan = beta_wan;
+    if (!spans)
+        return 0;
+    if (!(t->cluster = malloc((size_t)t->nranks * sizeof *t->cluster)))
+        return WEFT_ENOMEM;
+    memcpy(t->cluster, cluster, (size_t)t->nranks * sizeof *t->cluster);
+    return 0;
+}
 
 static int collective(weft_coll_kind kind)
 {
@@ -173,7 +196,7 @@ static weft_algo choose(const cost_params *c, const cost_layout *l, weft_coll_ki
 weft_algo coll_tuner_predict(const coll_tuner *t, weft_coll_kind kind, uint64_t bytes,
                              uint32_t esize, double secs[WEFT_ALGO_COUNT])
 {
-    cost_layout l = { t->nranks, t->host, t->nhosts };
+    cost_layout l = { t->nranks, t->host, t->nhosts, t->cluster };
     return choose(&t->c, &l, kind, bytes, esize, secs, NULL);
 }
 
@@ -204,7 +227,7 @@ weft_algo coll_tuner_select(coll_tuner *t, weft_coll_kind kind, uint64_t bytes,
         return t->trials[trial_of(t, i)].model;
     if (ec >= 0 && t->cache[i])
         return (weft_algo)(t->cache[i] - 1);
-    cost_layout l = { t->nranks, t->host, t->nhosts };
+    cost_layout l = { t->nranks, t->host, t->nhosts, t->cluster };
     int failed = 0;
     weft_algo a = choose(&t->c, &l, kind, bytes, esize, secs, &failed);
     /* a failed prediction (no memory) is not remembered: it may differ */
@@ -242,7 +265,7 @@ weft_algo coll_tuner_pick(coll_tuner *t, weft_coll_kind kind, uint64_t bytes, ui
     }
     if (t->cache[i])
         return (weft_algo)(t->cache[i] - 1);
-    cost_layout l = { t->nranks, t->host, t->nhosts };
+    cost_layout l = { t->nranks, t->host, t->nhosts, t->cluster };
     int failed = 0;
     weft_algo a = choose(&t->c, &l, kind, bytes, esize, secs, &failed);
     if (failed)
@@ -311,8 +334,9 @@ void coll_tuner_log_trial(const coll_tuner *t, int ticket, int loglevel, int ran
 void coll_tuner_print(const coll_tuner *t, weft_coll_kind kind, uint64_t max_bytes, FILE *f)
 {
     double secs[WEFT_ALGO_COUNT];
-    fprintf(f, "# predicted %s time (us), %d ranks on %d host%s\n# %10s", weft_coll_name(kind),
-            t->nranks, t->nhosts, t->nhosts == 1 ? "" : "s", "size");
+    fprintf(f, "# predicted %s time (us), %d ranks on %d host%s%s\n# %10s",
+            weft_coll_name(kind), t->nranks, t->nhosts, t->nhosts == 1 ? "" : "s",
+            t->cluster ? ", several clusters" : "", "size");
     for (int a = WEFT_ALGO_NAIVE; a < WEFT_ALGO_COUNT; a++)
         fprintf(f, " %12s", weft_algo_name((weft_algo)a));
     fprintf(f, " %12s\n", "auto");

@@ -31,6 +31,13 @@ int coll_tuner_create_with(coll_tuner **out, int nranks, const int32_t *host,
                            const cost_params *c);
 void coll_tuner_destroy(coll_tuner *t);
 const cost_params *coll_tuner_params(const coll_tuner *t);
+/* The ranks span clusters (cluster of every rank, copied; NULL or all
+ * alike: one): links between them are priced with alpha_wan and beta_wan,
+ * and the constants not set by WEFT_TUNE or WEFT_TUNE_FILE take the values
+ * given (the emulated WAN's delay and rate, or a default). Forgets the
+ * choices made so far. */
+int coll_tuner_set_clusters(coll_tuner *t, const int32_t *cluster, double alpha_wan,
+                            double beta_wan);
 
 /* bytes: count * esize, count as the API takes it (per rank where the API
  * says so). Deterministic in (kind, bytes, esize, nranks, host, constants),
