@@ -1149,6 +1149,34 @@ int weft_zero_set_layerwise(weft_zero *z, int on);
 int weft_zero_put_optim(weft_zero *z, weft_ckpt *ck);
 int weft_zero_load_optim(weft_zero *z, const weft_ckpt *ck);
 
+/* ---- ZeRO state that outlives a rank (src/train/zero_elastic.c) ----------
+ * Stages 1-3 (elastic training, docs/TRAINING.md): at a step boundary
+ * weft_zero_replicate(z, gen) (collective) sends this rank's shards
+ * (parameters and optimiser state) to the next rank of the ring and keeps
+ * the previous rank's, as generation gen, with the one before it (ranks
+ * may be one step apart when a rank dies). After a failure
+ * weft_zero_take_replicas moves them out of z (z may then be destroyed);
+ * weft_zero_replicas_export(r, gen, gone, full, &steps) writes, into full
+ * ([params n | optimiser state 0 n | state 1 n ...], zeroed by the caller),
+ * this rank's shards of that generation and, when gone[previous rank] is
+ * set, the previous rank's: summed over the survivors (an all-reduce) it
+ * is the whole state, unless two neighbours in the ring are gone
+ * (WEFT_ENOTSUP: the same on every survivor). WEFT_EINVAL: that
+ * generation is not held. weft_zero_import gives a new weft_zero (any
+ * world size) its shards of such a whole state and the optimiser's step
+ * count. Costs: 4 shards of memory (two generations, own and the
+ * neighbour's), one shard sent per step. */
+typedef struct weft_zero_replicas weft_zero_replicas;
+int weft_zero_replicate(weft_zero *z, int64_t gen);
+int weft_zero_take_replicas(weft_zero *z, weft_zero_replicas **out);
+int weft_zero_replicas_export(const weft_zero_replicas *r, int64_t gen, const unsigned char *gone,
+                              float *full, int64_t *steps);
+int weft_zero_replicas_world(const weft_zero_replicas *r);
+void weft_zero_replicas_free(weft_zero_replicas *r);
+/* Floats of a whole state: n times (1 + the optimiser's state count). */
+size_t weft_zero_full_count(const weft_zero *z);
+int weft_zero_import(weft_zero *z, const float *full, int64_t steps);
+
 /* ---- sync modes (src/train/sync.c) ----------------------------------------- */
 /* Parameter-averaging modes (docs/TRAINING.md): each rank steps its own
  * optimiser on its part of every global batch, with no gradient exchange,

@@ -87,8 +87,6 @@ void elastic_check(const opts *o, weft_comm *comm)
             "ZeRO 0)");
     if (strcmp(o->sync, "full") != 0)
         die("--elastic takes --sync full, not --sync %s", o->sync);
-    if (o->zero > 0)
-        die("--elastic with --zero %d is not supported yet (ZeRO 0 only)", o->zero);
     if (comm && weft_comm_size(comm) > o->r.batch)
         die("--elastic: %d ranks cannot share a batch of %d", weft_comm_size(comm), o->r.batch);
 }
@@ -139,7 +137,6 @@ static void keep_state(trainer *t)
     for (int i = 0; i < ns; i++)
         memcpy(k + (size_t)(i + 1) * n, weft_optim_state(t->opt, i, NULL), n * sizeof *k);
     e->keep_steps = weft_optim_steps(t->opt);
-    e->keep_oc = *weft_optim_config_of(t->opt);
 }
 
 static void restore_state(trainer *t)
@@ -178,7 +175,8 @@ static int enter_comm(trainer *t, weft_comm *c)
     if (!t->sync.z)
         die("elastic: the training state over %d ranks: %s", t->world, weft_strerror(rc));
     t->opt = weft_zero_optim(t->sync.z);
-    restore_state(t);
+    if (t->o->zero == 0)
+        restore_state(t); /* stages 1-3: weft_zero_import, after the hand-over */
     return rc;
 }
 
@@ -195,33 +193,22 @@ static int accum_for(const elastic_state *e, int world, int batch)
     return a < 1 ? 1 : (int)a;
 }
 
-/* Every member takes the state of the first one that completed the most
- * steps (done: steps this rank completed; -1: a joiner). Sets *step. */
-static int hand_over(trainer *t, long done, long *step)
+/* What the members agree on besides the state: step k, the optimiser's
+ * step count, the stream position of step k, and the launch's shape. */
+static void header(const trainer *t, long k, int64_t opt_steps, int64_t h[5])
+{
+    const elastic_state *e = &t->el;
+    h[0] = k;
+    h[1] = opt_steps;
+    h[2] = (int64_t)(e->pos_base + (uint64_t)(k - e->step_base) * (uint64_t)t->o->r.batch);
+    h[3] = e->world0;
+    h[4] = e->accum0;
+}
+
+/* Each rank's part of the stream from step h[0] on, over the world as it is now. */
+static void apply_header(trainer *t, const int64_t h[5], long *step)
 {
     elastic_state *e = &t->el;
-    weft_comm *c = t->comm;
-    int64_t most = done;
-    int rc, root, me;
-    if ((rc = weft_allreduce(c, &most, &most, 1, WEFT_I64, WEFT_MAX)))
-        return rc;
-    me = done == most ? t->rank : INT_MAX;
-    if ((rc = weft_allreduce(c, &me, &root, 1, WEFT_I32, WEFT_MIN)))
-        return rc;
-    int64_t h[5] = { most, weft_optim_steps(t->opt),
-                     (int64_t)(e->pos_base + (uint64_t)(most - e->step_base) *
-                                                 (uint64_t)t->o->r.batch),
-                     e->world0, e->accum0 };
-    if ((rc = weft_broadcast(c, h, 5, WEFT_I64, root)))
-        return rc;
-    size_t n;
-    float *p = weft_model_params(t->m, &n);
-    if ((rc = weft_broadcast(c, p, n, WEFT_F32, root)))
-        return rc;
-    for (int i = 0; i < weft_optim_state_count(t->opt); i++)
-        if ((rc = weft_broadcast(c, weft_optim_state(t->opt, i, NULL), n, WEFT_F32, root)))
-            return rc;
-    weft_optim_set_steps(t->opt, h[1]);
     e->step_base = (long)h[0];
     e->pos_base = (uint64_t)h[2];
     e->world0 = (int)h[3];
@@ -232,7 +219,65 @@ static int hand_over(trainer *t, long done, long *step)
     weft_loader_seek(t->loader, e->pos_base);
     elastic_commit(t, e->step_base);
     *step = e->step_base;
+}
+
+/* Every member takes the state of the first one that completed the most
+ * steps (done: steps this rank completed; -1: a joiner). Sets *step. */
+static int hand_over(trainer *t, long done, long *step)
+{
+    weft_comm *c = t->comm;
+    int64_t most = done;
+    int rc, root, me;
+    if ((rc = weft_allreduce(c, &most, &most, 1, WEFT_I64, WEFT_MAX)))
+        return rc;
+    me = done == most ? t->rank : INT_MAX;
+    if ((rc = weft_allreduce(c, &me, &root, 1, WEFT_I32, WEFT_MIN)))
+        return rc;
+    int64_t h[5];
+    header(t, most, weft_optim_steps(t->opt), h);
+    if ((rc = weft_broadcast(c, h, 5, WEFT_I64, root)))
+        return rc;
+    size_t n;
+    float *p = weft_model_params(t->m, &n);
+    if ((rc = weft_broadcast(c, p, n, WEFT_F32, root)))
+        return rc;
+    for (int i = 0; i < weft_optim_state_count(t->opt); i++)
+        if ((rc = weft_broadcast(c, weft_optim_state(t->opt, i, NULL), n, WEFT_F32, root)))
+            return rc;
+    weft_optim_set_steps(t->opt, h[1]);
+    apply_header(t, h, step);
     return 0;
+}
+
+/* ZeRO 1-3: full holds this rank's part of the whole state (zeros
+ * elsewhere; a joiner's is all zeros), h (rank 0's counts) the step it is
+ * of. The sum over the new world is the whole state; each rank keeps its
+ * new shards of it, and replicates them at once (the next failure finds
+ * copies in the new layout). */
+static int reshard(trainer *t, int64_t h[5], float *full, long *step)
+{
+    int rc = weft_broadcast(t->comm, h, 5, WEFT_I64, 0);
+    if (rc == 0)
+        rc = weft_allreduce(t->comm, full, full, weft_zero_full_count(t->sync.z), WEFT_F32,
+                            WEFT_SUM);
+    if (rc == 0)
+        rc = weft_zero_import(t->sync.z, full, h[1]);
+    if (rc == 0)
+        rc = weft_zero_replicate(t->sync.z, h[0]);
+    if (rc)
+        return rc;
+    t->el.gen = h[0];
+    apply_header(t, h, step);
+    return 0;
+}
+
+/* A whole-state buffer of zeros for reshard. */
+static float *full_new(const trainer *t)
+{
+    float *f = calloc(weft_zero_full_count(t->sync.z), sizeof *f);
+    if (!f)
+        die("out of memory");
+    return f;
 }
 
 /* After a join: whether every rank's parameters are bit-identical (a
@@ -277,12 +322,13 @@ static void report_change(trainer *t, long step, const char *kind, const char *w
               now_s() - t->pg.start, line);
 }
 
-/* ---- the three entry points ---------------------------------------------- */
+/* ---- the entry points ---------------------------------------------------- */
 
 void elastic_open(trainer *t, long *step, int quiet, int joined)
 {
     elastic_state *e = &t->el;
     const char *slot = getenv("WEFT_RANK");
+    int rc = 0;
     memset(e, 0, sizeof *e);
     e->slot = joined ? -1 : t->rank;
     e->world0 = t->world;
@@ -291,20 +337,34 @@ void elastic_open(trainer *t, long *step, int quiet, int joined)
     e->step_base = t->start_step;
     e->pos_base = weft_loader_position(t->loader);
     e->trace_step = -1;
+    e->gen = t->start_step;
     if (!t->o->elastic || !t->comm)
         return;
+    e->keep_oc = *weft_optim_config_of(t->opt);
     if (t->o->trace[0]) {
         char path[sizeof t->o->trace + 32];
         snprintf(path, sizeof path, "%s.%s", t->o->trace, slot ? slot : "0");
         if (!(e->trace = fopen(path, "a")))
             die("--trace-samples: cannot write %s", path);
     }
-    if (!joined)
+    if (!joined) { /* the first copies of the shards (ZeRO 1-3) */
+        if ((rc = weft_zero_replicate(t->sync.z, e->gen)))
+            die("elastic: the first shard replicas: %s: %s", weft_strerror(rc),
+                weft_comm_error(t->comm));
         return;
+    }
     /* the members are in their grow's hand-over, after the same sync_open */
-    keep_state(t);
     uint64_t h;
-    int same, rc = hand_over(t, -1, step);
+    int same;
+    if (t->o->zero == 0) {
+        keep_state(t);
+        rc = hand_over(t, -1, step);
+    } else {
+        int64_t hd[5] = { 0 };
+        float *full = full_new(t);
+        rc = reshard(t, hd, full, step);
+        free(full);
+    }
     if (rc == 0)
         rc = params_agree(t, &h, &same);
     if (rc)
@@ -312,6 +372,45 @@ void elastic_open(trainer *t, long *step, int quiet, int joined)
     e->joined_now = 1;
     if (!t->o->quiet)
         printf("elastic: joined as rank %d of %d at step %ld\n", t->rank, t->world, *step);
+}
+
+/* ZeRO 1-3: the shards' copies out of the training state, which may go. */
+static weft_zero_replicas *take_replicas(trainer *t)
+{
+    weft_zero_replicas *r = NULL;
+    if (t->o->zero > 0)
+        weft_zero_take_replicas(t->sync.z, &r);
+    return r;
+}
+
+/* Members at a boundary: every one has completed step *step, so each
+ * gives its own shards of that step. */
+static int grow_hand_over(trainer *t, weft_comm *g, long *step)
+{
+    if (t->o->zero == 0) {
+        keep_state(t);
+        leave_comm(t);
+        int rc = enter_comm(t, g);
+        return rc ? rc : hand_over(t, *step, step);
+    }
+    weft_zero_replicas *r = take_replicas(t);
+    int64_t h[5], steps = 0;
+    unsigned char *gone = calloc((size_t)t->world, 1);
+    float *full = full_new(t);
+    if (!gone)
+        die("out of memory");
+    if (!r || weft_zero_replicas_export(r, t->el.gen, gone, full, &steps))
+        die("elastic: step %ld: no shard copies of step %lld to hand over", *step,
+            (long long)t->el.gen);
+    header(t, *step, steps, h);
+    weft_zero_replicas_free(r);
+    free(gone);
+    leave_comm(t);
+    int rc = enter_comm(t, g);
+    if (rc == 0)
+        rc = reshard(t, h, full, step);
+    free(full);
+    return rc;
 }
 
 int elastic_boundary(trainer *t, long *step)
@@ -329,13 +428,13 @@ int elastic_boundary(trainer *t, long *step)
     weft_comm *g = NULL;
     int rc = weft_comm_grow(t->comm, 0, &g), was = t->world;
     if (rc == 0 && g) {
-        keep_state(t);
-        leave_comm(t);
-        rc = enter_comm(t, g);
         uint64_t h = 0;
         int same = 0;
-        if (rc == 0)
-            rc = hand_over(t, *step, step);
+        rc = grow_hand_over(t, g, step);
+        if (rc && t->o->zero > 0)
+            die("elastic: step %ld: a rank failed while others joined (%s); with --zero %d "
+                "the shards cannot be recovered from there: resume from the last checkpoint",
+                *step, weft_strerror(rc), t->o->zero);
         if (rc == 0)
             rc = params_agree(t, &h, &same);
         if (rc == 0) {
@@ -353,6 +452,50 @@ int elastic_boundary(trainer *t, long *step)
     return rc != 0 || g != NULL;
 }
 
+int elastic_step_done(trainer *t, long step)
+{
+    int rc = 0;
+    if (t->o->elastic && t->comm && t->o->zero > 0) {
+        if ((rc = weft_zero_replicate(t->sync.z, step + 1)))
+            return rc;
+        t->el.gen = step + 1;
+    }
+    elastic_commit(t, step + 1);
+    return 0;
+}
+
+/* ZeRO 1-3 after a shrink: the survivors go back to the last step that
+ * all of them completed (the copies of the step after it may be missing
+ * on some), and rebuild the whole state from their shards and the dead
+ * ranks' copies. */
+static int recover_shards(trainer *t, const weft_zero_replicas *r, long done,
+                          const int *olds, long *step)
+{
+    int64_t k = done, steps = 0, h[5];
+    int rc = weft_allreduce(t->comm, &k, &k, 1, WEFT_I64, WEFT_MIN), was;
+    if (rc)
+        return rc;
+    was = weft_zero_replicas_world(r);
+    unsigned char *gone = malloc((size_t)was);
+    float *full = full_new(t);
+    if (!gone)
+        die("out of memory");
+    memset(gone, 1, (size_t)was);
+    for (int i = 0; i < t->world; i++)
+        gone[olds[i]] = 0;
+    rc = weft_zero_replicas_export(r, k, gone, full, &steps);
+    if (rc == WEFT_ENOTSUP)
+        die("elastic: two neighbouring ranks died together and took both copies of a ZeRO-%d "
+            "shard with them: resume from the last checkpoint (--save/--resume)", t->o->zero);
+    if (rc)
+        die("elastic: no shard copies of step %lld here", (long long)k);
+    header(t, (long)k, steps, h);
+    rc = reshard(t, h, full, step);
+    free(full);
+    free(gone);
+    return rc;
+}
+
 int elastic_recover(trainer *t, long *step, int rc)
 {
     elastic_state *e = &t->el;
@@ -367,7 +510,11 @@ int elastic_recover(trainer *t, long *step, int rc)
     int *olds = calloc((size_t)was, sizeof *olds);
     if (!olds)
         die("out of memory");
-    keep_state(t);
+    weft_zero_replicas *r = take_replicas(t);
+    if (t->o->zero == 0)
+        keep_state(t);
+    else
+        done = (long)e->gen; /* a step counts once its shards are copied */
     while (rc) { /* a death during the recovery: shrink what it left */
         weft_comm *s;
         int src = weft_comm_shrink(t->comm, &s);
@@ -378,27 +525,26 @@ int elastic_recover(trainer *t, long *step, int rc)
         kill_point(t, failed_at, 1);
         rc = enter_comm(t, s);
         if (rc == 0)
-            rc = hand_over(t, done, step);
-        if (rc == 0)
             rc = weft_allgather(t->comm, &old_rank, olds, 1, WEFT_I32);
+        if (rc == 0)
+            rc = r ? recover_shards(t, r, done, olds, step) : hand_over(t, done, step);
     }
+    weft_zero_replicas_free(r);
     take_lead(t);
-    {
-        char what[256];
-        size_t len = (size_t)snprintf(what, sizeof what, "rank(s)");
-        for (int r = 0, k = 0; r < was; r++) {
-            if (k < t->world && olds[k] == r) {
-                k++;
-                continue;
-            }
-            if (len < sizeof what)
-                len += (size_t)snprintf(what + len, sizeof what - len, " %d", r);
+    char what[256];
+    size_t len = (size_t)snprintf(what, sizeof what, "rank(s)");
+    for (int q = 0, k = 0; q < was; q++) {
+        if (k < t->world && olds[k] == q) {
+            k++;
+            continue;
         }
         if (len < sizeof what)
-            snprintf(what + len, sizeof what - len, " of %d gone (%s at step %ld)", was, why,
-                     failed_at);
-        report_change(t, *step, "shrink", what, now_s() - t0);
+            len += (size_t)snprintf(what + len, sizeof what - len, " %d", q);
     }
+    if (len < sizeof what)
+        snprintf(what + len, sizeof what - len, " of %d gone (%s at step %ld)", was, why,
+                 failed_at);
+    report_change(t, *step, "shrink", what, now_s() - t0);
     free(olds);
     return 1;
 }

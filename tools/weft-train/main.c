@@ -192,6 +192,8 @@ int main(int argc, char **argv)
         float lr = weft_lr_at(&t.sched, weft_optim_steps(t.opt));
         if (rc == 0)
             rc = sync_step(&t.sync, &st, lr);
+        if (rc == 0)
+            rc = elastic_step_done(&t, step);
         if (rc != 0) {
             /* --elastic: the survivors go on from the step they agree on */
             if (!elastic_recover(&t, &step, rc))
@@ -200,7 +202,6 @@ int main(int argc, char **argv)
             step--;
             continue;
         }
-        elastic_commit(&t, step + 1);
         report_step(&t.pg, step, &st, lr);
         memory_check_step(&t, step);
         if (saving)

@@ -238,6 +238,7 @@ typedef struct {
     long step_base;
     uint64_t pos_base;
     int64_t opt_steps0;  /* optimiser steps at this step's start */
+    int64_t gen;         /* ZeRO 1-3: the last step whose shards were copied */
     int joined_now;      /* a joiner's first step: the members are past their grow */
     FILE *trace;
     long trace_step;     /* the step whose ids trace_ids holds; -1: none */
@@ -295,6 +296,9 @@ int elastic_recover(trainer *t, long *step, int rc);
 void elastic_trace(trainer *t, long step, const weft_batch *b);
 /* The traced step is written when next lies past it, else dropped. */
 void elastic_commit(trainer *t, long next);
+/* After a step that went through: ZeRO 1-3 copy their shards (a failure
+ * there is the step's), and the traced step is written. */
+int elastic_step_done(trainer *t, long step);
 void elastic_close(trainer *t);
 
 /* ---- --layout auto (layout_auto.c) ----------------------------------------- */
