@@ -16,6 +16,11 @@
  *               messages leave the caches)
  *   gamma       the reduction kernel, f32 sum in place over 16 MiB, the
  *               fastest MiB
+ *   alpha_wan   when the ranks span clusters (WEFT_CLUSTER, weftrun
+ *               --clusters): rank 0 and the first rank of another cluster,
+ *               8-byte all-reduce by recursive doubling: one round across
+ *   beta_wan    the same pair, recursive doubling at 256 KiB and 2 MiB:
+ *               the slope is beta_wan + gamma (one exchange of n bytes)
  * Each is the fastest of REPS batches, since a shared machine only ever
  * adds time; a batch's length comes from a short probe so that the whole
  * run fits the budget. Constants that need more ranks than were started
@@ -44,7 +49,8 @@ static void usage(void)
     fprintf(stderr,
             "usage: weftrun -n P weft-tune [-t SECONDS] [-r REPS] [-o FILE] [-v]\n"
             "  Measures the cost model's constants (alpha alpha_over msg msg_over beta\n"
-            "  gamma cores) and prints the WEFT_TUNE line; -o FILE also writes it for\n"
+            "  gamma cores, and alpha_wan beta_wan when the ranks span clusters) and\n"
+            "  prints the WEFT_TUNE line; -o FILE also writes it for\n"
             "  WEFT_TUNE_FILE. P = 2 x cores measures everything but msg (which needs\n"
             "  at least 3 cores); P = 2 measures alpha, beta and gamma only.\n"
             "  -t SECONDS  time budget for the measurements (default 5)\n"
@@ -205,6 +211,20 @@ static int sub(tuner_run *t, int n, weft_comm **out)
     return weft_comm_split(t->world, t->rank < n ? 0 : -1, t->rank, out);
 }
 
+/* Rank 0 and the first rank of another cluster than 0's (NULL elsewhere,
+ * and for everyone when the ranks are one cluster). Collective over world. */
+static int wan_pair(tuner_run *t, weft_comm **out)
+{
+    int other = -1;
+    *out = NULL;
+    for (int q = 1; q < t->size && other < 0; q++)
+        if (weft_comm_cluster_of(t->world, q) != weft_comm_cluster_of(t->world, 0))
+            other = q;
+    if (other < 0)
+        return 0;
+    return weft_comm_split(t->world, t->rank == 0 || t->rank == other ? 0 : -1, t->rank, out);
+}
+
 static void load_average(char *buf, size_t cap)
 {
     FILE *f = fopen("/proc/loadavg", "r");
@@ -272,23 +292,29 @@ int main(int argc, char **argv)
     int cores = nc > 0 && nc < 1 << 20 ? (int)nc : 1;
     /* the budget covers the measurements; setting up the sub-communicators
      * and their connections comes before it */
-    int p_over = t.size >= 2 * cores ? 2 * cores : t.size > cores ? t.size : 0;
-    int p_msg = cores >= 3 && t.size >= cores ? cores : 0;
-    weft_comm *c2 = NULL, *cover = NULL, *cmsg = NULL;
-    if (t.size < 2) {
+    /* the constants of links inside a cluster from ranks of rank 0's
+     * cluster only (the first ones, as weftrun --clusters places them) */
+    int near = 1;
+    while (near < t.size && weft_comm_cluster_of(t.world, near) == weft_comm_cluster_of(t.world, 0))
+        near++;
+    int p_over = near >= 2 * cores ? 2 * cores : near > cores ? near : 0;
+    int p_msg = cores >= 3 && near >= cores ? cores : 0;
+    weft_comm *c2 = NULL, *cover = NULL, *cmsg = NULL, *cwan = NULL;
+    if (near < 2) {
         if (t.rank == 0)
-            fprintf(stderr, "weft-tune: needs at least 2 ranks (weftrun -n %d weft-tune)\n",
-                    2 * cores);
+            fprintf(stderr, "weft-tune: needs at least 2 ranks%s (weftrun -n %d weft-tune)\n",
+                    t.size > 1 ? " in rank 0's cluster" : "", 2 * cores);
         weft_comm_destroy(t.world);
         return 2;
     }
     if ((rc = sub(&t, 2, &c2)) || (rc = sub(&t, p_over, &cover)) ||
-        (rc = sub(&t, p_msg, &cmsg)))
+        (rc = sub(&t, p_msg, &cmsg)) || (rc = wan_pair(&t, &cwan)))
         goto fail;
+    int wan = weft_comm_cluster_count(t.world) > 1;
     t.deadline = clock_now() + budget;
     /* shares of the budget: 8-byte steps need many calls to average out a
      * scheduler's tick; the large ones few */
-    t.weight_left = 2 + (p_over ? 2 + 2 : 0) + (p_msg ? 2 : 0) + 1 + 1 + 0.5;
+    t.weight_left = 2 + (p_over ? 2 + 2 : 0) + (p_msg ? 2 : 0) + 1 + 1 + 0.5 + (wan ? 3 : 0);
     double alpha, ring_over = -1, naive_over = -1, naive_msg = -1, r256, r2m, gamma;
     if ((rc = step(&t, c2, 2, WEFT_ALGO_RD, 8, &alpha)))
         goto fail;
@@ -300,6 +326,11 @@ int main(int argc, char **argv)
     if ((rc = step(&t, c2, 1, WEFT_ALGO_RING, 256u << 10, &r256)) ||
         (rc = step(&t, c2, 1, WEFT_ALGO_RING, 2u << 20, &r2m)) ||
         (rc = time_gamma(&t, 0.5, &gamma)))
+        goto fail;
+    double w8 = -1, w256 = -1, w2m = -1;
+    if (wan && ((rc = step(&t, cwan, 1, WEFT_ALGO_RD, 8, &w8)) ||
+                (rc = step(&t, cwan, 1, WEFT_ALGO_RD, 256u << 10, &w256)) ||
+                (rc = step(&t, cwan, 1, WEFT_ALGO_RD, 2u << 20, &w2m))))
         goto fail;
     double took = clock_now() - start;
     if (t.rank == 0) {
@@ -339,6 +370,12 @@ int main(int argc, char **argv)
             b = (r2m - 2 * cp.alpha) / (double)(2u << 20) - g / 2;
         KEY(beta, r2m < 0 ? -1 : b > 1e-13 ? b : 1e-13);
         KEY(gamma, gamma);
+        KEY(alpha_wan, w8);
+        /* one exchange each way: n bytes on the wire, n reduced */
+        double bw = w2m >= 0 ? (w2m - w256) / (double)((2u << 20) - (256u << 10)) - g : -1;
+        if (w2m >= 0 && !(bw > 1e-13)) /* noise: the 2 MiB call alone */
+            bw = (w2m - w8) / (double)(2u << 20) - g;
+        KEY(beta_wan, w2m < 0 ? -1 : bw > 1e-13 ? bw : 1e-13);
 #undef KEY
         snprintf(line + len, sizeof line - len, "cores=%d", cores);
         time_t now = time(NULL);
@@ -365,6 +402,9 @@ int main(int argc, char **argv)
         if (p_msg)
             fprintf(stderr, "%d ranks naive 8 B %.3g us; ", p_msg, naive_msg * 1e6);
         fprintf(stderr, "2 ranks ring 256 KiB %.4g us, 2 MiB %.4g us\n", r256 * 1e6, r2m * 1e6);
+        if (wan)
+            fprintf(stderr, "weft-tune: across clusters rd 8 B %.4g us, 256 KiB %.4g us, 2 MiB "
+                            "%.4g us\n", w8 * 1e6, w256 * 1e6, w2m * 1e6);
         fprintf(stderr, "weft-tune: %.1f s (budget %.1f s for measuring), load average %s%s%s\n",
                 took, budget, load, *skipped ? "; not measured:" : "", skipped);
         if (!p_over)
@@ -392,6 +432,8 @@ fail:
     if (rc && t.rank == 0)
         fprintf(stderr, "weft-tune: %s: %s\n", weft_strerror(rc), weft_comm_error(t.world));
     int left = 0; /* a failed leave is a failed run too */
+    if (cwan)
+        left |= weft_comm_destroy(cwan);
     if (cmsg && cmsg != t.world)
         left |= weft_comm_destroy(cmsg);
     if (cover && cover != t.world)
