@@ -1,0 +1,86 @@
+#!/bin/sh
+# weft-train across two clusters of two ranks (weftrun --clusters 2) with
+# the WAN emulated (WEFT_WAN, here only to count its bytes): full sync with
+# every --compress, DiLoCo and streaming DiLoCo flat and hierarchical, with
+# and without a compressed outer gradient, each lowers the loss; the bytes
+# the compressors report are int8's quarter of fp32's and PowerSGD's
+# (m+n)r/mn on the matrices it takes; hier sends each rank's slice across
+# once, as the emulated WAN counts it; streaming:H:1:0 has diloco:H's
+# losses exactly. Under sanitizers (TEST_SCALE >= 10) fewer compressors.
+B=${BUILD:-build}
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+scale=${TEST_SCALE:-1}
+common="--model mlp:784-64-10 --data builtin --train-size 2048 --steps 24 --batch 64
+        --no-eval --log-every 100"
+. "$(dirname "$0")/train_lib.sh"
+export WEFT_WAN=delay=1ms
+
+run() { # name args...: 4 ranks, 2 clusters; its CSV is $dir/name.csv
+    name=$1; shift
+    if timeout -s KILL 180 "$B/weftrun" --clusters 2 -n 4 "$B/weft-train" $common \
+        --metrics "$dir/$name.csv" "$@" >"$dir/$name.out" 2>&1; then
+        ok; return 0
+    fi
+    bad "weft-train $name ($*)"; tail -n 20 "$dir/$name.out" | sed 's/^/    /'
+    return 1
+}
+
+learns() { # name: the last train loss below 0.8 of the first
+    if awk -F, '$3 == "train" { if (!n++) first = $4; last = $4 }
+        END { exit !(n > 1 && last < 0.8 * first) }' "$dir/$1.csv"; then
+        ok
+    else
+        bad "$1: the loss did not fall: $(awk -F, '$3 == "train" { printf "%s ", $4 }' "$dir/$1.csv")"
+    fi
+}
+
+field() { # name key: a number of the report's bytes line
+    sed -n "s/.*$2 \([0-9]*\) B.*/\1/p" "$dir/$1.out" | head -n 1
+}
+sent() { field "$1" "job or across clusters"; }
+wan() { field "$1" "wan"; }
+
+ratio_in() { # what a b lo hi: lo <= a / b <= hi
+    if awk -v a="$2" -v b="$3" -v lo="$4" -v hi="$5" \
+        'BEGIN { exit !(b > 0 && a / b >= lo && a / b <= hi) }'; then
+        ok
+    else
+        bad "$1: $2 / $3 not in [$4, $5]"
+    fi
+}
+
+specs="fp32 fp16 bf16 int8 int4 topk:0.02 powersgd:4"
+[ "$scale" -ge 10 ] && specs="fp32 int8 powersgd:4"
+for c in $specs; do
+    n=full_$(echo "$c" | tr : _)
+    run "$n" --compress "$c" && learns "$n"
+done
+if [ -f "$dir/full_fp32.out" ] && [ -f "$dir/full_int8.out" ]; then
+    # int8: a byte an element and a 4-byte scale per 256
+    ratio_in "int8 / fp32 bytes" "$(sent full_int8)" "$(sent full_fp32)" 0.25 0.262
+    # the w1 (64 x 784) and w2 (10 x 64) factors at rank 4, the biases whole:
+    # (848 + 74) 4 + 74 = 3762 of 50890 elements
+    ratio_in "powersgd:4 / fp32 bytes" "$(sent full_powersgd_4)" "$(sent full_fp32)" \
+        0.0720 0.0760
+fi
+
+for m in "diloco:6" "streaming:6:3" "hier:full/diloco:6" "hier:full/streaming:6:3"; do
+    n=$(echo "$m" | tr :/ __)
+    run "$n" --sync "$m" && learns "$n"
+    [ "$scale" -ge 10 ] && continue
+    run "${n}_int4" --sync "$m" --compress int4 && learns "${n}_int4"
+done
+# hier: each rank sends its half of the model across, once an outer step
+# (24 / 6 = 4 of them, n = 50890): the sync's count exactly, and what the
+# emulated WAN counted within the start-up broadcast and headers of it
+if [ -f "$dir/hier_full_diloco_6.out" ]; then
+    ratio_in "hier across bytes" "$(sent hier_full_diloco_6)" $((4 * 25445 * 4)) 1 1
+    ratio_in "hier wan / across bytes" "$(wan hier_full_diloco_6)" "$(sent hier_full_diloco_6)" \
+        1 1.15
+fi
+if run stream1 --sync streaming:6:1:0; then
+    same stream1 diloco_6
+fi
+echo "summary: $passed passed, $failed failed"
+[ $failed = 0 ]
