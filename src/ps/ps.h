@@ -18,8 +18,28 @@
 typedef struct {
     uint32_t key;
     size_t count, nchunks;
-    uint64_t pushes;         /* pushes issued */
+    uint64_t *seq;           /* per chunk: sequence number of the last push */
 } ps_tensor;
+
+/* One message of a request, kept until its server answers it, so that it
+ * can be sent again on a new connection. */
+typedef struct {
+    int s;                   /* server */
+    int done;
+    ps_msg hdr;
+    const void *data;        /* payload: the caller's buffer */
+} ps_part;
+
+/* A worker's view of one server beyond its link. */
+typedef struct {
+    uint64_t inc;            /* incarnation from its hello; 0: none yet */
+    int durable;             /* its updates survive a restart */
+    int hello;               /* the current connection's hello has arrived */
+    uint64_t newinc;         /* incarnation in the current connection's hello */
+    double lost_at;          /* > 0: connection lost, reconnecting */
+    double next_try, backoff;
+    char why[256];           /* how it was lost */
+} ps_srv;
 
 typedef struct ps_server ps_server;
 
@@ -33,6 +53,8 @@ struct weft_ps_request {
     int pending;      /* replies still to come */
     int64_t minv;     /* register: lowest update count among the chunks */
     int *pend;        /* per server */
+    ps_part *parts;
+    int nparts, cap;
     int rc;
 };
 
@@ -57,7 +79,8 @@ struct weft_ps {
     store_client *store;     /* until connected to the servers */
     int connected;
     ps_link *srv;            /* per server */
-    int *srv_rc;             /* 0 while the server is alive */
+    int *srv_rc;             /* 0 while the server is alive (or may come back) */
+    ps_srv *sx;              /* per server */
     ps_tensor *tens;
     int ntens, tens_cap;
     struct weft_ps_request *reqs; /* in flight */
@@ -75,8 +98,17 @@ __attribute__((format(printf, 3, 4)))
 #endif
 int ps_fail(weft_ps *ps, int code, const char *fmt, ...);
 
-/* Worker: connect to every server (ps_worker.c). */
-int ps_worker_connect(weft_ps *ps, store_client *st);
+/* Worker connections (ps_conn.c): connect to every server through
+ * ps->store; a lost connection (down) is retried (retry: when its backoff
+ * allows) until timeout_s, then the server is lost. */
+int ps_worker_connect(weft_ps *ps);
+int ps_server_world_rank(const weft_ps *ps, int s);
+void ps_srv_down(weft_ps *ps, int s, int rc, const char *why);
+void ps_srv_retry(weft_ps *ps, int s);
+/* Worker requests (ps_worker.c): read what server s sent; fail what waits
+ * on a server that is gone for good. */
+int ps_worker_read(weft_ps *ps, int s, char *err, size_t errlen);
+void ps_server_lost(weft_ps *ps, int s, int rc, const char *why);
 void ps_worker_free(weft_ps *ps);
 void ps_server_free(weft_ps *ps);
 /* Bytes the server side sent (returned) and received (added to *recvd). */

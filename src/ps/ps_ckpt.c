@@ -36,33 +36,34 @@ typedef struct {
 
 _Static_assert(sizeof(log_rec) == 48, "log_rec layout");
 
-static uint32_t rec_crc(const log_rec *h, const float *data)
+static uint32_t rec_crc(const log_rec *h, const void *data)
 {
     log_rec t = *h;
     t.crc = 0;
     return crc32_update(crc32_update(0, &t, sizeof t), data, h->n * sizeof(float));
 }
 
-int ps_ckpt_log(weft_ps *ps, int type, const ps_chunk *c, const float *data, float lr)
+/* One record: a (na bytes) then b (nb bytes) as its payload, written whole. */
+static int log_write(weft_ps *ps, int type, const ps_chunk *c, const void *a, size_t na,
+                     const void *b, size_t nb, float lr)
 {
     ps_server *sv = ps->srvst;
     log_rec h;
-    if (sv->logfd < 0)
-        return 0;
     memset(&h, 0, sizeof h);
     h.magic = LOG_MAGIC;
     h.type = (uint32_t)type;
     h.key = c->key;
     h.idx = c->idx;
     h.seq = sv->seq + 1;
-    h.n = c->n;
+    h.n = (na + nb) / sizeof(float);
     h.total = c->total;
     h.lr = lr;
-    h.crc = rec_crc(&h, data);
-    struct iovec iov[2] = { { &h, sizeof h }, { (void *)data, c->n * sizeof(float) } };
-    size_t want = sizeof h + c->n * sizeof(float), done = 0;
+    h.crc = crc32_update(0, &h, sizeof h);
+    h.crc = crc32_update(crc32_update(h.crc, a, na), b, nb);
+    struct iovec iov[3] = { { &h, sizeof h }, { (void *)a, na }, { (void *)b, nb } };
+    size_t want = sizeof h + na + nb, done = 0;
     while (done < want) {
-        ssize_t w = writev(sv->logfd, iov, 2);
+        ssize_t w = writev(sv->logfd, iov, 3);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
@@ -70,7 +71,7 @@ int ps_ckpt_log(weft_ps *ps, int type, const ps_chunk *c, const float *data, flo
                            sv->log_path, strerror(errno));
         done += (size_t)w;
         /* advance the iovecs past what was written */
-        for (int i = 0; i < 2; i++) {
+        for (int i = 0; i < 3; i++) {
             size_t k = (size_t)w < iov[i].iov_len ? (size_t)w : iov[i].iov_len;
             iov[i].iov_base = (uint8_t *)iov[i].iov_base + k;
             iov[i].iov_len -= k;
@@ -81,6 +82,25 @@ int ps_ckpt_log(weft_ps *ps, int type, const ps_chunk *c, const float *data, flo
     sv->dirty = 1;
     sv->since_ckpt++;
     return 0;
+}
+
+int ps_ckpt_log(weft_ps *ps, int type, const ps_chunk *c, const float *data, float lr)
+{
+    if (ps->srvst->logfd < 0)
+        return 0;
+    /* an update carries the workers' push sequence numbers it brings into
+     * effect, in the same record: a replayed update is never applied again
+     * when its push is sent again */
+    return log_write(ps, type, c, data, c->n * sizeof(float), c->dseq,
+                     type == LOG_REC_APPLY ? (size_t)ps->nworkers * sizeof *c->dseq : 0, lr);
+}
+
+int ps_ckpt_log_seq(weft_ps *ps, const ps_chunk *c)
+{
+    if (ps->srvst->logfd < 0)
+        return 0;
+    return log_write(ps, LOG_REC_SEQ, c, c->dseq, (size_t)ps->nworkers * sizeof *c->dseq, NULL,
+                     0, 0);
 }
 
 int ps_ckpt_sync(weft_ps *ps)
@@ -134,6 +154,8 @@ int ps_ckpt_save(weft_ps *ps)
         rc = rc ? rc : weft_ckpt_put_u64(ck, nm, (uint64_t)c->version);
         name(nm, sizeof nm, (int)i, "param");
         rc = rc ? rc : weft_ckpt_put_tensor(ck, nm, WEFT_F32, c->param, 1, shape);
+        name(nm, sizeof nm, (int)i, "seq");
+        rc = rc ? rc : weft_ckpt_put_blob(ck, nm, c->dseq, (size_t)ps->nworkers * sizeof *c->dseq);
         for (int s = 0; !rc && s < weft_optim_state_count(c->opt); s++) {
             char what[16];
             snprintf(what, sizeof what, "state%d", s);
@@ -195,6 +217,15 @@ static int load(weft_ps *ps)
             break;
         c->version = (int64_t)version;
         weft_optim_set_steps(c->opt, c->version);
+        name(nm, sizeof nm, (int)i, "seq"); /* absent in older checkpoints: none yet */
+        if (!weft_ckpt_find(ck, nm, &e)) {
+            if (e.nbytes != (size_t)ps->nworkers * sizeof *c->dseq) {
+                rc = WEFT_EIO;
+                break;
+            }
+            memcpy(c->dseq, e.data, e.nbytes);
+            memcpy(c->seq, e.data, e.nbytes);
+        }
         for (int s = 0; !rc && s < weft_optim_state_count(c->opt); s++) {
             char what[16];
             snprintf(what, sizeof what, "state%d", s);
@@ -224,7 +255,8 @@ static int replay(weft_ps *ps, int fd)
         if (r == 0)
             break;
         if (r != (ssize_t)sizeof h || h.magic != LOG_MAGIC || h.n == 0 ||
-            h.n > PS_MAX_CHUNK || (h.type != LOG_REC_INIT && h.type != LOG_REC_APPLY))
+            h.n > PS_MAX_CHUNK + 2 * (uint64_t)ps->nworkers ||
+            (h.type != LOG_REC_INIT && h.type != LOG_REC_APPLY && h.type != LOG_REC_SEQ))
             goto torn;
         if (h.n > cap) {
             float *nb = realloc(buf, h.n * sizeof(float));
@@ -247,13 +279,19 @@ static int replay(weft_ps *ps, int fd)
             if (!c && (rc = ps_table_add(ps, h.key, h.idx, h.total, h.n, buf, &c)))
                 break;
         } else {
-            if (!c || c->n != h.n) {
-                rc = ps_fail(ps, WEFT_EIO, "server %d: log %s updates a chunk it never created",
-                             ps->rank, sv->log_path);
+            size_t nseq = (size_t)ps->nworkers * 2; /* floats' worth of sequence numbers */
+            size_t nf = h.type == LOG_REC_SEQ ? 0 : c ? c->n : 0;
+            if (!c || (h.n != nf && h.n != nf + nseq) || (h.type == LOG_REC_SEQ && h.n != nseq)) {
+                rc = ps_fail(ps, WEFT_EIO, "server %d: log %s updates a chunk it never created "
+                             "or of another size", ps->rank, sv->log_path);
                 break;
             }
-            if ((rc = ps_table_apply(c, buf, h.lr)))
+            if (nf && (rc = ps_table_apply(c, buf, h.lr)))
                 break;
+            if (h.n == nf + nseq) {
+                memcpy(c->dseq, buf + nf, nseq * sizeof(float));
+                memcpy(c->seq, c->dseq, nseq * sizeof(float));
+            }
         }
         sv->seq = h.seq;
         applied++;

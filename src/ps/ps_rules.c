@@ -68,6 +68,7 @@ static int reply(weft_ps *ps, int w, const ps_msg *m, const void *data, void *ow
             return WEFT_ENOMEM;
         }
         h->w = w;
+        h->gen = sv->wk[w].gen;
         h->m = *m;
         h->payload = own;
         *sv->held_tail = h;
@@ -87,14 +88,17 @@ static int ack(weft_ps *ps, int w, const ps_msg *req)
 }
 
 /* Under BSP the chunk's update count is the step it is at: a worker
- * joining a resumed server starts its clock there. */
+ * joining a resumed server, or re-admitted after a restart, starts its
+ * clock there; under SSP/ASP at the clock the server holds for it (set
+ * at re-admission to the slowest live worker's). */
 static int ack_init(weft_ps *ps, int w, const ps_msg *req, const ps_chunk *c)
 {
     ps_msg m = ps_msg_make(PS_ACK);
     m.id = req->id;
     m.key = req->key;
     m.chunk = req->chunk;
-    m.clock = ps->cfg.consistency == WEFT_PS_BSP ? c->version : 0;
+    m.clock = ps->cfg.consistency == WEFT_PS_BSP ? c->version : ps->srvst->wk[w].clock;
+    m.total = c->seq[w]; /* a restarted worker numbers its pushes on from here */
     return reply(ps, w, &m, NULL, NULL);
 }
 
@@ -161,6 +165,9 @@ static int bsp_try_complete(weft_ps *ps, ps_chunk *c)
         if (ps_wk_live(&sv->wk[w]) && !c->push_id[w])
             return 0;
     weft_scale(c->acc, c->n, 1.0f / (float)c->contrib);
+    for (int w = 0; w < ps->nworkers; w++)
+        if (c->push_id[w])
+            c->dseq[w] = c->seq[w];
     if ((rc = apply(ps, c, c->acc)))
         return rc;
     memset(c->acc, 0, c->n * sizeof(float));
@@ -173,7 +180,9 @@ static int bsp_try_complete(weft_ps *ps, ps_chunk *c)
         m.key = c->key;
         m.chunk = c->idx;
         c->push_id[w] = 0;
-        if ((rc = ack(ps, w, &m)))
+        /* a push of a worker's earlier process (it died and came back)
+         * counts in the step but is acknowledged to nobody */
+        if (c->push_gen[w] == sv->wk[w].gen && (rc = ack(ps, w, &m)))
             return rc;
     }
     return 0;
@@ -219,6 +228,7 @@ int ps_rules_handle(weft_ps *ps, int w, const ps_msg *m, void *payload)
     ps_wk *k = &sv->wk[w];
     ps_chunk *c = NULL;
     int rc = 0;
+    uint64_t seq;
     size_t n = m->len / sizeof(float);
     if (m->type == PS_INIT || m->type == PS_PUSH || m->type == PS_PULL)
         c = ps_table_find(sv, m->key, m->chunk);
@@ -262,13 +272,25 @@ int ps_rules_handle(weft_ps *ps, int w, const ps_msg *m, void *payload)
                            m->chunk, m->key, c->n);
             break;
         }
+        seq = m->total;
+        if (seq <= c->seq[w]) {
+            /* sent again after a reconnect: taken in already */
+            if (ps->cfg.consistency == WEFT_PS_BSP && c->push_id[w] && seq == c->seq[w]) {
+                /* still in this step's sum: acknowledged with the step, on
+                 * the connection it came back on */
+                c->push_id[w] = m->id;
+                c->push_gen[w] = k->gen;
+                break;
+            }
+            rc = ack(ps, w, m);
+            break;
+        }
         if (ps->cfg.consistency != WEFT_PS_BSP) {
             int lc = member_count(ps);
             weft_scale(payload, n, 1.0f / (float)(lc > 0 ? lc : 1));
-            if (!(rc = apply(ps, c, payload))) {
-                c->pushed[w]++;
+            c->seq[w] = c->dseq[w] = seq;
+            if (!(rc = apply(ps, c, payload)))
                 rc = ack(ps, w, m);
-            }
             break;
         }
         if (m->clock > c->version || c->push_id[w])
@@ -280,15 +302,17 @@ int ps_rules_handle(weft_ps *ps, int w, const ps_msg *m, void *payload)
                     "parameter server %d: worker %d's push for step %lld of chunk %u of key "
                     "%u dropped: the chunk is at step %lld",
                     ps->rank, w, (long long)m->clock, m->chunk, m->key, (long long)c->version);
-            c->pushed[w]++; /* taken in, as far as this worker's pulls go */
-            rc = ack(ps, w, m);
+            c->seq[w] = c->dseq[w] = seq; /* taken in, as far as this worker's pulls go */
+            if (!(rc = ps_ckpt_log_seq(ps, c)))
+                rc = ack(ps, w, m);
             break;
         }
         for (size_t i = 0; i < n; i++)
             c->acc[i] += ((const float *)payload)[i];
         c->contrib++;
         c->push_id[w] = m->id;
-        c->pushed[w]++;
+        c->push_gen[w] = k->gen;
+        c->seq[w] = seq;
         rc = bsp_try_complete(ps, c);
         break;
     case PS_PULL:
@@ -298,7 +322,7 @@ int ps_rules_handle(weft_ps *ps, int w, const ps_msg *m, void *payload)
                            m->key);
             break;
         }
-        if (c->pushed[w] < m->total)
+        if (c->seq[w] < m->total)
             return PARK; /* this worker's own pushes come first */
         if (ps->cfg.consistency == WEFT_PS_BSP && c->version < m->clock)
             return PARK;
@@ -342,6 +366,7 @@ int ps_rules_park(weft_ps *ps, int w, const ps_msg *m, void *payload)
     if (!p)
         return WEFT_ENOMEM;
     p->w = w;
+    p->gen = sv->wk[w].gen;
     p->m = *m;
     p->payload = payload;
     for (t = &sv->waits; *t; t = &(*t)->next)
@@ -358,7 +383,9 @@ int ps_rules_retry(weft_ps *ps)
         moved = 0;
         for (ps_wait **p = &sv->waits; *p;) {
             ps_wait *q = *p;
-            if (sv->wk[q->w].state == WK_DEAD) {
+            /* a dead worker's requests, or those of a connection it has
+             * since replaced (it sends again what was not answered) */
+            if (sv->wk[q->w].state == WK_DEAD || q->gen != sv->wk[q->w].gen) {
                 *p = q->next;
                 free(q->payload);
                 free(q);

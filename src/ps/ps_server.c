@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define EXIT_FLUSH_S 5.0
@@ -24,6 +25,7 @@ static void worker_gone(weft_ps *ps, int w, const char *why)
         return;
     if (k->state != WK_BYE) { /* after its goodbye a worker may simply go */
         k->state = WK_DEAD;
+        k->died_at = clock_now();
         log_sub(ps->loglevel, LOG_WARN, LOG_SUB_NET, ps->world_rank,
                 "parameter server %d: worker %d (rank %d) died (%s); continuing with the %d "
                 "live worker(s): steps average over the workers that pushed",
@@ -58,7 +60,50 @@ static int req_done(void *arg, ps_link *l, const ps_msg *m, void *payload)
     return rc;
 }
 
-/* New connections: a worker's first, or a stranger's (dropped). */
+/* A worker connects: for the first time, again after its connection broke
+ * (the same process), or as a restarted process of a worker counted out
+ * as dead, which is re-admitted: from now on BSP steps wait for it and
+ * SSP counts its clock, starting from the slowest live worker's. */
+static void admit(weft_ps *ps, int w, int fd)
+{
+    ps_server *sv = ps->srvst;
+    ps_wk *k = &sv->wk[w];
+    int prev = k->state;
+    ps_msg h = ps_msg_make(PS_HELLO);
+    if (k->l.fd >= 0) { /* its old connection, not yet seen to close */
+        sv->sent += k->l.sent;
+        sv->recvd += k->l.recvd;
+        ps_link_close(&k->l);
+    }
+    k->barrier = 0;
+    ps_link_init(&k->l, fd, w);
+    k->gen++;
+    k->state = WK_LIVE;
+    k->heard = clock_now();
+    if (prev == WK_DEAD) {
+        int64_t m = INT64_MAX;
+        for (int v = 0; v < ps->nworkers; v++)
+            if (v != w && ps_wk_live(&sv->wk[v]) && sv->wk[v].clock < m)
+                m = sv->wk[v].clock;
+        if (m != INT64_MAX)
+            k->clock = m;
+        log_sub(ps->loglevel, LOG_WARN, LOG_SUB_NET, ps->world_rank,
+                "parameter server %d: worker %d (rank %d) re-admitted %.2f s after it was "
+                "counted out (it connected again); its clock: %lld; %d live worker(s)",
+                ps->rank, w, w, k->heard - k->died_at, (long long)k->clock,
+                ps_wk_live_count(ps));
+    } else if (prev == WK_LIVE) {
+        log_sub(ps->loglevel, LOG_INFO, LOG_SUB_NET, ps->world_rank,
+                "parameter server %d: worker %d (rank %d) connected again at clock %lld",
+                ps->rank, w, w, (long long)k->clock);
+    }
+    h.id = sv->incarnation;
+    h.total = sv->logfd >= 0;
+    h.clock = k->clock;
+    ps_link_send(&k->l, &h, NULL, NULL);
+}
+
+/* New connections: a worker's, or a stranger's (dropped). */
 static void adopt_connections(weft_ps *ps)
 {
     ps_server *sv = ps->srvst;
@@ -67,16 +112,14 @@ static void adopt_connections(weft_ps *ps)
         if (fd < 0)
             continue;
         ps->net.in_fd[r] = -1;
-        if (r >= ps->nworkers || sv->wk[r].state != WK_EXPECTED) {
+        if (r >= ps->nworkers || sv->wk[r].state == WK_BYE) {
             log_sub(ps->loglevel, LOG_WARN, LOG_SUB_NET, ps->world_rank,
                     "parameter server %d: dropped a connection from rank %d (%s)", ps->rank, r,
-                    r >= ps->nworkers ? "not a worker" : "already connected or gone");
+                    r >= ps->nworkers ? "not a worker" : "it has shut down");
             close(fd);
             continue;
         }
-        ps_link_init(&sv->wk[r].l, fd, r);
-        sv->wk[r].state = WK_LIVE;
-        sv->wk[r].heard = clock_now();
+        admit(ps, r, fd);
     }
 }
 
@@ -87,7 +130,7 @@ static int release_held(weft_ps *ps)
     while (sv->held) {
         ps_wait *h = sv->held;
         sv->held = h->next;
-        if (ps_wk_reachable(&sv->wk[h->w]))
+        if (ps_wk_reachable(&sv->wk[h->w]) && h->gen == sv->wk[h->w].gen)
             rc = rc ? rc : ps_link_send(&sv->wk[h->w].l, &h->m, h->payload, h->payload);
         else
             free(h->payload);
@@ -133,12 +176,20 @@ static void check_silent(weft_ps *ps)
     free(waiting);
 }
 
+/* No worker left. When none of them shut down cleanly they all died, and
+ * a restarted one may yet come back: wait dead_worker_wait_s for it. */
 static int all_gone(const weft_ps *ps)
 {
-    for (int w = 0; w < ps->nworkers; w++)
-        if (ps_wk_live(&ps->srvst->wk[w]))
+    double last = 0;
+    int bye = 0;
+    for (int w = 0; w < ps->nworkers; w++) {
+        const ps_wk *k = &ps->srvst->wk[w];
+        if (ps_wk_live(k))
             return 0;
-    return 1;
+        bye |= k->state == WK_BYE;
+        last = k->died_at > last ? k->died_at : last;
+    }
+    return bye || clock_now() >= last + ps->cfg.dead_worker_wait_s;
 }
 
 static int server_init(weft_ps *ps)
@@ -150,6 +201,13 @@ static int server_init(weft_ps *ps)
     ps->srvst = sv;
     sv->logfd = -1;
     sv->held_tail = &sv->held;
+    /* any value that differs between this process and its restarts */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    sv->incarnation = ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^
+                      ((uint64_t)getpid() << 40) ^ (uint64_t)(uintptr_t)sv;
+    if (!sv->incarnation)
+        sv->incarnation = 1;
     sv->nbuckets = 4096;
     sv->bucket = calloc(sv->nbuckets, sizeof *sv->bucket);
     sv->wk = calloc((size_t)ps->nworkers, sizeof *sv->wk);

@@ -20,7 +20,11 @@ typedef struct ps_chunk {
     float *acc;         /* BSP: the step's gradients summed so far */
     int contrib;
     uint64_t *push_id;  /* BSP, per worker: its push in this step (0: none) */
-    uint64_t *pushed;   /* per worker: pushes taken in (applied or, BSP, summed) */
+    uint64_t *push_gen; /* BSP, per worker: the connection that push came on */
+    uint64_t *seq;      /* per worker: sequence number of its last push taken in
+                           (applied, dropped as repeated, or BSP: summed) */
+    uint64_t *dseq;     /* per worker: the last one whose effect is logged; a
+                           restarted server resumes from these */
 } ps_chunk;
 
 /* A request parked until the consistency rule lets it through, or a reply
@@ -28,6 +32,7 @@ typedef struct ps_chunk {
 typedef struct ps_wait {
     struct ps_wait *next;
     int w;
+    uint64_t gen;       /* the worker's connection it came on / goes to */
     ps_msg m;
     void *payload;
 } ps_wait;
@@ -40,6 +45,9 @@ typedef struct {
     int64_t clock;
     double heard;       /* last message (or start) */
     uint64_t barrier;   /* pending barrier request id, 0: none */
+    uint64_t gen;       /* connections adopted so far: replies and parked
+                           requests of an earlier one are dropped */
+    double died_at;     /* when it was counted out (for the re-admission report) */
 } ps_wk;
 
 struct ps_server {
@@ -49,6 +57,7 @@ struct ps_server {
     ps_wait *waits;     /* parked requests, in arrival order */
     ps_wait *held, **held_tail;
     uint64_t sent, recvd;
+    uint64_t incarnation; /* told to workers: a new one means this server restarted */
     /* durability (ps_ckpt.c) */
     int logfd;          /* -1: no ckpt_dir */
     uint64_t seq;       /* last logged update */
@@ -83,8 +92,10 @@ int ps_rules_retry(weft_ps *ps);
 /* Durability: the update log and shard checkpoints. Without ckpt_dir these
  * do nothing. */
 int ps_ckpt_recover(weft_ps *ps);  /* load checkpoint, replay log, open log */
-enum { LOG_REC_INIT = 1, LOG_REC_APPLY = 2 };
+enum { LOG_REC_INIT = 1, LOG_REC_APPLY = 2, LOG_REC_SEQ = 3 };
 int ps_ckpt_log(weft_ps *ps, int type, const ps_chunk *c, const float *data, float lr);
+/* Log c->dseq (the per-worker sequence numbers whose pushes are in effect). */
+int ps_ckpt_log_seq(weft_ps *ps, const ps_chunk *c);
 int ps_ckpt_sync(weft_ps *ps);
 int ps_ckpt_save(weft_ps *ps);
 void ps_ckpt_close(ps_server *sv);

@@ -25,7 +25,9 @@ static void chunk_free(ps_chunk *c)
     free(c->param);
     free(c->acc);
     free(c->push_id);
-    free(c->pushed);
+    free(c->push_gen);
+    free(c->seq);
+    free(c->dseq);
     free(c);
 }
 
@@ -44,8 +46,11 @@ int ps_table_add(weft_ps *ps, uint32_t key, uint32_t idx, uint64_t total, size_t
     c->param = malloc(n * sizeof(float));
     c->acc = ps->cfg.consistency == WEFT_PS_BSP ? calloc(n, sizeof(float)) : NULL;
     c->push_id = calloc((size_t)ps->nworkers, sizeof *c->push_id);
-    c->pushed = calloc((size_t)ps->nworkers, sizeof *c->pushed);
-    if (!c->param || !c->push_id || !c->pushed || (ps->cfg.consistency == WEFT_PS_BSP && !c->acc)) {
+    c->push_gen = calloc((size_t)ps->nworkers, sizeof *c->push_gen);
+    c->seq = calloc((size_t)ps->nworkers, sizeof *c->seq);
+    c->dseq = calloc((size_t)ps->nworkers, sizeof *c->dseq);
+    if (!c->param || !c->push_id || !c->push_gen || !c->seq || !c->dseq ||
+        (ps->cfg.consistency == WEFT_PS_BSP && !c->acc)) {
         chunk_free(c);
         return WEFT_ENOMEM;
     }

@@ -17,7 +17,7 @@ const char *ps_msg_name(int type)
 {
     static const char *req[] = { "?", "init", "push", "pull", "clock", "barrier", "checkpoint",
                                  "bye" };
-    static const char *rep[] = { "ack", "data", "error" };
+    static const char *rep[] = { "ack", "data", "error", "hello" };
     if (type >= PS_INIT && type <= PS_REQ_LAST)
         return req[type];
     if (type >= PS_ACK && type <= PS_REPLY_LAST)

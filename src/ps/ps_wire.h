@@ -16,19 +16,27 @@
 enum {
     /* worker -> server */
     PS_INIT = 1,  /* key, chunk, total = tensor elements; payload: initial values or none */
-    PS_PUSH,      /* key, chunk, clock; payload: gradient */
-    PS_PULL,      /* key, chunk, clock; total = pushes of this tensor this worker made so far */
+    PS_PUSH,      /* key, chunk, clock; total = this worker's sequence number for
+                     the chunk (1, 2, ...: a server drops one it has taken in);
+                     payload: gradient */
+    PS_PULL,      /* key, chunk, clock; total = the sequence number of this
+                     worker's last push to the chunk (taken in before the pull) */
     PS_CLOCK,     /* clock = the worker's new clock */
     PS_BARRIER,
     PS_CKPT,
     PS_BYE,
     PS_REQ_LAST = PS_BYE,
     /* server -> worker */
-    PS_ACK = 16,  /* echoes id, key, chunk */
+    PS_ACK = 16,  /* echoes id, key, chunk; to an init: clock = where this worker's
+                     clock starts, total = its last push sequence number */
     PS_DATA,      /* payload: the chunk; clock = its update count; total = the
                      oldest live worker clock when it was read */
     PS_ERR,       /* status < 0; payload: text */
-    PS_REPLY_LAST = PS_ERR
+    PS_HELLO,     /* first message on every connection, unasked: id = the
+                     server's incarnation (a new one: it restarted), total = 1
+                     when its updates are durable, clock = the clock it holds
+                     for this worker */
+    PS_REPLY_LAST = PS_HELLO
 };
 
 typedef struct {

@@ -17,89 +17,19 @@
 
 static int server_rank(const weft_ps *ps, int s)
 {
-    return ps->nworkers + s;
+    return ps_server_world_rank(ps, s);
 }
 
-static int handshake(weft_ps *ps, int s, double deadline, char *e, size_t elen)
+/* Up: connected now (not lost for good, not reconnecting). */
+static int srv_up(const weft_ps *ps, int s)
 {
-    int peer = server_rank(ps, s), fd, rc;
-    for (;;) {
-        rc = tcp_out(&ps->net, peer, &fd, e, elen);
-        if (rc == 1) {
-            /* Keep most of a push in this process's queue rather than in
-             * the kernel's: a pull request can then go out next to its
-             * chunk's gradient instead of behind all of them (the kernel
-             * doubles this; ample for the window of a fast link). */
-            int sndbuf = ps->params.ps_sndbuf; /* WEFT_PS_SNDBUF; 0: the kernel's own */
-            if (sndbuf > 0)
-                setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
-            ps_link_init(&ps->srv[s], fd, s);
-            ps->net.out_fd[peer] = -1; /* the link owns it now */
-            return 0;
-        }
-        if (rc < 0)
-            return rc;
-        if (clock_now() >= deadline) {
-            snprintf(e, elen, "no answer to the handshake");
-            return WEFT_ETIMEDOUT;
-        }
-        struct pollfd pf = { .fd = fd, .events = POLLIN };
-        int ms = clock_ms_until(deadline);
-        poll(&pf, 1, ms < 200 ? ms : 200);
-    }
-}
-
-int ps_worker_connect(weft_ps *ps, store_client *st)
-{
-    double deadline = clock_now() + ps->connect_timeout_s;
-    int k = ps->nservers;
-    char key[64], e[256];
-    if (!ps->srv) {
-        if (!(ps->srv = calloc((size_t)k, sizeof *ps->srv)))
-            return WEFT_ENOMEM;
-        for (int s = 0; s < k; s++)
-            ps->srv[s].fd = -1;
-    }
-    if (!ps->srv_rc && !(ps->srv_rc = calloc((size_t)k, sizeof *ps->srv_rc)))
-        return WEFT_ENOMEM;
-    for (int s = 0; s < k; s++) {
-        int peer = server_rank(ps, s), rc;
-        if (ps->srv[s].fd >= 0)
-            continue; /* connected by an earlier, partly failed attempt */
-        for (;;) {
-            void *v = NULL;
-            size_t len = 0;
-            double left = deadline - clock_now();
-            snprintf(key, sizeof key, "ps/addr/%d", s);
-            rc = store_get(st, key, &v, &len, left > 0 ? left : 0);
-            if (rc)
-                return ps_fail(ps, WEFT_EPEER,
-                               "parameter server %d (rank %d) never published its address (%s)",
-                               s, peer, store_error(st));
-            snprintf(ps->net.addr[peer], SOCK_ADDR_MAX, "%.*s", (int)len, (char *)v);
-            free(v);
-            e[0] = 0;
-            rc = handshake(ps, s, deadline, e, sizeof e);
-            if (rc == 0)
-                break;
-            tcp_drop(&ps->net, peer);
-            /* refused: the server may be restarting and about to publish a
-             * new address */
-            if (rc != WEFT_EPEER || clock_now() >= deadline)
-                return ps_fail(ps, rc == WEFT_ETIMEDOUT ? WEFT_EPEER : rc,
-                               "cannot connect to parameter server %d (rank %d) at %s: %s", s,
-                               peer, ps->net.addr[peer], e);
-            usleep(100 * 1000);
-        }
-    }
-    log_sub(ps->loglevel, LOG_INFO, LOG_SUB_NET, ps->world_rank,
-            "worker %d connected to %d parameter server(s)", ps->rank, k);
-    return 0;
+    return !ps->srv_rc[s] && ps->srv[s].fd >= 0;
 }
 
 static void req_free(weft_ps_request *r)
 {
     free(r->pend);
+    free(r->parts);
     free(r);
 }
 
@@ -118,15 +48,19 @@ void ps_worker_free(weft_ps *ps)
     }
     free(ps->srv);
     free(ps->srv_rc);
+    free(ps->sx);
+    for (int i = 0; ps->tens && i < ps->ntens; i++)
+        free(ps->tens[i].seq);
     free(ps->tens);
     ps->srv = NULL;
     ps->srv_rc = NULL;
+    ps->sx = NULL;
     ps->tens = NULL;
 }
 
 /* Server s is gone: fail everything waiting on it, now and later. srv_rc
  * is 1 once the server acknowledged this worker's goodbye. */
-static void server_lost(weft_ps *ps, int s, int rc, const char *why)
+void ps_server_lost(weft_ps *ps, int s, int rc, const char *why)
 {
     if (ps->srv_rc[s])
         return;
@@ -155,15 +89,34 @@ static weft_ps_request *find_req(weft_ps *ps, uint64_t id)
     return NULL;
 }
 
+/* The unanswered message of r to server s that reply m answers. */
+static ps_part *find_part(weft_ps_request *r, int s, const ps_msg *m)
+{
+    for (int i = 0; i < r->nparts; i++) {
+        ps_part *p = &r->parts[i];
+        if (p->s == s && !p->done && p->hdr.key == m->key && p->hdr.chunk == m->chunk)
+            return p;
+    }
+    return NULL;
+}
+
 static int reply_dest(void *arg, ps_link *l, const ps_msg *m, void **dst, char *e, size_t elen)
 {
     weft_ps *ps = arg;
-    weft_ps_request *r = find_req(ps, m->id);
+    weft_ps_request *r;
     if (m->type < PS_ACK) {
         snprintf(e, elen, "sent a request (%s) to a worker", ps_msg_name(m->type));
         return WEFT_EPROTO;
     }
-    if (!r || !r->pend[l->peer]) {
+    if (m->type == PS_HELLO) {
+        if (ps->sx[l->peer].hello) {
+            snprintf(e, elen, "a second hello on one connection");
+            return WEFT_EPROTO;
+        }
+        return 0;
+    }
+    r = find_req(ps, m->id);
+    if (!r || !find_part(r, l->peer, m)) {
         snprintf(e, elen, "a reply (%s) to no request of this worker", ps_msg_name(m->type));
         return WEFT_EPROTO;
     }
@@ -200,9 +153,22 @@ static int reply_dest(void *arg, ps_link *l, const ps_msg *m, void **dst, char *
 static int reply_done(void *arg, ps_link *l, const ps_msg *m, void *dst)
 {
     weft_ps *ps = arg;
-    weft_ps_request *r = find_req(ps, m->id);
+    weft_ps_request *r;
+    if (m->type == PS_HELLO) {
+        ps_srv *x = &ps->sx[l->peer];
+        x->hello = 1;
+        x->newinc = m->id;
+        x->durable = m->total != 0;
+        return 0;
+    }
+    r = find_req(ps, m->id);
+    find_part(r, l->peer, m)->done = 1;
     r->pend[l->peer]--;
     r->pending--;
+    /* a restarted worker numbers its pushes on from the server's count */
+    if (r->type == PS_INIT && m->type == PS_ACK && r->tensor >= 0 &&
+        m->chunk < ps->tens[r->tensor].nchunks && m->total > ps->tens[r->tensor].seq[m->chunk])
+        ps->tens[r->tensor].seq[m->chunk] = m->total;
     /* BSP: resumed servers are at the step of their chunk furthest behind
      * (after a crash mid-push some chunks may be one step ahead: they drop
      * the repeated push) */
@@ -224,21 +190,50 @@ static int reply_done(void *arg, ps_link *l, const ps_msg *m, void *dst)
     return 0;
 }
 
-/* Move bytes on every live server connection, waiting up to ms. */
+int ps_worker_read(weft_ps *ps, int s, char *e, size_t elen)
+{
+    return ps_link_read(&ps->srv[s], reply_dest, reply_done, ps, e, elen);
+}
+
+/* Retry the connections that are down (when their backoff allows);
+ * returns ms until the next retry is due, or -1 when none is down. */
+static int retry_down(weft_ps *ps)
+{
+    int wake = -1;
+    for (int s = 0; s < ps->nservers; s++) {
+        if (ps->srv_rc[s] || ps->srv[s].fd >= 0)
+            continue;
+        ps_srv_retry(ps, s);
+        if (!ps->srv_rc[s] && ps->srv[s].fd < 0) {
+            int ms = clock_ms_until(ps->sx[s].next_try);
+            ms = ms < 1 ? 1 : ms;
+            wake = wake < 0 || ms < wake ? ms : wake;
+        }
+    }
+    return wake;
+}
+
+/* Move bytes on every server connection, waiting up to ms (less when a
+ * reconnection is due sooner). */
 static int progress(weft_ps *ps, int ms)
 {
     struct pollfd pf[ps->nservers];
-    int idx[ps->nservers], n = 0;
+    int idx[ps->nservers], n = 0, wake = retry_down(ps);
     char e[256];
+    if (wake >= 0 && wake < ms)
+        ms = wake;
     for (int s = 0; s < ps->nservers; s++) {
-        if (ps->srv_rc[s])
+        if (!srv_up(ps, s))
             continue;
         short ev = (short)(POLLIN | (ps_link_pending(&ps->srv[s]) ? POLLOUT : 0));
         pf[n] = (struct pollfd){ .fd = ps->srv[s].fd, .events = ev };
         idx[n++] = s;
     }
-    if (n == 0)
+    if (n == 0) {
+        if (wake >= 0 && ms > 0)
+            poll(NULL, 0, ms); /* only reconnections left: sleep until one is due */
         return 0;
+    }
     if (poll(pf, (nfds_t)n, ms) <= 0)
         return 0;
     for (int i = 0; i < n; i++) {
@@ -247,9 +242,9 @@ static int progress(weft_ps *ps, int ms)
         if (pf[i].revents & POLLOUT)
             rc = ps_link_flush(&ps->srv[s], e, sizeof e);
         if (!rc && (pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
-            rc = ps_link_read(&ps->srv[s], reply_dest, reply_done, ps, e, sizeof e);
+            rc = ps_worker_read(ps, s, e, sizeof e);
         if (rc)
-            server_lost(ps, s, rc == WEFT_EPEER ? WEFT_EPEER : rc, e);
+            ps_srv_down(ps, s, rc == WEFT_EPEER ? WEFT_EPEER : rc, e);
     }
     return 0;
 }
@@ -259,11 +254,11 @@ static void flush_all(weft_ps *ps)
     char e[256];
     for (int s = 0; s < ps->nservers; s++) {
         int rc;
-        if (ps->srv_rc[s] || !ps_link_pending(&ps->srv[s]))
+        if (!srv_up(ps, s) || !ps_link_pending(&ps->srv[s]))
             continue;
         e[0] = 0;
         if ((rc = ps_link_flush(&ps->srv[s], e, sizeof e)))
-            server_lost(ps, s, rc, e);
+            ps_srv_down(ps, s, rc, e);
     }
 }
 
@@ -277,12 +272,11 @@ static int worker_ok(weft_ps *ps)
     if (ps->bye)
         return ps_fail(ps, WEFT_EINVAL, "this worker has shut down");
     if (!ps->connected) {
-        int rc = ps_worker_connect(ps, ps->store);
+        /* the store stays open: a restarted server's new address is there */
+        int rc = ps_worker_connect(ps);
         if (rc)
             return rc;
         ps->connected = 1;
-        store_close(ps->store);
-        ps->store = NULL;
     }
     return 0;
 }
@@ -305,20 +299,31 @@ static weft_ps_request *req_new(weft_ps *ps, int type, int tensor, float *dst)
     return r;
 }
 
-/* Queue m (for request r) to server s; a dead server fails r at once. */
+/* Queue m (for request r) to server s, and keep it until answered; a dead
+ * server fails r at once, one being reconnected gets it when it is back. */
 static int req_send(weft_ps *ps, weft_ps_request *r, int s, ps_msg *m, const void *data)
 {
-    int rc;
+    int rc = 0;
     if (ps->srv_rc[s]) {
         if (!r->rc)
             r->rc = ps->srv_rc[s];
         return 0;
     }
+    if (r->nparts == r->cap) {
+        int cap = r->cap ? 2 * r->cap : 4;
+        ps_part *np = realloc(r->parts, (size_t)cap * sizeof *np);
+        if (!np)
+            return WEFT_ENOMEM;
+        r->parts = np;
+        r->cap = cap;
+    }
     m->id = r->id;
-    rc = m->type == PS_PULL ? ps_link_send_front(&ps->srv[s], m)
-                            : ps_link_send(&ps->srv[s], m, data, NULL);
+    if (srv_up(ps, s))
+        rc = m->type == PS_PULL ? ps_link_send_front(&ps->srv[s], m)
+                                : ps_link_send(&ps->srv[s], m, data, NULL);
     if (rc)
         return rc;
+    r->parts[r->nparts++] = (ps_part){ s, 0, *m, data };
     r->pend[s]++;
     r->pending++;
     return 0;
@@ -352,7 +357,7 @@ static void beat(weft_ps *ps)
     ps->beat_at = now;
     for (int s = 0; s < ps->nservers; s++) {
         ps_msg m = ps_msg_make(PS_CLOCK);
-        if (ps->srv_rc[s] || ps->bye)
+        if (!srv_up(ps, s) || ps->bye)
             continue;
         m.clock = ps->clock;
         ps_link_send(&ps->srv[s], &m, NULL, NULL);
@@ -394,7 +399,10 @@ int weft_ps_wait(weft_ps_request *r)
         beat(ps);
         for (int s = 0; s < ps->nservers; s++)
             now_bytes += ps->srv[s].recvd; /* heartbeats out are no sign of life in */
-        if (now_bytes != seen) {
+        int down = 0; /* a reconnection has its own bound */
+        for (int s = 0; s < ps->nservers; s++)
+            down |= r->pend[s] && !srv_up(ps, s);
+        if (now_bytes != seen || down) {
             seen = now_bytes;
             last = clock_now();
         } else if (r->pending > 0 && clock_now() >= last + ps->timeout_s) {
@@ -405,7 +413,7 @@ int weft_ps_wait(weft_ps_request *r)
                     o += (size_t)snprintf(who + o, sizeof who - o, "%s%d", o ? ", " : "", s);
             for (int s = 0; s < ps->nservers; s++)
                 if (r->pend[s])
-                    server_lost(ps, s, WEFT_ETIMEDOUT, "no reply");
+                    ps_server_lost(ps, s, WEFT_ETIMEDOUT, "no reply");
             ps_fail(ps, WEFT_ETIMEDOUT,
                     "no reply from parameter server(s) %s for %.0f s (worker %d waiting in %s)",
                     who, ps->timeout_s, ps->rank, ps_msg_name(r->type));
@@ -414,6 +422,28 @@ int weft_ps_wait(weft_ps_request *r)
         }
     }
     return finish(r);
+}
+
+/* The clock to every server that is up (one being reconnected gets it
+ * first thing when it is back). */
+static int send_clock(weft_ps *ps)
+{
+    int rc;
+    for (int s = 0; s < ps->nservers; s++) {
+        ps_msg m = ps_msg_make(PS_CLOCK);
+        if (ps->srv_rc[s])
+            return ps->srv_rc[s];
+        if (!srv_up(ps, s))
+            continue;
+        m.clock = ps->clock;
+        if ((rc = ps_link_send(&ps->srv[s], &m, NULL, NULL)))
+            return rc;
+    }
+    flush_all(ps);
+    for (int s = 0; s < ps->nservers; s++)
+        if (ps->srv_rc[s])
+            return ps->srv_rc[s];
+    return 0;
 }
 
 static int find_tensor(const weft_ps *ps, uint32_t key)
@@ -447,10 +477,14 @@ int weft_ps_register(weft_ps *ps, uint32_t key, const float *values, size_t coun
             ps->tens = nt;
             ps->tens_cap = cap;
         }
+        ps_tensor nt = { key, count,
+                         ps_shard_nchunks(count, ps->nservers, (size_t)ps->cfg.chunk_min,
+                                          (size_t)ps->cfg.chunk_max),
+                         NULL };
+        if (!(nt.seq = calloc(nt.nchunks, sizeof *nt.seq)))
+            return WEFT_ENOMEM;
         i = ps->ntens++;
-        ps->tens[i] = (ps_tensor){ key, count,
-                                   ps_shard_nchunks(count, ps->nservers, (size_t)ps->cfg.chunk_min,
-                                                 (size_t)ps->cfg.chunk_max), 0 };
+        ps->tens[i] = nt;
     }
     t = &ps->tens[i];
     if (!(r = req_new(ps, PS_INIT, i, NULL)))
@@ -469,14 +503,18 @@ int weft_ps_register(weft_ps *ps, uint32_t key, const float *values, size_t coun
             return rc;
         }
     }
-    return weft_ps_wait(r);
+    int64_t before = ps->clock;
+    if ((rc = weft_ps_wait(r)))
+        return rc;
+    /* re-admitted after a restart: every server learns where it goes on */
+    return ps->clock != before ? send_clock(ps) : 0;
 }
 
 static int tensor_op(weft_ps *ps, int type, uint32_t key, const float *src, float *dst,
                      weft_ps_request **out)
 {
     weft_ps_request *r;
-    const ps_tensor *t;
+    ps_tensor *t;
     int rc, i;
     if (!out)
         return WEFT_EINVAL;
@@ -498,10 +536,11 @@ static int tensor_op(weft_ps *ps, int type, uint32_t key, const float *src, floa
         m.key = key;
         m.chunk = (uint32_t)j;
         m.clock = ps->clock;
-        /* a pull may overtake this worker's pushes on the way: it names how
-         * many the server must have taken in first (its own updates are
-         * always visible to it) */
-        m.total = type == PS_PULL ? t->pushes : 0;
+        /* a push is numbered per chunk, so that a server drops one sent
+         * again after a reconnect; a pull may overtake this worker's pushes
+         * on the way: it names the last one the server must have taken in
+         * first (its own updates are always visible to it) */
+        m.total = type == PS_PUSH ? ++t->seq[j] : t->seq[j];
         m.len = type == PS_PUSH ? n * sizeof(float) : 0;
         if ((rc = req_send(ps, r, ps_shard_server(key, j, ps->nservers), &m,
                            type == PS_PUSH ? src + off : NULL))) {
@@ -509,8 +548,6 @@ static int tensor_op(weft_ps *ps, int type, uint32_t key, const float *src, floa
             return rc;
         }
     }
-    if (type == PS_PUSH)
-        ps->tens[i].pushes++;
     flush_all(ps);
     *out = r;
     return 0;
@@ -541,7 +578,11 @@ static int everyone(weft_ps *ps, int type)
             return rc;
         }
     }
-    return weft_ps_wait(r);
+    int64_t before = ps->clock;
+    if ((rc = weft_ps_wait(r)))
+        return rc;
+    /* re-admitted after a restart: every server learns where it goes on */
+    return ps->clock != before ? send_clock(ps) : 0;
 }
 
 int weft_ps_clock(weft_ps *ps)
@@ -550,19 +591,7 @@ int weft_ps_clock(weft_ps *ps)
     if ((rc = worker_ok(ps)))
         return rc;
     ps->clock++;
-    for (int s = 0; s < ps->nservers; s++) {
-        ps_msg m = ps_msg_make(PS_CLOCK);
-        if (ps->srv_rc[s])
-            return ps->srv_rc[s];
-        m.clock = ps->clock;
-        if ((rc = ps_link_send(&ps->srv[s], &m, NULL, NULL)))
-            return rc;
-    }
-    flush_all(ps);
-    for (int s = 0; s < ps->nservers; s++)
-        if (ps->srv_rc[s])
-            return ps->srv_rc[s];
-    return 0;
+    return send_clock(ps);
 }
 
 int64_t weft_ps_clock_value(const weft_ps *ps)
