@@ -73,11 +73,12 @@ for m in "diloco:6" "streaming:6:3" "hier:full/diloco:6" "hier:full/streaming:6:
 done
 # hier: each rank sends its half of the model across, once an outer step
 # (24 / 6 = 4 of them, n = 50890): the sync's count exactly, and what the
-# emulated WAN counted within the start-up broadcast and headers of it
+# emulated WAN counted after the start, within headers and the last bytes
+# its pump has yet to count when the counter is read
 if [ -f "$dir/hier_full_diloco_6.out" ]; then
     ratio_in "hier across bytes" "$(sent hier_full_diloco_6)" $((4 * 25445 * 4)) 1 1
     ratio_in "hier wan / across bytes" "$(wan hier_full_diloco_6)" "$(sent hier_full_diloco_6)" \
-        1 1.15
+        0.9 1.05
 fi
 if run stream1 --sync streaming:6:1:0; then
     same stream1 diloco_6

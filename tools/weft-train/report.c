@@ -250,7 +250,8 @@ void report_end(const trainer *t, double train_s, double cpu_all, double cpu_mai
            "the network per rank: %.1f MB\n",
            train_s, t->world, t->o->sync, (double)sync_bytes(&t->sync) / 1e6);
     const train_sync *sy = &t->sync;
-    printf("bytes per rank (mean over ranks): wan %.0f B sent (measured under WEFT_WAN); "
+    printf("bytes per rank (mean over ranks): wan %.0f B sent after the start (measured under "
+           "WEFT_WAN); "
            "the sync's own count: job or across clusters %.0f B, inside clusters %.0f B\n",
            sy->wan_mean, sy->across_mean, sy->inside_mean);
     printf("compute utilisation (rank 0): %.1f%% (forward+backward %.2f s of %.2f s)\n",

@@ -41,7 +41,10 @@ void sync_pick(train_sync *s, opts *o, weft_comm *comm)
 
 int sync_open(train_sync *s, weft_model *m, const weft_optim_config *oc, const weft_ckpt *ck)
 {
-    return s->ops->open(s, m, oc, ck);
+    int rc = s->ops->open(s, m, oc, ck);
+    if (rc == 0 && s->comm)
+        weft_comm_wan_bytes(s->comm, &s->wan0);
+    return rc;
 }
 
 /* c NULL: this rank's own optimiser, whole (the checkpoint's state
@@ -99,6 +102,7 @@ static int sync_count_bytes(train_sync *s)
     if (!s->comm)
         return 0;
     weft_comm_wan_bytes(s->comm, &wan);
+    wan -= wan < s->wan0 ? wan : s->wan0;
     if (s->sy)
         weft_sync_bytes_split(s->sy, &across, &inside);
     else

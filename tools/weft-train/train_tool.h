@@ -181,6 +181,7 @@ struct train_sync {
     /* sync_finish: means over the ranks of the bytes sent over wan links
      * (measured) and of the sync's bytes across and inside clusters */
     double wan_mean, across_mean, inside_mean;
+    uint64_t wan0; /* wan bytes when the mode was open: the start-up's, left out */
 };
 
 extern const sync_ops sync_full, sync_average, sync_diloco, sync_stale, sync_backup;
