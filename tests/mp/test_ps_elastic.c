@@ -1,0 +1,236 @@
+/* Parameter-server membership that comes back: a worker killed with
+ * SIGKILL and restarted (same worker id) is re-admitted with its clock
+ * set from the servers, and a server killed and restarted from its
+ * checkpoint is reconnected to by the workers themselves, which send
+ * again what it had not acknowledged. Gradients are small integers, so
+ * every applied total is exact in fp32: an update lost or applied twice
+ * shows as a wrong sum. */
+#include "test_ps.h"
+
+#include <signal.h>
+#include <time.h>
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+typedef struct {
+    _Atomic int w0_at_death, dying, dead, w0_at_join, joined, restarted, phase;
+    _Atomic int64_t join_clock, kill_step;
+    _Atomic int done;
+} shared_t;
+
+/* Waits (sleeping, not spinning) for *v >= want, at most 60 s. */
+static int await(_Atomic int *v, int want)
+{
+    for (int i = 0; i < 6000; i++) {
+        if (atomic_load(v) >= want)
+            return 1;
+        sleep_ms(10);
+    }
+    CHECKF(0, "stage %d not reached within 60 s", want);
+    return 0;
+}
+
+static void counting_config(weft_ps_config *c, const char *mode)
+{
+    weft_ps_config_default(c);
+    weft_ps_consistency_parse(mode, c);
+    c->optim.momentum = 0;
+    c->lr.lr = 1.0f;
+    c->chunk_min = 1; /* 4 floats: chunk 0 (elements 0-1) on server 0, chunk 1 on server 1 */
+    c->timeout_s = 20;
+    c->dead_worker_wait_s = 30;
+}
+
+/* Worker w's gradient: -2 at elements w and 2 + w (one in each chunk). */
+static void grad_of(int w, float g[4])
+{
+    for (int i = 0; i < 4; i++)
+        g[i] = 0;
+    g[w] = g[2 + w] = -2.0f;
+}
+
+static int step(weft_ps *ps, const float *g, float *p)
+{
+    weft_ps_request *a, *b;
+    int rc = weft_ps_push(ps, 0, g, &a);
+    if (rc)
+        return rc;
+    if ((rc = weft_ps_clock(ps)) || (rc = weft_ps_pull(ps, 0, p, &b)))
+        return rc;
+    int ra = weft_ps_wait(a), rb = weft_ps_wait(b);
+    return ra ? ra : rb;
+}
+
+/* Everything applied: a barrier after each worker's last acknowledged push,
+ * then a pull (at the end clock every mode shows every update). */
+static void final_params(weft_ps *ps, float *p)
+{
+    weft_ps_request *b;
+    CHECK(weft_ps_barrier(ps) == 0);
+    CHECK(weft_ps_pull(ps, 0, p, &b) == 0 && weft_ps_wait(b) == 0);
+}
+
+/* ---- a worker killed and restarted --------------------------------------
+ * Two workers. Worker 1 runs steps 0..D-1 and is killed; worker 0 goes on
+ * alone (a barrier first, so the servers have counted worker 1 out) up to
+ * step X, where it waits for worker 1's restarted process to register;
+ * both then run to step E. Every step (BSP) or push (SSP/ASP, weighted
+ * 1/members) adds 1 to each element of a worker's own while both are
+ * members and 2 while worker 0 is alone. */
+
+#define D 3
+#define X 8
+#define E 14
+
+static void rejoin_worker(psjob *j, weft_ps *ps, int w)
+{
+    shared_t *sh = j->shared;
+    float p[4], g[4], zero[4] = { 0 };
+    int64_t c0 = 0;
+    grad_of(w, g);
+    CHECK(weft_ps_register(ps, 0, zero, 4) == 0);
+    if (w == 1 && atomic_load(&sh->restarted)) {
+        weft_ps_request *b;
+        /* the restarted process: its clock comes from the servers */
+        c0 = weft_ps_clock_value(ps);
+        atomic_store(&sh->join_clock, c0);
+        CHECKF(c0 == X, "re-admitted at clock %lld, expected %d", (long long)c0, X);
+        CHECK(weft_ps_pull(ps, 0, p, &b) == 0 && weft_ps_wait(b) == 0);
+        atomic_store(&sh->joined, 1);
+    }
+    for (int64_t c = c0; c < E; c++) {
+        if (w == 1 && c == D && !atomic_load(&sh->restarted)) {
+            await(&sh->w0_at_death, 1);
+            atomic_store(&sh->dying, 1);
+            raise(SIGKILL);
+        }
+        if (w == 0 && c == D) {
+            atomic_store(&sh->w0_at_death, 1);
+            await(&sh->dead, 1);
+            CHECK(weft_ps_barrier(ps) == 0); /* returns once worker 1 is counted out */
+        }
+        if (w == 0 && c == X) {
+            atomic_store(&sh->w0_at_join, 1);
+            await(&sh->joined, 1);
+        }
+        int rc = step(ps, g, p);
+        CHECKF(rc == 0, "worker %d step %lld: %s (%s)", w, (long long)c, weft_strerror(rc),
+               weft_ps_error(ps));
+        if (rc)
+            break;
+    }
+    CHECK(weft_ps_clock_value(ps) == E);
+    final_params(ps, p);
+    float both = (float)(D + 2 * (X - D) + (E - X)), one = (float)(D + (E - X));
+    CHECKF(p[0] == both && p[2] == both, "worker 0's elements %g %g, expected %g", p[0], p[2],
+           both);
+    CHECKF(p[1] == one && p[3] == one, "worker 1's elements %g %g, expected %g", p[1], p[3],
+           one);
+    CHECK(weft_ps_shutdown(ps) == 0);
+    atomic_fetch_add(&sh->done, 1);
+}
+
+static void test_worker_restart(const char *mode)
+{
+    psjob j;
+    shared_t *sh = psj_shared(sizeof *sh);
+    memset(&j, 0, sizeof j);
+    j.W = 2;
+    j.K = 2;
+    j.alarm_s = 60;
+    j.worker = rejoin_worker;
+    j.shared = sh;
+    counting_config(&j.cfg, mode);
+    psj_start(&j);
+    if (await(&sh->dying, 1)) {
+        waitpid(j.pid[1], NULL, 0); /* it killed itself: SIGKILL, no goodbye */
+        j.killed[1] = 1;
+        atomic_store(&sh->dead, 1);
+        if (await(&sh->w0_at_join, 1)) {
+            atomic_store(&sh->restarted, 1);
+            psj_spawn(&j, 1);
+        }
+    }
+    CHECK(psj_finish(&j) == 0);
+    CHECK(atomic_load(&sh->done) == 2);
+    printf("%s: worker 1 killed at step %d, restarted and re-admitted at clock %lld; "
+           "both finished step %d with exact sums\n",
+           mode, D, (long long)atomic_load(&sh->join_clock), E);
+    munmap(sh, sizeof *sh);
+}
+
+/* ---- a server killed and restarted --------------------------------------
+ * Two workers, two durable servers; server 1 is killed with SIGKILL while
+ * both push and is restarted from its checkpoint and log. The workers see
+ * no error: they reconnect, send again what was not acknowledged, and
+ * every element ends at exactly one per step. */
+
+#define RSTEPS 40
+
+static void steady_worker(psjob *j, weft_ps *ps, int w)
+{
+    shared_t *sh = j->shared;
+    float p[4], g[4], zero[4] = { 0 };
+    grad_of(w, g);
+    CHECK(weft_ps_register(ps, 0, zero, 4) == 0);
+    for (int c = 0; c < RSTEPS; c++) {
+        if (w == 0 && c == 5)
+            atomic_store(&sh->phase, 1); /* parent: kill server 1 now */
+        if (c >= 5)
+            sleep_ms(4);
+        int rc = step(ps, g, p);
+        CHECKF(rc == 0, "worker %d step %d: %s (%s)", w, c, weft_strerror(rc),
+               weft_ps_error(ps));
+        if (rc)
+            break;
+    }
+    final_params(ps, p);
+    CHECKF(p[w] == (float)RSTEPS && p[2 + w] == (float)RSTEPS,
+           "worker %d's elements %g (server 0) %g (server 1), expected %d each", w, p[w],
+           p[2 + w], RSTEPS);
+    if (w == 0)
+        atomic_store(&sh->done, 1);
+    CHECK(weft_ps_shutdown(ps) == 0);
+}
+
+static void test_server_restart(const char *mode)
+{
+    psjob j;
+    shared_t *sh = psj_shared(sizeof *sh);
+    char dir[] = "/tmp/weft-ps-elastic-XXXXXX", cmd[256];
+    CHECK(mkdtemp(dir) != NULL);
+    memset(&j, 0, sizeof j);
+    j.W = 2;
+    j.K = 2;
+    j.alarm_s = 60;
+    j.worker = steady_worker;
+    j.shared = sh;
+    counting_config(&j.cfg, mode);
+    j.cfg.ckpt_dir = dir;
+    j.cfg.ckpt_interval = 5; /* checkpoints and a log tail both matter */
+    psj_start(&j);
+    if (await(&sh->phase, 1)) {
+        sleep_ms(6);
+        psj_kill(&j, 3); /* server 1 */
+        CHECKF(!atomic_load(&sh->done), "the workers finished before the server was killed");
+        psj_spawn(&j, 3);
+    }
+    CHECK(psj_finish(&j) == 0);
+    printf("%s: server 1 killed and restarted mid-run; both workers reconnected, every "
+           "element at exactly %d\n",
+           mode, RSTEPS);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+    munmap(sh, sizeof *sh);
+}
+
+TEST(worker_restart_bsp) { test_worker_restart("bsp"); }
+TEST(worker_restart_ssp) { test_worker_restart("ssp:2"); }
+TEST(worker_restart_asp) { test_worker_restart("asp"); }
+TEST(server_restart_bsp) { test_server_restart("bsp"); }
+TEST(server_restart_ssp) { test_server_restart("ssp:2"); }
+TEST(server_restart_asp) { test_server_restart("asp"); }
