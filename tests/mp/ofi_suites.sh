@@ -1,5 +1,5 @@
 #!/bin/sh
-# The collective, mismatch, split and kill suites again with WEFT_NET=ofi on
+# The collective, mismatch (test_coll's and test_mismatch's), split and kill suites again with WEFT_NET=ofi on
 # libfabric's tcp and shm providers (WEFT_SHM=0, so that ranks of this one
 # host talk through libfabric rather than weft's own rings). Each provider
 # first shows that it is the one in use (WEFT_DEBUG=NET names it).
@@ -61,10 +61,13 @@ if [ "${WEFT_OFI_FULL:-0}" = 1 ]; then
     for prov in tcp shm; do
         run $prov test_coll
         run $prov test_kill
+        run $prov test_mismatch
     done
 else
     run tcp test_coll allreduce_ring alltoall_rd split mismatch
     run shm test_coll broadcast_tree reduce_scatter_rabenseifner allgather_hier barrier
+    run tcp test_mismatch every_field_every_algo_4_tcp
+    run shm test_mismatch every_field_every_algo_2_tcp
     export WEFT_KILL_TRIALS=18 # two trials of each collective, at N = 4 and 8
     run tcp test_kill allreduce alltoall broadcast
     run shm test_kill reduce_scatter gather barrier

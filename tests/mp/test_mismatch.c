@@ -179,7 +179,9 @@ static void pair_one(weft_comm *c, const pair_case *pc)
            weft_strerror(rc), msg);
     int32_t both = strstr(msg, pc->want0) && strstr(msg, pc->want1) ? 1 : 0;
     int32_t any = 0;
-    CHECK(weft_allreduce(c, &both, &any, 1, WEFT_I32, WEFT_MAX) == 0);
+    rc = weft_allreduce(c, &both, &any, 1, WEFT_I32, WEFT_MAX);
+    CHECKF(rc == 0, "%s: the parent's all-reduce after the child's mismatch: %s: %s", pc->label,
+           weft_strerror(rc), weft_comm_error(c));
     CHECKF(any, "%s: no rank named both \"%s\" and \"%s\" (rank %d: %s)", pc->label,
            pc->want0, pc->want1, r, msg);
     weft_comm_destroy(child);

@@ -513,7 +513,10 @@ static int run_round(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
         /* another rank's notice counts only when nothing else is ready:
          * what this rank can see for itself (a mismatched frame, a closed
          * connection) says more */
-        if (n == 1 && iwatch >= 0 && pf[iwatch].revents) {
+        int others = 0, ofd = nofi ? ofi_wait_fd(c->ofi) : -1;
+        for (int k = 0; n > 0 && k < npf; k++) /* libfabric's wait fd says nothing of itself */
+            others += k != iwatch && pf[k].revents && (ofd < 0 || pf[k].fd != ofd);
+        if (n > 0 && !others && iwatch >= 0 && pf[iwatch].revents) {
             if ((rc = comm_watch_fired(c, fp)))
                 return rc;
         }
