@@ -18,9 +18,17 @@ static void sleep_ms(int ms)
 
 typedef struct {
     _Atomic int w0_at_death, dying, dead, w0_at_join, joined, restarted, phase;
-    _Atomic int64_t join_clock, kill_step;
+    _Atomic int64_t join_clock;
     _Atomic int done;
+    double spawned, joined_at, killed_at, longest; /* seconds, monotonic (printed only) */
 } shared_t;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 /* Waits (sleeping, not spinning) for *v >= want, at most 60 s. */
 static int await(_Atomic int *v, int want)
@@ -100,6 +108,7 @@ static void rejoin_worker(psjob *j, weft_ps *ps, int w)
         atomic_store(&sh->join_clock, c0);
         CHECKF(c0 == X, "re-admitted at clock %lld, expected %d", (long long)c0, X);
         CHECK(weft_ps_pull(ps, 0, p, &b) == 0 && weft_ps_wait(b) == 0);
+        sh->joined_at = now_s();
         atomic_store(&sh->joined, 1);
     }
     for (int64_t c = c0; c < E; c++) {
@@ -152,14 +161,16 @@ static void test_worker_restart(const char *mode)
         atomic_store(&sh->dead, 1);
         if (await(&sh->w0_at_join, 1)) {
             atomic_store(&sh->restarted, 1);
+            sh->spawned = now_s();
             psj_spawn(&j, 1);
         }
     }
     CHECK(psj_finish(&j) == 0);
     CHECK(atomic_load(&sh->done) == 2);
-    printf("%s: worker 1 killed at step %d, restarted and re-admitted at clock %lld; "
-           "both finished step %d with exact sums\n",
-           mode, D, (long long)atomic_load(&sh->join_clock), E);
+    printf("%s: worker 1 killed at step %d, restarted and re-admitted at clock %lld "
+           "(process start to parameters pulled: %.3f s); both finished step %d with exact "
+           "sums\n",
+           mode, D, (long long)atomic_load(&sh->join_clock), sh->joined_at - sh->spawned, E);
     munmap(sh, sizeof *sh);
 }
 
@@ -182,7 +193,10 @@ static void steady_worker(psjob *j, weft_ps *ps, int w)
             atomic_store(&sh->phase, 1); /* parent: kill server 1 now */
         if (c >= 5)
             sleep_ms(4);
+        double t0 = now_s();
         int rc = step(ps, g, p);
+        if (w == 0 && now_s() - t0 > sh->longest)
+            sh->longest = now_s() - t0;
         CHECKF(rc == 0, "worker %d step %d: %s (%s)", w, c, weft_strerror(rc),
                weft_ps_error(ps));
         if (rc)
@@ -216,13 +230,14 @@ static void test_server_restart(const char *mode)
     if (await(&sh->phase, 1)) {
         sleep_ms(6);
         psj_kill(&j, 3); /* server 1 */
+        sh->killed_at = now_s();
         CHECKF(!atomic_load(&sh->done), "the workers finished before the server was killed");
         psj_spawn(&j, 3);
     }
     CHECK(psj_finish(&j) == 0);
     printf("%s: server 1 killed and restarted mid-run; both workers reconnected, every "
-           "element at exactly %d\n",
-           mode, RSTEPS);
+           "element at exactly %d; worker 0's longest step %.3f s\n",
+           mode, RSTEPS, sh->longest);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     CHECK(system(cmd) == 0);
     munmap(sh, sizeof *sh);
