@@ -39,6 +39,7 @@ typedef struct {
     double lost_at;          /* > 0: connection lost, reconnecting */
     double next_try, backoff;
     char why[256];           /* how it was lost */
+    char last[256];          /* why the last try to reconnect failed */
 } ps_srv;
 
 typedef struct ps_server ps_server;

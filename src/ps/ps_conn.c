@@ -158,6 +158,7 @@ void ps_srv_down(weft_ps *ps, int s, int rc, const char *why)
     x->lost_at = clock_now();
     x->next_try = x->lost_at;
     x->backoff = BACKOFF_MIN_S;
+    x->last[0] = 0;
     snprintf(x->why, sizeof x->why, "%s", why);
     log_sub(ps->loglevel, LOG_WARN, LOG_SUB_NET, ps->world_rank,
             "worker %d: connection to parameter server %d (rank %d) lost (%s) at clock %lld; "
@@ -171,15 +172,15 @@ static int by_id(const void *a, const void *b)
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
-/* On a new connection: the clock, then every unanswered message in the
- * order the requests were made. */
+/* On a new connection: every unanswered message in the order the
+ * requests were made, then the clock. Pushes before the clock, as on the
+ * first connection: a restarted server must not take this worker to be
+ * at its clock before the pushes of the clocks before it are in (SSP). */
 static int resend(weft_ps *ps, int s, int *count)
 {
     int n = 0, rc = 0;
     ps_msg m = ps_msg_make(PS_CLOCK);
     m.clock = ps->clock;
-    if ((rc = ps_link_send(&ps->srv[s], &m, NULL, NULL)))
-        return rc;
     for (weft_ps_request *r = ps->reqs; r; r = r->next)
         n++;
     weft_ps_request **v = malloc((size_t)(n ? n : 1) * sizeof *v);
@@ -199,7 +200,7 @@ static int resend(weft_ps *ps, int s, int *count)
             ++*count;
         }
     free(v);
-    return rc;
+    return rc ? rc : ps_link_send(&ps->srv[s], &m, NULL, NULL);
 }
 
 void ps_srv_retry(weft_ps *ps, int s)
@@ -211,8 +212,9 @@ void ps_srv_retry(weft_ps *ps, int s)
     if (now < x->next_try)
         return;
     if (now >= end) {
-        snprintf(why, sizeof why, "connection lost (%s) and it did not come back within %.0f s",
-                 x->why, ps->timeout_s);
+        snprintf(why, sizeof why,
+                 "%.150s; it did not come back within %.0f s (last try: %.150s)", x->why,
+                 ps->timeout_s, x->last[0] ? x->last : "no answer");
         x->lost_at = 0;
         ps_server_lost(ps, s, WEFT_EPEER, why);
         return;
@@ -224,11 +226,14 @@ void ps_srv_retry(weft_ps *ps, int s)
     else
         rc = connect_one(ps, s, deadline, e, sizeof e);
     if (rc) {
-        if (rc != WEFT_EPEER && rc != WEFT_ETIMEDOUT) {
+        /* refused, or whatever answers at the old address: the server may
+         * still be on its way back */
+        if (rc == WEFT_ENOMEM) {
             x->lost_at = 0;
             ps_server_lost(ps, s, rc, e);
             return;
         }
+        snprintf(x->last, sizeof x->last, "%s", e);
         x->next_try = clock_now() + x->backoff;
         x->backoff = x->backoff * 2 < BACKOFF_MAX_S ? x->backoff * 2 : BACKOFF_MAX_S;
         return;

@@ -243,9 +243,60 @@ static void test_server_restart(const char *mode)
     munmap(sh, sizeof *sh);
 }
 
+/* ---- a durable server that does not come back --------------------------
+ * The workers try for timeout_s, then fail as for any dead server. */
+
+static void abandoned_worker(psjob *j, weft_ps *ps, int w)
+{
+    shared_t *sh = j->shared;
+    float p[4], g[4], zero[4] = { 0 };
+    int rc = 0;
+    grad_of(w, g);
+    CHECK(weft_ps_register(ps, 0, zero, 4) == 0);
+    for (int c = 0; c < 100000 && !rc; c++) {
+        if (c == 3)
+            atomic_store(&sh->phase, 1); /* parent: kill server 1 for good */
+        if (c >= 3)
+            sleep_ms(5);
+        rc = step(ps, g, p);
+    }
+    CHECKF(rc == WEFT_EPEER, "ended with %s", weft_strerror(rc));
+    CHECKF(strstr(weft_ps_error(ps), "parameter server 1 (rank 2) died: connection lost (") &&
+               strstr(weft_ps_error(ps), "did not come back within 2 s"),
+           "message: %s", weft_ps_error(ps));
+    printf("a durable server gone for good, as the worker reports it: %s\n",
+           weft_ps_error(ps));
+    CHECK(weft_ps_shutdown(ps) == WEFT_EPEER); /* server 0 still gets the goodbye */
+}
+
+static void test_server_gone(void)
+{
+    psjob j;
+    shared_t *sh = psj_shared(sizeof *sh);
+    char dir[] = "/tmp/weft-ps-elastic-XXXXXX", cmd[256];
+    CHECK(mkdtemp(dir) != NULL);
+    memset(&j, 0, sizeof j);
+    j.W = 1;
+    j.K = 2;
+    j.alarm_s = 60;
+    j.worker = abandoned_worker;
+    j.shared = sh;
+    counting_config(&j.cfg, "bsp");
+    j.cfg.ckpt_dir = dir;
+    j.cfg.timeout_s = 2;
+    psj_start(&j);
+    if (await(&sh->phase, 1))
+        psj_kill(&j, 2);
+    CHECK(psj_finish(&j) == 0);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+    munmap(sh, sizeof *sh);
+}
+
 TEST(worker_restart_bsp) { test_worker_restart("bsp"); }
 TEST(worker_restart_ssp) { test_worker_restart("ssp:2"); }
 TEST(worker_restart_asp) { test_worker_restart("asp"); }
 TEST(server_restart_bsp) { test_server_restart("bsp"); }
 TEST(server_restart_ssp) { test_server_restart("ssp:2"); }
 TEST(server_restart_asp) { test_server_restart("asp"); }
+TEST(server_gone) { test_server_gone(); }
