@@ -53,6 +53,34 @@ static void counting_config(weft_ps_config *c, const char *mode)
     c->dead_worker_wait_s = 30;
 }
 
+/* A job of W workers and two servers, set up but not started. dir: NULL,
+ * or a template that becomes the servers' checkpoint directory. */
+static void job_init(psjob *j, shared_t *sh, int W, psj_worker_fn fn, const char *mode,
+                     char *dir)
+{
+    memset(j, 0, sizeof *j);
+    j->W = W;
+    j->K = 2;
+    j->alarm_s = 60;
+    j->worker = fn;
+    j->shared = sh;
+    counting_config(&j->cfg, mode);
+    if (dir) {
+        CHECK(mkdtemp(dir) != NULL);
+        j->cfg.ckpt_dir = dir;
+    }
+}
+
+static void job_end(psjob *j, shared_t *sh)
+{
+    char cmd[256];
+    if (j->cfg.ckpt_dir) {
+        snprintf(cmd, sizeof cmd, "rm -rf %s", j->cfg.ckpt_dir);
+        CHECK(system(cmd) == 0);
+    }
+    munmap(sh, sizeof *sh);
+}
+
 /* Worker w's gradient: -2 at elements w and 2 + w (one in each chunk). */
 static void grad_of(int w, float g[4])
 {
@@ -147,13 +175,7 @@ static void test_worker_restart(const char *mode)
 {
     psjob j;
     shared_t *sh = psj_shared(sizeof *sh);
-    memset(&j, 0, sizeof j);
-    j.W = 2;
-    j.K = 2;
-    j.alarm_s = 60;
-    j.worker = rejoin_worker;
-    j.shared = sh;
-    counting_config(&j.cfg, mode);
+    job_init(&j, sh, 2, rejoin_worker, mode, NULL);
     psj_start(&j);
     if (await(&sh->dying, 1)) {
         waitpid(j.pid[1], NULL, 0); /* it killed itself: SIGKILL, no goodbye */
@@ -171,7 +193,7 @@ static void test_worker_restart(const char *mode)
            "(process start to parameters pulled: %.3f s); both finished step %d with exact "
            "sums\n",
            mode, D, (long long)atomic_load(&sh->join_clock), sh->joined_at - sh->spawned, E);
-    munmap(sh, sizeof *sh);
+    job_end(&j, sh);
 }
 
 /* ---- a server killed and restarted --------------------------------------
@@ -215,16 +237,8 @@ static void test_server_restart(const char *mode)
 {
     psjob j;
     shared_t *sh = psj_shared(sizeof *sh);
-    char dir[] = "/tmp/weft-ps-elastic-XXXXXX", cmd[256];
-    CHECK(mkdtemp(dir) != NULL);
-    memset(&j, 0, sizeof j);
-    j.W = 2;
-    j.K = 2;
-    j.alarm_s = 60;
-    j.worker = steady_worker;
-    j.shared = sh;
-    counting_config(&j.cfg, mode);
-    j.cfg.ckpt_dir = dir;
+    char dir[] = "/tmp/weft-ps-elastic-XXXXXX";
+    job_init(&j, sh, 2, steady_worker, mode, dir);
     j.cfg.ckpt_interval = 5; /* checkpoints and a log tail both matter */
     psj_start(&j);
     if (await(&sh->phase, 1)) {
@@ -238,9 +252,7 @@ static void test_server_restart(const char *mode)
     printf("%s: server 1 killed and restarted mid-run; both workers reconnected, every "
            "element at exactly %d; worker 0's longest step %.3f s\n",
            mode, RSTEPS, sh->longest);
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    CHECK(system(cmd) == 0);
-    munmap(sh, sizeof *sh);
+    job_end(&j, sh);
 }
 
 /* ---- a durable server that does not come back --------------------------
@@ -273,24 +285,14 @@ static void test_server_gone(void)
 {
     psjob j;
     shared_t *sh = psj_shared(sizeof *sh);
-    char dir[] = "/tmp/weft-ps-elastic-XXXXXX", cmd[256];
-    CHECK(mkdtemp(dir) != NULL);
-    memset(&j, 0, sizeof j);
-    j.W = 1;
-    j.K = 2;
-    j.alarm_s = 60;
-    j.worker = abandoned_worker;
-    j.shared = sh;
-    counting_config(&j.cfg, "bsp");
-    j.cfg.ckpt_dir = dir;
+    char dir[] = "/tmp/weft-ps-elastic-XXXXXX";
+    job_init(&j, sh, 1, abandoned_worker, "bsp", dir);
     j.cfg.timeout_s = 2;
     psj_start(&j);
     if (await(&sh->phase, 1))
         psj_kill(&j, 2);
     CHECK(psj_finish(&j) == 0);
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    CHECK(system(cmd) == 0);
-    munmap(sh, sizeof *sh);
+    job_end(&j, sh);
 }
 
 TEST(worker_restart_bsp) { test_worker_restart("bsp"); }
