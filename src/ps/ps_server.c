@@ -184,12 +184,15 @@ static int all_gone(const weft_ps *ps)
     int bye = 0;
     for (int w = 0; w < ps->nworkers; w++) {
         const ps_wk *k = &ps->srvst->wk[w];
-        if (ps_wk_live(k))
+        /* a resumed server does not wait for a worker that never came
+         * back once the others are done: it may have finished before the
+         * crash */
+        if (k->state == WK_LIVE || (k->state == WK_EXPECTED && !ps->srvst->resumed))
             return 0;
         bye |= k->state == WK_BYE;
         last = k->died_at > last ? k->died_at : last;
     }
-    return bye || clock_now() >= last + ps->cfg.dead_worker_wait_s;
+    return bye || (last > 0 && clock_now() >= last + ps->cfg.dead_worker_wait_s);
 }
 
 static int server_init(weft_ps *ps)
@@ -217,7 +220,9 @@ static int server_init(weft_ps *ps)
         sv->wk[w].l.fd = -1;
         sv->wk[w].heard = now;
     }
-    return ps_ckpt_recover(ps);
+    int rc = ps_ckpt_recover(ps);
+    sv->resumed = sv->nchunks > 0;
+    return rc;
 }
 
 void ps_server_free(weft_ps *ps)

@@ -58,6 +58,7 @@ struct ps_server {
     ps_wait *held, **held_tail;
     uint64_t sent, recvd;
     uint64_t incarnation; /* told to workers: a new one means this server restarted */
+    int resumed;          /* started from a checkpoint or log */
     /* durability (ps_ckpt.c) */
     int logfd;          /* -1: no ckpt_dir */
     uint64_t seq;       /* last logged update */
