@@ -143,7 +143,14 @@ static void rejoin_worker(psjob *j, weft_ps *ps, int w)
         if (w == 1 && c == D && !atomic_load(&sh->restarted)) {
             await(&sh->w0_at_death, 1);
             atomic_store(&sh->dying, 1);
-            raise(SIGKILL);
+            /* hang (the same process comes back), or die */
+            raise(j->cfg.dead_worker_wait_s < 5 ? SIGSTOP : SIGKILL);
+        }
+        if (w == 1 && c == X && !atomic_load(&sh->restarted)) {
+            /* woken: reconnected and re-admitted; its pushes for the
+             * steps it missed were dropped (the chunks were past them) */
+            atomic_store(&sh->join_clock, c);
+            atomic_store(&sh->joined, 1);
         }
         if (w == 0 && c == D) {
             atomic_store(&sh->w0_at_death, 1);
@@ -295,6 +302,31 @@ static void test_server_gone(void)
     job_end(&j, sh);
 }
 
+/* Worker 1 stopped (SIGSTOP) instead: counted out after dead_worker_wait_s
+ * while worker 0 waits on it, woken once worker 0 is at step X. The same
+ * process finds its connections closed, reconnects to the same servers
+ * and is re-admitted; under BSP the sums are those of the restart. */
+static void test_worker_wakes(void)
+{
+    psjob j;
+    shared_t *sh = psj_shared(sizeof *sh);
+    char dir[] = "/tmp/weft-ps-elastic-XXXXXX";
+    job_init(&j, sh, 2, rejoin_worker, "bsp", dir);
+    j.cfg.dead_worker_wait_s = 1;
+    psj_start(&j);
+    if (await(&sh->dying, 1)) {
+        atomic_store(&sh->dead, 1); /* worker 0's barrier waits until it is counted out */
+        if (await(&sh->w0_at_join, 1))
+            kill(j.pid[1], SIGCONT);
+    }
+    CHECK(psj_finish(&j) == 0);
+    CHECK(atomic_load(&sh->done) == 2);
+    printf("bsp: worker 1 stopped at step %d, counted out, woken at step %d: reconnected and "
+           "re-admitted, exact sums\n",
+           D, X);
+    job_end(&j, sh);
+}
+
 TEST(worker_restart_bsp) { test_worker_restart("bsp"); }
 TEST(worker_restart_ssp) { test_worker_restart("ssp:2"); }
 TEST(worker_restart_asp) { test_worker_restart("asp"); }
@@ -302,3 +334,4 @@ TEST(server_restart_bsp) { test_server_restart("bsp"); }
 TEST(server_restart_ssp) { test_server_restart("ssp:2"); }
 TEST(server_restart_asp) { test_server_restart("asp"); }
 TEST(server_gone) { test_server_gone(); }
+TEST(worker_wakes_bsp) { test_worker_wakes(); }
