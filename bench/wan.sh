@@ -13,8 +13,13 @@
 # utilisation (forward + backward seconds over the wall time).
 #
 #   sh bench/wan.sh   (BUILD=build, CLUSTERS="4", DELAYS="50", RATE=100mbit,
-#                      L=2, MODELS="mlp", STEPS=120, H=30, F=3, T=10)
-# The issue's whole sweep: CLUSTERS="2 4" DELAYS="10 50 200" MODELS="mlp gpt".
+#                      L=2, MODELS="mlp", STEPS=120, H=30, F=3, T=10,
+#                      BATCH=1024, ROWS="full full8 fullh diloco hier hier8
+#                      hier4 stream stream4")
+# The whole sweep: CLUSTERS="2 4" DELAYS="10 50 200" MODELS="mlp gpt".
+# mlpbig (mlp:784-1024-1024-10) has compute enough per step to hide an
+# outer all-reduce: MODELS=mlpbig ROWS="hier4 stream4" for utilisation.
+# The full sync rows set the bytes ratio's reference (without them: none).
 set -e
 B=${BUILD:-build}
 CLUSTERS=${CLUSTERS:-4}
@@ -26,13 +31,15 @@ STEPS=${STEPS:-120}
 H=${H:-30}
 F=${F:-3}
 T=${T:-10}
+ROWS=${ROWS:-full full8 fullh diloco hier hier8 hier4 stream stream4}
 [ -x "$B/weft-train" ] || make -s -j2 BUILD="$B" "$B/weft-train" "$B/weftrun"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
 model_args() {
     case $1 in
-    mlp) echo "--model mlp:784-128-10 --data builtin --train-size 16384 --batch 128" ;;
+    mlpbig) echo "--model mlp:784-1024-1024-10 --data builtin --train-size 32768 --batch ${BATCH:-1024}" ;;
+    mlp) echo "--model mlp:784-128-10 --data builtin --train-size 32768 --batch ${BATCH:-1024}" ;;
     gpt) echo "--model gpt --layers 2 --dim 64 --heads 4 --data builtin --batch 32" ;;
     esac
 }
@@ -45,9 +52,10 @@ for m in $MODELS; do
     for C in $CLUSTERS; do
         for d in $DELAYS; do
             full_wan=
-            row() { # mode codec algo args...
-                name=$1 codec=$2 algo=$3
-                shift 3
+            row() { # key mode codec algo args...
+                case " $ROWS " in *" $1 "*) ;; *) return 0 ;; esac
+                key=$1 name=$2 codec=$3 algo=$4
+                shift 4
                 f="$out/$m.$C.$d.$name.$codec"
                 WEFT_WAN=delay=${d}ms,rate=$RATE WEFT_ALGO=$algo \
                     "$B/weftrun" --clusters "$C" -n $((C * L)) "$B/weft-train" $args "$@" \
@@ -55,25 +63,26 @@ for m in $MODELS; do
                 wan=$(sed -n 's/.*wan \([0-9]*\) B sent.*/\1/p' "$f")
                 wall=$(sed -n 's/.*training took \([0-9.]*\) s.*/\1/p' "$f")
                 util=$(sed -n 's/.*compute utilisation (rank 0): \([0-9.]*\)%.*/\1/p' "$f")
-                if [ "$m" = mlp ]; then
+                if [ "$m" != gpt ]; then
                     q=$(sed -n 's/.*accuracy \([0-9.]*\) .*/\1/p' "$f" | tail -n 1)
                 else
                     q=$(sed -n 's/^.*validation: .*loss \([0-9.]*\).*/\1/p' "$f" | tail -n 1)
                 fi
-                [ -n "$full_wan" ] || full_wan=$wan
-                ratio=$(awk -v a="$full_wan" -v b="$wan" 'BEGIN { printf "%.1f", (b > 0) ? a / b : 0 }')
+                [ -n "$full_wan" ] || [ "$key" != full ] || full_wan=$wan
+                ratio=$(awk -v a="$full_wan" -v b="$wan" \
+                    'BEGIN { if (a == "" || b <= 0) print "-"; else printf "%.1f", a / b }')
                 printf '%-3s %-6s %-4s %-10s %-6s %9s %12s %9s %8s %6s\n' "$C" "${d}ms" "$m" \
                     "$name" "$codec" "$q" "$wan" "$ratio" "$wall" "$util"
             }
-            row full - ring
-            row full int8 ring --compress int8
-            row full-hier - hier
-            row diloco - auto --sync diloco:$H
-            row hier - auto --sync hier:full/diloco:$H
-            row hier int8 auto --sync hier:full/diloco:$H --compress int8
-            row hier int4 auto --sync hier:full/diloco:$H --compress int4
-            row stream - auto --sync hier:full/streaming:$H:$F:$T
-            row stream int4 auto --sync hier:full/streaming:$H:$F:$T --compress int4
+            row full full - ring
+            row full8 full int8 ring --compress int8
+            row fullh full-hier - hier
+            row diloco diloco - auto --sync diloco:$H
+            row hier hier - auto --sync hier:full/diloco:$H
+            row hier8 hier int8 auto --sync hier:full/diloco:$H --compress int8
+            row hier4 hier int4 auto --sync hier:full/diloco:$H --compress int4
+            row stream stream - auto --sync hier:full/streaming:$H:$F:$T
+            row stream4 stream int4 auto --sync hier:full/streaming:$H:$F:$T --compress int4
         done
     done
 done
