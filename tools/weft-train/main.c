@@ -71,12 +71,17 @@ static weft_comm *join_job(opts *o, int *joined)
     return comm;
 }
 
-static void leave_job(weft_comm *comm)
+static void leave_job(weft_comm *comm, int elastic)
 {
     int rc;
     dump_comm = NULL;
-    if (comm && (rc = weft_comm_destroy(comm)) != 0)
-        die("leaving the job: %s", weft_strerror(rc));
+    if (comm && (rc = weft_comm_destroy(comm)) != 0) {
+        /* --elastic: a rank that dies after the last step loses nothing */
+        if (!elastic)
+            die("leaving the job: %s", weft_strerror(rc));
+        fprintf(stderr, "weft-train: leaving the job: %s (the training is complete)\n",
+                weft_strerror(rc));
+    }
 }
 
 __attribute__((noreturn)) static void die_step(const trainer *t, long step, int rc)
@@ -153,7 +158,7 @@ int main(int argc, char **argv)
                                 : (long)ceil(o.r.epochs * (double)d.ti.n / (double)o.r.batch);
     if (o.ps) {
         ps_main(&o, &d, steps, comm);
-        leave_job(comm);
+        leave_job(comm, 0);
         data_free(&d);
         return 0;
     }
@@ -210,7 +215,7 @@ int main(int argc, char **argv)
     trainer_finish(&t);
     elastic_close(&t);
     trainer_close(&t);
-    leave_job(t.job);
+    leave_job(t.job, o.elastic);
     data_free(&d);
     return 0;
 }
