@@ -6,9 +6,11 @@
 # the ranks talk over shared memory as usual; every byte between the
 # clusters crosses the one shaped link, shared by all pairs, as on a real
 # WAN (unlike WEFT_WAN's per-connection emulation, docs/WAN.md).
-# Four all-reduces (f32 sum, out of place) side by side: weft's flat ring
+# Five all-reduces (f32 sum, out of place) side by side: weft's flat ring
 # over the 4 ranks, weft's all-reduce over clusters (-H), the same with a
-# codec (-H -z CODEC), and Open MPI's MPI_Allreduce (bench/peers/
+# codec (-H -z CODEC), weft's auto (the cost model with the wan constants
+# weft-tune measures over this link first: hier over clusters for large
+# messages), and Open MPI's MPI_Allreduce (bench/peers/
 # mpi_allreduce.c, btl tcp,vader,self, run across the namespaces as
 # bench/peers_tcp.sh runs it). Prints one table: per size each one's time,
 # Open MPI's time over each weft variant's, and the wan bytes per rank per
@@ -107,7 +109,7 @@ veth_bytes() {
 # ---- programs -----------------------------------------------------------------
 
 say "building weft in $B"
-make -s -C "$ROOT" -j2 BUILD="$B" "$B/weft-bench" >"$work/make.log" 2>&1 || {
+make -s -C "$ROOT" -j2 BUILD="$B" "$B/weft-bench" "$B/weft-tune" >"$work/make.log" 2>&1 || {
     cat "$work/make.log" >&2; die "cannot build weft"; }
 case $B in /*) WB=$B ;; *) WB=$ROOT/$B ;; esac
 if [ "$HAVE_MPI" = 1 ]; then
@@ -126,22 +128,29 @@ port=$((20000 + id % 10000))
 # link); it is there for weft's count of the bytes sent to the other cluster
 # (-u leaves it out).
 run_weft() {
-    local out=$1 list=$2 warm=$3 iters=$4 r ns dev pids="" ok=0 p
+    local out=$1 list=$2 warm=$3 iters=$4
     shift 4
+    run_ranks "$out" weft-bench allreduce -l "$list" -I 1 -c 1 -w "$warm" -n "$iters" "$@"
+    awk '!/^#/ && $1 ~ /^[0-9]+$/ && NF >= 13 { print $1, $6, $NF }' "$out.0" >"$out"
+    grep -q "Out of bounds values : 0 OK" "$out.0"
+}
+
+# run_ranks OUT PROG ARGS..: the 4 ranks of weft's PROG across the
+# namespaces, rank r's output in OUT.r; EXTRA_ENV (VAR=VAL ...) for each.
+run_ranks() {
+    local out=$1 prog=$2 r ns dev pids="" ok=0 p
+    shift 2
     port=$((port + 1))
     for r in 0 1 2 3; do
         if [ "$r" -lt 2 ]; then ns=$NSA dev=vA; else ns=$NSB dev=vB; fi
         ip netns exec "$ns" env WEFT_RANK="$r" WEFT_WORLD_SIZE=4 WEFT_LOCAL_RANK=$((r % 2)) \
             WEFT_CLUSTER=$((r / 2)) ${COUNT:+WEFT_WAN=$COUNT} \
             WEFT_MASTER_ADDR="$IPA" WEFT_MASTER_PORT="$port" WEFT_SOCKET_IFNAME="$dev" \
-            WEFT_HOST_ID="$ns" WEFT_JOB_SECRET="$SECRET" WEFT_TIMEOUT=120 \
-            timeout "$LIMIT" "$WB/weft-bench" allreduce -l "$list" -I 1 -c 1 \
-            -w "$warm" -n "$iters" "$@" >"$out.$r" 2>&1 &
+            WEFT_HOST_ID="$ns" WEFT_JOB_SECRET="$SECRET" WEFT_TIMEOUT=120 ${EXTRA_ENV:-} \
+            timeout "$LIMIT" "$WB/$prog" "$@" >"$out.$r" 2>&1 &
         pids="$pids $!"
     done
     for p in $pids; do wait "$p" || ok=1; done
-    awk '!/^#/ && $1 ~ /^[0-9]+$/ && NF >= 13 { print $1, $6, $NF }' "$out.0" >"$out"
-    grep -q "Out of bounds values : 0 OK" "$out.0" || ok=1
     return $ok
 }
 
@@ -169,12 +178,19 @@ LARGEB=$(for s in $(echo "$LARGE" | tr , ' '); do bytes "$s"; done)
 
 # ---- runs -----------------------------------------------------------------------
 
-VARIANTS="flat hier hierz ompi"
+VARIANTS="flat hier hierz auto ompi"
 flags() {
     case $1 in
-    flat) echo "-a ring" ;; hier) echo "-H" ;; hierz) echo "-H -z $CODEC" ;;
+    flat) echo "-a ring" ;; hier) echo "-H" ;; hierz) echo "-H -z $CODEC" ;; auto) echo "-a auto" ;;
     esac
 }
+# auto prices the link with what weft-tune measures on it (alpha_wan,
+# beta_wan), the trial calls off (WEFT_AUTOTUNE=0: the model's choice, every call)
+say "weft-tune across the link"
+run_ranks "$work/raw/tune" weft-tune -t 6 || say "weft-tune failed (auto gets the defaults)"
+TUNE=$(grep -o 'alpha_wan=[^,"]*,beta_wan=[^,"]*' "$work/raw/tune.0" | head -1)
+say "wan constants: ${TUNE:-none measured}"
+vflags() { [ "$1" = auto ] && echo "WEFT_AUTOTUNE=0 ${TUNE:+WEFT_TUNE=$TUNE}"; }
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
 t0=$(date +%s)
@@ -192,7 +208,7 @@ for v in $VARIANTS; do
         done
     else
         # shellcheck disable=SC2046
-        run_weft "$work/raw/$v.small" "$SMALL" "$WS" "$NS" $(flags "$v") || failed="$failed $v.small"
+        EXTRA_ENV=$(vflags "$v") run_weft "$work/raw/$v.small" "$SMALL" "$WS" "$NS" $(flags "$v") || failed="$failed $v.small"
     fi
 done
 # large sizes: one run per size and program, so the kernel's veth count
@@ -206,9 +222,10 @@ for s in $LARGEB; do
             calls=$((2 * (WL + NL + 1)))   # out of place and in place, each + 1 checked call
         else
             # shellcheck disable=SC2046
-            run_weft "$work/raw/$v.l$s" "$s" "$WL" "$NL" $(flags "$v") || failed="$failed $v.$s"
+            EXTRA_ENV=$(vflags "$v") run_weft "$work/raw/$v.l$s" "$s" "$WL" "$NL" $(flags "$v") || failed="$failed $v.$s"
             calls=$((WL + NL + 1))
             [ "$v" = hierz ] && calls=$((WL + NL))   # a lossy codec's result is not checked
+            [ "$v" = auto ] && calls=$((calls + 16)) # weft-bench warms auto up with 16 more (TRIAL_MAX_CALLS)
         fi
         k1=$(veth_bytes)
         echo $(( (k1 - k0) / 4 / calls )) >"$work/raw/$v.k$s"
@@ -228,29 +245,43 @@ col() {
     done | head -1
 }
 kern() { cat "$work/raw/$1.k$2" 2>/dev/null; }
+# the algorithm auto ran at a size: weft-bench's algo column, rank 0
+pick() {
+    local f
+    for f in "$work/raw/auto.small.0" "$work/raw/auto.l$1.0"; do
+        [ -s "$f" ] && awk -v s="$1" '!/^#/ && $1 == s { print $(NF - 1); exit }' "$f"
+    done | head -1
+}
 human() { awk -v s="$1" 'BEGIN { if (s >= 1048576) printf "%g MiB", s / 1048576; else if (s >= 1024) printf "%g KiB", s / 1024; else printf "%d B", s }'; }
 
 table() {
-    echo "| size | flat ring (ms) | clusters (ms) | clusters $CODEC (ms) | Open MPI (ms) | Open MPI / flat | Open MPI / clusters | Open MPI / clusters $CODEC | wan B/rank flat | clusters | clusters $CODEC | Open MPI |"
-    echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+    echo "| size | flat ring (ms) | clusters (ms) | clusters $CODEC (ms) | auto (ms) | auto's algorithm | Open MPI (ms) | Open MPI / flat | Open MPI / clusters | Open MPI / clusters $CODEC | Open MPI / auto | wan B/rank flat | clusters | clusters $CODEC | auto | Open MPI |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     for s in $SMALLB $LARGEB; do
-        a=$(col flat "$s" 2) b=$(col hier "$s" 2) c=$(col hierz "$s" 2) m=$(col ompi "$s" 2)
-        wa=$(col flat "$s" 3) wb=$(col hier "$s" 3) wc=$(col hierz "$s" 3)
-        [ -n "$COUNT" ] || wa=- wb=- wc=-
-        ka=$(kern flat "$s") kb=$(kern hier "$s") kc=$(kern hierz "$s") km=$(kern ompi "$s")
-        awk -v h="$(human "$s")" -v a="${a:-0}" -v b="${b:-0}" -v c="${c:-0}" -v m="${m:-0}" \
-            -v wa="${wa:--}" -v wb="${wb:--}" -v wc="${wc:--}" \
-            -v ka="$ka" -v kb="$kb" -v kc="$kc" -v km="$km" '
+        a=$(col flat "$s" 2) b=$(col hier "$s" 2) c=$(col hierz "$s" 2) d=$(col auto "$s" 2) m=$(col ompi "$s" 2)
+        wa=$(col flat "$s" 3) wb=$(col hier "$s" 3) wc=$(col hierz "$s" 3) wd=$(col auto "$s" 3)
+        [ -n "$COUNT" ] || wa=- wb=- wc=- wd=-
+        ka=$(kern flat "$s") kb=$(kern hier "$s") kc=$(kern hierz "$s") kd=$(kern auto "$s") km=$(kern ompi "$s")
+        al=$(pick "$s")
+        awk -v h="$(human "$s")" -v a="${a:-0}" -v b="${b:-0}" -v c="${c:-0}" -v d="${d:-0}" -v m="${m:-0}" \
+            -v wa="${wa:--}" -v wb="${wb:--}" -v wc="${wc:--}" -v wd="${wd:--}" -v al="${al:--}" \
+            -v ka="$ka" -v kb="$kb" -v kc="$kc" -v kd="$kd" -v km="$km" '
             function ms(x) { return x > 0 ? sprintf("%.2f", x / 1000) : "-" }
             function ratio(x) { return (x > 0 && m > 0) ? sprintf("%.2f", m / x) : "-" }
             function w(x, k) { return k == "" ? x : x " (k " k ")" }
             BEGIN {
-                printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", h,
-                    ms(a), ms(b), ms(c), ms(m), ratio(a), ratio(b), ratio(c),
-                    w(wa, ka), w(wb, kb), w(wc, kc), km == "" ? "-" : "(k " km ")" }'
+                printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", h,
+                    ms(a), ms(b), ms(c), ms(d), al, ms(m), ratio(a), ratio(b), ratio(c), ratio(d),
+                    w(wa, ka), w(wb, kb), w(wc, kc), w(wd, kd), km == "" ? "-" : "(k " km ")" }'
     done
     echo
     for s in $LARGEB; do
+        d=$(col auto "$s" 2) m=$(col ompi "$s" 2)
+        awk -v h="$(human "$s")" -v d="${d:-0}" -v m="${m:-0}" -v s="$s" -v L="$RATE" 'BEGIN {
+            r = L + 0; u = tolower(L); sub(/^[0-9.]+/, "", u)
+            if (u == "kbit") r *= 1e3; else if (u == "mbit") r *= 1e6; else if (u == "gbit") r *= 1e9
+            if (d > 0) printf "At %s: auto %.2fx Open MPI; the link busy %.0f%% of the call in each direction (%d B each way over %s, the least two clusters can send)  \n",
+                h, (m > 0) ? m / d : 0, 100 * (s * 8 / r) / (d / 1e6), s, L }'
         b=$(col hier "$s" 2) c=$(col hierz "$s" 2) m=$(col ompi "$s" 2)
         awk -v h="$(human "$s")" -v b="${b:-0}" -v c="${c:-0}" -v m="${m:-0}" -v z="$CODEC" 'BEGIN {
             if (b > 0 && m > 0)
@@ -266,7 +297,8 @@ TABLE=$(table)
     echo
     echo "Run $DATE, $secs s; load average before $LOAD0, after $LOAD1 ($(nproc) cores, shared)."
     echo "Link: veth pair, $SHAPE. 2 clusters x 2 ranks, shared memory inside a cluster."
-    echo "weft-bench allreduce -I 1 (out of place), f32 sum; flat: -a ring; clusters: -H; clusters $CODEC: -H -z $CODEC; ${COUNT:+WEFT_WAN=$COUNT (no delay, no rate: only the count)}${COUNT:-no WEFT_WAN (no weft wan count)}."
+    echo "weft-tune across the link: ${TUNE:-nothing measured}; auto runs with WEFT_AUTOTUNE=0 WEFT_TUNE=$TUNE."
+    echo "weft-bench allreduce -I 1 (out of place), f32 sum; flat: -a ring; clusters: -H; clusters $CODEC: -H -z $CODEC; auto: -a auto; ${COUNT:+WEFT_WAN=$COUNT (no delay, no rate: only the count)}${COUNT:-no WEFT_WAN (no weft wan count)}."
     echo "Open MPI $(mpirun.openmpi --version 2>/dev/null | head -1 | awk '{print $NF}') mpi_allreduce (out-of-place column), \`--mca btl tcp,vader,self\`, its HNP in the first namespace."
     echo "Calls: -w $WS -n $NS at $SMALL (one run per program), -w $WL -n $NL at $LARGE (one run per size); times are the mean per timed call of the slowest rank."
     echo "Wan bytes per rank per call: weft's own count (weft_comm_wan_bytes, payload and frame headers); (k N): the kernel's veth bytes of that size's whole run (both directions, TCP/IP headers, start-up and checked calls included) over 4 ranks and the calls made."
