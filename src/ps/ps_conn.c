@@ -85,10 +85,17 @@ static int connect_one(weft_ps *ps, int s, double deadline, char *e, size_t elen
     void *v = NULL;
     size_t len = 0;
     double left = deadline - clock_now();
+    if (!ps->store &&
+        (rc = store_connect(&ps->store, ps->store_host, ps->store_port, left > 0 ? left : 0,
+                            ps->secret, e, elen)))
+        return WEFT_ETIMEDOUT;
     snprintf(key, sizeof key, "ps/addr/%d", s);
     rc = store_get(ps->store, key, &v, &len, left > 0 ? left : 0);
     if (rc) {
         snprintf(e, elen, "it never published its address (%s)", store_error(ps->store));
+        /* a broken store connection is made again on the next try */
+        store_close(ps->store);
+        ps->store = NULL;
         return WEFT_ETIMEDOUT;
     }
     snprintf(ps->net.addr[peer], SOCK_ADDR_MAX, "%.*s", (int)len, (char *)v);
@@ -220,11 +227,7 @@ void ps_srv_retry(weft_ps *ps, int s)
         return;
     }
     deadline = now + ATTEMPT_MAX_S < end ? now + ATTEMPT_MAX_S : end;
-    if (!ps->store && store_connect(&ps->store, ps->store_host, ps->store_port,
-                                    deadline - now, ps->secret, e, sizeof e))
-        rc = WEFT_EPEER;
-    else
-        rc = connect_one(ps, s, deadline, e, sizeof e);
+    rc = connect_one(ps, s, deadline, e, sizeof e);
     if (rc) {
         /* refused, or whatever answers at the old address: the server may
          * still be on its way back */
