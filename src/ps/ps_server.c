@@ -195,7 +195,7 @@ static int all_gone(const weft_ps *ps)
     return bye || (last > 0 && clock_now() >= last + ps->cfg.dead_worker_wait_s);
 }
 
-static int server_init(weft_ps *ps)
+int ps_server_init(weft_ps *ps)
 {
     ps_server *sv = calloc(1, sizeof *sv);
     double now = clock_now();
@@ -343,7 +343,7 @@ int weft_ps_serve(weft_ps *ps)
         return ps ? ps_fail(ps, WEFT_EINVAL, "weft_ps_serve on a worker") : WEFT_EINVAL;
     if (ps->srvst)
         return ps_fail(ps, WEFT_EINVAL, "weft_ps_serve called twice");
-    if ((rc = server_init(ps)))
+    if ((rc = ps_server_init(ps)))
         return rc;
     sv = ps->srvst;
     log_sub(ps->loglevel, LOG_INFO, LOG_SUB_NET, ps->world_rank,

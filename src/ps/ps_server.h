@@ -67,6 +67,10 @@ struct ps_server {
     char *ckpt_path, *log_path;
 };
 
+/* The server's state, resumed from ckpt_dir when it holds one (done by
+ * weft_ps_serve; ps_server_free undoes it). */
+int ps_server_init(weft_ps *ps);
+
 ps_chunk *ps_table_find(ps_server *sv, uint32_t key, uint32_t idx);
 /* A new chunk of n elements with the given values and fresh optimiser state. */
 int ps_table_add(weft_ps *ps, uint32_t key, uint32_t idx, uint64_t total, size_t n,
