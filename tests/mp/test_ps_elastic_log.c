@@ -39,13 +39,12 @@ static void connect_worker(rig *g, int w)
     g->peer[w] = sv[1];
 }
 
-static void start(rig *g, const char *mode)
+static void start(rig *g)
 {
     CHECK(ps_server_init(&g->ps) == 0);
     g->peer[0] = g->peer[1] = -1;
     for (int w = 0; w < g->ps.nworkers; w++)
         connect_worker(g, w);
-    (void)mode;
 }
 
 static void rig_init(rig *g, const char *mode)
@@ -63,7 +62,7 @@ static void rig_init(rig *g, const char *mode)
     snprintf(g->dir, sizeof g->dir, "/tmp/weft-ps-log-XXXXXX");
     CHECK(mkdtemp(g->dir) != NULL);
     g->ps.cfg.ckpt_dir = g->dir;
-    start(g, mode);
+    start(g);
 }
 
 /* A crash: the state goes, the files stay. */
@@ -151,7 +150,7 @@ TEST(ssp_resend_dropped_live_log_and_checkpoint)
     /* push 3 applied and logged; the server dies before the reply leaves */
     CHECK(push(&g, 0, 13, 3, 2) == 0 && param(&g, 0) == 3.0f);
     crash(&g);
-    start(&g, "ssp:1"); /* resumes from the log alone */
+    start(&g); /* resumes from the log alone */
     ps_chunk *c = ps_table_find(g.ps.srvst, 0, 0);
     CHECK(c && c->seq[0] == 3 && c->dseq[0] == 3 && c->param[0] == 3.0f);
     CHECK(push(&g, 0, 13, 3, 2) == 0); /* sent again after the reconnect */
@@ -161,7 +160,7 @@ TEST(ssp_resend_dropped_live_log_and_checkpoint)
     /* the same from a checkpoint (the log is empty after it) */
     CHECK(ps_ckpt_save(&g.ps) == 0);
     crash(&g);
-    start(&g, "ssp:1");
+    start(&g);
     CHECK(push(&g, 0, 14, 4, 3) == 0 && param(&g, 0) == 4.0f && acks(&g, 0, 14) == 1);
     CHECK(push(&g, 1, 20, 1, 0) == 0 && param(&g, 1) == 1.0f);
     /* a pull that names push 4 as this worker's last is answered at once */
@@ -198,7 +197,7 @@ TEST(bsp_resend_in_step_acknowledged_on_new_connection)
      * come again: applied once */
     CHECK(push(&g, 0, 13, 3, 2) == 0);
     crash(&g);
-    start(&g, "bsp");
+    start(&g);
     ps_chunk *c = ps_table_find(g.ps.srvst, 0, 0);
     CHECK(c && c->version == 2 && c->seq[0] == 2 && c->seq[1] == 2);
     CHECK(push(&g, 0, 13, 3, 2) == 0 && push(&g, 1, 22, 3, 2) == 0);
