@@ -1295,7 +1295,8 @@ typedef struct {
     weft_lr_schedule lr;     /* at each chunk's update count (BSP: the step) */
     double dead_worker_wait_s; /* BSP/SSP: a worker silent this long while others
                                   wait on it is declared dead; <= 0: 60 */
-    double timeout_s;        /* a worker's wait on a server; <= 0: WEFT_TIMEOUT, else 300 */
+    double timeout_s;        /* a worker's wait on a server, and how long it tries to
+                                reconnect to a durable one; <= 0: WEFT_TIMEOUT, else 300 */
     const char *ckpt_dir;    /* servers: shard checkpoints + update log here;
                                 NULL: none (acknowledgements are not durable) */
     int32_t ckpt_interval;   /* full shard checkpoint every this many updates
@@ -1348,15 +1349,20 @@ int weft_ps_push(weft_ps *ps, uint32_t key, const float *grads, weft_ps_request 
 int weft_ps_pull(weft_ps *ps, uint32_t key, float *params, weft_ps_request **req);
 /* Progress every outstanding request until req completes; returns its
  * result and frees it. WEFT_EPEER: a server died ("parameter server 1
- * (rank 5) died ..."); WEFT_ETIMEDOUT: no reply within timeout_s. */
+ * (rank 5) died ..."; a server with ckpt_dir is first reconnected to for
+ * up to timeout_s, and what it had not answered is sent again, so a
+ * restarted one costs no error); WEFT_ETIMEDOUT: no reply within
+ * timeout_s. */
 int weft_ps_wait(weft_ps_request *req);
 int weft_ps_test(weft_ps_request *req, int *done); /* *done = 1: freed, result returned */
 /* End of this worker's step: clock += 1 (sent to every server; does not block). */
 int weft_ps_clock(weft_ps *ps);
-/* This worker's clock. Under BSP, register moves it to the servers' step
- * (that of the chunk furthest behind), so a worker joining resumed servers
- * goes on from there; a push for a step a chunk already applied is
- * acknowledged and dropped. */
+/* This worker's clock. Register moves it to where the servers have it:
+ * under BSP their step (that of the chunk furthest behind), so a worker
+ * joining resumed servers, or restarted and re-admitted, goes on from
+ * there (a push for a step a chunk already applied is acknowledged and
+ * dropped); under SSP/ASP a re-admitted worker's clock is the slowest
+ * live worker's. */
 int64_t weft_ps_clock_value(const weft_ps *ps);
 /* Every live worker (servers count the dead out); blocking. */
 int weft_ps_barrier(weft_ps *ps);
@@ -1367,9 +1373,10 @@ int weft_ps_checkpoint(weft_ps *ps);
  * done (servers then stop waiting for it). */
 int weft_ps_shutdown(weft_ps *ps);
 
-/* Server: serve until every worker shut down or died. Resumes from
- * ckpt_dir's checkpoint and log when they exist. Returns 0, or WEFT_EPEER
- * when no worker shut down cleanly. */
+/* Server: serve until every worker shut down or died (when all died, after
+ * waiting dead_worker_wait_s for a restarted one, which is re-admitted).
+ * Resumes from ckpt_dir's checkpoint and log when they exist. Returns 0,
+ * or WEFT_EPEER when no worker shut down cleanly. */
 int weft_ps_serve(weft_ps *ps);
 
 /* Bytes this process sent to / received from its peers (headers included). */
