@@ -57,9 +57,12 @@ same() { # name: train losses and test accuracy match the undisturbed run's
 }
 
 once() { # name: every sample id of the epoch in exactly one committed step
+    # lines "step id view": a step taken again (ZeRO 1-3 going back to it)
+    # counts in its latest view only
     if cat "$dir/$1.ids".* | awk -v name="$1" '
-        { n[$2]++; if ($2 < 0 || $2 >= 2048) bad = 1 }
-        END { for (i = 0; i < 2048; i++) if (n[i] != 1) { print name ": sample " i " seen " n[i] + 0 " times"; bad = 1; break }
+        { step[NR] = $1; id[NR] = $2; view[NR] = $3; if (!($1 in last) || $3 > last[$1]) last[$1] = $3 }
+        END { for (r = 1; r <= NR; r++) if (view[r] == last[step[r]]) { n[id[r]]++; if (id[r] < 0 || id[r] >= 2048) bad = 1 }
+              for (i = 0; i < 2048; i++) if (n[i] != 1) { print name ": sample " i " seen " n[i] + 0 " times"; bad = 1; break }
               exit bad }'; then
         ok
     else

@@ -95,29 +95,32 @@ void elastic_check(const opts *o, weft_comm *comm)
 
 void elastic_trace(trainer *t, long step, const weft_batch *b)
 {
-    elastic_state *e = &t->el;
-    if (!e->trace)
+    trace_slot *sl = &t->el.tr;
+    if (!t->el.trace)
         return;
-    uint64_t *ids = realloc(e->trace_ids, (size_t)(b->n > 0 ? b->n : 1) * sizeof *ids);
+    uint64_t *ids = realloc(sl->ids, (size_t)(b->n > 0 ? b->n : 1) * sizeof *ids);
     if (!ids)
         die("out of memory");
-    e->trace_ids = ids;
+    sl->ids = ids;
     memcpy(ids, b->index, (size_t)b->n * sizeof *ids);
-    e->trace_n = b->n;
-    e->trace_step = step;
+    sl->n = b->n;
+    sl->step = step;
 }
 
-/* The pending step's ids are written once a step after it runs. */
+/* Lines "step id view": a step taken again after ZeRO 1-3 went back to it
+ * is there twice, and its later view is the one that counts. */
 void elastic_commit(trainer *t, long next)
 {
     elastic_state *e = &t->el;
-    if (!e->trace || e->trace_step < 0)
+    trace_slot *sl = &e->tr;
+    if (!e->trace || sl->step < 0)
         return;
-    if (e->trace_step < next)
-        for (int i = 0; i < e->trace_n; i++)
-            fprintf(e->trace, "%ld %llu\n", e->trace_step, (unsigned long long)e->trace_ids[i]);
+    if (sl->step < next)
+        for (int i = 0; i < sl->n; i++)
+            fprintf(e->trace, "%ld %llu %lld\n", sl->step, (unsigned long long)sl->ids[i],
+                    (long long)e->view);
     fflush(e->trace);
-    e->trace_step = -1;
+    sl->step = -1;
 }
 
 /* ---- leaving one communicator and entering the next ---------------------- */
@@ -194,8 +197,9 @@ static int accum_for(const elastic_state *e, int world, int batch)
 }
 
 /* What the members agree on besides the state: step k, the optimiser's
- * step count, the stream position of step k, and the launch's shape. */
-static void header(const trainer *t, long k, int64_t opt_steps, int64_t h[5])
+ * step count, the stream position of step k, the launch's shape, and the
+ * number of the membership view that starts (the trace's). */
+static void header(const trainer *t, long k, int64_t opt_steps, int64_t h[6])
 {
     const elastic_state *e = &t->el;
     h[0] = k;
@@ -203,16 +207,18 @@ static void header(const trainer *t, long k, int64_t opt_steps, int64_t h[5])
     h[2] = (int64_t)(e->pos_base + (uint64_t)(k - e->step_base) * (uint64_t)t->o->r.batch);
     h[3] = e->world0;
     h[4] = e->accum0;
+    h[5] = e->view + 1;
 }
 
 /* Each rank's part of the stream from step h[0] on, over the world as it is now. */
-static void apply_header(trainer *t, const int64_t h[5], long *step)
+static void apply_header(trainer *t, const int64_t h[6], long *step)
 {
     elastic_state *e = &t->el;
     e->step_base = (long)h[0];
     e->pos_base = (uint64_t)h[2];
     e->world0 = (int)h[3];
     e->accum0 = (int)h[4];
+    e->view = h[5];
     t->o->accum = accum_for(e, t->world, t->o->r.batch);
     weft_loader_free(t->loader);
     t->loader = data_loader(&t->o->r, t->d, t->rank, t->world, t->o->accum, "ranks");
@@ -233,9 +239,9 @@ static int hand_over(trainer *t, long done, long *step)
     me = done == most ? t->rank : INT_MAX;
     if ((rc = weft_allreduce(c, &me, &root, 1, WEFT_I32, WEFT_MIN)))
         return rc;
-    int64_t h[5];
+    int64_t h[6];
     header(t, most, weft_optim_steps(t->opt), h);
-    if ((rc = weft_broadcast(c, h, 5, WEFT_I64, root)))
+    if ((rc = weft_broadcast(c, h, 6, WEFT_I64, root)))
         return rc;
     size_t n;
     float *p = weft_model_params(t->m, &n);
@@ -254,9 +260,9 @@ static int hand_over(trainer *t, long done, long *step)
  * of. The sum over the new world is the whole state; each rank keeps its
  * new shards of it, and replicates them at once (the next failure finds
  * copies in the new layout). */
-static int reshard(trainer *t, int64_t h[5], float *full, long *step)
+static int reshard(trainer *t, int64_t h[6], float *full, long *step)
 {
-    int rc = weft_broadcast(t->comm, h, 5, WEFT_I64, 0);
+    int rc = weft_broadcast(t->comm, h, 6, WEFT_I64, 0);
     if (rc == 0)
         rc = weft_allreduce(t->comm, full, full, weft_zero_full_count(t->sync.z), WEFT_F32,
                             WEFT_SUM);
@@ -336,7 +342,7 @@ void elastic_open(trainer *t, long *step, int quiet, int joined)
     e->quiet0 = quiet;
     e->step_base = t->start_step;
     e->pos_base = weft_loader_position(t->loader);
-    e->trace_step = -1;
+    e->tr.step = -1;
     e->gen = t->start_step;
     if (!t->o->elastic || !t->comm)
         return;
@@ -360,7 +366,7 @@ void elastic_open(trainer *t, long *step, int quiet, int joined)
         keep_state(t);
         rc = hand_over(t, -1, step);
     } else {
-        int64_t hd[5] = { 0 };
+        int64_t hd[6] = { 0 };
         float *full = full_new(t);
         rc = reshard(t, hd, full, step);
         free(full);
@@ -394,7 +400,7 @@ static int grow_hand_over(trainer *t, weft_comm *g, long *step)
         return rc ? rc : hand_over(t, *step, step);
     }
     weft_zero_replicas *r = take_replicas(t);
-    int64_t h[5], steps = 0;
+    int64_t h[6], steps = 0;
     unsigned char *gone = calloc((size_t)t->world, 1);
     float *full = full_new(t);
     if (!gone)
@@ -471,7 +477,7 @@ int elastic_step_done(trainer *t, long step)
 static int recover_shards(trainer *t, const weft_zero_replicas *r, long done,
                           const int *olds, long *step)
 {
-    int64_t k = done, steps = 0, h[5];
+    int64_t k = done, steps = 0, h[6];
     int rc = weft_allreduce(t->comm, &k, &k, 1, WEFT_I64, WEFT_MIN), was;
     if (rc)
         return rc;
@@ -554,9 +560,7 @@ void elastic_close(trainer *t)
     elastic_state *e = &t->el;
     if (e->trace)
         fclose(e->trace);
-    free(e->trace_ids);
+    free(e->tr.ids);
     free(e->keep);
-    e->trace = NULL;
-    e->trace_ids = NULL;
-    e->keep = NULL;
+    memset(e, 0, sizeof *e);
 }

@@ -230,6 +230,8 @@ void pipeline_close(pipeline *pl);
 
 /* ---- elastic membership (elastic.c) ---------------------------------------- */
 
+typedef struct trace_slot trace_slot;
+
 /* What --elastic keeps across membership changes. The global stream
  * position of step k is pos_base + (k - step_base) * batch. */
 typedef struct {
@@ -242,9 +244,12 @@ typedef struct {
     int64_t gen;         /* ZeRO 1-3: the last step whose shards were copied */
     int joined_now;      /* a joiner's first step: the members are past their grow */
     FILE *trace;
-    long trace_step;     /* the step whose ids trace_ids holds; -1: none */
-    int trace_n;
-    uint64_t *trace_ids;
+    struct trace_slot {  /* the step in flight's sample ids (step -1: none) */
+        long step;
+        int n;
+        uint64_t *ids;
+    } tr;
+    int64_t view;        /* membership changes so far (the same on every rank) */
     float *keep;         /* parameters and optimiser state while the state is rebuilt */
     int64_t keep_steps;
     weft_optim_config keep_oc;
