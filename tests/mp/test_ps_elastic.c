@@ -280,7 +280,7 @@ static void abandoned_worker(psjob *j, weft_ps *ps, int w)
         rc = step(ps, g, p);
     }
     CHECKF(rc == WEFT_EPEER, "ended with %s", weft_strerror(rc));
-    CHECKF(strstr(weft_ps_error(ps), "parameter server 1 (rank 2) died: connection lost (") &&
+    CHECKF(strstr(weft_ps_error(ps), "parameter server 1 (rank 2) died: connection ") &&
                strstr(weft_ps_error(ps), "did not come back within 2 s"),
            "message: %s", weft_ps_error(ps));
     printf("a durable server gone for good, as the worker reports it: %s\n",
