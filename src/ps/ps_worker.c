@@ -89,14 +89,22 @@ static weft_ps_request *find_req(weft_ps *ps, uint64_t id)
     return NULL;
 }
 
+static int answers(const ps_part *p, int s, const ps_msg *m)
+{
+    return p->s == s && !p->done && p->hdr.key == m->key && p->hdr.chunk == m->chunk;
+}
+
 /* The unanswered message of r to server s that reply m answers. */
 static ps_part *find_part(weft_ps_request *r, int s, const ps_msg *m)
 {
-    for (int i = 0; i < r->nparts; i++) {
-        ps_part *p = &r->parts[i];
-        if (p->s == s && !p->done && p->hdr.key == m->key && p->hdr.chunk == m->chunk)
-            return p;
-    }
+    /* a tensor's message for chunk j is its j-th, one to every server's
+     * the s-th: looked at first, so a large tensor's replies stay O(1) */
+    uint64_t at = r->tensor >= 0 ? m->chunk : (uint64_t)s;
+    if (at < (uint64_t)r->nparts && answers(&r->parts[at], s, m))
+        return &r->parts[at];
+    for (int i = 0; i < r->nparts; i++)
+        if (answers(&r->parts[i], s, m))
+            return &r->parts[i];
     return NULL;
 }
 
