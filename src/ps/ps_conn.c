@@ -213,7 +213,7 @@ static int resend(weft_ps *ps, int s, int *count)
 void ps_srv_retry(weft_ps *ps, int s)
 {
     ps_srv *x = &ps->sx[s];
-    double now = clock_now(), end = x->lost_at + ps->timeout_s, deadline;
+    double now = clock_now(), lost_at = x->lost_at, end = lost_at + ps->timeout_s, deadline;
     char e[256], why[400];
     int rc, count = 0;
     if (now < x->next_try)
@@ -257,6 +257,6 @@ void ps_srv_retry(weft_ps *ps, int s)
             "worker %d: reconnected to parameter server %d (rank %d)%s %.2f s after the "
             "connection was lost, at clock %lld; %d unanswered message(s) sent again",
             ps->rank, s, ps_server_world_rank(ps, s),
-            restarted ? ", which restarted from its checkpoint," : "", clock_now() - (end - ps->timeout_s),
+            restarted ? ", which restarted from its checkpoint," : "", clock_now() - lost_at,
             (long long)ps->clock, count);
 }
