@@ -20,6 +20,7 @@ typedef struct {
     _Atomic int w0_at_death, dying, dead, w0_at_join, joined, restarted, phase;
     _Atomic int64_t join_clock;
     _Atomic int done;
+    int n;             /* floats in the tensor */
     double spawned, joined_at, killed_at, longest; /* seconds, monotonic (printed only) */
 } shared_t;
 
@@ -81,12 +82,12 @@ static void job_end(psjob *j, shared_t *sh)
     munmap(sh, sizeof *sh);
 }
 
-/* Worker w's gradient: -2 at elements w and 2 + w (one in each chunk). */
-static void grad_of(int w, float g[4])
+/* Worker w's gradient: -2 at the elements i with i % 2 == w (of 4: one in
+ * each of the two chunks). */
+static void grad_of(int w, float *g, int n)
 {
-    for (int i = 0; i < 4; i++)
-        g[i] = 0;
-    g[w] = g[2 + w] = -2.0f;
+    for (int i = 0; i < n; i++)
+        g[i] = i % 2 == w ? -2.0f : 0;
 }
 
 static int step(weft_ps *ps, const float *g, float *p)
@@ -127,7 +128,7 @@ static void rejoin_worker(psjob *j, weft_ps *ps, int w)
     shared_t *sh = j->shared;
     float p[4], g[4], zero[4] = { 0 };
     int64_t c0 = 0;
-    grad_of(w, g);
+    grad_of(w, g, 4);
     CHECK(weft_ps_register(ps, 0, zero, 4) == 0);
     if (w == 1 && atomic_load(&sh->restarted)) {
         weft_ps_request *b;
@@ -211,12 +212,15 @@ static void test_worker_restart(const char *mode)
 
 #define RSTEPS 40
 
+#define RMAX 4096
+
 static void steady_worker(psjob *j, weft_ps *ps, int w)
 {
     shared_t *sh = j->shared;
-    float p[4], g[4], zero[4] = { 0 };
-    grad_of(w, g);
-    CHECK(weft_ps_register(ps, 0, zero, 4) == 0);
+    static float p[RMAX], g[RMAX], zero[RMAX];
+    int n = sh->n, bad = 0;
+    grad_of(w, g, n);
+    CHECK(weft_ps_register(ps, 0, zero, (size_t)n) == 0);
     for (int c = 0; c < RSTEPS; c++) {
         if (w == 0 && c == 5)
             atomic_store(&sh->phase, 1); /* parent: kill server 1 now */
@@ -232,20 +236,26 @@ static void steady_worker(psjob *j, weft_ps *ps, int w)
             break;
     }
     final_params(ps, p);
-    CHECKF(p[w] == (float)RSTEPS && p[2 + w] == (float)RSTEPS,
-           "worker %d's elements %g (server 0) %g (server 1), expected %d each", w, p[w],
-           p[2 + w], RSTEPS);
+    for (int i = 0; i < n; i++)
+        bad += p[i] != (float)RSTEPS;
+    CHECKF(bad == 0, "%d of %d elements not at %d (element %d: %g, element %d: %g)", bad, n,
+           RSTEPS, w, p[w], n - 2 + w, p[n - 2 + w]);
     if (w == 0)
         atomic_store(&sh->done, 1);
     CHECK(weft_ps_shutdown(ps) == 0);
 }
 
-static void test_server_restart(const char *mode)
+/* n floats; chunks: 0 = one per server, else chunk_max (many per server:
+ * pulls answered in part when the server dies are asked again in part) */
+static void test_server_restart(const char *mode, int n, int chunk)
 {
     psjob j;
     shared_t *sh = psj_shared(sizeof *sh);
     char dir[] = "/tmp/weft-ps-elastic-XXXXXX";
     job_init(&j, sh, 2, steady_worker, mode, dir);
+    sh->n = n;
+    if (chunk)
+        j.cfg.chunk_max = chunk;
     j.cfg.ckpt_interval = 5; /* checkpoints and a log tail both matter */
     psj_start(&j);
     if (await(&sh->phase, 1)) {
@@ -256,9 +266,9 @@ static void test_server_restart(const char *mode)
         psj_spawn(&j, 3);
     }
     CHECK(psj_finish(&j) == 0);
-    printf("%s: server 1 killed and restarted mid-run; both workers reconnected, every "
-           "element at exactly %d; worker 0's longest step %.3f s\n",
-           mode, RSTEPS, sh->longest);
+    printf("%s, %d floats: server 1 killed and restarted mid-run; both workers reconnected, "
+           "every element at exactly %d; worker 0's longest step %.3f s\n",
+           mode, n, RSTEPS, sh->longest);
     job_end(&j, sh);
 }
 
@@ -270,7 +280,7 @@ static void abandoned_worker(psjob *j, weft_ps *ps, int w)
     shared_t *sh = j->shared;
     float p[4], g[4], zero[4] = { 0 };
     int rc = 0;
-    grad_of(w, g);
+    grad_of(w, g, 4);
     CHECK(weft_ps_register(ps, 0, zero, 4) == 0);
     for (int c = 0; c < 100000 && !rc; c++) {
         if (c == 3)
@@ -336,12 +346,14 @@ TEST(worker_restart_asp)
     if (!mp_thin())
         test_worker_restart("asp");
 }
-TEST(server_restart_bsp) { test_server_restart("bsp"); }
-TEST(server_restart_ssp) { test_server_restart("ssp:2"); }
+TEST(server_restart_bsp) { test_server_restart("bsp", 4, 0); }
+TEST(server_restart_ssp) { test_server_restart("ssp:2", 4, 0); }
+TEST(server_restart_chunks_bsp) { test_server_restart("bsp", RMAX, 256); }
+TEST(server_restart_chunks_ssp) { test_server_restart("ssp:2", RMAX, 256); }
 TEST(server_restart_asp)
 {
     if (!mp_thin())
-        test_server_restart("asp");
+        test_server_restart("asp", 4, 0);
 }
 TEST(server_gone) { test_server_gone(); }
 TEST(worker_wakes_bsp) { test_worker_wakes(); }
