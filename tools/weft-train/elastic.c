@@ -343,6 +343,7 @@ void elastic_open(trainer *t, long *step, int quiet, int joined)
     e->step_base = t->start_step;
     e->pos_base = weft_loader_position(t->loader);
     e->tr.step = -1;
+    e->idle_step = -1;
     e->gen = t->start_step;
     if (!t->o->elastic || !t->comm)
         return;
@@ -452,10 +453,15 @@ int elastic_boundary(trainer *t, long *step)
             report_change(t, *step, "grow", what, now_s() - t0);
         }
     }
-    if (rc && !elastic_recover(t, step, rc))
-        die("elastic: step %ld: %s", *step, weft_strerror(rc));
+    if (rc) {
+        /* the others may have seen it in the step: every survivor starts
+         * the step again at its boundary, with a grow */
+        if (!elastic_recover(t, step, rc))
+            die("elastic: step %ld: %s", *step, weft_strerror(rc));
+        return 2;
+    }
     kill_point(t, *step, 0);
-    return rc != 0 || g != NULL;
+    return g != NULL;
 }
 
 int elastic_step_done(trainer *t, long step)
@@ -537,8 +543,15 @@ int elastic_recover(trainer *t, long *step, int rc)
     }
     weft_zero_replicas_free(r);
     take_lead(t);
+    /* a failure that took nobody (a mismatch, a timeout) must not repeat
+     * for ever at one step */
+    e->idle_fails = t->world == was && e->idle_step == failed_at ? e->idle_fails + 1 : 0;
+    e->idle_step = failed_at;
+    if (e->idle_fails >= 3)
+        die("elastic: step %ld failed %d times with every rank alive (%s)", failed_at,
+            e->idle_fails + 1, why);
     char what[256];
-    size_t len = (size_t)snprintf(what, sizeof what, "rank(s)");
+    size_t len = (size_t)snprintf(what, sizeof what, t->world == was ? "no rank" : "rank(s)");
     for (int q = 0, k = 0; q < was; q++) {
         if (k < t->world && olds[k] == q) {
             k++;

@@ -171,8 +171,13 @@ int main(int argc, char **argv)
     int rc, prefetched = 0; /* b already holds this step's batch */
     for (long step = first; step < t.end; step++) {
         train_step st = { .gnorm = -1, .bubble = -1 };
-        if (elastic_boundary(&t, &step)) /* joiners came in, or a rank went */
+        int eb = elastic_boundary(&t, &step); /* joiners came in, or a rank went */
+        if (eb)
             prefetched = 0;
+        if (eb == 2) {
+            step--;
+            continue;
+        }
         dump_comm = t.job; /* a membership change replaced it */
         if (!prefetched)
             load_batch(&t, &b, step);

@@ -250,6 +250,8 @@ typedef struct {
         uint64_t *ids;
     } tr;
     int64_t view;        /* membership changes so far (the same on every rank) */
+    long idle_step;      /* the last failure's step, and how many in a row there */
+    int idle_fails;      /* took no rank with them */
     float *keep;         /* parameters and optimiser state while the state is rebuilt */
     int64_t keep_steps;
     weft_optim_config keep_oc;
@@ -291,8 +293,9 @@ void report_end(const trainer *t, double train_s, double cpu_all, double cpu_mai
 /* --elastic (elastic.c). elastic_check refuses what it cannot carry
  * through a membership change; elastic_open after trainer_open (a joiner
  * takes the members' state there). elastic_boundary before each step:
- * admits waiting joiners, may move *step, and returns 1 when the batch
- * must be loaded again. elastic_recover after a failed step: 1 when the
+ * admits waiting joiners (1: the batch must be loaded again); 2: a
+ * failure there was recovered from and the step starts again from *step
+ * (as after elastic_recover). elastic_recover after a failed step: 1 when the
  * survivors go on from *step (0: not elastic; it dies when it cannot). */
 void elastic_check(const opts *o, weft_comm *comm);
 void elastic_open(trainer *t, long *step, int quiet, int joined);
