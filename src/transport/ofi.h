@@ -10,6 +10,11 @@
  * the payload in the same tagged message; a large payload follows in
  * chunks, each its own tagged message, received straight into the
  * destination (or a staging buffer that is reduced as each chunk lands).
+ * Where the provider offers RMA writes with remote data (FI_RMA,
+ * cq_data_size), a body of 256 KiB or more waits for its receiver's
+ * answer: the destination's registration key, then the sender writes the
+ * chunks straight into it and each write's remote data tells the receiver
+ * it has landed; a reducing receive answers "tagged" instead.
  * Every message of a pair and channel carries the next number of that
  * pair's count in its tag, so each receive matches exactly one send and
  * the provider's ordering does not matter.
@@ -33,7 +38,7 @@
 #include "core/frame.h"
 
 #define OFI_NAME_MAX 112                          /* endpoint name bytes */
-#define OFI_ADDR_MAX (2 * OFI_NAME_MAX + 2 + 64 + 1) /* "hex(name)/hex(nonce)" */
+#define OFI_ADDR_MAX (2 * OFI_NAME_MAX + 4 + 64 + 1) /* "hex(name)/hex(nonce)[/w]" */
 
 enum { OFI_CH_COLL = 0, OFI_CH_P2P = 1, OFI_CH_COUNT };
 
@@ -47,6 +52,7 @@ typedef struct {
     const char *bind_ip;  /* prefer the fabric with this address (sockaddr providers) */
     const char *secret;   /* NULL: no proofs */
     int loglevel;
+    int no_rma;           /* 1: large messages as tagged chunks even where RMA is offered */
 } ofi_opts;
 
 /* 1 when this build has libfabric (WEFT_HAVE_LIBFABRIC). */
@@ -101,5 +107,9 @@ uint64_t ofi_reg_count(const ofi_net *n);
 /* Payload bytes that went through a bounce buffer, and bytes placed by
  * chunks straight from / into the caller's memory (zero-copy check). */
 void ofi_copy_stats(const ofi_net *n, uint64_t *bounced, uint64_t *direct);
+/* Payload bytes this end sent as RMA writes, and whether it can (the
+ * provider offers RMA with remote data and the peer's endpoint took it). */
+uint64_t ofi_rma_bytes(const ofi_net *n);
+int ofi_rma_with(const ofi_net *n, int peer);
 
 #endif

@@ -21,13 +21,13 @@ typedef struct {
     ofi_net *n[2];
 } pair;
 
-static int open_pair(pair *p, const char *prov, const char *s0, const char *s1)
+static int open_pair_with(pair *p, const char *prov, const char *s0, const char *s1, int no_rma)
 {
     char addr[2][OFI_ADDR_MAX], err[300];
     const char *secret[2] = { s0, s1 };
     for (int r = 0; r < 2; r++) {
         ofi_opts o = { .rank = r, .size = 2, .comm_id = 42, .provider = prov, .must = 1,
-                       .bind_ip = "127.0.0.1", .secret = secret[r] };
+                       .bind_ip = "127.0.0.1", .secret = secret[r], .no_rma = no_rma };
         int rc = ofi_open(&p->n[r], &o, addr[r], err, sizeof err);
         if (rc) {
             printf("  (%s: %s; skipped)\n", prov, err);
@@ -41,6 +41,11 @@ static int open_pair(pair *p, const char *prov, const char *s0, const char *s1)
         CHECKF(rc == 0, "%s: set_peer: %s", prov, err);
     }
     return 0;
+}
+
+static int open_pair(pair *p, const char *prov, const char *s0, const char *s1)
+{
+    return open_pair_with(p, prov, s0, s1, 0);
 }
 
 static void close_pair(pair *p)
@@ -98,21 +103,31 @@ static int transfer(pair *p, const void *src, void *dst, uint64_t len, chunk_log
     return 0;
 }
 
-static void messages_on(const char *prov)
+/* Every size on both paths: rma 1 expects a provider with RMA writes
+ * (tcp's rxm and shm both have them) and bodies of 256 KiB and more
+ * written into dst; rma 0 the same with RMA turned off (tagged chunks). */
+static void messages_on(const char *prov, int rma)
 {
     pair p;
-    if (open_pair(&p, prov, "s3cret", "s3cret"))
+    if (open_pair_with(&p, prov, "s3cret", "s3cret", !rma))
         return;
-    static const uint64_t sizes[] = { 0, 1, 8, 8192, 8193, 1 << 20, (3u << 20) + 24 };
+    CHECKF(ofi_rma_with(p.n[0], 1) == rma && ofi_rma_with(p.n[1], 0) == rma,
+           "%s: RMA %s (%s)", prov, rma ? "not offered" : "used though turned off",
+           ofi_describe(p.n[0]));
+    static const uint64_t sizes[] = { 0, 1, 8, 8192, 8193, (256u << 10) - 1, 256u << 10,
+                                      1 << 20, (3u << 20) + 24 };
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
         uint64_t len = sizes[k];
         unsigned char *src = malloc(len + 1), *dst = calloc(1, len + 1);
         for (uint64_t i = 0; i < len; i++)
             src[i] = (unsigned char)(i * 7 + k);
-        uint64_t b0, d0, b1, d1;
+        uint64_t b0, d0, b1, d1, w0 = ofi_rma_bytes(p.n[0]);
         ofi_copy_stats(p.n[1], &b0, &d0);
         int rc = transfer(&p, src, dst, len, NULL);
         ofi_copy_stats(p.n[1], &b1, &d1);
+        uint64_t wrote = ofi_rma_bytes(p.n[0]) - w0;
+        CHECKF(wrote == (rma && len >= (256u << 10) ? len : 0), "%s: %llu bytes: %llu by RMA",
+               prov, (unsigned long long)len, (unsigned long long)wrote);
         CHECKF(rc == 0, "%s: %llu bytes: %s", prov, (unsigned long long)len, weft_strerror(rc));
         CHECKF(!memcmp(src, dst, len), "%s: %llu bytes arrived changed", prov,
                (unsigned long long)len);
@@ -122,7 +137,9 @@ static void messages_on(const char *prov)
                    (unsigned long long)(d1 - d0));
         /* the same again chunk by chunk, as a reducing receive takes it */
         chunk_log l = { 0, 0, calloc(1, len + 1) };
+        w0 = ofi_rma_bytes(p.n[0]);
         rc = transfer(&p, src, NULL, len, &l);
+        CHECKF(ofi_rma_bytes(p.n[0]) == w0, "%s: a reducing receive took RMA writes", prov);
         CHECKF(rc == 0 && l.bytes == len && !memcmp(src, l.seen, len),
                "%s: %llu bytes in chunks: rc %d, %llu bytes in %llu chunks", prov,
                (unsigned long long)len, rc, (unsigned long long)l.bytes,
@@ -165,8 +182,10 @@ static void registers_once_on(const char *prov)
     close_pair(&p);
 }
 
-TEST(messages_tcp) { messages_on("tcp"); }
-TEST(messages_shm) { messages_on("shm"); }
+TEST(messages_tcp) { messages_on("tcp", 1); }
+TEST(messages_shm) { messages_on("shm", 1); }
+TEST(messages_tcp_tagged) { messages_on("tcp", 0); }
+TEST(messages_shm_tagged) { messages_on("shm", 0); }
 TEST(stranger_tcp) { stranger_on("tcp"); }
 TEST(stranger_shm) { stranger_on("shm"); }
 TEST(registers_once_tcp) { registers_once_on("tcp"); }
