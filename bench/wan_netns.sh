@@ -178,7 +178,7 @@ LARGEB=$(for s in $(echo "$LARGE" | tr , ' '); do bytes "$s"; done)
 
 # ---- runs -----------------------------------------------------------------------
 
-VARIANTS="flat hier hierz auto ompi"
+VARIANTS=${VARIANTS:-flat hier hierz auto ompi} # VARIANTS="auto ompi" runs only those
 flags() {
     case $1 in
     flat) echo "-a ring" ;; hier) echo "-H" ;; hierz) echo "-H -z $CODEC" ;; auto) echo "-a auto" ;;

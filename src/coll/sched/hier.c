@@ -184,6 +184,8 @@ static void intra_ag(weft_sched *s, const sched_params *p, const hmap *m, const 
 }
 
 #define HIER_MAX_SEGS 8
+#define HIER_WAN_SEG (64u << 20)
+#define HIER_WAN_SEGS 4
 
 /* A large all-reduce runs as a wavefront instead: segments small enough
  * that a sub-block crossing between hosts is HIER_PIPE_CHUNK, and in
@@ -263,17 +265,21 @@ static void hier_allreduce_pipelined(weft_sched *s, const sched_params *p, const
 static void hier_allreduce(weft_sched *s, const sched_params *p, const hmap *m)
 {
     uint64_t n = p->count * p->esize, C = chunk_bytes_of(p);
-    /* Across clusters every round that crosses waits a one-way delay of
-     * milliseconds, and the WAN's rate is far below the links inside a
-     * cluster: overlapping the phases inside would save little of the
-     * crossing's time and every further segment adds 2(C-1) delays. So
-     * one segment, and the WAN crossed 2(C-1) times in all. */
+    /* Across clusters every round that crosses waits a one-way delay, of
+     * milliseconds on a real WAN: no wavefront of small segments. Each
+     * further segment adds 2(C-1) delays and hides the phases inside the
+     * clusters behind the crossing, which pays only where a segment's
+     * crossing takes far longer than a delay: segments of at least
+     * HIER_WAN_SEG bytes (chunk_bytes when set), at most HIER_WAN_SEGS. */
     uint64_t nseg = p->cluster ? 0 : hier_pipe_segs(m, p);
     if (nseg) {
         hier_allreduce_pipelined(s, p, m, nseg);
         return;
     }
-    nseg = p->cluster ? 1 : n / (2 * (uint64_t)m->M * C);
+    nseg = n / (p->cluster ? (p->chunk_bytes ? p->chunk_bytes : HIER_WAN_SEG)
+                           : 2 * (uint64_t)m->M * C);
+    if (p->cluster && nseg > HIER_WAN_SEGS)
+        nseg = HIER_WAN_SEGS;
     if (nseg > HIER_MAX_SEGS)
         nseg = HIER_MAX_SEGS;
     if (nseg > p->count)
