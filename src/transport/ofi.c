@@ -543,6 +543,19 @@ static int req_error(ofi_net *n, int peer, const ofi_req *r, const char *what, c
     return r->err == FI_ETRUNC ? WEFT_EPROTO : WEFT_EPEER;
 }
 
+/* What posting r (len bytes) returned: 1 posted, 0 the queue is full, or
+ * the peer is unreachable. */
+static int posted(ofi_req *r, size_t len, ssize_t s)
+{
+    if (s == -FI_EAGAIN)
+        return 0;
+    if (s)
+        return WEFT_EPEER;
+    r->state = REQ_POSTED;
+    r->want = len;
+    return 1;
+}
+
 /* Post one tagged send (recv 0) or receive; 1 posted, 0 the queue is
  * full (try again after progress), negative error. */
 static int post(ofi_net *n, int peer, int recv, void *buf, size_t len, uint64_t tag,
@@ -555,13 +568,7 @@ static int post(ofi_net *n, int peer, int recv, void *buf, size_t len, uint64_t 
     fi_addr_t fa = n->peer[peer].fa;
     ssize_t s = recv ? fi_trecv(n->ep, buf, len, desc, fa, tag, 0, &r->ctx)
                      : fi_tsend(n->ep, buf, len, desc, fa, tag, &r->ctx);
-    if (s == -FI_EAGAIN)
-        return 0;
-    if (s)
-        return WEFT_EPEER;
-    r->state = REQ_POSTED;
-    r->want = len;
-    return 1;
+    return posted(r, len, s);
 }
 
 static int post_send(ofi_net *n, int peer, const void *buf, size_t len, uint64_t tag,
@@ -666,13 +673,7 @@ static int post_write(ofi_net *n, int peer, int ch, const void *buf, size_t len,
         return rc;
     ssize_t s = fi_writedata(n->ep, buf, len, desc, ((uint64_t)n->rank << 3) | (uint64_t)ch,
                              n->peer[peer].fa, raddr, key, &r->ctx);
-    if (s == -FI_EAGAIN)
-        return 0;
-    if (s)
-        return WEFT_EPEER;
-    r->state = REQ_POSTED;
-    r->want = len;
-    return 1;
+    return posted(r, len, s);
 }
 
 /* Register dst for the sender's writes and fill the answer; mode 0 (tagged
