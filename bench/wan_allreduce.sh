@@ -1,7 +1,9 @@
 #!/bin/sh
 # All-reduce between emulated clusters: the flat ring against the
 # all-reduce over clusters (weft_cluster_allreduce), each in fp32 and in a
-# codec, at C clusters x L ranks on this machine with WEFT_WAN's delay and
+# codec, and auto (the cost model priced with the emulated link's delay and
+# rate, WEFT_AUTOTUNE=0: hier over clusters for large messages), at C
+# clusters x L ranks on this machine with WEFT_WAN's delay and
 # rate on every wan connection (docs/WAN.md; the emulation is weft's own,
 # per connection, not a kernel-shaped shared link). Prints per size the
 # time (us) and the wan bytes each rank sent per call, and the ratios of
@@ -36,12 +38,13 @@ run flat ""
 run flat_z "-z $CODEC"
 run hier "-H"
 run hier_z "-H -z $CODEC"
+WEFT_AUTOTUNE=0 run auto "-a auto"
 
 echo "# all-reduce f32 sum, $C clusters x $L ranks, WEFT_WAN=$WAN, $ITERS iterations"
-printf "# %10s %12s %12s %12s %12s   %11s %11s %11s %11s   %s\n" size "flat us" "flat $CODEC" \
-    "clusters" "clust $CODEC" "flat wanB" "flat $CODEC" "clusters" "clust $CODEC" \
-    "wanB flat/clusters"
-paste "$out/flat" "$out/flat_z" "$out/hier" "$out/hier_z" | awk -v c="$CODEC" '{
+printf "# %10s %12s %12s %12s %12s %12s   %11s %11s %11s %11s %11s   %s\n" size "flat us" \
+    "flat $CODEC" "clusters" "clust $CODEC" "auto" "flat wanB" "flat $CODEC" "clusters" \
+    "clust $CODEC" "auto" "wanB flat/clusters"
+paste "$out/flat" "$out/flat_z" "$out/hier" "$out/hier_z" "$out/auto" | awk -v c="$CODEC" '{
     r = $9 > 0 ? sprintf("%.2f", $3 / $9) : "-"
-    printf "  %10s %12.0f %12.0f %12.0f %12.0f   %11s %11s %11s %11s   %s\n",
-        $1, $2, $5, $8, $11, $3, $6, $9, $12, r }'
+    printf "  %10s %12.0f %12.0f %12.0f %12.0f %12.0f   %11s %11s %11s %11s %11s   %s\n",
+        $1, $2, $5, $8, $11, $14, $3, $6, $9, $12, $15, r }'
