@@ -100,7 +100,8 @@ for i in $(seq 1 $TRIALS); do
     st=$?
     a=$(acc "$dir/t$i.out")
     r=$(recov "$dir/t$i.out")
-    d=$(echo "${a:-0} - $ref" | bc -l | sed 's/^\./0./; s/^-\./-0./')
+    d=-
+    [ -n "$a" ] && d=$(echo "$a - $ref" | bc -l | sed 's/^\./0./; s/^-\./-0./')
     [ $st = 0 ] && [ -n "$a" ] && fin=$((fin + 1))
     if [ -n "$a" ] && echo "$d" | awk '{ exit !($1 <= 0.005 && $1 >= -0.005) }'; then close=$((close + 1)); fi
     for x in $r; do
@@ -108,7 +109,7 @@ for i in $(seq 1 $TRIALS); do
         rmax=$(echo "$x $rmax" | awk '{ print ($1 > $2) ? $1 : $2 }')
     done
     k=$(sed -n 's/.*elastic: step \([0-9]*\): rank.*gone.*/\1/p' "$dir/t$i.out" | head -n 1)
-    printf '%-6s %6s %8s %6s %9s %9s %11s %14.3f\n' $i "${k:--}" "exit$st" "$(ranks "$dir/t$i.out")" "${a:--}" "$d" "${r:--}" "$seen"
+    printf '%-6s %6s %8s %6s %9s %9s %11s %14.3f\n' $i "${k:--}" "exit$st" "$(ranks "$dir/t$i.out" | grep . || echo -)" "${a:--}" "$d" "${r:--}" "$seen"
 done
 echo "finished: $fin/$TRIALS; accuracy within 0.5 points of undisturbed: $close/$TRIALS; rank 0's recovery: mean $(echo "scale=3; $rsum / ($rn + ($rn == 0))" | bc | sed 's/^\./0./') s, max $rmax s over $rn"
 
