@@ -38,6 +38,8 @@ PARAM_INT(cluster, "WEFT_CLUSTER", "-1", -1, 1 << 20, "", 0,
           "this rank's cluster; links between clusters are wan-class; -1: one cluster")
 PARAM_STR(wan, "WEFT_WAN", "", NULL, "", 0,
           "tests and benchmarks only: emulate wan-class links, delay=50ms,rate=100mbit")
+PARAM_INT(wan_streams, "WEFT_WAN_STREAMS", "1", 1, 64, "", 0,
+          "TCP streams per wan-class connection, the same on every rank; 1: one")
 
 /* rendezvous */
 PARAM_STR(master_addr, "WEFT_MASTER_ADDR", "127.0.0.1", NULL, "MASTER_ADDR", 0,

@@ -4,6 +4,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/param.h"
+#include "transport/stripe.h"
 #include "transport/wan.h"
 #include "weft.h"
 
@@ -41,6 +42,8 @@ int tcp_net_init(tcp_net *n, int rank, int size, uint64_t comm_id, const char *b
      * introduce itself and prove the secret (a member sends its hello right
      * after connecting, its proof one round trip later) */
     int bad = param_read_dbl(PARAM_handshake_timeout, &n->hello_wait_s, err, errlen);
+    if (!bad)
+        bad = param_read_int(PARAM_wan_streams, &n->streams, err, errlen);
     if (!bad && (n->tls = tls_wanted(err, errlen)) < 0)
         bad = n->tls;
     if (bad) {
@@ -78,6 +81,8 @@ void tcp_net_close(tcp_net *n)
 {
     for (int i = 0; n->out_fd && n->in_fd && i < n->size; i++)
         tcp_drop(n, i);
+    /* the owners' ends are closed: the streams' threads pass on the rest */
+    stripe_set_free(n->stripes, TLS_FLUSH_S);
     for (int i = 0; i < n->npend; i++)
         close(n->pend[i].fd);
     n->npend = 0;
@@ -142,15 +147,80 @@ static int secure(tcp_net *n, int fd, int server, const uint8_t key[AUTH_MAC_LEN
     return tls_pump_add(n->pump, fd, server, key, what, app, err, errlen);
 }
 
+/* Connections with peer go as several streams (WEFT_WAN_STREAMS): wan
+ * links only, and not under TLS, whose pump owns the socket. */
+static int striped(const tcp_net *n, int peer)
+{
+    return n->streams > 1 && !n->tls && wan_is_wan(n->wan, peer);
+}
+
+static int dial(void *ctx, int peer, char *err, size_t errlen);
+
 /* A connection to peer has just become ready: one to another cluster goes
- * through the emulated WAN when WEFT_WAN asks for it. */
+ * through the emulated WAN when WEFT_WAN asks for it, and through the
+ * streams when WEFT_WAN_STREAMS asks for them. */
 static int ready(tcp_net *n, int peer, int *fdp, char *err, size_t errlen)
 {
     int fd = *fdp, rc = wan_take(n->wan, peer, &fd, err, errlen);
+    if (!rc && striped(n, peer) && !n->stripes)
+        rc = stripe_set_new(&n->stripes, n->rank, n->streams, dial, n, n->loglevel);
+    if (!rc && striped(n, peer))
+        rc = stripe_out(n->stripes, peer, &fd, err, errlen);
     if (rc)
         return rc;
     n->out_fd[peer] = *fdp = fd;
     return 1;
+}
+
+/* One more stream to peer, introduced and authenticated as tcp_out does
+ * it, but blocking: the streams' thread runs it, not the owner. The
+ * emulated WAN takes it as any wan connection. */
+static int dial(void *ctx, int peer, char *err, size_t errlen)
+{
+    tcp_net *n = ctx;
+    char host[SOCK_ADDR_MAX], e[160];
+    int port, fd, rc;
+    struct {
+        hello_msg h;
+        auth_hello a;
+    } intro;
+    double until = clock_now() + n->connect_timeout_s;
+    if (sock_split_addr(n->addr[peer], host, sizeof host, &port)) {
+        snprintf(err, errlen, "rank %d published a bad address", peer);
+        return WEFT_EPROTO;
+    }
+    if ((fd = sock_connect_once(host, port, until, e, sizeof e)) < 0) {
+        snprintf(err, errlen, "cannot connect to %s: %s", n->addr[peer], e);
+        return fd;
+    }
+    memset(&intro, 0, sizeof intro);
+    intro.h = (hello_msg){ .magic = HELLO_MAGIC, .version = WIRE_VERSION,
+                           .auth = secret_of(n) != NULL, .comm_id = n->comm_id,
+                           .src = n->rank, .dst = peer };
+    if (secret_of(n) && (rc = auth_start(&intro.a, AUTH_ROLE_DATA)))
+        goto fail;
+    rc = sock_write_full(fd, &intro, secret_of(n) ? sizeof intro : sizeof intro.h, until);
+    if (!rc && secret_of(n)) {
+        uint8_t buf[sizeof(auth_challenge)], proof[AUTH_MAC_LEN];
+        auth_challenge ch;
+        const char *why;
+        hello_msg bind = intro.h;
+        bind.auth = 1;
+        rc = sock_read_full(fd, buf, sizeof buf, until);
+        if (!rc && (auth_challenge_decode(buf, sizeof buf, &ch, &why) ||
+                    auth_answer(secret_of(n), &intro.a, &ch, &bind, sizeof bind, proof)))
+            rc = WEFT_EAUTH;
+        if (!rc)
+            rc = sock_write_full(fd, proof, sizeof proof, until);
+    }
+    if (!rc)
+        rc = wan_take(n->wan, peer, &fd, err, errlen);
+    if (!rc)
+        return fd;
+fail:
+    close(fd);
+    snprintf(err, errlen, "a further stream to rank %d: %s", peer, weft_strerror(rc));
+    return rc;
 }
 
 int tcp_out(tcp_net *n, int peer, int *fdp, char *err, size_t errlen)
@@ -280,10 +350,39 @@ static int drop_pend(tcp_net *n, tcp_pend *p, const char *why)
     return ADV_DROPPED;
 }
 
+/* A stream of a striped connection says which it is (stripe.h) before it
+ * joins the others of its sender. */
+static int advance_stripe(tcp_net *n, tcp_pend *p)
+{
+    int rc = fill_to(p->fd, p->in, &p->have, STRIPE_PREAMBLE), owner = -1;
+    if (rc < 0)
+        return drop_pend(n, p, "closed before naming its stream");
+    if (rc == 0)
+        return ADV_WAIT;
+    if (!n->stripes &&
+        stripe_set_new(&n->stripes, n->rank, n->streams, dial, n, n->loglevel))
+        return drop_pend(n, p, "found no memory for its streams");
+    if (stripe_in(n->stripes, p->src, p->fd, p->in, &owner))
+        return drop_pend(n, p, "sent a bad stream preamble (is WEFT_WAN_STREAMS the same on "
+                               "every rank?)");
+    if (owner >= 0) {
+        if (n->in_fd[p->src] >= 0)
+            close(n->in_fd[p->src]); /* an earlier connection's, broken */
+        n->in_fd[p->src] = owner;
+    }
+    log_sub(n->loglevel, LOG_TRACE, LOG_SUB_AUTH, n->rank, "stream from rank %d filed", p->src);
+    return ADV_FILED;
+}
+
 /* A proven (or, without a secret, introduced) connection becomes src's. */
 static int file_pend(tcp_net *n, tcp_pend *p)
 {
     int fd = p->fd;
+    if (striped(n, p->src)) {
+        p->stage = PEND_STRIPE;
+        p->have = 0;
+        return advance_stripe(n, p);
+    }
     if (n->tls) {
         char e[160];
         int rc = secure(n, p->fd, 1, p->key, p->src, &fd, e, sizeof e);
@@ -304,6 +403,8 @@ static int advance(tcp_net *n, tcp_pend *p)
 {
     const char *why;
     int rc;
+    if (p->stage == PEND_STRIPE)
+        return advance_stripe(n, p);
     if (p->stage == PEND_HELLO) {
         hello_msg h;
         size_t want = sizeof h;
@@ -327,7 +428,7 @@ static int advance(tcp_net *n, tcp_pend *p)
             return drop_pend(n, p, h.auth ? "peer authenticates but this rank has no job secret"
                                           : "peer does not authenticate (no job secret)");
         p->src = h.src;
-        if (n->in_fd[h.src] >= 0)
+        if (n->in_fd[h.src] >= 0 && !striped(n, h.src))
             return drop_pend(n, p, "is a second connection from that rank");
         if (!secret_of(n)) {
             if (n->tls)
@@ -372,7 +473,7 @@ static int advance(tcp_net *n, tcp_pend *p)
         return ADV_WAIT;
     if (auth_check(p->in, p->expect))
         return drop_pend(n, p, "failed to prove the job secret");
-    if (n->in_fd[p->src] >= 0)
+    if (n->in_fd[p->src] >= 0 && !striped(n, p->src))
         return drop_pend(n, p, "is a second proven connection from that rank");
     return file_pend(n, p);
 }

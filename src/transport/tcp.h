@@ -33,7 +33,7 @@ typedef struct {
 
 #define TCP_PEND_MAX 16 /* incoming connections still in their handshake */
 
-enum { PEND_HELLO = 0, PEND_CHALLENGE, PEND_PROOF };
+enum { PEND_HELLO = 0, PEND_CHALLENGE, PEND_PROOF, PEND_STRIPE };
 
 /* An incoming connection that has not yet become a member's: it owes its
  * hello, then (with a secret) takes the challenge and owes the proof. It
@@ -68,6 +68,8 @@ typedef struct {
     int tls;                     /* WEFT_TLS=1: connections go through pump */
     tls_pump *pump;              /* made with the first secured connection */
     struct wan_net *wan;         /* clusters, WEFT_WAN emulation (transport/wan.h); NULL: none */
+    int streams;                 /* WEFT_WAN_STREAMS: TCP streams per wan-class connection */
+    struct stripe_set *stripes;  /* theirs when streams > 1 (transport/stripe.h) */
 } tcp_net;
 
 /* Listen on bind_ip (NULL: any) and write "ip:port" to addr_out. */
