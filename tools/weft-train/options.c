@@ -124,7 +124,7 @@ static void usage(FILE *f)
         "  --kill-at RANK:STEP[:recover][,...]  tests: launch rank RANK kills itself (SIGKILL)\n"
         "                           as step STEP starts, or in the recovery from a failure there\n"
         "  --trace-samples PATH     tests: each rank appends the sample ids of every committed\n"
-        "                           step to PATH.RANK (\"step id\" lines)\n",
+        "                           step to PATH.RANK (\"step id view\" lines)\n",
         f);
 }
 
