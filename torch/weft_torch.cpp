@@ -20,6 +20,7 @@
 
 #include <pybind11/chrono.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -126,6 +127,38 @@ size_t row_bytes(const at::Tensor &t)
     return t.dim() == 0 || t.size(0) == 0 ? 0 : nbytes(t) / (size_t)t.size(0);
 }
 
+// What Work.wait(timeout) raises when the timeout passes first: the
+// operation itself goes on (weft has no way to take back a collective
+// that other ranks may be in), and a later wait may still see it end.
+[[noreturn]] void waited_too_long(const char *what, std::chrono::milliseconds t)
+{
+    throw std::runtime_error(std::string("weft: ") + what + " did not complete within " +
+                             std::to_string(t.count()) + " ms (Work.wait's timeout)");
+}
+
+// Wait for f, for at most timeout (kNoTimeout: for ever); the future has
+// no timed wait of its own, so a callback wakes this one.
+void wait_future(Fut &f, std::chrono::milliseconds timeout, const char *what)
+{
+    if (timeout == ::kNoTimeout) {
+        f.wait();
+        return;
+    }
+    if (f.completed())
+        return;
+    auto m = std::make_shared<std::mutex>();
+    auto cv = std::make_shared<std::condition_variable>();
+    auto done = std::make_shared<bool>(false);
+    f.addCallback([m, cv, done](Fut &) {
+        std::lock_guard<std::mutex> g(*m);
+        *done = true;
+        cv->notify_all();
+    });
+    std::unique_lock<std::mutex> g(*m);
+    if (!cv->wait_for(g, timeout, [&] { return *done; }))
+        waited_too_long(what, timeout);
+}
+
 class WeftWork : public c10d::Work {
   public:
     WeftWork(OpType t, c10::intrusive_ptr<Fut> f) : Work(-1, t), fut_(std::move(f)) {}
@@ -137,9 +170,9 @@ class WeftWork : public c10d::Work {
         wait(::kNoTimeout);
         return fut_->value().toTensorVector();
     }
-    bool wait(std::chrono::milliseconds) override
+    bool wait(std::chrono::milliseconds timeout) override
     {
-        fut_->wait();
+        wait_future(*fut_, timeout, c10d::opTypeToString(opType_).c_str());
         if (fut_->hasError())
             std::rethrow_exception(fut_->exception_ptr());
         return true;
@@ -166,6 +199,8 @@ class WeftP2PWork : public c10d::Work {
     bool isCompleted() override
     {
         std::lock_guard<std::mutex> g(m_);
+        if (fut_)
+            return fut_->completed();
         if (req_) {
             int done = 0, rc = weft_test(req_, &done);
             if (done)
@@ -176,28 +211,77 @@ class WeftP2PWork : public c10d::Work {
     bool isSuccess() const override { return !req_ && rc_ == 0; }
     int sourceRank() const override { return peer_; }
     std::vector<at::Tensor> result() override { return { buf_.user }; }
-    bool wait(std::chrono::milliseconds) override
+    bool wait(std::chrono::milliseconds timeout) override
     {
+        const char *what = opType_ == OpType::SEND ? "send" : "recv";
+        c10::intrusive_ptr<Fut> f;
+        {
+            std::lock_guard<std::mutex> g(m_);
+            f = fut_;
+        }
+        if (f) { /* its thread waits on the request: wait for the future */
+            wait_future(*f, timeout, what);
+        } else if (timeout == ::kNoTimeout) {
+            std::lock_guard<std::mutex> g(m_);
+            if (req_)
+                settle(weft_wait(req_));
+        } else if (!poll_until(timeout == ::kNoTimeout ? std::chrono::steady_clock::time_point::max()
+                                                       : std::chrono::steady_clock::now() + timeout)) {
+            waited_too_long(what, timeout);
+        }
         std::lock_guard<std::mutex> g(m_);
-        if (req_)
-            settle(weft_wait(req_));
         if (rc_)
             std::rethrow_exception(err_);
         return true;
     }
+    // The future completes when the message has moved: a thread of its own
+    // waits on the request (from then on the only one that touches it), so
+    // getFuture returns at once.
     c10::intrusive_ptr<Fut> getFuture() override
     {
-        auto f = c10::make_intrusive<Fut>(c10::ListType::create(c10::TensorType::get()));
-        try {
-            wait(::kNoTimeout);
-            f->markCompleted(c10::IValue(std::vector<at::Tensor>{ buf_.user }));
-        } catch (...) {
-            f->setError(std::current_exception());
-        }
-        return f;
+        std::lock_guard<std::mutex> g(m_);
+        if (fut_)
+            return fut_;
+        fut_ = c10::make_intrusive<Fut>(c10::ListType::create(c10::TensorType::get()));
+        auto self = c10::intrusive_ptr<WeftP2PWork>::unsafe_reclaim_from_nonowning(this);
+        weft_request *r = req_;
+        std::thread([self, r] {
+            int rc = r ? weft_wait(r) : 0;
+            std::lock_guard<std::mutex> g(self->m_);
+            if (self->req_)
+                self->settle(rc);
+            if (self->rc_)
+                self->fut_->setError(self->err_);
+            else
+                self->fut_->markCompleted(
+                    c10::IValue(std::vector<at::Tensor>{ self->buf_.user }));
+        }).detach();
+        return fut_;
     }
 
   private:
+    // Look at the request, then sleep a little longer each time (never a
+    // spinning core), until it is done (1) or the deadline passes (0).
+    bool poll_until(std::chrono::steady_clock::time_point end)
+    {
+        auto nap = std::chrono::microseconds(20);
+        for (;;) {
+            {
+                std::lock_guard<std::mutex> g(m_);
+                if (!req_)
+                    return true;
+                int done = 0, rc = weft_test(req_, &done);
+                if (done) {
+                    settle(rc);
+                    return true;
+                }
+            }
+            if (std::chrono::steady_clock::now() >= end)
+                return false;
+            std::this_thread::sleep_for(nap);
+            nap = std::min(nap * 2, std::chrono::microseconds(2000));
+        }
+    }
     void settle(int rc)
     {
         req_ = nullptr;
@@ -218,6 +302,7 @@ class WeftP2PWork : public c10d::Work {
     Dense buf_;
     int peer_, rc_ = 0;
     std::exception_ptr err_;
+    c10::intrusive_ptr<Fut> fut_;
 };
 
 // torch's Store as weft's key-value store (weft_comm_init_kv).

@@ -73,6 +73,37 @@ def body(rank, size, check):
     t = torch.ones(1)
     dist.all_reduce(t)
     check("world after subgroups", t.item() == size)
+    # Work.wait(timeout): a receive whose message is not sent yet raises
+    # after the timeout; its future returns at once and completes later
+    import datetime
+    import time
+    buf = torch.zeros(2)
+    w = dist.irecv(buf, src=prv, tag=9)
+    f = w.get_future()
+    check("a message's future returns before the message", not f.done())
+    try:
+        w.wait(datetime.timedelta(milliseconds=200))
+        check("irecv wait(timeout) raises", False)
+    except RuntimeError as e:
+        check("irecv wait(timeout) raises", "did not complete within 200 ms" in str(e), str(e))
+    dist.barrier()
+    dist.send(torch.full((2,), float(rank)), dst=nxt, tag=9)
+    f.wait()
+    check("the future completes with the message", torch.equal(buf, torch.full((2,), float(prv))))
+    # a collective's wait(timeout) while rank 0 is late, then a full wait
+    if rank == 0:
+        time.sleep(1.0)
+    t = torch.ones(1)
+    w = dist.all_reduce(t, async_op=True)
+    if rank != 0:
+        try:
+            w.wait(datetime.timedelta(milliseconds=100))
+            check("all_reduce wait(timeout) raises", False)
+        except RuntimeError as e:
+            check("all_reduce wait(timeout) raises", "did not complete within 100 ms" in str(e),
+                  str(e))
+    w.wait()
+    check("all_reduce after a timed-out wait", t.item() == size)
     dist.barrier()
     dist.destroy_process_group()
 
