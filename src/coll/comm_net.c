@@ -12,7 +12,8 @@ int comm_net_open(weft_comm *c, const char *ip, char addr[OFI_ADDR_MAX])
     char err[300] = "";
     ofi_opts o = { .rank = c->rank, .size = c->size, .comm_id = c->id,
                    .provider = c->params.ofi_provider, .must = c->params.net == NET_OFI,
-                   .bind_ip = ip, .secret = c->secret, .loglevel = c->loglevel };
+                   .bind_ip = ip, .secret = c->secret, .loglevel = c->loglevel,
+                   .no_rma = !c->params.ofi_rma };
     addr[0] = 0;
     if (c->params.net == NET_TCP || c->size < 2)
         return 0;
