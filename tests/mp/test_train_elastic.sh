@@ -20,63 +20,7 @@ trap 'rm -rf "$dir"' EXIT
 scale=${TEST_SCALE:-1}
 common="--model mlp:784-64-10 --data builtin --train-size 2048 --batch 64 --optim adamw
         --lr 0.003 --clip 1 --elastic --quiet"
-passed=0; failed=0
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL $*"; }
-
-run() { # name ranks weftrun-args -- weft-train args...
-    name=$1; n=$2; shift 2
-    wr=""
-    while [ "$1" != "--" ]; do wr="$wr $1"; shift; done
-    shift
-    rm -f "$dir/$name.ids".*
-    if WEFT_TIMEOUT=20 timeout -s KILL 120 "$B/weftrun" --elastic 2:4 $wr -n "$n" \
-        "$B/weft-train" $common --metrics "$dir/$name.csv" --trace-samples "$dir/$name.ids" \
-        "$@" >"$dir/$name.out" 2>&1; then
-        ok; return 0
-    fi
-    bad "weft-train $name ($n ranks:$wr $*)"; tail -n 30 "$dir/$name.out" | sed 's/^/    /'
-    return 1
-}
-
-same() { # name: train losses and test accuracy match the undisturbed run's
-    if awk -F, -v name="$1" '
-        FNR == 1 { next }
-        NR == FNR { loss[$1 "," $3] = $4; acc[$1 "," $3] = $5; next }
-        $3 == "train" { if (!(($1 ",train") in loss)) { print name ": step " $1 " not in ref"; bad = 1; next }
-                        r = loss[$1 ",train"]; d = $4 - r; if (d < 0) d = -d; checked++
-                        if (d > 1e-4 * (r < 0 ? -r : r) + 1e-5) { print name ": step " $1 ": " $4 " vs " r; bad = 1 } }
-        $3 == "test" { d = $5 - acc[$1 ",test"]; if (d < 0) d = -d; tested = 1
-                       if (d > 0.001) { print name ": test accuracy " $5 " vs " acc[$1 ",test"]; bad = 1 } }
-        END { if (checked < 32 || !tested) { print name ": " checked " steps, test " tested; bad = 1 }
-              exit bad }' "$dir/ref.csv" "$dir/$1.csv"; then
-        ok
-    else
-        bad "$1: losses differ from the undisturbed run"
-    fi
-}
-
-once() { # name: every sample id of the epoch in exactly one committed step
-    # lines "step id view": a step taken again (ZeRO 1-3 going back to it)
-    # counts in its latest view only
-    if cat "$dir/$1.ids".* | awk -v name="$1" '
-        { step[NR] = $1; id[NR] = $2; view[NR] = $3; if (!($1 in last) || $3 > last[$1]) last[$1] = $3 }
-        END { for (r = 1; r <= NR; r++) if (view[r] == last[step[r]]) { n[id[r]]++; if (id[r] < 0 || id[r] >= 2048) bad = 1 }
-              for (i = 0; i < 2048; i++) if (n[i] != 1) { print name ": sample " i " seen " n[i] + 0 " times"; bad = 1; break }
-              exit bad }'; then
-        ok
-    else
-        bad "$1: not every sample seen once"
-    fi
-}
-
-says() { # name text: the run's output has it
-    if grep -q -- "$2" "$dir/$1.out"; then ok; else bad "$1: no \"$2\" in its output"; tail -n 20 "$dir/$1.out"; fi
-}
-
-event() { # name kind: the CSV has a row of that kind
-    if grep -q "^[0-9]*,[0-9.]*,$2," "$dir/$1.csv"; then ok; else bad "$1: no $2 row in its CSV"; fi
-}
+. "$(dirname "$0")/elastic_lib.sh"
 
 run ref 4 -- && once ref
 # one rank dies as step 10 starts: the job ends at 3 ranks

@@ -10,7 +10,18 @@
  * stream of samples is the same for every world size, so the step that
  * failed is taken again over the survivors, and every sample of an epoch
  * is still seen once. Joiners (weftrun --elastic --restarts N) are
- * admitted at a step boundary by weft_comm_grow and get the same hand-over. */
+ * admitted at a step boundary by weft_comm_grow and get the same hand-over.
+ *
+ * With --pp/--tp (ZeRO 0) a replica is one tp x pp group, and it is whole
+ * or nothing: a death drops the dead rank's replica. Its survivors leave
+ * the job; the other replicas shrink the job, build the layout's groups
+ * anew over dp - 1 replicas (each keeps its stage and tensor rank, so its
+ * part of the model and optimiser) and take the failed step again over
+ * the same stream of samples. No rank of a replica can complete a step
+ * the others did not start, and no replica one its peers' gradients are
+ * not in, so the survivors agree on the step; where they do not (a death
+ * inside the gradient reduction may leave stages a step apart) the job
+ * stops and names the checkpoint as the way back. */
 #include "train_tool.h"
 
 #include <limits.h>
@@ -81,10 +92,16 @@ void elastic_check(const opts *o, weft_comm *comm)
         return;
     if (o->ps)
         die("--elastic is data parallel; --mode ps has its own recovery");
-    if (o->pp > 1 || o->tp > 1 || o->layout_auto)
-        die("--elastic with --pp/--tp/--layout auto is not supported: a lost stage or "
-            "tensor shard cannot be rebuilt from the survivors yet (use data parallelism, "
-            "ZeRO 0)");
+    if (o->layout_auto)
+        die("--elastic with --layout auto is not supported: give --pp/--tp (ZeRO 0)");
+    int g = (o->pp > 1 ? o->pp : 1) * (o->tp > 1 ? o->tp : 1);
+    if (g > 1 && o->zero > 0)
+        die("--elastic with --pp/--tp takes --zero 0: ZeRO %d shards the state over the "
+            "replicas, and a replica lost would take its shards with it", o->zero);
+    if (g > 1 && comm && weft_comm_size(comm) / g < 2)
+        die("--elastic with --tp %d --pp %d needs 2 replicas at least (%d ranks): a death "
+            "in the only one leaves nothing to go on with", o->tp > 1 ? o->tp : 1,
+            o->pp > 1 ? o->pp : 1, weft_comm_size(comm));
     if (strcmp(o->sync, "full") != 0)
         die("--elastic takes --sync full, not --sync %s", o->sync);
     if (comm && weft_comm_size(comm) > o->r.batch)
@@ -96,7 +113,7 @@ void elastic_check(const opts *o, weft_comm *comm)
 void elastic_trace(trainer *t, long step, const weft_batch *b)
 {
     trace_slot *sl = &t->el.tr;
-    if (!t->el.trace)
+    if (!t->el.trace || (t->pl && !pipeline_traces(t->pl)))
         return;
     uint64_t *ids = realloc(sl->ids, (size_t)(b->n > 0 ? b->n : 1) * sizeof *ids);
     if (!ids)
@@ -167,12 +184,14 @@ static void leave_comm(trainer *t)
     t->comm = t->job = NULL;
 }
 
-/* The training state over c, with the kept state restored. */
-static int enter_comm(trainer *t, weft_comm *c)
+/* The training state over c (the data-parallel group of the job), with
+ * the kept state restored. */
+static int enter_comm(trainer *t, weft_comm *c, weft_comm *job)
 {
-    t->comm = t->job = c;
-    t->rank = weft_comm_rank(c);
-    t->world = weft_comm_size(c);
+    t->comm = c;
+    t->job = job;
+    t->rank = c ? weft_comm_rank(c) : 0;
+    t->world = c ? weft_comm_size(c) : 1;
     sync_pick(&t->sync, t->o, c);
     int rc = sync_open(&t->sync, t->m, &t->el.keep_oc, NULL);
     if (!t->sync.z)
@@ -180,6 +199,8 @@ static int enter_comm(trainer *t, weft_comm *c)
     t->opt = weft_zero_optim(t->sync.z);
     if (t->o->zero == 0)
         restore_state(t); /* stages 1-3: weft_zero_import, after the hand-over */
+    if (t->pl)
+        pipeline_attach(t->pl, t->m, t->sync.z);
     return rc;
 }
 
@@ -219,7 +240,8 @@ static void apply_header(trainer *t, const int64_t h[6], long *step)
     e->world0 = (int)h[3];
     e->accum0 = (int)h[4];
     e->view = h[5];
-    t->o->accum = accum_for(e, t->world, t->o->r.batch);
+    if (!t->pl) /* a pipeline raised its micro-batches instead */
+        t->o->accum = accum_for(e, t->world, t->o->r.batch);
     weft_loader_free(t->loader);
     t->loader = data_loader(&t->o->r, t->d, t->rank, t->world, t->o->accum, "ranks");
     weft_loader_seek(t->loader, e->pos_base);
@@ -305,7 +327,7 @@ static int params_agree(trainer *t, uint64_t *hash, int *same)
 /* Rank 0 of a new world speaks for the job from here on. */
 static void take_lead(trainer *t)
 {
-    if (t->rank != 0 || t->lead)
+    if (weft_comm_rank(t->job) != 0 || t->lead)
         return;
     t->lead = 1;
     t->o->quiet = t->el.quiet0;
@@ -321,7 +343,7 @@ static void report_change(trainer *t, long step, const char *kind, const char *w
         return;
     char line[512];
     snprintf(line, sizeof line, "%s; %d ranks now, %d micro-step(s) a step; %s in %.3f s", what,
-             t->world, t->o->accum, strcmp(kind, "grow") ? "recovered" : "admitted", took);
+             weft_comm_size(t->job), t->o->accum, strcmp(kind, "grow") ? "recovered" : "admitted", took);
     printf("elastic: step %ld: %s\n", step, line); /* --quiet too: it changes the job */
     fflush(stdout);
     csv_event(t->pg.csv, step, (double)t->el.pos_base / (double)t->d->ti.n, kind,
@@ -336,7 +358,7 @@ void elastic_open(trainer *t, long *step, int quiet, int joined)
     const char *slot = getenv("WEFT_RANK");
     int rc = 0;
     memset(e, 0, sizeof *e);
-    e->slot = joined ? -1 : t->rank;
+    e->slot = joined ? -1 : t->job ? weft_comm_rank(t->job) : 0;
     e->world0 = t->world;
     e->accum0 = t->o->accum;
     e->quiet0 = quiet;
@@ -345,7 +367,7 @@ void elastic_open(trainer *t, long *step, int quiet, int joined)
     e->tr.step = -1;
     e->idle_step = -1;
     e->gen = t->start_step;
-    if (!t->o->elastic || !t->comm)
+    if (!t->o->elastic || !t->job)
         return;
     e->keep_oc = *weft_optim_config_of(t->opt);
     if (t->o->trace[0]) {
@@ -397,7 +419,7 @@ static int grow_hand_over(trainer *t, weft_comm *g, long *step)
     if (t->o->zero == 0) {
         keep_state(t);
         leave_comm(t);
-        int rc = enter_comm(t, g);
+        int rc = enter_comm(t, g, g);
         return rc ? rc : hand_over(t, *step, step);
     }
     weft_zero_replicas *r = take_replicas(t);
@@ -413,7 +435,7 @@ static int grow_hand_over(trainer *t, weft_comm *g, long *step)
     weft_zero_replicas_free(r);
     free(gone);
     leave_comm(t);
-    int rc = enter_comm(t, g);
+    int rc = enter_comm(t, g, g);
     if (rc == 0)
         rc = reshard(t, h, full, step);
     free(full);
@@ -423,9 +445,13 @@ static int grow_hand_over(trainer *t, weft_comm *g, long *step)
 int elastic_boundary(trainer *t, long *step)
 {
     elastic_state *e = &t->el;
-    if (!t->o->elastic || !t->comm)
+    if (!t->o->elastic || !t->job)
         return 0;
     e->opt_steps0 = weft_optim_steps(t->opt);
+    if (t->pl) { /* no joiners (elastic_open) */
+        kill_point(t, *step, 0);
+        return 0;
+    }
     if (e->joined_now) { /* its members' grow is behind them */
         e->joined_now = 0;
         kill_point(t, *step, 0);
@@ -508,11 +534,117 @@ static int recover_shards(trainer *t, const weft_zero_replicas *r, long done,
     return rc;
 }
 
+/* A failure that took nobody (a mismatch, a timeout) must not repeat for
+ * ever at one step. */
+static void count_idle(elastic_state *e, int lost_none, long failed_at, const char *why)
+{
+    e->idle_fails = lost_none && e->idle_step == failed_at ? e->idle_fails + 1 : 0;
+    e->idle_step = failed_at;
+    if (e->idle_fails >= 3)
+        die("elastic: step %ld failed %d times with every rank alive (%s)", failed_at,
+            e->idle_fails + 1, why);
+}
+
+/* --pp/--tp: the training state leaves the failed step and its groups;
+ * every peer still blocked in one of them fails at once. */
+static void leave_layout(trainer *t)
+{
+    pipeline_abort(t->pl);
+    keep_state(t);
+    if (t->sync.mreq) {
+        weft_wait(t->sync.mreq);
+        t->sync.mreq = NULL;
+    }
+    sync_close(&t->sync);
+    t->opt = NULL;
+    pipeline_abandon(t->pl);
+    t->comm = NULL;
+}
+
+/* --pp/--tp: the survivors of a broken replica leave the job; the whole
+ * replicas go on from the failed step over a layout of themselves. */
+static int layout_recover(trainer *t, long *step, int rc)
+{
+    elastic_state *e = &t->el;
+    double t0 = now_s();
+    long failed_at = *step, done = *step + (weft_optim_steps(t->opt) > e->opt_steps0);
+    int was = weft_comm_size(t->job), old = weft_comm_rank(t->job), lost = -1, wholes = 0;
+    int n = was, whole = 0;
+    char why[160];
+    snprintf(why, sizeof why, "%s", weft_strerror(rc));
+    int *olds = calloc((size_t)was, sizeof *olds);
+    if (!olds)
+        die("out of memory");
+    leave_layout(t);
+    weft_comm *w = t->job, *mine = NULL;
+    while (rc) { /* a death during the recovery: shrink what it left */
+        weft_comm *s;
+        int src = weft_comm_shrink(w, &s);
+        if (src)
+            die("elastic: step %ld: no agreement on the survivors (%s): %s", failed_at,
+                weft_strerror(src), weft_comm_error(w));
+        weft_comm_destroy(w);
+        t->job = w = s;
+        kill_point(t, failed_at, 1);
+        n = weft_comm_size(w);
+        rc = weft_allgather(w, &old, olds, 1, WEFT_I32);
+        if (rc == 0) {
+            whole = pipeline_whole(t->pl, olds, n, &lost, &wholes);
+            if (wholes == 0)
+                die("elastic: step %ld: every replica lost a rank (%s); none is whole to go "
+                    "on with: resume from the last checkpoint (--save/--resume)", failed_at,
+                    why);
+            rc = weft_comm_split(w, whole ? 0 : -1, 0, &mine);
+        }
+    }
+    weft_comm_destroy(w); /* the leavers take part in its last barrier */
+    if (!whole) {
+        printf("elastic: rank %d leaves: its replica lost rank %d (step %ld, %s)\n", old, lost,
+               failed_at, why);
+        fflush(stdout);
+        elastic_close(t);
+        exit(0); /* the job goes on without this rank: nothing of it is lost */
+    }
+    t->job = mine;
+    if ((rc = pipeline_reopen(t->pl, t->o, mine, &t->m)) == 0)
+        rc = enter_comm(t, pipeline_dp_comm(t->pl), mine);
+    int64_t span[2] = { done, -done };
+    if (rc == 0)
+        rc = weft_allreduce(mine, span, span, 2, WEFT_I64, WEFT_MAX);
+    if (rc == 0 && span[0] != -span[1])
+        die("elastic: step %ld: the stages are a step apart (%lld and %lld steps done: a rank "
+            "died inside the gradient reduction); resume from the last checkpoint "
+            "(--save/--resume)", failed_at, (long long)-span[1], (long long)span[0]);
+    if (rc == 0 && t->comm)
+        rc = hand_over(t, done, step); /* the replicas' states: bit-identical */
+    else if (rc == 0) {
+        int64_t h[6];
+        header(t, done, weft_optim_steps(t->opt), h);
+        apply_header(t, h, step);
+    }
+    if (rc)
+        die("elastic: step %ld: a rank failed while the layout was rebuilt (%s): %s", failed_at,
+            weft_strerror(rc), weft_comm_error(mine));
+    take_lead(t);
+    count_idle(e, n == was, failed_at, why);
+    char what[256];
+    int gone = was - n, left = was - weft_comm_size(mine) - gone;
+    int g = (t->o->pp > 1 ? t->o->pp : 1) * (t->o->tp > 1 ? t->o->tp : 1);
+    snprintf(what, sizeof what, "%d rank(s) of %d gone (%s at step %ld), %d left with their "
+             "replica(s); %d replica(s) of tp x pp go on", gone, was, why, failed_at, left,
+             weft_comm_size(mine) / g);
+    report_change(t, *step, "shrink", what, now_s() - t0);
+    free(olds);
+    return 1;
+}
+
 int elastic_recover(trainer *t, long *step, int rc)
 {
     elastic_state *e = &t->el;
-    if (!t->o->elastic || !t->comm)
+    if (!t->o->elastic || !t->job)
         return 0;
+    if (t->pl)
+        return layout_recover(t, step, rc);
     double t0 = now_s();
     long failed_at = *step, done = *step + (weft_optim_steps(t->opt) > e->opt_steps0);
     int was = t->world, old_rank = t->rank;
@@ -535,7 +667,7 @@ int elastic_recover(trainer *t, long *step, int rc)
                 weft_strerror(src), weft_comm_error(t->comm));
         leave_comm(t);
         kill_point(t, failed_at, 1);
-        rc = enter_comm(t, s);
+        rc = enter_comm(t, s, s);
         if (rc == 0)
             rc = weft_allgather(t->comm, &old_rank, olds, 1, WEFT_I32);
         if (rc == 0)
@@ -543,13 +675,7 @@ int elastic_recover(trainer *t, long *step, int rc)
     }
     weft_zero_replicas_free(r);
     take_lead(t);
-    /* a failure that took nobody (a mismatch, a timeout) must not repeat
-     * for ever at one step */
-    e->idle_fails = t->world == was && e->idle_step == failed_at ? e->idle_fails + 1 : 0;
-    e->idle_step = failed_at;
-    if (e->idle_fails >= 3)
-        die("elastic: step %ld failed %d times with every rank alive (%s)", failed_at,
-            e->idle_fails + 1, why);
+    count_idle(e, t->world == was, failed_at, why);
     char what[256];
     size_t len = (size_t)snprintf(what, sizeof what, t->world == was ? "no rank" : "rank(s)");
     for (int q = 0, k = 0; q < was; q++) {

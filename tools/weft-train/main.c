@@ -61,6 +61,9 @@ static weft_comm *join_job(opts *o, int *joined)
         signal(SIGUSR1, on_sigusr1);
         /* weftrun --elastic --restarts: a replacement joins the running job */
         *joined = o->elastic && j && strcmp(j, "1") == 0;
+        if (*joined && (o->pp > 1 || o->tp > 1))
+            die("elastic: joining a --pp/--tp job is not supported: a joiner would need a "
+                "whole replica's worth of ranks at once");
         int rc = *joined ? weft_comm_join(&jc, &comm) : weft_comm_init(&comm, &jc);
         if (rc != 0)
             die("cannot join the job: %s", weft_strerror(rc));

@@ -19,6 +19,7 @@
 struct pipeline {
     int pp, v, k, stage, replica, replicas, job_rank, job_size;
     int tp, tp_rank;
+    int elastic, m0, replicas0; /* --elastic: the launch's micro-batches and replicas */
     weft_layout layout;
     weft_comm *job, *pp_comm, *dp_comm, *tp_comm;
     pipe_spec spec;
@@ -65,6 +66,9 @@ pipeline *pipeline_open(const opts *o, weft_comm *job)
             pl->schedule);
     pl->v = pl->spec.v;
     pl->k = pl->pp * pl->v;
+    pl->elastic = o->elastic;
+    pl->m0 = m;
+    pl->replicas0 = pl->replicas;
     int rc = weft_layout_split(&pl->layout, job, &pl->tp_comm, &pl->dp_comm, &pl->pp_comm);
     if (rc)
         die("tensor, data and pipeline groups: %s: %s", weft_strerror(rc), weft_comm_error(job));
@@ -631,6 +635,8 @@ int pipeline_step(pipeline *pl, weft_zero *z, const weft_batch *b, int image, tr
     const void *in = image ? (const void *)b->x : (const void *)b->tokens;
     if (rc == 0)
         rc = weft_pipe_step(pl->pipe, in, b->y, b->n, b->x_dim, &ps);
+    if (rc && pl->elastic)
+        return rc; /* the survivors rebuild the layout (elastic.c) */
     if (rc)
         die("pipeline stage %d: %s: %s", pl->stage, weft_strerror(rc), weft_pipe_error(pl->pipe));
     /* The last stage has the loss. The step is the longest rank's span (the
@@ -638,9 +644,12 @@ int pipeline_step(pipeline *pl, weft_zero *z, const weft_batch *b, int image, tr
      * idle share is of the same step, whatever the hosts' clocks. */
     double v[3] = { ps.loss, ps.correct, ps.busy_s }, span = ps.step_s;
     if ((rc = weft_allreduce(pl->pp_comm, v, v, 3, WEFT_F64, WEFT_SUM)) ||
-        (rc = weft_allreduce(pl->pp_comm, &span, &span, 1, WEFT_F64, WEFT_MAX)))
+        (rc = weft_allreduce(pl->pp_comm, &span, &span, 1, WEFT_F64, WEFT_MAX))) {
+        if (pl->elastic)
+            return rc;
         die("pipeline stage %d: %s: %s", pl->stage, weft_strerror(rc),
             weft_comm_error(pl->pp_comm));
+    }
     /* the replica's mean, weighted as data parallelism sums it */
     st->loss = (float)(v[0] * b->n / b->global_n);
     st->correct = (int)lrint(v[1]);
@@ -651,5 +660,131 @@ int pipeline_step(pipeline *pl, weft_zero *z, const weft_batch *b, int image, tr
     pl->peak_stash = ps.peak_stash > pl->peak_stash ? ps.peak_stash : pl->peak_stash;
     pl->span += span;
     pl->steps++;
+    return 0;
+}
+
+/* ---- --elastic: a replica lost, the layout rebuilt without it ------------ */
+
+int pipeline_traces(const pipeline *pl)
+{
+    return pl->stage == 0 && pl->tp_rank == 0;
+}
+
+int pipeline_whole(const pipeline *pl, const int *olds, int n, int *lost, int *wholes)
+{
+    int g = pl->pp * pl->tp, *count = calloc((size_t)pl->replicas, sizeof *count);
+    if (!count)
+        die("out of memory");
+    for (int i = 0; i < n; i++) {
+        int t, d, s;
+        weft_layout_coords(&pl->layout, olds[i], &t, &d, &s);
+        count[d]++;
+    }
+    *wholes = 0;
+    for (int d = 0; d < pl->replicas; d++)
+        *wholes += count[d] == g;
+    int whole = count[pl->replica] == g;
+    free(count);
+    *lost = -1;
+    for (int s = 0; s < pl->pp && *lost < 0; s++)
+        for (int t = 0; t < pl->tp && *lost < 0; t++) {
+            int r = weft_layout_rank(&pl->layout, t, pl->replica, s), in = 0;
+            for (int i = 0; i < n; i++)
+                in |= olds[i] == r;
+            if (!in)
+                *lost = r;
+        }
+    return whole;
+}
+
+/* Aborted, a group's destruction waits for no member (some are gone).
+ * Its peers still blocked in it must fail too, so that the whole job
+ * leaves the step: between ranks of one host (shared memory) nothing but
+ * a failure notice tells them, and an operation that an abort fails in
+ * progress leaves one (a few ms to let it start; without it the peers
+ * wait out the timeout). */
+static void abort_group(weft_comm *c)
+{
+    int32_t v = 0;
+    weft_request *rq = NULL;
+    int done = 0;
+    if (c && weft_comm_size(c) > 1 && weft_iallreduce(c, &v, &v, 1, WEFT_I32, WEFT_SUM, &rq))
+        rq = NULL;
+    for (int i = 0; rq && i < 20; i++) {
+        struct timespec ms = { 0, 1000000 };
+        weft_test(rq, &done);
+        if (done) {
+            rq = NULL;
+            break;
+        }
+        nanosleep(&ms, NULL);
+    }
+    weft_comm_abort(c);
+    if (rq)
+        weft_wait(rq);
+}
+
+void pipeline_abort(pipeline *pl)
+{
+    abort_group(pl->pp_comm);
+    abort_group(pl->dp_comm);
+    abort_group(pl->tp_comm);
+}
+
+void pipeline_abandon(pipeline *pl)
+{
+    pipeline_abort(pl);
+    weft_pipe_destroy(pl->pipe);
+    weft_comm_destroy(pl->pp_comm);
+    weft_comm_destroy(pl->dp_comm);
+    weft_comm_destroy(pl->tp_comm);
+    pl->pipe = NULL;
+    pl->pp_comm = pl->dp_comm = pl->tp_comm = NULL;
+}
+
+/* Micro-batches for this many replicas: the launch's, times the replicas
+ * lost where that divides, so a micro-batch keeps its rows (and memory). */
+static int micro_for(const pipeline *pl, int replicas)
+{
+    long m = (long)pl->m0 * pl->replicas0;
+    return m % replicas == 0 ? (int)(m / replicas) : pl->m0;
+}
+
+int pipeline_reopen(pipeline *pl, const opts *o, weft_comm *job, weft_model **m)
+{
+    int n = weft_comm_size(job), t, d, s;
+    weft_layout l;
+    if (weft_layout_init(&l, n, pl->tp, pl->pp, o->order) != 0)
+        return WEFT_EINVAL;
+    weft_layout_coords(&l, weft_comm_rank(job), &t, &d, &s);
+    /* whole replicas dropped from a layout keep every other rank's stage and
+     * tensor rank: its part of the model stays what it was */
+    if (t != pl->tp_rank || s != pl->stage)
+        die("elastic: rank %d would move from stage %d, tensor rank %d to stage %d, tensor "
+            "rank %d", weft_comm_rank(job), pl->stage, pl->tp_rank, s, t);
+    pl->layout = l;
+    pl->job = job;
+    pl->job_rank = weft_comm_rank(job);
+    pl->job_size = n;
+    pl->replica = d;
+    pl->replicas = n / (pl->pp * pl->tp);
+    if (pipe_spec_parse(pl->schedule, pl->pp, micro_for(pl, pl->replicas), &pl->spec) != 0)
+        pipe_spec_parse(pl->schedule, pl->pp, pl->m0, &pl->spec);
+    int rc = weft_layout_split(&pl->layout, job, &pl->tp_comm, &pl->dp_comm, &pl->pp_comm);
+    if (rc || pl->tp == 1)
+        return rc;
+    /* the model's tensor-parallel collectives run on the old group: the
+     * same part anew over the new one, with the parameters it had */
+    weft_model *nm = pipeline_model(pl, o, NULL);
+    size_t a, b;
+    float *src = weft_model_params(*m, &a), *dst = weft_model_params(nm, &b);
+    if (a != b)
+        die("elastic: stage %d's part changed size (%zu, %zu)", pl->stage, a, b);
+    memcpy(dst, src, a * sizeof *dst);
+    model_tune(nm, o);
+    weft_model_destroy(*m);
+    *m = nm;
+    pl->model = nm;
+    pl->counted = 0;
     return 0;
 }

@@ -227,6 +227,22 @@ weft_model *pipeline_gather(const pipeline *pl, weft_model *m, weft_zero *z, wef
 /* Job rank 0: each stage's predicted and measured share of the work. */
 void pipeline_summary(pipeline *pl, const opts *o);
 void pipeline_close(pipeline *pl);
+/* --elastic. Whether this rank traces its replica's samples (one rank
+ * of each replica loads for all). */
+int pipeline_traces(const pipeline *pl);
+/* Over the layout's job ranks olds[0..n) that survived: whether this
+ * rank's replica is whole, *lost one of its ranks that is not (-1), and
+ * *wholes the number of whole replicas. */
+int pipeline_whole(const pipeline *pl, const int *olds, int n, int *lost, int *wholes);
+/* After a failure: pipeline_abort fails every operation on the groups;
+ * pipeline_abandon destroys them and the pipe. */
+void pipeline_abort(pipeline *pl);
+void pipeline_abandon(pipeline *pl);
+/* The layout over job (whole replicas dropped): new groups, the schedule's
+ * micro-batches raised with the replicas lost where that divides, and with
+ * --tp this stage's model anew on the new tensor group (*m replaced, its
+ * parameters kept). pipeline_attach follows. */
+int pipeline_reopen(pipeline *pl, const opts *o, weft_comm *job, weft_model **m);
 
 /* ---- elastic membership (elastic.c) ---------------------------------------- */
 
