@@ -39,18 +39,22 @@ if run kill3 4 -- --kill-at 3:10; then
     same kill3; once kill3; event kill3 shrink
     says kill3 "rank 3 killed by signal SIGKILL"
     says kill3 "elastic: rank 1 leaves: its replica lost rank 3"
-    says kill3 "elastic: step 10: 1 rank(s) of 4 gone"
+    # weftrun names a rank that ends otherwise than with status 0
+    if grep -q "rank 1 exited" "$dir/kill3.out"; then bad "kill3: rank 1 did not exit 0"; else ok; fi
+    says kill3 "elastic: step 10: rank(s) 3 of 4 gone"
+    says kill3 "1 left with their replica(s); 2 ranks now, 4 micro-batch(es) a step"
 fi
 if [ "$scale" -lt 10 ]; then
     # rank 0 (the lead) dies: rank 2 leaves, ranks 1 and 3 go on and report
     if run kill0 4 -- --kill-at 0:12; then
         same kill0; once kill0; event kill0 shrink
         says kill0 "elastic: rank 2 leaves: its replica lost rank 0"
+        says kill0 "elastic: step 12: rank(s) 0 of 4 gone"
     fi
     # the leaving replica's survivor dies too, during the recovery
     if run during 4 -- --kill-at 3:6,1:6:recover; then
         same during; once during
-        says during "elastic: step 6: 2 rank(s) of 4 gone"
+        says during "elastic: step 6: rank(s) 1 3 of 4 gone"
     fi
     # tp 2 x dp 2: replica 0 = ranks 0, 1; replica 1 = ranks 2, 3
     common="$base --tp 2"

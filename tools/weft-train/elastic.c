@@ -342,8 +342,9 @@ static void report_change(trainer *t, long step, const char *kind, const char *w
     if (!t->lead)
         return;
     char line[512];
-    snprintf(line, sizeof line, "%s; %d ranks now, %d micro-step(s) a step; %s in %.3f s", what,
-             weft_comm_size(t->job), t->o->accum, strcmp(kind, "grow") ? "recovered" : "admitted", took);
+    snprintf(line, sizeof line, "%s; %d ranks now, %d micro-%s a step; %s in %.3f s", what,
+             weft_comm_size(t->job), t->pl ? pipeline_micro(t->pl) : t->o->accum,
+             t->pl ? "batch(es)" : "step(s)", strcmp(kind, "grow") ? "recovered" : "admitted", took);
     printf("elastic: step %ld: %s\n", step, line); /* --quiet too: it changes the job */
     fflush(stdout);
     csv_event(t->pg.csv, step, (double)t->el.pos_base / (double)t->d->ti.n, kind,
@@ -598,14 +599,17 @@ static int layout_recover(trainer *t, long *step, int rc)
         }
     }
     weft_comm_destroy(w); /* the leavers take part in its last barrier */
-    if (!whole) {
+    t->job = mine;
+    if (!whole) { /* the job goes on without this rank: nothing of it is lost */
         printf("elastic: rank %d leaves: its replica lost rank %d (step %ld, %s)\n", old, lost,
                failed_at, why);
         fflush(stdout);
-        elastic_close(t);
-        exit(0); /* the job goes on without this rank: nothing of it is lost */
+        if (t->pg.csv)
+            fclose(t->pg.csv);
+        t->pg.csv = NULL;
+        free(olds);
+        return 3;
     }
-    t->job = mine;
     if ((rc = pipeline_reopen(t->pl, t->o, mine, &t->m)) == 0)
         rc = enter_comm(t, pipeline_dp_comm(t->pl), mine);
     int64_t span[2] = { done, -done };
@@ -628,11 +632,19 @@ static int layout_recover(trainer *t, long *step, int rc)
     take_lead(t);
     count_idle(e, n == was, failed_at, why);
     char what[256];
-    int gone = was - n, left = was - weft_comm_size(mine) - gone;
-    int g = (t->o->pp > 1 ? t->o->pp : 1) * (t->o->tp > 1 ? t->o->tp : 1);
-    snprintf(what, sizeof what, "%d rank(s) of %d gone (%s at step %ld), %d left with their "
-             "replica(s); %d replica(s) of tp x pp go on", gone, was, why, failed_at, left,
-             weft_comm_size(mine) / g);
+    int left = n - weft_comm_size(mine);
+    size_t len = (size_t)snprintf(what, sizeof what, n == was ? "no rank" : "rank(s)");
+    for (int q = 0, k = 0; q < was; q++) {
+        if (k < n && olds[k] == q) {
+            k++;
+            continue;
+        }
+        if (len < sizeof what)
+            len += (size_t)snprintf(what + len, sizeof what - len, " %d", q);
+    }
+    if (len < sizeof what)
+        snprintf(what + len, sizeof what - len, " of %d gone (%s at step %ld), %d left with "
+                 "their replica(s)", was, why, failed_at, left);
     report_change(t, *step, "shrink", what, now_s() - t0);
     free(olds);
     return 1;

@@ -171,7 +171,7 @@ int main(int argc, char **argv)
     long first = t.start_step;
     elastic_open(&t, &first, quiet, joined);
     weft_batch b;
-    int rc, prefetched = 0; /* b already holds this step's batch */
+    int rc, prefetched = 0, left = 0; /* prefetched: b already holds this step's batch */
     for (long step = first; step < t.end; step++) {
         train_step st = { .gnorm = -1, .bubble = -1 };
         int eb = elastic_boundary(&t, &step); /* joiners came in, or a rank went */
@@ -209,8 +209,13 @@ int main(int argc, char **argv)
             rc = elastic_step_done(&t, step);
         if (rc != 0) {
             /* --elastic: the survivors go on from the step they agree on */
-            if (!elastic_recover(&t, &step, rc))
+            int er = elastic_recover(&t, &step, rc);
+            if (!er)
                 die_step(&t, step, rc);
+            if (er == 3) {
+                left = 1; /* its replica is gone: the others finish the run */
+                break;
+            }
             prefetched = 0;
             step--;
             continue;
@@ -220,7 +225,8 @@ int main(int argc, char **argv)
         if (saving)
             ckpt_save(&t, step + 1);
     }
-    trainer_finish(&t);
+    if (!left)
+        trainer_finish(&t);
     elastic_close(&t);
     trainer_close(&t);
     leave_job(t.job, o.elastic);

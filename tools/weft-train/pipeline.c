@@ -665,6 +665,11 @@ int pipeline_step(pipeline *pl, weft_zero *z, const weft_batch *b, int image, tr
 
 /* ---- --elastic: a replica lost, the layout rebuilt without it ------------ */
 
+int pipeline_micro(const pipeline *pl)
+{
+    return pl->spec.m;
+}
+
 int pipeline_traces(const pipeline *pl)
 {
     return pl->stage == 0 && pl->tp_rank == 0;

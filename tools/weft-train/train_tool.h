@@ -230,6 +230,8 @@ void pipeline_close(pipeline *pl);
 /* --elastic. Whether this rank traces its replica's samples (one rank
  * of each replica loads for all). */
 int pipeline_traces(const pipeline *pl);
+/* The schedule's micro-batches a step. */
+int pipeline_micro(const pipeline *pl);
 /* Over the layout's job ranks olds[0..n) that survived: whether this
  * rank's replica is whole, *lost one of its ranks that is not (-1), and
  * *wholes the number of whole replicas. */
@@ -312,7 +314,9 @@ void report_end(const trainer *t, double train_s, double cpu_all, double cpu_mai
  * admits waiting joiners (1: the batch must be loaded again); 2: a
  * failure there was recovered from and the step starts again from *step
  * (as after elastic_recover). elastic_recover after a failed step: 1 when the
- * survivors go on from *step (0: not elastic; it dies when it cannot). */
+ * survivors go on from *step, 3 when this rank leaves the job (its
+ * replica is broken; the training state is closed, the job communicator
+ * NULL), 0: not elastic; it dies when it cannot. */
 void elastic_check(const opts *o, weft_comm *comm);
 void elastic_open(trainer *t, long *step, int quiet, int joined);
 int elastic_boundary(trainer *t, long *step);
