@@ -12,7 +12,7 @@ run() { # name ranks weftrun-args -- weft-train args...
     while [ "$1" != "--" ]; do wr="$wr $1"; shift; done
     shift
     rm -f "$dir/$name.ids".*
-    if WEFT_TIMEOUT=20 timeout -s KILL 120 "$B/weftrun" --elastic 2:4 $wr -n "$n" \
+    if WEFT_TIMEOUT=20 timeout -s KILL 120 "$B/weftrun" --elastic "2:$n" $wr -n "$n" \
         "$B/weft-train" $common --metrics "$dir/$name.csv" --trace-samples "$dir/$name.ids" \
         "$@" >"$dir/$name.out" 2>&1; then
         ok; return 0
@@ -38,13 +38,13 @@ same() { # name [ref]: train losses and test accuracy match the undisturbed run'
     fi
 }
 
-once() { # name: every sample id of the epoch in exactly one committed step
+once() { # name [samples]: every sample id of the epoch (2048) in exactly one committed step
     # lines "step id view": a step taken again (ZeRO 1-3 going back to it)
     # counts in its latest view only
-    if cat "$dir/$1.ids".* | awk -v name="$1" '
+    if cat "$dir/$1.ids".* | awk -v name="$1" -v all="${2:-2048}" '
         { step[NR] = $1; id[NR] = $2; view[NR] = $3; if (!($1 in last) || $3 > last[$1]) last[$1] = $3 }
-        END { for (r = 1; r <= NR; r++) if (view[r] == last[step[r]]) { n[id[r]]++; if (id[r] < 0 || id[r] >= 2048) bad = 1 }
-              for (i = 0; i < 2048; i++) if (n[i] != 1) { print name ": sample " i " seen " n[i] + 0 " times"; bad = 1; break }
+        END { for (r = 1; r <= NR; r++) if (view[r] == last[step[r]]) { n[id[r]]++; if (id[r] < 0 || id[r] >= all) bad = 1 }
+              for (i = 0; i < all; i++) if (n[i] != 1) { print name ": sample " i " seen " n[i] + 0 " times"; bad = 1; break }
               exit bad }'; then
         ok
     else

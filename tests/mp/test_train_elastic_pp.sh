@@ -8,7 +8,8 @@
 # once. Cases: pp 2 x dp 2, a rank of the second replica killed (and one of
 # the first, rank 0, whose replica's survivor leaves while the other
 # replica's first rank takes over the report); tp 2 x dp 2; a death during
-# the recovery (the leaving replica's survivor), and the clear stop when
+# the recovery (the leaving replica's survivor); pp 2 x dp 3 down to two
+# replicas; and the clear stop when
 # the recovery kills the last whole replica; what is refused (ZeRO 1 with
 # --pp, one replica, a restart that would join). Under sanitizers
 # (TEST_SCALE >= 10) the first case and the refusals.
@@ -62,6 +63,18 @@ if [ "$scale" -lt 10 ]; then
     if run tpkill 4 -- --kill-at 1:8; then
         same tpkill tpref; once tpkill
         says tpkill "elastic: rank 0 leaves: its replica lost rank 1"
+    fi
+    # pp 2 x dp 3 (rank = replica + 3 x stage): rank 4 dies, rank 1 leaves,
+    # two replicas go on (their states broadcast over the new data group)
+    # with 3 micro-batches a step instead of 2
+    common="--model mlp:784-64-64-10 --data builtin --train-size 1920 --batch 60 --optim adamw
+            --lr 0.003 --clip 1 --elastic --quiet --pp 2 --micro-batches 2"
+    run ref6 6 -- && once ref6 1920
+    if run kill6 6 -- --kill-at 4:9; then
+        same kill6 ref6; once kill6 1920
+        says kill6 "elastic: rank 1 leaves: its replica lost rank 4"
+        says kill6 "rank(s) 4 of 6 gone"
+        says kill6 "4 ranks now, 3 micro-batch(es) a step"
     fi
     # a rank of each replica gone: nothing whole is left
     common="$base --pp 2 --micro-batches 2"
