@@ -9,7 +9,7 @@
 # the first, rank 0, whose replica's survivor leaves while the other
 # replica's first rank takes over the report); tp 2 x dp 2; a death during
 # the recovery (the leaving replica's survivor); pp 2 x dp 3 down to two
-# replicas; and the clear stop when
+# replicas; tp 2 x dp 2 x pp 2 down to one replica; and the clear stop when
 # the recovery kills the last whole replica; what is refused (ZeRO 1 with
 # --pp, one replica, a restart that would join). Under sanitizers
 # (TEST_SCALE >= 10) the first case and the refusals.
@@ -63,6 +63,15 @@ if [ "$scale" -lt 10 ]; then
     if run tpkill 4 -- --kill-at 1:8; then
         same tpkill tpref; once tpkill
         says tpkill "elastic: rank 0 leaves: its replica lost rank 1"
+    fi
+    # tp 2 x dp 2 x pp 2 (rank = tensor + 2 x (replica + 2 x stage)): rank 6
+    # dies, ranks 2, 3 and 7 leave
+    common="$base --tp 2 --pp 2 --micro-batches 2"
+    run ref8 8 -- && once ref8
+    if run kill8 8 -- --kill-at 6:10; then
+        same kill8 ref8; once kill8
+        for r in 2 3 7; do says kill8 "elastic: rank $r leaves: its replica lost rank 6"; done
+        says kill8 "3 left with their replica(s); 4 ranks now"
     fi
     # pp 2 x dp 3 (rank = replica + 3 x stage): rank 4 dies, rank 1 leaves,
     # two replicas go on (their states broadcast over the new data group)
