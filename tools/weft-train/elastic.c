@@ -17,11 +17,12 @@
  * the job; the other replicas shrink the job, build the layout's groups
  * anew over dp - 1 replicas (each keeps its stage and tensor rank, so its
  * part of the model and optimiser) and take the failed step again over
- * the same stream of samples. No rank of a replica can complete a step
- * the others did not start, and no replica one its peers' gradients are
- * not in, so the survivors agree on the step; where they do not (a death
- * inside the gradient reduction may leave stages a step apart) the job
- * stops and names the checkpoint as the way back. */
+ * the same stream of samples. Each rank keeps its state as of the step's
+ * start (a copy a step) and goes back to it: a rank whose update went
+ * through before a later collective of the step failed takes the step
+ * again with the others. No rank of a replica can start a step that
+ * another has not, unless it completed the one before: where ranks failed
+ * in different steps the job stops and names the checkpoint. */
 #include "train_tool.h"
 
 #include <limits.h>
@@ -450,6 +451,7 @@ int elastic_boundary(trainer *t, long *step)
         return 0;
     e->opt_steps0 = weft_optim_steps(t->opt);
     if (t->pl) { /* no joiners (elastic_open) */
+        keep_state(t); /* the step may have to be taken again from here */
         kill_point(t, *step, 0);
         return 0;
     }
@@ -547,11 +549,11 @@ static void count_idle(elastic_state *e, int lost_none, long failed_at, const ch
 }
 
 /* --pp/--tp: the training state leaves the failed step and its groups;
- * every peer still blocked in one of them fails at once. */
+ * every peer still blocked in one of them fails at once. The state kept
+ * is the step's start (elastic_boundary). */
 static void leave_layout(trainer *t)
 {
     pipeline_abort(t->pl);
-    keep_state(t);
     if (t->sync.mreq) {
         weft_wait(t->sync.mreq);
         t->sync.mreq = NULL;
@@ -568,7 +570,7 @@ static int layout_recover(trainer *t, long *step, int rc)
 {
     elastic_state *e = &t->el;
     double t0 = now_s();
-    long failed_at = *step, done = *step + (weft_optim_steps(t->opt) > e->opt_steps0);
+    long failed_at = *step;
     int was = weft_comm_size(t->job), old = weft_comm_rank(t->job), lost = -1, wholes = 0;
     int n = was, whole = 0;
     char why[160];
@@ -612,18 +614,20 @@ static int layout_recover(trainer *t, long *step, int rc)
     }
     if ((rc = pipeline_reopen(t->pl, t->o, mine, &t->m)) == 0)
         rc = enter_comm(t, pipeline_dp_comm(t->pl), mine);
-    int64_t span[2] = { done, -done };
+    /* every rank goes back to the start of its failed step (one whose
+     * update went through, before a later collective failed, too) */
+    int64_t span[2] = { failed_at, -failed_at };
     if (rc == 0)
         rc = weft_allreduce(mine, span, span, 2, WEFT_I64, WEFT_MAX);
     if (rc == 0 && span[0] != -span[1])
-        die("elastic: step %ld: the stages are a step apart (%lld and %lld steps done: a rank "
-            "died inside the gradient reduction); resume from the last checkpoint "
+        die("elastic: step %ld: the stages are a step apart (steps %lld and %lld failed: a "
+            "rank died inside the gradient reduction); resume from the last checkpoint "
             "(--save/--resume)", failed_at, (long long)-span[1], (long long)span[0]);
     if (rc == 0 && t->comm)
-        rc = hand_over(t, done, step); /* the replicas' states: bit-identical */
+        rc = hand_over(t, failed_at, step); /* the replicas' states: bit-identical */
     else if (rc == 0) {
         int64_t h[6];
-        header(t, done, weft_optim_steps(t->opt), h);
+        header(t, failed_at, weft_optim_steps(t->opt), h);
         apply_header(t, h, step);
     }
     if (rc)
