@@ -17,12 +17,13 @@
  * the job; the other replicas shrink the job, build the layout's groups
  * anew over dp - 1 replicas (each keeps its stage and tensor rank, so its
  * part of the model and optimiser) and take the failed step again over
- * the same stream of samples. Each rank keeps its state as of the step's
- * start (a copy a step) and goes back to it: a rank whose update went
- * through before a later collective of the step failed takes the step
- * again with the others. No rank of a replica can start a step that
- * another has not, unless it completed the one before: where ranks failed
- * in different steps the job stops and names the checkpoint. */
+ * the same stream of samples. Each rank keeps its state as of the
+ * starts of this step and the one before (a copy a step), and all go back
+ * to the first step that failed anywhere: a rank whose update went
+ * through before a later collective failed, or that completed the step
+ * and was failed by the others' leaving in the next, takes it again with
+ * the others. No rank can get further ahead: a step needs every rank of
+ * the replica. */
 #include "train_tool.h"
 
 #include <limits.h>
@@ -158,6 +159,31 @@ static void keep_state(trainer *t)
     for (int i = 0; i < ns; i++)
         memcpy(k + (size_t)(i + 1) * n, weft_optim_state(t->opt, i, NULL), n * sizeof *k);
     e->keep_steps = weft_optim_steps(t->opt);
+}
+
+/* --pp/--tp at a step's start: the starts of this step and the one
+ * before are kept (ranks may fail a step apart). */
+static void keep_step(trainer *t)
+{
+    elastic_state *e = &t->el;
+    float *k = e->keep;
+    int64_t steps = e->keep_steps;
+    e->keep = e->prev;
+    e->keep_steps = e->prev_steps;
+    e->prev = k;
+    e->prev_steps = steps;
+    keep_state(t);
+}
+
+/* Back to the start of the step before (keep_step). */
+static void back_one(elastic_state *e)
+{
+    float *k = e->keep;
+    int64_t steps = e->keep_steps;
+    e->keep = e->prev;
+    e->keep_steps = e->prev_steps;
+    e->prev = k;
+    e->prev_steps = steps;
 }
 
 static void restore_state(trainer *t)
@@ -451,7 +477,7 @@ int elastic_boundary(trainer *t, long *step)
         return 0;
     e->opt_steps0 = weft_optim_steps(t->opt);
     if (t->pl) { /* no joiners (elastic_open) */
-        keep_state(t); /* the step may have to be taken again from here */
+        keep_step(t); /* the step may have to be taken again from here */
         kill_point(t, *step, 0);
         return 0;
     }
@@ -612,22 +638,25 @@ static int layout_recover(trainer *t, long *step, int rc)
         free(olds);
         return 3;
     }
-    if ((rc = pipeline_reopen(t->pl, t->o, mine, &t->m)) == 0)
-        rc = enter_comm(t, pipeline_dp_comm(t->pl), mine);
-    /* every rank goes back to the start of its failed step (one whose
-     * update went through, before a later collective failed, too) */
+    /* every rank goes back to the start of the first failed step: its own
+     * (also where its update went through before a later collective
+     * failed), or the one before, when a rank that completed the step was
+     * failed by the others' leaving in the next */
     int64_t span[2] = { failed_at, -failed_at };
-    if (rc == 0)
-        rc = weft_allreduce(mine, span, span, 2, WEFT_I64, WEFT_MAX);
-    if (rc == 0 && span[0] != -span[1])
-        die("elastic: step %ld: the stages are a step apart (steps %lld and %lld failed: a "
-            "rank died inside the gradient reduction); resume from the last checkpoint "
-            "(--save/--resume)", failed_at, (long long)-span[1], (long long)span[0]);
+    rc = weft_allreduce(mine, span, span, 2, WEFT_I64, WEFT_MAX);
+    long first = (long)-span[1];
+    if (rc == 0 && span[0] - first > 1)
+        die("elastic: step %ld: ranks failed in steps %ld and %lld: resume from the last "
+            "checkpoint (--save/--resume)", failed_at, first, (long long)span[0]);
+    if (rc == 0 && failed_at > first)
+        back_one(e);
+    if (rc == 0 && (rc = pipeline_reopen(t->pl, t->o, mine, &t->m)) == 0)
+        rc = enter_comm(t, pipeline_dp_comm(t->pl), mine);
     if (rc == 0 && t->comm)
-        rc = hand_over(t, failed_at, step); /* the replicas' states: bit-identical */
+        rc = hand_over(t, first, step); /* the replicas' states: bit-identical */
     else if (rc == 0) {
         int64_t h[6];
-        header(t, failed_at, weft_optim_steps(t->opt), h);
+        header(t, first, weft_optim_steps(t->opt), h);
         apply_header(t, h, step);
     }
     if (rc)
@@ -717,5 +746,6 @@ void elastic_close(trainer *t)
         fclose(e->trace);
     free(e->tr.ids);
     free(e->keep);
+    free(e->prev);
     memset(e, 0, sizeof *e);
 }

@@ -272,6 +272,8 @@ typedef struct {
     int idle_fails;      /* took no rank with them */
     float *keep;         /* parameters and optimiser state while the state is rebuilt */
     int64_t keep_steps;
+    float *prev;         /* --pp/--tp: keep as of the step before */
+    int64_t prev_steps;
     weft_optim_config keep_oc;
 } elastic_state;
 
