@@ -161,21 +161,8 @@ static void keep_state(trainer *t)
     e->keep_steps = weft_optim_steps(t->opt);
 }
 
-/* --pp/--tp at a step's start: the starts of this step and the one
- * before are kept (ranks may fail a step apart). */
-static void keep_step(trainer *t)
-{
-    elastic_state *e = &t->el;
-    float *k = e->keep;
-    int64_t steps = e->keep_steps;
-    e->keep = e->prev;
-    e->keep_steps = e->prev_steps;
-    e->prev = k;
-    e->prev_steps = steps;
-    keep_state(t);
-}
-
-/* Back to the start of the step before (keep_step). */
+/* The kept state and the one before change places: back to the start of
+ * the step before (after keep_step). */
 static void back_one(elastic_state *e)
 {
     float *k = e->keep;
@@ -184,6 +171,14 @@ static void back_one(elastic_state *e)
     e->keep_steps = e->prev_steps;
     e->prev = k;
     e->prev_steps = steps;
+}
+
+/* --pp/--tp at a step's start: the starts of this step and the one
+ * before are kept (ranks may fail a step apart). */
+static void keep_step(trainer *t)
+{
+    back_one(&t->el);
+    keep_state(t);
 }
 
 static void restore_state(trainer *t)
