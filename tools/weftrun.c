@@ -62,6 +62,10 @@
 #include <unistd.h>
 
 #define GRACE_S 3.0
+/* After a rank exits with an error the others usually leave by themselves
+ * (they saw the same failure); a SIGTERM in the middle of their exit only
+ * adds noise, so it waits this long for them first. */
+#define EXIT_GRACE_S 1.0
 #define MAX_RANKS 4096
 #define MAX_LINE (1u << 20) /* a longer "line" is cut into pieces */
 
@@ -588,7 +592,7 @@ static int supervise(job *j, int sig_r)
     struct pollfd *pfd = calloc((size_t)(2 * j->world + 1), sizeof *pfd);
     int *who = calloc((size_t)(2 * j->world + 1), sizeof *who);
     int alive = j->world, exit_code = 0, stopping = 0, lost = 0, lost_code = 0;
-    double kill_at = -1, deadline = j->timeout_s > 0 ? now_s() + j->timeout_s : -1;
+    double kill_at = -1, term_at = -1, deadline = j->timeout_s > 0 ? now_s() + j->timeout_s : -1;
     if (!pfd || !who)
         die("out of memory");
     while (alive > 0) {
@@ -602,6 +606,8 @@ static int supervise(job *j, int sig_r)
                 }
         /* the next thing to do on a clock: the SIGKILL, or the timeout */
         double t = now_s(), wake = stopping ? kill_at : deadline;
+        if (term_at >= 0 && term_at < wake)
+            wake = term_at;
         int ms = wake < 0 ? -1 : wake <= t ? 0 : (int)((wake - t) * 1000) + 1;
         if (poll(pfd, (nfds_t)n, ms) < 0 && errno != EINTR)
             die("poll: %s", strerror(errno));
@@ -659,8 +665,13 @@ static int supervise(job *j, int sig_r)
             fputc('\n', stderr);
             exit_code = lost_code && lost == j->nworkers && i < j->nworkers ? lost_code : code;
             stopping = 1;
-            signal_all(j, SIGTERM);
-            kill_at = now_s() + GRACE_S;
+            if (WIFEXITED(st)) {
+                term_at = now_s() + EXIT_GRACE_S;
+                kill_at = term_at + GRACE_S;
+            } else {
+                signal_all(j, SIGTERM);
+                kill_at = now_s() + GRACE_S;
+            }
         }
         t = now_s();
         if (deadline >= 0 && t >= deadline && !stopping) {
@@ -669,6 +680,11 @@ static int supervise(job *j, int sig_r)
             stopping = 1;
             signal_all(j, SIGTERM);
             kill_at = t + GRACE_S;
+        }
+        if (term_at >= 0 && t >= term_at) {
+            if (alive > 0)
+                signal_all(j, SIGTERM);
+            term_at = -1;
         }
         if (kill_at >= 0 && t >= kill_at && alive > 0) {
             signal_all(j, SIGKILL);
