@@ -60,13 +60,18 @@ typedef struct {
     uint32_t mode, pad;
 } ofi_cts;
 
+/* Where a large message's answer stands: on the sender, not asked for,
+ * its receive to post, posted, then RMA or tagged; on the receiver, not
+ * due, to send, sent, then delivered. */
+enum { CTS_NONE = 0, CTS_POST, CTS_POSTED, CTS_RMA, CTS_TAGGED, CTS_DONE };
+
 typedef struct {
     int active, posted;     /* a message under way; its header posted */
     uint64_t ctr;           /* the number the next message's header carries */
     uint64_t len, next_off, done;
     const char *buf;
     ofi_req hdr, chunk[WIN];
-    int cts;                /* 0 no answer due, 1 awaited, 2 RMA, 3 tagged */
+    int cts;                /* CTS_NONE, _POST, _POSTED, then _RMA or _TAGGED */
     ofi_req cts_req;
     ofi_cts answer;
     uint8_t bounce[sizeof(frame_hdr) + EAGER_MAX];
@@ -78,7 +83,7 @@ typedef struct {
     uint64_t len, next_off, done, got;
     uint64_t written;       /* chunks the sender's RMA writes have placed (state 4) */
     struct fid_mr *rma_mr;  /* the destination's registration for them */
-    int cts_sent;
+    int cts_sent;           /* CTS_NONE, _POST, _POSTED, _DONE */
     ofi_req hdr, chunk[WIN], cts_req;
     ofi_cts answer;
     uint8_t *stage[WIN];    /* a reducing receive's chunks land here */
@@ -716,14 +721,14 @@ int ofi_send(ofi_net *n, int peer, int ch, const frame_hdr *h, const void *buf, 
         t->len = len;
         t->buf = buf;
         t->next_off = t->done = 0;
-        t->cts = asks(n, peer, len);
+        t->cts = asks(n, peer, len) ? CTS_POST : CTS_NONE;
         memcpy(t->bounce, h, sizeof *h);
         if (len <= EAGER_MAX && len) {
             memcpy(t->bounce + sizeof *h, buf, (size_t)len);
             n->bounced += len;
         }
     }
-    if (t->cts == 1) { /* the answer may come before the header has gone */
+    if (t->cts == CTS_POST) { /* the answer may come before the header has gone */
         if ((rc = post_recv(n, peer, &t->answer, sizeof t->answer,
                             tag_in(n, CH_CTS, peer, cts_ctr(t->ctr, ch)), &t->cts_req)) < 0) {
             snprintf(err, errlen, "receive from rank %d over libfabric failed", peer);
@@ -731,9 +736,9 @@ int ofi_send(ofi_net *n, int peer, int ch, const frame_hdr *h, const void *buf, 
         }
         if (rc == 0)
             return 0;
-        t->cts = 4;
+        t->cts = CTS_POSTED;
     }
-    if (t->cts == 4) {
+    if (t->cts == CTS_POSTED) {
         if (t->cts_req.state == REQ_FAILED)
             return req_error(n, peer, &t->cts_req, "the answer from", err, errlen);
         if (t->cts_req.state == REQ_DONE) {
@@ -743,7 +748,7 @@ int ofi_send(ofi_net *n, int peer, int ch, const frame_hdr *h, const void *buf, 
                          peer, (unsigned long long)len);
                 return WEFT_EPROTO;
             }
-            t->cts = t->answer.mode == 1 ? 2 : 3;
+            t->cts = t->answer.mode == 1 ? CTS_RMA : CTS_TAGGED;
             moved = 1;
         }
     }
@@ -777,16 +782,16 @@ int ofi_send(ofi_net *n, int peer, int ch, const frame_hdr *h, const void *buf, 
             moved = 1;
         }
         if (r->state == REQ_FREE && len > EAGER_MAX && t->next_off < len &&
-            (t->cts == 0 || t->cts == 2 || t->cts == 3)) {
+            (t->cts == CTS_NONE || t->cts == CTS_RMA || t->cts == CTS_TAGGED)) {
             uint64_t left = len - t->next_off;
             size_t sz = left < CHUNK ? (size_t)left : CHUNK;
             uint64_t tag = tag_in(n, ch, n->rank, t->ctr + 1 + t->next_off / CHUNK);
-            if (t->cts == 2)
+            if (t->cts == CTS_RMA)
                 rc = post_write(n, peer, ch, t->buf + t->next_off, sz,
                                 t->answer.addr + t->next_off, t->answer.key, r);
             else
                 rc = post_send(n, peer, t->buf + t->next_off, sz, tag, r);
-            if (rc > 0 && t->cts == 2)
+            if (rc > 0 && t->cts == CTS_RMA)
                 n->rma_bytes += sz;
             if (rc < 0) {
                 snprintf(err, errlen, "send to rank %d over libfabric failed", peer);
@@ -804,7 +809,7 @@ int ofi_send(ofi_net *n, int peer, int ch, const frame_hdr *h, const void *buf, 
     if (t->hdr.state == REQ_DONE && (len <= EAGER_MAX || t->done == len)) {
         t->hdr.state = REQ_FREE;
         t->active = 0;
-        t->cts = 0;
+        t->cts = CTS_NONE;
         t->ctr = (t->ctr + 1 + chunks_of(len)) & CTR_MASK;
         return 1;
     }
@@ -875,26 +880,27 @@ int ofi_recv_body(ofi_net *n, int peer, int ch, void *dst, uint64_t len, ofi_chu
         if (asks(n, peer, len)) {
             rma_offer(n, r, dst, len);
             r->written = 0;
-            r->cts_sent = 1;
+            r->cts_sent = CTS_POST;
             r->state = r->answer.mode ? 4 : 3;
         }
     }
-    if (r->cts_sent == 1) {
+    if (r->cts_sent == CTS_POST) {
         rc = post_send(n, peer, &r->answer, sizeof r->answer,
                        tag_in(n, CH_CTS, n->rank, cts_ctr(r->ctr, ch)), &r->cts_req);
         if (rc < 0) {
             snprintf(err, errlen, "send to rank %d over libfabric failed", peer);
             return rc;
         }
-        r->cts_sent += rc;
+        if (rc)
+            r->cts_sent = CTS_POSTED;
         moved |= rc;
     }
-    if (r->cts_sent == 2) {
+    if (r->cts_sent == CTS_POSTED) {
         if (r->cts_req.state == REQ_FAILED)
             return req_error(n, peer, &r->cts_req, "the answer to", err, errlen);
         if (r->cts_req.state == REQ_DONE) {
             r->cts_req.state = REQ_FREE;
-            r->cts_sent = 3;
+            r->cts_sent = CTS_DONE;
         }
     }
     if ((rc = ofi_progress(n))) {
@@ -907,13 +913,13 @@ int ofi_recv_body(ofi_net *n, int peer, int ch, void *dst, uint64_t len, ofi_chu
                      (unsigned long long)r->written, (unsigned long long)chunks_of(len));
             return WEFT_EPROTO;
         }
-        if (r->written < chunks_of(len) || r->cts_sent != 3)
+        if (r->written < chunks_of(len) || r->cts_sent != CTS_DONE)
             return moved ? 2 : 0;
         fi_close(&r->rma_mr->fid);
         r->rma_mr = NULL;
         n->direct += len;
         r->state = 0;
-        r->cts_sent = 0;
+        r->cts_sent = CTS_NONE;
         r->ctr = (r->ctr + 1 + chunks_of(len)) & CTR_MASK;
         return 1;
     }
@@ -952,9 +958,9 @@ int ofi_recv_body(ofi_net *n, int peer, int ch, void *dst, uint64_t len, ofi_chu
             }
         }
     }
-    if (r->done == len && (r->cts_sent == 0 || r->cts_sent == 3)) {
+    if (r->done == len && (r->cts_sent == CTS_NONE || r->cts_sent == CTS_DONE)) {
         r->state = 0;
-        r->cts_sent = 0;
+        r->cts_sent = CTS_NONE;
         r->ctr = (r->ctr + 1 + chunks_of(len)) & CTR_MASK;
         return 1;
     }
