@@ -11,7 +11,15 @@
  * ending in "samples/s", with the model FLOPs of a step (train/flops.h),
  * the rate achieved and the model-FLOPs utilisation against threads x one
  * thread's measured matmul peak (train/peak.h; WEFT_PEAK_GFLOPS sets it).
- * --per-step also prints each timed step's milliseconds and MFU. */
+ * --per-step also prints each timed step's milliseconds and MFU.
+ *
+ * --gemm 1 instead times, on one thread, the matrix products of one step
+ * of the GPT given (every linear layer's forward, input gradient and
+ * weight gradient; attention's products are left out) with each kernel,
+ * rounds interleaved and the best run of each kept, and prints each
+ * shape's GFLOP/s and the step's matmul milliseconds per kernel.
+ * --probe 1 prints the peak probe's result, measured now, beside the
+ * textbook bound at the clock /proc/cpuinfo shows. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,11 +37,124 @@ static double now(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* One matrix product of a step: C[M,N] = op(A) op(B), K deep, done
+ * count times (once per layer). */
+typedef struct {
+    const char *what;
+    int ta, tb, M, N, K, count;
+} gemm_shape;
+
+/* A GPT step's linear layers on BT tokens of width C: x W^T forward, the
+ * input gradient dy W, the weight gradient dy^T x; the logits' layer runs
+ * on the tied embedding, V wide. */
+static int gpt_shapes(const weft_model_config *c, int BT, gemm_shape *s)
+{
+    int C = c->d_model, V = c->vocab, L = c->n_layer, n = 0;
+    const struct { const char *name; int in, out, layers; } lin[] = {
+        { "qkv", C, 3 * C, L }, { "proj", C, C, L }, { "fc", C, 4 * C, L },
+        { "fcproj", 4 * C, C, L }, { "logits", C, V, 1 },
+    };
+    for (size_t i = 0; i < sizeof lin / sizeof *lin; i++) {
+        int in = lin[i].in, out = lin[i].out;
+        s[n++] = (gemm_shape){ lin[i].name, 0, 1, BT, out, in, lin[i].layers };
+        s[n++] = (gemm_shape){ lin[i].name, 0, 0, BT, in, out, lin[i].layers };
+        s[n++] = (gemm_shape){ lin[i].name, 1, 0, out, in, BT, lin[i].layers };
+    }
+    return n;
+}
+
+static int gemm_bench(const weft_model_config *cfg, int BT, int rounds)
+{
+    gemm_shape sh[16];
+    int ns = gpt_shapes(cfg, BT, sh);
+    enum { NK = 2 };
+    const char *kname[NK] = { "portable", "openblas" };
+    int kind[NK] = { MM_PORTABLE, MM_OPENBLAS };
+    mm_ctx *mm[NK] = { NULL, NULL };
+    int nk = 0;
+    for (int k = 0; k < NK; k++)
+        if (train_mm_create(&mm[nk], 1, kind[k]) == 0)
+            kname[nk++] = kname[k];
+    size_t most = 0;
+    for (int i = 0; i < ns; i++) {
+        size_t a = (size_t)sh[i].M * sh[i].K, b = (size_t)sh[i].K * sh[i].N,
+               o = (size_t)sh[i].M * sh[i].N;
+        most = a > most ? a : most;
+        most = b > most ? b : most;
+        most = o > most ? o : most;
+    }
+    float *A = malloc(most * 4), *B = malloc(most * 4), *O = malloc(most * 4);
+    if (!A || !B || !O)
+        return 1;
+    for (size_t i = 0; i < most; i++) {
+        A[i] = (float)(i % 17) * 0.01f;
+        B[i] = (float)(i % 13) * 0.01f;
+    }
+    double best[16][NK];
+    for (int i = 0; i < ns; i++)
+        for (int k = 0; k < nk; k++)
+            best[i][k] = 1e30;
+    for (int r = 0; r < rounds; r++)
+        for (int i = 0; i < ns; i++)
+            for (int k = 0; k < nk; k++) {
+                const gemm_shape *g = &sh[i];
+                double t0 = now();
+                train_mm_gemm(mm[k], g->ta, g->tb, g->M, g->N, g->K, A, g->ta ? g->M : g->K, B,
+                              g->tb ? g->K : g->N, 0.0f, O, g->N);
+                double dt = now() - t0;
+                best[i][k] = dt < best[i][k] ? dt : best[i][k];
+            }
+    double total[NK] = { 0 }, flops = 0;
+    printf("%-7s %-2s %5s %5s %5s %3s", "layer", "op", "M", "N", "K", "x");
+    for (int k = 0; k < nk; k++)
+        printf(" %9s", kname[k]);
+    printf("   (GFLOP/s, best of %d)\n", rounds);
+    for (int i = 0; i < ns; i++) {
+        const gemm_shape *g = &sh[i];
+        double f = 2.0 * g->M * g->N * g->K;
+        flops += f * g->count;
+        printf("%-7s %c%c %5d %5d %5d %3d", g->what, g->ta ? 'T' : 'N', g->tb ? 'T' : 'N', g->M,
+               g->N, g->K, g->count);
+        for (int k = 0; k < nk; k++) {
+            printf(" %9.1f", f / best[i][k] / 1e9);
+            total[k] += best[i][k] * g->count;
+        }
+        printf("\n");
+    }
+    printf("step's linear layers: %.2f GFLOP;", flops / 1e9);
+    for (int k = 0; k < nk; k++)
+        printf(" %s %.1f ms (%.1f GFLOP/s)", kname[k], 1e3 * total[k], flops / total[k] / 1e9);
+    printf("\n");
+    for (int k = 0; k < nk; k++)
+        train_mm_destroy(mm[k]);
+    free(A);
+    free(B);
+    free(O);
+    return 0;
+}
+
+static int probe_print(void)
+{
+    train_peak pk;
+    int rc = train_peak_measure(&pk);
+    if (rc) {
+        fprintf(stderr, "weft-enginebench: %s\n", weft_strerror(rc));
+        return 1;
+    }
+    double mhz, theory = train_peak_theory(&mhz);
+    printf("peak probe: %s %.1f GFLOP/s, %s %.1f GFLOP/s; best %.1f; textbook bound at the "
+           "%.0f MHz /proc/cpuinfo shows: %.1f GFLOP/s\n",
+           pk.port_name, pk.port_gflops, pk.blas_name[0] ? pk.blas_name : "openblas (none)",
+           pk.blas_gflops, pk.gflops, mhz, theory);
+    return 0;
+}
+
 static void usage(void)
 {
     fprintf(stderr, "usage: weft-enginebench [--model SPEC] [--batch N] [--steps N] [--warmup N]\n"
                     "         [--matmul openblas|portable] [--threads N] [--prec fp32|bf16]\n"
-                    "         [--optim sgd|adamw] [--seq N] [--per-step 0|1]\n");
+                    "         [--optim sgd|adamw] [--seq N] [--per-step 0|1]\n"
+                    "         [--gemm ROUNDS] [--probe 1]\n");
     exit(2);
 }
 
@@ -41,6 +162,7 @@ int main(int argc, char **argv)
 {
     const char *spec = "mlp:784-512-512-10", *matmul = NULL, *prec = "fp32", *optim = "sgd";
     int batch = 256, steps = 100, warmup = 5, threads = 0, seq = 0, per_step = 0;
+    int gemm = 0, probe = 0;
     for (int i = 1; i < argc; i++) {
         if (i + 1 >= argc)
             usage();
@@ -55,6 +177,8 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--optim")) optim = v;
         else if (!strcmp(k, "--seq")) seq = atoi(v);
         else if (!strcmp(k, "--per-step")) per_step = atoi(v);
+        else if (!strcmp(k, "--gemm")) gemm = atoi(v);
+        else if (!strcmp(k, "--probe")) probe = atoi(v);
         else usage();
     }
     weft_model_config cfg;
@@ -66,6 +190,13 @@ int main(int argc, char **argv)
     }
     if (batch < 1 || steps < 1 || warmup < 0)
         usage();
+    if (probe)
+        return probe_print();
+    if (gemm) {
+        if (cfg.type != WEFT_MODEL_GPT)
+            usage();
+        return gemm_bench(&cfg, batch * (seq > 0 && seq <= cfg.ctx ? seq : cfg.ctx), gemm);
+    }
     if ((rc = weft_model_create(&m, &cfg, 1)) != 0 ||
         (threads > 0 && (rc = weft_model_set_threads(m, threads)) != 0) ||
         (matmul && (rc = weft_model_set_matmul(m, matmul)) != 0) ||

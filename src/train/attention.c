@@ -1,122 +1,226 @@
 /* Causal multi-head self-attention, forward and backward, split over
  * (batch, head) pairs on the model's thread pool, in the manner of
- * FlashAttention: the T x T probabilities are never stored. Forward keeps
- * one row of scores at a time and saves only each row's log-sum-exp;
- * backward recomputes a row's probabilities from it (one more q.k per
- * pair, a quarter more arithmetic) instead of reading B*NH*T*T floats
- * back from memory. So a head needs O(T) memory at any length. */
+ * FlashAttention: the T x T probabilities are never stored. A pair's
+ * queries go in blocks of QB rows; a block's scores against the keys it
+ * may see are one matrix product on the portable kernel, its output
+ * another, so the arithmetic runs at matmul speed rather than as one dot
+ * product per (query, key). Forward saves only each row's log-sum-exp;
+ * backward recomputes a block's probabilities from it (one more Q K^T, a
+ * quarter more arithmetic) instead of reading B*NH*T*T floats back from
+ * memory. So a head needs O(QB T) memory at any length. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "train/layers.h"
+#include "train/vexp.h"
 
 /* Worth vectorising with run-time alias checks (see layers.c). */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("vect-cost-model=dynamic")
 #endif
 
-/* Eight partial sums: independent chains, and the compiler can keep them
- * in one vector register. The order is fixed, so results are too. */
-static float dot(const float *a, const float *b, int n)
+/* Query rows per block: enough rows for the micro-kernel's 6-row tiles to
+ * be mostly full, few enough that a block's two score rows (QB x T floats
+ * each) stay in L2 at T of some hundreds. Fixed, not chosen from the
+ * thread count, so results do not depend on WEFT_THREADS. */
+enum { QB = 64 };
+
+/* The row's largest value, and row[i] = exp(a row[i] - b) over it with
+ * the sum of the results: a softmax's two passes. Eight lanes where the
+ * CPU has AVX2 (the same on every thread, so results still do not depend
+ * on the thread count). */
+static float row_max_c(const float *row, int n)
 {
-    float acc[8] = { 0 };
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++)
-            acc[j] += a[i + j] * b[i + j];
-    float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-    for (; i < n; i++)
-        s += a[i] * b[i];
-    return s;
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++)
+        mx = row[i] > mx ? row[i] : mx;
+    return mx;
 }
 
-static void axpy(float *y, float a, const float *x, int n)
+static float row_exp_c(float *row, int n, float a, float b)
 {
-    for (int i = 0; i < n; i++)
-        y[i] += a * x[i];
+    float sum = 0.0f;
+    for (int i = 0; i < n; i++) {
+        row[i] = expf(row[i] * a - b);
+        sum += row[i];
+    }
+    return sum;
 }
+
+#ifdef VEXP_X86
+VEXP_TARGET static float hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+VEXP_TARGET static float row_max_avx2(const float *row, int n)
+{
+    __m256 m = _mm256_set1_ps(-INFINITY);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        m = _mm256_max_ps(m, _mm256_loadu_ps(row + i));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    float mx = _mm_cvtss_f32(h);
+    for (; i < n; i++)
+        mx = row[i] > mx ? row[i] : mx;
+    return mx;
+}
+
+VEXP_TARGET static float row_exp_avx2(float *row, int n, float a, float b)
+{
+    __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b), acc = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 e = vexp_ps(_mm256_fmsub_ps(_mm256_loadu_ps(row + i), va, vb));
+        _mm256_storeu_ps(row + i, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    float sum = hsum8(acc);
+    /* the last few through the same vector exp, so a row's values do
+     * not depend on where its tail starts */
+    if (i < n) {
+        float tail[8] = { 0 };
+        for (int k = 0; i + k < n; k++)
+            tail[k] = row[i + k];
+        __m256 e = vexp_ps(_mm256_fmsub_ps(_mm256_loadu_ps(tail), va, vb));
+        _mm256_storeu_ps(tail, e);
+        for (int k = 0; i + k < n; k++) {
+            row[i + k] = tail[k];
+            sum += tail[k];
+        }
+    }
+    return sum;
+}
+#endif
 
 typedef struct {
     float *out, *att, *dqkv, *datt;
     const float *qkv, *dout, *catt;
+    mmp *mm;
+    int avx2;
+    /* per-thread scratch of 2 QB T floats, or NULL when it could not be
+     * had: then blocks are one row, in each pair's slice of the caller's
+     * scratch (2 T floats at datt + 2 T bh) */
+    float *scr;
     int B, T, C, NH;
 } att_job;
 
-/* Scores of query row t against keys 0..t, scaled, into s; returns
- * their maximum. */
-static float scores(const float *q, const float *kbase, int C3, int t, int hs, float scale,
-                    float *s)
+/* The block's scratch and its row count; bufs: how many T-float rows a
+ * one-row block needs (forward 1, backward 2). */
+static float *block_scratch(const att_job *j, int tid, size_t bh, int bufs, float *local,
+                            int *qb)
 {
-    float mx = -INFINITY;
-    for (int t2 = 0; t2 <= t; t2++) {
-        float v = dot(q, kbase + (size_t)t2 * C3, hs) * scale;
-        s[t2] = v;
-        mx = v > mx ? v : mx;
+    if (j->scr) {
+        *qb = QB;
+        return j->scr + (size_t)tid * 2 * QB * j->T;
     }
-    return mx;
+    *qb = 1;
+    return j->T >= 2 ? j->datt + bh * bufs * j->T : local;
 }
 
-static void att_fwd_bh(const att_job *j, int b, int h)
+static float row_max(const att_job *j, const float *row, int n)
 {
-    int T = j->T, C = j->C, NH = j->NH, hs = C / NH, C3 = 3 * C;
+#ifdef VEXP_X86
+    if (j->avx2)
+        return row_max_avx2(row, n);
+#endif
+    (void)j;
+    return row_max_c(row, n);
+}
+
+static float row_exp(const att_job *j, float *row, int n, float a, float b)
+{
+#ifdef VEXP_X86
+    if (j->avx2)
+        return row_exp_avx2(row, n, a, b);
+#endif
+    (void)j;
+    return row_exp_c(row, n, a, b);
+}
+
+/* S[m x n] (row stride T) = Q[t0..t0+m) K[0..n)^T, the block's raw scores. */
+static void block_scores(const att_job *j, int tid, const float *q, const float *kb, int m,
+                         int n, float *S)
+{
+    int C3 = 3 * j->C, hs = j->C / j->NH;
+    train_mmp_gemm_on(j->mm, tid, 0, 1, m, n, hs, q, C3, kb, C3, 0.0f, S, j->T);
+}
+
+static void att_fwd_bh(const att_job *j, int tid, int b, int h)
+{
+    int T = j->T, C = j->C, NH = j->NH, hs = C / NH, C3 = 3 * C, qb;
     float scale = 1.0f / sqrtf((float)hs);
     const float *base = j->qkv + (size_t)b * T * C3;
     const float *kb = base + C + h * hs, *vb = base + 2 * C + h * hs;
     size_t bh = (size_t)b * NH + h;
-    float one, *lse = j->att + bh * T, *row = T >= 2 ? j->datt + bh * T : &one;
-    for (int t = 0; t < T; t++) {
-        float mx = scores(base + (size_t)t * C3 + h * hs, kb, C3, t, hs, scale, row);
-        float sum = 0.0f;
-        for (int t2 = 0; t2 <= t; t2++) {
-            row[t2] = expf(row[t2] - mx);
-            sum += row[t2];
+    float local[2], *lse = j->att + bh * T, *S = block_scratch(j, tid, bh, 1, local, &qb);
+    for (int t0 = 0; t0 < T; t0 += qb) {
+        int m = T - t0 < qb ? T - t0 : qb, n = t0 + m;
+        block_scores(j, tid, base + (size_t)t0 * C3 + h * hs, kb, m, n, S);
+        for (int r = 0; r < m; r++) {
+            float *row = S + (size_t)r * T;
+            int t = t0 + r;
+            /* scale > 0, so the scaled row's largest is the raw one's, scaled */
+            float mx = row_max(j, row, t + 1) * scale;
+            float sum = row_exp(j, row, t + 1, scale, mx), inv = 1.0f / sum;
+            for (int t2 = 0; t2 <= t; t2++)
+                row[t2] *= inv;
+            for (int t2 = t + 1; t2 < n; t2++)   /* the future, masked */
+                row[t2] = 0.0f;
+            lse[t] = mx + logf(sum);
         }
-        float inv = 1.0f / sum;
-        float *o = j->out + ((size_t)b * T + t) * C + h * hs;
-        memset(o, 0, sizeof(float) * hs);
-        for (int t2 = 0; t2 <= t; t2++)
-            axpy(o, row[t2] * inv, vb + (size_t)t2 * C3, hs);
-        lse[t] = mx + logf(sum);
+        train_mmp_gemm_on(j->mm, tid, 0, 0, m, hs, n, S, T, vb, C3, 0.0f,
+                          j->out + ((size_t)b * T + t0) * C + h * hs, C);
     }
 }
 
-static void att_bwd_bh(const att_job *j, int b, int h)
+static void att_bwd_bh(const att_job *j, int tid, int b, int h)
 {
-    int T = j->T, C = j->C, NH = j->NH, hs = C / NH, C3 = 3 * C;
+    int T = j->T, C = j->C, NH = j->NH, hs = C / NH, C3 = 3 * C, qb;
     float scale = 1.0f / sqrtf((float)hs);
     const float *base = j->qkv + (size_t)b * T * C3;
     const float *kb = base + C + h * hs, *vb = base + 2 * C + h * hs;
     float *dbase = j->dqkv + (size_t)b * T * C3;
+    float *dk = dbase + C + h * hs, *dv = dbase + 2 * C + h * hs;
     size_t bh = (size_t)b * NH + h;
     const float *lse = j->catt + bh * T;
-    /* two rows of scratch per pair: probabilities and their gradients */
-    float one[2], *p = T >= 2 ? j->datt + bh * 2 * T : one, *da = T >= 2 ? p + T : one + 1;
+    float local[2], *P = block_scratch(j, tid, bh, 2, local, &qb);
+    float *dP = P + (size_t)qb * T;
+    /* keys and values gather from every later query block */
     for (int t = 0; t < T; t++) {
-        float *dq = dbase + (size_t)t * C3 + h * hs;
-        memset(dq, 0, sizeof(float) * hs);
-        memset(dq + C, 0, sizeof(float) * hs);
-        memset(dq + 2 * C, 0, sizeof(float) * hs);
+        memset(dk + (size_t)t * C3, 0, sizeof(float) * hs);
+        memset(dv + (size_t)t * C3, 0, sizeof(float) * hs);
     }
-    for (int t = 0; t < T; t++) {
-        const float *dout = j->dout + ((size_t)b * T + t) * C + h * hs;
-        const float *q = base + (size_t)t * C3 + h * hs;
-        float *dq = dbase + (size_t)t * C3 + h * hs;
-        scores(q, kb, C3, t, hs, scale, p);
-        /* through out = sum p v */
-        float sum = 0.0f;
-        for (int t2 = 0; t2 <= t; t2++) {
-            p[t2] = expf(p[t2] - lse[t]);
-            float s = dot(dout, vb + (size_t)t2 * C3, hs);
-            axpy(dbase + (size_t)t2 * C3 + 2 * C + h * hs, p[t2], dout, hs);
-            da[t2] = s;
-            sum += s * p[t2];
+    for (int t0 = 0; t0 < T; t0 += qb) {
+        int m = T - t0 < qb ? T - t0 : qb, n = t0 + m;
+        const float *q = base + (size_t)t0 * C3 + h * hs;
+        const float *dout = j->dout + ((size_t)b * T + t0) * C + h * hs;
+        block_scores(j, tid, q, kb, m, n, P);
+        /* dP = dO V^T, the probabilities' gradient */
+        train_mmp_gemm_on(j->mm, tid, 0, 1, m, n, hs, dout, C, vb, C3, 0.0f, dP, T);
+        for (int r = 0; r < m; r++) {
+            float *p = P + (size_t)r * T, *dp = dP + (size_t)r * T;
+            int t = t0 + r;
+            float sum = 0.0f;
+            row_exp(j, p, t + 1, scale, lse[t]);
+            for (int t2 = 0; t2 <= t; t2++)
+                sum += p[t2] * dp[t2];
+            /* through the softmax, and the scale of q.k */
+            for (int t2 = 0; t2 <= t; t2++)
+                dp[t2] = p[t2] * (dp[t2] - sum) * scale;
+            for (int t2 = t + 1; t2 < n; t2++)
+                p[t2] = dp[t2] = 0.0f;
         }
-        /* through the softmax, then q.k */
-        for (int t2 = 0; t2 <= t; t2++) {
-            float dp = p[t2] * (da[t2] - sum) * scale;
-            axpy(dq, dp, kb + (size_t)t2 * C3, hs);
-            axpy(dbase + (size_t)t2 * C3 + C + h * hs, dp, q, hs);
-        }
+        /* dV += P^T dO, dQ = dS K, dK += dS^T Q */
+        train_mmp_gemm_on(j->mm, tid, 1, 0, n, hs, m, P, T, dout, C, 1.0f, dv, C3);
+        train_mmp_gemm_on(j->mm, tid, 0, 0, m, hs, n, dP, T, kb, C3, 0.0f,
+                          dbase + (size_t)t0 * C3 + h * hs, C3);
+        train_mmp_gemm_on(j->mm, tid, 1, 0, n, hs, m, dP, T, q, C3, 1.0f, dk, C3);
     }
 }
 
@@ -126,7 +230,7 @@ static void att_fwd_worker(void *v, int tid, int nt)
     int lo, hi;
     train_pool_split(j->B * j->NH, 1, tid, nt, &lo, &hi);
     for (int i = lo; i < hi; i++)
-        att_fwd_bh(j, i / j->NH, i % j->NH);
+        att_fwd_bh(j, tid, i / j->NH, i % j->NH);
 }
 
 static void att_bwd_worker(void *v, int tid, int nt)
@@ -135,22 +239,39 @@ static void att_bwd_worker(void *v, int tid, int nt)
     int lo, hi;
     train_pool_split(j->B * j->NH, 1, tid, nt, &lo, &hi);
     for (int i = lo; i < hi; i++)
-        att_bwd_bh(j, i / j->NH, i % j->NH);
+        att_bwd_bh(j, tid, i / j->NH, i % j->NH);
 }
 
-void train_attention_forward(pool *pl, float *out, float *att, const float *qkv,
+/* A block of QB rows needs scratch that the caller's 2 B NH T floats may
+ * not hold; without it (no memory) the blocks are single rows, slower
+ * but the same arithmetic. */
+static void run(mm_ctx *mm, pool_fn fn, att_job *j)
+{
+    pool *pl = train_mm_pool(mm);
+    size_t per = (size_t)2 * QB * j->T;
+    j->mm = train_mm_portable(mm);
+#ifdef VEXP_X86
+    j->avx2 = vexp_have_avx2();
+#endif
+    j->scr = malloc(sizeof(float) * per * (size_t)train_pool_size(pl));
+    train_pool_run(pl, fn, j);
+    free(j->scr);
+}
+
+void train_attention_forward(mm_ctx *mm, float *out, float *att, const float *qkv,
                              int B, int T, int C, int NH)
 {
-    /* the score rows go after the saved log-sum-exps, in att's own space */
+    /* without a block scratch, the score rows go after the saved
+     * log-sum-exps, in att's own space */
     att_job j = { .out = out, .att = att, .datt = att + (size_t)B * NH * T, .qkv = qkv,
                   .B = B, .T = T, .C = C, .NH = NH };
-    train_pool_run(pl, att_fwd_worker, &j);
+    run(mm, att_fwd_worker, &j);
 }
 
-void train_attention_backward(pool *pl, float *dqkv, float *datt, const float *dout,
+void train_attention_backward(mm_ctx *mm, float *dqkv, float *datt, const float *dout,
                               const float *qkv, const float *att, int B, int T, int C, int NH)
 {
     att_job j = { .dqkv = dqkv, .datt = datt, .dout = dout, .qkv = qkv, .catt = att,
                   .B = B, .T = T, .C = C, .NH = NH };
-    train_pool_run(pl, att_bwd_worker, &j);
+    run(mm, att_bwd_worker, &j);
 }

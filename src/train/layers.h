@@ -79,11 +79,12 @@ void train_residual_forward(float *out, const float *a, const float *b, size_t n
  * forward saves each row's log-sum-exp in att[B*NH*T] and uses the next
  * B*NH*T floats of att as scratch, so att needs 2*B*NH*T floats (B*NH*T
  * when T is 1), not B*NH*T*T. Backward overwrites dqkv; datt is scratch
- * of 2*B*NH*T floats. Work is split over (batch, head) pairs on the pool,
- * which own disjoint slices. */
-void train_attention_forward(pool *pl, float *out, float *att, const float *qkv,
+ * of 2*B*NH*T floats. Work is split over (batch, head) pairs on mm's
+ * pool, which own disjoint slices; the products run on mm's portable
+ * kernel. */
+void train_attention_forward(mm_ctx *mm, float *out, float *att, const float *qkv,
                              int B, int T, int C, int NH);
-void train_attention_backward(pool *pl, float *dqkv, float *datt, const float *dout,
+void train_attention_backward(mm_ctx *mm, float *dqkv, float *datt, const float *dout,
                               const float *qkv, const float *att, int B, int T, int C, int NH);
 
 /* Softmax cross-entropy over rows of logits[rows,v]: probs get the

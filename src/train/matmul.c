@@ -119,6 +119,11 @@ pool *train_mm_pool(mm_ctx *c)
     return c->pl;
 }
 
+mmp *train_mm_portable(mm_ctx *c)
+{
+    return c->port;
+}
+
 void train_mm_gemm(mm_ctx *c, int ta, int tb, int M, int N, int K,
                    const float *A, int lda, const float *B, int ldb,
                    float beta, float *C, int ldc)

@@ -13,6 +13,7 @@
 #include "train/pool.h"
 
 typedef struct mm_ctx mm_ctx;
+typedef struct mmp mmp;
 
 enum { MM_AUTO = 0, MM_PORTABLE = 1, MM_OPENBLAS = 2 };
 
@@ -25,6 +26,9 @@ void train_mm_describe(const mm_ctx *c, char *buf, size_t cap);
 const char *train_mm_blas_core(void);
 /* The worker pool, for layers other than matmul to share. */
 pool *train_mm_pool(mm_ctx *c);
+/* The portable kernel, whatever the backend, with one set of packing
+ * buffers per pool thread (train_mmp_gemm_on). */
+mmp *train_mm_portable(mm_ctx *c);
 
 void train_mm_gemm(mm_ctx *c, int ta, int tb, int M, int N, int K,
                    const float *A, int lda, const float *B, int ldb,
@@ -36,7 +40,6 @@ void train_mm_gemm_bf16(mm_ctx *c, int ta, int tb, int M, int N, int K,
                         float beta, float *C, int ldc);
 
 /* The portable kernel on its own (matmul_portable.c). */
-typedef struct mmp mmp;
 int train_mmp_create(mmp **out, int threads);
 void train_mmp_destroy(mmp *p);
 /* The micro-kernel's instruction set: "avx512", "avx2" or "c". */
@@ -44,6 +47,12 @@ const char *train_mmp_isa(const mmp *p);
 void train_mmp_gemm(mmp *p, pool *pl, int ta, int tb, int M, int N, int K,
                     const float *A, int lda, const float *B, int ldb,
                     float beta, float *C, int ldc);
+/* On the calling thread alone, with pool thread tid's packing buffers
+ * (tid below the thread count p was made with): for work that is already
+ * split over the pool, such as attention's per-head products. */
+void train_mmp_gemm_on(mmp *p, int tid, int ta, int tb, int M, int N, int K,
+                       const float *A, int lda, const float *B, int ldb,
+                       float beta, float *C, int ldc);
 void train_mmp_gemm_bf16(mmp *p, pool *pl, int ta, int tb, int M, int N, int K,
                          const uint16_t *A, int lda, const uint16_t *B, int ldb,
                          float beta, float *C, int ldc);

@@ -24,7 +24,13 @@
 
 /* MR x NR: the tile of the C and AVX2 kernels. MC and NC are multiples of
  * every kernel's tile. */
-enum { MR = 6, NR = 16, KC = 256, MC = 120, NC = 1024 };
+#ifndef MMP_NC
+#define MMP_NC 1024
+#endif
+#ifndef MMP_PACK2
+#define MMP_PACK2 0
+#endif
+enum { MR = 6, NR = 16, KC = 256, MC = 120, NC = MMP_NC };
 
 typedef void (*kern_fn)(int kc, const float *a, const float *b, float *c,
                         int ldc, int mr, int nr, int accumulate);
@@ -201,6 +207,11 @@ static void pack_a(float *dst, int MRt, int ta, operand A, int lda, int i0, int 
                 for (int i = 0; i < mr; i++)
                     dst[(size_t)k * MRt + i] = ld(A, at + i);
             }
+        } else if (MMP_PACK2 && !A.bf16 && mr == MRt) {
+            const float *a0 = (const float *)A.p + (size_t)(i0 + ip) * lda + k0;
+            for (int k = 0; k < kc; k++)
+                for (int i = 0; i < MRt; i++)
+                    dst[(size_t)k * MRt + i] = a0[(size_t)i * lda + k];
         } else {
             for (int i = 0; i < mr; i++) {
                 size_t at = (size_t)(i0 + ip + i) * lda + k0;
@@ -215,13 +226,64 @@ static void pack_a(float *dst, int MRt, int ta, operand A, int lda, int i0, int 
     }
 }
 
+#ifdef MMP_X86
+/* dst[k][0..8) = src rows 0..8 at column k, for k in [0, kc): B^T's
+ * 16-wide panel built eight rows at a time by 8 x 8 transposes in
+ * registers, so both the reads and the writes are whole vectors. */
+__attribute__((target("avx2,fma")))
+static void pack_t8(float *dst, int dld, const float *src, int ld, int kc)
+{
+    int k = 0;
+    for (; k + 8 <= kc; k += 8) {
+        __m256 r0 = _mm256_loadu_ps(src + 0 * (size_t)ld + k), r1 = _mm256_loadu_ps(src + 1 * (size_t)ld + k);
+        __m256 r2 = _mm256_loadu_ps(src + 2 * (size_t)ld + k), r3 = _mm256_loadu_ps(src + 3 * (size_t)ld + k);
+        __m256 r4 = _mm256_loadu_ps(src + 4 * (size_t)ld + k), r5 = _mm256_loadu_ps(src + 5 * (size_t)ld + k);
+        __m256 r6 = _mm256_loadu_ps(src + 6 * (size_t)ld + k), r7 = _mm256_loadu_ps(src + 7 * (size_t)ld + k);
+        __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+        __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+        __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+        __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+        __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+        __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+        __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+        __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+        float *d = dst + (size_t)k * dld;
+        _mm256_storeu_ps(d + 0 * (size_t)dld, _mm256_permute2f128_ps(u0, u4, 0x20));
+        _mm256_storeu_ps(d + 1 * (size_t)dld, _mm256_permute2f128_ps(u1, u5, 0x20));
+        _mm256_storeu_ps(d + 2 * (size_t)dld, _mm256_permute2f128_ps(u2, u6, 0x20));
+        _mm256_storeu_ps(d + 3 * (size_t)dld, _mm256_permute2f128_ps(u3, u7, 0x20));
+        _mm256_storeu_ps(d + 4 * (size_t)dld, _mm256_permute2f128_ps(u0, u4, 0x31));
+        _mm256_storeu_ps(d + 5 * (size_t)dld, _mm256_permute2f128_ps(u1, u5, 0x31));
+        _mm256_storeu_ps(d + 6 * (size_t)dld, _mm256_permute2f128_ps(u2, u6, 0x31));
+        _mm256_storeu_ps(d + 7 * (size_t)dld, _mm256_permute2f128_ps(u3, u7, 0x31));
+    }
+    for (; k < kc; k++)
+        for (int j = 0; j < 8; j++)
+            dst[(size_t)k * dld + j] = src[(size_t)j * ld + k];
+}
+#endif
+
 /* Packs op(B)[k0.., j0..] (kc x nc) into NRt-column panels, zero-padded. */
 static void pack_b(float *dst, int NRt, int tb, operand B, int ldb, int k0, int kc,
                    int j0, int nc)
 {
     for (int jp = 0; jp < nc; jp += NRt) {
         int nr = nc - jp < NRt ? nc - jp : NRt;
-        if (tb) {
+#ifdef MMP_X86
+        if (MMP_PACK2 == 2 && tb && !B.bf16 && nr == NRt && NRt == 16) {
+            const float *b0 = (const float *)B.p + (size_t)(j0 + jp) * ldb + k0;
+            pack_t8(dst, NRt, b0, ldb, kc);
+            pack_t8(dst + 8, NRt, b0 + (size_t)8 * ldb, ldb, kc);
+            dst += (size_t)kc * NRt;
+            continue;
+        }
+#endif
+        if (MMP_PACK2 && tb && !B.bf16 && nr == NRt) {
+            const float *b0 = (const float *)B.p + (size_t)(j0 + jp) * ldb + k0;
+            for (int k = 0; k < kc; k++)
+                for (int j = 0; j < NRt; j++)
+                    dst[(size_t)k * NRt + j] = b0[(size_t)j * ldb + k];
+        } else if (tb) {
             for (int j = 0; j < nr; j++) {
                 size_t at = (size_t)(j0 + jp + j) * ldb + k0;
                 for (int k = 0; k < kc; k++)
@@ -333,6 +395,16 @@ void train_mmp_gemm(mmp *p, pool *pl, int ta, int tb, int M, int N, int K,
 {
     operand a = { A, 0 }, b = { B, 0 };
     gemm_any(p, pl, ta, tb, M, N, K, a, lda, b, ldb, beta, C, ldc);
+}
+
+void train_mmp_gemm_on(mmp *p, int tid, int ta, int tb, int M, int N, int K,
+                       const float *A, int lda, const float *B, int ldb,
+                       float beta, float *C, int ldc)
+{
+    if (M <= 0 || N <= 0)
+        return;
+    operand a = { A, 0 }, b = { B, 0 };
+    gemm_serial(p, &p->buf[tid], ta, tb, M, N, K, a, lda, b, ldb, beta, C, ldc);
 }
 
 void train_mmp_gemm_bf16(mmp *p, pool *pl, int ta, int tb, int M, int N, int K,

@@ -30,4 +30,12 @@ int train_peak_get(train_peak *out);
 /* Measures now, writes nothing (tests, weft-enginebench --probe). */
 int train_peak_measure(train_peak *out);
 
+/* The textbook bound at the clock /proc/cpuinfo gives: two FMA units x
+ * the vector's lanes x 2 flops x the clock, in GFLOP/s; 0 when either is
+ * unknown. *mhz (when given) gets that clock. The clock shown is often
+ * the base one (a VM's always), and a boosting CPU runs above it, so a
+ * measured rate above this bound says the clock rose, not that it is
+ * wrong. */
+double train_peak_theory(double *mhz);
+
 #endif

@@ -1,0 +1,51 @@
+/* expf eight lanes at a time, for the engine's elementwise loops (GELU,
+ * softmax): libm's expf is a call per element, which the compiler does
+ * not vectorise without -ffast-math, and those calls were a tenth of a
+ * GPT step. Cephes' single-precision method: x = n ln2 + r with
+ * |r| <= ln2/2, a degree-6 polynomial for exp(r), 2^n put into the
+ * exponent; within 2 ulp of expf over the range where expf is normal.
+ * Below that range it returns 0 and above it the largest it can hold
+ * (not infinity), which no caller here can tell from expf's answer.
+ *
+ * VEXP_X86 is set where the AVX2 form exists; callers compile their loop
+ * with VEXP_TARGET and take it only when vexp_have_avx2() says so, with a
+ * plain loop over expf for the rest. */
+#ifndef TRAIN_VEXP_H
+#define TRAIN_VEXP_H
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define VEXP_X86 1
+#define VEXP_TARGET __attribute__((target("avx2,fma")))
+
+static inline int vexp_have_avx2(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+VEXP_TARGET static inline __m256 vexp_ps(__m256 x)
+{
+    const __m256 hi = _mm256_set1_ps(88.0f), lo = _mm256_set1_ps(-87.3365478515625f);
+    __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+    x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    /* ln2 in two parts, so that n ln2 is subtracted without losing r */
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
+    y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)),
+                                  23);
+    y = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+    return _mm256_andnot_ps(under, y);
+}
+#endif
+
+#endif
