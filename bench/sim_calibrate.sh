@@ -5,19 +5,22 @@
 # of weft-bench (each run itself a mean over its timed iterations), so that
 # one run disturbed by another process does not move the figure.
 #
-# Writes docs/sim/host-measured.dat (ranks, bytes, median time in us, the
-# load average when the point was taken) and prints weft-sim's prediction
-# beside each point. Timing runs hold /tmp/weft-bench.lock so that no two
-# benchmarks on this machine overlap.
+# Writes $OUT (default docs/sim/host-measured.dat: ranks, bytes, median
+# time in us, the load average when the point was taken) and prints
+# weft-sim's prediction beside each point. Timing runs hold
+# /tmp/weft-bench.lock so that no two benchmarks on this machine overlap.
+# Run it on an idle machine: other work only adds time, so the stored set
+# keeps, per point, the lower median of two such runs (OUT=/tmp/run1 ...,
+# then merge; docs/sim/host-measured.dat's header says how it was made).
 #
-# usage: bench/sim_calibrate.sh [BUILD_DIR] [REPS]
+# usage: [OUT=FILE] bench/sim_calibrate.sh [BUILD_DIR] [REPS]
 set -e
 cd "$(dirname "$0")/.."
 B=${1:-${BUILD:-build}}
 REPS=${2:-5}
 make -s -j2 BUILD="$B" "$B/weftrun" "$B/weft-bench" "$B/weft-sim" >/dev/null
-OUT=docs/sim/host-measured.dat
-mkdir -p docs/sim
+OUT=${OUT:-docs/sim/host-measured.dat}
+mkdir -p "$(dirname "$OUT")"
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
 echo "# ranks bytes median_us load1 (weft-bench allreduce -a ring, median of $REPS runs; $(date -u +%Y-%m-%d), $(nproc) cores)" > "$OUT"

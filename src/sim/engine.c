@@ -11,7 +11,17 @@
  *   take local_us + n / speed each, in order, at the start of their round.
  * A SEND completes when its last byte has left; a round ends when all its
  * ops have; pipelining comes from the schedule itself (many chunks, each a
- * round, several rounds' messages in flight on different links). */
+ * round, several rounds' messages in flight on different links).
+ *
+ * With a cpu line the software costs are work on cores instead of delays:
+ * a send's overhead, the copy of a message that stays in the node into
+ * shared memory (by the sender), its copy or reduction out of it (by the
+ * receiver) and local ops are jobs of core-microseconds, flows over the
+ * rank's core (one core at most) and the node's cores (shared max-min:
+ * processor sharing), so ranks beyond the cores slow each other only while
+ * they all have work. Copies and reductions run at the in-cache speeds
+ * while the node's working set fits the cache, at the memory's share per
+ * core beyond it. */
 #include "sim/prog.h"
 #include "sim/net.h"
 
@@ -38,6 +48,7 @@ typedef struct {
     double t_arrive;            /* < 0: not yet */
     int32_t recv_rank;          /* matched receiver; -1: none yet */
     uint8_t recv_reduce;
+    uint8_t intra;              /* stays in the node */
     uint8_t refs;               /* freed when sender and receiver are done */
     uint32_t next;              /* in the pair's queue */
 } smsg;
@@ -72,8 +83,14 @@ typedef struct {
     uint32_t base[LC_COUNT];    /* first link id of each class */
     double proto_ovh, proto_eff;
     const sim_hop *hop;         /* the algorithm's costs under its protocol, or NULL */
-    double cpu_share;           /* >= 1: how many ranks share each core */
+    int cpu;                    /* the topology has cores: costs are jobs on them */
+    uint32_t core0;             /* link of rep 0's core; rep r's is core0 + r */
+    double copy_us_B, reduce_us_B; /* a core's time per byte, at this working set */
 } sim;
+
+/* Flows that are core work, not bytes: the tag's top bit, the kind, the id. */
+#define JOB_BIT (1ull << 63)
+enum { JOB_LOCAL = 0, JOB_SEND, JOB_RECV };
 
 /* ---- event heap ---- */
 
@@ -189,11 +206,12 @@ static void route(sim *s, int a, int q, smsg *m)
     uint32_t na = (uint32_t)t->nics_per_node;
     uint32_t ra = (uint32_t)pa.local * na / (uint32_t)t->ranks_per_node;
     uint32_t rb = (uint32_t)fq.local * na / (uint32_t)t->ranks_per_node;
+    m->intra = lv == LC_INTRA;
     if (lv == LC_INTRA) {
-        ADD(LC_INTRA, 2 * (uint32_t)a);
-        ADD(LC_INTRA, 2 * (uint32_t)b + 1);
-        if (s->nt.links[s->base[LC_CPU] + (uint32_t)pa.node].cap > 0)
-            m->links[m->nl++] = (int32_t)(s->base[LC_CPU] + (uint32_t)pa.node);
+        if (!s->cpu) { /* with cores, the copies are the transfer (cpu jobs) */
+            ADD(LC_INTRA, 2 * (uint32_t)a);
+            ADD(LC_INTRA, 2 * (uint32_t)b + 1);
+        }
         m->lat = t->lc[LC_INTRA].lat_us;
     } else {
         ADD(LC_NIC, 2 * ((uint32_t)pa.node * na + ra));
@@ -225,7 +243,21 @@ static double msg_ovh(const sim *s, int a, int q)
     int lv = pa->cluster != pq.cluster ? LC_WAN : pa->node != pq.node ? LC_NIC : LC_INTRA;
     if (s->hop) /* the whole hop is latency (route): a GPU does not wait */
         return 0;
-    return (s->t->lc[lv].ovh_us + s->proto_ovh) * s->cpu_share;
+    return s->t->lc[lv].ovh_us + s->proto_ovh;
+}
+
+static int job_done(sim *s, uint64_t tag, double now);
+
+/* work core-microseconds on rep r's core, then job_done */
+static int cpu_job(sim *s, int r, double now, double work, int kind, uint32_t id)
+{
+    uint64_t tag = JOB_BIT | (uint64_t)kind << 32 | id;
+    if (work <= 0)
+        return job_done(s, tag, now);
+    int32_t links[2] = { (int32_t)(s->core0 + (uint32_t)r),
+                         (int32_t)(s->base[LC_CPU] + (uint32_t)s->pl[r].node) };
+    int64_t f = sim_net_add(&s->nt, now, links, 2, work, tag);
+    return f < 0 ? (int)f : 0;
 }
 
 /* ---- ranks ---- */
@@ -242,7 +274,9 @@ static int op_done(sim *s, int r, double now)
 
 static double recv_cost(const sim *s, const smsg *m)
 {
-    return m->recv_reduce ? (double)m->len * s->cpu_share / (s->t->reduce_GBps * 1e3) : 0;
+    if (s->cpu) /* out of shared memory: a reduction, or a copy */
+        return (double)m->len * (m->recv_reduce ? s->reduce_us_B : m->intra ? s->copy_us_B : 0);
+    return m->recv_reduce ? (double)m->len / (s->t->reduce_GBps * 1e3) : 0;
 }
 
 static int recv_complete(sim *s, uint32_t id, double now)
@@ -252,6 +286,8 @@ static int recv_complete(sim *s, uint32_t id, double now)
     int r = m->recv_rank, rc;
     if ((rc = msg_unref(s, id)))
         return rc;
+    if (s->cpu)
+        return cpu_job(s, r, now, c, JOB_RECV, (uint32_t)r);
     if (c > 0)
         return ev_push(s, now + c, EV_OPDONE, (uint32_t)r);
     return op_done(s, r, now);
@@ -303,7 +339,11 @@ static int post_net(sim *s, int r, double now)
                     pr->sh = (uint32_t)id + 1;
                 pr->st = (uint32_t)id + 1;
             }
-            if ((rc = ev_push(s, ts, EV_FSTART, (uint32_t)id)))
+            if (s->cpu) {
+                double w = msg_ovh(s, r, o->peer) + (m->intra ? (double)m->len * s->copy_us_B : 0);
+                if ((rc = cpu_job(s, r, now, w, JOB_SEND, (uint32_t)id)))
+                    return rc;
+            } else if ((rc = ev_push(s, ts, EV_FSTART, (uint32_t)id)))
                 return rc;
         } else if (o->kind == SOP_RECV || o->kind == SOP_RECV_REDUCE) {
             spair *pr = pair_get(s, fold(s, o->peer), r);
@@ -352,11 +392,12 @@ static int round_begin(sim *s, int r, double now)
     for (uint32_t i = b; i < e; i++) {
         const sim_op *o = &g->ops[o0 + i];
         if (o->kind == SOP_COPY)
-            dt += s->t->local_us + (double)o->len / (s->t->copy_GBps * 1e3);
+            dt += s->t->local_us + (double)o->len * s->copy_us_B;
         else if (o->kind == SOP_REDUCE)
-            dt += s->t->local_us + (double)o->len / (s->t->reduce_GBps * 1e3);
+            dt += s->t->local_us + (double)o->len * s->reduce_us_B;
     }
-    dt *= s->cpu_share;
+    if (s->cpu && dt > 0)
+        return cpu_job(s, r, now, dt, JOB_LOCAL, (uint32_t)r);
     if (dt > 0) {
         if (now + dt > k->cpu)
             k->cpu = now + dt;
@@ -378,12 +419,25 @@ static int flow_start(sim *s, uint32_t id, double now)
     return f < 0 ? (int)f : 0;
 }
 
+static int job_done(sim *s, uint64_t tag, double now)
+{
+    uint32_t id = (uint32_t)tag;
+    switch ((int)(tag >> 32 & 0xff)) {
+    case JOB_LOCAL: return post_net(s, (int)id, now);
+    case JOB_SEND: return flow_start(s, id, now);
+    default: return op_done(s, (int)id, now);
+    }
+}
+
 static int flow_end(sim *s, uint32_t f, double now)
 {
-    uint32_t id = (uint32_t)s->nt.flows[f].tag;
+    uint64_t tag = s->nt.flows[f].tag;
+    uint32_t id = (uint32_t)tag;
     int rc = sim_net_finish(&s->nt, now, f);
     if (rc)
         return rc;
+    if (tag & JOB_BIT)
+        return job_done(s, tag, now);
     smsg *m = &s->msg[id];
     if ((rc = ev_push(s, now + m->lat, EV_ARRIVE, id)))
         return rc;
@@ -402,7 +456,49 @@ static int arrive(sim *s, uint32_t id, double now)
 
 /* ---- one run ---- */
 
-static int setup(sim *s, const sim_job *j, sim_prog *g)
+/* Bytes one rank's call holds in its buffers (input and output). */
+static double call_bytes(const sim_job *j, uint64_t count)
+{
+    double n = (double)count * j->esize, p = j->nranks;
+    switch (j->kind) {
+    case WEFT_COLL_ALLGATHER:
+    case WEFT_COLL_GATHER:
+    case WEFT_COLL_REDUCE_SCATTER:
+    case WEFT_COLL_SCATTER: return n + p * n;
+    case WEFT_COLL_ALLTOALL: return 2 * p * n;
+    default: return 2 * n;
+    }
+}
+
+/* A core's time per byte copied and reduced. While the node's working set
+ * (every rank's buffers, and the part of its shared-memory rings its
+ * messages pass through) fits the cache, the in-cache speeds; beyond it,
+ * each core gets its share of the memory's bandwidth at most. The set is
+ * the real call's, not that of a smaller count simulated for
+ * extrapolation (g at count_sim stands for j->count). */
+static void cpu_speeds(sim *s, const sim_job *j, const sim_prog *g, uint64_t count_sim,
+                       int on_node)
+{
+    const sim_topo *t = s->t;
+    double copy = t->copy_GBps, red = t->reduce_GBps;
+    double sent = 0;
+    for (uint64_t i = g->op0[0]; i < g->op0[1]; i++)
+        if (g->ops[i].kind == SOP_SEND)
+            sent += (double)g->ops[i].len;
+    if (count_sim > 0)
+        sent *= (double)j->count / (double)count_sim;
+    double ring = t->cpu_ring_MiB * 1048576.0;
+    double ws = on_node * (call_bytes(j, j->count) + (ring > 0 && sent > ring ? ring : sent));
+    if (t->cpu_cache_MiB > 0 && ws > t->cpu_cache_MiB * 1048576.0 && t->cpu_mem_GBps > 0) {
+        double share = t->cpu_mem_GBps / (t->cpu_cores < on_node ? t->cpu_cores : on_node);
+        copy = copy < share ? copy : share;
+        red = red < share ? red : share;
+    }
+    s->copy_us_B = 1 / (copy * 1e3);
+    s->reduce_us_B = 1 / (red * 1e3);
+}
+
+static int setup(sim *s, const sim_job *j, sim_prog *g, uint64_t count_sim)
 {
     const sim_topo *t = j->topo;
     memset(s, 0, sizeof *s);
@@ -432,6 +528,9 @@ static int setup(sim *s, const sim_job *j, sim_prog *g)
         s->base[c] = tot;
         tot += n[c];
     }
+    s->cpu = t->cpu_cores > 0;
+    s->core0 = tot; /* then one core link per rep, outside the classes */
+    tot += s->cpu ? s->nR : 0;
     s->proto_ovh = t->proto[j->algo].ovh_us;
     s->proto_eff = t->proto[j->algo].bw_eff;
     if (j->proto > 0 && t->hop[j->algo][j->proto].defined) {
@@ -439,9 +538,11 @@ static int setup(sim *s, const sim_job *j, sim_prog *g)
         s->proto_ovh = 0;
         s->proto_eff = t->protocol[j->proto].bw_eff;
     }
-    /* ranks beyond the cores wait for one: every CPU cost stretches */
     int on_node = j->nranks < t->ranks_per_node ? j->nranks : t->ranks_per_node;
-    s->cpu_share = t->cpu_cores > 0 && on_node > t->cpu_cores ? on_node / t->cpu_cores : 1;
+    s->copy_us_B = 1 / (t->copy_GBps * 1e3);
+    s->reduce_us_B = 1 / (t->reduce_GBps * 1e3);
+    if (s->cpu)
+        cpu_speeds(s, j, g, count_sim, on_node);
     int rc = sim_net_init(&s->nt, tot);
     if (rc)
         return rc;
@@ -450,15 +551,15 @@ static int setup(sim *s, const sim_job *j, sim_prog *g)
             double cap = t->lc[c].bw_GBps * 1e3 * s->proto_eff;
             if (c == LC_NIC)
                 cap /= nics;
-            if (c == LC_CPU) { /* the cores copy at most what they can each, all at once */
-                double cores = t->cpu_cores < on_node ? t->cpu_cores : on_node;
-                cap = t->cpu_cores > 0 ? cores * t->lc[LC_INTRA].bw_GBps * 1e3 : 0;
-                if (t->cpu_mem_GBps > 0 && (cap == 0 || t->cpu_mem_GBps * 1e3 < cap))
-                    cap = t->cpu_mem_GBps * 1e3;
-            }
+            if (c == LC_CPU) /* in core-microseconds per microsecond */
+                cap = t->cpu_cores;
             s->nt.links[s->base[c] + i].cap = cap;
             s->nt.links[s->base[c] + i].cls = c;
         }
+    for (uint32_t r = 0; s->cpu && r < s->nR; r++) {
+        s->nt.links[s->core0 + r].cap = 1; /* a rank runs on one core at a time */
+        s->nt.links[s->core0 + r].cls = -1;
+    }
     uint64_t sends = 0;
     for (uint64_t i = 0; i < g->nops; i++)
         sends += g->ops[i].kind == SOP_SEND;
@@ -481,10 +582,11 @@ static void teardown(sim *s)
 }
 
 /* One simulation at `count`; fills time, bytes and utilisation. */
-static int run_once(const sim_job *j, sim_prog *g, sim_result *res, char *err, size_t errlen)
+static int run_once(const sim_job *j, sim_prog *g, uint64_t count, sim_result *res, char *err,
+                    size_t errlen)
 {
     sim s;
-    int rc = setup(&s, j, g);
+    int rc = setup(&s, j, g, count);
     for (int r = 0; r < s.nreps && !rc; r++)
         rc = round_begin(&s, r, 0);
     while (!rc) {
@@ -521,7 +623,8 @@ static int run_once(const sim_job *j, sim_prog *g, sim_result *res, char *err, s
         for (int c = 0; c < LC_COUNT; c++) {
             double bytes = 0, cap = 0, umax = 0;
             int nlinks = 0;
-            for (uint32_t i = s.base[c]; i < (c + 1 < LC_COUNT ? s.base[c + 1] : s.nt.nlinks); i++) {
+            uint32_t end = c + 1 < LC_COUNT ? s.base[c + 1] : s.core0;
+            for (uint32_t i = s.base[c]; i < end; i++) {
                 net_link *l = &s.nt.links[i];
                 if (l->cap <= 0)
                     continue;
@@ -561,7 +664,7 @@ static int sim_at(const sim_job *j, uint64_t count, int period, sim_result *res,
     if (rc)
         snprintf(err, errlen, "building the %s schedules failed (%d)", sim_algo_name(j->algo), rc);
     else
-        rc = run_once(j, &g, res, err, errlen);
+        rc = run_once(j, &g, count, res, err, errlen);
     if (!rc && g.max_rounds > res->max_rounds)
         res->max_rounds = g.max_rounds;
     sim_prog_free(&g);

@@ -92,6 +92,7 @@ static void group_topo(const sim_topo *t, int world, int stride, int n, sim_topo
     g->lc[LC_NIC].bw_GBps /= share;
     g->cpu_cores /= share;
     g->cpu_mem_GBps /= share;
+    g->cpu_cache_MiB /= share;
 }
 
 /* The highest link class between the group's first and last member. */

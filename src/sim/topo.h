@@ -32,8 +32,8 @@ enum sim_lclass {
     LC_NIC,       /* node <-> network; bandwidth of all the node's NICs */
     LC_POD,       /* pod uplink to the next switch level; per pod */
     LC_WAN,       /* cluster <-> wide-area link; per cluster */
-    LC_CPU,       /* a node's cores and memory, crossed by every message that
-                     stays in the node when the topology has a cpu line */
+    LC_CPU,       /* a node's cores (topologies with a cpu line), shared by
+                     the core work of its ranks; in core-microseconds */
     LC_COUNT
 };
 
@@ -74,6 +74,10 @@ typedef struct {
     double local_us;               /* fixed cost of one local op */
     double cpu_cores;              /* 0: ranks never wait for a core */
     double cpu_mem_GBps;           /* a node's copy bandwidth, all cores; 0: none */
+    double cpu_cache_MiB;          /* working set beyond which copies run at the
+                                      memory's speed; 0: always in cache */
+    double cpu_ring_MiB;           /* a shared-memory ring: caps a rank's share of
+                                      the working set for its messages; 0: none */
     sim_proto proto[SIM_ALGO_COUNT];
     sim_protocol_t protocol[SIM_PROTO_COUNT];
     sim_hop hop[SIM_ALGO_COUNT][SIM_PROTO_COUNT];

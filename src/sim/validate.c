@@ -13,7 +13,7 @@
 #define BLOG "NCCL 2.4 announcement (NVIDIA blog, 2019), Summit figure, as the seed quotes it"
 #define SEED "seed collective-communication: tree ~180x below ring at 24,576 GPUs"
 #define NCCLT "nccl-tests all_reduce_perf, 8x H100 SXM NVLink, large sizes: 460-480 GB/s"
-#define HOST "bench/sim_calibrate.sh: docs/sim/host-measured.dat (median of 5, load 2-12)"
+#define HOST "bench/sim_calibrate.sh, idle machine 2026-12-02 (load 0.04-4.6): lower of 2 runs' medians of 5"
 
 /* clang-format off */
 const sim_vpoint sim_vpoints[] = {
@@ -38,12 +38,12 @@ const sim_vpoint sim_vpoints[] = {
     { "dgx-h100", "dgx-h100", "nccl-ring", NULL, 8, 8,       SIM_V_TIME_US, 0, "nccl-model" },
     /* this host: weft's ring, 2/4/8 processes on 2 cores */
 #define H(n, b, us) { "host", "host", "ring", NULL, n, b, SIM_V_TIME_US, us, HOST }
-    H(2, 8, 12.14), H(2, 1024, 15.36), H(2, 65536, 39.75), H(2, 1048576, 831.70),
-    H(2, 16777216, 8894.22), H(2, 67108864, 77069.35),
-    H(4, 8, 115.99), H(4, 1024, 91.09), H(4, 65536, 230.95), H(4, 1048576, 2623.72),
-    H(4, 16777216, 56480.72), H(4, 67108864, 292043.02),
-    H(8, 8, 277.97), H(8, 1024, 568.10), H(8, 65536, 1306.58), H(8, 1048576, 14091.50),
-    H(8, 16777216, 262828.10), H(8, 67108864, 582122.75),
+    H(2, 8, 11.26), H(2, 1024, 15.75), H(2, 65536, 38.80), H(2, 1048576, 248.00),
+    H(2, 16777216, 7071.74), H(2, 67108864, 26848.79),
+    H(4, 8, 20.85), H(4, 1024, 42.51), H(4, 65536, 80.06), H(4, 1048576, 950.63),
+    H(4, 16777216, 20654.66), H(4, 67108864, 72933.63),
+    H(8, 8, 76.39), H(8, 1024, 148.88), H(8, 65536, 254.13), H(8, 1048576, 3017.67),
+    H(8, 16777216, 52268.01), H(8, 67108864, 203745.04),
 #undef H
 };
 /* clang-format on */
