@@ -305,3 +305,35 @@ int outer_finish(outer_sync *o, long steps)
             rc = start(o, &o->f[k], p, steps, 0);
     return rc;
 }
+
+void outer_export(const outer_sync *o, float *anchor, float *vel, long *synced)
+{
+    *synced = o->nf ? o->f[0].synced : 0;
+    for (int k = 0; k < o->nf; k++) {
+        const frag *f = &o->f[k];
+        memcpy(anchor + f->off, f->anchor, f->len * sizeof(float));
+        memcpy(vel + f->off, f->vel, f->len * sizeof(float));
+        if (f->synced < *synced)
+            *synced = f->synced;
+    }
+}
+
+void outer_import(outer_sync *o, const float *anchor, const float *vel, long synced)
+{
+    for (int k = 0; k < o->nf; k++) {
+        frag *f = &o->f[k];
+        memcpy(f->anchor, anchor + f->off, f->len * sizeof(float));
+        memcpy(f->vel, vel + f->off, f->len * sizeof(float));
+        f->synced = synced;
+    }
+}
+
+void outer_abort(outer_sync *o)
+{
+    if (!o)
+        return;
+    if (o->inner)
+        weft_comm_abort(o->inner);
+    if (o->own_outer)
+        weft_comm_abort(o->outer);
+}

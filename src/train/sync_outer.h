@@ -18,5 +18,15 @@ int outer_after_step(outer_sync *o, long steps);
 int outer_finish(outer_sync *o, long steps);
 weft_comm *outer_inner_comm(const outer_sync *o);
 void outer_bytes(const outer_sync *o, uint64_t *across, uint64_t *inside);
+/* Elastic churn (a cluster dropped or rejoined, tools/weft-train/
+ * sync_churn.c): the outer state as arrays of the parameters' length
+ * (anchors, momenta) and the inner step count of the last outer step,
+ * carried from one outer_sync to its successor over the new membership.
+ * Blocking outer steps only (nothing in flight). */
+void outer_export(const outer_sync *o, float *anchor, float *vel, long *synced);
+void outer_import(outer_sync *o, const float *anchor, const float *vel, long synced);
+/* Aborts the communicators it made, so that destroying them waits for no
+ * peer (some are gone) and the peers still in them fail at once. */
+void outer_abort(outer_sync *o);
 
 #endif

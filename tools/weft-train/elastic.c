@@ -24,7 +24,7 @@
  * and was failed by the others' leaving in the next, takes it again with
  * the others. No rank can get further ahead: a step needs every rank of
  * the replica. */
-#include "train_tool.h"
+#include "churn.h"
 
 #include <limits.h>
 #include <signal.h>
@@ -72,7 +72,7 @@ int elastic_option(opts *o, const char *key, const char *v)
 }
 
 /* The test hook: this launch rank dies here, as kill -9 would kill it. */
-static void kill_point(const trainer *t, long step, int recover)
+void kill_point(const trainer *t, long step, int recover)
 {
     long r, s;
     int rec;
@@ -104,8 +104,20 @@ void elastic_check(const opts *o, weft_comm *comm)
         die("--elastic with --tp %d --pp %d needs 2 replicas at least (%d ranks): a death "
             "in the only one leaves nothing to go on with", o->tp > 1 ? o->tp : 1,
             o->pp > 1 ? o->pp : 1, weft_comm_size(comm));
-    if (strcmp(o->sync, "full") != 0)
-        die("--elastic takes --sync full, not --sync %s", o->sync);
+    weft_sync_config sc;
+    weft_sync_parse(o->sync, &sc); /* parse_args checked it */
+    if (sc.mode == WEFT_SYNC_STREAMING)
+        die("--elastic with --sync %s is not supported: a fragment's outer reduction in "
+            "flight when a cluster is lost would have to be undone; take diloco:H or "
+            "hier:full/diloco:H", o->sync);
+    if (sc.mode != WEFT_SYNC_FULL && sc.mode != WEFT_SYNC_DILOCO)
+        die("--elastic takes --sync full, diloco:H or hier:full/diloco:H, not --sync %s",
+            o->sync);
+    if (sc.mode == WEFT_SYNC_DILOCO && o->compress[0])
+        die("--elastic with --sync %s takes no --compress: the compressor's error feedback "
+            "is not carried over a membership change", o->sync);
+    if (sc.mode == WEFT_SYNC_DILOCO && o->zero)
+        die("--elastic with --sync %s takes --zero 0", o->sync);
     if (comm && weft_comm_size(comm) > o->r.batch)
         die("--elastic: %d ranks cannot share a batch of %d", weft_comm_size(comm), o->r.batch);
 }
@@ -146,7 +158,7 @@ void elastic_commit(trainer *t, long next)
 
 /* Parameters and optimiser state, kept while the training state is rebuilt
  * (full_open's broadcast from rank 0 would overwrite the parameters). */
-static void keep_state(trainer *t)
+void keep_state(trainer *t)
 {
     elastic_state *e = &t->el;
     size_t n = t->nparams;
@@ -194,7 +206,7 @@ static void restore_state(trainer *t)
 }
 
 /* Ends the training state on the communicator in use and destroys it. */
-static void leave_comm(trainer *t)
+void leave_comm(trainer *t)
 {
     if (t->sync.mreq) {
         weft_wait(t->sync.mreq); /* fails at once on a failed communicator */
@@ -208,7 +220,7 @@ static void leave_comm(trainer *t)
 
 /* The training state over c (the data-parallel group of the job), with
  * the kept state restored. */
-static int enter_comm(trainer *t, weft_comm *c, weft_comm *job)
+int enter_comm(trainer *t, weft_comm *c, weft_comm *job)
 {
     t->comm = c;
     t->job = job;
@@ -218,6 +230,11 @@ static int enter_comm(trainer *t, weft_comm *c, weft_comm *job)
     int rc = sync_open(&t->sync, t->m, &t->el.keep_oc, NULL);
     if (!t->sync.z)
         die("elastic: the training state over %d ranks: %s", t->world, weft_strerror(rc));
+    if (t->sync.comm != c) { /* the churn mode waited for a cluster's other ranks */
+        t->comm = t->job = t->sync.comm;
+        t->rank = weft_comm_rank(t->comm);
+        t->world = weft_comm_size(t->comm);
+    }
     t->opt = weft_zero_optim(t->sync.z);
     if (t->o->zero == 0)
         restore_state(t); /* stages 1-3: weft_zero_import, after the hand-over */
@@ -242,7 +259,7 @@ static int accum_for(const elastic_state *e, int world, int batch)
 /* What the members agree on besides the state: step k, the optimiser's
  * step count, the stream position of step k, the launch's shape, and the
  * number of the membership view that starts (the trace's). */
-static void header(const trainer *t, long k, int64_t opt_steps, int64_t h[6])
+void header(const trainer *t, long k, int64_t opt_steps, int64_t h[6])
 {
     const elastic_state *e = &t->el;
     h[0] = k;
@@ -254,7 +271,7 @@ static void header(const trainer *t, long k, int64_t opt_steps, int64_t h[6])
 }
 
 /* Each rank's part of the stream from step h[0] on, over the world as it is now. */
-static void apply_header(trainer *t, const int64_t h[6], long *step)
+void apply_header(trainer *t, const int64_t h[6], long *step)
 {
     elastic_state *e = &t->el;
     e->step_base = (long)h[0];
@@ -331,23 +348,28 @@ static float *full_new(const trainer *t)
 }
 
 /* After a join: whether every rank's parameters are bit-identical (a
- * hash of their bytes compared over the job); *hash: this rank's. */
-static int params_agree(trainer *t, uint64_t *hash, int *same)
+ * hash of their bytes compared over c); *hash: this rank's. */
+int params_same(weft_comm *c, weft_model *m, uint64_t *hash, int *same)
 {
     size_t n;
-    const unsigned char *p = (const unsigned char *)weft_model_params(t->m, &n);
+    const unsigned char *p = (const unsigned char *)weft_model_params(m, &n);
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
     for (size_t i = 0; i < n * sizeof(float); i++)
         h = (h ^ p[i]) * 1099511628211ull;
     int64_t v[2] = { (int64_t)(h >> 1), -(int64_t)(h >> 1) };
-    int rc = weft_allreduce(t->comm, v, v, 2, WEFT_I64, WEFT_MAX);
+    int rc = weft_allreduce(c, v, v, 2, WEFT_I64, WEFT_MAX);
     *hash = h;
     *same = rc == 0 && v[0] == -v[1] && (uint64_t)v[0] == h >> 1;
     return rc;
 }
 
+int params_agree(trainer *t, uint64_t *hash, int *same)
+{
+    return params_same(t->comm, t->m, hash, same);
+}
+
 /* Rank 0 of a new world speaks for the job from here on. */
-static void take_lead(trainer *t)
+void take_lead(trainer *t)
 {
     if (weft_comm_rank(t->job) != 0 || t->lead)
         return;
@@ -358,8 +380,7 @@ static void take_lead(trainer *t)
         t->pg.csv = csv_open(t->o->metrics, 1);
 }
 
-static void report_change(trainer *t, long step, const char *kind, const char *what,
-                          double took)
+void report_change(trainer *t, long step, const char *kind, const char *what, double took)
 {
     if (!t->lead)
         return;
@@ -408,7 +429,9 @@ void elastic_open(trainer *t, long *step, int quiet, int joined)
     /* the members are in their grow's hand-over, after the same sync_open */
     uint64_t h;
     int same;
-    if (t->o->zero == 0) {
+    if (t->sync.churn) {
+        rc = churn_join(t, step);
+    } else if (t->o->zero == 0) {
         keep_state(t);
         rc = hand_over(t, -1, step);
     } else {
@@ -439,6 +462,8 @@ static weft_zero_replicas *take_replicas(trainer *t)
  * gives its own shards of that step. */
 static int grow_hand_over(trainer *t, weft_comm *g, long *step)
 {
+    if (t->sync.churn)
+        return churn_grow_hand_over(t, g, step);
     if (t->o->zero == 0) {
         keep_state(t);
         leave_comm(t);
@@ -481,6 +506,10 @@ int elastic_boundary(trainer *t, long *step)
         kill_point(t, *step, 0);
         return 0;
     }
+    if (t->sync.churn && !churn_boundary(&t->sync)) { /* joiners wait for the outer step */
+        kill_point(t, *step, 0);
+        return 0;
+    }
     double t0 = now_s();
     weft_comm *g = NULL;
     int rc = weft_comm_grow(t->comm, 0, &g), was = t->world;
@@ -495,9 +524,11 @@ int elastic_boundary(trainer *t, long *step)
         if (rc == 0)
             rc = params_agree(t, &h, &same);
         if (rc == 0) {
-            char what[192];
-            snprintf(what, sizeof what, "%d rank(s) joined as rank %d..%d; parameters %s "
-                     "(hash %016llx)", t->world - was, was, t->world - 1,
+            char what[256], cl[64] = "";
+            if (t->sync.churn)
+                churn_joined(t, was, cl, sizeof cl);
+            snprintf(what, sizeof what, "%s%d rank(s) joined as rank %d..%d; parameters %s "
+                     "(hash %016llx)", cl, t->world - was, was, t->world - 1,
                      same ? "bit-identical on every rank" : "DIFFER between ranks",
                      (unsigned long long)h);
             report_change(t, *step, "grow", what, now_s() - t0);
@@ -558,9 +589,29 @@ static int recover_shards(trainer *t, const weft_zero_replicas *r, long done,
     return rc;
 }
 
+/* "rank(s) 1 3 of 4 gone (why at step k)": the old ranks of was not
+ * among the n survivors' olds (ascending); the length written. */
+size_t gone_ranks(char *what, size_t cap, const int *olds, int n, int was, const char *why,
+                  long failed_at)
+{
+    size_t len = (size_t)snprintf(what, cap, n == was ? "no rank" : "rank(s)");
+    for (int q = 0, k = 0; q < was; q++) {
+        if (k < n && olds[k] == q) {
+            k++;
+            continue;
+        }
+        if (len < cap)
+            len += (size_t)snprintf(what + len, cap - len, " %d", q);
+    }
+    if (len < cap)
+        len += (size_t)snprintf(what + len, cap - len, " of %d gone (%s at step %ld)", was, why,
+                                failed_at);
+    return len < cap ? len : cap;
+}
+
 /* A failure that took nobody (a mismatch, a timeout) must not repeat for
  * ever at one step. */
-static void count_idle(elastic_state *e, int lost_none, long failed_at, const char *why)
+void count_idle(elastic_state *e, int lost_none, long failed_at, const char *why)
 {
     e->idle_fails = lost_none && e->idle_step == failed_at ? e->idle_fails + 1 : 0;
     e->idle_step = failed_at;
@@ -585,6 +636,23 @@ static void leave_layout(trainer *t)
     t->comm = NULL;
 }
 
+/* A round of a recovery: the survivors of *w agree on who is left (a
+ * death during it is the next round's failure), *w becomes their
+ * communicator of *n, and olds their ranks before the failure. */
+int shrink_round(trainer *t, weft_comm **w, long failed_at, int old, int *olds, int *n)
+{
+    weft_comm *s;
+    int rc = weft_comm_shrink(*w, &s);
+    if (rc)
+        die("elastic: step %ld: no agreement on the survivors (%s): %s", failed_at,
+            weft_strerror(rc), weft_comm_error(*w));
+    weft_comm_destroy(*w);
+    *w = s;
+    kill_point(t, failed_at, 1);
+    *n = weft_comm_size(s);
+    return weft_allgather(s, &old, olds, 1, WEFT_I32);
+}
+
 /* --pp/--tp: the survivors of a broken replica leave the job; the whole
  * replicas go on from the failed step over a layout of themselves. */
 static int layout_recover(trainer *t, long *step, int rc)
@@ -602,16 +670,8 @@ static int layout_recover(trainer *t, long *step, int rc)
     leave_layout(t);
     weft_comm *w = t->job, *mine = NULL;
     while (rc) { /* a death during the recovery: shrink what it left */
-        weft_comm *s;
-        int src = weft_comm_shrink(w, &s);
-        if (src)
-            die("elastic: step %ld: no agreement on the survivors (%s): %s", failed_at,
-                weft_strerror(src), weft_comm_error(w));
-        weft_comm_destroy(w);
-        t->job = w = s;
-        kill_point(t, failed_at, 1);
-        n = weft_comm_size(w);
-        rc = weft_allgather(w, &old, olds, 1, WEFT_I32);
+        rc = shrink_round(t, &w, failed_at, old, olds, &n);
+        t->job = w;
         if (rc == 0) {
             whole = pipeline_whole(t->pl, olds, n, &lost, &wholes);
             if (wholes == 0)
@@ -661,18 +721,9 @@ static int layout_recover(trainer *t, long *step, int rc)
     count_idle(e, n == was, failed_at, why);
     char what[256];
     int left = n - weft_comm_size(mine);
-    size_t len = (size_t)snprintf(what, sizeof what, n == was ? "no rank" : "rank(s)");
-    for (int q = 0, k = 0; q < was; q++) {
-        if (k < n && olds[k] == q) {
-            k++;
-            continue;
-        }
-        if (len < sizeof what)
-            len += (size_t)snprintf(what + len, sizeof what - len, " %d", q);
-    }
+    size_t len = gone_ranks(what, sizeof what, olds, n, was, why, failed_at);
     if (len < sizeof what)
-        snprintf(what + len, sizeof what - len, " of %d gone (%s at step %ld), %d left with "
-                 "their replica(s)", was, why, failed_at, left);
+        snprintf(what + len, sizeof what - len, ", %d left with their replica(s)", left);
     report_change(t, *step, "shrink", what, now_s() - t0);
     free(olds);
     return 1;
@@ -685,6 +736,8 @@ int elastic_recover(trainer *t, long *step, int rc)
         return 0;
     if (t->pl)
         return layout_recover(t, step, rc);
+    if (t->sync.churn)
+        return churn_recover(t, step, rc);
     double t0 = now_s();
     long failed_at = *step, done = *step + (weft_optim_steps(t->opt) > e->opt_steps0);
     int was = t->world, old_rank = t->rank;
@@ -717,18 +770,7 @@ int elastic_recover(trainer *t, long *step, int rc)
     take_lead(t);
     count_idle(e, t->world == was, failed_at, why);
     char what[256];
-    size_t len = (size_t)snprintf(what, sizeof what, t->world == was ? "no rank" : "rank(s)");
-    for (int q = 0, k = 0; q < was; q++) {
-        if (k < t->world && olds[k] == q) {
-            k++;
-            continue;
-        }
-        if (len < sizeof what)
-            len += (size_t)snprintf(what + len, sizeof what - len, " %d", q);
-    }
-    if (len < sizeof what)
-        snprintf(what + len, sizeof what - len, " of %d gone (%s at step %ld)", was, why,
-                 failed_at);
+    gone_ranks(what, sizeof what, olds, t->world, was, why, failed_at);
     report_change(t, *step, "shrink", what, now_s() - t0);
     free(olds);
     return 1;

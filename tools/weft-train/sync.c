@@ -1,8 +1,9 @@
 /* weft-train's sync modes behind one interface: the table from --sync to a
  * mode, the calls of its hooks, and what every mode shares (a weft_zero
  * takes every optimiser step, over the job or over this rank alone). */
-#include "train_tool.h"
+#include "churn.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* One line per weft_sync_mode. */
@@ -27,6 +28,8 @@ void sync_pick(train_sync *s, opts *o, weft_comm *comm)
         weft_compress_parse(o->compress, &s->cfg.compress); /* parse_args checked it */
         s->cfg.compressed = outer;
     }
+    if (o->elastic && s->cfg.mode == WEFT_SYNC_DILOCO)
+        mode = &sync_churn; /* elastic_check refused the rest */
     if (!mode->zero && o->zero)
         die("--zero shards a full-sync run; --sync %s keeps whole models per rank", o->sync);
     if (!mode->accum && o->accum > 1)
@@ -105,6 +108,8 @@ static int sync_count_bytes(train_sync *s)
     wan -= wan < s->wan0 ? wan : s->wan0;
     if (s->sy)
         weft_sync_bytes_split(s->sy, &across, &inside);
+    else if (s->churn)
+        outer_bytes(s->churn->outer, &across, &inside);
     else
         across = sync_bytes(s);
     double v[3] = { (double)wan, (double)across, (double)inside };
@@ -137,4 +142,8 @@ void sync_close(train_sync *s)
     weft_compressor_destroy(s->cz);
     weft_sync_destroy(s->sy);
     weft_zero_destroy(s->z);
+    if (s->churn) /* after the optimiser, whose communicator it holds */
+        outer_destroy(s->churn->outer);
+    free(s->churn);
+    s->churn = NULL;
 }

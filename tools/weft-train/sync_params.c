@@ -5,7 +5,7 @@
  *   backup:b                   steps on the first N - b ranks' gradients.
  * The loss reported is this rank's own (backup: the included ranks'): a
  * collective would wait for the stragglers these modes exist to outrun. */
-#include "train_tool.h"
+#include "churn.h"
 
 #include <math.h>
 #include <string.h>
@@ -46,7 +46,7 @@ static int average_step(train_sync *s, train_step *st, float lr)
 }
 
 /* DiLoCo's inner optimiser is AdamW unless the run chose one. */
-static void diloco_defaults(opts *o)
+void sync_diloco_defaults(opts *o)
 {
     run_opts *r = &o->r;
     if ((o->set & (1u << O_OPTIM)) || o->resume[0])
@@ -67,7 +67,7 @@ const sync_ops sync_average = {
 };
 
 const sync_ops sync_diloco = {
-    .accum = 1, .defaults = diloco_defaults,
+    .accum = 1, .defaults = sync_diloco_defaults,
     .open = params_open, .describe = params_describe, .step = average_step,
     .finish = params_finish, .bytes = params_bytes,
 };
@@ -99,7 +99,7 @@ static void hier_describe(const train_sync *s)
 }
 
 const sync_ops sync_hier = {
-    .zero = 1, .accum = 1, .defaults = diloco_defaults,
+    .zero = 1, .accum = 1, .defaults = sync_diloco_defaults,
     .open = hier_open, .describe = hier_describe, .step = average_step,
     .finish = params_finish, .bytes = params_bytes,
 };

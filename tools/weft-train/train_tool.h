@@ -171,6 +171,8 @@ struct train_sync {
     weft_sync_config cfg;
     weft_zero *z;    /* every mode's optimiser step (over the job in full sync) */
     weft_sync *sy;   /* the modes that average parameters */
+    struct sync_churn *churn; /* --elastic diloco and hier: an outer step that outlives a
+                               * cluster (churn.h) */
     int shared;      /* z spans the job: saving is collective, the loader overlaps */
     size_t nparams;
     float metrics[2]; /* full sync: the job's loss and correct count, in flight */

@@ -1,0 +1,244 @@
+/* --elastic across clusters (--sync diloco:H, hier:full/diloco:H; docs/WAN.md,
+ * "Churn: a cluster lost and rejoined").
+ *
+ * Between outer steps the clusters do not talk, so a cluster that dies or
+ * is cut off mid-outer-step is found by the next outer all-reduce (hier:
+ * on the communicator of each local index). Every survivor leaves the
+ * step there, shrinks the job and goes on without restart: its own
+ * parameters and inner optimiser state, the outer state that every rank
+ * shares (anchor, Nesterov momentum, the step clock) carried over to an
+ * outer step over the new job. A rank whose outer all-reduce returned had
+ * every rank's pseudo-gradient in it, so when one did, its result stands
+ * and it hands it to the others; else the outer step is taken again over
+ * the ranks present, whose mean divides by the ranks (hier: clusters)
+ * there, not by the launch's: the lost cluster's inner steps since the
+ * last outer step are dropped, and its part of the global batch goes to
+ * the survivors from the next step on. hier keeps whole clusters: the
+ * survivors of a cluster that lost only some of its ranks leave the job.
+ *
+ * A restarted cluster (weftrun --restarts) is admitted by the grow at the
+ * next outer-step boundary, the only steps where the members grow, and
+ * there every member holds the anchor: the joiners take rank 0's
+ * parameters, outer state, optimiser step count and inner optimiser state,
+ * so the cluster goes on from the job's state. */
+#include "churn.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Whether cluster k has a rank in c. */
+static int has_cluster(weft_comm *c, int k)
+{
+    for (int r = 0, n = c ? weft_comm_size(c) : 0; r < n; r++)
+        if (weft_comm_cluster_of(c, r) == k)
+            return 1;
+    return 0;
+}
+
+void churn_joined(const trainer *t, int was, char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = 0;
+    for (int r = was; r < t->world; r++) {
+        int k = weft_comm_cluster_of(t->comm, r), seen = 0;
+        for (int q = 0; q < r && !seen; q++)
+            seen = weft_comm_cluster_of(t->comm, q) == k;
+        if (!seen && len < cap)
+            len += (size_t)snprintf(buf + len, cap - len, "%scluster %d", len ? ", " : "", k);
+    }
+    if (len && len < cap)
+        snprintf(buf + len, cap - len, " rejoined; ");
+}
+
+/* At an outer-step boundary (members) or on joining: rank 0's header,
+ * outer state and step clock for every rank, and for the joiners its
+ * inner optimiser state. The parameters need nothing: churn_open
+ * broadcast rank 0's, and every member holds the anchor here. */
+static int boundary_hand_over(trainer *t, int joiner, long k, const int64_t cnt[2],
+                              float *outer, long *step)
+{
+    int64_t h[8];
+    size_t n;
+    weft_model_params(t->m, &n);
+    header(t, k, weft_optim_steps(t->opt), h);
+    h[6] = cnt[0];
+    h[7] = cnt[1];
+    int rc = weft_broadcast(t->comm, h, 8, WEFT_I64, 0);
+    if (rc == 0)
+        rc = weft_broadcast(t->comm, outer, churn_floats(&t->sync), WEFT_F32, 0);
+    float *spare = joiner || t->rank == 0 ? NULL : malloc(n * sizeof *spare);
+    if (!joiner && t->rank != 0 && !spare)
+        die("out of memory");
+    for (int i = 0; rc == 0 && i < weft_optim_state_count(t->opt); i++)
+        rc = weft_broadcast(t->comm, spare ? spare : weft_optim_state(t->opt, i, NULL), n,
+                            WEFT_F32, 0);
+    free(spare);
+    if (rc)
+        return rc;
+    weft_optim_set_steps(t->opt, h[1]);
+    churn_import(&t->sync, outer, h + 6);
+    apply_header(t, h, step);
+    return 0;
+}
+
+static float *outer_buf(const trainer *t)
+{
+    float *b = malloc(churn_floats(&t->sync) * sizeof *b);
+    if (!b)
+        die("out of memory");
+    return b;
+}
+
+int churn_grow_hand_over(trainer *t, weft_comm *g, long *step)
+{
+    float *outer = outer_buf(t);
+    int64_t cnt[2];
+    churn_export(&t->sync, outer, cnt);
+    keep_state(t);
+    leave_comm(t);
+    int rc = enter_comm(t, g, g);
+    if (rc == 0)
+        rc = boundary_hand_over(t, 0, *step, cnt, outer, step);
+    free(outer);
+    return rc;
+}
+
+int churn_join(trainer *t, long *step)
+{
+    if (t->sync.comm != t->comm) { /* churn_open waited for the cluster's other ranks */
+        t->comm = t->job = t->sync.comm;
+        t->rank = weft_comm_rank(t->comm);
+        t->world = weft_comm_size(t->comm);
+    }
+    float *outer = outer_buf(t);
+    int64_t cnt[2] = { 0, 0 };
+    int rc = boundary_hand_over(t, 1, -1, cnt, outer, step);
+    free(outer);
+    return rc;
+}
+
+/* After the shrink: the survivors agree on the outer state (see the top).
+ * next: the step to go on from; cnt: this rank's { steps, synced }. */
+static int resume(trainer *t, float *outer, const int64_t cnt[2], long next, long *step)
+{
+    train_sync *s = &t->sync;
+    int64_t most = cnt[1], h[8];
+    int me, root, rc;
+    size_t n;
+    float *p = weft_model_params(t->m, &n);
+    if ((rc = weft_allreduce(t->comm, &most, &most, 1, WEFT_I64, WEFT_MAX)))
+        return rc;
+    me = cnt[1] == most ? t->rank : INT_MAX;
+    if ((rc = weft_allreduce(t->comm, &me, &root, 1, WEFT_I32, WEFT_MIN)))
+        return rc;
+    header(t, next, weft_optim_steps(t->opt), h);
+    h[6] = cnt[0];
+    h[7] = cnt[1];
+    if ((rc = weft_broadcast(t->comm, h, 8, WEFT_I64, root)) ||
+        (rc = weft_broadcast(t->comm, outer, churn_floats(s), WEFT_F32, root)))
+        return rc;
+    churn_import(s, outer, h + 6);
+    if (h[7] == h[6]) /* the outer step went through on root: its result */
+        memcpy(p, outer, n * sizeof *p);
+    else if (churn_boundary(s) && (rc = churn_outer_now(s)))
+        return rc; /* the outer step of the ranks present, taken again */
+    apply_header(t, h, step);
+    return 0;
+}
+
+/* hier: a cluster that lost a rank leaves whole (*whole = 0 here); the
+ * whole ones split off a job of themselves, *w. */
+static int keep_whole(weft_comm **w, int L, int *whole)
+{
+    int me = weft_comm_rank(*w), k = weft_comm_cluster_of(*w, me), mates = 0;
+    for (int r = 0, n = weft_comm_size(*w); r < n; r++)
+        mates += weft_comm_cluster_of(*w, r) == k;
+    *whole = mates == L;
+    weft_comm *mine = NULL;
+    int rc = weft_comm_split(*w, *whole ? 0 : -1, me, &mine);
+    if (rc)
+        return rc;
+    weft_comm_destroy(*w); /* the leavers take part in its last barrier */
+    *w = mine;
+    return 0;
+}
+
+/* "rank(s) 2 3 of 6 gone (...); cluster(s) 1 dropped; the outer step over
+ * 2 cluster(s)": what the lead reports. */
+static void describe(const trainer *t, const int *olds, int n, int was, const int *cl0,
+                     const char *why, long failed_at, char *what, size_t cap)
+{
+    size_t len = gone_ranks(what, cap, olds, n, was, why, failed_at);
+    int dropped = 0;
+    for (int q = 0; q < was; q++) {
+        int first = 1;
+        for (int r = 0; r < q && first; r++)
+            first = cl0[r] != cl0[q];
+        if (!first || has_cluster(t->comm, cl0[q]) || len >= cap)
+            continue;
+        len += (size_t)snprintf(what + len, cap - len, "%s %d", dropped++ ? "," : "; cluster",
+                                cl0[q]);
+    }
+    if (len < cap)
+        snprintf(what + len, cap - len, "%s; outer steps over %d cluster(s)",
+                 dropped ? " dropped" : "", weft_comm_cluster_count(t->comm));
+}
+
+int churn_recover(trainer *t, long *step, int rc)
+{
+    elastic_state *e = &t->el;
+    double t0 = now_s();
+    long failed_at = *step, next = *step + (weft_optim_steps(t->opt) > e->opt_steps0);
+    int was = t->world, old = t->rank, L = churn_cluster_size(&t->sync, t->comm), whole = 1;
+    int n = was;
+    char why[160];
+    snprintf(why, sizeof why, "%s", weft_strerror(rc));
+    int *olds = calloc((size_t)was, sizeof *olds), *cl0 = calloc((size_t)was, sizeof *cl0);
+    if (!olds || !cl0)
+        die("out of memory");
+    for (int r = 0; r < was; r++)
+        cl0[r] = weft_comm_cluster_of(t->comm, r);
+    float *outer = outer_buf(t);
+    int64_t cnt[2];
+    churn_export(&t->sync, outer, cnt);
+    keep_state(t);
+    /* peers still in one of the mode's communicators fail at once */
+    churn_abort(&t->sync);
+    sync_close(&t->sync);
+    t->opt = NULL;
+    weft_comm *w = t->comm;
+    while (rc) { /* a death during the recovery: shrink what it left */
+        rc = shrink_round(t, &w, failed_at, old, olds, &n);
+        if (rc == 0 && L)
+            rc = keep_whole(&w, L, &whole);
+    }
+    t->comm = t->job = w;
+    if (!whole) {
+        printf("elastic: rank %d leaves: its cluster %d lost rank(s) (step %ld, %s)\n", old,
+               cl0[old], failed_at, why);
+        fflush(stdout);
+        if (t->pg.csv)
+            fclose(t->pg.csv);
+        t->pg.csv = NULL;
+        free(olds);
+        free(cl0);
+        free(outer);
+        return 3;
+    }
+    rc = enter_comm(t, w, w);
+    if (rc == 0)
+        rc = resume(t, outer, cnt, next, step);
+    if (rc)
+        die("elastic: step %ld: a rank failed while the survivors took up the outer step "
+            "(%s): %s", failed_at, weft_strerror(rc), weft_comm_error(t->comm));
+    take_lead(t);
+    count_idle(e, n == was, failed_at, why);
+    char what[320];
+    describe(t, olds, n, was, cl0, why, failed_at, what, sizeof what);
+    report_change(t, *step, "shrink", what, now_s() - t0);
+    free(olds);
+    free(cl0);
+    free(outer);
+    return 1;
+}
