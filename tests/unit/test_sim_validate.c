@@ -1,8 +1,9 @@
 /* weft-sim validate in CI: a few of its points against stored
  * expectations (the simulator is deterministic, so a change of model or
- * schedule that moves them shows here), and every Summit point within the
- * 15% the calibration is documented to hold (docs/SIMULATION.md). Nothing
- * here is timed. */
+ * schedule that moves them shows here), every Summit point within the
+ * 15% the calibration is documented to hold, and the host's points within
+ * 20% but the three docs/SIMULATION.md ("This host") names as missed.
+ * Nothing here is timed. */
 #include "test.h"
 #include "sim/sim.h"
 #include "sim/validate.h"
@@ -34,7 +35,10 @@ TEST(stored_points)
         { "summit", "nccl-tree", 24576, 8, SIM_V_TIME_US, 252.36 },
         { "summit", "nccl-ring", 6144, 64 << 20, SIM_V_BUSBW, 5.764 },
         { "summit", "nccl-ring", 96, 64 << 20, SIM_V_BUSBW, 22.54 },
-        { "host", "ring", 8, 8, SIM_V_TIME_US, 0 },
+        { "host", "ring", 2, 64 << 20, SIM_V_TIME_US, 26854.6 },
+        { "host", "ring", 4, 1 << 20, SIM_V_TIME_US, 830.23 },
+        { "host", "ring", 8, 1 << 20, SIM_V_TIME_US, 3088.61 },
+        { "host", "ring", 8, 8, SIM_V_TIME_US, 77.01 },
     };
     for (size_t k = 0; k < sizeof pts / sizeof pts[0]; k++) {
         int i = find(pts[k].set, pts[k].algo, pts[k].ranks, pts[k].bytes, pts[k].metric);
@@ -44,12 +48,36 @@ TEST(stored_points)
         sim_vresult r;
         char err[256];
         CHECKF(sim_validate_point(i, &r, err, sizeof err) == 0, "%s", err);
-        if (pts[k].want > 0)
-            CHECKF(fabs(r.pred / pts[k].want - 1) < 0.002, "%s %s %d: %g, stored %g",
-                   pts[k].set, pts[k].algo, pts[k].ranks, r.pred, pts[k].want);
-        else /* 8 processes on 2 cores wait for a core: slower than 2 on 2 */
-            CHECKF(r.pred > 40, "host 8 ranks 8 B: %g us", r.pred);
+        CHECKF(fabs(r.pred / pts[k].want - 1) < 0.002, "%s %s %d %g B: %g, stored %g",
+               pts[k].set, pts[k].algo, pts[k].ranks, pts[k].bytes, r.pred, pts[k].want);
     }
+}
+
+/* The host set against the idle machine's measurements. Three points are
+ * outside 20% and named here, so that any other one drifting out (or one
+ * of these coming in) shows. */
+TEST(host_within_20_percent_but_three)
+{
+    static const struct {
+        int ranks;
+        double bytes;
+    } missed[] = { { 2, 1024 }, { 2, 65536 }, { 4, 8 } };
+    int n = 0;
+    for (int i = 0; i < sim_nvpoints; i++) {
+        const sim_vpoint *v = &sim_vpoints[i];
+        if (strcmp(v->set, "host"))
+            continue;
+        int known = 0;
+        for (size_t k = 0; k < sizeof missed / sizeof missed[0]; k++)
+            known |= v->ranks == missed[k].ranks && v->bytes == missed[k].bytes;
+        sim_vresult r;
+        char err[256];
+        CHECKF(sim_validate_point(i, &r, err, sizeof err) == 0, "%s", err);
+        CHECKF(known == (fabs(r.err) > 0.20), "host %d ranks %g B: %g us against %g (%+.1f%%)",
+               v->ranks, v->bytes, r.pred, r.ref, 100 * r.err);
+        n++;
+    }
+    CHECK(n == 18);
 }
 
 /* The Summit set's every point (the 24,576-GPU tree at 64 MB is left to
