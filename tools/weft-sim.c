@@ -54,7 +54,8 @@ static void usage(FILE *f)
         "  --chunk S          pipelining chunk of the generators (default theirs)\n"
         "  --servers N        parameter servers for --algo ps (default 1)\n"
         "  --no-fold          simulate every rank even when the schedule is symmetric\n"
-        "  --budget N         ops simulated before extrapolating in the size (1000000)\n");
+        "  --budget N         ops simulated before extrapolating in the size (1000000)\n"
+        "  --calls N          N calls back to back, time per call (as weft-bench's mean)\n");
 }
 
 static int parse_size(const char *s, uint64_t *out)
@@ -106,7 +107,7 @@ static int cmd_coll(weft_coll_kind kind, int argc, char **argv)
 {
     const char *topo_name = "summit";
     int ranks[64], nranks = 0, nodes = 0, algos[8], nalgo = 0, servers = 1, no_fold = 0;
-    int proto = SIM_PROTO_AUTO, channels = 0;
+    int proto = SIM_PROTO_AUTO, channels = 0, calls = 0;
     uint64_t sizes[32], chunk = 0, budget = 0;
     int nsizes = 0;
     weft_dtype dt = WEFT_F32;
@@ -151,6 +152,12 @@ static int cmd_coll(weft_coll_kind kind, int argc, char **argv)
             servers = atoi(v);
         else if (!strcmp(a, "--budget"))
             budget = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--calls")) {
+            if ((calls = atoi(v)) < 1 || calls > 100000) {
+                fprintf(stderr, "weft-sim: --calls takes 1..100000\n");
+                return 2;
+            }
+        }
         else if (!strcmp(a, "--proto")) {
             if (sim_protocol_parse(v, &proto)) {
                 fprintf(stderr, "weft-sim: unknown protocol %s (ll, ll128, simple, auto)\n", v);
@@ -199,7 +206,7 @@ static int cmd_coll(weft_coll_kind kind, int argc, char **argv)
                               .count = sizes[si] / es / per, .esize = (uint32_t)es,
                               .chunk_bytes = chunk, .ps_servers = servers,
                               .no_fold = no_fold, .op_budget = budget, .proto = proto,
-                              .channels = channels };
+                              .channels = channels, .calls = calls };
                 sim_result r;
                 double t0 = now_s();
                 int rc = sim_run(&j, &r, err, sizeof err);

@@ -474,8 +474,9 @@ static double call_bytes(const sim_job *j, uint64_t count)
  * (every rank's buffers, and the part of its shared-memory rings its
  * messages pass through) fits the cache, the in-cache speeds; beyond it,
  * each core gets its share of the memory's bandwidth at most. The set is
- * the real call's, not that of a smaller count simulated for
- * extrapolation (g at count_sim stands for j->count). */
+ * one real call's, not that of a smaller count simulated for
+ * extrapolation (g at count_sim stands for j->count) nor of all the calls
+ * run back to back. */
 static void cpu_speeds(sim *s, const sim_job *j, const sim_prog *g, uint64_t count_sim,
                        int on_node)
 {
@@ -487,6 +488,8 @@ static void cpu_speeds(sim *s, const sim_job *j, const sim_prog *g, uint64_t cou
             sent += (double)g->ops[i].len;
     if (count_sim > 0)
         sent *= (double)j->count / (double)count_sim;
+    if (j->calls > 1) /* calls back to back reuse the same buffers and rings */
+        sent /= j->calls;
     double ring = t->cpu_ring_MiB * 1048576.0;
     double ws = on_node * (call_bytes(j, j->count) + (ring > 0 && sent > ring ? ring : sent));
     if (t->cpu_cache_MiB > 0 && ws > t->cpu_cache_MiB * 1048576.0 && t->cpu_mem_GBps > 0) {
@@ -845,6 +848,11 @@ static int run_job(const sim_job *job, sim_result *out, char *err, size_t errlen
     }
     if (rc)
         return rc;
+    if (j->calls > 1) {
+        out->time_us /= j->calls;
+        for (int c = 0; c < LC_COUNT; c++)
+            out->bytes[c] /= j->calls;
+    }
     out->proto = j->proto;
     if (j->proto > 0)
         out->time_us += j->topo->hop[j->algo][j->proto].base_us;

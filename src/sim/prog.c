@@ -197,22 +197,31 @@ int sim_prog_build(sim_prog *g, const sim_job *j, uint64_t count, int period)
         sched_params sp = params(j, count, r);
         if ((rc = sim_sched_build(&s, j, &sp)))
             break;
-        if ((rc = grow((void **)&g->ops, &g->capops, g->nops + s.nops, sizeof *g->ops)) ||
-            (rc = grow((void **)&g->rend, &g->caprend, g->nrend + s.nrounds, sizeof *g->rend)))
-            break;
-        for (uint32_t i = 0; i < s.nops; i++) {
-            sim_op *o = &g->ops[g->nops + i];
-            o->len = s.ops[i].len;
-            o->peer = s.ops[i].peer;
-            o->kind = s.ops[i].kind;
+        /* consecutive calls are one schedule: the k-th send to a peer
+         * still meets its k-th receive */
+        int calls = j->calls > 1 ? j->calls : 1;
+        for (int k = 0; k < calls && !rc; k++) {
+            if ((rc = grow((void **)&g->ops, &g->capops, g->nops + s.nops, sizeof *g->ops)) ||
+                (rc = grow((void **)&g->rend, &g->caprend, g->nrend + s.nrounds,
+                           sizeof *g->rend)))
+                break;
+            for (uint32_t i = 0; i < s.nops; i++) {
+                sim_op *o = &g->ops[g->nops + i];
+                o->len = s.ops[i].len;
+                o->peer = s.ops[i].peer;
+                o->kind = s.ops[i].kind;
+            }
+            for (uint32_t i = 0; i < s.nrounds; i++)
+                g->rend[g->nrend + i] = s.round_end[i] + (uint32_t)k * s.nops;
+            g->nops += s.nops;
+            g->nrend += s.nrounds;
         }
-        memcpy(g->rend + g->nrend, s.round_end, s.nrounds * sizeof *s.round_end);
-        g->nops += s.nops;
-        g->nrend += s.nrounds;
+        if (rc)
+            break;
         g->op0[r + 1] = g->nops;
         g->rd0[r + 1] = g->nrend;
-        if (s.nrounds > g->max_rounds)
-            g->max_rounds = s.nrounds;
+        if ((uint32_t)calls * s.nrounds > g->max_rounds)
+            g->max_rounds = (uint32_t)calls * s.nrounds;
     }
     sched_free(&s);
     return rc;

@@ -29,6 +29,10 @@ typedef struct {
                               NULL: sim_run fills it from the topology */
     int proto;             /* enum sim_protocol, for algorithms with hop lines */
     int channels;          /* of the NCCL schedules; 0: the topology's */
+    int calls;             /* back to back, as a benchmark times them (each
+                              rank starts the next when its part of the last
+                              is done); 0: one. The result is per call: the
+                              whole run's time and bytes over calls */
 } sim_job;
 
 typedef struct {
