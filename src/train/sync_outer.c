@@ -55,6 +55,7 @@ struct outer_sync {
     long period;
     int tau;
     float lr, mu, mix;
+    float weight; /* of this rank's pseudo-gradient in the next outer step */
     uint64_t across, inside;
 };
 
@@ -178,6 +179,7 @@ int outer_create(outer_sync **out, weft_comm *c, weft_model *m, const weft_sync_
     o->lr = cfg->outer_lr;
     o->mu = cfg->outer_momentum;
     o->mix = cfg->mix;
+    o->weight = 1;
     o->outer = c;
     o->L = 1;
     o->leader = cfg->hier && cfg->compressed && cfg->compress.kind == WEFT_COMPRESS_POWERSGD;
@@ -251,6 +253,8 @@ static int start(outer_sync *o, frag *f, float *p, long steps, int tau)
 {
     for (size_t k = 0; k < f->cnt; k++)
         f->d[k] = f->anchor[f->lo + k] - p[f->off + f->lo + k];
+    for (size_t k = 0; o->weight != 1 && k < f->cnt; k++)
+        f->d[k] *= o->weight;
     if (!f->z && weft_comm_size(o->outer) > 1)
         o->across += f->cnt * sizeof(float); /* here, not in the thread */
     if (tau == 0) {
@@ -326,6 +330,11 @@ void outer_import(outer_sync *o, const float *anchor, const float *vel, long syn
         memcpy(f->vel, vel + f->off, f->len * sizeof(float));
         f->synced = synced;
     }
+}
+
+void outer_weigh(outer_sync *o, float w)
+{
+    o->weight = w;
 }
 
 void outer_abort(outer_sync *o)

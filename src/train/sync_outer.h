@@ -25,6 +25,11 @@ void outer_bytes(const outer_sync *o, uint64_t *across, uint64_t *inside);
  * Blocking outer steps only (nothing in flight). */
 void outer_export(const outer_sync *o, float *anchor, float *vel, long *synced);
 void outer_import(outer_sync *o, const float *anchor, const float *vel, long synced);
+/* The next outer step weighs this rank's pseudo-gradient by w (1 after
+ * it): 0 for a rank that took none of the period's inner steps, and
+ * ranks / contributors for the others, so that the mean is over the
+ * contributors. */
+void outer_weigh(outer_sync *o, float w);
 /* Aborts the communicators it made, so that destroying them waits for no
  * peer (some are gone) and the peers still in them fail at once. */
 void outer_abort(outer_sync *o);

@@ -29,8 +29,9 @@ void churn_export(const train_sync *s, float *buf, int64_t cnt[2]);
 void churn_import(train_sync *s, const float *buf, const int64_t cnt[2]);
 /* Whether the next step starts an outer period (joiners come in there). */
 int churn_boundary(const train_sync *s);
-/* This step's outer step, over the ranks present now (after a shrink). */
-int churn_outer_now(train_sync *s);
+/* This step's outer step, over the ranks present now (after a shrink),
+ * this rank's pseudo-gradient weighed (outer_weigh). */
+int churn_outer_now(train_sync *s, float weight);
 /* Aborts the mode's own communicators before the state is closed. */
 void churn_abort(train_sync *s);
 /* hier: the ranks of a cluster (the most of any cluster in c); 0 flat. */

@@ -119,8 +119,14 @@ int churn_join(trainer *t, long *step)
 }
 
 /* After the shrink: the survivors agree on the outer state (see the top).
- * next: the step to go on from; cnt: this rank's { steps, synced }. */
-static int resume(trainer *t, float *outer, const int64_t cnt[2], long next, long *step)
+ * next: the step to go on from; cnt: this rank's { steps, synced }. A
+ * rank that failed earlier, in the grow at the period's start (another
+ * saw its broadcast through), took none of the period's inner steps: it
+ * is left out of the outer step, which is the mean over the ranks that
+ * took them (*behind: how many did not), and goes on from the others'
+ * step and learning-rate schedule. */
+static int resume(trainer *t, float *outer, const int64_t cnt[2], long next, long *step,
+                  int *behind)
 {
     train_sync *s = &t->sync;
     int64_t most = cnt[1], h[8];
@@ -139,10 +145,17 @@ static int resume(trainer *t, float *outer, const int64_t cnt[2], long next, lon
         (rc = weft_broadcast(t->comm, outer, churn_floats(s), WEFT_F32, root)))
         return rc;
     churn_import(s, outer, h + 6);
-    if (h[7] == h[6]) /* the outer step went through on root: its result */
+    int32_t took = cnt[0] == h[6], tookn = 1;
+    if (h[7] == h[6]) { /* the outer step went through on root: its result */
         memcpy(p, outer, n * sizeof *p);
-    else if (churn_boundary(s) && (rc = churn_outer_now(s)))
-        return rc; /* the outer step of the ranks present, taken again */
+    } else if (churn_boundary(s)) { /* the outer step of the ranks present, taken again */
+        if ((rc = weft_allreduce(t->comm, &took, &tookn, 1, WEFT_I32, WEFT_SUM)) ||
+            (rc = churn_outer_now(s, took ? (float)t->world / (float)tookn : 0.0f)))
+            return rc;
+        *behind = t->world - tookn;
+    }
+    if (!took)
+        weft_optim_set_steps(t->opt, h[1]);
     apply_header(t, h, step);
     return 0;
 }
@@ -167,7 +180,7 @@ static int keep_whole(weft_comm **w, int L, int *whole)
 /* "rank(s) 2 3 of 6 gone (...); cluster(s) 1 dropped; the outer step over
  * 2 cluster(s)": what the lead reports. */
 static void describe(const trainer *t, const int *olds, int n, int was, const int *cl0,
-                     const char *why, long failed_at, char *what, size_t cap)
+                     const char *why, long failed_at, int behind, char *what, size_t cap)
 {
     size_t len = gone_ranks(what, cap, olds, n, was, why, failed_at);
     int dropped = 0;
@@ -181,8 +194,11 @@ static void describe(const trainer *t, const int *olds, int n, int was, const in
                                 cl0[q]);
     }
     if (len < cap)
-        snprintf(what + len, cap - len, "%s; outer steps over %d cluster(s)",
-                 dropped ? " dropped" : "", weft_comm_cluster_count(t->comm));
+        len += (size_t)snprintf(what + len, cap - len, "%s; outer steps over %d cluster(s)",
+                                dropped ? " dropped" : "", weft_comm_cluster_count(t->comm));
+    if (behind && len < cap)
+        snprintf(what + len, cap - len, " (this one without %d rank(s) that failed at the "
+                 "period's start)", behind);
 }
 
 int churn_recover(trainer *t, long *step, int rc)
@@ -226,16 +242,17 @@ int churn_recover(trainer *t, long *step, int rc)
         free(outer);
         return 3;
     }
+    int behind = 0;
     rc = enter_comm(t, w, w);
     if (rc == 0)
-        rc = resume(t, outer, cnt, next, step);
+        rc = resume(t, outer, cnt, next, step, &behind);
     if (rc)
         die("elastic: step %ld: a rank failed while the survivors took up the outer step "
             "(%s): %s", failed_at, weft_strerror(rc), weft_comm_error(t->comm));
     take_lead(t);
     count_idle(e, n == was, failed_at, why);
     char what[320];
-    describe(t, olds, n, was, cl0, why, failed_at, what, sizeof what);
+    describe(t, olds, n, was, cl0, why, failed_at, behind, what, sizeof what);
     report_change(t, *step, "shrink", what, now_s() - t0);
     free(olds);
     free(cl0);

@@ -146,9 +146,12 @@ int churn_boundary(const train_sync *s)
     return s->churn->steps % s->churn->period == 0;
 }
 
-int churn_outer_now(train_sync *s)
+int churn_outer_now(train_sync *s, float weight)
 {
-    return outer_finish(s->churn->outer, s->churn->steps);
+    outer_weigh(s->churn->outer, weight);
+    int rc = outer_finish(s->churn->outer, s->churn->steps);
+    outer_weigh(s->churn->outer, 1);
+    return rc;
 }
 
 void churn_abort(train_sync *s)
