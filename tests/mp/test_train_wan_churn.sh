@@ -8,8 +8,9 @@
 # there, end with bit-identical parameters on every rank (the hash rank 0
 # prints after the last outer step) and lower the loss; with --restarts 2
 # the cluster rejoins at a later outer-step boundary and the job ends with
-# all 6 ranks bit-identical. Streaming DiLoCo is refused with a clear
-# message. Under sanitizers (TEST_SCALE >= 10) flat DiLoCo only.
+# all 6 ranks bit-identical. hier drops a cluster that lost one of its
+# ranks too (its survivor leaves the job). Streaming DiLoCo is refused
+# with a clear message. Under sanitizers (TEST_SCALE >= 10) flat DiLoCo only.
 B=${BUILD:-build}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
@@ -17,7 +18,7 @@ scale=${TEST_SCALE:-1}
 # rank 0 sleeps a little every step, so that the restarted ranks are
 # waiting before the last boundary (a count of boundaries, not a timing)
 common="--model mlp:784-64-10 --data builtin --train-size 2048 --batch 60 --steps 60
-        --elastic --quiet --log-every 100 --straggle 0:$((scale >= 10 ? 100 : 40))"
+        --elastic --quiet --log-every 100 --straggle 0:$((scale >= 10 ? 100 : 25))"
 export WEFT_WAN=delay=1ms
 . "$(dirname "$0")/elastic_lib.sh"
 
@@ -74,6 +75,14 @@ for m in $modes; do
         says "${n}_rejoin" "elastic: the end: parameters bit-identical on every rank of 6"
     fi
 done
+
+# hier keeps whole clusters: one rank of cluster 1 killed, its survivor
+# (rank 2) leaves and the cluster is dropped all the same
+if [ "$scale" -lt 10 ] && crun partial -- --sync hier:full/diloco:6 --kill-at 3:8; then
+    says partial "elastic: rank 2 leaves: its cluster 1 lost rank(s)"
+    says partial "elastic: step 12: rank(s) 3 of 6 gone (.* at step 11); cluster 1 dropped; outer steps over 2 cluster(s); 4 ranks now"
+    says partial "elastic: the end: parameters bit-identical on every rank of 4"
+fi
 
 if "$B/weftrun" -n 2 "$B/weft-train" $common --sync streaming:6:3 >"$dir/stream.out" 2>&1; then
     bad "streaming: --elastic with streaming DiLoCo ran"
