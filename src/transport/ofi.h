@@ -79,8 +79,15 @@ int ofi_progress(ofi_net *n);
 /* A file descriptor that becomes readable when a completion may be
  * waiting, or -1 when the provider has none (then poll with a timeout). */
 int ofi_wait_fd(const ofi_net *n);
-/* About to sleep on the wait fd: 1 yes, 0 the queue needs reading first. */
+/* About to sleep on the wait fd: 1 yes, 0 the queue needs reading first.
+ * It is also what rearms the fd (a provider's wait object stays readable
+ * from its last completion until then), and it costs the provider a full
+ * progress pass, so a waiter spins on ofi_poll and calls this only when
+ * it is really about to block. */
 int ofi_may_sleep(ofi_net *n);
+/* One read of the completion queue for a spinning waiter: 1 when an
+ * operation completed (look again), 0 none, negative as ofi_progress. */
+int ofi_poll(ofi_net *n);
 
 /* Send header h and len payload bytes from buf to peer on channel ch.
  * Call again until it returns 1 (sent); 0: under way; negative: the send

@@ -404,7 +404,7 @@ static int run_round(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
             if (nw < FLIGHT_WAIT_MAX)
                 wait[nw++] = is_send ? -o->peer - 1 : o->peer;
             nofi += st[i - b].ofi;
-            if (st[i - b].wfd >= 0) {
+            if (st[i - b].wfd >= 0 && !st[i - b].ofi) {
                 if (st[i - b].lk) {
                     shw[nsh++] = (int)(i - b);
                     st[i - b].pfi = npf;
@@ -423,6 +423,12 @@ static int run_round(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
             iwatch = npf;
             pf[npf++] = (struct pollfd){ .fd = comm_watch_fd(c), .events = POLLIN };
         }
+        /* libfabric's fd last, and only for the blocking poll: the spin
+         * reads the queue instead (the fd stays readable from the last
+         * completion until ofi_may_sleep rearms it, a costly call) */
+        int nspin = npf;
+        if (nofi && ofi_wait_fd(c->ofi) >= 0)
+            pf[npf++] = (struct pollfd){ .fd = ofi_wait_fd(c->ofi), .events = POLLIN };
         double wake = last + c->timeout_s < next_probe ? last + c->timeout_s : next_probe;
         if (wake > clock_now() + RECHECK_S)
             wake = clock_now() + RECHECK_S; /* for a peer in another call */
@@ -433,15 +439,15 @@ static int run_round(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
          * sockets (abort, notices, new connections) on the first and every
          * 16th, so that connections still get accepted (and strangers
          * dropped) while rings keep a rank busy. */
-        int n = 0, moved = 0, nsock = npf - nsh;
+        int n = 0, moved = 0, nsock = nspin - nsh;
         if (c->spin_s > 0) {
             double spin_end = clock_now() + c->spin_s;
             for (int k = 0;; k++) {
                 if ((nsock > 2 + (iwatch >= 0) || !(k & 15)) &&
-                    (n = poll(pf, (nfds_t)npf, 0)) != 0)
+                    (n = poll(pf, (nfds_t)nspin, 0)) != 0)
                     break;
-                if (nsh && exec_shm_ready(st, shw, nsh)) {
-                    moved = 1;
+                if ((nsh && exec_shm_ready(st, shw, nsh)) || (nofi && ofi_poll(c->ofi))) {
+                    moved = 1; /* an error is the op's to report on its next visit */
                     break;
                 }
                 if (k >= c->spin_yields && clock_now() >= spin_end)
@@ -475,8 +481,6 @@ static int run_round(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
         }
         if (n > 0)
             exec_shm_drain(st, shw, nsh, pf);
-        if (n > 0 && nofi)
-            ofi_may_sleep(c->ofi); /* clears the wait object's signal, or it stays readable */
         if (moved) {
             if (clock_now() >= last + c->timeout_s)
                 return timed_out(c, s->ops, st, b, e, fp);
