@@ -24,13 +24,7 @@
 
 /* MR x NR: the tile of the C and AVX2 kernels. MC and NC are multiples of
  * every kernel's tile. */
-#ifndef MMP_NC
-#define MMP_NC 1024
-#endif
-#ifndef MMP_PACK2
-#define MMP_PACK2 0
-#endif
-enum { MR = 6, NR = 16, KC = 256, MC = 120, NC = MMP_NC };
+enum { MR = 6, NR = 16, KC = 256, MC = 120, NC = 1024 };
 
 typedef void (*kern_fn)(int kc, const float *a, const float *b, float *c,
                         int ldc, int mr, int nr, int accumulate);
@@ -44,6 +38,7 @@ struct mmp {
     int nthreads;
     const char *isa;
     int mr, nr;
+    int t8;   /* pack_b may use AVX2's transposes */
     mmp_buf *buf;
     kern_fn kern;
 };
@@ -194,38 +189,6 @@ static inline operand shift(operand x, size_t i)
     return x;
 }
 
-/* Packs op(A)[i0.., k0..] (mc x kc) into MRt-row panels, zero-padded.
- * Loops run along memory so the reads stream. */
-static void pack_a(float *dst, int MRt, int ta, operand A, int lda, int i0, int mc,
-                   int k0, int kc)
-{
-    for (int ip = 0; ip < mc; ip += MRt) {
-        int mr = mc - ip < MRt ? mc - ip : MRt;
-        if (ta) {
-            for (int k = 0; k < kc; k++) {
-                size_t at = (size_t)(k0 + k) * lda + i0 + ip;
-                for (int i = 0; i < mr; i++)
-                    dst[(size_t)k * MRt + i] = ld(A, at + i);
-            }
-        } else if (MMP_PACK2 && !A.bf16 && mr == MRt) {
-            const float *a0 = (const float *)A.p + (size_t)(i0 + ip) * lda + k0;
-            for (int k = 0; k < kc; k++)
-                for (int i = 0; i < MRt; i++)
-                    dst[(size_t)k * MRt + i] = a0[(size_t)i * lda + k];
-        } else {
-            for (int i = 0; i < mr; i++) {
-                size_t at = (size_t)(i0 + ip + i) * lda + k0;
-                for (int k = 0; k < kc; k++)
-                    dst[(size_t)k * MRt + i] = ld(A, at + k);
-            }
-        }
-        for (int i = mr; i < MRt; i++)
-            for (int k = 0; k < kc; k++)
-                dst[(size_t)k * MRt + i] = 0.0f;
-        dst += (size_t)kc * MRt;
-    }
-}
-
 #ifdef MMP_X86
 /* dst[k][0..8) = src rows 0..8 at column k, for k in [0, kc): B^T's
  * 16-wide panel built eight rows at a time by 8 x 8 transposes in
@@ -235,10 +198,12 @@ static void pack_t8(float *dst, int dld, const float *src, int ld, int kc)
 {
     int k = 0;
     for (; k + 8 <= kc; k += 8) {
-        __m256 r0 = _mm256_loadu_ps(src + 0 * (size_t)ld + k), r1 = _mm256_loadu_ps(src + 1 * (size_t)ld + k);
-        __m256 r2 = _mm256_loadu_ps(src + 2 * (size_t)ld + k), r3 = _mm256_loadu_ps(src + 3 * (size_t)ld + k);
-        __m256 r4 = _mm256_loadu_ps(src + 4 * (size_t)ld + k), r5 = _mm256_loadu_ps(src + 5 * (size_t)ld + k);
-        __m256 r6 = _mm256_loadu_ps(src + 6 * (size_t)ld + k), r7 = _mm256_loadu_ps(src + 7 * (size_t)ld + k);
+        const float *sk = src + k;
+        size_t l = (size_t)ld;
+        __m256 r0 = _mm256_loadu_ps(sk), r1 = _mm256_loadu_ps(sk + l);
+        __m256 r2 = _mm256_loadu_ps(sk + 2 * l), r3 = _mm256_loadu_ps(sk + 3 * l);
+        __m256 r4 = _mm256_loadu_ps(sk + 4 * l), r5 = _mm256_loadu_ps(sk + 5 * l);
+        __m256 r6 = _mm256_loadu_ps(sk + 6 * l), r7 = _mm256_loadu_ps(sk + 7 * l);
         __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
         __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
         __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
@@ -263,25 +228,70 @@ static void pack_t8(float *dst, int dld, const float *src, int ld, int kc)
 }
 #endif
 
-/* Packs op(B)[k0.., j0..] (kc x nc) into NRt-column panels, zero-padded. */
-static void pack_b(float *dst, int NRt, int tb, operand B, int ldb, int k0, int kc,
+/* Packs op(A)[i0.., k0..] (mc x kc) into MRt-row panels, zero-padded.
+ * fp32 has loops of its own: with the bf16 test inside, -O2 neither
+ * hoists it nor vectorises, and packing took a third of the time of a
+ * small product (attention's). Writes go in order, the panel's layout. */
+static void pack_a(float *dst, int MRt, int ta, operand A, int lda, int i0, int mc,
+                   int k0, int kc)
+{
+    for (int ip = 0; ip < mc; ip += MRt) {
+        int mr = mc - ip < MRt ? mc - ip : MRt;
+        if (!A.bf16) {
+            const float *a = (const float *)A.p;
+            if (ta) {
+                for (int k = 0; k < kc; k++) {
+                    const float *ak = a + (size_t)(k0 + k) * lda + i0 + ip;
+                    for (int i = 0; i < mr; i++)
+                        dst[(size_t)k * MRt + i] = ak[i];
+                }
+            } else {
+                const float *a0 = a + (size_t)(i0 + ip) * lda + k0;
+                for (int k = 0; k < kc; k++)
+                    for (int i = 0; i < mr; i++)
+                        dst[(size_t)k * MRt + i] = a0[(size_t)i * lda + k];
+            }
+        } else if (ta) {
+            for (int k = 0; k < kc; k++) {
+                size_t at = (size_t)(k0 + k) * lda + i0 + ip;
+                for (int i = 0; i < mr; i++)
+                    dst[(size_t)k * MRt + i] = ld(A, at + i);
+            }
+        } else {
+            for (int i = 0; i < mr; i++) {
+                size_t at = (size_t)(i0 + ip + i) * lda + k0;
+                for (int k = 0; k < kc; k++)
+                    dst[(size_t)k * MRt + i] = ld(A, at + k);
+            }
+        }
+        for (int i = mr; i < MRt; i++)
+            for (int k = 0; k < kc; k++)
+                dst[(size_t)k * MRt + i] = 0.0f;
+        dst += (size_t)kc * MRt;
+    }
+}
+
+/* Packs op(B)[k0.., j0..] (kc x nc) into NRt-column panels, zero-padded;
+ * t8: the CPU has AVX2 and panels are 16 wide, so B^T's panels are built
+ * by register transposes. */
+static void pack_b(float *dst, int NRt, int t8, int tb, operand B, int ldb, int k0, int kc,
                    int j0, int nc)
 {
     for (int jp = 0; jp < nc; jp += NRt) {
         int nr = nc - jp < NRt ? nc - jp : NRt;
+        const float *b = (const float *)B.p;
+        if (tb && !B.bf16) {
+            const float *b0 = b + (size_t)(j0 + jp) * ldb + k0;
 #ifdef MMP_X86
-        if (MMP_PACK2 == 2 && tb && !B.bf16 && nr == NRt && NRt == 16) {
-            const float *b0 = (const float *)B.p + (size_t)(j0 + jp) * ldb + k0;
-            pack_t8(dst, NRt, b0, ldb, kc);
-            pack_t8(dst + 8, NRt, b0 + (size_t)8 * ldb, ldb, kc);
-            dst += (size_t)kc * NRt;
-            continue;
-        }
+            if (t8 && nr == 16 && NRt == 16) {
+                pack_t8(dst, NRt, b0, ldb, kc);
+                pack_t8(dst + 8, NRt, b0 + (size_t)8 * ldb, ldb, kc);
+                dst += (size_t)kc * NRt;
+                continue;
+            }
 #endif
-        if (MMP_PACK2 && tb && !B.bf16 && nr == NRt) {
-            const float *b0 = (const float *)B.p + (size_t)(j0 + jp) * ldb + k0;
             for (int k = 0; k < kc; k++)
-                for (int j = 0; j < NRt; j++)
+                for (int j = 0; j < nr; j++)
                     dst[(size_t)k * NRt + j] = b0[(size_t)j * ldb + k];
         } else if (tb) {
             for (int j = 0; j < nr; j++) {
@@ -291,7 +301,7 @@ static void pack_b(float *dst, int NRt, int tb, operand B, int ldb, int k0, int 
             }
         } else if (!B.bf16) {
             for (int k = 0; k < kc; k++)
-                memcpy(dst + (size_t)k * NRt, (const float *)B.p + (size_t)(k0 + k) * ldb + j0 + jp,
+                memcpy(dst + (size_t)k * NRt, b + (size_t)(k0 + k) * ldb + j0 + jp,
                        (size_t)nr * sizeof(float));
         } else {
             for (int k = 0; k < kc; k++) {
@@ -325,7 +335,7 @@ static void gemm_serial(const mmp *p, mmp_buf *bf, int ta, int tb, int M, int N,
         for (int pc = 0; pc < K; pc += KC) {
             int kc = K - pc < KC ? K - pc : KC;
             int acc = pc > 0 || beta != 0.0f;
-            pack_b(bf->bp, p->nr, tb, B, ldb, pc, kc, jc, nc);
+            pack_b(bf->bp, p->nr, p->t8, tb, B, ldb, pc, kc, jc, nc);
             for (int ic = 0; ic < M; ic += MC) {
                 int mc = M - ic < MC ? M - ic : MC;
                 pack_a(bf->ap, p->mr, ta, A, lda, ic, mc, pc, kc);
@@ -444,6 +454,7 @@ int train_mmp_create(mmp **out, int threads)
     } else if (want2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
         p->kern = kern_avx2;
         p->isa = "avx2";
+        p->t8 = 1;
     }
 #endif
     p->buf = calloc((size_t)threads, sizeof *p->buf);
