@@ -559,6 +559,12 @@ uint64_t ofi_reg_count(const ofi_net *n) { return n ? n->regs : 0; }
 uint64_t ofi_rma_bytes(const ofi_net *n) { return n ? n->rma_bytes : 0; }
 int ofi_rma_with(const ofi_net *n, int peer) { return n && n->rma && n->peer[peer].rma; }
 
+void ofi_wait_stats(const ofi_net *n, uint64_t *reads, uint64_t *trywaits)
+{
+    *reads = n ? n->reads : 0;
+    *trywaits = n ? n->trywaits : 0;
+}
+
 void ofi_copy_stats(const ofi_net *n, uint64_t *bounced, uint64_t *direct)
 {
     *bounced = n ? n->bounced : 0;
@@ -1066,5 +1072,9 @@ void ofi_copy_stats(const ofi_net *n, uint64_t *bounced, uint64_t *direct)
 }
 uint64_t ofi_rma_bytes(const ofi_net *n) { return 0; }
 int ofi_rma_with(const ofi_net *n, int peer) { return 0; }
+void ofi_wait_stats(const ofi_net *n, uint64_t *reads, uint64_t *trywaits)
+{
+    *reads = *trywaits = 0;
+}
 
 #endif

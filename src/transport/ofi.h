@@ -118,5 +118,8 @@ void ofi_copy_stats(const ofi_net *n, uint64_t *bounced, uint64_t *direct);
  * provider offers RMA with remote data and the peer's endpoint took it). */
 uint64_t ofi_rma_bytes(const ofi_net *n);
 int ofi_rma_with(const ofi_net *n, int peer);
+/* Completion-queue reads so far and the fi_trywait checks before a
+ * sleep (what a small message costs besides its bytes). */
+void ofi_wait_stats(const ofi_net *n, uint64_t *reads, uint64_t *trywaits);
 
 #endif
