@@ -81,7 +81,7 @@ void train_residual_forward(float *out, const float *a, const float *b, size_t n
  * when T is 1), not B*NH*T*T. Backward overwrites dqkv; datt is scratch
  * of 2*B*NH*T floats. Work is split over (batch, head) pairs on mm's
  * pool, which own disjoint slices; the products run on mm's portable
- * kernel. */
+ * kernel (mm NULL: on the caller alone, plain loops). */
 void train_attention_forward(mm_ctx *mm, float *out, float *att, const float *qkv,
                              int B, int T, int C, int NH);
 void train_attention_backward(mm_ctx *mm, float *dqkv, float *datt, const float *dout,

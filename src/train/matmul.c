@@ -116,12 +116,12 @@ void train_mm_describe(const mm_ctx *c, char *buf, size_t cap)
 
 pool *train_mm_pool(mm_ctx *c)
 {
-    return c->pl;
+    return c ? c->pl : NULL;
 }
 
 mmp *train_mm_portable(mm_ctx *c)
 {
-    return c->port;
+    return c ? c->port : NULL;
 }
 
 void train_mm_gemm(mm_ctx *c, int ta, int tb, int M, int N, int K,

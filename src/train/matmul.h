@@ -27,7 +27,7 @@ const char *train_mm_blas_core(void);
 /* The worker pool, for layers other than matmul to share. */
 pool *train_mm_pool(mm_ctx *c);
 /* The portable kernel, whatever the backend, with one set of packing
- * buffers per pool thread (train_mmp_gemm_on). */
+ * buffers per pool thread (train_mmp_gemm_on). Both NULL for c NULL. */
 mmp *train_mm_portable(mm_ctx *c);
 
 void train_mm_gemm(mm_ctx *c, int ta, int tb, int M, int N, int K,
@@ -49,7 +49,8 @@ void train_mmp_gemm(mmp *p, pool *pl, int ta, int tb, int M, int N, int K,
                     float beta, float *C, int ldc);
 /* On the calling thread alone, with pool thread tid's packing buffers
  * (tid below the thread count p was made with): for work that is already
- * split over the pool, such as attention's per-head products. */
+ * split over the pool, such as attention's per-head products. p NULL:
+ * a plain loop, for callers without a model (gradient checks). */
 void train_mmp_gemm_on(mmp *p, int tid, int ta, int tb, int M, int N, int K,
                        const float *A, int lda, const float *B, int ldb,
                        float beta, float *C, int ldc);
