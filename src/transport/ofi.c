@@ -880,7 +880,8 @@ int ofi_recv_hdr(ofi_net *n, int peer, int ch, frame_hdr *h, char *err, size_t e
         }
         r->state = rc; /* 0: the queue is full; again on the next call */
     }
-    if ((rc = ofi_progress(n))) {
+    /* a waiter's spin (ofi_poll) may have read its completion already */
+    if ((r->state != 1 || r->hdr.state == REQ_POSTED) && (rc = ofi_progress(n))) {
         snprintf(err, errlen, "libfabric completion queue failed");
         return rc;
     }
