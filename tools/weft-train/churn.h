@@ -18,6 +18,10 @@ struct sync_churn {
     weft_model *m;
 };
 
+/* The exit status of the survivors of a hier cluster that lost a rank
+ * (EX_TEMPFAIL: a launcher may start them again). */
+#define CHURN_LEAVE 75
+
 extern const sync_ops sync_churn;
 /* DiLoCo's inner optimiser (sync_params.c) */
 void sync_diloco_defaults(opts *o);

@@ -14,7 +14,9 @@
  * there, not by the launch's: the lost cluster's inner steps since the
  * last outer step are dropped, and its part of the global batch goes to
  * the survivors from the next step on. hier keeps whole clusters: the
- * survivors of a cluster that lost only some of its ranks leave the job.
+ * survivors of a cluster that lost only some of its ranks leave the job
+ * as failed ranks (exit status CHURN_LEAVE), so that weftrun --restarts
+ * starts the cluster again whole.
  *
  * A restarted cluster (weftrun --restarts) is admitted by the grow at the
  * next outer-step boundary, the only steps where the members grow, and
@@ -231,16 +233,13 @@ int churn_recover(trainer *t, long *step, int rc)
     }
     t->comm = t->job = w;
     if (!whole) {
-        printf("elastic: rank %d leaves: its cluster %d lost rank(s) (step %ld, %s)\n", old,
-               cl0[old], failed_at, why);
-        fflush(stdout);
-        if (t->pg.csv)
-            fclose(t->pg.csv);
-        t->pg.csv = NULL;
-        free(olds);
-        free(cl0);
-        free(outer);
-        return 3;
+        /* as a failure, so that a launcher that restarts the dead
+         * (weftrun --restarts) restarts the cluster whole */
+        printf("elastic: rank %d leaves: its cluster %d lost rank(s) (step %ld, %s); exit "
+               "status %d, to be started again with them\n", old, cl0[old], failed_at, why,
+               CHURN_LEAVE);
+        fflush(NULL);
+        exit(CHURN_LEAVE);
     }
     int behind = 0;
     rc = enter_comm(t, w, w);
