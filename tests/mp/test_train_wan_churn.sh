@@ -9,7 +9,8 @@
 # prints after the last outer step) and lower the loss; with --restarts 2
 # the cluster rejoins at a later outer-step boundary and the job ends with
 # all 6 ranks bit-identical. hier drops a cluster that lost one of its
-# ranks too (its survivor leaves as a failed rank, and both rejoin). Streaming DiLoCo is refused
+# ranks too (its survivor leaves as a failed rank, and both rejoin), and a
+# death during the recovery is a part of it. Streaming DiLoCo is refused
 # with a clear message. Under sanitizers (TEST_SCALE >= 10) flat DiLoCo only.
 B=${BUILD:-build}
 dir=$(mktemp -d)
@@ -86,6 +87,13 @@ if [ "$scale" -lt 10 ] && crun partial --restarts 2 -- --sync hier:full/diloco:6
     says partial "cluster 1 rejoined; 2 rank(s) joined as rank 4\.\.5"
     at_boundary partial
     says partial "elastic: the end: parameters bit-identical on every rank of 6"
+fi
+
+# a death during the recovery (rank 4, of cluster 2, right after the
+# survivors' agreement): both are dropped in one recovery
+if [ "$scale" -lt 10 ] && crun during -- --sync diloco:6 --kill-at 2:8,3:8,4:11:recover; then
+    says during "elastic: step 12: rank(s) 2 3 4 of 6 gone (.* at step 11); cluster 1 dropped; outer steps over 2 cluster(s); 3 ranks now"
+    says during "elastic: the end: parameters bit-identical on every rank of 3"
 fi
 
 if "$B/weftrun" -n 2 "$B/weft-train" $common --sync streaming:6:3 >"$dir/stream.out" 2>&1; then
