@@ -25,10 +25,10 @@ void outer_bytes(const outer_sync *o, uint64_t *across, uint64_t *inside);
  * Blocking outer steps only (nothing in flight). */
 void outer_export(const outer_sync *o, float *anchor, float *vel, long *synced);
 void outer_import(outer_sync *o, const float *anchor, const float *vel, long synced);
-/* The next outer step weighs this rank's pseudo-gradient by w (1 after
- * it): 0 for a rank that took none of the period's inner steps, and
- * ranks / contributors for the others, so that the mean is over the
- * contributors. */
+/* The outer steps from here on weigh this rank's pseudo-gradient by w (1
+ * from outer_create): for one step, 0 on a rank that took none of the
+ * period's inner steps and ranks / contributors on the others make the
+ * mean the contributors'. */
 void outer_weigh(outer_sync *o, float w);
 /* Aborts the communicators it made, so that destroying them waits for no
  * peer (some are gone) and the peers still in them fail at once. */
