@@ -283,6 +283,8 @@ TEST(peak_cache)
     fclose(f);
     CHECK(train_peak_get(&b) == 0);
     CHECKF(strstr(b.source, "measured now") != NULL, "%s", b.source);
+    /* a new measurement may choose the other kernel when the two are close */
+    a = b;
     setenv("WEFT_PEAK_GFLOPS", "123.5", 1);
     CHECK(train_peak_get(&b) == 0);
     CHECK(b.gflops == 123.5 && b.best == a.best);
