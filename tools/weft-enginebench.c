@@ -142,10 +142,12 @@ static int probe_print(void)
         return 1;
     }
     double mhz, theory = train_peak_theory(&mhz);
-    printf("peak probe: %s %.1f GFLOP/s, %s %.1f GFLOP/s; best %.1f; textbook bound at the "
-           "%.0f MHz /proc/cpuinfo shows: %.1f GFLOP/s\n",
-           pk.port_name, pk.port_gflops, pk.blas_name[0] ? pk.blas_name : "openblas (none)",
-           pk.blas_gflops, pk.gflops, mhz, theory);
+    printf("peak probe (best shape; all shapes together): %s %.1f; %.1f GFLOP/s, %s %.1f; %.1f "
+           "GFLOP/s; peak %.1f, auto takes %s; textbook bound at the %.0f MHz /proc/cpuinfo "
+           "shows: %.1f GFLOP/s\n",
+           pk.port_name, pk.port_gflops, pk.port_mix,
+           pk.blas_name[0] ? pk.blas_name : "openblas (none)", pk.blas_gflops, pk.blas_mix,
+           pk.gflops, pk.best == MM_OPENBLAS ? "openblas" : "portable", mhz, theory);
     return 0;
 }
 
@@ -270,7 +272,8 @@ int main(int argc, char **argv)
            "%.1f samples/s\n", spec, batch, optim, prec, weft_model_matmul_name(m),
            weft_model_threads(m), steps, dt, loss, step_flops / 1e9,
            step_flops * steps / dt / 1e9, 100.0 * step_flops * steps / dt / peak,
-           weft_model_threads(m), pk.gflops, pk.best == MM_OPENBLAS ? pk.blas_name : pk.port_name,
+           weft_model_threads(m), pk.gflops,
+           pk.blas_gflops > pk.port_gflops ? pk.blas_name : pk.port_name,
            pk.source, (double)steps * batch / dt);
     weft_optim_destroy(o);
     weft_model_destroy(m);

@@ -40,7 +40,7 @@ static double now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* The best rate of one shape: the fastest run, since other processes only
+/* The best time of one shape: the fastest run, since other processes only
  * ever slow a run down. */
 static double probe_shape(mm_ctx *c, int s, const float *a, const float *b, float *o)
 {
@@ -54,12 +54,19 @@ static double probe_shape(mm_ctx *c, int s, const float *a, const float *b, floa
         if (dt < best)
             best = dt;
     }
-    return 2.0 * M * N * K / best / 1e9;
+    return best;
 }
 
-/* One thread's GFLOP/s of backend: the best shape's best run, after a
- * warm-up that brings the clock and the caches to a step's state. */
-static int probe(int backend, double *gflops, char *name, size_t cap)
+static double shape_flops(int s)
+{
+    return 2.0 * probe_shapes[s].M * probe_shapes[s].N * probe_shapes[s].K;
+}
+
+/* One thread's GFLOP/s of backend after a warm-up that brings the clock
+ * and the caches to a step's state: *gflops the best shape's best run
+ * (the peak), *mix all the shapes' best runs together (to choose a
+ * kernel by, since one lucky shape should not). */
+static int probe(int backend, double *gflops, double *mix, char *name, size_t cap)
 {
     mm_ctx *c;
     int rc = train_mm_create(&c, 1, backend);
@@ -89,12 +96,15 @@ static int probe(int backend, double *gflops, char *name, size_t cap)
         b[i] = (float)(i % 13) * 0.01f;
     }
     (void)probe_shape(c, 0, a, b, o);   /* warm-up, not counted */
-    double top = 0.0;
+    double top = 0.0, flops = 0.0, secs = 0.0;
     for (int i = 0; i < PROBE_SHAPES; i++) {
-        double g = probe_shape(c, i, a, b, o);
+        double t = probe_shape(c, i, a, b, o), g = shape_flops(i) / t / 1e9;
         top = g > top ? g : top;
+        flops += shape_flops(i);
+        secs += t;
     }
     *gflops = top;
+    *mix = flops / secs / 1e9;
     free(a);
     free(b);
     free(o);
@@ -146,28 +156,31 @@ static void warn_old_core(const train_peak *p, const char *core)
             "OpenBLAS runs its %s kernel on a CPU with %s (%.1f GFLOP/s against the portable "
             "kernel's %.1f); weft uses the %s. OPENBLAS_CORETYPE=%s (before the program starts) "
             "makes OpenBLAS use its %s kernel",
-            core, isa[have], p->blas_gflops, p->port_gflops,
+            core, isa[have], p->blas_mix, p->port_mix,
             p->best == MM_OPENBLAS ? "OpenBLAS" : "portable kernel", fix[have], isa[have]);
+}
+
+/* The peak is the faster kernel's best shape, whichever kernel the mix
+ * picks, so that MFU stays at most 100% with either. */
+static void peak_choose(train_peak *p)
+{
+    p->best = p->blas_mix > p->port_mix ? MM_OPENBLAS : MM_PORTABLE;
+    p->gflops = p->blas_gflops > p->port_gflops ? p->blas_gflops : p->port_gflops;
 }
 
 int train_peak_measure(train_peak *p)
 {
     memset(p, 0, sizeof *p);
-    int rc = probe(MM_PORTABLE, &p->port_gflops, p->port_name, sizeof p->port_name);
+    int rc = probe(MM_PORTABLE, &p->port_gflops, &p->port_mix, p->port_name, sizeof p->port_name);
     if (rc)
         return rc;
-    p->best = MM_PORTABLE;
-    p->gflops = p->port_gflops;
     const char *core = train_mm_blas_core();
-    if (core) {
-        if ((rc = probe(MM_OPENBLAS, &p->blas_gflops, p->blas_name, sizeof p->blas_name)))
-            return rc;
-        if (p->blas_gflops > p->port_gflops) {
-            p->best = MM_OPENBLAS;
-            p->gflops = p->blas_gflops;
-        }
+    if (core && (rc = probe(MM_OPENBLAS, &p->blas_gflops, &p->blas_mix, p->blas_name,
+                            sizeof p->blas_name)))
+        return rc;
+    peak_choose(p);
+    if (core)
         warn_old_core(p, core);
-    }
     snprintf(p->source, sizeof p->source, "measured now");
     return 0;
 }
@@ -250,16 +263,21 @@ static int cache_read(const char *path, train_peak *p)
     while (fgets(line, sizeof line, f)) {
         if (line[0] == '#')
             continue;
-        double port, blas;
+        double port, blas, pmix, bmix;
         char pn[32], bn[48];
-        if (sscanf(line, PEAK_CACHE_TAG " port=%lf blas=%lf port_kernel=%31s blas_kernel=%47s",
-                   &port, &blas, pn, bn) == 4 && port > 0 && blas >= 0) {
+        if (sscanf(line,
+                   PEAK_CACHE_TAG " port=%lf blas=%lf port_mix=%lf blas_mix=%lf "
+                   "port_kernel=%31s blas_kernel=%47s",
+                   &port, &blas, &pmix, &bmix, pn, bn) == 6 &&
+            port > 0 && blas >= 0 && pmix > 0 && bmix >= 0) {
             for (char *s = pn; *s; s++)
                 *s = *s == '_' ? ' ' : *s;
             for (char *s = bn; *s; s++)
                 *s = *s == '_' ? ' ' : *s;
             p->port_gflops = port;
             p->blas_gflops = blas;
+            p->port_mix = pmix;
+            p->blas_mix = bmix;
             snprintf(p->port_name, sizeof p->port_name, "%s", pn);
             snprintf(p->blas_name, sizeof p->blas_name, "%s", strcmp(bn, "-") ? bn : "");
             ok = 1;
@@ -309,8 +327,10 @@ static int cache_write(const char *path, const train_peak *p)
     fprintf(f, "# weft matmul peak: one thread's sgemm GFLOP/s on a GPT's shapes, per kernel; "
                "load average %.2f when measured. Delete the file to measure again.\n",
             load[0]);
-    fprintf(f, PEAK_CACHE_TAG " port=%.2f blas=%.2f port_kernel=%s blas_kernel=%s\n",
-            p->port_gflops, p->blas_gflops, pn, bn);
+    fprintf(f,
+            PEAK_CACHE_TAG " port=%.2f blas=%.2f port_mix=%.2f blas_mix=%.2f port_kernel=%s "
+            "blas_kernel=%s\n",
+            p->port_gflops, p->blas_gflops, p->port_mix, p->blas_mix, pn, bn);
     if (fclose(f) != 0 || rename(tmp, path) != 0) {
         unlink(tmp);
         return -1;
@@ -360,8 +380,7 @@ int train_peak_get(train_peak *p)
                 break;
             }
     }
-    p->best = p->blas_gflops > p->port_gflops ? MM_OPENBLAS : MM_PORTABLE;
-    p->gflops = p->best == MM_OPENBLAS ? p->blas_gflops : p->port_gflops;
+    peak_choose(p);
     if (given > 0) {
         p->gflops = given;
         snprintf(p->source, sizeof p->source, "WEFT_PEAK_GFLOPS");

@@ -11,10 +11,13 @@
 #include <stddef.h>
 
 typedef struct {
-    double gflops;        /* one thread's peak: WEFT_PEAK_GFLOPS, else the best measured */
-    double port_gflops;   /* the portable kernel's measured rate */
+    double gflops;        /* one thread's peak: WEFT_PEAK_GFLOPS, else the best measured
+                           * (the faster kernel's best shape) */
+    double port_gflops;   /* the portable kernel's best shape's rate */
     double blas_gflops;   /* OpenBLAS's; 0 when not built in */
-    int best;             /* MM_PORTABLE or MM_OPENBLAS, the faster measured */
+    double port_mix;      /* the portable kernel over all the shapes together */
+    double blas_mix;      /* OpenBLAS's; the faster mix is the kernel MM_AUTO takes */
+    int best;             /* MM_PORTABLE or MM_OPENBLAS, the faster mix */
     char port_name[32];   /* "portable avx2" */
     char blas_name[48];   /* "openblas Zen" */
     char source[320];     /* where it came from: "measured now", the cache file, ... */

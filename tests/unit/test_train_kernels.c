@@ -259,7 +259,10 @@ TEST(peak_cache)
     train_peak a, b;
     CHECK(train_peak_get(&a) == 0);
     CHECK(a.gflops > 0 && a.port_gflops > 0);
-    CHECK(a.gflops == (a.best == MM_OPENBLAS ? a.blas_gflops : a.port_gflops));
+    /* the peak is the faster kernel's; the kernel is the faster mix's */
+    CHECK(a.gflops == (a.blas_gflops > a.port_gflops ? a.blas_gflops : a.port_gflops));
+    CHECK(a.best == (a.blas_mix > a.port_mix ? MM_OPENBLAS : MM_PORTABLE));
+    CHECK(a.port_mix > 0 && a.port_mix <= a.port_gflops && a.blas_mix <= a.blas_gflops);
     CHECK(a.blas_gflops > 0 || a.best == MM_PORTABLE);
     CHECKF(strstr(a.source, "measured now") != NULL, "%s", a.source);
     CHECK(access(path, R_OK) == 0);

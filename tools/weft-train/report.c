@@ -158,7 +158,7 @@ void progress_model(progress *p, const weft_model *m, int ranks, int lead)
     if (!p->quiet) {
         printf("MFU against %d rank%s x %d thread%s x %.1f GFLOP/s (one thread's %s sgemm, %s)\n",
                ranks, ranks == 1 ? "" : "s", threads, threads == 1 ? "" : "s", pk.gflops,
-               pk.best == MM_OPENBLAS ? pk.blas_name : pk.port_name, pk.source);
+               pk.blas_gflops > pk.port_gflops ? pk.blas_name : pk.port_name, pk.source);
         fflush(stdout);
     }
 }
