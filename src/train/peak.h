@@ -1,8 +1,9 @@
 /* The machine's matmul peak, measured once per host: one thread's
  * single-precision GEMM rate with each candidate kernel (the portable one
  * at the CPU's best ISA, OpenBLAS when built in) on a few shapes of the
- * kind a transformer step runs. The faster kernel is what MM_AUTO uses,
- * and its rate is the denominator of model-FLOPs utilisation. The result
+ * kind a transformer step runs. The kernel faster over all the shapes is
+ * what MM_AUTO uses; the faster kernel's best shape is the denominator of
+ * model-FLOPs utilisation, so that no real step exceeds it. The result
  * is kept in a small text file per host so that later processes (and
  * every model of one process) agree without measuring again. */
 #ifndef TRAIN_PEAK_H
