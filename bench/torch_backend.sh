@@ -10,16 +10,23 @@
 #    batch 256, SGD lr 0.1 momentum 0.9, one thread per rank, random
 #    batches; samples/s over STEPS steps after 5 warm-up steps, and the
 #    final loss, weft against gloo at 2 and 4 ranks.
+# 3. With PROFILE=1, where a DDP step's time goes, per backend: the same
+#    steps with DDP's synchronisation off (the compute ceiling) and on,
+#    forward, backward and optimiser ms, and for each gradient bucket when
+#    its all_reduce was launched and when it completed (through a comm hook
+#    that averages as DDP does), in ms after backward began: a bucket done
+#    before backward ends overlapped it.
 #
 #   sh bench/torch_backend.sh   (BUILD=build RANKS="2 4 8" DDP_RANKS="2 4"
-#                                STEPS=100 MAXBYTES=67108864)
+#                                STEPS=100 MAXBYTES=67108864 PROFILE=0
+#                                BUCKET_MB=25: DDP's bucket_cap_mb)
 # Ranks are processes of Debian's python3 with torch (/usr/bin/python3),
 # started with torch's env:// variables. Run timing under
 # flock /tmp/weft-bench.lock, and read the load average printed first.
 set -e
 BUILD=${BUILD:-build}
-RANKS=${RANKS:-2 4 8}
-DDP_RANKS=${DDP_RANKS:-2 4}
+RANKS=${RANKS-2 4 8}
+DDP_RANKS=${DDP_RANKS-2 4}
 STEPS=${STEPS:-100}
 MAXBYTES=${MAXBYTES:-67108864}
 PY=${PY:-/usr/bin/python3}
@@ -62,24 +69,73 @@ else:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
                           nn.Linear(512, 10))
-    ddp = DDP(model)
+    ddp = DDP(model, bucket_cap_mb=float(os.environ.get("BUCKET_MB", "25")))
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
     B = 256 // n
     g = torch.Generator().manual_seed(rank)
     xs = [torch.rand(B, 784, generator=g) for _ in range(4)]
     ys = [torch.randint(0, 10, (B,), generator=g) for _ in range(4)]
     steps = int(os.environ["STEPS"])
-    for i in range(5 + steps):
-        if i == 5:
-            dist.barrier()
-            t0 = time.perf_counter()
+    def step(i, split=None):
         opt.zero_grad()
+        a = time.perf_counter()
         loss = nn.functional.cross_entropy(ddp(xs[i % 4]), ys[i % 4])
+        b = time.perf_counter()
         loss.backward()
+        c = time.perf_counter()
         opt.step()
-    s = slowest(time.perf_counter() - t0)
-    if rank == 0:
-        print(f"{256 * steps / s:.1f} {loss.item():.4f}", flush=True)
+        if split is not None:
+            split.append((b - a, c - b, time.perf_counter() - c))
+        return loss, b
+    def rate(steps, split=None):
+        """samples/s of the slowest rank over steps steps after 5 warm-up ones"""
+        for i in range(5 + steps):
+            if i == 5:
+                dist.barrier()
+                t0 = time.perf_counter()
+            loss, _ = step(i, split if i >= 5 else None)
+        return 256 * steps / slowest(time.perf_counter() - t0), loss
+    if mode == "ddp":
+        sps, loss = rate(steps)
+        if rank == 0:
+            print(f"{sps:.1f} {loss.item():.4f}", flush=True)
+    else:
+        # Where a step's time goes. "compute": the same steps with DDP's
+        # synchronisation off (no_sync: each rank steps on its own
+        # gradients), the ceiling; "ddp": as above; then a communication
+        # hook doing what DDP does by default (average each bucket with one
+        # all_reduce) and noting, per bucket, when it was launched and when
+        # its all_reduce completed, in ms after backward began.
+        with ddp.no_sync():
+            local, _ = rate(steps)
+        sps, _ = rate(steps)
+        marks = []
+        nbytes = lambda t: t.numel() * t.element_size()
+        def hook(state, bucket):
+            buf = bucket.buffer()
+            buf.div_(n)
+            t = time.perf_counter()
+            def done(f, i=bucket.index(), t=t):
+                marks.append((i, nbytes(buf), t, time.perf_counter()))
+                return f.value()[0]
+            return dist.all_reduce(buf, async_op=True).get_future().then(done)
+        ddp.register_comm_hook(None, hook)
+        split, buckets = [], {}
+        for i in range(5 + steps):
+            k = len(marks)
+            _, b = step(i, split if i >= 5 else None)
+            for j, nb, t, e in marks[k:] if i >= 5 else ():
+                buckets.setdefault(j, []).append((nb, t - b, e - b))
+        mean = lambda v: sum(v) / len(v) * 1e3
+        fwd, bwd, stp = (slowest(mean([s[k] for s in split])) for k in range(3))
+        desc = []
+        for i in sorted(buckets):
+            v = buckets[i]
+            desc.append(f"{i}:{v[0][0]}:{slowest(mean([x[1] for x in v])):.2f}:"
+                        f"{slowest(mean([x[2] for x in v])):.2f}")
+        if rank == 0:
+            print(f"{local:.1f} {sps:.1f} {fwd:.2f} {bwd:.2f} {stp:.2f} {' '.join(desc)}",
+                  flush=True)
 dist.destroy_process_group()
 PYEOF
 job() { # job MODE BACKEND N: run N ranks, print rank 0's output
@@ -112,3 +168,15 @@ for n in $DDP_RANKS; do
     w=$(job ddp weft "$n"); g=$(job ddp gloo "$n")
     echo "$n $w $g" | awk '{ printf "%6d %14.1f %14.1f %8.2fx %12.4f %12.4f\n", $1, $2, $4, $2 / $4, $3, $5 }'
 done
+[ "$PROFILE" = 1 ] || exit 0
+echo
+echo "Where a DDP step goes, $STEPS steps: samples/s with synchronisation off (compute) and on;"
+echo "ms per step: exposed communication (on - off), forward, backward, optimiser;"
+echo "per bucket (hooked run): bytes, launched .. all_reduce done, ms after backward began"
+printf "%6s %7s %9s %9s %8s %7s %7s %7s  %s\n" ranks backend compute ddp "comm ms" fwd bwd opt buckets
+for n in $DDP_RANKS; do
+    for b in weft gloo; do echo "$n $b $(job prof "$b" "$n")"; done
+done | awk '{ printf "%6d %7s %9.1f %9.1f %8.2f %7.2f %7.2f %7.2f ", $1, $2, $3, $4,
+                     256e3 / $4 - 256e3 / $3, $5, $6, $7
+              for (i = 8; i <= NF; i++) { split($i, f, ":"); printf " %d: %d B %.2f..%.2f", f[1], f[2], f[3], f[4] }
+              printf "\n" }'
