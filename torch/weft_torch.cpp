@@ -3,14 +3,14 @@
 // byte moves through weft's C API.
 //
 // Each process group holds two weft communicators made through the group's
-// c10d Store (weft_comm_init_kv): one for collectives, driven by a worker
-// thread of its own in issue order (torch issues them in the same order on
-// every rank, and weft wants one thread per communicator), one split from
-// it for point-to-point messages, posted from the caller's thread so they
-// never wait behind a collective. A collective's Work completes a Future
-// with its output tensors (DDP's communication hooks chain on it); a
-// failure sets the Future's error to weft's message, which names the rank
-// and the operation, and Work::wait raises it in Python.
+// c10d Store (weft_comm_init_kv): one for collectives, run in issue order
+// by a worker thread of its own or by a caller waiting for one (CollQueue
+// below), one split from it for point-to-point messages, posted from the
+// caller's thread so they never wait behind a collective. A collective's
+// Work completes a Future with its output tensors (DDP's communication
+// hooks chain on it); a failure sets the Future's error to weft's message,
+// which names the rank and the operation, and Work::wait raises it in
+// Python.
 #include <torch/extension.h>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -30,6 +31,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "weft.h"
 
@@ -159,9 +161,85 @@ void wait_future(Fut &f, std::chrono::milliseconds timeout, const char *what)
         waited_too_long(what, timeout);
 }
 
+// The group's collectives, run in issue order (torch issues them in the
+// same order on every rank). A worker thread runs them, so async_op calls
+// and DDP's buckets go on while the caller computes. A caller that waits
+// without a timeout for one that has not started runs it, and any issued
+// before it, on its own thread: a synchronous call (dist.all_reduce
+// without async_op) then costs no hand-off, where otherwise it pays two
+// thread wake-ups (to the worker and back), each tens of microseconds when
+// ranks outnumber cores. One job at a time, on whichever thread: a weft
+// communicator is used by one thread at a time.
+class CollQueue {
+  public:
+    uint64_t push(std::function<void()> job)
+    {
+        uint64_t seq;
+        {
+            std::lock_guard<std::mutex> g(mu_);
+            seq = next_++;
+            q_.emplace_back(seq, std::move(job));
+        }
+        cv_.notify_one();
+        return seq;
+    }
+
+    // On the caller's thread: run jobs up to seq while no one else runs one.
+    void help(uint64_t seq)
+    {
+        std::unique_lock<std::mutex> g(mu_);
+        while (!busy_ && !q_.empty() && q_.front().first <= seq)
+            run_front(g);
+    }
+
+    // The worker's loop; returns once stopped and drained.
+    void serve()
+    {
+        std::unique_lock<std::mutex> g(mu_);
+        for (;;) {
+            cv_.wait(g, [this] { return !busy_ && (stop_ || !q_.empty()); });
+            if (q_.empty())
+                return;
+            run_front(g);
+        }
+    }
+
+    void stop()
+    {
+        {
+            std::lock_guard<std::mutex> g(mu_);
+            stop_ = true;
+        }
+        cv_.notify_all();
+    }
+
+  private:
+    void run_front(std::unique_lock<std::mutex> &g)
+    {
+        auto job = std::move(q_.front().second);
+        q_.pop_front();
+        busy_ = true;
+        g.unlock();
+        job(); /* completes its future, never throws */
+        g.lock();
+        busy_ = false;
+        if (!q_.empty() || stop_)
+            cv_.notify_one(); /* the worker may have slept through a caller's run */
+    }
+
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::deque<std::pair<uint64_t, std::function<void()>>> q_;
+    uint64_t next_ = 0;
+    bool busy_ = false, stop_ = false;
+};
+
 class WeftWork : public c10d::Work {
   public:
-    WeftWork(OpType t, c10::intrusive_ptr<Fut> f) : Work(-1, t), fut_(std::move(f)) {}
+    WeftWork(OpType t, c10::intrusive_ptr<Fut> f, std::shared_ptr<CollQueue> q, uint64_t seq)
+        : Work(-1, t), fut_(std::move(f)), q_(std::move(q)), seq_(seq)
+    {
+    }
     bool isCompleted() override { return fut_->completed(); }
     bool isSuccess() const override { return fut_->completed() && !fut_->hasError(); }
     std::exception_ptr exception() const override { return fut_->exception_ptr(); }
@@ -172,6 +250,9 @@ class WeftWork : public c10d::Work {
     }
     bool wait(std::chrono::milliseconds timeout) override
     {
+        // with a timeout the caller must stay free to give up, so it only waits
+        if (timeout == ::kNoTimeout && !fut_->completed())
+            q_->help(seq_);
         wait_future(*fut_, timeout, c10d::opTypeToString(opType_).c_str());
         if (fut_->hasError())
             std::rethrow_exception(fut_->exception_ptr());
@@ -182,6 +263,8 @@ class WeftWork : public c10d::Work {
 
   private:
     c10::intrusive_ptr<Fut> fut_;
+    std::shared_ptr<CollQueue> q_;
+    uint64_t seq_;
 };
 
 // A message's Work: weft's own request, waited for on the caller's thread.
@@ -364,16 +447,12 @@ class WeftPG : public c10d::ProcessGroup {
             weft_comm_destroy(coll_);
             fail("init: point-to-point communicator: " + msg);
         }
-        worker_ = std::thread([this] { run(); });
+        worker_ = std::thread([q = queue_] { q->serve(); });
     }
 
     ~WeftPG() override
     {
-        {
-            std::lock_guard<std::mutex> g(mu_);
-            stop_ = true;
-        }
-        cv_.notify_all();
+        queue_->stop();
         worker_.join();
         weft_comm_destroy(p2p_);
         weft_comm_destroy(coll_);
@@ -782,42 +861,21 @@ class WeftPG : public c10d::ProcessGroup {
                                            std::function<void()> fn)
     {
         auto fut = c10::make_intrusive<Fut>(c10::ListType::create(c10::TensorType::get()));
-        {
-            std::lock_guard<std::mutex> g(mu_);
-            q_.push_back([fut, outs, fn] {
-                try {
-                    fn();
-                } catch (...) {
-                    fut->setError(std::current_exception());
-                    return;
-                }
-                fut->markCompleted(c10::IValue(outs));
-            });
-        }
-        cv_.notify_one();
-        return c10::make_intrusive<WeftWork>(type, fut);
-    }
-
-    void run()
-    {
-        std::unique_lock<std::mutex> g(mu_);
-        for (;;) {
-            cv_.wait(g, [this] { return stop_ || !q_.empty(); });
-            if (q_.empty())
+        uint64_t seq = queue_->push([fut, outs, fn] {
+            try {
+                fn();
+            } catch (...) {
+                fut->setError(std::current_exception());
                 return;
-            auto job = std::move(q_.front());
-            q_.pop_front();
-            g.unlock();
-            job();
-            g.lock();
-        }
+            }
+            fut->markCompleted(c10::IValue(outs));
+        });
+        return c10::make_intrusive<WeftWork>(type, fut, queue_, seq);
     }
 
     weft_comm *coll_ = nullptr, *p2p_ = nullptr;
-    std::mutex mu_, p2p_mu_;
-    std::condition_variable cv_;
-    std::deque<std::function<void()>> q_;
-    bool stop_ = false;
+    std::mutex p2p_mu_;
+    std::shared_ptr<CollQueue> queue_ = std::make_shared<CollQueue>();
     std::thread worker_;
 };
 
