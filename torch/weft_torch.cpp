@@ -175,10 +175,12 @@ class CollQueue {
     uint64_t push(std::function<void()> job)
     {
         uint64_t seq;
+        std::deque<std::function<void()>> finished; /* freed here, outside the lock */
         {
             std::lock_guard<std::mutex> g(mu_);
             seq = next_++;
             q_.emplace_back(seq, std::move(job));
+            finished.swap(done_);
         }
         cv_.notify_one();
         return seq;
@@ -222,6 +224,11 @@ class CollQueue {
         g.unlock();
         job(); /* completes its future, never throws */
         g.lock();
+        // The job may hold the last reference to a tensor Python has let go of.
+        // Freeing it on the worker would take the GIL, which a caller joining
+        // the worker (destroy_process_group) holds, or which an exiting
+        // interpreter has torn down. The next push frees it on a caller's thread.
+        done_.push_back(std::move(job));
         busy_ = false;
         if (!q_.empty() || stop_)
             cv_.notify_one(); /* the worker may have slept through a caller's run */
@@ -230,6 +237,7 @@ class CollQueue {
     std::mutex mu_;
     std::condition_variable cv_;
     std::deque<std::pair<uint64_t, std::function<void()>>> q_;
+    std::deque<std::function<void()>> done_;
     uint64_t next_ = 0;
     bool busy_ = false, stop_ = false;
 };
