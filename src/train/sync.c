@@ -398,6 +398,11 @@ uint64_t weft_sync_bytes(const weft_sync *s)
     return s->bk ? train_backup_bytes(s->bk) : s->bytes;
 }
 
+const outer_sync *sync_outer_of(const weft_sync *s)
+{
+    return s ? s->outer : NULL;
+}
+
 weft_comm *weft_sync_inner_comm(const weft_sync *s)
 {
     return s ? outer_inner_comm(s->outer) : NULL;

@@ -26,6 +26,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct {
     size_t off, len;      /* the fragment in the flat parameters */
@@ -33,6 +34,7 @@ typedef struct {
                              padded to slice */
     long phase;           /* its outer step when steps % H == phase */
     long due;             /* steps at which the reduction in flight merges; 0: none */
+    long began;           /* steps at which the reduction in flight was taken */
     long synced;          /* steps when every rank last had the same fragment */
     weft_compressor *z;   /* NULL: fp32 all-reduce */
     uint64_t sent;        /* z's bytes when nothing is in flight */
@@ -57,7 +59,23 @@ struct outer_sync {
     float lr, mu, mix;
     float weight; /* of this rank's pseudo-gradient in the next outer step */
     uint64_t across, inside;
+    weft_compress_spec spec;
+    int compressed;
+    outer_times t;
 };
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void outer_time(const outer_sync *o, outer_times *t)
+{
+    static const outer_times none;
+    *t = o ? o->t : none;
+}
 
 weft_comm *outer_inner_comm(const outer_sync *o)
 {
@@ -180,6 +198,8 @@ int outer_create(outer_sync **out, weft_comm *c, weft_model *m, const weft_sync_
     o->mu = cfg->outer_momentum;
     o->mix = cfg->mix;
     o->weight = 1;
+    o->spec = cfg->compress;
+    o->compressed = cfg->compressed;
     o->outer = c;
     o->L = 1;
     o->leader = cfg->hier && cfg->compressed && cfg->compress.kind == WEFT_COMPRESS_POWERSGD;
@@ -222,7 +242,7 @@ static void *reduce_thread(void *arg)
 
 /* The outer step on the reduced pseudo-gradient (torch.optim.SGD with
  * nesterov=True, as diloco:H). */
-static int merge(outer_sync *o, frag *f, float *p, int mixed)
+static int merge_timed(outer_sync *o, frag *f, float *p, int mixed)
 {
     const float *d = f->d;
     uint64_t raw;
@@ -249,7 +269,25 @@ static int merge(outer_sync *o, frag *f, float *p, int mixed)
     return 0;
 }
 
-static int start(outer_sync *o, frag *f, float *p, long steps, int tau)
+static int merge(outer_sync *o, frag *f, float *p, int mixed)
+{
+    double t0 = mono_s();
+    int rc = merge_timed(o, f, p, mixed);
+    o->t.apply_s += mono_s() - t0;
+    return rc;
+}
+
+/* Blocking: the time the inner steps stand still for the WAN. */
+static int reduce_blocking(outer_sync *o, frag *f)
+{
+    double t0 = mono_s();
+    int rc = reduce(f);
+    o->t.wait_s += mono_s() - t0;
+    return rc;
+}
+
+/* This rank's slice of the fragment's pseudo-gradient, weighed. */
+static void pseudo_gradient(outer_sync *o, frag *f, const float *p)
 {
     for (size_t k = 0; k < f->cnt; k++)
         f->d[k] = f->anchor[f->lo + k] - p[f->off + f->lo + k];
@@ -257,27 +295,40 @@ static int start(outer_sync *o, frag *f, float *p, long steps, int tau)
         f->d[k] *= o->weight;
     if (!f->z && weft_comm_size(o->outer) > 1)
         o->across += f->cnt * sizeof(float); /* here, not in the thread */
+}
+
+static int start(outer_sync *o, frag *f, float *p, long steps, int tau)
+{
+    double t0 = mono_s();
+    pseudo_gradient(o, f, p);
     if (tau == 0) {
-        int rc = reduce(f);
+        o->t.post_s += mono_s() - t0;
+        int rc = reduce_blocking(o, f);
         if (rc == 0 && (rc = merge(o, f, p, 0)) == 0)
             f->synced = steps;
         return rc;
     }
     f->due = steps + tau;
+    f->began = steps;
     f->rc = 0;
     f->threaded = pthread_create(&f->th, NULL, reduce_thread, f) == 0;
+    o->t.post_s += mono_s() - t0;
     if (!f->threaded)
-        f->rc = reduce(f); /* no thread to be had: the same result, late */
+        f->rc = reduce_blocking(o, f); /* no thread to be had: the same result, late */
     return 0;
 }
 
-static int land(outer_sync *o, frag *f, float *p)
+/* mixed 0: no inner step since the pseudo-gradient was taken, so the
+ * result is the blocking outer step's and every rank has the fragment. */
+static int land(outer_sync *o, frag *f, float *p, int mixed)
 {
+    double t0 = mono_s();
     if (f->threaded)
         pthread_join(f->th, NULL);
+    o->t.wait_s += mono_s() - t0;
     f->threaded = 0;
     f->due = 0;
-    return f->rc ? f->rc : merge(o, f, p, 1);
+    return f->rc ? f->rc : merge(o, f, p, mixed);
 }
 
 int outer_after_step(outer_sync *o, long steps)
@@ -287,10 +338,51 @@ int outer_after_step(outer_sync *o, long steps)
     int rc = 0;
     for (int k = 0; rc == 0 && k < o->nf; k++)
         if (o->f[k].due == steps)
-            rc = land(o, &o->f[k], p);
+            rc = land(o, &o->f[k], p, 1);
     for (int k = 0; rc == 0 && k < o->nf; k++)
         if (steps % o->period == o->f[k].phase)
             rc = start(o, &o->f[k], p, steps, o->tau);
+    return rc;
+}
+
+/* The last outer step of the fragments in ns (n of them) as one
+ * reduction: the bytes of one per fragment, the crossings of one. Only
+ * where nothing rides from one call to the next (fp32 or a codec: no error
+ * feedback or warm start to keep per fragment). */
+static int finish_together(outer_sync *o, frag **ns, int n, float *p, long steps)
+{
+    size_t total = 0, at = 0;
+    double t0 = mono_s();
+    for (int i = 0; i < n; i++) {
+        pseudo_gradient(o, ns[i], p);
+        total += ns[i]->cnt;
+    }
+    float *cat = malloc((total ? total : 1) * sizeof(float));
+    weft_compressor *z = NULL;
+    int rc = cat ? 0 : WEFT_ENOMEM;
+    for (int i = 0; rc == 0 && i < n; at += ns[i]->cnt, i++)
+        memcpy(cat + at, ns[i]->d, ns[i]->cnt * sizeof(float));
+    o->t.post_s += mono_s() - t0;
+    t0 = mono_s();
+    if (rc == 0 && total && weft_comm_size(o->outer) > 1) {
+        if (!o->compressed)
+            rc = weft_allreduce(o->outer, cat, cat, total, WEFT_F32, WEFT_AVG);
+        else if ((rc = weft_compressor_create(&z, o->outer, &o->spec, total)) == 0 &&
+                 (rc = weft_compressor_allreduce(z, cat, WEFT_AVG)) == 0) {
+            uint64_t sent, raw;
+            weft_compressor_bytes(z, &sent, &raw);
+            o->across += sent;
+        }
+    }
+    o->t.wait_s += mono_s() - t0;
+    weft_compressor_destroy(z);
+    at = 0;
+    for (int i = 0; rc == 0 && i < n; at += ns[i]->cnt, i++) {
+        memcpy(ns[i]->d, cat + at, ns[i]->cnt * sizeof(float));
+        if ((rc = merge(o, ns[i], p, 0)) == 0)
+            ns[i]->synced = steps;
+    }
+    free(cat);
     return rc;
 }
 
@@ -298,15 +390,29 @@ int outer_finish(outer_sync *o, long steps)
 {
     size_t n;
     float *p = weft_model_params(o->m, &n);
-    int rc = 0;
+    int rc = 0, left = 0;
     for (int k = 0; k < o->nf; k++)
         if (o->f[k].due) {
-            int r = land(o, &o->f[k], p);
+            frag *f = &o->f[k];
+            int exact = f->began == steps;
+            int r = land(o, f, p, !exact);
+            if (r == 0 && exact)
+                f->synced = steps;
             rc = rc ? rc : r;
         }
+    frag **ns = rc ? NULL : malloc((size_t)o->nf * sizeof *ns);
+    if (!rc && !ns)
+        return WEFT_ENOMEM;
     for (int k = 0; rc == 0 && k < o->nf; k++)
         if (o->f[k].synced != steps)
-            rc = start(o, &o->f[k], p, steps, 0);
+            ns[left++] = &o->f[k];
+    int together = left > 1 && !o->leader &&
+                   (!o->compressed || o->spec.kind == WEFT_COMPRESS_CODEC);
+    if (rc == 0 && together)
+        rc = finish_together(o, ns, left, p, steps);
+    for (int i = 0; rc == 0 && !together && i < left; i++)
+        rc = start(o, ns[i], p, steps, 0);
+    free(ns);
     return rc;
 }
 

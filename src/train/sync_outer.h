@@ -8,6 +8,15 @@
 
 typedef struct outer_sync outer_sync;
 
+/* Where the outer steps' time went on this rank (seconds, the final ones
+ * included): taking the pseudo-gradients and handing them to the thread,
+ * blocked on the reduction across (a blocking one, or joining a streaming
+ * one not yet done), and the outer step itself (with hier the all-gather
+ * inside the cluster). */
+typedef struct {
+    double post_s, wait_s, apply_s;
+} outer_times;
+
 /* Collective over c (hier: splits it). The parameters are the anchor. */
 int outer_create(outer_sync **out, weft_comm *c, weft_model *m, const weft_sync_config *cfg);
 void outer_destroy(outer_sync *o);
@@ -18,6 +27,9 @@ int outer_after_step(outer_sync *o, long steps);
 int outer_finish(outer_sync *o, long steps);
 weft_comm *outer_inner_comm(const outer_sync *o);
 void outer_bytes(const outer_sync *o, uint64_t *across, uint64_t *inside);
+void outer_time(const outer_sync *o, outer_times *t);
+/* The outer steps of a weft_sync (sync.c); NULL where it has none. */
+const outer_sync *sync_outer_of(const weft_sync *s);
 /* Elastic churn (a cluster dropped or rejoined, tools/weft-train/
  * sync_churn.c): the outer state as arrays of the parameters' length
  * (anchors, momenta) and the inner step count of the last outer step,

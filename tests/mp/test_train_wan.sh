@@ -80,6 +80,30 @@ if [ -f "$dir/hier_full_diloco_6.out" ]; then
     ratio_in "hier wan / across bytes" "$(wan hier_full_diloco_6)" "$(sent hier_full_diloco_6)" \
         0.9 1.05
 fi
+# streaming:6:3 (fragments of 16963, 16963 and 16964 of the 50890
+# elements, outer steps at 2, 4 and 0 mod 6) over 24 steps: fragments 0
+# and 1 take 4 outer steps and one last one after the loop; fragment 2's
+# fourth is taken at step 24 itself and lands as the blocking step, so it
+# takes no fifth. hier: each rank sends half of every fragment.
+if [ -f "$dir/streaming_6_3.out" ]; then
+    ratio_in "streaming across bytes" "$(sent streaming_6_3)" $((4 * (10 * 16963 + 4 * 16964))) 1 1
+fi
+if [ -f "$dir/hier_full_streaming_6_3.out" ]; then
+    ratio_in "hier streaming across bytes" "$(sent hier_full_streaming_6_3)" \
+        $((2 * (10 * 16963 + 4 * 16964))) 1 1
+fi
+# the two utilisations: forward+backward and the time blocked on the WAN
+# are apart on one thread, so the second is never below the first
+for n in hier_full_diloco_6 hier_full_streaming_6_3 full_fp32; do
+    [ -f "$dir/$n.out" ] || continue
+    u=$(sed -n 's/.*strict (forward+backward \/ wall) \([0-9.]*\)%; not blocked on the WAN .* \([0-9.]*\)%$/\1 \2/p' \
+        "$dir/$n.out")
+    if [ -n "$u" ] && echo "$u" | awk '{ exit !($1 > 0 && $1 <= $2 + 0.1 && $2 <= 100) }'; then
+        ok
+    else
+        bad "$n: utilisations (strict, not blocked on the WAN): '$u'"
+    fi
+done
 if run stream1 --sync streaming:6:1:0; then
     same stream1 diloco_6
 fi

@@ -256,6 +256,7 @@ void report_end(const trainer *t, double train_s, double cpu_all, double cpu_mai
            sy->wan_mean, sy->across_mean, sy->inside_mean);
     printf("compute utilisation (rank 0): %.1f%% (forward+backward %.2f s of %.2f s)\n",
            train_s > 0 ? 100 * t->compute_s / train_s : 0, t->compute_s, train_s);
+    sync_time_report(t, train_s);
     long ns = t->end - t->start_step > 0 ? t->end - t->start_step : 1;
     double wait_s = weft_zero_wait_s(t->sync.z);
     printf("rank 0 per step: %.2f ms data, %.2f ms forward+backward, %.2f ms waiting for "

@@ -82,15 +82,20 @@ int sync_launch(train_sync *s, train_step *st)
 
 int sync_step(train_sync *s, train_step *st, float lr)
 {
-    return s->ops->step(s, st, lr);
+    double t0 = now_s();
+    int rc = s->ops->step(s, st, lr);
+    s->step_s += now_s() - t0;
+    return rc;
 }
 
 /* The step on the gradient buffer as it stands; gnorm gets the norm
  * before clipping when --clip is on. */
 int sync_optim_step(train_sync *s, float lr, float *gnorm)
 {
-    double clip = s->o->r.clip;
-    return weft_zero_step(s->z, lr, (float)clip, clip > 0 ? gnorm : NULL);
+    double clip = s->o->r.clip, t0 = now_s();
+    int rc = weft_zero_step(s->z, lr, (float)clip, clip > 0 ? gnorm : NULL);
+    s->optim_s += now_s() - t0;
+    return rc;
 }
 
 int sync_drain(train_sync *s, const weft_lr_schedule *lr)
@@ -99,7 +104,7 @@ int sync_drain(train_sync *s, const weft_lr_schedule *lr)
 }
 
 /* The means over the ranks of what went where (collective). */
-static int sync_count_bytes(train_sync *s)
+int sync_count_bytes(train_sync *s)
 {
     uint64_t wan = 0, across = 0, inside = 0;
     if (!s->comm)
@@ -122,8 +127,7 @@ static int sync_count_bytes(train_sync *s)
 
 int sync_finish(train_sync *s)
 {
-    int rc = s->ops->finish ? s->ops->finish(s) : 0;
-    return rc ? rc : sync_count_bytes(s);
+    return s->ops->finish ? s->ops->finish(s) : 0;
 }
 
 void sync_summary(const train_sync *s)

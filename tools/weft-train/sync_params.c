@@ -40,8 +40,10 @@ static uint64_t params_bytes(const train_sync *s)
 static int average_step(train_sync *s, train_step *st, float lr)
 {
     int rc = sync_optim_step(s, lr, &st->gnorm);
+    double t0 = now_s();
     if (rc == 0)
         rc = weft_sync_after_step(s->sy);
+    s->after_s += now_s() - t0;
     return rc;
 }
 

@@ -184,6 +184,12 @@ struct train_sync {
      * (measured) and of the sync's bytes across and inside clusters */
     double wan_mean, across_mean, inside_mean;
     uint64_t wan0; /* wan bytes when the mode was open: the start-up's, left out */
+    /* this rank's seconds in sync_step, in the optimiser step (its wait for
+     * the gradients included), in the parameter sync after it (the outer
+     * steps), and in the drain and last sync after the loop; the outer
+     * steps' own split when the loop ended (sync_time.c) */
+    double step_s, optim_s, after_s, final_s;
+    double loop_outer[3];
 };
 
 extern const sync_ops sync_full, sync_average, sync_diloco, sync_stale, sync_backup;
@@ -202,6 +208,8 @@ int sync_step(train_sync *s, train_step *st, float lr);
 int sync_optim_step(train_sync *s, float lr, float *gnorm);
 int sync_drain(train_sync *s, const weft_lr_schedule *lr);
 int sync_finish(train_sync *s);
+/* The byte means of the end-of-run report (collective; after the timed run). */
+int sync_count_bytes(train_sync *s);
 void sync_summary(const train_sync *s);
 uint64_t sync_bytes(const train_sync *s);
 void sync_close(train_sync *s);
@@ -311,6 +319,11 @@ void trainer_finish(trainer *t);
 void trainer_close(trainer *t);
 void report_run(const trainer *t);
 void report_end(const trainer *t, double train_s, double cpu_all, double cpu_main);
+/* Where rank 0's wall time of training went, phase by phase, and the two
+ * utilisations: forward + backward over the wall time, and the share not
+ * blocked on communication across the WAN (sync_time.c). */
+void sync_time_mark(train_sync *s);
+void sync_time_report(const trainer *t, double train_s);
 
 /* --elastic (elastic.c). elastic_check refuses what it cannot carry
  * through a membership change; elastic_open after trainer_open (a joiner

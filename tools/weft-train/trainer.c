@@ -87,12 +87,18 @@ void trainer_finish(trainer *t)
 {
     const opts *o = t->o;
     int rc;
+    double t0 = now_s();
+    sync_time_mark(&t->sync);
     if ((rc = sync_drain(&t->sync, &t->sched)) != 0)
         die("last gradients: %s: %s", weft_strerror(rc), weft_comm_error(t->comm));
     if ((rc = sync_finish(&t->sync)) != 0)
         die("final parameter average: %s: %s", weft_strerror(rc), weft_comm_error(t->comm));
-    double train_s = now_s() - t->pg.start, cpu_all, cpu_main;
+    double end = now_s(), train_s = end - t->pg.start, cpu_all, cpu_main;
+    t->sync.final_s = end - t0;
     cpu_s(&cpu_all, &cpu_main);
+    /* the report's byte count is a collective across the WAN: not training */
+    if ((rc = sync_count_bytes(&t->sync)) != 0)
+        die("counting bytes: %s: %s", weft_strerror(rc), weft_comm_error(t->comm));
     if (!o->quiet && t->end > t->start_step) {
         sync_summary(&t->sync);
         if (t->lead && !t->pl)
