@@ -9,8 +9,12 @@
 #   stream     hier:full/streaming:H:F:T, +- int4
 # Per row: the final test accuracy (mlp) or validation loss (gpt), the wan
 # bytes each rank sent (mean over ranks, counted by WEFT_WAN), full sync's
-# bytes over the row's, the wall time of training and rank 0's compute
-# utilisation (forward + backward seconds over the wall time).
+# bytes over the row's, the wall time of training and rank 0's two
+# utilisations: util% strict (forward + backward seconds over the wall
+# time) and nowan% (1 - the seconds rank 0's training thread was blocked on
+# communication across clusters over the wall time: OpenDiLoCo's and
+# INTELLECT-1's compute utilisation). With VERBOSE=1 each row is followed by
+# rank 0's wall time by phase.
 #
 #   sh bench/wan.sh   (BUILD=build, CLUSTERS="4", DELAYS="50", RATE=100mbit,
 #                      L=2, MODELS="mlp", STEPS=120, H=30, F=3, T=10,
@@ -45,8 +49,8 @@ model_args() {
 }
 
 echo "# load average $(cut -d' ' -f1-3 /proc/loadavg); $STEPS steps; H=$H F=$F T=$T; rate $RATE"
-printf '%-3s %-6s %-4s %-10s %-6s %9s %12s %9s %8s %6s\n' C delay net mode codec quality \
-    wan_B/rank full/row wall_s util%
+printf '%-3s %-6s %-4s %-10s %-6s %9s %12s %9s %8s %6s %6s\n' C delay net mode codec quality \
+    wan_B/rank full/row wall_s util% nowan%
 for m in $MODELS; do
     args="$(model_args $m) --steps $STEPS --threads 1 --log-every 1000"
     for C in $CLUSTERS; do
@@ -63,6 +67,7 @@ for m in $MODELS; do
                 wan=$(sed -n 's/.*wan \([0-9]*\) B sent.*/\1/p' "$f")
                 wall=$(sed -n 's/.*training took \([0-9.]*\) s.*/\1/p' "$f")
                 util=$(sed -n 's/.*compute utilisation (rank 0): \([0-9.]*\)%.*/\1/p' "$f")
+                nowan=$(sed -n 's/.*not blocked on the WAN (.*) \([0-9.]*\)%$/\1/p' "$f")
                 if [ "$m" != gpt ]; then
                     q=$(sed -n 's/.*accuracy \([0-9.]*\) .*/\1/p' "$f" | tail -n 1)
                 else
@@ -71,8 +76,9 @@ for m in $MODELS; do
                 [ -n "$full_wan" ] || [ "$key" != full ] || full_wan=$wan
                 ratio=$(awk -v a="$full_wan" -v b="$wan" \
                     'BEGIN { if (a == "" || b <= 0) print "-"; else printf "%.1f", a / b }')
-                printf '%-3s %-6s %-4s %-10s %-6s %9s %12s %9s %8s %6s\n' "$C" "${d}ms" "$m" \
-                    "$name" "$codec" "$q" "$wan" "$ratio" "$wall" "$util"
+                printf '%-3s %-6s %-4s %-10s %-6s %9s %12s %9s %8s %6s %6s\n' "$C" "${d}ms" "$m" \
+                    "$name" "$codec" "$q" "$wan" "$ratio" "$wall" "$util" "${nowan:--}"
+                [ "${VERBOSE:-0}" = 0 ] || sed -n 's/^\[0\] \(rank 0.s wall time of training\)/#   \1/p' "$f"
             }
             row full full - ring
             row full8 full int8 ring --compress int8
