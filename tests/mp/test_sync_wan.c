@@ -3,7 +3,8 @@
  *   streaming:H:1:0 is diloco:H, bit for bit
  *   streaming:H:F:T takes each fragment's outer step at its own phase,
  *     lands it T steps later mixed half and half with the local values,
- *     and leaves one model on every rank at the end
+ *     and leaves one model on every rank at the end, with no more syncs
+ *     than it needs
  *   hier:full/diloco:H (fp32, int8, PowerSGD): every rank the same bits
  *     after each outer step; each rank sends across clusters its slice
  *     only (PowerSGD: rank 0 of a cluster all of it), the wan bytes
@@ -287,4 +288,84 @@ TEST(full_sync_compressed_same_bits)
     const char *specs[] = { "fp16", "bf16", "int8", "int4", "topk:0.05", "powersgd:2" };
     for (int i = 0; i < 6; i++)
         CHECK(mp_run(3, 30, full_body, (void *)specs[i]) == 0);
+}
+
+/* The end of a streaming run (outer_finish): streaming:6:3:T has its
+ * fragments' outer steps at 2, 4 and 0 mod 6, so after 8 steps fragment
+ * 0's reduction taken at step 8 is still in flight and fragments 1 and 2
+ * have moved since theirs. The fragment taken at the last step lands as
+ * the blocking step (no second reduction of it), the other two take their
+ * last outer step in one reduction: one sync of each fragment per start
+ * (fp32, exactly), and one model on every rank; the same over 2 clusters
+ * of 2 (hier) in fp32, int4 and PowerSGD (one reduction a fragment there,
+ * its warm start kept). */
+typedef struct {
+    const char *sync, *compress;
+    int L; /* ranks a cluster; 1: flat */
+} finish_case;
+
+static void finish_body(weft_comm *c, void *arg)
+{
+    const finish_case *k = arg;
+    int r = weft_comm_rank(c);
+    size_t n;
+    weft_model *m = make_model("mlp:64-32-2", &n);
+    weft_sync *s = NULL;
+    weft_sync_config sc;
+    CHECK(weft_sync_parse(k->sync, &sc) == 0 && sc.fragments == 3);
+    if (k->compress[0]) {
+        CHECK(weft_compress_parse(k->compress, &sc.compress) == 0);
+        sc.compressed = 1;
+    }
+    CHECK(weft_sync_create(&s, c, m, &sc) == 0);
+    if (!s)
+        return;
+    for (long t = 1; t <= 8; t++) {
+        inner_step(m, r / k->L, t);
+        CHECK(weft_sync_after_step(s) == 0);
+    }
+    CHECK(weft_sync_finish(s) == 0);
+    float *x = weft_model_params(m, &n);
+    CHECKF(same_everywhere(c, x, n), "%s %s: the ranks end with different models", k->sync,
+           k->compress);
+    uint64_t across = 0, inside = 0;
+    weft_sync_bytes_split(s, &across, &inside);
+    if (!k->compress[0]) {
+        /* fragment 0 at 2 and 8, fragments 1 and 2 at 4 and 6 and at the
+         * end: two syncs each, this rank's part of every fragment */
+        size_t want = 0;
+        for (int f = 0; f < 3; f++) {
+            size_t len = n * (size_t)(f + 1) / 3 - n * (size_t)f / 3;
+            size_t slice = (len + (size_t)k->L - 1) / (size_t)k->L, lo = slice * (size_t)(r % k->L);
+            want += 2 * (lo >= len ? 0 : len - lo < slice ? len - lo : slice);
+        }
+        CHECKF(across == want * sizeof(float), "%s: rank %d sent %llu across, want %zu", k->sync,
+               r, (unsigned long long)across, want * sizeof(float));
+    } else {
+        /* PowerSGD: rank 0 of the cluster carries the whole fragment */
+        int leader_only = strncmp(k->compress, "powersgd", 8) == 0 && r % k->L;
+        CHECKF(leader_only ? across == 0 : across > 0, "%s %s: rank %d sent %llu", k->sync,
+               k->compress, r, (unsigned long long)across);
+    }
+    weft_sync_destroy(s);
+    weft_model_destroy(m);
+}
+
+TEST(streaming_finish_flat)
+{
+    static const finish_case k = { "streaming:6:3:2", "", 1 };
+    CHECK(mp_run(2, 30, finish_body, (void *)&k) == 0);
+}
+
+TEST(streaming_finish_hier)
+{
+    static const finish_case ks[] = {
+        { "hier:full/streaming:6:3:1", "", 2 },
+        { "hier:full/streaming:6:3:2", "int4", 2 },
+        { "hier:full/streaming:6:3:2", "powersgd:2", 2 },
+    };
+    mp_ranks_per_cluster = 2;
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
+        CHECK(mp_run(4, 60, finish_body, (void *)&ks[i]) == 0);
+    mp_ranks_per_cluster = 0;
 }
