@@ -2,9 +2,13 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "core/log.h"
 #include "core/param.h"
+#include "train/mm_choose.h"
 #include "train/peak.h"
 #include "weft.h"
 
@@ -17,6 +21,13 @@ struct mm_ctx {
     int threads;
     pool *pl;
     mmp *port;
+    /* MM_AUTO: the peak probe's kernel runs until the model's own products
+     * have been seen (rec) and timed (train_mm_settle) */
+    int deciding;
+    uint64_t key;
+    mm_shapes *rec;
+    mm_choice choice;
+    int chosen;   /* choice is filled */
 };
 
 int train_mm_default_threads(void)
@@ -44,12 +55,14 @@ int train_mm_create(mm_ctx **out, int threads, int backend)
         return WEFT_EINVAL;
     if (threads <= 0 && (threads = train_mm_default_threads()) < 0)
         return threads;
+    int deciding = 0;
 #ifndef WEFT_HAVE_OPENBLAS
     if (backend == MM_OPENBLAS)
         return WEFT_ENOTSUP;
     backend = MM_PORTABLE;
 #else
     if (backend == MM_AUTO) {
+        deciding = 1;
         /* never silently the slower one: Debian's OpenBLAS may run a
          * kernel older than the CPU (train/peak.c warns and says why) */
         train_peak pk;
@@ -64,6 +77,7 @@ int train_mm_create(mm_ctx **out, int threads, int backend)
         return WEFT_ENOMEM;
     c->backend = backend;
     c->threads = threads;
+    c->deciding = deciding;
     /* the pool also runs attention, so OpenBLAS models get one too */
     int rc = train_pool_create(&c->pl, threads);
     if (rc == 0)   /* OpenBLAS models use it for bf16 */
@@ -88,6 +102,7 @@ void train_mm_destroy(mm_ctx *c)
         return;
     train_pool_destroy(c->pl);
     train_mmp_destroy(c->port);
+    free(c->rec);
     free(c);
 }
 
@@ -124,12 +139,12 @@ mmp *train_mm_portable(mm_ctx *c)
     return c ? c->port : NULL;
 }
 
-void train_mm_gemm(mm_ctx *c, int ta, int tb, int M, int N, int K,
-                   const float *A, int lda, const float *B, int ldb,
-                   float beta, float *C, int ldc)
+static void gemm_on(mm_ctx *c, int backend, int ta, int tb, int M, int N, int K,
+                    const float *A, int lda, const float *B, int ldb,
+                    float beta, float *C, int ldc)
 {
 #ifdef WEFT_HAVE_OPENBLAS
-    if (c->backend == MM_OPENBLAS) {
+    if (backend == MM_OPENBLAS) {
         /* OpenBLAS's count is per process: another model (or the peak
          * probe) may have changed it since this one was made */
         if (openblas_get_num_threads() != c->threads)
@@ -142,6 +157,15 @@ void train_mm_gemm(mm_ctx *c, int ta, int tb, int M, int N, int K,
     train_mmp_gemm(c->port, c->pl, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
 
+void train_mm_gemm(mm_ctx *c, int ta, int tb, int M, int N, int K,
+                   const float *A, int lda, const float *B, int ldb,
+                   float beta, float *C, int ldc)
+{
+    if (c->rec)
+        train_mm_shapes_add(c->rec, ta, tb, M, N, K, beta != 0.0f);
+    gemm_on(c, c->backend, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+
 void train_mm_gemm_bf16(mm_ctx *c, int ta, int tb, int M, int N, int K,
                         const uint16_t *A, int lda, const uint16_t *B, int ldb,
                         float beta, float *C, int ldc)
@@ -149,4 +173,127 @@ void train_mm_gemm_bf16(mm_ctx *c, int ta, int tb, int M, int N, int K,
     /* Always the portable kernel, which widens bf16 while packing: Debian's
      * OpenBLAS declares cblas_sbgemm but is built without it. */
     train_mmp_gemm_bf16(c->port, c->pl, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+
+/* "portable avx2, openblas Zen, 2 threads": what a cached choice was
+ * measured with, so another ISA cap, OpenBLAS core or thread count is
+ * measured again. */
+static void kernels_of(const mm_ctx *c, char *buf, size_t cap)
+{
+    const char *core = train_mm_blas_core();
+    snprintf(buf, cap, "portable %s, openblas %s, %d threads", train_mmp_isa(c->port),
+             core ? core : "-", c->threads);
+}
+
+static void announce(const mm_ctx *c)
+{
+    char text[512];
+    train_mm_choice_text(&c->choice, text, sizeof text);
+    log_msg(log_level_from_env(), LOG_INFO, 0, "matmul auto: %s", text);
+}
+
+void train_mm_begin(mm_ctx *c, uint64_t key)
+{
+    if (!c || !c->deciding || c->rec)
+        return;
+    char kern[128];
+    kernels_of(c, kern, sizeof kern);
+    if (train_mm_choice_load(key, kern, &c->choice) == 0) {
+        c->backend = c->choice.backend;
+        c->chosen = 1;
+        c->deciding = 0;
+        announce(c);
+        return;
+    }
+    c->key = key;
+    if (!(c->rec = calloc(1, sizeof *c->rec)))
+        c->deciding = 0;   /* keeps the probe's kernel */
+}
+
+static double mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* A timed product is at most this many FLOPs (its largest side halved
+ * until it is), so that a large model's choice stays well under a second;
+ * its time is scaled back up to the full shape's. */
+#define MM_TIME_FLOPS 0.6e9
+
+typedef struct {
+    mm_ctx *c;
+    float *a, *b, *o;
+} timer_arg;
+
+static void capped(const mm_shape *s, int *M, int *N, int *K)
+{
+    *M = s->M;
+    *N = s->N;
+    *K = s->K;
+    while (2.0 * *M * *N * *K > MM_TIME_FLOPS) {
+        int *big = *M >= *N && *M >= *K ? M : *N >= *K ? N : K;
+        *big = (*big + 1) / 2;
+    }
+}
+
+static double time_shape(void *arg, int backend, const mm_shape *s)
+{
+    timer_arg *t = arg;
+    int M, N, K;
+    capped(s, &M, &N, &K);
+    double t0 = mono();
+    gemm_on(t->c, backend, s->ta, s->tb, M, N, K, t->a, s->ta ? M : K, t->b, s->tb ? K : N,
+            s->acc ? 1.0f : 0.0f, t->o, N);
+    double dt = mono() - t0;
+    return dt * ((double)s->M * s->N * s->K) / ((double)M * N * K);
+}
+
+void train_mm_settle(mm_ctx *c)
+{
+    if (!c || !c->deciding || !c->rec || c->rec->n == 0)
+        return;
+    mm_shapes *t = c->rec;
+    c->rec = NULL;
+    c->deciding = 0;
+    size_t most = 1;
+    double distinct = 0.0;
+    for (int i = 0; i < t->n; i++) {
+        int M, N, K;
+        capped(&t->s[i], &M, &N, &K);
+        size_t sz[3] = { (size_t)M * K, (size_t)K * N, (size_t)M * N };
+        for (int j = 0; j < 3; j++)
+            most = sz[j] > most ? sz[j] : most;
+        distinct += 2.0 * M * N * K;
+    }
+    timer_arg ta = { c, malloc(most * sizeof(float)), malloc(most * sizeof(float)),
+                     calloc(most, sizeof(float)) };
+    if (ta.a && ta.b && ta.o) {
+        for (size_t i = 0; i < most; i++) {
+            ta.a[i] = (float)(i % 17) * 0.01f;
+            ta.b[i] = (float)(i % 13) * 0.01f;
+        }
+        /* three runs of each where that is cheap, two for big models */
+        int reps = distinct > 1e9 ? 2 : 3;
+        double t0 = mono();
+        train_mm_choose(t, MM_AUTO, train_mm_blas_core() != NULL, reps, time_shape, &ta,
+                        &c->choice);
+        char kern[128];
+        kernels_of(c, kern, sizeof kern);
+        c->choice.took_s = mono() - t0;
+        (void)train_mm_choice_store(c->key, kern, &c->choice);
+        c->backend = c->choice.backend;
+        c->chosen = 1;
+        announce(c);
+    }
+    free(ta.a);
+    free(ta.b);
+    free(ta.o);
+    free(t);
+}
+
+const mm_choice *train_mm_choice(const mm_ctx *c)
+{
+    return c && c->chosen ? &c->choice : NULL;
 }

@@ -539,6 +539,31 @@ int weft_model_chunk_io(const weft_model *m, int chunk, int batch, int seq, size
     return 0;
 }
 
+static uint64_t fnv(uint64_t h, int64_t v)
+{
+    for (int i = 0; i < 8; i++, v >>= 8)
+        h = (h ^ (uint64_t)(v & 0xff)) * 1099511628211ull;
+    return h;
+}
+
+/* Everything that decides the shapes of this model's matrix products for
+ * a batch (train_mm_begin): the config, the batch, this rank's part of
+ * the model and of its tensors. */
+static uint64_t mm_key(const weft_model *m, int batch, int T)
+{
+    const weft_model_config *c = &m->cfg;
+    uint64_t h = 14695981039346656037ull;
+    int64_t f[] = { c->type, c->n_widths, c->vocab, c->ctx, c->n_layer, c->n_head, c->d_model,
+                    batch, T, m->tp_size, m->seqpar, m->nchunk, m->split, m->recompute };
+    for (size_t i = 0; i < sizeof f / sizeof *f; i++)
+        h = fnv(h, f[i]);
+    for (int i = 0; i < c->n_widths && i < WEFT_MLP_MAX_WIDTHS; i++)
+        h = fnv(h, c->widths[i]);
+    for (int k = 0; k < m->nchunk; k++)
+        h = fnv(fnv(h, m->chunk[k].first), m->chunk[k].last);
+    return h;
+}
+
 int weft_model_chunk_forward(weft_model *m, int chunk, int slot, const void *inputs,
                              const int32_t *targets, int batch, int seq, float *loss)
 {
@@ -574,6 +599,7 @@ int weft_model_chunk_forward(weft_model *m, int chunk, int slot, const void *inp
     s->T = T;
     s->rows = (int)rows;
     s->cols = !last ? 0 : tpv ? train_tp_vocab_rows(m) : ncls;
+    train_mm_begin(m->mm, mm_key(m, batch, T));
     rc = gpt ? train_gpt_forward(m, inputs, batch, T) : train_mlp_forward(m, inputs, batch);
     if (rc)
         return rc;
@@ -624,6 +650,8 @@ int weft_model_chunk_backward(weft_model *m, int chunk, int slot, const float *d
     int rc = m->cfg.type == WEFT_MODEL_GPT ? train_gpt_backward(m, dout, part)
                                            : train_mlp_backward(m, dout, part);
     m->announce = 1;
+    if (part != WEFT_BACKWARD_INPUT)   /* the step's products have all run */
+        train_mm_settle(m->mm);
     /* the backward pass overwrites the probabilities */
     s->ready = 0;
     s->input_done = part == WEFT_BACKWARD_INPUT;

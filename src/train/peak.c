@@ -221,8 +221,7 @@ static void host_name(char *buf, size_t cap)
             *s = '_';
 }
 
-/* The cache files to try, in order: WEFT_PEAK_FILE alone when set. */
-static int cache_paths(char paths[2][300], int *n)
+int train_peak_cache_paths(const char *stem, char paths[2][300], int *n)
 {
     const char *f;
     int rc = param_read_str(PARAM_peak_file, &f, NULL, 0);
@@ -230,19 +229,22 @@ static int cache_paths(char paths[2][300], int *n)
         return rc;
     *n = 0;
     if (f && *f) {
-        snprintf(paths[(*n)++], sizeof paths[0], "%s", f);
+        if (strcmp(stem, "peak") == 0)
+            snprintf(paths[(*n)++], sizeof paths[0], "%s", f);
+        else
+            snprintf(paths[(*n)++], sizeof paths[0], "%.280s.%s", f, stem);
         return 0;
     }
     char host[64];
     host_name(host, sizeof host);
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     if (xdg && *xdg)
-        snprintf(paths[(*n)++], sizeof paths[0], "%s/weft/peak-%s", xdg, host);
+        snprintf(paths[(*n)++], sizeof paths[0], "%.200s/weft/%s-%s", xdg, stem, host);
     else if (home && *home)
-        snprintf(paths[(*n)++], sizeof paths[0], "%s/.cache/weft/peak-%s", home, host);
+        snprintf(paths[(*n)++], sizeof paths[0], "%.200s/.cache/weft/%s-%s", home, stem, host);
     const char *tmp = getenv("TMPDIR");
-    snprintf(paths[(*n)++], sizeof paths[0], "%s/weft-peak-%ld-%s", tmp && *tmp ? tmp : "/tmp",
-             (long)getuid(), host);
+    snprintf(paths[(*n)++], sizeof paths[0], "%.200s/weft-%s-%ld-%s", tmp && *tmp ? tmp : "/tmp",
+             stem, (long)getuid(), host);
     return 0;
 }
 
@@ -288,7 +290,7 @@ static int cache_read(const char *path, train_peak *p)
     return ok ? 0 : -1;
 }
 
-static int mkdirs(const char *path)
+int train_peak_mkdirs(const char *path)
 {
     char d[300];
     snprintf(d, sizeof d, "%.299s", path);
@@ -304,7 +306,7 @@ static int mkdirs(const char *path)
 
 static int cache_write(const char *path, const train_peak *p)
 {
-    if (mkdirs(path) != 0)
+    if (train_peak_mkdirs(path) != 0)
         return -1;
     char tmp[320], pn[32], bn[48];
     snprintf(tmp, sizeof tmp, "%.290s.%ld", path, (long)getpid());
@@ -360,7 +362,7 @@ int train_peak_get(train_peak *p)
     char paths[2][300], pn[32], bn[48];
     int n, rc;
     if ((rc = param_read_dbl(PARAM_peak_gflops, &given, NULL, 0)) ||
-        (rc = cache_paths(paths, &n)) || (rc = current_names(pn, sizeof pn, bn, sizeof bn)))
+        (rc = train_peak_cache_paths("peak", paths, &n)) || (rc = current_names(pn, sizeof pn, bn, sizeof bn)))
         return rc;
     int found = 0;
     for (int i = 0; i < n && !found; i++) {

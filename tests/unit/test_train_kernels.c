@@ -4,7 +4,8 @@
  * beta 0 and 1, one and two threads; the blockwise attention against a
  * naive one that materialises the T x T matrix; the fused bias + GELU
  * against the two passes it replaces; the FLOP count against the model's
- * own parameter count; the peak's override and per-host cache. */
+ * own parameter count; the peak's override and per-host cache; auto's
+ * choice on a model's own products (fake timers) and its cache. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,8 @@
 #include "train/flops.h"
 #include "train/layers.h"
 #include "train/matmul.h"
+#include "train/mm_choose.h"
+#include "train/model.h"
 #include "train/peak.h"
 #include "weft.h"
 
@@ -299,6 +302,157 @@ TEST(peak_cache)
     CHECK(train_mm_create(&c, 1, MM_AUTO) == 0);
     CHECK(strcmp(train_mm_name(c), a.best == MM_OPENBLAS ? "openblas" : "portable") == 0);
     train_mm_destroy(c);
+    unlink(path);
+    unsetenv("WEFT_PEAK_FILE");
+}
+
+/* Seconds per run from a table (shape index x kernel), counting calls. */
+typedef struct {
+    double t[4][2];
+    const mm_shapes *sh;
+    int calls, seen[4][2];
+} fake_timer;
+
+static double fake_time(void *arg, int backend, const mm_shape *s)
+{
+    fake_timer *f = arg;
+    f->calls++;
+    int i = (int)(s - f->sh->s), o = backend == MM_OPENBLAS;
+    /* a slow first run of each, as a cold cache gives: best-of drops it */
+    double slow = f->seen[i][o]++ ? 1.0 : 10.0;
+    return slow * f->t[i][o];
+}
+
+TEST(mm_choose_fake)
+{
+    mm_shapes sh = { 0 };
+    train_mm_shapes_add(&sh, 0, 1, 64, 96, 32, 0);
+    train_mm_shapes_add(&sh, 1, 0, 96, 32, 64, 1);
+    for (int i = 0; i < 3; i++)
+        train_mm_shapes_add(&sh, 1, 0, 96, 32, 64, 1);
+    train_mm_shapes_add(&sh, 0, 1, 64, 96, 32, 1);   /* beta differs: another shape */
+    CHECK(sh.n == 3 && sh.s[0].count == 1 && sh.s[1].count == 4 && sh.s[2].count == 1);
+    CHECK(train_mm_shapes_flops(&sh) == 6 * 2.0 * 64 * 96 * 32);
+    /* per run the portable kernel wins two shapes of three, but OpenBLAS
+     * wins the one a step runs four times: the step total decides */
+    fake_timer f = { { { 1.0, 2.0 }, { 2.0, 1.0 }, { 1.0, 1.5 } }, &sh, 0, { { 0 } } };
+    mm_choice c;
+    train_mm_choose(&sh, MM_AUTO, 1, 3, fake_time, &f, &c);
+    CHECK(f.calls == 3 * 2 * 3);
+    CHECKF(c.backend == MM_OPENBLAS && c.port_s == 1 + 8 + 1 && c.blas_s == 2 + 4 + 1.5,
+           "%d %g %g", c.backend, c.port_s, c.blas_s);
+    CHECK(c.split_s == 1 + 4 + 1 && c.shapes == 3);
+    f.t[1][1] = 2.5;   /* now portable: 10 against 13.5 */
+    f.calls = 0;
+    train_mm_choose(&sh, MM_AUTO, 1, 2, fake_time, &f, &c);
+    CHECK(c.backend == MM_PORTABLE && f.calls == 2 * 2 * 3);
+    f.t[1][1] = 2.0;   /* a tie goes to the portable kernel */
+    f.t[0][1] = f.t[2][1] = 1.0;
+    f.calls = 0;
+    train_mm_choose(&sh, MM_AUTO, 1, 2, fake_time, &f, &c);
+    CHECKF(c.backend == MM_PORTABLE && c.port_s == c.blas_s, "%g %g", c.port_s, c.blas_s);
+    /* told (WEFT_MATMUL, weft_model_set_matmul), or only one kernel: untimed */
+    f.calls = 0;
+    train_mm_choose(&sh, MM_OPENBLAS, 1, 3, fake_time, &f, &c);
+    CHECK(c.backend == MM_OPENBLAS && f.calls == 0);
+    train_mm_choose(&sh, MM_PORTABLE, 1, 3, fake_time, &f, &c);
+    CHECK(c.backend == MM_PORTABLE && f.calls == 0);
+    train_mm_choose(&sh, MM_AUTO, 0, 3, fake_time, &f, &c);
+    CHECK(c.backend == MM_PORTABLE && f.calls == 0);
+}
+
+/* A peak cache line naming this process's kernels, so an auto model
+ * does not run the peak probe. */
+static void fake_peak(const char *path)
+{
+    mm_ctx *c;
+    char pn[32], bn[48];
+    CHECK(train_mm_create(&c, 1, MM_PORTABLE) == 0);
+    train_mm_describe(c, pn, sizeof pn);
+    train_mm_destroy(c);
+    const char *core = train_mm_blas_core();
+    snprintf(bn, sizeof bn, "%s%s", core ? "openblas_" : "-", core ? core : "");
+    for (char *s = pn; *s; s++)
+        *s = *s == ' ' ? '_' : *s;
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    fprintf(f, "v2 port=50 blas=%d port_mix=50 blas_mix=%d port_kernel=%s blas_kernel=%s\n",
+            core ? 60 : 0, core ? 60 : 0, pn, bn);
+    fclose(f);
+}
+
+static const mm_choice *one_step(weft_model *m, int B)
+{
+    int32_t tok[4 * 16], nxt[4 * 16];
+    for (int i = 0; i < B * 16; i++) {
+        tok[i] = (i * 7) % 30;
+        nxt[i] = (i * 11 + 3) % 30;
+    }
+    CHECK(weft_model_forward(m, tok, nxt, B, 16, NULL) == 0);
+    CHECK(weft_model_backward(m) == 0);
+    return train_mm_choice(m->mm);
+}
+
+TEST(mm_choice_cache)
+{
+    char path[64], mpath[80];
+    snprintf(path, sizeof path, "/tmp/weft-test-mmc-%ld", (long)getpid());
+    snprintf(mpath, sizeof mpath, "%s.matmul", path);
+    unlink(mpath);
+    setenv("WEFT_PEAK_FILE", path, 1);
+    unsetenv("WEFT_MATMUL");
+    fake_peak(path);
+    /* the store and load round trip, by key and kernels */
+    mm_choice a = { .backend = MM_OPENBLAS, .port_s = 2e-3, .blas_s = 1.5e-3, .split_s = 1.4e-3,
+                    .flops = 3.25e7, .shapes = 7 }, b;
+    CHECK(train_mm_choice_load(42, "k one", &b) == -1);
+    CHECK(train_mm_choice_store(42, "k one", &a) == 0 && strstr(a.source, mpath));
+    a.backend = MM_PORTABLE;
+    CHECK(train_mm_choice_store(43, "k one", &a) == 0);
+    CHECK(train_mm_choice_load(42, "k one", &b) == 0);
+    CHECKF(b.backend == MM_OPENBLAS && fabs(b.port_s - 2e-3) < 1e-9 && b.shapes == 7 &&
+               fabs(b.flops - 3.25e7) < 1.0 && strstr(b.source, "kept in"), "%s", b.source);
+    CHECK(train_mm_choice_load(43, "k one", &b) == 0 && b.backend == MM_PORTABLE);
+    CHECK(train_mm_choice_load(42, "k two", &b) == -1);
+    /* a store replaces its key's line */
+    a.backend = MM_PORTABLE;
+    CHECK(train_mm_choice_store(42, "k one", &a) == 0);
+    CHECK(train_mm_choice_load(42, "k one", &b) == 0 && b.backend == MM_PORTABLE);
+    unlink(mpath);
+
+    weft_model_config cfg;
+    CHECK(weft_model_config_parse("gpt:vocab=30,ctx=16,layers=1,heads=2,dim=32", &cfg) == 0);
+    weft_model *m, *m2, *m3;
+    CHECK(weft_model_create(&m, &cfg, 1) == 0 && weft_model_set_threads(m, 1) == 0);
+    const mm_choice *c = one_step(m, 2);
+    if (train_mm_blas_core()) {
+        /* every linear layer's three products, the logits' too */
+        CHECKF(c && strstr(c->source, "measured now") && c->shapes >= 8, "%s",
+               c ? c->source : "none");
+        CHECK(strcmp(weft_model_matmul_name(m), c->backend == MM_OPENBLAS ? "openblas"
+                                                                          : "portable") == 0);
+        /* the same model and batch takes the file's choice at its first forward */
+        CHECK(weft_model_create(&m2, &cfg, 1) == 0 && weft_model_set_threads(m2, 1) == 0);
+        const mm_choice *c2 = one_step(m2, 2);
+        CHECKF(c2 && strstr(c2->source, "kept in") && c2->backend == c->backend, "%s",
+               c2 ? c2->source : "none");
+        weft_model_destroy(m2);
+        /* another batch is another signature */
+        CHECK(weft_model_create(&m2, &cfg, 1) == 0 && weft_model_set_threads(m2, 1) == 0);
+        c2 = one_step(m2, 4);
+        CHECKF(c2 && strstr(c2->source, "measured now"), "%s", c2 ? c2->source : "none");
+        weft_model_destroy(m2);
+    } else {
+        CHECK(c == NULL && strcmp(weft_model_matmul_name(m), "portable") == 0);
+    }
+    /* WEFT_MATMUL is taken as told, untimed */
+    setenv("WEFT_MATMUL", "portable", 1);
+    CHECK(weft_model_create(&m3, &cfg, 1) == 0);
+    CHECK(one_step(m3, 2) == NULL && strcmp(weft_model_matmul_name(m3), "portable") == 0);
+    weft_model_destroy(m3);
+    unsetenv("WEFT_MATMUL");
+    weft_model_destroy(m);
+    unlink(mpath);
     unlink(path);
     unsetenv("WEFT_PEAK_FILE");
 }

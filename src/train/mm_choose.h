@@ -1,0 +1,65 @@
+/* MM_AUTO's choice between the matmul kernels on a model's own products:
+ * the shapes (transposes, M, N, K, accumulate or not) a training step
+ * runs, each with how often a step runs it, are timed on each candidate
+ * kernel, and the kernel with the smaller step total is taken. The probe
+ * of train/peak.h runs four fixed width-512 shapes, which can rank the
+ * kernels the other way round from a real step. The choice is kept per
+ * host and model signature in a text file next to the peak's. */
+#ifndef TRAIN_MM_CHOOSE_H
+#define TRAIN_MM_CHOOSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum { MM_SHAPES_MAX = 48 };
+
+typedef struct {
+    int ta, tb, M, N, K, acc;   /* acc: beta 1 (weight gradients) */
+    double count;               /* runs per step */
+} mm_shape;
+
+typedef struct {
+    mm_shape s[MM_SHAPES_MAX];
+    int n;
+    int over;   /* shapes that did not fit (counted, not timed) */
+} mm_shapes;
+
+/* Counts one run of a shape (a new one takes the next free entry). */
+void train_mm_shapes_add(mm_shapes *t, int ta, int tb, int M, int N, int K, int acc);
+double train_mm_shapes_flops(const mm_shapes *t);
+
+/* Seconds of one run of shape s on backend (MM_PORTABLE, MM_OPENBLAS). */
+typedef double (*mm_timer_fn)(void *arg, int backend, const mm_shape *s);
+
+typedef struct {
+    int backend;                  /* the choice */
+    double port_s, blas_s;        /* a step's products on each (0: not timed) */
+    double split_s;               /* each shape on its faster kernel */
+    double flops;                 /* a step's products' FLOPs */
+    int shapes;
+    double took_s;                /* the timing's cost (0: not timed now) */
+    char source[320];             /* "measured now", "kept in FILE", "WEFT_MATMUL", ... */
+} mm_choice;
+
+/* forced MM_PORTABLE or MM_OPENBLAS is taken untimed (WEFT_MATMUL, or a
+ * model told which); without OpenBLAS the portable kernel, untimed. Else
+ * each shape is timed reps times on each kernel, the runs interleaved and
+ * the best kept (other processes only ever slow a run down), weighted by
+ * its count; ties go to the portable kernel. */
+void train_mm_choose(const mm_shapes *t, int forced, int have_blas, int reps,
+                     mm_timer_fn fn, void *arg, mm_choice *out);
+
+/* The per-host cache (train_peak_cache_paths, stem "matmul"), keyed by a
+ * model signature and the kernels' names ("portable avx2 + openblas Zen"):
+ * 0 and *out filled when a line matches, -1 otherwise; store returns 0
+ * when a file took the line. Other keys' lines are kept (the most recent
+ * MM_CACHE_LINES). */
+enum { MM_CACHE_LINES = 64 };
+int train_mm_choice_load(uint64_t key, const char *kernels, mm_choice *out);
+int train_mm_choice_store(uint64_t key, const char *kernels, mm_choice *c);
+
+/* One line for logs: "openblas (71.2 GFLOP/s on this model's 15 products)
+ * over portable (66.0), measured now". */
+void train_mm_choice_text(const mm_choice *c, char *buf, size_t cap);
+
+#endif
