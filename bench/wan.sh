@@ -21,6 +21,8 @@
 #                      BATCH=1024, ROWS="full full8 fullh diloco hier hier8
 #                      hier4 stream stream4")
 # The whole sweep: CLUSTERS="2 4" DELAYS="10 50 200" MODELS="mlp gpt".
+# DARGS: more weft-train arguments for the DiLoCo rows only (e.g. DARGS="--lr
+# 8e-3", the inner learning rate; full sync keeps its own).
 # mlpbig (mlp:784-1024-1024-10) has compute enough per step to hide an
 # outer all-reduce: MODELS=mlpbig ROWS="hier4 stream4" for utilisation.
 # The full sync rows set the bytes ratio's reference (without them: none).
@@ -83,12 +85,12 @@ for m in $MODELS; do
             row full full - ring
             row full8 full int8 ring --compress int8
             row fullh full-hier - hier
-            row diloco diloco - auto --sync diloco:$H
-            row hier hier - auto --sync hier:full/diloco:$H
-            row hier8 hier int8 auto --sync hier:full/diloco:$H --compress int8
-            row hier4 hier int4 auto --sync hier:full/diloco:$H --compress int4
-            row stream stream - auto --sync hier:full/streaming:$H:$F:$T
-            row stream4 stream int4 auto --sync hier:full/streaming:$H:$F:$T --compress int4
+            row diloco diloco - auto --sync diloco:$H $DARGS
+            row hier hier - auto --sync hier:full/diloco:$H $DARGS
+            row hier8 hier int8 auto --sync hier:full/diloco:$H --compress int8 $DARGS
+            row hier4 hier int4 auto --sync hier:full/diloco:$H --compress int4 $DARGS
+            row stream stream - auto --sync hier:full/streaming:$H:$F:$T $DARGS
+            row stream4 stream int4 auto --sync hier:full/streaming:$H:$F:$T --compress int4 $DARGS
         done
     done
 done

@@ -194,11 +194,12 @@ int main(int argc, char **argv)
             rc = forward_backward(&t, &b, &st);
         if (rc == 0)
             rc = sync_launch(&t.sync, &st);
-        /* While full sync reduces the gradients, the next batch: the one
+        /* While full sync (or hier's inside a cluster) reduces the
+         * gradients, the next batch: the one
          * piece of the next step that does not depend on them. Not before
          * a checkpoint, which records the loader's place. */
         int saving = o.save[0] && o.save_every > 0 && (step + 1) % o.save_every == 0;
-        if (rc == 0 && t.sync.shared && step + 1 < t.end && !saving) {
+        if (rc == 0 && (t.sync.shared || t.sync.prefetch) && step + 1 < t.end && !saving) {
             load_batch(&t, &b, step + 1);
             prefetched = 1;
         }

@@ -174,6 +174,7 @@ struct train_sync {
     struct sync_churn *churn; /* --elastic diloco and hier: an outer step that outlives a
                                * cluster (churn.h) */
     int shared;      /* z spans the job: saving is collective, the loader overlaps */
+    int prefetch;    /* z spans a cluster: the loader overlaps its reduction too */
     size_t nparams;
     float metrics[2]; /* full sync: the job's loss and correct count, in flight */
     weft_request *mreq;
