@@ -12,6 +12,12 @@
  * the rate achieved and the model-FLOPs utilisation against threads x one
  * thread's measured matmul peak (train/peak.h; WEFT_PEAK_GFLOPS sets it).
  * --per-step also prints each timed step's milliseconds and MFU.
+ * --phases 1 also prints each phase's (zero_grad, forward, backward,
+ * optimiser) milliseconds per timed step, wall and process CPU: CPU over
+ * wall is how many threads a phase kept busy, whatever else the machine
+ * runs. With --matmul auto (the default) the kernel chosen on the
+ * model's own products and both kernels' rates are printed before the
+ * result line.
  *
  * --gemm 1 instead times, on one thread, the matrix products of one step
  * of the GPT given (every linear layer's forward, input gradient and
@@ -27,6 +33,7 @@
 
 #include "train/flops.h"
 #include "train/matmul.h"
+#include "train/model.h"
 #include "train/peak.h"
 #include "weft.h"
 
@@ -35,6 +42,27 @@ static double now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double cpu_now(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+enum { PH_ZERO, PH_FWD, PH_BWD, PH_OPT, PHASES };
+
+/* Adds the wall, process CPU and calling thread's CPU time since the
+ * last mark to phase ph. */
+static void phase_mark(double acc[PHASES][3], int ph, double mark[3])
+{
+    double t[3] = { now(), cpu_now(CLOCK_PROCESS_CPUTIME_ID), cpu_now(CLOCK_THREAD_CPUTIME_ID) };
+    for (int i = 0; i < 3; i++) {
+        if (ph >= 0)
+            acc[ph][i] += t[i] - mark[i];
+        mark[i] = t[i];
+    }
 }
 
 /* One matrix product of a step: C[M,N] = op(A) op(B), K deep, done
@@ -155,7 +183,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: weft-enginebench [--model SPEC] [--batch N] [--steps N] [--warmup N]\n"
                     "         [--matmul openblas|portable] [--threads N] [--prec fp32|bf16]\n"
-                    "         [--optim sgd|adamw] [--seq N] [--per-step 0|1]\n"
+                    "         [--optim sgd|adamw] [--seq N] [--per-step 0|1] [--phases 0|1]\n"
                     "         [--gemm ROUNDS] [--probe 1]\n");
     exit(2);
 }
@@ -164,7 +192,7 @@ int main(int argc, char **argv)
 {
     const char *spec = "mlp:784-512-512-10", *matmul = NULL, *prec = "fp32", *optim = "sgd";
     int batch = 256, steps = 100, warmup = 5, threads = 0, seq = 0, per_step = 0;
-    int gemm = 0, probe = 0;
+    int gemm = 0, probe = 0, phases = 0;
     for (int i = 1; i < argc; i++) {
         if (i + 1 >= argc)
             usage();
@@ -181,6 +209,7 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--per-step")) per_step = atoi(v);
         else if (!strcmp(k, "--gemm")) gemm = atoi(v);
         else if (!strcmp(k, "--probe")) probe = atoi(v);
+        else if (!strcmp(k, "--phases")) phases = atoi(v);
         else usage();
     }
     weft_model_config cfg;
@@ -248,7 +277,7 @@ int main(int argc, char **argv)
     double step_flops = train_model_flops(&cfg, batch, T);
     double peak = pk.gflops * 1e9 * weft_model_threads(m);
     float loss = 0.0f;
-    double t0 = 0.0, ts = 0.0;
+    double t0 = 0.0, ts = 0.0, acc[PHASES][3] = { { 0 } }, mark[3] = { 0 };
     for (int s = 0; s < warmup + steps; s++) {
         if (s == warmup)
             t0 = now();
@@ -259,14 +288,54 @@ int main(int argc, char **argv)
                        100.0 * step_flops / (t - ts) / peak);
             ts = t;
         }
+        int timed = phases && s >= warmup;
+        if (timed)
+            phase_mark(acc, -1, mark);
         weft_model_zero_grad(m);
-        if ((rc = weft_model_forward(m, x[s % NB], y[s % NB], batch, T, &loss)) != 0 ||
-            (rc = weft_model_backward(m)) != 0 || (rc = weft_optim_step(o, p, g, lr)) != 0) {
-            fprintf(stderr, "weft-enginebench: step %d: %s\n", s, weft_strerror(rc));
-            return 1;
-        }
+        if (timed)
+            phase_mark(acc, PH_ZERO, mark);
+        if ((rc = weft_model_forward(m, x[s % NB], y[s % NB], batch, T, &loss)) != 0)
+            break;
+        if (timed)
+            phase_mark(acc, PH_FWD, mark);
+        if ((rc = weft_model_backward(m)) != 0)
+            break;
+        if (timed)
+            phase_mark(acc, PH_BWD, mark);
+        if ((rc = weft_optim_step(o, p, g, lr)) != 0)
+            break;
+        if (timed)
+            phase_mark(acc, PH_OPT, mark);
+    }
+    if (rc) {
+        fprintf(stderr, "weft-enginebench: a step: %s\n", weft_strerror(rc));
+        return 1;
     }
     double dt = now() - t0;
+    const mm_choice *ch = train_mm_choice(m->mm);
+    if (ch) {
+        char text[512];
+        train_mm_choice_text(ch, text, sizeof text);
+        printf("matmul auto: %s\n", text);
+    }
+    if (phases) {
+        static const char *const names[PHASES] = { "zero_grad", "forward", "backward",
+                                                   "optimiser" };
+        /* the calling thread runs every serial part and its share of
+         * each split one, so on idle cores a step takes about its CPU
+         * time: one thread's step CPU over this is the speed-up to expect
+         * from the threads, whatever the load now */
+        double tot[3] = { 0 };
+        printf("phases, ms per step (wall / process CPU / calling thread's CPU):");
+        for (int i = 0; i < PHASES; i++) {
+            printf(" %s %.1f / %.1f / %.1f%s", names[i], 1e3 * acc[i][0] / steps,
+                   1e3 * acc[i][1] / steps, 1e3 * acc[i][2] / steps, i + 1 < PHASES ? "," : "\n");
+            for (int k = 0; k < 3; k++)
+                tot[k] += acc[i][k];
+        }
+        printf("step: %.1f ms wall, %.1f ms CPU, %.1f ms on the calling thread\n",
+               1e3 * tot[0] / steps, 1e3 * tot[1] / steps, 1e3 * tot[2] / steps);
+    }
     printf("weft %s batch %d %s %s matmul %s threads %d: %d steps in %.3f s, loss %.4f, "
            "%.2f GFLOP/step, %.1f GFLOP/s, MFU %.1f%% of %d x %.1f GFLOP/s (%s, %s), "
            "%.1f samples/s\n", spec, batch, optim, prec, weft_model_matmul_name(m),

@@ -724,11 +724,18 @@ int weft_model_grads_ready(weft_model *m, int first, int count)
     return 0;
 }
 
+static void zero_range(void *arg, size_t lo, size_t hi)
+{
+    memset((float *)arg + lo, 0, (hi - lo) * sizeof(float));
+}
+
 int weft_model_zero_grad(weft_model *m)
 {
     if (!m)
         return WEFT_EINVAL;
-    memset(m->grads, 0, m->nparams * sizeof(float));
+    /* a large model's gradients are tens of MB: one thread's memory
+     * bandwidth would be a serial part of every step */
+    train_pool_for(train_mm_pool(m->mm), m->nparams, 16, (size_t)1 << 18, zero_range, m->grads);
     return 0;
 }
 

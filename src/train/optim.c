@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "train/matmul.h"
+#include "train/pool.h"
 #include "weft.h"
 
 /* The update loops are worth vectorising with run-time alias checks,
@@ -19,6 +21,11 @@ struct weft_optim {
     int64_t steps;
     int nstate;
     float *state[2];
+    /* the update's threads (train_mm_default_threads, as a model's), made
+     * at the first update big enough to split; pool_failed: run on the
+     * caller alone */
+    pool *pl;
+    int pool_failed;
 };
 
 void weft_optim_config_default(weft_optim_config *c, weft_optim_kind kind)
@@ -72,6 +79,7 @@ void weft_optim_destroy(weft_optim *o)
         return;
     free(o->state[0]);
     free(o->state[1]);
+    train_pool_destroy(o->pl);
     free(o);
 }
 
@@ -156,18 +164,53 @@ static void adamw_update(const weft_optim_config *c, float *restrict p, const fl
     adamw_loop(p, g, m, v, n, b1, b2, step, decay, bc2s, c->eps);
 }
 
+/* Below this many elements a split costs more than it saves. */
+enum { OPT_PAR_MIN = 1 << 16 };
+
+typedef struct {
+    weft_optim *o;
+    float *p;
+    const float *g;
+    size_t off;
+    float lr;
+    int64_t t;
+} opt_job;
+
+/* Each element's update reads only its own p, g and state, so pieces
+ * give the same bits as one pass (and the plain and AVX2 loops agree). */
+static void opt_range(void *arg, size_t lo, size_t hi)
+{
+    opt_job *j = arg;
+    weft_optim *o = j->o;
+    size_t at = j->off + lo, n = hi - lo;
+    if (o->cfg.kind == WEFT_OPTIM_SGD)
+        sgd_update(&o->cfg, j->p + lo, j->g + lo, o->state[0] + at, n, j->lr, j->t == 1);
+    else
+        adamw_update(&o->cfg, j->p + lo, j->g + lo, o->state[0] + at, o->state[1] + at, n,
+                     j->lr, j->t);
+}
+
+static pool *opt_pool(weft_optim *o, size_t n)
+{
+    if (o->pl || o->pool_failed || n < OPT_PAR_MIN)
+        return o->pl;
+    int th = train_mm_default_threads();
+    if (th <= 1 || train_pool_create(&o->pl, th) != 0) {
+        o->pl = NULL;
+        o->pool_failed = 1;
+    }
+    return o->pl;
+}
+
 int weft_optim_update(weft_optim *o, float *params, const float *grads,
                       size_t lo, size_t n, float lr)
 {
     if (!o || (n && (!params || !grads)) || lo < o->base || lo - o->base > o->n ||
         n > o->n - (lo - o->base))
         return WEFT_EINVAL;
-    size_t off = lo - o->base;
-    int64_t t = o->steps + 1;
-    if (o->cfg.kind == WEFT_OPTIM_SGD)
-        sgd_update(&o->cfg, params, grads, o->state[0] + off, n, lr, t == 1);
-    else
-        adamw_update(&o->cfg, params, grads, o->state[0] + off, o->state[1] + off, n, lr, t);
+    opt_job j = { o, params, grads, lo - o->base, lr, o->steps + 1 };
+    /* pieces of whole cache lines, so two threads never write one */
+    train_pool_for(opt_pool(o, n), n, 16, OPT_PAR_MIN, opt_range, &j);
     return 0;
 }
 

@@ -456,3 +456,38 @@ TEST(mm_choice_cache)
     unlink(path);
     unsetenv("WEFT_PEAK_FILE");
 }
+
+/* The optimiser's update split over threads gives the bits of one pass,
+ * for both rules and a length that is no multiple of anything. */
+TEST(optim_threads_bits)
+{
+    enum { N = 200003 };
+    float *p[2], *g = malloc(N * sizeof(float));
+    weft_rng r;
+    weft_rng_seed(&r, 5);
+    for (int i = 0; i < N; i++)
+        g[i] = frand(&r);
+    for (int kind = 0; kind < 2; kind++) {
+        weft_optim_config oc;
+        weft_optim_config_default(&oc, kind ? WEFT_OPTIM_ADAMW : WEFT_OPTIM_SGD);
+        oc.weight_decay = 0.1f;
+        for (int t = 0; t < 2; t++) {
+            setenv("WEFT_THREADS", t ? "3" : "1", 1);
+            p[t] = malloc(N * sizeof(float));
+            for (int i = 0; i < N; i++)
+                p[t][i] = 0.5f - (float)(i % 101) * 0.01f;
+            weft_optim *o;
+            CHECK(weft_optim_create(&o, &oc, 0, N) == 0);
+            for (int s = 0; s < 3; s++)
+                CHECK(weft_optim_step(o, p[t], g, 1e-2f) == 0);
+            /* a shard's update in pieces too */
+            CHECK(weft_optim_update(o, p[t] + 1000, g + 1000, 1000, N - 2000, 1e-2f) == 0);
+            weft_optim_destroy(o);
+        }
+        CHECKF(memcmp(p[0], p[1], N * sizeof(float)) == 0, "kind %d: threads changed bits", kind);
+        free(p[0]);
+        free(p[1]);
+    }
+    unsetenv("WEFT_THREADS");
+    free(g);
+}
