@@ -87,10 +87,10 @@ int train_mm_create(mm_ctx **out, int threads, int backend)
         return rc;
     }
 #ifdef WEFT_HAVE_OPENBLAS
-    /* OpenBLAS keeps its thread count per process; set it to ours so that
-     * several ranks on one host do not oversubscribe the cores. */
-    if (backend == MM_OPENBLAS)
-        openblas_set_num_threads(threads);
+    /* OpenBLAS runs on one thread per call: several threads split C over
+     * the pool (blas_piece), so ranks on one host do not oversubscribe
+     * the cores and OpenBLAS's own threads never spin */
+    openblas_set_num_threads(1);
 #endif
     *out = c;
     return 0;
@@ -139,6 +139,46 @@ mmp *train_mm_portable(mm_ctx *c)
     return c ? c->port : NULL;
 }
 
+#ifdef WEFT_HAVE_OPENBLAS
+/* Several threads' OpenBLAS: each pool thread runs single-threaded
+ * cblas_sgemm on its own columns (or rows) of C. OpenBLAS's own threads
+ * spin on the CPU for a while after every call (sched_yield, about 0.1 s
+ * by default), where they took the second core from the pool's work
+ * between products (attention, GELU, LayerNorm, the optimiser). */
+typedef struct {
+    int ta, tb, M, N, K, lda, ldb, ldc, by_rows;
+    const float *A, *B;
+    float beta, *C;
+} blas_job;
+
+static void blas_piece(void *arg, int tid, int nt)
+{
+    const blas_job *j = arg;
+    int lo, hi;
+    train_pool_split(j->by_rows ? j->M : j->N, 16, tid, nt, &lo, &hi);
+    if (lo >= hi)
+        return;
+    const float *A = j->A, *B = j->B;
+    float *C = j->C;
+    int M = j->M, N = j->N;
+    if (j->by_rows) {
+        A += j->ta ? (size_t)lo : (size_t)lo * j->lda;
+        C += (size_t)lo * j->ldc;
+        M = hi - lo;
+    } else {
+        B += j->tb ? (size_t)lo * j->ldb : (size_t)lo;
+        C += lo;
+        N = hi - lo;
+    }
+    cblas_sgemm(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans, j->tb ? CblasTrans : CblasNoTrans,
+                M, N, j->K, 1.0f, A, j->lda, B, j->ldb, j->beta, C, j->ldc);
+}
+
+/* Below this many FLOPs a product runs on the caller alone: waking a
+ * thread costs more than it saves. */
+#define BLAS_SPLIT_FLOPS 4e6
+#endif
+
 static void gemm_on(mm_ctx *c, int backend, int ta, int tb, int M, int N, int K,
                     const float *A, int lda, const float *B, int ldb,
                     float beta, float *C, int ldc)
@@ -147,8 +187,13 @@ static void gemm_on(mm_ctx *c, int backend, int ta, int tb, int M, int N, int K,
     if (backend == MM_OPENBLAS) {
         /* OpenBLAS's count is per process: another model (or the peak
          * probe) may have changed it since this one was made */
-        if (openblas_get_num_threads() != c->threads)
-            openblas_set_num_threads(c->threads);
+        if (openblas_get_num_threads() != 1)
+            openblas_set_num_threads(1);
+        if (c->threads > 1 && 2.0 * M * N * K >= BLAS_SPLIT_FLOPS && (M >= 32 || N >= 32)) {
+            blas_job j = { ta, tb, M, N, K, lda, ldb, ldc, M > N, A, B, beta, C };
+            train_pool_run(c->pl, blas_piece, &j);
+            return;
+        }
         cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                     M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
         return;
