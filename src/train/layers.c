@@ -12,6 +12,43 @@
 #pragma GCC optimize("vect-cost-model=dynamic")
 #endif
 
+/* Bias passes split over the pool: below this many elements one thread. */
+enum { BIAS_PAR_MIN = 1 << 16 };
+
+typedef struct {
+    float *out;
+    const float *b;
+    size_t n;
+} bias_job;
+
+static void bias_add_rows(void *arg, size_t lo, size_t hi)
+{
+    const bias_job *j = arg;
+    for (size_t r = lo; r < hi; r++) {
+        float *o = j->out + r * j->n;
+        for (size_t c = 0; c < j->n; c++)
+            o[c] += j->b[c];
+    }
+}
+
+typedef struct {
+    float *db;
+    const float *dout;
+    size_t rows, n;
+} bgrad_job;
+
+/* A thread's columns, each summed over the rows in row order as one
+ * thread would, so the bits do not depend on the thread count. */
+static void bias_grad_cols(void *arg, size_t lo, size_t hi)
+{
+    const bgrad_job *j = arg;
+    for (size_t r = 0; r < j->rows; r++) {
+        const float *d = j->dout + r * j->n;
+        for (size_t c = lo; c < hi; c++)
+            j->db[c] += d[c];
+    }
+}
+
 void train_linear_forward(const lin_ctx *c, const lin_save *save, float *out, const float *in,
                           const float *w, const float *b, int rows, int k, int n)
 {
@@ -22,23 +59,22 @@ void train_linear_forward(const lin_ctx *c, const lin_save *save, float *out, co
     } else {
         train_mm_gemm(c->mm, 0, 1, rows, n, k, in, k, w, k, 0.0f, out, n);
     }
-    if (b)
-        for (int r = 0; r < rows; r++) {
-            float *o = out + (size_t)r * n;
-            for (int j = 0; j < n; j++)
-                o[j] += b[j];
-        }
+    if (b) {
+        bias_job j = { out, b, (size_t)n };
+        train_pool_for(train_mm_pool(c->mm), (size_t)rows, 1,
+                       (size_t)(BIAS_PAR_MIN / (n > 0 ? n : 1)) + 1, bias_add_rows, &j);
+    }
 }
 
 /* db += the column sums of dout (db may be NULL). */
-static void bias_grad(float *db, const float *dout, int rows, int n)
+static void bias_grad(const lin_ctx *c, float *db, const float *dout, int rows, int n)
 {
-    if (db)
-        for (int r = 0; r < rows; r++) {
-            const float *d = dout + (size_t)r * n;
-            for (int j = 0; j < n; j++)
-                db[j] += d[j];
-        }
+    if (!db)
+        return;
+    bgrad_job j = { db, dout, (size_t)rows, (size_t)n };
+    /* 16 columns a piece: two threads never write one cache line */
+    train_pool_for((size_t)rows * n >= BIAS_PAR_MIN ? train_mm_pool(c->mm) : NULL, (size_t)n, 16,
+                   0, bias_grad_cols, &j);
 }
 
 void train_linear_backward_input(const lin_ctx *c, const lin_save *save, float *din,
@@ -56,7 +92,7 @@ void train_linear_backward_input(const lin_ctx *c, const lin_save *save, float *
 void train_linear_backward_weight(const lin_ctx *c, const lin_save *save, float *dw, float *db,
                                   const float *dout, const float *in, int rows, int k, int n)
 {
-    bias_grad(db, dout, rows, n);
+    bias_grad(c, db, dout, rows, n);
     if (c->bf16) {
         uint16_t *d16 = c->scratch;
         half_f32_to_bf16(d16, dout, (size_t)rows * n);
@@ -77,7 +113,7 @@ void train_linear_backward(const lin_ctx *c, const lin_save *save, float *din, f
         return;
     }
     /* one rounding of dout serves both products */
-    bias_grad(db, dout, rows, n);
+    bias_grad(c, db, dout, rows, n);
     uint16_t *d16 = c->scratch;
     half_f32_to_bf16(d16, dout, (size_t)rows * n);
     if (din)
