@@ -114,7 +114,9 @@ while [ $r -le "$ROUNDS" ]; do
         torch_run "$@" | tee -a "$tmp/$c.torch"
         for mm in auto portable openblas; do
             if weft_run $mm "$@" >"$tmp/line" 2>&1; then
-                tee -a "$tmp/$c.$mm" <"$tmp/line"
+                # auto also says which kernel it chose; only results are kept
+                cat "$tmp/line"
+                grep 'samples/s$' "$tmp/line" >>"$tmp/$c.$mm"
             else
                 echo "weft $mm: $(cat "$tmp/line")"
             fi
