@@ -2,6 +2,7 @@
 #include "transport/ofi.h"
 
 #include "core/auth.h"
+#include "core/clock.h"
 #include "core/log.h"
 #include "weft.h"
 
@@ -14,6 +15,7 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -21,6 +23,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
+#include <sched.h>
 #include <unistd.h>
 
 /* A payload up to this size rides in its header's message, copied through
@@ -397,18 +400,90 @@ int ofi_set_peer(ofi_net *n, int peer, const char *addr, char *err, size_t errle
 int ofi_has_peer(const ofi_net *n, int peer) { return n && n->peer[peer].have; }
 const char *ofi_describe(const ofi_net *n) { return n ? n->desc : "none"; }
 
+static uint64_t chunks_of(uint64_t len) { return len <= EAGER_MAX ? 0 : (len + CHUNK - 1) / CHUNK; }
+
+/* Cancel r if it is a receive still posted: one no message has matched
+ * yet completes as cancelled; one being filled goes on to its end. */
+static void cancel_recv(ofi_net *n, ofi_req *r)
+{
+    if (r->state == REQ_POSTED)
+        (void)fi_cancel(&n->ep->fid, &r->ctx);
+}
+
+/* Whether data may still be on its way into this end: a receive being
+ * filled (for a large tagged chunk rxm reads the sender's memory), this
+ * end's own RMA writes, or a peer's writes into a destination this end
+ * offered (answered, not all chunks landed). */
+static int under_way(const ofi_net *n)
+{
+    for (int i = 0; i < n->size; i++) {
+        const ofi_peer *p = &n->peer[i];
+        if (p->rx_auth_req.state == REQ_POSTED)
+            return 1;
+        for (int ch = 0; ch < OFI_CH_COUNT; ch++) {
+            const ofi_tx *t = &p->tx[ch];
+            const ofi_rx *r = &p->rx[ch];
+            if (r->hdr.state == REQ_POSTED || t->cts_req.state == REQ_POSTED)
+                return 1;
+            for (int k = 0; k < WIN; k++)
+                if (r->chunk[k].state == REQ_POSTED ||
+                    (t->active && t->cts == CTS_RMA && t->chunk[k].state == REQ_POSTED))
+                    return 1;
+            if (r->state == 4 && r->cts_sent != CTS_POST && r->written < chunks_of(r->len))
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* Let what is part-way into this end arrive before the endpoint closes.
+ * A stream provider under rxm (tcp, 1.17) reports a transfer cut off
+ * part-way in by the close as a cancelled completion without a context,
+ * and rxm's error handler dereferences that context: the process dies in
+ * fi_close. So every posted receive is cancelled (those not yet matched
+ * end at once), and the queue is read while something is still arriving:
+ * until nothing is under way, or nothing has completed for a while (a
+ * peer that stopped writing because it learned of the failure too). */
+static void quiesce(ofi_net *n)
+{
+    const double quiet = 0.2, most = 2.0; /* s: nothing completed; in all */
+    double start = clock_now(), last = start;
+    uint64_t seen = n->reads - n->empty;
+    for (int i = 0; i < n->size; i++) {
+        ofi_peer *p = &n->peer[i];
+        cancel_recv(n, &p->rx_auth_req);
+        for (int ch = 0; ch < OFI_CH_COUNT; ch++) {
+            cancel_recv(n, &p->rx[ch].hdr);
+            cancel_recv(n, &p->tx[ch].cts_req);
+            for (int k = 0; k < WIN; k++)
+                cancel_recv(n, &p->rx[ch].chunk[k]);
+        }
+    }
+    while (!ofi_progress(n) && under_way(n)) {
+        double now = clock_now();
+        if (n->reads - n->empty != seen)
+            last = now;
+        seen = n->reads - n->empty;
+        if (now - last > quiet || now - start > most)
+            break;
+        struct pollfd pf = { .fd = n->wait_fd, .events = POLLIN };
+        if (n->wait_fd >= 0 && ofi_may_sleep(n))
+            (void)poll(&pf, 1, 1);
+        else
+            sched_yield();
+    }
+}
+
 /* Closing the endpoint ends every posted operation: nothing lands in a
  * buffer whose owner has been told of the error. */
 void ofi_sever(ofi_net *n)
 {
     if (!n || n->severed)
         return;
-    /* rxm's close flushes what its queues still hold through its own
-     * handlers, and has been seen to crash on that (1.17, after a
-     * mismatch with large messages under way): taking what has completed
-     * first leaves it less */
-    if (n->ep && n->cq)
+    if (n->ep && n->cq) {
         (void)ofi_progress(n);
+        quiesce(n);
+    }
     n->severed = 1;
     if (n->ep)
         fi_close(&n->ep->fid);
@@ -700,8 +775,6 @@ static int rx_auth(ofi_net *n, int peer, char *err, size_t errlen)
     return 1;
 }
 
-static uint64_t chunks_of(uint64_t len) { return len <= EAGER_MAX ? 0 : (len + CHUNK - 1) / CHUNK; }
-
 /* The answer's tag number: the message's, with its channel. */
 static uint64_t cts_ctr(uint64_t ctr, int ch) { return ((ctr << 3) | (uint64_t)ch) & CTR_MASK; }
 
@@ -754,9 +827,7 @@ int ofi_send(ofi_net *n, int peer, int ch, const frame_hdr *h, const void *buf, 
     ofi_tx *t = &p->tx[ch];
     int rc, moved = 0;
     /* Read even for a new message that the provider will inject: rxm
-     * keeps what its connection cannot take yet until its progress runs,
-     * and without reads on the sending side a failure's close (1.17) has
-     * crashed on what it still held (test_mismatch over tcp). */
+     * keeps what its connection cannot take yet until its progress runs. */
     if ((rc = ofi_progress(n))) {
         snprintf(err, errlen, "libfabric completion queue failed");
         return rc;

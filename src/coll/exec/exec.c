@@ -482,9 +482,8 @@ static int run_round(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
         if (n > 0)
             exec_shm_drain(st, shw, nsh, pf);
         /* after a real wake-up the check runs the provider's connection
-         * events too (rxm's trywait reads its EQ); without it a failure's
-         * endpoint close crashed in rxm 1.17 more often (with it, still
-         * rarely: docs/ARCHITECTURE.md, "Transports") */
+         * events too (rxm's trywait reads its EQ, which a queue read
+         * looks at only now and then) */
         if (n > 0 && nofi)
             ofi_may_sleep(c->ofi);
         if (moved) {
