@@ -62,6 +62,7 @@ typedef struct {
 typedef struct {
     uint32_t round, nrounds;
     int pending;
+    int jobs;                   /* core jobs in progress; none: the rank waits (spins) */
     double cpu, t_done;
 } srank;
 
@@ -86,6 +87,9 @@ typedef struct {
     int cpu;                    /* the topology has cores: costs are jobs on them */
     uint32_t core0;             /* link of rep 0's core; rep r's is core0 + r */
     double copy_us_B, reduce_us_B; /* a core's time per byte, at this working set */
+    double share;               /* of the node's ranks, those that share a core */
+    double per_core;            /* ranks per core */
+    int on_node;                /* ranks of a node */
 } sim;
 
 /* Flows that are core work, not bytes: the tag's top bit, the kind, the id. */
@@ -257,7 +261,31 @@ static int cpu_job(sim *s, int r, double now, double work, int kind, uint32_t id
     int32_t links[2] = { (int32_t)(s->core0 + (uint32_t)r),
                          (int32_t)(s->base[LC_CPU] + (uint32_t)s->pl[r].node) };
     int64_t f = sim_net_add(&s->nt, now, links, 2, work, tag);
-    return f < 0 ? (int)f : 0;
+    if (f < 0)
+        return (int)f;
+    s->rk[r].jobs++;
+    return 0;
+}
+
+/* Core work to get rank r onto its core for a message that has arrived.
+ * The executor waits by looking and yielding (sched_yield), so a rank that
+ * has its own core sees the message at once, but one that shares its core
+ * runs only once the rank holding the core yields: one switch, plus, on
+ * average, the turns of half the other ranks of its core that are waiting
+ * too (each a switch in, a look, a yield); ranks with work are already
+ * costed as core work. Which ranks share a core is the scheduler's choice:
+ * the expectation over an even spread, with the node's ranks that wait now
+ * standing for those of r's core. */
+static double switch_work(const sim *s, int r)
+{
+    if (s->share <= 0 || s->t->cpu_switch_us <= 0)
+        return 0;
+    int waiting = 0, node = s->pl[r].node;
+    for (int q = 0; q < s->nreps; q++)
+        waiting += q != r && s->pl[q].node == node && !s->rk[q].jobs &&
+                   s->rk[q].round < s->rk[q].nrounds;
+    double others = s->on_node > 1 ? (double)waiting / (s->on_node - 1) : 0;
+    return s->share * s->t->cpu_switch_us * (1 + (s->per_core - 1) / 2 * others);
 }
 
 /* ---- ranks ---- */
@@ -287,7 +315,7 @@ static int recv_complete(sim *s, uint32_t id, double now)
     if ((rc = msg_unref(s, id)))
         return rc;
     if (s->cpu)
-        return cpu_job(s, r, now, c, JOB_RECV, (uint32_t)r);
+        return cpu_job(s, r, now, c + switch_work(s, r), JOB_RECV, (uint32_t)r);
     if (c > 0)
         return ev_push(s, now + c, EV_OPDONE, (uint32_t)r);
     return op_done(s, r, now);
@@ -436,8 +464,11 @@ static int flow_end(sim *s, uint32_t f, double now)
     int rc = sim_net_finish(&s->nt, now, f);
     if (rc)
         return rc;
-    if (tag & JOB_BIT)
+    if (tag & JOB_BIT) {
+        int kind = (int)(tag >> 32 & 0xff);
+        s->rk[kind == JOB_SEND ? s->msg[id].src : (int)id].jobs--;
         return job_done(s, tag, now);
+    }
     smsg *m = &s->msg[id];
     if ((rc = ev_push(s, now + m->lat, EV_ARRIVE, id)))
         return rc;
@@ -544,8 +575,15 @@ static int setup(sim *s, const sim_job *j, sim_prog *g, uint64_t count_sim)
     int on_node = j->nranks < t->ranks_per_node ? j->nranks : t->ranks_per_node;
     s->copy_us_B = 1 / (t->copy_GBps * 1e3);
     s->reduce_us_B = 1 / (t->reduce_GBps * 1e3);
-    if (s->cpu)
+    if (s->cpu) {
+        double cores = t->cpu_cores;
         cpu_speeds(s, j, g, count_sim, on_node);
+        /* spread evenly, a core has one rank or more; the ranks beyond
+         * one a core pair up with the ranks of 2 * cores - on_node cores */
+        s->on_node = on_node;
+        s->per_core = on_node / cores;
+        s->share = s->per_core > 1 ? 1 - fmax(0, 2 * cores - on_node) / on_node : 0;
+    }
     int rc = sim_net_init(&s->nt, tot);
     if (rc)
         return rc;

@@ -60,18 +60,21 @@ int sim_algo_parse(const char *s, int *algo)
  * each number comes from). A message in the node is core work: the
  * sender's overhead and its copy into the ring, then the receiver's copy
  * or reduction out of it; the cpu line shares the 2 cores among the ranks
- * that have work. In cache (a node working set up to 16 MiB) a core
- * copies and reduces at 8 GB/s; beyond, the cores share 10 GB/s of
+ * that have work. A rank with a core to itself sees a message 0.7 us
+ * after it is published; one that shares its core first waits for a
+ * switch (1.7 us of core work) and for the turns of the other ranks of
+ * its core that wait too. In cache (a node working set up to 16 MiB) a
+ * core copies and reduces at 8 GB/s; beyond, the cores share 10 GB/s of
  * memory. The nic line is not measured (no second host here): a 1 Gbit/s
  * link. */
 static const char host_topo[] =
     "name host\n"
     "note calibrated to bench/sim_calibrate.sh on the idle machine (docs/sim/host-measured.dat)\n"
     "ranks_per_node 64\nnodes_per_pod 1\npods_per_cluster 1\nclusters 1\n"
-    "link intra lat_us 3.7 bw_GBps 2.5 ovh_us 1.8\n"
+    "link intra lat_us 0.7 bw_GBps 2.5 ovh_us 0.8\n"
     "link nic lat_us 50 bw_GBps 0.12 ovh_us 10\n"
     "compute reduce_GBps 8 copy_GBps 8 local_us 1\n"
-    "cpu cores 2 mem_GBps 10 cache_MiB 16 ring_MiB 2\n";
+    "cpu cores 2 mem_GBps 10 cache_MiB 16 ring_MiB 2 switch_us 1.7\n";
 
 /* DGX-H100: 8 GPUs on NVLink 4 (450 GB/s per direction per GPU), 8 x 400
  * Gb/s NDR InfiniBand per node, 32-node scalable units on a non-blocking
@@ -247,10 +250,11 @@ int sim_topo_parse(sim_topo *t, const char *text, char *err, size_t errlen)
             if (rc)
                 return rc;
         } else if (!strcmp(tok[0], "cpu")) {
-            static const char *const keys[] = { "cores", "mem_GBps", "cache_MiB", "ring_MiB" };
+            static const char *const keys[] = { "cores", "mem_GBps", "cache_MiB", "ring_MiB",
+                                                "switch_us" };
             double *dst[] = { &t->cpu_cores, &t->cpu_mem_GBps, &t->cpu_cache_MiB,
-                              &t->cpu_ring_MiB };
-            int rc = pairs(tok + 1, ntok - 1, keys, dst, 4, err, errlen, line);
+                              &t->cpu_ring_MiB, &t->cpu_switch_us };
+            int rc = pairs(tok + 1, ntok - 1, keys, dst, 5, err, errlen, line);
             if (rc)
                 return rc;
         } else if (!strcmp(tok[0], "protocol")) {
@@ -345,8 +349,10 @@ void sim_topo_write(const sim_topo *t, FILE *f)
     fprintf(f, "compute reduce_GBps %g copy_GBps %g local_us %g\n", t->reduce_GBps,
             t->copy_GBps, t->local_us);
     if (t->cpu_cores > 0 || t->cpu_mem_GBps > 0)
-        fprintf(f, "cpu cores %.17g mem_GBps %.17g cache_MiB %.17g ring_MiB %.17g\n",
-                t->cpu_cores, t->cpu_mem_GBps, t->cpu_cache_MiB, t->cpu_ring_MiB);
+        fprintf(f,
+                "cpu cores %.17g mem_GBps %.17g cache_MiB %.17g ring_MiB %.17g switch_us %.17g\n",
+                t->cpu_cores, t->cpu_mem_GBps, t->cpu_cache_MiB, t->cpu_ring_MiB,
+                t->cpu_switch_us);
     for (int a = 1; a < SIM_ALGO_COUNT; a++)
         if (t->proto[a].ovh_us != 0 || t->proto[a].bw_eff != 1)
             fprintf(f, "proto %s ovh_us %.17g bw_eff %.17g\n", sim_algo_name(a),

@@ -78,6 +78,8 @@ typedef struct {
                                       memory's speed; 0: always in cache */
     double cpu_ring_MiB;           /* a shared-memory ring: caps a rank's share of
                                       the working set for its messages; 0: none */
+    double cpu_switch_us;          /* core work to switch a waiting rank onto a
+                                      core another rank holds; 0: free */
     sim_proto proto[SIM_ALGO_COUNT];
     sim_protocol_t protocol[SIM_PROTO_COUNT];
     sim_hop hop[SIM_ALGO_COUNT][SIM_PROTO_COUNT];

@@ -18,33 +18,36 @@
 /* clang-format off */
 const sim_vpoint sim_vpoints[] = {
     /* Summit, 8 B latency (us) */
-    { "summit", "summit", "nccl-ring", NULL, 96,    8, SIM_V_TIME_US, 0, "nccl-model" },
-    { "summit", "summit", "nccl-ring", NULL, 768,   8, SIM_V_TIME_US, 0, "nccl-model" },
-    { "summit", "summit", "nccl-ring", NULL, 6144,  8, SIM_V_TIME_US, 0, "nccl-model" },
-    { "summit", "summit", "nccl-ring", NULL, 24576, 8, SIM_V_TIME_US, 44000, BLOG },
-    { "summit", "summit", "nccl-tree", NULL, 96,    8, SIM_V_TIME_US, 0, "nccl-model" },
-    { "summit", "summit", "nccl-tree", NULL, 768,   8, SIM_V_TIME_US, 0, "nccl-model" },
-    { "summit", "summit", "nccl-tree", NULL, 6144,  8, SIM_V_TIME_US, 0, "nccl-model" },
-    { "summit", "summit", "nccl-tree", NULL, 24576, 8, SIM_V_TIME_US, 240, BLOG },
-    { "summit", "summit", "nccl-ring", "nccl-tree", 24576, 8, SIM_V_RATIO, 180, SEED },
+    { "summit", "summit", "nccl-ring", NULL, 96,    8, SIM_V_TIME_US, 0, "nccl-model", 0 },
+    { "summit", "summit", "nccl-ring", NULL, 768,   8, SIM_V_TIME_US, 0, "nccl-model", 0 },
+    { "summit", "summit", "nccl-ring", NULL, 6144,  8, SIM_V_TIME_US, 0, "nccl-model", 0 },
+    { "summit", "summit", "nccl-ring", NULL, 24576, 8, SIM_V_TIME_US, 44000, BLOG, 0 },
+    { "summit", "summit", "nccl-tree", NULL, 96,    8, SIM_V_TIME_US, 0, "nccl-model", 0 },
+    { "summit", "summit", "nccl-tree", NULL, 768,   8, SIM_V_TIME_US, 0, "nccl-model", 0 },
+    { "summit", "summit", "nccl-tree", NULL, 6144,  8, SIM_V_TIME_US, 0, "nccl-model", 0 },
+    { "summit", "summit", "nccl-tree", NULL, 24576, 8, SIM_V_TIME_US, 240, BLOG, 0 },
+    { "summit", "summit", "nccl-ring", "nccl-tree", 24576, 8, SIM_V_RATIO, 180, SEED, 0 },
     /* Summit, 64 MB bus bandwidth (GB/s) */
-    { "summit", "summit", "nccl-ring", NULL, 96,    64 << 20, SIM_V_BUSBW, 0, "nccl-model" },
-    { "summit", "summit", "nccl-ring", NULL, 768,   64 << 20, SIM_V_BUSBW, 0, "nccl-model" },
-    { "summit", "summit", "nccl-ring", NULL, 6144,  64 << 20, SIM_V_BUSBW, 0, "nccl-model" },
-    { "summit", "summit", "nccl-ring", NULL, 24576, 64 << 20, SIM_V_BUSBW, 2, BLOG },
-    { "summit", "summit", "nccl-tree", NULL, 24576, 64 << 20, SIM_V_BUSBW, 12, BLOG },
+    { "summit", "summit", "nccl-ring", NULL, 96,    64 << 20, SIM_V_BUSBW, 0, "nccl-model", 0 },
+    { "summit", "summit", "nccl-ring", NULL, 768,   64 << 20, SIM_V_BUSBW, 0, "nccl-model", 0 },
+    { "summit", "summit", "nccl-ring", NULL, 6144,  64 << 20, SIM_V_BUSBW, 0, "nccl-model", 0 },
+    { "summit", "summit", "nccl-ring", NULL, 24576, 64 << 20, SIM_V_BUSBW, 2, BLOG, 0 },
+    { "summit", "summit", "nccl-tree", NULL, 24576, 64 << 20, SIM_V_BUSBW, 12, BLOG, 0 },
     /* one DGX H100 */
-    { "dgx-h100", "dgx-h100", "nccl-ring", NULL, 8, 1 << 30, SIM_V_BUSBW, 470, NCCLT },
-    { "dgx-h100", "dgx-h100", "nccl-ring", NULL, 8, 8,       SIM_V_TIME_US, 0, "nccl-model" },
-    /* this host: weft's ring, 2/4/8 processes on 2 cores */
-#define H(n, b, us) { "host", "host", "ring", NULL, n, b, SIM_V_TIME_US, us, HOST }
-    H(2, 8, 11.26), H(2, 1024, 15.75), H(2, 65536, 38.80), H(2, 1048576, 248.00),
+    { "dgx-h100", "dgx-h100", "nccl-ring", NULL, 8, 1 << 30, SIM_V_BUSBW, 470, NCCLT, 0 },
+    { "dgx-h100", "dgx-h100", "nccl-ring", NULL, 8, 8,       SIM_V_TIME_US, 0, "nccl-model", 0 },
+    /* this host: weft's ring, 2/4/8 processes on 2 cores; the 2 ranks of
+     * the small calls ran on one of them (docs/SIMULATION.md, "This host") */
+#define H(n, b, us) { "host", "host", "ring", NULL, n, b, SIM_V_TIME_US, us, HOST, 0 }
+#define H1(n, b, us) { "host", "host", "ring", NULL, n, b, SIM_V_TIME_US, us, HOST, 1 }
+    H1(2, 8, 11.26), H1(2, 1024, 15.75), H1(2, 65536, 38.80), H(2, 1048576, 248.00),
     H(2, 16777216, 7071.74), H(2, 67108864, 26848.79),
     H(4, 8, 20.85), H(4, 1024, 42.51), H(4, 65536, 80.06), H(4, 1048576, 950.63),
     H(4, 16777216, 20654.66), H(4, 67108864, 72933.63),
     H(8, 8, 76.39), H(8, 1024, 148.88), H(8, 65536, 254.13), H(8, 1048576, 3017.67),
     H(8, 16777216, 52268.01), H(8, 67108864, 203745.04),
 #undef H
+#undef H1
 };
 /* clang-format on */
 const int sim_nvpoints = (int)(sizeof sim_vpoints / sizeof sim_vpoints[0]);
@@ -75,6 +78,8 @@ int sim_validate_point(int i, sim_vresult *out, char *err, size_t errlen)
         snprintf(err, errlen, "point %d: unknown preset or algorithm", i);
         return WEFT_EINVAL;
     }
+    if (v->cores > 0 && v->cores < t.cpu_cores)
+        t.cpu_cores = v->cores;
     double t0 = wall();
     sim_result r, r2;
     if ((rc = predict(&t, a, v, &r, err, errlen)))
@@ -132,8 +137,9 @@ int sim_validate(FILE *f, const char *set)
         char algo[32];
         snprintf(algo, sizeof algo, "%s%s%s", v->algo, v->algo2 ? "/" : "",
                  v->algo2 ? "tree" : "");
-        fprintf(f, "  %-9s %-10s %6d %11.0f %-10s %12.4g %12.4g %+7.1f%%  %s\n", v->set, algo,
-                v->ranks, v->bytes, metric[v->metric], r.pred, r.ref, 100 * r.err, v->source);
+        fprintf(f, "  %-9s %-10s %6d %11.0f %-10s %12.4g %12.4g %+7.1f%%  %s%s\n", v->set, algo,
+                v->ranks, v->bytes, metric[v->metric], r.pred, r.ref, 100 * r.err, v->source,
+                v->cores == 1 ? " [ranks on 1 core]" : "");
         fflush(f);
         sum += fabs(r.err);
         if (fabs(r.err) > worst)

@@ -17,6 +17,8 @@ typedef struct {
     int metric;          /* enum sim_vmetric */
     double ref;          /* > 0: the published or measured value; 0: NCCL's model */
     const char *source;
+    int cores;           /* > 0: the cores the ranks ran on, where the
+                            scheduler kept them on fewer than the preset's */
 } sim_vpoint;
 
 typedef struct {

@@ -1,9 +1,9 @@
 /* weft-sim validate in CI: a few of its points against stored
  * expectations (the simulator is deterministic, so a change of model or
  * schedule that moves them shows here), every Summit point within the
- * 15% the calibration is documented to hold, and the host's points within
- * 20% but the three docs/SIMULATION.md ("This host") names as missed.
- * Nothing here is timed. */
+ * 15% the calibration is documented to hold, every host point within 20%,
+ * and the switch between ranks that share a core (docs/SIMULATION.md,
+ * "This host"). Nothing here is timed. */
 #include "test.h"
 #include "sim/sim.h"
 #include "sim/validate.h"
@@ -35,10 +35,12 @@ TEST(stored_points)
         { "summit", "nccl-tree", 24576, 8, SIM_V_TIME_US, 252.36 },
         { "summit", "nccl-ring", 6144, 64 << 20, SIM_V_BUSBW, 5.764 },
         { "summit", "nccl-ring", 96, 64 << 20, SIM_V_BUSBW, 22.54 },
-        { "host", "ring", 2, 64 << 20, SIM_V_TIME_US, 26854.6 },
-        { "host", "ring", 4, 1 << 20, SIM_V_TIME_US, 830.23 },
-        { "host", "ring", 8, 1 << 20, SIM_V_TIME_US, 3088.61 },
-        { "host", "ring", 8, 8, SIM_V_TIME_US, 77.01 },
+        { "host", "ring", 2, 64 << 20, SIM_V_TIME_US, 26846.6 },
+        { "host", "ring", 2, 8, SIM_V_TIME_US, 12.40 },
+        { "host", "ring", 4, 1 << 20, SIM_V_TIME_US, 823.84 },
+        { "host", "ring", 4, 8, SIM_V_TIME_US, 22.61 },
+        { "host", "ring", 8, 1 << 20, SIM_V_TIME_US, 3100.10 },
+        { "host", "ring", 8, 8, SIM_V_TIME_US, 70.31 },
     };
     for (size_t k = 0; k < sizeof pts / sizeof pts[0]; k++) {
         int i = find(pts[k].set, pts[k].algo, pts[k].ranks, pts[k].bytes, pts[k].metric);
@@ -53,31 +55,54 @@ TEST(stored_points)
     }
 }
 
-/* The host set against the idle machine's measurements. Three points are
- * outside 20% and named here, so that any other one drifting out (or one
- * of these coming in) shows. */
-TEST(host_within_20_percent_but_three)
+/* The host set against the idle machine's measurements: every point
+ * within 20%. */
+TEST(host_within_20_percent)
 {
-    static const struct {
-        int ranks;
-        double bytes;
-    } missed[] = { { 2, 1024 }, { 2, 65536 }, { 4, 8 } };
     int n = 0;
     for (int i = 0; i < sim_nvpoints; i++) {
         const sim_vpoint *v = &sim_vpoints[i];
         if (strcmp(v->set, "host"))
             continue;
-        int known = 0;
-        for (size_t k = 0; k < sizeof missed / sizeof missed[0]; k++)
-            known |= v->ranks == missed[k].ranks && v->bytes == missed[k].bytes;
         sim_vresult r;
         char err[256];
         CHECKF(sim_validate_point(i, &r, err, sizeof err) == 0, "%s", err);
-        CHECKF(known == (fabs(r.err) > 0.20), "host %d ranks %g B: %g us against %g (%+.1f%%)",
-               v->ranks, v->bytes, r.pred, r.ref, 100 * r.err);
+        CHECKF(fabs(r.err) <= 0.20, "host %d ranks %g B: %g us against %g (%+.1f%%)", v->ranks,
+               v->bytes, r.pred, r.ref, 100 * r.err);
         n++;
     }
     CHECK(n == 18);
+}
+
+static double host_time(double cores, double switch_us, int ranks, uint64_t count)
+{
+    sim_topo t;
+    if (sim_topo_preset(&t, "host"))
+        return -1;
+    t.cpu_cores = cores;
+    t.cpu_switch_us = switch_us;
+    sim_job j = { .topo = &t, .algo = WEFT_ALGO_RING, .kind = WEFT_COLL_ALLREDUCE,
+                  .nranks = ranks, .count = count, .esize = 4 };
+    sim_result r;
+    char err[256];
+    return sim_run(&j, &r, err, sizeof err) ? -1 : r.time_us;
+}
+
+/* A rank with a core to itself sees its message without a switch; two
+ * ranks on one core pass the core to each other for each of the 4
+ * receives of an 8-byte ring (1 switch each, and up to half a turn of the
+ * other rank when it waits too), one after the other; 8 ranks on 2 cores
+ * wait behind the turns of the ranks of their core that wait as well. */
+TEST(switch_on_shared_cores)
+{
+    double own0 = host_time(2, 0, 2, 2), own = host_time(2, 10, 2, 2);
+    CHECKF(own0 > 0 && fabs(own - own0) < 1e-9, "%g against %g", own, own0);
+    double one0 = host_time(1, 0, 2, 2), one = host_time(1, 10, 2, 2);
+    CHECKF(one - one0 >= 4 * 10 - 1e-9 && one - one0 <= 6 * 10 + 1e-9, "%g against %g", one,
+           one0);
+    double many0 = host_time(2, 0, 8, 2), many = host_time(2, 10, 8, 2);
+    /* 14 messages in the chain of each non-empty block, each more than one switch */
+    CHECKF(many - many0 > 14 * 10, "%g against %g", many, many0);
 }
 
 /* The Summit set's every point (the 24,576-GPU tree at 64 MB is left to
@@ -100,11 +125,14 @@ TEST(summit_within_15_percent)
 /* Calls back to back (weft-bench's timed loop): where every rank works in
  * every step the next call cannot start early, so a call takes what one
  * alone takes; where a rank's part ends early (8 B over 8 ranks: two
- * non-empty blocks) it starts the next, and calls overlap. */
+ * non-empty blocks) it starts the next, and calls overlap. Without the
+ * switches: with them, the ranks of the next call wait behind those of the
+ * last on the shared cores, and the overlap mostly goes. */
 TEST(calls_back_to_back)
 {
     sim_topo t;
     CHECK(sim_topo_preset(&t, "host") == 0);
+    t.cpu_switch_us = 0;
     int ranks[] = { 2, 8 };
     for (int k = 0; k < 2; k++) {
         sim_job j = { .topo = &t, .algo = WEFT_ALGO_RING, .kind = WEFT_COLL_ALLREDUCE,
