@@ -1203,8 +1203,10 @@ typedef enum {
  *               fragments of equal size; fragment f takes its outer step at
  *               the steps t with t mod H = (f+1)H/F mod H (each every H
  *               steps, staggered by H/F); its outer
- *               all-reduce runs in the background for T steps (default 1),
- *               then the fragment becomes mix * local + (1 - mix) * global
+ *               all-reduce runs in the background for T steps (default 1,
+ *               at most H; above H/F several are in flight at once, each
+ *               fragment on its own communicator), then the fragment
+ *               becomes mix * local + (1 - mix) * global
  *               (mix 0.5). T = 0: blocking and replaced (F = 1: diloco:H).
  *   "hier:full/diloco:H", "hier:full/streaming:H:F[:T]"  full sync inside
  *               each cluster every step (the caller's, over

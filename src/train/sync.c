@@ -67,7 +67,7 @@ static int parse_streaming(const char *s, weft_sync_config *c)
         if (end == s || t < 0)
             return WEFT_EINVAL;
     }
-    if (*end || t > h / f)
+    if (*end || t > h)
         return WEFT_EINVAL;
     c->mode = WEFT_SYNC_STREAMING;
     c->period = (int)h;

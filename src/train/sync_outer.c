@@ -37,6 +37,8 @@ typedef struct {
     long began;           /* steps at which the reduction in flight was taken */
     long synced;          /* steps when every rank last had the same fragment */
     weft_compressor *z;   /* NULL: fp32 all-reduce */
+    weft_comm *comm;      /* its reductions' (own when several are in flight at once) */
+    int own_comm;
     uint64_t sent;        /* z's bytes when nothing is in flight */
     float *anchor, *vel;  /* len */
     float *d;             /* slice: this rank's part of the pseudo-gradient */
@@ -102,6 +104,8 @@ void outer_destroy(outer_sync *o)
         if (f->threaded)
             pthread_join(f->th, NULL);
         weft_compressor_destroy(f->z);
+        if (f->own_comm)
+            weft_comm_destroy(f->comm);
         free(f->anchor);
         free(f->vel);
         free(f->d);
@@ -158,9 +162,18 @@ static int frag_open(outer_sync *o, frag *f, const weft_sync_config *cfg, const 
         (o->inner && !o->leader && !(f->g = malloc(f->slice * L * sizeof(float)))))
         return WEFT_ENOMEM;
     memcpy(f->anchor, p + f->off, f->len * sizeof(float));
+    f->comm = o->outer;
+    /* T > H/F: the next fragment's reduction starts before this one's
+     * lands, and two collectives may not share a communicator */
+    int rc = 0;
+    if (o->tau > o->period / o->nf) {
+        if ((rc = weft_comm_split(o->outer, 0, weft_comm_rank(o->outer), &f->comm)))
+            return rc;
+        f->own_comm = 1;
+    }
     if (!cfg->compressed || !f->cnt || weft_comm_size(o->outer) < 2)
         return 0;
-    int rc = weft_compressor_create(&f->z, o->outer, &cfg->compress, f->cnt);
+    rc = weft_compressor_create(&f->z, f->comm, &cfg->compress, f->cnt);
     return rc ? rc : add_matrices(o, f);
 }
 
@@ -230,7 +243,7 @@ static int reduce(frag *f)
         return 0;
     if (f->z)
         return weft_compressor_allreduce(f->z, f->d, WEFT_AVG);
-    return weft_allreduce(o->outer, f->d, f->d, f->cnt, WEFT_F32, WEFT_AVG);
+    return weft_allreduce(f->comm, f->d, f->d, f->cnt, WEFT_F32, WEFT_AVG);
 }
 
 static void *reduce_thread(void *arg)
@@ -451,4 +464,7 @@ void outer_abort(outer_sync *o)
         weft_comm_abort(o->inner);
     if (o->own_outer)
         weft_comm_abort(o->outer);
+    for (int k = 0; o->f && k < o->nf; k++)
+        if (o->f[k].own_comm)
+            weft_comm_abort(o->f[k].comm);
 }

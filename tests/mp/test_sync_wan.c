@@ -105,7 +105,8 @@ static void fragments_body(weft_comm *c, void *arg)
     weft_sync_config sc;
     (void)arg;
     CHECK(weft_sync_parse("streaming:4:2:1", &sc) == 0 && sc.fragments == 2 && sc.overlap == 1);
-    CHECK(weft_sync_parse("streaming:4:2:3", &sc) == WEFT_EINVAL); /* T > H/F */
+    CHECK(weft_sync_parse("streaming:4:2:5", &sc) == WEFT_EINVAL); /* T > H */
+    CHECK(weft_sync_parse("streaming:4:2:4", &sc) == 0 && sc.overlap == 4);
     CHECK(weft_sync_parse("streaming:4:2:1", &sc) == 0);
     CHECK(weft_sync_create(&s, c, m, &sc) == 0);
     if (!s)
@@ -353,8 +354,11 @@ static void finish_body(weft_comm *c, void *arg)
 
 TEST(streaming_finish_flat)
 {
-    static const finish_case k = { "streaming:6:3:2", "", 1 };
-    CHECK(mp_run(2, 30, finish_body, (void *)&k) == 0);
+    /* T = 5 > H/F: fragments 0, 1 and 2 in flight together at step 6,
+     * and the same syncs */
+    static const finish_case ks[] = { { "streaming:6:3:2", "", 1 }, { "streaming:6:3:5", "", 1 } };
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
+        CHECK(mp_run(2, 30, finish_body, (void *)&ks[i]) == 0);
 }
 
 TEST(streaming_finish_hier)
@@ -363,6 +367,7 @@ TEST(streaming_finish_hier)
         { "hier:full/streaming:6:3:1", "", 2 },
         { "hier:full/streaming:6:3:2", "int4", 2 },
         { "hier:full/streaming:6:3:2", "powersgd:2", 2 },
+        { "hier:full/streaming:6:3:5", "int4", 2 }, /* T > H/F: fragments overlap */
     };
     mp_ranks_per_cluster = 2;
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
