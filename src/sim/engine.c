@@ -280,9 +280,9 @@ static double switch_work(const sim *s, int r)
 {
     if (s->share <= 0 || s->t->cpu_switch_us <= 0)
         return 0;
-    int waiting = 0, node = s->pl[r].node;
-    for (int q = 0; q < s->nreps; q++)
-        waiting += q != r && s->pl[q].node == node && !s->rk[q].jobs &&
+    int waiting = 0, first = r - s->pl[r].local; /* a node's ranks are a block */
+    for (int q = first; q < first + s->on_node && q < s->nreps; q++)
+        waiting += q != r && s->pl[q].node == s->pl[r].node && !s->rk[q].jobs &&
                    s->rk[q].round < s->rk[q].nrounds;
     double others = s->on_node > 1 ? (double)waiting / (s->on_node - 1) : 0;
     return s->share * s->t->cpu_switch_us * (1 + (s->per_core - 1) / 2 * others);
