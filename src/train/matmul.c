@@ -208,7 +208,9 @@ void train_mm_gemm(mm_ctx *c, int ta, int tb, int M, int N, int K,
 {
     if (c->rec)
         train_mm_shapes_add(c->rec, ta, tb, M, N, K, beta != 0.0f);
-    gemm_on(c, c->backend, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    int b = c->choice.mixed ? train_mm_choice_route(&c->choice, ta, tb, M, N, K, beta != 0.0f)
+                            : c->backend;
+    gemm_on(c, b, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
 
 void train_mm_gemm_bf16(mm_ctx *c, int ta, int tb, int M, int N, int K,

@@ -1,5 +1,6 @@
 #include "train/mm_choose.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,7 @@ void train_mm_shapes_add(mm_shapes *t, int ta, int tb, int M, int N, int K, int 
         t->over++;
         return;
     }
-    t->s[t->n++] = (mm_shape){ ta, tb, M, N, K, acc, 1.0 };
+    t->s[t->n++] = (mm_shape){ ta, tb, M, N, K, acc, 1.0, MM_PORTABLE };
 }
 
 double train_mm_shapes_flops(const mm_shapes *t)
@@ -32,7 +33,7 @@ double train_mm_shapes_flops(const mm_shapes *t)
     return f;
 }
 
-void train_mm_choose(const mm_shapes *t, int forced, int have_blas, int reps,
+void train_mm_choose(mm_shapes *t, int forced, int have_blas, int reps,
                      mm_timer_fn fn, void *arg, mm_choice *out)
 {
     memset(out, 0, sizeof *out);
@@ -59,9 +60,25 @@ void train_mm_choose(const mm_shapes *t, int forced, int have_blas, int reps,
         out->port_s += t->s[i].count * bp;
         out->blas_s += t->s[i].count * bb;
         out->split_s += t->s[i].count * (bp < bb ? bp : bb);
+        t->s[i].pick = bb < bp ? MM_OPENBLAS : MM_PORTABLE;
     }
     out->backend = out->blas_s < out->port_s ? MM_OPENBLAS : MM_PORTABLE;
+    double single = out->blas_s < out->port_s ? out->blas_s : out->port_s;
+    if (out->split_s < single * (1.0 - MM_MIXED_GAIN)) {
+        out->mixed = 1;
+        out->route = *t;
+    }
     snprintf(out->source, sizeof out->source, "measured now");
+}
+
+int train_mm_choice_route(const mm_choice *c, int ta, int tb, int M, int N, int K, int acc)
+{
+    for (int i = 0; c->mixed && i < c->route.n; i++) {
+        const mm_shape *s = &c->route.s[i];
+        if (s->ta == ta && s->tb == tb && s->M == M && s->N == N && s->K == K && s->acc == acc)
+            return s->pick;
+    }
+    return c->backend;
 }
 
 static const char *bname(int b)
@@ -76,11 +93,17 @@ void train_mm_choice_text(const mm_choice *c, char *buf, size_t cap)
         return;
     }
     double pg = c->flops / c->port_s / 1e9, bg = c->flops / c->blas_s / 1e9;
-    int o = c->backend == MM_OPENBLAS;
+    int o = c->backend == MM_OPENBLAS, nb = 0;
+    for (int i = 0; c->mixed && i < c->route.n; i++)
+        nb += c->route.s[i].pick == MM_OPENBLAS;
+    char mix[96] = "";
+    if (c->mixed)
+        snprintf(mix, sizeof mix, "each product on its faster kernel (%d of %d on openblas): ", nb,
+                 c->route.n);
     snprintf(buf, cap,
-             "%s (%.1f GFLOP/s on this model's %d products) over %s (%.1f); each product on its "
+             "%s%s (%.1f GFLOP/s on this model's %d products) over %s (%.1f); each product on its "
              "faster kernel: %.1f; %s",
-             bname(c->backend), o ? bg : pg, c->shapes, bname(!o ? MM_OPENBLAS : MM_PORTABLE),
+             mix, bname(c->backend), o ? bg : pg, c->shapes, bname(!o ? MM_OPENBLAS : MM_PORTABLE),
              o ? pg : bg, c->flops / c->split_s / 1e9, c->source);
     size_t len = strlen(buf);
     if (c->took_s > 0 && len < cap)
@@ -98,16 +121,51 @@ static void underscore(char *dst, size_t cap, const char *src)
         *s = *s == ' ' ? '_' : *s;
 }
 
+/* A mixed choice's route: "ta.tb.M.N.K.acc.k/..." with k 'o' (OpenBLAS)
+ * or 'p'; "-" for none. */
+static void route_format(const mm_choice *c, char *buf, size_t cap)
+{
+    size_t at = 0;
+    snprintf(buf, cap, "-");
+    for (int i = 0; c->mixed && i < c->route.n && at < cap; i++) {
+        const mm_shape *s = &c->route.s[i];
+        at += (size_t)snprintf(buf + at, cap - at, "%s%d.%d.%d.%d.%d.%d.%c", i ? "/" : "", s->ta,
+                               s->tb, s->M, s->N, s->K, s->acc,
+                               s->pick == MM_OPENBLAS ? 'o' : 'p');
+    }
+}
+
+static int route_parse(char *r, mm_choice *c)
+{
+    c->mixed = strcmp(r, "-") != 0;
+    c->route.n = 0;
+    for (char *save = NULL, *tok = c->mixed ? strtok_r(r, "/", &save) : NULL; tok;
+         tok = strtok_r(NULL, "/", &save)) {
+        mm_shape s = { 0 };
+        char k;
+        if (c->route.n == MM_SHAPES_MAX ||
+            sscanf(tok, "%d.%d.%d.%d.%d.%d.%c", &s.ta, &s.tb, &s.M, &s.N, &s.K, &s.acc, &k) != 7 ||
+            (k != 'o' && k != 'p'))
+            return -1;
+        s.pick = k == 'o' ? MM_OPENBLAS : MM_PORTABLE;
+        s.count = 1.0;
+        c->route.s[c->route.n++] = s;
+    }
+    return c->mixed && c->route.n == 0 ? -1 : 0;
+}
+
+enum { LINE_MAX_CHARS = 2560 };
+
 static int line_parse(const char *line, uint64_t *key, char *kern, size_t kcap, mm_choice *c)
 {
     unsigned long long k;
-    char kn[128], ch[16];
+    char kn[128], ch[16], route[LINE_MAX_CHARS];
     double p, b, sp, fl;
     int shapes;
     if (sscanf(line,
                MM_CACHE_TAG " key=%llx kernels=%127s choice=%15s port_ms=%lf blas_ms=%lf "
-                            "split_ms=%lf gflop=%lf products=%d",
-               &k, kn, ch, &p, &b, &sp, &fl, &shapes) != 8 ||
+                            "split_ms=%lf gflop=%lf products=%d route=%2559s",
+               &k, kn, ch, &p, &b, &sp, &fl, &shapes, route) != 9 ||
         p <= 0 || b <= 0 || sp <= 0 || fl <= 0 || shapes < 0)
         return -1;
     if (strcmp(ch, "openblas") != 0 && strcmp(ch, "portable") != 0)
@@ -121,7 +179,7 @@ static int line_parse(const char *line, uint64_t *key, char *kern, size_t kcap, 
     c->split_s = sp / 1e3;
     c->flops = fl * 1e9;
     c->shapes = shapes;
-    return 0;
+    return route_parse(route, c);
 }
 
 int train_mm_choice_load(uint64_t key, const char *kernels, mm_choice *out)
@@ -135,8 +193,9 @@ int train_mm_choice_load(uint64_t key, const char *kernels, mm_choice *out)
         FILE *f = fopen(paths[i], "r");
         if (!f)
             continue;
-        char line[512], kn[128];
+        char line[LINE_MAX_CHARS], kn[128];
         uint64_t k;
+        static_assert(sizeof(mm_choice) < 8192, "a choice on the stack");
         mm_choice c;
         int found = 0;
         while (!found && fgets(line, sizeof line, f))
@@ -161,7 +220,7 @@ static int store_one(const char *path, const char *line, uint64_t key, const cha
     int nk = 0;
     FILE *f = fopen(path, "r");
     if (f) {
-        char buf[512], kn[128];
+        char buf[LINE_MAX_CHARS], kn[128];
         uint64_t k;
         mm_choice c;
         while (fgets(buf, sizeof buf, f)) {
@@ -197,16 +256,17 @@ static int store_one(const char *path, const char *line, uint64_t key, const cha
 
 int train_mm_choice_store(uint64_t key, const char *kernels, mm_choice *c)
 {
-    char paths[2][300], kern[128], line[512];
+    char paths[2][300], kern[128], line[LINE_MAX_CHARS], route[LINE_MAX_CHARS - 400];
     int n;
     if (c->port_s <= 0 || c->blas_s <= 0 || train_peak_cache_paths("matmul", paths, &n))
         return -1;
     underscore(kern, sizeof kern, kernels);
+    route_format(c, route, sizeof route);
     snprintf(line, sizeof line,
              MM_CACHE_TAG " key=%016llx kernels=%s choice=%s port_ms=%.6g blas_ms=%.6g "
-                          "split_ms=%.6g gflop=%.6g products=%d\n",
+                          "split_ms=%.6g gflop=%.6g products=%d route=%s\n",
              (unsigned long long)key, kern, bname(c->backend), c->port_s * 1e3, c->blas_s * 1e3,
-             c->split_s * 1e3, c->flops / 1e9, c->shapes);
+             c->split_s * 1e3, c->flops / 1e9, c->shapes, route);
     for (int i = 0; i < n; i++)
         if (store_one(paths[i], line, key, kern) == 0) {
             snprintf(c->source, sizeof c->source, "measured now, kept in %.280s", paths[i]);

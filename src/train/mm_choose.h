@@ -16,6 +16,7 @@ enum { MM_SHAPES_MAX = 48 };
 typedef struct {
     int ta, tb, M, N, K, acc;   /* acc: beta 1 (weight gradients) */
     double count;               /* runs per step */
+    int pick;                   /* the kernel it ran faster on (train_mm_choose) */
 } mm_shape;
 
 typedef struct {
@@ -31,8 +32,18 @@ double train_mm_shapes_flops(const mm_shapes *t);
 /* Seconds of one run of shape s on backend (MM_PORTABLE, MM_OPENBLAS). */
 typedef double (*mm_timer_fn)(void *arg, int backend, const mm_shape *s);
 
+/* Each product on its own faster kernel is taken only where that beats
+ * the faster kernel for all by this fraction of a step: the best-of of
+ * each shape favours the split a little by itself, and on gpt512 (Zen 3,
+ * one thread) a forced split that the timing put 4-5% ahead was not
+ * faster in whole steps by process CPU time (best 667 against 722 ms a
+ * step, medians 726 and 729, at load 7-8). */
+#define MM_MIXED_GAIN 0.05
+
 typedef struct {
-    int backend;                  /* the choice */
+    int backend;                  /* the choice (for a mixed one, the faster for all) */
+    int mixed;                    /* route says each product's kernel */
+    mm_shapes route;              /* mixed: the shapes, each with its pick */
     double port_s, blas_s;        /* a step's products on each (0: not timed) */
     double split_s;               /* each shape on its faster kernel */
     double flops;                 /* a step's products' FLOPs */
@@ -45,8 +56,8 @@ typedef struct {
  * model told which); without OpenBLAS the portable kernel, untimed. Else
  * each shape is timed reps times on each kernel, the runs interleaved and
  * the best kept (other processes only ever slow a run down), weighted by
- * its count; ties go to the portable kernel. */
-void train_mm_choose(const mm_shapes *t, int forced, int have_blas, int reps,
+ * its count; ties go to the portable kernel. Sets each shape's pick. */
+void train_mm_choose(mm_shapes *t, int forced, int have_blas, int reps,
                      mm_timer_fn fn, void *arg, mm_choice *out);
 
 /* The per-host cache (train_peak_cache_paths, stem "matmul"), keyed by a
@@ -57,6 +68,10 @@ void train_mm_choose(const mm_shapes *t, int forced, int have_blas, int reps,
 enum { MM_CACHE_LINES = 64 };
 int train_mm_choice_load(uint64_t key, const char *kernels, mm_choice *out);
 int train_mm_choice_store(uint64_t key, const char *kernels, mm_choice *c);
+
+/* A mixed choice's kernel for one product: its pick when route has the
+ * shape, else the choice's backend. */
+int train_mm_choice_route(const mm_choice *c, int ta, int tb, int M, int N, int K, int acc);
 
 /* One line for logs: "openblas (71.2 GFLOP/s on this model's 15 products)
  * over portable (66.0), measured now". */

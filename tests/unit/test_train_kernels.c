@@ -342,10 +342,21 @@ TEST(mm_choose_fake)
     CHECKF(c.backend == MM_OPENBLAS && c.port_s == 1 + 8 + 1 && c.blas_s == 2 + 4 + 1.5,
            "%d %g %g", c.backend, c.port_s, c.blas_s);
     CHECK(c.split_s == 1 + 4 + 1 && c.shapes == 3);
+    /* each product on its faster kernel saves 20% here: a mixed choice */
+    CHECK(c.mixed && c.route.n == 3);
+    CHECK(train_mm_choice_route(&c, 0, 1, 64, 96, 32, 0) == MM_PORTABLE);
+    CHECK(train_mm_choice_route(&c, 1, 0, 96, 32, 64, 1) == MM_OPENBLAS);
+    CHECK(train_mm_choice_route(&c, 0, 1, 64, 96, 32, 1) == MM_PORTABLE);
+    CHECK(train_mm_choice_route(&c, 0, 0, 64, 96, 32, 1) == MM_OPENBLAS);   /* unseen */
     f.t[1][1] = 2.5;   /* now portable: 10 against 13.5 */
     f.calls = 0;
     train_mm_choose(&sh, MM_AUTO, 1, 2, fake_time, &f, &c);
-    CHECK(c.backend == MM_PORTABLE && f.calls == 2 * 2 * 3);
+    CHECK(c.backend == MM_PORTABLE && f.calls == 2 * 2 * 3 && !c.mixed);
+    /* a split that saves under MM_MIXED_GAIN is not taken */
+    f.t[1][1] = 1.99;
+    train_mm_choose(&sh, MM_AUTO, 1, 2, fake_time, &f, &c);
+    CHECKF(c.backend == MM_PORTABLE && !c.mixed && c.split_s < c.port_s, "%g %g", c.split_s,
+           c.port_s);
     f.t[1][1] = 2.0;   /* a tie goes to the portable kernel */
     f.t[0][1] = f.t[2][1] = 1.0;
     f.calls = 0;
@@ -417,7 +428,18 @@ TEST(mm_choice_cache)
     /* a store replaces its key's line */
     a.backend = MM_PORTABLE;
     CHECK(train_mm_choice_store(42, "k one", &a) == 0);
-    CHECK(train_mm_choice_load(42, "k one", &b) == 0 && b.backend == MM_PORTABLE);
+    CHECK(train_mm_choice_load(42, "k one", &b) == 0 && b.backend == MM_PORTABLE && !b.mixed);
+    /* a mixed choice keeps each product's kernel */
+    a.mixed = 1;
+    a.route.n = 0;
+    train_mm_shapes_add(&a.route, 0, 1, 512, 2048, 512, 0);
+    train_mm_shapes_add(&a.route, 1, 0, 2048, 512, 512, 1);
+    a.route.s[1].pick = MM_OPENBLAS;
+    CHECK(train_mm_choice_store(44, "k one", &a) == 0);
+    CHECK(train_mm_choice_load(44, "k one", &b) == 0 && b.mixed && b.route.n == 2);
+    CHECK(train_mm_choice_route(&b, 0, 1, 512, 2048, 512, 0) == MM_PORTABLE);
+    CHECK(train_mm_choice_route(&b, 1, 0, 2048, 512, 512, 1) == MM_OPENBLAS);
+    CHECK(train_mm_choice_load(42, "k one", &b) == 0 && !b.mixed);
     unlink(mpath);
 
     weft_model_config cfg;
