@@ -21,7 +21,8 @@
  * processor sharing), so ranks beyond the cores slow each other only while
  * they all have work. Copies and reductions run at the in-cache speeds
  * while the node's working set fits the cache, at the memory's share per
- * core beyond it. */
+ * core beyond it. A receive on a core that other ranks share first costs
+ * the switches that get its rank onto the core (switch_work). */
 #include "sim/prog.h"
 #include "sim/net.h"
 
