@@ -5,6 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#endif
+
 #include "train/matmul.h"
 #include "train/pool.h"
 #include "weft.h"
@@ -137,12 +141,34 @@ static void adamw_loop(float *restrict p, const float *restrict g, float *restri
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/* In intrinsics: the compiler keeps sqrtf's errno path and so leaves the
+ * plain loop scalar (vsqrtss, two vdivss an element), which made AdamW
+ * compute-bound at about 12 cycles an element. The same operations in the
+ * same order, without FMA, so the bits are the plain loop's. */
 __attribute__((target("avx2")))
 static void adamw_loop_avx2(float *restrict p, const float *restrict g, float *restrict m,
                             float *restrict v, size_t n, float b1, float b2, float step,
                             float decay, float bc2s, float eps)
 {
-    ADAMW_LOOP
+    const __m256 vb1 = _mm256_set1_ps(b1), vb2 = _mm256_set1_ps(b2);
+    const __m256 vc1 = _mm256_set1_ps(1.0f - b1), vc2 = _mm256_set1_ps(1.0f - b2);
+    const __m256 vstep = _mm256_set1_ps(step), vdecay = _mm256_set1_ps(decay);
+    const __m256 vbc = _mm256_set1_ps(bc2s), veps = _mm256_set1_ps(eps);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 pi = _mm256_mul_ps(_mm256_loadu_ps(p + i), vdecay);
+        __m256 gi = _mm256_loadu_ps(g + i);
+        __m256 mi = _mm256_add_ps(_mm256_mul_ps(vb1, _mm256_loadu_ps(m + i)),
+                                  _mm256_mul_ps(vc1, gi));
+        __m256 vi = _mm256_add_ps(_mm256_mul_ps(vb2, _mm256_loadu_ps(v + i)),
+                                  _mm256_mul_ps(_mm256_mul_ps(vc2, gi), gi));
+        __m256 den = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), vbc), veps);
+        pi = _mm256_sub_ps(pi, _mm256_div_ps(_mm256_mul_ps(vstep, mi), den));
+        _mm256_storeu_ps(m + i, mi);
+        _mm256_storeu_ps(v + i, vi);
+        _mm256_storeu_ps(p + i, pi);
+    }
+    adamw_loop(p + i, g + i, m + i, v + i, n - i, b1, b2, step, decay, bc2s, eps);
 }
 #endif
 #undef ADAMW_LOOP

@@ -479,8 +479,9 @@ TEST(mm_choice_cache)
     unsetenv("WEFT_PEAK_FILE");
 }
 
-/* The optimiser's update split over threads gives the bits of one pass,
- * for both rules and a length that is no multiple of anything. */
+/* The optimiser's update split over threads, and in pieces at odd
+ * offsets, gives the bits of one pass, for both rules and a length that
+ * is no multiple of anything. */
 TEST(optim_threads_bits)
 {
     enum { N = 200003 };
@@ -500,8 +501,13 @@ TEST(optim_threads_bits)
                 p[t][i] = 0.5f - (float)(i % 101) * 0.01f;
             weft_optim *o;
             CHECK(weft_optim_create(&o, &oc, 0, N) == 0);
+            /* the second run in pieces at odd offsets, so elements fall
+             * to the plain tail loop that the first ran eight-wide */
             for (int s = 0; s < 3; s++)
-                CHECK(weft_optim_step(o, p[t], g, 1e-2f) == 0);
+                CHECK(t ? weft_optim_update(o, p[t], g, 0, 3, 1e-2f) == 0 &&
+                              weft_optim_update(o, p[t] + 3, g + 3, 3, N - 3, 1e-2f) == 0 &&
+                              weft_optim_advance(o) == 0
+                        : weft_optim_step(o, p[t], g, 1e-2f) == 0);
             /* a shard's update in pieces too */
             CHECK(weft_optim_update(o, p[t] + 1000, g + 1000, 1000, N - 2000, 1e-2f) == 0);
             weft_optim_destroy(o);
