@@ -222,6 +222,10 @@ void train_mm_gemm_bf16(mm_ctx *c, int ta, int tb, int M, int N, int K,
     train_mmp_gemm_bf16(c->port, c->pl, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
 
+/* A model whose step's products are fewer FLOPs than this (a few
+ * milliseconds) keeps the peak probe's kernel. */
+#define MM_TIME_MIN_FLOPS 1e8
+
 /* "portable avx2, openblas Zen, 2 threads": what a cached choice was
  * measured with, so another ISA cap, OpenBLAS core or thread count is
  * measured again. */
@@ -245,13 +249,16 @@ void train_mm_begin(mm_ctx *c, uint64_t key)
         return;
     char kern[128];
     kernels_of(c, kern, sizeof kern);
-    if (train_mm_choice_load(key, kern, &c->choice) == 0) {
+    /* a tiny model's line (written before such models went untimed) is
+     * not taken */
+    if (train_mm_choice_load(key, kern, &c->choice) == 0 && c->choice.flops >= MM_TIME_MIN_FLOPS) {
         c->backend = c->choice.backend;
         c->chosen = 1;
         c->deciding = 0;
         announce(c);
         return;
     }
+    memset(&c->choice, 0, sizeof c->choice);
     c->key = key;
     if (!(c->rec = calloc(1, sizeof *c->rec)))
         c->deciding = 0;   /* keeps the probe's kernel */
@@ -268,6 +275,7 @@ static double mono(void)
  * until it is), so that a large model's choice stays well under a second;
  * its time is scaled back up to the full shape's. */
 #define MM_TIME_FLOPS 0.6e9
+
 
 typedef struct {
     mm_ctx *c;
@@ -304,6 +312,22 @@ void train_mm_settle(mm_ctx *c)
     mm_shapes *t = c->rec;
     c->rec = NULL;
     c->deciding = 0;
+    if (train_mm_shapes_flops(t) < MM_TIME_MIN_FLOPS) {
+        /* timing would be noise, and would choose differently for models
+         * of one family (a pipeline stage and the whole model), whose
+         * results then differ in their last bits */
+        memset(&c->choice, 0, sizeof c->choice);
+        c->choice.backend = c->backend;
+        c->choice.flops = train_mm_shapes_flops(t);
+        c->choice.shapes = t->n;
+        snprintf(c->choice.source, sizeof c->choice.source,
+                 "a step's products are %.3g GFLOP, under %.2g: the peak probe's kernel, untimed",
+                 c->choice.flops / 1e9, MM_TIME_MIN_FLOPS / 1e9);
+        c->chosen = 1;
+        announce(c);
+        free(t);
+        return;
+    }
     size_t most = 1;
     double distinct = 0.0;
     for (int i = 0; i < t->n; i++) {

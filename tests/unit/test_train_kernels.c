@@ -392,14 +392,14 @@ static void fake_peak(const char *path)
     fclose(f);
 }
 
-static const mm_choice *one_step(weft_model *m, int B)
+static const mm_choice *one_step(weft_model *m, int B, int T)
 {
-    int32_t tok[4 * 16], nxt[4 * 16];
-    for (int i = 0; i < B * 16; i++) {
+    int32_t tok[4 * 64], nxt[4 * 64];
+    for (int i = 0; i < B * T; i++) {
         tok[i] = (i * 7) % 30;
         nxt[i] = (i * 11 + 3) % 30;
     }
-    CHECK(weft_model_forward(m, tok, nxt, B, 16, NULL) == 0);
+    CHECK(weft_model_forward(m, tok, nxt, B, T, NULL) == 0);
     CHECK(weft_model_backward(m) == 0);
     return train_mm_choice(m->mm);
 }
@@ -442,11 +442,13 @@ TEST(mm_choice_cache)
     CHECK(train_mm_choice_load(42, "k one", &b) == 0 && !b.mixed);
     unlink(mpath);
 
-    weft_model_config cfg;
-    CHECK(weft_model_config_parse("gpt:vocab=30,ctx=16,layers=1,heads=2,dim=32", &cfg) == 0);
+    /* a step of about 0.16 GFLOP of products: timed */
+    weft_model_config cfg, tiny;
+    CHECK(weft_model_config_parse("gpt:vocab=64,ctx=64,layers=1,heads=2,dim=128", &cfg) == 0);
+    CHECK(weft_model_config_parse("gpt:vocab=30,ctx=16,layers=1,heads=2,dim=32", &tiny) == 0);
     weft_model *m, *m2, *m3;
     CHECK(weft_model_create(&m, &cfg, 1) == 0 && weft_model_set_threads(m, 1) == 0);
-    const mm_choice *c = one_step(m, 2);
+    const mm_choice *c = one_step(m, 2, 64);
     if (train_mm_blas_core()) {
         /* every linear layer's three products, the logits' too */
         CHECKF(c && strstr(c->source, "measured now") && c->shapes >= 8, "%s",
@@ -455,14 +457,22 @@ TEST(mm_choice_cache)
                                                                           : "portable") == 0);
         /* the same model and batch takes the file's choice at its first forward */
         CHECK(weft_model_create(&m2, &cfg, 1) == 0 && weft_model_set_threads(m2, 1) == 0);
-        const mm_choice *c2 = one_step(m2, 2);
+        const mm_choice *c2 = one_step(m2, 2, 64);
         CHECKF(c2 && strstr(c2->source, "kept in") && c2->backend == c->backend, "%s",
                c2 ? c2->source : "none");
         weft_model_destroy(m2);
         /* another batch is another signature */
         CHECK(weft_model_create(&m2, &cfg, 1) == 0 && weft_model_set_threads(m2, 1) == 0);
-        c2 = one_step(m2, 4);
+        c2 = one_step(m2, 4, 64);
         CHECKF(c2 && strstr(c2->source, "measured now"), "%s", c2 ? c2->source : "none");
+        weft_model_destroy(m2);
+        /* a tiny model keeps the probe's kernel untimed, so that models of
+         * one family (a pipeline stage, the whole) run the same one */
+        CHECK(weft_model_create(&m2, &tiny, 1) == 0);
+        c2 = one_step(m2, 2, 16);
+        CHECKF(c2 && strstr(c2->source, "untimed") && c2->port_s == 0 &&
+                   strcmp(weft_model_matmul_name(m2), "openblas") == 0,
+               "%s", c2 ? c2->source : "none");
         weft_model_destroy(m2);
     } else {
         CHECK(c == NULL && strcmp(weft_model_matmul_name(m), "portable") == 0);
@@ -470,7 +480,7 @@ TEST(mm_choice_cache)
     /* WEFT_MATMUL is taken as told, untimed */
     setenv("WEFT_MATMUL", "portable", 1);
     CHECK(weft_model_create(&m3, &cfg, 1) == 0);
-    CHECK(one_step(m3, 2) == NULL && strcmp(weft_model_matmul_name(m3), "portable") == 0);
+    CHECK(one_step(m3, 2, 64) == NULL && strcmp(weft_model_matmul_name(m3), "portable") == 0);
     weft_model_destroy(m3);
     unsetenv("WEFT_MATMUL");
     weft_model_destroy(m);
