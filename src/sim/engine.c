@@ -504,8 +504,10 @@ static double call_bytes(const sim_job *j, uint64_t count)
 
 /* A core's time per byte copied and reduced. While the node's working set
  * (every rank's buffers, and the part of its shared-memory rings its
- * messages pass through) fits the cache, the in-cache speeds; beyond it,
- * each core gets its share of the memory's bandwidth at most. The set is
+ * messages pass through) fits the cache, the in-cache speeds, and while a
+ * core's share of it fits the core's own cache (l2), that cache's speed;
+ * beyond the shared cache, each core gets its share of the memory's
+ * bandwidth at most. The set is
  * one real call's, not that of a smaller count simulated for
  * extrapolation (g at count_sim stands for j->count) nor of all the calls
  * run back to back. */
@@ -524,10 +526,14 @@ static void cpu_speeds(sim *s, const sim_job *j, const sim_prog *g, uint64_t cou
         sent /= j->calls;
     double ring = t->cpu_ring_MiB * 1048576.0;
     double ws = on_node * (call_bytes(j, j->count) + (ring > 0 && sent > ring ? ring : sent));
+    double busy = t->cpu_cores < on_node ? t->cpu_cores : on_node;
     if (t->cpu_cache_MiB > 0 && ws > t->cpu_cache_MiB * 1048576.0 && t->cpu_mem_GBps > 0) {
-        double share = t->cpu_mem_GBps / (t->cpu_cores < on_node ? t->cpu_cores : on_node);
+        double share = t->cpu_mem_GBps / busy;
         copy = copy < share ? copy : share;
         red = red < share ? red : share;
+    } else if (t->cpu_l2_MiB > 0 && t->cpu_l2_GBps > 0 && busy > 0 &&
+               ws / busy <= t->cpu_l2_MiB * 1048576.0) {
+        copy = red = t->cpu_l2_GBps; /* every core's part stays in its own cache */
     }
     s->copy_us_B = 1 / (copy * 1e3);
     s->reduce_us_B = 1 / (red * 1e3);

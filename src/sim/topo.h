@@ -80,6 +80,9 @@ typedef struct {
                                       the working set for its messages; 0: none */
     double cpu_switch_us;          /* core work to switch a waiting rank onto a
                                       core another rank holds; 0: free */
+    double cpu_l2_MiB, cpu_l2_GBps; /* a core's own cache: while a core's share of
+                                      the working set fits it, copies and
+                                      reductions run at l2_GBps; 0: no such level */
     sim_proto proto[SIM_ALGO_COUNT];
     sim_protocol_t protocol[SIM_PROTO_COUNT];
     sim_hop hop[SIM_ALGO_COUNT][SIM_PROTO_COUNT];

@@ -15,7 +15,7 @@
 #define NCCLT                                                                              \
     "nccl-tests all_reduce_perf, 8x H100 SXM, NCCL_ALGO=RING: ~370 GB/s (NCCL's maintainers, " \
     "github.com/NVIDIA/nccl-tests/issues/212; 368.8 with NVLS off, issues/309)"
-#define HOST "bench/sim_calibrate.sh, idle machine 2026-12-02 (load 0.04-4.6): lower of 2 runs' medians of 5"
+#define HOST "bench/sim_calibrate.sh, idle machine 2026-12-02 (load 0.04-4.6): lower of 2 (3) runs' medians"
 
 /* clang-format off */
 const sim_vpoint sim_vpoints[] = {
@@ -43,9 +43,9 @@ const sim_vpoint sim_vpoints[] = {
      * the small calls ran on one of them (docs/SIMULATION.md, "This host") */
 #define H(n, b, us) { "host", "host", "ring", NULL, n, b, SIM_V_TIME_US, us, HOST, 0 }
 #define H1(n, b, us) { "host", "host", "ring", NULL, n, b, SIM_V_TIME_US, us, HOST, 1 }
-    H1(2, 8, 11.26), H1(2, 1024, 15.75), H1(2, 65536, 38.80), H(2, 1048576, 248.00),
+    H1(2, 8, 11.26), H1(2, 1024, 14.85), H1(2, 65536, 31.67), H(2, 1048576, 248.00),
     H(2, 16777216, 7071.74), H(2, 67108864, 26848.79),
-    H(4, 8, 20.85), H(4, 1024, 42.51), H(4, 65536, 80.06), H(4, 1048576, 950.63),
+    H(4, 8, 19.45), H(4, 1024, 42.51), H(4, 65536, 80.06), H(4, 1048576, 950.63),
     H(4, 16777216, 20654.66), H(4, 67108864, 72933.63),
     H(8, 8, 76.39), H(8, 1024, 148.88), H(8, 65536, 254.13), H(8, 1048576, 3017.67),
     H(8, 16777216, 52268.01), H(8, 67108864, 203745.04),
