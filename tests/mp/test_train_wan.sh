@@ -6,7 +6,10 @@
 # the compressors report are int8's quarter of fp32's and PowerSGD's
 # (m+n)r/mn on the matrices it takes; hier sends each rank's slice across
 # once, as the emulated WAN counts it; streaming:H:1:0 has diloco:H's
-# losses exactly. Under sanitizers (TEST_SCALE >= 10) fewer compressors.
+# losses exactly; --outer-lr 1 --outer-momentum 0 turns diloco:H's outer
+# step into plain averaging, local:H's losses exactly (so both options
+# reach the outer optimiser), and values outside their ranges are refused.
+# Under sanitizers (TEST_SCALE >= 10) fewer compressors.
 B=${BUILD:-build}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
@@ -107,5 +110,26 @@ done
 if run stream1 --sync streaming:6:1:0; then
     same stream1 diloco_6
 fi
+if run outer_plain --sync diloco:6 --outer-lr 1 --outer-momentum 0 &&
+    run local_6 --sync local:6 --optim adamw --lr 3e-3 --weight-decay 0.01 --min-lr 3e-4; then
+    same outer_plain local_6
+    # and not the default outer step's (0.7, Nesterov 0.9)
+    last() { awk -F, '$3 == "train" { l = $4 } END { print l }' "$dir/$1.csv"; }
+    if [ -f "$dir/diloco_6.csv" ] && [ "$(last outer_plain)" = "$(last diloco_6)" ]; then
+        bad "--outer-lr 1 --outer-momentum 0: the default outer step's losses"
+    else
+        ok
+    fi
+fi
+for bad_opt in "--outer-lr 0" "--outer-lr 10.5" "--outer-momentum 1" "--outer-momentum -0.1"; do
+    # shellcheck disable=SC2086
+    if "$B/weft-train" $common --sync diloco:6 $bad_opt >"$dir/refused.out" 2>&1; then
+        bad "weft-train $bad_opt was accepted"
+    elif grep -q "want a" "$dir/refused.out"; then
+        ok
+    else
+        bad "weft-train $bad_opt: $(tail -n 1 "$dir/refused.out")"
+    fi
+done
 echo "summary: $passed passed, $failed failed"
 [ $failed = 0 ]

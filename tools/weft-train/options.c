@@ -112,6 +112,9 @@ static void usage(FILE *f)
         "  --compress SPEC          fp16, bf16, int8, int4, topk:K or powersgd:R: the\n"
         "                           gradients (full sync) or the outer gradient (DiLoCo,\n"
         "                           streaming, hier) travel compressed\n"
+        "  --outer-lr X             DiLoCo's and streaming's outer learning rate, in (0, 10]\n"
+        "                           (0.7)\n"
+        "  --outer-momentum X       their outer Nesterov momentum, in [0, 1) (0.9)\n"
         "  --mode dp|ps             data parallel (dp, default) or parameter server (ps: under\n"
         "                           weftrun -n W --servers K; workers push gradients, pull\n"
         "                           parameters; servers hold them and run the optimiser)\n"
@@ -330,6 +333,7 @@ void parse_args(opts *o, int argc, char **argv)
     o->accum = 1;
     o->straggle_rank = -1;
     strcpy(o->sync, "full");
+    o->outer_lr = o->outer_momentum = -1;
     strcpy(o->consistency, "bsp");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -403,6 +407,14 @@ void parse_args(opts *o, int argc, char **argv)
             if (weft_compress_parse(v, &cs) != 0)
                 die("--compress: want fp16, bf16, int8, int4, topk:K or powersgd:R, not '%s'", v);
             copy_str(o->compress, sizeof o->compress, key, v);
+        } else if (strcmp(key, "outer-lr") == 0) {
+            o->outer_lr = parse_double(key, v, -1e30);
+            if (!(o->outer_lr > 0 && o->outer_lr <= 10))
+                die("--outer-lr: want a learning rate in (0, 10], not '%s'", v);
+        } else if (strcmp(key, "outer-momentum") == 0) {
+            o->outer_momentum = parse_double(key, v, -1e30);
+            if (!(o->outer_momentum >= 0 && o->outer_momentum < 1))
+                die("--outer-momentum: want a momentum in [0, 1), not '%s'", v);
         } else if (strcmp(key, "mode") == 0) {
             if (strcmp(v, "dp") && strcmp(v, "ps"))
                 die("--mode: want dp or ps, not '%s'", v);
@@ -465,6 +477,10 @@ void parse_args(opts *o, int argc, char **argv)
     if (o->layout_auto && (o->pp || o->tp || o->zero || o->micro || o->pp_schedule[0] || o->sp))
         die("--layout auto chooses --tp, --pp, --zero, --micro-batches, --schedule and --sp: "
             "give it none of them");
+    if ((o->outer_lr >= 0 || o->outer_momentum >= 0) && !strstr(o->sync, "diloco:") &&
+        !strstr(o->sync, "streaming:"))
+        die("--outer-lr and --outer-momentum are DiLoCo's outer step's: they need --sync "
+            "diloco:H, streaming:H:F[:T] or hier:full/..., not --sync %s", o->sync);
     int model_par = o->pp > 1 || o->tp > 1;
     if (model_par && o->ps)
         die("--pp and --tp split the model; --mode ps keeps it whole on the servers");

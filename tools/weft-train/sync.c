@@ -18,6 +18,10 @@ void sync_pick(train_sync *s, opts *o, weft_comm *comm)
 {
     memset(s, 0, sizeof *s);
     weft_sync_parse(o->sync, &s->cfg); /* parse_args checked it */
+    if (o->outer_lr > 0)
+        s->cfg.outer_lr = (float)o->outer_lr;
+    if (o->outer_momentum >= 0)
+        s->cfg.outer_momentum = (float)o->outer_momentum;
     const sync_ops *mode = s->cfg.hier ? &sync_hier : modes[s->cfg.mode];
     if (o->compress[0]) {
         int outer = s->cfg.mode == WEFT_SYNC_DILOCO || s->cfg.mode == WEFT_SYNC_STREAMING;

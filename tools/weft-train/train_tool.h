@@ -32,6 +32,7 @@ typedef struct {
     int zero, accum, straggle_rank, straggle_ms;
     char sync[64];
     char compress[32];    /* --compress: the gradients' (full) or outer step's compressor */
+    double outer_lr, outer_momentum; /* --outer-lr, --outer-momentum (< 0: the sync's own) */
     int ps;               /* --mode ps: parameter server instead of data parallel */
     char consistency[32];
     int pp, micro;        /* --pp stages, --micro-batches per step */
