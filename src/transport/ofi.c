@@ -112,6 +112,7 @@ typedef struct {
 
 struct ofi_net {
     int rank, size, loglevel, severed, mr_local, mr_endpoint, wait_fd;
+    int enabled;            /* the endpoint took fi_enable: its queue may be read */
     int rma, virt_addr;     /* RMA writes with remote data; keys address virtual memory */
     uint64_t comm_id;
     const char *secret;
@@ -247,6 +248,7 @@ static int open_fids(ofi_net *n, char *err, size_t errlen)
         return fi_fail(err, errlen, "endpoint bind", rc);
     if ((rc = fi_enable(n->ep)))
         return fi_fail(err, errlen, "endpoint enable", rc);
+    n->enabled = 1;
     return 0;
 }
 
@@ -480,7 +482,9 @@ void ofi_sever(ofi_net *n)
 {
     if (!n || n->severed)
         return;
-    if (n->ep && n->cq) {
+    /* an open that failed part-way has nothing under way, and the shm
+     * provider crashes on a read of a queue whose endpoint never enabled */
+    if (n->enabled) {
         (void)ofi_progress(n);
         quiesce(n);
     }
