@@ -22,7 +22,8 @@
 #                      hier4 stream stream4")
 # The whole sweep: CLUSTERS="2 4" DELAYS="10 50 200" MODELS="mlp gpt".
 # DARGS: more weft-train arguments for the DiLoCo rows only (e.g. DARGS="--lr
-# 8e-3", the inner learning rate; full sync keeps its own).
+# 8e-3", the inner learning rate, or DARGS="--outer-lr 1.0 --outer-momentum
+# 0.8", DiLoCo's outer step; full sync keeps its own).
 # mlpbig (mlp:784-1024-1024-10) has compute enough per step to hide an
 # outer all-reduce: MODELS=mlpbig ROWS="hier4 stream4" for utilisation.
 # The full sync rows set the bytes ratio's reference (without them: none).
