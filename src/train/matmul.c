@@ -3,9 +3,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/log.h"
 #include "core/param.h"
 #include "train/mm_choose.h"
@@ -264,18 +264,10 @@ void train_mm_begin(mm_ctx *c, uint64_t key)
         c->deciding = 0;   /* keeps the probe's kernel */
 }
 
-static double mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* A timed product is at most this many FLOPs (its largest side halved
  * until it is), so that a large model's choice stays well under a second;
  * its time is scaled back up to the full shape's. */
 #define MM_TIME_FLOPS 0.6e9
-
 
 typedef struct {
     mm_ctx *c;
@@ -298,10 +290,10 @@ static double time_shape(void *arg, int backend, const mm_shape *s)
     timer_arg *t = arg;
     int M, N, K;
     capped(s, &M, &N, &K);
-    double t0 = mono();
+    double t0 = clock_now();
     gemm_on(t->c, backend, s->ta, s->tb, M, N, K, t->a, s->ta ? M : K, t->b, s->tb ? K : N,
             s->acc ? 1.0f : 0.0f, t->o, N);
-    double dt = mono() - t0;
+    double dt = clock_now() - t0;
     return dt * ((double)s->M * s->N * s->K) / ((double)M * N * K);
 }
 
@@ -347,12 +339,12 @@ void train_mm_settle(mm_ctx *c)
         }
         /* three runs of each where that is cheap, two for big models */
         int reps = distinct > 1e9 ? 2 : 3;
-        double t0 = mono();
+        double t0 = clock_now();
         train_mm_choose(t, MM_AUTO, train_mm_blas_core() != NULL, reps, time_shape, &ta,
                         &c->choice);
         char kern[128];
         kernels_of(c, kern, sizeof kern);
-        c->choice.took_s = mono() - t0;
+        c->choice.took_s = clock_now() - t0;
         (void)train_mm_choice_store(c->key, kern, &c->choice);
         c->backend = c->choice.backend;
         c->chosen = 1;

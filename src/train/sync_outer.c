@@ -26,7 +26,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "core/clock.h"
 
 typedef struct {
     size_t off, len;      /* the fragment in the flat parameters */
@@ -65,13 +66,6 @@ struct outer_sync {
     int compressed;
     outer_times t;
 };
-
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 void outer_time(const outer_sync *o, outer_times *t)
 {
@@ -284,18 +278,18 @@ static int merge_timed(outer_sync *o, frag *f, float *p, int mixed)
 
 static int merge(outer_sync *o, frag *f, float *p, int mixed)
 {
-    double t0 = mono_s();
+    double t0 = clock_now();
     int rc = merge_timed(o, f, p, mixed);
-    o->t.apply_s += mono_s() - t0;
+    o->t.apply_s += clock_now() - t0;
     return rc;
 }
 
 /* Blocking: the time the inner steps stand still for the WAN. */
 static int reduce_blocking(outer_sync *o, frag *f)
 {
-    double t0 = mono_s();
+    double t0 = clock_now();
     int rc = reduce(f);
-    o->t.wait_s += mono_s() - t0;
+    o->t.wait_s += clock_now() - t0;
     return rc;
 }
 
@@ -312,10 +306,10 @@ static void pseudo_gradient(outer_sync *o, frag *f, const float *p)
 
 static int start(outer_sync *o, frag *f, float *p, long steps, int tau)
 {
-    double t0 = mono_s();
+    double t0 = clock_now();
     pseudo_gradient(o, f, p);
     if (tau == 0) {
-        o->t.post_s += mono_s() - t0;
+        o->t.post_s += clock_now() - t0;
         int rc = reduce_blocking(o, f);
         if (rc == 0 && (rc = merge(o, f, p, 0)) == 0)
             f->synced = steps;
@@ -325,7 +319,7 @@ static int start(outer_sync *o, frag *f, float *p, long steps, int tau)
     f->began = steps;
     f->rc = 0;
     f->threaded = pthread_create(&f->th, NULL, reduce_thread, f) == 0;
-    o->t.post_s += mono_s() - t0;
+    o->t.post_s += clock_now() - t0;
     if (!f->threaded)
         f->rc = reduce_blocking(o, f); /* no thread to be had: the same result, late */
     return 0;
@@ -335,10 +329,10 @@ static int start(outer_sync *o, frag *f, float *p, long steps, int tau)
  * result is the blocking outer step's and every rank has the fragment. */
 static int land(outer_sync *o, frag *f, float *p, int mixed)
 {
-    double t0 = mono_s();
+    double t0 = clock_now();
     if (f->threaded)
         pthread_join(f->th, NULL);
-    o->t.wait_s += mono_s() - t0;
+    o->t.wait_s += clock_now() - t0;
     f->threaded = 0;
     f->due = 0;
     return f->rc ? f->rc : merge(o, f, p, mixed);
@@ -365,7 +359,7 @@ int outer_after_step(outer_sync *o, long steps)
 static int finish_together(outer_sync *o, frag **ns, int n, float *p, long steps)
 {
     size_t total = 0, at = 0;
-    double t0 = mono_s();
+    double t0 = clock_now();
     for (int i = 0; i < n; i++) {
         pseudo_gradient(o, ns[i], p);
         total += ns[i]->cnt;
@@ -375,8 +369,8 @@ static int finish_together(outer_sync *o, frag **ns, int n, float *p, long steps
     int rc = cat ? 0 : WEFT_ENOMEM;
     for (int i = 0; rc == 0 && i < n; at += ns[i]->cnt, i++)
         memcpy(cat + at, ns[i]->d, ns[i]->cnt * sizeof(float));
-    o->t.post_s += mono_s() - t0;
-    t0 = mono_s();
+    o->t.post_s += clock_now() - t0;
+    t0 = clock_now();
     if (rc == 0 && total && weft_comm_size(o->outer) > 1) {
         if (!o->compressed)
             rc = weft_allreduce(o->outer, cat, cat, total, WEFT_F32, WEFT_AVG);
@@ -387,7 +381,7 @@ static int finish_together(outer_sync *o, frag **ns, int n, float *p, long steps
             o->across += sent;
         }
     }
-    o->t.wait_s += mono_s() - t0;
+    o->t.wait_s += clock_now() - t0;
     weft_compressor_destroy(z);
     at = 0;
     for (int i = 0; rc == 0 && i < n; at += ns[i]->cnt, i++) {
