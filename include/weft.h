@@ -791,6 +791,13 @@ typedef struct weft_optim weft_optim;
 int weft_optim_create(weft_optim **out, const weft_optim_config *cfg, size_t base, size_t n);
 void weft_optim_destroy(weft_optim *o);
 const weft_optim_config *weft_optim_config_of(const weft_optim *o);
+/* Threads an update is split over (updates of 64 Ki elements or more):
+ * n == 0 the default of weft_model_set_threads, which a trainer should
+ * match with weft_model_threads so that the optimiser uses the cores the
+ * model does; n < 0 is WEFT_EINVAL. Results do not depend on n.
+ * weft_optim_threads is 1 when the threads could not be started. */
+int weft_optim_set_threads(weft_optim *o, int n);
+int weft_optim_threads(const weft_optim *o);
 /* Updates elements [lo, lo + n) (inside the state's range): params[0] and
  * grads[0] are element lo. Uses step number weft_optim_steps(o) + 1 and does
  * not advance it, so one step may be done as several ranges. */

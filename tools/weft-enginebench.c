@@ -265,7 +265,8 @@ int main(int argc, char **argv)
     weft_optim *o;
     size_t n;
     float *p = weft_model_params(m, &n), *g = weft_model_grads(m, NULL);
-    if ((rc = weft_optim_create(&o, &oc, 0, n)) != 0) {
+    if ((rc = weft_optim_create(&o, &oc, 0, n)) != 0 ||
+        (rc = weft_optim_set_threads(o, weft_model_threads(m))) != 0) {
         fprintf(stderr, "weft-enginebench: %s\n", weft_strerror(rc));
         return 1;
     }

@@ -25,9 +25,10 @@ struct weft_optim {
     int64_t steps;
     int nstate;
     float *state[2];
-    /* the update's threads (train_mm_default_threads, as a model's), made
-     * at the first update big enough to split; pool_failed: run on the
-     * caller alone */
+    /* the update's threads (threads: train_mm_default_threads unless
+     * weft_optim_set_threads said otherwise), made at the first update big
+     * enough to split; pool_failed: run on the caller alone */
+    int threads;
     pool *pl;
     int pool_failed;
 };
@@ -66,6 +67,9 @@ int weft_optim_create(weft_optim **out, const weft_optim_config *cfg, size_t bas
     o->base = base;
     o->n = n;
     o->nstate = cfg->kind == WEFT_OPTIM_ADAMW ? 2 : 1;
+    /* a bad WEFT_THREADS fails the model's create; here it costs only speed */
+    if ((o->threads = train_mm_default_threads()) < 1)
+        o->threads = 1;
     for (int i = 0; i < o->nstate; i++) {
         o->state[i] = calloc(n ? n : 1, sizeof(float));
         if (!o->state[i]) {
@@ -220,12 +224,35 @@ static pool *opt_pool(weft_optim *o, size_t n)
 {
     if (o->pl || o->pool_failed || n < OPT_PAR_MIN)
         return o->pl;
-    int th = train_mm_default_threads();
-    if (th <= 1 || train_pool_create(&o->pl, th) != 0) {
+    if (o->threads <= 1 || train_pool_create(&o->pl, o->threads) != 0) {
         o->pl = NULL;
         o->pool_failed = 1;
     }
     return o->pl;
+}
+
+int weft_optim_set_threads(weft_optim *o, int n)
+{
+    if (!o || n < 0)
+        return WEFT_EINVAL;
+    if (n == 0 && (n = train_mm_default_threads()) < 0)
+        return n;
+    if (n != o->threads || o->pool_failed) {
+        train_pool_destroy(o->pl);
+        o->pl = NULL;
+        o->pool_failed = 0;
+        o->threads = n;
+    }
+    return 0;
+}
+
+int weft_optim_threads(const weft_optim *o)
+{
+    if (!o)
+        return 0;
+    if (o->pl)   /* what the last update split over */
+        return train_pool_size(o->pl);
+    return o->pool_failed ? 1 : o->threads;
 }
 
 int weft_optim_update(weft_optim *o, float *params, const float *grads,

@@ -317,11 +317,14 @@ int weft_zero_create(weft_zero **out, weft_comm *c, weft_model *m, const weft_op
         bucket_bytes = WEFT_DP_DEFAULT_BUCKET;
     if (stage == 0) {
         rc = weft_optim_create(&z->opt, oc, 0, z->n);
+        if (rc == 0)
+            rc = weft_optim_set_threads(z->opt, weft_model_threads(m));
     } else {
         rc = make_buckets(z, bucket_bytes);
         for (int k = 0; rc == 0 && k < z->nb; k++)
             if (z->b[k].mcnt)
-                rc = weft_optim_create(&z->b[k].opt, oc, z->b[k].mlo, z->b[k].mcnt);
+                if ((rc = weft_optim_create(&z->b[k].opt, oc, z->b[k].mlo, z->b[k].mcnt)) == 0)
+                    rc = weft_optim_set_threads(z->b[k].opt, weft_model_threads(m));
     }
     /* a rank owning nothing (every bucket smaller than the world) would
      * have no optimiser to count steps with */

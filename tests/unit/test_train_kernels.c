@@ -529,3 +529,41 @@ TEST(optim_threads_bits)
     unsetenv("WEFT_THREADS");
     free(g);
 }
+
+/* weft_optim_set_threads overrides WEFT_THREADS (as weft_model_set_threads
+ * does for the matmuls), and the split it asks for gives the same bits. */
+TEST(optim_set_threads)
+{
+    enum { N = 150001 };
+    float *p[2], *g = malloc(N * sizeof(float));
+    weft_rng r;
+    weft_rng_seed(&r, 9);
+    for (int i = 0; i < N; i++)
+        g[i] = frand(&r);
+    weft_optim_config oc;
+    weft_optim_config_default(&oc, WEFT_OPTIM_ADAMW);
+    setenv("WEFT_THREADS", "1", 1);
+    for (int t = 0; t < 2; t++) {
+        p[t] = malloc(N * sizeof(float));
+        for (int i = 0; i < N; i++)
+            p[t][i] = 0.25f - (float)(i % 37) * 0.01f;
+        weft_optim *o;
+        CHECK(weft_optim_create(&o, &oc, 0, N) == 0);
+        CHECK(weft_optim_threads(o) == 1);
+        CHECK(weft_optim_set_threads(o, -1) == WEFT_EINVAL && weft_optim_threads(o) == 1);
+        CHECK(weft_optim_set_threads(o, t ? 2 : 1) == 0);
+        for (int s = 0; s < 3; s++)
+            CHECK(weft_optim_step(o, p[t], g, 1e-2f) == 0);
+        CHECKF(weft_optim_threads(o) == (t ? 2 : 1), "asked %d, got %d", t ? 2 : 1,
+               weft_optim_threads(o));
+        /* 0 goes back to the environment's count */
+        CHECK(weft_optim_set_threads(o, 0) == 0 && weft_optim_threads(o) == 1);
+        weft_optim_destroy(o);
+    }
+    CHECKF(memcmp(p[0], p[1], N * sizeof(float)) == 0, "two threads changed bits");
+    CHECK(weft_optim_set_threads(NULL, 1) == WEFT_EINVAL && weft_optim_threads(NULL) == 0);
+    unsetenv("WEFT_THREADS");
+    free(p[0]);
+    free(p[1]);
+    free(g);
+}
