@@ -360,3 +360,8 @@ const mm_choice *train_mm_choice(const mm_ctx *c)
 {
     return c && c->chosen ? &c->choice : NULL;
 }
+
+int train_mm_provisional(const mm_ctx *c)
+{
+    return c && c->deciding;
+}

@@ -51,6 +51,9 @@ void train_mm_begin(mm_ctx *c, uint64_t key);
 void train_mm_settle(mm_ctx *c);
 /* The choice, NULL when none was made on the model's products. */
 const mm_choice *train_mm_choice(const mm_ctx *c);
+/* 1 while MM_AUTO still runs the peak probe's kernel (train_mm_name's)
+ * before settle decides. */
+int train_mm_provisional(const mm_ctx *c);
 
 /* The portable kernel on its own (matmul_portable.c). */
 int train_mmp_create(mmp **out, int threads);

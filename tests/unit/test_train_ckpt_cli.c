@@ -78,5 +78,52 @@ TEST_INIT
     atexit(remove_dir);
 }
 
+/* The start-up line names the auto choice provisional, and the settled
+ * choice follows once, after the first step; a kernel told is named as
+ * it is. */
+static void check_matmul_line(const char *env, const char *model_line, int auto_lines)
+{
+    char out[512], cmd[4096];
+    snprintf(out, sizeof out, "%s/out.txt", dir);
+    snprintf(cmd, sizeof cmd,
+             "env -u WEFT_MATMUL WEFT_PEAK_FILE=%s/peak %s %s --model gpt --layers 1 --heads 2 "
+             "--dim 16 --seq 16 --data builtin --train-size 200 --batch 8 --steps 3 --no-eval "
+             ">%s 2>/dev/null",
+             dir, env, tool, out);
+    CHECK(system(cmd) == 0);
+    long n;
+    char *text = fx_slurp(out, &n), *at = text;
+    int lines = 0;
+    while (at && (at = strstr(at, "matmul auto after step 1: ")) != NULL) {
+        lines++;
+        at++;
+    }
+    CHECKF(text && strstr(text, model_line), "no \"%s\" in:\n%s", model_line, text ? text : "");
+    CHECKF(lines == auto_lines, "%d lines of the settled choice, expected %d", lines, auto_lines);
+    free(text);
+    remove(out);
+    char peak[600];
+    snprintf(peak, sizeof peak, "%s/peak", dir);
+    remove(peak);
+    snprintf(peak, sizeof peak, "%s/peak.matmul", dir);
+    remove(peak);
+}
+
+TEST(matmul_line)
+{
+    /* auto decides only where there is a choice: with OpenBLAS built in */
+    weft_model_config cfg;
+    weft_model *m = NULL;
+    CHECK(weft_model_config_parse("gpt:vocab=16,ctx=8,layers=1,heads=1,dim=8", &cfg) == 0);
+    CHECK(weft_model_create(&m, &cfg, 1) == 0);
+    int blas = weft_model_set_matmul(m, "openblas") == 0;
+    weft_model_destroy(m);
+    if (blas)
+        check_matmul_line("", ", matmul auto (provisional: ", 1);
+    else
+        check_matmul_line("", ", matmul portable, ", 0);
+    check_matmul_line("WEFT_MATMUL=portable", ", matmul portable, ", 0);
+}
+
 TEST(mlp) { check_model("--model mlp:784-32-10", 10, 4); }
 TEST(gpt) { check_model("--model gpt --layers 1 --heads 2 --dim 16 --seq 16", 8, 3); }

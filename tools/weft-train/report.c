@@ -4,6 +4,7 @@
 
 #include "train/flops.h"
 #include "train/matmul.h"
+#include "train/model.h"
 #include "train/peak.h"
 
 #include <errno.h>
@@ -147,6 +148,7 @@ void progress_model(progress *p, const weft_model *m, int ranks, int lead)
 {
     p->cfg = weft_model_config_of(m);
     p->peak = 0;
+    p->model = lead && !p->quiet && train_mm_provisional(m->mm) ? m : NULL;
     if (!lead || (p->quiet && !p->csv))
         return;
     train_peak pk;
@@ -175,6 +177,15 @@ void report_step(progress *p, long step, const train_step *st, double lr)
                      ? rate * train_model_flops(p->cfg, 1, st->width) / p->peak : -1;
     csv_line(p->csv, step + 1, st->epoch, "train", st->loss, (double)st->correct / rows, lr,
              st->gnorm, rate, elapsed, mfu);
+    /* the auto choice is made on the first step's own products */
+    const mm_choice *ch = p->model ? train_mm_choice(p->model->mm) : NULL;
+    if (ch) {
+        char text[512];
+        train_mm_choice_text(ch, text, sizeof text);
+        printf("matmul auto after step %ld: %s\n", step + 1, text);
+        fflush(stdout);
+        p->model = NULL;
+    }
     progress_update(p, step + 1, st->loss, rate, st->bubble, mfu, step + 1 == p->total);
 }
 
@@ -207,8 +218,12 @@ void report_model(const weft_model *m, const run_opts *r, size_t nparams)
 {
     char spec[512];
     weft_model_config_format(weft_model_config_of(m), spec, sizeof spec);
-    printf("model %s (%zu parameters, %s, %s matmul, %d threads)\n", spec, nparams,
-           r->precision, weft_model_matmul_name(m), weft_model_threads(m));
+    /* under the auto choice the name is the peak probe's kernel until the
+     * first step has timed the model's own products (report_step) */
+    printf("model %s (%zu parameters, %s, matmul %s%s%s, %d threads)\n", spec, nparams,
+           r->precision, train_mm_provisional(m->mm) ? "auto (provisional: " : "",
+           weft_model_matmul_name(m), train_mm_provisional(m->mm) ? ")" : "",
+           weft_model_threads(m));
 }
 
 /* The lines before a data-parallel run's first step (rank 0, not --quiet). */

@@ -116,6 +116,7 @@ typedef struct {
     FILE *csv;
     const weft_model_config *cfg; /* MFU (progress_model): the model, */
     double peak;                  /* FLOP/s of the job's compute ranks; 0: no MFU */
+    const weft_model *model;      /* set while its auto matmul choice is to be told */
 } progress;
 
 /* steps: the planned run; the launch runs first_step..end. */
