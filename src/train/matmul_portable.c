@@ -38,7 +38,7 @@ struct mmp {
     int nthreads;
     const char *isa;
     int mr, nr;
-    int t8;   /* pack_b may use AVX2's transposes */
+    int t8;   /* packing may use AVX2's transposes */
     mmp_buf *buf;
     kern_fn kern;
 };
@@ -237,13 +237,57 @@ static void pack_t8(float *dst, int dld, const float *src, int ld, int kc)
         for (int j = 0; j < 8; j++)
             dst[(size_t)k * dld + j] = src[(size_t)j * ld + k];
 }
+
+/* pack_t8 for four rows, by 4 x 4 transposes. */
+__attribute__((target("avx2")))
+static void pack_t4(float *dst, int dld, const float *src, int ld, int kc)
+{
+    int k = 0;
+    size_t l = (size_t)ld;
+    for (; k + 4 <= kc; k += 4) {
+        const float *sk = src + k;
+        __m128 r0 = _mm_loadu_ps(sk), r1 = _mm_loadu_ps(sk + l);
+        __m128 r2 = _mm_loadu_ps(sk + 2 * l), r3 = _mm_loadu_ps(sk + 3 * l);
+        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+        float *d = dst + (size_t)k * dld;
+        _mm_storeu_ps(d, r0);
+        _mm_storeu_ps(d + (size_t)dld, r1);
+        _mm_storeu_ps(d + 2 * (size_t)dld, r2);
+        _mm_storeu_ps(d + 3 * (size_t)dld, r3);
+    }
+    for (; k < kc; k++)
+        for (int j = 0; j < 4; j++)
+            dst[(size_t)k * dld + j] = src[(size_t)j * l + k];
+}
 #endif
+
+/* dst[k * dld + j] = src[j * ld + k] for j < rows, k < kc: a panel of
+ * rows stored along k (op(A) untransposed, op(B) transposed). t8: by
+ * register transposes, eight and then four rows at a time; a strided
+ * scalar loop costs as much as a fifth of a 512-wide product. */
+static void pack_rows(float *dst, int dld, int t8, const float *src, int ld, int rows, int kc)
+{
+    int j = 0;
+#ifdef MMP_X86
+    if (t8) {
+        for (; j + 8 <= rows; j += 8)
+            pack_t8(dst + j, dld, src + (size_t)j * ld, ld, kc);
+        for (; j + 4 <= rows; j += 4)
+            pack_t4(dst + j, dld, src + (size_t)j * ld, ld, kc);
+    }
+#endif
+    if (j == rows)
+        return;
+    for (int k = 0; k < kc; k++)
+        for (int i = j; i < rows; i++)
+            dst[(size_t)k * dld + i] = src[(size_t)i * ld + k];
+}
 
 /* Packs op(A)[i0.., k0..] (mc x kc) into MRt-row panels, zero-padded.
  * fp32 has loops of its own: with the bf16 test inside, -O2 neither
  * hoists it nor vectorises, and packing took a third of the time of a
  * small product (attention's). Writes go in order, the panel's layout. */
-static void pack_a(float *dst, int MRt, int ta, operand A, int lda, int i0, int mc,
+static void pack_a(float *dst, int MRt, int t8, int ta, operand A, int lda, int i0, int mc,
                    int k0, int kc)
 {
     for (int ip = 0; ip < mc; ip += MRt) {
@@ -257,10 +301,7 @@ static void pack_a(float *dst, int MRt, int ta, operand A, int lda, int i0, int 
                         dst[(size_t)k * MRt + i] = ak[i];
                 }
             } else {
-                const float *a0 = a + (size_t)(i0 + ip) * lda + k0;
-                for (int k = 0; k < kc; k++)
-                    for (int i = 0; i < mr; i++)
-                        dst[(size_t)k * MRt + i] = a0[(size_t)i * lda + k];
+                pack_rows(dst, MRt, t8, a + (size_t)(i0 + ip) * lda + k0, lda, mr, kc);
             }
         } else if (ta) {
             for (int k = 0; k < kc; k++) {
@@ -283,8 +324,7 @@ static void pack_a(float *dst, int MRt, int ta, operand A, int lda, int i0, int 
 }
 
 /* Packs op(B)[k0.., j0..] (kc x nc) into NRt-column panels, zero-padded;
- * t8: the CPU has AVX2 and panels are 16 wide, so B^T's panels are built
- * by register transposes. */
+ * t8: the CPU has AVX2, so B^T's panels are built by register transposes. */
 static void pack_b(float *dst, int NRt, int t8, int tb, operand B, int ldb, int k0, int kc,
                    int j0, int nc)
 {
@@ -292,18 +332,7 @@ static void pack_b(float *dst, int NRt, int t8, int tb, operand B, int ldb, int 
         int nr = nc - jp < NRt ? nc - jp : NRt;
         const float *b = (const float *)B.p;
         if (tb && !B.bf16) {
-            const float *b0 = b + (size_t)(j0 + jp) * ldb + k0;
-#ifdef MMP_X86
-            if (t8 && nr == 16 && NRt == 16) {
-                pack_t8(dst, NRt, b0, ldb, kc);
-                pack_t8(dst + 8, NRt, b0 + (size_t)8 * ldb, ldb, kc);
-                dst += (size_t)kc * NRt;
-                continue;
-            }
-#endif
-            for (int k = 0; k < kc; k++)
-                for (int j = 0; j < nr; j++)
-                    dst[(size_t)k * NRt + j] = b0[(size_t)j * ldb + k];
+            pack_rows(dst, NRt, t8, b + (size_t)(j0 + jp) * ldb + k0, ldb, nr, kc);
         } else if (tb) {
             for (int j = 0; j < nr; j++) {
                 size_t at = (size_t)(j0 + jp + j) * ldb + k0;
@@ -349,7 +378,7 @@ static void gemm_serial(const mmp *p, mmp_buf *bf, int ta, int tb, int M, int N,
             pack_b(bf->bp, p->nr, p->t8, tb, B, ldb, pc, kc, jc, nc);
             for (int ic = 0; ic < M; ic += MC) {
                 int mc = M - ic < MC ? M - ic : MC;
-                pack_a(bf->ap, p->mr, ta, A, lda, ic, mc, pc, kc);
+                pack_a(bf->ap, p->mr, p->t8, ta, A, lda, ic, mc, pc, kc);
                 for (int jr = 0; jr < nc; jr += p->nr) {
                     int nr = nc - jr < p->nr ? nc - jr : p->nr;
                     const float *bpan = bf->bp + (size_t)jr * kc;
@@ -473,6 +502,7 @@ int train_mmp_create(mmp **out, int threads)
         p->isa = "avx512";
         p->mr = 12;
         p->nr = 32;
+        p->t8 = __builtin_cpu_supports("avx2");
     } else if (want2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
         p->kern = kern_avx2;
         p->isa = "avx2";
