@@ -164,15 +164,16 @@ static int store_join(weft_comm *c, char *err, size_t errlen)
 /* Publish this rank's data addresses (collectives, point-to-point,
  * libfabric) and host, learn everyone else's. */
 static int exchange_addresses(weft_comm *c, const char *addr, const char *p2p_addr,
-                              const char *ofi_addr, const char *where)
+                              const char *ofi_addr, const char *p2p_ofi_addr, const char *where)
 {
-    char rec[2 * SOCK_ADDR_MAX + OFI_ADDR_MAX + 80], me[64], err[200], **recs;
+    char rec[2 * SOCK_ADDR_MAX + 2 * OFI_ADDR_MAX + 80], me[64], err[200], **recs;
     char **ofi;
     const char **ids;
     int missing, rc;
     world_host_id(c->params.host_id, me);
     comm_cluster_tag(c, me);
-    snprintf(rec, sizeof rec, "%s\n%s\n%s\n%s\n%d", addr, p2p_addr, me, ofi_addr, c->shm_on);
+    snprintf(rec, sizeof rec, "%s\n%s\n%s\n%s\n%d\n%s", addr, p2p_addr, me, ofi_addr, c->shm_on,
+             p2p_ofi_addr);
     rc = world_exchange(c->store, c->id, c->rank, c->size, rec, c->connect_timeout_s, &recs,
                         &missing, err, sizeof err);
     if (rc == WEFT_ETIMEDOUT && missing >= 0)
@@ -191,7 +192,8 @@ static int exchange_addresses(weft_comm *c, const char *addr, const char *p2p_ad
         world_records_free(recs, c->size);
         return comm_fail(c, WEFT_ENOMEM, "rendezvous: out of memory");
     }
-    for (int i = 0; i < c->size; i++) { /* "addr\np2p addr\nhost id\nofi addr\nshm" */
+    /* "addr\np2p addr\nhost id\nofi addr\nshm\np2p ofi addr" */
+    for (int i = 0; i < c->size; i++) {
         char *pa = strchr(recs[i], '\n'), *id = pa ? strchr(pa + 1, '\n') : NULL;
         if (pa)
             *pa++ = 0;
@@ -209,7 +211,11 @@ static int exchange_addresses(weft_comm *c, const char *addr, const char *p2p_ad
         char *shm = ofi[i] ? strchr(ofi[i], '\n') : NULL;
         if (shm)
             *shm++ = 0;
-        rc = comm_net_peer(c, i, ofi[i] ? ofi[i] : "", shm ? atoi(shm) : 1);
+        char *po = shm ? strchr(shm, '\n') : NULL;
+        if (po)
+            *po++ = 0;
+        if (!(rc = comm_net_peer(c, i, ofi[i] ? ofi[i] : "", shm ? atoi(shm) : 1)))
+            rc = p2p_net_peer(c->p2p, i, po ? po : "");
     }
     free(ids);
     free(ofi);
@@ -252,7 +258,7 @@ static int security_policy(weft_comm *c, const weft_config *cfg, const char *hos
 int weft_comm_init(weft_comm **out, const weft_config *cfg)
 {
     char err[256] = "", ip[64], addr[SOCK_ADDR_MAX], p2p_addr[SOCK_ADDR_MAX], where[128];
-    char ofi_addr[OFI_ADDR_MAX];
+    char ofi_addr[OFI_ADDR_MAX], p2p_ofi_addr[OFI_ADDR_MAX];
     const char *host;
     weft_comm *c;
     param_set *p;
@@ -356,8 +362,8 @@ int weft_comm_init(weft_comm **out, const weft_config *cfg)
         comm_free(c);
         return rc;
     }
-    if ((rc = comm_net_open(c, ip, ofi_addr)) ||
-        (rc = exchange_addresses(c, addr, p2p_addr, ofi_addr, where))) {
+    if ((rc = comm_net_open(c, ip, ofi_addr)) || (rc = p2p_net_open(c->p2p, ip, p2p_ofi_addr)) ||
+        (rc = exchange_addresses(c, addr, p2p_addr, ofi_addr, p2p_ofi_addr, where))) {
         fprintf(stderr, "weft[%d] error: %s\n", c->rank, c->err);
         comm_free(c);
         return rc;
@@ -428,7 +434,8 @@ int comm_child_open(weft_comm *c, int rank, int n, uint64_t id, comm_addr *addr,
     }
     /* libfabric where the parent has it, with the same choice */
     addr->shm = child->shm_on;
-    if (c->ofi && (rc = comm_net_open(child, ip, addr->ofi))) {
+    if (c->ofi && ((rc = comm_net_open(child, ip, addr->ofi)) ||
+                   (child->p2p && (rc = p2p_net_open(child->p2p, ip, addr->p2p_ofi))))) {
         rc = comm_fail(c, rc, "new communicator: %s", child->err);
         goto fail;
     }
@@ -461,7 +468,8 @@ int comm_child_link(weft_comm *c, weft_comm *child, const int *members, const co
     }
     rc = comm_cluster_inherit(c, child, members);
     for (int i = 0; i < child->size && !rc; i++)
-        rc = comm_net_peer(child, i, addrs[members[i]].ofi, addrs[members[i]].shm);
+        if (!(rc = comm_net_peer(child, i, addrs[members[i]].ofi, addrs[members[i]].shm)))
+            rc = p2p_net_peer(child->p2p, i, addrs[members[i]].p2p_ofi);
     if (rc)
         return comm_fail(c, rc, "new communicator: %s", child->err);
     return 0;
@@ -806,7 +814,7 @@ int comm_exchange(weft_comm *c, const comm_addr *a)
 {
     char where[300];
     snprintf(where, sizeof where, "%s:%d", c->store_host, c->store_port);
-    return exchange_addresses(c, a->tcp, a->p2p, a->ofi, where);
+    return exchange_addresses(c, a->tcp, a->p2p, a->ofi, a->p2p_ofi, where);
 }
 
 uint64_t comm_derive_id(uint64_t id, const void *salt, size_t n) { return hash_bytes(id, salt, n); }

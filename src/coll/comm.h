@@ -105,7 +105,7 @@ enum {
 /* What a member of a new communicator (a split's, a shrink's) publishes
  * to the others. */
 typedef struct {
-    char tcp[SOCK_ADDR_MAX], p2p[SOCK_ADDR_MAX], ofi[OFI_ADDR_MAX];
+    char tcp[SOCK_ADDR_MAX], p2p[SOCK_ADDR_MAX], ofi[OFI_ADDR_MAX], p2p_ofi[OFI_ADDR_MAX];
     int32_t shm;
 } comm_addr;
 

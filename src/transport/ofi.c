@@ -401,6 +401,7 @@ int ofi_set_peer(ofi_net *n, int peer, const char *addr, char *err, size_t errle
 
 int ofi_has_peer(const ofi_net *n, int peer) { return n && n->peer[peer].have; }
 const char *ofi_describe(const ofi_net *n) { return n ? n->desc : "none"; }
+const char *ofi_provider(const ofi_net *n) { return n ? n->info->fabric_attr->prov_name : ""; }
 
 static uint64_t chunks_of(uint64_t len) { return len <= EAGER_MAX ? 0 : (len + CHUNK - 1) / CHUNK; }
 
@@ -1123,6 +1124,7 @@ int ofi_set_peer(ofi_net *n, int peer, const char *addr, char *err, size_t errle
 }
 int ofi_has_peer(const ofi_net *n, int peer) { return 0; }
 const char *ofi_describe(const ofi_net *n) { return "none"; }
+const char *ofi_provider(const ofi_net *n) { return ""; }
 void ofi_close(ofi_net *n) {}
 void ofi_sever(ofi_net *n) {}
 int ofi_progress(ofi_net *n) { return WEFT_ENOTSUP; }

@@ -68,6 +68,9 @@ int ofi_set_peer(ofi_net *n, int peer, const char *addr, char *err, size_t errle
 int ofi_has_peer(const ofi_net *n, int peer);
 /* "provider tcp;ofi_rxm, fabric 127.0.0.1/32, domain lo, rma" */
 const char *ofi_describe(const ofi_net *n);
+/* The provider's name ("tcp;ofi_rxm"): what a second endpoint of the
+ * same job names so that it lands on the same provider. */
+const char *ofi_provider(const ofi_net *n);
 void ofi_close(ofi_net *n);
 /* After a failure: close the endpoint so no posted operation completes
  * into a buffer whose owner has moved on; every later call fails. */

@@ -1,5 +1,6 @@
 #!/bin/sh
-# The collective, mismatch (test_coll's and test_mismatch's), split and kill suites again with WEFT_NET=ofi on
+# The collective, mismatch (test_coll's and test_mismatch's), split, kill and
+# point-to-point suites again with WEFT_NET=ofi on
 # libfabric's tcp and shm providers (WEFT_SHM=0, so that ranks of this one
 # host talk through libfabric rather than weft's own rings). Each provider
 # first shows that it is the one in use (WEFT_DEBUG=NET names it).
@@ -52,9 +53,25 @@ in_use() { # provider: a job says it runs on it
     fi
 }
 
+through_engine() { # provider: point-to-point messages moved through the engine's own endpoint
+    prov=$1
+    if WEFT_NET=ofi WEFT_SHM=0 WEFT_OFI_PROVIDER=$prov WEFT_DEBUG=NET \
+        "$B/tests/test_p2p" ring_2_large >"$log" 2>&1 &&
+        grep -a -q "point-to-point: libfabric, provider $prov" "$log" &&
+        grep -a "point-to-point over libfabric:" "$log" |
+        awk '{ n++; if ($6 < 4 || $8 < 4 * 1048576) bad++ } END { exit !(n == 2 && !bad) }'; then
+        passed=$((passed + 1)); grep -a -m 1 "point-to-point over libfabric" "$log"
+    else
+        failed=$((failed + 1)); echo "FAIL point-to-point not through libfabric ($prov):"
+        grep -a "point-to-point\|^FAIL" "$log" | head -n 20
+    fi
+}
+
 run tcp test_ofi
 for prov in tcp shm; do
     in_use $prov
+    through_engine $prov
+    run $prov test_p2p
 done
 
 if [ "${WEFT_OFI_FULL:-0}" = 1 ]; then

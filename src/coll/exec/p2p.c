@@ -65,6 +65,14 @@ static void ps_build(p2p_engine *e, p2p_pollset *s)
     ps_add(s, e->wake[0], POLLIN, -1, 0);
     if (!e->aborted && e->c->abort_pipe[0] >= 0)
         ps_add(s, e->c->abort_pipe[0], POLLIN, -1, 0);
+    s->ofi = s->ofi_nofd = 0;
+    for (int q = 0; e->ofi && q < e->size && !s->ofi; q++)
+        s->ofi = e->peer[q].ofi && !e->peer[q].gone;
+    /* readable from a completion until ofi_may_sleep rearms it */
+    if (s->ofi && ofi_wait_fd(e->ofi) >= 0)
+        ps_add(s, ofi_wait_fd(e->ofi), POLLIN, -1, 0);
+    else
+        s->ofi_nofd = s->ofi;
     s->ilfd = s->n;
     ps_add(s, e->net.lfd, POLLIN, -1, 0);
     s->ipend = s->n;
@@ -103,14 +111,23 @@ static int ps_sleep(p2p_engine *e, p2p_pollset *s, double until, int thread)
     if (e->spin_s > 0) {
         double end = clock_now() + e->spin_s;
         for (int k = 0; !(n = poll(s->pf, (nfds_t)s->n, 0)); k++) {
+            /* a waiter holds drive: it may read libfabric's queue, which
+             * is what moves the provider (the thread's fd is armed) */
+            if (!thread && s->ofi && ofi_poll(e->ofi))
+                return 1;
             if ((k >= e->spin_yields && clock_now() >= end) ||
                 (thread && atomic_load(&e->waiters)))
                 break;
             sched_yield();
         }
     }
+    if (!n && !thread && s->ofi && !ofi_may_sleep(e->ofi))
+        return 1;
+    int ms = until < 0 ? -1 : clock_ms_until(until);
+    if (s->ofi_nofd && (ms < 0 || ms > 1))
+        ms = 1;
     if (!n && !(thread && atomic_load(&e->waiters)))
-        n = poll(s->pf, (nfds_t)s->n, until < 0 ? -1 : clock_ms_until(until));
+        n = poll(s->pf, (nfds_t)s->n, ms);
     return n;
 }
 
@@ -179,6 +196,8 @@ static void *engine(void *arg)
         }
         p2p_pollset *s = &e->ps[0];
         ps_build(e, s);
+        if (s->ofi && !ofi_may_sleep(e->ofi)) /* its fd is armed only by this */
+            continue;
         uint64_t epoch = e->epoch;
         double until = deadline(e);
         pthread_mutex_unlock(&e->drive);
@@ -253,7 +272,7 @@ int p2p_create(p2p_engine **out, weft_comm *c, const char *ip, char addr_out[SOC
     pthread_mutex_init(&e->mu, NULL);
     pthread_mutex_init(&e->drive, NULL);
     pthread_cond_init(&e->idle, NULL);
-    size_t npf = 3 + TCP_PEND_MAX + 2 * (size_t)c->size;
+    size_t npf = 4 + TCP_PEND_MAX + 2 * (size_t)c->size;
     e->peer = calloc((size_t)c->size, sizeof *e->peer);
     for (int k = 0; k < 2; k++) {
         e->ps[k].pf = malloc(npf * sizeof *e->ps[k].pf);
@@ -360,6 +379,7 @@ void p2p_destroy(p2p_engine *e)
         req_complete(r, WEFT_EABORTED);
     }
     p2p_free_parked(e);
+    p2p_net_close(e);
     tcp_net_close(&e->net);
     if (e->wake[0] >= 0) {
         close(e->wake[0]);

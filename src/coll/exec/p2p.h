@@ -17,6 +17,7 @@
 #define WEFT_COLL_EXEC_P2P_H
 
 #include "coll/exec/request.h"
+#include "transport/ofi.h"
 
 typedef struct p2p_engine p2p_engine;
 
@@ -27,6 +28,15 @@ int p2p_create(p2p_engine **out, weft_comm *c, const char *ip, char addr_out[SOC
                char *err, size_t errlen);
 /* The peers' addresses, once known. */
 void p2p_set_addr(p2p_engine *e, int peer, const char *addr);
+/* Where the communicator opened libfabric (c->ofi): open the engine's
+ * own endpoint on its provider; addr gets what to publish ("" without).
+ * Errors recorded on the communicator. */
+int p2p_net_open(p2p_engine *e, const char *ip, char addr[OFI_ADDR_MAX]);
+/* After the communicator entered peer (comm_net_peer): a pair whose
+ * collectives talk libfabric sends its messages through it too. */
+int p2p_net_peer(p2p_engine *e, int peer, const char *addr);
+/* Close the endpoint (destroy does; saying what went through it). */
+void p2p_net_close(p2p_engine *e);
 /* Hand r (type REQ_P2P, fully filled) to the engine; it completes
  * through req_complete. Starts the thread on first use. wake: the thread
  * should move it (a non-blocking post); else the caller is about to wait

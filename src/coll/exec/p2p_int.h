@@ -38,6 +38,7 @@ typedef struct {
     int readable, writable;    /* worth a try without asking poll() first */
     int wfd;                   /* when the head send cannot move: poll this ... */
     short wev;                 /* ... for this */
+    int ofi;                   /* the pair talks libfabric (p2p_ofi.c), not its sockets */
     int gone;                  /* its stream ended or failed: nothing more moves */
     int gone_rc;
     char gone_why[200];
@@ -50,11 +51,18 @@ typedef struct {
     int *peer;                 /* peer of each entry, or -1 */
     char *dir;                 /* 0: its incoming stream, 1: its outgoing */
     int n, ilfd, ipend, npend, ipeers;
+    int ofi;                   /* a libfabric peer is live: its queue counts too */
+    int ofi_nofd;              /* ... and its provider has no wait fd: 1 ms sleeps */
 } p2p_pollset;
+
+struct ofi_net;
 
 struct p2p_engine {
     weft_comm *c;
     tcp_net net;
+    struct ofi_net *ofi;       /* its own libfabric endpoint, or NULL (p2p_ofi.c) */
+    uint64_t ofi_msgs, ofi_bytes; /* what moved through it, both ways */
+    char ofi_cut[200];         /* why it was closed under the others' feet */
     p2p_peer *peer;
     int rank, size;
     pthread_mutex_t mu;        /* the post list, stop, sever_rc, started */
@@ -93,5 +101,23 @@ void p2p_timed_out(p2p_engine *e);
 void p2p_probe(p2p_engine *e);
 /* Free the messages nobody received. */
 void p2p_free_parked(p2p_engine *e);
+
+/* Shared by the two ways a peer's messages move (sockets in
+ * p2p_stream.c, libfabric in p2p_ofi.c). */
+void p2p_peer_gone(p2p_engine *e, int q, int rc, const char *why);
+/* p->h holds a whole header as it came: check it, find its receive or
+ * park it. 0, or negative when the peer is gone. A socket stream with an
+ * empty body is then done already. */
+int p2p_header_arrived(p2p_engine *e, int q);
+/* The body of the message being read is in. */
+void p2p_msg_arrived(p2p_engine *e, int q);
+/* The head send is out whole. */
+void p2p_sent(p2p_engine *e, int q);
+/* Mark r under way (its flight record). */
+void p2p_started(p2p_engine *e, weft_request *r);
+/* A libfabric peer's messages: read what has come, send the head sends.
+ * 1: something moved. */
+int p2p_ofi_read(p2p_engine *e, int q);
+int p2p_ofi_send(p2p_engine *e, int q);
 
 #endif

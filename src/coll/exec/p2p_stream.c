@@ -6,6 +6,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "transport/ofi.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -86,7 +87,7 @@ static void fail(p2p_engine *e, weft_request *r, int rc, const char *fmt, ...)
     done(e, r, rc);
 }
 
-static void started(p2p_engine *e, weft_request *r)
+void p2p_started(p2p_engine *e, weft_request *r)
 {
     flight_rec *fr = flight_get(&e->c->fl, r->flight_id);
     if (fr && __atomic_load_n(&fr->state, __ATOMIC_RELAXED) == FL_QUEUED) {
@@ -108,7 +109,7 @@ static void msg_free(p2p_msg *m)
 /* Everything that involves peer q fails with the peer's reason; what is
  * posted for it later fails at once. Messages that arrived whole stay:
  * receives may still take them. */
-static void peer_gone(p2p_engine *e, int q, int rc, const char *why)
+void p2p_peer_gone(p2p_engine *e, int q, int rc, const char *why)
 {
     p2p_peer *p = &e->peer[q];
     weft_request *r;
@@ -117,6 +118,14 @@ static void peer_gone(p2p_engine *e, int q, int rc, const char *why)
         p->gone_rc = rc;
         snprintf(p->gone_why, sizeof p->gone_why, "%s", why);
         tcp_drop(&e->net, q);
+        /* libfabric cannot end one pair: a body on its way into a
+         * receive's buffer, or a send the provider still reads, would
+         * outlive the request's failure, so the endpoint closes */
+        if (p->ofi && (p->into || p->park || p->sends.head) && !e->ofi_cut[0]) {
+            snprintf(e->ofi_cut, sizeof e->ofi_cut,
+                     "point-to-point over libfabric closed after rank %d failed: %.120s", q, why);
+            ofi_sever(e->ofi);
+        }
     }
     if (p->into)
         fail(e, p->into, rc, "%s", why);
@@ -147,7 +156,7 @@ static void take_parked(p2p_engine *e, weft_request *r, p2p_msg *m)
 {
     if (fits(e, r, &m->h)) {
         r->h = m->h;
-        started(e, r);
+        p2p_started(e, r);
         if (m->h.len)
             memcpy(r->a.recv, m->buf, m->h.len);
         r->moved = m->h.len;
@@ -196,9 +205,10 @@ int p2p_take_posts(p2p_engine *e, int *stop)
     }
     if (sev && !e->severed) {
         e->severed = 1;
+        ofi_sever(e->ofi); /* nothing lands in a buffer whose owner is told */
         for (int q = 0; q < e->size; q++)
             if (q != e->rank)
-                peer_gone(e, q, sev, "communicator unusable after an earlier error");
+                p2p_peer_gone(e, q, sev, "communicator unusable after an earlier error");
     }
     int any = r != NULL;
     for (; r; r = next) {
@@ -222,7 +232,7 @@ int p2p_take_posts(p2p_engine *e, int *stop)
 }
 
 /* A message has been read whole. */
-static void msg_arrived(p2p_engine *e, int q)
+void p2p_msg_arrived(p2p_engine *e, int q)
 {
     p2p_peer *p = &e->peer[q];
     if (p->into) {
@@ -251,7 +261,7 @@ static void msg_arrived(p2p_engine *e, int q)
 
 /* A header arrived whole: check it, then find where its payload goes.
  * Returns 0, or negative when the stream is unusable (peer_gone done). */
-static int header_arrived(p2p_engine *e, int q)
+int p2p_header_arrived(p2p_engine *e, int q)
 {
     p2p_peer *p = &e->peer[q];
     const char *why;
@@ -270,7 +280,7 @@ static int header_arrived(p2p_engine *e, int q)
     if (why) {
         snprintf(msg, sizeof msg, "garbage from rank %d on its point-to-point stream: %s", q,
                  why);
-        peer_gone(e, q, WEFT_EPROTO, msg);
+        p2p_peer_gone(e, q, WEFT_EPROTO, msg);
         return WEFT_EPROTO;
     }
     p->h = h;
@@ -280,7 +290,7 @@ static int header_arrived(p2p_engine *e, int q)
     if (r && !refused) {
         p->into = r;
         r->h = h;
-        started(e, r);
+        p2p_started(e, r);
     } else {
         /* early (kept for its receive) or refused (read to keep the
          * stream, then dropped): either way it needs a buffer */
@@ -288,14 +298,14 @@ static int header_arrived(p2p_engine *e, int q)
             (h.len && !(p->park->buf = malloc(h.len)))) {
             snprintf(msg, sizeof msg, "out of memory for a message of %llu bytes from rank %d",
                      (unsigned long long)h.len, q);
-            peer_gone(e, q, WEFT_ENOMEM, msg);
+            p2p_peer_gone(e, q, WEFT_ENOMEM, msg);
             return WEFT_ENOMEM;
         }
         p->park->h = h;
         p->park->drop = refused;
     }
-    if (!h.len)
-        msg_arrived(e, q);
+    if (!h.len && !p->ofi) /* libfabric still has an empty body to take */
+        p2p_msg_arrived(e, q);
     return 0;
 }
 
@@ -330,20 +340,25 @@ static int read_peer(p2p_engine *e, int q)
                                                                : strerror(errno));
             /* a peer that finished and left is no failure unless this
              * rank still expected something of it */
-            peer_gone(e, q, WEFT_EPEER, why);
+            p2p_peer_gone(e, q, WEFT_EPEER, why);
             return 1;
         }
         progressed = 1;
         visit += (uint64_t)n;
         if (p->hdr < sizeof p->h) {
             p->hdr += (uint32_t)n;
-            if (p->hdr == sizeof p->h && header_arrived(e, q))
+            if (p->hdr == sizeof p->h && p2p_header_arrived(e, q))
                 return 1;
         } else if ((p->got += (uint64_t)n) == p->h.len) {
-            msg_arrived(e, q);
+            p2p_msg_arrived(e, q);
         }
     }
     return progressed;
+}
+
+void p2p_sent(p2p_engine *e, int q)
+{
+    done(e, list_pop(&e->peer[q].sends), 0);
 }
 
 /* Write peer q's oldest sends as far as the socket takes them. */
@@ -357,7 +372,7 @@ static int send_peer(p2p_engine *e, int q)
     while ((r = p->sends.head) && visit < VISIT_BYTES) {
         int rc = tcp_out(&e->net, q, &fd, err, sizeof err);
         if (rc < 0) {
-            peer_gone(e, q, rc, err);
+            p2p_peer_gone(e, q, rc, err);
             return 1;
         }
         p->wfd = fd;
@@ -366,7 +381,7 @@ static int send_peer(p2p_engine *e, int q)
             p->writable = 0;
             return progressed;
         }
-        started(e, r);
+        p2p_started(e, r);
         struct iovec iov[2];
         int n_iov = 0;
         if (r->hdr < sizeof r->h) {
@@ -391,7 +406,7 @@ static int send_peer(p2p_engine *e, int q)
             snprintf(err, sizeof err, "rank %d died (its connection from rank %d %s)", q,
                      e->rank, errno == EPIPE || errno == ECONNRESET ? "was reset"
                                                                  : strerror(errno));
-            peer_gone(e, q, WEFT_EPEER, err);
+            p2p_peer_gone(e, q, WEFT_EPEER, err);
             return 1;
         }
         progressed = 1;
@@ -403,10 +418,8 @@ static int send_peer(p2p_engine *e, int q)
             r->hdr = sizeof r->h;
             r->moved += (uint64_t)n - h;
         }
-        if (r->hdr == sizeof r->h && r->moved == r->bytes) {
-            list_pop(&p->sends);
-            done(e, r, 0);
-        }
+        if (r->hdr == sizeof r->h && r->moved == r->bytes)
+            p2p_sent(e, q);
     }
     return progressed;
 }
@@ -419,7 +432,7 @@ void p2p_fail_all(p2p_engine *e, int rc, const char *why)
     for (int q = 0; q < e->size; q++) {
         p2p_peer *p = &e->peer[q];
         if (p->recvs.head || p->sends.head || p->into)
-            peer_gone(e, q, rc, why);
+            p2p_peer_gone(e, q, rc, why);
     }
 }
 
@@ -448,12 +461,16 @@ void p2p_probe(p2p_engine *e)
     char why[200];
     for (int q = 0; q < e->size; q++) {
         p2p_peer *p = &e->peer[q];
-        if (q == e->rank || p->gone || !p->recvs.head || e->net.in_fd[q] >= 0)
+        /* over libfabric there is no connection to end: every peer
+         * something is outstanding with is looked at, sends too */
+        int await = p->ofi ? p->recvs.head || p->into || p->sends.head
+                           : p->recvs.head && e->net.in_fd[q] < 0;
+        if (q == e->rank || p->gone || !await)
             continue;
         if (tcp_probe(&e->net, q)) {
             snprintf(why, sizeof why, "rank %d died (nothing listens at its address %s)", q,
                      e->net.addr[q]);
-            peer_gone(e, q, WEFT_EPEER, why);
+            p2p_peer_gone(e, q, WEFT_EPEER, why);
         }
     }
 }
@@ -465,6 +482,12 @@ int p2p_sweep(p2p_engine *e)
         p2p_peer *p = &e->peer[q];
         if (q == e->rank || p->gone)
             continue;
+        if (p->ofi) {
+            progressed |= p2p_ofi_read(e, q);
+            if (p->sends.head && !p->gone)
+                progressed |= p2p_ofi_send(e, q);
+            continue;
+        }
         if (p->readable && e->net.in_fd[q] >= 0)
             progressed |= read_peer(e, q);
         if (p->sends.head && p->writable)
