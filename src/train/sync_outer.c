@@ -393,33 +393,51 @@ static int finish_together(outer_sync *o, frag **ns, int n, float *p, long steps
     return rc;
 }
 
+/* A fragment whose reduction was taken at the last step: its result is
+ * the blocking outer step's, so it lands after the others' final reduction
+ * when it has a communicator of its own, both crossing the WAN at once. */
+static int lands_last(const outer_sync *o, const frag *f, long steps)
+{
+    return f->began == steps && f->comm != o->outer;
+}
+
+static int land_exact(outer_sync *o, frag *f, float *p, long steps)
+{
+    int exact = f->began == steps, rc = land(o, f, p, !exact);
+    if (rc == 0 && exact)
+        f->synced = steps;
+    return rc;
+}
+
 int outer_finish(outer_sync *o, long steps)
 {
     size_t n;
     float *p = weft_model_params(o->m, &n);
     int rc = 0, left = 0;
     for (int k = 0; k < o->nf; k++)
-        if (o->f[k].due) {
-            frag *f = &o->f[k];
-            int exact = f->began == steps;
-            int r = land(o, f, p, !exact);
-            if (r == 0 && exact)
-                f->synced = steps;
+        if (o->f[k].due && !lands_last(o, &o->f[k], steps)) {
+            int r = land_exact(o, &o->f[k], p, steps);
             rc = rc ? rc : r;
         }
     frag **ns = rc ? NULL : malloc((size_t)o->nf * sizeof *ns);
-    if (!rc && !ns)
-        return WEFT_ENOMEM;
-    for (int k = 0; rc == 0 && k < o->nf; k++)
-        if (o->f[k].synced != steps)
+    for (int k = 0; rc == 0 && ns && k < o->nf; k++)
+        if (o->f[k].synced != steps && !o->f[k].due)
             ns[left++] = &o->f[k];
     int together = left > 1 && !o->leader &&
                    (!o->compressed || o->spec.kind == WEFT_COMPRESS_CODEC);
+    if (rc == 0 && !ns)
+        rc = WEFT_ENOMEM;
     if (rc == 0 && together)
         rc = finish_together(o, ns, left, p, steps);
     for (int i = 0; rc == 0 && !together && i < left; i++)
         rc = start(o, ns[i], p, steps, 0);
     free(ns);
+    /* joined even after a failure: no thread outlives the call */
+    for (int k = 0; k < o->nf; k++)
+        if (o->f[k].due) {
+            int r = land_exact(o, &o->f[k], p, steps);
+            rc = rc ? rc : r;
+        }
     return rc;
 }
 

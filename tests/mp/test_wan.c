@@ -218,6 +218,65 @@ TEST(codec_wan_bytes)
     CHECK(wan_job("delay=2ms", 2, 1, codec_wan_rank) == 0);
 }
 
+/* One rank per cluster and more than two clusters: the codec all-reduce
+ * goes direct (two crossings, not 2(p - 1)). Its bytes tell it from the
+ * ring where the chunks are uneven: each owner receives its own chunk from
+ * every peer and sends it back to every peer, where the ring sends every
+ * chunk but (r + 1) and every chunk but (r + 2). Each term is quantised
+ * once and the sum once, and the owner's bytes are what everyone decodes. */
+static void direct_rank(weft_comm *c, void *arg)
+{
+    int p = weft_comm_size(c), r = weft_comm_rank(c);
+    size_t sizes[] = { 3, 1000, 20011 };
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++)
+        for (int k = 0; k < WEFT_CODEC_COUNT; k++) {
+            size_t n = sizes[s];
+            weft_op op = k % 2 ? WEFT_AVG : WEFT_SUM;
+            float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+            double worst = 0;
+            for (size_t i = 0; i < n; i++)
+                x[i] = sinf((float)(i * (size_t)(r + 1))) * (float)(1 + i % 5);
+            uint64_t sent = 0, want = 0;
+            CHECK(!weft_allreduce_codec(c, x, y, n, op, (weft_codec)k, &sent));
+            for (size_t i = 0; i < n; i++) {
+                double e = 0;
+                for (int q = 0; q < p; q++)
+                    e += sinf((float)(i * (size_t)(q + 1))) * (float)(1 + i % 5);
+                worst = fmax(worst, fabs(y[i] - e / (op == WEFT_AVG ? p : 1)));
+            }
+            /* |term| <= 5: p terms at half a step each, the sum at half a step */
+            double m = 5.0 * p, bound = k == WEFT_CODEC_FP32 ? 1e-5 * m
+                                      : k == WEFT_CODEC_FP16 ? m * 0x1p-11 * 2
+                                      : k == WEFT_CODEC_BF16 ? m * 0x1p-8 * 2
+                                      : k == WEFT_CODEC_INT8 ? m / 127.0 / 2 * 2
+                                                             : m / 7.0 / 2 * 2;
+            CHECKF(worst <= bound, "%s n=%zu: error %g > %g", weft_codec_name((weft_codec)k), n,
+                   worst, bound);
+            for (int j = 0; j < p; j++) {
+                size_t len = compress_chunk_start(n, p, j + 1) - compress_chunk_start(n, p, j);
+                want += j == r ? 0 : weft_codec_bytes((weft_codec)k, len);
+            }
+            size_t ml = compress_chunk_start(n, p, r + 1) - compress_chunk_start(n, p, r);
+            want += (uint64_t)(p - 1) * weft_codec_bytes((weft_codec)k, ml);
+            CHECKF(sent == want, "%s n=%zu: %llu bytes sent, direct sends %llu",
+                   weft_codec_name((weft_codec)k), n, (unsigned long long)sent,
+                   (unsigned long long)want);
+            memcpy(x, y, n * sizeof *x);
+            CHECK(!weft_broadcast(c, x, n, WEFT_F32, 0));
+            int same = !memcmp(x, y, n * sizeof *x), all = 0;
+            CHECK(!weft_allreduce(c, &same, &all, 1, WEFT_I32, WEFT_MIN));
+            CHECKF(all, "%s n=%zu: not the same bits everywhere", weft_codec_name((weft_codec)k), n);
+            free(x);
+            free(y);
+        }
+}
+
+TEST(codec_direct_across_clusters)
+{
+    CHECK(wan_job("delay=1ms", 3, 1, direct_rank) == 0);
+    CHECK(wan_job("delay=1ms", 4, 1, direct_rank) == 0);
+}
+
 static void never_rank(weft_comm *c, void *arg)
 {
     CHECK(0); /* init must have refused */
