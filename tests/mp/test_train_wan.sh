@@ -68,6 +68,21 @@ if [ -f "$dir/full_fp32.out" ] && [ -f "$dir/full_int8.out" ]; then
         0.0720 0.0760
 fi
 
+# Full sync across clusters: the job's loss and accuracy cross the WAN only
+# on the steps the progress line prints (here the last) unless a metrics
+# file wants every step; the flat ring makes the bytes repeatable, and each
+# of the 23 all-reduces left out sends 2 floats and more across.
+if WEFT_ALGO=ring run full_ring && WEFT_ALGO=ring timeout -s KILL 180 "$B/weftrun" --clusters 2 \
+    -n 4 "$B/weft-train" $common >"$dir/full_quiet.out" 2>&1; then
+    if [ "$(wan full_quiet)" -gt 0 ] && [ "$(wan full_ring)" -ge $(($(wan full_quiet) + 23 * 8)) ]; then
+        ok
+    else
+        bad "full sync without --metrics: $(wan full_quiet) wan B, with: $(wan full_ring)"
+    fi
+else
+    bad "weft-train full sync without --metrics"; tail -n 20 "$dir/full_quiet.out" | sed 's/^/    /'
+fi
+
 for m in "diloco:6" "streaming:6:3" "hier:full/diloco:6" "hier:full/streaming:6:3"; do
     n=$(echo "$m" | tr :/ __)
     run "$n" --sync "$m" && learns "$n"

@@ -33,30 +33,58 @@ static void full_describe(const train_sync *s)
            zm.param_bytes + zm.grad_bytes + zm.optim_bytes, zm.formula_bytes, zm.work_bytes);
 }
 
+/* Whether this step's loss and accuracy must be the job's: where the job
+ * spans clusters their all-reduce is one more crossing of the WAN a step,
+ * so it runs only on the steps the progress line prints (report.c's rule)
+ * and on every step when a metrics file records them all. In one cluster
+ * it is cheap and runs every step. */
+static int full_reports(const train_sync *s)
+{
+    const opts *o = s->o;
+    long total = o->r.steps, every;
+    if (weft_comm_cluster_count(s->comm) < 2 || o->metrics[0] || total < 0)
+        return 1;
+    every = o->log_every > 0 ? o->log_every : (total / 20 > 0 ? total / 20 : 1);
+    long step = (long)weft_optim_steps(weft_zero_optim(s->z)) + 1;
+    return step % every == 0 || step >= total;
+}
+
 /* The job's loss and accuracy: queued behind the gradient buckets that
- * backward launched, collected after the optimiser step. */
+ * backward launched, collected after the optimiser step. On the other
+ * steps, this rank's own, as a mean over its samples. */
 static int full_launch(train_sync *s, train_step *st)
 {
     if (!s->comm)
         return 0;
+    if (!full_reports(s)) {
+        double scale = st->n > 0 ? (double)st->global_n / st->n : 1;
+        st->loss = (float)(st->loss * scale);
+        st->correct = (int)lrint(st->correct * scale);
+        return 0;
+    }
     s->metrics[0] = st->loss;
     s->metrics[1] = (float)st->correct;
     return weft_iallreduce(s->comm, s->metrics, s->metrics, 2, WEFT_F32, WEFT_SUM, &s->mreq);
 }
 
+/* The job's loss and accuracy, where they were sent for; rc: the step's. */
+static int full_collect(train_sync *s, train_step *st, int rc)
+{
+    if (!s->mreq)
+        return rc;
+    int mrc = weft_wait(s->mreq);
+    s->mreq = NULL;
+    st->loss = s->metrics[0];
+    st->correct = (int)lrintf(s->metrics[1]);
+    return rc ? rc : mrc;
+}
+
 static int full_step(train_sync *s, train_step *st, float lr)
 {
     int rc = sync_optim_step(s, lr, &st->gnorm);
-    if (s->mreq) {
-        int mrc = weft_wait(s->mreq);
-        s->mreq = NULL;
-        if (rc == 0)
-            rc = mrc;
-        st->loss = s->metrics[0];
-        st->correct = (int)lrintf(s->metrics[1]);
+    if (s->comm)
         s->grad_bytes += s->nparams * sizeof(float);
-    }
-    return rc;
+    return full_collect(s, st, rc);
 }
 
 /* What ZeRO returned to the kernel between steps. */
@@ -123,16 +151,11 @@ static int compress_step(train_sync *s, train_step *st, float lr)
     size_t n;
     float *g = weft_model_grads(s->cz_model, &n);
     int rc = weft_compressor_allreduce(s->cz, g, WEFT_SUM);
-    s->metrics[0] = st->loss;
-    s->metrics[1] = (float)st->correct;
     if (rc == 0)
-        rc = weft_allreduce(s->comm, s->metrics, s->metrics, 2, WEFT_F32, WEFT_SUM);
-    if (rc == 0) {
-        st->loss = s->metrics[0];
-        st->correct = (int)lrintf(s->metrics[1]);
+        rc = full_launch(s, st);
+    if (rc == 0)
         rc = sync_optim_step(s, lr, &st->gnorm);
-    }
-    return rc;
+    return full_collect(s, st, rc);
 }
 
 static uint64_t compress_bytes(const train_sync *s)
