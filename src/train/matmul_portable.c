@@ -283,6 +283,26 @@ static void pack_rows(float *dst, int dld, int t8, const float *src, int ld, int
             dst[(size_t)k * dld + i] = src[(size_t)i * ld + k];
 }
 
+/* dst[k * dld + j] = src[k * sld + j] for j < w, k < kc: a panel of
+ * rows already along k. The tile widths get copies of a size known at
+ * compile time, which become a few vector moves rather than a call to
+ * memcpy per k. */
+static void copy_rows(float *dst, int dld, const float *src, int sld, int w, int kc)
+{
+#define COPY_W(W)                                                              \
+    case W:                                                                    \
+        for (int k = 0; k < kc; k++)                                           \
+            memcpy(dst + (size_t)k * dld, src + (size_t)k * sld, W * sizeof(float)); \
+        return;
+    switch (w) {
+        COPY_W(6) COPY_W(12) COPY_W(16) COPY_W(32)
+    default:
+        for (int k = 0; k < kc; k++)
+            memcpy(dst + (size_t)k * dld, src + (size_t)k * sld, (size_t)w * sizeof(float));
+    }
+#undef COPY_W
+}
+
 /* Packs op(A)[i0.., k0..] (mc x kc) into MRt-row panels, zero-padded.
  * fp32 has loops of its own: with the bf16 test inside, -O2 neither
  * hoists it nor vectorises, and packing took a third of the time of a
@@ -295,11 +315,7 @@ static void pack_a(float *dst, int MRt, int t8, int ta, operand A, int lda, int 
         if (!A.bf16) {
             const float *a = (const float *)A.p;
             if (ta) {
-                for (int k = 0; k < kc; k++) {
-                    const float *ak = a + (size_t)(k0 + k) * lda + i0 + ip;
-                    for (int i = 0; i < mr; i++)
-                        dst[(size_t)k * MRt + i] = ak[i];
-                }
+                copy_rows(dst, MRt, a + (size_t)k0 * lda + i0 + ip, lda, mr, kc);
             } else {
                 pack_rows(dst, MRt, t8, a + (size_t)(i0 + ip) * lda + k0, lda, mr, kc);
             }
@@ -340,9 +356,7 @@ static void pack_b(float *dst, int NRt, int t8, int tb, operand B, int ldb, int 
                     dst[(size_t)k * NRt + j] = ld(B, at + k);
             }
         } else if (!B.bf16) {
-            for (int k = 0; k < kc; k++)
-                memcpy(dst + (size_t)k * NRt, b + (size_t)(k0 + k) * ldb + j0 + jp,
-                       (size_t)nr * sizeof(float));
+            copy_rows(dst, NRt, b + (size_t)k0 * ldb + j0 + jp, ldb, nr, kc);
         } else {
             for (int k = 0; k < kc; k++) {
                 size_t at = (size_t)(k0 + k) * ldb + j0 + jp;
@@ -422,6 +436,24 @@ static void gemm_worker(void *v, int tid, int nt)
     }
 }
 
+/* The slowest thread's share of a product whose m side (rows or
+ * columns of C, in tiles) is split: its tiles' multiply-adds and its
+ * packing, every thread packing the whole of the operand it does not
+ * split (for rows, all of B: K x n). A packed element is taken as 32
+ * multiply-adds, about a cycle of a 16-lane kernel with two FMA units. */
+static double split_cost(int m, int tile, int n, int K, int nt)
+{
+    int tiles = (m + tile - 1) / tile, per = (tiles + nt - 1) / nt * tile;
+    if (per > m)
+        per = m;
+    return (double)per * n * K + 32.0 * ((double)K * n + (double)per * K);
+}
+
+static int split_rows(const mmp *p, int nt, int M, int N, int K)
+{
+    return split_cost(M, p->mr, N, K, nt) <= split_cost(N, p->nr, M, K, nt);
+}
+
 static void gemm_any(mmp *p, pool *pl, int ta, int tb, int M, int N, int K, operand A,
                      int lda, operand B, int ldb, float beta, float *C, int ldc)
 {
@@ -435,7 +467,8 @@ static void gemm_any(mmp *p, pool *pl, int ta, int tb, int M, int N, int K, oper
         gemm_serial(p, &p->buf[0], ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-    gemm_job j = { p, ta, tb, M, N, K, lda, ldb, ldc, M / p->mr >= N / p->nr, A, B, beta, C };
+    gemm_job j = { p, ta, tb, M, N, K, lda, ldb, ldc, split_rows(p, nt, M, N, K), A, B,
+                   beta, C };
     train_pool_run(pl, gemm_worker, &j);
 }
 
