@@ -15,7 +15,10 @@
 #          -R N repetitions [3]   -n N timed calls [20]   -r "N .." ranks [2 4]
 #          -p PROVIDER libfabric provider [tcp]
 # Installs Open MPI (openmpi-bin, libopenmpi-dev) when root and missing.
-# BUILD=dir picks weft's build directory [build].
+# BUILD=dir picks weft's build directory [build]. PIN=1 binds rank r to
+# core r mod nproc (weft through taskset, Open MPI with --bind-to core), so
+# that two ranks on two cores each keep one and neither waits for the
+# scheduler to move it.
 set -u
 MIN=8 MAX=64M FACTOR=8 REPS=3 ITERS=20 RANKS="2 4" PROV=tcp
 B=${BUILD:-build}
@@ -44,18 +47,25 @@ else
 fi
 
 W="-b $MIN -e $MAX -f $FACTOR -w 5 -n $ITERS -c 0 -I 1 -a ring"
+PINW="" BIND=""
+if [ "${PIN:-0}" = 1 ]; then
+    # weftrun numbers each rank in WEFT_LOCAL_RANK before it starts the program
+    printf '#!/bin/sh\nexec taskset -c $((WEFT_LOCAL_RANK %% %s)) "$@"\n' "$(nproc)" >"$work/pin"
+    chmod +x "$work/pin"
+    PINW="$work/pin" BIND="--bind-to core:overload-allowed"
+fi
 # weft-bench and mpi_allreduce print: size count type op root time algbw busbw ...
 rows() { sed 's/^\[[0-9]*\] *//' "$1" | awk '$1 ~ /^[0-9]+$/ && NF >= 8 { print $1, $6, $8 }'; }
 
 for n in $RANKS; do
     for rep in $(seq "$REPS"); do
-        WEFT_SHM=0 WEFT_NET=tcp "$B/weftrun" -n "$n" "$B/weft-bench" allreduce $W \
+        WEFT_SHM=0 WEFT_NET=tcp "$B/weftrun" -n "$n" $PINW "$B/weft-bench" allreduce $W \
             >"$work/raw" 2>&1 && rows "$work/raw" >"$work/tcp.$n.$rep"
-        WEFT_SHM=0 WEFT_NET=ofi WEFT_OFI_PROVIDER=$PROV "$B/weftrun" -n "$n" "$B/weft-bench" \
+        WEFT_SHM=0 WEFT_NET=ofi WEFT_OFI_PROVIDER=$PROV "$B/weftrun" -n "$n" $PINW "$B/weft-bench" \
             allreduce $W >"$work/raw" 2>&1 && rows "$work/raw" >"$work/ofi.$n.$rep"
         if [ -n "$MPI" ]; then
             FI_PROVIDER=$PROV timeout 300 mpirun.openmpi --allow-run-as-root --oversubscribe \
-                -np "$n" --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include "$PROV" \
+                -np "$n" $BIND --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include "$PROV" \
                 -x FI_PROVIDER "$MPI" -b "$MIN" -e "$MAX" -f "$FACTOR" -w 5 -n "$ITERS" \
                 >"$work/raw" 2>&1 && rows "$work/raw" >"$work/mpi.$n.$rep" ||
                 say "Open MPI with mtl ofi ($PROV) did not run at $n ranks: $(tail -n 2 "$work/raw" | tr '\n' ' ')"
@@ -69,7 +79,7 @@ for n in $RANKS; do
                                                          print z[int((i + j) / 2)] } }' >"$work/$k.$n"
     done
     echo
-    echo "all-reduce f32 sum, ring, $n ranks on one host, WEFT_SHM=0, provider $PROV, medians of $REPS ($(uptime | sed 's/.*load/load/'))"
+    echo "all-reduce f32 sum, ring, $n ranks on one host, WEFT_SHM=0, provider $PROV,${PINW:+ pinned,} medians of $REPS ($(uptime | sed 's/.*load/load/'))"
     printf "%10s | %10s %8s | %10s %8s | %10s %8s | %7s %7s\n" bytes "tcp us" busbw \
         "ofi us" busbw "mpi us" busbw "bw o/t" "time o/t"
     touch "$work/mpi.$n"
