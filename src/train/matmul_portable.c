@@ -283,24 +283,37 @@ static void pack_rows(float *dst, int dld, int t8, const float *src, int ld, int
             dst[(size_t)k * dld + i] = src[(size_t)i * ld + k];
 }
 
-/* dst[k * dld + j] = src[k * sld + j] for j < w, k < kc: a panel of
- * rows already along k. The tile widths get copies of a size known at
- * compile time, which become a few vector moves rather than a call to
- * memcpy per k. */
-static void copy_rows(float *dst, int dld, const float *src, int sld, int w, int kc)
+/* Panels of Rt from a source whose rows already run along k (row k holds
+ * the w values of every panel side by side): panel p at dst + p kc Rt,
+ * its element (k, j) at k Rt + j, the last panel zero-padded. Row by row,
+ * so the source is read in order (a panel at a time would stride across a
+ * page per k), with copies of a size known at compile time for the tile
+ * widths, a few vector moves each. */
+static void pack_along(float *dst, int Rt, const float *src, int ld, int w, int kc)
 {
-#define COPY_W(W)                                                              \
-    case W:                                                                    \
-        for (int k = 0; k < kc; k++)                                           \
-            memcpy(dst + (size_t)k * dld, src + (size_t)k * sld, W * sizeof(float)); \
-        return;
-    switch (w) {
-        COPY_W(6) COPY_W(12) COPY_W(16) COPY_W(32)
-    default:
-        for (int k = 0; k < kc; k++)
-            memcpy(dst + (size_t)k * dld, src + (size_t)k * sld, (size_t)w * sizeof(float));
+    int full = w / Rt * Rt, rest = w - full;
+    size_t step = (size_t)kc * Rt;
+    for (int k = 0; k < kc; k++) {
+        const float *s = src + (size_t)k * ld;
+        float *d = dst + (size_t)k * Rt;
+        int j = 0;
+#define ALONG_W(W)                                                       \
+    case W:                                                              \
+        for (; j < full; j += W, d += step)                              \
+            memcpy(d, s + j, W * sizeof(float));                         \
+        break;
+        switch (Rt) {
+            ALONG_W(6) ALONG_W(12) ALONG_W(16) ALONG_W(32)
+        default:
+            for (; j < full; j += Rt, d += step)
+                memcpy(d, s + j, (size_t)Rt * sizeof(float));
+        }
+#undef ALONG_W
+        if (rest) {
+            memcpy(d, s + j, (size_t)rest * sizeof(float));
+            memset(d + rest, 0, (size_t)(Rt - rest) * sizeof(float));
+        }
     }
-#undef COPY_W
 }
 
 /* Packs op(A)[i0.., k0..] (mc x kc) into MRt-row panels, zero-padded.
@@ -310,15 +323,15 @@ static void copy_rows(float *dst, int dld, const float *src, int sld, int w, int
 static void pack_a(float *dst, int MRt, int t8, int ta, operand A, int lda, int i0, int mc,
                    int k0, int kc)
 {
+    if (!A.bf16 && ta) {
+        pack_along(dst, MRt, (const float *)A.p + (size_t)k0 * lda + i0, lda, mc, kc);
+        return;
+    }
     for (int ip = 0; ip < mc; ip += MRt) {
         int mr = mc - ip < MRt ? mc - ip : MRt;
         if (!A.bf16) {
-            const float *a = (const float *)A.p;
-            if (ta) {
-                copy_rows(dst, MRt, a + (size_t)k0 * lda + i0 + ip, lda, mr, kc);
-            } else {
-                pack_rows(dst, MRt, t8, a + (size_t)(i0 + ip) * lda + k0, lda, mr, kc);
-            }
+            pack_rows(dst, MRt, t8, (const float *)A.p + (size_t)(i0 + ip) * lda + k0, lda, mr,
+                      kc);
         } else if (ta) {
             for (int k = 0; k < kc; k++) {
                 size_t at = (size_t)(k0 + k) * lda + i0 + ip;
@@ -344,6 +357,10 @@ static void pack_a(float *dst, int MRt, int t8, int ta, operand A, int lda, int 
 static void pack_b(float *dst, int NRt, int t8, int tb, operand B, int ldb, int k0, int kc,
                    int j0, int nc)
 {
+    if (!tb && !B.bf16) {
+        pack_along(dst, NRt, (const float *)B.p + (size_t)k0 * ldb + j0, ldb, nc, kc);
+        return;
+    }
     for (int jp = 0; jp < nc; jp += NRt) {
         int nr = nc - jp < NRt ? nc - jp : NRt;
         const float *b = (const float *)B.p;
@@ -355,8 +372,6 @@ static void pack_b(float *dst, int NRt, int t8, int tb, operand B, int ldb, int 
                 for (int k = 0; k < kc; k++)
                     dst[(size_t)k * NRt + j] = ld(B, at + k);
             }
-        } else if (!B.bf16) {
-            copy_rows(dst, NRt, b + (size_t)k0 * ldb + j0 + jp, ldb, nr, kc);
         } else {
             for (int k = 0; k < kc; k++) {
                 size_t at = (size_t)(k0 + k) * ldb + j0 + jp;
