@@ -65,14 +65,6 @@ static void ps_build(p2p_engine *e, p2p_pollset *s)
     ps_add(s, e->wake[0], POLLIN, -1, 0);
     if (!e->aborted && e->c->abort_pipe[0] >= 0)
         ps_add(s, e->c->abort_pipe[0], POLLIN, -1, 0);
-    s->ofi = s->ofi_nofd = 0;
-    for (int q = 0; e->ofi && q < e->size && !s->ofi; q++)
-        s->ofi = e->peer[q].ofi && !e->peer[q].gone;
-    /* readable from a completion until ofi_may_sleep rearms it */
-    if (s->ofi && ofi_wait_fd(e->ofi) >= 0)
-        ps_add(s, ofi_wait_fd(e->ofi), POLLIN, -1, 0);
-    else
-        s->ofi_nofd = s->ofi;
     s->ilfd = s->n;
     ps_add(s, e->net.lfd, POLLIN, -1, 0);
     s->ipend = s->n;
@@ -89,6 +81,17 @@ static void ps_build(p2p_engine *e, p2p_pollset *s)
         if (p->sends.head && p->wfd >= 0)
             ps_add(s, p->wfd, p->wev, q, 1);
     }
+    /* libfabric's fd last, out of a waiter's spin: it stays readable from
+     * the last completion until ofi_may_sleep rearms it, so the spin reads
+     * the queue instead */
+    s->nspin = s->n;
+    s->ofi = s->ofi_nofd = 0;
+    for (int q = 0; e->ofi && q < e->size && !s->ofi; q++)
+        s->ofi = e->peer[q].ofi && !e->peer[q].gone;
+    if (s->ofi && ofi_wait_fd(e->ofi) >= 0)
+        ps_add(s, ofi_wait_fd(e->ofi), POLLIN, -1, 0);
+    else
+        s->ofi_nofd = s->ofi;
 }
 
 /* When a sleeper must look again even if nothing happens (timeout,
@@ -110,7 +113,9 @@ static int ps_sleep(p2p_engine *e, p2p_pollset *s, double until, int thread)
     int n = 0;
     if (e->spin_s > 0) {
         double end = clock_now() + e->spin_s;
-        for (int k = 0; !(n = poll(s->pf, (nfds_t)s->n, 0)); k++) {
+        /* the thread armed the fd before it let go of drive */
+        nfds_t nspin = (nfds_t)(thread ? s->n : s->nspin);
+        for (int k = 0; !(n = poll(s->pf, nspin, 0)); k++) {
             /* a waiter holds drive: it may read libfabric's queue, which
              * is what moves the provider (the thread's fd is armed) */
             if (!thread && s->ofi && ofi_poll(e->ofi))
@@ -142,7 +147,7 @@ static void ps_apply(p2p_engine *e, const p2p_pollset *s, int n, int stale)
     } else if (n <= 0) {
         return;
     } else {
-        for (int k = s->ipeers; k < s->n; k++) {
+        for (int k = s->ipeers; k < s->nspin; k++) {
             if (!s->pf[k].revents)
                 continue;
             if (s->dir[k])

@@ -51,6 +51,7 @@ typedef struct {
     int *peer;                 /* peer of each entry, or -1 */
     char *dir;                 /* 0: its incoming stream, 1: its outgoing */
     int n, ilfd, ipend, npend, ipeers;
+    int nspin;                 /* entries before libfabric's wait fd */
     int ofi;                   /* a libfabric peer is live: its queue counts too */
     int ofi_nofd;              /* ... and its provider has no wait fd: 1 ms sleeps */
 } p2p_pollset;
