@@ -140,25 +140,33 @@ TEST(bf16)
     }
 }
 
-/* thread count does not change a bit of the portable kernel's output */
+/* thread count does not change a bit of the portable kernel's output,
+ * whether the threads split C's rows (tall) or its columns (wide), for
+ * every transpose (each packs its operands differently) */
 TEST(threads_bitwise)
 {
-    int M = 131, N = 77, K = 600;
-    size_t sz = (size_t)M * (N + 2) * 4;
-    float *ref = malloc(sz), *got = malloc(sz);
+    static const int dims[2][3] = { { 131, 77, 600 }, { 40, 900, 300 } };
     unsetenv("WEFT_MATMUL_ISA");
-    for (int th = 1; th <= 4; th++) {
-        mm_ctx *c;
-        CHECK(train_mm_create(&c, th, MM_PORTABLE) == 0);
-        weft_rng r;
-        weft_rng_seed(&r, 11);
-        CHECK(check_one(c, &r, 0, 1, M, N, K, 0.0f, th == 1 ? ref : got));
-        if (th > 1)
-            CHECKF(memcmp(ref, got, sz) == 0, "portable gemm differs between 1 and %d threads", th);
-        train_mm_destroy(c);
-    }
-    free(ref);
-    free(got);
+    for (int sh = 0; sh < 2; sh++)
+        for (int t = 0; t < 4; t++) {
+            int M = dims[sh][0], N = dims[sh][1], K = dims[sh][2];
+            size_t sz = (size_t)M * (N + 2) * 4;
+            float *ref = malloc(sz), *got = malloc(sz);
+            for (int th = 1; th <= 4; th++) {
+                mm_ctx *c;
+                CHECK(train_mm_create(&c, th, MM_PORTABLE) == 0);
+                weft_rng r;
+                weft_rng_seed(&r, 11);
+                CHECK(check_one(c, &r, t >> 1, t & 1, M, N, K, 0.0f, th == 1 ? ref : got));
+                if (th > 1)
+                    CHECKF(memcmp(ref, got, sz) == 0,
+                           "%dx%dx%d ta=%d tb=%d: portable gemm differs between 1 and %d threads",
+                           M, N, K, t >> 1, t & 1, th);
+                train_mm_destroy(c);
+            }
+            free(ref);
+            free(got);
+        }
 }
 
 /* the default thread count follows WEFT_THREADS, else cores / local ranks */
