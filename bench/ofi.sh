@@ -15,7 +15,10 @@
 #          -R N repetitions [3]   -n N timed calls [20]   -r "N .." ranks [2 4]
 #          -p PROVIDER libfabric provider [tcp]
 # Installs Open MPI (openmpi-bin, libopenmpi-dev) when root and missing.
-# BUILD=dir picks weft's build directory [build]. PIN=1 binds rank r to
+# BUILD=dir picks weft's build directory [build]. P2P=1 then also runs
+# bench/p2p_bw.c (half a ping-pong's round trip, and an exchange's
+# bandwidth, between pairs of ranks) over weft's TCP and over ofi: the
+# point-to-point engine's own endpoint. PIN=1 binds rank r to
 # core r mod nproc (weft through taskset, Open MPI with --bind-to core), so
 # that two ranks on two cores each keep one and neither waits for the
 # scheduler to move it.
@@ -95,3 +98,21 @@ for n in $RANKS; do
                    ((z in o) && t[z] > 0 ? sprintf("%.2f", o[z] / t[z]) : "-") } }' \
         "$work/tcp.$n" "$work/ofi.$n" "$work/mpi.$n"
 done
+
+if [ "${P2P:-0}" = 1 ]; then
+    libs="$(pkg-config --libs libfabric libssl libcrypto openblas 2>/dev/null ||
+        pkg-config --libs libfabric libssl libcrypto 2>/dev/null || true)"
+    cc -O2 -std=c11 -D_GNU_SOURCE -I"$HERE/../include" "$HERE/p2p_bw.c" -o "$work/p2p_bw" \
+        "$B/libweft.a" $libs -pthread -lm || { say "p2p_bw did not build"; exit 1; }
+    for n in $RANKS; do
+        for net in tcp ofi; do
+            for rep in $(seq "$REPS"); do
+                echo
+                echo "p2p_bw, $n ranks (pairs 0-1, 2-3 ..; rank 0's pair shown), WEFT_NET=$net, provider $PROV,${PINW:+ pinned,} run $rep:"
+                WEFT_SHM=0 WEFT_NET=$net WEFT_OFI_PROVIDER=$PROV "$B/weftrun" -n "$n" $PINW \
+                    "$work/p2p_bw" -b "$(echo "$MIN" | numfmt --from=iec)" \
+                    -e "$(echo "$MAX" | numfmt --from=iec)" -f "$FACTOR" 2>&1 | sed 's/^\[0\] //'
+            done
+        done
+    done
+fi
