@@ -105,6 +105,12 @@ veth_bytes() {
     echo $(( $(ip netns exec "$NSA" cat /sys/class/net/vA/statistics/tx_bytes) +
              $(ip netns exec "$NSB" cat /sys/class/net/vB/statistics/tx_bytes) ))
 }
+# packets tbf dropped on both ends so far: a queue too short for the
+# streams' windows shows here, and TCP backs off on each drop
+tbf_drops() {
+    echo $(( $(tc -n "$NSA" -s qdisc show dev vA | awk '/dropped/ { gsub(",", ""); d += $7 } END { print d + 0 }') +
+             $(tc -n "$NSB" -s qdisc show dev vB | awk '/dropped/ { gsub(",", ""); d += $7 } END { print d + 0 }') ))
+}
 
 # ---- programs -----------------------------------------------------------------
 
@@ -216,7 +222,7 @@ done
 for s in $LARGEB; do
     for v in $VARIANTS; do
         say "$v: $s B"
-        k0=$(veth_bytes)
+        k0=$(veth_bytes) d0=$(tbf_drops)
         if [ "$v" = ompi ]; then
             run_ompi "$work/raw/ompi.l$s" "$s" "$s" 2 "$WL" "$NL" || failed="$failed ompi.$s"
             calls=$((2 * (WL + NL + 1)))   # out of place and in place, each + 1 checked call
@@ -228,6 +234,7 @@ for s in $LARGEB; do
             [ "$v" = auto ] && calls=$((calls + 16)) # weft-bench warms auto up with 16 more (TRIAL_MAX_CALLS)
         fi
         k1=$(veth_bytes)
+        say "$v: $s B: $(( $(tbf_drops) - d0 )) packets dropped by tbf"
         echo $(( (k1 - k0) / 4 / calls )) >"$work/raw/$v.k$s"
     done
 done
