@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -489,6 +490,28 @@ static int own_allgather(weft_comm *c, const void *send, void *recv, size_t coun
     return weft_collective(c, &a);
 }
 
+/* Every member's addresses to every rank of c: the libfabric part (two
+ * thirds of the record) only where some rank has one, since these bytes
+ * cross whatever links c spans, the WAN's too. */
+static int split_exchange(weft_comm *c, const comm_addr *mine, comm_addr *all)
+{
+    size_t head = offsetof(comm_addr, ofi), tail = sizeof *mine - head;
+    char *buf = malloc((size_t)c->size * tail);
+    int rc, any = 0;
+    if (!buf)
+        return comm_fail(c, WEFT_ENOMEM, "split: out of memory");
+    if (!(rc = own_allgather(c, mine, buf, head, WEFT_U8)))
+        for (int i = 0; i < c->size; i++) {
+            memcpy(&all[i], buf + (size_t)i * head, head);
+            any |= all[i].has_ofi;
+        }
+    if (!rc && any && !(rc = own_allgather(c, (const char *)mine + head, buf, tail, WEFT_U8)))
+        for (int i = 0; i < c->size; i++)
+            memcpy((char *)&all[i] + head, buf + (size_t)i * tail, tail);
+    free(buf);
+    return rc;
+}
+
 int weft_comm_split(weft_comm *c, int color, int key, weft_comm **out)
 {
     split_entry me = { color < 0 ? -1 : color, key }, *all;
@@ -529,7 +552,8 @@ int weft_comm_split(weft_comm *c, int color, int key, weft_comm **out)
             goto out;
     }
     c->split_seq++;
-    if ((rc = own_allgather(c, &addr, addrs, sizeof addr, WEFT_U8)))
+    addr.has_ofi = addr.ofi[0] != 0;
+    if ((rc = split_exchange(c, &addr, addrs)))
         goto out;
     if (child) {
         if ((rc = comm_child_link(c, child, members, addrs)))

@@ -105,8 +105,10 @@ enum {
 /* What a member of a new communicator (a split's, a shrink's) publishes
  * to the others. */
 typedef struct {
-    char tcp[SOCK_ADDR_MAX], p2p[SOCK_ADDR_MAX], ofi[OFI_ADDR_MAX], p2p_ofi[OFI_ADDR_MAX];
+    char tcp[SOCK_ADDR_MAX], p2p[SOCK_ADDR_MAX];
     int32_t shm;
+    int32_t has_ofi;          /* the libfabric part below is worth sending */
+    char ofi[OFI_ADDR_MAX], p2p_ofi[OFI_ADDR_MAX];
 } comm_addr;
 
 /* A new communicator of n ranks with id, this rank being rank, made from
