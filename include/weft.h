@@ -401,7 +401,11 @@ int weft_codec_decode(weft_codec k, const void *in, size_t n, float *x);
  * decoded, added to this rank's part in f32 and encoded again before the
  * next hop; the reduced chunks travel the all-gather encoded once, and
  * every rank (the chunk's owner too) decodes the same bytes, so the result
- * is bit-identical on every rank. Its messages are point-to-point with tag
+ * is bit-identical on every rank. Where every rank is a cluster of its own
+ * (3 to 8 of them) it goes direct instead: each rank sends each chunk's
+ * owner its part encoded, the owner sums them in f32 and sends the sum
+ * encoded once to all, two WAN crossings instead of 2(p - 1), the same
+ * bytes, the same bits everywhere. Its messages are point-to-point with tag
  * WEFT_TAG_MAX (leave that tag to it). *bytes (may be NULL) grows by the
  * bytes this rank sent. */
 int weft_allreduce_codec(weft_comm *c, const float *send, float *recv, size_t count,
