@@ -85,13 +85,11 @@ static void ps_build(p2p_engine *e, p2p_pollset *s)
      * the last completion until ofi_may_sleep rearms it, so the spin reads
      * the queue instead */
     s->nspin = s->n;
-    s->ofi = s->ofi_nofd = 0;
+    s->ofi = 0;
     for (int q = 0; e->ofi && q < e->size && !s->ofi; q++)
         s->ofi = e->peer[q].ofi && !e->peer[q].gone;
     if (s->ofi && ofi_wait_fd(e->ofi) >= 0)
         ps_add(s, ofi_wait_fd(e->ofi), POLLIN, -1, 0);
-    else
-        s->ofi_nofd = s->ofi;
 }
 
 /* When a sleeper must look again even if nothing happens (timeout,
@@ -129,8 +127,12 @@ static int ps_sleep(p2p_engine *e, p2p_pollset *s, double until, int thread)
     if (!n && !thread && s->ofi && !ofi_may_sleep(e->ofi))
         return 1;
     int ms = until < 0 ? -1 : clock_ms_until(until);
-    if (s->ofi_nofd && (ms < 0 || ms > 1))
-        ms = 1;
+    /* a provider without a wait fd is looked at every millisecond; one
+     * with it too, because rxm's fd (1.17, over tcp) does not always wake
+     * a sleeper that has a message: with four ranks to a core, pairs of
+     * ranks slept out whole deadlines, each waiting for the other */
+    if (s->ofi && (ms < 0 || ms > OFI_NAP_MS))
+        ms = OFI_NAP_MS;
     if (!n && !(thread && atomic_load(&e->waiters)))
         n = poll(s->pf, (nfds_t)s->n, ms);
     return n;
@@ -201,8 +203,10 @@ static void *engine(void *arg)
         }
         p2p_pollset *s = &e->ps[0];
         ps_build(e, s);
-        if (s->ofi && !ofi_may_sleep(e->ofi)) /* its fd is armed only by this */
+        if (s->ofi && !ofi_may_sleep(e->ofi)) { /* its fd is armed only by this */
+            sched_yield(); /* the provider has work only its queue reads move */
             continue;
+        }
         uint64_t epoch = e->epoch;
         double until = deadline(e);
         pthread_mutex_unlock(&e->drive);

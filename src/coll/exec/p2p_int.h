@@ -12,6 +12,7 @@
 #define P2P_SALT 0x7032705f6d736773ull /* its connections' id: the communicator's, salted */
 #define VISIT_BYTES (4u << 20)         /* per peer and direction per sweep: none starves */
 #define PROBE_S 1.0                    /* how often to look for peers that never connected */
+#define OFI_NAP_MS 1                   /* the longest sleep with libfabric peers (p2p.c) */
 
 /* A message that arrived before its receive. */
 typedef struct p2p_msg {
@@ -53,7 +54,6 @@ typedef struct {
     int n, ilfd, ipend, npend, ipeers;
     int nspin;                 /* entries before libfabric's wait fd */
     int ofi;                   /* a libfabric peer is live: its queue counts too */
-    int ofi_nofd;              /* ... and its provider has no wait fd: 1 ms sleeps */
 } p2p_pollset;
 
 struct ofi_net;
