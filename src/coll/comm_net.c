@@ -7,22 +7,13 @@
 
 enum { NET_AUTO = 0, NET_TCP, NET_OFI }; /* the words of WEFT_NET, in order */
 
-enum { RMA_OFF = 0, RMA_ON, RMA_AUTO }; /* the words of WEFT_OFI_RMA */
-
-void comm_net_opts(const weft_comm *c, const char *ip, ofi_opts *o)
-{
-    *o = (ofi_opts){ .rank = c->rank, .size = c->size, .comm_id = c->id,
-                     .provider = c->params.ofi_provider, .must = c->params.net == NET_OFI,
-                     .bind_ip = ip, .secret = c->secret, .loglevel = c->loglevel,
-                     .no_rma = c->params.ofi_rma == RMA_OFF,
-                     .rma_auto = c->params.ofi_rma == RMA_AUTO };
-}
-
 int comm_net_open(weft_comm *c, const char *ip, char addr[OFI_ADDR_MAX])
 {
     char err[300] = "";
-    ofi_opts o;
-    comm_net_opts(c, ip, &o);
+    ofi_opts o = { .rank = c->rank, .size = c->size, .comm_id = c->id,
+                   .provider = c->params.ofi_provider, .must = c->params.net == NET_OFI,
+                   .bind_ip = ip, .secret = c->secret, .loglevel = c->loglevel,
+                   .no_rma = !c->params.ofi_rma };
     addr[0] = 0;
     if (c->params.net == NET_TCP || c->size < 2)
         return 0;

@@ -8,8 +8,6 @@
 #include "coll/comm.h"
 #include "transport/ofi.h"
 
-/* What an endpoint of c is opened with (ip: this rank's data address). */
-void comm_net_opts(const weft_comm *c, const char *ip, ofi_opts *o);
 /* Open c->ofi as WEFT_NET and WEFT_OFI_PROVIDER say (ip: this rank's data
  * address, whose fabric is preferred); addr gets what to publish ("" when
  * libfabric is not used). Errors recorded on c. */

@@ -68,8 +68,8 @@ PARAM_ENUM(net, "WEFT_NET", "auto", "auto|tcp|ofi", "", 0,
            "network between hosts; auto: libfabric when an RDMA provider is found, else TCP")
 PARAM_STR(ofi_provider, "WEFT_OFI_PROVIDER", "", NULL, "FI_PROVIDER", 0,
           "libfabric provider for WEFT_NET=ofi (verbs, efa, cxi, psm3, tcp, shm); empty: any")
-PARAM_ENUM(ofi_rma, "WEFT_OFI_RMA", "auto", "0|1|auto", "", 0,
-           "large messages over libfabric as RMA writes: 1 where offered, 0 never, auto not over sockets")
+PARAM_INT(ofi_rma, "WEFT_OFI_RMA", "1", 0, 1, "", 0,
+          "0: large messages over libfabric as tagged chunks even where the provider has RMA writes")
 PARAM_INT(shm, "WEFT_SHM", "1", 0, 1, "", 0,
           "0: ranks on one host talk over TCP on loopback instead of shared memory")
 PARAM_INT(shm_ring, "WEFT_SHM_RING", "2M", 64 << 10, 1 << 30, "", PARAM_BYTES,

@@ -158,25 +158,17 @@ static void core_name(const struct fi_info *i, char *out, size_t len)
     snprintf(out, len, "%.*s", (int)(k < len ? k : len - 1), p);
 }
 
-/* Core providers that move bytes over the kernel's sockets. */
-static int over_sockets(const struct fi_info *i)
+/* Providers that only re-do what weft already does over sockets or its
+ * own rings: auto leaves them for TCP and shared memory. */
+static int merely_sockets(const struct fi_info *i)
 {
-    static const char *const plain[] = { "tcp", "sockets", "udp", "net" };
+    static const char *const plain[] = { "tcp", "sockets", "udp", "net", "shm" };
     char name[32];
     core_name(i, name, sizeof name);
     for (size_t k = 0; k < sizeof plain / sizeof plain[0]; k++)
         if (!strcmp(name, plain[k]))
             return 1;
     return 0;
-}
-
-/* Providers that only re-do what weft already does over sockets or its
- * own rings: auto leaves them for TCP and shared memory. */
-static int merely_sockets(const struct fi_info *i)
-{
-    char name[32];
-    core_name(i, name, sizeof name);
-    return over_sockets(i) || !strcmp(name, "shm");
 }
 
 static int addr_is(const struct fi_info *i, const char *ip)
@@ -359,7 +351,7 @@ int ofi_open(ofi_net **out, const ofi_opts *o, char addr[OFI_ADDR_MAX], char *er
     /* the receiver learns that a write has landed from its remote data: a
      * write's own completion says only that the sender may reuse its buffer */
     n->rma = (n->info->caps & FI_RMA) && n->info->domain_attr->cq_data_size >= 4 &&
-             !(n->info->mode & FI_RX_CQ_DATA) && !(o->rma_auto && over_sockets(n->info));
+             !(n->info->mode & FI_RX_CQ_DATA);
     n->mr_endpoint = (n->info->domain_attr->mr_mode & FI_MR_ENDPOINT) != 0;
     n->inject = n->info->tx_attr->inject_size;
     if ((rc = open_fids(n, err, errlen)) ||

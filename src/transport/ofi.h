@@ -53,9 +53,6 @@ typedef struct {
     const char *secret;   /* NULL: no proofs */
     int loglevel;
     int no_rma;           /* 1: large messages as tagged chunks even where RMA is offered */
-    int rma_auto;         /* 1: ... and where the core provider is a socket (tcp, sockets):
-                           * the kernel copies either way, the answer's round trip is all
-                           * RMA adds there */
 } ofi_opts;
 
 /* 1 when this build has libfabric (WEFT_HAVE_LIBFABRIC). */

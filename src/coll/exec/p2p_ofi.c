@@ -26,11 +26,10 @@ int p2p_net_open(p2p_engine *e, const char *ip, char addr[OFI_ADDR_MAX])
     addr[0] = 0;
     if (!c->ofi)
         return 0;
-    ofi_opts o;
-    comm_net_opts(c, ip, &o);
-    o.comm_id = c->id ^ P2P_SALT;
-    o.provider = ofi_provider(c->ofi); /* where the communicator's runs, whatever chose it */
-    o.must = 1;
+    /* the provider the communicator's endpoint runs on, whatever chose it */
+    ofi_opts o = { .rank = c->rank, .size = c->size, .comm_id = c->id ^ P2P_SALT,
+                   .provider = ofi_provider(c->ofi), .must = 1, .bind_ip = ip,
+                   .secret = c->secret, .loglevel = c->loglevel, .no_rma = !c->params.ofi_rma };
     int rc = ofi_open(&e->ofi, &o, addr, err, sizeof err);
     if (rc) {
         addr[0] = 0;
