@@ -13,20 +13,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "transport/sock.h"
+
 /* A TCP port on 127.0.0.1 that nothing listens on (as of the call). */
 static inline int fx_free_port(void)
 {
-    struct sockaddr_in a;
-    socklen_t l = sizeof a;
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd, (struct sockaddr *)&a, sizeof a);
-    getsockname(fd, (struct sockaddr *)&a, &l);
-    port = ntohs(a.sin_port);
-    close(fd);
-    return port;
+    return sock_spare_port();
 }
 
 /* $BUILD/tests/test_x -> $BUILD/NAME in buf; 0 if it is executable. */

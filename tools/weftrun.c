@@ -3,8 +3,8 @@
  * Options and environment: see usage() below, or weftrun --help.
  *
  * Placement. Without --hosts, or when every host names this machine, all
- * ranks run here with WEFT_MASTER_ADDR=127.0.0.1 and a free port (bound to
- * 127.0.0.1 port 0, read back, released) unless --port is given. With H
+ * ranks run here with WEFT_MASTER_ADDR=127.0.0.1 and a free port (one that
+ * 127.0.0.1 binds, outside the ephemeral range) unless --port is given. With H
  * hosts, ranks go in blocks of ceil(W/H), W the world size: ranks 0..B-1
  * on the first host and so on; WEFT_LOCAL_RANK counts within a host. A rank
  * on another host starts as
@@ -45,6 +45,7 @@
  */
 #include "bootstrap/store.h"
 #include "core/param.h"
+#include "transport/sock.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -297,14 +298,7 @@ static void parse_args(job *j, int argc, char **argv)
 
 static int free_port(void)
 {
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    socklen_t len = sizeof a;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -1;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    if (fd >= 0)
-        close(fd);
+    int port = sock_spare_port();
     if (port < 0)
         die("cannot find a free port: %s", strerror(errno));
     return port;

@@ -301,3 +301,45 @@ int sock_split_addr(const char *addr, char *host, size_t hostlen, int *port)
     *port = atoi(colon + 1);
     return *port > 0 && *port < 65536 ? 0 : WEFT_EINVAL;
 }
+
+static int bindable(int port)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t len = sizeof a;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), got = -1;
+    if (fd < 0)
+        return -1;
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        got = ntohs(a.sin_port);
+    close(fd);
+    return got;
+}
+
+/* Picked outside the kernel's ephemeral range: a port from inside it, once
+ * released, can become the source port of any connection opened on the
+ * machine, or the answer to any bind to port 0, before its listener binds
+ * it (tests in parallel lost their store that way); outside it only
+ * another pick like this one can take it. */
+int sock_spare_port(void)
+{
+    int lo = 32768, hi = 60999;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "re");
+    if (f) {
+        if (fscanf(f, "%d %d", &lo, &hi) != 2 || lo < 1024 || hi > 65535 || lo > hi)
+            lo = 32768, hi = 60999;
+        fclose(f);
+    }
+    /* below the range from 10000 (clear of well-known services), and above it */
+    long below = lo > 10000 ? lo - 10000 : 0, above = 65535 - hi;
+    uint64_t x = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ (uint64_t)(clock_now() * 1e9);
+    for (int tries = 0; below + above > 0 && tries < 64; tries++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        long k = (long)(x % (uint64_t)(below + above));
+        int port = k < below ? 10000 + (int)k : hi + 1 + (int)(k - below);
+        if (bindable(port) == port)
+            return port;
+    }
+    return bindable(0);
+}

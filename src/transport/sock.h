@@ -28,6 +28,9 @@ int sock_write_full(int fd, const void *buf, size_t len, double deadline);
  * ifname; numeric form into buf. */
 int sock_local_ip(int fd, char *buf, size_t len);
 int sock_iface_ip(const char *ifname, char *buf, size_t len);
+/* A port on 127.0.0.1 that nothing listens on as of the call, for a
+ * listener another process will open there; -1 if none is found. */
+int sock_spare_port(void);
 /* "host:port" -> parts; accepts "[v6]:port". */
 int sock_split_addr(const char *addr, char *host, size_t hostlen, int *port);
 

@@ -260,6 +260,17 @@ TEST(env)
     for (int i = 0; i < 5; i++)
         CHECKF(ok[i], "rank %d environment wrong: %s", i, r.out ? r.out : "");
     CHECK(ports);
+    /* outside the ephemeral range, where no connection's source port and
+     * no other bind to port 0 can take it before rank 0 listens */
+    int lo = 0, hi = -1;
+    FILE *range = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (range) {
+        if (fscanf(range, "%d %d", &lo, &hi) != 2)
+            lo = 0, hi = -1;
+        fclose(range);
+    }
+    CHECKF(port0 < lo || port0 > hi, "master port %d in the ephemeral range %d-%d", port0, lo,
+           hi);
     done(&r);
 
     /* two "hosts" that are both this machine: blocks of ceil(4/2) */

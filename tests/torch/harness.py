@@ -3,6 +3,7 @@ their checks. A body module defines body(rank, size, check); check(name,
 cond, detail="") records one check. Output: "ok NAME" / "FAIL NAME: ..."
 per failed check and a last line "checks: P passed, F failed"."""
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -10,11 +11,27 @@ import traceback
 
 
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+    """A port 127.0.0.1 binds now, outside the ephemeral range: one from
+    inside it can become another connection's source port before rank 0
+    listens there (tests run side by side)."""
+    lo, hi = 32768, 60999
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = map(int, f.read().split())
+    except (OSError, ValueError):
+        pass
+    spare = [*range(10000, lo), *range(hi + 1, 65536)]
+    for _ in range(64):
+        p = random.choice(spare) if spare else 0
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", p))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 class Checks:
