@@ -41,6 +41,9 @@
  * receive, which needs each chunk staged). The answer costs a round trip,
  * noise against the body's time from here on. */
 #define RMA_MIN (256u << 10)
+/* From this size (rxm's default SAR limit, above which its receiver reads
+ * the body from the sender) every message asks first; see asks(). */
+#define ASK_MIN (128u << 10)
 #define CTR_MASK ((1ull << 40) - 1)
 #define RANK_MASK 0xfffffull
 
@@ -783,11 +786,14 @@ static int rx_auth(ofi_net *n, int peer, char *err, size_t errlen)
 /* The answer's tag number: the message's, with its channel. */
 static uint64_t cts_ctr(uint64_t ctr, int ch) { return ((ctr << 3) | (uint64_t)ch) & CTR_MASK; }
 
-/* Whether a message of len bytes to or from peer asks its receiver first. */
-static int asks(const ofi_net *n, int peer, uint64_t len)
-{
-    return len >= RMA_MIN && n->rma && n->peer[peer].rma;
-}
+/* Whether a message of len bytes asks its receiver first, with or without
+ * RMA: a body rxm sends by rendezvous, sent before its receiver matched the
+ * header, waits unexpected there, and if its sender then closes the
+ * endpoint (it met a mismatch with another peer), rxm over tcp
+ * dereferences the dead connection when a receive matches it (signal 11
+ * inside fi_trecv). Asked first, the body goes only to a receiver that has
+ * matched its header. */
+static int asks(uint64_t len) { return len >= ASK_MIN; }
 
 /* One RMA write of a chunk; its remote data tells the receiver who wrote
  * on which channel. 1 posted, 0 queue full, negative error. */
@@ -804,16 +810,18 @@ static int post_write(ofi_net *n, int peer, int ch, const void *buf, size_t len,
 }
 
 /* Register dst for the sender's writes and fill the answer; mode 0 (tagged
- * chunks) when the provider will not. */
-static void rma_offer(ofi_net *n, ofi_rx *r, void *dst, uint64_t len)
+ * chunks) for a body below RMA_MIN, a reducing receive, or when either end
+ * or the provider will not. */
+static void rma_offer(ofi_net *n, int peer, ofi_rx *r, void *dst, uint64_t len)
 {
     r->answer = (ofi_cts){ .len = len, .mode = 0 };
     /* A registration of its own for this message, closed when it is in: a
      * cached one could outlive the memory it names (free, then malloc at
      * the same address). Providers that pin keep their own cache, which
      * watches for that. */
-    if (!dst || fi_mr_reg(n->domain, dst, (size_t)len, FI_REMOTE_WRITE, 0, n->mr_key++, 0,
-                          &r->rma_mr, NULL))
+    if (!dst || len < RMA_MIN || !n->rma || !n->peer[peer].rma ||
+        fi_mr_reg(n->domain, dst, (size_t)len, FI_REMOTE_WRITE, 0, n->mr_key++, 0,
+                  &r->rma_mr, NULL))
         return;
     if (n->mr_endpoint && (fi_mr_bind(r->rma_mr, &n->ep->fid, 0) || fi_mr_enable(r->rma_mr))) {
         fi_close(&r->rma_mr->fid);
@@ -845,7 +853,7 @@ int ofi_send(ofi_net *n, int peer, int ch, const frame_hdr *h, const void *buf, 
         t->len = len;
         t->buf = buf;
         t->next_off = t->done = 0;
-        t->cts = asks(n, peer, len) ? CTS_POST : CTS_NONE;
+        t->cts = asks(len) ? CTS_POST : CTS_NONE;
         memcpy(t->bounce, h, sizeof *h);
         if (len <= EAGER_MAX && len) {
             memcpy(t->bounce + sizeof *h, buf, (size_t)len);
@@ -1012,8 +1020,8 @@ int ofi_recv_body(ofi_net *n, int peer, int ch, void *dst, uint64_t len, ofi_chu
         r->state = 3;
         r->len = len;
         r->next_off = r->done = 0;
-        if (asks(n, peer, len)) {
-            rma_offer(n, r, dst, len);
+        if (asks(len)) {
+            rma_offer(n, peer, r, dst, len);
             r->written = 0;
             r->cts_sent = CTS_POST;
             r->state = r->answer.mode ? 4 : 3;

@@ -87,6 +87,12 @@ else
     # endpoints, which rxm 1.17 over tcp survives only if they are let in
     # first (docs/ARCHITECTURE.md, "Transports")
     run tcp test_mismatch every_field_every_algo_4_tcp
+    # and with tagged chunks only, whose bodies rxm sends by rendezvous:
+    # one left unexpected by a sender that closed crashed its receiver
+    # inside fi_trecv until large bodies waited for the receiver's answer
+    export WEFT_OFI_RMA=0
+    run tcp test_mismatch every_field_every_algo_4_tcp
+    unset WEFT_OFI_RMA
     run shm test_mismatch every_field_every_algo_2_tcp
     export WEFT_KILL_TRIALS=18 # two trials of each collective, at N = 4 and 8
     run tcp test_kill allreduce alltoall broadcast
