@@ -331,13 +331,15 @@ int sock_spare_port(void)
             lo = 32768, hi = 60999;
         fclose(f);
     }
-    /* below the range from 10000 (clear of well-known services), and above it */
-    long below = lo > 10000 ? lo - 10000 : 0, above = 65535 - hi;
+    /* below the range, from 10000 where it can (clear of well-known
+     * services), and above it */
+    int from = lo > 10000 ? 10000 : 1024;
+    long below = lo - from, above = 65535 - hi;
     uint64_t x = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ (uint64_t)(clock_now() * 1e9);
     for (int tries = 0; below + above > 0 && tries < 64; tries++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         long k = (long)(x % (uint64_t)(below + above));
-        int port = k < below ? 10000 + (int)k : hi + 1 + (int)(k - below);
+        int port = k < below ? from + (int)k : hi + 1 + (int)(k - below);
         if (bindable(port) == port)
             return port;
     }

@@ -269,8 +269,9 @@ TEST(env)
             lo = 0, hi = -1;
         fclose(range);
     }
-    CHECKF(port0 < lo || port0 > hi, "master port %d in the ephemeral range %d-%d", port0, lo,
-           hi);
+    if (lo > 1024 || hi < 65535) /* else the range leaves no room */
+        CHECKF(port0 < lo || port0 > hi, "master port %d in the ephemeral range %d-%d", port0,
+               lo, hi);
     done(&r);
 
     /* two "hosts" that are both this machine: blocks of ceil(4/2) */

@@ -20,7 +20,7 @@ def free_port():
             lo, hi = map(int, f.read().split())
     except (OSError, ValueError):
         pass
-    spare = [*range(10000, lo), *range(hi + 1, 65536)]
+    spare = [*range(10000 if lo > 10000 else 1024, lo), *range(hi + 1, 65536)]
     for _ in range(64):
         p = random.choice(spare) if spare else 0
         with socket.socket() as s:
