@@ -13,11 +13,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <linux/sockios.h> /* SIOCOUTQ */
+#endif
 
-#define CHUNK (256u << 10) /* a turn's most bytes: enough to fill a window between turns */
+#define CHUNK (256u << 10) /* a chunk's most bytes: enough to fill a window between turns */
+#define STRIPE_HDR 8       /* a chunk's length and sequence number, u32 each */
+#define HELD_MAX 64        /* chunks held ahead of their turn: 16 MiB, a lost packet's
+                            * recovery at 1 Gbit/s (~100 ms) with the other streams busy */
 #define FOREVER 1e9        /* a stream waits on its peer as long as the owner does */
 
 typedef struct {
@@ -64,24 +71,6 @@ void stripe_preamble(uint8_t out[STRIPE_PREAMBLE], int index, int n)
     out[6] = out[7] = 0;
 }
 
-/* Waits for what the owner writes, then takes what is there (at most
- * cap): bytes read, 0 at its close, negative on an error. */
-static ssize_t read_some(int fd, uint8_t *buf, size_t cap)
-{
-    for (;;) {
-        ssize_t r = recv(fd, buf, cap, MSG_DONTWAIT);
-        if (r >= 0)
-            return r;
-        if (errno == EINTR)
-            continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK)
-            return -1;
-        struct pollfd pf = { .fd = fd, .events = POLLIN };
-        if (poll(&pf, 1, -1) < 0 && errno != EINTR)
-            return -1;
-    }
-}
-
 static void close_streams(stripe_conn *k)
 {
     for (int i = 0; i < k->have; i++)
@@ -105,13 +94,54 @@ static void *finish(stripe_conn *k, uint8_t *buf)
     return NULL;
 }
 
+/* The sender's state of one stream: the chunk it is writing, if any. */
+typedef struct {
+    uint8_t *buf;
+    size_t len, off; /* off < len: still writing */
+} stripe_tx;
+
+/* Bytes the kernel still holds for fd (not yet acknowledged): the
+ * stream with the least has the most room on the path. */
+static int outq(int fd)
+{
+#ifdef SIOCOUTQ
+    int q = 0;
+    if (ioctl(fd, SIOCOUTQ, &q) == 0)
+        return q;
+#else
+    (void)fd;
+#endif
+    return 0;
+}
+
+/* Writes what the stream can take now: 0, or -1 on an error. */
+static int tx_push(int fd, stripe_tx *t)
+{
+    while (t->off < t->len) {
+        ssize_t w = send(fd, t->buf + t->off, t->len - t->off, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (w > 0)
+            t->off += (size_t)w;
+        else if (w < 0 && errno == EINTR)
+            continue;
+        else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return 0;
+        else
+            return -1;
+    }
+    return 0;
+}
+
 static void *send_main(void *arg)
 {
     stripe_conn *k = arg;
     stripe_set *s = k->set;
-    uint8_t pre[STRIPE_PREAMBLE], *buf = malloc(CHUNK + 4);
+    uint8_t pre[STRIPE_PREAMBLE];
     char err[200] = "out of memory";
-    int ok = buf != NULL;
+    stripe_tx tx[STRIPE_MAX] = { { 0 } };
+    uint8_t *pool = malloc((size_t)s->n * (CHUNK + STRIPE_HDR));
+    int ok = pool != NULL;
+    for (int i = 0; pool && i < s->n; i++)
+        tx[i].buf = pool + (size_t)i * (CHUNK + STRIPE_HDR);
     stripe_preamble(pre, 0, s->n);
     ok = ok && !sock_write_full(k->fd[0], pre, sizeof pre, clock_now() + FOREVER);
     for (int i = 1; ok && i < s->n; i++) {
@@ -128,32 +158,204 @@ static void *send_main(void *arg)
     }
     if (!ok)
         log_msg(s->loglevel, LOG_WARN, s->rank, "streams to rank %d: %s", k->peer, err);
-    for (uint64_t turn = 0; ok; turn++) {
-        ssize_t got = read_some(k->app, buf + 4, CHUNK);
-        if (got <= 0)
+    /* Each chunk goes to an idle stream, the one with the least in flight,
+     * not to the next in turn: a stream that lost a packet and backs off
+     * keeps its one chunk while the others carry on (the receiver puts
+     * the chunks back in order by their sequence numbers). */
+    uint32_t seq = 0;
+    int app_eof = 0;
+    while (ok) {
+        struct pollfd pf[STRIPE_MAX + 1];
+        int busy = 0, idle = -1, idleq = 0;
+        for (int i = 0; i < s->n; i++) {
+            pf[i] = (struct pollfd){ .fd = k->fd[i], .events = 0 };
+            if (tx[i].off < tx[i].len) {
+                pf[i].events = POLLOUT;
+                busy++;
+            }
+        }
+        if (app_eof && !busy)
             break;
-        uint32_t len = (uint32_t)got;
-        memcpy(buf, &len, 4);
-        ok = !sock_write_full(k->fd[turn % (uint64_t)s->n], buf, (size_t)got + 4,
-                              clock_now() + FOREVER);
+        pf[s->n] = (struct pollfd){ .fd = k->app, .events = 0 };
+        if (!app_eof && busy < s->n)
+            pf[s->n].events = POLLIN;
+        if (poll(pf, (nfds_t)s->n + 1, -1) < 0 && errno != EINTR)
+            break;
+        for (int i = 0; ok && i < s->n; i++) {
+            if (pf[i].revents & (POLLERR | POLLHUP | POLLNVAL))
+                ok = 0; /* the peer is gone (or the set is closing) */
+            else if (pf[i].revents && tx[i].off < tx[i].len)
+                ok = !tx_push(k->fd[i], &tx[i]);
+        }
+        /* take what the owner wrote while a stream is free for it */
+        while (ok && !app_eof && (pf[s->n].revents || idle >= 0)) {
+            idle = -1;
+            for (int i = 0; i < s->n; i++) {
+                if (tx[i].off < tx[i].len)
+                    continue;
+                int q = s->n > 1 ? outq(k->fd[i]) : 0;
+                if (idle < 0 || q < idleq) {
+                    idle = i;
+                    idleq = q;
+                }
+            }
+            if (idle < 0)
+                break;
+            ssize_t got = recv(k->app, tx[idle].buf + STRIPE_HDR, CHUNK, MSG_DONTWAIT);
+            if (got == 0) {
+                app_eof = 1;
+                break;
+            }
+            if (got < 0) {
+                if (errno == EINTR)
+                    continue;
+                ok = errno == EAGAIN || errno == EWOULDBLOCK;
+                break;
+            }
+            uint32_t h[2] = { (uint32_t)got, seq++ };
+            memcpy(tx[idle].buf, h, sizeof h);
+            tx[idle].len = (size_t)got + STRIPE_HDR;
+            tx[idle].off = 0;
+            ok = !tx_push(k->fd[idle], &tx[idle]);
+        }
     }
-    return finish(k, buf);
+    return finish(k, pool);
+}
+
+/* The receiver's state of one stream: a chunk's header, then its body. */
+typedef struct {
+    uint8_t hdr[STRIPE_HDR];
+    size_t hoff;
+    uint8_t *body; /* NULL until the header is whole and there is room */
+    uint32_t len, seq, boff;
+    int eof;
+} stripe_rx;
+
+/* Chunks that came ahead of their turn, held until it comes. */
+typedef struct {
+    uint8_t *body;
+    uint32_t len, seq;
+} stripe_held;
+
+/* Reads what fd has now into want bytes at buf (*off of them done):
+ * 1 once whole, 0 for more later, -1 at an error or the stream's end
+ * (*eof set at the end). */
+static int rx_pull(int fd, uint8_t *buf, size_t want, size_t *off, int *eof)
+{
+    while (*off < want) {
+        ssize_t r = recv(fd, buf + *off, want - *off, MSG_DONTWAIT);
+        if (r > 0)
+            *off += (size_t)r;
+        else if (r == 0) {
+            *eof = 1;
+            return -1;
+        } else if (errno == EINTR)
+            continue;
+        else if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return 0;
+        else
+            return -1;
+    }
+    return 1;
 }
 
 static void *recv_main(void *arg)
 {
     stripe_conn *k = arg;
     stripe_set *s = k->set;
-    uint8_t *buf = malloc(CHUNK);
-    for (uint64_t turn = 0; buf; turn++) {
-        int fd = k->fd[turn % (uint64_t)s->n];
-        uint32_t len;
-        if (sock_read_full(fd, &len, sizeof len, clock_now() + FOREVER) || len > CHUNK ||
-            sock_read_full(fd, buf, len, clock_now() + FOREVER) ||
-            sock_write_full(k->app, buf, len, clock_now() + FOREVER))
+    stripe_rx rx[STRIPE_MAX];
+    memset(rx, 0, sizeof rx);
+    /* each stream may finish one chunk past the limit: room for those too */
+    stripe_held held[HELD_MAX + STRIPE_MAX];
+    int nheld = 0, ok = 1, live = s->n;
+    uint32_t next = 0;
+    while (ok && live > 0) {
+        struct pollfd pf[STRIPE_MAX];
+        for (int i = 0; i < s->n; i++) {
+            stripe_rx *x = &rx[i];
+            int parked = x->hoff == STRIPE_HDR && !x->body; /* ahead, and no room to hold it */
+            pf[i] = (struct pollfd){ .fd = x->eof ? -1 : k->fd[i], .events = parked ? 0 : POLLIN };
+        }
+        if (poll(pf, (nfds_t)s->n, -1) < 0 && errno != EINTR)
             break;
+        for (int i = 0; i < s->n; i++)
+            if (!pf[i].events && (pf[i].revents & (POLLERR | POLLHUP | POLLNVAL)))
+                ok = 0; /* a parked stream broke: the peer is gone */
+        int moved = 1;
+        while (ok && moved) {
+            moved = 0;
+            for (int i = 0; ok && i < s->n; i++) {
+                stripe_rx *x = &rx[i];
+                if (x->eof)
+                    continue;
+                if (x->hoff < STRIPE_HDR) {
+                    if (!pf[i].revents)
+                        continue;
+                    int rc = rx_pull(k->fd[i], x->hdr, STRIPE_HDR, &x->hoff, &x->eof);
+                    if (rc < 0) {
+                        /* the sender's end closes a stream between chunks only */
+                        ok = x->eof && x->hoff == 0;
+                        live--;
+                        continue;
+                    }
+                    if (rc == 0)
+                        continue;
+                    uint32_t h[2];
+                    memcpy(h, x->hdr, sizeof h);
+                    x->len = h[0];
+                    x->seq = h[1];
+                    x->boff = 0;
+                    if (x->len == 0 || x->len > CHUNK) {
+                        ok = 0;
+                        break;
+                    }
+                }
+                if (!x->body) {
+                    if (x->seq != next && nheld >= HELD_MAX)
+                        continue; /* parked until its turn comes */
+                    if (!(x->body = malloc(x->len))) {
+                        ok = 0;
+                        break;
+                    }
+                }
+                size_t off = x->boff;
+                int rc = rx_pull(k->fd[i], x->body, x->len, &off, &x->eof);
+                x->boff = (uint32_t)off;
+                if (rc < 0) {
+                    ok = 0;
+                    break;
+                }
+                if (rc == 0)
+                    continue;
+                moved = 1;
+                held[nheld++] = (stripe_held){ x->body, x->len, x->seq };
+                x->body = NULL;
+                x->hoff = 0;
+                /* pass on every chunk whose turn it now is */
+                for (int j = 0; ok && j < nheld;) {
+                    if (held[j].seq != next) {
+                        j++;
+                        continue;
+                    }
+                    ok = !sock_write_full(k->app, held[j].body, held[j].len, clock_now() + FOREVER);
+                    free(held[j].body);
+                    held[j] = held[--nheld];
+                    next++;
+                    j = 0;
+                }
+            }
+            /* a parked stream may take its chunk now */
+            for (int i = 0; i < s->n; i++)
+                if (!rx[i].eof && rx[i].hoff == STRIPE_HDR && !rx[i].body &&
+                    (rx[i].seq == next || nheld < HELD_MAX))
+                    moved = 1, pf[i].revents = POLLIN;
+        }
     }
-    return finish(k, buf);
+    for (int i = 0; i < nheld; i++)
+        free(held[i].body);
+    for (int i = 0; i < s->n; i++)
+        free(rx[i].body);
+    return finish(k, NULL);
 }
 
 /* A new connection of the set with its socketpair; *owner: the owner's end. */

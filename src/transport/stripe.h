@@ -3,13 +3,17 @@
  * above still see one connection: the sender's socket is handed to a
  * thread (as to the WAN pump or the TLS pump) that opens N-1 more to the
  * same peer, each introduced and authenticated as any data connection,
- * and deals what the owner writes out over the N in numbered turns
- * (chunk k on stream k mod N, each chunk a 4-byte length and its bytes).
+ * and deals what the owner writes out in numbered chunks (a 4-byte length,
+ * a 4-byte sequence number, up to 256 KiB), each to a stream that has
+ * taken its last chunk whole, the one with the least unacknowledged: a
+ * stream backing off after a loss is passed over rather than waited for.
  * Every stream starts with a preamble naming its index and N; the
  * listener files the streams of one sender together, and once all N are
- * there a thread reads the chunks back in turn into the one socket the
- * owner reads. A stream that breaks closes the owner's socket, which the
- * owner sees as the peer gone. Every rank of a job must set the same N. */
+ * there a thread reads whichever streams have data and writes the chunks,
+ * put back in sequence (up to 64 held ahead of their turn), into the one
+ * socket the owner reads. A stream that breaks closes the owner's socket,
+ * which the owner sees as the peer gone. Every rank of a job must set the
+ * same N. */
 #ifndef WEFT_TRANSPORT_STRIPE_H
 #define WEFT_TRANSPORT_STRIPE_H
 
