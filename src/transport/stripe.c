@@ -193,7 +193,7 @@ static void *send_main(void *arg)
             for (int i = 0; i < s->n; i++) {
                 if (tx[i].off < tx[i].len)
                     continue;
-                int q = s->n > 1 ? outq(k->fd[i]) : 0;
+                int q = outq(k->fd[i]);
                 if (idle < 0 || q < idleq) {
                     idle = i;
                     idleq = q;
