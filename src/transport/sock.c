@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 static int resolve(const char *host, int port, int passive, struct addrinfo **out,
@@ -133,6 +134,7 @@ static int do_connect(const char *host, int port, double deadline, int retry, ch
     }
     freeaddrinfo(ai);
     snprintf(err, errlen, "cannot connect to %s:%d: %s", host, port, strerror(saved));
+    sock_limit_note(saved, err, errlen);
     if (!retry && (saved == ECONNREFUSED || saved == ECONNRESET))
         return WEFT_EPEER;
     return saved == ETIMEDOUT || saved == ECONNREFUSED ? WEFT_ETIMEDOUT : WEFT_ESYS;
@@ -163,6 +165,27 @@ void sock_tune(int fd)
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
     setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_ms, sizeof user_ms);
+}
+
+void sock_limit_note(int e, char *msg, size_t len)
+{
+    size_t used = strlen(msg);
+    struct rlimit rl;
+    if (used + 1 >= len)
+        return;
+    if (e == EMFILE && getrlimit(RLIMIT_NOFILE, &rl) == 0)
+        snprintf(msg + used, len - used,
+                 " (this process reached RLIMIT_NOFILE, %llu open files; raise it with "
+                 "ulimit -n, up to the hard limit %llu)",
+                 (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max);
+    else if (e == ENFILE)
+        snprintf(msg + used, len - used, " (the system's open files reached fs.file-max)");
+    else if (e == ENOBUFS || e == ENOMEM)
+        snprintf(msg + used, len - used,
+                 " (kernel memory for sockets ran out: net.ipv4.tcp_mem, net.core.*mem)");
+    else if (e == EADDRNOTAVAIL)
+        snprintf(msg + used, len - used,
+                 " (no local port left: net.ipv4.ip_local_port_range)");
 }
 
 int sock_set_nonblock(int fd, int on)

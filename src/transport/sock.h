@@ -31,6 +31,11 @@ int sock_iface_ip(const char *ifname, char *buf, size_t len);
 /* A port on 127.0.0.1 that nothing listens on as of the call, for a
  * listener another process will open there; -1 if none is found. */
 int sock_spare_port(void);
+/* A system call failed with errno e for want of a resource (descriptors,
+ * socket memory): append to msg (a string in a buffer of len bytes) which
+ * limit it met and its value, so the error names the resource rather than
+ * looking like a lost peer. Nothing for other errors. */
+void sock_limit_note(int e, char *msg, size_t len);
 /* "host:port" -> parts; accepts "[v6]:port". */
 int sock_split_addr(const char *addr, char *host, size_t hostlen, int *port);
 

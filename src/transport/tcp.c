@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -50,6 +51,7 @@ int tcp_net_init(tcp_net *n, int rank, int size, uint64_t comm_id, const char *b
         tcp_net_close(n);
         return bad;
     }
+    n->max_pend = (size - 1) * (n->streams > 1 ? n->streams : 1) + TCP_PEND_MAX;
     n->lfd = sock_listen(bind_ip, 0, 4096, &port, err, errlen);
     if (n->lfd < 0) {
         int rc = n->lfd;
@@ -85,6 +87,9 @@ void tcp_net_close(tcp_net *n)
     stripe_set_free(n->stripes, TLS_FLUSH_S);
     for (int i = 0; i < n->npend; i++)
         close(n->pend[i].fd);
+    if (n->pend)
+        close(n->efd); /* made with the table */
+    free(n->pend);
     n->npend = 0;
     if (n->lfd >= 0)
         close(n->lfd);
@@ -250,10 +255,15 @@ int tcp_out(tcp_net *n, int peer, int *fdp, char *err, size_t errlen)
         /* the peer listened before it published its address: a refused
          * connection means it is gone, so do not retry */
         fd = sock_connect_once(host, port, clock_now() + n->connect_timeout_s, e, sizeof e);
+        if (fd < 0 && fd != WEFT_ETIMEDOUT && fd != WEFT_EPEER) {
+            /* this rank's own limit (descriptors, ports, memory), not the peer */
+            snprintf(err, errlen, "cannot connect to rank %d: %s", peer, e);
+            return fd;
+        }
         if (fd < 0) {
             snprintf(err, errlen, "rank %d died (cannot connect to %s: %s)", peer,
                      n->addr[peer], e);
-            return fd == WEFT_ETIMEDOUT || fd == WEFT_EPEER ? WEFT_EPEER : fd;
+            return WEFT_EPEER;
         }
         memset(&intro, 0, sizeof intro);
         intro.h = (hello_msg){ .magic = HELLO_MAGIC, .version = WIRE_VERSION,
@@ -336,6 +346,54 @@ static void pend_remove(tcp_net *n, int k)
     n->pend[k] = n->pend[--n->npend];
 }
 
+/* The epoll set watches p for what its stage waits on: its challenge going
+ * out, else its bytes coming in. */
+static void pend_watch(tcp_net *n, tcp_pend *p)
+{
+    uint32_t ev = p->stage == PEND_CHALLENGE ? EPOLLOUT : EPOLLIN;
+    struct epoll_event e = { .events = ev, .data.fd = p->fd };
+    if (p->ev == ev)
+        return;
+    epoll_ctl(n->efd, p->ev ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, p->fd, &e);
+    p->ev = ev;
+}
+
+/* p leaves the table: its socket is closed or goes to its member. */
+static void pend_unwatch(tcp_net *n, tcp_pend *p)
+{
+    if (p->ev)
+        epoll_ctl(n->efd, EPOLL_CTL_DEL, p->fd, NULL);
+    p->ev = 0;
+}
+
+/* Room for one more pending connection: 0, or WEFT_ESYS/WEFT_ENOMEM with
+ * err naming what ran out. */
+static int pend_room(tcp_net *n, char *err, size_t errlen)
+{
+    if (!n->pend) {
+        if ((n->efd = epoll_create1(EPOLL_CLOEXEC)) < 0) {
+            snprintf(err, errlen, "epoll_create1: %s%s", strerror(errno),
+                     errno == EMFILE ? " (RLIMIT_NOFILE reached)" : "");
+            return WEFT_ESYS;
+        }
+    }
+    if (n->npend < n->cap_pend)
+        return 0;
+    int cap = n->cap_pend ? 2 * n->cap_pend : TCP_PEND_MAX;
+    if (cap > n->max_pend)
+        cap = n->max_pend;
+    tcp_pend *t = realloc(n->pend, (size_t)cap * sizeof *t);
+    if (!t) {
+        if (!n->pend)
+            close(n->efd);
+        snprintf(err, errlen, "no memory for %d connections in their handshake", cap);
+        return WEFT_ENOMEM;
+    }
+    n->pend = t;
+    n->cap_pend = cap;
+    return 0;
+}
+
 
 enum { ADV_WAIT = 0, ADV_FILED, ADV_DROPPED };
 
@@ -346,6 +404,7 @@ static int drop_pend(tcp_net *n, tcp_pend *p, const char *why)
     else
         log_msg(n->loglevel, LOG_WARN, n->rank,
                 "dropped a connection claiming to be rank %d: it %s", p->src, why);
+    pend_unwatch(n, p);
     close(p->fd);
     return ADV_DROPPED;
 }
@@ -359,6 +418,7 @@ static int advance_stripe(tcp_net *n, tcp_pend *p)
         return drop_pend(n, p, "closed before naming its stream");
     if (rc == 0)
         return ADV_WAIT;
+    pend_unwatch(n, p);
     if (!n->stripes &&
         stripe_set_new(&n->stripes, n->rank, n->streams, dial, n, n->loglevel))
         return drop_pend(n, p, "found no memory for its streams");
@@ -378,6 +438,7 @@ static int advance_stripe(tcp_net *n, tcp_pend *p)
 static int file_pend(tcp_net *n, tcp_pend *p)
 {
     int fd = p->fd;
+    pend_unwatch(n, p);
     if (striped(n, p->src)) {
         p->stage = PEND_STRIPE;
         p->have = 0;
@@ -412,6 +473,7 @@ static int advance(tcp_net *n, tcp_pend *p)
             want += sizeof(auth_hello);
         rc = fill_to(p->fd, p->in, &p->have, want);
         if (rc < 0 && p->have == 0) {
+            pend_unwatch(n, p);
             close(p->fd); /* a liveness probe (tcp_probe), or a port scan */
             return ADV_DROPPED;
         }
@@ -493,8 +555,10 @@ int tcp_check_pending(tcp_net *n)
                      n->hello_wait_s);
             r = drop_pend(n, p, why);
         }
-        if (r == ADV_WAIT)
+        if (r == ADV_WAIT) {
+            pend_watch(n, p);
             continue;
+        }
         filed += r == ADV_FILED;
         pend_remove(n, k);
     }
@@ -503,18 +567,25 @@ int tcp_check_pending(tcp_net *n)
 
 int tcp_accept_one(tcp_net *n, char *err, size_t errlen)
 {
-    int filed = 0;
-    for (int i = 0; i < TCP_PEND_MAX; i++) {
+    int filed = 0, rc;
+    /* a bounded batch: the caller has other sockets to look at too */
+    for (int i = 0; i < 4 * TCP_PEND_MAX; i++) {
         int fd = accept4(n->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ||
                 errno == ECONNABORTED)
                 break;
-            snprintf(err, errlen, "accept: %s", strerror(errno));
+            int e = errno;
+            snprintf(err, errlen, "accept: %s", strerror(e));
+            sock_limit_note(e, err, errlen);
             return WEFT_ESYS;
         }
+        if ((rc = pend_room(n, err, errlen))) {
+            close(fd);
+            return rc;
+        }
         sock_tune(fd);
-        if (n->npend == TCP_PEND_MAX) {
+        if (n->npend == n->cap_pend) {
             /* Under a flood one must go: the oldest of those that have not
              * even introduced themselves, so a member half way through its
              * handshake (a round trip) survives a flood of silent ones. */
@@ -538,12 +609,12 @@ int tcp_accept_one(tcp_net *n, char *err, size_t errlen)
 int tcp_pending(const tcp_net *n, void *pfv, int max)
 {
     struct pollfd *pf = pfv;
-    int k;
-    for (k = 0; k < n->npend && k < max; k++)
-        pf[k] = (struct pollfd){ .fd = n->pend[k].fd,
-                                 .events = n->pend[k].stage == PEND_CHALLENGE ? POLLOUT
-                                                                              : POLLIN };
-    return k;
+    if (!n->npend || max < 1)
+        return 0;
+    /* an epoll set is readable while any socket in it is ready, so a
+     * waiter polls every handshake, however many, through one entry */
+    pf[0] = (struct pollfd){ .fd = n->efd, .events = POLLIN };
+    return 1;
 }
 
 int tcp_probe(tcp_net *n, int peer)

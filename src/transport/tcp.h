@@ -31,7 +31,13 @@ typedef struct {
     uint8_t state;
 } tcp_hs;
 
-#define TCP_PEND_MAX 16 /* incoming connections still in their handshake */
+/* Incoming connections still in their handshake: every member may be in
+ * one at once (a full-mesh exchange opens them all together), so the table
+ * grows to (size - 1) times the streams per peer plus TCP_PEND_MAX for
+ * strangers; past that the oldest silent one is pushed out. Pollers see
+ * them all through one descriptor (tcp_pending), so TCP_PEND_MAX also
+ * stays the room a poller keeps for them. */
+#define TCP_PEND_MAX 16
 
 enum { PEND_HELLO = 0, PEND_CHALLENGE, PEND_PROOF, PEND_STRIPE };
 
@@ -49,6 +55,7 @@ typedef struct {
     uint8_t expect[AUTH_MAC_LEN];
     uint8_t key[AUTH_MAC_LEN];           /* TLS key of this connection */
     double deadline;
+    uint32_t ev;                         /* the events it is watched for (EPOLLIN/OUT) */
 } tcp_pend;
 
 typedef struct {
@@ -59,8 +66,9 @@ typedef struct {
     int *out_fd;                 /* per peer; -1 until connected */
     int *in_fd;
     tcp_hs *out_hs;
-    tcp_pend pend[TCP_PEND_MAX]; /* incoming, not yet members' */
-    int npend;
+    tcp_pend *pend;              /* incoming, not yet members' */
+    int npend, cap_pend, max_pend;
+    int efd;                     /* epoll set of the pending sockets; -1 until the first */
     const char *secret;          /* NULL: no authentication */
     double connect_timeout_s;
     double hello_wait_s;         /* a pending connection's deadline (WEFT_HANDSHAKE_TIMEOUT) */
@@ -92,9 +100,9 @@ int tcp_in(tcp_net *n, int peer, int *fd, char *err, size_t errlen);
  * Returns 1 when a member's connection was filed, 0 when none was (yet),
  * negative only when the listening socket fails. */
 int tcp_accept_one(tcp_net *n, char *err, size_t errlen);
-/* Connections still in their handshake: adds their sockets (with the
- * events each waits for) to pf (struct pollfd, at most max) and returns how
- * many. */
+/* Connections still in their handshake: adds what to poll for them to pf
+ * (struct pollfd, at most max; one descriptor that is readable when any
+ * of them can move) and returns how many entries (0 or 1). */
 int tcp_pending(const tcp_net *n, void *pf, int max);
 /* Advances every pending handshake as far as its bytes allow; files the
  * proven, drops the false and those past their deadline. Returns how many
