@@ -86,6 +86,8 @@ PARAM_DBL(spin_us, "WEFT_SPIN_US", "50", 0, 1e9, "", 0,
           "microseconds a waiting rank polls (yielding) before it sleeps; 0: sleeps at once")
 PARAM_INT(autotune, "WEFT_AUTOTUNE", "1", 0, 1, "", 0,
           "1: auto times the algorithms the model finds close; 0: the model alone")
+PARAM_INT(auto_fastest, "WEFT_AUTO_FASTEST", "0", 0, 1, "", 0,
+          "1: auto's trials may settle on any algorithm, bits may differ run to run; 0: only on those with the model's pick's bits")
 PARAM_STR(tune, "WEFT_TUNE", "", NULL, "", 0,
           "cost-model constants (alpha=...,beta=...), over those of WEFT_TUNE_FILE")
 PARAM_STR(tune_file, "WEFT_TUNE_FILE", "", NULL, "", 0,

@@ -4,6 +4,7 @@
  * auto through their trials, blocking and non-blocking, with correct
  * results and one choice per size on every rank. Never asserts a time. */
 #include "coll/comm.h"
+#include "coll/tune/same_bits.h"
 #include "coll/tune/tuner.h"
 #include "coll/tune/trial.h"
 #include "mp.h"
@@ -170,6 +171,77 @@ out:
         CHECK(ticket == -1);
         coll_tuner_destroy(t);
     }
+}
+
+/* The candidates of a bucket's trial, in turn order (its first round);
+ * returns how many, 0 when nothing is tried. */
+static int trial_cands(coll_tuner *t, weft_coll_kind kind, uint64_t bytes,
+                       weft_algo cand[TRIAL_MAX_CALLS])
+{
+    double mine[TRIAL_MAX_CAND];
+    for (int calls = 0; calls < TRIAL_MAX_CALLS; calls++) {
+        int ticket;
+        cand[calls] = coll_tuner_pick(t, kind, bytes, 4, &ticket);
+        if (ticket < 0)
+            return 0;
+        int n = coll_tuner_record(t, ticket, bytes, 1e-3, mine);
+        if (n) {
+            coll_tuner_settle(t, ticket, mine);
+            return n;
+        }
+    }
+    return 0;
+}
+
+/* By default a trial runs only algorithms with the model's pick's bits, so
+ * that whichever the clock favours, the results are the same;
+ * WEFT_AUTO_FASTEST=1 lets every close one compete. */
+TEST(same_bits_only)
+{
+    char err[256];
+    coll_tuner *t;
+    weft_algo cand[TRIAL_MAX_CALLS];
+    double secs[WEFT_ALGO_COUNT];
+    unsetenv("WEFT_TUNE");
+    unsetenv("WEFT_TUNE_FILE");
+    setenv("WEFT_AUTOTUNE", "1", 1);
+    static const weft_coll_kind kinds[] = { WEFT_COLL_ALLREDUCE, WEFT_COLL_REDUCE_SCATTER,
+                                            WEFT_COLL_ALLGATHER };
+    for (int fastest = 0; fastest < 2; fastest++) {
+        setenv("WEFT_AUTO_FASTEST", fastest ? "1" : "0", 1);
+        for (int p = 2; p <= 8; p += 2) {
+            CHECK(coll_tuner_create(&t, p, NULL, err, sizeof err) == 0);
+            if (!t)
+                continue;
+            int mixed[3] = { 0 }, tried[3] = { 0 };
+            for (int k = 0; k < 3; k++)
+                for (uint64_t bytes = 64; bytes <= (8u << 20); bytes *= 4) {
+                    weft_algo model = coll_tuner_predict(t, kinds[k], bytes, 4, secs);
+                    int n = trial_cands(t, kinds[k], bytes, cand);
+                    tried[k] |= n >= 2;
+                    for (int i = 0; i < n; i++) {
+                        int same = tune_same_bits(cand[i], model, kinds[k], p);
+                        mixed[k] |= !same;
+                        CHECKF(same || fastest, "%d ranks, %s %llu: %s tried beside %s", p,
+                               weft_coll_name(kinds[k]), (unsigned long long)bytes,
+                               weft_algo_name(cand[i]), weft_algo_name(model));
+                    }
+                }
+            /* the model finds several close at these sizes: with the switch
+             * on, some trial mixes orders; without, trials go on where
+             * bits cannot differ (an all-gather; two ranks) */
+            if (fastest && p > 2)
+                CHECKF(mixed[0], "%d ranks: WEFT_AUTO_FASTEST=1 tried no other order", p);
+            CHECKF(tried[2], "%d ranks: no all-gather trial", p);
+            if (p == 2)
+                CHECKF(tried[0], "fastest %d: no all-reduce trial at 2 ranks", fastest);
+            coll_tuner_destroy(t);
+        }
+    }
+    setenv("WEFT_AUTO_FASTEST", "2", 1);
+    CHECK(coll_tuner_create(&t, 4, NULL, err, sizeof err) == WEFT_ECONFIG && !t);
+    CHECKF(strstr(err, "WEFT_AUTO_FASTEST") != NULL, "%s", err);
+    unsetenv("WEFT_AUTO_FASTEST");
 }
 
 static const size_t counts[] = { 2, 1024, 16384, 262144 + 3 };

@@ -4,6 +4,7 @@
  * alone. */
 #include "coll/tune/tuner.h"
 #include "coll/algo.h"
+#include "coll/tune/same_bits.h"
 #include "coll/tune/trial.h"
 #include "core/log.h"
 
@@ -21,6 +22,7 @@ struct coll_tuner {
     int32_t *cluster; /* NULL: one cluster */
     uint8_t *cache; /* [kind][esize class][bucket]: algo + 1, 0 when unknown */
     int measure;    /* WEFT_AUTOTUNE: try close candidates before settling */
+    int fastest;    /* WEFT_AUTO_FASTEST: try them even where bits differ */
     trial *trials;  /* one per bucket that went on trial, settled or not */
     int ntrials, cap_trials;
 };
@@ -87,11 +89,13 @@ int coll_tuner_create_with(coll_tuner **out, int nranks, const int32_t *host,
 }
 
 static int create(coll_tuner **out, int nranks, const int32_t *host, const cost_params *c,
-                  int measure)
+                  int measure, int fastest)
 {
     int rc = coll_tuner_create_with(out, nranks, host, c);
-    if (!rc)
+    if (!rc) {
         (*out)->measure = measure;
+        (*out)->fastest = fastest;
+    }
     return rc;
 }
 
@@ -101,18 +105,20 @@ int coll_tuner_create_for(coll_tuner **out, const param_set *p, int nranks,
     cost_params c;
     int rc = cost_from_params(&c, p, nranks, err, cap);
     *out = NULL;
-    return rc ? rc : create(out, nranks, host, &c, p->autotune);
+    return rc ? rc : create(out, nranks, host, &c, p->autotune, p->auto_fastest);
 }
 
 int coll_tuner_create(coll_tuner **out, int nranks, const int32_t *host, char *err,
                       size_t cap)
 {
     cost_params c;
-    int measure = 1, rc = cost_from_env(&c, err, cap);
+    int measure = 1, fastest = 0, rc = cost_from_env(&c, err, cap);
     *out = NULL;
     if (!rc)
         rc = param_read_int(PARAM_autotune, &measure, err, cap);
-    return rc ? rc : create(out, nranks, host, &c, measure);
+    if (!rc)
+        rc = param_read_int(PARAM_auto_fastest, &fastest, err, cap);
+    return rc ? rc : create(out, nranks, host, &c, measure, fastest);
 }
 
 void coll_tuner_destroy(coll_tuner *t)
@@ -271,6 +277,12 @@ weft_algo coll_tuner_pick(coll_tuner *t, weft_coll_kind kind, uint64_t bytes, ui
     if (failed)
         return a;
     trial_policy(secs[a], &ratio, &rounds);
+    /* Which candidate wins depends on the clock; unless told to prefer
+     * the fastest, only those with the model's pick's bits may win, so
+     * that a job gives the same bits run after run. */
+    for (int k = 0; k < WEFT_ALGO_COUNT && !t->fastest; k++)
+        if (secs[k] >= 0 && !tune_same_bits((weft_algo)k, a, kind, t->nranks))
+            secs[k] = -1;
     int n = trial_candidates(secs, ratio, cand, pred);
     if (n >= 2 && t->ntrials == t->cap_trials) {
         int cap = t->cap_trials ? 2 * t->cap_trials : 16;
