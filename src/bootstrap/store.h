@@ -34,6 +34,11 @@ void store_server_stop(store_server *s);  /* stops, joins and frees */
 /* secret NULL: no authentication. */
 int store_connect(store_client **out, const char *host, int port, double timeout_s,
                   const char *secret, char *err, size_t errlen);
+/* The same, with timeout_s bounding the authentication too (store_connect
+ * gives it at least 10 s): for a caller that asks whether the store
+ * answers at all. A store that does not answer in time: WEFT_ETIMEDOUT. */
+int store_connect_within(store_client **out, const char *host, int port, double timeout_s,
+                         const char *secret, char *err, size_t errlen);
 void store_close(store_client *c);
 int store_fd(const store_client *c);
 /* This end's IP address on the connection to the store, numeric: the

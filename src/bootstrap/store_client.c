@@ -68,8 +68,8 @@ static int authenticate(int fd, const char *secret, double deadline, uint8_t key
     return auth_channel_key(secret, &h, &ch, bind, sizeof bind, key);
 }
 
-int store_connect(store_client **out, const char *host, int port, double timeout_s,
-                  const char *secret, char *err, size_t errlen)
+static int connect_by(store_client **out, const char *host, int port, double timeout_s,
+                      double auth_min_s, const char *secret, char *err, size_t errlen)
 {
     store_client *c = calloc(1, sizeof *c);
     double dl = clock_now() + timeout_s;
@@ -94,7 +94,8 @@ int store_connect(store_client **out, const char *host, int port, double timeout
         free(c);
         return rc;
     }
-    if (secret && (rc = authenticate(c->fd, secret, dl > clock_now() + 10 ? dl : clock_now() + 10,
+    if (secret && (rc = authenticate(c->fd, secret,
+                                     dl > clock_now() + auth_min_s ? dl : clock_now() + auth_min_s,
                                      key, err, errlen))) {
         close(c->fd);
         free(c);
@@ -123,6 +124,19 @@ int store_connect(store_client **out, const char *host, int port, double timeout
     c->port = port;
     *out = c;
     return 0;
+}
+
+int store_connect(store_client **out, const char *host, int port, double timeout_s,
+                  const char *secret, char *err, size_t errlen)
+{
+    /* a busy store may take a while to prove itself: never less than 10 s */
+    return connect_by(out, host, port, timeout_s, 10, secret, err, errlen);
+}
+
+int store_connect_within(store_client **out, const char *host, int port, double timeout_s,
+                         const char *secret, char *err, size_t errlen)
+{
+    return connect_by(out, host, port, timeout_s, 0, secret, err, errlen);
 }
 
 void store_close(store_client *c)
