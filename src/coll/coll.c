@@ -5,6 +5,7 @@
 #include "coll/alltoallv.h"
 #include "coll/comm_cluster.h"
 #include "coll/exec/callboard.h"
+#include "coll/exec/live.h"
 #include "coll/exec/exec.h"
 #include "coll/reduce.h"
 #include "coll/tune/tuner.h"
@@ -307,6 +308,7 @@ static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id,
     if (scheduled && (rc = coll_scratch(c, &c->tmp, &c->tmp_cap, c->sched.tmp_bytes)))
         return rc;
     bufs[SB_TMP] = c->tmp;
+    live_call(c, &fp); /* for the hints of a rank that waits (coll/exec/live.h) */
     int prior = callboard_post(c, &fp);
     flight_rec *fr = flight_get(&c->fl, flight_id);
     if (fr) {

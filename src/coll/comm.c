@@ -7,6 +7,7 @@
 #include "coll/comm_cluster.h"
 #include "coll/comm_net.h"
 #include "coll/exec/exec.h"
+#include "coll/exec/live.h"
 #include "coll/exec/p2p.h"
 
 #include "core/auth.h"
@@ -117,6 +118,7 @@ static void comm_free(weft_comm *c)
     shm_links_free(c->shm_in, c->size);
     coll_algo_free_all(c); /* the state each algorithm keeps (coll/algo_table.h) */
     coll_tuner_destroy(c->tune);
+    live_free(c);
     if (c->watch)
         store_close(c->watch);
     if (c->store)
@@ -766,7 +768,10 @@ int comm_failed(weft_comm *c, int rc, const frame_hdr *fp)
     if (c->store) /* the notice path waits on the store no longer than a collective may */
         store_set_answer_timeout(c->store, c->timeout_s < STORE_ANSWER_MAX_S
                                                ? c->timeout_s : STORE_ANSWER_MAX_S);
-    if (!c->fail_learned && c->store) {
+    /* a store already found not answering (its process stopped) would
+     * only keep this rank for another timeout: every rank says so itself */
+    int silent = live_store_silent(c);
+    if (!c->fail_learned && c->store && !silent) {
         int posted = 0;
         world_fail_key(c->id, key);
         if (rc == WEFT_EPEER && c->fail_peer >= 0) {
@@ -813,7 +818,7 @@ int comm_failed(weft_comm *c, int rc, const frame_hdr *fp)
     }
     if (c->store && store_broken(c->store) == WEFT_ETIMEDOUT)
         store_silent(c);
-    if (c->server && c->store) {
+    if (c->server && c->store && !silent) {
         /* This process serves the store and may exit as soon as this
          * returns: one more round trip lets the server finish handing the
          * notice to every waiting rank first. */

@@ -64,6 +64,7 @@ struct weft_comm {
     struct direct_state *direct; /* coll/local/direct.c, made on first use */
     struct flat_state *flat;     /* coll/local/flat.c, made on first use */
     struct callboard *calls;     /* coll/exec/callboard.c: same-host ranks' calls */
+    struct live_state *live;     /* coll/exec/live.c: calls and waits told to the others */
     int broken;               /* first error that left the streams unusable */
     int may_lose;             /* members may die and the job go on (a parameter-server
                                  world, set by weft_ps_init): a rank that is gone by

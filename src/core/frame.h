@@ -39,7 +39,10 @@ typedef struct {
  * header describes (coll/tune/trial.h): a rank in the call itself, or in
  * another call's trial, is then in a different operation. */
 #define FRAME_TRIAL 1u
-#define FRAME_FLAGS FRAME_TRIAL
+/* No message: the sender waits for one from the receiver in the call the
+ * header names (coll/exec/exec_hint.c); the receiver compares and skips it. */
+#define FRAME_HINT 2u
+#define FRAME_FLAGS (FRAME_TRIAL | FRAME_HINT)
 
 /* First bytes on a data connection, from the connecting rank. */
 typedef struct {

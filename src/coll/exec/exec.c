@@ -10,6 +10,7 @@
 #include "coll/exec/exec_int.h"
 
 #include "coll/exec/callboard.h"
+#include "coll/exec/live.h"
 #include "transport/ofi.h"
 #include "coll/reduce.h"
 #include "core/clock.h"
@@ -242,7 +243,13 @@ static int do_recv(weft_comm *c, const sched_op *o, opstate *st, char **bufs,
         if (st->hdr < sizeof st->h) {
             st->hdr += (uint32_t)n;
             if (st->hdr == sizeof st->h) {
-                int rc = exec_check_header(c, o, st, fp);
+                int rc = exec_hint_take(c, o->peer, &st->h);
+                if (rc == 1) { /* no message: the next header is */
+                    st->hdr = 0;
+                    continue;
+                }
+                if (rc == 0)
+                    rc = exec_check_header(c, o, st, fp);
                 if (rc)
                     return rc;
             }
@@ -268,7 +275,9 @@ static int do_recv(weft_comm *c, const sched_op *o, opstate *st, char **bufs,
 static int timed_out(weft_comm *c, const sched_op *ops, const opstate *st, uint32_t b,
                      uint32_t e, const frame_hdr *fp)
 {
-    char d[160], who[256];
+    char d[160], who[256], why[200];
+    int32_t wait[FLIGHT_WAIT_MAX];
+    int nw = 0;
     size_t w = 0;
     who[0] = 0;
     for (uint32_t i = b; i < e; i++) {
@@ -277,11 +286,22 @@ static int timed_out(weft_comm *c, const sched_op *ops, const opstate *st, uint3
         if (w < sizeof who - 16)
             w += (size_t)snprintf(who + w, sizeof who - w, "%s%s %d", w ? ", " : "",
                                   ops[i].kind == SOP_SEND ? "to" : "from", ops[i].peer);
+        if (nw < FLIGHT_WAIT_MAX)
+            wait[nw++] = ops[i].kind == SOP_SEND ? -ops[i].peer - 1 : ops[i].peer;
     }
     for (uint32_t i = b; i < e && c->fail_peer < 0; i++)
         if (!st[i - b].complete && ops[i].kind != SOP_COPY && ops[i].kind != SOP_REDUCE)
             c->fail_peer = ops[i].peer;
     exec_describe(fp, d, sizeof d);
+    /* the ranks this one waits on may only wait themselves: name the one
+     * they all wait behind */
+    int culprit = live_blame(c, wait, nw, why, sizeof why);
+    if (culprit >= 0) {
+        c->fail_peer = culprit;
+        return comm_fail(c, WEFT_ETIMEDOUT,
+                         "%s: rank %d timed out after %.0f s in %s waiting on ranks: %s", why,
+                         c->rank, c->timeout_s, d, who);
+    }
     return comm_fail(c, WEFT_ETIMEDOUT,
                      "rank %d timed out after %.0f s in %s waiting on ranks: %s", c->rank,
                      c->timeout_s, d, who);
@@ -300,28 +320,67 @@ static int stray_mismatch(weft_comm *c, const weft_sched *s, uint32_t b, uint32_
                           const opstate *st, const frame_hdr *fp)
 {
     for (int q = 0; q < c->size; q++) {
-        int fd = c->net.in_fd[q], busy = 0;
+        int fd = c->net.in_fd[q], busy = 0, rc;
         if (exec_ofi_pair(c, q)) {
-            int rc = exec_ofi_stray(c, s, b, e, st, fp, q);
+            rc = exec_ofi_stray(c, s, b, e, st, fp, q);
             if (rc)
                 return rc;
             continue;
         }
-        if (q == c->rank || fd < 0 ||
-            (exec_same_host(c, q) && (!c->shm_in || c->shm_in[q].state != SHM_LINK_TCP)))
-            continue; /* rings: the call board's; a hello not read yet */
+        if (q == c->rank || fd < 0)
+            continue;
         for (uint32_t i = b; i < e && !busy; i++)
             busy = s->ops[i].peer == q && s->ops[i].kind != SOP_SEND && st[i - b].hdr &&
                    !st[i - b].complete;
+        /* without shared memory a same-host pair starts with a hello, which
+         * may be all that stands before a hint */
+        if (exec_same_host(c, q) && !busy &&
+            (rc = exec_shm_hello_tcp(c, q, fd, 0, fp)) != 1) {
+            if (rc < 0)
+                return rc;
+            continue; /* rings: the call board's; a hello not all here yet */
+        }
         frame_hdr h;
         const char *why;
         if (busy || recv(fd, &h, sizeof h, MSG_PEEK | MSG_DONTWAIT) != (ssize_t)sizeof h ||
-            frame_decode(&h, sizeof h, &h, &why) || h.seq != fp->seq ||
-            h.kind == WEFT_COLL_SEND)
+            frame_decode(&h, sizeof h, &h, &why))
+            continue;
+        if (h.flags & FRAME_HINT) {
+            if ((rc = exec_hint_check(c, q, &h)))
+                return rc;
+            /* the same call, or one this rank cannot judge: whole and
+             * between messages, so take it off the stream */
+            (void)!recv(fd, &h, sizeof h, MSG_DONTWAIT);
+            continue;
+        }
+        if (h.seq != fp->seq || h.kind == WEFT_COLL_SEND)
             continue;
         if (h.kind != fp->kind || h.count != fp->count || h.dtype != fp->dtype ||
             h.algo != fp->algo || h.flags != fp->flags)
             return exec_mismatch(c, q, &h, fp);
+    }
+    return 0;
+}
+
+/* Tell every peer this round waits to hear from that this rank waits (a
+ * peer that waits to hear from this one too is then in another call).
+ * Not while a message to it is half out: a hint goes between messages. */
+static int send_hints(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
+                      const opstate *st)
+{
+    const frame_hdr *call = live_past(c, c->seq);
+    if (!call)
+        return 0;
+    for (uint32_t i = b; i < e; i++) {
+        const sched_op *o = &s->ops[i];
+        int q = o->peer, writing = 0, rc;
+        if (st[i - b].complete || (o->kind != SOP_RECV && o->kind != SOP_RECV_REDUCE))
+            continue;
+        for (uint32_t k = b; k < e && !writing; k++)
+            writing = s->ops[k].peer == q && s->ops[k].kind == SOP_SEND && st[k - b].hdr &&
+                      !st[k - b].complete;
+        if (!writing && (rc = exec_hint_send(c, q, call)))
+            return rc;
     }
     return 0;
 }
@@ -459,8 +518,11 @@ static int run_round(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
          * which no message of either may ever show */
         if (!moved && n == 0 &&
             ((rc = callboard_check(c)) ||
-             (clock_now() >= last + STRAY_AFTER_S && (rc = stray_mismatch(c, s, b, e, st, fp)))))
+             (clock_now() >= last + STRAY_AFTER_S &&
+              ((rc = stray_mismatch(c, s, b, e, st, fp)) || (rc = send_hints(c, s, b, e, st))))))
             return rc;
+        if (!moved && n == 0)
+            live_waiting(c, fp->seq, wait, nw, last);
         if (!moved && n == 0) {
             /* Declare every awaited ring asleep, then look once more: a
              * peer that published before seeing the flag is caught here,

@@ -41,6 +41,21 @@ int exec_shm_send(weft_comm *c, const sched_op *o, opstate *st, char **bufs,
                   const frame_hdr *fp, int fd);
 int exec_shm_recv(weft_comm *c, const sched_op *o, opstate *st, char **bufs,
                   const frame_hdr *fp, int fd);
+/* Without shared memory, the hello that starts a same-host pair's
+ * connection (out: send it, else read it) so that a hint may follow: 1
+ * once the pair talks TCP, 0 not yet (or it uses a ring), negative error. */
+int exec_shm_hello_tcp(weft_comm *c, int peer, int fd, int out, const frame_hdr *fp);
+
+/* Hints (exec_hint.c): tell peer q, once per operation, that this rank
+ * waits for it in call (0, or a negative error). */
+int exec_hint_send(weft_comm *c, int q, const frame_hdr *call);
+/* A hint's header h came from q: 0, or WEFT_EMISMATCH (recorded on c)
+ * when this rank ran another call as that operation. */
+int exec_hint_check(weft_comm *c, int q, const frame_hdr *h);
+/* A whole header read from q: 1 when it is a hint (consumed, matching),
+ * 0 when it is a message's, or WEFT_EMISMATCH. */
+int exec_hint_take(weft_comm *c, int q, const frame_hdr *raw);
+
 /* Of the ops st[shw[0..nsh)] that wait on rings: can any move now? */
 int exec_shm_ready(const opstate *st, const int *shw, int nsh);
 /* Declare them all asleep; 1: the caller may block (each peer now rings

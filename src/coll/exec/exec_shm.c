@@ -69,8 +69,9 @@ static int shm_hello_send(weft_comm *c, int peer, shm_link *lk, int fd, const fr
         char e[300];
         lk->state = SHM_LINK_HELLO;
         if (!c->shm_on ||
-            shm_ring_create(&lk->ring, c->id, c->rank, peer, c->shm_bytes, &lk->hello, e,
-                            sizeof e)) {
+            shm_ring_create(&lk->ring, c->id, c->rank, peer,
+                            shm_ring_fit(c->shm_bytes, c->host, c->size, c->rank), &lk->hello,
+                            e, sizeof e)) {
             if (c->shm_on)
                 log_sub(c->loglevel, LOG_WARN, LOG_SUB_SHM, c->rank,
                         "shared memory to rank %d unavailable (%s): using TCP", peer, e);
@@ -80,7 +81,7 @@ static int shm_hello_send(weft_comm *c, int peer, shm_link *lk, int fd, const fr
             lk->hello.mode = SHM_MODE_TCP;
         } else {
             log_sub(c->loglevel, LOG_DEBUG, LOG_SUB_SHM, c->rank, "ring to rank %d: %s, %llu bytes",
-                    peer, lk->ring.name, (unsigned long long)c->shm_bytes);
+                    peer, lk->ring.name, (unsigned long long)lk->ring.bytes);
         }
     }
     while (lk->hello_done < sizeof lk->hello) {
@@ -397,6 +398,19 @@ void exec_shm_reap(weft_comm *c, int failed)
     }
     if (failed && any)
         shm_unlink_to(c->id, c->rank);
+}
+
+int exec_shm_hello_tcp(weft_comm *c, int peer, int fd, int out, const frame_hdr *fp)
+{
+    shm_link *lk = link_of(c, peer, out);
+    if (!lk)
+        return comm_fail(c, WEFT_ENOMEM, "out of memory for shared-memory state");
+    if (lk->state == SHM_LINK_TCP)
+        return 1;
+    if (lk->state == SHM_LINK_RING || c->shm_on)
+        return 0; /* a ring would be made or mapped: the ops' to do */
+    int rc = out ? shm_hello_send(c, peer, lk, fd, fp) : shm_hello_recv(c, peer, lk, fd, fp);
+    return rc <= 0 ? rc : lk->state == SHM_LINK_TCP;
 }
 
 int exec_shm_send(weft_comm *c, const sched_op *o, opstate *st, char **bufs,

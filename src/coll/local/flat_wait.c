@@ -11,6 +11,7 @@
 
 #include "coll/exec/callboard.h"
 #include "coll/exec/exec.h"
+#include "coll/exec/live.h"
 #include "core/clock.h"
 
 #include <errno.h>
@@ -149,13 +150,12 @@ static int check(weft_comm *c, struct flat_state *fs, const flat_ctr *ctr,
     if ((rc = flat_tend(c, fs)) || (rc = callboard_check(c)) ||
         (rc = probe_mismatch(c, who, n, fp)))
         return rc;
-    if (c->cur) {
-        int32_t w[FLIGHT_WAIT_MAX] = { 0 };
-        int nw = n < FLIGHT_WAIT_MAX ? n : FLIGHT_WAIT_MAX;
-        for (int i = 0; i < nw; i++)
-            w[i] = who[i];
+    int32_t w[FLIGHT_WAIT_MAX] = { 0 };
+    int nw = n < FLIGHT_WAIT_MAX ? n : FLIGHT_WAIT_MAX;
+    for (int i = 0; i < nw; i++)
+        w[i] = who[i];
+    if (c->cur)
         flight_waiting(c->cur, w, nw);
-    }
     for (int i = 0; i < n; i++)
         if (dead(fs, who[i])) {
             exec_describe(fp, d, sizeof d);
@@ -177,14 +177,24 @@ static int check(weft_comm *c, struct flat_state *fs, const flat_ctr *ctr,
         *nlast = n;
         *last = now;
     }
+    live_waiting(c, fp->seq, w, nw, *last);
     if (now >= *last + c->timeout_s) {
-        size_t w = 0;
+        size_t k = 0;
+        char why[200];
         list[0] = 0;
-        for (int i = 0; i < n && w < sizeof list - 16; i++)
-            w += (size_t)snprintf(list + w, sizeof list - w, "%s%d", i ? ", " : "", who[i]);
+        for (int i = 0; i < n && k < sizeof list - 16; i++)
+            k += (size_t)snprintf(list + k, sizeof list - k, "%s%d", i ? ", " : "", who[i]);
         if (n)
             c->fail_peer = who[0];
         exec_describe(fp, d, sizeof d);
+        /* those it waits on may only wait themselves: name the one that stopped */
+        int culprit = live_blame(c, w, nw, why, sizeof why);
+        if (culprit >= 0) {
+            c->fail_peer = culprit;
+            return comm_fail(c, WEFT_ETIMEDOUT,
+                             "%s: rank %d timed out after %.0f s in %s waiting on ranks: %s",
+                             why, c->rank, c->timeout_s, d, list);
+        }
         return comm_fail(c, WEFT_ETIMEDOUT,
                          "rank %d timed out after %.0f s in %s waiting on ranks: %s", c->rank,
                          c->timeout_s, d, list);
