@@ -105,17 +105,27 @@ static const char dgx_topo[] =
  * calibration behind docs/SIMULATION.md figure 1 and `weft-sim validate`;
  * see there for where each number comes from. The link and proto lines
  * drive weft's own schedules; the protocol and hop lines NCCL's (NCCL 2.4
- * had LL and Simple, LL128 came later). */
+ * had LL and Simple, LL128 came later).
+ * Channels 4: NCCL 2.4 finds one channel per rail and then duplicates
+ * each (init.cc, connectTrees), the copy taking the mirrored tree of the
+ * double binary tree through the same NIC, so each rail carries both
+ * trees and no NIC is interior in both; with one tree per rail an
+ * interior node's NIC carries 1.5x a leaf's and the tree lost a third of
+ * its bandwidth. LL at a quarter of the link: NCCL's own tuner takes a
+ * ring's LL bandwidth across nodes or in an all-reduce as busBw / 4
+ * (tuning.cc, "model refinements"), not the 1/2 that the flag bytes of
+ * each 8-byte line alone would leave; at 1/2 LL won 64 MB rings from 768
+ * GPUs on at about twice the bandwidth of the published figure. */
 static const char summit_topo[] =
     "name summit\n"
     "ranks_per_node 6\nnodes_per_pod 4608\npods_per_cluster 1\nclusters 1\n"
-    "nics_per_node 2\nchannels 2\n"
+    "nics_per_node 2\nchannels 4\n"
     "link intra lat_us 0.25 bw_GBps 50 ovh_us 0.35\n"
     "link nic lat_us 1.2 bw_GBps 25 ovh_us 1.1\n"
     "compute reduce_GBps 700 copy_GBps 700 local_us 0.5\n"
     "proto ring ovh_us 0 bw_eff 1\n"
     "proto tree ovh_us 4.0 bw_eff 1\n"
-    "protocol ll bw_eff 0.5 chunk_bytes 32768\n"
+    "protocol ll bw_eff 0.25 chunk_bytes 32768\n"
     "protocol simple bw_eff 0.92 chunk_bytes 524288\n"
     "hop nccl-ring ll intra_us 0.6 nic_us 2.7 base_us 6.6\n"
     "hop nccl-ring simple intra_us 3.4 nic_us 14 base_us 8.4\n"

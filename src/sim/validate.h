@@ -15,23 +15,30 @@ typedef struct {
     int ranks;
     double bytes;
     int metric;          /* enum sim_vmetric */
-    double ref;          /* > 0: the published or measured value; 0: NCCL's model */
+    double ref;          /* > 0: the published or measured value, or the low
+                            end of a published range; 0: none (a prediction,
+                            printed but unchecked) */
+    double ref_hi;       /* > ref: the high end of that range; else 0 */
     const char *source;
     int cores;           /* > 0: the cores the ranks ran on, where the
                             scheduler kept them on fewer than the preset's */
 } sim_vpoint;
 
 typedef struct {
-    double pred, ref, err; /* err = pred / ref - 1 */
+    double pred, ref, ref_hi;
+    double err;  /* pred / ref - 1, against the nearer end of a range (0
+                    inside it); 0 when unchecked */
+    int checked; /* the point has a reference */
     double sim_s;
 } sim_vresult;
 
 extern const sim_vpoint sim_vpoints[];
 extern const int sim_nvpoints;
 
-/* Predicts point i (and its reference when that is NCCL's model). */
+/* Predicts point i and sets it against its reference, if it has one. */
 int sim_validate_point(int i, sim_vresult *out, char *err, size_t errlen);
-/* The table of every point of `set` (NULL: all), with the error per set;
+/* The table of every point of `set` (NULL: all), with the error per set
+ * over the points that have a reference;
  * returns 0, or the first failure. */
 int sim_validate(FILE *f, const char *set);
 
