@@ -28,6 +28,20 @@ uint64_t shm_ring_bytes(const param_set *p)
     return (uint64_t)p->shm_ring & ~(uint64_t)7;
 }
 
+uint64_t shm_ring_fit(uint64_t want, const int32_t *host, int size, int rank)
+{
+    uint64_t peers = 0, fair;
+    for (int i = 0; host && i < size; i++)
+        peers += i != rank && host[i] == host[rank];
+    if (!peers)
+        return want;
+    /* whole pages: the segment is a page of control and the ring */
+    fair = SHM_RANK_BUDGET / peers & ~(uint64_t)4095;
+    if (fair < SHM_RING_MIN)
+        fair = SHM_RING_MIN;
+    return want < fair ? want : fair;
+}
+
 static int sys_err(char *err, size_t errlen, const char *what, const char *name, int e)
 {
     snprintf(err, errlen, "%s %s: %s", what, name, strerror(e));

@@ -116,6 +116,13 @@ void shm_links_free(shm_link *l, int n);
  * reduce, 2 in all.) */
 uint64_t shm_ring_bytes(const param_set *p);
 
+/* What the rings of one rank to all its peers on its host may take
+ * together: a ring is want bytes (WEFT_SHM_RING) while that fits, else
+ * this share of it, and never under 64 KiB. An all-to-all of 256 ranks on
+ * one host at 2 MiB a ring reserved 130 GiB of /dev/shm; this way they
+ * take at most 8 GiB. host: every rank's host index (size of them). */
+#define SHM_RANK_BUDGET (32ull << 20)
+uint64_t shm_ring_fit(uint64_t want, const int32_t *host, int size, int rank);
 /* Sender: create, size (with the pages reserved, so a full /dev/shm
  * fails here rather than with SIGBUS later) and map the segment, and fill
  * the hello. WEFT_ESYS with err filled on failure (*r left empty). */
