@@ -3,7 +3,9 @@
  * memory once per reader instead of being copied into a ring and out again.
  *
  * An all-reduce in five steps, each rank owning one slice of the result:
- *   exchange  every rank tells every other its pid and buffer addresses;
+ *   exchange  every rank tells every other its pid and buffer addresses
+ *             (with every peer at once, or beyond 16 ranks in log2 P
+ *             rounds, each with two peers: see DIRECT_MESH_MAX);
  *   reduce    rank r reads slice r of every peer's send buffer, a piece
  *             small enough to stay in cache at a time, and reduces it into
  *             slice r of its own receive buffer;
@@ -68,7 +70,7 @@ typedef struct {
 } desc;
 
 struct direct_state {
-    weft_sched xchg;   /* one round: the descriptor to and from every peer */
+    weft_sched xchg;   /* every rank's descriptor to every rank (xchg_build) */
     weft_sched bar;    /* dissemination barrier */
     int verdict;       /* 0: not yet known; 1: every rank reads every other; -1: not */
     uint64_t cookie;   /* read by peers to check they read this process */
@@ -110,6 +112,47 @@ static int overlaps(const void *a, size_t na, const void *b, size_t nb)
     return na && nb && x < y + nb && y < x + na;
 }
 
+/* Descriptors [from, from + n) (rank order, modulo P) between rank r's
+ * SB_RECV and peer: one op, or two where the range wraps. */
+static void xchg_blocks(weft_sched *s, int send, int peer, int from, int n, int P)
+{
+    while (n > 0) {
+        int run = from + n <= P ? n : P - from;
+        if (send)
+            sched_send(s, peer, SB_RECV, (uint64_t)from * sizeof(desc),
+                       (uint64_t)run * sizeof(desc));
+        else
+            sched_recv(s, peer, SB_RECV, (uint64_t)from * sizeof(desc),
+                       (uint64_t)run * sizeof(desc));
+        from = (from + run) % P;
+        n -= run;
+    }
+}
+
+/* Every rank's descriptor into SB_RECV, where each rank has put its own
+ * (at its rank) before the run. Bruck's all-gather beyond DIRECT_MESH_MAX: in
+ * the round of distance k a rank passes the k descriptors it holds from
+ * itself on to rank r - k and takes the next k from rank r + k. */
+static void xchg_build(weft_sched *s, int r, int P)
+{
+    if (P <= DIRECT_MESH_MAX) {
+        for (int q = 0; q < P; q++) {
+            if (q == r)
+                continue;
+            sched_send(s, q, SB_RECV, (uint64_t)r * sizeof(desc), sizeof(desc));
+            sched_recv(s, q, SB_RECV, (uint64_t)q * sizeof(desc), sizeof(desc));
+        }
+        sched_end_round(s);
+        return;
+    }
+    for (int k = 1; k < P; k *= 2) {
+        int n = k < P - k ? k : P - k;
+        xchg_blocks(s, 1, (r - k + P) % P, r, n, P);
+        xchg_blocks(s, 0, (r + k) % P, (r + k) % P, n, P);
+        sched_end_round(s);
+    }
+}
+
 static int state(weft_comm *c, struct direct_state **out)
 {
     struct direct_state *d = c->direct;
@@ -136,13 +179,7 @@ static int state(weft_comm *c, struct direct_state **out)
     d->bad_peer = -1;
     sched_init(&d->xchg);
     sched_init(&d->bar);
-    for (int q = 0; q < P; q++) {
-        if (q == r)
-            continue;
-        sched_send(&d->xchg, q, SB_SEND, 0, sizeof(desc));
-        sched_recv(&d->xchg, q, SB_RECV, (uint64_t)q * sizeof(desc), sizeof(desc));
-    }
-    sched_end_round(&d->xchg);
+    xchg_build(&d->xchg, r, P);
     sched_params bp = { .kind = WEFT_COLL_BARRIER, .rank = r, .nranks = P, .root = -1,
                         .esize = 1 };
     sched_barrier_dissemination(&d->bar, &bp);
@@ -238,10 +275,10 @@ static int settle(weft_comm *c, struct direct_state *d, const weft_coll_args *a,
                   .aux = (uint64_t)d->bad_errno };
     char *bufs[SB_COUNT] = { (char *)&mine, (char *)d->status, (char *)&d->zero };
     frame_hdr h = step_fp(fp, step);
+    d->status[c->rank] = mine; /* the exchange passes it on from there */
     int rc = exec_run(c, &d->xchg, bufs, &h), who = -1, redo = 1;
     if (rc)
         return rc;
-    d->status[c->rank] = mine;
     for (int q = 0; q < c->size; q++) {
         if (!d->status[q].ok && who < 0)
             who = q;

@@ -10,6 +10,12 @@
 #include "coll/comm.h"
 #include "coll/tune/cost.h"
 
+/* Up to this many ranks its exchanges are one round with every peer;
+ * beyond, log2(P) rounds (Bruck's all-gather), so that a rank connects to
+ * 2 log2(P) peers rather than to all: at 256 ranks 16 connections each
+ * instead of 510, and rings to as few. */
+#define DIRECT_MESH_MAX 16
+
 /* Run collective a with it; the role of exec_run for schedules: errors
  * are recorded on c (comm_fail), fp is the operation's fingerprint.
  * WEFT_ENOTSUP (also recorded) when it does not apply, decided alike on

@@ -59,8 +59,13 @@ int direct_cost(const cost_params *c, const cost_layout *l, weft_coll_kind kind,
     }
     double work = reads * bc + reduced * c->gamma + calls * DIRECT_CALL;
     /* the exchange, then per step of reads a status exchange (a barrier
-     * that carries each rank's verdict): one round of p - 1 messages */
-    double path = (1 + nbar) * (al + (p - 2) * m) + work;
+     * that carries each rank's verdict): one round of p - 1 messages, or
+     * beyond DIRECT_MESH_MAX ranks log2(p) rounds of one */
+    double rounds = 0;
+    for (int k = 1; k < p; k *= 2)
+        rounds++;
+    double xchg = p <= DIRECT_MESH_MAX ? al + (p - 2) * m : rounds * al;
+    double path = (1 + nbar) * xchg + work;
     double t = path;
     if (over && work * p / c->cores > t)
         t = work * p / c->cores;
