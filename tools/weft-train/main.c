@@ -150,11 +150,10 @@ int main(int argc, char **argv)
         return ckpt_inspect(argv[2]);
     parse_args(&o, argc, argv);
     int quiet = o.quiet, joined;
-    weft_comm *comm = join_job(&o, &joined);
+    weft_comm *comm = join_job(&o, &joined); /* reads launch options only */
+    long start_step;
+    weft_ckpt *ck = resolve_options(&o, &start_step); /* before any check */
     elastic_check(&o, comm);
-    long start_step = 0;
-    weft_ckpt *ck = ckpt_resume(&o, &start_step);
-    run_opts_defaults(&o.r);
     data_sets d = { 0 };
     data_open(&o.r, &d);
     long steps = o.r.steps >= 0 ? o.r.steps

@@ -268,6 +268,18 @@ void run_opts_defaults(run_opts *r)
     }
 }
 
+/* Every option's value, settled in one place before any check reads one:
+ * a checkpoint's saved run options (--resume; those given on the command
+ * line win), then the defaults of what is still unset. Returns the
+ * checkpoint (NULL without --resume). */
+weft_ckpt *resolve_options(opts *o, long *start_step)
+{
+    *start_step = 0;
+    weft_ckpt *ck = ckpt_resume(o, start_step);
+    run_opts_defaults(&o->r);
+    return ck;
+}
+
 /* "key=value" lines, the form checkpoints store. */
 void run_opts_format(const run_opts *r, char *buf, size_t cap)
 {

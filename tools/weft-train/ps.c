@@ -35,12 +35,14 @@ static void ps_work(opts *o, const data_sets *d, long steps, weft_ps *ps, weft_c
                steps);
         fflush(stdout);
     }
+    /* --stop-at: the first steps of the planned run (its schedule unchanged) */
+    long end = o->stop_at > 0 && o->stop_at < steps ? o->stop_at : steps;
     progress pg;
-    progress_start(&pg, o, steps, 0, steps, o->metrics[0] && me == 0 ? csv_open(o->metrics, 0)
-                                                                     : NULL);
+    progress_start(&pg, o, steps, 0, end, o->metrics[0] && me == 0 ? csv_open(o->metrics, 0)
+                                                                   : NULL);
     progress_model(&pg, m, nw, me == 0);
     int image = d->ti.kind == WEFT_DATA_IMAGE;
-    for (long step = 0; step < steps; step++) {
+    for (long step = 0; step < end; step++) {
         weft_batch bt;
         train_step st = { .gnorm = -1 };
         if ((rc = weft_loader_next(loader, &bt)) != 0)

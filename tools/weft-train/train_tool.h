@@ -59,6 +59,7 @@ void parse_args(opts *o, int argc, char **argv);
 /* --kill-at and --trace-samples (elastic.c); 0: not one of them. */
 int elastic_option(opts *o, const char *key, const char *v);
 void run_opts_defaults(run_opts *r);
+weft_ckpt *resolve_options(opts *o, long *start_step);
 int run_opts_is_gpt(const run_opts *r);
 int run_opts_format_code(const char *f);
 void run_opts_format(const run_opts *r, char *buf, size_t cap);
