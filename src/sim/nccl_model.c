@@ -1,10 +1,9 @@
 /* NCCL's own cost model of an all-reduce, in the form of its tuner
  * (src/graph/tuning.cc): a fixed cost per call, a cost per hop by the
  * level the hop crosses, and the bytes at the protocol's share of the
- * slowest link. The simulator chooses a protocol with it, as NCCL does,
- * and `weft-sim validate` shows it beside the simulation: the two share
- * their constants, so where they differ the difference is what the
- * simulation adds (contention, pipelining, the schedule's real shape). */
+ * slowest link. The simulator chooses a protocol with it, as NCCL does.
+ * It shares the preset's constants with the simulation, so it is never a
+ * reference for `weft-sim validate`: agreeing with it would check nothing. */
 #include "sim/sim.h"
 
 static int ceil_log2(int n)
