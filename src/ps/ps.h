@@ -37,6 +37,8 @@ typedef struct {
     int hello;               /* the current connection's hello has arrived */
     uint64_t newinc;         /* incarnation in the current connection's hello */
     double lost_at;          /* > 0: connection lost, reconnecting */
+    double ping_at;          /* the last ping sent (see ping in ps_worker.c) */
+    double unanswered;       /* > 0: when the first ping not yet answered went out */
     double next_try, backoff;
     char why[256];           /* how it was lost */
     char last[256];          /* why the last try to reconnect failed */
@@ -88,6 +90,7 @@ struct weft_ps {
     uint64_t next_id;
     int64_t clock;
     double beat_at;          /* last heartbeat (see beat in ps_worker.c) */
+    uint64_t pong_bytes;     /* answers to pings: a sign of life, not of progress */
     int bye;                 /* shutdown done */
     char errbuf[PS_ERR_MAX + 1];
     /* server */

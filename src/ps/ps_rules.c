@@ -346,6 +346,12 @@ int ps_rules_handle(weft_ps *ps, int w, const ps_msg *m, void *payload)
         else if ((rc = ps_ckpt_save(ps)) == 0)
             rc = ack(ps, w, m);
         break;
+    case PS_PING: {
+        ps_msg p = ps_msg_make(PS_PONG);
+        p.id = m->id;
+        rc = reply(ps, w, &p, NULL, NULL);
+        break;
+    }
     case PS_BYE:
         rc = ack(ps, w, m);
         k->state = WK_BYE;

@@ -16,8 +16,8 @@ ps_msg ps_msg_make(int type)
 const char *ps_msg_name(int type)
 {
     static const char *req[] = { "?", "init", "push", "pull", "clock", "barrier", "checkpoint",
-                                 "bye" };
-    static const char *rep[] = { "ack", "data", "error", "hello" };
+                                 "bye", "ping" };
+    static const char *rep[] = { "ack", "data", "error", "hello", "pong" };
     if (type >= PS_INIT && type <= PS_REQ_LAST)
         return req[type];
     if (type >= PS_ACK && type <= PS_REPLY_LAST)

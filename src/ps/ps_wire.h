@@ -25,7 +25,9 @@ enum {
     PS_BARRIER,
     PS_CKPT,
     PS_BYE,
-    PS_REQ_LAST = PS_BYE,
+    PS_PING,      /* are you there? answered at once, whatever waits (a worker that has
+                     waited long tells a stopped server from one that waits itself) */
+    PS_REQ_LAST = PS_PING,
     /* server -> worker */
     PS_ACK = 16,  /* echoes id, key, chunk; to an init: clock = where this worker's
                      clock starts, total = its last push sequence number */
@@ -36,7 +38,8 @@ enum {
                      server's incarnation (a new one: it restarted), total = 1
                      when its updates are durable, clock = the clock it holds
                      for this worker */
-    PS_REPLY_LAST = PS_HELLO
+    PS_PONG,      /* to a ping: echoes id */
+    PS_REPLY_LAST = PS_PONG
 };
 
 typedef struct {

@@ -116,6 +116,13 @@ static int reply_dest(void *arg, ps_link *l, const ps_msg *m, void **dst, char *
         snprintf(e, elen, "sent a request (%s) to a worker", ps_msg_name(m->type));
         return WEFT_EPROTO;
     }
+    if (m->type == PS_PONG) {
+        if (m->len) {
+            snprintf(e, elen, "an answer to a ping with a payload");
+            return WEFT_EPROTO;
+        }
+        return 0;
+    }
     if (m->type == PS_HELLO) {
         if (ps->sx[l->peer].hello) {
             snprintf(e, elen, "a second hello on one connection");
@@ -162,6 +169,11 @@ static int reply_done(void *arg, ps_link *l, const ps_msg *m, void *dst)
 {
     weft_ps *ps = arg;
     weft_ps_request *r;
+    if (m->type == PS_PONG) {
+        ps->sx[l->peer].unanswered = 0;
+        ps->pong_bytes += sizeof *m;
+        return 0;
+    }
     if (m->type == PS_HELLO) {
         ps_srv *x = &ps->sx[l->peer];
         x->hello = 1;
@@ -373,6 +385,54 @@ static void beat(weft_ps *ps)
     flush_all(ps);
 }
 
+/* A wait past half the timeout: ask every server it waits on whether it
+ * is there, once a second. A server's loop answers at once even while it
+ * holds the reply itself (a BSP step waiting for another worker), so at
+ * the timeout a server that never answered is the one that stopped, and
+ * the others only wait behind it. The ping goes ahead of queued pushes. */
+#define PING_EVERY_S 1.0
+
+static void ping(weft_ps *ps, const weft_ps_request *r)
+{
+    double now = clock_now();
+    for (int s = 0; s < ps->nservers; s++) {
+        ps_srv *x = &ps->sx[s];
+        if (!r->pend[s] || !srv_up(ps, s) || now - x->ping_at < PING_EVERY_S)
+            continue;
+        ps_msg m = ps_msg_make(PS_PING);
+        m.id = ++ps->next_id;
+        if (ps_link_send_front(&ps->srv[s], &m))
+            continue;
+        x->ping_at = now;
+        if (x->unanswered <= 0)
+            x->unanswered = now;
+    }
+    flush_all(ps);
+}
+
+/* At the timeout: the pending servers that have not answered a ping for
+ * a quarter of it, as "parameter server 1 (rank 5)"; how many. */
+static int stopped_servers(weft_ps *ps, const weft_ps_request *r, char *who, size_t len)
+{
+    size_t o = 0;
+    int n = 0;
+    double now = clock_now(), most = 0;
+    who[0] = 0;
+    for (int s = 0; s < ps->nservers; s++) {
+        double since = ps->sx[s].unanswered;
+        if (!r->pend[s] || since <= 0 || now - since < ps->timeout_s / 4 || o >= len - 40)
+            continue;
+        o += (size_t)snprintf(who + o, len - o, "%sparameter server %d (rank %d)",
+                              n ? " and " : "", s, server_rank(ps, s));
+        if (now - since > most)
+            most = now - since;
+        n++;
+    }
+    if (n && o < len - 40)
+        snprintf(who + o, len - o, " stopped responding (no answer to a ping for %.0f s)", most);
+    return n;
+}
+
 int weft_ps_test(weft_ps_request *r, int *done)
 {
     if (!r || !done)
@@ -403,28 +463,45 @@ int weft_ps_wait(weft_ps_request *r)
             beat_ms = 50;
         if (ms > beat_ms)
             ms = beat_ms;
+        /* wake for the pings from half the timeout on */
+        int half = clock_ms_until(last + ps->timeout_s / 2);
+        if (half > 0 && ms > half)
+            ms = half;
+        if (half <= 0 && ms > (int)(PING_EVERY_S * 1000))
+            ms = (int)(PING_EVERY_S * 1000);
         progress(ps, ms);
         beat(ps);
         for (int s = 0; s < ps->nservers; s++)
             now_bytes += ps->srv[s].recvd; /* heartbeats out are no sign of life in */
+        now_bytes -= ps->pong_bytes;
         int down = 0; /* a reconnection has its own bound */
         for (int s = 0; s < ps->nservers; s++)
             down |= r->pend[s] && !srv_up(ps, s);
         if (now_bytes != seen || down) {
             seen = now_bytes;
             last = clock_now();
+        } else if (r->pending > 0 && clock_now() < last + ps->timeout_s &&
+                   clock_now() >= last + ps->timeout_s / 2) {
+            ping(ps, r);
         } else if (r->pending > 0 && clock_now() >= last + ps->timeout_s) {
-            char who[128] = "";
+            char who[128] = "", stopped[256];
             size_t o = 0;
+            int nstop = stopped_servers(ps, r, stopped, sizeof stopped);
             for (int s = 0; s < ps->nservers && o < sizeof who - 12; s++)
                 if (r->pend[s])
                     o += (size_t)snprintf(who + o, sizeof who - o, "%s%d", o ? ", " : "", s);
             for (int s = 0; s < ps->nservers; s++)
                 if (r->pend[s])
                     ps_server_lost(ps, s, WEFT_ETIMEDOUT, "no reply");
-            ps_fail(ps, WEFT_ETIMEDOUT,
-                    "no reply from parameter server(s) %s for %.0f s (worker %d waiting in %s)",
-                    who, ps->timeout_s, ps->rank, ps_msg_name(r->type));
+            if (nstop)
+                ps_fail(ps, WEFT_ETIMEDOUT,
+                        "%s: no reply from parameter server(s) %s for %.0f s (worker %d "
+                        "waiting in %s)",
+                        stopped, who, ps->timeout_s, ps->rank, ps_msg_name(r->type));
+            else
+                ps_fail(ps, WEFT_ETIMEDOUT,
+                        "no reply from parameter server(s) %s for %.0f s (worker %d waiting in %s)",
+                        who, ps->timeout_s, ps->rank, ps_msg_name(r->type));
             r->rc = WEFT_ETIMEDOUT;
             break;
         }

@@ -198,6 +198,89 @@ static void test_server_hang(void)
     munmap(sh, sizeof *sh);
 }
 
+/* ---- a stopped server among two: every worker names it ---------------- *
+ * Four workers, two servers (server 1 is rank 5, as under weftrun
+ * --servers 2 with 6 ranks); every request spans both servers. Server 1
+ * is frozen (SIGSTOP) mid-training: server 0 then holds its BSP replies
+ * too, yet every worker must name server 1, within the timeout and a
+ * generous margin, not "no reply from parameter server(s) 0, 1". */
+
+#define STOP_TIMEOUT_S 3.0
+
+typedef struct {
+    _Atomic int phase, done;
+    double t_stop;
+    char msg[400];
+} stop_t;
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void blaming_worker(psjob *j, weft_ps *ps, int w)
+{
+    stop_t *sh = j->shared;
+    float p[64], g[64], zero[64] = { 0 };
+    weft_ps_request *a, *b;
+    int rc = 0;
+    for (int i = 0; i < 64; i++)
+        g[i] = -1;
+    CHECK(weft_ps_register(ps, 0, zero, 64) == 0);
+    for (int c = 0; c < 100000 && !rc; c++) {
+        if (w == 0 && c == 3)
+            atomic_store(&sh->phase, 1); /* parent: stop server 1 now */
+        if (c >= 3)
+            sleep_ms(5);
+        if ((rc = weft_ps_push(ps, 0, g, &a)) == 0) {
+            int r2;
+            rc = weft_ps_clock(ps);
+            r2 = weft_ps_pull(ps, 0, p, &b);
+            int ra = weft_ps_wait(a), rb = r2 ? r2 : weft_ps_wait(b);
+            rc = rc ? rc : ra ? ra : rb;
+        }
+    }
+    double took = mono_s() - sh->t_stop;
+    CHECKF(rc == WEFT_ETIMEDOUT, "worker %d ended with %s: %s", w, weft_strerror(rc),
+           weft_ps_error(ps));
+    CHECKF(strstr(weft_ps_error(ps), "parameter server 1 (rank 5) stopped responding") &&
+               !strstr(weft_ps_error(ps), "parameter server 0 (rank 4) stopped"),
+           "worker %d: %s", w, weft_ps_error(ps));
+    CHECKF(took <= STOP_TIMEOUT_S + 3, "worker %d: %.1f s from the stop to the error", w, took);
+    if (w == 0)
+        snprintf(sh->msg, sizeof sh->msg, "%.1f s after the stop: %s", took, weft_ps_error(ps));
+    atomic_fetch_add(&sh->done, 1);
+    /* server 0 lets this worker go (server 1 is lost already) */
+    CHECK(weft_ps_shutdown(ps) != 0);
+}
+
+static void test_server_stop(void)
+{
+    psjob j;
+    stop_t *sh = psj_shared(sizeof *sh);
+    memset(&j, 0, sizeof j);
+    j.W = 4;
+    j.K = 2;
+    j.alarm_s = 60;
+    j.worker = blaming_worker;
+    j.shared = sh;
+    counting_config(&j.cfg, "bsp");
+    j.cfg.chunk_max = 16; /* four chunks: both servers in every request */
+    j.cfg.timeout_s = STOP_TIMEOUT_S;
+    psj_start(&j);
+    if (await(&j, &sh->phase, 1)) {
+        sh->t_stop = mono_s();
+        kill(j.pid[5], SIGSTOP);
+        await(&j, &sh->done, 4);
+        psj_kill(&j, 5); /* nothing left behind, stopped */
+    }
+    CHECK(psj_finish(&j) == 0);
+    printf("stopped server, as worker 0 reports it: %s\n", sh->msg);
+    munmap(sh, sizeof *sh);
+}
+
 /* ---- server restart: no acknowledged update lost ----------------------- */
 
 #define RN 3000  /* floats: one server, three chunks */
@@ -317,5 +400,6 @@ TEST(worker_death) { test_worker_death(0); }
 TEST(worker_hang) { test_worker_death(1); }
 TEST(server_death) { test_server_death(); }
 TEST(server_hang) { test_server_hang(); }
+TEST(server_stop_named) { test_server_stop(); }
 TEST(server_restart_asp) { test_server_restart("asp"); }
 TEST(server_restart_bsp) { test_server_restart("bsp"); }
