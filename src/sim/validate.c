@@ -133,7 +133,7 @@ int sim_validate(FILE *f, const char *set)
     const char *cur = NULL;
     double sum = 0, worst = 0;
     int n = 0, unchecked = 0;
-    fprintf(f, "# %-9s %-14s %6s %11s %-10s %10s %13s %8s  %s\n", "set", "algo", "ranks",
+    fprintf(f, "# %-9s %-19s %6s %11s %-10s %10s %13s %8s  %s\n", "set", "algo", "ranks",
             "bytes", "metric", "predicted", "reference", "error", "source");
     for (int i = 0; i <= sim_nvpoints; i++) {
         const sim_vpoint *v = i < sim_nvpoints ? &sim_vpoints[i] : NULL;
@@ -169,7 +169,7 @@ int sim_validate(FILE *f, const char *set)
             snprintf(e, sizeof e, "%+7.1f%%", 100 * r.err);
         else
             snprintf(e, sizeof e, "%8s", "-");
-        fprintf(f, "  %-9s %-14s %6d %11.0f %-10s %10.4g %13s %8s  %s%s\n", v->set, algo,
+        fprintf(f, "  %-9s %-19s %6d %11.0f %-10s %10.4g %13s %8s  %s%s\n", v->set, algo,
                 v->ranks, v->bytes, metric[v->metric], r.pred, ref, e, v->source,
                 v->cores == 1 ? " [ranks on 1 core]" : "");
         fflush(f);
