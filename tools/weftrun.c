@@ -57,6 +57,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -705,6 +706,32 @@ static int supervise(job *j, int sig_r)
     return exit_code;
 }
 
+/* Open files: weftrun keeps two pipes per rank, and a rank a socket each
+ * way per peer it talks to (every peer in an all-to-all) and an epoll set.
+ * A soft RLIMIT_NOFILE of 1024, the default of many systems, runs out
+ * within a few hundred ranks, so the soft limit goes up to the hard one
+ * (what the administrator allows), here and in the ranks, which inherit
+ * it. weftrun says so only when even that is too few for its own pipes;
+ * a rank that runs out says so itself, naming the limit. */
+static void raise_nofile(const job *j)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    rlim_t need = 2 * (rlim_t)j->world + 32;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need)
+        die("%d ranks need about %llu open files in weftrun (two pipes a rank), but "
+            "RLIMIT_NOFILE allows %llu (hard limit %llu): raise it (ulimit -n, "
+            "/etc/security/limits.conf)",
+            j->world, (unsigned long long)need, (unsigned long long)rl.rlim_cur,
+            (unsigned long long)rl.rlim_max);
+}
+
 int main(int argc, char **argv)
 {
     static job j; /* lives until exit, and so does what it points to */
@@ -712,6 +739,7 @@ int main(int argc, char **argv)
     parse_args(&j, argc, argv);
     make_secret(&j);
     place(&j);
+    raise_nofile(&j);
 
     if (pipe2(sp, O_CLOEXEC | O_NONBLOCK) != 0)
         die("pipe: %s", strerror(errno));
