@@ -771,6 +771,23 @@ int comm_failed(weft_comm *c, int rc, const frame_hdr *fp)
     /* a store already found not answering (its process stopped) would
      * only keep this rank for another timeout: every rank says so itself */
     int silent = live_store_silent(c);
+    if (!c->fail_learned && rc == WEFT_EPEER && c->store_rank >= 0 &&
+        c->fail_peer != c->store_rank && c->fail_peer >= 0) {
+        /* a peer that let go may have timed out on the store's stopped
+         * host, and no notice can come from there: ask, briefly */
+        if (!silent)
+            silent = live_store_check(c);
+        if (silent) {
+            char why[200], msg[sizeof c->err];
+            frame_describe(fp, d, sizeof d);
+            live_store_why(c, why, sizeof why);
+            snprintf(msg, sizeof msg, "%s; then rank %d let go of this rank (%d) in %.150s", why,
+                     c->fail_peer, c->rank, d);
+            memcpy(c->err, msg, sizeof msg);
+            c->fail_peer = c->store_rank;
+            rc = WEFT_ETIMEDOUT;
+        }
+    }
     if (!c->fail_learned && c->store && !silent) {
         int posted = 0;
         world_fail_key(c->id, key);

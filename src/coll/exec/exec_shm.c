@@ -409,6 +409,9 @@ int exec_shm_hello_tcp(weft_comm *c, int peer, int fd, int out, const frame_hdr 
         return 1;
     if (lk->state == SHM_LINK_RING || c->shm_on)
         return 0; /* a ring would be made or mapped: the ops' to do */
+    char b;
+    if (!out && recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) <= 0)
+        return 0; /* nothing yet, or an end that the ops report */
     int rc = out ? shm_hello_send(c, peer, lk, fd, fp) : shm_hello_recv(c, peer, lk, fd, fp);
     return rc <= 0 ? rc : lk->state == SHM_LINK_TCP;
 }

@@ -248,10 +248,28 @@ int live_blame(weft_comm *c, const int32_t *wait, int nw, char *why, size_t len)
     free(queue);
     if (culprit < 0 && l->silent && c->store_rank >= 0) {
         culprit = c->store_rank;
-        snprintf(why, len, "rank %d stopped responding (the store its process serves has not "
-                           "answered for %.0f s)", culprit, clock_now() - l->silent_at);
+        live_store_why(c, why, len);
     }
     return culprit;
+}
+
+void live_store_why(const weft_comm *c, char *why, size_t len)
+{
+    double for_s = c->live ? clock_now() - c->live->silent_at : 0;
+    snprintf(why, len, "rank %d stopped responding (the store, served by rank %d at %.64s:%d, "
+                       "did not answer for %.0f s)",
+             c->store_rank, c->store_rank, c->store_host, c->store_port, for_s);
+}
+
+int live_store_check(weft_comm *c)
+{
+    struct live_state *l = state(c);
+    int exists;
+    if (!l || c->size < 2)
+        return 0;
+    if (!l->silent && connected(c, l) == 0 && store_check(l->st, "weft/flush", &exists))
+        call_failed(c, l);
+    return l->silent;
 }
 
 void live_free(weft_comm *c)

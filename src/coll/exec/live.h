@@ -45,6 +45,12 @@ void live_waiting(weft_comm *c, uint64_t seq, const int32_t *wait, int nw, doubl
 int live_blame(weft_comm *c, const int32_t *wait, int nw, char *why, size_t len);
 /* The store has been seen not to answer (its process is stopped). */
 int live_store_silent(const weft_comm *c);
+/* Ask now, waiting at most a quarter of the timeout (1 s at most): 1 when
+ * the store does not answer. */
+int live_store_check(weft_comm *c);
+/* "rank 0 stopped responding (the store, served by rank 0 at H:P, did not
+ * answer for N s)" */
+void live_store_why(const weft_comm *c, char *why, size_t len);
 void live_free(weft_comm *c);
 
 #endif
