@@ -15,6 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/size.h"
+
 static inline int cli_int(const char *tool, const char *opt, const char *s, long lo, long hi,
                           int *out)
 {
@@ -43,29 +45,16 @@ static inline int cli_double(const char *tool, const char *opt, const char *s, d
     return 0;
 }
 
-/* Bytes: a number (decimals allowed) with an optional K, M or G (powers of
- * 1024), at most hi. */
+/* Bytes in the one grammar of core/size.h (64M, 2MiB, 1.5G, 65536), at
+ * most hi: "TOOL: OPT V: bad size 'V' (want bytes or a number with K, ...)",
+ * OPT V first as the other refusals here. */
 static inline int cli_size(const char *tool, const char *opt, const char *s, uint64_t hi,
                            uint64_t *out)
 {
-    char *end;
-    double v = s[0] >= '0' && s[0] <= '9' ? strtod(s, &end) : -1;
-    if (v >= 0) {
-        double mult = 1;
-        switch (*end) {
-        case 'K': case 'k': mult = 1024; end++; break;
-        case 'M': case 'm': mult = 1024.0 * 1024; end++; break;
-        case 'G': case 'g': mult = 1024.0 * 1024 * 1024; end++; break;
-        default: break;
-        }
-        v *= mult;
-        if (!*end && isfinite(v) && v <= (double)hi) {
-            *out = (uint64_t)v;
-            return 0;
-        }
-    }
-    fprintf(stderr, "%s: %s %s: expected bytes from 0 to %llu (a number, K, M or G after it)\n",
-            tool, opt, s, (unsigned long long)hi);
+    char why[200];
+    if (size_parse(s, 0, hi, out, why, sizeof why) == 0)
+        return 0;
+    fprintf(stderr, "%s: %s %s: %s\n", tool, opt, s, why);
     return -1;
 }
 

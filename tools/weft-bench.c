@@ -297,7 +297,9 @@ static void usage(void)
             "            2: in-place only (the other columns print N/A)\n"
             "  -l LIST   only these sizes, e.g. 8,1K,64M (instead of -b/-e/-f/-i)\n"
             "  -z CODEC  allreduce f32 sum/avg as a compressed ring: fp32 fp16 bf16 int8 int4\n"
-            "  -H        allreduce over clusters (WEFT_CLUSTER): inside, across, inside\n");
+            "  -H        allreduce over clusters (WEFT_CLUSTER): inside, across, inside\n"
+            "  BYTES: a byte count or a number with K, M, G or T, with or without iB\n"
+            "  (powers of 1024): 4096, 64K, 2MiB, 1.5G\n");
 }
 
 int main(int argc, char **argv)

@@ -52,7 +52,9 @@ int main(int argc, char **argv)
         default:
             fprintf(opt == 'h' ? stdout : stderr,
                     "usage: weftrun -n W --servers K weft-psbench [-s BYTES] [-n ITERS] "
-                    "[-w WARMUP] [-B LINK_MBIT] [-c CHUNK_ELEMS] [-A (no all-reduce)]\n");
+                    "[-w WARMUP] [-B LINK_MBIT] [-c CHUNK_ELEMS] [-A (no all-reduce)]\n"
+                    "  BYTES: a byte count or a number with K, M, G or T, with or without iB "
+                    "(powers of 1024): 4M, 2MiB\n");
             return opt == 'h' ? 0 : 2;
         }
         if (bad)

@@ -16,6 +16,7 @@
 #include "sim/pipe_costs.h"
 #include "sim/plan.h"
 #include "sim/validate.h"
+#include "core/size.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,34 +48,27 @@ static void usage(FILE *f)
         "                     algorithms with hop lines in the topology\n"
         "  --channels N       channels of the NCCL schedules (default: as NCCL, no more\n"
         "                     than chunks, at most the topology's)\n"
-        "  --size S           bytes, repeatable: 8, 64K, 64M, 700G (K = 1024); the whole\n"
+        "  --size S           bytes, repeatable: 8, 64K, 64MiB, 700G (K, M, G, T: powers\n"
+        "                     of 1024, with or without iB); the whole\n"
         "                     buffer of all ranks' blocks for allgather, reduce_scatter\n"
         "                     and alltoall, as in nccl-tests\n"
         "  --dtype T          element type (default f32)\n"
-        "  --chunk S          pipelining chunk of the generators (default theirs)\n"
+        "  --chunk S          pipelining chunk in bytes, as --size (default the generators')\n"
         "  --servers N        parameter servers for --algo ps (default 1)\n"
         "  --no-fold          simulate every rank even when the schedule is symmetric\n"
         "  --budget N         ops simulated before extrapolating in the size (1000000)\n"
         "  --calls N          N calls back to back, time per call (as weft-bench's mean)\n");
 }
 
-static int parse_size(const char *s, uint64_t *out)
+/* A size in core/size.h's grammar (64M, 2MiB, 1.5G); on a bad one says
+ * so, naming the option, and returns -1. */
+static int parse_size(const char *opt, const char *s, uint64_t *out)
 {
-    char *end;
-    double v = strtod(s, &end);
-    double m = 1;
-    switch (*end) {
-    case 'K': case 'k': m = 1024; end++; break;
-    case 'M': case 'm': m = 1024.0 * 1024; end++; break;
-    case 'G': case 'g': m = 1024.0 * 1024 * 1024; end++; break;
-    case 'T': case 't': m = 1024.0 * 1024 * 1024 * 1024; end++; break;
-    }
-    if (*end == 'B')
-        end++;
-    if (*end || v < 0)
-        return -1;
-    *out = (uint64_t)(v * m);
-    return 0;
+    char why[200];
+    if (size_parse(s, 0, UINT64_MAX, out, why, sizeof why) == 0)
+        return 0;
+    fprintf(stderr, "weft-sim: %s: %s\n", opt, why);
+    return -1;
 }
 
 /* "96..24576" doubles; "8,16,24" lists; "12" is one value. */
@@ -136,12 +130,10 @@ static int cmd_coll(weft_coll_kind kind, int argc, char **argv)
                     return 2;
                 }
         } else if (!strcmp(a, "--size") && nsizes < 32) {
-            if (parse_size(v, &sizes[nsizes++])) {
-                fprintf(stderr, "weft-sim: bad size %s\n", v);
+            if (parse_size(a, v, &sizes[nsizes++]))
                 return 2;
-            }
         } else if (!strcmp(a, "--chunk")) {
-            if (parse_size(v, &chunk))
+            if (parse_size(a, v, &chunk))
                 return 2;
         } else if (!strcmp(a, "--dtype")) {
             if (weft_dtype_parse(v, &dt)) {
@@ -282,8 +274,9 @@ static void pipeline_usage(FILE *f)
         "                     (sustained GFLOP/s of one rank, default 100)\n"
         "options:\n"
         "  --partition P      auto (balanced, exact) | uniform | 3,3,2 (blocks a chunk)\n"
-        "  --mem-cap B        bytes a chunk may hold (auto honours it; all report it)\n"
-        "  --bandwidth B      link bytes/s, k/M/G = 1e3/1e6/1e9 (default: free)\n"
+        "  --mem-cap B        bytes a chunk may hold, K/M/G/T (with or without iB) powers\n"
+        "                     of 1024 (auto honours it; all report it)\n"
+        "  --bandwidth B      link bytes/s, a rate: k/M/G = 1e3/1e6/1e9 (default: free)\n"
         "  --latency S        link seconds a message (default 0)\n");
 }
 
@@ -348,9 +341,12 @@ static int cmd_pipeline(int argc, char **argv)
             bad = parse_si(v, &gflops) || gflops <= 0;
         else if (!strcmp(a, "--partition"))
             partition = v;
-        else if (!strcmp(a, "--mem-cap"))
-            bad = parse_si(v, &cap);
-        else if (!strcmp(a, "--bandwidth"))
+        else if (!strcmp(a, "--mem-cap")) {
+            uint64_t sz;
+            if (parse_size(a, v, &sz))
+                return 2;
+            cap = (double)sz;
+        } else if (!strcmp(a, "--bandwidth"))
             bad = parse_si(v, &bw);
         else if (!strcmp(a, "--latency"))
             bad = parse_si(v, &lat);
@@ -438,7 +434,8 @@ static void plan_usage(FILE *f)
         "  --topo NAME|FILE   the machine (default host); see `weft-sim list`\n"
         "  --gflops G         sustained GFLOP/s of a rank, of a core on a topology with a\n"
         "                     cpu line (its ranks share the cores); default 20\n"
-        "  --mem BYTES        a rank's memory (K/M/G = 1024 powers); layouts above it are\n"
+        "  --mem BYTES        a rank's memory (K/M/G/T, with or without iB: powers of 1024);\n"
+        "                     layouts above it are\n"
         "                     marked and never chosen (default: no limit)\n"
         "  --optim adamw|sgd  optimiser state: 8 or 4 bytes a parameter (adamw)\n"
         "  --top N            print only the N fastest (default all)\n"
@@ -477,7 +474,8 @@ static int cmd_plan(int argc, char **argv)
         else if (!strcmp(a, "--gflops"))
             bad = parse_si(v, &q.gflops) || q.gflops <= 0;
         else if (!strcmp(a, "--mem")) {
-            bad = parse_size(v, &sz);
+            if (parse_size(a, v, &sz))
+                return 2;
             q.mem = (double)sz;
         } else if (!strcmp(a, "--optim")) {
             bad = strcmp(v, "adamw") && strcmp(v, "sgd");

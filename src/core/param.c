@@ -3,6 +3,7 @@
 #include "core/param.h"
 
 #include "core/log.h"
+#include "core/size.h"
 
 #include <errno.h>
 #include <math.h>
@@ -123,23 +124,22 @@ static int bad(const param_info *e, const char *name, const char *v, char *err, 
 static int parse_int(const param_info *e, const char *name, const char *v, value *out,
                      char *err, size_t cap)
 {
+    if (e->flags & PARAM_BYTES) { /* the one size grammar (core/size.h) */
+        uint64_t lo = (uint64_t)e->lo + ((e->flags & PARAM_ABOVE) ? 1 : 0), x;
+        char why[200];
+        if (size_parse(v, lo, (uint64_t)e->hi, &x, why, sizeof why) != 0)
+            return bad(e, name, v, err, cap, "%s", why);
+        out->i = (int)x;
+        return 0;
+    }
     char *end;
     errno = 0;
-    long long x = strtoll(v, &end, e->flags & PARAM_BYTES ? 0 : 10);
-    if (end != v && (e->flags & PARAM_BYTES) && *end && !end[1] && x >= 0 && x <= e->hi) {
-        const char *units = "kKmMgG", *u = strchr(units, *end);
-        if (u) {
-            x <<= 10 * (1 + (u - units) / 2);
-            end++;
-        }
-    }
+    long long x = strtoll(v, &end, 10);
     if (end == v || *end || errno || x < e->lo || x > e->hi ||
         ((e->flags & PARAM_ABOVE) && x <= e->lo)) {
         if (e->hi - e->lo == 1)
             return bad(e, name, v, err, cap, "expected %.0f or %.0f", e->lo, e->hi);
-        return bad(e, name, v, err, cap, "expected %s from %.0f to %.0f%s",
-                   e->flags & PARAM_BYTES ? "a byte count" : "an integer", e->lo, e->hi,
-                   e->flags & PARAM_BYTES ? " (K, M or G: 1024-fold)" : "");
+        return bad(e, name, v, err, cap, "expected an integer from %.0f to %.0f", e->lo, e->hi);
     }
     out->i = (int)x;
     return 0;

@@ -14,8 +14,9 @@
  *            field holds the index of the word (case-insensitive)
  * PARAM_ALGO(field, name, default, aliases, flags, doc)          a weft_algo name
  *
- * flags: PARAM_SECRET (never printed), PARAM_BYTES (an integer with an
- * optional K, M or G suffix, powers of 1024), PARAM_ABOVE (lo excluded).
+ * flags: PARAM_SECRET (never printed), PARAM_BYTES (a size as core/size.h
+ * reads it: bytes, or K, M, G or T with or without iB, powers of 1024),
+ * PARAM_ABOVE (lo excluded).
  * Empty values count as unset, as launchers export empty variables. */
 
 /* where this process is in the job; torchrun's, Open MPI's, PMI's and

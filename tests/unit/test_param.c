@@ -93,6 +93,17 @@ TEST(parsing)
     CHECKF(load(&p, err, sizeof err) == 0, "%s", err);
     CHECK(p.shm == 0 && p.src[PARAM_shm] == PARAM_SRC_ENV);
     CHECK(p.shm_ring == 4 << 20 && p.ps_sndbuf == 0x20000);
+    /* sizes in the grammar of core/size.h: iB or B after the unit, fractions */
+    static const char *const ring[][2] = { { "4MiB", "4194304" }, { "1.5M", "1572864" },
+                                           { "64KB", "65536" }, { "1GiB", "1073741824" },
+                                           { "131072", "131072" } };
+    for (size_t i = 0; i < sizeof ring / sizeof *ring; i++) {
+        param_set q;
+        setenv("WEFT_SHM_RING", ring[i][0], 1);
+        CHECKF(load(&q, err, sizeof err) == 0 && q.shm_ring == atoi(ring[i][1]),
+               "WEFT_SHM_RING=%s: %s, %d", ring[i][0], err, q.shm_ring);
+    }
+    setenv("WEFT_SHM_RING", "4M", 1);
     CHECK(p.timeout == 2.5 && p.algo == WEFT_ALGO_RABENSEIFNER);
     CHECK(p.matmul == 2 && p.role == WEFT_PS_ROLE_SERVER);
     CHECK(p.src[PARAM_socket_ifname] == PARAM_SRC_DEFAULT);
@@ -139,7 +150,10 @@ TEST(bad_values)
     refused("WEFT_SHM", "yes", (const char *const[]){ "WEFT_SHM=yes", "expected 0 or 1", NULL });
     refused("WEFT_SHM_CMA", "3", (const char *const[]){ "WEFT_SHM_CMA=3", "from 0 to 2", NULL });
     refused("WEFT_SHM_RING", "1K", (const char *const[]){ "WEFT_SHM_RING", "65536", NULL });
-    refused("WEFT_SHM_RING", "2X", (const char *const[]){ "byte count", NULL });
+    refused("WEFT_SHM_RING", "2X", (const char *const[]){ "WEFT_SHM_RING=2X", "bad size '2X'",
+                                                          "e.g. 64M", NULL });
+    refused("WEFT_PS_SNDBUF", "1.5", (const char *const[]){ "bad size", NULL });
+    refused("WEFT_SHM_RING", "2T", (const char *const[]){ "out of range", "1G", NULL });
     refused("WEFT_MASTER_PORT", "70000", (const char *const[]){ "1 to 65535", NULL });
     refused("WEFT_RANK", "two", (const char *const[]){ "WEFT_RANK=two", "integer", NULL });
     refused("WEFT_TIMEOUT", "0", (const char *const[]){ "WEFT_TIMEOUT=0", "above 0", NULL });

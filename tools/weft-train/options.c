@@ -2,6 +2,7 @@
  * keeps), their parsing and defaults, the launch options, and --help. */
 #include "train_tool.h"
 
+#include "core/size.h"
 #include "train/pipe_sched.h"
 
 #include <errno.h>
@@ -80,7 +81,8 @@ static void usage(FILE *f)
         "  --eval-prompts N         gpt exact-match problems (500)\n"
         "  --no-eval                skip the final evaluation\n"
         "  --quiet                  no progress output\n"
-        "  --bucket-mb MB           data parallel: gradient bucket size (25)\n"
+        "  --bucket-mb MB           data parallel: gradient bucket size in MiB (25), or a\n"
+        "                           size with its unit (512K)\n"
         "  --zero 0|1|2|3           ZeRO stage: shard optimiser state (1), + gradients (2),\n"
         "                           + parameters (3) over the ranks (0)\n"
         "  --accum K                micro-steps per step; communicate only on the last (1)\n"
@@ -96,12 +98,15 @@ static void usage(FILE *f)
         "  --schedule gpipe|1f1b|interleaved:V|zb  the pipeline's schedule (1f1b); also\n"
         "                           --pp-schedule\n"
         "  --pp-partition auto|uniform|N,N,..  blocks per stage: auto balances measured\n"
-        "                           block times under --pp-memory MB per stage (auto)\n"
+        "                           block times under --pp-memory MB per stage (auto;\n"
+        "                           MiB, or a size with its unit: 2G)\n"
         "  --layout auto            tp, pp, schedule, micro-batches, ZeRO and sp chosen by\n"
         "                           the planner (weft-sim plan) for this job's ranks\n"
-        "  --mem-limit BYTES        a rank's memory budget: a layout whose training state\n"
+        "  --mem-limit SIZE         a rank's memory budget: a layout whose training state\n"
         "                           does not fit is refused (naming one that would), and\n"
         "                           the peak resident memory is checked after step one\n"
+        "                           SIZE: bytes, or a number with K, M, G or T, with or\n"
+        "                           without iB (powers of 1024): 64M, 2GiB, 1.5G\n"
         "  --pp-costs FILE          write the block costs, measured and then scaled to the\n"
         "                           run's own chunk times (for weft-sim pipeline)\n"
         "  --sync MODE              full (default), local:H, diloco:H, gossip, stale:S,\n"
@@ -152,6 +157,35 @@ static double parse_double(const char *key, const char *v, double lo)
     if (errno || end == v || *end || !(x >= lo) || !isfinite(x))
         die("--%s: bad value '%s'", key, v);
     return x;
+}
+
+/* --mem-limit: bytes, in the grammar of core/size.h (64M, 2GiB, 1.5G). */
+static double parse_bytes(const char *key, const char *v, uint64_t lo)
+{
+    uint64_t x;
+    char why[200];
+    if (size_parse(v, lo, UINT64_MAX, &x, why, sizeof why) != 0)
+        die("--%s: %s", key, why);
+    return (double)x;
+}
+
+/* --bucket-mb, --pp-memory: a bare number counts MiB, as these options
+ * always have (0.001 included); one with a unit is a size like any other
+ * (512K, 2G), so nobody has to work out 2G in MiB. */
+static double parse_mib(const char *key, const char *v, double lo)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (end != v && !*end && !errno && isfinite(x) && x >= lo)
+        return x;
+    if (end != v && !*end) /* a number, but negative, too small or not finite */
+        die("--%s: bad value '%s' (want MiB, at least %g)", key, v, lo);
+    uint64_t b;
+    if (size_parse(v, 0, UINT64_MAX, &b, NULL, 0) != 0 || (double)b / 1048576.0 < lo)
+        die("--%s: bad size '%s' (want MiB as a bare number, e.g. 25, or a size: bytes or a "
+            "number with K, M, G or T (powers of 1024), e.g. 64M)", key, v);
+    return (double)b / 1048576.0;
 }
 
 static void copy_str(char *dst, size_t cap, const char *key, const char *v)
@@ -403,7 +437,7 @@ void parse_args(opts *o, int argc, char **argv)
         } else if (strcmp(key, "eval-prompts") == 0) {
             o->eval_prompts = (int)parse_long(key, v, 0, 1 << 24);
         } else if (strcmp(key, "bucket-mb") == 0) {
-            o->bucket_mb = parse_double(key, v, 0.001);
+            o->bucket_mb = parse_mib(key, v, 0.001);
         } else if (strcmp(key, "zero") == 0) {
             o->zero = (int)parse_long(key, v, 0, 3);
         } else if (strcmp(key, "accum") == 0) {
@@ -453,13 +487,13 @@ void parse_args(opts *o, int argc, char **argv)
         } else if (strcmp(key, "pp-partition") == 0) {
             copy_str(o->pp_partition, sizeof o->pp_partition, key, v);
         } else if (strcmp(key, "pp-memory") == 0) {
-            o->pp_memory_mb = parse_double(key, v, 0);
+            o->pp_memory_mb = parse_mib(key, v, 0);
         } else if (strcmp(key, "layout") == 0) {
             if (strcmp(v, "auto") != 0)
                 die("--layout: want auto (or give --tp/--pp/--zero), not '%s'", v);
             o->layout_auto = 1;
         } else if (strcmp(key, "mem-limit") == 0) {
-            o->mem_limit = parse_double(key, v, 1);
+            o->mem_limit = parse_bytes(key, v, 1);
         } else if (strcmp(key, "pp-costs") == 0) {
             copy_str(o->pp_costs, sizeof o->pp_costs, key, v);
         } else if (strcmp(key, "straggle") == 0) {
