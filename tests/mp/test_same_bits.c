@@ -97,7 +97,7 @@ static void ranks(weft_comm *c, void *arg)
                 if (!ran[a] || !ran[b])
                     continue;
                 int same = !memcmp(out[a], out[b], nout * es);
-                if (tune_same_bits((weft_algo)a, (weft_algo)b, sh->kind, p)) {
+                if (tune_same_bits((weft_algo)a, (weft_algo)b, sh->kind, p, sh->count * es)) {
                     pairs++;
                     CHECKF(same, "%d ranks, %s %zu %s: %s and %s are said to give the same bits",
                            p, weft_coll_name(sh->kind), sh->count,
@@ -131,12 +131,17 @@ TEST(claims_hold)
  * naive and flat share an order, the ring and direct do not. */
 TEST(table)
 {
-    CHECK(tune_same_bits(WEFT_ALGO_RING, WEFT_ALGO_FLAT, WEFT_COLL_ALLGATHER, 8));
-    CHECK(tune_same_bits(WEFT_ALGO_TREE, WEFT_ALGO_DIRECT, WEFT_COLL_BROADCAST, 8));
-    CHECK(tune_same_bits(WEFT_ALGO_RING, WEFT_ALGO_RD, WEFT_COLL_ALLREDUCE, 2));
-    CHECK(tune_same_bits(WEFT_ALGO_NAIVE, WEFT_ALGO_FLAT, WEFT_COLL_ALLREDUCE, 7));
-    CHECK(tune_same_bits(WEFT_ALGO_RING, WEFT_ALGO_RING, WEFT_COLL_REDUCE, 7));
-    CHECK(!tune_same_bits(WEFT_ALGO_RING, WEFT_ALGO_FLAT, WEFT_COLL_ALLREDUCE, 3));
-    CHECK(!tune_same_bits(WEFT_ALGO_DIRECT, WEFT_ALGO_FLAT, WEFT_COLL_REDUCE_SCATTER, 4));
-    CHECK(!tune_same_bits(WEFT_ALGO_RABENSEIFNER, WEFT_ALGO_RING, WEFT_COLL_ALLREDUCE, 4));
+    CHECK(tune_same_bits(WEFT_ALGO_RING, WEFT_ALGO_FLAT, WEFT_COLL_ALLGATHER, 8, 1 << 20));
+    CHECK(tune_same_bits(WEFT_ALGO_TREE, WEFT_ALGO_DIRECT, WEFT_COLL_BROADCAST, 8, 64));
+    CHECK(tune_same_bits(WEFT_ALGO_RING, WEFT_ALGO_RD, WEFT_COLL_ALLREDUCE, 2, 64));
+    CHECK(tune_same_bits(WEFT_ALGO_NAIVE, WEFT_ALGO_FLAT, WEFT_COLL_ALLREDUCE, 7, 1 << 30));
+    CHECK(tune_same_bits(WEFT_ALGO_RING, WEFT_ALGO_RING, WEFT_COLL_REDUCE, 7, 64));
+    CHECK(!tune_same_bits(WEFT_ALGO_RING, WEFT_ALGO_FLAT, WEFT_COLL_ALLREDUCE, 3, 64));
+    CHECK(!tune_same_bits(WEFT_ALGO_DIRECT, WEFT_ALGO_FLAT, WEFT_COLL_REDUCE_SCATTER, 4, 64));
+    CHECK(!tune_same_bits(WEFT_ALGO_RABENSEIFNER, WEFT_ALGO_RING, WEFT_COLL_ALLREDUCE, 4, 64));
+    /* flat hands a reduction beyond its board slot to another algorithm */
+    CHECK(tune_same_bits(WEFT_ALGO_NAIVE, WEFT_ALGO_FLAT, WEFT_COLL_REDUCE_SCATTER, 4, 4096));
+    CHECK(!tune_same_bits(WEFT_ALGO_NAIVE, WEFT_ALGO_FLAT, WEFT_COLL_REDUCE_SCATTER, 4, 4097));
+    CHECK(tune_same_bits(WEFT_ALGO_NAIVE, WEFT_ALGO_FLAT, WEFT_COLL_REDUCE, 3, 16384));
+    CHECK(!tune_same_bits(WEFT_ALGO_NAIVE, WEFT_ALGO_FLAT, WEFT_COLL_REDUCE, 3, 16385));
 }

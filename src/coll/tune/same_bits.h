@@ -12,10 +12,14 @@
 
 #include "weft.h"
 
+#include <stdint.h>
+
 /* 1 when algorithms a and b give every rank the same bits for collective
- * kind on nranks ranks, whatever the dtype, op and data (NaN payloads
- * aside); 0 when they may differ. Only reductions can differ: the other
- * collectives move bytes unchanged. Conservative: 0 unless known. */
-int tune_same_bits(weft_algo a, weft_algo b, weft_coll_kind kind, int nranks);
+ * kind on nranks ranks, for every call of up to most bytes (count *
+ * element size, as the tuner takes it), whatever the dtype, op and data
+ * (NaN payloads aside); 0 when they may differ. Only reductions can
+ * differ: the other collectives move bytes unchanged. Conservative: 0
+ * unless known. */
+int tune_same_bits(weft_algo a, weft_algo b, weft_coll_kind kind, int nranks, uint64_t most);
 
 #endif

@@ -41,6 +41,17 @@ static unsigned bucket_of(uint64_t bytes, uint64_t *lower)
     return 16u + (unsigned)(e - 4) * 8u + (unsigned)m;
 }
 
+/* The largest size in bytes' bucket. */
+static uint64_t bucket_hi(uint64_t bytes)
+{
+    uint64_t lower;
+    bucket_of(bytes, &lower);
+    if (bytes < 16)
+        return bytes;
+    int e = 63 - __builtin_clzll(bytes);
+    return lower + ((uint64_t)1 << (e - 3)) - 1;
+}
+
 static int esize_class(uint32_t esize)
 {
     switch (esize) {
@@ -281,7 +292,7 @@ weft_algo coll_tuner_pick(coll_tuner *t, weft_coll_kind kind, uint64_t bytes, ui
      * the fastest, only those with the model's pick's bits may win, so
      * that a job gives the same bits run after run. */
     for (int k = 0; k < WEFT_ALGO_COUNT && !t->fastest; k++)
-        if (secs[k] >= 0 && !tune_same_bits((weft_algo)k, a, kind, t->nranks))
+        if (secs[k] >= 0 && !tune_same_bits((weft_algo)k, a, kind, t->nranks, bucket_hi(bytes)))
             secs[k] = -1;
     int n = trial_candidates(secs, ratio, cand, pred);
     if (n >= 2 && t->ntrials == t->cap_trials) {
