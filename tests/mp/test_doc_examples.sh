@@ -17,6 +17,7 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 passed=0; failed=0; skipped=0
 DOCS="README.md docs/TRAINING.md docs/WAN.md"
+scale=${TEST_SCALE:-1}
 
 # FILE:LINE, a tab and the command, one example a line.
 extract() {
@@ -106,7 +107,8 @@ while IFS="$(printf '\t')" read -r where kind cmd; do
         -e "s#(^| )(build/)?(weftrun|weft-train|weft-tune|weft-bench|weft-psbench|weft-sim)( |$)#\1$B/\3\4#g")
     case "$run" in *"$B/weft-train"*) run="$run --stop-at 3 --no-eval" ;; esac
     log="$dir/ex$n.log"
-    WEFT_TIMEOUT=30 timeout -k 5 150 sh -c "$run" </dev/null >"$log" 2>&1
+    # sanitizer builds (TEST_SCALE > 1) run that much slower
+    WEFT_TIMEOUT=$((30 * scale)) timeout -k 5 $((150 * scale)) sh -c "$run" </dev/null >"$log" 2>&1
     rc=$?
     if [ $rc -eq 0 ]; then
         passed=$((passed + 1))
