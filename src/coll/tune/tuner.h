@@ -18,8 +18,8 @@
 typedef struct coll_tuner coll_tuner;
 
 /* host: host index of every rank, numbered from 0 in order of first
- * appearance (NULL: one host); copied. Constants and WEFT_AUTOTUNE from
- * the parameter set p (core/param.h). WEFT_ECONFIG when WEFT_TUNE or
+ * appearance (NULL: one host); copied. Constants, WEFT_AUTOTUNE and
+ * WEFT_AUTO_FASTEST from the parameter set p (core/param.h). WEFT_ECONFIG when WEFT_TUNE or
  * WEFT_TUNE_FILE is malformed: err (cap bytes) says why. */
 int coll_tuner_create_for(coll_tuner **out, const param_set *p, int nranks,
                           const int32_t *host, char *err, size_t cap);
@@ -51,7 +51,10 @@ weft_algo coll_tuner_select(coll_tuner *t, weft_coll_kind kind, uint64_t bytes,
  * first calls (at most TRIAL_MAX_CALLS) run them in turn (coll/tune/trial.h):
  * *ticket is then >= 0, and the caller times the call and hands it to
  * coll_tuner_record. Otherwise *ticket is -1 and this is
- * coll_tuner_select. Every rank making the same calls gets the same turns. */
+ * coll_tuner_select. Every rank making the same calls gets the same turns.
+ * Unless WEFT_AUTO_FASTEST=1, the candidates are only those that give the
+ * model's pick's bits (coll/tune/same_bits.h), so that the clock decides
+ * which runs, never what a call computes. */
 weft_algo coll_tuner_pick(coll_tuner *t, weft_coll_kind kind, uint64_t bytes,
                           uint32_t esize, int *ticket);
 /* Whether ticket's next call is timed (the first round only warms up). */
