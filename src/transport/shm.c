@@ -1,5 +1,6 @@
 #include "transport/shm.h"
 
+#include "transport/sock.h"
 #include "weft.h"
 
 #include <dirent.h>
@@ -44,7 +45,13 @@ uint64_t shm_ring_fit(uint64_t want, const int32_t *host, int size, int rank)
 
 static int sys_err(char *err, size_t errlen, const char *what, const char *name, int e)
 {
+    size_t n;
     snprintf(err, errlen, "%s %s: %s", what, name, strerror(e));
+    n = strlen(err);
+    if (e == ENOSPC && n + 1 < errlen)
+        snprintf(err + n, errlen - n, " (/dev/shm is full: see df /dev/shm)");
+    else
+        sock_limit_note(e, err, errlen); /* out of descriptors, or memory */
     return WEFT_ESYS;
 }
 

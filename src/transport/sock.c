@@ -180,9 +180,12 @@ void sock_limit_note(int e, char *msg, size_t len)
                  (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max);
     else if (e == ENFILE)
         snprintf(msg + used, len - used, " (the system's open files reached fs.file-max)");
-    else if (e == ENOBUFS || e == ENOMEM)
+    else if (e == ENOBUFS)
         snprintf(msg + used, len - used,
                  " (kernel memory for sockets ran out: net.ipv4.tcp_mem, net.core.*mem)");
+    else if (e == ENOMEM)
+        snprintf(msg + used, len - used,
+                 " (out of memory: the host's, RLIMIT_AS or vm.max_map_count)");
     else if (e == EADDRNOTAVAIL)
         snprintf(msg + used, len - used,
                  " (no local port left: net.ipv4.ip_local_port_range)");
