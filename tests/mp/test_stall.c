@@ -96,6 +96,13 @@ TEST(middle_rank) { CHECK(run(2, small, 1) == 1); }
 TEST(middle_rank_large_tcp) { CHECK(run(2, large, 0) == 1); }
 TEST(store_host) { CHECK(run(0, small, 1) == 1); }
 TEST(store_host_large_tcp) { CHECK(run(0, large, 0) == 1); }
+/* each rank on a host of its own (WEFT_HOST_ID): nothing shared but the store */
+TEST(middle_rank_hosts)
+{
+    mp_ranks_per_host = 1;
+    CHECK(run(1, large, 1) == 1);
+    mp_ranks_per_host = 0;
+}
 
 /* the shared page for the ranks' reports, made before any case forks */
 __attribute__((constructor)) static void shared_page(void)
