@@ -100,45 +100,147 @@ static int refuse_duplicate(store_client *s, uint64_t id, int rank, const claima
     return WEFT_ECONFIG;
 }
 
+/* Beyond this many ranks, rank 0 reads every record and publishes them
+ * together under one key that each other rank reads with one get: the
+ * store then answers about 3P requests instead of P^2 (256 ranks on one
+ * host: 65,536 round trips, each waiting for the store's thread to be
+ * scheduled, made start-up grow with the square of the ranks). */
+#define WORLD_GATHER_MIN 16
+
+static void all_key(uint64_t id, char key[96])
+{
+    snprintf(key, 96, "weft/%016llx/all", (unsigned long long)id);
+}
+
+/* Record i's raw value into all[i], waiting for it until deadline. */
+static int get_one(store_client *s, uint64_t id, int i, double deadline, char **all,
+                   size_t *len)
+{
+    char key[96];
+    void *v;
+    double left = deadline - clock_now();
+    record_key(id, i, key);
+    int rc = store_get(s, key, &v, len, left > 0 ? left : 0);
+    if (!rc)
+        all[i] = v;
+    return rc;
+}
+
+/* The first rank whose record is not in the store yet (after a wait for
+ * the gathered records timed out), or -1. */
+static int first_missing(store_client *s, uint64_t id, int size)
+{
+    char key[96];
+    for (int i = 0; i < size; i++) {
+        int there = 0;
+        record_key(id, i, key);
+        if (store_check(s, key, &there) || !there)
+            return i;
+    }
+    return -1;
+}
+
+/* Every raw record into all[] (lens[] their lengths): each from its own
+ * key, or (beyond WORLD_GATHER_MIN ranks) from rank 0's gathered value,
+ * which is each record preceded by its length as 8 decimal digits. */
+static int get_records(store_client *s, uint64_t id, int rank, int size, double deadline,
+                       char **all, size_t *lens, int *missing, char *err, size_t errlen)
+{
+    char key[96];
+    int rc = 0;
+    if (size <= WORLD_GATHER_MIN || rank == 0) {
+        size_t total = 0;
+        for (int i = 0; i < size && !rc; i++)
+            if ((rc = get_one(s, id, i, deadline, all, &lens[i])) == WEFT_ETIMEDOUT)
+                *missing = i;
+            else
+                total += 8 + lens[i];
+        if (rc || size <= WORLD_GATHER_MIN)
+            goto out;
+        char *cat = malloc(total ? total : 1), *p = cat;
+        if (!cat)
+            return WEFT_ENOMEM;
+        for (int i = 0; i < size; i++) {
+            char n[9];
+            snprintf(n, sizeof n, "%08zu", lens[i]);
+            memcpy(p, n, 8);
+            memcpy(p + 8, all[i], lens[i]);
+            p += 8 + lens[i];
+        }
+        all_key(id, key);
+        rc = store_set(s, key, cat, total);
+        free(cat);
+        goto out;
+    }
+    void *v;
+    size_t len, at = 0;
+    double left = deadline - clock_now();
+    all_key(id, key);
+    rc = store_get(s, key, &v, &len, left > 0 ? left : 0);
+    if (rc == WEFT_ETIMEDOUT)
+        *missing = first_missing(s, id, size);
+    if (rc)
+        goto out;
+    /* a gatherer of another world size ends early or leaves bytes over;
+     * its own record, the first, says so (read_records) */
+    for (int i = 0; i < size; i++) {
+        char n[9] = "";
+        size_t k;
+        if (at + 8 > len)
+            break;
+        memcpy(n, (char *)v + at, 8);
+        k = strtoul(n, NULL, 10);
+        if (at + 8 + k > len || !(all[i] = malloc(k ? k : 1))) {
+            free(v);
+            snprintf(err, errlen, "rank 0's gathered records are cut short");
+            return WEFT_EPROTO;
+        }
+        memcpy(all[i], (char *)v + at + 8, k);
+        lens[i] = k;
+        at += 8 + k;
+    }
+    free(v);
+out:
+    if (rc)
+        snprintf(err, errlen, "%s", rc == WEFT_ETIMEDOUT ? "timed out" : store_error(s));
+    return rc;
+}
+
 /* Every rank's record, in rank order, each checked against this rank. */
 static int read_records(store_client *s, uint64_t id, int rank, int size, const claimant *me,
                         double deadline, char ***recs, int *missing, char *err, size_t errlen)
 {
-    char key[96];
     claimant c;
     int rc;
     char **all = calloc((size_t)size, sizeof *all);
-    if (!all) {
+    size_t *lens = calloc((size_t)size, sizeof *lens);
+    if (!all || !lens) {
+        free(all);
+        free(lens);
         snprintf(err, errlen, "out of memory");
         return WEFT_ENOMEM;
     }
-    for (int i = 0; i < size; i++) {
-        void *v;
-        size_t len;
-        double left = deadline - clock_now();
-        record_key(id, i, key);
-        rc = store_get(s, key, &v, &len, left > 0 ? left : 0);
-        if (rc) {
-            if (rc == WEFT_ETIMEDOUT)
-                *missing = i;
-            snprintf(err, errlen, "%s", rc == WEFT_ETIMEDOUT ? "timed out" : store_error(s));
-            world_records_free(all, size);
-            return rc;
-        }
-        all[i] = v; /* the store sends the NUL with the value */
-        if (!len || all[i][len - 1] || claimant_take(all[i], &c)) {
+    rc = get_records(s, id, rank, size, deadline, all, lens, missing, err, errlen);
+    for (int i = 0; i < size && !rc; i++) {
+        size_t len = lens[i];
+        /* the store sends the NUL with the value */
+        if (!all[i] || !len || all[i][len - 1] || claimant_take(all[i], &c)) {
             snprintf(err, errlen, "rank %d's record is not a weft rank's", i);
-            world_records_free(all, size);
-            return WEFT_EPROTO;
+            rc = WEFT_EPROTO;
+            break;
         }
         if (c.size != size) {
             snprintf(err, errlen,
                      "the ranks disagree on the world size: rank %d (pid %ld on host %s) was "
                      "started with %d, this rank (%d, pid %ld on host %s) with %d",
                      i, c.pid, c.host, c.size, rank, me->pid, me->host, size);
-            world_records_free(all, size);
-            return WEFT_ECONFIG;
+            rc = WEFT_ECONFIG;
         }
+    }
+    free(lens);
+    if (rc) {
+        world_records_free(all, size);
+        return rc;
     }
     *recs = all;
     return 0;
