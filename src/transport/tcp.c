@@ -490,6 +490,13 @@ static int advance(tcp_net *n, tcp_pend *p)
             return drop_pend(n, p, h.auth ? "peer authenticates but this rank has no job secret"
                                           : "peer does not authenticate (no job secret)");
         p->src = h.src;
+        /* A member owes its proof one round trip later, but answers only
+         * when it next runs: hundreds of ranks on a few cores can take
+         * longer than a stranger's allowance, and dropping it would read
+         * as its death. It knows the communicator's id (a hash of the
+         * address and the secret); a flood of such is still pushed out. */
+        if (p->deadline < clock_now() + n->connect_timeout_s)
+            p->deadline = clock_now() + n->connect_timeout_s;
         if (n->in_fd[h.src] >= 0 && !striped(n, h.src))
             return drop_pend(n, p, "is a second connection from that rank");
         if (!secret_of(n)) {
