@@ -31,8 +31,11 @@ for i in 2 3; do
     if cmp -s "$dir/r1.ckpt" "$dir/r$i.ckpt"; then ok; else bad "run $i: checkpoint differs from run 1's"; fi
 done
 
-# the runs went through trials (else this would test the model alone)
-if grep -q "bytes measured" "$dir/r1.out"; then ok; else bad "no trial settled in run 1"; fi
+# the runs went through trials (else this would test the model alone):
+# flat against naive, which share an order, where shared memory is on
+if [ "${WEFT_SHM:-1}" != 0 ]; then
+    if grep -q "bytes measured" "$dir/r1.out"; then ok; else bad "no trial settled in run 1"; fi
+fi
 
 echo "summary: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
