@@ -380,8 +380,10 @@ int tls_pump_new(tls_pump **out, int loglevel, int rank, char *err, size_t errle
         tls_pump_free(p, 0);
         return WEFT_ESYS;
     }
-    if (pthread_create(&p->thread, NULL, run, p)) {
-        snprintf(err, errlen, "cannot start the TLS thread");
+    int e = pthread_create(&p->thread, NULL, run, p);
+    if (e) {
+        snprintf(err, errlen, "cannot start the TLS thread: %s%s", strerror(e),
+                 e == EAGAIN ? " (threads: RLIMIT_NPROC or kernel.threads-max reached)" : "");
         tls_pump_free(p, 0);
         return WEFT_ESYS;
     }
