@@ -69,7 +69,8 @@ static int authenticate(int fd, const char *secret, double deadline, uint8_t key
 }
 
 static int connect_by(store_client **out, const char *host, int port, double timeout_s,
-                      double auth_min_s, const char *secret, char *err, size_t errlen)
+                      double auth_min_s, int retry, const char *secret, char *err,
+                      size_t errlen)
 {
     store_client *c = calloc(1, sizeof *c);
     double dl = clock_now() + timeout_s;
@@ -88,7 +89,8 @@ static int connect_by(store_client **out, const char *host, int port, double tim
         free(c);
         return tls;
     }
-    c->fd = sock_connect(host, port, dl, err, errlen);
+    c->fd = retry ? sock_connect(host, port, dl, err, errlen)
+                  : sock_connect_once(host, port, dl, err, errlen);
     if (c->fd < 0) {
         rc = c->fd;
         free(c);
@@ -130,13 +132,15 @@ int store_connect(store_client **out, const char *host, int port, double timeout
                   const char *secret, char *err, size_t errlen)
 {
     /* a busy store may take a while to prove itself: never less than 10 s */
-    return connect_by(out, host, port, timeout_s, 10, secret, err, errlen);
+    return connect_by(out, host, port, timeout_s, 10, 1, secret, err, errlen);
 }
 
 int store_connect_within(store_client **out, const char *host, int port, double timeout_s,
                          const char *secret, char *err, size_t errlen)
 {
-    return connect_by(out, host, port, timeout_s, 0, secret, err, errlen);
+    /* one try: a refused connection means the store's process is gone, which
+     * a caller asking whether it answers must not take for silence */
+    return connect_by(out, host, port, timeout_s, 0, 0, secret, err, errlen);
 }
 
 void store_close(store_client *c)
