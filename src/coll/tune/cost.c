@@ -368,6 +368,45 @@ static int lane_push(lane *q, double t)
     return 0;
 }
 
+/* The lanes of the pairs that talk, and nothing for those that do not
+ * (a ring's p of p*p): the lanes from rank r are lane[first[r] ..
+ * first[r+1]), to the ranks in peer[] of the same index, ascending. */
+typedef struct {
+    lane *lane;
+    int32_t *peer;
+    uint32_t *first;
+    uint32_t n;
+} lane_set;
+
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The lane from a to b; NULL when a never sends to b. */
+static lane *lane_of(const lane_set *ls, int a, int32_t b)
+{
+    uint32_t lo = ls->first[a], hi = ls->first[a + 1];
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (ls->peer[mid] < b)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < ls->first[a + 1] && ls->peer[lo] == b ? &ls->lane[lo] : NULL;
+}
+
+static void lanes_free(lane_set *ls)
+{
+    for (uint32_t i = 0; ls->lane && i < ls->n; i++)
+        free(ls->lane[i].t);
+    free(ls->lane);
+    free(ls->peer);
+    free(ls->first);
+}
+
 typedef struct {
     weft_sched s;
     uint32_t round, op; /* next round; its first op */
@@ -376,6 +415,35 @@ typedef struct {
     int over;
 } rank_state;
 
+static int lanes_make(lane_set *ls, const rank_state *rs, int p)
+{
+    uint64_t sends = 0;
+    memset(ls, 0, sizeof *ls);
+    for (int r = 0; r < p; r++)
+        for (uint32_t i = 0; i < rs[r].s.nops; i++)
+            sends += rs[r].s.ops[i].kind == SOP_SEND;
+    if (sends > UINT32_MAX)
+        return WEFT_ENOMEM;
+    ls->first = malloc(((size_t)p + 1) * sizeof *ls->first);
+    ls->peer = malloc((sends ? (size_t)sends : 1) * sizeof *ls->peer);
+    if (!ls->first || !ls->peer)
+        return WEFT_ENOMEM;
+    for (int r = 0; r < p; r++) {
+        uint32_t from = ls->n, k = from;
+        ls->first[r] = from;
+        for (uint32_t i = 0; i < rs[r].s.nops; i++)
+            if (rs[r].s.ops[i].kind == SOP_SEND)
+                ls->peer[k++] = rs[r].s.ops[i].peer;
+        qsort(ls->peer + from, k - from, sizeof *ls->peer, cmp_i32);
+        for (uint32_t i = from; i < k; i++) /* each peer once */
+            if (i == from || ls->peer[i] != ls->peer[ls->n - 1])
+                ls->peer[ls->n++] = ls->peer[i];
+    }
+    ls->first[p] = ls->n;
+    ls->lane = calloc(ls->n ? ls->n : 1, sizeof *ls->lane);
+    return ls->lane ? 0 : WEFT_ENOMEM;
+}
+
 /* Runs every rank's schedule against the others': a round starts when the
  * rank's previous round ended; its sends leave one after another (msg and
  * bytes·β each) and arrive α later; it ends when its last send has left,
@@ -383,7 +451,7 @@ typedef struct {
  * the link), and its reductions are done. The slowest rank's end is the
  * time. */
 static int simulate(const cost_params *c, const cost_layout *l, rank_state *rs,
-                    lane *lanes, double *end)
+                    const lane_set *lanes, double *end)
 {
     int p = l->nranks, left = p;
     *end = 0;
@@ -410,7 +478,7 @@ static int simulate(const cost_params *c, const cost_layout *l, rank_state *rs,
                             continue;
                         int link = link_of(l, r, o->peer);
                         double a_link = alpha_of(c, link);
-                        lane *q = &lanes[(size_t)r * p + o->peer];
+                        lane *q = lane_of(lanes, r, o->peer);
                         double from = t, at;
                         t += (nsend++ ? msg : 0) +
                              (link ? inter_wire(c, link, o->len) : (double)o->len * c->beta);
@@ -434,15 +502,15 @@ static int simulate(const cost_params *c, const cost_layout *l, rank_state *rs,
                     const sched_op *o = &k->s.ops[i];
                     if (o->kind != SOP_RECV && o->kind != SOP_RECV_REDUCE)
                         continue;
-                    lane *q = &lanes[(size_t)o->peer * p + r];
-                    if (q->next >= q->n)
+                    lane *q = lane_of(lanes, o->peer, r);
+                    if (!q || q->next >= q->n)
                         break;
                     q->next++;
                 }
                 for (uint32_t j = b; j < i; j++) {
                     const sched_op *o = &k->s.ops[j];
                     if (o->kind == SOP_RECV || o->kind == SOP_RECV_REDUCE)
-                        lanes[(size_t)o->peer * p + r].next--;
+                        lane_of(lanes, o->peer, r)->next--;
                 }
                 if (i < e)
                     break;
@@ -452,7 +520,7 @@ static int simulate(const cost_params *c, const cost_layout *l, rank_state *rs,
                     const sched_op *o = &k->s.ops[j];
                     if (o->kind != SOP_RECV && o->kind != SOP_RECV_REDUCE)
                         continue;
-                    lane *q = &lanes[(size_t)o->peer * p + r];
+                    lane *q = lane_of(lanes, o->peer, r);
                     double at = q->t[q->next++];
                     int lk = link_of(l, r, o->peer);
                     link += (nrecv++ ? msg : 0) +
@@ -492,10 +560,8 @@ int cost_predict(const cost_params *c, const cost_layout *l, weft_algo a,
         return WEFT_EINVAL;
     double *host = calloc((size_t)nh * 4, sizeof *host);
     rank_state *rs = calloc((size_t)p, sizeof *rs);
-    lane *lanes = p <= max_ranks ? calloc((size_t)p * (size_t)p, sizeof *lanes) : NULL;
-    int rc = host && rs && (lanes || p > max_ranks) ? 0 : WEFT_ENOMEM;
-    if (rc == 0 && lanes == NULL)
-        max_ranks = 0;
+    lane_set lanes = { 0 };
+    int rc = host && rs ? 0 : WEFT_ENOMEM;
     /* per host: ranks, ranks costed, their work, their seconds on the uplink */
     double *ranks = host, *seen = host + nh, *work = host + 2 * nh, *out = host + 3 * nh;
     sched_params sp = { .kind = kind, .nranks = p, .root = 0, .esize = esize,
@@ -542,7 +608,8 @@ int cost_predict(const cost_params *c, const cost_layout *l, weft_algo a,
         }
     }
     if (!rc && sim)
-        rc = simulate(c, l, rs, lanes, &path);
+        if (!(rc = lanes_make(&lanes, rs, p)))
+            rc = simulate(c, l, rs, &lanes, &path);
     worst = path;
     for (int h = 0; h < nh && !rc; h++) {
         if (seen[h] > 0 && seen[h] < ranks[h]) { /* a few walked: scale up */
@@ -558,12 +625,77 @@ int cost_predict(const cost_params *c, const cost_layout *l, weft_algo a,
     }
     for (int r = 0; rs && r < p; r++)
         sched_free(&rs[r].s); /* zeroed by calloc when never built */
-    for (size_t i = 0; lanes && i < (size_t)p * (size_t)p; i++)
-        free(lanes[i].t);
-    free(lanes);
+    lanes_free(&lanes);
     free(rs);
     free(host);
     if (!rc)
         *seconds = worst + 1e-3 * path;
     return rc;
+}
+
+/* Each round of one rank ends no sooner than its start plus the longer of
+ * its sends one after another (after its local reductions) and its
+ * receives taken in one after another, plus the reductions of what it
+ * received: simulate() never ends a round earlier, and cost_walk charges a
+ * round at least that much (inside a host, where no stream overlaps). So
+ * the sum over rank 0's rounds is at most cost_predict's answer, for the
+ * price of one rank's schedule instead of every rank's. */
+int cost_floor(const cost_params *c, const cost_layout *l, weft_algo a, weft_coll_kind kind,
+               uint64_t bytes, uint32_t esize, int max_ranks, double *seconds)
+{
+    int p = l->nranks;
+    if (p < 1 || esize == 0)
+        return WEFT_EINVAL;
+    for (int r = 1; l->host && r < p; r++)
+        if (l->host[r] != l->host[0])
+            return WEFT_ENOTSUP; /* links between hosts: streams overlap */
+    if (l->cluster)
+        return WEFT_ENOTSUP;
+    sched_params sp = { .kind = kind, .nranks = p, .root = 0, .rank = 0, .esize = esize,
+                        .count = bytes / esize, .host = l->host, .cluster = l->cluster };
+    weft_sched s;
+    sched_init(&s);
+    int rc = sched_build(&s, a, &sp);
+    /* the count cost_predict costs when it walks ranks alone */
+    if (!rc && (p > max_ranks || (uint64_t)s.nops * (uint64_t)p > SIM_MAX_OPS) &&
+        sp.count < (uint64_t)p) {
+        sched_free(&s);
+        sched_init(&s);
+        sp.count = (uint64_t)p;
+        rc = sched_build(&s, a, &sp);
+    }
+    if (rc) {
+        sched_free(&s);
+        return rc;
+    }
+    int over = c->cores > 0 && p > c->cores;
+    double msg = over ? c->msg_over : c->msg, total = 0;
+    uint32_t i = 0;
+    for (uint32_t k = 0; k < s.nrounds; k++) {
+        double send = 0, recv = 0, red = 0;
+        uint32_t nsend = 0, nrecv = 0;
+        for (; i < s.round_end[k]; i++) {
+            const sched_op *o = &s.ops[i];
+            switch (o->kind) {
+            case SOP_SEND:
+                send += (nsend++ ? msg : 0) + (double)o->len * c->beta;
+                break;
+            case SOP_RECV_REDUCE:
+                red += (double)o->len * c->gamma;
+                /* fall through */
+            case SOP_RECV:
+                recv += (nrecv++ ? msg : 0) + (double)o->len * c->beta;
+                break;
+            case SOP_REDUCE:
+                send += (double)o->len * c->gamma;
+                break;
+            default:
+                break;
+            }
+        }
+        total += (send > recv ? send : recv) + red;
+    }
+    sched_free(&s);
+    *seconds = total;
+    return 0;
 }

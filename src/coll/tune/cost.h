@@ -97,6 +97,14 @@ int cost_predict(const cost_params *c, const cost_layout *l, weft_algo a,
                  weft_coll_kind kind, uint64_t bytes, uint32_t esize, int max_ranks,
                  double *seconds);
 
+/* A lower bound on cost_predict's answer for the same arguments, from
+ * rank 0's schedule alone (one schedule, not every rank's): what the
+ * tuner uses to skip costing an algorithm that cannot come near the best.
+ * WEFT_ENOTSUP for ranks on several hosts or clusters, or when a has no
+ * schedule for kind. */
+int cost_floor(const cost_params *c, const cost_layout *l, weft_algo a, weft_coll_kind kind,
+               uint64_t bytes, uint32_t esize, int max_ranks, double *seconds);
+
 /* The closed forms of docs/ALGORITHMS.md for one host of nranks ranks (no
  * schedule is built: about a hundred nanoseconds), with the same constants
  * and the same oversubscription bound. For callers that cannot keep a

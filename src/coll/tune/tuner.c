@@ -171,13 +171,21 @@ static int collective(weft_coll_kind kind)
     return kind > WEFT_COLL_RECV && kind < WEFT_COLL_KIND_COUNT;
 }
 
-/* Costs the bucket's lower end (whole elements, at least one). */
+/* An algorithm predicted more than this many times the best is neither
+ * chosen nor tried (trial_policy's widest ratio is 8): when a cheap lower
+ * bound already says so, its full costing, which runs every rank's
+ * schedule (naive's are P^2 messages: 70 ms of every rank's first call at
+ * 256 ranks), is skipped. Choices are those of costing everything. */
+#define PRUNE_RATIO 8.0
+
+/* Costs the bucket's lower end (whole elements, at least one). prune:
+ * leave out (secs -1) algorithms that cannot be chosen or tried. */
 static weft_algo choose(const cost_params *c, const cost_layout *l, weft_coll_kind kind, uint64_t bytes, uint32_t esize,
-                        double secs[WEFT_ALGO_COUNT], int *failed)
+                        double secs[WEFT_ALGO_COUNT], int *failed, int prune)
 {
     uint64_t lower;
     weft_algo best = WEFT_ALGO_RING;
-    double best_t = -1;
+    double best_t = -1, low[WEFT_ALGO_COUNT];
     if (esize == 0)
         esize = 1;
     bucket_of(bytes, &lower);
@@ -185,14 +193,34 @@ static weft_algo choose(const cost_params *c, const cost_layout *l, weft_coll_ki
     if (bytes && !lower)
         lower = esize;
     for (int a = 0; a < WEFT_ALGO_COUNT; a++)
-        secs[a] = -1;
+        secs[a] = low[a] = -1;
     if (!collective(kind) || l->nranks < 2)
         return best;
-    for (int a = WEFT_ALGO_NAIVE; a < WEFT_ALGO_COUNT; a++) {
+    /* those with a price of their own first (cheap), then those with a
+     * schedule in order of their lower bounds, so that a best is known
+     * before the dearest come up */
+    int order[WEFT_ALGO_COUNT], n = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int a = WEFT_ALGO_NAIVE; a < WEFT_ALGO_COUNT; a++) {
+            const coll_algo *e = coll_algo_of((weft_algo)a);
+            if (!coll_algo_does((weft_algo)a, kind) ||
+                ((e->flags & COLL_ACROSS_HOSTS) && (!l->host || l->nhosts < 2)) ||
+                (pass == 0) != (e->price != NULL))
+                continue;
+            if (pass == 1 && prune &&
+                cost_floor(c, l, (weft_algo)a, kind, lower, esize, MAX_SIM, &low[a]))
+                low[a] = -1;
+            int i = n++;
+            while (i > 0 && low[order[i - 1]] > low[a])
+                i--;
+            memmove(order + i + 1, order + i, (size_t)(n - 1 - i) * sizeof *order);
+            order[i] = a;
+        }
+    for (int j = 0; j < n; j++) {
+        int a = order[j];
         const coll_algo *e = coll_algo_of((weft_algo)a);
         double t;
-        if (!coll_algo_does((weft_algo)a, kind) ||
-            ((e->flags & COLL_ACROSS_HOSTS) && (!l->host || l->nhosts < 2)))
+        if (prune && best_t >= 0 && low[a] > PRUNE_RATIO * best_t)
             continue;
         int rc = e->price ? e->price(c, l, kind, lower, esize, &t)
                           : cost_predict(c, l, (weft_algo)a, kind, lower, esize, MAX_SIM, &t);
@@ -202,11 +230,16 @@ static weft_algo choose(const cost_params *c, const cost_layout *l, weft_coll_ki
             continue;
         }
         secs[a] = t;
-        if (best_t < 0 || t < best_t) {
+        if (best_t < 0 || t < best_t)
             best_t = t;
+    }
+    /* in algorithm order, so that ties go as they always have */
+    best_t = -1;
+    for (int a = WEFT_ALGO_NAIVE; a < WEFT_ALGO_COUNT; a++)
+        if (secs[a] >= 0 && (best_t < 0 || secs[a] < best_t)) {
+            best_t = secs[a];
             best = (weft_algo)a;
         }
-    }
     return best;
 }
 
@@ -214,7 +247,7 @@ weft_algo coll_tuner_predict(const coll_tuner *t, weft_coll_kind kind, uint64_t 
                              uint32_t esize, double secs[WEFT_ALGO_COUNT])
 {
     cost_layout l = { t->nranks, t->host, t->nhosts, t->cluster };
-    return choose(&t->c, &l, kind, bytes, esize, secs, NULL);
+    return choose(&t->c, &l, kind, bytes, esize, secs, NULL, 0);
 }
 
 /* The cache slot of (kind, element size class, bytes' bucket). */
@@ -246,7 +279,7 @@ weft_algo coll_tuner_select(coll_tuner *t, weft_coll_kind kind, uint64_t bytes,
         return (weft_algo)(t->cache[i] - 1);
     cost_layout l = { t->nranks, t->host, t->nhosts, t->cluster };
     int failed = 0;
-    weft_algo a = choose(&t->c, &l, kind, bytes, esize, secs, &failed);
+    weft_algo a = choose(&t->c, &l, kind, bytes, esize, secs, &failed, 1);
     /* a failed prediction (no memory) is not remembered: it may differ */
     if (ec >= 0 && !failed)
         t->cache[i] = (uint8_t)(a + 1);
@@ -284,7 +317,7 @@ weft_algo coll_tuner_pick(coll_tuner *t, weft_coll_kind kind, uint64_t bytes, ui
         return (weft_algo)(t->cache[i] - 1);
     cost_layout l = { t->nranks, t->host, t->nhosts, t->cluster };
     int failed = 0;
-    weft_algo a = choose(&t->c, &l, kind, bytes, esize, secs, &failed);
+    weft_algo a = choose(&t->c, &l, kind, bytes, esize, secs, &failed, 1);
     if (failed)
         return a;
     trial_policy(secs[a], &ratio, &rounds);
