@@ -35,23 +35,9 @@ if [ $HOSTS = 1 ]; then
 fi
 
 # Two namespaces, each with RANKS ranks; rank 0's host serves the store.
+. "$HERE/../tests/netns/two_hosts.sh"
 id=$$
-sw=wsw$id; h0=wh0$id; h1=wh1$id
-net=10.79.$((id % 200 + 20))
-cleanup() { for ns in $h0 $h1 $sw; do ip netns del "$ns" 2>/dev/null; done; }
-trap cleanup EXIT INT TERM
-ip netns add $sw && ip -n $sw link add br0 type bridge && ip -n $sw link set br0 up || exit 1
-i=1
-for h in $h0 $h1; do
-    ip netns add $h
-    ip link add eth0 netns $h type veth peer name p$i netns $sw
-    ip -n $sw link set p$i master br0
-    ip -n $sw link set p$i up
-    ip -n $h addr add $net.$i/24 dev eth0
-    ip -n $h link set eth0 up
-    ip -n $h link set lo up
-    i=$((i + 1))
-done
+two_hosts wb 79 || exit 1
 port=$((20000 + id % 20000))
 for per in $(echo "$RANKS" | tr ',' ' '); do
     n=$((2 * per))

@@ -10,34 +10,14 @@
 # TEST_TIMEOUT(300)
 B=${BUILD:-build}
 PER=${PER:-24}
-if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null 2>&1 || ! ip netns add weftprobe$$ 2>/dev/null; then
+. "$(dirname "$0")/two_hosts.sh"
+if ! netns_usable; then
     echo "skip: needs root and network namespaces"
     echo "summary: 0 passed, 0 failed"
     exit 0
 fi
-ip netns del weftprobe$$
 id=$$
-sw=wms$id; h0=wm0$id; h1=wm1$id
-net=10.78.$((id % 200 + 20))
-cleanup() {
-    for ns in $h0 $h1 $sw; do ip netns del "$ns" 2>/dev/null; done
-}
-trap cleanup EXIT INT TERM
-set -e
-ip netns add $sw
-ip -n $sw link add br0 type bridge
-ip -n $sw link set br0 up
-i=1
-for h in $h0 $h1; do
-    ip netns add $h
-    ip link add eth0 netns $h type veth peer name p$i netns $sw
-    ip -n $sw link set p$i master br0
-    ip -n $sw link set p$i up
-    ip -n $h addr add $net.$i/24 dev eth0
-    ip -n $h link set eth0 up
-    ip -n $h link set lo up
-    i=$((i + 1))
-done
+two_hosts wm 78 || { echo "summary: 0 passed, 1 failed"; exit 1; }
 set +e
 
 passed=0; failed=0
