@@ -58,6 +58,11 @@ struct store_server {
     int loglevel;
     int tls;            /* WEFT_TLS=1: clients continue in TLS once authenticated */
     tls_pump *pump;
+    int spare;          /* a descriptor held back (/dev/null; -1: none), given up
+                           to accept and close a connection when this process is
+                           out of descriptors, so that the rank hears it at once */
+    int accept_errno;   /* the accept failure last logged (0: none since a success) */
+    double accept_retry; /* after a failed accept: listen again from then */
 };
 
 static const char store_bind[] = "weft-store";
@@ -342,6 +347,31 @@ static int pump(store_server *s, client *c)
     }
 }
 
+/* Out of descriptors (or socket memory) the listener stays readable and
+ * the ranks that connect wait for a store that never answers until their
+ * timeout says it never arrived. So: say which limit this process
+ * reached, once for each cause, and with the spare descriptor take the
+ * connection and close it, so that the rank at its other end learns at
+ * once that the store dropped it. */
+static void accept_failed(store_server *s, int e)
+{
+    char msg[300];
+    if (e != s->accept_errno) {
+        snprintf(msg, sizeof msg, "store: cannot accept a rank's connection: %s", strerror(e));
+        sock_limit_note(e, msg, sizeof msg);
+        log_msg(s->loglevel, LOG_ERROR, -1, "%s", msg);
+        s->accept_errno = e;
+    }
+    if (e == EMFILE && s->spare >= 0) {
+        close(s->spare);
+        int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd >= 0)
+            close(fd);
+        s->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    }
+    s->accept_retry = clock_now() + 0.05;
+}
+
 static void *loop(void *arg)
 {
     store_server_run(arg);
@@ -368,7 +398,12 @@ int store_server_run(store_server *s)
             pfcap = n * 2;
         }
         pf[0] = (struct pollfd){ .fd = s->wake[0], .events = POLLIN };
-        pf[1] = (struct pollfd){ .fd = s->lfd, .events = POLLIN };
+        /* a listener that failed to accept is still readable: not looked
+         * at for a moment, or the loop would spin on it */
+        int resting = clock_now() < s->accept_retry;
+        pf[1] = (struct pollfd){ .fd = resting ? -1 : s->lfd, .events = POLLIN };
+        if (resting && s->accept_retry < next)
+            next = s->accept_retry;
         for (size_t i = 0; i < s->ncl; i++) {
             pf[i + 2] = (struct pollfd){ .fd = s->cl[i].fd,
                                          .events = s->cl[i].parked ? PARKED_EVENTS : POLLIN };
@@ -384,6 +419,11 @@ int store_server_run(store_server *s)
             break;
         if (nready > 0 && (pf[1].revents & POLLIN)) {
             int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
+            if (fd < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
+                errno != ECONNABORTED)
+                accept_failed(s, errno);
+            else if (fd >= 0)
+                s->accept_errno = 0;
             if (fd >= 0) {
                 if (s->ncl == s->clcap) {
                     size_t cap = s->clcap ? 2 * s->clcap : 16;
@@ -451,6 +491,7 @@ int store_server_create(store_server **out, const char *host, int port, int *por
     *out = NULL;
     if (!s)
         return WEFT_ENOMEM;
+    s->spare = -1;
     s->lfd = sock_listen(host, port, 1024, port_out, err, errlen);
     if (s->lfd < 0) {
         int rc = s->lfd;
@@ -464,6 +505,7 @@ int store_server_create(store_server **out, const char *host, int port, int *por
         free(s);
         return WEFT_ESYS;
     }
+    s->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
     s->loglevel = log_level_from_env();
     if ((s->tls = tls_wanted(err, errlen)) < 0) {
         int rc = s->tls;
@@ -535,5 +577,7 @@ void store_server_stop(store_server *s)
     close(s->lfd);
     close(s->wake[0]);
     close(s->wake[1]);
+    if (s->spare >= 0)
+        close(s->spare);
     free(s);
 }
