@@ -499,7 +499,7 @@ static int run_round(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
          * 16th, so that connections still get accepted (and strangers
          * dropped) while rings keep a rank busy. */
         int n = 0, moved = 0, nsock = nspin - nsh;
-        if (c->spin_s > 0) {
+        if (c->spin_s > 0 && exec_may_spin(c->spin_yields)) {
             double spin_end = clock_now() + c->spin_s;
             for (int k = 0;; k++) {
                 if ((nsock > 2 + (iwatch >= 0) || !(k & 15)) &&

@@ -7,6 +7,7 @@
  * to a list under mu and writes a byte to the wake pipe that every
  * sleeper polls. */
 #include "coll/exec/p2p_int.h"
+#include "coll/exec/exec.h"
 
 #include "core/clock.h"
 #include "core/log.h"
@@ -109,7 +110,7 @@ static double deadline(const p2p_engine *e)
 static int ps_sleep(p2p_engine *e, p2p_pollset *s, double until, int thread)
 {
     int n = 0;
-    if (e->spin_s > 0) {
+    if (e->spin_s > 0 && exec_may_spin(e->spin_yields)) {
         double end = clock_now() + e->spin_s;
         /* the thread armed the fd before it let go of drive */
         nfds_t nspin = (nfds_t)(thread ? s->n : s->nspin);
