@@ -228,7 +228,15 @@ fail:
     return rc;
 }
 
+static int out_once(tcp_net *n, int peer, int *fdp, char *err, size_t errlen, int again);
+
 int tcp_out(tcp_net *n, int peer, int *fdp, char *err, size_t errlen)
+{
+    return out_once(n, peer, fdp, err, errlen, 0);
+}
+
+/* again: this call already found a handshake closed and dialled anew. */
+static int out_once(tcp_net *n, int peer, int *fdp, char *err, size_t errlen, int again)
 {
     tcp_hs *hs = &n->out_hs[peer];
     int fd = n->out_fd[peer], rc;
@@ -293,6 +301,16 @@ int tcp_out(tcp_net *n, int peer, int *fdp, char *err, size_t errlen)
         return ready(n, peer, fdp, err, errlen);
     /* waiting for the peer's challenge */
     rc = fill(fd, hs, sizeof(auth_challenge));
+    if (rc < 0 && !again) {
+        /* A handshake this rank began and then left unanswered (a hint's,
+         * coll/exec/exec_hint.c, whose round ended before the challenge
+         * came) is dropped by the listener after its allowance, and that
+         * is no death: a fresh connection says whether the peer lives. */
+        close(fd);
+        n->out_fd[peer] = -1;
+        memset(hs, 0, sizeof *hs);
+        return out_once(n, peer, fdp, err, errlen, 1);
+    }
     if (rc <= 0) {
         if (rc < 0)
             snprintf(err, errlen,
