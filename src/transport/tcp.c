@@ -301,11 +301,20 @@ static int out_once(tcp_net *n, int peer, int *fdp, char *err, size_t errlen, in
         return ready(n, peer, fdp, err, errlen);
     /* waiting for the peer's challenge */
     rc = fill(fd, hs, sizeof(auth_challenge));
+    if (rc > 0) {
+        /* the listener sends nothing after its challenge until it has the
+         * proof: an end behind the challenge means it gave up waiting */
+        char b;
+        ssize_t k = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+            rc = -1;
+    }
     if (rc < 0 && !again) {
         /* A handshake this rank began and then left unanswered (a hint's,
          * coll/exec/exec_hint.c, whose round ended before the challenge
-         * came) is dropped by the listener after its allowance, and that
-         * is no death: a fresh connection says whether the peer lives. */
+         * came) is dropped by the listener after its allowance, as is one
+         * pushed out of its table: neither is a death, and a fresh
+         * connection says whether the peer lives. */
         close(fd);
         n->out_fd[peer] = -1;
         memset(hs, 0, sizeof *hs);
