@@ -105,16 +105,16 @@ static void test_worker_death(int hang)
 
 /* ---- server death: reported as WEFT_EPEER ------------------------------ */
 
-static void orphan_worker(psjob *j, weft_ps *ps, int w)
+/* Steps (push, clock, pull) until one fails or `steps` pass; worker 0
+ * tells the parent at step 3 to harm server 1. Returns the failure. */
+static int step_until_error(weft_ps *ps, int w, _Atomic int *phase, const float *g, float *p,
+                            int steps)
 {
-    shared_t *sh = j->shared;
-    float p[4], g[4] = { -1, -1, -1, -1 }, zero[4] = { 0 };
     weft_ps_request *a, *b;
     int rc = 0;
-    CHECK(weft_ps_register(ps, 0, zero, 4) == 0);
-    for (int c = 0; c < 1000 && !rc; c++) {
+    for (int c = 0; c < steps && !rc; c++) {
         if (w == 0 && c == 3)
-            atomic_store(&sh->phase, 1); /* parent: kill server 1 now */
+            atomic_store(phase, 1);
         if (c >= 3)
             sleep_ms(5);
         if ((rc = weft_ps_push(ps, 0, g, &a)) == 0) {
@@ -125,12 +125,22 @@ static void orphan_worker(psjob *j, weft_ps *ps, int w)
             rc = rc ? rc : ra ? ra : rb;
         }
     }
+    return rc;
+}
+
+static void orphan_worker(psjob *j, weft_ps *ps, int w)
+{
+    shared_t *sh = j->shared;
+    float p[4], g[4] = { -1, -1, -1, -1 }, zero[4] = { 0 };
+    CHECK(weft_ps_register(ps, 0, zero, 4) == 0);
+    int rc = step_until_error(ps, w, &sh->phase, g, p, 1000); /* kill server 1 */
     CHECKF(rc == WEFT_EPEER, "worker %d ended with %s", w, weft_strerror(rc));
     CHECKF(strstr(weft_ps_error(ps), "parameter server 1 (rank 3) died") != NULL,
            "message: %s", weft_ps_error(ps));
     if (w == 0)
         snprintf(sh->msg, sizeof sh->msg, "%s", weft_ps_error(ps));
     /* what needs the dead server keeps failing at once */
+    weft_ps_request *a;
     CHECK(weft_ps_push(ps, 0, g, &a) == 0 && weft_ps_wait(a) == WEFT_EPEER);
     CHECK(weft_ps_shutdown(ps) == WEFT_EPEER);
 }
@@ -224,24 +234,10 @@ static void blaming_worker(psjob *j, weft_ps *ps, int w)
 {
     stop_t *sh = j->shared;
     float p[64], g[64], zero[64] = { 0 };
-    weft_ps_request *a, *b;
-    int rc = 0;
     for (int i = 0; i < 64; i++)
         g[i] = -1;
     CHECK(weft_ps_register(ps, 0, zero, 64) == 0);
-    for (int c = 0; c < 100000 && !rc; c++) {
-        if (w == 0 && c == 3)
-            atomic_store(&sh->phase, 1); /* parent: stop server 1 now */
-        if (c >= 3)
-            sleep_ms(5);
-        if ((rc = weft_ps_push(ps, 0, g, &a)) == 0) {
-            int r2;
-            rc = weft_ps_clock(ps);
-            r2 = weft_ps_pull(ps, 0, p, &b);
-            int ra = weft_ps_wait(a), rb = r2 ? r2 : weft_ps_wait(b);
-            rc = rc ? rc : ra ? ra : rb;
-        }
-    }
+    int rc = step_until_error(ps, w, &sh->phase, g, p, 100000); /* stop server 1 */
     double took = mono_s() - sh->t_stop;
     CHECKF(rc == WEFT_ETIMEDOUT, "worker %d ended with %s: %s", w, weft_strerror(rc),
            weft_ps_error(ps));
