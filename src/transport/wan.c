@@ -221,7 +221,12 @@ static double link_send(wan_net *w, wan_link *l, double now)
         burst = burst < (16u << 10) ? (16u << 10) : burst > WAN_WRITE_MAX ? WAN_WRITE_MAX : burst;
         if (len > burst)
             len = burst;
+        /* Counted before the send and corrected after: a peer that has
+         * the bytes (and answered) must find them counted here, even when
+         * this thread is preempted right after the send. */
+        atomic_fetch_add(&w->count->bytes, (uint64_t)len);
         ssize_t n = send(l->net, l->buf + at, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        atomic_fetch_sub(&w->count->bytes, (uint64_t)len - (n > 0 ? (uint64_t)n : 0));
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -232,7 +237,6 @@ static double link_send(wan_net *w, wan_link *l, double now)
             return 0;
         l->want_out = 0;
         l->head += (uint64_t)n;
-        atomic_fetch_add(&w->count->bytes, (uint64_t)n);
         if (w->cfg.rate_Bps > 0)
             l->next_free = fmax(l->next_free, now) + (double)n / w->cfg.rate_Bps;
         if (l->head == m->end) {
