@@ -3,8 +3,10 @@
 # all-reduce times weft-bench reports at 8 B and 64 MiB (the sizes
 # bench/peers.sh's targets use) and weft-train's data-parallel throughput
 # (the weft side of bench/ddp_vs_torch.sh: MLP, global batch 256, the
-# steps after 5 warm-up ones). The two builds take turns, REPS rounds, and
-# the table gives medians and this tree / base.
+# steps after 5 warm-up ones), and at 4 ranks a GPT at tp 2 x pp 2 (4
+# layers, width 64, 1f1b, global batch 32; PPSTEPS steps after 3 warm-up
+# ones). The two builds take turns, REPS rounds, and the table gives
+# medians and this tree / base.
 #
 #   sh bench/vs_commit.sh [BASE]     (BASE: a commit, default HEAD~1;
 #                                     REPS=5 RANKS="2 4" STEPS=200 ALGO=auto)
@@ -21,6 +23,7 @@ BUILD=${BUILD:-build}
 REPS=${REPS:-5}
 RANKS=${RANKS:-2 4}
 STEPS=${STEPS:-200}
+PPSTEPS=${PPSTEPS:-40}
 ALGO=${ALGO:-auto}
 P2P=${P2P:-0}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -50,23 +53,34 @@ throughput() { # build ranks
     awk -v a="$(took "$tmp/a")" -v b="$(took "$tmp/b")" -v s="$STEPS" \
         'BEGIN { printf "%.1f\n", s * 256 / (b - a) }'
 }
+train3d() { # build steps out
+    "$1/weftrun" -n 4 "$1/weft-train" --model gpt --layers 4 --dim 64 --heads 4 --batch 32 \
+        --tp 2 --pp 2 --no-eval --data builtin --log-every 100000 --steps "$2" >"$3" 2>/dev/null
+}
+throughput3d() { # build
+    train3d "$1" 3 "$tmp/a"
+    train3d "$1" $((PPSTEPS + 3)) "$tmp/b"
+    awk -v a="$(took "$tmp/a")" -v b="$(took "$tmp/b")" -v s="$PPSTEPS" \
+        'BEGIN { printf "%.1f\n", s * 32 / (b - a) }'
+}
 
 echo "base $rev, this tree $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD -- src include tools || echo ' + changes'); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 for n in $RANKS; do
-    for k in 1 2 3 4 5 6; do : > "$tmp/r$k"; done
+    for k in 1 2 3 4 5 6 7 8; do : > "$tmp/r$k"; done
     r=1
     while [ "$r" -le "$REPS" ]; do
         # alternate which build goes first, so neither always meets a warmer machine
         if [ $((r % 2)) -eq 1 ]; then order="new old"; else order="old new"; fi
         for w in $order; do
-            if [ "$w" = new ]; then b=$NEW; o=0; else b=$OLD; o=3; fi
+            if [ "$w" = new ]; then b=$NEW; o=0; p=7; else b=$OLD; o=3; p=8; fi
             bench "$b" "$n" 8 200 2000 >> "$tmp/r$((o + 1))"
             bench "$b" "$n" 64M 2 10 >> "$tmp/r$((o + 2))"
             throughput "$b" "$n" >> "$tmp/r$((o + 3))"
+            [ "$n" = 4 ] && throughput3d "$b" >> "$tmp/r$p"
         done
         r=$((r + 1))
     done
-    for k in 1 2 3 4 5 6; do eval "m$k=\$(median < \"\$tmp/r$k\")"; done
+    for k in 1 2 3 4 5 6 7 8; do eval "m$k=\$(median < \"\$tmp/r$k\")"; done
     echo
     echo "$n ranks, medians of $REPS, all-reduce algorithm $ALGO"
     echo "| measure | this tree | base | this / base |"
@@ -74,6 +88,8 @@ for n in $RANKS; do
     awk -v a="$m1" -v b="$m4" 'BEGIN { printf "| all-reduce 8 B (us) | %s | %s | %.3f |\n", a, b, a / b }'
     awk -v a="$m2" -v b="$m5" 'BEGIN { printf "| all-reduce 64 MiB (us) | %s | %s | %.3f |\n", a, b, a / b }'
     awk -v a="$m3" -v b="$m6" 'BEGIN { printf "| weft-train samples/s | %s | %s | %.3f |\n", a, b, a / b }'
+    [ "$n" = 4 ] &&
+        awk -v a="$m7" -v b="$m8" 'BEGIN { printf "| weft-train tp 2 x pp 2 GPT samples/s | %s | %s | %.3f |\n", a, b, a / b }'
 done
 if [ "$P2P" = 1 ]; then
     libs=$(pkg-config --libs libssl libcrypto openblas 2>/dev/null || pkg-config --libs libssl libcrypto 2>/dev/null || true)
