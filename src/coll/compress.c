@@ -2,6 +2,8 @@
  * "powersgd:R"), its state, and the dispatch to the method's collective. */
 #include "coll/compress.h"
 
+#include "core/vec.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,14 +97,9 @@ int weft_compressor_add_matrix(weft_compressor *z, size_t offset, int rows, int 
         return WEFT_EINVAL;
     if (z->spec.kind != WEFT_COMPRESS_POWERSGD)
         return 0;
-    if (z->nmat == z->mat_cap) {
-        int cap = z->mat_cap ? 2 * z->mat_cap : 16;
-        compress_matrix *m = realloc(z->mat, (size_t)cap * sizeof *m);
-        if (!m)
-            return WEFT_ENOMEM;
-        z->mat = m;
-        z->mat_cap = cap;
-    }
+    int rc = VEC_RESERVE(z->mat, z->mat_cap, (size_t)z->nmat + 1);
+    if (rc)
+        return rc;
     compress_matrix *x = &z->mat[z->nmat];
     *x = (compress_matrix){ .offset = offset, .rows = rows, .cols = cols };
     /* worth it only when the factors are at most half the matrix */

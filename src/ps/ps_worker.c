@@ -6,6 +6,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/vec.h"
 #include "ps/ps_shard.h"
 
 #include <poll.h>
@@ -329,14 +330,8 @@ static int req_send(weft_ps *ps, weft_ps_request *r, int s, ps_msg *m, const voi
             r->rc = ps->srv_rc[s];
         return 0;
     }
-    if (r->nparts == r->cap) {
-        int cap = r->cap ? 2 * r->cap : 4;
-        ps_part *np = realloc(r->parts, (size_t)cap * sizeof *np);
-        if (!np)
-            return WEFT_ENOMEM;
-        r->parts = np;
-        r->cap = cap;
-    }
+    if ((rc = VEC_RESERVE(r->parts, r->cap, (size_t)r->nparts + 1)))
+        return rc;
     m->id = r->id;
     if (srv_up(ps, s))
         rc = m->type == PS_PULL ? ps_link_send_front(&ps->srv[s], m)
@@ -554,14 +549,8 @@ int weft_ps_register(weft_ps *ps, uint32_t key, const float *values, size_t coun
             return ps_fail(ps, WEFT_EINVAL, "key %u registered with %zu elements, now %zu",
                            key, ps->tens[i].count, count);
     } else {
-        if (ps->ntens == ps->tens_cap) {
-            int cap = ps->tens_cap ? 2 * ps->tens_cap : 8;
-            ps_tensor *nt = realloc(ps->tens, (size_t)cap * sizeof *nt);
-            if (!nt)
-                return WEFT_ENOMEM;
-            ps->tens = nt;
-            ps->tens_cap = cap;
-        }
+        if ((rc = VEC_RESERVE(ps->tens, ps->tens_cap, (size_t)ps->ntens + 1)))
+            return rc;
         ps_tensor nt = { key, count,
                          ps_shard_nchunks(count, ps->nservers, (size_t)ps->cfg.chunk_min,
                                           (size_t)ps->cfg.chunk_max),

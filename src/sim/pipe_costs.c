@@ -1,6 +1,8 @@
 /* Block costs for pipeline planning: the cost file and the FLOP estimate. */
 #include "sim/pipe_costs.h"
 
+#include "core/vec.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,14 +10,9 @@
 
 static int add(sim_block_costs *c, const sim_block_cost *b)
 {
-    if (c->n == c->cap) {
-        int cap = c->cap ? 2 * c->cap : 16;
-        sim_block_cost *nb = realloc(c->b, (size_t)cap * sizeof *nb);
-        if (!nb)
-            return WEFT_ENOMEM;
-        c->b = nb;
-        c->cap = cap;
-    }
+    int rc = VEC_RESERVE(c->b, c->cap, (size_t)c->n + 1);
+    if (rc)
+        return rc;
     c->b[c->n++] = *b;
     return 0;
 }

@@ -1,6 +1,7 @@
 #include "train/ckpt.h"
 
 #include "core/crc32.h"
+#include "core/vec.h"
 #include "train/data_file.h"
 
 #include <dirent.h>
@@ -98,14 +99,9 @@ static int add(weft_ckpt *c, const char *name, weft_ckpt_kind kind, weft_dtype t
 {
     entry *e = lookup(c, name);
     if (!e) {
-        if (c->n == c->cap) {
-            int cap = c->cap ? 2 * c->cap : 16;
-            entry *ne = realloc(c->e, (size_t)cap * sizeof *ne);
-            if (!ne)
-                return WEFT_ENOMEM;
-            c->e = ne;
-            c->cap = cap;
-        }
+        int rc = VEC_RESERVE(c->e, c->cap, (size_t)c->n + 1);
+        if (rc)
+            return rc;
         char *nm = strdup(name);
         if (!nm)
             return WEFT_ENOMEM;

@@ -23,6 +23,7 @@
  * In every schedule a chunk's backwards run in micro-batch order, so a
  * weight gradient sums its micro-batches in the same order whichever
  * schedule ran. Sends and receives are placed by pipe_gen_comms. */
+#include "core/vec.h"
 #include "train/pipe_gen.h"
 #include "weft.h"
 
@@ -127,14 +128,9 @@ static int spec_ok(const pipe_spec *s)
 
 int pipe_list_push(pipe_list *l, int op, int chunk, int mb, int peer)
 {
-    if (l->n == l->cap) {
-        int cap = l->cap ? 2 * l->cap : 64;
-        pipe_action *a = realloc(l->a, (size_t)cap * sizeof *a);
-        if (!a)
-            return WEFT_ENOMEM;
-        l->a = a;
-        l->cap = cap;
-    }
+    int rc = VEC_RESERVE(l->a, l->cap, (size_t)l->n + 1);
+    if (rc)
+        return rc;
     l->a[l->n++] = (pipe_action){ .op = (uint8_t)op, .chunk = (int16_t)chunk, .mb = mb,
                                   .peer = peer };
     return 0;

@@ -4,6 +4,7 @@
 #include "core/auth.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/vec.h"
 #include "weft.h"
 
 #include <stdio.h>
@@ -618,14 +619,9 @@ int ofi_reg(ofi_net *n, const void *buf, size_t len, void **desc)
             *desc = fi_mr_desc(n->mrs[i].mr);
             return 0;
         }
-    if (n->nmr == n->capmr) {
-        int cap = n->capmr ? 2 * n->capmr : 16;
-        mr_entry *m = realloc(n->mrs, (size_t)cap * sizeof *m);
-        if (!m)
-            return WEFT_ENOMEM;
-        n->mrs = m;
-        n->capmr = cap;
-    }
+    int rc = VEC_RESERVE(n->mrs, n->capmr, (size_t)n->nmr + 1);
+    if (rc)
+        return rc;
     mr_entry *e = &n->mrs[n->nmr];
     e->base = p & ~(pg - 1);
     e->len = ((p + len + pg - 1) & ~(pg - 1)) - e->base;

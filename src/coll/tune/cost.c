@@ -1,6 +1,8 @@
 /* Costing schedules: constants, their parsing, and the walk. */
 #include "coll/tune/cost.h"
 
+#include "core/vec.h"
+
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -356,14 +358,9 @@ typedef struct {
 
 static int lane_push(lane *q, double t)
 {
-    if (q->n == q->cap) {
-        uint32_t cap = q->cap ? 2 * q->cap : 8;
-        double *n = realloc(q->t, (size_t)cap * sizeof *n);
-        if (!n)
-            return WEFT_ENOMEM;
-        q->t = n;
-        q->cap = cap;
-    }
+    int rc = VEC_RESERVE(q->t, q->cap, (size_t)q->n + 1);
+    if (rc)
+        return rc;
     q->t[q->n++] = t;
     return 0;
 }
