@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h> /* FILE, of the simulator's reports */
 
 #ifdef __cplusplus
 extern "C" {
@@ -1273,6 +1274,200 @@ uint64_t weft_sync_bytes(const weft_sync *s);
 weft_comm *weft_sync_inner_comm(const weft_sync *s);
 /* Of weft_sync_bytes: across clusters, and inside (hier's gathers). */
 void weft_sync_bytes_split(const weft_sync *s, uint64_t *across, uint64_t *inside);
+
+/* ---- sizes (src/core/size_api.c) ------------------------------------------
+ * Bytes as people write them, the one grammar every weft option and
+ * WEFT_* variable that takes a size reads: 65536, 64K, 64KiB, 2M, 1.5G,
+ * 0x20000, 512B. K, M, G and T are powers of 1024 (case does not matter;
+ * "iB" or "B" after them changes nothing); a fraction needs a unit and is
+ * rounded down to a whole byte. */
+/* Reads s into *out. 0, or WEFT_EINVAL when s is no size or lies outside
+ * lo..hi; then why (when not NULL) says which, in words that follow a
+ * name: "bad size '64Q' (want bytes or ..., e.g. 64M)". */
+int weft_size_parse(const char *s, uint64_t lo, uint64_t hi, uint64_t *out, char *why,
+                    size_t cap);
+/* v the shortest exact way ("64M", "1536K", "1000"); returns buf. */
+const char *weft_size_text(uint64_t v, char *buf, size_t cap);
+
+/* ---- simulator: collectives on a machine model (src/sim/sim_api.c) --------
+ * The library's own schedules run over a topology model instead of sockets
+ * (docs/SIMULATION.md): how long a collective takes on machines this one is
+ * not. A topology is a built-in preset ("summit", "dgx-h100", ...) or a
+ * file in the text format. */
+typedef struct weft_sim_topo weft_sim_topo;
+/* A preset name or a file; on failure err says which line and why. */
+int weft_sim_topo_load(weft_sim_topo **out, const char *name_or_path, char *err,
+                       size_t errlen);
+void weft_sim_topo_free(weft_sim_topo *t);
+const char *weft_sim_topo_name(const weft_sim_topo *t);
+/* The topology's one-line description ("" when none). */
+const char *weft_sim_topo_note(const weft_sim_topo *t);
+int weft_sim_topo_ranks_per_node(const weft_sim_topo *t);
+/* Writes t in the text format. */
+int weft_sim_topo_write(const weft_sim_topo *t, FILE *f);
+/* Name of built-in topology i, NULL past the last. */
+const char *weft_sim_topo_preset(int i);
+
+/* Algorithms the simulator runs: weft_algo's values (but auto), the
+ * parameter-server pattern "ps" and NCCL's "nccl-ring" and "nccl-tree". */
+int weft_sim_algo_parse(const char *s, int *algo);
+const char *weft_sim_algo_name(int algo);
+/* NCCL's protocols: "ll", "ll128", "simple"; "auto" (WEFT_SIM_PROTO_AUTO)
+ * lets the simulator take the one its model says is fastest. */
+#define WEFT_SIM_PROTO_AUTO 0
+int weft_sim_protocol_parse(const char *s, int *proto);
+const char *weft_sim_protocol_name(int proto);
+/* Link classes, innermost first: "intra" (in a node), "nic", "pod", "wan",
+ * and "cpu" (a node's cores, on topologies with a cpu line). */
+#define WEFT_SIM_LINK_CLASSES 5
+const char *weft_sim_link_name(int c);
+
+typedef struct {
+    const weft_sim_topo *topo;
+    int algo;               /* weft_sim_algo_parse's */
+    weft_coll_kind kind;
+    int nranks;
+    uint64_t count;         /* elements per rank, as the API counts them */
+    uint32_t esize;         /* bytes per element */
+    uint64_t chunk_bytes;   /* pipelining chunk; 0: the schedules' default */
+    int ps_servers;         /* algorithm ps: servers (0: 1) */
+    int no_fold;            /* 1: simulate every rank even when symmetric */
+    uint64_t op_budget;     /* ops simulated before extrapolating in the
+                               count; 0: 1 million */
+    int proto;              /* for algorithms with hop lines in the topology */
+    int channels;           /* of the NCCL schedules; 0: the topology's */
+    int calls;              /* back to back, the result per call; 0: one */
+} weft_sim_job;
+
+typedef struct {
+    double time_us;         /* until the last rank finishes */
+    double algbw_GBps;      /* the whole buffer (as nccl-tests) / time */
+    double busbw_GBps;      /* algbw times nccl-tests' bus factor */
+    double util[WEFT_SIM_LINK_CLASSES];     /* mean utilisation (-1: no such link) */
+    double util_max[WEFT_SIM_LINK_CLASSES]; /* the busiest link of the class */
+    double bytes[WEFT_SIM_LINK_CLASSES];    /* carried by all its links */
+    int fold;               /* ranks simulated stand for p/fold each; 0: none */
+    int fold_exact;         /* every op identical up to the shift */
+    double fold_err_us;     /* estimated error of an inexact fold */
+    int extrapolated;       /* times from two smaller counts, linearly */
+    uint64_t ops, events;   /* simulated */
+    uint32_t max_rounds;    /* the longest schedule, in rounds */
+    int proto;              /* the protocol simulated; 0: none */
+} weft_sim_result;
+
+/* err says why a job cannot run (an algorithm without that collective, a
+ * rank count the topology cannot place, ...). */
+int weft_sim_run(const weft_sim_job *job, weft_sim_result *out, char *err, size_t errlen);
+
+/* The data behind docs/SIMULATION.md's figures: NCCL on Summit (8-byte
+ * latency and 64 MB bus bandwidth of ring and tree, 96 to 24,576 GPUs) and
+ * GPT-3's gradients; columns documented in the output. */
+int weft_sim_figure_summit(FILE *f);
+int weft_sim_figure_gpt3(FILE *f);
+/* Predictions against published and measured figures, with the error of
+ * each, for one set ("summit", "dgx-h100", "host"; NULL: all). Returns 0,
+ * or the first failure. */
+int weft_sim_validate(FILE *f, const char *set);
+
+/* ---- simulator: pipeline schedules and layouts (src/sim/sim_api.c) --------
+ * A pipeline schedule ("gpipe", "1f1b", "interleaved:V", "zb") over a
+ * model's blocks: the partition, each chunk's costs, the step, bubble and
+ * stash, from measured costs or from the model's FLOPs. */
+/* 0 when the pipeline can run schedule over p ranks and m micro-batches
+ * (names as weft_pipe_create reads them), else WEFT_EINVAL. */
+int weft_sim_schedule_check(const char *schedule, int p, int m);
+
+typedef struct {
+    const char *schedule;
+    int p, m;                     /* ranks, micro-batches a step */
+    /* the costs: a file, one line a block "name fwd_s bwd_input_s
+     * bwd_weight_s act_bytes state_bytes [out_bytes]" ('#' comments;
+     * weft-train writes it); or, costs NULL, from model's FLOPs for
+     * micro-batches of batch samples (GPT: of seq tokens; 0: ctx) at gflops
+     * sustained GFLOP/s */
+    const char *costs;
+    const weft_model_config *model;
+    int batch, seq;
+    double gflops;
+    const char *partition;        /* "auto" (balanced), "uniform" or "3,3,2" */
+    double mem_cap;               /* bytes a chunk may hold; <= 0: none */
+    double latency, bandwidth;    /* of the links, seconds and bytes/s; <= 0: free */
+} weft_sim_pipe_query;
+
+typedef struct weft_sim_pipeline weft_sim_pipeline;
+typedef struct {
+    char schedule[32];            /* the name back */
+    int p, m, chunks, blocks;
+    double step_s;                /* predicted seconds a step */
+    double formula_bubble;        /* the textbook bubble, every chunk at the mean */
+} weft_sim_pipe_summary;
+typedef struct {
+    int rank, first_block, last_block;
+    double fwd_s, bwd_input_s, bwd_weight_s;  /* a micro-batch */
+    int stash;                    /* micro-batches held at once */
+    double mem_bytes;             /* state + stash x activations */
+} weft_sim_pipe_chunk;
+typedef struct {
+    double busy_s, bubble;        /* bubble: idle share of the step */
+    int peak_stash;
+} weft_sim_pipe_rank;
+
+/* err says what was wrong: a cost file's line, a partition, the memory cap. */
+int weft_sim_pipeline_run(const weft_sim_pipe_query *q, weft_sim_pipeline **out, char *err,
+                          size_t errlen);
+void weft_sim_pipeline_free(weft_sim_pipeline *pl);
+int weft_sim_pipeline_summary(const weft_sim_pipeline *pl, weft_sim_pipe_summary *out);
+/* WEFT_EINVAL for a chunk or rank out of range. */
+int weft_sim_pipeline_chunk(const weft_sim_pipeline *pl, int chunk, weft_sim_pipe_chunk *out);
+int weft_sim_pipeline_rank(const weft_sim_pipeline *pl, int rank, weft_sim_pipe_rank *out);
+/* The block's name from the costs; "" out of range. */
+const char *weft_sim_pipeline_block_name(const weft_sim_pipeline *pl, int block);
+
+/* Every tp x pp x dp layout of a GPT on a machine, with each schedule,
+ * micro-batch count, ZeRO stage and sequence parallelism that applies,
+ * predicted and sorted fastest first (docs/SIMULATION.md, "Planning a
+ * layout"). */
+typedef struct {
+    weft_model_config model;      /* a GPT */
+    int batch;                    /* global sequences a step */
+    int seq;                      /* tokens a sequence; 0: the model's ctx */
+    int ranks;
+    const weft_sim_topo *topo;
+    double gflops;                /* sustained GFLOP/s of a rank (of a core, on a
+                                     topology with a cpu line) */
+    double mem;                   /* bytes a rank may hold; <= 0: no limit */
+    int optim_bytes;              /* optimiser bytes a parameter: 8 AdamW, 4 SGD */
+} weft_sim_plan_query;
+
+enum { WEFT_SIM_PLAN_TP = 0, WEFT_SIM_PLAN_PP, WEFT_SIM_PLAN_DP, WEFT_SIM_PLAN_DIMS };
+typedef struct {
+    int tp, pp, dp, sp, zero;
+    char schedule[32];
+    int m;                        /* micro-batches a step */
+    double step_s, pipe_s, tp_s, dp_s;  /* predicted seconds a step, and its parts */
+    double bubble;                /* the pipeline's mean idle share */
+    double state_bytes, act_bytes, mem_bytes;  /* the fullest rank */
+    double bytes[WEFT_SIM_PLAN_DIMS];   /* a rank's payload a step, the busiest */
+    int link[WEFT_SIM_PLAN_DIMS]; /* link class the traffic tops out at; -1: none */
+    int fits;                     /* within the query's mem */
+} weft_sim_layout;
+
+typedef struct weft_sim_plan weft_sim_plan;
+/* WEFT_EINVAL with a reason in err for a query that makes no sense (not a
+ * GPT, no ranks, ...); no layout fitting the memory is not an error. */
+int weft_sim_plan_run(const weft_sim_plan_query *q, weft_sim_plan **out, char *err,
+                      size_t errlen);
+void weft_sim_plan_free(weft_sim_plan *pl);
+int weft_sim_plan_count(const weft_sim_plan *pl);
+/* The fastest layout that fits, and the one needing least memory; -1: none. */
+int weft_sim_plan_best(const weft_sim_plan *pl);
+int weft_sim_plan_smallest(const weft_sim_plan *pl);
+/* Layout i, 0 fastest; WEFT_EINVAL out of range. */
+int weft_sim_plan_layout(const weft_sim_plan *pl, int i, weft_sim_layout *out);
+/* "tp=2 pp=2 dp=2 sp=0 schedule=1f1b m=8 zero=1 step_ms=12.345
+ * mem_bytes=123456", as weft-train --layout reads it back; returns the
+ * length as snprintf does (negative: WEFT_EINVAL). */
+int weft_sim_plan_format(const weft_sim_plan *pl, int i, char *buf, size_t len);
 
 /* ---- parameter server (src/ps/) -------------------------------------------
  * k servers hold the parameters, w workers compute gradients

@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/size.h"
+#include "weft.h"
 
 static inline int cli_int(const char *tool, const char *opt, const char *s, long lo, long hi,
                           int *out)
@@ -45,14 +45,14 @@ static inline int cli_double(const char *tool, const char *opt, const char *s, d
     return 0;
 }
 
-/* Bytes in the one grammar of core/size.h (64M, 2MiB, 1.5G, 65536), at
+/* Bytes in the one grammar of weft_size_parse (64M, 2MiB, 1.5G, 65536), at
  * most hi: "TOOL: OPT V: bad size 'V' (want bytes or a number with K, ...)",
  * OPT V first as the other refusals here. */
 static inline int cli_size(const char *tool, const char *opt, const char *s, uint64_t hi,
                            uint64_t *out)
 {
     char why[200];
-    if (size_parse(s, 0, hi, out, why, sizeof why) == 0)
+    if (weft_size_parse(s, 0, hi, out, why, sizeof why) == 0)
         return 0;
     fprintf(stderr, "%s: %s %s: %s\n", tool, opt, s, why);
     return -1;

@@ -11,12 +11,7 @@
  *   weft-sim plan --model gpt:... --batch 32 --ranks 8 --topo host --mem 1G
  *                                 every tp x pp x dp layout, fastest first
  */
-#include "sim/sim.h"
-#include "sim/figures.h"
-#include "sim/pipe_costs.h"
-#include "sim/plan.h"
-#include "sim/validate.h"
-#include "core/size.h"
+#include "weft.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,12 +55,12 @@ static void usage(FILE *f)
         "  --calls N          N calls back to back, time per call (as weft-bench's mean)\n");
 }
 
-/* A size in core/size.h's grammar (64M, 2MiB, 1.5G); on a bad one says
+/* A size in weft_size_parse's grammar (64M, 2MiB, 1.5G); on a bad one says
  * so, naming the option, and returns -1. */
 static int parse_size(const char *opt, const char *s, uint64_t *out)
 {
     char why[200];
-    if (size_parse(s, 0, UINT64_MAX, out, why, sizeof why) == 0)
+    if (weft_size_parse(s, 0, UINT64_MAX, out, why, sizeof why) == 0)
         return 0;
     fprintf(stderr, "weft-sim: %s: %s\n", opt, why);
     return -1;
@@ -101,7 +96,7 @@ static int cmd_coll(weft_coll_kind kind, int argc, char **argv)
 {
     const char *topo_name = "summit";
     int ranks[64], nranks = 0, nodes = 0, algos[8], nalgo = 0, servers = 1, no_fold = 0;
-    int proto = SIM_PROTO_AUTO, channels = 0, calls = 0;
+    int proto = WEFT_SIM_PROTO_AUTO, channels = 0, calls = 0;
     uint64_t sizes[32], chunk = 0, budget = 0;
     int nsizes = 0;
     weft_dtype dt = WEFT_F32;
@@ -125,7 +120,7 @@ static int cmd_coll(weft_coll_kind kind, int argc, char **argv)
             char buf[256];
             snprintf(buf, sizeof buf, "%s", v);
             for (char *t = strtok(buf, ","); t && nalgo < 8; t = strtok(NULL, ","))
-                if (sim_algo_parse(t, &algos[nalgo++])) {
+                if (weft_sim_algo_parse(t, &algos[nalgo++])) {
                     fprintf(stderr, "weft-sim: unknown algorithm %s\n", t);
                     return 2;
                 }
@@ -151,7 +146,7 @@ static int cmd_coll(weft_coll_kind kind, int argc, char **argv)
             }
         }
         else if (!strcmp(a, "--proto")) {
-            if (sim_protocol_parse(v, &proto)) {
+            if (weft_sim_protocol_parse(v, &proto)) {
                 fprintf(stderr, "weft-sim: unknown protocol %s (ll, ll128, simple, auto)\n", v);
                 return 2;
             }
@@ -166,12 +161,13 @@ static int cmd_coll(weft_coll_kind kind, int argc, char **argv)
             return 2;
         }
     }
-    sim_topo t;
+    weft_sim_topo *t;
     char err[256];
-    if (sim_topo_load(&t, topo_name, err, sizeof err)) {
+    if (weft_sim_topo_load(&t, topo_name, err, sizeof err)) {
         fprintf(stderr, "weft-sim: %s\n", err);
         return 1;
     }
+    const char *note = weft_sim_topo_note(t);
     if (!nranks)
         ranks[nranks++] = 8;
     if (!nalgo) {
@@ -183,33 +179,33 @@ static int cmd_coll(weft_coll_kind kind, int argc, char **argv)
     size_t es = weft_dtype_size(dt);
     int blocks = kind == WEFT_COLL_ALLGATHER || kind == WEFT_COLL_REDUCE_SCATTER ||
                  kind == WEFT_COLL_ALLTOALL;
-    printf("# weft-sim %s on %s%s%s\n", weft_coll_name(kind), t.name,
-           t.note[0] ? " -- " : "", t.note);
+    printf("# weft-sim %s on %s%s%s\n", weft_coll_name(kind), weft_sim_topo_name(t),
+           note[0] ? " -- " : "", note);
     printf("# %12s %12s %7s %9s %6s %13s %9s %9s  %5s %5s %5s %5s %5s  %-10s %8s\n", "size",
            "count", "ranks", "algo", "proto", "time_us", "algbw", "busbw", "intra", "nic", "pod",
            "wan", "cpu", "fold", "sim_s");
     for (int si = 0; si < nsizes; si++)
         for (int ri = 0; ri < nranks; ri++)
             for (int ai = 0; ai < nalgo; ai++) {
-                int p = nodes ? ranks[ri] * t.ranks_per_node : ranks[ri];
+                int p = nodes ? ranks[ri] * weft_sim_topo_ranks_per_node(t) : ranks[ri];
                 /* as weft-bench and nccl-tests: the size is the whole buffer */
                 uint64_t per = blocks ? (uint64_t)p : 1;
-                sim_job j = { .topo = &t, .algo = algos[ai], .kind = kind, .nranks = p,
-                              .count = sizes[si] / es / per, .esize = (uint32_t)es,
-                              .chunk_bytes = chunk, .ps_servers = servers,
-                              .no_fold = no_fold, .op_budget = budget, .proto = proto,
-                              .channels = channels, .calls = calls };
-                sim_result r;
+                weft_sim_job j = { .topo = t, .algo = algos[ai], .kind = kind, .nranks = p,
+                                   .count = sizes[si] / es / per, .esize = (uint32_t)es,
+                                   .chunk_bytes = chunk, .ps_servers = servers,
+                                   .no_fold = no_fold, .op_budget = budget, .proto = proto,
+                                   .channels = channels, .calls = calls };
+                weft_sim_result r;
                 double t0 = now_s();
-                int rc = sim_run(&j, &r, err, sizeof err);
+                int rc = weft_sim_run(&j, &r, err, sizeof err);
                 double wall = now_s() - t0;
                 if (rc) {
                     printf("  %12llu %12llu %7d %6s  error: %s\n",
                            (unsigned long long)(j.count * es * per), (unsigned long long)j.count,
-                           p, sim_algo_name(j.algo), err);
+                           p, weft_sim_algo_name(j.algo), err);
                     continue;
                 }
-                char fold[32] = "-", u[LC_COUNT][8];
+                char fold[32] = "-", u[WEFT_SIM_LINK_CLASSES][8];
                 if (r.fold)
                     snprintf(fold, sizeof fold, "%d%s", r.fold, r.fold_exact ? "" : "~");
                 if (r.extrapolated)
@@ -218,19 +214,19 @@ static int cmd_coll(weft_coll_kind kind, int argc, char **argv)
                     fprintf(stderr, "ops %llu events %llu rounds %u fold_err %.3g us\n",
                             (unsigned long long)r.ops, (unsigned long long)r.events,
                             r.max_rounds, r.fold_err_us);
-                for (int c = 0; c < LC_COUNT; c++) {
+                for (int c = 0; c < WEFT_SIM_LINK_CLASSES; c++) {
                     if (r.util[c] < 0)
                         snprintf(u[c], sizeof u[c], "%5s", "-");
                     else
                         snprintf(u[c], sizeof u[c], "%4.0f%%", 100 * r.util[c]);
                     if (getenv("WEFT_SIM_DEBUG"))
-                        fprintf(stderr, "%s mean %.3f max %.3f bytes %.3g\n", sim_lclass_name(c),
+                        fprintf(stderr, "%s mean %.3f max %.3f bytes %.3g\n", weft_sim_link_name(c),
                                 r.util[c], r.util_max[c], r.bytes[c]);
                 }
                 printf("  %12llu %12llu %7d %9s %6s %13.2f %9.3f %9.3f  %s %s %s %s %s  %-10s "
                        "%8.2f\n",
                        (unsigned long long)(j.count * es * per), (unsigned long long)j.count, p,
-                       sim_algo_name(j.algo), r.proto ? sim_protocol_name(r.proto) : "-",
+                       weft_sim_algo_name(j.algo), r.proto ? weft_sim_protocol_name(r.proto) : "-",
                        r.time_us, r.algbw_GBps, r.busbw_GBps, u[0], u[1], u[2], u[3], u[4], fold,
                        wall);
                 fflush(stdout);
@@ -238,6 +234,7 @@ static int cmd_coll(weft_coll_kind kind, int argc, char **argv)
     printf("# algbw = size/time, busbw = algbw * nccl-tests' bus factor (GB/s, 1e9 bytes);\n"
            "# intra..cpu: mean link utilisation per class; fold: ranks simulated\n"
            "# (~: symmetric up to one element per op), +x: extrapolated in size\n");
+    weft_sim_topo_free(t);
     return 0;
 }
 
@@ -296,22 +293,6 @@ static int parse_si(const char *s, double *out)
     return 0;
 }
 
-/* The textbook bubble of the schedule with every chunk at the mean cost. */
-static double formula_bubble(const sim_pipe_plan *pl)
-{
-    double F = 0, Bi = 0, W = 0, p = pl->spec.p, m = pl->spec.m, v = pl->spec.v;
-    for (int j = 0; j < pl->k; j++) {
-        F += pl->fwd[j] / pl->k;
-        Bi += pl->bwd_i[j] / pl->k;
-        W += pl->bwd_w[j] / pl->k;
-    }
-    if (pl->spec.kind == PIPE_ZB) {
-        double idle = (p - 1) * (F + Bi - W > 0 ? F + Bi - W : 0);
-        return idle / (m * (F + Bi + W) + idle);
-    }
-    return (p - 1) / (v * m + p - 1);
-}
-
 static int cmd_pipeline(int argc, char **argv)
 {
     int p = 0, m = 0, batch = 8, seq = 0;
@@ -359,8 +340,7 @@ static int cmd_pipeline(int argc, char **argv)
             return 2;
         }
     }
-    pipe_spec spec;
-    if (!p || !m || pipe_spec_parse(sched, p, m, &spec)) {
+    if (!p || !m || weft_sim_schedule_check(sched, p, m)) {
         fprintf(stderr, "weft-sim: pipeline needs --p, --m and a known --schedule "
                         "(gpipe, 1f1b, interleaved:V, zb)\n");
         return 2;
@@ -370,55 +350,50 @@ static int cmd_pipeline(int argc, char **argv)
         return 2;
     }
     char err[512] = "";
-    sim_block_costs bc;
     weft_model_config cfg;
-    int rc;
-    if (costs)
-        rc = sim_block_costs_load(costs, &bc, err, sizeof err);
-    else if (weft_model_config_parse(model, &cfg)) {
-        snprintf(err, sizeof err, "bad model %s", model);
-        rc = WEFT_EINVAL;
-    } else
-        rc = sim_block_costs_estimate(&cfg, batch, seq, gflops, &bc, err, sizeof err);
-    if (rc) {
+    if (model && weft_model_config_parse(model, &cfg)) {
+        fprintf(stderr, "weft-sim: bad model %s\n", model);
+        return 1;
+    }
+    weft_sim_pipe_query q = { .schedule = sched, .p = p, .m = m, .costs = costs,
+                              .model = costs ? NULL : &cfg, .batch = batch, .seq = seq,
+                              .gflops = gflops, .partition = partition, .mem_cap = cap,
+                              .latency = lat, .bandwidth = bw };
+    weft_sim_pipeline *pl;
+    if (weft_sim_pipeline_run(&q, &pl, err, sizeof err)) {
         fprintf(stderr, "weft-sim: %s\n", err);
         return 1;
     }
-    sim_pipe_plan pl;
-    rc = sim_pipe_plan_run(&bc, &spec, partition, cap, lat, bw, &pl, err, sizeof err);
-    if (rc) {
-        fprintf(stderr, "weft-sim: %s\n", err);
-        sim_block_costs_free(&bc);
-        return 1;
-    }
-    char name[32];
-    pipe_spec_name(&spec, name, sizeof name);
-    printf("# weft-sim pipeline %s p=%d m=%d: %d blocks from %s, partition %s\n", name, p, m,
-           bc.n, costs ? costs : model, partition);
+    weft_sim_pipe_summary sum;
+    weft_sim_pipeline_summary(pl, &sum);
+    printf("# weft-sim pipeline %s p=%d m=%d: %d blocks from %s, partition %s\n", sum.schedule,
+           p, m, sum.blocks, costs ? costs : model, partition);
     printf("# %5s %4s %-24s %10s %10s %10s %6s %12s\n", "chunk", "rank", "blocks", "fwd_ms",
            "bwd_i_ms", "bwd_w_ms", "stash", "mem_bytes");
-    for (int j = 0; j < pl.k; j++) {
+    for (int j = 0; j < sum.chunks; j++) {
         char blocks[64];
-        int a = pl.first[j], b = pl.first[j + 1] - 1;
+        weft_sim_pipe_chunk c;
+        weft_sim_pipeline_chunk(pl, j, &c);
+        int a = c.first_block, b = c.last_block;
         if (a == b)
-            snprintf(blocks, sizeof blocks, "%d (%.16s)", a, bc.b[a].name);
+            snprintf(blocks, sizeof blocks, "%d (%.16s)", a, weft_sim_pipeline_block_name(pl, a));
         else
-            snprintf(blocks, sizeof blocks, "%d..%d (%.8s..%.8s)", a, b, bc.b[a].name,
-                     bc.b[b].name);
-        printf("  %5d %4d %-24s %10.3f %10.3f %10.3f %6d %12.0f\n", j, j % p, blocks,
-               1e3 * pl.fwd[j], 1e3 * pl.bwd_i[j], 1e3 * pl.bwd_w[j], pl.chunk_stash[j],
-               pl.stage_bytes[j]);
+            snprintf(blocks, sizeof blocks, "%d..%d (%.8s..%.8s)", a, b,
+                     weft_sim_pipeline_block_name(pl, a), weft_sim_pipeline_block_name(pl, b));
+        printf("  %5d %4d %-24s %10.3f %10.3f %10.3f %6d %12.0f\n", j, c.rank, blocks,
+               1e3 * c.fwd_s, 1e3 * c.bwd_input_s, 1e3 * c.bwd_weight_s, c.stash, c.mem_bytes);
     }
     printf("# %4s %12s %8s %10s\n", "rank", "busy_ms", "bubble", "peak_stash");
     double mean = 0;
     for (int r = 0; r < p; r++) {
-        printf("  %4d %12.3f %8.4f %10d\n", r, 1e3 * pl.busy[r], pl.bubble[r], pl.peak_stash[r]);
-        mean += pl.bubble[r] / p;
+        weft_sim_pipe_rank rk;
+        weft_sim_pipeline_rank(pl, r, &rk);
+        printf("  %4d %12.3f %8.4f %10d\n", r, 1e3 * rk.busy_s, rk.bubble, rk.peak_stash);
+        mean += rk.bubble / p;
     }
-    printf("step_ms %.3f  bubble_mean %.4f  formula %.4f\n", 1e3 * pl.step, mean,
-           formula_bubble(&pl));
-    sim_pipe_plan_free(&pl);
-    sim_block_costs_free(&bc);
+    printf("step_ms %.3f  bubble_mean %.4f  formula %.4f\n", 1e3 * sum.step_s, mean,
+           sum.formula_bubble);
+    weft_sim_pipeline_free(pl);
     return 0;
 }
 
@@ -446,12 +421,12 @@ static void plan_usage(FILE *f)
 
 static const char *link_name(int c)
 {
-    return c < 0 ? "-" : sim_lclass_name(c);
+    return c < 0 ? "-" : weft_sim_link_name(c);
 }
 
 static int cmd_plan(int argc, char **argv)
 {
-    sim_plan_query q = { .gflops = 20, .optim_bytes = 8 };
+    weft_sim_plan_query q = { .gflops = 20, .optim_bytes = 8 };
     const char *topo_name = "host", *model = NULL;
     int top = 0;
     for (int i = 0; i < argc; i++) {
@@ -496,23 +471,25 @@ static int cmd_plan(int argc, char **argv)
         return 2;
     }
     char err[512];
-    sim_topo t;
+    weft_sim_topo *t;
     if (weft_model_config_parse(model, &q.model)) {
         fprintf(stderr, "weft-sim: bad model %s\n", model);
         return 2;
     }
-    if (sim_topo_load(&t, topo_name, err, sizeof err)) {
+    if (weft_sim_topo_load(&t, topo_name, err, sizeof err)) {
         fprintf(stderr, "weft-sim: %s\n", err);
         return 1;
     }
-    q.topo = &t;
-    sim_plan pl;
-    if (sim_plan_run(&q, &pl, err, sizeof err)) {
+    q.topo = t;
+    weft_sim_plan *pl;
+    if (weft_sim_plan_run(&q, &pl, err, sizeof err)) {
         fprintf(stderr, "weft-sim: %s\n", err);
+        weft_sim_topo_free(t);
         return 1;
     }
     printf("# weft-sim plan %s batch %d seq %d on %d ranks of %s, %.3g GFLOP/s, mem %s\n",
-           model, q.batch, q.seq > 0 ? q.seq : q.model.ctx, q.ranks, t.name, q.gflops,
+           model, q.batch, q.seq > 0 ? q.seq : q.model.ctx, q.ranks, weft_sim_topo_name(t),
+           q.gflops,
            q.mem > 0 ? "limited" : "unlimited");
     if (q.mem > 0)
         printf("# memory limit %.0f bytes a rank\n", q.mem);
@@ -520,43 +497,48 @@ static int cmd_plan(int argc, char **argv)
            "tp", "pp", "dp", "sp", "schedule", "m", "zero", "step_ms", "pipe_ms", "tp_ms",
            "dp_ms", "bubble", "mem_bytes", "tp_bytes", "pp_bytes", "dp_bytes",
            "links(tp/pp/dp)", "fits");
-    int shown = 0;
-    for (int i = 0; i < pl.n; i++) {
-        const sim_plan_entry *e = &pl.e[i];
-        if (top && shown >= top && i != pl.best)
+    int shown = 0, n = weft_sim_plan_count(pl), best = weft_sim_plan_best(pl);
+    for (int i = 0; i < n; i++) {
+        weft_sim_layout l, *e = &l;
+        weft_sim_plan_layout(pl, i, &l);
+        if (top && shown >= top && i != best)
             continue;
         shown++;
-        char name[32], links[48];
-        pipe_spec_name(&e->spec, name, sizeof name);
-        snprintf(links, sizeof links, "%s/%s/%s", link_name(e->link[SIM_PLAN_TP]),
-                 link_name(e->link[SIM_PLAN_PP]), link_name(e->link[SIM_PLAN_DP]));
+        char links[48];
+        snprintf(links, sizeof links, "%s/%s/%s", link_name(e->link[WEFT_SIM_PLAN_TP]),
+                 link_name(e->link[WEFT_SIM_PLAN_PP]), link_name(e->link[WEFT_SIM_PLAN_DP]));
         printf("  %3d %3d %3d %2d %-13s %4d %4d %10.3f %9.3f %9.3f %9.3f %6.3f %13.0f %12.0f "
                "%12.0f %12.0f %-17s %s\n",
-               e->tp, e->pp, e->dp, e->sp, name, e->spec.m, e->zero, 1e3 * e->step_s,
+               e->tp, e->pp, e->dp, e->sp, e->schedule, e->m, e->zero, 1e3 * e->step_s,
                1e3 * e->pipe_s, 1e3 * e->tp_s, 1e3 * e->dp_s, e->bubble, e->mem_bytes,
-               e->bytes[SIM_PLAN_TP], e->bytes[SIM_PLAN_PP], e->bytes[SIM_PLAN_DP], links,
+               e->bytes[WEFT_SIM_PLAN_TP], e->bytes[WEFT_SIM_PLAN_PP], e->bytes[WEFT_SIM_PLAN_DP],
+               links,
                e->fits ? "yes" : "NO (over --mem)");
     }
-    if (top && shown < pl.n)
-        printf("# %d more layouts not shown (--top %d)\n", pl.n - shown, top);
+    if (top && shown < n)
+        printf("# %d more layouts not shown (--top %d)\n", n - shown, top);
     int fit = 0;
-    for (int i = 0; i < pl.n; i++)
-        fit += pl.e[i].fits;
-    printf("# %d layouts, %d fit\n", pl.n, fit);
+    for (int i = 0; i < n; i++) {
+        weft_sim_layout l;
+        weft_sim_plan_layout(pl, i, &l);
+        fit += l.fits;
+    }
+    printf("# %d layouts, %d fit\n", n, fit);
     char line[256];
-    int rc = 0;
-    if (pl.best >= 0) {
-        sim_plan_entry_format(&pl.e[pl.best], line, sizeof line);
+    int rc = 0, smallest = weft_sim_plan_smallest(pl);
+    if (best >= 0) {
+        weft_sim_plan_format(pl, best, line, sizeof line);
         printf("best %s\n", line);
     } else {
-        if (pl.smallest >= 0) {
-            sim_plan_entry_format(&pl.e[pl.smallest], line, sizeof line);
+        if (smallest >= 0) {
+            weft_sim_plan_format(pl, smallest, line, sizeof line);
             printf("# nothing fits %.0f bytes a rank; the smallest: %s\n", q.mem, line);
         }
         printf("best none\n");
         rc = 1;
     }
-    sim_plan_free(&pl);
+    weft_sim_plan_free(pl);
+    weft_sim_topo_free(t);
     return rc;
 }
 
@@ -568,8 +550,8 @@ int main(int argc, char **argv)
     }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "list")) {
-        for (int i = 0; sim_topo_presets[i]; i++)
-            printf("%s\n", sim_topo_presets[i]);
+        for (int i = 0; weft_sim_topo_preset(i); i++)
+            printf("%s\n", weft_sim_topo_preset(i));
         return 0;
     }
     if (!strcmp(cmd, "pipeline"))
@@ -586,16 +568,17 @@ int main(int argc, char **argv)
                 return 2;
             }
         }
-        return sim_validate(stdout, set) ? 1 : 0;
+        return weft_sim_validate(stdout, set) ? 1 : 0;
     }
     if (!strcmp(cmd, "topo")) {
-        sim_topo t;
+        weft_sim_topo *t;
         char err[256];
-        if (argc < 3 || sim_topo_load(&t, argv[2], err, sizeof err)) {
+        if (argc < 3 || weft_sim_topo_load(&t, argv[2], err, sizeof err)) {
             fprintf(stderr, "weft-sim: %s\n", argc < 3 ? "topo needs a name" : err);
             return 1;
         }
-        sim_topo_write(&t, stdout);
+        weft_sim_topo_write(t, stdout);
+        weft_sim_topo_free(t);
         return 0;
     }
     if (!strcmp(cmd, "figure")) {
@@ -609,8 +592,8 @@ int main(int argc, char **argv)
             return 1;
         }
         int rc = argc < 3 ? -1
-               : !strcmp(argv[2], "summit") ? sim_figure_summit(f)
-               : !strcmp(argv[2], "gpt3") ? sim_figure_gpt3(f) : -1;
+               : !strcmp(argv[2], "summit") ? weft_sim_figure_summit(f)
+               : !strcmp(argv[2], "gpt3") ? weft_sim_figure_gpt3(f) : -1;
         if (out)
             fclose(f);
         if (rc == -1)
