@@ -1469,6 +1469,79 @@ int weft_sim_plan_layout(const weft_sim_plan *pl, int i, weft_sim_layout *out);
  * length as snprintf does (negative: WEFT_EINVAL). */
 int weft_sim_plan_format(const weft_sim_plan *pl, int i, char *buf, size_t len);
 
+/* ---- matmul kernels, the machine's peak, model FLOPs (src/train/engine_api.c)
+ * What a benchmark of the engine measures against: the kernels the layers
+ * multiply with, one thread's peak rate (the denominator of model-FLOPs
+ * utilisation) and a step's model FLOPs (its numerator). */
+typedef struct weft_matmul weft_matmul;
+/* kernel "portable" or "openblas" (WEFT_ENOTSUP when not built in), on
+ * threads threads (<= 0: WEFT_THREADS's default). */
+int weft_matmul_create(weft_matmul **out, const char *kernel, int threads);
+void weft_matmul_destroy(weft_matmul *mm);
+/* Row-major C[M,N] = op(A)[M,K] op(B)[K,N] + beta C, op(X) transposed
+ * where its flag (ta, tb) is set. */
+int weft_matmul_gemm(weft_matmul *mm, int ta, int tb, int M, int N, int K, const float *A,
+                     int lda, const float *B, int ldb, float beta, float *C, int ldc);
+
+/* One thread's single-precision GEMM rate with each kernel on a few shapes
+ * of a transformer step: measured once per host and kept in a small cache
+ * file (WEFT_PEAK_FILE names it), so that every process agrees. */
+typedef struct {
+    double gflops;        /* the peak: WEFT_PEAK_GFLOPS, else the faster kernel's
+                             best shape */
+    double port_gflops;   /* the portable kernel's best shape */
+    double blas_gflops;   /* OpenBLAS's; 0 when not built in */
+    double port_mix;      /* the portable kernel over all the shapes together */
+    double blas_mix;      /* OpenBLAS's; the faster mix is what "auto" takes */
+    char best[16];        /* that kernel: "portable" or "openblas" */
+    char port_name[32];   /* "portable avx2" */
+    char blas_name[48];   /* "openblas Zen"; "" when not built in */
+    char source[320];     /* "measured now", the cache file, ... */
+} weft_matmul_peak;
+/* From the cache, measuring when it has none; errors: a bad WEFT_PEAK_*
+ * value, no memory. */
+int weft_matmul_peak_get(weft_matmul_peak *out);
+/* Measures now and writes nothing. */
+int weft_matmul_peak_measure(weft_matmul_peak *out);
+/* The textbook bound at the clock /proc/cpuinfo shows (two FMA units x the
+ * vector's lanes x 2 x the clock), GFLOP/s, and that clock in MHz; both 0
+ * when unknown. A boosting CPU may run above it. */
+int weft_matmul_peak_theory(double *gflops, double *mhz);
+
+/* FLOPs of a training step's forward and backward for batch samples (GPT:
+ * of seq tokens): 6 per parameter a token, plus a GPT's attention matmuls
+ * (12 x layers x seq x width a token); an MLP sample is one token. */
+int weft_model_flops(const weft_model_config *cfg, int batch, int seq, double *flops);
+/* With the matmul kernel "auto": the choice made on the model's own
+ * products in words, its length returned as snprintf does; 0 (buf "")
+ * while none was made. */
+int weft_model_matmul_choice(const weft_model *m, char *buf, size_t cap);
+
+/* ---- rendezvous store server (src/bootstrap/store_api.c) ------------------
+ * The key-value store ranks meet at (WEFT_MASTER_ADDR:WEFT_MASTER_PORT),
+ * served outside every rank: by a launcher that must outlive its ranks
+ * (weftrun --elastic) or a standalone process (weft-store, with
+ * WEFT_STORE_EXTERNAL=1 in the ranks' environment). With a job secret
+ * every client proves it (HMAC-SHA256) or is dropped. */
+typedef struct weft_store_server weft_store_server;
+/* Serves host:port (host NULL: all addresses; port 0: any) from a new
+ * thread; *port_out gets the bound port. secret NULL: no authentication.
+ * err says why it cannot listen. */
+int weft_store_server_start(weft_store_server **out, const char *host, int port, int *port_out,
+                            const char *secret, char *err, size_t errlen);
+/* The same to be served by weft_store_server_run in the calling thread;
+ * clients prove WEFT_JOB_SECRET when that is set. */
+int weft_store_server_create(weft_store_server **out, const char *host, int port,
+                             int *port_out, char *err, size_t errlen);
+/* Serves until weft_store_server_stop is called from another thread. */
+int weft_store_server_run(weft_store_server *s);
+/* Stops, joins and frees; s may be NULL. */
+void weft_store_server_stop(weft_store_server *s);
+/* A TCP port free on this host outside the kernel's ephemeral range (which
+ * any connection's source port may take before a listener binds it), to
+ * hand to a store not yet started. WEFT_ESYS (errno says why) when none. */
+int weft_spare_port(int *port);
+
 /* ---- parameter server (src/ps/) -------------------------------------------
  * k servers hold the parameters, w workers compute gradients
  * (docs/PARAMETER_SERVER.md). Every tensor is registered under a key and

@@ -8,9 +8,10 @@
  * Defaults: mlp:784-512-512-10, batch 256, SGD momentum 0.9, lr 0.01,
  * 100 timed steps after 5 warm-up steps, threads from WEFT_THREADS. A step
  * is zero_grad + forward + backward + optimiser step. Prints one line
- * ending in "samples/s", with the model FLOPs of a step (train/flops.h),
+ * ending in "samples/s", with the model FLOPs of a step (weft_model_flops),
  * the rate achieved and the model-FLOPs utilisation against threads x one
- * thread's measured matmul peak (train/peak.h; WEFT_PEAK_GFLOPS sets it).
+ * thread's measured matmul peak (weft_matmul_peak_get; WEFT_PEAK_GFLOPS sets
+ * it).
  * --per-step also prints each timed step's milliseconds and MFU.
  * --phases 1 also prints each phase's (zero_grad, forward, backward,
  * optimiser) milliseconds per timed step, wall and process CPU: CPU over
@@ -31,10 +32,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "train/flops.h"
-#include "train/matmul.h"
-#include "train/model.h"
-#include "train/peak.h"
 #include "weft.h"
 
 static double now(void)
@@ -97,11 +94,10 @@ static int gemm_bench(const weft_model_config *cfg, int BT, int rounds)
     int ns = gpt_shapes(cfg, BT, sh);
     enum { NK = 2 };
     const char *kname[NK] = { "portable", "openblas" };
-    int kind[NK] = { MM_PORTABLE, MM_OPENBLAS };
-    mm_ctx *mm[NK] = { NULL, NULL };
+    weft_matmul *mm[NK] = { NULL, NULL };
     int nk = 0;
     for (int k = 0; k < NK; k++)
-        if (train_mm_create(&mm[nk], 1, kind[k]) == 0)
+        if (weft_matmul_create(&mm[nk], kname[k], 1) == 0)
             kname[nk++] = kname[k];
     size_t most = 0;
     for (int i = 0; i < ns; i++) {
@@ -127,7 +123,7 @@ static int gemm_bench(const weft_model_config *cfg, int BT, int rounds)
             for (int k = 0; k < nk; k++) {
                 const gemm_shape *g = &sh[i];
                 double t0 = now();
-                train_mm_gemm(mm[k], g->ta, g->tb, g->M, g->N, g->K, A, g->ta ? g->M : g->K, B,
+                weft_matmul_gemm(mm[k], g->ta, g->tb, g->M, g->N, g->K, A, g->ta ? g->M : g->K, B,
                               g->tb ? g->K : g->N, 0.0f, O, g->N);
                 double dt = now() - t0;
                 best[i][k] = dt < best[i][k] ? dt : best[i][k];
@@ -154,7 +150,7 @@ static int gemm_bench(const weft_model_config *cfg, int BT, int rounds)
         printf(" %s %.1f ms (%.1f GFLOP/s)", kname[k], 1e3 * total[k], flops / total[k] / 1e9);
     printf("\n");
     for (int k = 0; k < nk; k++)
-        train_mm_destroy(mm[k]);
+        weft_matmul_destroy(mm[k]);
     free(A);
     free(B);
     free(O);
@@ -163,19 +159,20 @@ static int gemm_bench(const weft_model_config *cfg, int BT, int rounds)
 
 static int probe_print(void)
 {
-    train_peak pk;
-    int rc = train_peak_measure(&pk);
+    weft_matmul_peak pk;
+    int rc = weft_matmul_peak_measure(&pk);
     if (rc) {
         fprintf(stderr, "weft-enginebench: %s\n", weft_strerror(rc));
         return 1;
     }
-    double mhz, theory = train_peak_theory(&mhz);
+    double mhz, theory;
+    weft_matmul_peak_theory(&theory, &mhz);
     printf("peak probe (best shape; all shapes together): %s %.1f; %.1f GFLOP/s, %s %.1f; %.1f "
            "GFLOP/s; peak %.1f, auto takes %s; textbook bound at the %.0f MHz /proc/cpuinfo "
            "shows: %.1f GFLOP/s\n",
            pk.port_name, pk.port_gflops, pk.port_mix,
            pk.blas_name[0] ? pk.blas_name : "openblas (none)", pk.blas_gflops, pk.blas_mix,
-           pk.gflops, pk.best == MM_OPENBLAS ? "openblas" : "portable", mhz, theory);
+           pk.gflops, pk.best, mhz, theory);
     return 0;
 }
 
@@ -270,12 +267,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "weft-enginebench: %s\n", weft_strerror(rc));
         return 1;
     }
-    train_peak pk;
-    if ((rc = train_peak_get(&pk)) != 0) {
+    weft_matmul_peak pk;
+    if ((rc = weft_matmul_peak_get(&pk)) != 0) {
         fprintf(stderr, "weft-enginebench: the matmul peak: %s\n", weft_strerror(rc));
         return 1;
     }
-    double step_flops = train_model_flops(&cfg, batch, T);
+    double step_flops;
+    weft_model_flops(&cfg, batch, T, &step_flops);
     double peak = pk.gflops * 1e9 * weft_model_threads(m);
     float loss = 0.0f;
     double t0 = 0.0, ts = 0.0, acc[PHASES][3] = { { 0 } }, mark[3] = { 0 };
@@ -313,12 +311,9 @@ int main(int argc, char **argv)
         return 1;
     }
     double dt = now() - t0;
-    const mm_choice *ch = train_mm_choice(m->mm);
-    if (ch) {
-        char text[512];
-        train_mm_choice_text(ch, text, sizeof text);
+    char text[512];
+    if (weft_model_matmul_choice(m, text, sizeof text) > 0)
         printf("matmul auto: %s\n", text);
-    }
     if (phases) {
         static const char *const names[PHASES] = { "zero_grad", "forward", "backward",
                                                    "optimiser" };
