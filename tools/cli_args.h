@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "weft.h"
@@ -87,6 +88,14 @@ static inline const char *cli_path_problem(const char *path, int dir_ok, int wri
         return buf;
     }
     return NULL;
+}
+
+/* Seconds on CLOCK_MONOTONIC, for a tool's own timings. */
+static inline double cli_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 #endif

@@ -13,7 +13,6 @@
  * prints one line:
  *   ps  workers servers bytes  ps_ms  allreduce_ms  ps_MBps  bound_ms  byteps_bound_ms */
 #include "cli_args.h"
-#include "core/clock.h"
 #include "weft.h"
 
 #include <getopt.h>
@@ -105,11 +104,11 @@ int main(int argc, char **argv)
         double t0, dt;
         if ((rc = weft_barrier(workers)))
             die("barrier", rc, weft_comm_error(workers));
-        t0 = clock_now();
+        t0 = cli_now();
         if ((rc = weft_ps_push(ps, 0, g, &a)) || (rc = weft_ps_clock(ps)) ||
             (rc = weft_ps_pull(ps, 0, p, &b)) || (rc = weft_ps_wait(a)) || (rc = weft_ps_wait(b)))
             die("push/pull", rc, weft_ps_error(ps));
-        dt = clock_now() - t0;
+        dt = cli_now() - t0;
         if ((rc = weft_allreduce(workers, &dt, &dt, 1, WEFT_F64, WEFT_MAX)))
             die("allreduce", rc, weft_comm_error(workers));
         if (it >= warmup)
@@ -121,10 +120,10 @@ int main(int argc, char **argv)
         double t0, dt;
         if ((rc = weft_barrier(workers)))
             die("barrier", rc, weft_comm_error(workers));
-        t0 = clock_now();
+        t0 = cli_now();
         if ((rc = weft_collective(workers, &a)))
             die("ring all-reduce", rc, weft_comm_error(workers));
-        dt = clock_now() - t0;
+        dt = cli_now() - t0;
         if ((rc = weft_allreduce(workers, &dt, &dt, 1, WEFT_F64, WEFT_MAX)))
             die("allreduce", rc, weft_comm_error(workers));
         if (it >= warmup)
