@@ -4,8 +4,8 @@
  *   weft-store [--host ADDR] [--port PORT]      (default: all addresses, 29500)
  *
  * Prints "listening on PORT" and serves until killed. */
-#include "bootstrap/store.h"
 #include "cli_args.h"
+#include "weft.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +16,7 @@ int main(int argc, char **argv)
     const char *host = NULL;
     int port = 29500, bound = 0, rc;
     char err[256];
-    store_server *s;
+    weft_store_server *s;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--host") && i + 1 < argc)
             host = argv[++i];
@@ -31,11 +31,11 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if ((rc = store_server_create(&s, host, port, &bound, err, sizeof err))) {
+    if ((rc = weft_store_server_create(&s, host, port, &bound, err, sizeof err))) {
         fprintf(stderr, "weft-store: %s\n", err);
         return 1;
     }
     printf("listening on %d\n", bound);
     fflush(stdout);
-    return store_server_run(s) ? 1 : 0;
+    return weft_store_server_run(s) ? 1 : 0;
 }

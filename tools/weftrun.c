@@ -43,9 +43,7 @@
  * is allocated), and a remote rank's environment, secret included, shows in
  * the remote host's process list.
  */
-#include "bootstrap/store.h"
-#include "core/param.h"
-#include "transport/sock.h"
+#include "weft.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -95,7 +93,7 @@ typedef struct {
     int el_min, el_max;   /* --elastic MIN:MAX; el_max 0: not elastic */
     int clusters;         /* --clusters C; 0: WEFT_CLUSTER left as it is */
     int restarts, restarted;
-    store_server *store;  /* elastic: the job's store, here, outside every rank */
+    weft_store_server *store;  /* elastic: the job's store, here, outside every rank */
     rank_info *r;
 } job;
 
@@ -299,8 +297,8 @@ static void parse_args(job *j, int argc, char **argv)
 
 static int free_port(void)
 {
-    int port = sock_spare_port();
-    if (port < 0)
+    int port;
+    if (weft_spare_port(&port))
         die("cannot find a free port: %s", strerror(errno));
     return port;
 }
@@ -309,8 +307,12 @@ static void make_secret(job *j)
 {
     static char hex[65];
     unsigned char b[32];
-    if ((j->secret = param_env(PARAM_job_secret)))
+    /* an empty WEFT_JOB_SECRET is none, as the ranks read it */
+    const char *given = getenv("WEFT_JOB_SECRET");
+    if (given && *given) {
+        j->secret = given;
         return;
+    }
     int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
     if (fd < 0 || read(fd, b, sizeof b) != (ssize_t)sizeof b)
         die("cannot read /dev/urandom: %s", strerror(errno));
@@ -753,7 +755,7 @@ int main(int argc, char **argv)
     if (j.el_max) {
         char err[256];
         int port;
-        if (store_server_start(&j.store, j.any_remote ? NULL : "127.0.0.1", j.port, &port,
+        if (weft_store_server_start(&j.store, j.any_remote ? NULL : "127.0.0.1", j.port, &port,
                                j.secret, err, sizeof err))
             die("cannot serve the store: %s", err);
         j.port = port;
@@ -764,6 +766,6 @@ int main(int argc, char **argv)
     /* its thread may still be answering a rank: stopped before exit's
      * cleanup frees what it uses (OpenSSL's state among it) */
     if (j.store)
-        store_server_stop(j.store);
+        weft_store_server_stop(j.store);
     return rc;
 }
