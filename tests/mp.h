@@ -7,9 +7,18 @@
 #include "test.h"
 #include "weft.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef void (*mp_fn)(weft_comm *c, void *arg);
@@ -110,6 +119,99 @@ static inline int mp_thin(void)
 static inline int mp_size_kept(int n)
 {
     return !mp_thin() || n == 1 || n == 3 || n == 4 || n == 8;
+}
+
+/* ---- helpers more than one test program uses ---------------------------- */
+
+/* Seconds on the monotonic clock, for deadlines and ordering, never for
+ * asserting how long something took. */
+static inline double mp_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static inline void mp_sleep_ms(int ms)
+{
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+/* A thread body: aborts the communicator arg after 200 ms, so a rank
+ * blocked in a collective that cannot finish learns of it. */
+static inline void *mp_abort_later(void *arg)
+{
+    mp_sleep_ms(200);
+    weft_comm_abort(arg);
+    return NULL;
+}
+
+/* A thread body: kills this rank (SIGKILL, no clean-up) after the number
+ * of milliseconds in arg, an intptr_t cast to a pointer, while its other
+ * thread is inside a collective. */
+static inline void *mp_kill_later(void *arg)
+{
+    mp_sleep_ms((int)(intptr_t)arg);
+    raise(SIGKILL);
+    return NULL;
+}
+
+/* Whether kind k reduces (has an op), as against only moving data. */
+static inline int mp_is_reduction(weft_coll_kind k)
+{
+    return k == WEFT_COLL_ALLREDUCE || k == WEFT_COLL_REDUCE || k == WEFT_COLL_REDUCE_SCATTER;
+}
+
+/* How many /dev/shm names of the communicator with this id are addressed
+ * to rank r ("weft-ID-FROM-r-..."): what a rank that died or left would
+ * leave behind. */
+static inline int mp_shm_names_to(uint64_t comm_id, int r)
+{
+    char prefix[40], tail[24];
+    int n = 0;
+    DIR *d = opendir("/dev/shm");
+    struct dirent *e;
+    snprintf(prefix, sizeof prefix, "weft-%016llx-", (unsigned long long)comm_id);
+    snprintf(tail, sizeof tail, "-%d-", r);
+    while (d && (e = readdir(d))) {
+        const char *rest = e->d_name + strlen(prefix);
+        const char *dash = strncmp(e->d_name, prefix, strlen(prefix)) ? NULL : strchr(rest, '-');
+        n += dash && !strncmp(dash, tail, strlen(tail));
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* Forbids this process process_vm_readv (a seccomp filter: EPERM), as a
+ * container without CAP_SYS_PTRACE does; non-zero when it cannot. */
+static inline int mp_deny_cma(void)
+{
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_readv, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = { (unsigned short)(sizeof f / sizeof f[0]), f };
+    return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+           prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0);
+}
+
+/* Training sample i of a made-up classification task: in features, label
+ * i % classes, and noise around a one-hot pattern of the label, the same
+ * on every rank and in every run. */
+static inline void mp_sample(long i, float *x, int32_t *y, int in, int classes)
+{
+    uint64_t h = (uint64_t)i * 0x9e3779b97f4a7c15ull;
+    *y = (int32_t)(i % classes);
+    for (int k = 0; k < in; k++) {
+        h ^= h >> 29;
+        h *= 0xbf58476d1ce4e5b9ull;
+        float noise = (float)(h >> 40) / (float)(1u << 24) - 0.5f;
+        x[k] = noise + (k % classes == *y ? 1.0f : 0.0f);
+    }
 }
 
 #endif

@@ -38,13 +38,6 @@ typedef struct {
 
 static int seq_;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Forks one rank; its stderr goes to k->log. It exits 0 when init returned
  * what was expected and fn (if it joined) returned 0. */
 static void spawn(const rank_cfg *r, rank_fn fn, void *arg, child *k)
@@ -291,8 +284,8 @@ static void freeze(int victim, double bound_s)
     CHECKF(read(ready[0], &c, 1) == 1, "the job never ran");
     pid_t frozen = k[victim].pid;
     kill(frozen, SIGSTOP);
-    double until = now_s() + bound_s;
-    while (left > 0 && now_s() < until) {
+    double until = mp_now_s() + bound_s;
+    while (left > 0 && mp_now_s() < until) {
         for (int r = 0; r < 4; r++) {
             int st;
             if (r == victim || !k[r].pid || waitpid(k[r].pid, &st, WNOHANG) != k[r].pid)

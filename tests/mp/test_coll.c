@@ -238,11 +238,6 @@ static void run_case(weft_comm *c, const tcase *k)
     free(want);
 }
 
-static int is_red(weft_coll_kind k)
-{
-    return k == WEFT_COLL_ALLREDUCE || k == WEFT_COLL_REDUCE || k == WEFT_COLL_REDUCE_SCATTER;
-}
-
 static const weft_coll_kind kinds[] = {
     WEFT_COLL_ALLREDUCE, WEFT_COLL_REDUCE, WEFT_COLL_REDUCE_SCATTER, WEFT_COLL_BROADCAST,
     WEFT_COLL_GATHER, WEFT_COLL_SCATTER, WEFT_COLL_ALLGATHER, WEFT_COLL_ALLTOALL };
@@ -268,7 +263,7 @@ static void matrix(weft_comm *c, void *arg)
     for (unsigned ki = 0; ki < NKIND; ki++)
         for (unsigned ai = 0; ai < NALGO; ai++)
             for (int di = 0; di < NDT; di++)
-                for (int op = 0; op < (is_red(kinds[ki]) ? WEFT_OP_COUNT : 1); op++)
+                for (int op = 0; op < (mp_is_reduction(kinds[ki]) ? WEFT_OP_COUNT : 1); op++)
                     for (int inplace = 0; inplace < 2; inplace++)
                         for (unsigned ci = 0; ci < 4; ci++) {
                             tcase k = { kinds[ki], dtypes[di], (weft_op)op, algos[ai],

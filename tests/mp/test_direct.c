@@ -16,17 +16,12 @@
 #include "coll/reduce.h"
 #include "core/half.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <time.h>
 
 /* Small integers (products of ones and twos): exact in every dtype and
@@ -252,25 +247,6 @@ static int rooted(weft_comm *c, weft_coll_kind k, weft_dtype t, weft_op op, uint
     return bad;
 }
 
-/* Names in /dev/shm of this communicator's segments addressed to rank r. */
-static int names_to(weft_comm *c, int r)
-{
-    char prefix[40], tail[24];
-    int n = 0;
-    DIR *d = opendir("/dev/shm");
-    struct dirent *e;
-    snprintf(prefix, sizeof prefix, "weft-%016llx-", (unsigned long long)c->id);
-    snprintf(tail, sizeof tail, "-%d-", r);
-    while (d && (e = readdir(d))) {
-        const char *rest = e->d_name + strlen(prefix);
-        const char *dash = strncmp(e->d_name, prefix, strlen(prefix)) ? NULL : strchr(rest, '-');
-        n += dash && !strncmp(dash, tail, strlen(tail));
-    }
-    if (d)
-        closedir(d);
-    return n;
-}
-
 struct cfg {
     int full;         /* every dtype and op; else a few */
     uint64_t big;     /* elements of the large all-reduce (0: none) */
@@ -327,8 +303,8 @@ static void matrix(weft_comm *c, void *arg)
     CHECKF(bad == 0, "rank %d of %d: %d of %d calls wrong", r, n, bad, calls);
     CHECKF(direct_verdict(c) == (n > 1 ? g->expect : 0), "rank %d of %d: verdict %d", r, n,
            direct_verdict(c));
-    CHECKF(names_to(c, r) == 0, "rank %d: %d segment name(s) left in /dev/shm", r,
-           names_to(c, r));
+    CHECKF(mp_shm_names_to(c->id, r) == 0, "rank %d: %d segment name(s) left in /dev/shm", r,
+           mp_shm_names_to(c->id, r));
 }
 
 /* The same buffers and new ones, call after call: each call exchanges
@@ -381,27 +357,12 @@ static void repeated(weft_comm *c, void *arg)
     }
 }
 
-/* process_vm_readv fails with EPERM, as under a container's seccomp
- * profile. */
-static int deny_cma(void)
-{
-    struct sock_filter f[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_readv, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-    };
-    struct sock_fprog prog = { (unsigned short)(sizeof f / sizeof f[0]), f };
-    return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
-           prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0);
-}
-
 /* Only the last rank may not read the others: every rank must take the
  * ring, and the results stay right. */
 static void denied(weft_comm *c, void *arg)
 {
     int n = weft_comm_size(c), r = weft_comm_rank(c);
-    CHECKF(r != n - 1 || deny_cma() == 0, "rank %d: seccomp filter not installed", r);
+    CHECKF(r != n - 1 || mp_deny_cma() == 0, "rank %d: seccomp filter not installed", r);
     matrix(c, arg);
 }
 
@@ -416,7 +377,7 @@ static void denied_later(weft_comm *c, void *arg)
     uint64_t cnt = 300001;
     CHECK(allreduce(c, WEFT_F32, WEFT_SUM, cnt, 0) == 0);
     CHECKF(direct_verdict(c) == 1, "rank %d: verdict %d", r, direct_verdict(c));
-    CHECKF(r != n - 1 || deny_cma() == 0, "rank %d: seccomp filter not installed", r);
+    CHECKF(r != n - 1 || mp_deny_cma() == 0, "rank %d: seccomp filter not installed", r);
     int bad = kind == 0   ? allreduce(c, WEFT_F32, WEFT_SUM, cnt, 0)
               : kind == 1 ? allgather(c, WEFT_I32, cnt / 4, 0)
                           : reduce_scatter(c, WEFT_F64, WEFT_SUM, cnt / 4);
@@ -435,7 +396,7 @@ static void denied_inplace(weft_comm *c, void *arg)
     uint64_t cnt = 300001;
     float *x = malloc(cnt * sizeof *x);
     CHECK(allreduce(c, WEFT_F32, WEFT_SUM, cnt, 1) == 0);
-    CHECKF(r != n - 1 || deny_cma() == 0, "rank %d: seccomp filter not installed", r);
+    CHECKF(r != n - 1 || mp_deny_cma() == 0, "rank %d: seccomp filter not installed", r);
     fill(x, WEFT_F32, r, 0, cnt, WEFT_SUM);
     int rc = coll(c, WEFT_COLL_ALLREDUCE, x, x, cnt, WEFT_F32, WEFT_SUM, 0, WEFT_ALGO_DIRECT);
     char want[64];
@@ -444,14 +405,6 @@ static void denied_inplace(weft_comm *c, void *arg)
     CHECKF(strstr(weft_comm_error(c), want) != NULL, "rank %d: %s", r, weft_comm_error(c));
     (void)arg;
     free(x);
-}
-
-static void *kill_later(void *arg)
-{
-    struct timespec ts = { 0, (long)(intptr_t)arg * 1000 * 1000 };
-    nanosleep(&ts, NULL);
-    raise(SIGKILL);
-    return NULL;
 }
 
 /* The last rank dies, at some point inside a run of large all-reduces:
@@ -465,7 +418,7 @@ static void death(weft_comm *c, void *arg)
     CHECK(coll(c, WEFT_COLL_ALLREDUCE, in, out, cnt, WEFT_F32, WEFT_SUM, 0,
                WEFT_ALGO_DIRECT) == 0);
     if (r == n - 1)
-        pthread_create(&th, NULL, kill_later, arg);
+        pthread_create(&th, NULL, mp_kill_later, arg);
     for (int it = 0; it < 10000 && !rc; it++)
         rc = coll(c, WEFT_COLL_ALLREDUCE, in, out, cnt, WEFT_F32, WEFT_SUM, 0,
                   WEFT_ALGO_DIRECT);
@@ -476,14 +429,6 @@ static void death(weft_comm *c, void *arg)
            name, weft_comm_error(c));
     free(in);
     free(out);
-}
-
-static void *abort_later(void *arg)
-{
-    struct timespec ts = { 0, 200 * 1000 * 1000 };
-    nanosleep(&ts, NULL);
-    weft_comm_abort(arg);
-    return NULL;
 }
 
 /* Rank 1 never joins the second all-reduce: rank 0 (aborted from another
@@ -499,7 +444,7 @@ static void stuck(weft_comm *c, void *arg)
         return;
     }
     if (r == 0)
-        pthread_create(&th, NULL, abort_later, c);
+        pthread_create(&th, NULL, mp_abort_later, c);
     float x[64] = { 0 };
     int rc = coll(c, WEFT_COLL_ALLREDUCE, x, x, 64, WEFT_F32, WEFT_SUM, 0, WEFT_ALGO_DIRECT);
     /* rank 2 times out or learns of rank 0's abort first */

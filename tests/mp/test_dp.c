@@ -11,19 +11,6 @@
 #define GLOBAL_BATCH 12
 #define STEPS 10
 
-/* Sample i of the endless synthetic data set: a fixed function of i. */
-static void sample(long i, float *x, int32_t *y)
-{
-    uint64_t h = (uint64_t)i * 0x9e3779b97f4a7c15ull;
-    *y = (int32_t)(i % CLASSES);
-    for (int k = 0; k < IN; k++) {
-        h ^= h >> 29;
-        h *= 0xbf58476d1ce4e5b9ull;
-        float noise = (float)(h >> 40) / (float)(1u << 24) - 0.5f;
-        x[k] = noise + (k % CLASSES == *y ? 1.0f : 0.0f);
-    }
-}
-
 /* Trains on rows [lo, hi) of each global batch; returns the losses as the
  * whole job sees them (average over ranks) in losses[]. */
 static int train(weft_comm *c, int lo, int hi, float *losses, weft_model **out)
@@ -52,7 +39,7 @@ static int train(weft_comm *c, int lo, int hi, float *losses, weft_model **out)
     for (int s = 0; s < STEPS; s++) {
         float loss;
         for (int j = 0; j < rows; j++)
-            sample((long)s * GLOBAL_BATCH + lo + j, x + j * IN, y + j);
+            mp_sample((long)s * GLOBAL_BATCH + lo + j, x + j * IN, y + j, IN, CLASSES);
         weft_model_zero_grad(m);
         /* parts differ by one sample when p does not divide the batch; the
          * share must be known before backward starts reducing buckets */
@@ -110,7 +97,7 @@ static void accum_body(weft_comm *c, void *arg)
     int32_t y[GLOBAL_BATCH];
     (void)arg;
     for (int j = 0; j < GLOBAL_BATCH; j++)
-        sample(j, x + j * IN, y + j);
+        mp_sample(j, x + j * IN, y + j, IN, CLASSES);
     CHECK(weft_model_config_parse("mlp:16-32-32-4", &cfg) == 0);
     CHECK(weft_model_create(&m, &cfg, 7) == 0);
     weft_model_set_threads(m, 1);

@@ -41,11 +41,6 @@ static const weft_dtype dtypes[] = { WEFT_F32, WEFT_F64, WEFT_F16, WEFT_BF16,
                                      WEFT_I8,  WEFT_U8,  WEFT_I32, WEFT_I64 };
 #define NDTYPES (int)(sizeof dtypes / sizeof dtypes[0])
 
-static int is_red(weft_coll_kind k)
-{
-    return k == WEFT_COLL_ALLREDUCE || k == WEFT_COLL_REDUCE || k == WEFT_COLL_REDUCE_SCATTER;
-}
-
 static int is_rooted(weft_coll_kind k)
 {
     return k == WEFT_COLL_BROADCAST || k == WEFT_COLL_REDUCE || k == WEFT_COLL_GATHER ||
@@ -203,7 +198,7 @@ static void matrix(weft_comm *c, void *arg)
         for (int di = 0; di < NDTYPES; di++) {
             weft_dtype t = dtypes[di];
             size_t counts[4] = { 0, 1, 7, limit(k, n, t) };
-            for (int op = 0; op < (is_red(k) ? WEFT_OP_COUNT : 1); op++) {
+            for (int op = 0; op < (mp_is_reduction(k) ? WEFT_OP_COUNT : 1); op++) {
                 /* every op for all-reduce; sum and max for the others */
                 if (k != WEFT_COLL_ALLREDUCE && op != WEFT_SUM && op != WEFT_MAX)
                     continue;
@@ -413,14 +408,6 @@ static void stopped(weft_comm *c, void *arg)
     }
 }
 
-static void *abort_later(void *arg)
-{
-    struct timespec ts = { 0, 200 * 1000 * 1000 };
-    nanosleep(&ts, NULL);
-    weft_comm_abort(arg);
-    return NULL;
-}
-
 /* Rank 1 never joins the second call: rank 0, aborted from another
  * thread, gives up with WEFT_EABORTED; rank 2 gives up too. */
 static void aborted(weft_comm *c, void *arg)
@@ -435,7 +422,7 @@ static void aborted(weft_comm *c, void *arg)
         return;
     }
     if (r == 0)
-        pthread_create(&th, NULL, abort_later, c);
+        pthread_create(&th, NULL, mp_abort_later, c);
     int rc = flat_sum(c, &v);
     CHECKF(rc < 0, "rank %d: an all-reduce without rank 1 succeeded", r);
     if (r == 0) {
@@ -656,14 +643,6 @@ static void big_soak(weft_comm *c, void *arg)
     free(o);
 }
 
-static void *kill_later(void *arg)
-{
-    struct timespec ts = { 0, *(long *)arg };
-    nanosleep(&ts, NULL);
-    raise(SIGKILL);
-    return NULL;
-}
-
 /* The last rank is killed while large all-reduces run: the others fail
  * with WEFT_EPEER naming it, whatever step they were waiting for. */
 static void big_death(weft_comm *c, void *arg)
@@ -673,12 +652,11 @@ static void big_death(weft_comm *c, void *arg)
     float *x = calloc(cnt, sizeof *x);
     char name[32];
     pthread_t th;
-    static long delay;
     CHECK(one(c, WEFT_COLL_ALLREDUCE, WEFT_ALGO_FLAT, WEFT_F32, WEFT_SUM, 1, 0, 0, 0, name,
               &(size_t){ 0 }) == 0);
     if (r == n - 1) {
-        delay = 20L * 1000 * 1000 + (long)(getpid() % 7) * 1000 * 1000;
-        pthread_create(&th, NULL, kill_later, &delay);
+        intptr_t delay_ms = 20 + getpid() % 7;
+        pthread_create(&th, NULL, mp_kill_later, (void *)delay_ms);
     }
     for (i = 0; i < 100000 && !rc; i++)
         rc = weft_collective(c, &(weft_coll_args){ .kind = WEFT_COLL_ALLREDUCE, .send = x,

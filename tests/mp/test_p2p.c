@@ -264,13 +264,6 @@ static void dead_peer(weft_comm *c, void *arg)
     weft_comm_abort(c); /* destroy without the closing barrier */
 }
 
-static void *abort_later(void *arg)
-{
-    usleep(200 * 1000);
-    weft_comm_abort(arg);
-    return NULL;
-}
-
 /* An abort from another thread ends a receive nobody will match. */
 static void aborted(weft_comm *c, void *arg)
 {
@@ -279,7 +272,7 @@ static void aborted(weft_comm *c, void *arg)
     float x;
     if (r == 0) {
         pthread_t t;
-        CHECK(pthread_create(&t, NULL, abort_later, c) == 0);
+        CHECK(pthread_create(&t, NULL, mp_abort_later, c) == 0);
         int rc = weft_recv(c, &x, 1, WEFT_F32, 1);
         CHECKF(rc == WEFT_EABORTED, "got %s", weft_strerror(rc));
         pthread_join(t, NULL);

@@ -179,14 +179,6 @@ static void run_case(weft_comm *c, void *arg)
     weft_model_destroy(whole);
 }
 
-/* Under sanitizers (TEST_SCALE > 1, ten times slower) one m per (p,
- * schedule): the grid's other points run in the plain build. */
-static int thin(void)
-{
-    const char *s = getenv("TEST_SCALE");
-    return s && atoi(s) > 1;
-}
-
 static void sweep(const char *model)
 {
     static const char *const scheds[] = { "gpipe", "1f1b", "zb", "interleaved:2" };
@@ -199,7 +191,9 @@ static void sweep(const char *model)
                 ms[1] = 2 * p;
                 ms[2] = 0;
             }
-            if (thin()) {
+            /* under sanitizers (ten times slower) one m per (p, schedule):
+             * the grid's other points run in the plain build */
+            if (mp_thin()) {
                 ms[0] = inter ? 2 * p : 2 * p + 1;
                 ms[1] = 0;
             }

@@ -9,12 +9,6 @@
 #include <math.h>
 #include <time.h>
 
-static void sleep_ms(int ms)
-{
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-    nanosleep(&ts, NULL);
-}
-
 TEST(shard)
 {
     const size_t counts[] = { 1, 2, 7, 100, 4095, 4096, 10000, 65536, 1000003, 5u << 20 };
@@ -118,10 +112,10 @@ static void counting_worker(psjob *j, weft_ps *ps, int w)
     g[w] = -1.0f; /* lr 1: param[w] grows by the averaging weight per push */
     for (int c = 0; c < STEPS; c++) {
         if (slow)
-            sleep_ms(mode == WEFT_PS_ASP ? 0 : 30);
+            mp_sleep_ms(mode == WEFT_PS_ASP ? 0 : 30);
         if (slow && mode == WEFT_PS_ASP)
             while (atomic_load(&sh->fast_done) < CW - 1)
-                sleep_ms(5);
+                mp_sleep_ms(5);
         CHECK(weft_ps_push(ps, 0, g, &a) == 0);
         atomic_store(&sh->clock[w], c + 1);
         CHECK(weft_ps_clock(ps) == 0);
@@ -188,18 +182,6 @@ typedef struct {
     size_t n;
 } training;
 
-static void sample(long i, float *x, int32_t *y)
-{
-    uint64_t h = (uint64_t)i * 0x9e3779b97f4a7c15ull;
-    *y = (int32_t)(i % CLASSES);
-    for (int k = 0; k < IN; k++) {
-        h ^= h >> 29;
-        h *= 0xbf58476d1ce4e5b9ull;
-        float noise = (float)(h >> 40) / (float)(1u << 24) - 0.5f;
-        x[k] = noise + (k % CLASSES == *y ? 1.0f : 0.0f);
-    }
-}
-
 /* The servers' optimiser and schedule, and the same on every DP rank:
  * SGD with momentum and weight decay at a constant rate, or AdamW with
  * warm-up and cosine decay. */
@@ -244,7 +226,7 @@ static void ps_trainer(psjob *j, weft_ps *ps, int w)
     for (int s = 0; s < TSTEPS; s++) {
         float loss;
         for (int r = lo; r < hi; r++)
-            sample((long)s * GB + r, x + (r - lo) * IN, y + (r - lo));
+            mp_sample((long)s * GB + r, x + (r - lo) * IN, y + (r - lo), IN, CLASSES);
         weft_model_zero_grad(m);
         CHECK(weft_model_forward(m, x, y, hi - lo, 1, &loss) == 0 && weft_model_backward(m) == 0);
         sh->loss[w][s] = loss;
@@ -284,7 +266,7 @@ static void dp_trainer(weft_comm *c, void *arg)
     for (int s = 0; s < TSTEPS; s++) {
         float loss;
         for (int r = lo; r < hi; r++)
-            sample((long)s * GB + r, x + (r - lo) * IN, y + (r - lo));
+            mp_sample((long)s * GB + r, x + (r - lo) * IN, y + (r - lo), IN, CLASSES);
         weft_model_zero_grad(m);
         CHECK(weft_model_forward(m, x, y, hi - lo, 1, &loss) == 0 && weft_model_backward(m) == 0);
         CHECK(weft_dp_sync_grads(dp) == 0 && weft_dp_average(dp, &loss, 1) == 0);

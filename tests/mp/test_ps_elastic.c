@@ -10,12 +10,6 @@
 #include <signal.h>
 #include <time.h>
 
-static void sleep_ms(int ms)
-{
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-    nanosleep(&ts, NULL);
-}
-
 typedef struct {
     _Atomic int w0_at_death, dying, dead, w0_at_join, joined, restarted, phase;
     _Atomic int64_t join_clock;
@@ -24,20 +18,13 @@ typedef struct {
     double spawned, joined_at, killed_at, longest; /* seconds, monotonic (printed only) */
 } shared_t;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Waits (sleeping, not spinning) for *v >= want, at most 60 s. */
 static int await(_Atomic int *v, int want)
 {
     for (int i = 0; i < 6000; i++) {
         if (atomic_load(v) >= want)
             return 1;
-        sleep_ms(10);
+        mp_sleep_ms(10);
     }
     CHECKF(0, "stage %d not reached within 60 s", want);
     return 0;
@@ -137,7 +124,7 @@ static void rejoin_worker(psjob *j, weft_ps *ps, int w)
         atomic_store(&sh->join_clock, c0);
         CHECKF(c0 == X, "re-admitted at clock %lld, expected %d", (long long)c0, X);
         CHECK(weft_ps_pull(ps, 0, p, &b) == 0 && weft_ps_wait(b) == 0);
-        sh->joined_at = now_s();
+        sh->joined_at = mp_now_s();
         atomic_store(&sh->joined, 1);
     }
     for (int64_t c = c0; c < E; c++) {
@@ -191,7 +178,7 @@ static void test_worker_restart(const char *mode)
         atomic_store(&sh->dead, 1);
         if (await(&sh->w0_at_join, 1)) {
             atomic_store(&sh->restarted, 1);
-            sh->spawned = now_s();
+            sh->spawned = mp_now_s();
             psj_spawn(&j, 1);
         }
     }
@@ -225,11 +212,11 @@ static void steady_worker(psjob *j, weft_ps *ps, int w)
         if (w == 0 && c == 5)
             atomic_store(&sh->phase, 1); /* parent: kill server 1 now */
         if (c >= 5)
-            sleep_ms(4);
-        double t0 = now_s();
+            mp_sleep_ms(4);
+        double t0 = mp_now_s();
         int rc = step(ps, g, p);
-        if (w == 0 && now_s() - t0 > sh->longest)
-            sh->longest = now_s() - t0;
+        if (w == 0 && mp_now_s() - t0 > sh->longest)
+            sh->longest = mp_now_s() - t0;
         CHECKF(rc == 0, "worker %d step %d: %s (%s)", w, c, weft_strerror(rc),
                weft_ps_error(ps));
         if (rc)
@@ -259,9 +246,9 @@ static void test_server_restart(const char *mode, int n, int chunk)
     j.cfg.ckpt_interval = 5; /* checkpoints and a log tail both matter */
     psj_start(&j);
     if (await(&sh->phase, 1)) {
-        sleep_ms(6);
+        mp_sleep_ms(6);
         psj_kill(&j, 3); /* server 1 */
-        sh->killed_at = now_s();
+        sh->killed_at = mp_now_s();
         CHECKF(!atomic_load(&sh->done), "the workers finished before the server was killed");
         psj_spawn(&j, 3);
     }
@@ -286,7 +273,7 @@ static void abandoned_worker(psjob *j, weft_ps *ps, int w)
         if (c == 3)
             atomic_store(&sh->phase, 1); /* parent: kill server 1 for good */
         if (c >= 3)
-            sleep_ms(5);
+            mp_sleep_ms(5);
         rc = step(ps, g, p);
     }
     CHECKF(rc == WEFT_EPEER, "ended with %s", weft_strerror(rc));

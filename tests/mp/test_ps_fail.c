@@ -10,12 +10,6 @@
 #include <signal.h>
 #include <time.h>
 
-static void sleep_ms(int ms)
-{
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-    nanosleep(&ts, NULL);
-}
-
 typedef struct {
     _Atomic int phase;        /* worker -> parent handshakes */
     _Atomic int done;
@@ -32,7 +26,7 @@ static int await(psjob *j, _Atomic int *v, int want)
     for (int i = 0; i < 6000; i++) {
         if (atomic_load(v) >= want)
             return 1;
-        sleep_ms(10);
+        mp_sleep_ms(10);
     }
     CHECKF(0, "no worker reached stage %d within 60 s", want);
     for (int r = 0; r < j->W + j->K; r++)
@@ -116,7 +110,7 @@ static int step_until_error(weft_ps *ps, int w, _Atomic int *phase, const float 
         if (w == 0 && c == 3)
             atomic_store(phase, 1);
         if (c >= 3)
-            sleep_ms(5);
+            mp_sleep_ms(5);
         if ((rc = weft_ps_push(ps, 0, g, &a)) == 0) {
             int r2;
             rc = weft_ps_clock(ps);
@@ -174,7 +168,7 @@ static void stalled_worker(psjob *j, weft_ps *ps, int w)
     CHECK(weft_ps_register(ps, 0, zero, 4) == 0);
     atomic_store(&sh->phase, 1); /* parent: stop the server */
     while (atomic_load(&sh->phase) != 2)
-        sleep_ms(5);
+        mp_sleep_ms(5);
     CHECK(weft_ps_push(ps, 0, g, &a) == 0);
     int rc = weft_ps_wait(a);
     CHECKF(rc == WEFT_ETIMEDOUT, "push on a stopped server: %s", weft_strerror(rc));
@@ -223,13 +217,6 @@ typedef struct {
     char msg[400];
 } stop_t;
 
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void blaming_worker(psjob *j, weft_ps *ps, int w)
 {
     stop_t *sh = j->shared;
@@ -238,7 +225,7 @@ static void blaming_worker(psjob *j, weft_ps *ps, int w)
         g[i] = -1;
     CHECK(weft_ps_register(ps, 0, zero, 64) == 0);
     int rc = step_until_error(ps, w, &sh->phase, g, p, 100000); /* stop server 1 */
-    double took = mono_s() - sh->t_stop;
+    double took = mp_now_s() - sh->t_stop;
     CHECKF(rc == WEFT_ETIMEDOUT, "worker %d ended with %s: %s", w, weft_strerror(rc),
            weft_ps_error(ps));
     CHECKF(strstr(weft_ps_error(ps), "parameter server 1 (rank 5) stopped responding") &&
@@ -270,7 +257,7 @@ static void test_server_stop(void)
     j.cfg.timeout_s = STOP_TIMEOUT_S;
     psj_start(&j);
     if (await(&j, &sh->phase, 1)) {
-        sh->t_stop = mono_s();
+        sh->t_stop = mp_now_s();
         kill(j.pid[5], SIGSTOP);
         await(&j, &sh->done, 4);
         psj_kill(&j, 5); /* nothing left behind, stopped */
@@ -310,7 +297,7 @@ static void restart_worker(psjob *j, weft_ps *ps, int w)
         if (c == 12)
             atomic_store(&sh->phase, 1);
         if (c >= 12)
-            sleep_ms(2);
+            mp_sleep_ms(2);
     }
     CHECKF(rc == 0, "push ended with %s", weft_strerror(rc));
     weft_ps_destroy(ps);
@@ -378,10 +365,10 @@ static void test_server_restart(const char *mode)
     j.cfg.ckpt_interval = 5; /* checkpoints and a log tail both matter */
     psj_start(&j);
     if (await(&j, &sh->phase, 1)) {
-        sleep_ms(7);
+        mp_sleep_ms(7);
         psj_kill(&j, 1); /* SIGKILL mid-push */
         psj_spawn(&j, 1);
-        sleep_ms(300);
+        mp_sleep_ms(300);
         atomic_store(&sh->phase, 2);
     }
     CHECK(psj_finish(&j) == 0);

@@ -12,13 +12,8 @@
 #include "coll/comm.h"
 #include "coll/sched/sched.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <stddef.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -129,25 +124,6 @@ static int link_mode(weft_comm *c, int peer, int out)
     return l[peer].state == SHM_LINK_RING;
 }
 
-/* Names in /dev/shm of this communicator's segments addressed to rank r. */
-static int names_to(weft_comm *c, int r)
-{
-    char prefix[40], tail[24];
-    int n = 0;
-    DIR *d = opendir("/dev/shm");
-    struct dirent *e;
-    snprintf(prefix, sizeof prefix, "weft-%016llx-", (unsigned long long)c->id);
-    snprintf(tail, sizeof tail, "-%d-", r);
-    while (d && (e = readdir(d))) {
-        const char *rest = e->d_name + strlen(prefix);
-        const char *dash = strncmp(e->d_name, prefix, strlen(prefix)) ? NULL : strchr(rest, '-');
-        n += dash && !strncmp(dash, tail, strlen(tail));
-    }
-    if (d)
-        closedir(d);
-    return n;
-}
-
 struct cfg {
     uint64_t count;
     int all_algos;
@@ -195,8 +171,8 @@ static void matrix(weft_comm *c, void *arg)
         CHECKF(used > 0, "rank %d: no same-host link was set up", r);
     /* every message sent to this rank has been received: each segment
      * addressed to it was mapped, and its name is gone */
-    CHECKF(names_to(c, r) == 0, "rank %d: %d segment name(s) left in /dev/shm", r,
-           names_to(c, r));
+    CHECKF(mp_shm_names_to(c->id, r) == 0, "rank %d: %d segment name(s) left in /dev/shm", r,
+           mp_shm_names_to(c->id, r));
 }
 
 /* A segment cannot be made (the file size limit forbids it): the pair
@@ -228,14 +204,6 @@ static void death(weft_comm *c, void *arg)
            weft_comm_error(c));
 }
 
-static void *abort_later(void *arg)
-{
-    struct timespec ts = { 0, 200 * 1000 * 1000 };
-    nanosleep(&ts, NULL);
-    weft_comm_abort(arg);
-    return NULL;
-}
-
 /* Rank 1 never joins the second all-reduce: rank 0 (aborted from another
  * thread) and rank 2 (after its timeout) must both give up. */
 static void stuck(weft_comm *c, void *arg)
@@ -249,7 +217,7 @@ static void stuck(weft_comm *c, void *arg)
         return;
     }
     if (r == 0)
-        pthread_create(&th, NULL, abort_later, c);
+        pthread_create(&th, NULL, mp_abort_later, c);
     long rc = one(c, WEFT_COLL_ALLREDUCE, WEFT_ALGO_RING, WEFT_I32, 1000);
     CHECKF(rc < 0, "rank %d: an all-reduce without rank 1 succeeded", r);
     if (r == 0) {
@@ -293,28 +261,13 @@ static void cma_disabled(weft_comm *c, void *arg)
            (unsigned long long)sent);
 }
 
-/* process_vm_readv fails with EPERM, as under a container's seccomp
- * profile. */
-static int deny_cma(void)
-{
-    struct sock_filter f[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_readv, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-    };
-    struct sock_fprog prog = { (unsigned short)(sizeof f / sizeof f[0]), f };
-    return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
-           prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0);
-}
-
 /* Odd ranks may not read other processes: their senders fall back to the
  * ring after one refusal, the others keep single copy. */
 static void cma_denied(weft_comm *c, void *arg)
 {
     struct cfg g = { 300001, 1, 1 };
     int r = weft_comm_rank(c), n = weft_comm_size(c);
-    CHECKF(!(r & 1) || deny_cma() == 0, "rank %d: seccomp filter not installed", r);
+    CHECKF(!(r & 1) || mp_deny_cma() == 0, "rank %d: seccomp filter not installed", r);
     matrix(c, &g);
     for (int p = 0; c->shm_out && p < n; p++) {
         const shm_link *l = &c->shm_out[p];

@@ -10,7 +10,7 @@
  *
  * The store runs in the test process (outside the ranks, as in an elastic
  * job) unless a case puts it in rank 0. */
-#include "test.h"
+#include "mp.h"
 
 #include "bootstrap/store.h"
 #include "coll/comm.h"
@@ -218,12 +218,6 @@ static double run(const plan *p)
     return worst;
 }
 
-static int scaled(void)
-{
-    const char *s = getenv("TEST_SCALE");
-    return s && atoi(s) > 1;
-}
-
 TEST(shrink_nobody_dead)
 {
     plan p = { .n = 4, .first = -1, .second = -1, .phase = -1, .timeout_s = 10 };
@@ -235,7 +229,7 @@ TEST(shrink_nobody_dead)
 TEST(shrink_one_dead)
 {
     static const int sizes[] = { 3, 4, 7, 8 };
-    for (int s = 0; s < 4; s += scaled() ? 3 : 1) {
+    for (int s = 0; s < 4; s += mp_thin() ? 3 : 1) {
         int n = sizes[s];
         int first = (n - 3) % 3 == 0 ? 0 : (n - 3) % 3 == 1 ? n - 1 : n / 2;
         plan p = { .n = n, .first = first, .second = -1, .phase = -1, .timeout_s = 10 };
@@ -250,7 +244,7 @@ TEST(shrink_death_at_every_phase)
 {
     static const int sizes[] = { 3, 8 };
     for (int s = 0; s < 2; s++) {
-        if (scaled() && s == 1)
+        if (mp_thin() && s == 1)
             continue;
         for (int ph = 0; ph < SHRINK_PH_COUNT; ph++) {
             int n = sizes[s];

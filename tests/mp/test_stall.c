@@ -29,13 +29,6 @@ typedef struct {
 
 static shared *sh;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Stops this whole process a little into the stream, wherever its main
  * thread then is. */
 static void *stopper(void *arg)
@@ -43,7 +36,7 @@ static void *stopper(void *arg)
     (void)arg;
     usleep(300 * 1000);
     sh->vpid = getpid();
-    sh->t_stop = now_s();
+    sh->t_stop = mp_now_s();
     raise(SIGSTOP);
     return NULL;
 }
@@ -59,7 +52,7 @@ static void stall(weft_comm *c, void *arg)
     for (long it = 0; it < 100000000 && rc == 0; it++)
         rc = weft_allreduce(c, buf, buf, count, WEFT_F32, WEFT_SUM);
     /* the victim never gets here: it is killed while stopped */
-    double took = now_s() - sh->t_stop;
+    double took = mp_now_s() - sh->t_stop;
     char want[32];
     snprintf(want, sizeof want, "rank %d stop", sh->victim);
     CHECKF(rc == WEFT_ETIMEDOUT, "rank %d: %s: %s", r, weft_strerror(rc), weft_comm_error(c));

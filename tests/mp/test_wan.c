@@ -14,13 +14,6 @@
 
 TEST_TIMEOUT(120);
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* 4 ranks, 2 per cluster, on one machine (one host id each cluster) */
 static void placement_rank(weft_comm *c, void *arg)
 {
@@ -98,7 +91,7 @@ static void wan_rank(weft_comm *c, void *arg)
         CHECK(!weft_send(c, x, sizeof x, WEFT_U8, peer));
         CHECK(!weft_recv(c, x, sizeof x, WEFT_U8, peer));
         /* round trips over the WAN: two one-way delays each */
-        double t = now();
+        double t = mp_now_s();
         for (int i = 0; i < 3; i++) {
             if (r == 0) {
                 CHECK(!weft_send(c, x, sizeof x, WEFT_U8, peer));
@@ -109,7 +102,7 @@ static void wan_rank(weft_comm *c, void *arg)
             }
         }
         /* rank 0 starts each round trip; rank 2's clock starts late */
-        double rtt = (now() - t) / 3;
+        double rtt = (mp_now_s() - t) / 3;
         if (r == 0) {
             CHECKF(rtt >= 2 * DELAY, "round trip %.4f s < %.3f s", rtt, 2 * DELAY);
             printf("wan round trip %.1f ms (one-way delay %.0f ms)\n", rtt * 1e3, DELAY * 1e3);
@@ -127,7 +120,7 @@ static void wan_rank(weft_comm *c, void *arg)
     char *buf = malloc(big);
     memset(buf, r, big);
     CHECK(!weft_comm_wan_bytes(c, &b0));
-    double t = now();
+    double t = mp_now_s();
     if (r == 1)
         CHECK(!weft_send(c, buf, big, WEFT_U8, 3));
     if (r == 3) {
@@ -135,7 +128,7 @@ static void wan_rank(weft_comm *c, void *arg)
         /* the rate is per connection, so per stream under WEFT_WAN_STREAMS */
         const char *k = getenv("WEFT_WAN_STREAMS");
         int streams = k && atoi(k) > 1 ? atoi(k) : 1;
-        double dt = now() - t, least = ((double)big - 64e3 * streams) / (RATE * streams);
+        double dt = mp_now_s() - t, least = ((double)big - 64e3 * streams) / (RATE * streams);
         CHECKF(dt >= least, "2 MiB in %.3f s, faster than the rate allows (%.3f s)", dt, least);
         CHECK(buf[0] == 1 && buf[big - 1] == 1);
         printf("2 MiB over the wan in %.3f s (%.1f MB/s; rate %.1f MB/s)\n", dt,
@@ -158,11 +151,11 @@ static void wan_rank(weft_comm *c, void *arg)
     /* two all-reduces in a row: the second's input from the other cluster
      * leaves after that cluster had this rank's first input, so they take
      * two one-way delays at least */
-    t = now();
+    t = mp_now_s();
     float v = 1, w;
     CHECK(!weft_allreduce(c, &v, &w, 1, WEFT_F32, WEFT_SUM) && w == 4);
     CHECK(!weft_allreduce(c, &w, &v, 1, WEFT_F32, WEFT_SUM) && v == 16);
-    CHECKF(now() - t >= 2 * DELAY, "two all-reduces in %.4f s", now() - t);
+    CHECKF(mp_now_s() - t >= 2 * DELAY, "two all-reduces in %.4f s", mp_now_s() - t);
 }
 
 /* A job of n ranks, per_cluster to a cluster, under WEFT_WAN=spec: the

@@ -20,18 +20,6 @@
 
 static char ckpt_path[256];
 
-static void sample(long i, float *x, int32_t *y)
-{
-    uint64_t h = (uint64_t)i * 0x9e3779b97f4a7c15ull;
-    *y = (int32_t)(i % CLASSES);
-    for (int k = 0; k < IN; k++) {
-        h ^= h >> 29;
-        h *= 0xbf58476d1ce4e5b9ull;
-        float noise = (float)(h >> 40) / (float)(1u << 24) - 0.5f;
-        x[k] = noise + (k % CLASSES == *y ? 1.0f : 0.0f);
-    }
-}
-
 typedef struct {
     int stage, accum, first, last; /* steps [first, last) */
     int save_at;                   /* write ckpt_path after this many steps; 0 none */
@@ -70,7 +58,7 @@ static int train(weft_comm *c, const plan *pl, float *losses)
     for (int s = pl->first; s < pl->last; s++) {
         float loss = 0;
         for (int j = 0; j < rows; j++)
-            sample((long)s * GLOBAL_BATCH + lo + j, x + j * IN, y + j);
+            mp_sample((long)s * GLOBAL_BATCH + lo + j, x + j * IN, y + j, IN, CLASSES);
         /* micro-steps of unequal size when accum does not divide rows */
         for (int k = 0; k < pl->accum; k++) {
             int a = k * rows / pl->accum, b = (k + 1) * rows / pl->accum;
