@@ -4,23 +4,17 @@
  * executor, wire fingerprints and failure path as every collective. */
 #include "coll/alltoallv.h"
 
-#include "coll/comm.h"
+#include "coll/coll_args.h"
+#include "coll/comm_notice.h"
 #include "coll/exec/callboard.h"
 #include "coll/exec/exec.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    const void *send;
-    void *recv;
-    weft_dtype t;
-    const size_t *sc, *sd, *rc, *rd; /* counts and displacements, in elements */
-} av_args;
-
 /* Every block inside its buffer: checked in bytes, so a count that
  * overflows is refused, not wrapped. */
-static int av_check(weft_comm *c, const av_args *v)
+static int av_check(weft_comm *c, const coll_av_args *v)
 {
     size_t es = weft_dtype_size(v->t);
     if (!es)
@@ -42,7 +36,7 @@ static int av_check(weft_comm *c, const av_args *v)
     return 0;
 }
 
-static void av_sched(weft_comm *c, const av_args *v, weft_sched *s)
+static void av_sched(weft_comm *c, const coll_av_args *v, weft_sched *s)
 {
     int p = c->size, r = c->rank;
     uint64_t es = weft_dtype_size(v->t);
@@ -56,7 +50,7 @@ static void av_sched(weft_comm *c, const av_args *v, weft_sched *s)
     sched_end_round(s);
 }
 
-static int av_exec(weft_comm *c, const av_args *v, uint64_t flight_id)
+int coll_alltoallv(weft_comm *c, const coll_av_args *v, uint64_t flight_id)
 {
     frame_hdr fp;
     flight_rec *fr = flight_get(&c->fl, flight_id);
@@ -103,50 +97,32 @@ static int av_exec(weft_comm *c, const av_args *v, uint64_t flight_id)
     return rc;
 }
 
-int weft_alltoallv(weft_comm *c, const void *send, const size_t *send_counts,
-                   const size_t *send_displs, void *recv, const size_t *recv_counts,
-                   const size_t *recv_displs, weft_dtype t)
-{
-    if (!c || c->magic != COMM_MAGIC)
-        return WEFT_EINVAL;
-    av_args v = { send, recv, t, send_counts, send_displs, recv_counts, recv_displs };
-    async_drain(c);
-    return av_exec(c, &v, 0);
-}
-
 int coll_alltoallv_run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id)
 {
-    av_args *v = (av_args *)(uintptr_t)a->send;
-    int rc = av_exec(c, v, flight_id);
+    coll_av_args *v = (coll_av_args *)(uintptr_t)a->send;
+    int rc = coll_alltoallv(c, v, flight_id);
     free(v);
     return rc;
 }
 
-int weft_ialltoallv(weft_comm *c, const void *send, const size_t *send_counts,
-                    const size_t *send_displs, void *recv, const size_t *recv_counts,
-                    const size_t *recv_displs, weft_dtype t, weft_request **req)
+int coll_alltoallv_queue(weft_comm *c, const coll_av_args *probe, weft_coll_args *a)
 {
-    if (!c || c->magic != COMM_MAGIC || !req)
-        return WEFT_EINVAL;
-    *req = NULL;
-    av_args probe = { send, recv, t, send_counts, send_displs, recv_counts, recv_displs };
     int rc;
-    if ((rc = av_check(c, &probe)))
+    if ((rc = av_check(c, probe)))
         return rc;
     /* the caller's arrays need not outlive this call: copy them */
     size_t n = (size_t)c->size, *arr;
-    av_args *v = malloc(sizeof *v + 4 * n * sizeof *arr);
+    coll_av_args *v = malloc(sizeof *v + 4 * n * sizeof *arr);
     if (!v)
         return comm_fail(c, WEFT_ENOMEM, "alltoallv: out of memory");
     arr = (size_t *)(v + 1);
-    memcpy(arr, send_counts, n * sizeof *arr);
-    memcpy(arr + n, send_displs, n * sizeof *arr);
-    memcpy(arr + 2 * n, recv_counts, n * sizeof *arr);
-    memcpy(arr + 3 * n, recv_displs, n * sizeof *arr);
-    *v = (av_args){ send, recv, t, arr, arr + n, arr + 2 * n, arr + 3 * n };
-    weft_coll_args a = { .kind = COLL_ALLTOALLV, .send = v, .count = COLL_ALLTOALLV_MARK,
-                         .dtype = t };
-    if ((rc = weft_icollective(c, &a, req)))
-        free(v);
-    return rc;
+    memcpy(arr, probe->sc, n * sizeof *arr);
+    memcpy(arr + n, probe->sd, n * sizeof *arr);
+    memcpy(arr + 2 * n, probe->rc, n * sizeof *arr);
+    memcpy(arr + 3 * n, probe->rd, n * sizeof *arr);
+    *v = (coll_av_args){ probe->send, probe->recv, probe->t, arr, arr + n, arr + 2 * n,
+                         arr + 3 * n };
+    *a = (weft_coll_args){ .kind = COLL_ALLTOALLV, .send = v, .count = COLL_ALLTOALLV_MARK,
+                           .dtype = probe->t };
+    return 0;
 }

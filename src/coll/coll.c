@@ -1,174 +1,42 @@
-/* The public collectives: check arguments, choose an algorithm, build this
- * rank's schedule and run it. */
-#include "coll/comm.h"
+/* The collective engine: a call checked, its algorithm chosen (the cost
+ * model's pick under auto, with its trials), this rank's schedule built
+ * and run, its failure reported. The public calls that reach it are in
+ * coll_api.c; queued ones come from the worker (coll/exec/async.c). */
+#include "coll/coll.h"
+
 #include "coll/algo.h"
 #include "coll/alltoallv.h"
+#include "coll/coll_args.h"
+#include "coll/coll_sched.h"
 #include "coll/comm_cluster.h"
+#include "coll/comm_notice.h"
 #include "coll/exec/callboard.h"
 #include "coll/exec/live.h"
 #include "coll/exec/exec.h"
 #include "coll/reduce.h"
 #include "coll/tune/tuner.h"
 #include "core/clock.h"
+#include "transport/wan.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int is_reduction(weft_coll_kind k)
+/* Tells c's selector t where the clusters are and what a wan link costs
+ * where WEFT_TUNE does not say: the emulated link's delay and rate under
+ * WEFT_WAN, else COMM_WAN_ALPHA and COMM_WAN_BETA. Errors are recorded on c. */
+static int tune_clusters(weft_comm *c, coll_tuner *t)
 {
-    return k == WEFT_COLL_ALLREDUCE || k == WEFT_COLL_REDUCE || k == WEFT_COLL_REDUCE_SCATTER;
-}
-
-static int is_rooted(weft_coll_kind k)
-{
-    return k == WEFT_COLL_BROADCAST || k == WEFT_COLL_REDUCE || k == WEFT_COLL_GATHER ||
-           k == WEFT_COLL_SCATTER || k == WEFT_COLL_SEND || k == WEFT_COLL_RECV;
-}
-
-/* Elements of the largest buffer the call touches, as a multiple of count. */
-static int span(weft_coll_kind k, int size)
-{
-    switch (k) {
-    case WEFT_COLL_GATHER: case WEFT_COLL_SCATTER: case WEFT_COLL_ALLGATHER:
-    case WEFT_COLL_REDUCE_SCATTER: case WEFT_COLL_ALLTOALL:
-        return size;
-    default:
-        return 1;
+    const cost_params *k = coll_tuner_params(t);
+    double alpha = COMM_WAN_ALPHA, beta = COMM_WAN_BETA;
+    wan_cfg w;
+    if (wan_emulation(c->net.wan, &w)) {
+        /* the emulation adds its delay to a link between hosts */
+        alpha = w.delay_s + k->alpha_inter;
+        beta = w.rate_Bps > 0 ? 1.0 / w.rate_Bps : k->beta_inter;
     }
-}
-
-static int check_args(weft_comm *c, const weft_coll_args *a)
-{
-    const char *name = weft_coll_name(a->kind);
-    size_t es;
-    if (!name)
-        return comm_fail(c, WEFT_EINVAL, "unknown collective kind %d", (int)a->kind);
-    if (!(es = weft_dtype_size(a->dtype)))
-        return comm_fail(c, WEFT_EINVAL, "%s: unknown dtype %d", name, (int)a->dtype);
-    if (is_reduction(a->kind) && (a->op < 0 || a->op >= WEFT_OP_COUNT))
-        return comm_fail(c, WEFT_EINVAL, "%s: unknown reduction op %d", name, (int)a->op);
-    if (a->algo < 0 || a->algo >= WEFT_ALGO_COUNT)
-        return comm_fail(c, WEFT_EINVAL, "%s: unknown algorithm %d", name, (int)a->algo);
-    if (is_rooted(a->kind) && (a->root < 0 || a->root >= c->size))
-        return comm_fail(c, WEFT_EINVAL, "%s: %s %d out of range [0, %d)", name,
-                         a->kind == WEFT_COLL_SEND || a->kind == WEFT_COLL_RECV ? "peer" : "root",
-                         a->root, c->size);
-    if ((a->kind == WEFT_COLL_SEND || a->kind == WEFT_COLL_RECV) && a->root == c->rank)
-        return comm_fail(c, WEFT_EINVAL, "%s: rank %d cannot message itself", name, c->rank);
-    if (a->count > SIZE_MAX / es / (size_t)span(a->kind, c->size))
-        return comm_fail(c, WEFT_EINVAL, "%s: count %zu overflows the address space", name,
-                         a->count);
-    if (a->count == 0 || a->kind == WEFT_COLL_BARRIER)
-        return 0;
-    int root = a->root == c->rank;
-    int need_send = 1, need_recv = 1;
-    switch (a->kind) {
-    case WEFT_COLL_SEND: need_recv = 0; break;
-    case WEFT_COLL_RECV: need_send = 0; break;
-    case WEFT_COLL_BROADCAST: need_send = 0; break;
-    case WEFT_COLL_REDUCE: case WEFT_COLL_GATHER: need_recv = root; break;
-    case WEFT_COLL_SCATTER: need_send = root; break;
-    default: break;
-    }
-    if ((need_send && !a->send) || (need_recv && !a->recv))
-        return comm_fail(c, WEFT_EINVAL, "%s: NULL %s buffer with count %zu", name,
-                         need_send && !a->send ? "send" : "receive", a->count);
-    return 0;
-}
-
-#define BROKEN "communicator unusable after an earlier error (destroy it): "
-
-/* The cause stays in the message: a caller that learns of the error only
- * at its next call (a wait, a loop's next step) must still see why. */
-int coll_refuse_broken(weft_comm *c)
-{
-    if (strncmp(c->err, BROKEN, sizeof BROKEN - 1)) {
-        char cause[sizeof c->err];
-        memcpy(cause, c->err, sizeof cause);
-        comm_fail(c, c->broken, BROKEN "%s", cause[0] ? cause : weft_strerror(c->broken));
-    }
-    return c->broken;
-}
-
-int coll_check_p2p(weft_comm *c, const weft_coll_args *a, int tag)
-{
-    if (atomic_load(&c->aborted))
-        return comm_fail(c, WEFT_EABORTED, "communicator aborted");
-    if (c->broken)
-        return coll_refuse_broken(c);
-    if (tag < 0)
-        return comm_fail(c, WEFT_EINVAL, "%s: tag %d is negative",
-                         weft_coll_name(a->kind), tag);
-    return check_args(c, a);
-}
-
-int coll_scratch(weft_comm *c, void **buf, size_t *cap, uint64_t bytes)
-{
-    if (bytes <= *cap)
-        return 0;
-    void *t = bytes <= SIZE_MAX ? malloc((size_t)bytes) : NULL;
-    if (!t)
-        return comm_fail(c, WEFT_ENOMEM, "out of memory for %llu bytes of scratch",
-                         (unsigned long long)bytes);
-    free(*buf);
-    *buf = t;
-    *cap = (size_t)bytes;
-    return 0;
-}
-
-/* The schedule parameters and buffers of call a. */
-static void sched_args(const weft_comm *c, const weft_coll_args *a, sched_params *p,
-                       char *bufs[SB_COUNT])
-{
-    memset(p, 0, sizeof *p);
-    p->kind = a->kind;
-    p->rank = c->rank;
-    p->nranks = c->size;
-    p->root = a->root;
-    p->count = a->count;
-    p->esize = (uint32_t)weft_dtype_size(a->dtype);
-    p->host = c->host;
-    p->cluster = comm_cluster_index(c);
-    bufs[SB_SEND] = (char *)(uintptr_t)a->send;
-    bufs[SB_RECV] = a->recv;
-    bufs[SB_TMP] = NULL;
-    switch (a->kind) {
-    case WEFT_COLL_BROADCAST:
-        bufs[SB_SEND] = a->recv;
-        break;
-    case WEFT_COLL_ALLREDUCE: case WEFT_COLL_REDUCE: case WEFT_COLL_ALLTOALL:
-        p->inplace = a->send == a->recv;
-        break;
-    default:
-        break;
-    }
-}
-
-int coll_run_sched(weft_comm *c, const weft_coll_args *a, weft_algo algo, weft_sched *s,
-                   void **tmp, size_t *cap, const frame_hdr *fp)
-{
-    sched_params p;
-    char *bufs[SB_COUNT];
-    sched_args(c, a, &p, bufs);
-    int rc = sched_build(s, algo, &p);
-    if (rc)
-        return comm_fail(c, rc, "cannot build the %s schedule: %s", weft_algo_name(algo),
-                         weft_strerror(rc));
-    if ((rc = coll_scratch(c, tmp, cap, s->tmp_bytes)))
-        return rc;
-    bufs[SB_TMP] = *tmp;
-    return exec_run(c, s, bufs, fp);
-}
-
-int weft_collective(weft_comm *c, const weft_coll_args *a)
-{
-    if (!c || !a || c->magic != COMM_MAGIC)
-        return WEFT_EINVAL;
-    if (a->kind == WEFT_COLL_SEND || a->kind == WEFT_COLL_RECV)
-        return coll_p2p(c, a); /* never waits for the collective stream */
-    async_drain(c);
-    return coll_run(c, a, 0);
+    int rc = coll_tuner_set_clusters(t, comm_cluster_index(c), alpha, beta);
+    return rc ? comm_fail(c, rc, "clusters: out of memory") : 0;
 }
 
 static int finish(weft_comm *c, flight_rec *r, int rc)
@@ -251,7 +119,7 @@ static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id,
         return comm_fail(c, WEFT_EABORTED, "communicator aborted");
     if (c->broken)
         return coll_refuse_broken(c);
-    if ((rc = check_args(c, a)))
+    if ((rc = coll_check_args(c, a)))
         return rc;
     size_t es = weft_dtype_size(a->dtype);
     if (a->kind == WEFT_COLL_SEND || a->kind == WEFT_COLL_RECV)
@@ -265,7 +133,7 @@ static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id,
                                             c->nhosts > 1 ? c->host : NULL, err, sizeof err);
             if (trc)
                 return comm_fail(c, trc, "%s", err); /* a bad WEFT_TUNE / WEFT_TUNE_FILE */
-            if ((trc = comm_cluster_tune(c, c->tune)))
+            if ((trc = tune_clusters(c, c->tune)))
                 return trc;
             coll_tuner_log(c->tune, c->loglevel, c->rank);
         }
@@ -278,9 +146,9 @@ static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id,
     fp.version = WIRE_VERSION;
     fp.kind = (uint8_t)a->kind;
     fp.dtype = (uint8_t)a->dtype;
-    fp.op = (uint8_t)(is_reduction(a->kind) ? a->op : 0);
+    fp.op = (uint8_t)(coll_is_reduction(a->kind) ? a->op : 0);
     fp.algo = (uint8_t)algo;
-    fp.root = is_rooted(a->kind) ? a->root : -1;
+    fp.root = coll_is_rooted(a->kind) ? a->root : -1;
     fp.count = a->count;
     if (timed) {
         fp = *timed;
@@ -290,7 +158,7 @@ static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id,
         return rc;
     }
 
-    sched_args(c, a, &p, bufs);
+    coll_sched_args(c, a, &p, bufs);
 
     const coll_algo *how = coll_algo_of(algo);
     fp.seq = ++c->seq;
@@ -340,66 +208,8 @@ static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id,
     finish(c, fr, 0);
     if (ticket >= 0 && (rc = measured(c, ticket, (uint64_t)a->count * es, clock_now() - t0)))
         return rc;
-    if (a->op == WEFT_AVG && is_reduction(a->kind) &&
+    if (a->op == WEFT_AVG && coll_is_reduction(a->kind) &&
         (a->kind != WEFT_COLL_REDUCE || a->root == c->rank))
         rc = reduce_avg_finish(a->recv, a->count, a->dtype, c->size);
     return rc;
-}
-
-#define COLL(...) do { weft_coll_args a_ = { __VA_ARGS__ }; return weft_collective(c, &a_); } while (0)
-
-int weft_barrier(weft_comm *c)
-{
-    COLL(.kind = WEFT_COLL_BARRIER, .dtype = WEFT_U8);
-}
-
-int weft_broadcast(weft_comm *c, void *buf, size_t count, weft_dtype t, int root)
-{
-    COLL(.kind = WEFT_COLL_BROADCAST, .send = buf, .recv = buf, .count = count, .dtype = t,
-         .root = root);
-}
-
-int weft_reduce(weft_comm *c, const void *send, void *recv, size_t count, weft_dtype t,
-                weft_op op, int root)
-{
-    COLL(.kind = WEFT_COLL_REDUCE, .send = send, .recv = recv, .count = count, .dtype = t,
-         .op = op, .root = root);
-}
-
-int weft_allreduce(weft_comm *c, const void *send, void *recv, size_t count, weft_dtype t,
-                   weft_op op)
-{
-    COLL(.kind = WEFT_COLL_ALLREDUCE, .send = send, .recv = recv, .count = count, .dtype = t,
-         .op = op);
-}
-
-int weft_gather(weft_comm *c, const void *send, void *recv, size_t count, weft_dtype t,
-                int root)
-{
-    COLL(.kind = WEFT_COLL_GATHER, .send = send, .recv = recv, .count = count, .dtype = t,
-         .root = root);
-}
-
-int weft_scatter(weft_comm *c, const void *send, void *recv, size_t count, weft_dtype t,
-                 int root)
-{
-    COLL(.kind = WEFT_COLL_SCATTER, .send = send, .recv = recv, .count = count, .dtype = t,
-         .root = root);
-}
-
-int weft_allgather(weft_comm *c, const void *send, void *recv, size_t count, weft_dtype t)
-{
-    COLL(.kind = WEFT_COLL_ALLGATHER, .send = send, .recv = recv, .count = count, .dtype = t);
-}
-
-int weft_reduce_scatter(weft_comm *c, const void *send, void *recv, size_t count,
-                        weft_dtype t, weft_op op)
-{
-    COLL(.kind = WEFT_COLL_REDUCE_SCATTER, .send = send, .recv = recv, .count = count,
-         .dtype = t, .op = op);
-}
-
-int weft_alltoall(weft_comm *c, const void *send, void *recv, size_t count, weft_dtype t)
-{
-    COLL(.kind = WEFT_COLL_ALLTOALL, .send = send, .recv = recv, .count = count, .dtype = t);
 }

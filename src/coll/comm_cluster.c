@@ -114,17 +114,3 @@ int weft_comm_wan_bytes(const weft_comm *c, uint64_t *sent)
 }
 
 const int32_t *comm_cluster_index(const weft_comm *c) { return wan_cluster_index(c->net.wan); }
-
-int comm_cluster_tune(weft_comm *c, coll_tuner *t)
-{
-    const cost_params *k = coll_tuner_params(t);
-    double alpha = COMM_WAN_ALPHA, beta = COMM_WAN_BETA;
-    wan_cfg w;
-    if (wan_emulation(c->net.wan, &w)) {
-        /* the emulation adds its delay to a link between hosts */
-        alpha = w.delay_s + k->alpha_inter;
-        beta = w.rate_Bps > 0 ? 1.0 / w.rate_Bps : k->beta_inter;
-    }
-    int rc = coll_tuner_set_clusters(t, comm_cluster_index(c), alpha, beta);
-    return rc ? comm_fail(c, rc, "clusters: out of memory") : 0;
-}

@@ -7,8 +7,7 @@
 #ifndef WEFT_COLL_COMM_CLUSTER_H
 #define WEFT_COLL_COMM_CLUSTER_H
 
-#include "coll/comm.h"
-#include "coll/tune/tuner.h"
+#include "coll/comm_core.h"
 
 /* Appends this rank's cluster to its host id (id holds 64 bytes). */
 void comm_cluster_tag(const weft_comm *c, char id[64]);
@@ -21,11 +20,6 @@ int comm_cluster_inherit(weft_comm *parent, weft_comm *child, const int *members
 /* Every rank's cluster numbered from 0 (what schedules take), or NULL
  * when c is one cluster. */
 const int32_t *comm_cluster_index(const weft_comm *c);
-/* Tells c's selector t where the clusters are and what a wan link costs
- * where WEFT_TUNE does not say: the emulated link's delay and rate under
- * WEFT_WAN, else COMM_WAN_ALPHA and COMM_WAN_BETA. Errors are recorded on c. */
-int comm_cluster_tune(weft_comm *c, coll_tuner *t);
-
 /* A wide-area link priced without measurement: 25 ms one way, 1 Gbit/s. */
 #define COMM_WAN_ALPHA 25e-3
 #define COMM_WAN_BETA (8.0 / 1e9)

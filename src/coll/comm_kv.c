@@ -4,7 +4,7 @@
  * caller's store; every rank then joins as weft_comm_init does. weft keeps
  * its own store because its failure notices need a parked GET that wakes
  * a rank asleep in poll(), which a callback interface cannot give. */
-#include "coll/comm.h"
+#include "coll/comm_core.h"
 
 #include "core/auth.h"
 #include "transport/sock.h"

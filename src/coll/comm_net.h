@@ -5,7 +5,7 @@
 #ifndef WEFT_COLL_COMM_NET_H
 #define WEFT_COLL_COMM_NET_H
 
-#include "coll/comm.h"
+#include "coll/comm_core.h"
 #include "transport/ofi.h"
 
 /* Open c->ofi as WEFT_NET and WEFT_OFI_PROVIDER say (ip: this rank's data

@@ -15,7 +15,8 @@
  * members' grow failing with WEFT_ETIMEDOUT naming it (shrink then). The
  * keys are the job's, not a communicator's: grow one communicator per
  * job (the one its training runs on), and give each job its own store. */
-#include "coll/comm.h"
+#include "coll/comm_child.h"
+#include "coll/comm_rdv.h"
 
 #include "core/clock.h"
 #include "core/log.h"
@@ -33,22 +34,33 @@ static void join_key(char key[96], const char *what, int64_t t)
     snprintf(key, 96, JOIN "%s/%" PRId64, what, t);
 }
 
-/* The new communicator, this rank being rank of n: open, rendezvous. */
+/* The new communicator's rendezvous, as weft_comm_init's: in the store,
+ * the child's own (comm_child_plan's exchange). */
+static int grow_exchange(void *arg, weft_comm *c, weft_comm *child, const comm_addr *mine,
+                         comm_addr *all)
+{
+    char where[300];
+    rdv_record r;
+    int rc;
+    (void)arg;
+    (void)all;
+    memset(&r, 0, sizeof r);
+    memcpy(r.tcp, mine->tcp, sizeof r.tcp);
+    memcpy(r.p2p, mine->p2p, sizeof r.p2p);
+    memcpy(r.ofi, mine->ofi, sizeof r.ofi);
+    memcpy(r.p2p_ofi, mine->p2p_ofi, sizeof r.p2p_ofi);
+    r.shm = mine->shm != 0;
+    snprintf(where, sizeof where, "%s:%d", child->store_host, child->store_port);
+    if ((rc = comm_rdv_exchange(child, &r, where)))
+        return comm_fail(c, rc, "grow: %s", child->err);
+    return 0;
+}
+
+/* The new communicator, this rank being rank of n. */
 static int grow_build(weft_comm *c, int rank, int n, uint64_t id, weft_comm **out)
 {
-    comm_addr a;
-    weft_comm *child;
-    int rc;
-    memset(&a, 0, sizeof a);
-    if ((rc = comm_child_open(c, rank, n, id, &a, &child)))
-        return rc;
-    if ((rc = comm_exchange(child, &a))) {
-        comm_fail(c, rc, "grow: %s", child->err);
-        comm_child_free(child);
-        return rc;
-    }
-    *out = child;
-    return 0;
+    comm_child_plan plan = { .exchange = grow_exchange, .what = "grow" };
+    return comm_child_make(c, rank, n, id, &plan, out);
 }
 
 /* How many wait beyond those admitted, and the first one's ticket, after

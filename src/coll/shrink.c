@@ -32,9 +32,10 @@
  * with WEFT_STORE_EXTERNAL=1. With the store in rank 0, shrinking works
  * while rank 0 lives, and rank 0's store moves to the new communicator.
  */
-#include "coll/comm.h"
+#include "coll/comm_child.h"
 
 #include "bootstrap/world.h"
+#include "coll/exec/async.h"
 #include "core/clock.h"
 #include "core/log.h"
 
@@ -53,6 +54,8 @@ typedef struct {
     store_client *s;
     int round;
     double deadline;
+    int *ranks, n;            /* the round's candidates */
+    int *alive;               /* per candidate: its fact stands */
 } shrink_ctx;
 
 static void fault(const shrink_ctx *x, int phase)
@@ -176,75 +179,74 @@ static void say_who_left(weft_comm *c, const int *members, int n, int rounds, do
             o ? gone : "none", n, c->size, rounds, clock_now() - t0);
 }
 
-/* One round over the candidates ranks[0..*n). 0 with *out: done; 1: the
- * round failed alike for every member, *n now the next round's
- * candidates; negative: this rank's error. */
-static int round_run(shrink_ctx *x, int *ranks, int *n, weft_comm **out)
+/* The new communicator's addresses, published and agreed on (phases 2
+ * and 3 of a round, comm_child_plan's exchange): 1 when a member was
+ * found dead on the way, x->ranks[0..x->n) then the next round's
+ * candidates. */
+static int publish(void *arg, weft_comm *c, weft_comm *child, const comm_addr *mine,
+                   comm_addr *recs)
 {
-    weft_comm *c = x->c, *child = NULL;
-    int *alive = malloc((size_t)*n * sizeof *alive), me = -1, rc, failed = 0;
-    comm_addr *recs = calloc((size_t)c->size, sizeof *recs);
-    char mine[1 + sizeof(comm_addr)], tag;
-    x->deadline = clock_now() + c->timeout_s;
-    if (!alive || !recs) {
-        rc = comm_fail(c, WEFT_ENOMEM, "shrink: out of memory");
-        goto out;
-    }
-    fault(x, SHRINK_PH_ENTER);
-    tag = V_IN;
-    if ((rc = claim(x, "in", &tag, 1)))
-        goto out;
-    fault(x, SHRINK_PH_JOINED);
-    if ((rc = resolve_all(x, "in", ranks, *n, alive, NULL)))
-        goto out;
-    *n = filter(ranks, *n, alive);
-    for (int i = 0; i < *n; i++)
-        if (ranks[i] == c->rank)
-            me = i;
-    fault(x, SHRINK_PH_AGREED);
-    if ((rc = comm_child_open(c, me, *n, child_id(c, x->round), &recs[c->rank], &child)))
-        goto out;
-    mine[0] = V_REC;
-    memcpy(mine + 1, &recs[c->rank], sizeof recs[c->rank]);
-    if ((rc = claim(x, "rec", mine, sizeof mine)))
-        goto out;
+    shrink_ctx *x = arg;
+    char rec[1 + sizeof(comm_addr)], tag;
+    int rc, failed = 0;
+    (void)c;
+    (void)child;
+    rec[0] = V_REC;
+    memcpy(rec + 1, mine, sizeof *mine);
+    if ((rc = claim(x, "rec", rec, sizeof rec)))
+        return rc;
     fault(x, SHRINK_PH_PUBLISHED);
-    if ((rc = resolve_all(x, "rec", ranks, *n, alive, recs)))
-        goto out;
-    for (int i = 0; i < *n; i++)
-        failed |= !alive[i];
+    if ((rc = resolve_all(x, "rec", x->ranks, x->n, x->alive, recs)))
+        return rc;
+    for (int i = 0; i < x->n; i++)
+        failed |= !x->alive[i];
     if (!failed) {
         tag = V_READY;
         if ((rc = claim(x, "rdy", &tag, 1)))
-            goto out;
+            return rc;
         fault(x, SHRINK_PH_READY);
-        if ((rc = resolve_all(x, "rdy", ranks, *n, alive, NULL)))
-            goto out;
-        for (int i = 0; i < *n; i++)
-            failed |= !alive[i];
+        if ((rc = resolve_all(x, "rdy", x->ranks, x->n, x->alive, NULL)))
+            return rc;
+        for (int i = 0; i < x->n; i++)
+            failed |= !x->alive[i];
     }
     if (failed) {
-        *n = filter(ranks, *n, alive);
-        rc = 1;
-        goto out;
+        x->n = filter(x->ranks, x->n, x->alive);
+        return 1;
     }
-    if ((rc = comm_child_link(c, child, ranks, recs)))
-        goto out;
-    *out = child;
-    child = NULL;
-out:
-    if (child)
-        comm_child_free(child);
-    free(alive);
-    free(recs);
-    return rc;
+    return 0;
+}
+
+/* One round over the candidates x->ranks[0..x->n). 0 with *out: done; 1:
+ * the round failed alike for every member, x->n now the next round's
+ * candidates; negative: this rank's error. */
+static int round_run(shrink_ctx *x, weft_comm **out)
+{
+    weft_comm *c = x->c;
+    int me = -1, rc;
+    char tag = V_IN;
+    x->deadline = clock_now() + c->timeout_s;
+    fault(x, SHRINK_PH_ENTER);
+    if ((rc = claim(x, "in", &tag, 1)))
+        return rc;
+    fault(x, SHRINK_PH_JOINED);
+    if ((rc = resolve_all(x, "in", x->ranks, x->n, x->alive, NULL)))
+        return rc;
+    x->n = filter(x->ranks, x->n, x->alive);
+    for (int i = 0; i < x->n; i++)
+        if (x->ranks[i] == c->rank)
+            me = i;
+    fault(x, SHRINK_PH_AGREED);
+    comm_child_plan plan = { .exchange = publish, .arg = x, .members = x->ranks,
+                             .what = "shrink" };
+    return comm_child_make(c, me, x->n, child_id(c, x->round), &plan, out);
 }
 
 int weft_comm_shrink(weft_comm *c, weft_comm **out)
 {
     shrink_ctx x = { .c = c };
     char err[256];
-    int *ranks, n, rc;
+    int rc;
     double t0 = clock_now();
     if (!c || !out || c->magic != COMM_MAGIC)
         return WEFT_EINVAL;
@@ -254,21 +256,11 @@ int weft_comm_shrink(weft_comm *c, weft_comm **out)
                                          "(shrink the communicator that shrink made)");
     async_drain(c);
     if (c->size == 1 || (!c->store && !c->watch)) { /* alone: nobody to agree with */
-        weft_comm *child;
-        comm_addr *a = calloc((size_t)c->size, sizeof *a);
         int self = c->rank;
-        if (!a)
-            return comm_fail(c, WEFT_ENOMEM, "shrink: out of memory");
-        if ((rc = comm_child_open(c, 0, 1, child_id(c, 0), &a[self], &child)) ||
-            (rc = comm_child_link(c, child, &self, a))) {
-            if (!rc)
-                comm_child_free(child);
-            free(a);
+        comm_child_plan plan = { .members = &self, .what = "shrink" };
+        if ((rc = comm_child_make(c, 0, 1, child_id(c, 0), &plan, out)))
             return rc;
-        }
-        free(a);
         c->shrunk = 1;
-        *out = child;
         return 0;
     }
     /* the store was there when c was made: refused for a few seconds, it
@@ -286,16 +278,20 @@ int weft_comm_shrink(weft_comm *c, weft_comm **out)
                          "weft-store with WEFT_STORE_EXTERNAL=1)",
                          c->store_host, c->store_port, who, err);
     }
-    if (!(ranks = malloc((size_t)c->size * sizeof *ranks))) {
+    x.ranks = malloc((size_t)c->size * sizeof *x.ranks);
+    x.alive = malloc((size_t)c->size * sizeof *x.alive);
+    if (!x.ranks || !x.alive) {
         store_close(x.s);
+        free(x.ranks);
+        free(x.alive);
         return comm_fail(c, WEFT_ENOMEM, "shrink: out of memory");
     }
-    n = c->size;
-    for (int i = 0; i < n; i++)
-        ranks[i] = i;
+    x.n = c->size;
+    for (int i = 0; i < x.n; i++)
+        x.ranks[i] = i;
     rc = 1;
     for (x.round = 0; rc == 1 && x.round < c->size; x.round++)
-        rc = round_run(&x, ranks, &n, out);
+        rc = round_run(&x, out);
     store_close(x.s);
     if (rc == 1)
         rc = comm_fail(c, WEFT_EPEER, "shrink: no agreement after %d rounds", x.round);
@@ -306,11 +302,12 @@ int weft_comm_shrink(weft_comm *c, weft_comm **out)
             child->server = c->server;
             c->server = NULL;
         }
-        for (int i = 0; i < n; i++)
-            if (ranks[i] == c->store_rank)
+        for (int i = 0; i < x.n; i++)
+            if (x.ranks[i] == c->store_rank)
                 child->store_rank = i;
-        say_who_left(c, ranks, n, x.round, t0);
+        say_who_left(c, x.ranks, x.n, x.round, t0);
     }
-    free(ranks);
+    free(x.ranks);
+    free(x.alive);
     return rc;
 }

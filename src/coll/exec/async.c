@@ -5,20 +5,15 @@
  * Point-to-point messages skip the FIFO: the p2p engine (p2p.h) moves
  * each on its own. Both complete through req_complete, so waiting is one
  * code path. */
+#include "coll/exec/async.h"
+
+#include "coll/coll.h"
+#include "coll/coll_args.h"
+#include "coll/comm_notice.h"
 #include "coll/exec/p2p.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-void req_complete(weft_request *r, int rc)
-{
-    weft_comm *c = r->c;
-    pthread_mutex_lock(&c->amu);
-    r->rc = rc;
-    atomic_store(&r->done, 1);
-    pthread_cond_broadcast(&c->dcv);
-    pthread_mutex_unlock(&c->amu);
-}
 
 static void *worker(void *arg)
 {

@@ -20,7 +20,7 @@
  * by the next board of that communicator id on the host. */
 #include "coll/exec/callboard.h"
 
-#include "coll/exec/exec.h"
+#include "coll/exec/mismatch.h"
 #include "core/log.h"
 
 #include <dirent.h>
@@ -192,7 +192,7 @@ static int check_seq(weft_comm *c, const struct callboard *b, uint64_t seq)
         return 0;
     for (int i = 0; i < b->npeers; i++)
         if (read_post(b, b->peers[i], seq, &h) && !exec_same_call(&h, &m))
-            return exec_mismatch(c, b->peers[i], &h, &m);
+            return callboard_mismatch(c, b->peers[i], &h, &m);
     return 0;
 }
 
@@ -240,4 +240,10 @@ void callboard_free(weft_comm *c)
     free(b->peers);
     free(b);
     c->calls = NULL;
+}
+
+int callboard_mismatch(weft_comm *c, int peer, const frame_hdr *theirs, const frame_hdr *mine)
+{
+    const frame_hdr *then = theirs->seq < mine->seq ? callboard_past(c, theirs->seq) : NULL;
+    return exec_mismatch(c, peer, theirs, mine, then);
 }

@@ -19,7 +19,7 @@
 #ifndef WEFT_COLL_EXEC_CALLBOARD_H
 #define WEFT_COLL_EXEC_CALLBOARD_H
 
-#include "coll/comm.h"
+#include "coll/comm_core.h"
 
 /* Post fp (seq, kind, count, ...) as this rank's current collective,
  * making the board on first use; then check the operation before it,
@@ -31,6 +31,10 @@ int callboard_post(weft_comm *c, const frame_hdr *fp);
 int callboard_check(weft_comm *c);
 /* This rank's own call of operation seq, if among its last few. */
 const frame_hdr *callboard_past(const weft_comm *c, uint64_t seq);
+/* exec_mismatch (coll/exec/mismatch.h) with this rank's own call of
+ * theirs' operation when that is an earlier one it still knows. Returns
+ * WEFT_EMISMATCH. */
+int callboard_mismatch(weft_comm *c, int peer, const frame_hdr *theirs, const frame_hdr *mine);
 /* Unmap it, unlinking the name if this rank still holds it. */
 void callboard_free(weft_comm *c);
 

@@ -7,9 +7,13 @@
  * read straight out of the ring, or, over TCP, through a small per-peer
  * staging buffer, reduced as the bytes arrive so that the reduction
  * overlaps the transfer. */
+#include "coll/exec/exec.h"
+
 #include "coll/exec/exec_int.h"
 
 #include "coll/exec/callboard.h"
+#include "coll/exec/mismatch.h"
+#include "coll/comm_watch.h"
 #include "coll/exec/live.h"
 #include "transport/ofi.h"
 #include "coll/reduce.h"
@@ -29,64 +33,6 @@
 #define STAGE_BYTES (256u * 1024u)
 #define PEND_MAX TCP_PEND_MAX
 #define PROBE_S 1.0            /* how often to check on peers that never connected */
-
-void exec_describe(const frame_hdr *h, char *buf, size_t len)
-{
-    if (h->flags & FRAME_TRIAL) {
-        int n = snprintf(buf, len, "the barrier before a timed ");
-        if (n > 0 && (size_t)n < len)
-            frame_describe(h, buf + n, len - (size_t)n);
-        return;
-    }
-    frame_describe(h, buf, len);
-}
-
-int exec_same_call(const frame_hdr *a, const frame_hdr *b)
-{
-    return a->kind == b->kind && a->seq == b->seq && a->count == b->count &&
-           a->dtype == b->dtype && a->op == b->op && a->root == b->root &&
-           a->algo == b->algo && a->flags == b->flags;
-}
-
-static const char *algo_of(const frame_hdr *h)
-{
-    const char *n = weft_algo_name((weft_algo)h->algo);
-    return n ? n : "?";
-}
-
-int exec_mismatch(weft_comm *c, int peer, const frame_hdr *theirs, const frame_hdr *mine)
-{
-    char t[200], m[200];
-    const frame_hdr *then = theirs->seq < mine->seq ? callboard_past(c, theirs->seq) : NULL;
-    if (then && !exec_same_call(then, theirs)) {
-        /* a message of an earlier call, which completed here: say what this
-         * rank ran in its place */
-        char now[200];
-        exec_describe(theirs, t, sizeof t);
-        exec_describe(then, m, sizeof m);
-        exec_describe(mine, now, sizeof now);
-        c->fail_peer = peer;
-        return comm_fail(c, WEFT_EMISMATCH,
-                         "rank %d is in %s while this rank (%d) was in %s (and is now in %s)",
-                         peer, t, c->rank, m, now);
-    }
-    exec_describe(theirs, t, sizeof t);
-    exec_describe(mine, m, sizeof m);
-    c->fail_peer = peer;
-    frame_hdr same = *theirs;
-    same.algo = mine->algo;
-    if (theirs->algo != mine->algo && exec_same_call(&same, mine))
-        return comm_fail(c, WEFT_EMISMATCH,
-                         "rank %d runs %s with algorithm %s while this rank (%d) uses %s", peer,
-                         m, algo_of(theirs), c->rank, algo_of(mine));
-    if (theirs->algo != mine->algo)
-        return comm_fail(c, WEFT_EMISMATCH,
-                         "rank %d is in %s (algorithm %s) while this rank (%d) is in %s "
-                         "(algorithm %s)",
-                         peer, t, algo_of(theirs), c->rank, m, algo_of(mine));
-    return comm_fail(c, WEFT_EMISMATCH, "rank %d is in %s while this rank (%d) is in %s", peer,
-                     t, c->rank, m);
-}
 
 int exec_fail_peer(weft_comm *c, int peer, const frame_hdr *fp, const char *what)
 {
@@ -184,7 +130,7 @@ int exec_check_header(weft_comm *c, const sched_op *o, opstate *st, const frame_
         return comm_fail(c, WEFT_EPROTO, "garbage from rank %d: %s (magic 0x%08x, version %u)",
                          o->peer, why, h->magic, h->version);
     if (!exec_same_call(h, fp))
-        return exec_mismatch(c, o->peer, h, fp);
+        return callboard_mismatch(c, o->peer, h, fp);
     if (h->len != o->len) {
         exec_describe(fp, mine, sizeof mine);
         return comm_fail(c, WEFT_EMISMATCH,
@@ -357,7 +303,7 @@ static int stray_mismatch(weft_comm *c, const weft_sched *s, uint32_t b, uint32_
             continue;
         if (h.kind != fp->kind || h.count != fp->count || h.dtype != fp->dtype ||
             h.algo != fp->algo || h.flags != fp->flags)
-            return exec_mismatch(c, q, &h, fp);
+            return callboard_mismatch(c, q, &h, fp);
     }
     return 0;
 }

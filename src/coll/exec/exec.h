@@ -2,21 +2,12 @@
 #ifndef WEFT_COLL_EXEC_H
 #define WEFT_COLL_EXEC_H
 
-#include "coll/comm.h"
+#include "coll/comm_core.h"
 
 /* fp is the fingerprint every message of this operation carries (its len
  * field is ignored); bufs are the SB_SEND, SB_RECV and SB_TMP base
  * addresses. Errors are recorded on c. */
 int exec_run(weft_comm *c, const weft_sched *s, char *bufs[SB_COUNT], const frame_hdr *fp);
-
-/* "allreduce(count=100, f32, sum) as op #17" */
-void exec_describe(const frame_hdr *h, char *buf, size_t len);
-/* Do two fingerprints name the same call (every field but len)? */
-int exec_same_call(const frame_hdr *a, const frame_hdr *b);
-/* Record that peer is in call theirs while this rank is in mine: the one
- * wording of a mismatch, naming both sides (and their algorithms when
- * those differ). Returns WEFT_EMISMATCH. */
-int exec_mismatch(weft_comm *c, int peer, const frame_hdr *theirs, const frame_hdr *mine);
 
 /* Whether a waiter spins (polls and yields for spin_s before it sleeps)
  * given spin_yields, comm_yields_for's answer: 2 x the host's ranks when

@@ -11,6 +11,9 @@
  * libfabric get none: the call board and their own checks cover them. */
 #include "coll/exec/exec_int.h"
 
+#include "coll/exec/callboard.h"
+#include "coll/exec/mismatch.h"
+
 #include "coll/exec/live.h"
 
 #include <errno.h>
@@ -65,7 +68,7 @@ int exec_hint_check(weft_comm *c, int q, const frame_hdr *h)
                          "rank %d is in %s while this rank (%d) was in %s (and is now in %s)",
                          q, t, c->rank, m, d);
     }
-    return exec_mismatch(c, q, &theirs, &mine);
+    return callboard_mismatch(c, q, &theirs, &mine);
 }
 
 int exec_hint_take(weft_comm *c, int q, const frame_hdr *raw)

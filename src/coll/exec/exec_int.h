@@ -5,7 +5,7 @@
 #ifndef WEFT_COLL_EXEC_INT_H
 #define WEFT_COLL_EXEC_INT_H
 
-#include "coll/exec/exec.h"
+#include "coll/comm_core.h"
 
 #define VISIT_BYTES (4u << 20) /* per op per sweep, so no op starves the others */
 #define EXEC_NOT_SHM 2         /* the pair talks TCP: the caller moves the bytes */

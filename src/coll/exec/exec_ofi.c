@@ -5,6 +5,9 @@
  * lands. */
 #include "coll/exec/exec_int.h"
 
+#include "coll/exec/callboard.h"
+#include "coll/exec/mismatch.h"
+
 #include "coll/comm_net.h"
 #include "coll/reduce.h"
 
@@ -116,6 +119,6 @@ int exec_ofi_stray(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
      * large libfabric send waits for its receive (a socket's buffers
      * would have taken it), so a root that only sends must learn here. */
     if (!exec_same_call(&h, fp))
-        return exec_mismatch(c, q, &h, fp);
+        return callboard_mismatch(c, q, &h, fp);
     return 0;
 }

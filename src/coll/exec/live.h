@@ -21,7 +21,7 @@
 #ifndef WEFT_COLL_EXEC_LIVE_H
 #define WEFT_COLL_EXEC_LIVE_H
 
-#include "coll/comm.h"
+#include "coll/comm_core.h"
 
 #define LIVE_HIST 16
 #define LIVE_BEAT_S 1.0       /* a waiting rank rewrites its record this often */

@@ -6,6 +6,8 @@
  * While a caller drives, the thread sleeps on idle. Posting only appends
  * to a list under mu and writes a byte to the wake pipe that every
  * sleeper polls. */
+#include "coll/exec/p2p.h"
+
 #include "coll/exec/p2p_int.h"
 #include "coll/exec/exec.h"
 

@@ -4,7 +4,8 @@
 #ifndef WEFT_COLL_EXEC_P2P_INT_H
 #define WEFT_COLL_EXEC_P2P_INT_H
 
-#include "coll/exec/p2p.h"
+#include "coll/exec/request.h"
+#include "transport/ofi.h"
 
 #include <poll.h>
 #include <pthread.h>
@@ -13,6 +14,8 @@
 #define VISIT_BYTES (4u << 20)         /* per peer and direction per sweep: none starves */
 #define PROBE_S 1.0                    /* how often to look for peers that never connected */
 #define OFI_NAP_MS 1                   /* the longest sleep with libfabric peers (p2p.c) */
+
+typedef struct p2p_engine p2p_engine; /* as coll/exec/p2p.h has it */
 
 /* A message that arrived before its receive. */
 typedef struct p2p_msg {

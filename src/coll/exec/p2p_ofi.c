@@ -11,6 +11,8 @@
  * out with ofi_send; the next header comes with ofi_recv_hdr, is matched
  * like a socket's, and its body lands with ofi_recv_body in the receive's
  * buffer (large ones by RMA where the provider offers it) or a parked one. */
+#include "coll/exec/p2p.h"
+
 #include "coll/exec/p2p_int.h"
 
 #include "coll/comm_net.h"

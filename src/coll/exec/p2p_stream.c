@@ -2,6 +2,8 @@
  * in posting order and in as they arrive, each matched to the oldest
  * receive with its tag or kept until one comes. Runs under the engine's
  * drive lock (p2p.c). */
+#include "coll/exec/p2p.h"
+
 #include "coll/exec/p2p_int.h"
 
 #include "core/clock.h"

@@ -6,7 +6,7 @@
 #ifndef WEFT_COLL_EXEC_REQUEST_H
 #define WEFT_COLL_EXEC_REQUEST_H
 
-#include "coll/comm.h"
+#include "coll/comm_core.h"
 
 #define REQ_MAGIC 0x72657175u
 #define REQ_DEAD 0x64656164u

@@ -40,7 +40,9 @@
  * at once. */
 #include "coll/local/direct.h"
 
+#include "coll/coll_sched.h"
 #include "coll/exec/exec.h"
+#include "coll/exec/mismatch.h"
 #include "coll/reduce.h"
 #include "core/clock.h"
 #include "core/log.h"

@@ -7,7 +7,7 @@
 #ifndef WEFT_COLL_DIRECT_H
 #define WEFT_COLL_DIRECT_H
 
-#include "coll/comm.h"
+#include "coll/comm_core.h"
 #include "coll/tune/cost.h"
 
 /* Up to this many ranks its exchanges are one round with every peer;

@@ -24,9 +24,15 @@
  * An all-reduce larger than a slot goes through the pipe instead
  * (coll/local/flat_pipe.c), made the same way at the first such call but
  * agreed on the board itself. */
+#include "coll/local/flat.h"
+
 #include "coll/local/flat_int.h"
 
+#include "coll/coll_sched.h"
+#include "coll/exec/callboard.h"
 #include "coll/exec/exec.h"
+#include "coll/exec/mismatch.h"
+#include "coll/tune/select.h"
 #include "coll/reduce.h"
 #include "core/clock.h"
 #include "core/log.h"
@@ -171,7 +177,7 @@ int flat_check_posts(weft_comm *c, struct flat_state *fs, uint64_t k, const fram
         frame_hdr h;
         describe_post(x, fp, &h);
         if (!exec_same_call(&h, fp))
-            return exec_mismatch(c, r, &h, fp);
+            return callboard_mismatch(c, r, &h, fp);
     }
     return 0;
 }

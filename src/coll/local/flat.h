@@ -7,7 +7,7 @@
 #ifndef WEFT_COLL_FLAT_H
 #define WEFT_COLL_FLAT_H
 
-#include "coll/comm.h"
+#include "coll/comm_core.h"
 #include "coll/tune/cost.h"
 
 /* Run collective a with it; the role of exec_run for schedules: errors

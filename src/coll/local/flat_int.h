@@ -3,7 +3,8 @@
 #ifndef WEFT_COLL_FLAT_INT_H
 #define WEFT_COLL_FLAT_INT_H
 
-#include "coll/local/flat.h"
+#include "coll/comm_core.h"
+#include "coll/tune/cost.h"
 #include "coll/local/flat_board.h"
 
 enum { FLAT_NEW = 0, FLAT_ON, FLAT_FALLBACK };

@@ -11,6 +11,8 @@
 
 #include "coll/exec/callboard.h"
 #include "coll/exec/exec.h"
+#include "coll/exec/mismatch.h"
+#include "coll/comm_watch.h"
 #include "coll/exec/live.h"
 #include "core/clock.h"
 
@@ -134,7 +136,7 @@ static int probe_mismatch(weft_comm *c, const int *who, int n, const frame_hdr *
             continue; /* the executor will say what it is */
         if (h.kind != WEFT_COLL_SEND && h.seq != fp->seq)
             continue; /* the rank's next operation, already under way */
-        return exec_mismatch(c, who[i], &h, fp);
+        return callboard_mismatch(c, who[i], &h, fp);
     }
     return 0;
 }

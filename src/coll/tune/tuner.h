@@ -4,6 +4,7 @@
 #define WEFT_COLL_SELECT_H
 
 #include "coll/tune/cost.h"
+#include "coll/tune/select.h"
 #include "coll/tune/trial.h"
 #include "weft.h"
 
@@ -86,13 +87,5 @@ void coll_tuner_print(const coll_tuner *t, weft_coll_kind kind, uint64_t max_byt
  * communicator to call once its selector exists. */
 void coll_tuner_log(const coll_tuner *t, int loglevel, int rank);
 
-/* Without a selector: constants c, all ranks on one host, and with nowhere
- * to remember choices, the closed forms (cost_closed) instead of schedule
- * walks: they agree with a selector on the regime, not at every boundary.
- * Prefer a coll_tuner. */
-weft_algo coll_select_with(const cost_params *c, weft_coll_kind kind, uint64_t bytes,
-                           int nranks);
-/* The same with constants read from the environment now. */
-weft_algo coll_select(weft_coll_kind kind, uint64_t bytes, int nranks);
 
 #endif
