@@ -91,10 +91,14 @@ $(LIB_SO): $(OBJ) libweft.map
 	@echo "  LD      $@"
 	@$(CC) -shared -Wl,--version-script=libweft.map $(LDFLAGS) -o $@ $(OBJ) $(LDLIBS)
 
+# Tools are programs on the public header alone (include/weft.h, and
+# tools/cli_args.h beside them): no -Isrc, so an internal header cannot
+# creep back in.
+TOOL_CFLAGS = $(filter-out -Isrc,$(CFLAGS))
 $(BUILD)/%: tools/%.c $(LIB_A)
 	@mkdir -p $(dir $@)
 	@echo "  CCLD    $@"
-	@$(CC) $(CFLAGS) $(LDFLAGS) -MMD -MP $< -o $@ $(LIB_A) $(LDLIBS)
+	@$(CC) $(TOOL_CFLAGS) $(LDFLAGS) -MMD -MP $< -o $@ $(LIB_A) $(LDLIBS)
 
 $(BUILD)/weft-train: $(TRAINOBJ) $(LIB_A)
 	@echo "  CCLD    $@"

@@ -1542,6 +1542,53 @@ void weft_store_server_stop(weft_store_server *s);
  * hand to a store not yet started. WEFT_ESYS (errno says why) when none. */
 int weft_spare_port(int *port);
 
+/* ---- the cost model and local reductions (src/coll/tune/tune_api.c) -------
+ * The α-β-γ constants WEFT_ALGO_AUTO chooses algorithms by (docs/TUNING.md):
+ * what weft-tune measures and WEFT_TUNE / WEFT_TUNE_FILE set. Seconds per
+ * round, per message, per byte. */
+typedef struct {
+    double alpha;       /* a round on a host with a core per rank */
+    double alpha_over;  /* a round on a host with more ranks than cores */
+    double msg;         /* each further message of a round */
+    double msg_over;    /* the same on an oversubscribed host */
+    double beta;        /* a byte between ranks on one host */
+    double gamma;       /* a byte reduced */
+    double alpha_inter; /* a round that crosses hosts */
+    double beta_inter;  /* a byte leaving a host */
+    double alpha_wan;   /* a round that crosses clusters; < 0: not set */
+    double beta_wan;    /* a byte to another cluster; < 0: not set */
+    int cores;          /* per host; 0: oversubscription not modelled */
+    int shm;            /* ranks on one host share memory (WEFT_SHM) */
+} weft_cost_params;
+/* The library's constants for its kind of host, ranks on one host talking
+ * through shared memory (shm 1) or TCP over loopback (shm 0); shm < 0: as
+ * WEFT_SHM says (WEFT_ECONFIG, said on stderr, for a bad value). */
+int weft_cost_default(weft_cost_params *c, int shm);
+/* "alpha=30e-6,beta=5e-10 gamma=1e-10": the keys above separated by
+ * commas, blanks or newlines, '#' to the end of a line a comment (the
+ * format of WEFT_TUNE and WEFT_TUNE_FILE). Keys before an error stay set.
+ * WEFT_ECONFIG for an unknown key or a bad or negative number; *where (if
+ * not NULL) then points at it. */
+int weft_cost_parse(weft_cost_params *c, const char *text, const char **where);
+/* The table of predicted times per algorithm and size, 8 B to max_bytes,
+ * for nranks ranks on one host, as the selector weighs them. */
+int weft_cost_print(const weft_cost_params *c, int nranks, weft_coll_kind kind,
+                    uint64_t max_bytes, FILE *f);
+/* The algorithm WEFT_ALGO_AUTO runs a call of bytes (esize an element) with
+ * on c now; WEFT_ALGO_AUTO until c's first auto call has made its
+ * selector. */
+int weft_comm_auto_algo(const weft_comm *c, weft_coll_kind kind, uint64_t bytes,
+                        uint32_t esize, weft_algo *out);
+/* The most calls of one size WEFT_ALGO_AUTO spends trying close
+ * candidates in turn (WEFT_AUTOTUNE) before it settles: a benchmark's
+ * warm-up, so that what it times is the settled choice. */
+#define WEFT_AUTO_TRIAL_CALLS 16
+/* dst[i] = op(a[i], b[i]) for count elements, with the kernels the
+ * collectives reduce with (WEFT_AVG adds, as WEFT_SUM). dst may be a or b;
+ * no other overlap. */
+int weft_reduce_local(void *dst, const void *a, const void *b, size_t count, weft_dtype t,
+                      weft_op op);
+
 /* ---- parameter server (src/ps/) -------------------------------------------
  * k servers hold the parameters, w workers compute gradients
  * (docs/PARAMETER_SERVER.md). Every tensor is registered under a key and

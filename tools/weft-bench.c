@@ -14,15 +14,12 @@
  * clusters (weft_cluster_allreduce, in CODEC with -z), and a last column
  * gives the bytes each rank sent over wan links per call (while WEFT_WAN
  * emulates them). A lossy codec's results are not checked (#wrong N/A). */
-#include "coll/comm.h"
-#include "coll/tune/tuner.h"
-#include "core/clock.h"
-#include "core/half.h"
 #include "cli_args.h"
 #include "weft.h"
 
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -82,13 +79,40 @@ static double value(int r, uint64_t i, weft_op op)
     return (double)(((uint64_t)r * 3 + i * 7) % 5);
 }
 
+/* IEEE half and bfloat16, rounded to nearest even as the library stores
+ * them, so that an expected result compares bit for bit. */
+static uint16_t to_f16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    uint32_t ax = x & 0x7fffffffu;
+    if (ax > 0x7f800000u) /* NaN stays NaN, quiet, with the payload's top */
+        return (uint16_t)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
+    if (ax < (113u << 23)) /* below 2^-14: subnormal, in units of 2^-24 */
+        return (uint16_t)(sign | (uint16_t)nearbyintf(fabsf(f) * 16777216.0f));
+    /* rebias the exponent (127 -> 15), then round the 13 dropped bits: a
+     * carry out of the mantissa moves to the exponent, up to infinity */
+    uint32_t h = (ax - (112u << 23) + 0xfffu + ((ax >> 13) & 1u)) >> 13;
+    return (uint16_t)(sign | (h >= 0x7c00u ? 0x7c00u : h));
+}
+
+static uint16_t to_bf16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    if ((x & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((x >> 16) | 0x40u);
+    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
 static void put(void *b, weft_dtype t, uint64_t i, double v)
 {
     switch (t) {
     case WEFT_F32: ((float *)b)[i] = (float)v; break;
     case WEFT_F64: ((double *)b)[i] = v; break;
-    case WEFT_F16: ((uint16_t *)b)[i] = f32_to_f16((float)v); break;
-    case WEFT_BF16: ((uint16_t *)b)[i] = f32_to_bf16((float)v); break;
+    case WEFT_F16: ((uint16_t *)b)[i] = to_f16((float)v); break;
+    case WEFT_BF16: ((uint16_t *)b)[i] = to_bf16((float)v); break;
     case WEFT_I8: ((int8_t *)b)[i] = (int8_t)(uint8_t)((int64_t)v & 0xff); break;
     case WEFT_U8: ((uint8_t *)b)[i] = (uint8_t)((int64_t)v & 0xff); break;
     case WEFT_I32: ((int32_t *)b)[i] = (int32_t)v; break;
@@ -218,7 +242,9 @@ static void prepare(const opts *o, int r, int n, bufs *b, int inplace)
  * communicator's first auto call. */
 static weft_algo chosen(const weft_comm *c, const opts *o, uint64_t bytes, uint32_t esize)
 {
-    return c->tune ? coll_tuner_select(c->tune, o->kind, bytes, esize) : WEFT_ALGO_AUTO;
+    weft_algo a = WEFT_ALGO_AUTO;
+    weft_comm_auto_algo(c, o->kind, bytes, esize, &a);
+    return a;
 }
 
 static int call(weft_comm *c, const opts *o, const bufs *b)
@@ -413,7 +439,7 @@ int main(int argc, char **argv)
         return 2;
     }
     /* auto may try several algorithms on a size's first calls before it
-     * settles (coll/tune/trial.h): those calls are warm-up too, and the column
+     * settles (WEFT_AUTO_TRIAL_CALLS): those calls are warm-up too, and the column
      * shows what it settled on, from the communicator's own selector */
     if (o.hier && (rc = weft_cluster_comm_create(&o.clusters, c))) {
         if (r == 0)
@@ -425,7 +451,7 @@ int main(int argc, char **argv)
     int autosel = (o.algo != WEFT_ALGO_AUTO ? o.algo : weft_comm_algo(c)) == WEFT_ALGO_AUTO;
     autosel = autosel && o.codec < 0 && !o.hier;
     int wan_col = weft_comm_cluster_count(c) > 1;
-    int warm = o.warmup + (autosel ? TRIAL_MAX_CALLS : 0);
+    int warm = o.warmup + (autosel ? WEFT_AUTO_TRIAL_CALLS : 0);
     const char *acol = autosel ? "algo" : "", *asep = autosel ? " " : "";
     if (r == 0) {
         printf("# weft-bench %s: %d ranks, algorithm %s, %s, warm-up %d%s, iterations %d\n",
@@ -492,11 +518,11 @@ int main(int argc, char **argv)
                 goto fail;
             uint64_t w0 = 0, w1 = 0;
             weft_comm_wan_bytes(c, &w0);
-            double t0 = clock_now();
+            double t0 = cli_now();
             for (int i = 0; i < o.iters; i++)
                 if ((rc = call(c, &o, &b)))
                     goto fail;
-            double dt = (clock_now() - t0) / o.iters, slowest;
+            double dt = (cli_now() - t0) / o.iters, slowest;
             /* the pumps may still hold the last call's bytes: a barrier
              * waits for them to arrive (its own few bytes are noise) */
             if ((rc = weft_barrier(c)))

@@ -26,10 +26,6 @@
  * run fits the budget. Constants that need more ranks than were started
  * are left out of the file (the library's defaults then apply). */
 #include "cli_args.h"
-#include "coll/tune/cost.h"
-#include "coll/reduce.h"
-#include "coll/tune/tuner.h"
-#include "core/clock.h"
 #include "weft.h"
 
 #include <stdio.h>
@@ -80,7 +76,7 @@ static int share(tuner_run *t, double weight, double *secs)
 {
     double s = 0;
     if (t->rank == 0) {
-        double left = t->deadline - clock_now();
+        double left = t->deadline - cli_now();
         s = left > 0 && t->weight_left > 0 ? left * weight / t->weight_left : 0;
     }
     t->weight_left -= weight;
@@ -108,9 +104,9 @@ static int time_allreduce(weft_comm *c, weft_algo algo, size_t bytes, double sec
     if (!rc && !(rc = ctl(c, WEFT_COLL_BARRIER, NULL, NULL, 0, WEFT_SUM))) {
         double t[5] = { 0 };
         for (int i = 0; !rc && i < 5; i++) {
-            double t0 = clock_now();
+            double t0 = cli_now();
             rc = allreduce(c, algo, in, out, n);
-            t[i] = clock_now() - t0;
+            t[i] = cli_now() - t0;
             for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
                 double x = t[j];
                 t[j] = t[j - 1];
@@ -127,10 +123,10 @@ static int time_allreduce(weft_comm *c, weft_algo algo, size_t bytes, double sec
     for (int r = 0; !rc && r < reps; r++) {
         if ((rc = ctl(c, WEFT_COLL_BARRIER, NULL, NULL, 0, WEFT_SUM)))
             break;
-        double t0 = clock_now();
+        double t0 = cli_now();
         for (long i = 0; !rc && i < iters; i++)
             rc = allreduce(c, algo, in, out, n);
-        dt = (clock_now() - t0) / (double)iters;
+        dt = (cli_now() - t0) / (double)iters;
         if (!rc && !(rc = ctl(c, WEFT_COLL_ALLREDUCE, &dt, &slowest, 1, WEFT_MAX)) &&
             slowest < *best)
             *best = slowest;
@@ -181,12 +177,12 @@ static int time_gamma(tuner_run *t, double weight, double *result)
      * enough to be preempted on a busy machine, a piece mostly is not, and
      * the pieces still stream from beyond the caches */
     size_t piece = (1u << 20) / 4;
-    double end = clock_now() + secs, best = -1;
-    for (int r = 0; r < 100 && (r < 2 || clock_now() < end); r++) {
+    double end = cli_now() + secs, best = -1;
+    for (int r = 0; r < 100 && (r < 2 || cli_now() < end); r++) {
         for (size_t off = 0; off < n; off += piece) {
-            double s = clock_now();
-            reduce_apply(a + off, a + off, b + off, piece, WEFT_F32, WEFT_SUM);
-            s = clock_now() - s;
+            double s = cli_now();
+            weft_reduce_local(a + off, a + off, b + off, piece, WEFT_F32, WEFT_SUM);
+            s = cli_now() - s;
             if (r > 0 && (best < 0 || s < best)) /* the first pass touches the pages */
                 best = s;
         }
@@ -268,7 +264,7 @@ int main(int argc, char **argv)
     unsetenv("WEFT_TUNE_FILE");
 
     tuner_run t = { .reps = reps, .verbose = verbose };
-    double start = clock_now();
+    double start = cli_now();
     int rc = weft_comm_init_env(&t.world);
     if (rc) {
         fprintf(stderr, "weft-tune: %s (run it under weftrun: weftrun -n 4 weft-tune)\n",
@@ -311,7 +307,7 @@ int main(int argc, char **argv)
         (rc = sub(&t, p_msg, &cmsg)) || (rc = wan_pair(&t, &cwan)))
         goto fail;
     int wan = weft_comm_cluster_count(t.world) > 1;
-    t.deadline = clock_now() + budget;
+    t.deadline = cli_now() + budget;
     /* shares of the budget: 8-byte steps need many calls to average out a
      * scheduler's tick; the large ones few */
     t.weight_left = 2 + (p_over ? 2 + 2 : 0) + (p_msg ? 2 : 0) + 1 + 1 + 0.5 + (wan ? 3 : 0);
@@ -332,16 +328,16 @@ int main(int argc, char **argv)
                 (rc = step(&t, cwan, 1, WEFT_ALGO_RD, 256u << 10, &w256)) ||
                 (rc = step(&t, cwan, 1, WEFT_ALGO_RD, 2u << 20, &w2m))))
         goto fail;
-    double took = clock_now() - start;
+    double took = cli_now() - start;
     if (t.rank == 0) {
-        cost_params cp;
+        weft_cost_params cp;
         char line[512], text[1024], load[64], skipped[128] = "", when[32] = "?";
         size_t len = 0;
-        int shm = 1;
-        if ((rc = param_read_int(PARAM_shm, &shm, NULL, 0)))
+        /* the constants not measured stay those of this kind of link
+         * (WEFT_SHM's) */
+        if ((rc = weft_cost_default(&cp, -1)))
             goto fail;
-        /* the constants not measured stay those of this kind of link */
-        cost_default_for(&cp, shm);
+        int shm = cp.shm;
         cp.cores = cores;
         load_average(load, sizeof load);
         /* a constant this many ranks cannot measure reads negative: the default stays */
@@ -387,10 +383,10 @@ int main(int argc, char **argv)
                  "# not measured (library defaults):%s alpha_inter beta_inter\n%s\n",
                  when, t.size, cores, shm ? "shared memory" : "TCP (WEFT_SHM=0)",
                  took, load, skipped, line);
-        cost_params back;
+        weft_cost_params back;
         const char *bad = NULL;
-        cost_default(&back);
-        if (cost_parse(&back, text, &bad)) { /* cannot happen: the format is cost_parse's */
+        weft_cost_default(&back, 1);
+        if (weft_cost_parse(&back, text, &bad)) { /* cannot happen: the format is the parser's */
             fprintf(stderr, "weft-tune: wrote an unreadable line at '%s'\n", bad ? bad : "");
             rc = WEFT_EINVAL;
             goto fail;
@@ -421,11 +417,7 @@ int main(int argc, char **argv)
             }
         }
         if (t.verbose) {
-            coll_tuner *tt;
-            if (!coll_tuner_create_with(&tt, t.size, NULL, &back)) {
-                coll_tuner_print(tt, WEFT_COLL_ALLREDUCE, 64u << 20, stdout);
-                coll_tuner_destroy(tt);
-            }
+            weft_cost_print(&back, t.size, WEFT_COLL_ALLREDUCE, 64u << 20, stdout);
         }
     }
 fail:

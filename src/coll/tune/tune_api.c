@@ -2,7 +2,7 @@
  * for programs that measure the constants (weft-tune) or report what auto
  * chose (weft-bench), over coll/tune/cost.h, coll/tune/tuner.h and
  * coll/reduce.h. */
-#include "coll/comm.h"
+#include "coll/comm_core.h"
 #include "coll/reduce.h"
 #include "coll/tune/cost.h"
 #include "coll/tune/trial.h"
