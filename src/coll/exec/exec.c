@@ -331,224 +331,317 @@ static int send_hints(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
     return 0;
 }
 
+/* One round in progress: what its parts share. */
+typedef struct {
+    weft_comm *c;
+    const weft_sched *s;
+    uint32_t b, e;            /* its ops: s->ops[b..e) */
+    char **bufs;
+    const frame_hdr *fp;
+    opstate *st;              /* per op */
+    char *busy;               /* per peer and direction: an op visited this sweep */
+    struct pollfd *pf;
+    int *shw;                 /* ops that wait on rings */
+    double last;              /* the last progress */
+    double next_probe;        /* when to look for peers that never connected */
+    int32_t wait[FLIGHT_WAIT_MAX];
+    int nw, nsh, nofi;        /* ranks waited on, ring waits, libfabric waits */
+    int npf, ipend, npend;    /* the poll set; its pending connections */
+    int ilfd, iwatch, nspin;  /* the listener's and the watch's entries; what the spin polls */
+} round_ctx;
+
+/* The round's local ops run; its network ops made ready to move. */
+static int round_start(round_ctx *x)
+{
+    int rc;
+    for (uint32_t i = x->b; i < x->e; i++) {
+        const sched_op *o = &x->s->ops[i];
+        opstate *st = &x->st[i - x->b];
+        memset(st, 0, sizeof *st);
+        if (o->kind == SOP_COPY || o->kind == SOP_REDUCE) {
+            if ((rc = local_op(x->c, o, x->bufs, x->fp)))
+                return rc;
+            st->complete = 1;
+        } else {
+            st->h = *x->fp;
+            st->h.len = o->len;
+            st->wfd = -1;
+        }
+    }
+    return 0;
+}
+
+/* Every op that can move, moved (the first not complete per peer and
+ * direction): the ops still pending, or a negative error. */
+static int round_move(round_ctx *x, int *progressed)
+{
+    weft_comm *c = x->c;
+    int P = c->size, pending = 0, rc;
+    memset(x->busy, 0, 2 * (size_t)P);
+    for (uint32_t i = x->b; i < x->e; i++) {
+        const sched_op *o = &x->s->ops[i];
+        opstate *st = &x->st[i - x->b];
+        if (st->complete)
+            continue;
+        int is_send = o->kind == SOP_SEND;
+        char *slot = &x->busy[(is_send ? 0 : P) + o->peer];
+        pending++;
+        if (*slot) /* an earlier op on this peer and direction goes first */
+            continue;
+        *slot = 1;
+        if (is_send) {
+            rc = do_send(c, o, st, x->bufs, x->fp);
+        } else if (exec_ofi_pair(c, o->peer)) {
+            rc = exec_ofi_recv(c, o, st, x->bufs, x->fp);
+        } else {
+            int fd;
+            char emsg[8];
+            rc = tcp_in(&c->net, o->peer, &fd, emsg, sizeof emsg);
+            st->wfd = fd;
+            st->wev = POLLIN;
+            st->lk = NULL;
+            if (rc > 0 && (!exec_same_host(c, o->peer) ||
+                           (rc = exec_shm_recv(c, o, st, x->bufs, x->fp, fd)) == EXEC_NOT_SHM))
+                rc = do_recv(c, o, st, x->bufs, x->fp, fd);
+        }
+        if (rc < 0)
+            return rc;
+        *progressed |= rc;
+        pending -= st->complete;
+    }
+    return pending;
+}
+
+/* What to wait on: the sockets and rings of the ops that wait, pending
+ * connections, the listener, the abort pipe, the watch and libfabric. */
+static void round_poll_set(round_ctx *x)
+{
+    weft_comm *c = x->c;
+    int P = c->size;
+    x->nw = x->nsh = x->nofi = x->npf = 0;
+    memset(x->busy, 0, 2 * (size_t)P);
+    for (uint32_t i = x->b; i < x->e; i++) {
+        const sched_op *o = &x->s->ops[i];
+        opstate *st = &x->st[i - x->b];
+        if (st->complete)
+            continue;
+        int is_send = o->kind == SOP_SEND;
+        char *slot = &x->busy[(is_send ? 0 : P) + o->peer];
+        if (*slot)
+            continue;
+        *slot = 1;
+        if (x->nw < FLIGHT_WAIT_MAX)
+            x->wait[x->nw++] = is_send ? -o->peer - 1 : o->peer;
+        x->nofi += st->ofi;
+        if (st->wfd >= 0 && !st->ofi) {
+            if (st->lk) {
+                x->shw[x->nsh++] = (int)(i - x->b);
+                st->pfi = x->npf;
+            }
+            x->pf[x->npf++] = (struct pollfd){ .fd = st->wfd, .events = st->wev };
+        }
+    }
+    if (c->cur)
+        flight_waiting(c->cur, x->wait, x->nw);
+    x->ipend = x->npf;
+    x->npend = tcp_pending(&c->net, x->pf + x->npf, PEND_MAX);
+    x->npf += x->npend;
+    x->ilfd = x->npf;
+    x->iwatch = -1;
+    x->pf[x->npf++] = (struct pollfd){ .fd = c->net.lfd, .events = POLLIN };
+    x->pf[x->npf++] = (struct pollfd){ .fd = c->abort_pipe[0], .events = POLLIN };
+    if (comm_watch_fd(c) >= 0) {
+        x->iwatch = x->npf;
+        x->pf[x->npf++] = (struct pollfd){ .fd = comm_watch_fd(c), .events = POLLIN };
+    }
+    /* libfabric's fd last, and only for the blocking poll: the spin
+     * reads the queue instead (the fd stays readable from the last
+     * completion until ofi_may_sleep rearms it, a costly call) */
+    x->nspin = x->npf;
+    if (x->nofi && ofi_wait_fd(c->ofi) >= 0)
+        x->pf[x->npf++] = (struct pollfd){ .fd = ofi_wait_fd(c->ofi), .events = POLLIN };
+}
+
+/* A message is usually imminent: poll without sleeping, yielding the core
+ * to any rank that can use it, for up to spin_s before blocking; waking a
+ * blocked process costs tens of microseconds on a VM. Rings are looked at
+ * on every turn; when only rings are awaited, the sockets (abort, notices,
+ * new connections) on the first and every 16th, so that connections still
+ * get accepted (and strangers dropped) while rings keep a rank busy.
+ * Returns poll's answer; *moved: a ring or libfabric can move. */
+static int round_spin(round_ctx *x, int *moved)
+{
+    weft_comm *c = x->c;
+    int n = 0, nsock = x->nspin - x->nsh;
+    if (c->spin_s <= 0 || !exec_may_spin(c->spin_yields))
+        return 0;
+    double spin_end = clock_now() + c->spin_s;
+    for (int k = 0;; k++) {
+        if ((nsock > 2 + (x->iwatch >= 0) || !(k & 15)) &&
+            (n = poll(x->pf, (nfds_t)x->nspin, 0)) != 0)
+            break;
+        if ((x->nsh && exec_shm_ready(x->st, x->shw, x->nsh)) ||
+            (x->nofi && ofi_poll(c->ofi))) {
+            *moved = 1; /* an error is the op's to report on its next visit */
+            break;
+        }
+        if (k >= c->spin_yields && clock_now() >= spin_end)
+            break;
+        sched_yield();
+    }
+    return n;
+}
+
+/* About to sleep: unless a peer of this host is in another call, which no
+ * message of either may ever show; then tell the others of the wait. */
+static int round_before_sleep(round_ctx *x)
+{
+    weft_comm *c = x->c;
+    int rc;
+    if ((rc = callboard_check(c)) ||
+        (clock_now() >= x->last + STRAY_AFTER_S &&
+         ((rc = stray_mismatch(c, x->s, x->b, x->e, x->st, x->fp)) ||
+          (rc = send_hints(c, x->s, x->b, x->e, x->st)))))
+        return rc;
+    live_waiting(c, x->fp->seq, x->wait, x->nw, x->last);
+    return 0;
+}
+
+/* Declare every awaited ring asleep, then look once more: a peer that
+ * published before seeing the flag is caught here, one that publishes
+ * after it rings the doorbell. libfabric's queue must be read until its
+ * wait object is armed; a provider without one is looked at every
+ * millisecond. Returns poll's answer; *moved: no sleep, something can
+ * move. */
+static int round_sleep(round_ctx *x, double wake, int *moved)
+{
+    weft_comm *c = x->c;
+    int ms = clock_ms_until(wake), n = 0;
+    if (x->nofi && ofi_wait_fd(c->ofi) < 0 && ms > 1)
+        ms = 1;
+    if (x->nofi && !ofi_may_sleep(c->ofi)) {
+        *moved = 1;
+    } else if (exec_shm_sleep(x->st, x->shw, x->nsh)) {
+        n = poll(x->pf, (nfds_t)x->npf, ms);
+        exec_shm_wake(x->st, x->shw, x->nsh);
+    } else {
+        *moved = 1;
+    }
+    return n;
+}
+
+/* A peer this rank waits for but that never connected may be dead, and
+ * then nobody else may ever notice; over libfabric there is no connection
+ * to end, so every awaited peer is looked at, sends too. */
+static int round_probe(round_ctx *x)
+{
+    weft_comm *c = x->c;
+    for (uint32_t i = x->b; i < x->e; i++) {
+        const sched_op *o = &x->s->ops[i];
+        int ofi = exec_ofi_pair(c, o->peer);
+        if (x->st[i - x->b].complete || o->kind == SOP_COPY || o->kind == SOP_REDUCE ||
+            (!ofi && (o->kind == SOP_SEND || c->net.in_fd[o->peer] >= 0)))
+            continue;
+        if (tcp_probe(&c->net, o->peer)) {
+            char d[160];
+            exec_describe(x->fp, d, sizeof d);
+            c->fail_peer = o->peer;
+            return comm_fail(c, WEFT_EPEER,
+                             "rank %d died (nothing listens at its address %s) during %s",
+                             o->peer, c->net.addr[o->peer], d);
+        }
+    }
+    x->next_probe = clock_now() + PROBE_S;
+    return 0;
+}
+
+/* After poll answered n: another rank's notice, connections that
+ * finished their handshake, a new one at the listener. */
+static int round_woke(round_ctx *x, int n)
+{
+    weft_comm *c = x->c;
+    int rc;
+    /* another rank's notice counts only when nothing else is ready:
+     * what this rank can see for itself (a mismatched frame, a closed
+     * connection) says more */
+    int others = 0, ofd = x->nofi ? ofi_wait_fd(c->ofi) : -1;
+    for (int k = 0; n > 0 && k < x->npf; k++) /* libfabric's wait fd says nothing of itself */
+        others += k != x->iwatch && x->pf[k].revents && (ofd < 0 || x->pf[k].fd != ofd);
+    if (n > 0 && !others && x->iwatch >= 0 && x->pf[x->iwatch].revents) {
+        if ((rc = comm_watch_fired(c, x->fp)))
+            return rc;
+    }
+    int ready = 0;
+    for (int k = 0; n > 0 && k < x->npend; k++)
+        ready |= x->pf[x->ipend + k].revents != 0;
+    if ((ready || x->npend) && tcp_check_pending(&c->net) > 0)
+        x->last = clock_now();
+    if (n > 0 && (x->pf[x->ilfd].revents & POLLIN)) {
+        char emsg[200];
+        if ((rc = tcp_accept_one(&c->net, emsg, sizeof emsg)) < 0)
+            return comm_fail(c, rc, "accepting a connection: %s", emsg);
+        if (rc > 0) /* a member arrived (a liveness probe is no progress) */
+            x->last = clock_now();
+    }
+    return 0;
+}
+
 static int run_round(weft_comm *c, const weft_sched *s, uint32_t b, uint32_t e,
                      char **bufs, const frame_hdr *fp, opstate *st, char *busy,
                      struct pollfd *pf, int *shw)
 {
-    int P = c->size, rc;
-    double last = clock_now(), next_probe = last + PROBE_S;
-    for (uint32_t i = b; i < e; i++) {
-        const sched_op *o = &s->ops[i];
-        memset(&st[i - b], 0, sizeof *st);
-        if (o->kind == SOP_COPY || o->kind == SOP_REDUCE) {
-            if ((rc = local_op(c, o, bufs, fp)))
-                return rc;
-            st[i - b].complete = 1;
-        } else {
-            st[i - b].h = *fp;
-            st[i - b].h.len = o->len;
-            st[i - b].wfd = -1;
-        }
-    }
-    int32_t wait[FLIGHT_WAIT_MAX];
+    round_ctx x = { .c = c, .s = s, .b = b, .e = e, .bufs = bufs, .fp = fp, .st = st,
+                    .busy = busy, .pf = pf, .shw = shw };
+    int rc;
+    x.last = clock_now();
+    x.next_probe = x.last + PROBE_S;
+    if ((rc = round_start(&x)))
+        return rc;
     for (;;) {
-        int progressed = 0, pending = 0, npf = 0;
+        int progressed = 0, moved = 0, n;
         if (atomic_load(&c->aborted))
             return comm_fail(c, WEFT_EABORTED, "communicator aborted");
-        memset(busy, 0, 2 * (size_t)P);
-        for (uint32_t i = b; i < e; i++) {
-            const sched_op *o = &s->ops[i];
-            opstate *x = &st[i - b];
-            if (x->complete)
-                continue;
-            int is_send = o->kind == SOP_SEND;
-            char *slot = &busy[(is_send ? 0 : P) + o->peer];
-            pending++;
-            if (*slot) /* an earlier op on this peer and direction goes first */
-                continue;
-            *slot = 1;
-            if (is_send) {
-                rc = do_send(c, o, x, bufs, fp);
-            } else if (exec_ofi_pair(c, o->peer)) {
-                rc = exec_ofi_recv(c, o, x, bufs, fp);
-            } else {
-                int fd;
-                char emsg[8];
-                rc = tcp_in(&c->net, o->peer, &fd, emsg, sizeof emsg);
-                x->wfd = fd;
-                x->wev = POLLIN;
-                x->lk = NULL;
-                if (rc > 0 && (!exec_same_host(c, o->peer) ||
-                               (rc = exec_shm_recv(c, o, x, bufs, fp, fd)) == EXEC_NOT_SHM))
-                    rc = do_recv(c, o, x, bufs, fp, fd);
-            }
-            if (rc < 0)
-                return rc;
-            progressed |= rc;
-            pending -= x->complete;
-        }
-        if (!pending)
-            return 0;
+        int pending = round_move(&x, &progressed);
+        if (pending <= 0)
+            return pending; /* done, or an error */
         if (progressed) {
-            last = clock_now();
+            x.last = clock_now();
             continue;
         }
         /* Nothing can move: sleep until a socket is ready, a connection
          * arrives, another rank reports a failure or this one is aborted. */
-        int nw = 0, nsh = 0, nofi = 0;
-        memset(busy, 0, 2 * (size_t)P);
-        for (uint32_t i = b; i < e; i++) {
-            const sched_op *o = &s->ops[i];
-            if (st[i - b].complete)
-                continue;
-            int is_send = o->kind == SOP_SEND;
-            char *slot = &busy[(is_send ? 0 : P) + o->peer];
-            if (*slot)
-                continue;
-            *slot = 1;
-            if (nw < FLIGHT_WAIT_MAX)
-                wait[nw++] = is_send ? -o->peer - 1 : o->peer;
-            nofi += st[i - b].ofi;
-            if (st[i - b].wfd >= 0 && !st[i - b].ofi) {
-                if (st[i - b].lk) {
-                    shw[nsh++] = (int)(i - b);
-                    st[i - b].pfi = npf;
-                }
-                pf[npf++] = (struct pollfd){ .fd = st[i - b].wfd, .events = st[i - b].wev };
-            }
-        }
-        if (c->cur)
-            flight_waiting(c->cur, wait, nw);
-        int ipend = npf, npend = tcp_pending(&c->net, pf + npf, PEND_MAX);
-        npf += npend;
-        int ilfd = npf, iwatch = -1;
-        pf[npf++] = (struct pollfd){ .fd = c->net.lfd, .events = POLLIN };
-        pf[npf++] = (struct pollfd){ .fd = c->abort_pipe[0], .events = POLLIN };
-        if (comm_watch_fd(c) >= 0) {
-            iwatch = npf;
-            pf[npf++] = (struct pollfd){ .fd = comm_watch_fd(c), .events = POLLIN };
-        }
-        /* libfabric's fd last, and only for the blocking poll: the spin
-         * reads the queue instead (the fd stays readable from the last
-         * completion until ofi_may_sleep rearms it, a costly call) */
-        int nspin = npf;
-        if (nofi && ofi_wait_fd(c->ofi) >= 0)
-            pf[npf++] = (struct pollfd){ .fd = ofi_wait_fd(c->ofi), .events = POLLIN };
-        double wake = last + c->timeout_s < next_probe ? last + c->timeout_s : next_probe;
+        round_poll_set(&x);
+        double wake = x.last + c->timeout_s < x.next_probe ? x.last + c->timeout_s
+                                                           : x.next_probe;
         if (wake > clock_now() + RECHECK_S)
             wake = clock_now() + RECHECK_S; /* for a peer in another call */
-        /* A message is usually imminent: poll without sleeping, yielding the
-         * core to any rank that can use it, for up to spin_s before blocking;
-         * waking a blocked process costs tens of microseconds on a VM. Rings
-         * are looked at on every turn; when only rings are awaited, the
-         * sockets (abort, notices, new connections) on the first and every
-         * 16th, so that connections still get accepted (and strangers
-         * dropped) while rings keep a rank busy. */
-        int n = 0, moved = 0, nsock = nspin - nsh;
-        if (c->spin_s > 0 && exec_may_spin(c->spin_yields)) {
-            double spin_end = clock_now() + c->spin_s;
-            for (int k = 0;; k++) {
-                if ((nsock > 2 + (iwatch >= 0) || !(k & 15)) &&
-                    (n = poll(pf, (nfds_t)nspin, 0)) != 0)
-                    break;
-                if ((nsh && exec_shm_ready(st, shw, nsh)) || (nofi && ofi_poll(c->ofi))) {
-                    moved = 1; /* an error is the op's to report on its next visit */
-                    break;
-                }
-                if (k >= c->spin_yields && clock_now() >= spin_end)
-                    break;
-                sched_yield();
-            }
-        }
-        /* about to sleep: unless a peer of this host is in another call,
-         * which no message of either may ever show */
-        if (!moved && n == 0 &&
-            ((rc = callboard_check(c)) ||
-             (clock_now() >= last + STRAY_AFTER_S &&
-              ((rc = stray_mismatch(c, s, b, e, st, fp)) || (rc = send_hints(c, s, b, e, st))))))
+        n = round_spin(&x, &moved);
+        if (!moved && n == 0 && (rc = round_before_sleep(&x)))
             return rc;
         if (!moved && n == 0)
-            live_waiting(c, fp->seq, wait, nw, last);
-        if (!moved && n == 0) {
-            /* Declare every awaited ring asleep, then look once more: a
-             * peer that published before seeing the flag is caught here,
-             * one that publishes after it rings the doorbell. */
-            /* libfabric's queue must be read until its wait object is
-             * armed; a provider without one is looked at every millisecond */
-            int ms = clock_ms_until(wake);
-            if (nofi && ofi_wait_fd(c->ofi) < 0 && ms > 1)
-                ms = 1;
-            if (nofi && !ofi_may_sleep(c->ofi)) {
-                moved = 1;
-            } else if (exec_shm_sleep(st, shw, nsh)) {
-                n = poll(pf, (nfds_t)npf, ms);
-                exec_shm_wake(st, shw, nsh);
-            } else {
-                moved = 1;
-            }
-        }
+            n = round_sleep(&x, wake, &moved);
         if (n > 0)
-            exec_shm_drain(st, shw, nsh, pf);
+            exec_shm_drain(st, shw, x.nsh, pf);
         /* after a real wake-up the check runs the provider's connection
          * events too (rxm's trywait reads its EQ, which a queue read
          * looks at only now and then) */
-        if (n > 0 && nofi)
+        if (n > 0 && x.nofi)
             ofi_may_sleep(c->ofi);
         if (moved) {
-            if (clock_now() >= last + c->timeout_s)
+            if (clock_now() >= x.last + c->timeout_s)
                 return timed_out(c, s->ops, st, b, e, fp);
             continue;
         }
         if (n < 0 && errno != EINTR)
             return comm_fail(c, WEFT_ESYS, "poll: %s", strerror(errno));
-        if (n == 0 && clock_now() >= last + c->timeout_s)
+        if (n == 0 && clock_now() >= x.last + c->timeout_s)
             return timed_out(c, s->ops, st, b, e, fp);
-        if (clock_now() >= next_probe) {
-            /* a peer this rank waits for but that never connected may be
-             * dead, and then nobody else may ever notice; over libfabric
-             * there is no connection to end, so every awaited peer is
-             * looked at, sends too */
-            for (uint32_t i = b; i < e; i++) {
-                const sched_op *o = &s->ops[i];
-                int ofi = exec_ofi_pair(c, o->peer);
-                if (st[i - b].complete || o->kind == SOP_COPY || o->kind == SOP_REDUCE ||
-                    (!ofi && (o->kind == SOP_SEND || c->net.in_fd[o->peer] >= 0)))
-                    continue;
-                if (tcp_probe(&c->net, o->peer)) {
-                    char d[160];
-                    exec_describe(fp, d, sizeof d);
-                    c->fail_peer = o->peer;
-                    return comm_fail(c, WEFT_EPEER,
-                                     "rank %d died (nothing listens at its address %s) during %s",
-                                     o->peer, c->net.addr[o->peer], d);
-                }
-            }
-            next_probe = clock_now() + PROBE_S;
-        }
+        if (clock_now() >= x.next_probe && (rc = round_probe(&x)))
+            return rc;
         if (atomic_load(&c->aborted))
             return comm_fail(c, WEFT_EABORTED, "communicator aborted");
-        /* another rank's notice counts only when nothing else is ready:
-         * what this rank can see for itself (a mismatched frame, a closed
-         * connection) says more */
-        int others = 0, ofd = nofi ? ofi_wait_fd(c->ofi) : -1;
-        for (int k = 0; n > 0 && k < npf; k++) /* libfabric's wait fd says nothing of itself */
-            others += k != iwatch && pf[k].revents && (ofd < 0 || pf[k].fd != ofd);
-        if (n > 0 && !others && iwatch >= 0 && pf[iwatch].revents) {
-            if ((rc = comm_watch_fired(c, fp)))
-                return rc;
-        }
-        int ready = 0;
-        for (int k = 0; n > 0 && k < npend; k++)
-            ready |= pf[ipend + k].revents != 0;
-        if ((ready || npend) && tcp_check_pending(&c->net) > 0)
-            last = clock_now();
-        if (n > 0 && (pf[ilfd].revents & POLLIN)) {
-            char emsg[200];
-            if ((rc = tcp_accept_one(&c->net, emsg, sizeof emsg)) < 0)
-                return comm_fail(c, rc, "accepting a connection: %s", emsg);
-            if (rc > 0) /* a member arrived (a liveness probe is no progress) */
-                last = clock_now();
-        }
+        if ((rc = round_woke(&x, n)))
+            return rc;
     }
 }
 

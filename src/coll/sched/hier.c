@@ -31,6 +31,8 @@
  * all-reduce with one rank per host on up to RING_PIPE_MAX_RANKS hosts: the
  * ring schedules. */
 #include "coll/sched/two_level.h"
+
+#include "coll/sched/ring.h"
 #include "coll/sched/tree.h"
 #include "coll/sched/util.h"
 

@@ -2,6 +2,8 @@
  * every rank that needs it, all at once. The bandwidth-wasting baseline:
  * per-rank traffic grows linearly with p. Reductions are done in rank order
  * 0, 1, ..., p-1 so that every rank gets bit-identical floating-point sums. */
+#include "coll/sched/naive.h"
+
 #include "coll/sched/util.h"
 
 

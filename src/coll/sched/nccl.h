@@ -15,7 +15,7 @@
 #ifndef WEFT_COLL_SCHED_NCCL_H
 #define WEFT_COLL_SCHED_NCCL_H
 
-#include "coll/sched/sched.h"
+#include "coll/sched/plan.h"
 
 typedef struct {
     int channels;        /* >= 1 */

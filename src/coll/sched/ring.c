@@ -5,6 +5,8 @@
  * writes only SB_RECV/SB_TMP, and never reads an SB_SEND range after writing
  * the same SB_RECV range, so they stay correct when the caller passes the same
  * buffer for both (in place). */
+#include "coll/sched/ring.h"
+
 #include "coll/sched/util.h"
 
 #include <stdlib.h>

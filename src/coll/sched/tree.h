@@ -4,7 +4,7 @@
 #ifndef WEFT_COLL_SCHED_EXTRA_H
 #define WEFT_COLL_SCHED_EXTRA_H
 
-#include "coll/sched/sched.h"
+#include "coll/sched/plan.h"
 
 /* Double binary tree: all-reduce over two complementary in-order binary
  * trees, each carrying half of the data in pipelined chunks; broadcast and

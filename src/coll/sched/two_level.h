@@ -6,7 +6,7 @@
 #ifndef WEFT_COLL_SCHED_MORE_H
 #define WEFT_COLL_SCHED_MORE_H
 
-#include "coll/sched/sched.h"
+#include "coll/sched/plan.h"
 
 /* Rabenseifner: all-reduce as a recursive-halving reduce-scatter followed by
  * a recursive-doubling all-gather (2 log2 p rounds, 2(p-1)/p of the data

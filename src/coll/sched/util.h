@@ -2,7 +2,7 @@
 #ifndef WEFT_COLL_SCHED_UTIL_H
 #define WEFT_COLL_SCHED_UTIL_H
 
-#include "coll/sched/sched.h"
+#include "coll/sched/plan.h"
 
 /* Ranks on a ring, wrapped into [0, p). */
 static inline int ring_peer(int r, int d, int p)
