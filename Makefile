@@ -196,12 +196,12 @@ clean:
 
 -include $(OBJ:.o=.d) $(TOOLSRC:tools/%.c=$(BUILD)/%.d) $(TRAINOBJ:.o=.d) $(TESTS:=.d)
 
-# libFuzzer targets for the wire decoders (needs clang): builds each
-# tests/fuzz/*.c and runs it for FUZZ_SECONDS under ASan+UBSan; a crash
-# fails the target and leaves crash-* in $(BUILD)/fuzz.
+# libFuzzer targets for the wire decoders and the rendezvous record (needs
+# clang): builds each tests/fuzz/*.c and runs it for FUZZ_SECONDS under
+# ASan+UBSan; a crash fails the target and leaves crash-* in $(BUILD)/fuzz.
 FUZZ_SECONDS ?= 30
 FUZZ_SRC := src/core/frame.c src/core/flight.c src/core/names.c src/core/clock.c src/core/half.c \
-            src/coll/algo_names.c src/ps/ps_wire.c
+            src/coll/algo_names.c src/coll/rdv_record.c src/ps/ps_wire.c
 .PHONY: fuzz
 fuzz:
 	@mkdir -p $(BUILD)/fuzz

@@ -139,6 +139,10 @@ typedef struct {
 int weft_config_from_env(weft_config *cfg);
 void weft_config_default(weft_config *cfg);
 
+/* Join the job cfg describes (rendezvous at its store). On failure *out
+ * is NULL, and since no communicator is left to ask weft_comm_error, the
+ * reason is logged at ERROR, which every WEFT_DEBUG level shows
+ * ("weft[RANK] error: ..." on stderr). */
 int weft_comm_init(weft_comm **out, const weft_config *cfg);
 int weft_comm_init_env(weft_comm **out);
 /* Joining through a key-value store the job already has (torch's c10d

@@ -1,7 +1,7 @@
 /* World membership over the rendezvous store: the record each rank
  * publishes so the others can find it, the host it runs on, and the
  * failure notice a failing rank leaves for the rest. Nothing here knows
- * of collectives; the communicator (coll/comm.c) is built on it. */
+ * of collectives; the communicator (coll/comm_rdv.c) is built on it. */
 #ifndef WEFT_BOOTSTRAP_WORLD_H
 #define WEFT_BOOTSTRAP_WORLD_H
 

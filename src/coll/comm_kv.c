@@ -7,6 +7,7 @@
 #include "coll/comm_core.h"
 
 #include "core/auth.h"
+#include "core/log.h"
 #include "transport/sock.h"
 
 #include <ifaddrs.h>
@@ -71,13 +72,14 @@ static int kv_announce(const weft_config *cfg, const weft_kv *kv, const char *se
     char err[256], rec[256];
     int rc = store_server_start(srv, NULL, 0, port, *secret ? secret : NULL, err, sizeof err);
     if (rc) {
-        fprintf(stderr, "weft[0] error: cannot serve the store: %s\n", err);
+        log_msg(log_level_from_env(), LOG_ERROR, 0, "cannot serve the store: %s", err);
         return rc;
     }
     kv_my_ip(cfg, ip, iplen);
     snprintf(rec, sizeof rec, "%s\n%d\n%s", ip, *port, secret);
     if ((rc = kv->set(kv->arg, KV_KEY, rec, strlen(rec))) != 0) {
-        fprintf(stderr, "weft[0] error: the job's key-value store refused key %s\n", KV_KEY);
+        log_msg(log_level_from_env(), LOG_ERROR, 0, "the job's key-value store refused key %s",
+                KV_KEY);
         store_server_stop(*srv);
         *srv = NULL;
         return rc < 0 ? rc : WEFT_ECONFIG;
@@ -94,9 +96,9 @@ static int kv_learn(const weft_config *cfg, const weft_kv *kv, char *ip, size_t 
     double wait = cfg->connect_timeout_s > 0 ? cfg->connect_timeout_s : KV_WAIT_DEFAULT_S;
     int rc = kv->get(kv->arg, KV_KEY, (void **)&val, &len, wait);
     if (rc || !val) {
-        fprintf(stderr, "weft[%d] error: rendezvous: rank 0 never announced its store under "
-                        "key %s of the job's key-value store (waited %.0f s)\n",
-                cfg->rank, KV_KEY, wait);
+        log_msg(log_level_from_env(), LOG_ERROR, cfg->rank,
+                "rendezvous: rank 0 never announced its store under key %s of the job's "
+                "key-value store (waited %.0f s)", KV_KEY, wait);
         free(val);
         return rc < 0 ? rc : WEFT_ETIMEDOUT;
     }
@@ -112,8 +114,8 @@ static int kv_learn(const weft_config *cfg, const weft_kv *kv, char *ip, size_t 
     for (char *t = strtok_r(rec, "\n", &save); t && n < 3; t = strtok_r(NULL, "\n", &save))
         f[n++] = t;
     if (n < 2) {
-        fprintf(stderr, "weft[%d] error: rendezvous: malformed store announcement\n",
-                cfg->rank);
+        log_msg(log_level_from_env(), LOG_ERROR, cfg->rank,
+                "rendezvous: malformed store announcement");
         free(rec);
         return WEFT_EPROTO;
     }

@@ -161,12 +161,12 @@ static int seed_open(const weft_config *cfg, weft_comm **out)
     if ((rc = store_connect(&s->store, s->store_host, s->store_port, s->connect_timeout_s,
                             s->secret, err, sizeof err)) ||
         (rc = store_local_ip(s->store, ip, sizeof ip))) {
-        fprintf(stderr, "weft error: join: cannot reach the job's store at %s:%d: %s\n",
+        log_msg(s->loglevel, LOG_ERROR, -1, "join: cannot reach the job's store at %s:%d: %s",
                 s->store_host, s->store_port, rc == WEFT_ESYS ? "no local address" : err);
         weft_comm_destroy(s);
         return rc;
     }
-    /* new listeners open on this address's host (comm_child_open); its
+    /* new listeners open on this address's host (comm_child_make); its
      * port is the singleton's own and stays unused */
     char host[64];
     int port;
@@ -196,21 +196,22 @@ int weft_comm_join(const weft_config *cfg, weft_comm **out)
     join_key(key, "admit", t);
     if ((rc = store_get(s->store, key, (void **)&val, NULL, s->connect_timeout_s))) {
         if (rc == WEFT_ETIMEDOUT)
-            fprintf(stderr, "weft error: join: not admitted within %.0f s (no weft_comm_grow "
-                            "on the job's members)\n", s->connect_timeout_s);
+            log_msg(s->loglevel, LOG_ERROR, -1,
+                    "join: not admitted within %.0f s (no weft_comm_grow on the job's members)",
+                    s->connect_timeout_s);
         goto store_fail;
     }
     if (sscanf(val, "%llx %d %d", &id, &n, &rank) != 3 || n < 2 || rank < 0 || rank >= n) {
-        fprintf(stderr, "weft error: join: malformed admission '%.60s'\n", val);
+        log_msg(s->loglevel, LOG_ERROR, -1, "join: malformed admission '%.60s'", val);
         rc = WEFT_EPROTO;
         goto out;
     }
     if ((rc = grow_build(s, rank, n, (uint64_t)id, out)))
-        fprintf(stderr, "weft[%d] error: join: %s\n", rank, s->err);
+        log_msg(s->loglevel, LOG_ERROR, rank, "join: %s", s->err);
     goto out;
 store_fail:
     if (rc != WEFT_ETIMEDOUT)
-        fprintf(stderr, "weft error: join: %s\n", store_error(s->store));
+        log_msg(s->loglevel, LOG_ERROR, -1, "join: %s", store_error(s->store));
 out:
     free(val);
     weft_comm_destroy(s);

@@ -1,7 +1,6 @@
 /* The rendezvous record's encoding (rdv_record.h). */
 #include "coll/rdv_record.h"
 
-#include "weft.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -16,6 +16,7 @@
 
 #include "transport/ofi.h"
 #include "transport/sock.h"
+#include "weft.h"
 
 #define RDV_HOST_MAX 64
 
