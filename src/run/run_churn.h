@@ -1,13 +1,13 @@
 /* Elastic training across clusters: --elastic with --sync diloco:H or
- * hier:full/diloco:H. sync_churn.c is the sync mode (the outer step on an
- * outer_sync the tool holds, so that its state outlives a membership
- * change); elastic_churn.c drops a cluster lost mid-outer-step and admits
- * a restarted one at an outer-step boundary. The part of elastic.c that
- * elastic_churn.c shares is declared here too. */
-#ifndef WEFT_TRAIN_CHURN_H
-#define WEFT_TRAIN_CHURN_H
+ * hier:full/diloco:H. run_sync_churn.c is the sync mode (the outer step on
+ * an outer_sync the run holds, so that its state outlives a membership
+ * change); run_elastic_churn.c drops a cluster lost mid-outer-step and
+ * admits a restarted one at an outer-step boundary. This header is the
+ * mode's: its state and what the membership change asks of it. */
+#ifndef WEFT_RUN_RUN_CHURN_H
+#define WEFT_RUN_RUN_CHURN_H
 
-#include "train_tool.h"
+#include "run/run_int.h"
 
 #include "train/sync_outer.h"
 
@@ -18,12 +18,7 @@ struct sync_churn {
     weft_model *m;
 };
 
-/* The exit status of the survivors of a hier cluster that lost a rank
- * (EX_TEMPFAIL: a launcher may start them again). */
-#define CHURN_LEAVE 75
-
-extern const sync_ops sync_churn;
-/* DiLoCo's inner optimiser (sync_params.c) */
+/* DiLoCo's inner optimiser (run_sync_params.c) */
 void sync_diloco_defaults(opts *o);
 
 /* The outer state that a membership change carries: anchors and momenta
@@ -40,28 +35,5 @@ int churn_outer_now(train_sync *s, float weight);
 void churn_abort(train_sync *s);
 /* hier: the ranks of a cluster (the most of any cluster in c); 0 flat. */
 int churn_cluster_size(const train_sync *s, weft_comm *c);
-
-/* elastic_churn.c, called by elastic.c in the churn mode */
-int churn_recover(trainer *t, long *step, int rc);
-int churn_grow_hand_over(trainer *t, weft_comm *g, long *step);
-int churn_join(trainer *t, long *step);
-/* "cluster(s) 1 rejoined; " for ranks was.. of the grown job from clusters it lacked */
-void churn_joined(const trainer *t, int was, char *buf, size_t cap);
-
-/* elastic.c's, for elastic_churn.c */
-void kill_point(const trainer *t, long step, int recover);
-void keep_state(trainer *t);
-void leave_comm(trainer *t);
-int enter_comm(trainer *t, weft_comm *c, weft_comm *job);
-void header(const trainer *t, long k, int64_t opt_steps, int64_t h[6]);
-void apply_header(trainer *t, const int64_t h[6], long *step);
-int params_agree(trainer *t, uint64_t *hash, int *same);
-int params_same(weft_comm *c, weft_model *m, uint64_t *hash, int *same);
-void take_lead(trainer *t);
-void report_change(trainer *t, long step, const char *kind, const char *what, double took);
-size_t gone_ranks(char *what, size_t cap, const int *olds, int n, int was, const char *why,
-                  long failed_at);
-int shrink_round(trainer *t, weft_comm **w, long failed_at, int old, int *olds, int *n);
-void count_idle(elastic_state *e, int lost_none, long failed_at, const char *why);
 
 #endif
