@@ -96,9 +96,18 @@ $(BUILD)/%: tools/%.c $(LIB_A)
 	@echo "  CCLD    $@"
 	@$(CC) $(CFLAGS) $(LDFLAGS) -MMD -MP $< -o $@ $(LIB_A) $(LDLIBS)
 
-$(BUILD)/weft-train: $(TRAINOBJ) $(LIB_A)
+# weft-train is a program over include/weft.h alone, linked against
+# libweft.so: beside it in $(BUILD), or in ../lib once installed.
+TRAIN_CFLAGS := $(CSTD) $(OPT) $(WARN) -pthread -Iinclude
+$(BUILD)/tools/weft-train/%.o: tools/weft-train/%.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	@$(CC) $(TRAIN_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/weft-train: $(TRAINOBJ) $(LIB_SO)
 	@echo "  CCLD    $@"
-	@$(CC) $(CFLAGS) $(LDFLAGS) $(TRAINOBJ) -o $@ $(LIB_A) $(LDLIBS)
+	@$(CC) $(LDFLAGS) $(TRAINOBJ) -o $@ -L$(BUILD) -lweft \
+	    -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib' -pthread -lm
 
 # Test binaries sit together in $(BUILD)/tests whichever folder holds their source.
 TESTDEPS := $(LIB_A) tests/test.h tests/fixtures.h
