@@ -186,8 +186,8 @@ $(TORCH_EXT): torch/weft_torch.cpp include/weft.h $(LIB_A)
 
 # The torch backend's tests (tests/torch/run.sh): every collective against
 # a serial reference at 1-4 ranks, subgroups, messages, DDP against gloo,
-# a killed rank.
-check-torch: python torch $(BUILD)/weftrun
+# a killed rank; weft.Run against weft-train.
+check-torch: python torch $(BUILD)/weftrun $(BUILD)/weft-train
 	BUILD=$(BUILD) PYTHON=$(PYTHON) sh tests/torch/run.sh
 
 install-python: python
