@@ -1430,10 +1430,18 @@ enum {
     WEFT_RUN_RECOVERED = 2, /* elastic: a rank failed or joined and the job
                              * recovered; no step was taken (the next call
                              * takes the step again, on the new membership) */
-    WEFT_RUN_LEFT = 3       /* elastic: this rank's replica lost a rank and this
+    WEFT_RUN_LEFT = 3,      /* elastic: this rank's replica lost a rank and this
                              * rank left the job; the others finish the run.
                              * weft_run_close next */
+    WEFT_RUN_REJOIN = 4     /* elastic across clusters: this rank's cluster lost a
+                             * rank, so this rank left the job as a failed one
+                             * would: a tool ends its process at once with status
+                             * WEFT_RUN_REJOIN_STATUS (no weft_run_close, no
+                             * weft_comm_destroy), so that a launcher restarting
+                             * the dead (weftrun --restarts) starts the cluster
+                             * again whole */
 };
+#define WEFT_RUN_REJOIN_STATUS 75 /* EX_TEMPFAIL */
 
 /* Log levels of the callback's lines. */
 enum {
@@ -1444,9 +1452,16 @@ enum {
 typedef void (*weft_run_log_fn)(void *arg, int level, const char *line);
 
 int weft_run_config_new(weft_run_config **out);
-/* WEFT_EINVAL for an unknown key or a bad value; weft_run_config_error
- * names the option and an accepted form. */
+/* WEFT_ENOTSUP for an unknown key ("unknown option '--KEY'"), WEFT_EINVAL
+ * for a bad value, a value given to a flag or none to a key that takes
+ * one ("bad argument '--KEY'"); weft_run_config_error names the option and
+ * an accepted form. */
 int weft_run_config_set(weft_run_config *cfg, const char *key, const char *value);
+/* The options against each other (weft_run_open checks them too, first):
+ * WEFT_ECONFIG with the message in weft_run_config_error. joining: also
+ * what a process that is to join a running elastic job (weft_comm_join)
+ * cannot carry; call it before joining. */
+int weft_run_config_check(weft_run_config *cfg, int joining);
 const char *weft_run_config_error(const weft_run_config *cfg);
 /* Where the run's lines go (NULL: nowhere). Copied into the run at open. */
 void weft_run_config_log(weft_run_config *cfg, weft_run_log_fn fn, void *arg);
@@ -1454,8 +1469,15 @@ void weft_run_config_free(weft_run_config *cfg);
 
 /* Sets the run up on comm (NULL: one process; collective over comm
  * otherwise). joined: this process came in with weft_comm_join into a
- * running elastic job. *out is set whenever memory allows, also on
- * failure, so that weft_run_error says why; close it in either case. */
+ * running elastic job. Only the job's rank 0 reports (the others run as
+ * if quiet). *out is set whenever memory allows, also on failure, so that
+ * weft_run_error says why; close it in either case.
+ *
+ * mode ps (weftrun --servers K): the job's workers and servers each open
+ * a run. A worker's weft_run_step is one step (push, clock, pull) and
+ * weft_run_finish shuts the servers down, reports and evaluates; a
+ * server's first weft_run_step serves until the workers are done and
+ * returns WEFT_RUN_DONE, and its weft_run_finish has nothing to do. */
 int weft_run_open(const weft_run_config *cfg, weft_comm *comm, int joined, weft_run **out);
 /* One training step (collective over the job): 0, or a WEFT_RUN_* outcome,
  * or a WEFT_E* code (the run cannot go on; weft_run_error says why). */
@@ -1488,6 +1510,11 @@ typedef struct {
     int lead;          /* this rank reports for the job */
     int global_batch;  /* samples per step over the job */
     double mfu;        /* model-FLOPs utilisation of the last step; < 0: unknown */
+    long end;          /* where this launch stops (stop-at, else steps) */
+    double elapsed;    /* seconds from this launch's first step to the last's end */
+    double rate;       /* samples a second over the launch so far */
+    int quiet;         /* this rank draws no progress (quiet, or not the lead) */
+    long log_every;    /* the plain progress line's period (log-every, else steps/20) */
 } weft_run_info;
 
 int weft_run_info_get(const weft_run *run, weft_run_info *out);

@@ -1,12 +1,17 @@
-/* weft-train's options: the table of run options (the ones a checkpoint
- * keeps), their parsing and defaults, the launch options, and --help. */
-#include "train_tool.h"
+/* The run's configuration: the table of run options (the ones a checkpoint
+ * keeps), their parsing and defaults, the launch options, and the checks
+ * that read them together. Keys are weft-train's long options. */
+#include "run/run_config.h"
+
+#include "run/run_ckpt.h"
+#include "run/run_elastic.h"
 
 #include "core/size.h"
 #include "train/pipe_sched.h"
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -42,205 +47,148 @@ int run_opts_format_code(const char *f)
     return code;
 }
 
-static void usage(FILE *f)
+/* A bad value: its message in err, WEFT_EINVAL. */
+static int bad(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int bad(char *err, size_t cap, const char *fmt, ...)
 {
-    fputs(
-        "usage: weft-train [options]\n"
-        "  --model mlp|gpt|SPEC     mlp: IN-512-512-CLASSES; gpt: see --layers/--heads/--dim;\n"
-        "                           SPEC: \"mlp:784-128-10\", \"gpt:vocab=256,ctx=32,...\"\n"
-        "  --data builtin|fashion-mnist|mnist|PATH\n"
-        "                           builtin: generated images (mlp) or additions (gpt);\n"
-        "                           PATH: an idx directory (mlp) or a token shard (gpt)\n"
-        "  --steps N | --epochs E   length (mlp default: 1 epoch; gpt: 1500 steps)\n"
-        "  --batch B                global batch (mlp 256, gpt 32)\n"
-        "  --optim sgd|adamw        (mlp sgd, gpt adamw)\n"
-        "  --lr LR                  (sgd 0.1, adamw 3e-3)\n"
-        "  --momentum M             sgd momentum (0.9)\n"
-        "  --weight-decay WD        (sgd 0, adamw 0.01)\n"
-        "  --schedule cosine|constant  cosine decays to --min-lr (lr/10) at the last step\n"
-        "  --warmup N               linear warm-up steps (gpt 50)\n"
-        "  --clip NORM              gradient norm clipping, 0 off (gpt 1)\n"
-        "  --precision fp32|bf16    matmul precision\n"
-        "  --seed S                 weights and data order (1)\n"
-        "  --data-seed S            generator seed of the builtin data (1)\n"
-        "  --seq T                  gpt tokens per sample (32)\n"
-        "  --digits D               builtin addition operand digits (2; 3 needs more steps)\n"
-        "  --format F               builtin addition lines: plain (12+345=357) or a list of\n"
-        "                           padded (012+345=0357), reversed (12+345=753) and\n"
-        "                           answer-loss (train on the answers only);\n"
-        "                           default padded,reversed,answer-loss\n"
-        "  --layers L --heads H --dim D   gpt shape (2, 4, 64)\n"
-        "  --train-size N           builtin training samples (mlp 60000, gpt 100000)\n"
-        "  --save CKPT              checkpoint at the end (and every --save-every N steps)\n"
-        "  --stop-at N              stop (and save) after step N of the planned run\n"
-        "  --resume CKPT            continue a run (its options unless given again)\n"
-        "  --inspect CKPT           list a checkpoint's records and exit\n"
-        "  --metrics FILE           CSV, one row per step and per evaluation\n"
-        "  --log-every N            plain progress line period when not on a terminal\n"
-        "  --threads N              matmul threads\n"
-        "  --eval-prompts N         gpt exact-match problems (500)\n"
-        "  --no-eval                skip the final evaluation\n"
-        "  --quiet                  no progress output\n"
-        "  --bucket-mb MB           data parallel: gradient bucket size in MiB (25), or a\n"
-        "                           size with its unit (512K)\n"
-        "  --zero 0|1|2|3           ZeRO stage: shard optimiser state (1), + gradients (2),\n"
-        "                           + parameters (3) over the ranks (0)\n"
-        "  --accum K                micro-steps per step; communicate only on the last (1)\n"
-        "  --pp P                   pipeline of P stages; data parallelism over the rest of\n"
-        "                           the ranks (job rank = replica * P + stage)\n"
-        "  --tp T                   tensor parallelism over T ranks (Megatron's layers);\n"
-        "                           with --pp the job is tp x dp x pp\n"
-        "  --order tp-dp-pp         the ranks' order of the three, fastest first\n"
-        "  --sp                     sequence parallelism over the tensor group (GPT, fp32)\n"
-        "  --recompute              keep only each block's input; backward recomputes the\n"
-        "                           rest (GPT: activations of one block, one more forward)\n"
-        "  --micro-batches M        pipeline micro-batches per step (P)\n"
-        "  --schedule gpipe|1f1b|interleaved:V|zb  the pipeline's schedule (1f1b); also\n"
-        "                           --pp-schedule\n"
-        "  --pp-partition auto|uniform|N,N,..  blocks per stage: auto balances measured\n"
-        "                           block times under --pp-memory MB per stage (auto;\n"
-        "                           MiB, or a size with its unit: 2G)\n"
-        "  --layout auto            tp, pp, schedule, micro-batches, ZeRO and sp chosen by\n"
-        "                           the planner (weft-sim plan) for this job's ranks\n"
-        "  --mem-limit SIZE         a rank's memory budget: a layout whose training state\n"
-        "                           does not fit is refused (naming one that would), and\n"
-        "                           the peak resident memory is checked after step one\n"
-        "                           SIZE: bytes, or a number with K, M, G or T, with or\n"
-        "                           without iB (powers of 1024): 64M, 2GiB, 1.5G\n"
-        "  --pp-costs FILE          write the block costs, measured and then scaled to the\n"
-        "                           run's own chunk times (for weft-sim pipeline)\n"
-        "  --sync MODE              full (default), local:H, diloco:H, gossip, stale:S,\n"
-        "                           backup:B (each step takes the first N-B gradients)\n"
-        "                           (docs/TRAINING.md); across clusters (docs/WAN.md):\n"
-        "                           streaming:H:F[:T], hier:full/diloco:H,\n"
-        "                           hier:full/streaming:H:F[:T]\n"
-        "  --compress SPEC          fp16, bf16, int8, int4, topk:K or powersgd:R: the\n"
-        "                           gradients (full sync) or the outer gradient (DiLoCo,\n"
-        "                           streaming, hier) travel compressed\n"
-        "  --outer-lr X             DiLoCo's and streaming's outer learning rate, in (0, 10]\n"
-        "                           (0.7)\n"
-        "  --outer-momentum X       their outer Nesterov momentum, in [0, 1) (0.9)\n"
-        "  --mode dp|ps             data parallel (dp, default) or parameter server (ps: under\n"
-        "                           weftrun -n W --servers K; workers push gradients, pull\n"
-        "                           parameters; servers hold them and run the optimiser)\n"
-        "  --consistency bsp|ssp:S|asp  parameter-server consistency (bsp)\n"
-        "  --straggle RANK:MS       rank RANK sleeps MS ms every step (a slow device);\n"
-        "                           any:MS: one rank a step, chosen at random (jitter)\n"
-        "  --elastic                (under weftrun --elastic) a rank that dies costs the step\n"
-        "                           it was in, not the job; ranks that join are admitted at\n"
-        "                           the next step (docs/TRAINING.md, \"Elastic training\");\n"
-        "                           with diloco:H or hier:full/diloco:H a lost cluster is\n"
-        "                           dropped at the outer step and rejoins at an outer-step\n"
-        "                           boundary (docs/WAN.md, \"Churn\")\n"
-        "  --kill-at RANK:STEP[:recover][,...]  tests: launch rank RANK kills itself (SIGKILL)\n"
-        "                           as step STEP starts, or in the recovery from a failure there\n"
-        "  --trace-samples PATH     tests: each rank appends the sample ids of every committed\n"
-        "                           step to PATH.RANK (\"step id view\" lines)\n",
-        f);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, cap, fmt, ap);
+    va_end(ap);
+    return WEFT_EINVAL;
 }
 
-static long parse_long(const char *key, const char *v, long lo, long hi)
+static int parse_long(const char *key, const char *v, long lo, long hi, long *out, char *err,
+                      size_t cap)
 {
     char *end;
     errno = 0;
     long x = strtol(v, &end, 10);
     if (errno || end == v || *end || x < lo || x > hi)
-        die("--%s: bad value '%s' (want an integer in %ld..%ld)", key, v, lo, hi);
-    return x;
+        return bad(err, cap, "--%s: bad value '%s' (want an integer in %ld..%ld)", key, v, lo,
+                   hi);
+    *out = x;
+    return 0;
 }
 
-static double parse_double(const char *key, const char *v, double lo)
+static int parse_int(const char *key, const char *v, long lo, long hi, int *out, char *err,
+                     size_t cap)
+{
+    long x;
+    int rc = parse_long(key, v, lo, hi, &x, err, cap);
+    if (rc == 0)
+        *out = (int)x;
+    return rc;
+}
+
+static int parse_double(const char *key, const char *v, double lo, double *out, char *err,
+                        size_t cap)
 {
     char *end;
     errno = 0;
     double x = strtod(v, &end);
     if (errno || end == v || *end || !(x >= lo) || !isfinite(x))
-        die("--%s: bad value '%s'", key, v);
-    return x;
+        return bad(err, cap, "--%s: bad value '%s'", key, v);
+    *out = x;
+    return 0;
 }
 
 /* --mem-limit: bytes, in the grammar of core/size.h (64M, 2GiB, 1.5G). */
-static double parse_bytes(const char *key, const char *v, uint64_t lo)
+static int parse_bytes(const char *key, const char *v, uint64_t lo, double *out, char *err,
+                       size_t cap)
 {
     uint64_t x;
     char why[200];
     if (size_parse(v, lo, UINT64_MAX, &x, why, sizeof why) != 0)
-        die("--%s: %s", key, why);
-    return (double)x;
+        return bad(err, cap, "--%s: %s", key, why);
+    *out = (double)x;
+    return 0;
 }
 
 /* --bucket-mb, --pp-memory: a bare number counts MiB, as these options
  * always have (0.001 included); one with a unit is a size like any other
  * (512K, 2G), so nobody has to work out 2G in MiB. */
-static double parse_mib(const char *key, const char *v, double lo)
+static int parse_mib(const char *key, const char *v, double lo, double *out, char *err,
+                     size_t cap)
 {
     char *end;
     errno = 0;
     double x = strtod(v, &end);
-    if (end != v && !*end && !errno && isfinite(x) && x >= lo)
-        return x;
+    if (end != v && !*end && !errno && isfinite(x) && x >= lo) {
+        *out = x;
+        return 0;
+    }
     if (end != v && !*end) /* a number, but negative, too small or not finite */
-        die("--%s: bad value '%s' (want MiB, at least %g)", key, v, lo);
+        return bad(err, cap, "--%s: bad value '%s' (want MiB, at least %g)", key, v, lo);
     uint64_t b;
     if (size_parse(v, 0, UINT64_MAX, &b, NULL, 0) != 0 || (double)b / 1048576.0 < lo)
-        die("--%s: bad size '%s' (want MiB as a bare number, e.g. 25, or a size: bytes or a "
-            "number with K, M, G or T (powers of 1024), e.g. 64M)", key, v);
-    return (double)b / 1048576.0;
+        return bad(err, cap,
+                   "--%s: bad size '%s' (want MiB as a bare number, e.g. 25, or a size: bytes "
+                   "or a number with K, M, G or T (powers of 1024), e.g. 64M)", key, v);
+    *out = (double)b / 1048576.0;
+    return 0;
 }
 
-static void copy_str(char *dst, size_t cap, const char *key, const char *v)
+static int copy_str(char *dst, size_t dcap, const char *key, const char *v, char *err,
+                    size_t cap)
 {
-    if (strlen(v) >= cap)
-        die("--%s: value too long", key);
+    if (strlen(v) >= dcap)
+        return bad(err, cap, "--%s: value too long", key);
     strcpy(dst, v);
+    return 0;
 }
 
-static void set_run_opt(run_opts *r, int k, const char *v)
+/* A value that must be one of two words. */
+static int pick2(const char *key, const char *v, const char *a, const char *b, char *dst,
+                 size_t dcap, char *err, size_t cap)
+{
+    if (strcmp(v, a) && strcmp(v, b))
+        return bad(err, cap, "--%s: want %s or %s, not '%s'", key, a, b, v);
+    return copy_str(dst, dcap, key, v, err, cap);
+}
+
+static int set_run_opt(run_opts *r, int k, const char *v, char *err, size_t cap)
 {
     const char *key = run_keys[k];
+    long x = 0;
+    int rc = 0;
     switch (k) {
-    case O_MODEL: copy_str(r->model, sizeof r->model, key, v); break;
-    case O_DATA: copy_str(r->data, sizeof r->data, key, v); break;
-    case O_OPTIM:
-        if (strcmp(v, "sgd") && strcmp(v, "adamw"))
-            die("--optim: want sgd or adamw, not '%s'", v);
-        copy_str(r->optim, sizeof r->optim, key, v);
-        break;
+    case O_MODEL: return copy_str(r->model, sizeof r->model, key, v, err, cap);
+    case O_DATA: return copy_str(r->data, sizeof r->data, key, v, err, cap);
+    case O_OPTIM: return pick2(key, v, "sgd", "adamw", r->optim, sizeof r->optim, err, cap);
     case O_PRECISION:
-        if (strcmp(v, "fp32") && strcmp(v, "bf16"))
-            die("--precision: want fp32 or bf16, not '%s'", v);
-        copy_str(r->precision, sizeof r->precision, key, v);
-        break;
+        return pick2(key, v, "fp32", "bf16", r->precision, sizeof r->precision, err, cap);
     case O_SCHEDULE:
-        if (strcmp(v, "constant") && strcmp(v, "cosine"))
-            die("--schedule: want constant or cosine, not '%s'", v);
-        copy_str(r->schedule, sizeof r->schedule, key, v);
-        break;
-    case O_STEPS: r->steps = parse_long(key, v, 0, 1L << 40); break;
-    case O_EPOCHS: r->epochs = parse_double(key, v, 0); break;
-    case O_BATCH: r->batch = (int)parse_long(key, v, 1, 1 << 20); break;
-    case O_LR: r->lr = parse_double(key, v, 0); break;
-    case O_MIN_LR: r->min_lr = parse_double(key, v, 0); break;
-    case O_MOMENTUM: r->momentum = parse_double(key, v, 0); break;
-    case O_WD: r->weight_decay = parse_double(key, v, 0); break;
-    case O_CLIP: r->clip = parse_double(key, v, 0); break;
-    case O_WARMUP: r->warmup = parse_long(key, v, 0, 1L << 30); break;
-    case O_SEED: r->seed = (unsigned long long)parse_long(key, v, 0, 0x7fffffffffffffffL); break;
+        return pick2(key, v, "constant", "cosine", r->schedule, sizeof r->schedule, err, cap);
+    case O_STEPS: return parse_long(key, v, 0, 1L << 40, &r->steps, err, cap);
+    case O_EPOCHS: return parse_double(key, v, 0, &r->epochs, err, cap);
+    case O_BATCH: return parse_int(key, v, 1, 1 << 20, &r->batch, err, cap);
+    case O_LR: return parse_double(key, v, 0, &r->lr, err, cap);
+    case O_MIN_LR: return parse_double(key, v, 0, &r->min_lr, err, cap);
+    case O_MOMENTUM: return parse_double(key, v, 0, &r->momentum, err, cap);
+    case O_WD: return parse_double(key, v, 0, &r->weight_decay, err, cap);
+    case O_CLIP: return parse_double(key, v, 0, &r->clip, err, cap);
+    case O_WARMUP: return parse_long(key, v, 0, 1L << 30, &r->warmup, err, cap);
+    case O_SEED:
     case O_DATA_SEED:
-        r->data_seed = (unsigned long long)parse_long(key, v, 0, 0x7fffffffffffffffL);
-        break;
-    case O_SEQ: r->seq = (int)parse_long(key, v, 1, 1 << 16); break;
-    case O_DIGITS: r->digits = (int)parse_long(key, v, 1, 9); break;
-    case O_LAYERS: r->layers = (int)parse_long(key, v, 1, 256); break;
-    case O_HEADS: r->heads = (int)parse_long(key, v, 1, 256); break;
-    case O_DIM: r->dim = (int)parse_long(key, v, 1, 1 << 16); break;
-    case O_TRAIN_SIZE: r->train_size = parse_long(key, v, 1, 1L << 32); break;
+        rc = parse_long(key, v, 0, 0x7fffffffffffffffL, &x, err, cap);
+        if (rc == 0)
+            *(k == O_SEED ? &r->seed : &r->data_seed) = (unsigned long long)x;
+        return rc;
+    case O_SEQ: return parse_int(key, v, 1, 1 << 16, &r->seq, err, cap);
+    case O_DIGITS: return parse_int(key, v, 1, 9, &r->digits, err, cap);
+    case O_LAYERS: return parse_int(key, v, 1, 256, &r->layers, err, cap);
+    case O_HEADS: return parse_int(key, v, 1, 256, &r->heads, err, cap);
+    case O_DIM: return parse_int(key, v, 1, 1 << 16, &r->dim, err, cap);
+    case O_TRAIN_SIZE: return parse_long(key, v, 1, 1L << 32, &r->train_size, err, cap);
     case O_FORMAT:
         if (run_opts_format_code(v) < 0)
-            die("--format: want plain or a list of padded,reversed,answer-loss, not '%s'", v);
-        copy_str(r->format, sizeof r->format, key, v);
-        break;
+            return bad(err, cap,
+                       "--format: want plain or a list of padded,reversed,answer-loss, not '%s'",
+                       v);
+        return copy_str(r->format, sizeof r->format, key, v, err, cap);
     }
+    return bad(err, cap, "unknown option '--%s'", key);
 }
 
 /* Negative values mean "not chosen yet": the model kind picks defaults. */
@@ -304,14 +252,15 @@ void run_opts_defaults(run_opts *r)
 
 /* Every option's value, settled in one place before any check reads one:
  * a checkpoint's saved run options (--resume; those given on the command
- * line win), then the defaults of what is still unset. Returns the
- * checkpoint (NULL without --resume). */
-weft_ckpt *resolve_options(opts *o, long *start_step)
+ * line win), then the defaults of what is still unset. */
+int run_resolve_options(weft_run *t, opts *o, long *start_step, weft_ckpt **ck)
 {
     *start_step = 0;
-    weft_ckpt *ck = ckpt_resume(o, start_step);
-    run_opts_defaults(&o->r);
-    return ck;
+    *ck = NULL;
+    int rc = ckpt_resume(t, o, start_step, ck);
+    if (rc == 0)
+        run_opts_defaults(&o->r);
+    return rc;
 }
 
 /* "key=value" lines, the form checkpoints store. */
@@ -328,10 +277,12 @@ void run_opts_format(const run_opts *r, char *buf, size_t cap)
              r->train_size, r->format);
 }
 
-/* Applies saved options except those given on the command line. */
-void run_opts_merge(run_opts *r, unsigned set, char *saved)
+int run_opts_merge(weft_run *t, run_opts *r, unsigned set, char *saved)
 {
-    for (char *line = strtok(saved, "\n"); line; line = strtok(NULL, "\n")) {
+    char err[512];
+    char *save_ptr = NULL;
+    for (char *line = strtok_r(saved, "\n", &save_ptr); line;
+         line = strtok_r(NULL, "\n", &save_ptr)) {
         char *eq = strchr(line, '=');
         if (!eq)
             continue;
@@ -344,8 +295,8 @@ void run_opts_merge(run_opts *r, unsigned set, char *saved)
                 r->steps = -1;
             else if (k == O_EPOCHS && eq[1] == '-')
                 r->epochs = -1;
-            else
-                set_run_opt(r, k, eq + 1);
+            else if (set_run_opt(r, k, eq + 1, err, sizeof err) != 0)
+                return run_fail(t, WEFT_EIO, "%s", err);
         }
     }
     /* a new length on the command line replaces the saved one entirely */
@@ -353,6 +304,7 @@ void run_opts_merge(run_opts *r, unsigned set, char *saved)
         r->epochs = -1;
     if (set & (1u << O_EPOCHS))
         r->steps = -1;
+    return 0;
 }
 
 /* gpipe, 1f1b, interleaved:V, zb: the pipeline's schedules, which
@@ -363,15 +315,16 @@ static int is_pp_schedule(const char *v)
            strncmp(v, "interleaved", 11) == 0;
 }
 
-static void set_pp_schedule(opts *o, const char *v)
+static int set_pp_schedule(opts *o, const char *v, char *err, size_t cap)
 {
     pipe_spec sp;
     if (!is_pp_schedule(v) || pipe_spec_parse(v, 2, 2, &sp) != 0)
-        die("--pp-schedule: want gpipe, 1f1b, interleaved:V (V >= 2) or zb, not '%s'", v);
-    copy_str(o->pp_schedule, sizeof o->pp_schedule, "pp-schedule", v);
+        return bad(err, cap,
+                   "--pp-schedule: want gpipe, 1f1b, interleaved:V (V >= 2) or zb, not '%s'", v);
+    return copy_str(o->pp_schedule, sizeof o->pp_schedule, "pp-schedule", v, err, cap);
 }
 
-void parse_args(opts *o, int argc, char **argv)
+void run_config_init(opts *o)
 {
     memset(o, 0, sizeof *o);
     run_opts_init(&o->r);
@@ -381,166 +334,232 @@ void parse_args(opts *o, int argc, char **argv)
     strcpy(o->sync, "full");
     o->outer_lr = o->outer_momentum = -1;
     strcpy(o->consistency, "bsp");
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(stdout);
-            exit(0);
-        }
-        if (strcmp(a, "--no-eval") == 0) {
-            o->no_eval = 1;
-            continue;
-        }
-        if (strcmp(a, "--sp") == 0) {
-            o->sp = 1;
-            continue;
-        }
-        if (strcmp(a, "--recompute") == 0) {
-            o->recompute = 1;
-            continue;
-        }
-        if (strcmp(a, "--quiet") == 0) {
-            o->quiet = 1;
-            continue;
-        }
-        if (strcmp(a, "--elastic") == 0) {
-            o->elastic = 1;
-            continue;
-        }
-        if (strncmp(a, "--", 2) != 0 || i + 1 >= argc) {
-            usage(stderr);
-            die("bad argument '%s'", a);
-        }
-        const char *key = a + 2, *v = argv[++i];
-        int k = 0;
-        while (k < O_COUNT && strcmp(key, run_keys[k]) != 0)
-            k++;
-        if (k == O_SCHEDULE && is_pp_schedule(v)) {
-            set_pp_schedule(o, v); /* --schedule names a pipeline schedule too */
-        } else if (k < O_COUNT) {
-            set_run_opt(&o->r, k, v);
-            o->set |= 1u << k;
-        } else if (strcmp(key, "save") == 0) {
-            copy_str(o->save, sizeof o->save, key, v);
-        } else if (strcmp(key, "resume") == 0) {
-            copy_str(o->resume, sizeof o->resume, key, v);
-        } else if (strcmp(key, "metrics") == 0) {
-            copy_str(o->metrics, sizeof o->metrics, key, v);
-        } else if (strcmp(key, "save-every") == 0) {
-            o->save_every = parse_long(key, v, 0, 1L << 40);
-        } else if (strcmp(key, "stop-at") == 0) {
-            o->stop_at = parse_long(key, v, 1, 1L << 40);
-        } else if (strcmp(key, "log-every") == 0) {
-            o->log_every = parse_long(key, v, 0, 1L << 40);
-        } else if (strcmp(key, "threads") == 0) {
-            o->threads = (int)parse_long(key, v, 0, 4096);
-        } else if (strcmp(key, "eval-prompts") == 0) {
-            o->eval_prompts = (int)parse_long(key, v, 0, 1 << 24);
-        } else if (strcmp(key, "bucket-mb") == 0) {
-            o->bucket_mb = parse_mib(key, v, 0.001);
-        } else if (strcmp(key, "zero") == 0) {
-            o->zero = (int)parse_long(key, v, 0, 3);
-        } else if (strcmp(key, "accum") == 0) {
-            o->accum = (int)parse_long(key, v, 1, 1 << 16);
-        } else if (strcmp(key, "sync") == 0) {
-            weft_sync_config sc;
-            if (weft_sync_parse(v, &sc) != 0)
-                die("--sync: want full, local:H, diloco:H, gossip, stale:S, backup:B, "
-                    "streaming:H:F[:T] or hier:full/diloco:H, not '%s'", v);
-            copy_str(o->sync, sizeof o->sync, key, v);
-        } else if (strcmp(key, "compress") == 0) {
-            weft_compress_spec cs;
-            if (weft_compress_parse(v, &cs) != 0)
-                die("--compress: want fp16, bf16, int8, int4, topk:K or powersgd:R, not '%s'", v);
-            copy_str(o->compress, sizeof o->compress, key, v);
-        } else if (strcmp(key, "outer-lr") == 0) {
-            o->outer_lr = parse_double(key, v, -1e30);
-            if (!(o->outer_lr > 0 && o->outer_lr <= 10))
-                die("--outer-lr: want a learning rate in (0, 10], not '%s'", v);
-        } else if (strcmp(key, "outer-momentum") == 0) {
-            o->outer_momentum = parse_double(key, v, -1e30);
-            if (!(o->outer_momentum >= 0 && o->outer_momentum < 1))
-                die("--outer-momentum: want a momentum in [0, 1), not '%s'", v);
-        } else if (strcmp(key, "mode") == 0) {
-            if (strcmp(v, "dp") && strcmp(v, "ps"))
-                die("--mode: want dp or ps, not '%s'", v);
-            o->ps = strcmp(v, "ps") == 0;
-        } else if (strcmp(key, "consistency") == 0) {
-            weft_ps_config pc;
-            weft_ps_config_default(&pc);
-            if (weft_ps_consistency_parse(v, &pc) != 0)
-                die("--consistency: want bsp, ssp:S or asp, not '%s'", v);
-            copy_str(o->consistency, sizeof o->consistency, key, v);
-        } else if (strcmp(key, "pp") == 0) {
-            o->pp = (int)parse_long(key, v, 1, 1024);
-        } else if (strcmp(key, "tp") == 0) {
-            o->tp = (int)parse_long(key, v, 1, 1024);
-        } else if (strcmp(key, "order") == 0) {
-            weft_layout l;
-            if (weft_layout_init(&l, 1, 1, 1, v) != 0)
-                die("--order: want tp, dp and pp in some order, fastest first (tp-dp-pp), not '%s'", v);
-            copy_str(o->order, sizeof o->order, key, v);
-        } else if (strcmp(key, "micro-batches") == 0) {
-            o->micro = (int)parse_long(key, v, 1, 1 << 16);
-        } else if (strcmp(key, "pp-schedule") == 0) {
-            set_pp_schedule(o, v);
-        } else if (strcmp(key, "pp-partition") == 0) {
-            copy_str(o->pp_partition, sizeof o->pp_partition, key, v);
-        } else if (strcmp(key, "pp-memory") == 0) {
-            o->pp_memory_mb = parse_mib(key, v, 0);
-        } else if (strcmp(key, "layout") == 0) {
-            if (strcmp(v, "auto") != 0)
-                die("--layout: want auto (or give --tp/--pp/--zero), not '%s'", v);
-            o->layout_auto = 1;
-        } else if (strcmp(key, "mem-limit") == 0) {
-            o->mem_limit = parse_bytes(key, v, 1);
-        } else if (strcmp(key, "pp-costs") == 0) {
-            copy_str(o->pp_costs, sizeof o->pp_costs, key, v);
-        } else if (strcmp(key, "straggle") == 0) {
-            char *end;
-            long r = strtol(v, &end, 10), ms = -1;
-            if (strncmp(v, "any:", 4) == 0) { /* -2: a different rank every step */
-                r = -2;
-                end = (char *)v + 3;
-            }
-            if (end != v && *end == ':')
-                ms = strtol(end + 1, &end, 10);
-            if (r < -2 || r == -1 || ms < 0 || ms > 600000 || *end)
-                die("--straggle: want RANK:MS, not '%s'", v);
-            o->straggle_rank = (int)r;
-            o->straggle_ms = (int)ms;
-        } else if (elastic_option(o, key, v)) {
-            continue;
-        } else {
-            usage(stderr);
-            die("unknown option '%s'", a);
-        }
+}
+
+/* The flags: keys without a value. */
+static int *flag_of(opts *o, const char *key)
+{
+    return strcmp(key, "no-eval") == 0     ? &o->no_eval
+           : strcmp(key, "sp") == 0        ? &o->sp
+           : strcmp(key, "recompute") == 0 ? &o->recompute
+           : strcmp(key, "quiet") == 0     ? &o->quiet
+           : strcmp(key, "elastic") == 0   ? &o->elastic
+                                           : NULL;
+}
+
+static int set_straggle(opts *o, const char *v, char *err, size_t cap)
+{
+    char *end;
+    long r = strtol(v, &end, 10), ms = -1;
+    if (strncmp(v, "any:", 4) == 0) { /* -2: a different rank every step */
+        r = -2;
+        end = (char *)v + 3;
     }
-    if ((o->set & (1u << O_STEPS)) && (o->set & (1u << O_EPOCHS)))
-        die("give --steps or --epochs, not both");
-    if (o->set & (1u << O_STEPS))
-        o->r.epochs = -1;
-    if (o->layout_auto && (o->pp || o->tp || o->zero || o->micro || o->pp_schedule[0] || o->sp))
-        die("--layout auto chooses --tp, --pp, --zero, --micro-batches, --schedule and --sp: "
-            "give it none of them");
-    if ((o->outer_lr >= 0 || o->outer_momentum >= 0) && !strstr(o->sync, "diloco:") &&
-        !strstr(o->sync, "streaming:"))
-        die("--outer-lr and --outer-momentum are DiLoCo's outer step's: they need --sync "
-            "diloco:H, streaming:H:F[:T] or hier:full/..., not --sync %s", o->sync);
+    if (end != v && *end == ':')
+        ms = strtol(end + 1, &end, 10);
+    if (r < -2 || r == -1 || ms < 0 || ms > 600000 || *end)
+        return bad(err, cap, "--straggle: want RANK:MS, not '%s'", v);
+    o->straggle_rank = (int)r;
+    o->straggle_ms = (int)ms;
+    return 0;
+}
+
+/* The options parsed by a library of their own: sync modes, compressors,
+ * consistency models, rank orders. */
+static int set_checked(opts *o, const char *key, const char *v, char *err, size_t cap)
+{
+    if (strcmp(key, "sync") == 0) {
+        weft_sync_config sc;
+        if (weft_sync_parse(v, &sc) != 0)
+            return bad(err, cap, "--sync: want full, local:H, diloco:H, gossip, stale:S, "
+                       "backup:B, streaming:H:F[:T] or hier:full/diloco:H, not '%s'", v);
+        return copy_str(o->sync, sizeof o->sync, key, v, err, cap);
+    }
+    if (strcmp(key, "compress") == 0) {
+        weft_compress_spec cs;
+        if (weft_compress_parse(v, &cs) != 0)
+            return bad(err, cap,
+                       "--compress: want fp16, bf16, int8, int4, topk:K or powersgd:R, not '%s'",
+                       v);
+        return copy_str(o->compress, sizeof o->compress, key, v, err, cap);
+    }
+    if (strcmp(key, "consistency") == 0) {
+        weft_ps_config pc;
+        weft_ps_config_default(&pc);
+        if (weft_ps_consistency_parse(v, &pc) != 0)
+            return bad(err, cap, "--consistency: want bsp, ssp:S or asp, not '%s'", v);
+        return copy_str(o->consistency, sizeof o->consistency, key, v, err, cap);
+    }
+    if (strcmp(key, "order") == 0) {
+        weft_layout l;
+        if (weft_layout_init(&l, 1, 1, 1, v) != 0)
+            return bad(err, cap, "--order: want tp, dp and pp in some order, fastest first "
+                       "(tp-dp-pp), not '%s'", v);
+        return copy_str(o->order, sizeof o->order, key, v, err, cap);
+    }
+    return 1;
+}
+
+/* The words and numbers of the launch; 1: not one of them. */
+static int set_launch(opts *o, const char *key, const char *v, char *err, size_t cap)
+{
+    double x;
+    int rc;
+    if (strcmp(key, "save") == 0)
+        return copy_str(o->save, sizeof o->save, key, v, err, cap);
+    if (strcmp(key, "resume") == 0)
+        return copy_str(o->resume, sizeof o->resume, key, v, err, cap);
+    if (strcmp(key, "metrics") == 0)
+        return copy_str(o->metrics, sizeof o->metrics, key, v, err, cap);
+    if (strcmp(key, "pp-partition") == 0)
+        return copy_str(o->pp_partition, sizeof o->pp_partition, key, v, err, cap);
+    if (strcmp(key, "pp-costs") == 0)
+        return copy_str(o->pp_costs, sizeof o->pp_costs, key, v, err, cap);
+    if (strcmp(key, "pp-schedule") == 0)
+        return set_pp_schedule(o, v, err, cap);
+    if (strcmp(key, "straggle") == 0)
+        return set_straggle(o, v, err, cap);
+    if (strcmp(key, "outer-lr") == 0 || strcmp(key, "outer-momentum") == 0) {
+        int lr = strcmp(key, "outer-lr") == 0;
+        if ((rc = parse_double(key, v, -1e30, &x, err, cap)) != 0)
+            return rc;
+        if (lr && !(x > 0 && x <= 10))
+            return bad(err, cap, "--outer-lr: want a learning rate in (0, 10], not '%s'", v);
+        if (!lr && !(x >= 0 && x < 1))
+            return bad(err, cap, "--outer-momentum: want a momentum in [0, 1), not '%s'", v);
+        *(lr ? &o->outer_lr : &o->outer_momentum) = x;
+        return 0;
+    }
+    if (strcmp(key, "mode") == 0) {
+        if (strcmp(v, "dp") && strcmp(v, "ps"))
+            return bad(err, cap, "--mode: want dp or ps, not '%s'", v);
+        o->ps = strcmp(v, "ps") == 0;
+        return 0;
+    }
+    if (strcmp(key, "layout") == 0) {
+        if (strcmp(v, "auto") != 0)
+            return bad(err, cap, "--layout: want auto (or give --tp/--pp/--zero), not '%s'", v);
+        o->layout_auto = 1;
+        return 0;
+    }
+    if (strcmp(key, "bucket-mb") == 0)
+        return parse_mib(key, v, 0.001, &o->bucket_mb, err, cap);
+    if (strcmp(key, "pp-memory") == 0)
+        return parse_mib(key, v, 0, &o->pp_memory_mb, err, cap);
+    if (strcmp(key, "mem-limit") == 0)
+        return parse_bytes(key, v, 1, &o->mem_limit, err, cap);
+    return set_checked(o, key, v, err, cap);
+}
+
+/* The integer launch options: key, field, range. */
+static int set_count(opts *o, const char *key, const char *v, char *err, size_t cap)
+{
+    static const struct {
+        const char *key;
+        long lo, hi;
+    } longs[] = { { "save-every", 0, 1L << 40 }, { "stop-at", 1, 1L << 40 },
+                  { "log-every", 0, 1L << 40 } },
+      ints[] = { { "threads", 0, 4096 }, { "eval-prompts", 0, 1 << 24 }, { "zero", 0, 3 },
+                 { "accum", 1, 1 << 16 }, { "pp", 1, 1024 }, { "tp", 1, 1024 },
+                 { "micro-batches", 1, 1 << 16 } };
+    long *lp[] = { &o->save_every, &o->stop_at, &o->log_every };
+    int *ip[] = { &o->threads, &o->eval_prompts, &o->zero, &o->accum, &o->pp, &o->tp, &o->micro };
+    for (size_t i = 0; i < sizeof longs / sizeof longs[0]; i++)
+        if (strcmp(key, longs[i].key) == 0)
+            return parse_long(key, v, longs[i].lo, longs[i].hi, lp[i], err, cap);
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if (strcmp(key, ints[i].key) == 0)
+            return parse_int(key, v, ints[i].lo, ints[i].hi, ip[i], err, cap);
+    return 1;
+}
+
+int run_config_key(opts *o, const char *key, const char *v, char *err, size_t cap)
+{
+    if (!key)
+        return bad(err, cap, "no option named");
+    int *flag = flag_of(o, key);
+    if (flag) {
+        if (v)
+            return bad(err, cap, "--%s: a flag, it takes no value", key);
+        *flag = 1;
+        return 0;
+    }
+    int k = 0;
+    while (k < O_COUNT && strcmp(key, run_keys[k]) != 0)
+        k++;
+    if (!v)
+        return bad(err, cap, k < O_COUNT ? "bad argument '--%s'" : "unknown option '--%s'",
+                   key);
+    if (k == O_SCHEDULE && is_pp_schedule(v))
+        return set_pp_schedule(o, v, err, cap); /* --schedule names a pipeline schedule too */
+    if (k < O_COUNT) {
+        int rc = set_run_opt(&o->r, k, v, err, cap);
+        if (rc == 0)
+            o->set |= 1u << k;
+        return rc;
+    }
+    int rc = set_count(o, key, v, err, cap);
+    if (rc <= 0)
+        return rc;
+    rc = set_launch(o, key, v, err, cap);
+    if (rc <= 0)
+        return rc;
+    rc = elastic_option(o, key, v, err, cap);
+    if (rc <= 0)
+        return rc;
+    snprintf(err, cap, "unknown option '--%s'", key);
+    return WEFT_ENOTSUP;
+}
+
+/* An option that contradicts another: its message in err, WEFT_ECONFIG. */
+static int refuse(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int refuse(char *err, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, cap, fmt, ap);
+    va_end(ap);
+    return WEFT_ECONFIG;
+}
+
+/* The model-parallel options against the rest. */
+static int check_layout(const opts *o, char *err, size_t cap)
+{
     int model_par = o->pp > 1 || o->tp > 1;
     if (model_par && o->ps)
-        die("--pp and --tp split the model; --mode ps keeps it whole on the servers");
+        return refuse(err, cap, "--pp and --tp split the model; --mode ps keeps it whole on the servers");
     if (model_par && strcmp(o->sync, "full") != 0)
-        die("--pp/--tp: the model's parts take --sync full, not --sync %s", o->sync);
+        return refuse(err, cap, "--pp/--tp: the model's parts take --sync full, not --sync %s", o->sync);
     if (model_par && o->accum > 1)
-        die("--pp/--tp: micro-batches are --micro-batches, not --accum");
+        return refuse(err, cap, "--pp/--tp: micro-batches are --micro-batches, not --accum");
     if (o->pp <= 1 && (o->pp_schedule[0] || o->pp_partition[0]))
-        die("--schedule %s and --pp-partition need --pp 2 or more",
-            o->pp_schedule[0] ? o->pp_schedule : "...");
+        return refuse(err, cap, "--schedule %s and --pp-partition need --pp 2 or more",
+                        o->pp_schedule[0] ? o->pp_schedule : "...");
     if (!model_par && (o->micro || o->order[0]))
-        die("--micro-batches and --order need --pp or --tp");
+        return refuse(err, cap, "--micro-batches and --order need --pp or --tp");
     if (o->sp && o->tp <= 1)
-        die("--sp splits the sequence over the tensor group: it needs --tp 2 or more");
+        return refuse(err, cap, "--sp splits the sequence over the tensor group: it needs --tp 2 or "
+                        "more");
+    return 0;
+}
+
+int run_config_check(const opts *o, int joining, char *err, size_t cap)
+{
+    if ((o->set & (1u << O_STEPS)) && (o->set & (1u << O_EPOCHS)))
+        return refuse(err, cap, "give --steps or --epochs, not both");
+    if (o->layout_auto && (o->pp || o->tp || o->zero || o->micro || o->pp_schedule[0] || o->sp))
+        return refuse(err, cap, "--layout auto chooses --tp, --pp, --zero, --micro-batches, --schedule "
+                        "and --sp: give it none of them");
+    if ((o->outer_lr >= 0 || o->outer_momentum >= 0) && !strstr(o->sync, "diloco:") &&
+        !strstr(o->sync, "streaming:"))
+        return refuse(err, cap, "--outer-lr and --outer-momentum are DiLoCo's outer step's: they need "
+                        "--sync diloco:H, streaming:H:F[:T] or hier:full/..., not --sync %s",
+                        o->sync);
+    /* a joiner would need a whole replica's worth of ranks at once */
+    if (joining && o->elastic && (o->pp > 1 || o->tp > 1))
+        return refuse(err, cap, "elastic: joining a --pp/--tp job is not supported: a joiner "
+                      "would need a whole replica's worth of ranks at once");
+    return check_layout(o, err, cap);
 }
 
 /* A slow device: its compute takes straggle_ms longer. any:MS (-2) picks
@@ -552,4 +571,51 @@ void straggle(const opts *o, long step, int me, int n)
         slow = (int)(((uint64_t)step * 0x9e3779b97f4a7c15ull >> 33) % (uint64_t)n);
     if (me == slow && o->straggle_ms > 0)
         usleep((useconds_t)o->straggle_ms * 1000);
+}
+
+/* ---- the public configuration --------------------------------------------------- */
+
+int weft_run_config_new(weft_run_config **out)
+{
+    if (!out)
+        return WEFT_EINVAL;
+    *out = calloc(1, sizeof **out);
+    if (!*out)
+        return WEFT_ENOMEM;
+    run_config_init(&(*out)->o);
+    return 0;
+}
+
+int weft_run_config_set(weft_run_config *cfg, const char *key, const char *value)
+{
+    if (!cfg)
+        return WEFT_EINVAL;
+    cfg->err[0] = 0;
+    return run_config_key(&cfg->o, key, value, cfg->err, sizeof cfg->err);
+}
+
+int weft_run_config_check(weft_run_config *cfg, int joining)
+{
+    if (!cfg)
+        return WEFT_EINVAL;
+    cfg->err[0] = 0;
+    return run_config_check(&cfg->o, joining, cfg->err, sizeof cfg->err);
+}
+
+const char *weft_run_config_error(const weft_run_config *cfg)
+{
+    return cfg ? cfg->err : "no configuration";
+}
+
+void weft_run_config_log(weft_run_config *cfg, weft_run_log_fn fn, void *arg)
+{
+    if (!cfg)
+        return;
+    cfg->log = fn;
+    cfg->log_arg = arg;
+}
+
+void weft_run_config_free(weft_run_config *cfg)
+{
+    free(cfg);
 }

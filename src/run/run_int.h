@@ -86,6 +86,7 @@ typedef struct {
     const weft_model_config *cfg; /* MFU (progress_model): the model, */
     double peak;                  /* FLOP/s of the job's compute ranks; 0: no MFU */
     const weft_model *model;      /* set while its auto matmul choice is to be told */
+    double rate, elapsed, mfu;    /* the last step's, for weft_run_info */
 } progress;
 
 /* ---- sync modes --------------------------------------------------------------- */
@@ -93,12 +94,16 @@ typedef struct {
 typedef struct train_sync train_sync;
 
 /* A sync mode: how the ranks' gradients or parameters meet, as hooks the
- * loop calls through sync_* (sync.c). open, step and bytes are required; a
- * NULL hook has nothing to do in that mode. Adding a mode: its ops and one
- * line of the table in sync.c. */
+ * loop calls through sync_* (run_sync.c). open, step and bytes are
+ * required; a NULL hook has nothing to do in that mode. Adding a mode: its
+ * ops in its own file and one line of sync_table.h. */
 typedef struct {
     int weigh_global; /* losses and gradients weighted by the global batch */
     int zero, accum;  /* takes --zero, --accum > 1 */
+    int outer_compress; /* --compress is its outer step's compressor */
+    /* the launch options it refuses (run_fail's message), asked by
+     * sync_pick and, before anything is set up, by elastic_check */
+    int (*check)(const opts *o, const weft_sync_config *cfg, weft_comm *comm, weft_run *t);
     void (*defaults)(opts *o); /* after the run's defaults, before the model */
     int (*open)(train_sync *s, weft_model *m, const weft_optim_config *oc,
                 const weft_ckpt *ck);
@@ -115,13 +120,14 @@ typedef struct {
 struct train_sync {
     const sync_ops *ops;
     const opts *o;
+    weft_run *run;   /* where failures and lines go */
     weft_comm *comm; /* NULL: one process */
     int world;
     weft_sync_config cfg;
     weft_zero *z;    /* every mode's optimiser step (over the job in full sync) */
     weft_sync *sy;   /* the modes that average parameters */
     struct sync_churn *churn; /* --elastic diloco and hier: an outer step that outlives a
-                               * cluster (churn.h) */
+                               * cluster (run_churn.h) */
     int shared;      /* z spans the job: saving is collective, the loader overlaps */
     int prefetch;    /* z spans a cluster: the loader overlaps its reduction too */
     size_t nparams;
@@ -137,7 +143,7 @@ struct train_sync {
     /* this rank's seconds in sync_step, in the optimiser step (its wait for
      * the gradients included), in the parameter sync after it (the outer
      * steps), and in the drain and last sync after the loop; the outer
-     * steps' own split when the loop ended (sync_time.c) */
+     * steps' own split when the loop ended (run_sync_time.c) */
     double step_s, optim_s, after_s, final_s;
     double loop_outer[3];
 };
@@ -206,6 +212,15 @@ struct weft_run {
     void *log_arg;
     long next;             /* the next step to take */
     int done, left;        /* every step is done / this rank left the job */
+    int opened;            /* the training state is set up (finish and close free it) */
+    int finished;          /* weft_run_finish ran */
+    int broken;            /* a failure the run cannot go on from (code says which) */
+    int joined, quiet0;    /* came in with weft_comm_join; quiet as configured */
+    weft_batch b;          /* the batch of step next when prefetched */
+    int prefetched;
+    train_step last;       /* the last step's outcome and learning rate */
+    double last_lr;
+    struct run_ps *ps;     /* --mode ps: this rank's worker or server (run_ps.c) */
 };
 typedef struct weft_run trainer; /* the name the modules use for the handle */
 

@@ -1,112 +1,35 @@
-/* weft-train: train an MLP or a GPT, on one process or data-parallel on many.
- *
- *   weft-train --model mlp --data builtin                 (no download needed)
- *   weftrun -n 4 weft-train --model mlp --data builtin    (4 ranks, data parallel)
- *   weft-train --model mlp --data fashion-mnist --epochs 1 --batch 256
- *   weft-train --model gpt --data builtin --steps 2000
- *   weft-train --model gpt --data corpus.tok --seq 64     (from weft-tokenize)
- *   weft-train --resume run.ckpt --steps 4000             (continue a run)
- *
- * Every option that shapes the run (model, data, optimiser, schedule,
- * batch, seed, precision, steps) is saved in the checkpoint; --resume takes
- * them from there unless given again on the command line.
- *
- * Under a launcher (weftrun, torchrun, mpirun, srun) each rank takes its
- * part of every global batch, gradients are averaged over the ranks before
- * the optimiser step, and rank 0 reports, evaluates and saves. Checkpoints
- * do not depend on the number of ranks or the ZeRO stage.
- *
- *   weftrun -n 4 weft-train --zero 3 --accum 4      (sharded state, micro-steps)
- *   weftrun -n 4 weft-train --sync diloco:50 --straggle 1:20
- *   weftrun -n 4 weft-train --sync backup:1 --straggle 1:20   (drop the latest)
- *
- *   weftrun -n 4 --servers 2 weft-train --mode ps --consistency ssp:2
- *                                          (4 workers, 2 parameter servers)
- *
- * --zero, --accum, --sync and --straggle belong to the launch, not the
- * run: a checkpoint does not keep them (docs/TRAINING.md).
- *
- * The files of this folder, one job each: options.c, data.c, model.c, the
- * sync modes (sync*.c), trainer.c (a run's set-up and end), report.c,
- * eval.c, ckpt.c, ps.c; train_tool.h is what they share. */
-#include "train_tool.h"
+/* The run's step: this rank's part of the global batch, forward and
+ * backward in --accum micro-steps (or a pipeline's schedule), the sync
+ * mode's exchange and the optimiser step, then the step's row and
+ * checkpoint. --elastic wraps it: joiners are admitted before it, and a
+ * failure in it is recovered from (WEFT_RUN_RECOVERED) or leaves the job
+ * (WEFT_RUN_LEFT). */
+#include "run/run.h"
 
-#include <math.h>
-#include <signal.h>
-#include <stdlib.h>
-#include <string.h>
+#include "run/run_ckpt.h"
+#include "run/run_config.h"
+#include "run/run_elastic.h"
+#include "run/run_memory.h"
+#include "run/run_pipeline.h"
+#include "run/run_ps.h"
+#include "run/run_report.h"
+#include "run/run_sync.h"
 
-/* The handler's only way to the communicator. */
-static weft_comm *dump_comm;
-
-/* SIGUSR1 (weftrun forwards it): write the flight recorder to stderr. The
- * dump takes no lock and allocates nothing, so a handler may call it. */
-static void on_sigusr1(int sig)
-{
-    (void)sig;
-    if (dump_comm)
-        weft_comm_dump(dump_comm, 2);
-}
-
-/* A job of several ranks trains data-parallel; a lone process as before
- * (NULL). Rank 0 speaks for the job. */
-static weft_comm *join_job(opts *o, int *joined)
-{
-    weft_config jc;
-    weft_comm *comm = NULL;
-    const char *j = getenv("WEFT_JOIN");
-    weft_config_default(&jc);
-    *joined = 0;
-    if (weft_config_from_env(&jc) == 0 && jc.world_size > 1) {
-        signal(SIGUSR1, on_sigusr1);
-        /* weftrun --elastic --restarts: a replacement joins the running job */
-        *joined = o->elastic && j && strcmp(j, "1") == 0;
-        if (*joined && (o->pp > 1 || o->tp > 1))
-            die("elastic: joining a --pp/--tp job is not supported: a joiner would need a "
-                "whole replica's worth of ranks at once");
-        int rc = *joined ? weft_comm_join(&jc, &comm) : weft_comm_init(&comm, &jc);
-        if (rc != 0)
-            die("cannot join the job: %s", weft_strerror(rc));
-        dump_comm = comm;
-        if (weft_comm_rank(comm) != 0)
-            o->quiet = 1;
-    }
-    return comm;
-}
-
-static void leave_job(weft_comm *comm, int elastic)
-{
-    int rc;
-    dump_comm = NULL;
-    if (comm && (rc = weft_comm_destroy(comm)) != 0) {
-        /* --elastic: a rank that dies after the last step loses nothing */
-        if (!elastic)
-            die("leaving the job: %s", weft_strerror(rc));
-        fprintf(stderr, "weft-train: leaving the job: %s (the training is complete)\n",
-                weft_strerror(rc));
-    }
-}
-
-__attribute__((noreturn)) static void die_step(const trainer *t, long step, int rc)
-{
-    die("step %ld: %s%s%s", step, weft_strerror(rc), t->comm ? ": " : "",
-        t->comm ? weft_comm_error(t->comm) : "");
-}
-
-static void load_batch(trainer *t, weft_batch *b, long step)
+static int load_batch(weft_run *t, weft_batch *b, long step)
 {
     double t0 = now_s();
     int rc = weft_loader_next(t->loader, b);
     t->load_s += now_s() - t0;
     if (rc != 0)
-        die("step %ld: %s", step, weft_strerror(rc));
+        return run_fail(t, rc, "step %ld: %s", step, weft_strerror(rc));
+    return 0;
 }
 
 /* This rank's part of the batch in --accum micro-steps (weft_zero_micro
  * zeroes the gradients on the first; only the last one's backward
  * communicates). Full sync weighs the gradient by this rank's share of the
  * global batch; the other modes step on the local mean. */
-static int forward_backward(trainer *t, const weft_batch *b, train_step *st)
+static int forward_backward(weft_run *t, const weft_batch *b, train_step *st)
 {
     if (t->pl) {
         st->n = b->n;
@@ -143,93 +66,120 @@ static int forward_backward(trainer *t, const weft_batch *b, train_step *st)
     return rc;
 }
 
-int main(int argc, char **argv)
+/* The elastic outcomes as weft_run_step's (step: where the run goes on). */
+static int outcome(weft_run *t, int er, long step)
 {
-    opts o;
-    if (argc == 3 && strcmp(argv[1], "--inspect") == 0)
-        return ckpt_inspect(argv[2]);
-    parse_args(&o, argc, argv);
-    int quiet = o.quiet, joined;
-    weft_comm *comm = join_job(&o, &joined); /* reads launch options only */
-    long start_step;
-    weft_ckpt *ck = resolve_options(&o, &start_step); /* before any check */
-    elastic_check(&o, comm);
-    data_sets d = { 0 };
-    data_open(&o.r, &d);
-    long steps = o.r.steps >= 0 ? o.r.steps
-                                : (long)ceil(o.r.epochs * (double)d.ti.n / (double)o.r.batch);
-    if (o.ps) {
-        ps_main(&o, &d, steps, comm);
-        leave_job(comm, 0);
-        data_free(&d);
-        return 0;
+    t->prefetched = 0;
+    t->next = step;
+    if (er == ELASTIC_LEFT) {
+        t->left = 1; /* its replica is gone: the others finish the run */
+        return WEFT_RUN_LEFT;
     }
+    if (er == ELASTIC_REJOIN) {
+        t->left = 1;
+        return WEFT_RUN_REJOIN;
+    }
+    return WEFT_RUN_RECOVERED;
+}
 
-    trainer t;
-    trainer_open(&t, &o, comm, &d, ck, steps, start_step);
-    long first = t.start_step;
-    elastic_open(&t, &first, quiet, joined);
-    weft_batch b;
-    int rc, prefetched = 0, left = 0; /* prefetched: b already holds this step's batch */
-    for (long step = first; step < t.end; step++) {
-        train_step st = { .gnorm = -1, .bubble = -1 };
-        int eb = elastic_boundary(&t, &step); /* joiners came in, or a rank went */
-        if (eb)
-            prefetched = 0;
-        if (eb == 2) {
-            step--;
-            continue;
-        }
-        dump_comm = t.job; /* a membership change replaced it */
-        if (!prefetched)
-            load_batch(&t, &b, step);
-        prefetched = 0;
-        elastic_trace(&t, step, &b);
-        st.epoch = (double)weft_loader_position(t.loader) / (double)d.ti.n;
-        rc = sync_begin(&t.sync, &st.skip);
-        if (rc == 0 && !st.skip)
-            straggle(&o, step, t.rank, t.world);
-        if (rc == 0)
-            rc = forward_backward(&t, &b, &st);
-        if (rc == 0)
-            rc = sync_launch(&t.sync, &st);
-        /* While full sync (or hier's inside a cluster) reduces the
-         * gradients, the next batch: the one
-         * piece of the next step that does not depend on them. Not before
-         * a checkpoint, which records the loader's place. */
-        int saving = o.save[0] && o.save_every > 0 && (step + 1) % o.save_every == 0;
-        if (rc == 0 && (t.sync.shared || t.sync.prefetch) && step + 1 < t.end && !saving) {
-            load_batch(&t, &b, step + 1);
-            prefetched = 1;
-        }
-        float lr = weft_lr_at(&t.sched, weft_optim_steps(t.opt));
-        if (rc == 0)
-            rc = sync_step(&t.sync, &st, lr);
-        if (rc == 0)
-            rc = elastic_step_done(&t, step);
-        if (rc != 0) {
-            /* --elastic: the survivors go on from the step they agree on */
-            int er = elastic_recover(&t, &step, rc);
-            if (!er)
-                die_step(&t, step, rc);
-            if (er == 3) {
-                left = 1; /* its replica is gone: the others finish the run */
-                break;
-            }
-            prefetched = 0;
-            step--;
-            continue;
-        }
-        report_step(&t.pg, step, &st, lr);
-        memory_check_step(&t, step);
-        if (saving)
-            ckpt_save(&t, step + 1);
+/* Forward, backward, the exchange and the optimiser step; the next
+ * batch loaded while the gradients travel where the mode allows. */
+static int step_body(weft_run *t, long step, train_step *st, int saving, double *lr)
+{
+    const opts *o = t->o;
+    int rc = sync_begin(&t->sync, &st->skip);
+    if (rc == 0 && !st->skip)
+        straggle(o, step, t->rank, t->world);
+    if (rc == 0)
+        rc = forward_backward(t, &t->b, st);
+    if (rc == 0)
+        rc = sync_launch(&t->sync, st);
+    /* While full sync (or hier's inside a cluster) reduces the gradients,
+     * the next batch: the one piece of the next step that does not depend
+     * on them. Not before a checkpoint, which records the loader's place. */
+    if (rc == 0 && (t->sync.shared || t->sync.prefetch) && step + 1 < t->end && !saving) {
+        if ((rc = load_batch(t, &t->b, step + 1)) != 0)
+            return rc;
+        t->prefetched = 1;
     }
-    if (!left)
-        trainer_finish(&t);
-    elastic_close(&t);
-    trainer_close(&t);
-    leave_job(t.job, o.elastic);
-    data_free(&d);
+    *lr = weft_lr_at(&t->sched, weft_optim_steps(t->opt));
+    if (rc == 0)
+        rc = sync_step(&t->sync, st, (float)*lr);
+    if (rc == 0)
+        rc = elastic_step_done(t, step);
+    return rc;
+}
+
+int run_train_step(weft_run *t)
+{
+    const opts *o = t->o;
+    long step = t->next;
+    train_step st = { .gnorm = -1, .bubble = -1 };
+    int eb = elastic_boundary(t, &step); /* joiners came in, or a rank went */
+    if (eb < 0)
+        return eb;
+    if (eb != ELASTIC_NONE && eb != ELASTIC_RELOAD)
+        return outcome(t, eb, step);
+    if (eb == ELASTIC_RELOAD)
+        t->prefetched = 0;
+    t->next = step;
+    int rc = t->prefetched ? 0 : load_batch(t, &t->b, step);
+    t->prefetched = 0;
+    if (rc == 0)
+        rc = elastic_trace(t, step, &t->b);
+    if (rc != 0)
+        return rc;
+    st.epoch = (double)weft_loader_position(t->loader) / (double)t->d->ti.n;
+    int saving = o->save[0] && o->save_every > 0 && (step + 1) % o->save_every == 0;
+    double lr = 0;
+    rc = step_body(t, step, &st, saving, &lr);
+    if (rc != 0 && t->code == 0) {
+        /* --elastic: the survivors go on from the step they agree on */
+        int er = elastic_recover(t, &step, rc);
+        if (er < 0)
+            return er;
+        if (er == ELASTIC_NONE)
+            return run_step_failed(t, step, rc);
+        return outcome(t, er, step);
+    }
+    if (rc != 0)
+        return rc;
+    t->last = st;
+    t->last_lr = lr;
+    if ((rc = report_step(t, &t->pg, step, &st, lr)) != 0 ||
+        (rc = memory_check_step(t, step)) != 0)
+        return rc;
+    if (saving && (rc = ckpt_save(t, o->save, step + 1)) != 0)
+        return rc;
+    t->next = step + 1;
     return 0;
+}
+
+int weft_run_step(weft_run *t)
+{
+    if (!t)
+        return WEFT_EINVAL;
+    if (t->broken)
+        return t->code ? t->code : WEFT_EINVAL;
+    if (t->left)
+        return WEFT_RUN_LEFT;
+    if (t->finished)
+        return WEFT_RUN_DONE;
+    /* a failure recorded in a step recovered from is not the run's */
+    t->code = 0;
+    t->err[0] = 0;
+    int rc;
+    if (t->ps) {
+        rc = ps_step(t);
+    } else if (t->next >= t->end) {
+        t->done = 1;
+        rc = WEFT_RUN_DONE;
+    } else {
+        rc = run_train_step(t);
+    }
+    if (rc < 0) {
+        t->broken = 1;
+        run_fail(t, rc, "%s", weft_strerror(rc));
+    }
+    return rc;
 }
