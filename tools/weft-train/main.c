@@ -111,6 +111,7 @@ int main(int argc, char **argv)
     weft_run_config_free(cfg);
     if (rc < 0)
         fail(run, rc);
+    atomic_store(&dump_comm, weft_run_comm(run));
     progress pg;
     progress_start(&pg);
     /* RECOVERED: the membership changed and the same step is taken again */
