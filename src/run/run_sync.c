@@ -173,6 +173,7 @@ uint64_t sync_bytes(const train_sync *s)
     return s->ops->bytes(s);
 }
 
+/* Again on a closed mode: nothing (a rank that left closed it as it went). */
 void sync_close(train_sync *s)
 {
     weft_compressor_destroy(s->cz);
@@ -181,5 +182,8 @@ void sync_close(train_sync *s)
     if (s->churn) /* after the optimiser, whose communicator it holds */
         outer_destroy(s->churn->outer);
     free(s->churn);
+    s->cz = NULL;
+    s->sy = NULL;
+    s->z = NULL;
     s->churn = NULL;
 }
