@@ -1410,7 +1410,8 @@ void weft_ps_bytes(const weft_ps *ps, uint64_t *sent, uint64_t *received);
  *     weft_run *run;
  *     int rc = weft_run_open(cfg, comm, &run);     (comm NULL: one process)
  *     while (rc >= 0 && (rc = weft_run_step(run)) != WEFT_RUN_DONE)
- *         if (rc == WEFT_RUN_LEFT) break;          (this rank's replica is gone)
+ *         if (rc == WEFT_RUN_LEFT || rc == WEFT_RUN_REJOIN)
+ *             break;                               (this rank is out of the job)
  *     if (rc == WEFT_RUN_DONE) rc = weft_run_finish(run);
  *     if (rc < 0) fprintf(stderr, "%s\n", weft_run_error(run));
  *     weft_run_close(run);
@@ -1419,7 +1420,9 @@ void weft_ps_bytes(const weft_ps *ps, uint64_t *sent, uint64_t *received);
  * ("model", "data", "steps", "batch", "zero", "pp", "tp", "sync",
  * "elastic", ...; docs/TRAINING.md); flags take a NULL value. The library
  * prints nothing: banners, summaries and warnings go to the log callback
- * as whole lines, and each step's outcome is read with weft_run_info. */
+ * as whole lines (without their line end), and each step's outcome is read
+ * with weft_run_info. The metrics file ("metrics") is the library's: the
+ * job's rank 0 writes a row a step and one an evaluation. */
 typedef struct weft_run_config weft_run_config;
 typedef struct weft_run weft_run;
 

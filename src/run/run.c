@@ -371,7 +371,8 @@ int weft_run_close(weft_run *t)
     ps_close(t);
     if (!t->o->ps) {
         elastic_close(t);
-        if (t->opened)
+        /* a rank that left closed its training state as it went */
+        if (t->opened && !t->left)
             sync_close(&t->sync);
     }
     if (t->pg.csv)

@@ -38,7 +38,7 @@ int ckpt_resume(weft_run *t, opts *o, long *start_step, weft_ckpt **out)
                      1u << O_LAYERS | 1u << O_HEADS | 1u << O_DIM;
     if (o->set & fixed)
         run_say(t, WEFT_RUN_WARN,
-                "weft-train: warning: the model and optimiser come from %s; "
+                "warning: the model and optimiser come from %s; "
                 "--model/--optim/--momentum/--weight-decay/--layers/--heads/--dim "
                 "are ignored\n", o->resume);
     rc = run_opts_merge(t, &o->r, o->set & ~fixed, args);
@@ -86,7 +86,7 @@ int ckpt_restore_data(weft_run *t, weft_ckpt *ck, const char *path, weft_loader 
         weft_ckpt_get_u64(ck, "data/samples", &samples) == 0 &&
         (strcmp(name, d->ti.name) != 0 || samples != d->ti.n))
         run_say(t, WEFT_RUN_WARN,
-                "weft-train: warning: the checkpoint was trained on %s (%llu samples), this "
+                "warning: the checkpoint was trained on %s (%llu samples), this "
                 "run reads %s (%llu)\n",
                 name, (unsigned long long)samples, d->ti.name, (unsigned long long)d->ti.n);
     return 0;

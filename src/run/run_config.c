@@ -473,6 +473,24 @@ static int set_count(opts *o, const char *key, const char *v, char *err, size_t 
     return 1;
 }
 
+static int unknown(const char *key, char *err, size_t cap)
+{
+    snprintf(err, cap, "unknown option '--%s'", key);
+    return WEFT_ENOTSUP;
+}
+
+/* Whether a launch key is one (tried on a scratch copy with an empty
+ * value, which every one of them either takes or refuses). */
+static int known_key(const char *key)
+{
+    static const opts none;
+    opts scratch = none;
+    char err[256];
+    return set_count(&scratch, key, "", err, sizeof err) <= 0 ||
+           set_launch(&scratch, key, "", err, sizeof err) <= 0 ||
+           elastic_option(&scratch, key, "", err, sizeof err) != 0;
+}
+
 int run_config_key(opts *o, const char *key, const char *v, char *err, size_t cap)
 {
     if (!key)
@@ -488,8 +506,8 @@ int run_config_key(opts *o, const char *key, const char *v, char *err, size_t ca
     while (k < O_COUNT && strcmp(key, run_keys[k]) != 0)
         k++;
     if (!v)
-        return bad(err, cap, k < O_COUNT ? "bad argument '--%s'" : "unknown option '--%s'",
-                   key);
+        return k < O_COUNT || known_key(key) ? bad(err, cap, "bad argument '--%s'", key)
+                                             : unknown(key, err, cap);
     if (k == O_SCHEDULE && is_pp_schedule(v))
         return set_pp_schedule(o, v, err, cap); /* --schedule names a pipeline schedule too */
     if (k < O_COUNT) {
@@ -505,10 +523,9 @@ int run_config_key(opts *o, const char *key, const char *v, char *err, size_t ca
     if (rc <= 0)
         return rc;
     rc = elastic_option(o, key, v, err, cap);
-    if (rc <= 0)
-        return rc;
-    snprintf(err, cap, "unknown option '--%s'", key);
-    return WEFT_ENOTSUP;
+    if (rc != 0)
+        return rc < 0 ? rc : 0;
+    return unknown(key, err, cap);
 }
 
 /* An option that contradicts another: its message in err, WEFT_ECONFIG. */
