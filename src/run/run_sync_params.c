@@ -115,11 +115,12 @@ const sync_ops sync_diloco = {
  * over the cluster (full sync, or ZeRO 1-2, every step) and the handle
  * takes the outer steps across clusters. Gradients are each rank's local
  * mean, averaged over the cluster. */
+/* A lone process runs full sync (sync_pick): nothing of hier's to refuse. */
 static int hier_check(const opts *o, const weft_sync_config *cfg, weft_comm *comm,
                       weft_run *t)
 {
     int rc = outer_check(o, cfg, comm, t);
-    if (rc == 0 && o->zero > 2)
+    if (rc == 0 && comm && o->zero > 2)
         rc = run_fail(t, WEFT_ECONFIG,
                       "--sync %s: ZeRO 3 shards the parameters the outer step reads; take 0-2",
                       o->sync);
