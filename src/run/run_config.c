@@ -48,7 +48,8 @@ int run_opts_format_code(const char *f)
 }
 
 /* A bad value: its message in err, WEFT_EINVAL. */
-static int bad(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int bad(char *err, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static int bad(char *err, size_t cap, const char *fmt, ...)
 {
     va_list ap;
@@ -529,7 +530,8 @@ int run_config_key(opts *o, const char *key, const char *v, char *err, size_t ca
 }
 
 /* An option that contradicts another: its message in err, WEFT_ECONFIG. */
-static int refuse(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int refuse(char *err, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static int refuse(char *err, size_t cap, const char *fmt, ...)
 {
     va_list ap;
@@ -544,19 +546,21 @@ static int check_layout(const opts *o, char *err, size_t cap)
 {
     int model_par = o->pp > 1 || o->tp > 1;
     if (model_par && o->ps)
-        return refuse(err, cap, "--pp and --tp split the model; --mode ps keeps it whole on the servers");
+        return refuse(err, cap, "--pp and --tp split the model; --mode ps keeps it whole on "
+                      "the servers");
     if (model_par && strcmp(o->sync, "full") != 0)
-        return refuse(err, cap, "--pp/--tp: the model's parts take --sync full, not --sync %s", o->sync);
+        return refuse(err, cap, "--pp/--tp: the model's parts take --sync full, not --sync %s",
+                      o->sync);
     if (model_par && o->accum > 1)
         return refuse(err, cap, "--pp/--tp: micro-batches are --micro-batches, not --accum");
     if (o->pp <= 1 && (o->pp_schedule[0] || o->pp_partition[0]))
         return refuse(err, cap, "--schedule %s and --pp-partition need --pp 2 or more",
-                        o->pp_schedule[0] ? o->pp_schedule : "...");
+                      o->pp_schedule[0] ? o->pp_schedule : "...");
     if (!model_par && (o->micro || o->order[0]))
         return refuse(err, cap, "--micro-batches and --order need --pp or --tp");
     if (o->sp && o->tp <= 1)
-        return refuse(err, cap, "--sp splits the sequence over the tensor group: it needs --tp 2 or "
-                        "more");
+        return refuse(err, cap, "--sp splits the sequence over the tensor group: it needs --tp "
+                      "2 or more");
     return 0;
 }
 
@@ -565,13 +569,13 @@ int run_config_check(const opts *o, int joining, char *err, size_t cap)
     if ((o->set & (1u << O_STEPS)) && (o->set & (1u << O_EPOCHS)))
         return refuse(err, cap, "give --steps or --epochs, not both");
     if (o->layout_auto && (o->pp || o->tp || o->zero || o->micro || o->pp_schedule[0] || o->sp))
-        return refuse(err, cap, "--layout auto chooses --tp, --pp, --zero, --micro-batches, --schedule "
-                        "and --sp: give it none of them");
+        return refuse(err, cap, "--layout auto chooses --tp, --pp, --zero, --micro-batches, "
+                      "--schedule and --sp: give it none of them");
     if ((o->outer_lr >= 0 || o->outer_momentum >= 0) && !strstr(o->sync, "diloco:") &&
         !strstr(o->sync, "streaming:"))
-        return refuse(err, cap, "--outer-lr and --outer-momentum are DiLoCo's outer step's: they need "
-                        "--sync diloco:H, streaming:H:F[:T] or hier:full/..., not --sync %s",
-                        o->sync);
+        return refuse(err, cap, "--outer-lr and --outer-momentum are DiLoCo's outer step's: "
+                      "they need --sync diloco:H, streaming:H:F[:T] or hier:full/..., not "
+                      "--sync %s", o->sync);
     /* a joiner would need a whole replica's worth of ranks at once */
     if (joining && o->elastic && (o->pp > 1 || o->tp > 1))
         return refuse(err, cap, "elastic: joining a --pp/--tp job is not supported: a joiner "

@@ -17,7 +17,8 @@
 int layout_auto(weft_run *t, opts *o, const weft_model_config *cfg, int ranks)
 {
     if (cfg->type != WEFT_MODEL_GPT)
-        return run_fail(t, WEFT_ECONFIG, "--layout auto plans a GPT; give an MLP's --tp/--pp by hand");
+        return run_fail(t, WEFT_ECONFIG,
+                        "--layout auto plans a GPT; give an MLP's --tp/--pp by hand");
     sim_topo topo;
     char err[256];
     if (sim_topo_load(&topo, "host", err, sizeof err))
@@ -27,7 +28,9 @@ int layout_auto(weft_run *t, opts *o, const weft_model_config *cfg, int ranks)
     model_optim_config(&o->r, &oc);
     sim_plan_query q = { .model = *cfg, .batch = o->r.batch, .seq = o->r.seq, .ranks = ranks,
                          .topo = &topo, .mem = o->mem_limit,
-                         .optim_bytes = oc.kind == WEFT_OPTIM_ADAMW ? 8 : oc.momentum != 0 ? 4 : 0 };
+                         .optim_bytes = oc.kind == WEFT_OPTIM_ADAMW ? 8
+                                        : oc.momentum != 0          ? 4
+                                                                    : 0 };
     q.gflops = train_peak_get(&pk) == 0 && pk.gflops > 0 ? pk.gflops : 20;
     sim_plan pl;
     if (sim_plan_run(&q, &pl, err, sizeof err))

@@ -84,7 +84,8 @@ static int outcome(weft_run *t, int er, long step)
 
 /* Forward, backward, the exchange and the optimiser step; the next
  * batch loaded while the gradients travel where the mode allows. */
-static int step_body(weft_run *t, long step, train_step *st, int saving, double *lr)
+static int step_body(weft_run *t, long step, train_step *st, int saving, double *lr,
+                     int *fatal)
 {
     const opts *o = t->o;
     int rc = sync_begin(&t->sync, &st->skip);
@@ -98,8 +99,10 @@ static int step_body(weft_run *t, long step, train_step *st, int saving, double 
      * the next batch: the one piece of the next step that does not depend
      * on them. Not before a checkpoint, which records the loader's place. */
     if (rc == 0 && (t->sync.shared || t->sync.prefetch) && step + 1 < t->end && !saving) {
-        if ((rc = load_batch(t, &t->b, step + 1)) != 0)
+        if ((rc = load_batch(t, &t->b, step + 1)) != 0) {
+            *fatal = 1; /* the data, not a peer: nothing to recover from */
             return rc;
+        }
         t->prefetched = 1;
     }
     *lr = weft_lr_at(&t->sched, weft_optim_steps(t->opt));
@@ -132,8 +135,9 @@ int run_train_step(weft_run *t)
     st.epoch = (double)weft_loader_position(t->loader) / (double)t->d->ti.n;
     int saving = o->save[0] && o->save_every > 0 && (step + 1) % o->save_every == 0;
     double lr = 0;
-    rc = step_body(t, step, &st, saving, &lr);
-    if (rc != 0 && t->code == 0) {
+    int fatal = 0;
+    rc = step_body(t, step, &st, saving, &lr, &fatal);
+    if (rc != 0 && !fatal) {
         /* --elastic: the survivors go on from the step they agree on */
         int er = elastic_recover(t, &step, rc);
         if (er < 0)
