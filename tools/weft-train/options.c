@@ -101,6 +101,7 @@ static void usage(FILE *f)
         "                           step to PATH.RANK (\"step id view\" lines)\n",
         f);
 }
+
 /* Options that take no value. */
 static int is_flag(const char *key)
 {
