@@ -1489,12 +1489,15 @@ int weft_run_step(weft_run *run);
  * summary and the final evaluation (unless no-eval). */
 int weft_run_finish(weft_run *run);
 /* Collective: the evaluation of the model as it is now (accuracy or
- * exact-match on the held-out set, reported through the log). */
+ * exact-match on the held-out set, reported through the log and the
+ * metrics file). Between steps, before weft_run_finish; not in mode ps. */
 int weft_run_eval(weft_run *run);
-/* Collective: a checkpoint of the run as it is now, at path. */
+/* Collective: a checkpoint of the run as it is now, at path (resumable
+ * with "resume"). Between steps, before weft_run_finish; not in mode ps. */
 int weft_run_save(weft_run *run, const char *path);
-/* Frees the run; the communicator stays the caller's (weft_run_comm gives
- * the one membership changes left in its place). */
+/* Frees the run; the communicator stays the caller's. An elastic
+ * membership change replaces (and destroys) the one given to open: take
+ * weft_run_comm before closing, and destroy that one (NULL: none left). */
 int weft_run_close(weft_run *run);
 const char *weft_run_error(const weft_run *run);
 
@@ -1506,7 +1509,8 @@ typedef struct {
     float loss;        /* the last step's mean loss over the global batch */
     float gnorm;       /* its gradient norm; < 0: not measured */
     double lr;
-    int correct, seen; /* correct predictions of the last step, out of seen */
+    int correct, seen; /* correct predictions of the last step, out of seen
+                        * (samples, times tokens per sample for a GPT) */
     int skip;          /* backup sync: the step was decided without this rank */
     double bubble;     /* pipeline: idle share of the last step; < 0: none */
     int rank, world;   /* this rank in the job now, and the job's ranks */
