@@ -100,9 +100,18 @@ $(BUILD)/%: tools/%.c $(LIB_A)
 	@echo "  CCLD    $@"
 	@$(CC) $(TOOL_CFLAGS) $(LDFLAGS) -MMD -MP $< -o $@ $(LIB_A) $(LDLIBS)
 
-$(BUILD)/weft-train: $(TRAINOBJ) $(LIB_A)
+# weft-train is a program over include/weft.h alone, linked against
+# libweft.so: beside it in $(BUILD), or in ../lib once installed.
+TRAIN_CFLAGS := $(CSTD) $(OPT) $(WARN) -pthread -Iinclude
+$(BUILD)/tools/weft-train/%.o: tools/weft-train/%.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	@$(CC) $(TRAIN_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/weft-train: $(TRAINOBJ) $(LIB_SO)
 	@echo "  CCLD    $@"
-	@$(CC) $(CFLAGS) $(LDFLAGS) $(TRAINOBJ) -o $@ $(LIB_A) $(LDLIBS)
+	@$(CC) $(LDFLAGS) $(TRAINOBJ) -o $@ -L$(BUILD) -lweft \
+	    -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib' -pthread -lm
 
 # Test binaries sit together in $(BUILD)/tests whichever folder holds their source.
 TESTDEPS := $(LIB_A) tests/test.h tests/fixtures.h
@@ -181,8 +190,8 @@ $(TORCH_EXT): torch/weft_torch.cpp include/weft.h $(LIB_A)
 
 # The torch backend's tests (tests/torch/run.sh): every collective against
 # a serial reference at 1-4 ranks, subgroups, messages, DDP against gloo,
-# a killed rank.
-check-torch: python torch $(BUILD)/weftrun
+# a killed rank; weft.Run against weft-train.
+check-torch: python torch $(BUILD)/weftrun $(BUILD)/weft-train
 	BUILD=$(BUILD) PYTHON=$(PYTHON) sh tests/torch/run.sh
 
 install-python: python

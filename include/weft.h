@@ -1714,6 +1714,142 @@ int weft_ps_serve(weft_ps *ps);
 /* Bytes this process sent to / received from its peers (headers included). */
 void weft_ps_bytes(const weft_ps *ps, uint64_t *sent, uint64_t *received);
 
+/* ---- Training runs ---------------------------------------------------------
+ *
+ * A weft_run is one training run on one rank of a job: the model, its data
+ * and loader, the optimiser, the sync mode, ZeRO, the pipeline and tensor
+ * layout, checkpoints and elastic recovery, all set up from one
+ * configuration. weft-train is a short program over this API; the Python
+ * package's weft.Run is another. The loop reads:
+ *
+ *     weft_run_config *cfg;
+ *     weft_run_config_new(&cfg);
+ *     weft_run_config_set(cfg, "model", "gpt");
+ *     weft_run_config_set(cfg, "tp", "2");
+ *     weft_run *run;
+ *     int rc = weft_run_open(cfg, comm, &run);     (comm NULL: one process)
+ *     while (rc >= 0 && (rc = weft_run_step(run)) != WEFT_RUN_DONE)
+ *         if (rc == WEFT_RUN_LEFT || rc == WEFT_RUN_REJOIN)
+ *             break;                               (this rank is out of the job)
+ *     if (rc == WEFT_RUN_DONE) rc = weft_run_finish(run);
+ *     if (rc < 0) fprintf(stderr, "%s\n", weft_run_error(run));
+ *     weft_run_close(run);
+ *
+ * Configuration keys are weft-train's long options without their dashes
+ * ("model", "data", "steps", "batch", "zero", "pp", "tp", "sync",
+ * "elastic", ...; docs/TRAINING.md); flags take a NULL value. The library
+ * prints nothing: banners, summaries and warnings go to the log callback
+ * as whole lines (without their line end), and each step's outcome is read
+ * with weft_run_info. The metrics file ("metrics") is the library's: the
+ * job's rank 0 writes a row a step and one an evaluation. */
+typedef struct weft_run_config weft_run_config;
+typedef struct weft_run weft_run;
+
+/* Outcomes of weft_run_step beside 0 (a step done) and the WEFT_E* codes. */
+enum {
+    WEFT_RUN_DONE = 1,      /* every planned step is done (or --stop-at reached):
+                             * weft_run_finish next */
+    WEFT_RUN_RECOVERED = 2, /* elastic: a rank failed or joined and the job
+                             * recovered; no step was taken (the next call
+                             * takes the step again, on the new membership) */
+    WEFT_RUN_LEFT = 3,      /* elastic: this rank's replica lost a rank and this
+                             * rank left the job; the others finish the run.
+                             * weft_run_close next */
+    WEFT_RUN_REJOIN = 4     /* elastic across clusters: this rank's cluster lost a
+                             * rank, so this rank left the job as a failed one
+                             * would: a tool ends its process at once with status
+                             * WEFT_RUN_REJOIN_STATUS (no weft_run_close, no
+                             * weft_comm_destroy), so that a launcher restarting
+                             * the dead (weftrun --restarts) starts the cluster
+                             * again whole */
+};
+#define WEFT_RUN_REJOIN_STATUS 75 /* EX_TEMPFAIL */
+
+/* Log levels of the callback's lines. */
+enum {
+    WEFT_RUN_OUT = 0,  /* a report: the banner, summaries, the evaluation */
+    WEFT_RUN_WARN = 1, /* something the user should know (weft-train: stderr) */
+    WEFT_RUN_NOTE = 2  /* progress of membership changes and the like (stderr) */
+};
+typedef void (*weft_run_log_fn)(void *arg, int level, const char *line);
+
+int weft_run_config_new(weft_run_config **out);
+/* WEFT_ENOTSUP for an unknown key ("unknown option '--KEY'"), WEFT_EINVAL
+ * for a bad value, a value given to a flag or none to a key that takes
+ * one ("bad argument '--KEY'"); weft_run_config_error names the option and
+ * an accepted form. */
+int weft_run_config_set(weft_run_config *cfg, const char *key, const char *value);
+/* The options against each other (weft_run_open checks them too, first):
+ * WEFT_ECONFIG with the message in weft_run_config_error. joining: also
+ * what a process that is to join a running elastic job (weft_comm_join)
+ * cannot carry; call it before joining. */
+int weft_run_config_check(weft_run_config *cfg, int joining);
+const char *weft_run_config_error(const weft_run_config *cfg);
+/* Where the run's lines go (NULL: nowhere). Copied into the run at open. */
+void weft_run_config_log(weft_run_config *cfg, weft_run_log_fn fn, void *arg);
+void weft_run_config_free(weft_run_config *cfg);
+
+/* Sets the run up on comm (NULL: one process; collective over comm
+ * otherwise). joined: this process came in with weft_comm_join into a
+ * running elastic job. Only the job's rank 0 reports (the others run as
+ * if quiet). *out is set whenever memory allows, also on failure, so that
+ * weft_run_error says why; close it in either case.
+ *
+ * mode ps (weftrun --servers K): the job's workers and servers each open
+ * a run. A worker's weft_run_step is one step (push, clock, pull) and
+ * weft_run_finish shuts the servers down, reports and evaluates; a
+ * server's first weft_run_step serves until the workers are done and
+ * returns WEFT_RUN_DONE, and its weft_run_finish has nothing to do. */
+int weft_run_open(const weft_run_config *cfg, weft_comm *comm, int joined, weft_run **out);
+/* One training step (collective over the job): 0, or a WEFT_RUN_* outcome,
+ * or a WEFT_E* code (the run cannot go on; weft_run_error says why). */
+int weft_run_step(weft_run *run);
+/* After the last step: the last averages, the checkpoint (save), the
+ * summary and the final evaluation (unless no-eval). */
+int weft_run_finish(weft_run *run);
+/* Collective: the evaluation of the model as it is now (accuracy or
+ * exact-match on the held-out set, reported through the log and the
+ * metrics file). Between steps, before weft_run_finish; not in mode ps. */
+int weft_run_eval(weft_run *run);
+/* Collective: a checkpoint of the run as it is now, at path (resumable
+ * with "resume"). Between steps, before weft_run_finish; not in mode ps. */
+int weft_run_save(weft_run *run, const char *path);
+/* Frees the run; the communicator stays the caller's. An elastic
+ * membership change replaces (and destroys) the one given to open: take
+ * weft_run_comm before closing, and destroy that one (NULL: none left). */
+int weft_run_close(weft_run *run);
+const char *weft_run_error(const weft_run *run);
+
+typedef struct {
+    long step;         /* steps done (the next step's index) */
+    long steps;        /* the planned run's steps */
+    long first_step;   /* where this launch started (a resumed run: > 0) */
+    double epoch;
+    float loss;        /* the last step's mean loss over the global batch */
+    float gnorm;       /* its gradient norm; < 0: not measured */
+    double lr;
+    int correct, seen; /* correct predictions of the last step, out of seen
+                        * (samples, times tokens per sample for a GPT) */
+    int skip;          /* backup sync: the step was decided without this rank */
+    double bubble;     /* pipeline: idle share of the last step; < 0: none */
+    int rank, world;   /* this rank in the job now, and the job's ranks */
+    int lead;          /* this rank reports for the job */
+    int global_batch;  /* samples per step over the job */
+    double mfu;        /* model-FLOPs utilisation of the last step; < 0: unknown */
+    long end;          /* where this launch stops (stop-at, else steps) */
+    double elapsed;    /* seconds from this launch's first step to the last's end */
+    double rate;       /* samples a second over the launch so far */
+    int quiet;         /* this rank draws no progress (quiet, or not the lead) */
+    long log_every;    /* the plain progress line's period (log-every, else steps/20) */
+} weft_run_info;
+
+int weft_run_info_get(const weft_run *run, weft_run_info *out);
+/* The job communicator now (elastic membership changes replace it; NULL
+ * when this process left or ran alone). */
+weft_comm *weft_run_comm(const weft_run *run);
+/* The model being trained (on this rank: its stage or tensor part). */
+weft_model *weft_run_model(const weft_run *run);
+
 #if defined(__GNUC__)
 #pragma GCC visibility pop
 #endif

@@ -2,6 +2,7 @@
 torchrun, mpirun, srun), collectives on any buffer-protocol object (NumPy
 arrays, bytearray, array.array), and the parameter-server client.
 ``import weft.torch`` registers the torch.distributed backend "weft".
+weft.Run is a training run (weft-train's, any layout) driven from Python.
 
     import numpy as np, weft
     with weft.Comm() as c:
@@ -12,7 +13,7 @@ import ctypes
 
 from ._lib import lib
 
-__all__ = ["Comm", "PS", "WeftError", "version"]
+__all__ = ["Comm", "PS", "Run", "WeftError", "version"]
 
 DTYPES = {"f32": 0, "f64": 1, "f16": 2, "bf16": 3, "i8": 4, "u8": 5, "i32": 6, "i64": 7}
 OPS = {"sum": 0, "prod": 1, "min": 2, "max": 3, "avg": 4}
@@ -246,3 +247,6 @@ class PS:
         if self._p:
             lib.weft_ps_destroy(self._p)
             self._p = None
+
+
+from .run import Run  # noqa: E402  (it uses WeftError and Comm above)

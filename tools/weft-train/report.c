@@ -1,27 +1,18 @@
-/* weft-train's output: errors, the progress line, the metrics CSV, and the
- * lines that open and close a data-parallel run. */
-#include "train_tool.h"
+/* weft-train's output: errors, the run's lines and the progress line. The
+ * run writes its metrics CSV itself; what reaches the terminal is here. */
+#include "train.h"
 
-#include "train/flops.h"
-#include "train/matmul.h"
-#include "train/model.h"
-#include "train/peak.h"
-
-#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
-/* The tool's one way out on an error: a line on stderr, exit status 1. */
 void die(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
+    fflush(stdout); /* what was reported comes before the reason it stopped */
     fputs("weft-train: ", stderr);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
@@ -29,23 +20,19 @@ void die(const char *fmt, ...)
     exit(1);
 }
 
-/* CPU seconds of this process (all threads) and of the calling thread. */
-void cpu_s(double *process, double *thread)
+/* Warnings carry the program's name, as its errors do; notes and reports
+ * are the run's own lines. */
+void log_line(void *arg, int level, const char *line)
 {
-    struct rusage a, b;
-    getrusage(RUSAGE_SELF, &a);
-    getrusage(RUSAGE_THREAD, &b);
-    *process = (double)a.ru_utime.tv_sec + 1e-6 * (double)a.ru_utime.tv_usec +
-               (double)a.ru_stime.tv_sec + 1e-6 * (double)a.ru_stime.tv_usec;
-    *thread = (double)b.ru_utime.tv_sec + 1e-6 * (double)b.ru_utime.tv_usec +
-              (double)b.ru_stime.tv_sec + 1e-6 * (double)b.ru_stime.tv_usec;
-}
-
-double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    (void)arg;
+    FILE *f = level == WEFT_RUN_OUT ? stdout : stderr;
+    size_t n = strlen(line);
+    if (level == WEFT_RUN_WARN && strncmp(line, "weft-train: ", 12) != 0)
+        fputs("weft-train: ", f);
+    fputs(line, f);
+    if (n == 0 || line[n - 1] != '\n')
+        fputc('\n', f);
+    fflush(f);
 }
 
 static void fmt_duration(char *buf, size_t cap, double s)
@@ -60,225 +47,56 @@ static void fmt_duration(char *buf, size_t cap, double s)
         snprintf(buf, cap, "%.1fs", s);
 }
 
-static void progress_update(progress *p, long step, double loss, double rate, double bubble,
-                            double mfu, int done)
+void progress_start(progress *p)
 {
-    p->loss_sum += loss;
+    memset(p, 0, sizeof *p);
+    p->tty = isatty(2);
+    p->last_draw = -1;
+}
+
+/* The run measures the rate and the time; the line is drawn here. */
+void progress_step(progress *p, const weft_run_info *in)
+{
+    long step = in->step, total = in->end;
+    int done = step == total;
+    double t = in->elapsed, rate = in->rate;
+    p->loss_sum += in->loss;
     p->loss_n++;
-    if (p->quiet)
+    if (in->quiet)
         return;
-    double t = now_s();
-    long left = p->total - step;
+    long left = total - step;
     char eta[32], el[32];
-    fmt_duration(eta, sizeof eta, rate > 0 ? (double)left * ((t - p->start) /
-                                                            (double)(step - p->first_step))
-                                           : -1);
-    fmt_duration(el, sizeof el, t - p->start);
+    fmt_duration(eta, sizeof eta,
+                 rate > 0 ? (double)left * (t / (double)(step - in->first_step)) : -1);
+    fmt_duration(el, sizeof el, t);
     double mean = p->loss_sum / (double)p->loss_n;
     char bub[32] = "";
-    if (bubble >= 0)
-        snprintf(bub, sizeof bub, "  bubble %.2f", bubble);
+    if (in->bubble >= 0)
+        snprintf(bub, sizeof bub, "  bubble %.2f", in->bubble);
     char mf[32] = "";
-    if (mfu >= 0)
-        snprintf(mf, sizeof mf, "  mfu %.1f%%", 100.0 * mfu);
+    if (in->mfu >= 0)
+        snprintf(mf, sizeof mf, "  mfu %.1f%%", 100.0 * in->mfu);
     if (p->tty) {
-        if (!done && t - p->last_draw < 0.1)
+        if (!done && p->last_draw >= 0 && t - p->last_draw < 0.1)
             return;
-        int width = 24, filled = p->total ? (int)((double)width * (double)step / (double)p->total)
-                                          : width;
+        int width = 24, filled = total ? (int)((double)width * (double)step / (double)total)
+                                       : width;
         char bar[32];
         for (int i = 0; i < width; i++)
             bar[i] = i < filled ? '#' : '.';
         bar[width] = 0;
         fprintf(stderr, "\r[%s] step %ld/%ld  loss %.4f  %.0f samples/s%s%s  %s  ETA %s \x1b[K",
-                bar, step, p->total, mean, rate, mf, bub, el, eta);
+                bar, step, total, mean, rate, mf, bub, el, eta);
         if (done)
             fputc('\n', stderr);
         fflush(stderr);
     } else {
-        if (!done && step % p->log_every != 0)
+        if (!done && in->log_every > 0 && step % in->log_every != 0)
             return;
         fprintf(stderr, "step %ld/%ld loss %.4f samples/s %.0f%s%s elapsed %s eta %s\n", step,
-                p->total, mean, rate, mf[0] ? mf + 1 : "", bub, el, eta);
+                total, mean, rate, mf[0] ? mf + 1 : "", bub, el, eta);
     }
     p->last_draw = t;
     p->loss_sum = 0;
     p->loss_n = 0;
-}
-
-/* mfu < 0: the column left empty (evaluation rows, no peak). */
-static void csv_line(FILE *f, long step, double epoch, const char *split, double loss,
-                     double acc, double lr, double gnorm, double rate, double elapsed, double mfu)
-{
-    if (!f)
-        return;
-    fprintf(f, "%ld,%.6f,%s,%.6f,", step, epoch, split, loss);
-    if (acc >= 0)
-        fprintf(f, "%.6f", acc);
-    fprintf(f, ",%.6g,", lr);
-    if (gnorm >= 0)
-        fprintf(f, "%.6g", gnorm);
-    fprintf(f, ",%.1f,%.3f,", rate, elapsed);
-    if (mfu >= 0)
-        fprintf(f, "%.4f", mfu);
-    fputc('\n', f);
-}
-
-void csv_row(FILE *f, long step, double epoch, const char *split, double loss, double acc,
-             double lr, double gnorm, double rate, double elapsed)
-{
-    csv_line(f, step, epoch, split, loss, acc, lr, gnorm, rate, elapsed, -1);
-}
-
-/* steps sets the plain line's period; end is where this launch stops. */
-void progress_start(progress *p, const opts *o, long steps, long first_step, long end, FILE *csv)
-{
-    memset(p, 0, sizeof *p);
-    p->tty = isatty(2);
-    p->quiet = o->quiet;
-    p->batch = o->r.batch;
-    p->first_step = first_step;
-    p->total = end;
-    p->log_every = o->log_every > 0 ? o->log_every : (steps / 20 > 0 ? steps / 20 : 1);
-    p->csv = csv;
-    p->start = now_s();
-}
-
-void progress_model(progress *p, const weft_model *m, int ranks, int lead)
-{
-    p->cfg = weft_model_config_of(m);
-    p->peak = 0;
-    p->model = lead && !p->quiet && train_mm_provisional(m->mm) ? m : NULL;
-    if (!lead || (p->quiet && !p->csv))
-        return;
-    train_peak pk;
-    int rc = train_peak_get(&pk);
-    if (rc)
-        die("the matmul peak for MFU: %s", weft_strerror(rc));
-    int threads = weft_model_threads(m);
-    p->peak = pk.gflops * 1e9 * threads * (ranks > 0 ? ranks : 1);
-    if (!p->quiet) {
-        printf("MFU against %d rank%s x %d thread%s x %.1f GFLOP/s (one thread's %s sgemm, %s)\n",
-               ranks, ranks == 1 ? "" : "s", threads, threads == 1 ? "" : "s", pk.gflops,
-               pk.blas_gflops > pk.port_gflops ? pk.blas_name : pk.port_name, pk.source);
-        fflush(stdout);
-    }
-}
-
-void report_step(progress *p, long step, const train_step *st, double lr)
-{
-    if (!isfinite(st->loss))
-        die("step %ld: loss is %f; lower --lr or use --clip", step, (double)st->loss);
-    double elapsed = now_s() - p->start;
-    double rate = (double)(step + 1 - p->first_step) * p->batch / (elapsed > 0 ? elapsed : 1e-9);
-    int rows = st->seen * st->width;
-    /* a GPT sample is st->width tokens; an MLP's width is 1 */
-    double mfu = p->peak > 0 && p->cfg
-                     ? rate * train_model_flops(p->cfg, 1, st->width) / p->peak : -1;
-    csv_line(p->csv, step + 1, st->epoch, "train", st->loss, (double)st->correct / rows, lr,
-             st->gnorm, rate, elapsed, mfu);
-    /* the auto choice is made on the first step's own products */
-    const mm_choice *ch = p->model ? train_mm_choice(p->model->mm) : NULL;
-    if (ch) {
-        char text[512];
-        train_mm_choice_text(ch, text, sizeof text);
-        printf("matmul auto after step %ld: %s\n", step + 1, text);
-        fflush(stdout);
-        p->model = NULL;
-    }
-    progress_update(p, step + 1, st->loss, rate, st->bubble, mfu, step + 1 == p->total);
-}
-
-void csv_event(FILE *f, long step, double epoch, const char *kind, double elapsed,
-               const char *what)
-{
-    if (!f)
-        return;
-    fprintf(f, "%ld,%.6f,%s,,,,,,%.3f,,", step, epoch, kind, elapsed);
-    for (const char *c = what; *c; c++) /* one field: no commas, quotes or line ends */
-        fputc(*c == ',' ? ';' : *c == '"' || *c == '\n' ? ' ' : *c, f);
-    fputc('\n', f);
-    fflush(f);
-}
-
-/* append: a resumed run continues the file it finds (if it has rows). */
-FILE *csv_open(const char *path, int append)
-{
-    struct stat st;
-    int fresh = stat(path, &st) != 0 || st.st_size == 0 || !append;
-    FILE *f = fopen(path, fresh ? "w" : "a");
-    if (!f)
-        die("cannot write %s: %s", path, strerror(errno));
-    if (fresh)
-        fprintf(f, "step,epoch,split,loss,accuracy,lr,grad_norm,samples_per_s,elapsed_s,mfu,event\n");
-    return f;
-}
-
-void report_model(const weft_model *m, const run_opts *r, size_t nparams)
-{
-    char spec[512];
-    weft_model_config_format(weft_model_config_of(m), spec, sizeof spec);
-    /* under the auto choice the name is the peak probe's kernel until the
-     * first step has timed the model's own products (report_step) */
-    printf("model %s (%zu parameters, %s, matmul %s%s%s, %d threads)\n", spec, nparams,
-           r->precision, train_mm_provisional(m->mm) ? "auto (provisional: " : "",
-           weft_model_matmul_name(m), train_mm_provisional(m->mm) ? ")" : "",
-           weft_model_threads(m));
-}
-
-/* The lines before a data-parallel run's first step (rank 0, not --quiet). */
-void report_run(const trainer *t)
-{
-    const opts *o = t->o;
-    const run_opts *r = &o->r;
-    const data_sets *d = t->d;
-    report_model(t->m, r, t->nparams);
-    sync_describe(&t->sync);
-    if (o->straggle_rank >= 0)
-        printf("straggler: rank %d sleeps %d ms per step\n", o->straggle_rank, o->straggle_ms);
-    else if (o->straggle_rank == -2)
-        printf("straggler: one random rank sleeps %d ms per step\n", o->straggle_ms);
-    printf("data %s: %llu samples; eval %s: %llu", d->ti.name, (unsigned long long)d->ti.n,
-           d->ei.name, (unsigned long long)d->ei.n);
-    if (d->ti.kind == WEFT_DATA_IMAGE)
-        printf("; pixels standardised (mean %.4f, std %.4f)", d->mean, d->std);
-    printf("\n");
-    printf("optim %s lr %g (%s", r->optim, r->lr, r->schedule);
-    if (t->sched.kind == WEFT_LR_COSINE)
-        printf(" to %g, warm-up %ld", r->min_lr, r->warmup);
-    printf(")");
-    if (strcmp(r->optim, "sgd") == 0)
-        printf(" momentum %g", r->momentum);
-    printf(" weight decay %g, clip %g; batch %d, steps %ld", r->weight_decay, r->clip,
-           r->batch, t->steps);
-    if (t->start_step)
-        printf(", resuming at step %ld", t->start_step);
-    printf("\n");
-    fflush(stdout);
-}
-
-/* Where a job's time and bytes went (rank 0 of several, not --quiet):
- * cpu_* are the process's and the training thread's CPU seconds now. */
-void report_end(const trainer *t, double train_s, double cpu_all, double cpu_main)
-{
-    printf("training took %.2f s on %d ranks (sync %s); parameter/gradient bytes handed to "
-           "the network per rank: %.1f MB\n",
-           train_s, t->world, t->o->sync, (double)sync_bytes(&t->sync) / 1e6);
-    const train_sync *sy = &t->sync;
-    printf("bytes per rank (mean over ranks): wan %.0f B sent after the start (measured under "
-           "WEFT_WAN); "
-           "the sync's own count: job or across clusters %.0f B, inside clusters %.0f B\n",
-           sy->wan_mean, sy->across_mean, sy->inside_mean);
-    printf("compute utilisation (rank 0): %.1f%% (forward+backward %.2f s of %.2f s)\n",
-           train_s > 0 ? 100 * t->compute_s / train_s : 0, t->compute_s, train_s);
-    sync_time_report(t, train_s);
-    long ns = t->end - t->start_step > 0 ? t->end - t->start_step : 1;
-    double wait_s = weft_zero_wait_s(t->sync.z);
-    printf("rank 0 per step: %.2f ms data, %.2f ms forward+backward, %.2f ms waiting for "
-           "gradient communication, %.2f ms the rest (optimiser, metrics)\n",
-           1e3 * t->load_s / ns, 1e3 * t->compute_s / ns, 1e3 * wait_s / ns,
-           1e3 * (train_s - t->load_s - t->compute_s - wait_s) / ns);
-    printf("rank 0 CPU per step: %.2f ms training thread, %.2f ms communication threads\n",
-           1e3 * (cpu_main - t->cpu0_main) / ns,
-           1e3 * ((cpu_all - t->cpu0_all) - (cpu_main - t->cpu0_main)) / ns);
 }

@@ -5,7 +5,9 @@
  *   backup:b                   steps on the first N - b ranks' gradients.
  * The loss reported is this rank's own (backup: the included ranks'): a
  * collective would wait for the stragglers these modes exist to outrun. */
-#include "churn.h"
+#include "run/run_churn.h"
+#include "run/run_report.h"
+#include "run/run_sync.h"
 
 #include <math.h>
 #include <string.h>
@@ -21,7 +23,40 @@ static int params_open(train_sync *s, weft_model *m, const weft_optim_config *oc
 
 static void params_describe(const train_sync *s)
 {
-    printf("data parallel: %d ranks, sync %s\n", s->world, s->o->sync);
+    run_say(s->run, WEFT_RUN_OUT, "data parallel: %d ranks, sync %s\n", s->world, s->o->sync);
+}
+
+/* local, gossip, stale and backup: neither a membership change nor a
+ * compressor (the outer modes' or full sync's) is theirs. */
+static int params_check(const opts *o, const weft_sync_config *cfg, weft_comm *comm,
+                        weft_run *t)
+{
+    (void)cfg;
+    (void)comm;
+    if (o->elastic)
+        return run_fail(t, WEFT_ECONFIG,
+                        "--elastic takes --sync full, diloco:H or hier:full/diloco:H, not "
+                        "--sync %s", o->sync);
+    if (o->compress[0])
+        return run_fail(t, WEFT_ECONFIG,
+                        "--compress: full sync, diloco, streaming or hier, not --sync %s",
+                        o->sync);
+    return 0;
+}
+
+/* diloco and streaming reach here with --elastic only as streaming
+ * (sync_table.h: elastic diloco is sync_churn's). */
+static int outer_check(const opts *o, const weft_sync_config *cfg, weft_comm *comm,
+                       weft_run *t)
+{
+    (void)cfg;
+    (void)comm;
+    if (o->elastic)
+        return run_fail(t, WEFT_ENOTSUP,
+                        "--elastic with --sync %s is not supported: a fragment's outer "
+                        "reduction in flight when a cluster is lost would have to be undone; "
+                        "take diloco:H or hier:full/diloco:H", o->sync);
+    return 0;
 }
 
 /* Every rank ends with one model (diloco: after a last outer step). */
@@ -63,13 +98,13 @@ void sync_diloco_defaults(opts *o)
 }
 
 const sync_ops sync_average = {
-    .accum = 1,
+    .accum = 1, .check = params_check,
     .open = params_open, .describe = params_describe, .step = average_step,
     .finish = params_finish, .bytes = params_bytes,
 };
 
 const sync_ops sync_diloco = {
-    .accum = 1, .defaults = sync_diloco_defaults,
+    .accum = 1, .outer_compress = 1, .check = outer_check, .defaults = sync_diloco_defaults,
     .open = params_open, .describe = params_describe, .step = average_step,
     .finish = params_finish, .bytes = params_bytes,
 };
@@ -80,12 +115,21 @@ const sync_ops sync_diloco = {
  * over the cluster (full sync, or ZeRO 1-2, every step) and the handle
  * takes the outer steps across clusters. Gradients are each rank's local
  * mean, averaged over the cluster. */
+/* A lone process runs full sync (sync_pick): nothing of hier's to refuse. */
+static int hier_check(const opts *o, const weft_sync_config *cfg, weft_comm *comm,
+                      weft_run *t)
+{
+    int rc = outer_check(o, cfg, comm, t);
+    if (rc == 0 && comm && o->zero > 2)
+        rc = run_fail(t, WEFT_ECONFIG,
+                      "--sync %s: ZeRO 3 shards the parameters the outer step reads; take 0-2",
+                      o->sync);
+    return rc;
+}
+
 static int hier_open(train_sync *s, weft_model *m, const weft_optim_config *oc,
                      const weft_ckpt *ck)
 {
-    if (s->o->zero > 2)
-        die("--sync %s: ZeRO 3 shards the parameters the outer step reads; take 0-2",
-            s->o->sync);
     int rc = weft_sync_create(&s->sy, s->comm, m, &s->cfg);
     if (rc == 0)
         rc = sync_zero_open(s, weft_sync_inner_comm(s->sy), m, oc, ck);
@@ -96,13 +140,14 @@ static int hier_open(train_sync *s, weft_model *m, const weft_optim_config *oc,
 static void hier_describe(const train_sync *s)
 {
     weft_comm *in = weft_sync_inner_comm(s->sy);
-    printf("data parallel: %d ranks in %d clusters of %d, sync %s%s%s\n", s->world,
-           weft_comm_cluster_count(s->comm), in ? weft_comm_size(in) : 1, s->o->sync,
-           s->o->compress[0] ? ", outer gradient compressed " : "", s->o->compress);
+    run_say(s->run, WEFT_RUN_OUT, "data parallel: %d ranks in %d clusters of %d, sync %s%s%s\n",
+            s->world, weft_comm_cluster_count(s->comm), in ? weft_comm_size(in) : 1, s->o->sync,
+            s->o->compress[0] ? ", outer gradient compressed " : "", s->o->compress);
 }
 
 const sync_ops sync_hier = {
-    .zero = 1, .accum = 1, .defaults = sync_diloco_defaults,
+    .zero = 1, .accum = 1, .outer_compress = 1, .check = hier_check,
+    .defaults = sync_diloco_defaults,
     .open = hier_open, .describe = hier_describe, .step = average_step,
     .finish = params_finish, .bytes = params_bytes,
 };
@@ -138,7 +183,7 @@ static int stale_drain(train_sync *s, const weft_lr_schedule *lr)
 }
 
 const sync_ops sync_stale = {
-    .open = params_open, .describe = params_describe, .step = stale_step,
+    .check = params_check, .open = params_open, .describe = params_describe, .step = stale_step,
     .drain = stale_drain, .finish = params_finish, .bytes = params_bytes,
 };
 
@@ -167,6 +212,6 @@ static int backup_step(train_sync *s, train_step *st, float lr)
 }
 
 const sync_ops sync_backup = {
-    .open = params_open, .describe = params_describe, .begin = backup_begin,
+    .check = params_check, .open = params_open, .describe = params_describe, .begin = backup_begin,
     .step = backup_step, .finish = params_finish, .bytes = params_bytes,
 };

@@ -15,15 +15,21 @@
  * last outer step are dropped, and its part of the global batch goes to
  * the survivors from the next step on. hier keeps whole clusters: the
  * survivors of a cluster that lost only some of its ranks leave the job
- * as failed ranks (exit status CHURN_LEAVE), so that weftrun --restarts
- * starts the cluster again whole.
+ * as failed ranks (ELASTIC_REJOIN: the process ends with status
+ * ELASTIC_REJOIN_STATUS), so that weftrun --restarts starts the cluster
+ * again whole.
  *
  * A restarted cluster (weftrun --restarts) is admitted by the grow at the
  * next outer-step boundary, the only steps where the members grow, and
  * there every member holds the anchor: the joiners take rank 0's
  * parameters, outer state, optimiser step count and inner optimiser state,
  * so the cluster goes on from the job's state. */
-#include "churn.h"
+#include "run/run_elastic_churn.h"
+
+#include "run/run_churn.h"
+#include "run/run_elastic.h"
+#include "run/run_report.h"
+#include "run/run_sync.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -38,7 +44,7 @@ static int has_cluster(weft_comm *c, int k)
     return 0;
 }
 
-void churn_joined(const trainer *t, int was, char *buf, size_t cap)
+void churn_joined(const weft_run *t, int was, char *buf, size_t cap)
 {
     size_t len = 0;
     buf[0] = 0;
@@ -57,7 +63,7 @@ void churn_joined(const trainer *t, int was, char *buf, size_t cap)
  * outer state and step clock for every rank, and for the joiners its
  * inner optimiser state. The parameters need nothing: churn_open
  * broadcast rank 0's, and every member holds the anchor here. */
-static int boundary_hand_over(trainer *t, int joiner, long k, const int64_t cnt[2],
+static int boundary_hand_over(weft_run *t, int joiner, long k, const int64_t cnt[2],
                               float *outer, long *step)
 {
     int64_t h[8];
@@ -70,8 +76,8 @@ static int boundary_hand_over(trainer *t, int joiner, long k, const int64_t cnt[
     if (rc == 0)
         rc = weft_broadcast(t->comm, outer, churn_floats(&t->sync), WEFT_F32, 0);
     float *spare = joiner || t->rank == 0 ? NULL : malloc(n * sizeof *spare);
-    if (!joiner && t->rank != 0 && !spare)
-        die("out of memory");
+    if (rc == 0 && !joiner && t->rank != 0 && !spare)
+        return run_fail(t, WEFT_ENOMEM, "out of memory");
     for (int i = 0; rc == 0 && i < weft_optim_state_count(t->opt); i++)
         rc = weft_broadcast(t->comm, spare ? spare : weft_optim_state(t->opt, i, NULL), n,
                             WEFT_F32, 0);
@@ -80,42 +86,48 @@ static int boundary_hand_over(trainer *t, int joiner, long k, const int64_t cnt[
         return rc;
     weft_optim_set_steps(t->opt, h[1]);
     churn_import(&t->sync, outer, h + 6);
-    apply_header(t, h, step);
-    return 0;
+    return apply_header(t, h, step);
 }
 
-static float *outer_buf(const trainer *t)
+static int outer_buf(weft_run *t, float **out)
 {
-    float *b = malloc(churn_floats(&t->sync) * sizeof *b);
-    if (!b)
-        die("out of memory");
-    return b;
+    *out = malloc(churn_floats(&t->sync) * sizeof **out);
+    return *out ? 0 : run_fail(t, WEFT_ENOMEM, "out of memory");
 }
 
-int churn_grow_hand_over(trainer *t, weft_comm *g, long *step)
+int churn_grow_hand_over(weft_run *t, weft_comm *g, long *step)
 {
-    float *outer = outer_buf(t);
+    float *outer;
     int64_t cnt[2];
+    int rc = outer_buf(t, &outer);
+    if (rc)
+        return rc;
     churn_export(&t->sync, outer, cnt);
-    keep_state(t);
+    if ((rc = keep_state(t))) {
+        free(outer);
+        return rc;
+    }
     leave_comm(t);
-    int rc = enter_comm(t, g, g);
+    rc = enter_comm(t, g, g);
     if (rc == 0)
         rc = boundary_hand_over(t, 0, *step, cnt, outer, step);
     free(outer);
     return rc;
 }
 
-int churn_join(trainer *t, long *step)
+int churn_join(weft_run *t, long *step)
 {
     if (t->sync.comm != t->comm) { /* churn_open waited for the cluster's other ranks */
         t->comm = t->job = t->sync.comm;
         t->rank = weft_comm_rank(t->comm);
         t->world = weft_comm_size(t->comm);
     }
-    float *outer = outer_buf(t);
+    float *outer;
     int64_t cnt[2] = { 0, 0 };
-    int rc = boundary_hand_over(t, 1, -1, cnt, outer, step);
+    int rc = outer_buf(t, &outer);
+    if (rc)
+        return rc;
+    rc = boundary_hand_over(t, 1, -1, cnt, outer, step);
     free(outer);
     return rc;
 }
@@ -127,7 +139,7 @@ int churn_join(trainer *t, long *step)
  * is left out of the outer step, which is the mean over the ranks that
  * took them (*behind: how many did not), and goes on from the others'
  * step and learning-rate schedule. */
-static int resume(trainer *t, float *outer, const int64_t cnt[2], long next, long *step,
+static int resume(weft_run *t, float *outer, const int64_t cnt[2], long next, long *step,
                   int *behind)
 {
     train_sync *s = &t->sync;
@@ -158,8 +170,7 @@ static int resume(trainer *t, float *outer, const int64_t cnt[2], long next, lon
     }
     if (!took)
         weft_optim_set_steps(t->opt, h[1]);
-    apply_header(t, h, step);
-    return 0;
+    return apply_header(t, h, step);
 }
 
 /* hier: a cluster that lost a rank leaves whole (*whole = 0 here); the
@@ -181,7 +192,7 @@ static int keep_whole(weft_comm **w, int L, int *whole)
 
 /* "rank(s) 2 3 of 6 gone (...); cluster(s) 1 dropped; the outer step over
  * 2 cluster(s)": what the lead reports. */
-static void describe(const trainer *t, const int *olds, int n, int was, const int *cl0,
+static void describe(const weft_run *t, const int *olds, int n, int was, const int *cl0,
                      const char *why, long failed_at, int behind, char *what, size_t cap)
 {
     size_t len = gone_ranks(what, cap, olds, n, was, why, failed_at);
@@ -203,58 +214,86 @@ static void describe(const trainer *t, const int *olds, int n, int was, const in
                  "period's start)", behind);
 }
 
-int churn_recover(trainer *t, long *step, int rc)
+/* The survivors of the shrink, rounds until one sees no death; hier: only
+ * whole clusters (*whole = 0: this rank's is not). t->comm becomes theirs. */
+static int churn_survivors(weft_run *t, long failed_at, int L, int *olds, int *n, int *whole,
+                           int rc)
+{
+    weft_comm *w = t->comm;
+    int old = t->rank, frc = 0;
+    while (rc && frc == 0) { /* a death during the recovery: shrink what it left */
+        frc = shrink_round(t, &w, failed_at, old, olds, n, &rc);
+        if (frc == 0 && rc == 0 && L)
+            rc = keep_whole(&w, L, whole);
+    }
+    t->comm = t->job = w;
+    return frc;
+}
+
+/* The state the survivors carry: this rank's own and the outer state. */
+static int churn_leave_step(weft_run *t, float **outer, int64_t cnt[2])
+{
+    int rc = outer_buf(t, outer);
+    if (rc)
+        return rc;
+    churn_export(&t->sync, *outer, cnt);
+    if ((rc = keep_state(t)))
+        return rc;
+    /* peers still in one of the mode's communicators fail at once */
+    churn_abort(&t->sync);
+    sync_close(&t->sync);
+    t->opt = NULL;
+    return 0;
+}
+
+int churn_recover(weft_run *t, long *step, int rc)
 {
     elastic_state *e = &t->el;
     double t0 = now_s();
     long failed_at = *step, next = *step + (weft_optim_steps(t->opt) > e->opt_steps0);
     int was = t->world, old = t->rank, L = churn_cluster_size(&t->sync, t->comm), whole = 1;
-    int n = was;
+    int n = was, behind = 0, frc;
     char why[160];
     snprintf(why, sizeof why, "%s", weft_strerror(rc));
     int *olds = calloc((size_t)was, sizeof *olds), *cl0 = calloc((size_t)was, sizeof *cl0);
-    if (!olds || !cl0)
-        die("out of memory");
+    float *outer = NULL;
+    int64_t cnt[2];
+    if (!olds || !cl0) {
+        free(olds);
+        free(cl0);
+        return run_fail(t, WEFT_ENOMEM, "out of memory");
+    }
     for (int r = 0; r < was; r++)
         cl0[r] = weft_comm_cluster_of(t->comm, r);
-    float *outer = outer_buf(t);
-    int64_t cnt[2];
-    churn_export(&t->sync, outer, cnt);
-    keep_state(t);
-    /* peers still in one of the mode's communicators fail at once */
-    churn_abort(&t->sync);
-    sync_close(&t->sync);
-    t->opt = NULL;
-    weft_comm *w = t->comm;
-    while (rc) { /* a death during the recovery: shrink what it left */
-        rc = shrink_round(t, &w, failed_at, old, olds, &n);
-        if (rc == 0 && L)
-            rc = keep_whole(&w, L, &whole);
-    }
-    t->comm = t->job = w;
-    if (!whole) {
+    frc = churn_leave_step(t, &outer, cnt);
+    if (frc == 0)
+        frc = churn_survivors(t, failed_at, L, olds, &n, &whole, rc);
+    if (frc == 0 && !whole) {
         /* as a failure, so that a launcher that restarts the dead
          * (weftrun --restarts) restarts the cluster whole */
-        printf("elastic: rank %d leaves: its cluster %d lost rank(s) (step %ld, %s); exit "
-               "status %d, to be started again with them\n", old, cl0[old], failed_at, why,
-               CHURN_LEAVE);
-        fflush(NULL);
-        exit(CHURN_LEAVE);
+        run_say(t, WEFT_RUN_OUT,
+                "elastic: rank %d leaves: its cluster %d lost rank(s) (step %ld, %s); exit "
+                "status %d, to be started again with them\n", old, cl0[old], failed_at, why,
+                ELASTIC_REJOIN_STATUS);
+        frc = ELASTIC_REJOIN;
     }
-    int behind = 0;
-    rc = enter_comm(t, w, w);
-    if (rc == 0)
+    if (frc == 0 && (rc = enter_comm(t, t->comm, t->comm)) == 0)
         rc = resume(t, outer, cnt, next, step, &behind);
-    if (rc)
-        die("elastic: step %ld: a rank failed while the survivors took up the outer step "
-            "(%s): %s", failed_at, weft_strerror(rc), weft_comm_error(t->comm));
-    take_lead(t);
-    count_idle(e, n == was, failed_at, why);
-    char what[320];
-    describe(t, olds, n, was, cl0, why, failed_at, behind, what, sizeof what);
-    report_change(t, *step, "shrink", what, now_s() - t0);
+    if (frc == 0 && rc)
+        frc = run_fail(t, rc, "elastic: step %ld: a rank failed while the survivors took up the "
+                       "outer step (%s): %s", failed_at, weft_strerror(rc),
+                       weft_comm_error(t->comm));
+    if (frc == 0)
+        frc = take_lead(t);
+    if (frc == 0)
+        frc = count_idle(t, n == was, failed_at, why);
+    if (frc == 0) {
+        char what[320];
+        describe(t, olds, n, was, cl0, why, failed_at, behind, what, sizeof what);
+        report_change(t, *step, "shrink", what, now_s() - t0);
+    }
     free(olds);
     free(cl0);
     free(outer);
-    return 1;
+    return frc ? frc : ELASTIC_AGAIN;
 }

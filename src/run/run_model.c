@@ -1,6 +1,6 @@
-/* weft-train's model and optimiser as the run options describe them; the
+/* The run's model and optimiser as the run options describe them; the
  * shape is checked against the data before anything is allocated. */
-#include "train_tool.h"
+#include "run/run_model.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -10,28 +10,35 @@
  * covers the tokens and its context the window. Checked for new runs and
  * resumed ones alike, since a model from a checkpoint knows nothing of the
  * data it is now given. */
-void model_check_fit(const weft_model_config *cfg, const data_sets *d, const char *source)
+int model_check_fit(weft_run *t, const weft_model_config *cfg, const data_sets *d,
+                    const char *source)
 {
     const weft_dataset_info *ti = &d->ti;
     int mlp = cfg->type == WEFT_MODEL_MLP;
     if (mlp != (ti->kind == WEFT_DATA_IMAGE))
-        die("the model (%s) is %s, but the data %s is %s", source, mlp ? "an MLP" : "a GPT",
-            ti->name, ti->kind == WEFT_DATA_IMAGE ? "images" : "token windows");
+        return run_fail(t, WEFT_ECONFIG, "the model (%s) is %s, but the data %s is %s", source,
+                        mlp ? "an MLP" : "a GPT", ti->name,
+                        ti->kind == WEFT_DATA_IMAGE ? "images" : "token windows");
     char geometry[64] = "";
     if (ti->height > 0 && ti->width > 0)
         snprintf(geometry, sizeof geometry, " (%dx%d images)", ti->height, ti->width);
     if (mlp && (cfg->widths[0] != ti->x_dim || cfg->widths[cfg->n_widths - 1] < ti->n_classes))
-        die("the model (%s) takes %d inputs and has %d classes, but the data %s has %d "
-            "inputs%s and %d classes", source, cfg->widths[0], cfg->widths[cfg->n_widths - 1],
-            ti->name, ti->x_dim, geometry, ti->n_classes);
+        return run_fail(t, WEFT_ECONFIG,
+                        "the model (%s) takes %d inputs and has %d classes, but the data %s has "
+                        "%d inputs%s and %d classes", source, cfg->widths[0],
+                        cfg->widths[cfg->n_widths - 1], ti->name, ti->x_dim, geometry,
+                        ti->n_classes);
     if (cfg->type == WEFT_MODEL_GPT && ti->kind == WEFT_DATA_SEQ &&
         (cfg->vocab < ti->n_classes || cfg->ctx < ti->x_dim))
-        die("the model (%s) has vocab %d and ctx %d, but the data %s has vocab %d and windows "
-            "of %d tokens (it needs vocab >= %d and ctx >= %d)", source, cfg->vocab, cfg->ctx,
-            ti->name, ti->n_classes, ti->x_dim, ti->n_classes, ti->x_dim);
+        return run_fail(t, WEFT_ECONFIG,
+                        "the model (%s) has vocab %d and ctx %d, but the data %s has vocab %d "
+                        "and windows of %d tokens (it needs vocab >= %d and ctx >= %d)", source,
+                        cfg->vocab, cfg->ctx, ti->name, ti->n_classes, ti->x_dim, ti->n_classes,
+                        ti->x_dim);
+    return 0;
 }
 
-void model_config(const run_opts *r, const data_sets *d, weft_model_config *cfg)
+int model_config(weft_run *t, const run_opts *r, const data_sets *d, weft_model_config *cfg)
 {
     char spec[512];
     if (strcmp(r->model, "mlp") == 0)
@@ -45,32 +52,36 @@ void model_config(const run_opts *r, const data_sets *d, weft_model_config *cfg)
     if (rc == 0)
         rc = weft_model_config_check(cfg);
     if (rc != 0)
-        die("--model %s: %s", spec, weft_strerror(rc));
-    model_check_fit(cfg, d, spec);
+        return run_fail(t, WEFT_ECONFIG, "--model %s: %s", spec, weft_strerror(rc));
+    return model_check_fit(t, cfg, d, spec);
 }
 
-weft_model *model_new(const run_opts *r, const data_sets *d)
+int model_new(weft_run *t, const run_opts *r, const data_sets *d, weft_model **out)
 {
     weft_model_config cfg;
-    weft_model *m;
-    model_config(r, d, &cfg);
-    int rc = weft_model_create(&m, &cfg, r->seed);
+    *out = NULL;
+    int rc = model_config(t, r, d, &cfg);
     if (rc != 0)
-        die("cannot create the model: %s", weft_strerror(rc));
-    return m;
+        return rc;
+    rc = weft_model_create(out, &cfg, r->seed);
+    if (rc != 0)
+        return run_fail(t, rc, "cannot create the model: %s", weft_strerror(rc));
+    return 0;
 }
 
 /* Precision and threads are the machine's, not the checkpoint's: set on a
  * new or a resumed model alike. */
-void model_tune(weft_model *m, const opts *o)
+int model_tune(weft_run *t, weft_model *m, const opts *o)
 {
     weft_model_set_precision(m, strcmp(o->r.precision, "bf16") == 0 ? WEFT_PREC_BF16
                                                                     : WEFT_PREC_FP32);
     if (o->threads > 0)
         weft_model_set_threads(m, o->threads);
     if (o->recompute && weft_model_set_recompute(m, 1) != 0)
-        die("--recompute: not with --schedule zb (its weight half needs the activations "
-            "recomputation reuses)");
+        return run_fail(t, WEFT_ECONFIG,
+                        "--recompute: not with --schedule zb (its weight half needs the "
+                        "activations recomputation reuses)");
+    return 0;
 }
 
 void model_optim_config(const run_opts *r, weft_optim_config *oc)

@@ -1,49 +1,77 @@
-/* weft-train's sync modes behind one interface: the table from --sync to a
- * mode, the calls of its hooks, and what every mode shares (a weft_zero
- * takes every optimiser step, over the job or over this rank alone). */
-#include "churn.h"
+/* The sync modes behind one interface: the table from --sync to a mode
+ * (sync_table.h), the calls of its hooks, and what every mode shares (a
+ * weft_zero takes every optimiser step, over the job or over this rank
+ * alone). */
+#include "run/run_sync.h"
+
+#include "run/run_churn.h"
+#include "run/run_report.h"
+#include "run/sync_table.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* One line per weft_sync_mode. */
-static const sync_ops *const modes[] = {
-    [WEFT_SYNC_FULL] = &sync_full,     [WEFT_SYNC_LOCAL] = &sync_average,
-    [WEFT_SYNC_DILOCO] = &sync_diloco, [WEFT_SYNC_GOSSIP] = &sync_average,
-    [WEFT_SYNC_STALE] = &sync_stale,   [WEFT_SYNC_BACKUP] = &sync_backup,
-    [WEFT_SYNC_STREAMING] = &sync_diloco,
+#define X(ops, modes, when) extern const sync_ops ops;
+RUN_SYNC_MODES(X)
+#undef X
+
+static const struct {
+    const sync_ops *ops;
+    unsigned modes, when;
+} table[] = {
+#define X(ops, modes, when) { &ops, modes, when },
+    RUN_SYNC_MODES(X)
+#undef X
 };
 
-void sync_pick(train_sync *s, opts *o, weft_comm *comm)
+const sync_ops *sync_mode_of(const opts *o, const weft_sync_config *cfg)
+{
+    unsigned have = (cfg->hier ? SYNC_W_HIER : 0) | (o->compress[0] ? SYNC_W_COMPRESS : 0) |
+                    (o->elastic ? SYNC_W_ELASTIC : 0);
+    for (size_t i = 0; i < sizeof table / sizeof *table; i++)
+        if ((table[i].modes & (1u << cfg->mode)) && !(table[i].when & ~have))
+            return table[i].ops;
+    return &sync_full; /* every weft_sync_mode has a line */
+}
+
+int sync_check(weft_run *t, const opts *o, weft_comm *comm)
+{
+    weft_sync_config cfg;
+    weft_sync_parse(o->sync, &cfg); /* the configuration checked it */
+    const sync_ops *mode = sync_mode_of(o, &cfg);
+    return mode->check ? mode->check(o, &cfg, comm, t) : 0;
+}
+
+int sync_pick(train_sync *s, weft_run *t, opts *o, weft_comm *comm)
 {
     memset(s, 0, sizeof *s);
-    weft_sync_parse(o->sync, &s->cfg); /* parse_args checked it */
+    s->run = t;
+    weft_sync_parse(o->sync, &s->cfg); /* the configuration checked it */
     if (o->outer_lr > 0)
         s->cfg.outer_lr = (float)o->outer_lr;
     if (o->outer_momentum >= 0)
         s->cfg.outer_momentum = (float)o->outer_momentum;
-    const sync_ops *mode = s->cfg.hier ? &sync_hier : modes[s->cfg.mode];
+    const sync_ops *mode = sync_mode_of(o, &s->cfg);
+    int rc = mode->check ? mode->check(o, &s->cfg, comm, t) : 0;
+    if (rc)
+        return rc;
     if (o->compress[0]) {
-        int outer = s->cfg.mode == WEFT_SYNC_DILOCO || s->cfg.mode == WEFT_SYNC_STREAMING;
-        if (s->cfg.mode == WEFT_SYNC_FULL)
-            mode = &sync_full_compress;
-        else if (!outer)
-            die("--compress: full sync, diloco, streaming or hier, not --sync %s", o->sync);
-        weft_compress_parse(o->compress, &s->cfg.compress); /* parse_args checked it */
-        s->cfg.compressed = outer;
+        weft_compress_parse(o->compress, &s->cfg.compress); /* the configuration checked it */
+        s->cfg.compressed = mode->outer_compress;
     }
-    if (o->elastic && s->cfg.mode == WEFT_SYNC_DILOCO)
-        mode = &sync_churn; /* elastic_check refused the rest */
     if (!mode->zero && o->zero)
-        die("--zero shards a full-sync run; --sync %s keeps whole models per rank", o->sync);
+        return run_fail(t, WEFT_ECONFIG,
+                        "--zero shards a full-sync run; --sync %s keeps whole models per rank",
+                        o->sync);
     if (!mode->accum && o->accum > 1)
-        die("--accum with --sync %s is not supported", o->sync);
+        return run_fail(t, WEFT_ECONFIG, "--accum with --sync %s is not supported", o->sync);
     if (mode->defaults)
         mode->defaults(o);
     s->ops = comm ? mode : &sync_full;
     s->o = o;
     s->comm = comm;
     s->world = comm ? weft_comm_size(comm) : 1;
+    return 0;
 }
 
 int sync_open(train_sync *s, weft_model *m, const weft_optim_config *oc, const weft_ckpt *ck)
@@ -145,6 +173,7 @@ uint64_t sync_bytes(const train_sync *s)
     return s->ops->bytes(s);
 }
 
+/* Again on a closed mode: nothing (a rank that left closed it as it went). */
 void sync_close(train_sync *s)
 {
     weft_compressor_destroy(s->cz);
@@ -153,5 +182,8 @@ void sync_close(train_sync *s)
     if (s->churn) /* after the optimiser, whose communicator it holds */
         outer_destroy(s->churn->outer);
     free(s->churn);
+    s->cz = NULL;
+    s->sy = NULL;
+    s->z = NULL;
     s->churn = NULL;
 }

@@ -1,10 +1,13 @@
 /* --elastic with --sync diloco:H or hier:full/diloco:H: DiLoCo whose outer
- * state (anchor, Nesterov momentum, the step clock) belongs to the tool,
+ * state (anchor, Nesterov momentum, the step clock) belongs to the run,
  * so that a membership change can carry it to an outer_sync over the new
- * job (elastic_churn.c). The outer step is sync_outer.c's with one
+ * job (run_elastic_churn.c). The outer step is sync_outer.c's with one
  * fragment, blocking, which is diloco:H bit for bit; hier adds the full
  * sync inside each cluster (a weft_zero over the cluster, ZeRO 0). */
-#include "churn.h"
+#include "run/run_churn.h"
+
+#include "run/run_elastic.h"
+#include "run/run_sync.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +54,21 @@ static int whole_clusters(train_sync *s)
     return 0;
 }
 
+/* What a membership change cannot carry. */
+static int churn_check(const opts *o, const weft_sync_config *cfg, weft_comm *comm,
+                       weft_run *t)
+{
+    (void)cfg;
+    (void)comm;
+    if (o->compress[0])
+        return run_fail(t, WEFT_ENOTSUP,
+                        "--elastic with --sync %s takes no --compress: the compressor's error "
+                        "feedback is not carried over a membership change", o->sync);
+    if (o->zero)
+        return run_fail(t, WEFT_ECONFIG, "--elastic with --sync %s takes --zero 0", o->sync);
+    return 0;
+}
+
 static int churn_open(train_sync *s, weft_model *m, const weft_optim_config *oc,
                       const weft_ckpt *ck)
 {
@@ -75,12 +93,14 @@ static int churn_open(train_sync *s, weft_model *m, const weft_optim_config *oc,
 static void churn_describe(const train_sync *s)
 {
     if (s->cfg.hier)
-        printf("data parallel: %d ranks in %d clusters of %d, sync %s, elastic (a cluster "
-               "lost is dropped at the outer step)\n", s->world,
-               weft_comm_cluster_count(s->comm), churn_cluster_size(s, s->comm), s->o->sync);
+        run_say(s->run, WEFT_RUN_OUT,
+                "data parallel: %d ranks in %d clusters of %d, sync %s, elastic (a cluster "
+                "lost is dropped at the outer step)\n", s->world,
+                weft_comm_cluster_count(s->comm), churn_cluster_size(s, s->comm), s->o->sync);
     else
-        printf("data parallel: %d ranks, sync %s, elastic (a rank or cluster lost is dropped "
-               "at the outer step)\n", s->world, s->o->sync);
+        run_say(s->run, WEFT_RUN_OUT,
+                "data parallel: %d ranks, sync %s, elastic (a rank or cluster lost is dropped "
+                "at the outer step)\n", s->world, s->o->sync);
 }
 
 static int churn_step(train_sync *s, train_step *st, float lr)
@@ -99,11 +119,10 @@ static int churn_finish(train_sync *s)
     int same = 0, rc = outer_finish(s->churn->outer, s->churn->steps);
     if (rc == 0)
         rc = params_same(s->comm, s->churn->m, &h, &same);
-    if (rc == 0 && weft_comm_rank(s->comm) == 0) {
-        printf("elastic: the end: parameters %s on every rank of %d (hash %016llx)\n",
-               same ? "bit-identical" : "DIFFER", s->world, (unsigned long long)h);
-        fflush(stdout);
-    }
+    if (rc == 0 && weft_comm_rank(s->comm) == 0)
+        run_say(s->run, WEFT_RUN_OUT,
+                "elastic: the end: parameters %s on every rank of %d (hash %016llx)\n",
+                same ? "bit-identical" : "DIFFER", s->world, (unsigned long long)h);
     return rc;
 }
 
@@ -115,7 +134,7 @@ static uint64_t churn_bytes(const train_sync *s)
 }
 
 const sync_ops sync_churn = {
-    .accum = 1, .defaults = sync_diloco_defaults,
+    .accum = 1, .outer_compress = 1, .check = churn_check, .defaults = sync_diloco_defaults,
     .open = churn_open, .describe = churn_describe, .step = churn_step,
     .finish = churn_finish, .bytes = churn_bytes,
 };

@@ -1,12 +1,13 @@
-/* weft-train --mem-limit BYTES: the memory wall, said before it is hit.
+/* --mem-limit BYTES: the memory wall, said before it is hit.
  * At start a rank's training state (parameters, gradients, optimiser
  * state, by the ZeRO formulas for its layout) must fit the budget, or the
  * run is refused with the bytes it needs and the smallest layout that
  * would fit; after the first step what the state and the activations
  * measure resident (mincore, and the activations' arena) is checked
  * against the budget too. The program and its libraries are not counted. */
-#include "train_tool.h"
+#include "run/run_memory.h"
 
+#include "run/run_model.h"
 
 /* The whole model's parameters, from its shape alone (no allocation). */
 static double whole_params(const weft_model_config *c)
@@ -76,30 +77,31 @@ static int suggest(const weft_model_config *c, int K, double limit, char *buf, s
     return 0;
 }
 
-void memory_check_start(const trainer *t)
+int memory_check_start(weft_run *t)
 {
     const opts *o = t->o;
     if (o->mem_limit <= 0)
-        return;
+        return 0;
     weft_zero_mem zm;
     weft_zero_memory(t->sync.z, &zm);
     double need = (double)zm.param_bytes + zm.grad_bytes + zm.optim_bytes;
     if (need <= o->mem_limit)
-        return;
+        return 0;
     char have[32], lim[32], alt[256] = "none within 4096 ranks";
     fmt_bytes(have, sizeof have, need);
     fmt_bytes(lim, sizeof lim, o->mem_limit);
     suggest(weft_model_config_of(t->m), optim_bytes(&o->r), o->mem_limit, alt, sizeof alt);
-    die("--mem-limit %s: this rank's training state needs %s (parameters %zu B, gradients "
-        "%zu B, optimiser %zu B) at this layout; the smallest layout that fits: %s", lim, have,
-        zm.param_bytes, zm.grad_bytes, zm.optim_bytes, alt);
+    return run_fail(t, WEFT_ECONFIG,
+                    "--mem-limit %s: this rank's training state needs %s (parameters %zu B, "
+                    "gradients %zu B, optimiser %zu B) at this layout; the smallest layout that "
+                    "fits: %s", lim, have, zm.param_bytes, zm.grad_bytes, zm.optim_bytes, alt);
 }
 
-void memory_check_step(const trainer *t, long step)
+int memory_check_step(weft_run *t, long step)
 {
     const opts *o = t->o;
     if (o->mem_limit <= 0 || step != t->start_step)
-        return;
+        return 0;
     weft_zero_mem zm;
     weft_zero_memory(t->sync.z, &zm);
     double act = (double)weft_model_activation_bytes(t->m);
@@ -108,7 +110,9 @@ void memory_check_step(const trainer *t, long step)
         char p[32], lim[32];
         fmt_bytes(p, sizeof p, have);
         fmt_bytes(lim, sizeof lim, o->mem_limit);
-        die("--mem-limit %s: after the first step this rank holds %s resident (state %zu B, "
-            "activations %.0f B)", lim, p, zm.resident_bytes, act);
+        return run_fail(t, WEFT_ENOMEM,
+                        "--mem-limit %s: after the first step this rank holds %s resident "
+                        "(state %zu B, activations %.0f B)", lim, p, zm.resident_bytes, act);
     }
+    return 0;
 }

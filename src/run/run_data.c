@@ -1,6 +1,9 @@
-/* weft-train's data: the datasets --data names, standardised, and the
- * loader that gives each rank its part of every global batch. */
-#include "train_tool.h"
+/* The run's data: the datasets --data names, standardised, and the loader
+ * that gives each rank its part of every global batch. */
+#include "run/run_data.h"
+
+#include "run/run_config.h"
+#include "run/run_paths.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -12,11 +15,12 @@ static int is_dir(const char *p)
     return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-void data_open(const run_opts *r, data_sets *d)
+int data_open(weft_run *t, const run_opts *r, data_sets *d)
 {
     int rc, gpt = run_opts_is_gpt(r);
     const char *what = r->data;
-    path_check("--data", what, 1, 0);
+    if ((rc = path_check(t, "--data", what, 1, 0)) != 0)
+        return rc;
     if (strcmp(what, "builtin") == 0) {
         if (gpt) {
             int f = run_opts_format_code(r->format);
@@ -33,12 +37,14 @@ void data_open(const run_opts *r, data_sets *d)
                         is_dir(what))) {
         const char *dir = is_dir(what) ? what : NULL;
         if (strcmp(what, "mnist") == 0)
-            die("--data mnist: give the directory that holds the MNIST idx files instead");
+            return run_fail(t, WEFT_ECONFIG,
+                            "--data mnist: give the directory that holds the MNIST idx files "
+                            "instead");
         rc = weft_dataset_open_mnist_dir(&d->train, dir, "train");
         if (rc == 0)
             rc = weft_dataset_open_mnist_dir(&d->eval, dir, "test");
         if (rc != 0)
-            die("cannot read %s idx files from %s: %s%s", what,
+            return run_fail(t, rc, "cannot read %s idx files from %s: %s%s", what,
                 dir ? dir : (getenv("WEFT_FASHION_MNIST") ? getenv("WEFT_FASHION_MNIST")
                                                           : WEFT_FASHION_MNIST_DIR),
                 weft_strerror(rc),
@@ -48,15 +54,16 @@ void data_open(const run_opts *r, data_sets *d)
         if (rc == 0)
             rc = weft_dataset_open_tokens(&d->eval, what, r->seq, 0.9, 1);
         if (rc != 0)
-            die("cannot use token shard %s with --seq %d: %s (make one with weft-tokenize; "
-                "the last 10%% must hold more than one window)",
-                what, r->seq, weft_strerror(rc));
+            return run_fail(t, rc,
+                            "cannot use token shard %s with --seq %d: %s (make one with "
+                            "weft-tokenize; the last 10%% must hold more than one window)",
+                            what, r->seq, weft_strerror(rc));
     } else {
-        die("--data %s: not builtin, fashion-mnist or a directory of idx files", what);
-        return;
+        return run_fail(t, WEFT_ECONFIG,
+                        "--data %s: not builtin, fashion-mnist or a directory of idx files", what);
     }
     if (rc != 0)
-        die("cannot build the %s data: %s", what, weft_strerror(rc));
+        return run_fail(t, rc, "cannot build the %s data: %s", what, weft_strerror(rc));
     weft_dataset_info_get(d->train, &d->ti);
     weft_dataset_info_get(d->eval, &d->ei);
     if (d->ti.kind == WEFT_DATA_IMAGE) {
@@ -68,7 +75,9 @@ void data_open(const run_opts *r, data_sets *d)
         }
     }
     if (gpt != (d->ti.kind == WEFT_DATA_SEQ))
-        die("--model %s does not fit the data %s", r->model, d->ti.name);
+        return run_fail(t, WEFT_ECONFIG, "--model %s does not fit the data %s", r->model,
+                        d->ti.name);
+    return 0;
 }
 
 void data_free(data_sets *d)
@@ -78,8 +87,8 @@ void data_free(data_sets *d)
 }
 
 /* Each rank needs a sample of every batch, and of every micro-step of it. */
-weft_loader *data_loader(const run_opts *r, const data_sets *d, int rank, int world, int accum,
-                         const char *who)
+int data_loader(weft_run *t, const run_opts *r, const data_sets *d, int rank, int world,
+                int accum, const char *who, weft_loader **out)
 {
     weft_loader_config lc;
     weft_loader_config_default(&lc);
@@ -87,14 +96,16 @@ weft_loader *data_loader(const run_opts *r, const data_sets *d, int rank, int wo
     lc.seed = r->seed;
     lc.rank = rank;
     lc.world_size = world;
+    *out = NULL;
     if (world > r->batch)
-        die("%d %s cannot share a batch of %d", world, who, r->batch);
+        return run_fail(t, WEFT_ECONFIG, "%d %s cannot share a batch of %d", world, who,
+                        r->batch);
     if (accum * world > r->batch)
-        die("--accum %d on %d ranks: micro-batches of a batch of %d would be empty", accum,
-            world, r->batch);
-    weft_loader *l;
-    int rc = weft_loader_create(&l, d->train, &lc);
+        return run_fail(t, WEFT_ECONFIG,
+                        "--accum %d on %d ranks: micro-batches of a batch of %d would be empty",
+                        accum, world, r->batch);
+    int rc = weft_loader_create(out, d->train, &lc);
     if (rc != 0)
-        die("cannot create the data loader: %s", weft_strerror(rc));
-    return l;
+        return run_fail(t, rc, "cannot create the data loader: %s", weft_strerror(rc));
+    return 0;
 }

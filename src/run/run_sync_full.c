@@ -2,7 +2,7 @@
  * the gradients every step (ZeRO stage 0 is plain data parallelism, 1-3
  * shard the state), so every rank takes the same step. Also the mode of a
  * lone process, with no one to average with. */
-#include "train_tool.h"
+#include "run/run_sync.h"
 
 #include <math.h>
 
@@ -23,19 +23,21 @@ static void full_describe(const train_sync *s)
         return;
     weft_zero_mem zm;
     weft_zero_memory(s->z, &zm);
-    printf("data parallel: %d ranks, full sync, ZeRO stage %d, %d buckets", s->world, s->o->zero,
-           weft_zero_bucket_count(s->z));
+    char micro[64] = "";
     if (s->o->accum > 1)
-        printf(", %d micro-steps per step", s->o->accum);
-    printf("\n  per rank (rank 0): params %zu B, grads %zu B, optimiser %zu B = %zu B; "
-           "ZeRO formula %.0f B; engine work buffers +%zu B\n",
-           zm.param_bytes, zm.grad_bytes, zm.optim_bytes,
-           zm.param_bytes + zm.grad_bytes + zm.optim_bytes, zm.formula_bytes, zm.work_bytes);
+        snprintf(micro, sizeof micro, ", %d micro-steps per step", s->o->accum);
+    run_say(s->run, WEFT_RUN_OUT,
+            "data parallel: %d ranks, full sync, ZeRO stage %d, %d buckets%s\n"
+            "  per rank (rank 0): params %zu B, grads %zu B, optimiser %zu B = %zu B; "
+            "ZeRO formula %.0f B; engine work buffers +%zu B\n",
+            s->world, s->o->zero, weft_zero_bucket_count(s->z), micro, zm.param_bytes,
+            zm.grad_bytes, zm.optim_bytes, zm.param_bytes + zm.grad_bytes + zm.optim_bytes,
+            zm.formula_bytes, zm.work_bytes);
 }
 
 /* Whether this step's loss and accuracy must be the job's: where the job
  * spans clusters their all-reduce is one more crossing of the WAN a step,
- * so it runs only on the steps the progress line prints (report.c's rule)
+ * so it runs only on the steps the progress line prints (run_report.c's rule)
  * and on every step when a metrics file records them all. In one cluster
  * it is cheap and runs every step. */
 static int full_reports(const train_sync *s)
@@ -94,11 +96,13 @@ static void full_summary(const train_sync *s)
         return;
     weft_zero_mem zm;
     weft_zero_memory(s->z, &zm);
-    printf("between steps (rank 0): params + grads + optimiser resident %zu B; "
-           "ZeRO formula %.0f B\n", zm.resident_bytes, zm.formula_bytes);
+    run_say(s->run, WEFT_RUN_OUT,
+            "between steps (rank 0): params + grads + optimiser resident %zu B; "
+            "ZeRO formula %.0f B\n", zm.resident_bytes, zm.formula_bytes);
     if (zm.layerwise)
-        printf("during a step (rank 0, layer by layer): at most %zu B resident; the bound is "
-               "the shards + %zu B\n", zm.peak_bytes, zm.work_bytes);
+        run_say(s->run, WEFT_RUN_OUT,
+                "during a step (rank 0, layer by layer): at most %zu B resident; the bound is "
+                "the shards + %zu B\n", zm.peak_bytes, zm.work_bytes);
 }
 
 static uint64_t full_bytes(const train_sync *s)
@@ -142,8 +146,8 @@ static int compress_open(train_sync *s, weft_model *m, const weft_optim_config *
 
 static void compress_describe(const train_sync *s)
 {
-    printf("data parallel: %d ranks, full sync, gradients compressed %s\n", s->world,
-           s->o->compress);
+    run_say(s->run, WEFT_RUN_OUT, "data parallel: %d ranks, full sync, gradients compressed %s\n",
+            s->world, s->o->compress);
 }
 
 static int compress_step(train_sync *s, train_step *st, float lr)

@@ -1,0 +1,39 @@
+/* Elastic training across clusters: --elastic with --sync diloco:H or
+ * hier:full/diloco:H. run_sync_churn.c is the sync mode (the outer step on
+ * an outer_sync the run holds, so that its state outlives a membership
+ * change); run_elastic_churn.c drops a cluster lost mid-outer-step and
+ * admits a restarted one at an outer-step boundary. This header is the
+ * mode's: its state and what the membership change asks of it. */
+#ifndef WEFT_RUN_RUN_CHURN_H
+#define WEFT_RUN_RUN_CHURN_H
+
+#include "run/run_int.h"
+
+#include "train/sync_outer.h"
+
+struct sync_churn {
+    outer_sync *outer;
+    long steps;  /* inner steps since the launch: the outer steps' clock */
+    int period;  /* H */
+    weft_model *m;
+};
+
+/* DiLoCo's inner optimiser (run_sync_params.c) */
+void sync_diloco_defaults(opts *o);
+
+/* The outer state that a membership change carries: anchors and momenta
+ * (churn_floats of them) and the counters cnt = { steps, synced }. */
+size_t churn_floats(const train_sync *s);
+void churn_export(const train_sync *s, float *buf, int64_t cnt[2]);
+void churn_import(train_sync *s, const float *buf, const int64_t cnt[2]);
+/* Whether the next step starts an outer period (joiners come in there). */
+int churn_boundary(const train_sync *s);
+/* This step's outer step, over the ranks present now (after a shrink),
+ * this rank's pseudo-gradient weighed (outer_weigh). */
+int churn_outer_now(train_sync *s, float weight);
+/* Aborts the mode's own communicators before the state is closed. */
+void churn_abort(train_sync *s);
+/* hier: the ranks of a cluster (the most of any cluster in c); 0 flat. */
+int churn_cluster_size(const train_sync *s, weft_comm *c);
+
+#endif

@@ -1,0 +1,160 @@
+/* The run's checkpoints: --resume (the run options and the state they
+ * restore) and saving. A checkpoint holds the whole run (model, optimiser,
+ * rng, data position), never the launch (ranks, ZeRO stage, sync mode), so
+ * it resumes on any number of ranks. */
+#include "run/run_ckpt.h"
+
+#include "run/run_config.h"
+#include "run/run_model.h"
+#include "run/run_paths.h"
+#include "run/run_pipeline.h"
+
+#include <string.h>
+
+int ckpt_resume(weft_run *t, opts *o, long *start_step, weft_ckpt **out)
+{
+    *out = NULL;
+    /* the run's outputs too: this is the first place that sees the options */
+    int rc = path_check(t, "--save", o->save, 0, 1);
+    if (rc == 0)
+        rc = path_check(t, "--metrics", o->metrics, 0, 1);
+    if (rc == 0)
+        rc = path_check(t, "--resume", o->resume, 0, 0);
+    if (rc != 0 || !o->resume[0])
+        return rc;
+    weft_ckpt *ck;
+    rc = weft_ckpt_load(&ck, o->resume);
+    if (rc != 0)
+        return run_fail(t, rc, "cannot load checkpoint %s: %s", o->resume, weft_strerror(rc));
+    char args[4096];
+    uint64_t s = 0;
+    if (weft_ckpt_get_str(ck, "train/args", args, sizeof args) != 0 ||
+        weft_ckpt_get_u64(ck, "train/step", &s) != 0) {
+        weft_ckpt_free(ck);
+        return run_fail(t, WEFT_EIO, "%s: not a weft-train checkpoint", o->resume);
+    }
+    /* the saved weights and optimiser state only fit their own shape */
+    unsigned fixed = 1u << O_MODEL | 1u << O_OPTIM | 1u << O_MOMENTUM | 1u << O_WD |
+                     1u << O_LAYERS | 1u << O_HEADS | 1u << O_DIM;
+    if (o->set & fixed)
+        run_say(t, WEFT_RUN_WARN,
+                "warning: the model and optimiser come from %s; "
+                "--model/--optim/--momentum/--weight-decay/--layers/--heads/--dim "
+                "are ignored\n", o->resume);
+    rc = run_opts_merge(t, &o->r, o->set & ~fixed, args);
+    if (rc != 0) {
+        weft_ckpt_free(ck);
+        return rc;
+    }
+    *start_step = (long)s;
+    *out = ck;
+    return 0;
+}
+
+int ckpt_restore_model(weft_run *t, weft_ckpt *ck, const char *path, weft_model **m,
+                       weft_optim_config *oc, weft_rng *rng)
+{
+    int rc = weft_ckpt_get_model(ck, m);
+    if (rc == 0)
+        rc = weft_ckpt_optim_config(ck, oc);
+    if (rc == 0)
+        rc = weft_ckpt_get_rng(ck, "rng", rng);
+    if (rc != 0)
+        return run_fail(t, rc, "%s: %s", path, weft_strerror(rc));
+    return 0;
+}
+
+int ckpt_restore_data(weft_run *t, weft_ckpt *ck, const char *path, weft_loader *l,
+                      const data_sets *d)
+{
+    weft_model_config cfg;
+    char source[1200], spec[256];
+    if (weft_ckpt_model_config(ck, &cfg) != 0)
+        return run_fail(t, WEFT_EIO, "%s: no model config", path);
+    weft_model_config_format(&cfg, spec, sizeof spec);
+    snprintf(source, sizeof source, "%s from %s", spec, path);
+    int rc = model_check_fit(t, &cfg, d, source); /* before the first step reads a sample */
+    if (rc != 0)
+        return rc;
+    uint64_t pos;
+    if (weft_ckpt_get_u64(ck, "data/position", &pos) != 0)
+        return run_fail(t, WEFT_EIO, "%s: no data position", path);
+    weft_loader_seek(l, pos);
+    char name[sizeof d->ti.name];
+    uint64_t samples;
+    if (weft_ckpt_get_str(ck, "data/name", name, sizeof name) == 0 &&
+        weft_ckpt_get_u64(ck, "data/samples", &samples) == 0 &&
+        (strcmp(name, d->ti.name) != 0 || samples != d->ti.n))
+        run_say(t, WEFT_RUN_WARN,
+                "warning: the checkpoint was trained on %s (%llu samples), this "
+                "run reads %s (%llu)\n",
+                name, (unsigned long long)samples, d->ti.name, (unsigned long long)d->ti.n);
+    return 0;
+}
+
+/* Rank 0's checkpoint of the state as gathered (whole, whole_opt: the
+ * pipeline's assembly; NULL otherwise). */
+static int ckpt_write(weft_run *t, const char *path, long step, weft_model *whole,
+                      weft_optim *whole_opt)
+{
+    const run_opts *r = &t->o->r;
+    const data_sets *d = t->d;
+    weft_zero *z = t->sync.z;
+    weft_ckpt *c = NULL;
+    char args[4096];
+    run_opts_format(r, args, sizeof args);
+    int rc = weft_ckpt_new(&c);
+    if (rc == 0)
+        rc = weft_ckpt_put_str(c, "format", "weft-train 1");
+    if (rc == 0)
+        rc = weft_ckpt_put_str(c, "train/args", args);
+    if (rc == 0)
+        rc = weft_ckpt_put_u64(c, "train/step", (uint64_t)step);
+    if (rc == 0)
+        rc = weft_ckpt_put_model(c, whole ? whole : t->m);
+    if (rc == 0)
+        rc = whole_opt ? weft_ckpt_put_optim(c, whole_opt) : weft_zero_put_optim(z, c);
+    if (rc == 0)
+        rc = weft_ckpt_put_rng(c, "rng", &t->rng);
+    if (rc == 0)
+        rc = weft_ckpt_put_u64(c, "data/position", weft_loader_position(t->loader));
+    if (rc == 0)
+        rc = weft_ckpt_put_u64(c, "data/global_batch", (uint64_t)r->batch);
+    if (rc == 0)
+        rc = weft_ckpt_put_u64(c, "data/seed", r->seed);
+    if (rc == 0)
+        rc = weft_ckpt_put_str(c, "data/name", d->ti.name);
+    if (rc == 0)
+        rc = weft_ckpt_put_u64(c, "data/samples", d->ti.n);
+    if (rc == 0)
+        rc = weft_ckpt_save(c, path);
+    weft_ckpt_free(c);
+    if (rc != 0)
+        return run_fail(t, rc, "cannot save checkpoint %s: %s", path, weft_strerror(rc));
+    return 0;
+}
+
+/* Collective when z spans the job (full sync): a sharded optimiser is
+ * gathered to rank 0, which writes. */
+int ckpt_save(weft_run *t, const char *path, long step)
+{
+    weft_zero *z = t->sync.z;
+    /* a pipeline's stages are assembled into the whole model on the lead */
+    weft_optim *whole_opt = NULL;
+    weft_model *whole = NULL;
+    int rc = t->pl ? pipeline_gather(t->pl, t->m, z, &whole_opt, &whole) : 0;
+    if (rc != 0 || (t->pl && !t->lead))
+        return rc;
+    if (!t->pl)
+        rc = weft_zero_gather_params(z);
+    if (rc == 0 && !t->pl && t->rank != 0 && t->sync.shared)
+        rc = weft_zero_put_optim(z, NULL);
+    if (rc != 0)
+        rc = run_fail(t, rc, "cannot gather the training state for %s: %s", path,
+                      weft_strerror(rc));
+    if (rc == 0 && t->rank == 0)
+        rc = ckpt_write(t, path, step, whole, whole_opt);
+    weft_model_destroy(whole);
+    weft_optim_destroy(whole_opt);
+    return rc;
+}
