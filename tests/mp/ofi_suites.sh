@@ -85,7 +85,7 @@ else
     run shm test_coll broadcast_tree reduce_scatter_rabenseifner allgather_hier barrier
     # 4 ranks on tcp: large transfers are under way when a failure closes
     # endpoints, which rxm 1.17 over tcp survives only if they are let in
-    # first (docs/ARCHITECTURE.md, "Transports")
+    # first (docs/TRANSPORTS.md)
     run tcp test_mismatch every_field_every_algo_4_tcp
     # and with tagged chunks only, whose bodies rxm sends by rendezvous:
     # one left unexpected by a sender that closed crashed its receiver
