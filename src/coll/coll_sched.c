@@ -3,6 +3,7 @@
 
 #include "coll/comm_cluster.h"
 #include "coll/exec/exec.h"
+#include "coll/sched/sched.h"
 
 #include <stdint.h>
 #include <stdlib.h>

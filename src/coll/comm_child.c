@@ -13,7 +13,7 @@
 /* The child opened: its listeners where the parent listens, its store
  * joined; *addr gets what to publish. Errors recorded on c. */
 static int child_open(weft_comm *c, int rank, int n, uint64_t id, comm_addr *addr,
-                    weft_comm **out)
+                      weft_comm **out)
 {
     char ip[64], err[256];
     weft_comm *child;
@@ -95,7 +95,7 @@ static int child_link(weft_comm *c, weft_comm *child, const int *members,
     return 0;
 }
 
-
+/* One routine for every child: open, exchange, link; freed on failure. */
 int comm_child_make(weft_comm *c, int rank, int n, uint64_t id, const comm_child_plan *p,
                     weft_comm **out)
 {

@@ -11,7 +11,7 @@
 #include <stdatomic.h>
 
 #include "bootstrap/store.h"
-#include "coll/sched/sched.h"
+#include "coll/sched/plan.h"
 #include "core/flight.h"
 #include "core/param.h"
 #include "transport/ofi.h"

@@ -28,11 +28,6 @@ typedef struct {
     int ofi;           /* it moves through libfabric (exec_ofi.c) */
 } opstate;
 
-/* Record that peer died during fp (what: "closed", "was reset"). */
-int exec_fail_peer(weft_comm *c, int peer, const frame_hdr *fp, const char *what);
-/* A complete header arrived in st->h: is it the message op o expects? */
-int exec_check_header(weft_comm *c, const sched_op *o, opstate *st, const frame_hdr *fp);
-
 int exec_same_host(const weft_comm *c, int peer);
 /* The op's bytes, when its pair shares memory; fd is the pair's ready TCP
  * connection (hello, doorbells). 1: progress, 0: none (st->wfd/wev/lk say

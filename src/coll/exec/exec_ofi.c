@@ -5,6 +5,8 @@
  * lands. */
 #include "coll/exec/exec_int.h"
 
+#include "coll/exec/exec_check.h"
+
 #include "coll/exec/callboard.h"
 #include "coll/exec/mismatch.h"
 

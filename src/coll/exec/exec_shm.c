@@ -8,6 +8,8 @@
 
 #include "coll/exec/exec_int.h"
 
+#include "coll/exec/exec_check.h"
+
 #include "coll/reduce.h"
 #include "core/clock.h"
 #include "core/log.h"
