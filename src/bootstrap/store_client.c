@@ -5,6 +5,7 @@
 #include "core/auth.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/param.h"
 #include "transport/sock.h"
 #include "transport/tls.h"
 #include "weft.h"

@@ -1,7 +1,5 @@
 #include "core/log.h"
 
-#include "core/param.h"
-
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,7 +59,7 @@ const char *log_check_subsys(const char *s)
                                   "a leading ^ excluding them";
 }
 
-static int level_of(const char *s, const char *sub)
+int log_level_parse(const char *s, const char *sub)
 {
     int level = parse_level(s), mask = LOG_SUB_ALL;
     if (level < 0) {
@@ -72,24 +70,6 @@ static int level_of(const char *s, const char *sub)
     if (*sub && parse_subsys(sub) >= 0)
         mask = parse_subsys(sub);
     return level | mask << 8;
-}
-
-int log_level_of(const param_set *p)
-{
-    return level_of(p->debug, p->debug_subsys);
-}
-
-int log_level_from_env(void)
-{
-    char err[8];
-    const char *s, *sub;
-    /* a bad value is reported where a handle loads the table; here it
-     * leaves the default */
-    if (param_read_str(PARAM_debug, &s, err, sizeof err))
-        s = "WARN";
-    if (param_read_str(PARAM_debug_subsys, &sub, err, sizeof err))
-        sub = "";
-    return level_of(s, sub);
 }
 
 static void vlog(int level, int rank, const char *fmt, va_list ap)

@@ -20,13 +20,10 @@ enum {
     LOG_SUB_ALL = 0xffff
 };
 
-struct param_set;
-
-/* Level in the low 8 bits, subsystem mask above: from a parameter set's
- * WEFT_DEBUG and WEFT_DEBUG_SUBSYS (core/param.h), or, where there is no
- * set to read, from the environment. */
-int log_level_of(const struct param_set *p);
-int log_level_from_env(void);
+/* Level in the low 8 bits, subsystem mask above, from the texts of
+ * WEFT_DEBUG and WEFT_DEBUG_SUBSYS. Reading them (from a parameter set or
+ * the environment) is core/param.h's: log_level_of, log_level_from_env. */
+int log_level_parse(const char *debug, const char *subsys);
 /* The table's checks of those two: NULL when s is acceptable, else what is. */
 const char *log_check_debug(const char *s);
 const char *log_check_subsys(const char *s);

@@ -436,6 +436,24 @@ int param_check_job(const param_set *p, char *err, size_t cap)
     return 0;
 }
 
+int log_level_of(const param_set *p)
+{
+    return log_level_parse(p->debug, p->debug_subsys);
+}
+
+int log_level_from_env(void)
+{
+    char err[8];
+    const char *s, *sub;
+    /* a bad value is reported where a handle loads the table; here it
+     * leaves the default */
+    if (param_read_str(PARAM_debug, &s, err, sizeof err))
+        s = "WARN";
+    if (param_read_str(PARAM_debug_subsys, &sub, err, sizeof err))
+        sub = "";
+    return log_level_parse(s, sub);
+}
+
 void param_log(const param_set *p, int loglevel, int rank)
 {
     char val[PARAM_STR_MAX + 8], how[96];

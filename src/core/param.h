@@ -107,6 +107,12 @@ const char *param_env(param_id id);
  * the variable as it was set (an alias too), its value and what is allowed. */
 int param_check_job(const param_set *p, char *err, size_t cap);
 
+/* The log threshold (core/log.h's log_level_parse) from a set's
+ * WEFT_DEBUG and WEFT_DEBUG_SUBSYS, or, where there is no set to read,
+ * from the environment. */
+int log_level_of(const param_set *p);
+int log_level_from_env(void);
+
 /* Under WEFT_DEBUG=INIT (loglevel from log_level_of): one line per entry,
  * "WEFT_X = v (source)". Rank 0 lists them all; other ranks only those set
  * by the environment or a config, since defaults are the same everywhere. */

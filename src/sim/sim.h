@@ -63,8 +63,6 @@ int sim_sched_ps(weft_sched *s, const sched_params *p, int nservers);
 
 int sim_run(const sim_job *job, sim_result *out, char *err, size_t errlen);
 
-const char *sim_algo_name(int algo);
-int sim_algo_parse(const char *s, int *algo);
 /* Whether the simulator can build algo's schedule of kind. */
 int sim_algo_has(int algo, weft_coll_kind kind);
 /* NCCL's own cost model of an all-reduce (docs/SIMULATION.md): fixed

@@ -1,7 +1,6 @@
 /* Topologies: the text format, its parser and the built-in presets (which
  * are written in that same format, so each doubles as an example). */
 #include "sim/topo.h"
-#include "sim/sim.h"
 
 #include <ctype.h>
 #include <stdlib.h>
@@ -196,6 +195,89 @@ static int pairs(char **tok, int ntok, const char *const *keys, double **dst, in
     return 0;
 }
 
+/* One line of keyword and values (tok[0] the keyword), into t. */
+static int parse_tokens(sim_topo *t, char **tok, int ntok, char *err, size_t errlen, int line)
+{
+    int *ip = !strcmp(tok[0], "ranks_per_node") ? &t->ranks_per_node
+            : !strcmp(tok[0], "nodes_per_pod") ? &t->nodes_per_pod
+            : !strcmp(tok[0], "pods_per_cluster") ? &t->pods_per_cluster
+            : !strcmp(tok[0], "clusters") ? &t->clusters
+            : !strcmp(tok[0], "nics_per_node") ? &t->nics_per_node
+            : !strcmp(tok[0], "channels") ? &t->channels : NULL;
+    if (ip) {
+        char *end;
+        long v = ntok == 2 ? strtol(tok[1], &end, 10) : 0;
+        if (ntok != 2 || *end || v < 1 || v > 100000000)
+            return bad(err, errlen, line, "expected one positive integer");
+        *ip = (int)v;
+    } else if (!strcmp(tok[0], "link")) {
+        int c = 0;
+        while (ntok > 1 && c < LC_COUNT && strcmp(tok[1], lc_names[c]))
+            c++;
+        if (ntok < 2 || c == LC_COUNT)
+            return bad(err, errlen, line, "link class must be intra, nic, pod or wan");
+        static const char *const keys[] = { "lat_us", "bw_GBps", "ovh_us" };
+        double *dst[] = { &t->lc[c].lat_us, &t->lc[c].bw_GBps, &t->lc[c].ovh_us };
+        int rc = pairs(tok + 2, ntok - 2, keys, dst, 3, err, errlen, line);
+        if (rc)
+            return rc;
+    } else if (!strcmp(tok[0], "compute")) {
+        static const char *const keys[] = { "reduce_GBps", "copy_GBps", "local_us" };
+        double *dst[] = { &t->reduce_GBps, &t->copy_GBps, &t->local_us };
+        int rc = pairs(tok + 1, ntok - 1, keys, dst, 3, err, errlen, line);
+        if (rc)
+            return rc;
+    } else if (!strcmp(tok[0], "cpu")) {
+        static const char *const keys[] = { "cores",    "mem_GBps",  "cache_MiB", "ring_MiB",
+                                            "switch_us", "l2_MiB",   "l2_GBps" };
+        double *dst[] = { &t->cpu_cores,     &t->cpu_mem_GBps, &t->cpu_cache_MiB,
+                          &t->cpu_ring_MiB,  &t->cpu_switch_us, &t->cpu_l2_MiB,
+                          &t->cpu_l2_GBps };
+        int rc = pairs(tok + 1, ntok - 1, keys, dst, 7, err, errlen, line);
+        if (rc)
+            return rc;
+    } else if (!strcmp(tok[0], "protocol")) {
+        int pr;
+        if (ntok < 2 || sim_protocol_parse(tok[1], &pr) || pr == SIM_PROTO_AUTO)
+            return bad(err, errlen, line, "protocol must be ll, ll128 or simple");
+        static const char *const keys[] = { "bw_eff", "chunk_bytes" };
+        sim_protocol_t *q = &t->protocol[pr];
+        double *dst[] = { &q->bw_eff, &q->chunk_bytes };
+        int rc = pairs(tok + 2, ntok - 2, keys, dst, 2, err, errlen, line);
+        if (rc)
+            return rc;
+        if (q->bw_eff <= 0 || q->bw_eff > 1)
+            return bad(err, errlen, line, "bw_eff must be in (0, 1]");
+        q->defined = 1;
+    } else if (!strcmp(tok[0], "hop")) {
+        int a, pr;
+        if (ntok < 3 || sim_algo_parse(tok[1], &a) || sim_protocol_parse(tok[2], &pr) ||
+            pr == SIM_PROTO_AUTO)
+            return bad(err, errlen, line, "hop needs an algorithm and a protocol");
+        static const char *const keys[] = { "intra_us", "nic_us", "base_us" };
+        sim_hop *h = &t->hop[a][pr];
+        double *dst[] = { &h->intra_us, &h->nic_us, &h->base_us };
+        int rc = pairs(tok + 3, ntok - 3, keys, dst, 3, err, errlen, line);
+        if (rc)
+            return rc;
+        h->defined = 1;
+    } else if (!strcmp(tok[0], "proto")) {
+        int a;
+        if (ntok < 2 || sim_algo_parse(tok[1], &a))
+            return bad(err, errlen, line, "proto needs an algorithm name");
+        static const char *const keys[] = { "ovh_us", "bw_eff" };
+        double *dst[] = { &t->proto[a].ovh_us, &t->proto[a].bw_eff };
+        int rc = pairs(tok + 2, ntok - 2, keys, dst, 2, err, errlen, line);
+        if (rc)
+            return rc;
+        if (t->proto[a].bw_eff <= 0 || t->proto[a].bw_eff > 1)
+            return bad(err, errlen, line, "bw_eff must be in (0, 1]");
+    } else {
+        return bad(err, errlen, line, "unknown keyword");
+    }
+    return 0;
+}
+
 int sim_topo_parse(sim_topo *t, const char *text, char *err, size_t errlen)
 {
     defaults(t);
@@ -231,83 +313,9 @@ int sim_topo_parse(sim_topo *t, const char *text, char *err, size_t errlen)
             tok[ntok++] = s;
         if (ntok == 0)
             continue;
-        int *ip = !strcmp(tok[0], "ranks_per_node") ? &t->ranks_per_node
-                : !strcmp(tok[0], "nodes_per_pod") ? &t->nodes_per_pod
-                : !strcmp(tok[0], "pods_per_cluster") ? &t->pods_per_cluster
-                : !strcmp(tok[0], "clusters") ? &t->clusters
-                : !strcmp(tok[0], "nics_per_node") ? &t->nics_per_node
-                : !strcmp(tok[0], "channels") ? &t->channels : NULL;
-        if (ip) {
-            char *end;
-            long v = ntok == 2 ? strtol(tok[1], &end, 10) : 0;
-            if (ntok != 2 || *end || v < 1 || v > 100000000)
-                return bad(err, errlen, line, "expected one positive integer");
-            *ip = (int)v;
-        } else if (!strcmp(tok[0], "link")) {
-            int c = 0;
-            while (ntok > 1 && c < LC_COUNT && strcmp(tok[1], lc_names[c]))
-                c++;
-            if (ntok < 2 || c == LC_COUNT)
-                return bad(err, errlen, line, "link class must be intra, nic, pod or wan");
-            static const char *const keys[] = { "lat_us", "bw_GBps", "ovh_us" };
-            double *dst[] = { &t->lc[c].lat_us, &t->lc[c].bw_GBps, &t->lc[c].ovh_us };
-            int rc = pairs(tok + 2, ntok - 2, keys, dst, 3, err, errlen, line);
-            if (rc)
-                return rc;
-        } else if (!strcmp(tok[0], "compute")) {
-            static const char *const keys[] = { "reduce_GBps", "copy_GBps", "local_us" };
-            double *dst[] = { &t->reduce_GBps, &t->copy_GBps, &t->local_us };
-            int rc = pairs(tok + 1, ntok - 1, keys, dst, 3, err, errlen, line);
-            if (rc)
-                return rc;
-        } else if (!strcmp(tok[0], "cpu")) {
-            static const char *const keys[] = { "cores",    "mem_GBps",  "cache_MiB", "ring_MiB",
-                                                "switch_us", "l2_MiB",   "l2_GBps" };
-            double *dst[] = { &t->cpu_cores,     &t->cpu_mem_GBps, &t->cpu_cache_MiB,
-                              &t->cpu_ring_MiB,  &t->cpu_switch_us, &t->cpu_l2_MiB,
-                              &t->cpu_l2_GBps };
-            int rc = pairs(tok + 1, ntok - 1, keys, dst, 7, err, errlen, line);
-            if (rc)
-                return rc;
-        } else if (!strcmp(tok[0], "protocol")) {
-            int pr;
-            if (ntok < 2 || sim_protocol_parse(tok[1], &pr) || pr == SIM_PROTO_AUTO)
-                return bad(err, errlen, line, "protocol must be ll, ll128 or simple");
-            static const char *const keys[] = { "bw_eff", "chunk_bytes" };
-            sim_protocol_t *q = &t->protocol[pr];
-            double *dst[] = { &q->bw_eff, &q->chunk_bytes };
-            int rc = pairs(tok + 2, ntok - 2, keys, dst, 2, err, errlen, line);
-            if (rc)
-                return rc;
-            if (q->bw_eff <= 0 || q->bw_eff > 1)
-                return bad(err, errlen, line, "bw_eff must be in (0, 1]");
-            q->defined = 1;
-        } else if (!strcmp(tok[0], "hop")) {
-            int a, pr;
-            if (ntok < 3 || sim_algo_parse(tok[1], &a) || sim_protocol_parse(tok[2], &pr) ||
-                pr == SIM_PROTO_AUTO)
-                return bad(err, errlen, line, "hop needs an algorithm and a protocol");
-            static const char *const keys[] = { "intra_us", "nic_us", "base_us" };
-            sim_hop *h = &t->hop[a][pr];
-            double *dst[] = { &h->intra_us, &h->nic_us, &h->base_us };
-            int rc = pairs(tok + 3, ntok - 3, keys, dst, 3, err, errlen, line);
-            if (rc)
-                return rc;
-            h->defined = 1;
-        } else if (!strcmp(tok[0], "proto")) {
-            int a;
-            if (ntok < 2 || sim_algo_parse(tok[1], &a))
-                return bad(err, errlen, line, "proto needs an algorithm name");
-            static const char *const keys[] = { "ovh_us", "bw_eff" };
-            double *dst[] = { &t->proto[a].ovh_us, &t->proto[a].bw_eff };
-            int rc = pairs(tok + 2, ntok - 2, keys, dst, 2, err, errlen, line);
-            if (rc)
-                return rc;
-            if (t->proto[a].bw_eff <= 0 || t->proto[a].bw_eff > 1)
-                return bad(err, errlen, line, "bw_eff must be in (0, 1]");
-        } else {
-            return bad(err, errlen, line, "unknown keyword");
-        }
+        int rc = parse_tokens(t, tok, ntok, err, errlen, line);
+        if (rc)
+            return rc;
     }
     if (t->reduce_GBps <= 0 || t->copy_GBps <= 0)
         return bad(err, errlen, line, "compute speeds must be positive");

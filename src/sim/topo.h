@@ -21,6 +21,10 @@ enum sim_algo_extra {
     SIM_ALGO_COUNT
 };
 
+/* Names of those algorithms, as topology files and weft-sim spell them. */
+const char *sim_algo_name(int algo);
+int sim_algo_parse(const char *s, int *algo);
+
 /* NCCL's protocols (docs/SIMULATION.md, "Protocols"); 0 lets the
  * simulator choose, as NCCL's tuner does, the one its model says is
  * fastest. */

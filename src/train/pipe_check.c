@@ -2,6 +2,7 @@
  * lists as the executor does: sends never block, receives only post, a
  * compute waits for the messages it needs; the replay adds the clock. */
 #include "train/pipe_gen.h"
+#include "train/pipe_sched.h"
 #include "weft.h"
 
 #include <stdio.h>

@@ -6,7 +6,7 @@
 #ifndef TRAIN_PIPE_GEN_H
 #define TRAIN_PIPE_GEN_H
 
-#include "train/pipe_sched.h"
+#include "train/pipe_types.h"
 
 /* Appends one action (grows the list); 0 or WEFT_ENOMEM. */
 int pipe_list_push(pipe_list *l, int op, int chunk, int mb, int peer);

@@ -25,6 +25,7 @@
  * schedule ran. Sends and receives are placed by pipe_gen_comms. */
 #include "core/vec.h"
 #include "train/pipe_gen.h"
+#include "train/pipe_sched.h"
 #include "weft.h"
 
 #include <stdarg.h>

@@ -3,6 +3,7 @@
  * catches broken lists and says where. */
 #include "test.h"
 #include "train/pipe_gen.h"
+#include "train/pipe_sched.h"
 #include "weft.h"
 
 #include <math.h>
