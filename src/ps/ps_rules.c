@@ -220,116 +220,134 @@ static int barrier_try(weft_ps *ps)
     return 0;
 }
 
-/* Handle one request from worker w. payload (malloc'd, len bytes) is
- * consumed unless PARK is returned. Negative: this server cannot go on. */
-int ps_rules_handle(weft_ps *ps, int w, const ps_msg *m, void *payload)
+/* What a rule's rc comes to once its payload is consumed: PARK is kept
+ * apart, so a rule's own positive rc can never read as one. */
+static int settled(int rc)
+{
+    return rc < 0 ? rc : DONE;
+}
+
+/* A worker registers a chunk: worker 0's values make it, every other
+ * worker's registration must match them (and waits for them). */
+static int rule_init(weft_ps *ps, int w, const ps_msg *m, void *payload, ps_chunk *c)
+{
+    ps_server *sv = ps->srvst;
+    size_t n = m->len / sizeof(float);
+    int rc;
+    if (c) {
+        if (c->total != m->total || (m->len && c->n != n))
+            return settled(reply_err(ps, w, m, WEFT_EMISMATCH,
+                                     "key %u has %llu elements (chunk %u: %zu) here, worker %d "
+                                     "registers %llu (chunk: %zu)",
+                                     m->key, (unsigned long long)c->total, m->chunk, c->n, w,
+                                     (unsigned long long)m->total, n));
+        return settled(ack_init(ps, w, m, c));
+    }
+    if (!m->len) {
+        if (sv->wk[0].state == WK_DEAD || sv->wk[0].state == WK_BYE)
+            return settled(reply_err(ps, w, m, WEFT_EPEER,
+                                     "worker 0 left before it registered key %u's initial values",
+                                     m->key));
+        return PARK; /* worker 0 brings the values */
+    }
+    if ((rc = ps_table_add(ps, m->key, m->chunk, m->total, n, payload, &c)) ||
+        (rc = ps_ckpt_log(ps, LOG_REC_INIT, c, c->param, 0)))
+        return settled(rc);
+    return settled(ack_init(ps, w, m, c));
+}
+
+/* A push under BSP: summed into this step's gradient, acknowledged when
+ * the step completes; a later step's waits, an earlier step's is dropped. */
+static int rule_push_bsp(weft_ps *ps, int w, const ps_msg *m, void *payload, ps_chunk *c)
+{
+    ps_wk *k = &ps->srvst->wk[w];
+    size_t n = m->len / sizeof(float);
+    int rc;
+    if (m->clock > c->version || c->push_id[w])
+        return PARK; /* a later step's gradient: after this one completes */
+    if (m->clock < c->version) {
+        /* a step this chunk has applied already: a worker resuming after
+         * a crash that cut a step short on some chunks repeats it */
+        log_sub(ps->loglevel, LOG_INFO, LOG_SUB_NET, ps->world_rank,
+                "parameter server %d: worker %d's push for step %lld of chunk %u of key "
+                "%u dropped: the chunk is at step %lld",
+                ps->rank, w, (long long)m->clock, m->chunk, m->key, (long long)c->version);
+        c->seq[w] = c->dseq[w] = m->total; /* taken in, as far as this worker's pulls go */
+        if (!(rc = ps_ckpt_log_seq(ps, c)))
+            rc = ack(ps, w, m);
+        return settled(rc);
+    }
+    for (size_t i = 0; i < n; i++)
+        c->acc[i] += ((const float *)payload)[i];
+    c->contrib++;
+    c->push_id[w] = m->id;
+    c->push_gen[w] = k->gen;
+    c->seq[w] = m->total;
+    return settled(bsp_try_complete(ps, c));
+}
+
+/* A worker's gradient for a chunk; m->total carries its sequence number,
+ * which makes a push sent again after a reconnect harmless. */
+static int rule_push(weft_ps *ps, int w, const ps_msg *m, void *payload, ps_chunk *c)
+{
+    ps_wk *k = &ps->srvst->wk[w];
+    size_t n = m->len / sizeof(float);
+    uint64_t seq = m->total;
+    int rc;
+    if (!c)
+        return settled(reply_err(ps, w, m, WEFT_EINVAL,
+                                 "push to chunk %u of key %u, which no worker registered",
+                                 m->chunk, m->key));
+    if (c->n != n)
+        return settled(reply_err(ps, w, m, WEFT_EMISMATCH,
+                                 "push of %zu floats to chunk %u of key %u, which has %zu", n,
+                                 m->chunk, m->key, c->n));
+    if (seq <= c->seq[w]) {
+        /* sent again after a reconnect: taken in already */
+        if (ps->cfg.consistency == WEFT_PS_BSP && c->push_id[w] && seq == c->seq[w]) {
+            /* still in this step's sum: acknowledged with the step, on
+             * the connection it came back on */
+            c->push_id[w] = m->id;
+            c->push_gen[w] = k->gen;
+            return DONE;
+        }
+        return settled(ack(ps, w, m));
+    }
+    if (ps->cfg.consistency != WEFT_PS_BSP) {
+        int lc = member_count(ps);
+        weft_scale(payload, n, 1.0f / (float)(lc > 0 ? lc : 1));
+        c->seq[w] = c->dseq[w] = seq;
+        if (!(rc = apply(ps, c, payload)))
+            rc = ack(ps, w, m);
+        return settled(rc);
+    }
+    return rule_push_bsp(ps, w, m, payload, c);
+}
+
+/* A pull waits for the worker's own pushes and for the step (BSP) or the
+ * staleness bound (SSP) before the values go out. */
+static int rule_pull(weft_ps *ps, int w, const ps_msg *m, ps_chunk *c)
+{
+    if (!c)
+        return settled(reply_err(ps, w, m, WEFT_EINVAL,
+                                 "pull of chunk %u of key %u, which no worker registered",
+                                 m->chunk, m->key));
+    if (c->seq[w] < m->total)
+        return PARK; /* this worker's own pushes come first */
+    if (ps->cfg.consistency == WEFT_PS_BSP && c->version < m->clock)
+        return PARK;
+    if (ps->cfg.consistency == WEFT_PS_SSP && min_clock(ps) < m->clock - ps->cfg.staleness)
+        return PARK;
+    return settled(send_data(ps, w, m, c));
+}
+
+/* The requests that touch no chunk. */
+static int rule_other(weft_ps *ps, int w, const ps_msg *m)
 {
     ps_server *sv = ps->srvst;
     ps_wk *k = &sv->wk[w];
-    ps_chunk *c = NULL;
     int rc = 0;
-    uint64_t seq;
-    size_t n = m->len / sizeof(float);
-    if (m->type == PS_INIT || m->type == PS_PUSH || m->type == PS_PULL)
-        c = ps_table_find(sv, m->key, m->chunk);
     switch (m->type) {
-    case PS_INIT:
-        if (c) {
-            if (c->total != m->total || (m->len && c->n != n))
-                rc = reply_err(ps, w, m, WEFT_EMISMATCH,
-                               "key %u has %llu elements (chunk %u: %zu) here, worker %d "
-                               "registers %llu (chunk: %zu)",
-                               m->key, (unsigned long long)c->total, m->chunk, c->n, w,
-                               (unsigned long long)m->total, n);
-            else
-                rc = ack_init(ps, w, m, c);
-            break;
-        }
-        if (!m->len) {
-            if (sv->wk[0].state == WK_DEAD || sv->wk[0].state == WK_BYE) {
-                rc = reply_err(ps, w, m, WEFT_EPEER,
-                               "worker 0 left before it registered key %u's initial values",
-                               m->key);
-                break;
-            }
-            return PARK; /* worker 0 brings the values */
-        }
-        if ((rc = ps_table_add(ps, m->key, m->chunk, m->total, n, payload, &c)) ||
-            (rc = ps_ckpt_log(ps, LOG_REC_INIT, c, c->param, 0)))
-            break;
-        rc = ack_init(ps, w, m, c);
-        break;
-    case PS_PUSH:
-        if (!c) {
-            rc = reply_err(ps, w, m, WEFT_EINVAL,
-                           "push to chunk %u of key %u, which no worker registered", m->chunk,
-                           m->key);
-            break;
-        }
-        if (c->n != n) {
-            rc = reply_err(ps, w, m, WEFT_EMISMATCH,
-                           "push of %zu floats to chunk %u of key %u, which has %zu", n,
-                           m->chunk, m->key, c->n);
-            break;
-        }
-        seq = m->total;
-        if (seq <= c->seq[w]) {
-            /* sent again after a reconnect: taken in already */
-            if (ps->cfg.consistency == WEFT_PS_BSP && c->push_id[w] && seq == c->seq[w]) {
-                /* still in this step's sum: acknowledged with the step, on
-                 * the connection it came back on */
-                c->push_id[w] = m->id;
-                c->push_gen[w] = k->gen;
-                break;
-            }
-            rc = ack(ps, w, m);
-            break;
-        }
-        if (ps->cfg.consistency != WEFT_PS_BSP) {
-            int lc = member_count(ps);
-            weft_scale(payload, n, 1.0f / (float)(lc > 0 ? lc : 1));
-            c->seq[w] = c->dseq[w] = seq;
-            if (!(rc = apply(ps, c, payload)))
-                rc = ack(ps, w, m);
-            break;
-        }
-        if (m->clock > c->version || c->push_id[w])
-            return PARK; /* a later step's gradient: after this one completes */
-        if (m->clock < c->version) {
-            /* a step this chunk has applied already: a worker resuming after
-             * a crash that cut a step short on some chunks repeats it */
-            log_sub(ps->loglevel, LOG_INFO, LOG_SUB_NET, ps->world_rank,
-                    "parameter server %d: worker %d's push for step %lld of chunk %u of key "
-                    "%u dropped: the chunk is at step %lld",
-                    ps->rank, w, (long long)m->clock, m->chunk, m->key, (long long)c->version);
-            c->seq[w] = c->dseq[w] = seq; /* taken in, as far as this worker's pulls go */
-            if (!(rc = ps_ckpt_log_seq(ps, c)))
-                rc = ack(ps, w, m);
-            break;
-        }
-        for (size_t i = 0; i < n; i++)
-            c->acc[i] += ((const float *)payload)[i];
-        c->contrib++;
-        c->push_id[w] = m->id;
-        c->push_gen[w] = k->gen;
-        c->seq[w] = seq;
-        rc = bsp_try_complete(ps, c);
-        break;
-    case PS_PULL:
-        if (!c) {
-            rc = reply_err(ps, w, m, WEFT_EINVAL,
-                           "pull of chunk %u of key %u, which no worker registered", m->chunk,
-                           m->key);
-            break;
-        }
-        if (c->seq[w] < m->total)
-            return PARK; /* this worker's own pushes come first */
-        if (ps->cfg.consistency == WEFT_PS_BSP && c->version < m->clock)
-            return PARK;
-        if (ps->cfg.consistency == WEFT_PS_SSP && min_clock(ps) < m->clock - ps->cfg.staleness)
-            return PARK;
-        rc = send_data(ps, w, m, c);
-        break;
     case PS_CLOCK:
         if (m->clock > k->clock)
             k->clock = m->clock;
@@ -361,8 +379,29 @@ int ps_rules_handle(weft_ps *ps, int w, const ps_msg *m, void *payload)
         rc = reply_err(ps, w, m, WEFT_EPROTO, "a %s message is not a request",
                        ps_msg_name(m->type));
     }
+    return settled(rc);
+}
+
+/* Handle one request from worker w. payload (malloc'd, len bytes) is
+ * consumed unless PARK is returned. Negative: this server cannot go on. */
+int ps_rules_handle(weft_ps *ps, int w, const ps_msg *m, void *payload)
+{
+    ps_chunk *c = NULL;
+    int rc;
+    if (m->type == PS_INIT || m->type == PS_PUSH || m->type == PS_PULL)
+        c = ps_table_find(ps->srvst, m->key, m->chunk);
+    if (m->type == PS_INIT)
+        rc = rule_init(ps, w, m, payload, c);
+    else if (m->type == PS_PUSH)
+        rc = rule_push(ps, w, m, payload, c);
+    else if (m->type == PS_PULL)
+        rc = rule_pull(ps, w, m, c);
+    else
+        rc = rule_other(ps, w, m);
+    if (rc == PARK)
+        return PARK;
     free(payload);
-    return rc < 0 ? rc : DONE;
+    return rc;
 }
 
 int ps_rules_park(weft_ps *ps, int w, const ps_msg *m, void *payload)

@@ -789,6 +789,77 @@ static void resolve_proto(sim_job *j)
     }
 }
 
+/* The job at counts c1 < c2 (both simulated), extended along the line
+ * through them to the real count; *period is the fold of the c2 run. */
+static int extrapolate(const sim_job *j, uint64_t count, uint64_t c1, uint64_t c2, int *period,
+                       int *exact, uint64_t *dlen, sim_result *out, char *err, size_t errlen)
+{
+    sim_result r1, r2;
+    memset(&r1, 0, sizeof r1);
+    memset(&r2, 0, sizeof r2);
+    int p1 = sim_find_period(j, c1, j->esize, exact, dlen);
+    int rc = sim_at(j, c1, p1, &r1, err, errlen);
+    int p2 = rc ? 0 : sim_find_period(j, c2, j->esize, exact, dlen);
+    if (!rc)
+        rc = sim_at(j, c2, p2, &r2, err, errlen);
+    if (rc)
+        return rc;
+    double k = (double)(count - c1) / (double)(c2 - c1);
+    *out = r2;
+    out->time_us = r1.time_us + k * (r2.time_us - r1.time_us);
+    for (int c = 0; c < LC_COUNT; c++) {
+        out->bytes[c] = r1.bytes[c] + k * (r2.bytes[c] - r1.bytes[c]);
+        if (r2.util[c] >= 0 && out->time_us > 0 && r2.time_us > 0) {
+            double scale = (out->bytes[c] / (r2.bytes[c] > 0 ? r2.bytes[c] : 1)) *
+                           (r2.time_us / out->time_us);
+            out->util[c] = r2.util[c] * scale;
+            out->util_max[c] = r2.util_max[c] * scale;
+        }
+    }
+    out->ops = r1.ops + r2.ops;
+    out->events = r1.events + r2.events;
+    out->extrapolated = 1;
+    out->count_sim[0] = c1;
+    out->count_sim[1] = c2;
+    *period = p2;
+    return 0;
+}
+
+/* What a simulated run comes to as a result: per call, with the
+ * protocol's fixed cost, the fold and its error bound, and bandwidths as
+ * nccl-tests reports them. */
+static void finish(const sim_job *j, uint64_t count, int period, int exact, uint64_t dlen,
+                   sim_result *out)
+{
+    if (j->calls > 1) {
+        out->time_us /= j->calls;
+        for (int c = 0; c < LC_COUNT; c++)
+            out->bytes[c] /= j->calls;
+    }
+    out->proto = j->proto;
+    if (j->proto > 0)
+        out->time_us += j->topo->hop[j->algo][j->proto].base_us;
+    out->fold = period;
+    out->fold_exact = period && exact;
+    if (period && !exact) {
+        /* each round of a rep may be off by dlen bytes on its slowest link */
+        double minbw = INFINITY;
+        for (int c = 0; c < LC_COUNT; c++)
+            if (j->topo->lc[c].bw_GBps > 0 && j->topo->lc[c].bw_GBps < minbw)
+                minbw = j->topo->lc[c].bw_GBps;
+        double rounds = out->max_rounds;
+        out->fold_err_us = isinf(minbw) ? 0 : rounds * (double)dlen / (minbw * 1e3);
+    }
+    /* nccl-tests' size: the whole buffer, all ranks' blocks for the
+     * collectives whose count is per rank */
+    int blocks = j->kind == WEFT_COLL_ALLGATHER || j->kind == WEFT_COLL_REDUCE_SCATTER ||
+                 j->kind == WEFT_COLL_ALLTOALL || j->kind == WEFT_COLL_GATHER ||
+                 j->kind == WEFT_COLL_SCATTER;
+    double size = (double)count * j->esize * (blocks ? j->nranks : 1);
+    out->algbw_GBps = out->time_us > 0 ? size / (out->time_us * 1e3) : 0;
+    out->busbw_GBps = out->algbw_GBps * sim_bus_factor(j->kind, j->nranks);
+}
+
 static int run_job(const sim_job *job, sim_result *out, char *err, size_t errlen)
 {
     sim_job jj = *job;
@@ -862,63 +933,10 @@ static int run_job(const sim_job *job, sim_result *out, char *err, size_t errlen
         period = sim_find_period(j, count, j->esize, &exact, &dlen);
         rc = sim_at(j, count, period, out, err, errlen);
     } else {
-        sim_result r1, r2;
-        memset(&r1, 0, sizeof r1);
-        memset(&r2, 0, sizeof r2);
-        int p1 = sim_find_period(j, c1, j->esize, &exact, &dlen);
-        rc = sim_at(j, c1, p1, &r1, err, errlen);
-        int p2 = rc ? 0 : sim_find_period(j, c2, j->esize, &exact, &dlen);
-        if (!rc)
-            rc = sim_at(j, c2, p2, &r2, err, errlen);
-        if (!rc) {
-            double k = (double)(count - c1) / (double)(c2 - c1);
-            *out = r2;
-            out->time_us = r1.time_us + k * (r2.time_us - r1.time_us);
-            for (int c = 0; c < LC_COUNT; c++) {
-                out->bytes[c] = r1.bytes[c] + k * (r2.bytes[c] - r1.bytes[c]);
-                if (r2.util[c] >= 0 && out->time_us > 0 && r2.time_us > 0) {
-                    double scale = (out->bytes[c] / (r2.bytes[c] > 0 ? r2.bytes[c] : 1)) *
-                                   (r2.time_us / out->time_us);
-                    out->util[c] = r2.util[c] * scale;
-                    out->util_max[c] = r2.util_max[c] * scale;
-                }
-            }
-            out->ops = r1.ops + r2.ops;
-            out->events = r1.events + r2.events;
-            out->extrapolated = 1;
-            out->count_sim[0] = c1;
-            out->count_sim[1] = c2;
-            period = p2;
-        }
+        rc = extrapolate(j, count, c1, c2, &period, &exact, &dlen, out, err, errlen);
     }
     if (rc)
         return rc;
-    if (j->calls > 1) {
-        out->time_us /= j->calls;
-        for (int c = 0; c < LC_COUNT; c++)
-            out->bytes[c] /= j->calls;
-    }
-    out->proto = j->proto;
-    if (j->proto > 0)
-        out->time_us += j->topo->hop[j->algo][j->proto].base_us;
-    out->fold = period;
-    out->fold_exact = period && exact;
-    if (period && !exact) {
-        /* each round of a rep may be off by dlen bytes on its slowest link */
-        double minbw = INFINITY;
-        for (int c = 0; c < LC_COUNT; c++)
-            if (j->topo->lc[c].bw_GBps > 0 && j->topo->lc[c].bw_GBps < minbw)
-                minbw = j->topo->lc[c].bw_GBps;
-        double rounds = out->max_rounds;
-        out->fold_err_us = isinf(minbw) ? 0 : rounds * (double)dlen / (minbw * 1e3);
-    }
-    /* nccl-tests' size: the whole buffer, all ranks' blocks for the
-     * collectives whose count is per rank */
-    int blocks = j->kind == WEFT_COLL_ALLGATHER || j->kind == WEFT_COLL_REDUCE_SCATTER ||
-                 j->kind == WEFT_COLL_ALLTOALL || j->kind == WEFT_COLL_GATHER ||
-                 j->kind == WEFT_COLL_SCATTER;
-    double size = (double)count * j->esize * (blocks ? j->nranks : 1);
-    out->algbw_GBps = out->time_us > 0 ? size / (out->time_us * 1e3) : 0;
-    out->busbw_GBps = out->algbw_GBps * sim_bus_factor(j->kind, j->nranks);
+    finish(j, count, period, exact, dlen, out);
     return 0;
 }

@@ -235,6 +235,67 @@ int tcp_out(tcp_net *n, int peer, int *fdp, char *err, size_t errlen)
     return out_once(n, peer, fdp, err, errlen, 0);
 }
 
+/* A new connection to peer, its introduction sent: out_fd set, and the
+ * handshake READY, or PENDING the peer's challenge when the job has a
+ * secret. 0, or what stops it with err saying why. */
+static int out_dial(tcp_net *n, int peer, int *fdp, char *err, size_t errlen)
+{
+    tcp_hs *hs = &n->out_hs[peer];
+    int fd, rc;
+    char host[SOCK_ADDR_MAX], e[200];
+    int port;
+    struct {
+        hello_msg h;
+        auth_hello a;
+    } intro;
+    if (n->tls && !secret_of(n)) {
+        snprintf(err, errlen, "WEFT_TLS=1 needs a job secret (WEFT_JOB_SECRET; weftrun "
+                              "sets one)");
+        return WEFT_ECONFIG;
+    }
+    if (sock_split_addr(n->addr[peer], host, sizeof host, &port)) {
+        snprintf(err, errlen, "rank %d published a bad address '%s'", peer, n->addr[peer]);
+        return WEFT_EPROTO;
+    }
+    /* the peer listened before it published its address: a refused
+     * connection means it is gone, so do not retry */
+    fd = sock_connect_once(host, port, clock_now() + n->connect_timeout_s, e, sizeof e);
+    if (fd < 0 && fd != WEFT_ETIMEDOUT && fd != WEFT_EPEER) {
+        /* this rank's own limit (descriptors, ports, memory), not the peer */
+        snprintf(err, errlen, "cannot connect to rank %d: %s", peer, e);
+        return fd;
+    }
+    if (fd < 0) {
+        snprintf(err, errlen, "rank %d died (cannot connect to %s: %s)", peer,
+                 n->addr[peer], e);
+        return WEFT_EPEER;
+    }
+    memset(&intro, 0, sizeof intro);
+    intro.h = (hello_msg){ .magic = HELLO_MAGIC, .version = WIRE_VERSION,
+                           .auth = secret_of(n) != NULL, .comm_id = n->comm_id,
+                           .src = n->rank, .dst = peer };
+    memset(hs, 0, sizeof *hs);
+    if (secret_of(n) && (rc = auth_start(&hs->mine, AUTH_ROLE_DATA))) {
+        close(fd);
+        snprintf(err, errlen, "no random numbers for authentication");
+        return rc;
+    }
+    intro.a = hs->mine;
+    rc = sock_write_full(fd, &intro, secret_of(n) ? sizeof intro : sizeof intro.h,
+                         clock_now() + n->connect_timeout_s);
+    if (rc) {
+        close(fd);
+        snprintf(err, errlen, "rank %d died (cannot introduce this rank at %s: %s)", peer,
+                 n->addr[peer], weft_strerror(rc));
+        return rc == WEFT_ETIMEDOUT ? WEFT_EPEER : rc;
+    }
+    sock_set_nonblock(fd, 1);
+    n->out_fd[peer] = fd;
+    hs->state = secret_of(n) ? HS_PENDING : HS_READY;
+    *fdp = fd;
+    return 0;
+}
+
 /* again: this call already found a handshake closed and dialled anew. */
 static int out_once(tcp_net *n, int peer, int *fdp, char *err, size_t errlen, int again)
 {
@@ -244,58 +305,8 @@ static int out_once(tcp_net *n, int peer, int *fdp, char *err, size_t errlen, in
         *fdp = fd;
         return 1;
     }
-    if (fd < 0) {
-        char host[SOCK_ADDR_MAX], e[200];
-        int port;
-        struct {
-            hello_msg h;
-            auth_hello a;
-        } intro;
-        if (n->tls && !secret_of(n)) {
-            snprintf(err, errlen, "WEFT_TLS=1 needs a job secret (WEFT_JOB_SECRET; weftrun "
-                                  "sets one)");
-            return WEFT_ECONFIG;
-        }
-        if (sock_split_addr(n->addr[peer], host, sizeof host, &port)) {
-            snprintf(err, errlen, "rank %d published a bad address '%s'", peer, n->addr[peer]);
-            return WEFT_EPROTO;
-        }
-        /* the peer listened before it published its address: a refused
-         * connection means it is gone, so do not retry */
-        fd = sock_connect_once(host, port, clock_now() + n->connect_timeout_s, e, sizeof e);
-        if (fd < 0 && fd != WEFT_ETIMEDOUT && fd != WEFT_EPEER) {
-            /* this rank's own limit (descriptors, ports, memory), not the peer */
-            snprintf(err, errlen, "cannot connect to rank %d: %s", peer, e);
-            return fd;
-        }
-        if (fd < 0) {
-            snprintf(err, errlen, "rank %d died (cannot connect to %s: %s)", peer,
-                     n->addr[peer], e);
-            return WEFT_EPEER;
-        }
-        memset(&intro, 0, sizeof intro);
-        intro.h = (hello_msg){ .magic = HELLO_MAGIC, .version = WIRE_VERSION,
-                               .auth = secret_of(n) != NULL, .comm_id = n->comm_id,
-                               .src = n->rank, .dst = peer };
-        memset(hs, 0, sizeof *hs);
-        if (secret_of(n) && (rc = auth_start(&hs->mine, AUTH_ROLE_DATA))) {
-            close(fd);
-            snprintf(err, errlen, "no random numbers for authentication");
-            return rc;
-        }
-        intro.a = hs->mine;
-        rc = sock_write_full(fd, &intro, secret_of(n) ? sizeof intro : sizeof intro.h,
-                             clock_now() + n->connect_timeout_s);
-        if (rc) {
-            close(fd);
-            snprintf(err, errlen, "rank %d died (cannot introduce this rank at %s: %s)", peer,
-                     n->addr[peer], weft_strerror(rc));
-            return rc == WEFT_ETIMEDOUT ? WEFT_EPEER : rc;
-        }
-        sock_set_nonblock(fd, 1);
-        n->out_fd[peer] = fd;
-        hs->state = secret_of(n) ? HS_PENDING : HS_READY;
-    }
+    if (fd < 0 && (rc = out_dial(n, peer, &fd, err, errlen)))
+        return rc;
     *fdp = fd;
     if (hs->state == HS_READY)
         return ready(n, peer, fdp, err, errlen);
