@@ -112,8 +112,8 @@ TEST(malformed_refused)
         "rdv1 1 x: 0: 0: 0: 0:",
         "rdv1 1 0:  0: 0: 0: 0:",
         "rdv1 1 99999:a 0: 0: 0: 0:",         /* too many digits */
-        "rdv1 1 80:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-        " 0: 0: 0: 0:",                        /* longer than its array */
+        ("rdv1 1 80:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+         " 0: 0: 0: 0:"),                      /* longer than its array */
         "rdv1 1 2:a\tb 0: 0: 0: 0:",
         "rdv1 10: 0: 0: 0: 0:",
     };
