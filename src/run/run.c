@@ -18,6 +18,8 @@
 #include "run/run_sync.h"
 #include "run/run_sync_time.h"
 
+#include "core/clock.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -185,6 +187,20 @@ static int setup_train(weft_run *t, weft_ckpt *ck)
     return setup_report(t);
 }
 
+/* Every option's value, settled in one place before any check reads one:
+ * a checkpoint's saved run options (--resume; those given on the command
+ * line win), then the defaults of what is still unset. *ck: the
+ * checkpoint, NULL without --resume. */
+static int resolve_options(weft_run *t, opts *o, long *start_step, weft_ckpt **ck)
+{
+    *start_step = 0;
+    *ck = NULL;
+    int rc = ckpt_resume(t, o, start_step, ck);
+    if (rc == 0)
+        run_opts_defaults(&o->r);
+    return rc;
+}
+
 /* Everything weft_run_open does once the handle exists. */
 static int run_setup(weft_run *t, weft_comm *comm, int joined)
 {
@@ -199,7 +215,7 @@ static int run_setup(weft_run *t, weft_comm *comm, int joined)
     if (comm && weft_comm_rank(comm) != 0)
         o->quiet = 1; /* rank 0 speaks for the job */
     weft_ckpt *ck = NULL;
-    rc = run_resolve_options(t, o, &t->start_step, &ck); /* before any check */
+    rc = resolve_options(t, o, &t->start_step, &ck); /* before any check */
     if (rc == 0)
         rc = elastic_check(t, o, comm);
     if (rc == 0)
@@ -270,7 +286,7 @@ static int run_evaluate(weft_run *t, long step)
 static int finish_sync(weft_run *t, double *train_s, double *cpu_all, double *cpu_main)
 {
     int rc;
-    double t0 = now_s();
+    double t0 = clock_now();
     sync_time_mark(&t->sync);
     if ((rc = sync_drain(&t->sync, &t->sched)) != 0)
         return run_fail(t, rc, "last gradients: %s: %s", weft_strerror(rc),
@@ -278,7 +294,7 @@ static int finish_sync(weft_run *t, double *train_s, double *cpu_all, double *cp
     if ((rc = sync_finish(&t->sync)) != 0)
         return run_fail(t, rc, "final parameter average: %s: %s", weft_strerror(rc),
                         weft_comm_error(t->comm));
-    double end = now_s();
+    double end = clock_now();
     *train_s = end - t->pg.start;
     t->sync.final_s = end - t0;
     cpu_s(cpu_all, cpu_main);

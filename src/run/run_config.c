@@ -3,8 +3,7 @@
  * that read them together. Keys are weft-train's long options. */
 #include "run/run_config.h"
 
-#include "run/run_ckpt.h"
-#include "run/run_elastic.h"
+#include "run/run_elastic_hooks.h"
 
 #include "core/size.h"
 #include "train/pipe_sched.h"
@@ -249,19 +248,6 @@ void run_opts_defaults(run_opts *r)
         else
             r->epochs = 1;
     }
-}
-
-/* Every option's value, settled in one place before any check reads one:
- * a checkpoint's saved run options (--resume; those given on the command
- * line win), then the defaults of what is still unset. */
-int run_resolve_options(weft_run *t, opts *o, long *start_step, weft_ckpt **ck)
-{
-    *start_step = 0;
-    *ck = NULL;
-    int rc = ckpt_resume(t, o, start_step, ck);
-    if (rc == 0)
-        run_opts_defaults(&o->r);
-    return rc;
 }
 
 /* "key=value" lines, the form checkpoints store. */

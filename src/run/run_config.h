@@ -15,10 +15,6 @@ int run_config_key(opts *o, const char *key, const char *v, char *err, size_t ca
  * weft_run_open); joining: what a process joining a running job cannot
  * carry too. WEFT_ECONFIG with the message in err. */
 int run_config_check(const opts *o, int joining, char *err, size_t cap);
-/* Every option's value settled before any check reads one: the
- * checkpoint's run options (--resume), then the defaults. *ck: the
- * checkpoint, NULL without --resume. */
-int run_resolve_options(weft_run *t, opts *o, long *start_step, weft_ckpt **ck);
 
 int run_opts_is_gpt(const run_opts *r);
 /* "plain" or a comma list of padded, reversed, answer-loss; -1 if bad. */

@@ -27,76 +27,17 @@
 #include "run/run_elastic.h"
 
 #include "run/run_churn.h"
-#include "run/run_data.h"
 #include "run/run_elastic_churn.h"
+#include "run/run_elastic_hooks.h"
+#include "run/run_elastic_member.h"
 #include "run/run_pipeline.h"
-#include "run/run_report.h"
 #include "run/run_sync.h"
 
+#include "core/clock.h"
+
 #include <limits.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* One --kill-at entry at a time; NULL at the end, or where one is bad. */
-static const char *kill_entry(const char *p, long *rank, long *step, int *recover)
-{
-    char *end;
-    *rank = strtol(p, &end, 10);
-    if (end == p || *end != ':')
-        return NULL;
-    p = end + 1;
-    *step = strtol(p, &end, 10);
-    if (end == p || *rank < 0 || *step < 0)
-        return NULL;
-    *recover = strncmp(end, ":recover", 8) == 0;
-    end += *recover ? 8 : 0;
-    if (*end == ',')
-        return end + 1;
-    return *end ? NULL : end;
-}
-
-int elastic_option(opts *o, const char *key, const char *v, char *err, size_t cap)
-{
-    if (strcmp(key, "kill-at") == 0) {
-        long r, s;
-        int rec;
-        const char *p = v;
-        while (p && *p)
-            p = kill_entry(p, &r, &s, &rec);
-        if (!p || strlen(v) >= sizeof o->kill_at) {
-            snprintf(err, cap, "--kill-at: want RANK:STEP[:recover][,...], not '%s'", v);
-            return WEFT_EINVAL;
-        }
-        strcpy(o->kill_at, v);
-        return 1;
-    }
-    if (strcmp(key, "trace-samples") == 0) {
-        if (strlen(v) + 16 >= sizeof o->trace) {
-            snprintf(err, cap, "--trace-samples: path too long");
-            return WEFT_EINVAL;
-        }
-        strcpy(o->trace, v);
-        return 1;
-    }
-    return 0;
-}
-
-void kill_point(const weft_run *t, long step, int recover)
-{
-    long r, s;
-    int rec;
-    const char *p = t->o->kill_at;
-    if (t->el.slot < 0)
-        return; /* a replacement is not killed again */
-    while (p && *p) {
-        p = kill_entry(p, &r, &s, &rec);
-        if (r == t->el.slot && s == step && rec == recover) {
-            fflush(NULL); /* what the run said so far, as a killed process leaves it */
-            raise(SIGKILL);
-        }
-    }
-}
 
 int elastic_check(weft_run *t, const opts *o, weft_comm *comm)
 {
@@ -128,59 +69,6 @@ int elastic_check(weft_run *t, const opts *o, weft_comm *comm)
     return 0;
 }
 
-/* ---- the sample trace (--trace-samples) ---------------------------------- */
-
-int elastic_trace(weft_run *t, long step, const weft_batch *b)
-{
-    trace_slot *sl = &t->el.tr;
-    if (!t->el.trace || (t->pl && !pipeline_traces(t->pl)))
-        return 0;
-    uint64_t *ids = realloc(sl->ids, (size_t)(b->n > 0 ? b->n : 1) * sizeof *ids);
-    if (!ids)
-        return run_fail(t, WEFT_ENOMEM, "out of memory");
-    sl->ids = ids;
-    memcpy(ids, b->index, (size_t)b->n * sizeof *ids);
-    sl->n = b->n;
-    sl->step = step;
-    return 0;
-}
-
-/* Lines "step id view": a step taken again after ZeRO 1-3 went back to it
- * is there twice, and its later view is the one that counts. */
-void elastic_commit(weft_run *t, long next)
-{
-    elastic_state *e = &t->el;
-    trace_slot *sl = &e->tr;
-    if (!e->trace || sl->step < 0)
-        return;
-    if (sl->step < next)
-        for (int i = 0; i < sl->n; i++)
-            fprintf(e->trace, "%ld %llu %lld\n", sl->step, (unsigned long long)sl->ids[i],
-                    (long long)e->view);
-    fflush(e->trace);
-    sl->step = -1;
-}
-
-/* ---- leaving one communicator and entering the next ---------------------- */
-
-/* Kept while the training state is rebuilt: full_open's broadcast from
- * rank 0 would overwrite the parameters. */
-int keep_state(weft_run *t)
-{
-    elastic_state *e = &t->el;
-    size_t n = t->nparams;
-    int ns = weft_optim_state_count(t->opt);
-    float *k = realloc(e->keep, (size_t)(ns + 1) * n * sizeof *k);
-    if (!k)
-        return run_fail(t, WEFT_ENOMEM, "out of memory");
-    e->keep = k;
-    memcpy(k, weft_model_params(t->m, &n), n * sizeof *k);
-    for (int i = 0; i < ns; i++)
-        memcpy(k + (size_t)(i + 1) * n, weft_optim_state(t->opt, i, NULL), n * sizeof *k);
-    e->keep_steps = weft_optim_steps(t->opt);
-    return 0;
-}
-
 /* The kept state and the one before change places: back to the start of
  * the step before (after keep_step). */
 static void back_one(elastic_state *e)
@@ -199,109 +87,6 @@ static int keep_step(weft_run *t)
 {
     back_one(&t->el);
     return keep_state(t);
-}
-
-static void restore_state(weft_run *t)
-{
-    elastic_state *e = &t->el;
-    size_t n = t->nparams;
-    int ns = weft_optim_state_count(t->opt);
-    memcpy(weft_model_params(t->m, &n), e->keep, n * sizeof *e->keep);
-    for (int i = 0; i < ns; i++)
-        memcpy(weft_optim_state(t->opt, i, NULL), e->keep + (size_t)(i + 1) * n,
-               n * sizeof *e->keep);
-    weft_optim_set_steps(t->opt, e->keep_steps);
-}
-
-void leave_comm(weft_run *t)
-{
-    if (t->sync.mreq) {
-        weft_wait(t->sync.mreq); /* fails at once on a failed communicator */
-        t->sync.mreq = NULL;
-    }
-    sync_close(&t->sync);
-    t->opt = NULL;
-    weft_comm_destroy(t->comm); /* a failed one reports it again: nothing to do */
-    t->comm = t->job = NULL;
-}
-
-/* A failure of the returned code is the communicator's (a death: another
- * round of the recovery) unless the run has failed (run_fail), which no
- * round mends. */
-int enter_comm(weft_run *t, weft_comm *c, weft_comm *job)
-{
-    t->comm = c;
-    t->job = job;
-    t->rank = c ? weft_comm_rank(c) : 0;
-    t->world = c ? weft_comm_size(c) : 1;
-    int rc = sync_pick(&t->sync, t, t->o, c);
-    if (rc)
-        return rc;
-    rc = sync_open(&t->sync, t->m, &t->el.keep_oc, NULL);
-    if (!t->sync.z)
-        return run_fail(t, rc ? rc : WEFT_ENOMEM, "elastic: the training state over %d ranks: %s",
-                        t->world, weft_strerror(rc));
-    if (t->sync.comm != c) { /* the churn mode waited for a cluster's other ranks */
-        t->comm = t->job = t->sync.comm;
-        t->rank = weft_comm_rank(t->comm);
-        t->world = weft_comm_size(t->comm);
-    }
-    t->opt = weft_zero_optim(t->sync.z);
-    if (t->o->zero == 0)
-        restore_state(t); /* stages 1-3: weft_zero_import, after the hand-over */
-    if (t->pl) {
-        int arc = pipeline_attach(t->pl, t->m, t->sync.z);
-        if (arc)
-            return arc;
-    }
-    return rc;
-}
-
-/* --accum for this many ranks: a rank's micro-batch stays what it was at
- * the launch (the global batch stays put), so memory per micro-step does
- * too; at most as many micro-steps as leave every one a sample. */
-static int accum_for(const elastic_state *e, int world, int batch)
-{
-    long a = ((long)e->accum0 * e->world0 + world - 1) / world;
-    if (a < e->accum0)
-        a = e->accum0;
-    if (a * world > batch)
-        a = batch / world;
-    return a < 1 ? 1 : (int)a;
-}
-
-void header(const weft_run *t, long k, int64_t opt_steps, int64_t h[6])
-{
-    const elastic_state *e = &t->el;
-    h[0] = k;
-    h[1] = opt_steps;
-    h[2] = (int64_t)(e->pos_base + (uint64_t)(k - e->step_base) * (uint64_t)t->o->r.batch);
-    h[3] = e->world0;
-    h[4] = e->accum0;
-    h[5] = e->view + 1;
-}
-
-/* Over the world as it is now. */
-int apply_header(weft_run *t, const int64_t h[6], long *step)
-{
-    elastic_state *e = &t->el;
-    e->step_base = (long)h[0];
-    e->pos_base = (uint64_t)h[2];
-    e->world0 = (int)h[3];
-    e->accum0 = (int)h[4];
-    e->view = h[5];
-    if (!t->pl) /* a pipeline raised its micro-batches instead */
-        t->o->accum = accum_for(e, t->world, t->o->r.batch);
-    weft_loader_free(t->loader);
-    t->loader = NULL;
-    int rc = data_loader(t, &t->o->r, t->d, t->rank, t->world, t->o->accum, "ranks",
-                         &t->loader);
-    if (rc)
-        return rc;
-    weft_loader_seek(t->loader, e->pos_base);
-    elastic_commit(t, e->step_base);
-    *step = e->step_base;
-    return 0;
 }
 
 /* Every member takes the state of the first one that completed the most
@@ -357,52 +142,6 @@ static int full_new(weft_run *t, float **out)
 {
     *out = calloc(weft_zero_full_count(t->sync.z), sizeof **out);
     return *out ? 0 : run_fail(t, WEFT_ENOMEM, "out of memory");
-}
-
-int params_same(weft_comm *c, weft_model *m, uint64_t *hash, int *same)
-{
-    size_t n;
-    const unsigned char *p = (const unsigned char *)weft_model_params(m, &n);
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < n * sizeof(float); i++)
-        h = (h ^ p[i]) * 1099511628211ull;
-    int64_t v[2] = { (int64_t)(h >> 1), -(int64_t)(h >> 1) };
-    int rc = weft_allreduce(c, v, v, 2, WEFT_I64, WEFT_MAX);
-    *hash = h;
-    *same = rc == 0 && v[0] == -v[1] && (uint64_t)v[0] == h >> 1;
-    return rc;
-}
-
-int params_agree(weft_run *t, uint64_t *hash, int *same)
-{
-    return params_same(t->comm, t->m, hash, same);
-}
-
-int take_lead(weft_run *t)
-{
-    if (weft_comm_rank(t->job) != 0 || t->lead)
-        return 0;
-    t->lead = 1;
-    t->o->quiet = t->el.quiet0;
-    t->pg.quiet = t->o->quiet;
-    if (t->o->metrics[0])
-        return csv_open(t, t->o->metrics, 1, &t->pg.csv);
-    return 0;
-}
-
-void report_change(weft_run *t, long step, const char *kind, const char *what, double took)
-{
-    if (!t->lead)
-        return;
-    char line[512];
-    snprintf(line, sizeof line, "%s; %d ranks now, %d micro-%s a step; %s in %.3f s", what,
-             weft_comm_size(t->job), t->pl ? pipeline_micro(t->pl) : t->o->accum,
-             t->pl ? "batch(es)" : "step(s)", strcmp(kind, "grow") ? "recovered" : "admitted",
-             took);
-    /* --quiet too: it changes the job */
-    run_say(t, WEFT_RUN_OUT, "elastic: step %ld: %s\n", step, line);
-    csv_event(t->pg.csv, step, (double)t->el.pos_base / (double)t->d->ti.n, kind,
-              now_s() - t->pg.start, line);
 }
 
 /* ---- the entry points ---------------------------------------------------- */
@@ -547,7 +286,7 @@ static int admit(weft_run *t, weft_comm *g, long *step, int was, double t0)
              "(hash %016llx)", cl, t->world - was, was, t->world - 1,
              same ? "bit-identical on every rank" : "DIFFER between ranks",
              (unsigned long long)h);
-    report_change(t, *step, "grow", what, now_s() - t0);
+    report_change(t, *step, "grow", what, clock_now() - t0);
     return 0;
 }
 
@@ -571,7 +310,7 @@ int elastic_boundary(weft_run *t, long *step)
         kill_point(t, *step, 0);
         return ELASTIC_NONE;
     }
-    double t0 = now_s();
+    double t0 = clock_now();
     weft_comm *g = NULL;
     int rc = weft_comm_grow(t->comm, 0, &g), was = t->world;
     if (rc == 0 && g)
@@ -640,36 +379,6 @@ static int recover_shards(weft_run *t, const weft_zero_replicas *r, long done,
     return rc;
 }
 
-size_t gone_ranks(char *what, size_t cap, const int *olds, int n, int was, const char *why,
-                  long failed_at)
-{
-    size_t len = (size_t)snprintf(what, cap, n == was ? "no rank" : "rank(s)");
-    for (int q = 0, k = 0; q < was; q++) {
-        if (k < n && olds[k] == q) {
-            k++;
-            continue;
-        }
-        if (len < cap)
-            len += (size_t)snprintf(what + len, cap - len, " %d", q);
-    }
-    if (len < cap)
-        len += (size_t)snprintf(what + len, cap - len, " of %d gone (%s at step %ld)", was, why,
-                                failed_at);
-    return len < cap ? len : cap;
-}
-
-int count_idle(weft_run *t, int lost_none, long failed_at, const char *why)
-{
-    elastic_state *e = &t->el;
-    e->idle_fails = lost_none && e->idle_step == failed_at ? e->idle_fails + 1 : 0;
-    e->idle_step = failed_at;
-    if (e->idle_fails >= 3)
-        return run_fail(t, WEFT_ETIMEDOUT,
-                        "elastic: step %ld failed %d times with every rank alive (%s)",
-                        failed_at, e->idle_fails + 1, why);
-    return 0;
-}
-
 /* --pp/--tp: the training state leaves the failed step and its groups;
  * every peer still blocked in one of them fails at once. The state kept
  * is the step's start (elastic_boundary). */
@@ -684,23 +393,6 @@ static void leave_layout(weft_run *t)
     t->opt = NULL;
     pipeline_abandon(t->pl);
     t->comm = NULL;
-}
-
-/* A death during the round fails its allgather: another round. */
-int shrink_round(weft_run *t, weft_comm **w, long failed_at, int old, int *olds, int *n,
-                 int *round)
-{
-    weft_comm *s;
-    int rc = weft_comm_shrink(*w, &s);
-    if (rc)
-        return run_fail(t, rc, "elastic: step %ld: no agreement on the survivors (%s): %s",
-                        failed_at, weft_strerror(rc), weft_comm_error(*w));
-    weft_comm_destroy(*w);
-    *w = s;
-    kill_point(t, failed_at, 1);
-    *n = weft_comm_size(s);
-    *round = weft_allgather(s, &old, olds, 1, WEFT_I32);
-    return 0;
 }
 
 /* --pp/--tp, after the shrink: whether this rank's replica is whole; the
@@ -768,7 +460,7 @@ static int layout_resume(weft_run *t, long failed_at, const char *why, long *ste
  * replicas go on from the failed step over a layout of themselves. */
 static int layout_recover(weft_run *t, long *step, int rc)
 {
-    double t0 = now_s();
+    double t0 = clock_now();
     long failed_at = *step;
     int was = weft_comm_size(t->job), old = weft_comm_rank(t->job), lost = -1;
     int n = was, whole = 0;
@@ -801,7 +493,7 @@ static int layout_recover(weft_run *t, long *step, int rc)
         size_t len = gone_ranks(what, sizeof what, olds, n, was, why, failed_at);
         if (len < sizeof what)
             snprintf(what + len, sizeof what - len, ", %d left with their replica(s)", left);
-        report_change(t, *step, "shrink", what, now_s() - t0);
+        report_change(t, *step, "shrink", what, clock_now() - t0);
     }
     free(olds);
     return rc ? rc : ELASTIC_AGAIN;
@@ -842,7 +534,7 @@ int elastic_recover(weft_run *t, long *step, int rc)
         return layout_recover(t, step, rc);
     if (t->sync.churn)
         return churn_recover(t, step, rc);
-    double t0 = now_s();
+    double t0 = clock_now();
     long failed_at = *step, done = *step + (weft_optim_steps(t->opt) > e->opt_steps0);
     int was = t->world;
     char why[160];
@@ -867,7 +559,7 @@ int elastic_recover(weft_run *t, long *step, int rc)
     if (frc == 0) {
         char what[256];
         gone_ranks(what, sizeof what, olds, t->world, was, why, failed_at);
-        report_change(t, *step, "shrink", what, now_s() - t0);
+        report_change(t, *step, "shrink", what, clock_now() - t0);
     }
     free(olds);
     return frc ? frc : ELASTIC_AGAIN;

@@ -27,9 +27,10 @@
 #include "run/run_elastic_churn.h"
 
 #include "run/run_churn.h"
-#include "run/run_elastic.h"
-#include "run/run_report.h"
+#include "run/run_elastic_member.h"
 #include "run/run_sync.h"
+
+#include "core/clock.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -249,7 +250,7 @@ static int churn_leave_step(weft_run *t, float **outer, int64_t cnt[2])
 int churn_recover(weft_run *t, long *step, int rc)
 {
     elastic_state *e = &t->el;
-    double t0 = now_s();
+    double t0 = clock_now();
     long failed_at = *step, next = *step + (weft_optim_steps(t->opt) > e->opt_steps0);
     int was = t->world, old = t->rank, L = churn_cluster_size(&t->sync, t->comm), whole = 1;
     int n = was, behind = 0, frc;
@@ -290,7 +291,7 @@ int churn_recover(weft_run *t, long *step, int rc)
     if (frc == 0) {
         char what[320];
         describe(t, olds, n, was, cl0, why, failed_at, behind, what, sizeof what);
-        report_change(t, *step, "shrink", what, now_s() - t0);
+        report_change(t, *step, "shrink", what, clock_now() - t0);
     }
     free(olds);
     free(cl0);

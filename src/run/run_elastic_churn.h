@@ -1,6 +1,6 @@
 /* --elastic across clusters (run_elastic_churn.c): the churn mode's side
  * of a membership change, called by run_elastic.c. Each returns 0 or a
- * negative code, and churn_recover an elastic_outcome (run_elastic.h). */
+ * negative code, and churn_recover an elastic_outcome (run_int.h). */
 #ifndef WEFT_RUN_RUN_ELASTIC_CHURN_H
 #define WEFT_RUN_RUN_ELASTIC_CHURN_H
 

@@ -150,6 +150,29 @@ struct train_sync {
 
 /* ---- elastic membership ----------------------------------------------------------- */
 
+/* What elastic_boundary and elastic_recover (run_elastic.h) answer the
+ * step loop, besides a negative WEFT_E* code; the churn mode's recovery
+ * (churn_recover) answers with them too. */
+typedef enum {
+    ELASTIC_NONE = 0,  /* boundary: nothing changed, take the step. recover: not
+                        * elastic, the step's failure stands (run_step_failed) */
+    ELASTIC_RELOAD = 1, /* boundary: joiners came in: the step's batch is loaded
+                        * again (the ranks' parts changed), then the step is taken */
+    ELASTIC_AGAIN = 2,  /* a failure was recovered from: no step was taken; the
+                        * loop goes on from *step, its batch loaded again
+                        * (WEFT_RUN_RECOVERED) */
+    ELASTIC_LEFT = 3,   /* recover: this rank's replica is broken and it left the
+                        * job (training state closed, t->job NULL); the others
+                        * finish the run (WEFT_RUN_LEFT) */
+    ELASTIC_REJOIN = 4  /* hier across clusters: this rank's cluster lost a rank,
+                        * so this one left too, as a failed rank: the process
+                        * ends with status ELASTIC_REJOIN_STATUS (EX_TEMPFAIL)
+                        * for a launcher that restarts the cluster whole
+                        * (weftrun --restarts). Boundary or recover. */
+} elastic_outcome;
+
+#define ELASTIC_REJOIN_STATUS 75
+
 typedef struct trace_slot trace_slot;
 
 /* What --elastic keeps across membership changes. The global stream

@@ -9,17 +9,20 @@
 #include "run/run_ckpt.h"
 #include "run/run_config.h"
 #include "run/run_elastic.h"
+#include "run/run_elastic_hooks.h"
 #include "run/run_memory.h"
 #include "run/run_pipeline.h"
 #include "run/run_ps.h"
 #include "run/run_report.h"
 #include "run/run_sync.h"
 
+#include "core/clock.h"
+
 static int load_batch(weft_run *t, weft_batch *b, long step)
 {
-    double t0 = now_s();
+    double t0 = clock_now();
     int rc = weft_loader_next(t->loader, b);
-    t->load_s += now_s() - t0;
+    t->load_s += clock_now() - t0;
     if (rc != 0)
         return run_fail(t, rc, "step %ld: %s", step, weft_strerror(rc));
     return 0;
@@ -36,9 +39,9 @@ static int forward_backward(weft_run *t, const weft_batch *b, train_step *st)
         st->global_n = b->global_n;
         st->width = t->image ? 1 : b->x_dim;
         st->seen = b->global_n;
-        double t0 = now_s();
+        double t0 = clock_now();
         int rc = pipeline_step(t->pl, t->sync.z, b, t->image, st);
-        t->compute_s += now_s() - t0;
+        t->compute_s += clock_now() - t0;
         return rc;
     }
     int accum = t->o->accum, global_n = t->sync.ops->weigh_global ? b->global_n : b->n, rc = 0;
@@ -46,7 +49,7 @@ static int forward_backward(weft_run *t, const weft_batch *b, train_step *st)
     st->global_n = b->global_n;
     st->width = t->image ? 1 : b->x_dim;
     st->seen = global_n;
-    double t0 = now_s();
+    double t0 = clock_now();
     for (int k = 0; k < accum && rc == 0 && !st->skip; k++) {
         int lo = (int)((long)k * b->n / accum), hi = (int)((long)(k + 1) * b->n / accum);
         size_t xo = (size_t)lo * (size_t)b->x_dim;
@@ -62,7 +65,7 @@ static int forward_backward(weft_run *t, const weft_batch *b, train_step *st)
             rc = weft_model_backward(t->m);
         st->loss += l * (float)(hi - lo) / (float)global_n;
     }
-    t->compute_s += now_s() - t0;
+    t->compute_s += clock_now() - t0;
     return rc;
 }
 

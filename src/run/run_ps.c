@@ -16,6 +16,8 @@
 #include "run/run_model.h"
 #include "run/run_report.h"
 
+#include "core/clock.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -175,7 +177,7 @@ int ps_finish(weft_run *t)
     const opts *o = t->o;
     if (!w->worker)
         return 0;
-    double train_s = now_s() - t->pg.start;
+    double train_s = clock_now() - t->pg.start;
     uint64_t sent = 0, recvd = 0;
     weft_ps_bytes(w->ps, &sent, &recvd);
     int rc = weft_ps_shutdown(w->ps);

@@ -5,6 +5,8 @@
 
 #include "run/run_sync.h"
 #include "run/run_sync_time.h"
+
+#include "core/clock.h"
 #include "train/flops.h"
 #include "train/matmul.h"
 #include "train/model.h"
@@ -15,7 +17,6 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <time.h>
 
 /* CPU seconds of this process (all threads) and of the calling thread. */
 void cpu_s(double *process, double *thread)
@@ -27,13 +28,6 @@ void cpu_s(double *process, double *thread)
                (double)a.ru_stime.tv_sec + 1e-6 * (double)a.ru_stime.tv_usec;
     *thread = (double)b.ru_utime.tv_sec + 1e-6 * (double)b.ru_utime.tv_usec +
               (double)b.ru_stime.tv_sec + 1e-6 * (double)b.ru_stime.tv_usec;
-}
-
-double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* mfu < 0: the column left empty (evaluation rows, no peak). */
@@ -70,7 +64,7 @@ void progress_start(progress *p, const opts *o, long steps, long first_step, lon
     p->total = end;
     p->log_every = o->log_every > 0 ? o->log_every : (steps / 20 > 0 ? steps / 20 : 1);
     p->csv = csv;
-    p->start = now_s();
+    p->start = clock_now();
 }
 
 int progress_model(weft_run *t, progress *p, const weft_model *m, int ranks, int lead)
@@ -101,7 +95,7 @@ int report_step(weft_run *t, progress *p, long step, const train_step *st, doubl
     if (!isfinite(st->loss))
         return run_fail(t, WEFT_EINVAL, "step %ld: loss is %f; lower --lr or use --clip", step,
                         (double)st->loss);
-    double elapsed = now_s() - p->start;
+    double elapsed = clock_now() - p->start;
     double rate = (double)(step + 1 - p->first_step) * p->batch / (elapsed > 0 ? elapsed : 1e-9);
     int rows = st->seen * st->width;
     /* a GPT sample is st->width tokens; an MLP's width is 1 */

@@ -1,12 +1,12 @@
 /* The run's report (run_report.c): the metrics CSV, the lines that open
- * and close a run, MFU, and the clocks they read. The progress line is the
- * caller's, drawn from weft_run_info. */
+ * and close a run, MFU, and the CPU time the closing lines read (wall time
+ * is core/clock.h's). The progress line is the caller's, drawn from
+ * weft_run_info. */
 #ifndef WEFT_RUN_RUN_REPORT_H
 #define WEFT_RUN_RUN_REPORT_H
 
 #include "run/run_int.h"
 
-double now_s(void);
 /* CPU seconds of this process (all threads) and of the calling thread. */
 void cpu_s(double *process, double *thread);
 

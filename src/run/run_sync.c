@@ -5,8 +5,9 @@
 #include "run/run_sync.h"
 
 #include "run/run_churn.h"
-#include "run/run_report.h"
 #include "run/sync_table.h"
+
+#include "core/clock.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -114,9 +115,9 @@ int sync_launch(train_sync *s, train_step *st)
 
 int sync_step(train_sync *s, train_step *st, float lr)
 {
-    double t0 = now_s();
+    double t0 = clock_now();
     int rc = s->ops->step(s, st, lr);
-    s->step_s += now_s() - t0;
+    s->step_s += clock_now() - t0;
     return rc;
 }
 
@@ -124,9 +125,9 @@ int sync_step(train_sync *s, train_step *st, float lr)
  * before clipping when --clip is on. */
 int sync_optim_step(train_sync *s, float lr, float *gnorm)
 {
-    double clip = s->o->r.clip, t0 = now_s();
+    double clip = s->o->r.clip, t0 = clock_now();
     int rc = weft_zero_step(s->z, lr, (float)clip, clip > 0 ? gnorm : NULL);
-    s->optim_s += now_s() - t0;
+    s->optim_s += clock_now() - t0;
     return rc;
 }
 

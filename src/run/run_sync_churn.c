@@ -6,7 +6,7 @@
  * sync inside each cluster (a weft_zero over the cluster, ZeRO 0). */
 #include "run/run_churn.h"
 
-#include "run/run_elastic.h"
+#include "run/run_elastic_member.h"
 #include "run/run_sync.h"
 
 #include <stdlib.h>

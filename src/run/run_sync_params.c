@@ -6,8 +6,9 @@
  * The loss reported is this rank's own (backup: the included ranks'): a
  * collective would wait for the stragglers these modes exist to outrun. */
 #include "run/run_churn.h"
-#include "run/run_report.h"
 #include "run/run_sync.h"
+
+#include "core/clock.h"
 
 #include <math.h>
 #include <string.h>
@@ -75,10 +76,10 @@ static uint64_t params_bytes(const train_sync *s)
 static int average_step(train_sync *s, train_step *st, float lr)
 {
     int rc = sync_optim_step(s, lr, &st->gnorm);
-    double t0 = now_s();
+    double t0 = clock_now();
     if (rc == 0)
         rc = weft_sync_after_step(s->sy);
-    s->after_s += now_s() - t0;
+    s->after_s += clock_now() - t0;
     return rc;
 }
 
