@@ -86,7 +86,7 @@ static void back_one(elastic_state *e)
 static int keep_step(weft_run *t)
 {
     back_one(&t->el);
-    return keep_state(t);
+    return member_keep_state(t);
 }
 
 /* Every member takes the state of the first one that completed the most
@@ -102,7 +102,7 @@ static int hand_over(weft_run *t, long done, long *step)
     if ((rc = weft_allreduce(c, &me, &root, 1, WEFT_I32, WEFT_MIN)))
         return rc;
     int64_t h[6];
-    header(t, most, weft_optim_steps(t->opt), h);
+    member_header(t, most, weft_optim_steps(t->opt), h);
     if ((rc = weft_broadcast(c, h, 6, WEFT_I64, root)))
         return rc;
     size_t n;
@@ -113,7 +113,7 @@ static int hand_over(weft_run *t, long done, long *step)
         if ((rc = weft_broadcast(c, weft_optim_state(t->opt, i, NULL), n, WEFT_F32, root)))
             return rc;
     weft_optim_set_steps(t->opt, h[1]);
-    return apply_header(t, h, step);
+    return member_apply_header(t, h, step);
 }
 
 /* ZeRO 1-3: full holds this rank's part of the whole state (zeros
@@ -134,7 +134,7 @@ static int reshard(weft_run *t, int64_t h[6], float *full, long *step)
     if (rc)
         return rc;
     t->el.gen = h[0];
-    return apply_header(t, h, step);
+    return member_apply_header(t, h, step);
 }
 
 /* A whole-state buffer of zeros for reshard. */
@@ -155,7 +155,7 @@ static int join(weft_run *t, long *step)
     if (t->sync.churn) {
         rc = churn_join(t, step);
     } else if (t->o->zero == 0) {
-        rc = keep_state(t);
+        rc = member_keep_state(t);
         if (rc == 0)
             rc = hand_over(t, -1, step);
     } else {
@@ -167,7 +167,7 @@ static int join(weft_run *t, long *step)
         free(full);
     }
     if (rc == 0)
-        rc = params_agree(t, &h, &same);
+        rc = member_params_agree(t, &h, &same);
     if (rc)
         return run_fail(t, rc, "elastic: joining: %s: %s", weft_strerror(rc),
                         weft_comm_error(t->comm));
@@ -237,9 +237,9 @@ static int grow_shards(weft_run *t, weft_comm *g, long *step)
         free(full);
         return rc;
     }
-    header(t, *step, steps, h);
-    leave_comm(t);
-    rc = enter_comm(t, g, g);
+    member_header(t, *step, steps, h);
+    member_leave_comm(t);
+    rc = member_enter_comm(t, g, g);
     if (rc == 0)
         rc = reshard(t, h, full, step);
     free(full);
@@ -253,11 +253,11 @@ static int grow_hand_over(weft_run *t, weft_comm *g, long *step)
         return churn_grow_hand_over(t, g, step);
     if (t->o->zero > 0)
         return grow_shards(t, g, step);
-    int rc = keep_state(t);
+    int rc = member_keep_state(t);
     if (rc)
         return rc;
-    leave_comm(t);
-    rc = enter_comm(t, g, g);
+    member_leave_comm(t);
+    rc = member_enter_comm(t, g, g);
     return rc ? rc : hand_over(t, *step, step);
 }
 
@@ -276,7 +276,7 @@ static int admit(weft_run *t, weft_comm *g, long *step, int was, double t0)
                         "%d the shards cannot be recovered from there: resume from the last "
                         "checkpoint", *step, weft_strerror(rc), t->o->zero);
     if (rc == 0)
-        rc = params_agree(t, &h, &same);
+        rc = member_params_agree(t, &h, &same);
     if (rc)
         return rc;
     char what[256], cl[64] = "";
@@ -286,7 +286,7 @@ static int admit(weft_run *t, weft_comm *g, long *step, int was, double t0)
              "(hash %016llx)", cl, t->world - was, was, t->world - 1,
              same ? "bit-identical on every rank" : "DIFFER between ranks",
              (unsigned long long)h);
-    report_change(t, *step, "grow", what, clock_now() - t0);
+    member_report_change(t, *step, "grow", what, clock_now() - t0);
     return 0;
 }
 
@@ -371,7 +371,7 @@ static int recover_shards(weft_run *t, const weft_zero_replicas *r, long done,
     else if (rc)
         rc = run_fail(t, rc, "elastic: no shard copies of step %lld here", (long long)k);
     if (rc == 0) {
-        header(t, (long)k, steps, h);
+        member_header(t, (long)k, steps, h);
         rc = reshard(t, h, full, step);
     }
     free(full);
@@ -404,7 +404,7 @@ static int layout_survivors(weft_run *t, long failed_at, const char *why, int *o
     int old = weft_comm_rank(t->job), wholes = 0, rc = 1, frc;
     weft_comm *w = t->job;
     while (rc) { /* a death during the recovery: shrink what it left */
-        if ((frc = shrink_round(t, &w, failed_at, old, olds, n, &rc))) {
+        if ((frc = member_shrink_round(t, &w, failed_at, old, olds, n, &rc))) {
             t->job = w;
             return frc;
         }
@@ -442,13 +442,13 @@ static int layout_resume(weft_run *t, long failed_at, const char *why, long *ste
     if (rc == 0 && failed_at > first)
         back_one(&t->el);
     if (rc == 0 && (rc = pipeline_reopen(t->pl, t->o, mine, &t->m)) == 0)
-        rc = enter_comm(t, pipeline_dp_comm(t->pl), mine);
+        rc = member_enter_comm(t, pipeline_dp_comm(t->pl), mine);
     if (rc == 0 && t->comm) {
         rc = hand_over(t, first, step); /* the replicas' states: bit-identical */
     } else if (rc == 0) {
         int64_t h[6];
-        header(t, first, weft_optim_steps(t->opt), h);
-        rc = apply_header(t, h, step);
+        member_header(t, first, weft_optim_steps(t->opt), h);
+        rc = member_apply_header(t, h, step);
     }
     if (rc) /* run_fail keeps a message already recorded */
         return run_fail(t, rc, "elastic: step %ld: a rank failed while the layout was rebuilt "
@@ -484,16 +484,16 @@ static int layout_recover(weft_run *t, long *step, int rc)
     if (rc == 0)
         rc = layout_resume(t, failed_at, why, step);
     if (rc == 0)
-        rc = take_lead(t);
+        rc = member_take_lead(t);
     if (rc == 0)
-        rc = count_idle(t, n == was, failed_at, why);
+        rc = member_count_idle(t, n == was, failed_at, why);
     if (rc == 0) {
         char what[256];
         int left = n - weft_comm_size(mine);
-        size_t len = gone_ranks(what, sizeof what, olds, n, was, why, failed_at);
+        size_t len = member_gone_ranks(what, sizeof what, olds, n, was, why, failed_at);
         if (len < sizeof what)
             snprintf(what + len, sizeof what - len, ", %d left with their replica(s)", left);
-        report_change(t, *step, "shrink", what, clock_now() - t0);
+        member_report_change(t, *step, "shrink", what, clock_now() - t0);
     }
     free(olds);
     return rc ? rc : ELASTIC_AGAIN;
@@ -512,9 +512,9 @@ static int dp_survivors(weft_run *t, const weft_zero_replicas *r, long failed_at
         if (src)
             return run_fail(t, src, "elastic: step %ld: no agreement on the survivors (%s): %s",
                             failed_at, weft_strerror(src), weft_comm_error(t->comm));
-        leave_comm(t);
+        member_leave_comm(t);
         kill_point(t, failed_at, 1);
-        rc = enter_comm(t, s, s);
+        rc = member_enter_comm(t, s, s);
         if (rc == 0)
             rc = weft_allgather(t->comm, &old_rank, olds, 1, WEFT_I32);
         if (rc == 0)
@@ -546,20 +546,20 @@ int elastic_recover(weft_run *t, long *step, int rc)
     weft_zero_replicas *r = take_replicas(t);
     int frc = 0;
     if (t->o->zero == 0)
-        frc = keep_state(t);
+        frc = member_keep_state(t);
     else
         done = (long)e->gen; /* a step counts once its shards are copied */
     if (frc == 0)
         frc = dp_survivors(t, r, failed_at, done, olds, step, rc);
     weft_zero_replicas_free(r);
     if (frc == 0)
-        frc = take_lead(t);
+        frc = member_take_lead(t);
     if (frc == 0)
-        frc = count_idle(t, t->world == was, failed_at, why);
+        frc = member_count_idle(t, t->world == was, failed_at, why);
     if (frc == 0) {
         char what[256];
-        gone_ranks(what, sizeof what, olds, t->world, was, why, failed_at);
-        report_change(t, *step, "shrink", what, clock_now() - t0);
+        member_gone_ranks(what, sizeof what, olds, t->world, was, why, failed_at);
+        member_report_change(t, *step, "shrink", what, clock_now() - t0);
     }
     free(olds);
     return frc ? frc : ELASTIC_AGAIN;

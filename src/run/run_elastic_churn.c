@@ -70,7 +70,7 @@ static int boundary_hand_over(weft_run *t, int joiner, long k, const int64_t cnt
     int64_t h[8];
     size_t n;
     weft_model_params(t->m, &n);
-    header(t, k, weft_optim_steps(t->opt), h);
+    member_header(t, k, weft_optim_steps(t->opt), h);
     h[6] = cnt[0];
     h[7] = cnt[1];
     int rc = weft_broadcast(t->comm, h, 8, WEFT_I64, 0);
@@ -87,7 +87,7 @@ static int boundary_hand_over(weft_run *t, int joiner, long k, const int64_t cnt
         return rc;
     weft_optim_set_steps(t->opt, h[1]);
     churn_import(&t->sync, outer, h + 6);
-    return apply_header(t, h, step);
+    return member_apply_header(t, h, step);
 }
 
 static int outer_buf(weft_run *t, float **out)
@@ -104,12 +104,12 @@ int churn_grow_hand_over(weft_run *t, weft_comm *g, long *step)
     if (rc)
         return rc;
     churn_export(&t->sync, outer, cnt);
-    if ((rc = keep_state(t))) {
+    if ((rc = member_keep_state(t))) {
         free(outer);
         return rc;
     }
-    leave_comm(t);
-    rc = enter_comm(t, g, g);
+    member_leave_comm(t);
+    rc = member_enter_comm(t, g, g);
     if (rc == 0)
         rc = boundary_hand_over(t, 0, *step, cnt, outer, step);
     free(outer);
@@ -153,7 +153,7 @@ static int resume(weft_run *t, float *outer, const int64_t cnt[2], long next, lo
     me = cnt[1] == most ? t->rank : INT_MAX;
     if ((rc = weft_allreduce(t->comm, &me, &root, 1, WEFT_I32, WEFT_MIN)))
         return rc;
-    header(t, next, weft_optim_steps(t->opt), h);
+    member_header(t, next, weft_optim_steps(t->opt), h);
     h[6] = cnt[0];
     h[7] = cnt[1];
     if ((rc = weft_broadcast(t->comm, h, 8, WEFT_I64, root)) ||
@@ -171,7 +171,7 @@ static int resume(weft_run *t, float *outer, const int64_t cnt[2], long next, lo
     }
     if (!took)
         weft_optim_set_steps(t->opt, h[1]);
-    return apply_header(t, h, step);
+    return member_apply_header(t, h, step);
 }
 
 /* hier: a cluster that lost a rank leaves whole (*whole = 0 here); the
@@ -196,7 +196,7 @@ static int keep_whole(weft_comm **w, int L, int *whole)
 static void describe(const weft_run *t, const int *olds, int n, int was, const int *cl0,
                      const char *why, long failed_at, int behind, char *what, size_t cap)
 {
-    size_t len = gone_ranks(what, cap, olds, n, was, why, failed_at);
+    size_t len = member_gone_ranks(what, cap, olds, n, was, why, failed_at);
     int dropped = 0;
     for (int q = 0; q < was; q++) {
         int first = 1;
@@ -223,7 +223,7 @@ static int churn_survivors(weft_run *t, long failed_at, int L, int *olds, int *n
     weft_comm *w = t->comm;
     int old = t->rank, frc = 0;
     while (rc && frc == 0) { /* a death during the recovery: shrink what it left */
-        frc = shrink_round(t, &w, failed_at, old, olds, n, &rc);
+        frc = member_shrink_round(t, &w, failed_at, old, olds, n, &rc);
         if (frc == 0 && rc == 0 && L)
             rc = keep_whole(&w, L, whole);
     }
@@ -238,7 +238,7 @@ static int churn_leave_step(weft_run *t, float **outer, int64_t cnt[2])
     if (rc)
         return rc;
     churn_export(&t->sync, *outer, cnt);
-    if ((rc = keep_state(t)))
+    if ((rc = member_keep_state(t)))
         return rc;
     /* peers still in one of the mode's communicators fail at once */
     churn_abort(&t->sync);
@@ -278,20 +278,20 @@ int churn_recover(weft_run *t, long *step, int rc)
                 ELASTIC_REJOIN_STATUS);
         frc = ELASTIC_REJOIN;
     }
-    if (frc == 0 && (rc = enter_comm(t, t->comm, t->comm)) == 0)
+    if (frc == 0 && (rc = member_enter_comm(t, t->comm, t->comm)) == 0)
         rc = resume(t, outer, cnt, next, step, &behind);
     if (frc == 0 && rc)
         frc = run_fail(t, rc, "elastic: step %ld: a rank failed while the survivors took up the "
                        "outer step (%s): %s", failed_at, weft_strerror(rc),
                        weft_comm_error(t->comm));
     if (frc == 0)
-        frc = take_lead(t);
+        frc = member_take_lead(t);
     if (frc == 0)
-        frc = count_idle(t, n == was, failed_at, why);
+        frc = member_count_idle(t, n == was, failed_at, why);
     if (frc == 0) {
         char what[320];
         describe(t, olds, n, was, cl0, why, failed_at, behind, what, sizeof what);
-        report_change(t, *step, "shrink", what, clock_now() - t0);
+        member_report_change(t, *step, "shrink", what, clock_now() - t0);
     }
     free(olds);
     free(cl0);

@@ -20,7 +20,7 @@
 
 /* Kept while the training state is rebuilt: full_open's broadcast from
  * rank 0 would overwrite the parameters. */
-int keep_state(weft_run *t)
+int member_keep_state(weft_run *t)
 {
     elastic_state *e = &t->el;
     size_t n = t->nparams;
@@ -48,7 +48,7 @@ static void restore_state(weft_run *t)
     weft_optim_set_steps(t->opt, e->keep_steps);
 }
 
-void leave_comm(weft_run *t)
+void member_leave_comm(weft_run *t)
 {
     if (t->sync.mreq) {
         weft_wait(t->sync.mreq); /* fails at once on a failed communicator */
@@ -63,7 +63,7 @@ void leave_comm(weft_run *t)
 /* A failure of the returned code is the communicator's (a death: another
  * round of the recovery) unless the run has failed (run_fail), which no
  * round mends. */
-int enter_comm(weft_run *t, weft_comm *c, weft_comm *job)
+int member_enter_comm(weft_run *t, weft_comm *c, weft_comm *job)
 {
     t->comm = c;
     t->job = job;
@@ -107,7 +107,7 @@ static int accum_for(const elastic_state *e, int world, int batch)
     return a < 1 ? 1 : (int)a;
 }
 
-void header(const weft_run *t, long k, int64_t opt_steps, int64_t h[6])
+void member_header(const weft_run *t, long k, int64_t opt_steps, int64_t h[6])
 {
     const elastic_state *e = &t->el;
     h[0] = k;
@@ -119,7 +119,7 @@ void header(const weft_run *t, long k, int64_t opt_steps, int64_t h[6])
 }
 
 /* Over the world as it is now. */
-int apply_header(weft_run *t, const int64_t h[6], long *step)
+int member_apply_header(weft_run *t, const int64_t h[6], long *step)
 {
     elastic_state *e = &t->el;
     e->step_base = (long)h[0];
@@ -143,7 +143,7 @@ int apply_header(weft_run *t, const int64_t h[6], long *step)
 
 /* ---- the survivors and the report of the change -------------------------- */
 
-int params_same(weft_comm *c, weft_model *m, uint64_t *hash, int *same)
+int member_params_same(weft_comm *c, weft_model *m, uint64_t *hash, int *same)
 {
     size_t n;
     const unsigned char *p = (const unsigned char *)weft_model_params(m, &n);
@@ -157,12 +157,12 @@ int params_same(weft_comm *c, weft_model *m, uint64_t *hash, int *same)
     return rc;
 }
 
-int params_agree(weft_run *t, uint64_t *hash, int *same)
+int member_params_agree(weft_run *t, uint64_t *hash, int *same)
 {
-    return params_same(t->comm, t->m, hash, same);
+    return member_params_same(t->comm, t->m, hash, same);
 }
 
-int take_lead(weft_run *t)
+int member_take_lead(weft_run *t)
 {
     if (weft_comm_rank(t->job) != 0 || t->lead)
         return 0;
@@ -174,7 +174,7 @@ int take_lead(weft_run *t)
     return 0;
 }
 
-void report_change(weft_run *t, long step, const char *kind, const char *what, double took)
+void member_report_change(weft_run *t, long step, const char *kind, const char *what, double took)
 {
     if (!t->lead)
         return;
@@ -189,7 +189,7 @@ void report_change(weft_run *t, long step, const char *kind, const char *what, d
               clock_now() - t->pg.start, line);
 }
 
-size_t gone_ranks(char *what, size_t cap, const int *olds, int n, int was, const char *why,
+size_t member_gone_ranks(char *what, size_t cap, const int *olds, int n, int was, const char *why,
                   long failed_at)
 {
     size_t len = (size_t)snprintf(what, cap, n == was ? "no rank" : "rank(s)");
@@ -207,7 +207,7 @@ size_t gone_ranks(char *what, size_t cap, const int *olds, int n, int was, const
     return len < cap ? len : cap;
 }
 
-int count_idle(weft_run *t, int lost_none, long failed_at, const char *why)
+int member_count_idle(weft_run *t, int lost_none, long failed_at, const char *why)
 {
     elastic_state *e = &t->el;
     e->idle_fails = lost_none && e->idle_step == failed_at ? e->idle_fails + 1 : 0;
@@ -220,7 +220,7 @@ int count_idle(weft_run *t, int lost_none, long failed_at, const char *why)
 }
 
 /* A death during the round fails its allgather: another round. */
-int shrink_round(weft_run *t, weft_comm **w, long failed_at, int old, int *olds, int *n,
+int member_shrink_round(weft_run *t, weft_comm **w, long failed_at, int old, int *olds, int *n,
                  int *round)
 {
     weft_comm *s;

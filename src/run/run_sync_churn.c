@@ -118,7 +118,7 @@ static int churn_finish(train_sync *s)
     uint64_t h = 0;
     int same = 0, rc = outer_finish(s->churn->outer, s->churn->steps);
     if (rc == 0)
-        rc = params_same(s->comm, s->churn->m, &h, &same);
+        rc = member_params_same(s->comm, s->churn->m, &h, &same);
     if (rc == 0 && weft_comm_rank(s->comm) == 0)
         run_say(s->run, WEFT_RUN_OUT,
                 "elastic: the end: parameters %s on every rank of %d (hash %016llx)\n",
