@@ -1,5 +1,5 @@
 #!/bin/sh
-# The folders of src/ are layers that only look down (DESIGN.md section 2):
+# The folders of src/ are layers that only look down (docs/ARCHITECTURE.md):
 #   core < transport < bootstrap < coll < ps, train < sim < run
 # A file of one folder that includes a header of another folder is an edge
 # of the folder graph. Fails on a cycle in that graph (printed with a file
