@@ -101,7 +101,7 @@ if [ -z "$found" ]; then
     passed=$((passed + 1))
 else
     failed=$((failed + 1))
-    echo "FAIL include cycle between folders of src/ (each folder may include only the folders below it, DESIGN.md section 2):"
+    echo "FAIL include cycle between folders of src/ (each folder may include only the folders below it, docs/ARCHITECTURE.md):"
     echo "$found" | sed 's/^/    /'
 fi
 
