@@ -1,8 +1,10 @@
 """weft.Run against weft-train: the same options under weftrun -n 4 from
 Python and from the program write the same metrics: each train row's step,
 epoch, loss, accuracy, learning rate and gradient norm, compared as text
-(the timing columns left out): the MLP data-parallel with ZeRO-2, and a GPT
-at tp 2 x pp 2. Needs no NumPy or torch."""
+(the timing columns left out), and save the same checkpoint byte for byte
+(parameters, optimiser state and RNG after the last step: the text rows
+round the losses, the checkpoint does not): the MLP data-parallel with
+ZeRO-2, and a GPT at tp 2 x pp 2. Needs no NumPy or torch."""
 import json
 import os
 import subprocess
@@ -49,8 +51,9 @@ def main():
         for name, case in CASES.items():
             opts = dict(case, **COMMON)
             py_csv, c_csv = os.path.join(tmp, name + ".py.csv"), os.path.join(tmp, name + ".c.csv")
+            py_ck, c_ck = os.path.join(tmp, name + ".py.ckpt"), os.path.join(tmp, name + ".c.ckpt")
             r = subprocess.run([weftrun, "-n", "4", sys.executable, "-c", UNDER_WEFTRUN,
-                                json.dumps(dict(opts, metrics=py_csv))],
+                                json.dumps(dict(opts, metrics=py_csv, save=py_ck))],
                                capture_output=True, text=True, timeout=300, env=env)
             want = f"outcome 1 step {case['steps']}"
             check(f"{name}: weft.Run under weftrun -n 4",
@@ -58,7 +61,7 @@ def main():
             args = []
             for k, v in opts.items():
                 args += [f"--{k}"] + ([] if v is True else [str(v)])
-            r = subprocess.run([weftrun, "-n", "4", tool, *args, "--metrics", c_csv],
+            r = subprocess.run([weftrun, "-n", "4", tool, *args, "--metrics", c_csv, "--save", c_ck],
                                capture_output=True, text=True, timeout=300, env=env)
             check(f"{name}: weft-train under weftrun -n 4", r.returncode == 0, r.stdout + r.stderr)
             if not (os.path.exists(py_csv) and os.path.exists(c_csv)):
@@ -67,6 +70,11 @@ def main():
             a, b = train_rows(py_csv), train_rows(c_csv)
             check(f"{name}: {len(a)} train rows, rows equal as text",
                   a == b and len(a) == case["steps"], f"\n  python {a}\n  tool   {b}")
+            same = False
+            if os.path.exists(py_ck) and os.path.exists(c_ck):
+                with open(py_ck, "rb") as f, open(c_ck, "rb") as g:
+                    same = f.read() == g.read()
+            check(f"{name}: the two checkpoints equal byte for byte", same)
     print(f"checks: {passed} passed, {failed} failed")
     return 1 if failed else 0
 
