@@ -449,3 +449,14 @@ weft_model *weft_run_model(const weft_run *t)
 {
     return t ? t->m : NULL;
 }
+
+void run_line_add(char *line, size_t cap, size_t *len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (*len < cap) {
+        int n = vsnprintf(line + *len, cap - *len, fmt, ap);
+        *len += n > 0 ? (size_t)n : 0;
+    }
+    va_end(ap);
+}

@@ -263,4 +263,9 @@ int run_fail(weft_run *t, int code, const char *fmt, ...) __attribute__((format(
 void run_say(const weft_run *t, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Appends what fmt says to line (of cap, *len used so far), for the
+ * reports built a field at a time before run_say; a full line is cut. */
+void run_line_add(char *line, size_t cap, size_t *len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 #endif

@@ -422,38 +422,25 @@ static double predicted_share(const pipeline *pl, int stage)
     return all > 0 ? mine / all : 0;
 }
 
-/* Appends to line (of cap) what fmt says. */
-__attribute__((format(printf, 4, 5))) static void add(char *line, size_t cap, size_t *len,
-                                                      const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (*len < cap) {
-        int n = vsnprintf(line + *len, cap - *len, fmt, ap);
-        *len += n > 0 ? (size_t)n : 0;
-    }
-    va_end(ap);
-}
-
 void pipeline_describe(const pipeline *pl, const run_opts *r)
 {
     char nm[32], ord[16], line[4096];
     size_t len = 0, cap = sizeof line;
     pipe_spec_name(&pl->spec, nm, sizeof nm);
     weft_layout_format(&pl->layout, ord, sizeof ord);
-    add(line, cap, &len,
+    run_line_add(line, cap, &len,
         "layout: tp %d x dp %d x pp %d (order %s); pipeline schedule %s, %d micro-batches "
         "of %d samples\n", pl->tp, pl->replicas, pl->pp, ord, nm, pl->spec.m, micro_rows(pl, r));
-    add(line, cap, &len, "  partition (blocks per chunk):");
+    run_line_add(line, cap, &len, "  partition (blocks per chunk):");
     for (int c = 0; c < pl->k; c++)
-        add(line, cap, &len, "%s%d", c ? "," : " ", pl->plan.first[c + 1] - pl->plan.first[c]);
-    add(line, cap, &len, "; predicted share of the work per stage:");
+        run_line_add(line, cap, &len, "%s%d", c ? "," : " ", pl->plan.first[c + 1] - pl->plan.first[c]);
+    run_line_add(line, cap, &len, "; predicted share of the work per stage:");
     for (int s = 0; s < pl->pp; s++)
-        add(line, cap, &len, " %.3f", predicted_share(pl, s));
-    add(line, cap, &len, "\n  predicted step %.2f ms, bubble", 1e3 * pl->plan.step);
+        run_line_add(line, cap, &len, " %.3f", predicted_share(pl, s));
+    run_line_add(line, cap, &len, "\n  predicted step %.2f ms, bubble", 1e3 * pl->plan.step);
     for (int s = 0; s < pl->pp; s++)
-        add(line, cap, &len, " %.3f", pl->plan.bubble[s]);
-    add(line, cap, &len, " (formula %.3f)\n",
+        run_line_add(line, cap, &len, " %.3f", pl->plan.bubble[s]);
+    run_line_add(line, cap, &len, " (formula %.3f)\n",
         (double)(pl->pp - 1) / (pl->spec.v * pl->spec.m + pl->pp - 1));
     run_say(pl->run, WEFT_RUN_OUT, "%s", line);
 }
@@ -521,24 +508,24 @@ static void summary_lines(const pipeline *pl, const double *v, double replayed)
     double all = 0, bubble = 0;
     for (int s = 0; s < pl->pp; s++)
         all += v[3 * s];
-    add(line, cap, &len,
+    run_line_add(line, cap, &len,
         "pipeline per stage (share of the work predicted/measured, bubble, peak stash):");
     for (int s = 0; s < pl->pp; s++) {
         double b = v[3 * s + 1] > 0 ? 1 - v[3 * s] / v[3 * s + 1] : 0;
         bubble += b / pl->pp;
-        add(line, cap, &len, " %d: %.3f/%.3f %.3f %d", s, predicted_share(pl, s),
+        run_line_add(line, cap, &len, " %d: %.3f/%.3f %.3f %d", s, predicted_share(pl, s),
             all > 0 ? v[3 * s] / all : 0, b, (int)v[3 * s + 2]);
     }
     uint64_t calls, bytes;
     weft_model_tp_stats(pl->model, &calls, &bytes);
     double ns = (double)pl->steps;
-    add(line, cap, &len,
+    run_line_add(line, cap, &len,
         "\nper step, rank 0: tp %.1f all-reduces (%.3f MB), pp %.1f sends (%.3f MB), "
         "dp %s (%.3f MB)", (double)(calls - pl->tp0_calls) / ns,
         (double)(bytes - pl->tp0_bytes) / ns / 1e6, pl->sends / ns, pl->send_bytes / ns / 1e6,
         pl->replicas > 1 ? "gradient reduction" : "none",
         pl->replicas > 1 ? (double)pl->nparams * 4 / 1e6 : 0.0);
-    add(line, cap, &len,
+    run_line_add(line, cap, &len,
         "\npipeline step: %.2f ms measured, %.2f ms predicted from the blocks alone, "
         "%.2f ms replayed with this run's compute times; bubble %.4f measured, %.4f "
         "predicted\n", 1e3 * v[1] / (double)pl->steps, 1e3 * pl->plan.step, 1e3 * replayed,

@@ -52,19 +52,6 @@ static double wan_blocked(const train_sync *s, const char **what)
     return s->step_s - (s->optim_s - zwait) + s->final_s;
 }
 
-/* Appends to line (of cap) what fmt says. */
-__attribute__((format(printf, 4, 5))) static void add(char *line, size_t cap, size_t *len,
-                                                      const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (*len < cap) {
-        int n = vsnprintf(line + *len, cap - *len, fmt, ap);
-        *len += n > 0 ? (size_t)n : 0;
-    }
-    va_end(ap);
-}
-
 void sync_time_report(const weft_run *t, double train_s)
 {
     const train_sync *s = &t->sync;
@@ -73,7 +60,7 @@ void sync_time_report(const weft_run *t, double train_s)
     const outer_sync *o = outer_of(s);
     char line[1024];
     size_t len = 0, cap = sizeof line;
-    add(line, cap, &len,
+    run_line_add(line, cap, &len,
         "rank 0's wall time of training, %.2f s: data %.2f, forward+backward %.2f, "
         "waiting for gradients (%s) %.2f, optimiser %.2f", train_s, t->load_s, t->compute_s,
         s->sy || s->churn ? "inside the cluster" : "over the job", zwait, s->optim_s - zwait);
@@ -81,32 +68,32 @@ void sync_time_report(const weft_run *t, double train_s)
     if (o) {
         const double *l = s->loop_outer;
         loop_wan = l[1];
-        add(line, cap, &len,
+        run_line_add(line, cap, &len,
             ", outer steps: posting %.2f, blocked on the reduction across %.2f, applying "
             "%.2f, other %.2f", l[0], l[1], l[2], s->after_s - l[0] - l[1] - l[2]);
     } else if (s->sy || s->churn) {
-        add(line, cap, &len, ", parameter sync %.2f", s->after_s);
+        run_line_add(line, cap, &len, ", parameter sync %.2f", s->after_s);
     }
-    add(line, cap, &len, ", rest of the step %.2f", s->step_s - s->optim_s - s->after_s);
+    run_line_add(line, cap, &len, ", rest of the step %.2f", s->step_s - s->optim_s - s->after_s);
     if (o) {
         outer_times ot;
         outer_time(o, &ot);
-        add(line, cap, &len, ", after the loop %.2f (blocked on the reduction across %.2f)",
+        run_line_add(line, cap, &len, ", after the loop %.2f (blocked on the reduction across %.2f)",
             s->final_s, ot.wait_s - loop_wan);
     } else {
-        add(line, cap, &len, ", after the loop %.2f", s->final_s);
+        run_line_add(line, cap, &len, ", after the loop %.2f", s->final_s);
     }
-    add(line, cap, &len, ", the rest (loop, logging) %.2f\n", train_s - accounted);
+    run_line_add(line, cap, &len, ", the rest (loop, logging) %.2f\n", train_s - accounted);
     run_say(t, WEFT_RUN_OUT, "%s", line);
     const char *what = "";
     double blocked = clusters > 1 ? wan_blocked(s, &what) : 0;
     len = 0;
-    add(line, cap, &len, "utilisation (rank 0): strict (forward+backward / wall) %.1f%%",
+    run_line_add(line, cap, &len, "utilisation (rank 0): strict (forward+backward / wall) %.1f%%",
         train_s > 0 ? 100 * t->compute_s / train_s : 0);
     if (clusters > 1)
-        add(line, cap, &len, "; not blocked on the WAN (1 - %s / wall) %.1f%%\n", what,
+        run_line_add(line, cap, &len, "; not blocked on the WAN (1 - %s / wall) %.1f%%\n", what,
             train_s > 0 ? 100 * (1 - blocked / train_s) : 0);
     else
-        add(line, cap, &len, "; one cluster: no WAN\n");
+        run_line_add(line, cap, &len, "; one cluster: no WAN\n");
     run_say(t, WEFT_RUN_OUT, "%s", line);
 }
