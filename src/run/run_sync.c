@@ -75,11 +75,23 @@ int sync_pick(train_sync *s, weft_run *t, opts *o, weft_comm *comm)
     return 0;
 }
 
+/* The WAN emulator counts a byte when its pump puts it on the wire, a
+ * delay after the owner wrote it: a rank reading its count may not yet
+ * find what it sent last. After a barrier every byte sent before it has
+ * arrived, so each reading is the same in every run. */
+static int wan_read(train_sync *s, uint64_t *sent)
+{
+    int rc = weft_comm_cluster_count(s->comm) > 1 ? weft_barrier(s->comm) : 0;
+    if (rc == 0)
+        rc = weft_comm_wan_bytes(s->comm, sent);
+    return rc;
+}
+
 int sync_open(train_sync *s, weft_model *m, const weft_optim_config *oc, const weft_ckpt *ck)
 {
     int rc = s->ops->open(s, m, oc, ck);
     if (rc == 0 && s->comm)
-        weft_comm_wan_bytes(s->comm, &s->wan0);
+        rc = wan_read(s, &s->wan0);
     return rc;
 }
 
@@ -142,7 +154,9 @@ int sync_count_bytes(train_sync *s)
     uint64_t wan = 0, across = 0, inside = 0;
     if (!s->comm)
         return 0;
-    weft_comm_wan_bytes(s->comm, &wan);
+    int rc = wan_read(s, &wan);
+    if (rc != 0)
+        return rc;
     wan -= wan < s->wan0 ? wan : s->wan0;
     if (s->sy)
         weft_sync_bytes_split(s->sy, &across, &inside);
@@ -151,7 +165,7 @@ int sync_count_bytes(train_sync *s)
     else
         across = sync_bytes(s);
     double v[3] = { (double)wan, (double)across, (double)inside };
-    int rc = weft_allreduce(s->comm, v, v, 3, WEFT_F64, WEFT_AVG);
+    rc = weft_allreduce(s->comm, v, v, 3, WEFT_F64, WEFT_AVG);
     s->wan_mean = v[0];
     s->across_mean = v[1];
     s->inside_mean = v[2];
