@@ -924,6 +924,38 @@ int weft_tokshard_read(const char *path, int32_t **tokens, size_t *n, uint32_t *
 int weft_dataset_open_tokens(weft_dataset **out, const char *path, int seq_len,
                              double begin, double end);
 
+/* llm.c token shards (karpathy/llm.c, dev/data): a header of 256
+ * little-endian int32 ([0] magic, [1] version, [2] token count, the rest 0),
+ * then the tokens, little-endian. GPT-2 shards: magic 20240520, version 1,
+ * uint16 tokens; Llama 3 shards: magic 20240801, version 7, uint32 tokens. */
+#define WEFT_LLMC_HEADER_BYTES 1024
+#define WEFT_LLMC_MAGIC_GPT2 20240520
+#define WEFT_LLMC_MAGIC_LLAMA3 20240801
+#define WEFT_LLMC_VOCAB_GPT2 50257   /* the tokenizers' vocabularies */
+#define WEFT_LLMC_VOCAB_LLAMA3 128256
+typedef struct weft_llmc_writer weft_llmc_writer;
+/* token_bytes 2: GPT-2's layout (tokens 0..65535); 4: Llama 3's (0..2^31-1).
+ * Until close the header's magic is 0, so a file left half-written by a
+ * crash is refused by every reader. */
+int weft_llmc_writer_open(weft_llmc_writer **out, const char *path, int token_bytes);
+/* Appends n tokens. WEFT_EINVAL, and nothing of this call written, for a
+ * token that does not fit the width or a shard past 2^31-1 tokens. */
+int weft_llmc_writer_put(weft_llmc_writer *w, const int32_t *tokens, size_t n);
+/* Writes the count and magic into the header, closes the file and frees w.
+ * After a failed write (here or in put) the file is removed and the error
+ * returned. */
+int weft_llmc_writer_close(weft_llmc_writer *w);
+
+typedef struct {
+    int32_t magic, version;
+    int token_bytes; /* 2 or 4 */
+    uint64_t count;  /* tokens */
+} weft_llmc_header;
+/* Reads path's header and checks it: a known magic, the version that goes
+ * with it, and a token count that agrees with the file's size. WEFT_EIO for
+ * a malformed file, with what is wrong in err (may be NULL). */
+int weft_llmc_header_read(const char *path, weft_llmc_header *out, char *err, size_t errlen);
+
 /* Byte-level tokenizer: token = byte value. decode maps tokens outside
  * 0..255 to '?'. Both return the count written. */
 #define WEFT_BYTE_VOCAB 256
