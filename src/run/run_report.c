@@ -8,7 +8,7 @@
 
 #include "core/clock.h"
 #include "train/flops.h"
-#include "train/matmul.h"
+#include "train/mm_auto.h"
 #include "train/model.h"
 #include "train/peak.h"
 

@@ -1,8 +1,8 @@
 /* What include/weft.h offers a benchmark of the engine: the matmul
  * kernels, the peak they are measured against and a step's model FLOPs,
- * over train/matmul.h, train/peak.h and train/flops.h. */
+ * over train/mm_auto.h, train/peak.h and train/flops.h. */
 #include "train/flops.h"
-#include "train/matmul.h"
+#include "train/mm_auto.h"
 #include "train/model.h"
 #include "train/peak.h"
 #include "weft.h"

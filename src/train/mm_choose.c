@@ -6,32 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "train/matmul.h"
-#include "train/peak.h"
-
-void train_mm_shapes_add(mm_shapes *t, int ta, int tb, int M, int N, int K, int acc)
-{
-    for (int i = 0; i < t->n; i++) {
-        mm_shape *s = &t->s[i];
-        if (s->ta == ta && s->tb == tb && s->M == M && s->N == N && s->K == K && s->acc == acc) {
-            s->count += 1.0;
-            return;
-        }
-    }
-    if (t->n == MM_SHAPES_MAX) {
-        t->over++;
-        return;
-    }
-    t->s[t->n++] = (mm_shape){ ta, tb, M, N, K, acc, 1.0, MM_PORTABLE };
-}
-
-double train_mm_shapes_flops(const mm_shapes *t)
-{
-    double f = 0.0;
-    for (int i = 0; i < t->n; i++)
-        f += t->s[i].count * 2.0 * t->s[i].M * t->s[i].N * t->s[i].K;
-    return f;
-}
+#include "train/host_cache.h"
 
 void train_mm_choose(mm_shapes *t, int forced, int have_blas, int reps,
                      mm_timer_fn fn, void *arg, mm_choice *out)
@@ -69,45 +44,6 @@ void train_mm_choose(mm_shapes *t, int forced, int have_blas, int reps,
         out->route = *t;
     }
     snprintf(out->source, sizeof out->source, "measured now");
-}
-
-int train_mm_choice_route(const mm_choice *c, int ta, int tb, int M, int N, int K, int acc)
-{
-    for (int i = 0; c->mixed && i < c->route.n; i++) {
-        const mm_shape *s = &c->route.s[i];
-        if (s->ta == ta && s->tb == tb && s->M == M && s->N == N && s->K == K && s->acc == acc)
-            return s->pick;
-    }
-    return c->backend;
-}
-
-static const char *bname(int b)
-{
-    return b == MM_OPENBLAS ? "openblas" : "portable";
-}
-
-void train_mm_choice_text(const mm_choice *c, char *buf, size_t cap)
-{
-    if (c->port_s <= 0 || c->blas_s <= 0) {
-        snprintf(buf, cap, "%s (%s)", bname(c->backend), c->source);
-        return;
-    }
-    double pg = c->flops / c->port_s / 1e9, bg = c->flops / c->blas_s / 1e9;
-    int o = c->backend == MM_OPENBLAS, nb = 0;
-    for (int i = 0; c->mixed && i < c->route.n; i++)
-        nb += c->route.s[i].pick == MM_OPENBLAS;
-    char mix[96] = "";
-    if (c->mixed)
-        snprintf(mix, sizeof mix, "each product on its faster kernel (%d of %d on openblas): ", nb,
-                 c->route.n);
-    snprintf(buf, cap,
-             "%s%s (%.1f GFLOP/s on this model's %d products) over %s (%.1f); each product on its "
-             "faster kernel: %.1f; %s",
-             mix, bname(c->backend), o ? bg : pg, c->shapes, bname(!o ? MM_OPENBLAS : MM_PORTABLE),
-             o ? pg : bg, c->flops / c->split_s / 1e9, c->source);
-    size_t len = strlen(buf);
-    if (c->took_s > 0 && len < cap)
-        snprintf(buf + len, cap - len, " (timing took %.2f s)", c->took_s);
 }
 
 /* A line: the version tag, the key, the kernels with spaces as '_', the
@@ -186,7 +122,7 @@ int train_mm_choice_load(uint64_t key, const char *kernels, mm_choice *out)
 {
     char paths[2][300], want[128];
     int n;
-    if (train_peak_cache_paths("matmul", paths, &n))
+    if (host_cache_paths("matmul", paths, &n))
         return -1;
     underscore(want, sizeof want, kernels);
     for (int i = 0; i < n; i++) {
@@ -239,7 +175,7 @@ static int store_one(const char *path, const char *line, uint64_t key, const cha
     int rc = -1;
     char tmp[320];
     snprintf(tmp, sizeof tmp, "%.290s.%ld", path, (long)getpid());
-    if (train_peak_mkdirs(path) == 0 && (f = fopen(tmp, "w")) != NULL) {
+    if (host_cache_mkdirs(path) == 0 && (f = fopen(tmp, "w")) != NULL) {
         fprintf(f, "# weft: which matmul kernel each model's own products run faster on, per "
                    "model signature (milliseconds per step). Delete the file to measure again.\n");
         for (int i = 0; i < nk; i++)
@@ -258,14 +194,14 @@ int train_mm_choice_store(uint64_t key, const char *kernels, mm_choice *c)
 {
     char paths[2][300], kern[128], line[LINE_MAX_CHARS], route[LINE_MAX_CHARS - 400];
     int n;
-    if (c->port_s <= 0 || c->blas_s <= 0 || train_peak_cache_paths("matmul", paths, &n))
+    if (c->port_s <= 0 || c->blas_s <= 0 || host_cache_paths("matmul", paths, &n))
         return -1;
     underscore(kern, sizeof kern, kernels);
     route_format(c, route, sizeof route);
     snprintf(line, sizeof line,
              MM_CACHE_TAG " key=%016llx kernels=%s choice=%s port_ms=%.6g blas_ms=%.6g "
                           "split_ms=%.6g gflop=%.6g products=%d route=%s\n",
-             (unsigned long long)key, kern, bname(c->backend), c->port_s * 1e3, c->blas_s * 1e3,
+             (unsigned long long)key, kern, train_mm_kernel_name(c->backend), c->port_s * 1e3, c->blas_s * 1e3,
              c->split_s * 1e3, c->flops / 1e9, c->shapes, route);
     for (int i = 0; i < n; i++)
         if (store_one(paths[i], line, key, kern) == 0) {

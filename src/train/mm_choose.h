@@ -11,23 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum { MM_SHAPES_MAX = 48 };
-
-typedef struct {
-    int ta, tb, M, N, K, acc;   /* acc: beta 1 (weight gradients) */
-    double count;               /* runs per step */
-    int pick;                   /* the kernel it ran faster on (train_mm_choose) */
-} mm_shape;
-
-typedef struct {
-    mm_shape s[MM_SHAPES_MAX];
-    int n;
-    int over;   /* shapes that did not fit (counted, not timed) */
-} mm_shapes;
-
-/* Counts one run of a shape (a new one takes the next free entry). */
-void train_mm_shapes_add(mm_shapes *t, int ta, int tb, int M, int N, int K, int acc);
-double train_mm_shapes_flops(const mm_shapes *t);
+#include "train/mm_shapes.h"
 
 /* Seconds of one run of shape s on backend (MM_PORTABLE, MM_OPENBLAS). */
 typedef double (*mm_timer_fn)(void *arg, int backend, const mm_shape *s);
@@ -40,18 +24,6 @@ typedef double (*mm_timer_fn)(void *arg, int backend, const mm_shape *s);
  * step, medians 726 and 729, at load 7-8). */
 #define MM_MIXED_GAIN 0.05
 
-typedef struct {
-    int backend;                  /* the choice (for a mixed one, the faster for all) */
-    int mixed;                    /* route says each product's kernel */
-    mm_shapes route;              /* mixed: the shapes, each with its pick */
-    double port_s, blas_s;        /* a step's products on each (0: not timed) */
-    double split_s;               /* each shape on its faster kernel */
-    double flops;                 /* a step's products' FLOPs */
-    int shapes;
-    double took_s;                /* the timing's cost (0: not timed now) */
-    char source[320];             /* "measured now", "kept in FILE", "WEFT_MATMUL", ... */
-} mm_choice;
-
 /* forced MM_PORTABLE or MM_OPENBLAS is taken untimed (WEFT_MATMUL, or a
  * model told which); without OpenBLAS the portable kernel, untimed. Else
  * each shape is timed reps times on each kernel, the runs interleaved and
@@ -60,7 +32,7 @@ typedef struct {
 void train_mm_choose(mm_shapes *t, int forced, int have_blas, int reps,
                      mm_timer_fn fn, void *arg, mm_choice *out);
 
-/* The per-host cache (train_peak_cache_paths, stem "matmul"), keyed by a
+/* The per-host cache (host_cache_paths, stem "matmul"), keyed by a
  * model signature and the kernels' names ("portable avx2 + openblas Zen"):
  * 0 and *out filled when a line matches, -1 otherwise; store returns 0
  * when a file took the line. Other keys' lines are kept (the most recent
@@ -68,13 +40,5 @@ void train_mm_choose(mm_shapes *t, int forced, int have_blas, int reps,
 enum { MM_CACHE_LINES = 64 };
 int train_mm_choice_load(uint64_t key, const char *kernels, mm_choice *out);
 int train_mm_choice_store(uint64_t key, const char *kernels, mm_choice *c);
-
-/* A mixed choice's kernel for one product: its pick when route has the
- * shape, else the choice's backend. */
-int train_mm_choice_route(const mm_choice *c, int ta, int tb, int M, int N, int K, int acc);
-
-/* One line for logs: "openblas (71.2 GFLOP/s on this model's 15 products)
- * over portable (66.0), measured now". */
-void train_mm_choice_text(const mm_choice *c, char *buf, size_t cap);
 
 #endif

@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "train/layers.h"
-#include "train/matmul.h"
+#include "train/mm_auto.h"
 #include "weft.h"
 
 #define MODEL_NAME_MAX 48

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "train/host_cache.h"
 #include "core/param.h"
 #include "train/matmul.h"
 #include "weft.h"
@@ -69,7 +70,7 @@ static double shape_flops(int s)
 static int probe(int backend, double *gflops, double *mix, char *name, size_t cap)
 {
     mm_ctx *c;
-    int rc = train_mm_create(&c, 1, backend);
+    int rc = train_mm_create_fixed(&c, 1, backend);
     if (rc)
         return rc;
     train_mm_describe(c, name, cap);
@@ -211,43 +212,6 @@ double train_peak_theory(double *mhz)
     return 2.0 * lanes * 2.0 * clock / 1e3;
 }
 
-static void host_name(char *buf, size_t cap)
-{
-    if (gethostname(buf, cap) != 0 || !buf[0])
-        snprintf(buf, cap, "unknown");
-    buf[cap - 1] = 0;
-    for (char *s = buf; *s; s++)   /* a file name */
-        if (*s == '/')
-            *s = '_';
-}
-
-int train_peak_cache_paths(const char *stem, char paths[2][300], int *n)
-{
-    const char *f;
-    int rc = param_read_str(PARAM_peak_file, &f, NULL, 0);
-    if (rc)
-        return rc;
-    *n = 0;
-    if (f && *f) {
-        if (strcmp(stem, "peak") == 0)
-            snprintf(paths[(*n)++], sizeof paths[0], "%s", f);
-        else
-            snprintf(paths[(*n)++], sizeof paths[0], "%.280s.%s", f, stem);
-        return 0;
-    }
-    char host[64];
-    host_name(host, sizeof host);
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (xdg && *xdg)
-        snprintf(paths[(*n)++], sizeof paths[0], "%.200s/weft/%s-%s", xdg, stem, host);
-    else if (home && *home)
-        snprintf(paths[(*n)++], sizeof paths[0], "%.200s/.cache/weft/%s-%s", home, stem, host);
-    const char *tmp = getenv("TMPDIR");
-    snprintf(paths[(*n)++], sizeof paths[0], "%.200s/weft-%s-%ld-%s", tmp && *tmp ? tmp : "/tmp",
-             stem, (long)getuid(), host);
-    return 0;
-}
-
 /* Each cache line starts with the probe's version, so that a line a
  * different probe wrote (version 1, untagged, measured too short a time)
  * is measured again rather than believed. */
@@ -290,23 +254,9 @@ static int cache_read(const char *path, train_peak *p)
     return ok ? 0 : -1;
 }
 
-int train_peak_mkdirs(const char *path)
-{
-    char d[300];
-    snprintf(d, sizeof d, "%.299s", path);
-    for (char *s = d + 1; *s; s++)
-        if (*s == '/') {
-            *s = 0;
-            if (mkdir(d, 0755) != 0 && errno != EEXIST)
-                return -1;
-            *s = '/';
-        }
-    return 0;
-}
-
 static int cache_write(const char *path, const train_peak *p)
 {
-    if (train_peak_mkdirs(path) != 0)
+    if (host_cache_mkdirs(path) != 0)
         return -1;
     char tmp[320], pn[32], bn[48];
     snprintf(tmp, sizeof tmp, "%.290s.%ld", path, (long)getpid());
@@ -344,7 +294,7 @@ static int cache_write(const char *path, const train_peak *p)
 static int current_names(char *pn, size_t pcap, char *bn, size_t bcap)
 {
     mm_ctx *c;
-    int rc = train_mm_create(&c, 1, MM_PORTABLE);
+    int rc = train_mm_create_fixed(&c, 1, MM_PORTABLE);
     if (rc)
         return rc;
     train_mm_describe(c, pn, pcap);
@@ -362,7 +312,7 @@ int train_peak_get(train_peak *p)
     char paths[2][300], pn[32], bn[48];
     int n, rc;
     if ((rc = param_read_dbl(PARAM_peak_gflops, &given, NULL, 0)) ||
-        (rc = train_peak_cache_paths("peak", paths, &n)) || (rc = current_names(pn, sizeof pn, bn, sizeof bn)))
+        (rc = host_cache_paths("peak", paths, &n)) || (rc = current_names(pn, sizeof pn, bn, sizeof bn)))
         return rc;
     int found = 0;
     for (int i = 0; i < n && !found; i++) {

@@ -42,11 +42,4 @@ int train_peak_measure(train_peak *out);
  * wrong. */
 double train_peak_theory(double *mhz);
 
-/* The per-host cache files to try, in order, for files named
- * STEM-HOST ("peak", "matmul"): WEFT_PEAK_FILE alone when set (with
- * ".STEM" after it for a stem other than "peak"). */
-int train_peak_cache_paths(const char *stem, char paths[2][300], int *n);
-/* Makes the folders above path; 0 or -1. */
-int train_peak_mkdirs(const char *path);
-
 #endif

@@ -11,6 +11,7 @@
 
 #include "test.h"
 #include "train/layers.h"
+#include "train/mm_auto.h"
 #include "weft.h"
 
 #define H 1e-3f

@@ -15,7 +15,7 @@
 #include "test.h"
 #include "train/flops.h"
 #include "train/layers.h"
-#include "train/matmul.h"
+#include "train/mm_auto.h"
 #include "train/mm_choose.h"
 #include "train/model.h"
 #include "train/peak.h"

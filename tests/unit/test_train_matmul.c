@@ -11,7 +11,7 @@
 
 #include "core/half.h"
 #include "test.h"
-#include "train/matmul.h"
+#include "train/mm_auto.h"
 #include "weft.h"
 
 static float frand(weft_rng *r)
