@@ -955,6 +955,19 @@ typedef struct {
  * with it, and a token count that agrees with the file's size. WEFT_EIO for
  * a malformed file, with what is wrong in err (may be NULL). */
 int weft_llmc_header_read(const char *path, weft_llmc_header *out, char *err, size_t errlen);
+/* Sequence dataset over llm.c shards, streamed (each shard stays open; a
+ * sample is read when asked for). pattern: one shard, a directory (its
+ * *.bin) or a glob; split "train" or "val" takes the shards whose names say
+ * so as llm.c names them ("fineweb_train_000001.bin", "tiny_val.bin"); one
+ * named file whose name says neither serves as the split asked for; split
+ * NULL takes every shard. Sample i is the i-th window of seq_len + 1 tokens
+ * (targets shifted by one) at multiples of seq_len inside one shard, shards
+ * in name order; windows never straddle shards. vocab 0: the tokenizer's
+ * (WEFT_LLMC_VOCAB_*); a smaller one is checked at open on every token (one
+ * pass over the shards), and weft_dataset_get fails with WEFT_EINVAL on a
+ * token outside the vocabulary. err (may be NULL) says what went wrong. */
+int weft_dataset_open_llmc(weft_dataset **out, const char *pattern, int seq_len,
+                           const char *split, int vocab, char *err, size_t errlen);
 
 /* Byte-level tokenizer: token = byte value. decode maps tokens outside
  * 0..255 to '?'. Both return the count written. */
