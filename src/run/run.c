@@ -144,7 +144,7 @@ static int setup_report(weft_run *t)
         (rc = csv_open(t, o->metrics, t->start_step != 0, &csv)) != 0)
         return rc;
     t->end = o->stop_at > 0 && o->stop_at < t->steps ? o->stop_at : t->steps;
-    if (t->end < t->start_step)
+    if (t->end < t->start_step || o->eval_only)
         t->end = t->start_step;
     progress_start(&t->pg, o, t->steps, t->start_step, t->end, csv);
     if ((rc = progress_model(t, &t->pg, t->m, t->world, t->lead)) != 0)
@@ -325,7 +325,7 @@ static int finish_train(weft_run *t)
         if (!o->quiet)
             run_say(t, WEFT_RUN_OUT, "saved %s\n", o->save);
     }
-    if ((t->comm || t->pl) && !o->quiet)
+    if ((t->comm || t->pl) && !o->quiet && !o->eval_only)
         report_end(t, train_s, cpu_all, cpu_main);
     /* its memory line: the shards, before the gather */
     if (t->pl && (rc = pipeline_summary(t->pl, o)) != 0)

@@ -327,6 +327,7 @@ void run_config_init(opts *o)
 static int *flag_of(opts *o, const char *key)
 {
     return strcmp(key, "no-eval") == 0     ? &o->no_eval
+           : strcmp(key, "eval-only") == 0 ? &o->eval_only
            : strcmp(key, "sp") == 0        ? &o->sp
            : strcmp(key, "recompute") == 0 ? &o->recompute
            : strcmp(key, "quiet") == 0     ? &o->quiet
@@ -554,6 +555,9 @@ int run_config_check(const opts *o, int joining, char *err, size_t cap)
 {
     if ((o->set & (1u << O_STEPS)) && (o->set & (1u << O_EPOCHS)))
         return refuse(err, cap, "give --steps or --epochs, not both");
+    if (o->eval_only && (o->no_eval || o->save[0] || o->save_every || o->ps))
+        return refuse(err, cap, "--eval-only evaluates the model it starts from: it takes "
+                      "no --no-eval, --save, --save-every or --ps");
     if (o->layout_auto && (o->pp || o->tp || o->zero || o->micro || o->pp_schedule[0] || o->sp))
         return refuse(err, cap, "--layout auto chooses --tp, --pp, --zero, --micro-batches, "
                       "--schedule and --sp: give it none of them");

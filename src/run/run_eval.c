@@ -37,7 +37,9 @@ static int eval_mlp(weft_run *t, weft_model *m, const data_sets *d, FILE *csv, l
         correct += weft_model_count_correct(m, y);
     }
     double acc = (double)correct / (double)d->ei.n, loss = loss_sum / (double)d->ei.n;
-    run_say(t, WEFT_RUN_OUT, "test: %s, %llu samples: accuracy %.4f (%ld correct), loss %.4f\n",
+    run_say(t, WEFT_RUN_OUT, t->o->eval_only
+                ? "test: %s, %llu samples: accuracy %.6g (%ld correct), loss %.6g\n"
+                : "test: %s, %llu samples: accuracy %.4f (%ld correct), loss %.4f\n",
             d->ei.name, (unsigned long long)d->ei.n, acc, correct, loss);
     csv_row(csv, step, epoch, "test", loss, acc, 0, -1, 0, 0);
     free(x);
@@ -131,7 +133,8 @@ static int eval_gpt(weft_run *t, weft_model *m, const data_sets *d, const opts *
                     long step, double epoch)
 {
     int T = d->ei.x_dim, B = 32, rc = 0;
-    uint64_t windows = d->ei.n < 4096 ? d->ei.n : 4096;
+    /* a run's closing look at a few thousand; --eval-only's at them all */
+    uint64_t windows = d->ei.n < 4096 || o->eval_only ? d->ei.n : 4096;
     int32_t *x = malloc((size_t)B * (size_t)T * sizeof *x);
     int32_t *y = malloc((size_t)B * (size_t)T * sizeof *y);
     if (!x || !y)
@@ -150,7 +153,9 @@ static int eval_gpt(weft_run *t, weft_model *m, const data_sets *d, const opts *
     }
     if (rc == 0) {
         double vloss = loss_sum / (double)windows, acc = -1;
-        run_say(t, WEFT_RUN_OUT, "validation: %s, %llu windows of %d tokens: loss %.4f\n",
+        run_say(t, WEFT_RUN_OUT, o->eval_only
+                    ? "validation: %s, %llu windows of %d tokens: loss %.6g\n"
+                    : "validation: %s, %llu windows of %d tokens: loss %.4f\n",
                 d->ei.name, (unsigned long long)windows, T, vloss);
         weft_rng rng;
         weft_rng_seed(&rng, 1234);

@@ -29,7 +29,7 @@ typedef struct {
     run_opts r;
     char save[1024], resume[1024], metrics[1024];
     long save_every, log_every, stop_at;
-    int threads, eval_prompts, no_eval, quiet;
+    int threads, eval_prompts, no_eval, eval_only, quiet;
     double bucket_mb;
     int zero, accum, straggle_rank, straggle_ms;
     char sync[64];

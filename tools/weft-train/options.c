@@ -43,6 +43,9 @@ static void usage(FILE *f)
         "  --threads N              matmul threads\n"
         "  --eval-prompts N         gpt exact-match problems (500)\n"
         "  --no-eval                skip the final evaluation\n"
+        "  --eval-only              no training step: the validation (or test) loss of the\n"
+        "                           model as it starts (fresh, --resume or --init-from) over\n"
+        "                           every validation window, to 6 significant digits\n"
         "  --quiet                  no progress output\n"
         "  --bucket-mb MB           data parallel: gradient bucket size in MiB (25), or a\n"
         "                           size with its unit (512K)\n"
@@ -105,7 +108,8 @@ static void usage(FILE *f)
 /* Options that take no value. */
 static int is_flag(const char *key)
 {
-    static const char *const flags[] = { "no-eval", "sp", "recompute", "quiet", "elastic" };
+    static const char *const flags[] = { "no-eval", "eval-only", "sp", "recompute", "quiet",
+                                         "elastic" };
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
         if (strcmp(key, flags[i]) == 0)
             return 1;
