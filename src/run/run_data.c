@@ -4,7 +4,9 @@
 
 #include "run/run_config.h"
 #include "run/run_paths.h"
+#include "train/llmc_shard.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -15,13 +17,77 @@ static int is_dir(const char *p)
     return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* The vocabulary of the model --model names (a spec, or a checkpoint's,
+ * whose options the run took); 0 for "gpt", whose vocabulary the data
+ * gives. */
+static int model_vocab(const run_opts *r)
+{
+    weft_model_config cfg;
+    if (!strchr(r->model, ':') || weft_model_config_parse(r->model, &cfg) != 0)
+        return 0;
+    return cfg.type == WEFT_MODEL_MLP ? 0 : cfg.vocab;
+}
+
+/* llm.c's validation shards beside training ones: a directory's own, or
+ * the name with _val for _train and any shard number ("fineweb_train_*.bin"
+ * and "fineweb_train_000001.bin": "fineweb_val_*.bin", as llm.c numbers
+ * them from 0 and its training shards from 1). 0: none to be found. */
+static int val_pattern(const char *train, char *out, size_t cap)
+{
+    const char *base = strrchr(train, '/');
+    base = base ? base + 1 : train;
+    const char *m = strstr(base, "_train");
+    if (m) {
+        const char *rest = m + 6, *num = rest[0] == '_' ? rest + 1 : rest;
+        size_t digits = strspn(num, "0123456789");
+        if (num != rest && digits)
+            return snprintf(out, cap, "%.*s_val_*%s", (int)(m - train), train,
+                            num + digits) < (int)cap;
+        return snprintf(out, cap, "%.*s_val%s", (int)(m - train), train, rest) < (int)cap;
+    }
+    struct stat st;
+    if (stat(train, &st) == 0 && S_ISREG(st.st_mode))
+        return 0; /* one file that says no split: its validation is not ours to guess */
+    return snprintf(out, cap, "%s", train) < (int)cap;
+}
+
+/* --data llmc:PATTERN or llmc:TRAIN,VAL (or a shard recognised by its
+ * magic): training windows from the _train shards, validation from the
+ * _val ones; the model's vocabulary bounds the tokens. */
+static int open_llmc(weft_run *t, const run_opts *r, const char *spec, data_sets *d)
+{
+    char train[2048], val[2048], err[2600];
+    const char *comma = strchr(spec, ',');
+    snprintf(train, sizeof train, "%.*s", comma ? (int)(comma - spec) : (int)strlen(spec), spec);
+    if (comma)
+        snprintf(val, sizeof val, "%s", comma + 1);
+    else if (!val_pattern(train, val, sizeof val))
+        return run_fail(t, WEFT_ECONFIG,
+                        "--data llmc:%s: its name says neither _train nor _val, so no validation "
+                        "shards go with it: give them as --data llmc:%s,VAL_SHARDS", train, train);
+    int vocab = model_vocab(r);
+    int rc = weft_dataset_open_llmc(&d->train, train, r->seq, "train", vocab, err, sizeof err);
+    if (rc != 0)
+        return run_fail(t, rc, "--data llmc:%s (training shards): %s", spec,
+                        err[0] ? err : weft_strerror(rc));
+    rc = weft_dataset_open_llmc(&d->eval, val, r->seq, "val", vocab, err, sizeof err);
+    if (rc != 0)
+        return run_fail(t, rc, "--data llmc:%s (validation shards %s): %s", spec, val,
+                        err[0] ? err : weft_strerror(rc));
+    return 0;
+}
+
 int data_open(weft_run *t, const run_opts *r, data_sets *d)
 {
     int rc, gpt = run_opts_is_gpt(r);
     const char *what = r->data;
     if ((rc = path_check(t, "--data", what, 1, 0)) != 0)
         return rc;
-    if (strcmp(what, "builtin") == 0) {
+    if (strncmp(what, "llmc:", 5) == 0 || (gpt && llmc_is_shard(what))) {
+        rc = open_llmc(t, r, strncmp(what, "llmc:", 5) == 0 ? what + 5 : what, d);
+        if (rc != 0)
+            return rc;
+    } else if (strcmp(what, "builtin") == 0) {
         if (gpt) {
             int f = run_opts_format_code(r->format);
             rc = weft_dataset_addition(&d->train, r->data_seed, 0, r->digits, f, r->seq,

@@ -238,3 +238,14 @@ int llmc_read_tokens(int fd, int token_bytes, uint64_t first, size_t n, int32_t 
     }
     return 0;
 }
+
+int llmc_is_shard(const char *path)
+{
+    int fd = train_open_regular(path, O_RDONLY, 0);
+    if (fd < 0)
+        return 0;
+    unsigned char m[4];
+    int32_t magic = read_all(fd, m, sizeof m, 0) == 0 ? get32(m) : 0;
+    close(fd);
+    return magic == WEFT_LLMC_MAGIC_GPT2 || magic == WEFT_LLMC_MAGIC_LLAMA3;
+}

@@ -17,4 +17,8 @@ int llmc_header_fd(int fd, weft_llmc_header *h, char *err, size_t errlen);
  * pread (safe from several threads on one fd). */
 int llmc_read_tokens(int fd, int token_bytes, uint64_t first, size_t n, int32_t *out);
 
+/* 1 if path is a regular file that starts with an llm.c shard's magic (the
+ * rest unchecked: a broken shard is still told apart from other formats). */
+int llmc_is_shard(const char *path);
+
 #endif
