@@ -505,13 +505,14 @@ void weft_cluster_comm_destroy(weft_cluster_comm *h);
  * ranges. Weights are stored as in torch.nn.Linear: [out, in], row-major. */
 typedef struct weft_model weft_model;
 
-typedef enum { WEFT_MODEL_MLP = 1, WEFT_MODEL_GPT = 2 } weft_model_type;
+typedef enum { WEFT_MODEL_MLP = 1, WEFT_MODEL_GPT = 2, WEFT_MODEL_LLAMA = 3 } weft_model_type;
 typedef enum { WEFT_ACT_RELU = 0, WEFT_ACT_GELU = 1 } weft_activation;
 typedef enum { WEFT_PREC_FP32 = 0, WEFT_PREC_BF16 = 1 } weft_precision;
 
 #define WEFT_MLP_MAX_WIDTHS 9   /* input + up to 7 hidden + classes */
 
-/* Plain int32 fields only, so a checkpoint can store it field by field. */
+/* Plain 4-byte fields only (int32, and the two floats), so a checkpoint
+ * can store it field by field. */
 typedef struct {
     int32_t type;        /* weft_model_type */
     /* MLP: widths[0] inputs, widths[n_widths-1] classes; hidden layers use
@@ -526,10 +527,20 @@ typedef struct {
     int32_t n_layer;
     int32_t n_head;      /* divides d_model */
     int32_t d_model;
+    /* Llama (as transformers' LlamaForCausalLM: RMSNorm, rotary positions,
+     * grouped-query attention, SwiGLU MLP, no biases); vocab, ctx,
+     * n_layer, n_head and d_model as above. */
+    int32_t n_kv_head;   /* divides n_head; each serves n_head/n_kv_head */
+    int32_t ffn;         /* the SwiGLU MLP's hidden width */
+    int32_t tied;        /* 1: the output projection is the token embedding */
+    float rope_theta;    /* rotary base, 10000 by default */
+    float rms_eps;       /* RMSNorm's epsilon, 1e-5 by default */
 } weft_model_config;
 
 /* "mlp:784-512-512-10", "mlp:784-128-10:gelu",
- * "gpt:vocab=256,ctx=64,layers=2,heads=4,dim=64" (keys in any order). */
+ * "gpt:vocab=256,ctx=64,layers=2,heads=4,dim=64",
+ * "llama:vocab=256,ctx=64,layers=2,heads=4,kv_heads=2,dim=64,ffn=172"
+ * (optional theta=10000,eps=1e-5,tied=0) (keys in any order). */
 int weft_model_config_parse(const char *s, weft_model_config *cfg);
 /* Writes the same syntax; returns the length as snprintf does. */
 int weft_model_config_format(const weft_model_config *cfg, char *buf, size_t len);

@@ -7,7 +7,13 @@
  * product per (query, key). Forward saves only each row's log-sum-exp;
  * backward recomputes a block's probabilities from it (one more Q K^T, a
  * quarter more arithmetic) instead of reading B*NH*T*T floats back from
- * memory. So a head needs O(QB T) memory at any length. */
+ * memory. So a head needs O(QB T) memory at any length.
+ *
+ * Keys and values may have fewer heads than the queries (grouped-query
+ * attention): kv head g serves query heads g*NH/NKV .. (g+1)*NH/NKV - 1.
+ * Backward then runs a kv head's group of query heads on one thread, in
+ * order, so their sums into its dK and dV need no locks and do not depend
+ * on the thread count. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,9 +104,12 @@ VEXP_TARGET static float row_exp_avx2(float *row, int n, float a, float b)
 }
 #endif
 
+/* q, k and v (and their gradients) are rows of stride qs, ks, vs; the
+ * output's rows are NH*hs wide. */
 typedef struct {
-    float *out, *att, *dqkv, *datt;
-    const float *qkv, *dout, *catt;
+    float *out, *att, *dq, *dk, *dv, *datt;
+    const float *q, *k, *v, *dout, *catt;
+    int qs, ks, vs, NKV, hs;
     mmp *mm;
     int avx2;
     /* per-thread scratch of 2 QB T floats, or NULL when it could not be
@@ -147,21 +156,27 @@ static float row_exp(const att_job *j, float *row, int n, float a, float b)
 static void block_scores(const att_job *j, int tid, const float *q, const float *kb, int m,
                          int n, float *S)
 {
-    int C3 = 3 * j->C, hs = j->C / j->NH;
-    train_mmp_gemm_on(j->mm, tid, 0, 1, m, n, hs, q, C3, kb, C3, 0.0f, S, j->T);
+    train_mmp_gemm_on(j->mm, tid, 0, 1, m, n, j->hs, q, j->qs, kb, j->ks, 0.0f, S, j->T);
+}
+
+/* Query head h's kv head. */
+static int kv_of(const att_job *j, int h)
+{
+    return h / (j->NH / j->NKV);
 }
 
 static void att_fwd_bh(const att_job *j, int tid, int b, int h)
 {
-    int T = j->T, C = j->C, NH = j->NH, hs = C / NH, C3 = 3 * C, qb;
+    int T = j->T, NH = j->NH, hs = j->hs, C = NH * hs, qb, g = kv_of(j, h);
     float scale = 1.0f / sqrtf((float)hs);
-    const float *base = j->qkv + (size_t)b * T * C3;
-    const float *kb = base + C + h * hs, *vb = base + 2 * C + h * hs;
+    const float *qbase = j->q + (size_t)b * T * j->qs + h * hs;
+    const float *kb = j->k + (size_t)b * T * j->ks + g * hs;
+    const float *vb = j->v + (size_t)b * T * j->vs + g * hs;
     size_t bh = (size_t)b * NH + h;
     float local[2], *lse = j->att + bh * T, *S = block_scratch(j, tid, bh, 1, local, &qb);
     for (int t0 = 0; t0 < T; t0 += qb) {
         int m = T - t0 < qb ? T - t0 : qb, n = t0 + m;
-        block_scores(j, tid, base + (size_t)t0 * C3 + h * hs, kb, m, n, S);
+        block_scores(j, tid, qbase + (size_t)t0 * j->qs, kb, m, n, S);
         for (int r = 0; r < m; r++) {
             float *row = S + (size_t)r * T;
             int t = t0 + r;
@@ -174,35 +189,34 @@ static void att_fwd_bh(const att_job *j, int tid, int b, int h)
                 row[t2] = 0.0f;
             lse[t] = mx + logf(sum);
         }
-        train_mmp_gemm_on(j->mm, tid, 0, 0, m, hs, n, S, T, vb, C3, 0.0f,
+        train_mmp_gemm_on(j->mm, tid, 0, 0, m, hs, n, S, T, vb, j->vs, 0.0f,
                           j->out + ((size_t)b * T + t0) * C + h * hs, C);
     }
 }
 
+/* Query head h's share of dQ (written) and of its kv head's dK, dV
+ * (added: the caller zeroes them once for the group). */
 static void att_bwd_bh(const att_job *j, int tid, int b, int h)
 {
-    int T = j->T, C = j->C, NH = j->NH, hs = C / NH, C3 = 3 * C, qb;
+    int T = j->T, NH = j->NH, hs = j->hs, C = NH * hs, qb, g = kv_of(j, h);
+    int qs = j->qs, ks = j->ks, vs = j->vs;
     float scale = 1.0f / sqrtf((float)hs);
-    const float *base = j->qkv + (size_t)b * T * C3;
-    const float *kb = base + C + h * hs, *vb = base + 2 * C + h * hs;
-    float *dbase = j->dqkv + (size_t)b * T * C3;
-    float *dk = dbase + C + h * hs, *dv = dbase + 2 * C + h * hs;
+    const float *qbase = j->q + (size_t)b * T * qs + h * hs;
+    const float *kb = j->k + (size_t)b * T * ks + g * hs;
+    const float *vb = j->v + (size_t)b * T * vs + g * hs;
+    float *dq = j->dq + (size_t)b * T * qs + h * hs;
+    float *dk = j->dk + (size_t)b * T * ks + g * hs, *dv = j->dv + (size_t)b * T * vs + g * hs;
     size_t bh = (size_t)b * NH + h;
     const float *lse = j->catt + bh * T;
     float local[2], *P = block_scratch(j, tid, bh, 2, local, &qb);
     float *dP = P + (size_t)qb * T;
-    /* keys and values gather from every later query block */
-    for (int t = 0; t < T; t++) {
-        memset(dk + (size_t)t * C3, 0, sizeof(float) * hs);
-        memset(dv + (size_t)t * C3, 0, sizeof(float) * hs);
-    }
     for (int t0 = 0; t0 < T; t0 += qb) {
         int m = T - t0 < qb ? T - t0 : qb, n = t0 + m;
-        const float *q = base + (size_t)t0 * C3 + h * hs;
+        const float *q = qbase + (size_t)t0 * qs;
         const float *dout = j->dout + ((size_t)b * T + t0) * C + h * hs;
         block_scores(j, tid, q, kb, m, n, P);
         /* dP = dO V^T, the probabilities' gradient */
-        train_mmp_gemm_on(j->mm, tid, 0, 1, m, n, hs, dout, C, vb, C3, 0.0f, dP, T);
+        train_mmp_gemm_on(j->mm, tid, 0, 1, m, n, hs, dout, C, vb, vs, 0.0f, dP, T);
         for (int r = 0; r < m; r++) {
             float *p = P + (size_t)r * T, *dp = dP + (size_t)r * T;
             int t = t0 + r;
@@ -217,11 +231,25 @@ static void att_bwd_bh(const att_job *j, int tid, int b, int h)
                 p[t2] = dp[t2] = 0.0f;
         }
         /* dV += P^T dO, dQ = dS K, dK += dS^T Q */
-        train_mmp_gemm_on(j->mm, tid, 1, 0, n, hs, m, P, T, dout, C, 1.0f, dv, C3);
-        train_mmp_gemm_on(j->mm, tid, 0, 0, m, hs, n, dP, T, kb, C3, 0.0f,
-                          dbase + (size_t)t0 * C3 + h * hs, C3);
-        train_mmp_gemm_on(j->mm, tid, 1, 0, n, hs, m, dP, T, q, C3, 1.0f, dk, C3);
+        train_mmp_gemm_on(j->mm, tid, 1, 0, n, hs, m, P, T, dout, C, 1.0f, dv, vs);
+        train_mmp_gemm_on(j->mm, tid, 0, 0, m, hs, n, dP, T, kb, ks, 0.0f,
+                          dq + (size_t)t0 * qs, qs);
+        train_mmp_gemm_on(j->mm, tid, 1, 0, n, hs, m, dP, T, q, qs, 1.0f, dk, ks);
     }
+}
+
+/* kv head g of batch row b: its dK and dV gather from every later query
+ * block of every query head of its group. */
+static void att_bwd_group(const att_job *j, int tid, int b, int g)
+{
+    int T = j->T, hs = j->hs, per = j->NH / j->NKV;
+    float *dk = j->dk + (size_t)b * T * j->ks + g * hs, *dv = j->dv + (size_t)b * T * j->vs + g * hs;
+    for (int t = 0; t < T; t++) {
+        memset(dk + (size_t)t * j->ks, 0, sizeof(float) * hs);
+        memset(dv + (size_t)t * j->vs, 0, sizeof(float) * hs);
+    }
+    for (int h = g * per; h < (g + 1) * per; h++)
+        att_bwd_bh(j, tid, b, h);
 }
 
 static void att_fwd_worker(void *v, int tid, int nt)
@@ -237,9 +265,9 @@ static void att_bwd_worker(void *v, int tid, int nt)
 {
     att_job *j = v;
     int lo, hi;
-    train_pool_split(j->B * j->NH, 1, tid, nt, &lo, &hi);
+    train_pool_split(j->B * j->NKV, 1, tid, nt, &lo, &hi);
     for (int i = lo; i < hi; i++)
-        att_bwd_bh(j, tid, i / j->NH, i % j->NH);
+        att_bwd_group(j, tid, i / j->NKV, i % j->NKV);
 }
 
 /* A block of QB rows needs scratch that the caller's 2 B NH T floats may
@@ -258,20 +286,39 @@ static void run(mm_ctx *mm, pool_fn fn, att_job *j)
     free(j->scr);
 }
 
-void train_attention_forward(mm_ctx *mm, float *out, float *att, const float *qkv,
-                             int B, int T, int C, int NH)
+void train_attention_gqa_forward(mm_ctx *mm, float *out, float *att, const float *q,
+                                 const float *k, const float *v, int qs, int ks, int vs,
+                                 int B, int T, int NH, int NKV, int hs)
 {
     /* without a block scratch, the score rows go after the saved
      * log-sum-exps, in att's own space */
-    att_job j = { .out = out, .att = att, .datt = att + (size_t)B * NH * T, .qkv = qkv,
-                  .B = B, .T = T, .C = C, .NH = NH };
+    att_job j = { .out = out, .att = att, .datt = att + (size_t)B * NH * T, .q = q, .k = k,
+                  .v = v, .qs = qs, .ks = ks, .vs = vs, .NKV = NKV, .hs = hs,
+                  .B = B, .T = T, .C = NH * hs, .NH = NH };
     run(mm, att_fwd_worker, &j);
+}
+
+void train_attention_gqa_backward(mm_ctx *mm, float *dq, float *dk, float *dv, float *datt,
+                                  const float *dout, const float *q, const float *k,
+                                  const float *v, const float *att, int qs, int ks, int vs,
+                                  int B, int T, int NH, int NKV, int hs)
+{
+    att_job j = { .dq = dq, .dk = dk, .dv = dv, .datt = datt, .dout = dout, .q = q, .k = k,
+                  .v = v, .catt = att, .qs = qs, .ks = ks, .vs = vs, .NKV = NKV, .hs = hs,
+                  .B = B, .T = T, .C = NH * hs, .NH = NH };
+    run(mm, att_bwd_worker, &j);
+}
+
+void train_attention_forward(mm_ctx *mm, float *out, float *att, const float *qkv,
+                             int B, int T, int C, int NH)
+{
+    train_attention_gqa_forward(mm, out, att, qkv, qkv + C, qkv + 2 * C, 3 * C, 3 * C, 3 * C,
+                                B, T, NH, NH, C / NH);
 }
 
 void train_attention_backward(mm_ctx *mm, float *dqkv, float *datt, const float *dout,
                               const float *qkv, const float *att, int B, int T, int C, int NH)
 {
-    att_job j = { .dqkv = dqkv, .datt = datt, .dout = dout, .qkv = qkv, .catt = att,
-                  .B = B, .T = T, .C = C, .NH = NH };
-    run(mm, att_bwd_worker, &j);
+    train_attention_gqa_backward(mm, dqkv, dqkv + C, dqkv + 2 * C, datt, dout, qkv, qkv + C,
+                                 qkv + 2 * C, att, 3 * C, 3 * C, 3 * C, B, T, NH, NH, C / NH);
 }

@@ -15,7 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { CONFIG_FIELDS = 8 + WEFT_MLP_MAX_WIDTHS };
+/* The fields a checkpoint stores: those of the configs before Llama's
+ * (which it still reads, the rest zero), then Llama's (its two floats by
+ * their bits). */
+enum { OLD_CONFIG_FIELDS = 8 + WEFT_MLP_MAX_WIDTHS, CONFIG_FIELDS = OLD_CONFIG_FIELDS + 5 };
 
 static void config_to_fields(const weft_model_config *c, int32_t *f)
 {
@@ -30,9 +33,14 @@ static void config_to_fields(const weft_model_config *c, int32_t *f)
     f[k++] = c->n_layer;
     f[k++] = c->n_head;
     f[k++] = c->d_model;
+    f[k++] = c->n_kv_head;
+    f[k++] = c->ffn;
+    f[k++] = c->tied;
+    memcpy(&f[k++], &c->rope_theta, 4);
+    memcpy(&f[k++], &c->rms_eps, 4);
 }
 
-static void fields_to_config(const int32_t *f, weft_model_config *c)
+static void fields_to_config(const int32_t *f, int n, weft_model_config *c)
 {
     int k = 0;
     memset(c, 0, sizeof *c);
@@ -46,6 +54,13 @@ static void fields_to_config(const int32_t *f, weft_model_config *c)
     c->n_layer = f[k++];
     c->n_head = f[k++];
     c->d_model = f[k++];
+    if (n < CONFIG_FIELDS)
+        return;
+    c->n_kv_head = f[k++];
+    c->ffn = f[k++];
+    c->tied = f[k++];
+    memcpy(&c->rope_theta, &f[k++], 4);
+    memcpy(&c->rms_eps, &f[k++], 4);
 }
 
 int weft_ckpt_put_model(weft_ckpt *c, weft_model *m)
@@ -88,11 +103,13 @@ int weft_ckpt_model_config(const weft_ckpt *c, weft_model_config *cfg)
     int rc = weft_ckpt_find(c, "model/config", &e);
     if (rc != 0)
         return rc;
-    if (e.kind != WEFT_CKPT_TENSOR || e.dtype != WEFT_I32 || e.nbytes != CONFIG_FIELDS * 4)
+    if (e.kind != WEFT_CKPT_TENSOR || e.dtype != WEFT_I32 ||
+        (e.nbytes != CONFIG_FIELDS * 4 && e.nbytes != OLD_CONFIG_FIELDS * 4))
         return WEFT_EIO;
     int32_t fields[CONFIG_FIELDS];
-    memcpy(fields, e.data, sizeof fields);
-    fields_to_config(fields, cfg);
+    int n = (int)(e.nbytes / 4);
+    memcpy(fields, e.data, (size_t)n * 4);
+    fields_to_config(fields, n, cfg);
     return weft_model_config_check(cfg) == 0 ? 0 : WEFT_EIO;
 }
 

@@ -9,6 +9,13 @@ double train_model_param_count(const weft_model_config *c)
         return n;
     }
     double d = c->d_model, L = c->n_layer;
+    if (c->type == WEFT_MODEL_LLAMA) {
+        /* per block: two RMSNorm gains, q and o (d x d), k and v (kv_heads
+         * heads each), gate, up and down; no biases, no positions */
+        double kv = d / c->n_head * c->n_kv_head, ffn = c->ffn;
+        double block = 2 * d + 2 * d * d + 2 * d * kv + 3 * d * ffn;
+        return (double)c->vocab * d * (c->tied ? 1 : 2) + L * block + d;
+    }
     /* per block: two LayerNorms, qkv and proj, fc and fc-proj, with biases */
     double block = 2 * 2 * d + (3 * d * d + 3 * d) + (d * d + d) + (4 * d * d + 4 * d) +
                    (4 * d * d + d);

@@ -86,6 +86,17 @@ void train_attention_forward(mm_ctx *mm, float *out, float *att, const float *qk
                              int B, int T, int C, int NH);
 void train_attention_backward(mm_ctx *mm, float *dqkv, float *datt, const float *dout,
                               const float *qkv, const float *att, int B, int T, int C, int NH);
+/* The same with NKV <= NH key/value heads (dividing NH) of size hs: q, k
+ * and v rows of strides qs, ks and vs (NH*hs, NKV*hs and NKV*hs wide);
+ * out is [B*T, NH*hs]. Backward overwrites dq, dk and dv (which may be
+ * parts of one buffer, as the fused qkv's are). */
+void train_attention_gqa_forward(mm_ctx *mm, float *out, float *att, const float *q,
+                                 const float *k, const float *v, int qs, int ks, int vs,
+                                 int B, int T, int NH, int NKV, int hs);
+void train_attention_gqa_backward(mm_ctx *mm, float *dq, float *dk, float *dv, float *datt,
+                                  const float *dout, const float *q, const float *k,
+                                  const float *v, const float *att, int qs, int ks, int vs,
+                                  int B, int T, int NH, int NKV, int hs);
 
 /* Softmax cross-entropy over rows of logits[rows,v]: probs get the
  * softmax; returns the summed loss over rows whose target is >= 0 and sets

@@ -42,6 +42,8 @@ int weft_model_config_check(const weft_model_config *c)
             return WEFT_EINVAL;
         return 0;
     }
+    if (c->type == WEFT_MODEL_LLAMA)
+        return train_llama_check(c);
     if (c->type == WEFT_MODEL_GPT) {
         if (c->vocab < 2 || c->vocab > (1 << 24) || c->ctx < 1 || c->ctx > (1 << 16) ||
             c->n_layer < 1 || c->n_layer > 1024 || c->n_head < 1 || c->d_model < 1 ||
@@ -91,6 +93,10 @@ int weft_model_config_parse(const char *s, weft_model_config *cfg)
         } else if (*s) {
             return WEFT_EINVAL;
         }
+    } else if (strncmp(s, "llama:", 6) == 0) {
+        int rc = train_llama_parse(s + 6, &c);
+        if (rc)
+            return rc;
     } else if (strncmp(s, "gpt:", 4) == 0) {
         c.type = WEFT_MODEL_GPT;
         s += 4;
@@ -125,6 +131,11 @@ int weft_model_config_format(const weft_model_config *c, char *buf, size_t len)
 {
     if (!c || (!buf && len))
         return WEFT_EINVAL;
+    if (c->type == WEFT_MODEL_LLAMA)
+        return snprintf(buf, len, "llama:vocab=%d,ctx=%d,layers=%d,heads=%d,kv_heads=%d,dim=%d,"
+                        "ffn=%d,theta=%.9g,eps=%.9g,tied=%d", c->vocab, c->ctx, c->n_layer,
+                        c->n_head, c->n_kv_head, c->d_model, c->ffn, (double)c->rope_theta,
+                        (double)c->rms_eps, c->tied);
     if (c->type == WEFT_MODEL_GPT)
         return snprintf(buf, len, "gpt:vocab=%d,ctx=%d,layers=%d,heads=%d,dim=%d",
                         c->vocab, c->ctx, c->n_layer, c->n_head, c->d_model);
@@ -189,6 +200,8 @@ static int tp_fits(const weft_model_config *c, int T)
         return 1;
     if (c->type == WEFT_MODEL_GPT)
         return c->n_head % T == 0;
+    if (c->type == WEFT_MODEL_LLAMA)
+        return train_llama_tp_fits(c, T);
     int L = c->n_widths - 1;
     for (int l = 0; l + 1 < L; l += 2) /* a column-parallel layer and its row-parallel pair */
         if (c->widths[l + 1] % T)
@@ -222,7 +235,7 @@ int weft_model_create_tp(weft_model **out, const weft_model_config *cfg, uint64_
     m->tp_size = tp_size;
     m->tp_rank = tp_rank;
     /* sequence parallelism splits a GPT's rows, over tp ranks only */
-    m->seqpar = (flags & WEFT_STAGE_SEQUENCE_PARALLEL) && tp_size > 1 && cfg->type == WEFT_MODEL_GPT;
+    m->seqpar = (flags & WEFT_STAGE_SEQUENCE_PARALLEL) && tp_size > 1 && cfg->type != WEFT_MODEL_MLP;
     m->nblocks = train_model_blocks(cfg);
     m->split = (flags & WEFT_STAGE_SPLIT_BACKWARD) != 0;
     m->announce = 1;
@@ -462,9 +475,13 @@ static int ensure_arena(weft_model *m, int B, int T)
         if (!m->w16)
             return WEFT_ENOMEM;
     }
-    if (!s->arch && !(s->arch = m->cfg.type == WEFT_MODEL_MLP ? train_mlp_arch(m) : train_gpt_arch(m)))
+    int type = m->cfg.type;
+    if (!s->arch && !(s->arch = type == WEFT_MODEL_MLP ? train_mlp_arch(m)
+                              : type == WEFT_MODEL_LLAMA ? train_llama_arch(m) : train_gpt_arch(m)))
         return WEFT_ENOMEM;
-    size_t need = m->cfg.type == WEFT_MODEL_MLP ? train_mlp_layout(m, NULL, B) : train_gpt_layout(m, NULL, B, T);
+    size_t need = type == WEFT_MODEL_MLP ? train_mlp_layout(m, NULL, B)
+                : type == WEFT_MODEL_LLAMA ? train_llama_layout(m, NULL, B, T)
+                : train_gpt_layout(m, NULL, B, T);
     if (need > s->arena_n) {
         float *a = aligned_alloc(64, need * sizeof(float));
         if (!a)
@@ -487,8 +504,10 @@ static int ensure_arena(weft_model *m, int B, int T)
         s->targets = t2;
         s->tok_cap = rows;
     }
-    if (m->cfg.type == WEFT_MODEL_MLP)
+    if (type == WEFT_MODEL_MLP)
         train_mlp_layout(m, s->arena, B);
+    else if (type == WEFT_MODEL_LLAMA)
+        train_llama_layout(m, s->arena, B, T);
     else
         train_gpt_layout(m, s->arena, B, T);
     return 0;
@@ -528,7 +547,7 @@ int weft_model_chunk_io(const weft_model *m, int chunk, int batch, int seq, size
 {
     if (!m || chunk < 0 || chunk >= m->nchunk || batch < 1)
         return WEFT_EINVAL;
-    size_t rows = (size_t)batch * (m->cfg.type == WEFT_MODEL_GPT ? (size_t)seq : 1);
+    size_t rows = (size_t)batch * (m->cfg.type != WEFT_MODEL_MLP ? (size_t)seq : 1);
     if (m->seqpar)
         rows /= (size_t)m->tp_size; /* this rank's rows of the residual stream */
     const model_chunk *ck = &m->chunk[chunk];
@@ -554,7 +573,8 @@ static uint64_t mm_key(const weft_model *m, int batch, int T)
     const weft_model_config *c = &m->cfg;
     uint64_t h = 14695981039346656037ull;
     int64_t f[] = { c->type, c->n_widths, c->vocab, c->ctx, c->n_layer, c->n_head, c->d_model,
-                    batch, T, m->tp_size, m->seqpar, m->nchunk, m->split, m->recompute };
+                    c->n_kv_head, c->ffn, c->tied, batch, T, m->tp_size, m->seqpar, m->nchunk,
+                    m->split, m->recompute };
     for (size_t i = 0; i < sizeof f / sizeof *f; i++)
         h = fnv(h, f[i]);
     for (int i = 0; i < c->n_widths && i < WEFT_MLP_MAX_WIDTHS; i++)
@@ -572,7 +592,7 @@ int weft_model_chunk_forward(weft_model *m, int chunk, int slot, const void *inp
     int rc = select_slot(m, chunk, slot);
     if (rc)
         return rc;
-    int gpt = m->cfg.type == WEFT_MODEL_GPT, first = m->ck->first == 0;
+    int gpt = m->cfg.type != WEFT_MODEL_MLP, first = m->ck->first == 0;
     int last = m->ck->last + 1 == m->nblocks;
     int T = gpt ? seq : 1;
     if (gpt && (seq < 1 || seq > m->cfg.ctx))
@@ -600,7 +620,8 @@ int weft_model_chunk_forward(weft_model *m, int chunk, int slot, const void *inp
     s->rows = (int)rows;
     s->cols = !last ? 0 : tpv ? train_tp_vocab_rows(m) : ncls;
     train_mm_begin(m->mm, mm_key(m, batch, T));
-    rc = gpt ? train_gpt_forward(m, inputs, batch, T) : train_mlp_forward(m, inputs, batch);
+    rc = m->cfg.type == WEFT_MODEL_LLAMA ? train_llama_forward(m, inputs, batch, T)
+       : gpt ? train_gpt_forward(m, inputs, batch, T) : train_mlp_forward(m, inputs, batch);
     if (rc)
         return rc;
     double sum = 0.0;
@@ -641,13 +662,14 @@ int weft_model_chunk_backward(weft_model *m, int chunk, int slot, const float *d
         return WEFT_EINVAL;
     if (last && part != WEFT_BACKWARD_WEIGHT) {
         float scale = s->count ? weight / (float)s->count : 0.0f;
-        if (m->cfg.type == WEFT_MODEL_GPT && m->tp_size > 1)
+        if (m->cfg.type != WEFT_MODEL_MLP && m->tp_size > 1)
             train_tp_xent_backward(m, s->probs, s->probs, s->targets, s->rows, scale);
         else
             train_softmax_xent_backward(s->probs, s->probs, s->targets, s->rows, s->cols, scale);
     }
     m->announce = announce;
-    int rc = m->cfg.type == WEFT_MODEL_GPT ? train_gpt_backward(m, dout, part)
+    int rc = m->cfg.type == WEFT_MODEL_LLAMA ? train_llama_backward(m, dout, part)
+           : m->cfg.type == WEFT_MODEL_GPT ? train_gpt_backward(m, dout, part)
                                            : train_mlp_backward(m, dout, part);
     m->announce = 1;
     if (part != WEFT_BACKWARD_INPUT)   /* the step's products have all run */
@@ -755,7 +777,7 @@ int weft_model_count_correct(weft_model *m, const int32_t *targets)
     if (!m || !targets || !m->s || !m->s->logits)
         return WEFT_EINVAL;
     const model_slot *s = m->s;
-    if (m->cfg.type == WEFT_MODEL_GPT && m->tp_size > 1)
+    if (m->cfg.type != WEFT_MODEL_MLP && m->tp_size > 1)
         return train_tp_count_correct(m, s->logits, targets, s->rows);
     int ok = 0;
     for (int r = 0; r < s->rows; r++) {

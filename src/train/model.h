@@ -15,8 +15,10 @@
 /* How a tensor is cut over the tensor-parallel ranks (Megatron's):
  * column-parallel layers split their output rows, row-parallel ones their
  * input columns; the fused qkv splits each of its three parts by heads; the
- * token embedding splits its vocabulary, padded to a multiple of tp. */
-typedef enum { SPLIT_NONE = 0, SPLIT_ROWS, SPLIT_QKV, SPLIT_COLS, SPLIT_VOCAB } split_kind;
+ * token embedding splits its vocabulary, padded to a multiple of tp. A
+ * Llama's k and v projections (SPLIT_KV) split their rows by kv heads when
+ * tp divides them, and are whole on every rank when tp is a multiple. */
+typedef enum { SPLIT_NONE = 0, SPLIT_ROWS, SPLIT_QKV, SPLIT_COLS, SPLIT_VOCAB, SPLIT_KV } split_kind;
 
 typedef struct {
     weft_tensor_info info;
@@ -122,6 +124,7 @@ int train_spec_add(spec_list *l, const char *name, int block, int ndim, int d0, 
 void train_spec_split(spec_list *l, int split);
 int train_mlp_tensors(const weft_model_config *c, spec_list *l);
 int train_gpt_tensors(const weft_model_config *c, spec_list *l);
+int train_llama_tensors(const weft_model_config *c, spec_list *l);
 int train_model_blocks(const weft_model_config *c);
 /* Builds m's table from the chunks; fills m->tensors, gmap, tied, nparams. */
 int train_model_table(weft_model *m);
@@ -138,6 +141,15 @@ int train_mlp_backward(weft_model *m, const float *dout, int part);
 size_t train_gpt_layout(weft_model *m, float *base, int B, int T);
 int train_gpt_forward(weft_model *m, const void *in, int B, int T);
 int train_gpt_backward(weft_model *m, const float *dout, int part);
+void *train_llama_arch(const weft_model *m);
+size_t train_llama_layout(weft_model *m, float *base, int B, int T);
+int train_llama_forward(weft_model *m, const void *in, int B, int T);
+int train_llama_backward(weft_model *m, const float *dout, int part);
+/* The Llama config's keys after "llama:", its check, and whether tp
+ * ranks can split it (model_llama.c). */
+int train_llama_parse(const char *s, weft_model_config *c);
+int train_llama_check(const weft_model_config *c);
+int train_llama_tp_fits(const weft_model_config *c, int tp);
 
 /* Tensor parallelism (tp.c): the group's collectives, counted, and the
  * vocabulary-parallel pieces. All are no-ops or plain at tp_size 1. */

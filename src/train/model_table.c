@@ -45,7 +45,8 @@ int train_model_blocks(const weft_model_config *c)
 static int whole_table(const weft_model_config *c, spec_list *l)
 {
     memset(l, 0, sizeof *l);
-    int rc = c->type == WEFT_MODEL_MLP ? train_mlp_tensors(c, l) : train_gpt_tensors(c, l);
+    int rc = c->type == WEFT_MODEL_MLP ? train_mlp_tensors(c, l)
+           : c->type == WEFT_MODEL_LLAMA ? train_llama_tensors(c, l) : train_gpt_tensors(c, l);
     if (rc) {
         free(l->t);
         l->t = NULL;
@@ -61,13 +62,22 @@ int train_chunk_has(const weft_model *m, int block)
     return 0;
 }
 
+/* How tp ranks cut the tensor: a Llama's k and v by kv heads, or whole
+ * when there are fewer kv heads than ranks. */
+static int split_of(const weft_model *m, const model_spec *sp)
+{
+    if (sp->split != SPLIT_KV)
+        return sp->split;
+    return m->cfg.n_kv_head % m->tp_size == 0 ? SPLIT_ROWS : SPLIT_NONE;
+}
+
 /* The shape of our part of a whole d0 x d1 tensor cut as split says. */
 static void local_shape(const weft_model *m, const model_spec *sp, int *d0, int *d1)
 {
     int T = m->tp_size;
     *d0 = sp->d0;
     *d1 = sp->d1;
-    switch (sp->split) {
+    switch (split_of(m, sp)) {
     case SPLIT_ROWS: case SPLIT_QKV: *d0 = sp->d0 / T; break;
     case SPLIT_COLS: *d1 = sp->d1 / T; break;
     case SPLIT_VOCAB: *d0 = (sp->d0 + T - 1) / T; break;
@@ -87,7 +97,7 @@ static int add_tensor(weft_model *m, const model_spec *sp, int global, size_t wh
     local_shape(m, sp, &d0, &d1);
     t->global = global;
     t->info.block = sp->block;
-    t->split = m->tp_size > 1 ? sp->split : SPLIT_NONE;
+    t->split = m->tp_size > 1 ? split_of(m, sp) : SPLIT_NONE;
     t->wd0 = sp->d0;
     t->wd1 = sp->ndim > 1 ? sp->d1 : 1;
     t->info.offset = m->nparams;
@@ -122,7 +132,9 @@ int train_model_table(weft_model *m)
     for (int i = 0; i < l.n; i++)
         m->gmap[i] = -1;
     m->tied = -1;
-    int gpt = m->cfg.type == WEFT_MODEL_GPT, head = m->nblocks - 1;
+    /* a GPT's output projection is always the token embedding, a Llama's when tied */
+    int gpt = m->cfg.type == WEFT_MODEL_GPT || (m->cfg.type == WEFT_MODEL_LLAMA && m->cfg.tied);
+    int head = m->nblocks - 1;
     int whole = train_chunk_has(m, 0) && train_chunk_has(m, head);
     size_t *at = malloc(sizeof *at * (size_t)(l.n + 1));
     if (!at) {
