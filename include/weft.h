@@ -976,7 +976,9 @@ int weft_llmc_header_read(const char *path, weft_llmc_header *out, char *err, si
  * in name order; windows never straddle shards. vocab 0: the tokenizer's
  * (WEFT_LLMC_VOCAB_*); a smaller one is checked at open on every token (one
  * pass over the shards), and weft_dataset_get fails with WEFT_EINVAL on a
- * token outside the vocabulary. err (may be NULL) says what went wrong. */
+ * token outside the vocabulary. A loader shuffles it through a keyed
+ * bijection, not a table: its memory does not grow with the corpus.
+ * err (may be NULL) says what went wrong. */
 int weft_dataset_open_llmc(weft_dataset **out, const char *pattern, int seq_len,
                            const char *split, int vocab, char *err, size_t errlen);
 

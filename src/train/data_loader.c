@@ -1,7 +1,8 @@
 /* The loader turns a dataset into the global batch stream described in
  * weft.h: epoch e's order is a Fisher-Yates shuffle driven by (seed, e)
- * alone, so every rank and every world size sees the same stream and a
- * resume only needs the stream position. */
+ * alone (or, for datasets that ask, a bijection keyed by them), so every
+ * rank and every world size sees the same stream and a resume only needs
+ * the stream position. */
 #include "train/data_rng.h"
 #include "train/dataset_impl.h"
 
@@ -60,13 +61,41 @@ static void shuffle_epoch(weft_loader *l, uint64_t epoch)
     l->perm_epoch = epoch;
 }
 
+/* Position i of epoch e's order over n samples without a table: a
+ * balanced Feistel network on the smallest even number of bits that covers
+ * n, keyed by (seed, e), walked along its cycle until it lands below n
+ * (cycle-walking keeps it a bijection of [0, n)). The domain is under 4n, so
+ * a walk takes fewer than four rounds of the network on average. */
+static uint64_t keyed_position(uint64_t seed, uint64_t epoch, uint64_t n, uint64_t i)
+{
+    int half = 1;
+    while (half < 32 && (n - 1) >> (2 * half) != 0)
+        half++;
+    uint64_t mask = (1ull << half) - 1;
+    data_rng r;
+    data_rng_init(&r, seed, STREAM_SHUFFLE, epoch);
+    uint64_t key = data_rng_u64(&r), x = i;
+    do {
+        uint64_t left = x >> half, right = x & mask;
+        for (uint64_t round = 0; round < 6; round++) {
+            uint64_t f = data_mix64(key ^ (round << 56) ^ right) & mask;
+            uint64_t t = left ^ f;
+            left = right;
+            right = t;
+        }
+        x = left << half | right;
+    } while (x >= n);
+    return x;
+}
+
 int weft_loader_create(weft_loader **out, const weft_dataset *ds, const weft_loader_config *cfg)
 {
     if (!out || !ds || !cfg || cfg->global_batch < 1 || cfg->world_size < 1 ||
         cfg->world_size > cfg->global_batch || cfg->rank < 0 || cfg->rank >= cfg->world_size)
         return WEFT_EINVAL;
     *out = NULL;
-    if (cfg->shuffle && ds->info.n > UINT32_MAX)
+    int table = cfg->shuffle && !ds->keyed_order;
+    if (table && ds->info.n > UINT32_MAX)
         return WEFT_ENOTSUP;
     weft_loader *l = calloc(1, sizeof *l);
     if (!l)
@@ -80,7 +109,7 @@ int weft_loader_create(weft_loader **out, const weft_dataset *ds, const weft_loa
     l->end = (int)e;
     size_t local = (size_t)(l->end - l->begin), dim = (size_t)ds->info.x_dim;
     int ok = 1;
-    if (cfg->shuffle)
+    if (table)
         ok &= (l->perm = malloc(ds->info.n * sizeof *l->perm)) != NULL;
     if (ds->info.kind == WEFT_DATA_IMAGE) {
         ok &= (l->x = malloc(local * dim * sizeof *l->x)) != NULL;
@@ -112,6 +141,8 @@ int weft_loader_next(weft_loader *l, weft_batch *bt)
             if (l->perm_epoch != epoch)
                 shuffle_epoch(l, epoch);
             i = l->perm[i];
+        } else if (l->cfg.shuffle) {
+            i = keyed_position(l->cfg.seed, epoch, n, i);
         }
         size_t j = (size_t)(k - l->begin);
         l->index[j] = i;

@@ -13,6 +13,10 @@ struct weft_dataset {
     void *impl;
     float norm_mean, norm_inv_std; /* images: x = (x - mean) * inv_std */
     int normalized;
+    /* The loader shuffles through a keyed bijection, no table: O(1) memory
+     * for corpora of any size. Set by kinds newer than the loader's table,
+     * whose recorded runs keep the table's order. */
+    int keyed_order;
 };
 
 /* calloc'ed dataset with the common fields set; NULL when out of memory. */

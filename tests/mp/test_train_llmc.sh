@@ -5,10 +5,10 @@
 # from its checkpoint gives the uninterrupted run's losses and gradient
 # norms row for row and ends with the same checkpoint byte for byte, on one
 # rank and on two; resumed at another world size it gives them to fp32
-# reduction-order tolerance. Llama 3 shards (uint32) train too; a shard
-# named by path is recognised by its magic; a token past the model's
-# vocabulary and a broken shard stop the run with a message that names the
-# file and what is wrong.
+# reduction-order tolerance (1e-4: the grad norm is printed to 6 digits).
+# Llama 3 shards (uint32) train too; a shard named by path is recognised by
+# its magic; a token past the model's vocabulary and a broken shard stop the
+# run with a message that names the file and what is wrong.
 # TEST_TIMEOUT(300)
 B=${BUILD:-build}
 dir=$(mktemp -d)
@@ -76,7 +76,7 @@ for n in 1 2; do
     fi
 done
 # stopped on one rank, resumed on two
-run cross 2 $data --resume "$dir/stop1.ckpt" && close cross ref1 1e-5
+run cross 2 $data --resume "$dir/stop1.ckpt" && close cross ref1 1e-4
 # 2000 validation tokens: 124 windows of 17
 if grep -q "validation: gpt2/val, 124 windows of 16 tokens" "$dir/ref1.out"; then ok; else
     bad "ref1 did not validate on the 124 windows of the _val shard"; sed 's/^/    /' "$dir/ref1.out"; fi

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -462,6 +463,127 @@ TEST(loader_resume)
     weft_loader_free(b);
     weft_dataset_free(ds);
     remove_named("res", corpus_names, 5);
+}
+
+/* Every epoch of the loader's keyed order is a permutation of the
+ * windows, a different one each epoch, the same for every world size. */
+TEST(keyed_order)
+{
+    char p[512], err[256];
+    path_in(p, sizeof p, "perm.bin");
+    int sizes[] = { 1, 2, 3, 5, 16, 17, 100, 257, 1000 };
+    for (int k = 0; k < 9; k++) {
+        uint64_t n = (uint64_t)sizes[k];
+        CHECK(write_shard("perm.bin", 2, k, (size_t)n + 1, 50257) == 0); /* n windows of 2 */
+        weft_dataset *ds = NULL;
+        CHECK(weft_dataset_open_llmc(&ds, p, 1, NULL, 0, err, sizeof err) == 0);
+        weft_loader_config lc;
+        weft_loader_config_default(&lc);
+        lc.global_batch = 1;
+        lc.seed = 5;
+        weft_loader *l;
+        CHECK(weft_loader_create(&l, ds, &lc) == 0);
+        unsigned char *seen = calloc(n, 1);
+        uint64_t *first = calloc(n, sizeof *first);
+        int perm = 1, differs = n < 3;
+        for (int e = 0; e < 3; e++) {
+            memset(seen, 0, n);
+            for (uint64_t i = 0; i < n; i++) {
+                weft_batch b;
+                CHECK(weft_loader_next(l, &b) == 0);
+                uint64_t x = b.index[0];
+                perm &= x < n && !seen[x];
+                if (x < n)
+                    seen[x] = 1;
+                if (e == 0)
+                    first[i] = x;
+                else
+                    differs |= first[i] != x;
+            }
+        }
+        CHECKF(perm && differs, "n %llu", (unsigned long long)n);
+        /* two ranks' parts of each batch are the one rank's batch */
+        lc.global_batch = 4;
+        weft_loader *one, *r0, *r1;
+        CHECK(weft_loader_create(&one, ds, &lc) == 0);
+        lc.world_size = 2;
+        CHECK(weft_loader_create(&r0, ds, &lc) == 0);
+        lc.rank = 1;
+        CHECK(weft_loader_create(&r1, ds, &lc) == 0);
+        int same = 1;
+        for (int s = 0; s < 10; s++) {
+            weft_batch a, b0, b1;
+            weft_loader_next(one, &a);
+            weft_loader_next(r0, &b0);
+            weft_loader_next(r1, &b1);
+            same &= memcmp(a.index, b0.index, 2 * sizeof *a.index) == 0 &&
+                    memcmp(a.index + 2, b1.index, 2 * sizeof *a.index) == 0;
+        }
+        CHECK(same);
+        weft_loader_free(one);
+        weft_loader_free(r0);
+        weft_loader_free(r1);
+        free(seen);
+        free(first);
+        weft_loader_free(l);
+        weft_dataset_free(ds);
+    }
+    unlink(p);
+}
+
+static long max_rss_kb(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+/* 10^8 windows (a sparse shard of 200 MB of zero tokens): the dataset and
+ * a shuffling loader stay within a few megabytes, and any position reads. */
+TEST(large_corpus)
+{
+    char p[512], err[256];
+    path_in(p, sizeof p, "big_train_000001.bin");
+    uint64_t n = 100000000;
+    unsigned char hdr[1024] = { 0 };
+    put_le32(hdr, 20240520);
+    put_le32(hdr + 4, 1);
+    put_le32(hdr + 8, (int32_t)(n + 1));
+    FILE *f = fopen(p, "wb");
+    CHECK(f && fwrite(hdr, 1, sizeof hdr, f) == sizeof hdr);
+    if (f)
+        fclose(f);
+    CHECK(truncate(p, (off_t)(1024 + 2 * (n + 1))) == 0);
+    long before = max_rss_kb();
+    weft_dataset *ds = NULL;
+    CHECKF(weft_dataset_open_llmc(&ds, p, 1, "train", 0, err, sizeof err) == 0, "%s", err);
+    weft_dataset_info info;
+    weft_dataset_info_get(ds, &info);
+    CHECK(info.n == n);
+    weft_loader_config lc;
+    weft_loader_config_default(&lc);
+    lc.global_batch = 64;
+    weft_loader *l;
+    CHECK(weft_loader_create(&l, ds, &lc) == 0);
+    int ok = 1;
+    for (int s = 0; s < 20; s++) {
+        weft_batch b;
+        ok &= weft_loader_next(l, &b) == 0;
+        for (int k = 0; k < b.n; k++)
+            ok &= b.index[k] < n && b.tokens[k] == 0 && b.y[k] == 0;
+    }
+    CHECK(ok);
+    /* the last window, and a resume deep into the second epoch */
+    int32_t x, y;
+    CHECK(weft_dataset_get(ds, n - 1, NULL, &x, &y) == 0);
+    CHECK(weft_loader_seek(l, 3 * n / 2) == 0);
+    weft_batch b;
+    CHECK(weft_loader_next(l, &b) == 0 && b.step == 3 * n / 2 / 64);
+    long grew = max_rss_kb() - before;
+    CHECKF(grew < 16 * 1024, "resident memory grew by %ld KiB", grew);
+    weft_loader_free(l);
+    weft_dataset_free(ds);
+    unlink(p);
 }
 
 static void remove_dir(void)
