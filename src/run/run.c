@@ -9,6 +9,7 @@
 #include "run/run_data.h"
 #include "run/run_elastic.h"
 #include "run/run_eval.h"
+#include "run/run_hf.h"
 #include "run/run_layout.h"
 #include "run/run_memory.h"
 #include "run/run_model.h"
@@ -167,6 +168,8 @@ static int setup_train(weft_run *t, weft_ckpt *ck)
     if (rc == 0)
         rc = setup_model(t, ck, &oc);
     if (rc == 0)
+        rc = hf_run_load(t);
+    if (rc == 0)
         rc = model_tune(t, t->m, o);
     if (rc == 0)
         rc = data_loader(t, &o->r, t->d, t->rank, t->world, o->accum, "ranks", &t->loader);
@@ -196,6 +199,8 @@ static int resolve_options(weft_run *t, opts *o, long *start_step, weft_ckpt **c
     *start_step = 0;
     *ck = NULL;
     int rc = ckpt_resume(t, o, start_step, ck);
+    if (rc == 0)
+        rc = hf_run_options(t, o); /* the model it names picks the defaults */
     if (rc == 0)
         run_opts_defaults(&o->r);
     return rc;
@@ -325,6 +330,8 @@ static int finish_train(weft_run *t)
         if (!o->quiet)
             run_say(t, WEFT_RUN_OUT, "saved %s\n", o->save);
     }
+    if ((rc = ckpt_export_hf(t)) != 0)
+        return rc;
     if ((t->comm || t->pl) && !o->quiet && !o->eval_only)
         report_end(t, train_s, cpu_all, cpu_main);
     /* its memory line: the shards, before the gather */

@@ -1,5 +1,5 @@
 /* The run's checkpoints: --resume (the run options and the state they
- * restore) and saving. A checkpoint holds the whole run (model, optimiser,
+ * restore) and saving; --export, which gathers the model as saving does. A checkpoint holds the whole run (model, optimiser,
  * rng, data position), never the launch (ranks, ZeRO stage, sync mode), so
  * it resumes on any number of ranks. */
 #include "run/run_ckpt.h"
@@ -156,5 +156,28 @@ int ckpt_save(weft_run *t, const char *path, long step)
         rc = ckpt_write(t, path, step, whole, whole_opt);
     weft_model_destroy(whole);
     weft_optim_destroy(whole_opt);
+    return rc;
+}
+
+/* Collective: the whole model on the lead, as a checkpoint gathers it
+ * (ZeRO-3's shards, a pipeline's stages and tensor parts), written there
+ * tensor by tensor. */
+int ckpt_export_hf(weft_run *t)
+{
+    const char *dir = t->o->export_dir;
+    if (!dir[0])
+        return 0;
+    int rc = weft_zero_gather_params(t->sync.z);
+    if (rc != 0)
+        return run_fail(t, rc, "--export: gathering parameters: %s", weft_strerror(rc));
+    weft_model *whole = NULL;
+    if (t->pl && (rc = pipeline_gather(t->pl, t->m, t->sync.z, NULL, &whole)) != 0)
+        return rc;
+    char err[1024];
+    if (t->lead && (rc = weft_model_save_hf(whole ? whole : t->m, dir, err, sizeof err)) != 0)
+        rc = run_fail(t, rc, "--export %s: %s", dir, err);
+    weft_model_destroy(whole);
+    if (rc == 0 && t->lead && !t->o->quiet)
+        run_say(t, WEFT_RUN_OUT, "exported %s\n", dir);
     return rc;
 }

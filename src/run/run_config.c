@@ -399,6 +399,10 @@ static int set_launch(opts *o, const char *key, const char *v, char *err, size_t
         return copy_str(o->resume, sizeof o->resume, key, v, err, cap);
     if (strcmp(key, "metrics") == 0)
         return copy_str(o->metrics, sizeof o->metrics, key, v, err, cap);
+    if (strcmp(key, "init-from") == 0)
+        return copy_str(o->init_from, sizeof o->init_from, key, v, err, cap);
+    if (strcmp(key, "export") == 0)
+        return copy_str(o->export_dir, sizeof o->export_dir, key, v, err, cap);
     if (strcmp(key, "pp-partition") == 0)
         return copy_str(o->pp_partition, sizeof o->pp_partition, key, v, err, cap);
     if (strcmp(key, "pp-costs") == 0)
@@ -555,6 +559,11 @@ int run_config_check(const opts *o, int joining, char *err, size_t cap)
 {
     if ((o->set & (1u << O_STEPS)) && (o->set & (1u << O_EPOCHS)))
         return refuse(err, cap, "give --steps or --epochs, not both");
+    if (o->init_from[0] && o->resume[0])
+        return refuse(err, cap, "--init-from starts a run from weights, --resume continues "
+                      "one: give one of them");
+    if ((o->init_from[0] || o->export_dir[0]) && o->ps)
+        return refuse(err, cap, "--init-from and --export: not with --mode ps");
     if (o->eval_only && (o->no_eval || o->save[0] || o->save_every || o->ps))
         return refuse(err, cap, "--eval-only evaluates the model it starts from: it takes "
                       "no --no-eval, --save, --save-every or --ps");

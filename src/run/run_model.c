@@ -2,6 +2,8 @@
  * shape is checked against the data before anything is allocated. */
 #include "run/run_model.h"
 
+#include "run/run_hf.h"
+
 #include <stdint.h>
 #include <string.h>
 
@@ -53,6 +55,8 @@ int model_config(weft_run *t, const run_opts *r, const data_sets *d, weft_model_
         rc = weft_model_config_check(cfg);
     if (rc != 0)
         return run_fail(t, WEFT_ECONFIG, "--model %s: %s", spec, weft_strerror(rc));
+    if ((rc = hf_run_check(t, cfg, spec)) != 0)
+        return rc;
     return model_check_fit(t, cfg, d, spec);
 }
 

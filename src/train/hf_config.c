@@ -1,0 +1,243 @@
+/* config.json read into weft's model config (through the model spec
+ * syntax, so it is the config weft_model_config_parse would make) and
+ * written from it. */
+#include "train/hf_config.h"
+
+#include "core/json.h"
+#include "train/data_file.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int say(char *err, size_t cap, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int say(char *err, size_t cap, int rc, const char *fmt, ...)
+{
+    if (err && cap) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, cap, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+typedef struct {
+    const json_value *v;
+    const char *path;
+    char *err;
+    size_t cap;
+} conf;
+
+/* An integer field in [1, 2^31): *out, or its default (dflt < 0: needed). */
+static int get_int(const conf *c, const char *key, long long dflt, int *out)
+{
+    const json_value *f = json_get(c->v, key);
+    long long x = dflt;
+    if ((f && f->type != JSON_NULL && json_int(f, 1, 0x7fffffff, &x) != 0) || x < 1)
+        return say(c->err, c->cap, WEFT_EIO, "%s: \"%s\" %s", c->path, key,
+                   f ? "is not a positive integer" : "is missing");
+    *out = (int)x;
+    return 0;
+}
+
+static int get_num(const conf *c, const char *key, double dflt, double *out)
+{
+    const json_value *f = json_get(c->v, key);
+    if (f && f->type != JSON_NUM && f->type != JSON_NULL)
+        return say(c->err, c->cap, WEFT_EIO, "%s: \"%s\" is not a number", c->path, key);
+    *out = f && f->type == JSON_NUM ? f->num : dflt;
+    return 0;
+}
+
+/* A field weft has one value of: absent, null or that value. */
+static int want_bool(const conf *c, const char *key, int want)
+{
+    const json_value *f = json_get(c->v, key);
+    if (!f || f->type == JSON_NULL || (f->type == JSON_BOOL && f->boolean == want))
+        return 0;
+    return say(c->err, c->cap, WEFT_ENOTSUP, "%s: \"%s\" must be %s for weft's model",
+               c->path, key, want ? "true" : "false");
+}
+
+static int want_str(const conf *c, const char *key, const char *a, const char *b)
+{
+    const json_value *f = json_get(c->v, key);
+    if (!f || f->type == JSON_NULL ||
+        (f->type == JSON_STR && (strcmp(f->str, a) == 0 || (b && strcmp(f->str, b) == 0))))
+        return 0;
+    return say(c->err, c->cap, WEFT_ENOTSUP, "%s: \"%s\" is %s%s%s; weft's model has \"%s\"",
+               c->path, key, f->type == JSON_STR ? "\"" : "not a string",
+               f->type == JSON_STR ? f->str : "", f->type == JSON_STR ? "\"" : "", a);
+}
+
+static int gpt2_spec(const conf *c, char *spec, size_t n)
+{
+    int V, T, C, L, H, inner;
+    double eps;
+    int rc = get_int(c, "vocab_size", -1, &V);
+    if (rc == 0 && (rc = get_int(c, "n_ctx", 1024, &T)) == 0)
+        rc = get_int(c, "n_positions", T, &T);
+    if (rc == 0)
+        rc = get_int(c, "n_embd", -1, &C);
+    if (rc == 0)
+        rc = get_int(c, "n_layer", -1, &L);
+    if (rc == 0)
+        rc = get_int(c, "n_head", -1, &H);
+    if (rc == 0 && (rc = get_int(c, "n_inner", 4LL * C, &inner)) == 0 && inner != 4 * C)
+        rc = say(c->err, c->cap, WEFT_ENOTSUP, "%s: \"n_inner\" %d: weft's GPT has 4 * n_embd "
+                 "= %d", c->path, inner, 4 * C);
+    if (rc == 0 && (rc = get_num(c, "layer_norm_epsilon", 1e-5, &eps)) == 0 &&
+        fabs(eps - 1e-5) > 1e-12)
+        rc = say(c->err, c->cap, WEFT_ENOTSUP, "%s: \"layer_norm_epsilon\" %g: weft's GPT's "
+                 "LayerNorm uses 1e-05", c->path, eps);
+    if (rc == 0)
+        rc = want_str(c, "activation_function", "gelu_new", "gelu_pytorch_tanh");
+    if (rc == 0)
+        rc = want_bool(c, "tie_word_embeddings", 1);
+    if (rc == 0)
+        rc = want_bool(c, "scale_attn_weights", 1);
+    if (rc == 0)
+        rc = want_bool(c, "scale_attn_by_inverse_layer_idx", 0);
+    if (rc == 0)
+        rc = want_bool(c, "add_cross_attention", 0);
+    if (rc == 0)
+        snprintf(spec, n, "gpt:vocab=%d,ctx=%d,layers=%d,heads=%d,dim=%d", V, T, L, H, C);
+    return rc;
+}
+
+static int llama_spec(const conf *c, char *spec, size_t n)
+{
+    int V, T, C, F, L, H, KV, tied = 0;
+    double theta, eps;
+    int rc = get_int(c, "vocab_size", -1, &V);
+    if (rc == 0)
+        rc = get_int(c, "max_position_embeddings", -1, &T);
+    if (rc == 0)
+        rc = get_int(c, "hidden_size", -1, &C);
+    if (rc == 0)
+        rc = get_int(c, "intermediate_size", -1, &F);
+    if (rc == 0)
+        rc = get_int(c, "num_hidden_layers", -1, &L);
+    if (rc == 0 && (rc = get_int(c, "num_attention_heads", -1, &H)) == 0)
+        rc = get_int(c, "num_key_value_heads", H, &KV);
+    int hd = H > 0 ? C / H : 0;
+    if (rc == 0 && (rc = get_int(c, "head_dim", hd, &hd)) == 0 && hd * H != C)
+        rc = say(c->err, c->cap, WEFT_ENOTSUP, "%s: \"head_dim\" %d: weft's Llama has "
+                 "hidden_size / num_attention_heads", c->path, hd);
+    if (rc == 0)
+        rc = get_num(c, "rope_theta", 10000.0, &theta);
+    if (rc == 0)
+        rc = get_num(c, "rms_norm_eps", 1e-6, &eps);
+    const json_value *rs = json_get(c->v, "rope_scaling"), *tw;
+    if (rc == 0 && rs && rs->type != JSON_NULL)
+        rc = say(c->err, c->cap, WEFT_ENOTSUP, "%s: \"rope_scaling\" is set; weft's Llama "
+                 "has plain rotary positions", c->path);
+    if (rc == 0)
+        rc = want_str(c, "hidden_act", "silu", NULL);
+    if (rc == 0)
+        rc = want_bool(c, "attention_bias", 0);
+    if (rc == 0)
+        rc = want_bool(c, "mlp_bias", 0);
+    if (rc == 0 && (tw = json_get(c->v, "tie_word_embeddings")) && tw->type == JSON_BOOL)
+        tied = tw->boolean;
+    long long tp = 1;
+    const json_value *ptp = json_get(c->v, "pretraining_tp");
+    if (rc == 0 && ptp && ptp->type != JSON_NULL && (json_int(ptp, 1, 1 << 20, &tp) || tp != 1))
+        rc = say(c->err, c->cap, WEFT_ENOTSUP, "%s: \"pretraining_tp\" must be 1", c->path);
+    if (rc == 0)
+        snprintf(spec, n, "llama:vocab=%d,ctx=%d,layers=%d,heads=%d,kv_heads=%d,dim=%d,ffn=%d,"
+                 "theta=%.9g,eps=%.9g,tied=%d", V, T, L, H, KV, C, F, theta, eps, tied);
+    return rc;
+}
+
+/* "gpt2" or "llama" from architectures[0], else model_type; NULL. */
+static const char *arch_of(const json_value *v)
+{
+    const json_value *a = json_get(v, "architectures"), *t = json_get(v, "model_type");
+    if (a && a->type == JSON_ARR && a->n >= 1 && a->items[0].type == JSON_STR) {
+        const char *s = a->items[0].str;
+        return strcmp(s, "GPT2LMHeadModel") == 0 ? "gpt2"
+               : strcmp(s, "LlamaForCausalLM") == 0 ? "llama" : s;
+    }
+    return t && t->type == JSON_STR ? t->str : NULL;
+}
+
+int hf_config_read(const char *dir, weft_model_config *cfg, char *err, size_t cap)
+{
+    if (!dir || !cfg)
+        return WEFT_EINVAL;
+    char path[4096], jerr[256], spec[512];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    unsigned char *text = NULL;
+    size_t len = 0;
+    json_value *v = NULL;
+    if (train_data_read_file(path, &text, &len) != 0)
+        return say(err, cap, WEFT_EIO, "%s: cannot read it", path);
+    int rc = json_parse((const char *)text, len, &v, jerr, sizeof jerr);
+    free(text);
+    if (rc)
+        return say(err, cap, WEFT_EIO, "%s: %s", path, jerr);
+    conf c = { v, path, err, cap };
+    const char *arch = arch_of(v);
+    if (v->type != JSON_OBJ || !arch)
+        rc = say(err, cap, WEFT_EIO, "%s: no \"architectures\" or \"model_type\"", path);
+    else if (strcmp(arch, "gpt2") == 0)
+        rc = gpt2_spec(&c, spec, sizeof spec);
+    else if (strcmp(arch, "llama") == 0)
+        rc = llama_spec(&c, spec, sizeof spec);
+    else
+        rc = say(err, cap, WEFT_ENOTSUP, "%s: architecture %s; weft reads GPT2LMHeadModel and "
+                 "LlamaForCausalLM", path, arch);
+    json_free(v);
+    if (rc == 0 && (weft_model_config_parse(spec, cfg) != 0 || weft_model_config_check(cfg)))
+        rc = say(err, cap, WEFT_ENOTSUP, "%s: weft cannot build this model (%s)", path, spec);
+    return rc;
+}
+
+/* The shortest text that reads back as x. */
+static void short_float(float x, char *buf, size_t cap)
+{
+    for (int p = 6; p <= 9; p++) {
+        snprintf(buf, cap, "%.*g", p, (double)x);
+        if (strtof(buf, NULL) == x)
+            return;
+    }
+}
+
+int hf_config_text(const weft_model_config *c, char *buf, size_t cap)
+{
+    if (!c)
+        return WEFT_EINVAL;
+    if (c->type == WEFT_MODEL_GPT)
+        return snprintf(buf, cap,
+                        "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n"
+                        "  \"model_type\": \"gpt2\",\n  \"vocab_size\": %d,\n"
+                        "  \"n_positions\": %d,\n  \"n_ctx\": %d,\n  \"n_embd\": %d,\n"
+                        "  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_inner\": null,\n"
+                        "  \"activation_function\": \"gelu_new\",\n"
+                        "  \"layer_norm_epsilon\": 1e-05,\n  \"resid_pdrop\": 0.0,\n"
+                        "  \"embd_pdrop\": 0.0,\n  \"attn_pdrop\": 0.0,\n"
+                        "  \"tie_word_embeddings\": true,\n  \"torch_dtype\": \"float32\"\n}\n",
+                        c->vocab, c->ctx, c->ctx, c->d_model, c->n_layer, c->n_head);
+    if (c->type != WEFT_MODEL_LLAMA)
+        return WEFT_EINVAL;
+    char theta[32], eps[32];
+    short_float(c->rope_theta, theta, sizeof theta);
+    short_float(c->rms_eps, eps, sizeof eps);
+    return snprintf(buf, cap,
+                    "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n"
+                    "  \"model_type\": \"llama\",\n  \"vocab_size\": %d,\n"
+                    "  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n"
+                    "  \"num_hidden_layers\": %d,\n  \"num_attention_heads\": %d,\n"
+                    "  \"num_key_value_heads\": %d,\n  \"max_position_embeddings\": %d,\n"
+                    "  \"rope_theta\": %s,\n  \"rms_norm_eps\": %s,\n  \"rope_scaling\": null,\n"
+                    "  \"hidden_act\": \"silu\",\n  \"attention_bias\": false,\n"
+                    "  \"mlp_bias\": false,\n  \"tie_word_embeddings\": %s,\n"
+                    "  \"torch_dtype\": \"float32\"\n}\n",
+                    c->vocab, c->d_model, c->ffn, c->n_layer, c->n_head, c->n_kv_head, c->ctx,
+                    theta, eps, c->tied ? "true" : "false");
+}

@@ -1,0 +1,200 @@
+/* Hugging Face weights into a model that exists: the whole model, a
+ * pipeline stage or a tensor-parallel part. Each tensor of the part reads
+ * only the elements it holds (weft_model_tensor_whole_elem says which),
+ * converted to float from whatever float dtype the file stores. */
+#include "train/hf_config.h"
+#include "train/hf_names.h"
+#include "train/safetensors.h"
+#include "weft.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Elements read at once where a part's elements are scattered. */
+#define HF_WINDOW ((size_t)1 << 20)
+
+static int say(char *err, size_t cap, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int say(char *err, size_t cap, int rc, const char *fmt, ...)
+{
+    if (err && cap) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, cap, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+int weft_hf_config_read(const char *dir, weft_model_config *cfg, char *err, size_t cap)
+{
+    return hf_config_read(dir, cfg, err, cap);
+}
+
+/* Where one of the part's elements lies in the file's tensor. */
+typedef struct {
+    size_t hf, e;
+} place;
+
+static int by_hf(const void *a, const void *b)
+{
+    const place *x = a, *y = b;
+    return x->hf < y->hf ? -1 : x->hf > y->hf;
+}
+
+/* The whole tensor's element at, in the file's layout. */
+static size_t hf_index(size_t at, int transpose, size_t out, size_t in)
+{
+    return transpose ? (at % in) * out + at / in : at;
+}
+
+/* A part whose elements lie apart in the file: sorted by their place
+ * there, then read a window at a time (only windows that hold one). */
+static int read_scattered(const weft_model *m, int i, const st_file *f, int k, int transpose,
+                          float *dst, char *err, size_t cap)
+{
+    weft_tensor_info ti;
+    weft_model_tensor_info(m, i, &ti);
+    const st_tensor *t = &f->t[k];
+    size_t out = (size_t)t->shape[t->ndim > 1 ? 1 : 0], in = (size_t)t->shape[0], n = 0;
+    place *pl = malloc((ti.numel ? ti.numel : 1) * sizeof *pl);
+    float *buf = malloc(HF_WINDOW * sizeof *buf);
+    int rc = pl && buf ? 0 : WEFT_ENOMEM;
+    for (size_t e = 0; rc == 0 && e < ti.numel; e++) {
+        size_t at;
+        if (weft_model_tensor_whole_elem(m, i, e, &at) != 0)
+            dst[e] = 0.0f; /* vocabulary padding */
+        else
+            pl[n++] = (place){ hf_index(at, transpose, out, in), e };
+    }
+    if (rc == 0)
+        qsort(pl, n, sizeof *pl, by_hf);
+    for (size_t a = 0; rc == 0 && a < n;) {
+        size_t b = a;
+        while (b < n && pl[b].hf - pl[a].hf < HF_WINDOW)
+            b++;
+        rc = st_read(f, k, pl[a].hf, pl[b - 1].hf - pl[a].hf + 1, buf, err, cap);
+        for (size_t j = a; rc == 0 && j < b; j++)
+            dst[pl[j].e] = buf[pl[j].hf - pl[a].hf];
+        a = b;
+    }
+    free(pl);
+    free(buf);
+    return rc;
+}
+
+/* The same, when the part's elements come in runs of consecutive ones
+ * (a row split, a column split, a vocabulary part): one read a run. */
+static int read_runs(const weft_model *m, int i, const st_file *f, int k, float *dst,
+                     char *err, size_t cap)
+{
+    weft_tensor_info ti;
+    weft_model_tensor_info(m, i, &ti);
+    if (ti.numel == ti.whole_numel)
+        return st_read(f, k, 0, ti.numel, dst, err, cap);
+    int rc = 0;
+    size_t e = 0;
+    while (rc == 0 && e < ti.numel) {
+        size_t at, next;
+        if (weft_model_tensor_whole_elem(m, i, e, &at) != 0) {
+            dst[e++] = 0.0f;
+            continue;
+        }
+        size_t len = 1;
+        while (e + len < ti.numel && weft_model_tensor_whole_elem(m, i, e + len, &next) == 0 &&
+               next == at + len)
+            len++;
+        rc = st_read(f, k, at, len, dst + e, err, cap);
+        e += len;
+    }
+    return rc;
+}
+
+/* The file's tensor for our tensor i, its shape checked against ours. */
+static int find_tensor(const weft_model *m, int i, const st_set *s, const st_file **f, int *k,
+                       int *transpose, char *err, size_t cap)
+{
+    const weft_model_config *cfg = weft_model_config_of(m);
+    weft_tensor_info ti;
+    char hf[256];
+    weft_model_tensor_info(m, i, &ti);
+    if (hf_name_of(cfg, ti.name, hf, sizeof hf, transpose) != 0)
+        return say(err, cap, WEFT_ENOTSUP, "weft's tensor %s has no Hugging Face name", ti.name);
+    *k = st_set_find(s, hf, f);
+    /* GPT2Model saved on its own: the same names without "transformer." */
+    if (*k < 0 && strncmp(hf, "transformer.", 12) == 0)
+        *k = st_set_find(s, hf + 12, f);
+    if (*k < 0)
+        return say(err, cap, WEFT_EIO, "no tensor %s (weft's %s) in the weights", hf, ti.name);
+    const st_tensor *t = &(*f)->t[*k];
+    int tp = ti.numel != ti.whole_numel, ok = t->numel == ti.whole_numel && t->ndim == ti.ndim;
+    if (ok && ti.ndim == 2) {
+        int64_t rows = t->shape[*transpose ? 1 : 0], cols = t->shape[*transpose ? 0 : 1];
+        ok = tp ? rows == ti.shape[0] || cols == ti.shape[1]
+                : rows == ti.shape[0] && cols == ti.shape[1];
+    }
+    if (!ok) {
+        char shape[64] = "";
+        for (int d = 0; d < t->ndim && d < 4; d++)
+            snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", d ? ", " : "",
+                     (long long)t->shape[d]);
+        return say(err, cap, WEFT_EIO, "%s: %s is [%s]%s, weft's %s holds %zu elements",
+                   (*f)->path, hf, shape, *transpose ? " (Conv1D: [in, out])" : "", ti.name,
+                   ti.whole_numel);
+    }
+    return 0;
+}
+
+/* Every file tensor is one weft reads, or one it rebuilds. */
+static int check_unused(const weft_model_config *cfg, const st_set *s, char *err, size_t cap)
+{
+    for (int j = 0; j < s->n; j++)
+        for (int k = 0; k < s->files[j]->n; k++) {
+            const char *name = s->files[j]->t[k].name;
+            char w[256], full[300];
+            snprintf(full, sizeof full, "transformer.%s", name);
+            if (hf_weft_name(cfg, name, w, sizeof w) < 0 &&
+                (cfg->type != WEFT_MODEL_GPT || hf_weft_name(cfg, full, w, sizeof w) < 0))
+                return say(err, cap, WEFT_ENOTSUP, "%s: tensor %s is not part of weft's model",
+                           s->files[j]->path, name);
+        }
+    return 0;
+}
+
+int weft_model_load_hf(weft_model *m, const char *dir, char *err, size_t cap)
+{
+    if (err && cap)
+        err[0] = 0;
+    if (!m || !dir)
+        return WEFT_EINVAL;
+    const weft_model_config *cfg = weft_model_config_of(m);
+    weft_model_config hc;
+    char a[512], b[512];
+    int rc = hf_config_read(dir, &hc, err, cap);
+    if (rc)
+        return rc;
+    weft_model_config_format(cfg, a, sizeof a);
+    weft_model_config_format(&hc, b, sizeof b);
+    if (strcmp(a, b) != 0)
+        return say(err, cap, WEFT_ECONFIG, "%s/config.json describes %s, the model is %s", dir, b,
+                   a);
+    st_set *s;
+    if ((rc = st_set_open(&s, dir, err, cap)) != 0)
+        return rc;
+    rc = check_unused(cfg, s, err, cap);
+    float *p = weft_model_params(m, NULL);
+    for (int i = 0; rc == 0 && i < weft_model_tensor_count(m); i++) {
+        weft_tensor_info ti;
+        const st_file *f;
+        int k = -1, transpose = 0;
+        weft_model_tensor_info(m, i, &ti);
+        if ((rc = find_tensor(m, i, s, &f, &k, &transpose, err, cap)) != 0)
+            break;
+        rc = transpose ? read_scattered(m, i, f, k, 1, p + ti.offset, err, cap)
+                       : read_runs(m, i, f, k, p + ti.offset, err, cap);
+    }
+    st_set_close(s);
+    return rc;
+}
