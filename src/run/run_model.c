@@ -19,7 +19,7 @@ int model_check_fit(weft_run *t, const weft_model_config *cfg, const data_sets *
     int mlp = cfg->type == WEFT_MODEL_MLP;
     if (mlp != (ti->kind == WEFT_DATA_IMAGE))
         return run_fail(t, WEFT_ECONFIG, "the model (%s) is %s, but the data %s is %s", source,
-                        mlp ? "an MLP" : "a GPT", ti->name,
+                        mlp ? "an MLP" : "a sequence model", ti->name,
                         ti->kind == WEFT_DATA_IMAGE ? "images" : "token windows");
     char geometry[64] = "";
     if (ti->height > 0 && ti->width > 0)
@@ -30,7 +30,7 @@ int model_check_fit(weft_run *t, const weft_model_config *cfg, const data_sets *
                         "%d inputs%s and %d classes", source, cfg->widths[0],
                         cfg->widths[cfg->n_widths - 1], ti->name, ti->x_dim, geometry,
                         ti->n_classes);
-    if (cfg->type == WEFT_MODEL_GPT && ti->kind == WEFT_DATA_SEQ &&
+    if (!mlp && ti->kind == WEFT_DATA_SEQ &&
         (cfg->vocab < ti->n_classes || cfg->ctx < ti->x_dim))
         return run_fail(t, WEFT_ECONFIG,
                         "the model (%s) has vocab %d and ctx %d, but the data %s has vocab %d "
