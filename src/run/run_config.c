@@ -217,7 +217,8 @@ static void run_opts_init(run_opts *r)
 
 int run_opts_is_gpt(const run_opts *r)
 {
-    return strncmp(r->model, "gpt", 3) == 0;
+    /* a Llama reads token windows as a GPT does */
+    return strncmp(r->model, "gpt", 3) == 0 || strncmp(r->model, "llama:", 6) == 0;
 }
 
 void run_opts_defaults(run_opts *r)

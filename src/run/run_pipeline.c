@@ -132,7 +132,7 @@ static int micro_rows(const pipeline *pl, const run_opts *r)
 static void fill_inputs(const weft_model_config *cfg, int b, size_t rows, float *x, size_t xin,
                         int32_t *y, float *g, size_t out_n)
 {
-    int gpt = cfg->type == WEFT_MODEL_GPT;
+    int gpt = cfg->type != WEFT_MODEL_MLP;
     weft_rng rng;
     weft_rng_seed(&rng, (uint64_t)b + 1);
     int ncls = gpt ? cfg->vocab : cfg->widths[cfg->n_widths - 1];
@@ -183,7 +183,7 @@ static int measure_block(const pipeline *pl, const opts *o, int b, double *out)
     if (rc)
         return run_fail(pl->run, rc, "measuring block %d: cannot create it", b);
     rc = model_tune(pl->run, m, o);
-    int gpt = cfg->type == WEFT_MODEL_GPT, B = micro_rows(pl, &o->r), T = gpt ? o->r.seq : 1;
+    int gpt = cfg->type != WEFT_MODEL_MLP, B = micro_rows(pl, &o->r), T = gpt ? o->r.seq : 1;
     size_t in_n, out_n, rows = (size_t)B * T;
     weft_model_chunk_io(m, 0, B, T, &in_n, &out_n);
     size_t xin = b == 0 ? (gpt ? rows : (size_t)B * cfg->widths[0]) : in_n;
@@ -220,7 +220,7 @@ static int measure_block(const pipeline *pl, const opts *o, int b, double *out)
 /* The name of block b of nb in the costs file. */
 static void block_name(const pipeline *pl, int b, int nb, char *name, size_t cap)
 {
-    int gpt = pl->cfg.type == WEFT_MODEL_GPT;
+    int gpt = pl->cfg.type != WEFT_MODEL_MLP;
     if (gpt)
         snprintf(name, cap, "%s", b == 0 ? "embedding" : b == nb - 1 ? "head" : "block");
     else
@@ -330,7 +330,7 @@ static int check_sp(const pipeline *pl, const opts *o)
     const run_opts *r = &o->r;
     if (!o->sp)
         return 0;
-    if (pl->cfg.type != WEFT_MODEL_GPT)
+    if (pl->cfg.type == WEFT_MODEL_MLP)
         return run_fail(pl->run, WEFT_ECONFIG, "--sp splits a GPT's sequence; an MLP has none");
     int local = r->batch / pl->replicas;
     if (local % pl->spec.m || (micro_rows(pl, r) * r->seq) % pl->tp)
@@ -358,7 +358,8 @@ int pipeline_model(const pipeline *pl, const opts *o, weft_ckpt *ck, weft_model 
     if (rc == WEFT_EINVAL && pl->tp > 1)
         return run_fail(pl->run, rc,
                         "--tp %d: the model does not split in %d (a GPT needs heads divisible "
-                        "by it, an MLP its hidden widths)", pl->tp, pl->tp);
+                        "by it, a Llama heads and ffn divisible by it and kv_heads a multiple "
+                        "or a divisor of it, an MLP its hidden widths)", pl->tp, pl->tp);
     if (rc == 0 && ck)
         rc = weft_ckpt_get_params(ck, m);
     if (rc) {

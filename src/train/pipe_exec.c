@@ -411,7 +411,7 @@ int weft_pipe_step(weft_pipe *p, const void *inputs, const int32_t *targets, int
         return rc;
     p->agreed = 1;
     const weft_model_config *cfg = weft_model_config_of(p->model);
-    int gpt = cfg->type == WEFT_MODEL_GPT;
+    int gpt = cfg->type != WEFT_MODEL_MLP;
     step_ctx x = { inputs, targets, batch, gpt ? seq : 1, gpt ? seq : 1,
                    gpt ? (size_t)seq : (size_t)cfg->widths[0], 0, 0, 0, 0, 0 };
     const pipe_list *l = &p->sched.rank[p->rank];
