@@ -4,8 +4,9 @@
 //
 //   node gpt2_oracle.mjs ORACLE corpus OUTDIR CHUNK BUDGET LIST...
 //       text files named in each LIST (one path a line; .gz is unpacked),
-//       BUDGET/#LISTS bytes from each, valid UTF-8 only, into OUTDIR/NNN.txt
-//       of about CHUNK bytes each
+//       BUDGET bytes shared among the lists (what a short one leaves goes
+//       to the next), valid UTF-8 only, into OUTDIR/NNN.txt of about CHUNK
+//       bytes each
 //   node gpt2_oracle.mjs ORACLE encode FILE...    FILE.js.ids: its tokens, one a line
 //   node gpt2_oracle.mjs ORACLE explain A.ids B.ids K
 //       the tokens of both around index K, and their text
@@ -36,14 +37,15 @@ function readText(p) {
 
 function corpus(outdir, chunk, budget, lists) {
   fs.mkdirSync(outdir, { recursive: true });
-  const each = Math.floor(budget / lists.length);
   let parts = [], size = 0, n = 0, files = 0, skipped = 0, total = 0;
   const flush = () => {
     if (!parts.length) return;
     fs.writeFileSync(path.join(outdir, String(n++).padStart(3, "0") + ".txt"), parts.join(""));
     parts = []; size = 0;
   };
-  for (const list of lists) {
+  for (const [i, list] of lists.entries()) {
+    // what a short list leaves goes to the lists after it
+    const each = Math.floor((budget - total) / (lists.length - i));
     let got = 0;
     for (const p of fs.readFileSync(list, "utf8").split("\n")) {
       if (!p || got >= each) continue;

@@ -47,22 +47,7 @@ scale=${TEST_SCALE:-1}
 if [ "$scale" -le 1 ]; then
     budget=2000000
     [ "${TOKENIZER_FULL:-0}" = 1 ] && budget=12000000
-    # Sources, each its share of the budget: no list of them is kept.
-    find /usr/share/common-licenses /usr/share/doc -type f \( -name '*.txt' -o -name 'README*' \
-        -o -name 'copyright' \) 2>/dev/null | sort >"$T/docs"
-    find /usr/share/man -name '*.gz' 2>/dev/null | grep -v '/man/man' | sort >"$T/man_l10n"
-    find /usr/share/man/man1 /usr/share/man/man3 /usr/share/man/man5 /usr/share/man/man8 \
-        -name '*.gz' 2>/dev/null | sort >"$T/man"
-    ls /usr/lib/python3*/*.py 2>/dev/null | sort >"$T/python"
-    mkdir "$T/rendered"
-    n=0
-    for f in $(head -n 400 "$T/man" | awk 'NR % 40 == 1'); do
-        n=$((n + 1))
-        MANWIDTH=80 man -l "$f" 2>/dev/null | col -b >"$T/rendered/$n.txt" 2>/dev/null
-    done
-    ls "$T"/rendered/*.txt >"$T/rendered.list" 2>/dev/null
-    node "$DRIVER" "$ORACLE" corpus "$T/corpus" 500000 "$budget" \
-        "$T/docs" "$T/man_l10n" "$T/man" "$T/python" "$T/rendered.list"
+    sh tests/tokenizer/corpus.sh "$ORACLE" "$T/corpus" "$budget" 500000
     node "$DRIVER" "$ORACLE" encode "$T"/corpus/*.txt
     for f in "$T"/corpus/*.txt; do
         same "machine text $(basename "$f") ($(wc -c <"$f") bytes)" "$f"
