@@ -443,3 +443,92 @@ TEST(flops)
     CHECK(weft_model_flops(&c, 1, 4, &f) == 0);
     CHECKF(fabs(f - 4 * (6.0 * 212 + 12.0 * 4 * 4)) < 1e-6, "flops %.1f", f);
 }
+
+/* Loss and gradients of one forward and backward of a fixed batch. */
+static float step_of(weft_model *m, float *grads, size_t n)
+{
+    int32_t tok[2 * 8], nxt[2 * 8];
+    weft_rng_seed(&rng, 37);
+    for (int i = 0; i < 16; i++) {
+        tok[i] = (int32_t)weft_rng_below(&rng, 23);
+        nxt[i] = (int32_t)weft_rng_below(&rng, 23);
+    }
+    float loss = -1;
+    weft_model_zero_grad(m);
+    if (weft_model_forward(m, tok, nxt, 2, 8, &loss) || weft_model_backward(m))
+        return -1;
+    memcpy(grads, weft_model_grads(m, NULL), n * sizeof(float));
+    return loss;
+}
+
+static double rel_diff(const float *a, const float *b, size_t n)
+{
+    double d = 0, s = 0;
+    for (size_t i = 0; i < n; i++) {
+        d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        s += (double)b[i] * b[i];
+    }
+    return sqrt(d / (s > 0 ? s : 1));
+}
+
+/* Recomputation rebuilds the same activations: the same bits; bf16
+ * matmuls stay near fp32. */
+TEST(recompute_and_bf16)
+{
+    weft_model_config c;
+    weft_model *m;
+    CHECK(weft_model_config_parse("llama:vocab=23,ctx=8,layers=3,heads=4,kv_heads=2,dim=16,"
+                                  "ffn=24", &c) == 0);
+    CHECK(weft_model_create(&m, &c, 3) == 0);
+    size_t n;
+    weft_model_params(m, &n);
+    float *g0 = malloc(n * 4), *g1 = malloc(n * 4);
+    float l0 = step_of(m, g0, n);
+    CHECK(l0 > 0);
+    CHECK(weft_model_set_recompute(m, 1) == 0);
+    float l1 = step_of(m, g1, n);
+    CHECKF(l1 == l0 && memcmp(g0, g1, n * 4) == 0, "recomputation: the same loss and gradients");
+    CHECK(weft_model_set_recompute(m, 0) == 0);
+    CHECK(weft_model_set_precision(m, WEFT_PREC_BF16) == 0);
+    l1 = step_of(m, g1, n);
+    double d = rel_diff(g1, g0, n);
+    CHECKF(fabsf(l1 - l0) < 1e-2f * l0 && d < 5e-2 && d > 0, "bf16: loss %g vs %g, grads %.3g",
+           l1, l0, d);
+    free(g0);
+    free(g1);
+    weft_model_destroy(m);
+}
+
+/* A backward split into its input and weight halves (zero-bubble
+ * schedules) adds the same gradients as a whole one. */
+TEST(split_backward)
+{
+    weft_model_config c;
+    weft_model *whole, *m;
+    CHECK(weft_model_config_parse("llama:vocab=23,ctx=8,layers=2,heads=4,kv_heads=1,dim=16,"
+                                  "ffn=24", &c) == 0);
+    weft_block_range all = { 0, weft_model_block_count(&c) };
+    CHECK(weft_model_create(&whole, &c, 3) == 0);
+    CHECK(weft_model_create_stage(&m, &c, 3, &all, 1, WEFT_STAGE_SPLIT_BACKWARD) == 0);
+    size_t n;
+    weft_model_params(m, &n);
+    float *g0 = malloc(n * 4);
+    float l0 = step_of(whole, g0, n);
+    int32_t tok[16], nxt[16];
+    weft_rng_seed(&rng, 37);
+    for (int i = 0; i < 16; i++) {
+        tok[i] = (int32_t)weft_rng_below(&rng, 23);
+        nxt[i] = (int32_t)weft_rng_below(&rng, 23);
+    }
+    float l1;
+    weft_model_zero_grad(m);
+    CHECK(weft_model_chunk_forward(m, 0, 0, tok, nxt, 2, 8, &l1) == 0);
+    CHECK(weft_model_chunk_backward(m, 0, 0, NULL, 1.0f, WEFT_BACKWARD_INPUT, 1) == 0);
+    CHECK(weft_model_chunk_backward(m, 0, 0, NULL, 1.0f, WEFT_BACKWARD_WEIGHT, 1) == 0);
+    CHECK(l1 == l0);
+    CHECKF(memcmp(g0, weft_model_grads(m, NULL), n * 4) == 0,
+           "split backward: the same gradients (%.3g)", rel_diff(weft_model_grads(m, NULL), g0, n));
+    free(g0);
+    weft_model_destroy(m);
+    weft_model_destroy(whole);
+}
