@@ -127,7 +127,7 @@ static int read_string(reader *r, char **out, size_t *out_len)
     while (end < r->len && r->s[end] != '"')
         end += r->s[end] == '\\' ? 2 : 1;
     if (end >= r->len)
-        return fail(r, "unterminated string");
+        return (r->at = start - 1, fail(r, "unterminated string"));
     char *dst = malloc(end - start + 1);
     if (!dst)
         return WEFT_ENOMEM;
@@ -285,7 +285,7 @@ static int read_word(reader *r, const char *w)
 
 static int read_value(reader *r, json_value *v, int depth)
 {
-    if (depth > JSON_MAX_DEPTH)
+    if (depth >= JSON_MAX_DEPTH)
         return fail(r, "nested deeper than %d", JSON_MAX_DEPTH);
     v->offset = r->at;
     switch (peek(r)) {

@@ -1,0 +1,286 @@
+/* train/safetensors.c: files written tensor by tensor and read back in
+ * every float dtype (whole and by element range), F64 and foreign dtypes,
+ * shard sets from an index, and headers that must be refused with a clear
+ * error: impossible lengths, offsets outside the data or overlapping, a
+ * span that does not fit the shape, unknown dtypes, bad JSON, truncated
+ * files. */
+#include "core/half.h"
+#include "test.h"
+#include "train/safetensors.h"
+#include "weft.h"
+
+#include <ftw.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char dir[64];
+
+static int remove_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static void remove_dir(void)
+{
+    if (dir[0])
+        nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+TEST_INIT
+{
+    snprintf(dir, sizeof dir, "/tmp/weft_st_XXXXXX");
+    if (!mkdtemp(dir))
+        dir[0] = 0;
+    atexit(remove_dir);
+}
+
+static const char *at(const char *name)
+{
+    static char p[4][256];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(p[k], sizeof p[k], "%s/%s", dir, name);
+    return p[k];
+}
+
+/* A file of an 8-byte length (len, or the header's own when len < 0),
+ * the header text and n data bytes. */
+static void raw_file(const char *path, const char *header, long long len, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    uint64_t l = len < 0 ? strlen(header) : (uint64_t)len;
+    unsigned char b[8];
+    for (int i = 0; i < 8; i++)
+        b[i] = (unsigned char)(l >> (8 * i));
+    fwrite(b, 1, 8, f);
+    fwrite(header, 1, strlen(header), f);
+    for (size_t i = 0; i < n; i++)
+        fputc((int)(i * 7 + 1), f);
+    fclose(f);
+}
+
+/* st_open refuses path with WEFT_EIO and an error holding want. */
+static void refused(const char *path, const char *want)
+{
+    st_file *f = (st_file *)1;
+    char err[512] = "";
+    int rc = st_open(&f, path, err, sizeof err);
+    CHECKF(rc == WEFT_EIO && f == NULL && strstr(err, want) && strstr(err, path),
+           "rc %d, err '%s', want '%s'", rc, err, want);
+}
+
+static float value(int t, size_t e)
+{
+    return (float)((double)(e * 37 % 101) / 7.0 - 5.0) * (t + 1);
+}
+
+static void round_trip(int dtype)
+{
+    const st_spec specs[4] = { { "w", 2, { 5, 7 } }, { "empty", 2, { 0, 3 } },
+                               { "b", 1, { 9 } }, { "s", 0, { 0 } } };
+    size_t numel[4] = { 35, 0, 9, 1 };
+    st_writer *w;
+    const char *path = at("rt.safetensors");
+    unlink(path);
+    CHECK(st_writer_open(&w, path, specs, 4, dtype, NULL, 0) == 0);
+    for (int t = 0; t < 4; t++) /* a tensor in pieces: one element at a time */
+        for (size_t e = 0; e < numel[t]; e++) {
+            float x = value(t, e);
+            CHECK(st_writer_put(w, &x, 1) == 0);
+        }
+    CHECK(access(path, F_OK) != 0); /* not under its name until complete */
+    CHECK(st_writer_close(w, NULL, 0) == 0);
+    st_file *f;
+    char err[256];
+    CHECKF(st_open(&f, path, err, sizeof err) == 0, "%s", err);
+    if (!f)
+        return;
+    CHECK(f->n == 4 && (f->data_start % 8) == 0);
+    for (int t = 0; t < 4; t++) {
+        int i = st_find(f, specs[t].name);
+        CHECK(i >= 0 && f->t[i].dtype == dtype && f->t[i].ndim == specs[t].ndim &&
+              f->t[i].numel == numel[t]);
+        float got[64];
+        CHECK(st_read(f, i, 0, numel[t], got, NULL, 0) == 0);
+        int same = 1;
+        for (size_t e = 0; e < numel[t]; e++) {
+            float x = value(t, e);
+            float want = dtype == ST_F32 ? x : dtype == ST_F16 ? f16_to_f32(f32_to_f16(x))
+                                                               : bf16_to_f32(f32_to_bf16(x));
+            same &= memcmp(&got[e], &want, sizeof want) == 0;
+        }
+        CHECKF(same, "%s in %s", specs[t].name, st_dtype_name(dtype));
+    }
+    /* a range in the middle, and one past the end */
+    float part[3];
+    CHECK(st_read(f, st_find(f, "w"), 11, 3, part, NULL, 0) == 0);
+    CHECK(part[0] == (dtype == ST_F32 ? value(0, 11) : part[0]) && part[2] != part[1]);
+    CHECK(st_read(f, st_find(f, "w"), 33, 3, part, err, sizeof err) == WEFT_EINVAL);
+    CHECK(st_find(f, "nope") < 0);
+    st_close(f);
+}
+
+TEST(round_trip_every_dtype)
+{
+    round_trip(ST_F32);
+    round_trip(ST_F16);
+    round_trip(ST_BF16);
+}
+
+TEST(f64_and_foreign_dtypes)
+{
+    const char *path = at("f64.safetensors");
+    const char *h = "{\"d\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[0,16]},"
+                    "\"i\":{\"dtype\":\"I32\",\"shape\":[1],\"data_offsets\":[16,20]},"
+                    "\"__metadata__\":{\"format\":\"pt\"}}";
+    FILE *fp = fopen(path, "wb");
+    uint64_t l = strlen(h);
+    fwrite(&l, 8, 1, fp); /* this machine is little-endian, as the format */
+    fwrite(h, 1, l, fp);
+    double d[2] = { 0.5, -3.25 };
+    int32_t i = 5;
+    fwrite(d, 8, 2, fp);
+    fwrite(&i, 4, 1, fp);
+    fclose(fp);
+    st_file *f;
+    CHECK(st_open(&f, path, NULL, 0) == 0);
+    float got[2];
+    CHECK(st_read(f, st_find(f, "d"), 0, 2, got, NULL, 0) == 0 && got[0] == 0.5f &&
+          got[1] == -3.25f);
+    char err[256];
+    CHECK(st_read(f, st_find(f, "i"), 0, 1, got, err, sizeof err) == WEFT_ENOTSUP &&
+          strstr(err, "I32"));
+    st_close(f);
+}
+
+TEST(malformed_headers)
+{
+    const char *p = at("bad.safetensors");
+    const char *ok = "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+    raw_file(p, ok, -1, 8);
+    st_file *f;
+    CHECK(st_open(&f, p, NULL, 0) == 0);
+    st_close(f);
+    raw_file(p, ok, 1000, 8);
+    refused(p, "header length 1000 is impossible");
+    raw_file(p, ok, 1, 8);
+    refused(p, "header length 1 is impossible");
+    raw_file(p, "", 0, 0);
+    refused(p, "header length 0");
+    FILE *fp = fopen(p, "wb");
+    fputs("abc", fp);
+    fclose(fp);
+    refused(p, "too short");
+    raw_file(p, ok, -1, 7); /* truncated: a byte of the data missing */
+    refused(p, "outside the 7 data bytes");
+    raw_file(p, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}", -1, 8);
+    refused(p, "outside");
+    raw_file(p, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", -1, 8);
+    refused(p, "outside");
+    raw_file(p, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", -1, 12);
+    refused(p, "overlap");
+    raw_file(p, "{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", -1, 8);
+    refused(p, "need 12");
+    raw_file(p, "{\"a\":{\"dtype\":\"F12\",\"shape\":[2],\"data_offsets\":[0,8]}}", -1, 8);
+    refused(p, "unknown dtype \"F12\"");
+    raw_file(p, "{\"a\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", -1, 8);
+    refused(p, "bad dimension");
+    raw_file(p, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2]}}", -1, 8);
+    refused(p, "needs dtype, shape and data_offsets");
+    raw_file(p, "[1, 2]", -1, 8);
+    refused(p, "not a JSON object");
+    raw_file(p, "{\"a\": {\"dtype\": \"F32\",}}", -1, 8);
+    refused(p, "offset 22");
+    raw_file(p, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", -1, 8);
+    refused(p, "duplicate");
+    raw_file(p, "{\"__metadata__\":{\"x\":1}}", -1, 0);
+    refused(p, "__metadata__ values must be strings");
+    refused(at("missing.safetensors"), "cannot open");
+}
+
+TEST(writer_misuse)
+{
+    const st_spec s[1] = { { "x", 1, { 4 } } };
+    const char *p = at("w.safetensors");
+    st_writer *w;
+    float x[5] = { 1, 2, 3, 4, 5 };
+    char err[256] = "";
+    CHECK(st_writer_open(&w, p, s, 1, ST_F32, NULL, 0) == 0);
+    CHECK(st_writer_put(w, x, 3) == 0);
+    CHECK(st_writer_close(w, err, sizeof err) == WEFT_EINVAL && strstr(err, "0 of 1"));
+    CHECK(access(p, F_OK) != 0);
+    CHECK(st_writer_open(&w, p, s, 1, ST_F32, NULL, 0) == 0);
+    CHECK(st_writer_put(w, x, 5) == WEFT_EINVAL); /* more than the tensors hold */
+    CHECK(st_writer_close(w, NULL, 0) != 0 && access(p, F_OK) != 0);
+    CHECK(st_writer_open(&w, p, s, 1, ST_I32, NULL, 0) == WEFT_EINVAL);
+    CHECK(st_writer_open(&w, at("no/such/dir/x"), s, 1, ST_F32, err, sizeof err) == WEFT_EIO);
+}
+
+/* Two shards and their index, tensors a and b in one, c in the other. */
+static void write_shards(const char *sub, const char *index)
+{
+    char d[256], p[300];
+    snprintf(d, sizeof d, "%s/%s", dir, sub);
+    mkdir(d, 0777);
+    const st_spec s1[2] = { { "a", 1, { 2 } }, { "b", 1, { 3 } } }, s2[1] = { { "c", 1, { 1 } } };
+    float x[6] = { 1, 2, 3, 4, 5, 6 };
+    st_writer *w;
+    snprintf(p, sizeof p, "%s/m-1.safetensors", d);
+    CHECK(st_writer_open(&w, p, s1, 2, ST_F32, NULL, 0) == 0);
+    st_writer_put(w, x, 5);
+    CHECK(st_writer_close(w, NULL, 0) == 0);
+    snprintf(p, sizeof p, "%s/m-2.safetensors", d);
+    CHECK(st_writer_open(&w, p, s2, 1, ST_BF16, NULL, 0) == 0);
+    st_writer_put(w, x + 5, 1);
+    CHECK(st_writer_close(w, NULL, 0) == 0);
+    snprintf(p, sizeof p, "%s/model.safetensors.index.json", d);
+    FILE *f = fopen(p, "w");
+    fputs(index, f);
+    fclose(f);
+}
+
+TEST(shard_sets)
+{
+    write_shards("set", "{\"metadata\":{},\"weight_map\":{\"a\":\"m-1.safetensors\","
+                        "\"b\":\"m-1.safetensors\",\"c\":\"m-2.safetensors\"}}");
+    st_set *s;
+    char err[512];
+    CHECKF(st_set_open(&s, at("set"), err, sizeof err) == 0, "%s", err);
+    if (s) {
+        CHECK(s->n == 2);
+        const st_file *f;
+        float v[3];
+        int i = st_set_find(s, "c", &f);
+        CHECK(i >= 0 && st_read(f, i, 0, 1, v, NULL, 0) == 0 && v[0] == 6);
+        i = st_set_find(s, "b", &f);
+        CHECK(i >= 0 && st_read(f, i, 0, 3, v, NULL, 0) == 0 && v[0] == 3 && v[2] == 5);
+        CHECK(st_set_find(s, "d", &f) < 0);
+        st_set_close(s);
+    }
+    write_shards("wrong", "{\"weight_map\":{\"a\":\"m-2.safetensors\"}}");
+    CHECK(st_set_open(&s, at("wrong"), err, sizeof err) == WEFT_EIO &&
+          strstr(err, "\"a\" is not in m-2.safetensors"));
+    write_shards("escape", "{\"weight_map\":{\"a\":\"../x.safetensors\"}}");
+    CHECK(st_set_open(&s, at("escape"), err, sizeof err) == WEFT_EIO &&
+          strstr(err, "bad shard name"));
+    write_shards("nomap", "{\"weight\":{}}");
+    CHECK(st_set_open(&s, at("nomap"), err, sizeof err) == WEFT_EIO && strstr(err, "weight_map"));
+    CHECK(st_set_open(&s, at("nothing"), err, sizeof err) == WEFT_EIO &&
+          strstr(err, "neither model.safetensors"));
+    /* one file wins over an index beside it */
+    const st_spec one[1] = { { "z", 1, { 1 } } };
+    st_writer *w;
+    float z = 9;
+    CHECK(st_writer_open(&w, at("set/model.safetensors"), one, 1, ST_F32, NULL, 0) == 0);
+    st_writer_put(w, &z, 1);
+    st_writer_close(w, NULL, 0);
+    CHECK(st_set_open(&s, at("set"), err, sizeof err) == 0 && s->n == 1);
+    st_set_close(s);
+}
