@@ -51,7 +51,7 @@ static int sample_row(const float *z, int v, float temperature, int top_k, weft_
 int weft_model_generate(weft_model *m, int32_t *tokens, int n_prompt, int n_total,
                         float temperature, int top_k, weft_rng *rng)
 {
-    if (!m || m->cfg.type != WEFT_MODEL_GPT || m->tp_size > 1 || !tokens || n_prompt < 1 ||
+    if (!m || m->cfg.type == WEFT_MODEL_MLP || m->tp_size > 1 || !tokens || n_prompt < 1 ||
         n_total < n_prompt ||
         (temperature > 0.0f && !rng))
         return WEFT_EINVAL;

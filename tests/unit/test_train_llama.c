@@ -532,3 +532,27 @@ TEST(split_backward)
     weft_model_destroy(m);
     weft_model_destroy(whole);
 }
+
+/* Greedy generation: each new token is the argmax of the logits of the
+ * sequence so far. */
+TEST(generate)
+{
+    weft_model_config c;
+    weft_model *m;
+    CHECK(weft_model_config_parse("llama:vocab=23,ctx=6,layers=1,heads=2,kv_heads=1,dim=8,"
+                                  "ffn=8", &c) == 0);
+    CHECK(weft_model_create(&m, &c, 4) == 0);
+    int32_t tok[9] = { 3, 1, 4 };
+    CHECK(weft_model_generate(m, tok, 3, 9, 0.0f, 0, NULL) == 0);
+    int ok = 1;
+    for (int pos = 3; pos < 9; pos++) {
+        int start = pos > 6 ? pos - 6 : 0, T = pos - start, rows, cols, best = 0;
+        CHECK(weft_model_forward(m, tok + start, NULL, 1, T, NULL) == 0);
+        const float *z = weft_model_logits(m, &rows, &cols) + (size_t)(T - 1) * 23;
+        for (int i = 1; i < cols; i++)
+            best = z[i] > z[best] ? i : best;
+        ok &= tok[pos] == best;
+    }
+    CHECKF(ok, "generated tokens are the greedy choices");
+    weft_model_destroy(m);
+}
