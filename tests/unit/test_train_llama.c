@@ -5,7 +5,10 @@
  * repeated kv heads, sampled gradients of whole models (tied and not), the
  * config's parse/format round trip and its refusals, the tensor-parallel
  * splits (which kv layouts are refused, and every rank's part of every
- * tensor is the whole model's), and a checkpoint's config fields. */
+ * tensor is the whole model's), the FLOPs count, recomputation (the same
+ * bits), bf16 (near fp32), a split backward (the same gradients), greedy
+ * generation, and checkpoints (a Llama's fields, and the old 17-field
+ * config of a GPT still read). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -555,4 +558,49 @@ TEST(generate)
     }
     CHECKF(ok, "generated tokens are the greedy choices");
     weft_model_destroy(m);
+}
+
+/* A Llama's config and weights through a checkpoint; a checkpoint written
+ * before the Llama (17 config fields) still loads. */
+TEST(checkpoint)
+{
+    weft_model_config c;
+    weft_model *m, *back;
+    weft_ckpt *ck;
+    CHECK(weft_model_config_parse("llama:vocab=23,ctx=6,layers=1,heads=2,kv_heads=1,dim=8,"
+                                  "ffn=8,theta=500000,eps=1e-6", &c) == 0);
+    CHECK(weft_model_create(&m, &c, 4) == 0);
+    CHECK(weft_ckpt_new(&ck) == 0);
+    CHECK(weft_ckpt_put_model(ck, m) == 0);
+    CHECK(weft_ckpt_get_model(ck, &back) == 0);
+    size_t n, n2;
+    float *p = weft_model_params(m, &n), *p2 = weft_model_params(back, &n2);
+    CHECK(memcmp(weft_model_config_of(back), &c, sizeof c) == 0);
+    CHECK(n == n2 && memcmp(p, p2, n * 4) == 0);
+    weft_model_destroy(back);
+    weft_model_destroy(m);
+    weft_ckpt_free(ck);
+
+    CHECK(weft_model_config_parse("gpt:vocab=11,ctx=8,layers=1,heads=2,dim=8", &c) == 0);
+    CHECK(weft_model_create(&m, &c, 4) == 0);
+    CHECK(weft_ckpt_new(&ck) == 0);
+    CHECK(weft_ckpt_put_model(ck, m) == 0);
+    /* the fields as they were: type, n_widths, 9 widths, activation and
+     * the GPT's five */
+    int32_t old[17] = { c.type, c.n_widths };
+    old[12] = c.vocab;
+    old[13] = c.ctx;
+    old[14] = c.n_layer;
+    old[15] = c.n_head;
+    old[16] = c.d_model;
+    int64_t nf = 17;
+    CHECK(weft_ckpt_put_tensor(ck, "model/config", WEFT_I32, old, 1, &nf) == 0);
+    CHECK(weft_ckpt_get_model(ck, &back) == 0);
+    CHECKF(memcmp(weft_model_config_of(back), &c, sizeof c) == 0, "an old GPT checkpoint loads");
+    weft_model_destroy(back);
+    nf = 16;
+    CHECK(weft_ckpt_put_tensor(ck, "model/config", WEFT_I32, old, 1, &nf) == 0);
+    CHECK(weft_ckpt_get_model(ck, &back) != 0);
+    weft_model_destroy(m);
+    weft_ckpt_free(ck);
 }
