@@ -92,11 +92,12 @@ const char *train_mm_blas_core(void)
 
 void train_mm_describe(const mm_ctx *c, char *buf, size_t cap)
 {
-    const char *core = train_mm_blas_core();
+    const char *core = train_mm_blas_core(), *b16 = train_mmp_isa_bf16(c->port);
     if (c->backend == MM_OPENBLAS && core)
-        snprintf(buf, cap, "openblas %s", core);
+        snprintf(buf, cap, "openblas %s%s%s", core, b16 ? ", bf16 " : "", b16 ? b16 : "");
     else
-        snprintf(buf, cap, "portable %s", train_mmp_isa(c->port));
+        snprintf(buf, cap, "portable %s%s%s", train_mmp_isa(c->port), b16 ? ", bf16 " : "",
+                 b16 ? b16 : "");
 }
 
 pool *train_mm_pool(mm_ctx *c)
@@ -187,7 +188,8 @@ void train_mm_gemm_bf16(mm_ctx *c, int ta, int tb, int M, int N, int K,
                         const uint16_t *A, int lda, const uint16_t *B, int ldb,
                         float beta, float *C, int ldc)
 {
-    /* Always the portable kernel, which widens bf16 while packing: Debian's
-     * OpenBLAS declares cblas_sbgemm but is built without it. */
+    /* Always the portable kernel (its bf16 kernel, or widening while
+     * packing): Debian's OpenBLAS declares cblas_sbgemm but is built
+     * without it. */
     train_mmp_gemm_bf16(c->port, c->pl, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }

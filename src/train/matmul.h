@@ -19,7 +19,8 @@ typedef struct mmp mmp;
 int train_mm_create_fixed(mm_ctx **out, int threads, int backend);
 void train_mm_destroy(mm_ctx *c);
 const char *train_mm_name(const mm_ctx *c);
-/* The kernel in words: "portable avx2", "openblas Zen". */
+/* The kernel in words: "portable avx2", "openblas Zen"; with ", bf16
+ * avx512bf16" after it where bf16 operands have a kernel of their own. */
 void train_mm_describe(const mm_ctx *c, char *buf, size_t cap);
 /* OpenBLAS's core type (openblas_get_corename), NULL when not built in. */
 const char *train_mm_blas_core(void);
@@ -37,16 +38,26 @@ void train_mm_gemm_with(mm_ctx *c, int backend, int ta, int tb, int M, int N, in
                         const float *A, int lda, const float *B, int ldb,
                         float beta, float *C, int ldc);
 /* The same with bf16 operands, fp32 accumulation and result (on the
- * portable kernel whichever the backend). */
+ * portable kernel whichever the backend): its bf16 kernel where the CPU
+ * has one, else widened to fp32 while packing. */
 void train_mm_gemm_bf16(mm_ctx *c, int ta, int tb, int M, int N, int K,
                         const uint16_t *A, int lda, const uint16_t *B, int ldb,
                         float beta, float *C, int ldc);
 
-/* The portable kernel on its own (matmul_portable.c). */
+/* The portable kernel on its own (matmul_portable.c), at the instruction
+ * set WEFT_MATMUL_ISA allows. */
 int train_mmp_create(mmp **out, int threads);
+/* WEFT_MATMUL_ISA's words, in the parameter table's order. */
+enum { MMP_ISA_AUTO, MMP_ISA_AVX512BF16, MMP_ISA_AVX512, MMP_ISA_AVX2, MMP_ISA_C };
+/* The same at an MMP_ISA_* cap, whatever the variable says; WEFT_ECONFIG
+ * (said on stderr) for MMP_ISA_AVX512BF16 on a CPU without it. */
+int train_mmp_create_isa(mmp **out, int threads, int isa);
 void train_mmp_destroy(mmp *p);
 /* The micro-kernel's instruction set: "avx512", "avx2" or "c". */
 const char *train_mmp_isa(const mmp *p);
+/* bf16 operands' kernel: "avx512bf16"; NULL where they are widened to
+ * fp32 for train_mmp_isa's (no such CPU, or WEFT_MATMUL_ISA below it). */
+const char *train_mmp_isa_bf16(const mmp *p);
 void train_mmp_gemm(mmp *p, pool *pl, int ta, int tb, int M, int N, int K,
                     const float *A, int lda, const float *B, int ldb,
                     float beta, float *C, int ldc);

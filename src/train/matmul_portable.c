@@ -3,17 +3,21 @@
  * register-blocked MR x NR micro-kernel streams through them. On x86-64
  * with AVX2+FMA a vector micro-kernel is chosen at run time; elsewhere a
  * plain C one, which the compiler vectorises as it can. With AVX-512 the
- * tile is 12 x 32 instead of 6 x 16.
+ * tile is 12 x 32 instead of 6 x 16. bf16 operands go to the AVX512-BF16
+ * kernel (matmul_bf16.c) where the CPU has it, packed as pairs along k in
+ * this file's blocks; elsewhere they are widened to fp32 while packing.
  *
  * Each C element is summed in the same order whatever the thread count
  * (threads split rows or columns of C, never K), so results do not depend
  * on WEFT_THREADS. */
 #include "train/matmul.h"
+#include "train/matmul_bf16.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/half.h"
+#include "core/log.h"
 #include "core/param.h"
 #include "weft.h"
 
@@ -41,6 +45,7 @@ struct mmp {
     int t8;   /* packing may use AVX2's transposes */
     mmp_buf *buf;
     kern_fn kern;
+    const char *isa_bf16;   /* the bf16 kernel; NULL: bf16 is widened for kern */
 };
 
 static void store_tile(const float *acc, int acc_ld, float *c, int ldc, int mr, int nr,
@@ -399,22 +404,42 @@ static void gemm_serial(const mmp *p, mmp_buf *bf, int ta, int tb, int M, int N,
         for (int i = 0; i < M; i++)
             for (int j = 0; j < N; j++)
                 C[(size_t)i * ldc + j] *= beta;
+    /* pairs: the bf16 kernel's panels, a 32-bit word per pair along k,
+     * in the same buffers (half the bytes of fp32's) */
+    int pairs = A.bf16 && p->isa_bf16;
+    int MRt = pairs ? MMB_MR : p->mr, NRt = pairs ? MMB_NR : p->nr;
+    const uint16_t *a16 = A.p, *b16 = B.p;
     for (int jc = 0; jc < N; jc += NC) {
         int nc = N - jc < NC ? N - jc : NC;
         for (int pc = 0; pc < K; pc += KC) {
             int kc = K - pc < KC ? K - pc : KC;
             int acc = pc > 0 || beta != 0.0f;
-            pack_b(bf->bp, p->nr, p->t8, tb, B, ldb, pc, kc, jc, nc);
+            int kw = pairs ? (kc + 1) / 2 : kc;   /* a panel's 4-byte words per index */
+            if (pairs)
+                train_mmb_pack((uint32_t *)bf->bp, MMB_NR, tb,
+                               tb ? b16 + (size_t)jc * ldb + pc : b16 + (size_t)pc * ldb + jc,
+                               ldb, nc, kc);
+            else
+                pack_b(bf->bp, p->nr, p->t8, tb, B, ldb, pc, kc, jc, nc);
             for (int ic = 0; ic < M; ic += MC) {
                 int mc = M - ic < MC ? M - ic : MC;
-                pack_a(bf->ap, p->mr, p->t8, ta, A, lda, ic, mc, pc, kc);
-                for (int jr = 0; jr < nc; jr += p->nr) {
-                    int nr = nc - jr < p->nr ? nc - jr : p->nr;
-                    const float *bpan = bf->bp + (size_t)jr * kc;
-                    for (int ir = 0; ir < mc; ir += p->mr) {
-                        int mr = mc - ir < p->mr ? mc - ir : p->mr;
-                        p->kern(kc, bf->ap + (size_t)ir * kc, bpan,
-                                C + (size_t)(ic + ir) * ldc + jc + jr, ldc, mr, nr, acc);
+                if (pairs)
+                    train_mmb_pack((uint32_t *)bf->ap, MMB_MR, !ta,
+                                   ta ? a16 + (size_t)pc * lda + ic : a16 + (size_t)ic * lda + pc,
+                                   lda, mc, kc);
+                else
+                    pack_a(bf->ap, p->mr, p->t8, ta, A, lda, ic, mc, pc, kc);
+                for (int jr = 0; jr < nc; jr += NRt) {
+                    int nr = nc - jr < NRt ? nc - jr : NRt;
+                    const float *bpan = bf->bp + (size_t)jr * kw;
+                    for (int ir = 0; ir < mc; ir += MRt) {
+                        int mr = mc - ir < MRt ? mc - ir : MRt;
+                        float *c = C + (size_t)(ic + ir) * ldc + jc + jr;
+                        if (pairs)
+                            train_mmb_kern(kw, (const uint32_t *)(bf->ap + (size_t)ir * kw),
+                                           (const uint32_t *)bpan, c, ldc, mr, nr, acc);
+                        else
+                            p->kern(kc, bf->ap + (size_t)ir * kc, bpan, c, ldc, mr, nr, acc);
                     }
                 }
             }
@@ -526,6 +551,18 @@ void train_mmp_gemm_bf16(mmp *p, pool *pl, int ta, int tb, int M, int N, int K,
 
 int train_mmp_create(mmp **out, int threads)
 {
+    int isa = MMP_ISA_AUTO;
+#ifdef MMP_X86
+    /* WEFT_MATMUL_ISA, for tests and comparisons */
+    int rc = param_read_int(PARAM_matmul_isa, &isa, NULL, 0);
+    if (rc)
+        return rc;
+#endif
+    return train_mmp_create_isa(out, threads, isa);
+}
+
+int train_mmp_create_isa(mmp **out, int threads, int isa)
+{
     if (threads < 1)
         threads = 1;
     mmp *p = calloc(1, sizeof *p);
@@ -536,15 +573,11 @@ int train_mmp_create(mmp **out, int threads)
     p->isa = "c";
     p->mr = MR;
     p->nr = NR;
-#ifdef MMP_X86
+#ifndef MMP_X86
+    (void)isa;
+#else
     __builtin_cpu_init();
-    /* WEFT_MATMUL_ISA, for tests and comparisons: auto|avx512|avx2|c */
-    int isa, rc = param_read_int(PARAM_matmul_isa, &isa, NULL, 0);
-    if (rc) {
-        free(p);
-        return rc;
-    }
-    int want512 = isa == 0 || isa == 1, want2 = isa != 3;
+    int want512 = isa <= MMP_ISA_AVX512, want2 = isa != MMP_ISA_C;
     if (want512 && __builtin_cpu_supports("avx512f")) {
         p->kern = kern_avx512;
         p->isa = "avx512";
@@ -555,6 +588,21 @@ int train_mmp_create(mmp **out, int threads)
         p->kern = kern_avx2;
         p->isa = "avx2";
         p->t8 = 1;
+    }
+    /* The bf16 kernel, best first; without one, bf16 operands are widened
+     * for the fp32 kernel. AMX (TDPBF16PS on tiles, with its own panel
+     * layout and the OS's permission to use the tile state) would be tried
+     * here before AVX512-BF16. The bf16 kernel shares the AVX-512 fp32
+     * kernel's tile, so that threads split C alike for both. */
+    if (isa <= MMP_ISA_AVX512BF16 && p->kern == kern_avx512 && train_mmb_supported())
+        p->isa_bf16 = "avx512bf16";
+    if (isa == MMP_ISA_AVX512BF16 && !p->isa_bf16) {
+        log_msg(LOG_ERROR, LOG_ERROR, -1,
+                "WEFT_MATMUL_ISA=avx512bf16: this CPU (or its OS) cannot run AVX512-BF16 "
+                "(CPUID leaf 7 subleaf 1 EAX bit 5, with AVX-512 enabled by XGETBV); "
+                "auto takes the best kernel it has");
+        free(p);
+        return WEFT_ECONFIG;
     }
 #endif
     p->buf = calloc((size_t)threads, sizeof *p->buf);
@@ -577,6 +625,11 @@ int train_mmp_create(mmp **out, int threads)
 const char *train_mmp_isa(const mmp *p)
 {
     return p->isa;
+}
+
+const char *train_mmp_isa_bf16(const mmp *p)
+{
+    return p->isa_bf16;
 }
 
 void train_mmp_destroy(mmp *p)

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/half.h"
 #include "core/log.h"
 #include "train/host_cache.h"
 #include "core/param.h"
@@ -41,21 +42,88 @@ static double now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* The best time of one shape: the fastest run, since other processes only
- * ever slow a run down. */
-static double probe_shape(mm_ctx *c, int s, const float *a, const float *b, float *o)
+/* The operands: fp32, or their bf16 roundings (a16 set) for the
+ * portable kernel's bf16 products. */
+typedef struct {
+    const float *a, *b;
+    const uint16_t *a16, *b16;
+    float *o;
+} probe_data;
+
+/* The best time of one product, at least runs runs and secs seconds: the
+ * fastest run, since other processes only ever slow a run down. */
+static double time_gemm(mm_ctx *c, int ta, int tb, int M, int N, int K, const probe_data *d,
+                        int runs, double secs)
 {
-    int ta = probe_shapes[s].ta, tb = probe_shapes[s].tb;
-    int M = probe_shapes[s].M, N = probe_shapes[s].N, K = probe_shapes[s].K;
     double best = 1e30, t_start = now();
-    for (int r = 0; r < PROBE_MIN_RUNS || now() - t_start < PROBE_MIN_SECS; r++) {
+    for (int r = 0; r < runs || now() - t_start < secs; r++) {
         double t0 = now();
-        train_mm_gemm(c, ta, tb, M, N, K, a, ta ? M : K, b, tb ? K : N, 0.0f, o, N);
+        if (d->a16)
+            train_mm_gemm_bf16(c, ta, tb, M, N, K, d->a16, ta ? M : K, d->b16, tb ? K : N, 0.0f,
+                               d->o, N);
+        else
+            train_mm_gemm(c, ta, tb, M, N, K, d->a, ta ? M : K, d->b, tb ? K : N, 0.0f, d->o, N);
         double dt = now() - t0;
         if (dt < best)
             best = dt;
     }
     return best;
+}
+
+static double probe_shape(mm_ctx *c, int s, const probe_data *d)
+{
+    return time_gemm(c, probe_shapes[s].ta, probe_shapes[s].tb, probe_shapes[s].M,
+                     probe_shapes[s].N, probe_shapes[s].K, d, PROBE_MIN_RUNS, PROBE_MIN_SECS);
+}
+
+/* Operands of n elements each (and their bf16 roundings when bf16). */
+static int data_make(probe_data *d, size_t n, int bf16)
+{
+    memset(d, 0, sizeof *d);
+    float *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float));
+    uint16_t *a16 = bf16 ? malloc(n * 2) : NULL, *b16 = bf16 ? malloc(n * 2) : NULL;
+    d->o = malloc(n * sizeof(float));
+    d->a = a;
+    d->b = b;
+    d->a16 = a16;
+    d->b16 = b16;
+    if (!a || !b || !d->o || (bf16 && (!a16 || !b16)))
+        return WEFT_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        a[i] = (float)(i % 17) * 0.01f;
+        b[i] = (float)(i % 13) * 0.01f;
+    }
+    if (bf16) {
+        half_f32_to_bf16(a16, a, n);
+        half_f32_to_bf16(b16, b, n);
+    }
+    return 0;
+}
+
+static void data_free(probe_data *d)
+{
+    free((void *)d->a);
+    free((void *)d->b);
+    free((void *)d->a16);
+    free((void *)d->b16);
+    free(d->o);
+}
+
+/* train_mm_describe's fp32 part ("portable avx512", "openblas Zen"): the
+ * name the cache knows a kernel by, as it did before bf16 had its own. */
+static void kernel_name(const mm_ctx *c, char *name, size_t cap)
+{
+    train_mm_describe(c, name, cap);
+    name[strcspn(name, ",")] = 0;
+}
+
+/* The portable kernel's bf16 path in words: "portable avx512bf16", or
+ * "portable avx512 widened" where bf16 is widened for the fp32 kernel. */
+static void bf16_name(mm_ctx *c, char *name, size_t cap)
+{
+    const mmp *p = train_mm_portable(c);
+    const char *k = train_mmp_isa_bf16(p);
+    snprintf(name, cap, "portable %s%s", k ? k : train_mmp_isa(p), k ? "" : " widened");
 }
 
 static double shape_flops(int s)
@@ -67,13 +135,16 @@ static double shape_flops(int s)
  * and the caches to a step's state: *gflops the best shape's best run
  * (the peak), *mix all the shapes' best runs together (to choose a
  * kernel by, since one lucky shape should not). */
-static int probe(int backend, double *gflops, double *mix, char *name, size_t cap)
+static int probe(int backend, int bf16, double *gflops, double *mix, char *name, size_t cap)
 {
     mm_ctx *c;
     int rc = train_mm_create_fixed(&c, 1, backend);
     if (rc)
         return rc;
-    train_mm_describe(c, name, cap);
+    if (bf16)
+        bf16_name(c, name, cap);
+    else
+        kernel_name(c, name, cap);
     size_t most = 0;
     for (int i = 0; i < PROBE_SHAPES; i++) {
         size_t mk = (size_t)probe_shapes[i].M * probe_shapes[i].K;
@@ -83,32 +154,23 @@ static int probe(int backend, double *gflops, double *mix, char *name, size_t ca
         m = m > mn ? m : mn;
         most = m > most ? m : most;
     }
-    float *a = malloc(most * sizeof(float)), *b = malloc(most * sizeof(float));
-    float *o = malloc(most * sizeof(float));
-    if (!a || !b || !o) {
-        free(a);
-        free(b);
-        free(o);
+    probe_data d;
+    if (data_make(&d, most, bf16)) {
+        data_free(&d);
         train_mm_destroy(c);
         return WEFT_ENOMEM;
     }
-    for (size_t i = 0; i < most; i++) {
-        a[i] = (float)(i % 17) * 0.01f;
-        b[i] = (float)(i % 13) * 0.01f;
-    }
-    (void)probe_shape(c, 0, a, b, o);   /* warm-up, not counted */
+    (void)probe_shape(c, 0, &d);   /* warm-up, not counted */
     double top = 0.0, flops = 0.0, secs = 0.0;
     for (int i = 0; i < PROBE_SHAPES; i++) {
-        double t = probe_shape(c, i, a, b, o), g = shape_flops(i) / t / 1e9;
+        double t = probe_shape(c, i, &d), g = shape_flops(i) / t / 1e9;
         top = g > top ? g : top;
         flops += shape_flops(i);
         secs += t;
     }
     *gflops = top;
     *mix = flops / secs / 1e9;
-    free(a);
-    free(b);
-    free(o);
+    data_free(&d);
     train_mm_destroy(c);
     return 0;
 }
@@ -169,15 +231,26 @@ static void peak_choose(train_peak *p)
     p->gflops = p->blas_gflops > p->port_gflops ? p->blas_gflops : p->port_gflops;
 }
 
+/* The bf16 products' rate alone (their mix is not kept: bf16 always
+ * runs on the portable kernel, so there is nothing to choose). */
+static int measure_bf16(train_peak *p)
+{
+    double mix;
+    return probe(MM_PORTABLE, 1, &p->bf16_gflops, &mix, p->bf16_name, sizeof p->bf16_name);
+}
+
 int train_peak_measure(train_peak *p)
 {
     memset(p, 0, sizeof *p);
-    int rc = probe(MM_PORTABLE, &p->port_gflops, &p->port_mix, p->port_name, sizeof p->port_name);
+    int rc = probe(MM_PORTABLE, 0, &p->port_gflops, &p->port_mix, p->port_name,
+                   sizeof p->port_name);
     if (rc)
         return rc;
     const char *core = train_mm_blas_core();
-    if (core && (rc = probe(MM_OPENBLAS, &p->blas_gflops, &p->blas_mix, p->blas_name,
+    if (core && (rc = probe(MM_OPENBLAS, 0, &p->blas_gflops, &p->blas_mix, p->blas_name,
                             sizeof p->blas_name)))
+        return rc;
+    if ((rc = measure_bf16(p)))
         return rc;
     peak_choose(p);
     if (core)
@@ -218,7 +291,9 @@ double train_peak_theory(double *mhz)
 #define PEAK_CACHE_TAG "v2"
 
 /* A cache line is only taken when it was measured with the kernels this
- * process has: the same portable ISA, OpenBLAS with the same core type. */
+ * process has: the same portable ISA, OpenBLAS with the same core type.
+ * The bf16 rate and kernel come after them on the line; a line without
+ * (written before bf16 had a kernel of its own) still gives the rest. */
 static int cache_read(const char *path, train_peak *p)
 {
     FILE *f = fopen(path, "r");
@@ -229,17 +304,23 @@ static int cache_read(const char *path, train_peak *p)
     while (fgets(line, sizeof line, f)) {
         if (line[0] == '#')
             continue;
-        double port, blas, pmix, bmix;
-        char pn[32], bn[48];
-        if (sscanf(line,
-                   PEAK_CACHE_TAG " port=%lf blas=%lf port_mix=%lf blas_mix=%lf "
-                   "port_kernel=%31s blas_kernel=%47s",
-                   &port, &blas, &pmix, &bmix, pn, bn) == 6 &&
-            port > 0 && blas >= 0 && pmix > 0 && bmix >= 0) {
+        double port, blas, pmix, bmix, b16 = 0;
+        char pn[32], bn[48], hn[32] = "";
+        int got = sscanf(line,
+                         PEAK_CACHE_TAG " port=%lf blas=%lf port_mix=%lf blas_mix=%lf "
+                         "port_kernel=%31s blas_kernel=%47s bf16=%lf bf16_kernel=%31s",
+                         &port, &blas, &pmix, &bmix, pn, bn, &b16, hn);
+        if ((got == 6 || (got == 8 && b16 > 0)) && port > 0 && blas >= 0 && pmix > 0 &&
+            bmix >= 0) {
             for (char *s = pn; *s; s++)
                 *s = *s == '_' ? ' ' : *s;
             for (char *s = bn; *s; s++)
                 *s = *s == '_' ? ' ' : *s;
+            for (char *s = hn; *s; s++)
+                *s = *s == '_' ? ' ' : *s;
+            pn[strcspn(pn, ",")] = 0;   /* a name with the bf16 kernel after it */
+            p->bf16_gflops = got == 8 ? b16 : 0;
+            snprintf(p->bf16_name, sizeof p->bf16_name, "%s", hn);
             p->port_gflops = port;
             p->blas_gflops = blas;
             p->port_mix = pmix;
@@ -258,13 +339,16 @@ static int cache_write(const char *path, const train_peak *p)
 {
     if (host_cache_mkdirs(path) != 0)
         return -1;
-    char tmp[320], pn[32], bn[48];
+    char tmp[320], pn[32], bn[48], hn[32];
     snprintf(tmp, sizeof tmp, "%.290s.%ld", path, (long)getpid());
     snprintf(pn, sizeof pn, "%s", p->port_name);
     snprintf(bn, sizeof bn, "%s", p->blas_name[0] ? p->blas_name : "-");
+    snprintf(hn, sizeof hn, "%s", p->bf16_name);
     for (char *s = pn; *s; s++)
         *s = *s == ' ' ? '_' : *s;
     for (char *s = bn; *s; s++)
+        *s = *s == ' ' ? '_' : *s;
+    for (char *s = hn; *s; s++)
         *s = *s == ' ' ? '_' : *s;
     FILE *f = fopen(tmp, "w");
     if (!f)
@@ -281,8 +365,8 @@ static int cache_write(const char *path, const train_peak *p)
             load[0]);
     fprintf(f,
             PEAK_CACHE_TAG " port=%.2f blas=%.2f port_mix=%.2f blas_mix=%.2f port_kernel=%s "
-            "blas_kernel=%s\n",
-            p->port_gflops, p->blas_gflops, p->port_mix, p->blas_mix, pn, bn);
+            "blas_kernel=%s bf16=%.2f bf16_kernel=%s\n",
+            p->port_gflops, p->blas_gflops, p->port_mix, p->blas_mix, pn, bn, p->bf16_gflops, hn);
     if (fclose(f) != 0 || rename(tmp, path) != 0) {
         unlink(tmp);
         return -1;
@@ -290,14 +374,16 @@ static int cache_write(const char *path, const train_peak *p)
     return 0;
 }
 
-/* What this process would measure with, to match against a cache line. */
-static int current_names(char *pn, size_t pcap, char *bn, size_t bcap)
+/* What this process would measure with, to match against a cache line:
+ * the portable kernel, OpenBLAS and the bf16 path (hn, 32 bytes). */
+static int current_names(char *pn, size_t pcap, char *bn, size_t bcap, char *hn)
 {
     mm_ctx *c;
     int rc = train_mm_create_fixed(&c, 1, MM_PORTABLE);
     if (rc)
         return rc;
-    train_mm_describe(c, pn, pcap);
+    kernel_name(c, pn, pcap);
+    bf16_name(c, hn, 32);
     train_mm_destroy(c);
     const char *core = train_mm_blas_core();
     snprintf(bn, bcap, "%s%s", core ? "openblas " : "", core ? core : "");
@@ -309,12 +395,13 @@ int train_peak_get(train_peak *p)
     if (!p)
         return WEFT_EINVAL;
     double given;
-    char paths[2][300], pn[32], bn[48];
+    char paths[2][300], pn[32], bn[48], hn[32];
     int n, rc;
     if ((rc = param_read_dbl(PARAM_peak_gflops, &given, NULL, 0)) ||
-        (rc = host_cache_paths("peak", paths, &n)) || (rc = current_names(pn, sizeof pn, bn, sizeof bn)))
+        (rc = host_cache_paths("peak", paths, &n)) ||
+        (rc = current_names(pn, sizeof pn, bn, sizeof bn, hn)))
         return rc;
-    int found = 0;
+    int found = 0, keep = 0;
     for (int i = 0; i < n && !found; i++) {
         memset(p, 0, sizeof *p);
         if (cache_read(paths[i], p) == 0 && strcmp(p->port_name, pn) == 0 &&
@@ -323,15 +410,23 @@ int train_peak_get(train_peak *p)
             snprintf(p->source, sizeof p->source, "measured once, kept in %.280s", paths[i]);
         }
     }
-    if (!found) {
+    /* a line without this bf16 path's rate keeps its fp32 ones, and gets
+     * the bf16 one measured and added */
+    if (found && strcmp(p->bf16_name, hn) != 0) {
+        if ((rc = measure_bf16(p)))
+            return rc;
+        keep = 1;
+    } else if (!found) {
         if ((rc = train_peak_measure(p)))
             return rc;
-        for (int i = 0; i < n; i++)
-            if (cache_write(paths[i], p) == 0) {
-                snprintf(p->source, sizeof p->source, "measured now, kept in %.280s", paths[i]);
-                break;
-            }
+        keep = 1;
     }
+    for (int i = 0; keep && i < n; i++)
+        if (cache_write(paths[i], p) == 0) {
+            snprintf(p->source, sizeof p->source, "%s, kept in %.280s",
+                     found ? "measured once (bf16 now)" : "measured now", paths[i]);
+            keep = 0;
+        }
     peak_choose(p);
     if (given > 0) {
         p->gflops = given;

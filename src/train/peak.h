@@ -1,7 +1,8 @@
 /* The machine's matmul peak, measured once per host: one thread's
  * single-precision GEMM rate with each candidate kernel (the portable one
  * at the CPU's best ISA, OpenBLAS when built in) on a few shapes of the
- * kind a transformer step runs. The kernel faster over all the shapes is
+ * kind a transformer step runs, and the rate of bf16 products on the same
+ * shapes (the peak of a run in bf16). The kernel faster over all the shapes is
  * what MM_AUTO uses; the faster kernel's best shape is the denominator of
  * model-FLOPs utilisation, so that no real step exceeds it. The result
  * is kept in a small text file per host so that later processes (and
@@ -21,6 +22,10 @@ typedef struct {
     int best;             /* MM_PORTABLE or MM_OPENBLAS, the faster mix */
     char port_name[32];   /* "portable avx2" */
     char blas_name[48];   /* "openblas Zen" */
+    double bf16_gflops;   /* the portable kernel's bf16 products (train_mm_gemm_bf16), best
+                           * shape: a bf16 run's peak; WEFT_PEAK_GFLOPS leaves it */
+    char bf16_name[32];   /* "portable avx512bf16"; "portable avx2 widened" where bf16 is
+                           * widened for the fp32 kernel */
     char source[320];     /* where it came from: "measured now", the cache file, ... */
 } train_peak;
 

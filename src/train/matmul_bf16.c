@@ -1,0 +1,191 @@
+/* bf16 micro-kernel and packing for the portable GEMM (see
+ * matmul_bf16.h). One VDPBF16PS does 32 multiply-adds where an fp32 FMA
+ * does 16, with the same 12 x 32 tile and register use as the AVX-512
+ * fp32 kernel: B's two vectors of 16 column pairs, A's pair of row i
+ * broadcast. Each product of two bf16 values is exact in fp32, so an
+ * element's only rounding is that of its fp32 sums, taken in k order. */
+#include "train/matmul_bf16.h"
+
+#include <stddef.h>
+#include <string.h>
+
+#if defined(__x86_64__) && \
+    ((defined(__clang__) && __clang_major__ >= 9) || \
+     (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 10))
+#include <cpuid.h>
+#include <immintrin.h>
+#define MMB_BUILT 1
+#define MMB_TARGET __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl")))
+#endif
+
+#ifdef MMB_BUILT
+/* The plain form of train_mmb_pack's along case, for a row stride too
+ * large for the gathers' 32-bit offsets (and the odd kc's last pair). */
+static void pack_along_c(uint32_t *dst, int W, const uint16_t *src, int ld, int w, int kc,
+                         int q0)
+{
+    int kp = (kc + 1) / 2;
+    for (int jp = 0; jp < w; jp += W, dst += (size_t)kp * W)
+        for (int q = q0; q < kp; q++)
+            for (int j = 0; j < W; j++) {
+                const uint16_t *s = src + (size_t)(jp + j) * ld + 2 * q;
+                uint32_t lo = jp + j < w ? s[0] : 0;
+                uint32_t hi = jp + j < w && 2 * q + 1 < kc ? s[1] : 0;
+                dst[(size_t)q * W + j] = lo | hi << 16;
+            }
+}
+
+int train_mmb_supported(void)
+{
+    unsigned a, b, c, d;
+    if (__get_cpuid_max(0, NULL) < 7)
+        return 0;
+    __cpuid_count(7, 0, a, b, c, d);
+    unsigned f = 1u << 16, bw = 1u << 30, vl = 1u << 31;
+    if ((b & (f | bw | vl)) != (f | bw | vl) || a < 1)   /* a: the last subleaf */
+        return 0;
+    __cpuid_count(7, 1, a, b, c, d);
+    if (!(a & (1u << 5)))
+        return 0;
+    __cpuid(1, a, b, c, d);
+    if (!(c & (1u << 27)))   /* OSXSAVE: XGETBV may run */
+        return 0;
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    (void)hi;
+    /* SSE, AVX, opmask, ZMM0-15's upper halves, ZMM16-31 */
+    return (lo & 0xe6) == 0xe6;
+}
+
+static inline __mmask16 first(int n)
+{
+    n = n < 0 ? 0 : n > 16 ? 16 : n;
+    return (__mmask16)((1u << n) - 1);
+}
+
+/* Depth runs down the rows: each pair is two rows' values interleaved,
+ * 16 indices at a time, zero-extended to 32 bits and merged. Masked
+ * loads read nothing past w, and give the panel's zero padding. */
+MMB_TARGET
+static void pack_across(uint32_t *dst, int W, const uint16_t *src, int ld, int w, int kc)
+{
+    int kp = (kc + 1) / 2;
+    size_t step = (size_t)kp * W;
+    for (int q = 0; q < kp; q++) {
+        const uint16_t *r0 = src + (size_t)(2 * q) * ld;
+        int two = 2 * q + 1 < kc;
+        uint32_t *d = dst + (size_t)q * W;
+        for (int jp = 0; jp < w; jp += W, d += step)
+            for (int g = 0; g < W; g += 16) {
+                __mmask16 in = first(w - jp - g);
+                const uint16_t *s = in ? r0 + jp + g : r0;
+                __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(in, s));
+                __m512i hi = two ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(in, s + ld))
+                                 : _mm512_setzero_si512();
+                _mm512_mask_storeu_epi32(d + g, first(W - g),
+                                         _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+            }
+    }
+}
+
+/* Depth runs along the rows: a pair is one 32-bit word of a row, so 16
+ * rows' words are gathered at once (byte offsets, any alignment). */
+MMB_TARGET
+static void pack_along(uint32_t *dst, int W, const uint16_t *src, int ld, int w, int kc)
+{
+    int kp = kc / 2;
+    size_t step = (size_t)((kc + 1) / 2) * W;
+    __m512i offs = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        _mm512_set1_epi32(2 * ld));
+    uint32_t *d = dst;
+    for (int jp = 0; jp < w; jp += W, d += step)
+        for (int g = 0; g < W; g += 16) {
+            __mmask16 in = first(w - jp - g), out = first(W - g);
+            const uint16_t *s = in ? src + (size_t)(jp + g) * ld : src;
+            for (int q = 0; q < kp; q++) {
+                __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), in, offs,
+                                                        s + 2 * q, 1);
+                _mm512_mask_storeu_epi32(d + (size_t)q * W + g, out, v);
+            }
+        }
+    if (kc & 1)
+        pack_along_c(dst, W, src, ld, w, kc, kp);
+}
+
+void train_mmb_pack(uint32_t *dst, int W, int along, const uint16_t *src, int ld, int w, int kc)
+{
+    if (!along)
+        pack_across(dst, W, src, ld, w, kc);
+    else if ((long)ld * 2 * 15 < (1L << 31))
+        pack_along(dst, W, src, ld, w, kc);
+    else
+        pack_along_c(dst, W, src, ld, w, kc, 0);
+}
+
+static void store_tile(const float *acc, float *c, int ldc, int mr, int nr, int accumulate)
+{
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++)
+            c[(size_t)i * ldc + j] = accumulate ? c[(size_t)i * ldc + j] + acc[i * MMB_NR + j]
+                                                : acc[i * MMB_NR + j];
+}
+
+#define KB_DECL(i) __m512 c##i##0 = _mm512_setzero_ps(), c##i##1 = _mm512_setzero_ps();
+#define KB_DOT(i) t = (__m512bh)_mm512_set1_epi32((int)a[i]); \
+    c##i##0 = _mm512_dpbf16_ps(c##i##0, t, b0); c##i##1 = _mm512_dpbf16_ps(c##i##1, t, b1);
+#define KB_STORE(i) _mm512_storeu_ps(acc + (i) * 32, c##i##0); \
+    _mm512_storeu_ps(acc + (i) * 32 + 16, c##i##1);
+#define KB_ALL(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+
+MMB_TARGET
+void train_mmb_kern(int kp, const uint32_t *a, const uint32_t *b, float *c, int ldc, int mr,
+                    int nr, int accumulate)
+{
+    KB_ALL(KB_DECL)
+    for (int q = 0; q < kp; q++) {
+        __m512bh b0 = (__m512bh)_mm512_loadu_si512(b), b1 = (__m512bh)_mm512_loadu_si512(b + 16);
+        __m512bh t;
+        KB_ALL(KB_DOT)
+        a += MMB_MR;
+        b += MMB_NR;
+    }
+    float acc[MMB_MR * MMB_NR];
+    KB_ALL(KB_STORE)
+    if (mr == MMB_MR && nr == MMB_NR) {
+        for (int i = 0; i < MMB_MR; i++) {
+            float *ci = c + (size_t)i * ldc;
+            __m512 v0 = _mm512_loadu_ps(acc + i * 32), v1 = _mm512_loadu_ps(acc + i * 32 + 16);
+            if (accumulate) {
+                v0 = _mm512_add_ps(v0, _mm512_loadu_ps(ci));
+                v1 = _mm512_add_ps(v1, _mm512_loadu_ps(ci + 16));
+            }
+            _mm512_storeu_ps(ci, v0);
+            _mm512_storeu_ps(ci + 16, v1);
+        }
+        return;
+    }
+    /* plain code follows: clean the upper register halves (see
+     * matmul_portable.c's kern_avx2) */
+    _mm256_zeroupper();
+    store_tile(acc, c, ldc, mr, nr, accumulate);
+}
+#else
+/* Without a compiler that knows the instruction (or off x86-64) the
+ * kernel is never chosen; these keep the link whole. */
+int train_mmb_supported(void)
+{
+    return 0;
+}
+
+void train_mmb_pack(uint32_t *dst, int W, int along, const uint16_t *src, int ld, int w, int kc)
+{
+    (void)dst; (void)W; (void)along; (void)src; (void)ld; (void)w; (void)kc;
+}
+
+void train_mmb_kern(int kp, const uint32_t *a, const uint32_t *b, float *c, int ldc, int mr,
+                    int nr, int accumulate)
+{
+    (void)kp; (void)a; (void)b; (void)c; (void)ldc; (void)mr; (void)nr; (void)accumulate;
+}
+#endif

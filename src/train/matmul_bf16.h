@@ -1,0 +1,34 @@
+/* The portable GEMM's bf16 micro-kernel: VDPBF16PS (AVX512-BF16), which
+ * multiplies pairs of bf16 values and adds both products to an fp32 lane.
+ * Operands are packed as such pairs along k (element 2q in the low half
+ * of a 32-bit word, 2q + 1 in the high half); matmul_portable.c blocks,
+ * threads and calls these. The functions run only where
+ * train_mmb_supported() says so: they are compiled for the instruction
+ * set by target attributes, so the library still runs on any x86-64. */
+#ifndef TRAIN_MATMUL_BF16_H
+#define TRAIN_MATMUL_BF16_H
+
+#include <stdint.h>
+
+/* The kernel's tile: 12 rows of C by 32 columns (two vectors). */
+enum { MMB_MR = 12, MMB_NR = 32 };
+
+/* 1 when this build has the kernel and the CPU and OS can run it: CPUID
+ * leaf 7 subleaf 1 EAX bit 5 (AVX512-BF16), AVX-512 F/BW/VL, and XGETBV
+ * showing the OS saves the vector and mask registers. */
+int train_mmb_supported(void);
+
+/* Packs a kc-deep slice of w rows (or columns) of an operand into panels
+ * W wide (MMB_MR for A, MMB_NR for B), zero-padded: panel p at
+ * dst + p ceil(kc/2) W, the pair of depths 2q, 2q + 1 of index j at
+ * q W + j (an odd kc's last pair has a zero high half). along: element
+ * (j, k) is src[j ld + k] (A untransposed, B transposed); else
+ * src[k ld + j]. */
+void train_mmb_pack(uint32_t *dst, int W, int along, const uint16_t *src, int ld, int w, int kc);
+
+/* C tile (mr x nr, within MMB_MR x MMB_NR) = (C +) a packed A panel times
+ * a packed B panel, kp pairs deep; fp32 sums, each element's in k order. */
+void train_mmb_kern(int kp, const uint32_t *a, const uint32_t *b, float *c, int ldc, int mr,
+                    int nr, int accumulate);
+
+#endif
