@@ -244,8 +244,14 @@ int weft_dataset_open_llmc(weft_dataset **out, const char *pattern, int seq_len,
     if (rc == 0 && n == 0)
         rc = fail(err, errlen, WEFT_EINVAL, "%s: no shard holds a window of %d tokens", pattern,
                   seq_len + 1);
-    char name[64];
-    snprintf(name, sizeof name, "%.50s/%s", base_name(pattern), split ? split : "all");
+    /* "fineweb10B/train" for "data/fineweb10B/" */
+    char name[64], trimmed[64];
+    size_t len = strlen(pattern);
+    while (len > 1 && pattern[len - 1] == '/')
+        len--;
+    snprintf(trimmed, sizeof trimmed, "%.*s", (int)(len < 63 ? len : 63),
+             len < 63 ? pattern : pattern + len - 63);
+    snprintf(name, sizeof name, "%.50s/%s", base_name(trimmed), split ? split : "all");
     weft_dataset *ds = rc == 0 ? train_dataset_alloc(WEFT_DATA_SEQ, n, seq_len, (int)a.vocab, name)
                                : NULL;
     if (rc == 0 && !ds)
