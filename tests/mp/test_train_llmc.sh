@@ -8,7 +8,8 @@
 # reduction-order tolerance (1e-4: the grad norm is printed to 6 digits).
 # Llama 3 shards (uint32) train too; a shard named by path is recognised by
 # its magic; a token past the model's vocabulary and a broken shard stop the
-# run with a message that names the file and what is wrong.
+# run with a message that names the file and what is wrong. weft's own
+# WEFTTOKS shards still train.
 # TEST_TIMEOUT(300)
 B=${BUILD:-build}
 dir=$(mktemp -d)
@@ -34,6 +35,13 @@ for sub, wide in (('gpt2', False), ('llama3', True)):
     for k in range(3):
         shard(os.path.join(out, sub, 'tiny_train_%06d.bin' % (k + 1)), list(text[cuts[k]:cuts[k + 1]]), wide)
     shard(os.path.join(out, sub, 'tiny_val_000000.bin'), list(text[cuts[3]:]), wide)
+# weft's own shard of the same bytes (WEFTTOKS, byte tokens, CRC-32s)
+import zlib
+hdr = bytearray(64)
+hdr[0:8] = b'WEFTTOKS'
+struct.pack_into('<IIIIQI', hdr, 8, 1, 64, 256, 1, len(text), zlib.crc32(text))
+struct.pack_into('<I', hdr, 36, zlib.crc32(bytes(hdr[:36])))
+open(os.path.join(out, 'own.tok'), 'wb').write(bytes(hdr) + text)
 EOF
 
 close() { # name ref tol: train rows of name (loss, grad norm as printed) are ref's,
@@ -85,6 +93,10 @@ if grep -q "validation: gpt2/val, 124 windows of 16 tokens" "$dir/ref1.out"; the
 # finds its validation shard by llm.c's naming
 run llama 1 --data "llmc:$dir/llama3/tiny_train_*.bin" --steps 3
 run bypath 1 --data "$dir/gpt2/tiny_train_000002.bin" --steps 3
+# weft's own token shards are still read as before
+run own 1 --data "$dir/own.tok" --steps 3
+if grep -q "validation: own.tok, 74 windows" "$dir/own.out"; then ok; else
+    bad "own.tok: not its last tenth's 74 windows"; sed 's/^/    /' "$dir/own.out"; fi
 
 fails() { # name message args...: the run fails and says message
     name=$1; msg=$2; shift 2
