@@ -25,8 +25,13 @@
  * weight gradient; attention's products are left out) with each kernel,
  * rounds interleaved and the best run of each kept, and prints each
  * shape's GFLOP/s and the step's matmul milliseconds per kernel.
+ * --gemm ROUNDS --size N times one N x N x N product instead, on one
+ * thread of the portable kernel, the best of ROUNDS: fp32, and with
+ * --prec bf16 also bf16 widened to fp32 and on the CPU's bf16 kernel.
  * --probe 1 prints the peak probe's result, measured now, beside the
- * textbook bound at the clock /proc/cpuinfo shows. */
+ * textbook bound at the clock /proc/cpuinfo shows.
+ * With --prec bf16 the result's MFU is against the bf16 peak (the rate of
+ * the bf16 products' kernel, named), the fp32 peak shown beside it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,6 +162,29 @@ static int gemm_bench(const weft_model_config *cfg, int BT, int rounds)
     return 0;
 }
 
+/* One N^3 product's rate per path: fp32; bf16 widened (WEFT_MATMUL_ISA
+ * avx512 widens on any CPU) and on the bf16 kernel, when asked. */
+static int square_bench(int n, int rounds, int bf16)
+{
+    static const struct { const char *isa; int bf16; } path[] = {
+        { NULL, 0 }, { "avx512", 1 }, { "avx512bf16", 1 } };
+    printf("matmul %dx%dx%d, one thread, best of %d:", n, n, n, rounds);
+    for (int i = 0; i < (bf16 ? 3 : 1); i++) {
+        double g;
+        char name[64];
+        int rc = weft_matmul_rate(path[i].isa, path[i].bf16, n, n, n, rounds, &g, name,
+                                  sizeof name);
+        if (rc == WEFT_ECONFIG && path[i].bf16)
+            printf(" %s: not on this CPU;", path[i].isa);
+        else if (rc)
+            return fprintf(stderr, "\nweft-enginebench: %s\n", weft_strerror(rc)), 1;
+        else
+            printf(" %s (%s) %.1f GFLOP/s;", name, path[i].bf16 ? "bf16" : "fp32", g);
+    }
+    printf("\n");
+    return 0;
+}
+
 static int probe_print(void)
 {
     weft_matmul_peak pk;
@@ -173,7 +201,11 @@ static int probe_print(void)
            pk.port_name, pk.port_gflops, pk.port_mix,
            pk.blas_name[0] ? pk.blas_name : "openblas (none)", pk.blas_gflops, pk.blas_mix,
            pk.gflops, pk.best, mhz, theory);
-    return 0;
+    double b16;
+    char bn[64];
+    if ((rc = weft_matmul_peak_bf16(1, &b16, bn, sizeof bn)) == 0)
+        printf("bf16 products: %s %.1f GFLOP/s\n", bn, b16);
+    return rc != 0;
 }
 
 static void usage(void)
@@ -181,7 +213,7 @@ static void usage(void)
     fprintf(stderr, "usage: weft-enginebench [--model SPEC] [--batch N] [--steps N] [--warmup N]\n"
                     "         [--matmul openblas|portable] [--threads N] [--prec fp32|bf16]\n"
                     "         [--optim sgd|adamw] [--seq N] [--per-step 0|1] [--phases 0|1]\n"
-                    "         [--gemm ROUNDS] [--probe 1]\n");
+                    "         [--gemm ROUNDS [--size N]] [--probe 1]\n");
     exit(2);
 }
 
@@ -189,7 +221,7 @@ int main(int argc, char **argv)
 {
     const char *spec = "mlp:784-512-512-10", *matmul = NULL, *prec = "fp32", *optim = "sgd";
     int batch = 256, steps = 100, warmup = 5, threads = 0, seq = 0, per_step = 0;
-    int gemm = 0, probe = 0, phases = 0;
+    int gemm = 0, probe = 0, phases = 0, size = 0;
     for (int i = 1; i < argc; i++) {
         if (i + 1 >= argc)
             usage();
@@ -207,6 +239,7 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--gemm")) gemm = atoi(v);
         else if (!strcmp(k, "--probe")) probe = atoi(v);
         else if (!strcmp(k, "--phases")) phases = atoi(v);
+        else if (!strcmp(k, "--size")) size = atoi(v);
         else usage();
     }
     weft_model_config cfg;
@@ -220,6 +253,8 @@ int main(int argc, char **argv)
         usage();
     if (probe)
         return probe_print();
+    if (gemm && size > 0)
+        return square_bench(size, gemm, !strcmp(prec, "bf16"));
     if (gemm) {
         if (cfg.type != WEFT_MODEL_GPT)
             usage();
@@ -272,9 +307,18 @@ int main(int argc, char **argv)
         fprintf(stderr, "weft-enginebench: the matmul peak: %s\n", weft_strerror(rc));
         return 1;
     }
+    /* a bf16 run's products go to the bf16 kernel: its peak is the MFU's */
+    int bf16 = !strcmp(prec, "bf16");
+    double b16 = 0.0;
+    char b16_name[64] = "";
+    if (bf16 && (rc = weft_matmul_peak_bf16(0, &b16, b16_name, sizeof b16_name)) != 0) {
+        fprintf(stderr, "weft-enginebench: the bf16 peak: %s\n", weft_strerror(rc));
+        return 1;
+    }
+    double one = bf16 ? b16 : pk.gflops;
     double step_flops;
     weft_model_flops(&cfg, batch, T, &step_flops);
-    double peak = pk.gflops * 1e9 * weft_model_threads(m);
+    double peak = one * 1e9 * weft_model_threads(m);
     float loss = 0.0f;
     double t0 = 0.0, ts = 0.0, acc[PHASES][3] = { { 0 } }, mark[3] = { 0 };
     for (int s = 0; s < warmup + steps; s++) {
@@ -332,13 +376,18 @@ int main(int argc, char **argv)
         printf("step: %.1f ms wall, %.1f ms CPU, %.1f ms on the calling thread\n",
                1e3 * tot[0] / steps, 1e3 * tot[1] / steps, 1e3 * tot[2] / steps);
     }
+    if (bf16)
+        printf("bf16 products on %s: peak %.1f GFLOP/s a thread (fp32's %.1f, %s: MFU %.1f%% "
+               "against it)\n", b16_name, b16, pk.gflops,
+               pk.blas_gflops > pk.port_gflops ? pk.blas_name : pk.port_name,
+               100.0 * step_flops * steps / dt / (pk.gflops * 1e9 * weft_model_threads(m)));
     printf("weft %s batch %d %s %s matmul %s threads %d: %d steps in %.3f s, loss %.4f, "
            "%.2f GFLOP/step, %.1f GFLOP/s, MFU %.1f%% of %d x %.1f GFLOP/s (%s, %s), "
            "%.1f samples/s\n", spec, batch, optim, prec, weft_model_matmul_name(m),
            weft_model_threads(m), steps, dt, loss, step_flops / 1e9,
            step_flops * steps / dt / 1e9, 100.0 * step_flops * steps / dt / peak,
-           weft_model_threads(m), pk.gflops,
-           pk.blas_gflops > pk.port_gflops ? pk.blas_name : pk.port_name,
+           weft_model_threads(m), one,
+           bf16 ? b16_name : pk.blas_gflops > pk.port_gflops ? pk.blas_name : pk.port_name,
            pk.source, (double)steps * batch / dt);
     weft_optim_destroy(o);
     weft_model_destroy(m);

@@ -119,9 +119,8 @@ static void kernel_name(const mm_ctx *c, char *name, size_t cap)
 
 /* The portable kernel's bf16 path in words: "portable avx512bf16", or
  * "portable avx512 widened" where bf16 is widened for the fp32 kernel. */
-static void bf16_name(mm_ctx *c, char *name, size_t cap)
+static void bf16_name(const mmp *p, char *name, size_t cap)
 {
-    const mmp *p = train_mm_portable(c);
     const char *k = train_mmp_isa_bf16(p);
     snprintf(name, cap, "portable %s%s", k ? k : train_mmp_isa(p), k ? "" : " widened");
 }
@@ -142,7 +141,7 @@ static int probe(int backend, int bf16, double *gflops, double *mix, char *name,
     if (rc)
         return rc;
     if (bf16)
-        bf16_name(c, name, cap);
+        bf16_name(train_mm_portable(c), name, cap);
     else
         kernel_name(c, name, cap);
     size_t most = 0;
@@ -383,7 +382,7 @@ static int current_names(char *pn, size_t pcap, char *bn, size_t bcap, char *hn)
     if (rc)
         return rc;
     kernel_name(c, pn, pcap);
-    bf16_name(c, hn, 32);
+    bf16_name(train_mm_portable(c), hn, 32);
     train_mm_destroy(c);
     const char *core = train_mm_blas_core();
     snprintf(bn, bcap, "%s%s", core ? "openblas " : "", core ? core : "");
@@ -433,4 +432,71 @@ int train_peak_get(train_peak *p)
         snprintf(p->source, sizeof p->source, "WEFT_PEAK_GFLOPS");
     }
     return 0;
+}
+
+int weft_matmul_peak_bf16(int measure, double *gflops, char *kernel, size_t cap)
+{
+    if (!gflops)
+        return WEFT_EINVAL;
+    train_peak pk;
+    memset(&pk, 0, sizeof pk);
+    int rc = measure ? measure_bf16(&pk) : train_peak_get(&pk);
+    if (rc)
+        return rc;
+    *gflops = pk.bf16_gflops;
+    if (kernel && cap)
+        snprintf(kernel, cap, "%s", pk.bf16_name);
+    return 0;
+}
+
+/* WEFT_MATMUL_ISA's word as its index (MMP_ISA_*), from the parameter
+ * table's own list; -1 for none of them. */
+static int isa_index(const char *word)
+{
+    const char *w = param_info_of(PARAM_matmul_isa)->words;
+    for (int i = 0; *w; i++) {
+        size_t n = strcspn(w, "|");
+        if (strlen(word) == n && strncmp(w, word, n) == 0)
+            return i;
+        w += n + (w[n] == '|');
+    }
+    return -1;
+}
+
+int weft_matmul_rate(const char *isa, int bf16, int M, int N, int K, int runs, double *gflops,
+                     char *kernel, size_t cap)
+{
+    if (!gflops || M < 1 || N < 1 || K < 1 || runs < 1)
+        return WEFT_EINVAL;
+    int ix = MMP_ISA_AUTO, rc = 0;
+    if (!isa)
+        rc = param_read_int(PARAM_matmul_isa, &ix, NULL, 0);
+    else if ((ix = isa_index(isa)) < 0)
+        rc = WEFT_ECONFIG;
+    mmp *p = NULL;
+    if (rc || (rc = train_mmp_create_isa(&p, 1, ix)))
+        return rc;
+    size_t mk = (size_t)M * K, kn = (size_t)K * N, mn = (size_t)M * N;
+    size_t most = mk > kn ? mk : kn;
+    probe_data d;
+    if ((rc = data_make(&d, most > mn ? most : mn, bf16)) == 0) {
+        double best = 1e30;
+        for (int r = 0; r <= runs; r++) {   /* the first warms up */
+            double t0 = now();
+            if (bf16)
+                train_mmp_gemm_bf16(p, NULL, 0, 0, M, N, K, d.a16, K, d.b16, N, 0.0f, d.o, N);
+            else
+                train_mmp_gemm(p, NULL, 0, 0, M, N, K, d.a, K, d.b, N, 0.0f, d.o, N);
+            double dt = now() - t0;
+            best = r > 0 && dt < best ? dt : best;
+        }
+        *gflops = 2.0 * M * N * K / best / 1e9;
+        if (kernel && cap && bf16)
+            bf16_name(p, kernel, cap);
+        else if (kernel && cap)
+            snprintf(kernel, cap, "portable %s", train_mmp_isa(p));
+    }
+    data_free(&d);
+    train_mmp_destroy(p);
+    return rc;
 }

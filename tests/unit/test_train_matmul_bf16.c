@@ -6,7 +6,8 @@
  * 1..67 of each side (the others drawn at random), a few shapes past the
  * blocks (KC 256, MC 120, NC 1024), beta 0 and 1, leading dimensions wider
  * than the matrix and operands at odd addresses; 1 and 2 threads must give
- * the same bits. Then a small GPT trained in bf16 on each kernel.
+ * the same bits. Then a small GPT trained in bf16 on each kernel, and the
+ * peak cache's bf16 entry.
  *
  * Error bound, per element: every path forms each product of two bf16
  * values exactly in fp32 (8-bit significands, 16-bit product) and rounds
@@ -20,10 +21,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/half.h"
 #include "test.h"
 #include "train/mm_auto.h"
+#include "train/peak.h"
 #include "weft.h"
 
 static int thin(void)
@@ -282,4 +285,51 @@ TEST(gpt_losses)
     CHECKF(a[steps - 1] < a[0], "loss %.4f -> %.4f", a[0], a[steps - 1]);
     printf("GPT losses, bf16 kernel vs widened: at most %.2g apart (relative) over %d steps, "
            "%.4f -> %.4f\n", worst, steps, a[0], a[steps - 1]);
+}
+
+/* The peak cache: a line from before bf16 had a rate of its own keeps
+ * its fp32 figures and gets the bf16 one measured and added; the next
+ * look takes it from the file. */
+TEST(peak_cache_bf16)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/weft-test-peak16-%ld", (long)getpid());
+    setenv("WEFT_PEAK_FILE", path, 1);
+    unsetenv("WEFT_PEAK_GFLOPS");
+    unsetenv("WEFT_MATMUL_ISA");
+    mm_ctx *c;
+    CHECK(train_mm_create(&c, 1, MM_PORTABLE) == 0);
+    char pn[64], bn[64];
+    train_mm_describe(c, pn, sizeof pn);
+    pn[strcspn(pn, ",")] = 0;
+    int native = train_mmp_isa_bf16(train_mm_portable(c)) != NULL;
+    train_mm_destroy(c);
+    const char *core = train_mm_blas_core();
+    snprintf(bn, sizeof bn, "%s%s", core ? "openblas_" : "-", core ? core : "");
+    for (char *s = pn; *s; s++)
+        *s = *s == ' ' ? '_' : *s;
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    fprintf(f, "v2 port=50 blas=%d port_mix=40 blas_mix=%d port_kernel=%s blas_kernel=%s\n",
+            core ? 30 : 0, core ? 20 : 0, pn, bn);
+    fclose(f);
+    train_peak a, b;
+    CHECK(train_peak_get(&a) == 0);
+    CHECKF(a.port_gflops == 50 && a.port_mix == 40 && a.bf16_gflops > 0, "%g %g %g",
+           a.port_gflops, a.port_mix, a.bf16_gflops);
+    CHECKF(strstr(a.bf16_name, native ? "avx512bf16" : "widened") != NULL, "%s", a.bf16_name);
+    CHECKF(strstr(a.source, "bf16 now") != NULL, "%s", a.source);
+    CHECK(train_peak_get(&b) == 0);
+    CHECKF(b.port_gflops == 50 && fabs(b.bf16_gflops - a.bf16_gflops) < 0.01 &&
+               !strcmp(b.bf16_name, a.bf16_name) && !strstr(b.source, "now"),
+           "%g %s", b.bf16_gflops, b.source);
+    /* the public form gives the same */
+    double g;
+    char name[64];
+    CHECK(weft_matmul_peak_bf16(0, &g, name, sizeof name) == 0);
+    CHECK(fabs(g - a.bf16_gflops) < 0.01 && !strcmp(name, a.bf16_name));
+    unlink(path);
+    unsetenv("WEFT_PEAK_FILE");
 }
