@@ -9,7 +9,9 @@ bf16, f16 and as two shards with model.safetensors.index.json), then
   (c) after a few training steps, at 1 process and at tp 2 x pp 2 under
       weftrun, the exported model's loss in the reference equals the loss
       weft evaluated at the end (1e-5);
-and what weft cannot represent is refused with a message naming it."""
+the same (a), (b) and (c) for a Llama (LlamaForCausalLM, untied and tied,
+against test_llama_ref.py's torch reference); and what weft cannot
+represent is refused with a message naming it."""
 import json
 import math
 import os
@@ -129,6 +131,67 @@ def gpt2_loss(w, tokens, seq):
     return torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), y_ids.reshape(-1)).item()
 
 
+LLAMA_FFN, LLAMA_KV = 88, 2
+
+
+def llama_config(**over):
+    c = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": VOCAB,
+         "hidden_size": DIM, "intermediate_size": LLAMA_FFN, "num_hidden_layers": LAYERS,
+         "num_attention_heads": HEADS, "num_key_value_heads": LLAMA_KV,
+         "max_position_embeddings": CTX, "rope_theta": 10000.0, "rms_norm_eps": 1e-5,
+         "tie_word_embeddings": False, "hidden_act": "silu", "torch_dtype": "float32"}
+    c.update(over)
+    return c
+
+
+def llama_weights(seed, tied):
+    """transformers' Llama tensors ([out, in] like weft's), random."""
+    g = torch.Generator().manual_seed(seed)
+    r = lambda *s: torch.randn(*s, generator=g) * 0.1
+    kv = DIM // HEADS * LLAMA_KV
+    w = {"model.embed_tokens.weight": r(VOCAB, DIM)}
+    for i in range(LAYERS):
+        p = f"model.layers.{i}."
+        w.update({p + "input_layernorm.weight": 1 + r(DIM),
+                  p + "self_attn.q_proj.weight": r(DIM, DIM),
+                  p + "self_attn.k_proj.weight": r(kv, DIM),
+                  p + "self_attn.v_proj.weight": r(kv, DIM),
+                  p + "self_attn.o_proj.weight": r(DIM, DIM),
+                  p + "post_attention_layernorm.weight": 1 + r(DIM),
+                  p + "mlp.gate_proj.weight": r(LLAMA_FFN, DIM),
+                  p + "mlp.up_proj.weight": r(LLAMA_FFN, DIM),
+                  p + "mlp.down_proj.weight": r(DIM, LLAMA_FFN)})
+    w["model.norm.weight"] = 1 + r(DIM)
+    if not tied:
+        w["lm_head.weight"] = r(VOCAB, DIM)
+    return w
+
+
+LLAMA_NAMES = {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn.q",
+               "self_attn.k_proj": "attn.k", "self_attn.v_proj": "attn.v",
+               "self_attn.o_proj": "attn.o", "post_attention_layernorm": "mlp_norm",
+               "mlp.gate_proj": "mlp.gate", "mlp.up_proj": "mlp.up", "mlp.down_proj": "mlp.down"}
+
+
+def llama_loss(w, tokens, seq, tied):
+    """test_llama_ref.py's LlamaForCausalLM forward on transformers' names."""
+    from test_llama_ref import llama_forward
+    p = {"tok_emb.weight": w["model.embed_tokens.weight"], "norm.weight": w["model.norm.weight"]}
+    if not tied:
+        p["lm_head.weight"] = w["lm_head.weight"]
+    for name, t in w.items():
+        if name.startswith("model.layers."):
+            i, rest = name[len("model.layers."):].split(".", 1)
+            p[f"blocks.{i}.{LLAMA_NAMES[rest[:-len('.weight')]]}.weight"] = t
+    p = {k: v.to(torch.float32) for k, v in p.items()}
+    cfg = {"layers": LAYERS, "heads": HEADS, "kv_heads": LLAMA_KV, "dim": DIM, "eps": 1e-5,
+           "theta": 10000.0, "tied": tied}
+    x = torch.tensor([t[:-1] for t in tokens])
+    y = torch.tensor([t[1:] for t in tokens])
+    logits = llama_forward(p, cfg, x)
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), y.reshape(-1)).item()
+
+
 def val_windows(tokens, seq):
     """weft's validation windows of a shard: the last tenth, seq + 1 tokens
     each, non-overlapping (dataset_tokens.c)."""
@@ -166,6 +229,27 @@ def write_dir(d, w, config, dtype="F32", shards=1, extra=()):
         json.dump({"metadata": {"total_size": 0}, "weight_map": wmap}, f)
 
 
+def families():
+    """name, config, weights, the reference loss (weights, windows), and the
+    variants of the directory (a) and (b) read."""
+    mask = torch.tril(torch.ones(CTX, CTX)).view(1, 1, CTX, CTX)
+    g, lw, lt = gpt2_weights(1), llama_weights(2, False), llama_weights(3, True)
+    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, DIM // HEADS, 2).float() / (DIM // HEADS)))
+    return [
+        ("gpt2", gpt2_config(), g, lambda w, win: gpt2_loss(w, win, SEQ), {
+            "f32": dict(dtype="F32", extra=[("transformer.h.0.attn.bias", mask),
+                                            ("lm_head.weight", g["transformer.wte.weight"])]),
+            "bf16": dict(dtype="BF16"), "f16": dict(dtype="F16"),
+            "sharded": dict(dtype="F32", shards=2)}),
+        ("llama", llama_config(), lw, lambda w, win: llama_loss(w, win, SEQ, 0), {
+            "f32": dict(dtype="F32",
+                        extra=[("model.layers.0.self_attn.rotary_emb.inv_freq", inv_freq)]),
+            "bf16": dict(dtype="BF16"), "sharded": dict(dtype="F32", shards=2)}),
+        ("llama-tied", llama_config(tie_word_embeddings=True), lt,
+         lambda w, win: llama_loss(w, win, SEQ, 1), {"f32": dict(dtype="F32")}),
+    ]
+
+
 def main():
     build = os.environ.get("BUILD", "build")
     weftrun, tool = os.path.join(build, "weftrun"), os.path.join(build, "weft-train")
@@ -189,69 +273,71 @@ def main():
         tokshard(data, tokens, VOCAB)
         windows = val_windows(tokens, SEQ)
         common = ["--data", data, "--seq", str(SEQ), "--threads", "1", "--quiet"]
-        w = gpt2_weights(1)
-        mask = torch.tril(torch.ones(CTX, CTX)).view(1, 1, CTX, CTX)
-        variants = {
-            "f32": dict(dtype="F32", extra=[("transformer.h.0.attn.bias", mask),
-                                            ("lm_head.weight", w["transformer.wte.weight"])]),
-            "bf16": dict(dtype="BF16"), "f16": dict(dtype="F16"),
-            "sharded": dict(dtype="F32", shards=2),
-        }
-        for name, kw in variants.items():
-            a, b = os.path.join(tmp, name), os.path.join(tmp, name + ".out")
-            write_dir(a, w, gpt2_config(), **kw)
-            csv = os.path.join(tmp, name + ".csv")
-            r = train(common + ["--init-from", a, "--steps", "0", "--export", b,
-                                "--metrics", csv])
-            check(f"{name}: --init-from --steps 0 --export runs", r.returncode == 0,
-                  r.stdout + r.stderr)
-            if r.returncode != 0:
-                continue
-            out = st_read(os.path.join(b, "model.safetensors"))
-            fl = DTYPES[kw["dtype"]][0]
-            want = {k: v.to(fl).to(torch.float64) for k, v in w.items()}
-            same = set(out) == set(want) and all(
-                out[k][1] == "F32" and out[k][0].shape == want[k].shape and
-                torch.equal(out[k][0], want[k]) for k in want)
-            check(f"{name}: exported tensors equal the input's bit for bit (f32)", same,
-                  f"{sorted(set(out) ^ set(want))}")
-            with open(os.path.join(b, "config.json")) as f:
-                cj = json.load(f)
-            check(f"{name}: exported config.json", cj["architectures"] == ["GPT2LMHeadModel"] and
-                  all(cj[k] == v for k, v in gpt2_config().items() if k != "n_ctx"), str(cj))
-            ref, got = gpt2_loss(want, windows, SEQ), val_loss(csv)
-            check(f"{name}: loaded model's validation loss {got} = reference {ref:.6f}",
-                  got is not None and abs(got - ref) < 1e-5)
-
-        # (c) training, then the exported model in the reference
-        a = os.path.join(tmp, "f32")
-        steps = ["--steps", "3", "--batch", "8", "--lr", "0.01", "--warmup", "0"]
-        for label, ranks, extra in (("1 process", 1, []),
-                                    ("tp 2 x pp 2", 4, ["--tp", "2", "--pp", "2"])):
-            b, csv = os.path.join(tmp, f"trained{ranks}"), os.path.join(tmp, f"trained{ranks}.csv")
-            r = train(common + steps + extra + ["--init-from", a, "--export", b,
-                                                 "--metrics", csv], ranks)
-            check(f"{label}: train 3 steps from --init-from, --export", r.returncode == 0,
-                  r.stdout + r.stderr)
-            if r.returncode != 0:
-                continue
-            out = {k: v for k, (v, _) in st_read(os.path.join(b, "model.safetensors")).items()}
-            moved = not torch.equal(out["transformer.h.0.attn.c_attn.weight"],
-                                    w["transformer.h.0.attn.c_attn.weight"].to(torch.float64))
-            ref, got = gpt2_loss(out, windows, SEQ), val_loss(csv)
-            check(f"{label}: weights moved; the exported model's reference loss {ref:.6f} = "
-                  f"weft's {got}", moved and got is not None and abs(got - ref) < 1e-5)
+        for fam, config, w, loss, variants in families():
+            # (a) and (b): in, evaluated, out again
+            for name, kw in variants.items():
+                name = f"{fam} {name}"
+                a = os.path.join(tmp, name.replace(" ", "-"))
+                b, csv = a + ".out", a + ".csv"
+                write_dir(a, w, config, **kw)
+                r = train(common + ["--init-from", a, "--steps", "0", "--export", b,
+                                    "--metrics", csv])
+                check(f"{name}: --init-from --steps 0 --export runs", r.returncode == 0,
+                      r.stdout + r.stderr)
+                if r.returncode != 0:
+                    continue
+                out = st_read(os.path.join(b, "model.safetensors"))
+                fl = DTYPES[kw["dtype"]][0]
+                want = {k: v.to(fl).to(torch.float64) for k, v in w.items()}
+                same = set(out) == set(want) and all(
+                    out[k][1] == "F32" and out[k][0].shape == want[k].shape and
+                    torch.equal(out[k][0], want[k]) for k in want)
+                check(f"{name}: exported tensors equal the input's bit for bit (f32)", same,
+                      f"{sorted(set(out) ^ set(want))}")
+                with open(os.path.join(b, "config.json")) as f:
+                    cj = json.load(f)
+                check(f"{name}: exported config.json",
+                      all(cj[k] == v for k, v in config.items() if k != "n_ctx"), str(cj))
+                ref, got = loss(want, windows), val_loss(csv)
+                check(f"{name}: loaded model's validation loss {got} = reference {ref:.6f}",
+                      got is not None and abs(got - ref) < 1e-5)
+            # (c) training, then the exported model in the reference
+            a = os.path.join(tmp, f"{fam}-f32")
+            steps = ["--steps", "3", "--batch", "8", "--lr", "0.01", "--warmup", "0"]
+            for label, ranks, extra in (("1 process", 1, []),
+                                        ("tp 2 x pp 2", 4, ["--tp", "2", "--pp", "2"])):
+                b = os.path.join(tmp, f"{fam}-trained{ranks}")
+                csv = b + ".csv"
+                r = train(common + steps + extra + ["--init-from", a, "--export", b,
+                                                     "--metrics", csv], ranks)
+                check(f"{fam} {label}: train 3 steps from --init-from, --export",
+                      r.returncode == 0, r.stdout + r.stderr)
+                if r.returncode != 0:
+                    continue
+                out = {k: v for k, (v, _) in st_read(os.path.join(b, "model.safetensors")).items()}
+                moved = all(not torch.equal(out[k], w[k].to(torch.float64)) for k in w)
+                ref, got = loss(out, windows), val_loss(csv)
+                check(f"{fam} {label}: every tensor moved; the exported model's reference loss "
+                      f"{ref:.6f} = weft's {got}",
+                      moved and got is not None and abs(got - ref) < 1e-5)
 
         # refusals, each naming its cause
+        gw, lw = families()[0][2], families()[1][2]
         cases = {
-            "layer_norm_epsilon": (gpt2_config(layer_norm_epsilon=1e-6), []),
-            "activation_function": (gpt2_config(activation_function="relu"), []),
-            "disagrees": (gpt2_config(), ["--model", "gpt", "--dim", "64"]),
-            "no tensor": (gpt2_config(n_layer=3), []),
+            "layer_norm_epsilon": (gpt2_config(layer_norm_epsilon=1e-6), gw, []),
+            "activation_function": (gpt2_config(activation_function="relu"), gw, []),
+            "disagrees": (gpt2_config(), gw, ["--model", "gpt", "--dim", "64"]),
+            "no tensor": (gpt2_config(n_layer=3), gw, []),
+            "rope_scaling": (llama_config(rope_scaling={"type": "linear", "factor": 2.0}), lw,
+                             []),
+            "attention_bias": (llama_config(attention_bias=True), lw, []),
+            "hidden_act": (llama_config(hidden_act="gelu"), lw, []),
+            "not part of weft's model": (llama_config(), dict(lw, **{
+                "model.layers.0.self_attn.q_proj.bias": torch.zeros(DIM)}), []),
         }
-        for why, (cfg, more) in cases.items():
-            d = os.path.join(tmp, "bad-" + why.replace(" ", "-"))
-            write_dir(d, w, cfg)
+        for why, (cfg, weights, more) in cases.items():
+            d = os.path.join(tmp, "bad-" + why.replace(" ", "-").replace("'", ""))
+            write_dir(d, weights, cfg)
             r = train(common + more + ["--init-from", d, "--steps", "0"])
             check(f"refused: {why}", r.returncode != 0 and why in r.stderr + r.stdout,
                   r.stdout + r.stderr)
