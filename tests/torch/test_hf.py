@@ -6,9 +6,10 @@ bf16, f16 and as two shards with model.safetensors.index.json), then
       for bit (as f32; transformers' names, shapes and Conv1D layouts);
   (b) the reference's loss on the validation windows equals the loss weft
       evaluates for the loaded model (1e-5);
-  (c) after a few training steps, at 1 process and at tp 2 x pp 2 under
-      weftrun, the exported model's loss in the reference equals the loss
-      weft evaluated at the end (1e-5);
+  (c) after a few training steps, at 1 process, at 2 with ZeRO-3 (the
+      parameters loaded before they are sharded, gathered for export) and
+      at tp 2 x pp 2 under weftrun, the exported model's loss in the
+      reference equals the loss weft evaluated at the end (1e-5);
 the same (a), (b) and (c) for a Llama (LlamaForCausalLM, untied and tied,
 against test_llama_ref.py's torch reference); and what weft cannot
 represent is refused with a message naming it."""
@@ -305,6 +306,7 @@ def main():
             a = os.path.join(tmp, f"{fam}-f32")
             steps = ["--steps", "3", "--batch", "8", "--lr", "0.01", "--warmup", "0"]
             for label, ranks, extra in (("1 process", 1, []),
+                                        ("dp 2 with ZeRO-3", 2, ["--zero", "3"]),
                                         ("tp 2 x pp 2", 4, ["--tp", "2", "--pp", "2"])):
                 b = os.path.join(tmp, f"{fam}-trained{ranks}")
                 csv = b + ".csv"

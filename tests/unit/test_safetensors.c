@@ -3,7 +3,8 @@
  * shard sets from an index, and headers that must be refused with a clear
  * error: impossible lengths, offsets outside the data or overlapping, a
  * span that does not fit the shape, unknown dtypes, bad JSON, truncated
- * files. */
+ * files. Then Hugging Face directories (train/hf_*.c): a whole GPT or
+ * Llama saved, loaded back into tensor-parallel and pipeline parts. */
 #include "core/half.h"
 #include "test.h"
 #include "train/safetensors.h"
@@ -283,4 +284,77 @@ TEST(shard_sets)
     st_writer_close(w, NULL, 0);
     CHECK(st_set_open(&s, at("set"), err, sizeof err) == 0 && s->n == 1);
     st_set_close(s);
+}
+
+/* A whole model saved as a Hugging Face directory loads into every part
+ * of it: each tensor-parallel shell (tp 2, built without a group) and each
+ * pipeline stage holds, element for element, what the whole holds there
+ * (vocabulary padding zero); the file's Conv1D weights are [in, out]. */
+static void parts_of(const char *spec, const char *sub)
+{
+    weft_model_config c;
+    weft_model *whole = NULL;
+    char err[512] = "";
+    CHECK(weft_model_config_parse(spec, &c) == 0 && weft_model_create(&whole, &c, 5) == 0);
+    if (!whole)
+        return;
+    const char *d = at(sub);
+    CHECKF(weft_model_save_hf(whole, d, err, sizeof err) == 0, "%s", err);
+    const float *W = weft_model_params(whole, NULL);
+    int nb = weft_model_block_count(&c);
+    weft_block_range all = { 0, nb }, stages[2] = { { 0, nb / 2 }, { nb / 2, nb - nb / 2 } };
+    for (int k = 0; k < 4; k++) {
+        weft_model *m = NULL;
+        int rc = k < 2 ? weft_model_create_tp(&m, &c, 9, &all, 1, 0, NULL, 2, k)
+                       : weft_model_create_stage(&m, &c, 9, &stages[k - 2], 1, 0);
+        CHECK(rc == 0);
+        if (rc)
+            continue;
+        CHECKF(weft_model_load_hf(m, d, err, sizeof err) == 0, "%s: %s", spec, err);
+        const float *P = weft_model_params(m, NULL);
+        int same = 1;
+        for (int i = 0; i < weft_model_tensor_count(m); i++) {
+            weft_tensor_info ti, wi;
+            weft_model_tensor_info(m, i, &ti);
+            weft_model_tensor_info(whole, weft_model_tensor_find(whole, ti.name), &wi);
+            for (size_t e = 0; e < ti.numel; e++) {
+                size_t w;
+                float want = weft_model_tensor_whole_elem(m, i, e, &w) == 0 ? W[wi.offset + w] : 0;
+                same &= P[ti.offset + e] == want;
+            }
+        }
+        CHECKF(same, "%s: part %d", spec, k);
+        weft_model_destroy(m);
+    }
+    /* a part is not saved; another shape is refused naming both */
+    weft_model *m = NULL, *other = NULL;
+    CHECK(weft_model_create_tp(&m, &c, 9, &all, 1, 0, NULL, 2, 0) == 0);
+    CHECK(weft_model_save_hf(m, at("nowhere"), err, sizeof err) == WEFT_EINVAL);
+    weft_model_config c2 = c;
+    c2.n_layer++;
+    CHECK(weft_model_create(&other, &c2, 1) == 0);
+    CHECK(weft_model_load_hf(other, d, err, sizeof err) == WEFT_ECONFIG && strstr(err, "describes"));
+    weft_model_destroy(m);
+    weft_model_destroy(other);
+    weft_model_destroy(whole);
+}
+
+TEST(hf_model_parts)
+{
+    parts_of("gpt:vocab=37,ctx=8,layers=2,heads=4,dim=16", "gpt");
+    parts_of("llama:vocab=37,ctx=8,layers=2,heads=4,kv_heads=2,dim=16,ffn=24", "llama");
+    parts_of("llama:vocab=37,ctx=8,layers=1,heads=4,kv_heads=2,dim=16,ffn=24,tied=1,theta=500,"
+             "eps=1e-6", "llama-tied");
+    /* GPT-2's Conv1D layout in the file: c_attn is [in, out] */
+    st_set *s;
+    const st_file *f;
+    CHECK(st_set_open(&s, at("gpt"), NULL, 0) == 0);
+    int i = st_set_find(s, "transformer.h.0.attn.c_attn.weight", &f);
+    CHECK(i >= 0 && f->t[i].shape[0] == 16 && f->t[i].shape[1] == 48);
+    CHECK(st_set_find(s, "lm_head.weight", &f) < 0);
+    st_set_close(s);
+    weft_model_config c;
+    char err[256];
+    CHECK(weft_hf_config_read(at("llama-tied"), &c, err, sizeof err) == 0 && c.tied == 1 &&
+          c.rms_eps == 1e-6f && c.rope_theta == 500.0f && c.n_kv_head == 2 && c.ffn == 24);
 }
