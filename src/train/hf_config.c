@@ -76,7 +76,7 @@ static int want_str(const conf *c, const char *key, const char *a, const char *b
 
 static int gpt2_spec(const conf *c, char *spec, size_t n)
 {
-    int V, T, C, L, H, inner;
+    int V = 0, T = 0, C = 0, L = 0, H = 0, inner = 0;
     double eps;
     int rc = get_int(c, "vocab_size", -1, &V);
     if (rc == 0 && (rc = get_int(c, "n_ctx", 1024, &T)) == 0)
@@ -111,7 +111,7 @@ static int gpt2_spec(const conf *c, char *spec, size_t n)
 
 static int llama_spec(const conf *c, char *spec, size_t n)
 {
-    int V, T, C, F, L, H, KV, tied = 0;
+    int V = 0, T = 0, C = 0, F = 0, L = 0, H = 0, KV = 0, tied = 0;
     double theta, eps;
     int rc = get_int(c, "vocab_size", -1, &V);
     if (rc == 0)
