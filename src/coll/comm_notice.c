@@ -3,7 +3,7 @@
 
 #include "bootstrap/world.h"
 #include "coll/comm_watch.h"
-#include "coll/exec/exec.h"
+#include "coll/exec/exec_shm.h"
 #include "coll/exec/live.h"
 #include "coll/exec/p2p.h"
 #include "core/log.h"

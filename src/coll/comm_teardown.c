@@ -3,7 +3,7 @@
 
 #include "coll/algo.h"
 #include "coll/exec/async.h"
-#include "coll/exec/exec.h"
+#include "coll/exec/exec_shm.h"
 #include "coll/exec/live.h"
 #include "coll/exec/p2p.h"
 #include "coll/tune/tuner.h"

@@ -10,6 +10,9 @@
 #include "coll/exec/exec.h"
 
 #include "coll/exec/exec_int.h"
+#include "coll/exec/exec_hint.h"
+#include "coll/exec/exec_ofi.h"
+#include "coll/exec/exec_shm.h"
 
 #include "coll/exec/exec_check.h"
 

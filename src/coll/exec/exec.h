@@ -24,10 +24,4 @@ static inline int exec_may_spin(int spin_yields)
     return spin_yields <= 2 * EXEC_SPIN_LOCAL_MAX;
 }
 
-/* Before the connections close: unlink the shared segments that nobody
- * will map (see transport/shm.h): this rank's own whose receiver's
- * connection has ended and, when this communicator failed, every one
- * addressed to this rank. */
-void exec_shm_reap(weft_comm *c, int failed);
-
 #endif

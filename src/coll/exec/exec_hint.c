@@ -9,7 +9,11 @@
  * whose queue is empty, so it is never torn (the kernel takes a whole
  * small write into an empty buffer). Pairs that talk through rings or
  * libfabric get none: the call board and their own checks cover them. */
+#include "coll/exec/exec_hint.h"
+
 #include "coll/exec/exec_int.h"
+#include "coll/exec/exec_ofi.h"
+#include "coll/exec/exec_shm.h"
 
 #include "coll/exec/callboard.h"
 #include "coll/exec/mismatch.h"

@@ -3,6 +3,8 @@
  * (transport/ofi.h) instead of bytes on a socket; the header is checked
  * as on TCP, and a receive that reduces does so chunk by chunk as each
  * lands. */
+#include "coll/exec/exec_ofi.h"
+
 #include "coll/exec/exec_int.h"
 
 #include "coll/exec/exec_check.h"

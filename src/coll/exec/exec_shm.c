@@ -4,9 +4,7 @@
  * (and, by its end, a peer's death). Which pairs use a ring is the
  * sender's decision, told in the hello; the receiver follows, so ranks
  * need not agree on WEFT_SHM. */
-#include "coll/exec/exec.h"
-
-#include "coll/exec/exec_int.h"
+#include "coll/exec/exec_shm.h"
 
 #include "coll/exec/exec_check.h"
 
