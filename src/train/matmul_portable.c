@@ -404,15 +404,17 @@ static void gemm_serial(const mmp *p, mmp_buf *bf, int ta, int tb, int M, int N,
         for (int i = 0; i < M; i++)
             for (int j = 0; j < N; j++)
                 C[(size_t)i * ldc + j] *= beta;
-    /* pairs: the bf16 kernel's panels, a 32-bit word per pair along k,
-     * in the same buffers (half the bytes of fp32's) */
+    /* pairs: the bf16 kernel's panels, a 32-bit word per pair along k, in
+     * the same buffers: blocks twice as deep fill them as fp32's do, and
+     * ran 5-20% faster than KC deep (GPT-512 shapes and 2048^3, thread CPU
+     * time on a loaded Zen 5) */
     int pairs = A.bf16 && p->isa_bf16;
-    int MRt = pairs ? MMB_MR : p->mr, NRt = pairs ? MMB_NR : p->nr;
+    int MRt = pairs ? MMB_MR : p->mr, NRt = pairs ? MMB_NR : p->nr, KB = pairs ? 2 * KC : KC;
     const uint16_t *a16 = A.p, *b16 = B.p;
     for (int jc = 0; jc < N; jc += NC) {
         int nc = N - jc < NC ? N - jc : NC;
-        for (int pc = 0; pc < K; pc += KC) {
-            int kc = K - pc < KC ? K - pc : KC;
+        for (int pc = 0; pc < K; pc += KB) {
+            int kc = K - pc < KB ? K - pc : KB;
             int acc = pc > 0 || beta != 0.0f;
             int kw = pairs ? (kc + 1) / 2 : kc;   /* a panel's 4-byte words per index */
             if (pairs)

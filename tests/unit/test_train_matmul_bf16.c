@@ -4,17 +4,18 @@
  * which widens on any CPU). Each is checked against an fp64 product of
  * the same bf16-rounded operands for every transpose case, every size
  * 1..67 of each side (the others drawn at random), a few shapes past the
- * blocks (KC 256, MC 120, NC 1024), beta 0 and 1, leading dimensions wider
- * than the matrix and operands at odd addresses; 1 and 2 threads must give
- * the same bits. Then a small GPT trained in bf16 on each kernel, and the
+ * blocks (k 256 or 512, rows 120, columns 1024), beta 0 and 1, leading
+ * dimensions wider than the matrix and operands at odd addresses; 1 and 2
+ * threads must give the same bits. Then a small GPT trained in bf16 on each kernel, and the
  * peak cache's bf16 entry.
  *
  * Error bound, per element: every path forms each product of two bf16
  * values exactly in fp32 (8-bit significands, 16-bit product) and rounds
  * only its fp32 sums: at most one rounding per k (an FMA, or a VDPBF16PS
- * pair's additions), one per KC block when the block's sum is added to C,
- * and one for beta C. With n = K + K / 256 + 2 such roundings of relative
- * size u = 2^-24, |C - exact| <= gamma_n (sum_k |a_ik b_kj| + |beta c_ij|),
+ * pair's additions), one per block of k (256 deep, or 512 for the bf16
+ * kernel) when the block's sum is added to C, and one for beta C. With
+ * n = K + K / 256 + 2 such roundings of relative size u = 2^-24,
+ * |C - exact| <= gamma_n (sum_k |a_ik b_kj| + |beta c_ij|),
  * gamma_n = n u / (1 - n u) (the classical bound for recursive summation).
  * Inputs are kept away from subnormals, which VDPBF16PS flushes to zero. */
 #include <math.h>
