@@ -108,6 +108,8 @@ static void push_pair(const weft_bpe *b, pair_heap *h, const int32_t *id, size_t
 /* id[], next[], prev[] and a heap of up to 3n entries, in b->work. */
 static int merge_heap(weft_bpe *b, const unsigned char *s, size_t n, int32_t *out, size_t *count)
 {
+    if (n > INT32_MAX) /* positions are int32 (and 32 bits of a heap key) */
+        return WEFT_EINVAL;
     size_t need = n * (3 * sizeof(int32_t) + 3 * sizeof(uint64_t));
     if (b->work_cap < need) {
         void *w = realloc(b->work, need);
