@@ -132,10 +132,7 @@ int weft_model_config_format(const weft_model_config *c, char *buf, size_t len)
     if (!c || (!buf && len))
         return WEFT_EINVAL;
     if (c->type == WEFT_MODEL_LLAMA)
-        return snprintf(buf, len, "llama:vocab=%d,ctx=%d,layers=%d,heads=%d,kv_heads=%d,dim=%d,"
-                        "ffn=%d,theta=%.9g,eps=%.9g,tied=%d", c->vocab, c->ctx, c->n_layer,
-                        c->n_head, c->n_kv_head, c->d_model, c->ffn, (double)c->rope_theta,
-                        (double)c->rms_eps, c->tied);
+        return train_llama_format(c, buf, len);
     if (c->type == WEFT_MODEL_GPT)
         return snprintf(buf, len, "gpt:vocab=%d,ctx=%d,layers=%d,heads=%d,dim=%d",
                         c->vocab, c->ctx, c->n_layer, c->n_head, c->d_model);

@@ -145,9 +145,10 @@ void *train_llama_arch(const weft_model *m);
 size_t train_llama_layout(weft_model *m, float *base, int B, int T);
 int train_llama_forward(weft_model *m, const void *in, int B, int T);
 int train_llama_backward(weft_model *m, const float *dout, int part);
-/* The Llama config's keys after "llama:", its check, and whether tp
- * ranks can split it (model_llama.c). */
+/* The Llama config's keys after "llama:", its spec (as snprintf), its
+ * check, and whether tp ranks can split it (model_llama.c). */
 int train_llama_parse(const char *s, weft_model_config *c);
+int train_llama_format(const weft_model_config *c, char *buf, size_t len);
 int train_llama_check(const weft_model_config *c);
 int train_llama_tp_fits(const weft_model_config *c, int tp);
 

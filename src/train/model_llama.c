@@ -150,6 +150,27 @@ int train_llama_parse(const char *s, weft_model_config *c)
     return 0;
 }
 
+/* The fewest digits that read back as the same float: "1e-05", not
+ * "9.99999975e-06". */
+static void short_float(char *buf, size_t len, float v)
+{
+    for (int digits = 6; digits <= 9; digits++) {
+        snprintf(buf, len, "%.*g", digits, (double)v);
+        if ((float)strtod(buf, NULL) == v)
+            return;
+    }
+}
+
+int train_llama_format(const weft_model_config *c, char *buf, size_t len)
+{
+    char theta[32], eps[32];
+    short_float(theta, sizeof theta, c->rope_theta);
+    short_float(eps, sizeof eps, c->rms_eps);
+    return snprintf(buf, len, "llama:vocab=%d,ctx=%d,layers=%d,heads=%d,kv_heads=%d,dim=%d,"
+                    "ffn=%d,theta=%s,eps=%s,tied=%d", c->vocab, c->ctx, c->n_layer, c->n_head,
+                    c->n_kv_head, c->d_model, c->ffn, theta, eps, c->tied);
+}
+
 int train_llama_tensors(const weft_model_config *c, spec_list *l)
 {
     /* as the GPT's: N(0, 0.02), the residual projections (o, down) scaled

@@ -325,6 +325,11 @@ TEST(config)
     CHECK(c.type == WEFT_MODEL_LLAMA && c.n_kv_head == 2 && c.ffn == 88 && c.tied == 0);
     CHECK(c.rope_theta == 10000.0f && c.rms_eps == 1e-5f);
     CHECK(weft_model_config_format(&c, buf, sizeof buf) > 0);
+    CHECKF(strcmp(buf, "llama:vocab=97,ctx=16,layers=2,heads=4,kv_heads=2,dim=32,ffn=88,"
+                       "theta=10000,eps=1e-05,tied=0") == 0, "format: %s", buf);
+    CHECK(weft_model_config_parse(buf, &d) == 0 && memcmp(&c, &d, sizeof c) == 0);
+    c.rms_eps = 0.1234567f; /* a float that needs its nine digits */
+    CHECK(weft_model_config_format(&c, buf, sizeof buf) > 0);
     CHECK(weft_model_config_parse(buf, &d) == 0 && memcmp(&c, &d, sizeof c) == 0);
     CHECK(weft_model_config_parse("llama:dim=24,ffn=40,tied=1,eps=1e-6,theta=500000,vocab=61,"
                                   "ctx=12,layers=1,heads=4,kv_heads=1", &c) == 0);
