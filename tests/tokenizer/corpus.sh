@@ -20,7 +20,9 @@ done
 ls "$L"/rendered/*.txt >"$L/rendered.list" 2>/dev/null
 find /usr/share/common-licenses /usr/share/doc -type f \( -name '*.txt' -o -name 'README*' \
     -o -name 'copyright' \) 2>/dev/null | sort >"$L/docs"
-find /usr/share/man -name '*.gz' 2>/dev/null | grep -v '/man/man' | sort >"$L/man_l10n"
+# by page name, so that each page's translations (German to Japanese) come together
+find /usr/share/man -name '*.gz' 2>/dev/null | grep -v '/man/man' |
+    awk -F/ '{ print $NF "\t" $0 }' | sort | cut -f2 >"$L/man_l10n"
 ls /usr/lib/python3*/*.py 2>/dev/null | sort >"$L/python"
 find /usr/share/man/man1 /usr/share/man/man3 /usr/share/man/man5 /usr/share/man/man8 \
     -name '*.gz' 2>/dev/null | sort >"$L/man"
