@@ -258,6 +258,14 @@ int train_peak_measure(train_peak *p)
     return 0;
 }
 
+double train_peak_for(const train_peak *p, int bf16, const char **kernel)
+{
+    int b = bf16 && p->bf16_gflops > 0;
+    if (kernel)
+        *kernel = b ? p->bf16_name : p->blas_gflops > p->port_gflops ? p->blas_name : p->port_name;
+    return b ? p->bf16_gflops : p->gflops;
+}
+
 double train_peak_theory(double *mhz)
 {
     double clock = 0.0;

@@ -39,6 +39,11 @@ int train_peak_get(train_peak *out);
 /* Measures now, writes nothing (tests, weft-enginebench --probe). */
 int train_peak_measure(train_peak *out);
 
+/* The peak a run's MFU is against, and its kernel's name: bf16 set, the
+ * bf16 products' rate (the fp32 peak where none was measured), else the
+ * fp32 peak (the faster kernel's). */
+double train_peak_for(const train_peak *p, int bf16, const char **kernel);
+
 /* The textbook bound at the clock /proc/cpuinfo gives: two FMA units x
  * the vector's lanes x 2 flops x the clock, in GFLOP/s; 0 when either is
  * unknown. *mhz (when given) gets that clock. The clock shown is often

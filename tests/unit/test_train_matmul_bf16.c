@@ -326,6 +326,9 @@ TEST(peak_cache_bf16)
     CHECKF(b.port_gflops == 50 && fabs(b.bf16_gflops - a.bf16_gflops) < 0.01 &&
                !strcmp(b.bf16_name, a.bf16_name) && !strstr(b.source, "now"),
            "%g %s", b.bf16_gflops, b.source);
+    const char *k;
+    CHECK(train_peak_for(&b, 1, &k) == b.bf16_gflops && k == b.bf16_name);
+    CHECK(train_peak_for(&b, 0, &k) == b.gflops && strstr(k, "bf16") == NULL);
     /* the public form gives the same */
     double g;
     char name[64];
