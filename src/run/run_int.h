@@ -84,9 +84,11 @@ typedef struct {
     double start, last_draw, loss_sum;
     long loss_n;
     FILE *csv;
-    const weft_model_config *cfg; /* MFU (progress_model): the model, */
+    /* copies, not pointers: elastic recovery replaces the model */
+    weft_model_config cfg;        /* MFU (progress_model): the model, */
+    int has_cfg;
     double peak;                  /* FLOP/s of the job's compute ranks; 0: no MFU */
-    const weft_model *model;      /* set while its auto matmul choice is to be told */
+    int tell_choice;              /* the run's model's auto matmul choice is to be told */
     double rate, elapsed, mfu;    /* the last step's, for weft_run_info */
 } progress;
 

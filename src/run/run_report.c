@@ -69,9 +69,10 @@ void progress_start(progress *p, const opts *o, long steps, long first_step, lon
 
 int progress_model(weft_run *t, progress *p, const weft_model *m, int ranks, int lead)
 {
-    p->cfg = weft_model_config_of(m);
+    p->cfg = *weft_model_config_of(m);
+    p->has_cfg = 1;
     p->peak = 0;
-    p->model = lead && !p->quiet && train_mm_provisional(m->mm) ? m : NULL;
+    p->tell_choice = lead && !p->quiet && train_mm_provisional(m->mm);
     if (!lead || (p->quiet && !p->csv))
         return 0;
     train_peak pk;
@@ -99,17 +100,17 @@ int report_step(weft_run *t, progress *p, long step, const train_step *st, doubl
     double rate = (double)(step + 1 - p->first_step) * p->batch / (elapsed > 0 ? elapsed : 1e-9);
     int rows = st->seen * st->width;
     /* a GPT sample is st->width tokens; an MLP's width is 1 */
-    double mfu = p->peak > 0 && p->cfg
-                     ? rate * train_model_flops(p->cfg, 1, st->width) / p->peak : -1;
+    double mfu = p->peak > 0 && p->has_cfg
+                     ? rate * train_model_flops(&p->cfg, 1, st->width) / p->peak : -1;
     csv_line(p->csv, step + 1, st->epoch, "train", st->loss, (double)st->correct / rows, lr,
              st->gnorm, rate, elapsed, mfu);
     /* the auto choice is made on the first step's own products */
-    const mm_choice *ch = p->model ? train_mm_choice(p->model->mm) : NULL;
+    const mm_choice *ch = p->tell_choice && t->m ? train_mm_choice(t->m->mm) : NULL;
     if (ch) {
         char text[512];
         train_mm_choice_text(ch, text, sizeof text);
         run_say(t, WEFT_RUN_OUT, "matmul auto after step %ld: %s\n", step + 1, text);
-        p->model = NULL;
+        p->tell_choice = 0;
     }
     p->rate = rate;
     p->elapsed = elapsed;
