@@ -8,6 +8,7 @@
 #include "weft.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,20 +39,41 @@ typedef struct {
     size_t hf, e;
 } place;
 
-static int by_hf(const void *a, const void *b)
-{
-    const place *x = a, *y = b;
-    return x->hf < y->hf ? -1 : x->hf > y->hf;
-}
-
 /* The whole tensor's element at, in the file's layout. */
 static size_t hf_index(size_t at, int transpose, size_t out, size_t in)
 {
     return transpose ? (at % in) * out + at / in : at;
 }
 
-/* A part whose elements lie apart in the file: sorted by their place
- * there, then read a window at a time (only windows that hold one). */
+/* The part's places bucketed by the file window (HF_WINDOW elements)
+ * they fall in: a counting sort, linear in the part's size. *start[w] is
+ * window w's first place in *by; NULL on no memory. */
+static place *by_window(const place *pl, size_t n, size_t nwin, size_t **start)
+{
+    place *by = malloc((n ? n : 1) * sizeof *by);
+    size_t *at = calloc(nwin + 1, sizeof *at);
+    if (!by || !at) {
+        free(by);
+        free(at);
+        return NULL;
+    }
+    for (size_t j = 0; j < n; j++)
+        at[pl[j].hf / HF_WINDOW + 1]++;
+    for (size_t w = 0; w < nwin; w++)
+        at[w + 1] += at[w];
+    for (size_t j = 0; j < n; j++)
+        by[at[pl[j].hf / HF_WINDOW]++] = pl[j];
+    /* each window's count was added back while placing: shift to starts */
+    for (size_t w = nwin; w > 0; w--)
+        at[w] = at[w - 1];
+    at[0] = 0;
+    *start = at;
+    return by;
+}
+
+/* A part whose elements lie apart in the file (a Conv1D weight, stored
+ * transposed): read a window at a time, only windows that hold one of
+ * them, and only the span between the first and the last. */
 static int read_scattered(const weft_model *m, int i, const st_file *f, int k, int transpose,
                           float *dst, char *err, size_t cap)
 {
@@ -59,28 +81,52 @@ static int read_scattered(const weft_model *m, int i, const st_file *f, int k, i
     weft_model_tensor_info(m, i, &ti);
     const st_tensor *t = &f->t[k];
     size_t out = (size_t)t->shape[t->ndim > 1 ? 1 : 0], in = (size_t)t->shape[0], n = 0;
-    place *pl = malloc((ti.numel ? ti.numel : 1) * sizeof *pl);
+    size_t nwin = t->numel / HF_WINDOW + 1, *start = NULL;
+    place *pl = malloc((ti.numel ? ti.numel : 1) * sizeof *pl), *by = NULL;
     float *buf = malloc(HF_WINDOW * sizeof *buf);
-    int rc = pl && buf ? 0 : WEFT_ENOMEM;
-    for (size_t e = 0; rc == 0 && e < ti.numel; e++) {
+    for (size_t e = 0; pl && e < ti.numel; e++) {
         size_t at;
         if (weft_model_tensor_whole_elem(m, i, e, &at) != 0)
             dst[e] = 0.0f; /* vocabulary padding */
         else
             pl[n++] = (place){ hf_index(at, transpose, out, in), e };
     }
-    if (rc == 0)
-        qsort(pl, n, sizeof *pl, by_hf);
-    for (size_t a = 0; rc == 0 && a < n;) {
-        size_t b = a;
-        while (b < n && pl[b].hf - pl[a].hf < HF_WINDOW)
-            b++;
-        rc = st_read(f, k, pl[a].hf, pl[b - 1].hf - pl[a].hf + 1, buf, err, cap);
+    int rc = pl && buf && (by = by_window(pl, n, nwin, &start)) ? 0 : WEFT_ENOMEM;
+    for (size_t w = 0; rc == 0 && w < nwin; w++) {
+        size_t a = start[w], b = start[w + 1], lo = SIZE_MAX, hi = 0;
+        for (size_t j = a; j < b; j++) {
+            lo = by[j].hf < lo ? by[j].hf : lo;
+            hi = by[j].hf > hi ? by[j].hf : hi;
+        }
+        if (a == b)
+            continue;
+        rc = st_read(f, k, lo, hi - lo + 1, buf, err, cap);
         for (size_t j = a; rc == 0 && j < b; j++)
-            dst[pl[j].e] = buf[pl[j].hf - pl[a].hf];
-        a = b;
+            dst[by[j].e] = buf[by[j].hf - lo];
     }
     free(pl);
+    free(by);
+    free(start);
+    free(buf);
+    return rc;
+}
+
+/* A whole Conv1D weight: the file's rows (weft's columns) a window at a
+ * time, transposed into place. */
+static int read_transposed(const st_file *f, int k, float *dst, char *err, size_t cap)
+{
+    const st_tensor *t = &f->t[k];
+    size_t in = (size_t)t->shape[0], out = (size_t)t->shape[1];
+    size_t rows = out && HF_WINDOW / out ? HF_WINDOW / out : 1;
+    float *buf = malloc(rows * (out ? out : 1) * sizeof *buf);
+    int rc = buf ? 0 : WEFT_ENOMEM;
+    for (size_t c0 = 0; rc == 0 && c0 < in; c0 += rows) {
+        size_t nc = in - c0 < rows ? in - c0 : rows;
+        rc = st_read(f, k, c0 * out, nc * out, buf, err, cap);
+        for (size_t r = 0; rc == 0 && r < out; r++)
+            for (size_t c = 0; c < nc; c++)
+                dst[r * in + c0 + c] = buf[c * out + r];
+    }
     free(buf);
     return rc;
 }
@@ -192,8 +238,12 @@ int weft_model_load_hf(weft_model *m, const char *dir, char *err, size_t cap)
         weft_model_tensor_info(m, i, &ti);
         if ((rc = find_tensor(m, i, s, &f, &k, &transpose, err, cap)) != 0)
             break;
-        rc = transpose ? read_scattered(m, i, f, k, 1, p + ti.offset, err, cap)
-                       : read_runs(m, i, f, k, p + ti.offset, err, cap);
+        if (!transpose)
+            rc = read_runs(m, i, f, k, p + ti.offset, err, cap);
+        else if (ti.numel == ti.whole_numel && ti.ndim == 2)
+            rc = read_transposed(f, k, p + ti.offset, err, cap);
+        else
+            rc = read_scattered(m, i, f, k, 1, p + ti.offset, err, cap);
     }
     st_set_close(s);
     return rc;
