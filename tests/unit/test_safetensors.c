@@ -4,9 +4,11 @@
  * error: impossible lengths, offsets outside the data or overlapping, a
  * span that does not fit the shape, unknown dtypes, bad JSON, truncated
  * files. Then Hugging Face directories (train/hf_*.c): a whole GPT or
- * Llama saved, loaded back into tensor-parallel and pipeline parts. */
+ * Llama saved, loaded back into tensor-parallel and pipeline parts;
+ * config.json read and refused field by field; the name tables. */
 #include "core/half.h"
 #include "test.h"
+#include "train/hf_names.h"
 #include "train/safetensors.h"
 #include "weft.h"
 
@@ -357,4 +359,100 @@ TEST(hf_model_parts)
     char err[256];
     CHECK(weft_hf_config_read(at("llama-tied"), &c, err, sizeof err) == 0 && c.tied == 1 &&
           c.rms_eps == 1e-6f && c.rope_theta == 500.0f && c.n_kv_head == 2 && c.ffn == 24);
+}
+
+/* config.json: what weft reads, and what it refuses naming the field. */
+static int config_says(const char *json, char *err, size_t cap, weft_model_config *c)
+{
+    char d[300];
+    snprintf(d, sizeof d, "%s/cfg", dir);
+    mkdir(d, 0777);
+    FILE *f = fopen(at("cfg/config.json"), "w");
+    fputs(json, f);
+    fclose(f);
+    return weft_hf_config_read(d, c, err, cap);
+}
+
+TEST(hf_config_fields)
+{
+    weft_model_config c;
+    char err[512];
+    const char *gpt = "{\"architectures\":[\"GPT2LMHeadModel\"],\"vocab_size\":50,"
+                      "\"n_positions\":16,\"n_embd\":24,\"n_layer\":3,\"n_head\":4%s}";
+    const struct {
+        const char *extra, *why; /* why NULL: read */
+    } g[] = {
+        { "", NULL },
+        { ",\"layer_norm_epsilon\":1e-5,\"n_inner\":null,\"activation_function\":\"gelu_new\"",
+          NULL },
+        { ",\"layer_norm_epsilon\":1e-6", "layer_norm_epsilon" },
+        { ",\"activation_function\":\"relu\"", "activation_function" },
+        { ",\"n_inner\":64", "n_inner" },
+        { ",\"tie_word_embeddings\":false", "tie_word_embeddings" },
+        { ",\"scale_attn_by_inverse_layer_idx\":true", "scale_attn_by_inverse_layer_idx" },
+    };
+    for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text, gpt, g[i].extra);
+        int rc = config_says(text, err, sizeof err, &c);
+        if (!g[i].why)
+            CHECKF(rc == 0 && c.type == WEFT_MODEL_GPT && c.vocab == 50 && c.ctx == 16 &&
+                   c.d_model == 24 && c.n_layer == 3 && c.n_head == 4, "%s", err);
+        else
+            CHECKF(rc != 0 && strstr(err, g[i].why), "%s: rc %d, '%s'", g[i].extra, rc, err);
+    }
+    CHECK(config_says("{\"model_type\":\"gpt2\",\"vocab_size\":50,\"n_positions\":16,"
+                      "\"n_embd\":24,\"n_layer\":3,\"n_head\":5}", err, sizeof err, &c) ==
+              WEFT_ENOTSUP && strstr(err, "weft cannot build"));
+    CHECK(config_says("{\"model_type\":\"gpt2\",\"vocab_size\":50,\"n_positions\":16,"
+                      "\"n_embd\":24,\"n_layer\":2.5,\"n_head\":4}", err, sizeof err, &c) ==
+              WEFT_EIO && strstr(err, "\"n_layer\" is not a positive integer"));
+    const char *llama = "{\"architectures\":[\"LlamaForCausalLM\"],\"vocab_size\":50,"
+                        "\"hidden_size\":24,\"intermediate_size\":40,\"num_hidden_layers\":2,"
+                        "\"num_attention_heads\":4,\"max_position_embeddings\":16%s}";
+    const struct {
+        const char *extra, *why;
+    } l[] = {
+        { ",\"rope_scaling\":null,\"attention_bias\":false,\"hidden_act\":\"silu\"", NULL },
+        { ",\"rope_scaling\":{\"type\":\"linear\",\"factor\":2}", "rope_scaling" },
+        { ",\"attention_bias\":true", "attention_bias" },
+        { ",\"mlp_bias\":true", "mlp_bias" },
+        { ",\"hidden_act\":\"gelu\"", "hidden_act" },
+        { ",\"head_dim\":8", "head_dim" },
+        { ",\"pretraining_tp\":2", "pretraining_tp" },
+    };
+    for (size_t i = 0; i < sizeof l / sizeof l[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text, llama, l[i].extra);
+        int rc = config_says(text, err, sizeof err, &c);
+        if (!l[i].why) /* transformers' defaults: kv heads = heads, eps 1e-6, untied */
+            CHECKF(rc == 0 && c.type == WEFT_MODEL_LLAMA && c.n_kv_head == 4 && c.ffn == 40 &&
+                   c.rms_eps == 1e-6f && c.rope_theta == 10000.0f && c.tied == 0, "%s", err);
+        else
+            CHECKF(rc == WEFT_ENOTSUP && strstr(err, l[i].why), "%s: rc %d, '%s'", l[i].extra,
+                   rc, err);
+    }
+    CHECK(config_says("{\"architectures\":[\"BertModel\"]}", err, sizeof err, &c) ==
+              WEFT_ENOTSUP && strstr(err, "BertModel"));
+    CHECK(config_says("{\"vocab_size\":5}", err, sizeof err, &c) == WEFT_EIO &&
+          strstr(err, "architectures"));
+    CHECK(config_says("{\"model_type\":\"gpt2\",", err, sizeof err, &c) == WEFT_EIO &&
+          strstr(err, "offset"));
+    /* names both ways */
+    weft_model_config_parse("gpt:vocab=50,ctx=16,layers=3,heads=4,dim=24", &c);
+    char name[128];
+    int tr = -1;
+    CHECK(hf_name_of(&c, "blocks.2.mlp.fc.weight", name, sizeof name, &tr) == 0 && tr == 1 &&
+          strcmp(name, "transformer.h.2.mlp.c_fc.weight") == 0);
+    CHECK(hf_name_of(&c, "blocks.3.mlp.fc.weight", name, sizeof name, &tr) == WEFT_EINVAL);
+    CHECK(hf_weft_name(&c, "transformer.h.1.attn.c_attn.bias", name, sizeof name) == 0 &&
+          strcmp(name, "blocks.1.attn.qkv.bias") == 0);
+    CHECK(hf_weft_name(&c, "transformer.h.01.attn.c_attn.bias", name, sizeof name) < 0);
+    CHECK(hf_weft_name(&c, "transformer.h.0.attn.masked_bias", name, sizeof name) == 1);
+    CHECK(hf_weft_name(&c, "lm_head.weight", name, sizeof name) == 1);
+    weft_model_config_parse("llama:vocab=50,ctx=16,layers=2,heads=4,dim=24,ffn=40", &c);
+    CHECK(hf_weft_name(&c, "lm_head.weight", name, sizeof name) == 0 &&
+          strcmp(name, "lm_head.weight") == 0);
+    CHECK(hf_name_of(&c, "blocks.1.mlp.down.weight", name, sizeof name, &tr) == 0 && tr == 0 &&
+          strcmp(name, "model.layers.1.mlp.down_proj.weight") == 0);
 }
