@@ -8,18 +8,12 @@
 #include "run/run_memory.h"
 
 #include "run/run_model.h"
+#include "train/flops.h"
 
 /* The whole model's parameters, from its shape alone (no allocation). */
 static double whole_params(const weft_model_config *c)
 {
-    double n = 0;
-    if (c->type == WEFT_MODEL_MLP) {
-        for (int l = 0; l + 1 < c->n_widths; l++)
-            n += (double)c->widths[l] * c->widths[l + 1] + c->widths[l + 1];
-        return n;
-    }
-    double C = c->d_model;
-    return (double)c->vocab * C + (double)c->ctx * C + c->n_layer * (12 * C * C + 13 * C) + 2 * C;
+    return train_model_param_count(c);
 }
 
 /* Optimiser bytes per parameter: AdamW's two moments, SGD's momentum. */
@@ -60,7 +54,7 @@ static int suggest(const weft_model_config *c, int K, double limit, char *buf, s
         for (int zero = 0; zero <= 3; zero++)
             for (int tp = 1; tp <= n && tp <= 64; tp *= 2)
                 for (int pp = 1; pp * tp <= n && pp <= nb; pp *= 2) {
-                    if (c->type == WEFT_MODEL_GPT && c->n_head % tp)
+                    if (c->type != WEFT_MODEL_MLP && c->n_head % tp)
                         continue;
                     int dp = n / (tp * pp);
                     if (zero > 0 && dp < 2)
