@@ -111,6 +111,8 @@ PARAM_DBL(peak_gflops, "WEFT_PEAK_GFLOPS", "0", 0, 1e9, "", 0,
           "one thread's matmul peak for MFU, GFLOP/s; 0: measured once per host")
 PARAM_STR(peak_file, "WEFT_PEAK_FILE", "", NULL, "", 0,
           "where the measured peak is kept; empty: ~/.cache/weft/peak-HOST")
+PARAM_STR(bpe_dir, "WEFT_BPE_DIR", "", NULL, "", 0,
+          "folder of GPT-2's encoder.json and vocab.bpe; empty: the installed or build copy")
 PARAM_STR(fashion_mnist, "WEFT_FASHION_MNIST", WEFT_FASHION_MNIST_DIR, NULL, "", 0,
           "directory of the Fashion-MNIST files")
 

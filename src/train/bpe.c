@@ -1,6 +1,7 @@
 /* GPT-2's tokenizer (weft_bpe_* in weft.h): the handle, where its tables
  * are found, encoding a text piece by piece and decoding. */
 #include "train/bpe.h"
+#include "core/param.h"
 #include "train/data_file.h"
 
 #include <stdio.h>
@@ -32,7 +33,8 @@ static int has_tables(const char *dir)
  * files. */
 static const char *find_dir(const char *dir, char *why, size_t cap)
 {
-    const char *env = getenv("WEFT_BPE_DIR");
+    const char *env = NULL;
+    (void)param_read_str(PARAM_bpe_dir, &env, NULL, 0); /* a string has no bad value */
     const char *given = dir ? dir : env && *env ? env : NULL;
     if (given) {
         if (has_tables(given))
