@@ -782,7 +782,7 @@ float weft_rng_uniform(weft_rng *r);          /* [0, 1) */
 float weft_rng_normal(weft_rng *r);           /* mean 0, sd 1 */
 uint64_t weft_rng_below(weft_rng *r, uint64_t n); /* [0, n), n > 0 */
 
-/* GPT text generation: tokens[0..n_prompt) is the prompt; fills
+/* GPT or Llama text generation: tokens[0..n_prompt) is the prompt; fills
  * tokens[n_prompt..n_total). Each step runs the last ctx tokens through the
  * model. temperature <= 0: greedy; top_k <= 0: whole vocabulary. */
 int weft_model_generate(weft_model *m, int32_t *tokens, int n_prompt, int n_total,
