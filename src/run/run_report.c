@@ -80,12 +80,19 @@ int progress_model(weft_run *t, progress *p, const weft_model *m, int ranks, int
     if (rc)
         return run_fail(t, rc, "the matmul peak for MFU: %s", weft_strerror(rc));
     int threads = weft_model_threads(m);
-    p->peak = pk.gflops * 1e9 * threads * (ranks > 0 ? ranks : 1);
+    /* against the ceiling of the precision the products run in */
+    int bf16 = weft_model_precision(m) == WEFT_PREC_BF16;
+    const char *kernel;
+    double peak = train_peak_for(&pk, bf16, &kernel);
+    p->peak = peak * 1e9 * threads * (ranks > 0 ? ranks : 1);
     if (!p->quiet) {
+        char fp32[64] = "";
+        if (bf16)
+            snprintf(fp32, sizeof fp32, "; fp32's: %.1f", pk.gflops);
         run_say(t, WEFT_RUN_OUT,
-                "MFU against %d rank%s x %d thread%s x %.1f GFLOP/s (one thread's %s sgemm, "
+                "MFU against %d rank%s x %d thread%s x %.1f GFLOP/s (one thread's %s %s%s, "
                 "%s)\n", ranks, ranks == 1 ? "" : "s", threads, threads == 1 ? "" : "s",
-                pk.gflops, pk.blas_gflops > pk.port_gflops ? pk.blas_name : pk.port_name,
+                peak, kernel, bf16 && pk.bf16_gflops > 0 ? "bf16 product" : "sgemm", fp32,
                 pk.source);
     }
     return 0;
