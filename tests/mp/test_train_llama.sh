@@ -1,7 +1,7 @@
 #!/bin/sh
-# weft-train with a Llama (4 heads over 2 kv heads) at layouts (tp, pp, dp)
-# of up to 8 ranks: 20 steps of losses and gradient norms equal to one
-# process (relative 1e-5): tp 2 (kv heads split) and tp 4 (kv heads whole
+# weft-train with a Llama (4 heads over 2 kv heads) at every layout (tp,
+# pp, dp) of up to 8 ranks it allows: 20 steps of losses and gradient
+# norms equal to one process (relative 1e-5): tp 2 (kv heads split) and tp 4 (kv heads whole
 # on every rank, their gradients summed over the ranks that share them),
 # ZeRO 0-3 along the data-parallel group, sequence parallelism,
 # recomputation, the zero-bubble schedule (split backward), a tied output
@@ -22,13 +22,29 @@ thin=0
 . "$(dirname "$0")/train_lib.sh"
 
 run ref 1 $llama
-# tp:pp:dp:zero
-layouts="2:1:1:0 4:1:1:0 2:1:2:1 4:1:2:2 2:2:2:3 4:2:1:1 1:2:4:2 2:4:1:0"
-[ $thin = 1 ] && layouts="4:1:2:2 2:2:2:3"
+# Every (tp, pp, dp) of 2 to 8 ranks the 4 heads over 2 kv heads and the
+# 6 blocks allow, ZeRO 0-3 in turn along the data-parallel group and
+# sequence parallelism on every other tensor-parallel layout:
+# tp:pp:dp:zero:sp
+layouts=
+k=0
+for t in 1 2 4; do
+    for p in 1 2 3 4 5 6; do
+        for d in 1 2 3 4 5 6 7 8; do
+            [ $((t * p * d)) -le 8 ] && [ $((t * p * d)) -ge 2 ] || continue
+            z=0; [ $d -gt 1 ] && z=$((k % 4))
+            sp=0; [ $t -gt 1 ] && sp=$((k % 2))
+            layouts="$layouts $t:$p:$d:$z:$sp"
+            k=$((k + 1))
+        done
+    done
+done
+[ $thin = 1 ] && layouts="4:1:2:2:0 2:2:2:3:1"
 for l in $layouts; do
-    t=${l%%:*}; r=${l#*:}; p=${r%%:*}; r=${r#*:}; d=${r%%:*}; z=${r#*:}
-    name="tp${t}_pp${p}_dp${d}_z$z"
-    run "$name" $((t * p * d)) $llama --tp $t --pp $p --zero $z && same "$name" ref
+    t=${l%%:*}; r=${l#*:}; p=${r%%:*}; r=${r#*:}; d=${r%%:*}; r=${r#*:}; z=${r%%:*}; sp=${r#*:}
+    name="tp${t}_pp${p}_dp${d}_z${z}_sp$sp"
+    spf=; [ "$sp" = 1 ] && spf=--sp
+    run "$name" $((t * p * d)) $llama --tp $t --pp $p --zero $z $spf && same "$name" ref
 done
 
 # sequence parallelism (at tp 4 with the kv heads whole), recomputation
