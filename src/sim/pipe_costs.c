@@ -2,6 +2,7 @@
 #include "sim/pipe_costs.h"
 
 #include "core/vec.h"
+#include "train/flops.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -74,6 +75,70 @@ static int add_est(sim_block_costs *c, const char *name, double fwd_flops, doubl
     return add(c, &b);
 }
 
+/* Parameters of one transformer block, all of them (train_model_param_count's
+ * count, the model's less the model without blocks, a block's share) and
+ * those in its matrix products: a GPT's qkv, proj, fc and fc-proj beside
+ * two LayerNorms and nine C of biases; a Llama's q and o, k and v (its kv
+ * heads' width), gate, up and down beside two RMSNorm gains. */
+static void block_params(const weft_model_config *c, double *all, double *mm)
+{
+    weft_model_config none = *c;
+    none.n_layer = 0;
+    *all = (train_model_param_count(c) - train_model_param_count(&none)) / c->n_layer;
+    *mm = *all - (c->type == WEFT_MODEL_LLAMA ? 2.0 : 13.0) * c->d_model;
+}
+
+/* The head's own parameters: the final norm, and a Llama's lm_head unless
+ * tied; a tied head's weight gradient goes to the embedding's table, its
+ * state counted there. */
+static double head_params(const weft_model_config *c)
+{
+    double C = c->d_model;
+    if (c->type == WEFT_MODEL_LLAMA)
+        return C + (c->tied ? 0 : (double)c->vocab * C);
+    return 2 * C;
+}
+
+/* Floats a block stashes per micro-batch of B sequences of T tokens. A
+ * GPT: llm.c's per-layer count, ~16 C a token plus two T x T maps a head.
+ * A Llama (train_llama_layout): each norm's input scale and output, q, k,
+ * v, attention's output, the residuals, gate|up and their product, and 2
+ * floats a row a head of attention's statistics. */
+static double block_stash(const weft_model_config *c, double B, double T)
+{
+    double C = c->d_model, H = c->n_head, rows = B * T;
+    if (c->type != WEFT_MODEL_LLAMA)
+        return 16 * rows * C + 2 * B * H * T * T;
+    double kv = C / H * c->n_kv_head;
+    return rows * (6 * C + 2 * kv + 3.0 * c->ffn + 2 + 2 * H);
+}
+
+/* A GPT's or a Llama's blocks: the embedding, n_layer blocks, the head. */
+static int estimate_seq(const weft_model_config *cfg, double B, double T, double rate,
+                        sim_block_costs *out)
+{
+    weft_model_config none = *cfg;
+    none.n_layer = 0;
+    double C = cfg->d_model, V = cfg->vocab, rows = B * T, act_out = 4 * rows * C;
+    double head = head_params(cfg), embed = train_model_param_count(&none) - head, all, mmp;
+    block_params(cfg, &all, &mmp);
+    /* embedding: a lookup (and a GPT's position add); its weight gradient
+     * a scatter */
+    int rc = add_est(out, "embed", rows * C, 0, rows * C, embed, act_out, act_out, rate);
+    double mm = 2 * mmp * rows, att = 2 * 2 * B * T * T * C, act = 4 * block_stash(cfg, B, T);
+    char name[32];
+    for (int l = 0; l < cfg->n_layer && !rc; l++) {
+        snprintf(name, sizeof name, "blocks.%d", l);
+        rc = add_est(out, name, mm + att, mm + att, mm, all, act, act_out, rate);
+    }
+    if (!rc) {
+        /* final norm and the logits' product, tied or not */
+        double hm = 2 * V * C * rows;
+        rc = add_est(out, "head", hm, hm, hm, head, 4 * rows * (2 * C + 2 * V), 0, rate);
+    }
+    return rc;
+}
+
 int sim_block_costs_estimate(const weft_model_config *cfg, int batch, int seq, double gflops,
                              sim_block_costs *out, char *err, size_t len)
 {
@@ -81,11 +146,13 @@ int sim_block_costs_estimate(const weft_model_config *cfg, int batch, int seq, d
         return pipe_fail(err, len, "bad model");
     if (batch < 1 || gflops <= 0)
         return pipe_fail(err, len, "need --batch >= 1 and --gflops > 0");
+    if (cfg->type != WEFT_MODEL_MLP && seq > cfg->ctx)
+        return pipe_fail(err, len, "--seq %d is longer than the model's ctx %d", seq, cfg->ctx);
     memset(out, 0, sizeof *out);
     double rate = gflops * 1e9, B = batch;
     int rc = 0;
-    char name[32];
     if (cfg->type == WEFT_MODEL_MLP) {
+        char name[32];
         for (int l = 0; l + 1 < cfg->n_widths && !rc; l++) {
             double in = cfg->widths[l], o = cfg->widths[l + 1], mm = 2 * in * o * B;
             /* stashed: the input, the pre-activation, and the activation's
@@ -94,31 +161,8 @@ int sim_block_costs_estimate(const weft_model_config *cfg, int batch, int seq, d
             rc = add_est(out, name, mm, mm, mm, in * o + o, 4 * B * (in + 2 * o),
                          4 * B * o, rate);
         }
-    } else {
-        double T = seq > 0 ? seq : cfg->ctx, C = cfg->d_model, V = cfg->vocab,
-               H = cfg->n_head, rows = B * T;
-        if (T > cfg->ctx)
-            return pipe_fail(err, len, "--seq %g is longer than the model's ctx %d", T, cfg->ctx);
-        double act_out = 4 * rows * C;
-        /* embedding: a lookup and an add; its weight gradient a scatter */
-        rc = add_est(out, "embed", rows * C, 0, rows * C, (V + cfg->ctx) * C, act_out, act_out,
-                     rate);
-        for (int l = 0; l < cfg->n_layer && !rc; l++) {
-            double mm = 2 * 12 * C * C * rows, att = 2 * 2 * B * T * T * C;
-            /* llm.c's per-layer stash: ~16 C a token plus two T x T maps
-             * a head */
-            double act = 4 * (16 * rows * C + 2 * B * H * T * T);
-            snprintf(name, sizeof name, "blocks.%d", l);
-            rc = add_est(out, name, mm + att, mm + att, mm, 12 * C * C + 13 * C, act, act_out,
-                         rate);
-        }
-        if (!rc) {
-            /* final norm and the tied head; its weight gradient goes to the
-             * embedding's table, the state is counted there */
-            double mm = 2 * V * C * rows;
-            rc = add_est(out, "head", mm, mm, mm, 2 * C, 4 * rows * (2 * C + 2 * V), 0, rate);
-        }
-    }
+    } else
+        rc = estimate_seq(cfg, B, seq > 0 ? seq : cfg->ctx, rate, out);
     if (rc)
         sim_block_costs_free(out);
     return rc;

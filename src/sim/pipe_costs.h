@@ -27,11 +27,13 @@ typedef struct {
  *   name fwd_seconds bwd_input_seconds bwd_weight_seconds act_bytes state_bytes [out_bytes]
  * '#' starts a comment. err names the line of a fault. */
 int sim_block_costs_load(const char *path, sim_block_costs *out, char *err, size_t len);
-/* From FLOPs at gflops GFLOP/s for a micro-batch of batch samples (GPT:
- * of seq tokens each): forward 2 * matmul params * rows (+ attention's
- * 4*B*T*T*C a layer); input backward = forward; weight backward = the
- * matmul part of the forward (embedding and norms ~0). State: 16 bytes a
- * parameter (fp32 weight, gradient, two Adam moments). */
+/* From FLOPs at gflops GFLOP/s for a micro-batch of batch samples (GPT or
+ * Llama: of seq tokens each): forward 2 * matmul params * rows (+
+ * attention's 4*B*T*T*C a layer); input backward = forward; weight
+ * backward = the matmul part of the forward (embedding and norms ~0). The
+ * parameters are train_model_param_count's, each block from its own shape
+ * (a Llama's grouped k and v, SwiGLU, RMSNorm gains, own or tied lm_head).
+ * State: 16 bytes a parameter (fp32 weight, gradient, two Adam moments). */
 int sim_block_costs_estimate(const weft_model_config *cfg, int batch, int seq, double gflops,
                              sim_block_costs *out, char *err, size_t len);
 void sim_block_costs_free(sim_block_costs *c);

@@ -104,3 +104,40 @@ TEST(plan_equal_blocks)
     CHECK(sim_pipe_plan_run(&bc, &sp, "auto", 0, 0, 0, &pl, err, sizeof err) == WEFT_EINVAL);
     CHECK(strstr(err, "multiple of p") != NULL);
 }
+
+/* A Llama priced from its own shape: grouped k and v, the SwiGLU MLP,
+ * RMSNorm gains, no biases and no position table; lm_head its own unless
+ * tied. */
+TEST(estimate_llama)
+{
+    weft_model_config m;
+    sim_block_costs c;
+    char err[256];
+    CHECK(weft_model_config_parse("llama:vocab=100,ctx=16,layers=3,heads=4,kv_heads=2,dim=32,"
+                                  "ffn=40", &m) == 0);
+    CHECKF(sim_block_costs_estimate(&m, 4, 8, 10, &c, err, sizeof err) == 0, "%s", err);
+    CHECK(c.n == 5 && !strcmp(c.b[0].name, "embed") && !strcmp(c.b[4].name, "head"));
+    double D = 32, kv = 16, F = 40, V = 100, H = 4, B = 4, T = 8, rows = B * T;
+    double mmp = 2 * D * D + 2 * D * kv + 3 * D * F, block = mmp + 2 * D;
+    double mm = 2 * mmp * rows, att = 4.0 * B * T * T * D;
+    CHECKF(fabs(c.b[1].fwd - (mm + att) / 1e10) < 1e-15, "%g", c.b[1].fwd);
+    CHECK(fabs(c.b[1].bwd_i - (mm + att) / 1e10) < 1e-15);
+    CHECK(fabs(c.b[1].bwd_w - mm / 1e10) < 1e-15);
+    CHECK(c.b[1].state_bytes == 16 * block && c.b[3].state_bytes == 16 * block);
+    /* no position table; the head keeps its norm and lm_head */
+    CHECK(c.b[0].state_bytes == 16 * V * D && c.b[4].state_bytes == 16 * (D + V * D));
+    double stash = rows * (6 * D + 2 * kv + 3 * F + 2 + 2 * H);
+    CHECKF(c.b[2].act_bytes == 4 * stash, "%.0f want %.0f", c.b[2].act_bytes, 4 * stash);
+    CHECK(c.b[2].out_bytes == 4 * rows * D && fabs(c.b[4].fwd - 2 * V * D * rows / 1e10) < 1e-15);
+    double total = 0;
+    for (int i = 0; i < c.n; i++)
+        total += c.b[i].state_bytes;
+    CHECK(total == 16 * (2 * V * D + 3 * block + D));
+    sim_block_costs_free(&c);
+    /* tied: the head's weights are the embedding's, counted there once */
+    m.tied = 1;
+    CHECK(sim_block_costs_estimate(&m, 4, 8, 10, &c, err, sizeof err) == 0);
+    CHECK(c.n == 5 && c.b[4].state_bytes == 16 * D && c.b[0].state_bytes == 16 * V * D);
+    sim_block_costs_free(&c);
+    CHECK(sim_block_costs_estimate(&m, 4, 17, 10, &c, err, sizeof err) == WEFT_EINVAL);
+}
