@@ -1,7 +1,8 @@
 /* --layout auto: the planner (weft-sim plan, src/sim/plan.c)
  * picks tp, pp, the schedule, the micro-batches, ZeRO and sequence
- * parallelism for this job's ranks, at this host's measured matmul peak
- * on the `host` topology, under --mem-limit when given; the run then goes
+ * parallelism for this job's ranks (a GPT or a Llama, tp only where its
+ * heads split), at this host's measured matmul peak on the `host`
+ * topology, under --mem-limit when given; the run then goes
  * on as if they had been on the command line. Every rank plans the same
  * figures, so every rank chooses the same. */
 #include "run/run_layout.h"
@@ -16,9 +17,9 @@
 
 int layout_auto(weft_run *t, opts *o, const weft_model_config *cfg, int ranks)
 {
-    if (cfg->type != WEFT_MODEL_GPT)
+    if (cfg->type == WEFT_MODEL_MLP)
         return run_fail(t, WEFT_ECONFIG,
-                        "--layout auto plans a GPT; give an MLP's --tp/--pp by hand");
+                        "--layout auto plans a GPT or a Llama; give an MLP's --tp/--pp by hand");
     sim_topo topo;
     char err[256];
     if (sim_topo_load(&topo, "host", err, sizeof err))

@@ -10,6 +10,7 @@
 
 #include "sim/pipe_costs.h"
 #include "sim/sim.h"
+#include "train/model.h"
 
 /* One priced collective, so that the many layouts sharing a group and a
  * size simulate it once. */
@@ -21,7 +22,7 @@ typedef struct {
 typedef struct {
     const sim_plan_query *q;
     double T, C, V, H, vpad_tp; /* vpad_tp: padded vocabulary per tensor rank, tp=1 unused */
-    double rate;                /* FLOP/s of one rank while it computes */
+    double rate;                /* GFLOP/s of one rank while it computes */
     double cores;               /* > 0: fewer cores than ranks on a node */
     int on_node;                /* ranks of the job on a node */
     coll_memo *memo;
@@ -148,10 +149,41 @@ static int coll_sec(planner *pl, int kind, int stride, int n, double count, doub
 }
 
 /* One block's share of a tensor rank: parameters, activations stashed per
- * micro-batch, tensor-parallel payload and seconds per micro-batch. */
+ * micro-batch, tensor-parallel payload and seconds per micro-batch, and
+ * those of once a step (a Llama's whole k and v: their gradients summed
+ * over the group at the step's last backward). own_s: seconds of each
+ * pass's products beyond the rank's 1/tp share (those k and v again). */
 typedef struct {
-    double params, act, tp_bytes, tp_fwd, tp_bwd;
+    double params, act, tp_bytes, tp_fwd, tp_bwd, step_bytes, step_s, own_s;
 } block_part;
+
+static int is_llama(const planner *pl)
+{
+    return pl->q->model.type == WEFT_MODEL_LLAMA;
+}
+
+/* Whether tp ranks can split the model as weft_model_create_tp does: a
+ * GPT's heads; a Llama's heads, hidden width and kv heads (model_llama.c). */
+static int tp_splits(const weft_model_config *c, int tp)
+{
+    if (c->type == WEFT_MODEL_LLAMA)
+        return train_llama_tp_fits(c, tp);
+    return c->n_head % tp == 0;
+}
+
+/* A Llama's k and v at tp: split by kv heads where tp divides them, else
+ * whole on every rank (each rank computing the one kv head its query heads
+ * read). kvd: their full width; hold, use: the rows a rank keeps and
+ * computes. */
+static void llama_kv(const planner *pl, int tp, double *kvd, double *hold, double *use)
+{
+    const weft_model_config *c = &pl->q->model;
+    double hd = pl->C / c->n_head;
+    *kvd = hd * c->n_kv_head;
+    int split = c->n_kv_head % tp == 0;
+    *hold = split ? *kvd / tp : *kvd;
+    *use = split ? *kvd / tp : hd;
+}
 
 /* Megatron's collectives per micro-batch of rows tokens (docs/TRAINING.md,
  * "Tensor, sequence and 3D parallelism"): the embedding sums its vocabulary
@@ -176,6 +208,17 @@ static int block_tp(planner *pl, int tp, int sp, int kind, double rows, block_pa
         rc = coll_sec(pl, WEFT_COLL_ALLREDUCE, 1, tp, 2 * rows, &ce2);
     if (rc || tp < 2)
         return rc;
+    double kvd, hold, use;
+    if (kind == 1 && is_llama(pl)) {
+        llama_kv(pl, tp, &kvd, &hold, &use);
+        if (hold == kvd) {
+            rc = coll_sec(pl, WEFT_COLL_ALLREDUCE, 1, tp, kvd * pl->C, &b->step_s);
+            if (rc)
+                return rc;
+            b->step_s *= 2;
+            b->step_bytes = 2 * 4 * kvd * pl->C;
+        }
+    }
     double B4 = 4 * x;
     if (kind == 0) {
         b->tp_fwd = sp ? rs : ar;
@@ -193,6 +236,33 @@ static int block_tp(planner *pl, int tp, int sp, int kind, double rows, block_pa
     return 0;
 }
 
+/* The floats of the tied embedding a pipeline's last stage keeps a copy
+ * of (a GPT's always tied, a Llama's when tied), and whose gradient it
+ * sums with the first stage's; 0 when one stage holds both. */
+static double tied_copy(const planner *pl, int tp, int pp)
+{
+    int tied = !is_llama(pl) || pl->q->model.tied;
+    return pp > 1 && tied ? ceil(pl->V / tp) * pl->C : 0;
+}
+
+/* A Llama block at tp (train_llama_layout): q, o, gate, up and down split
+ * by tp, k and v as llama_kv, the two RMSNorm gains whole, no biases. A
+ * token's stash: the norms' gathered outputs, the residuals (by rows
+ * under sequence parallelism, which also keeps this rank's rows of the
+ * norms' outputs), each norm's row scale, q, attention's output, gate|up
+ * and their product split by tp, the k and v computed, and 2 floats a row
+ * a head of attention's statistics. */
+static void llama_block(const planner *pl, int tp, int sp, double rows, block_part *b)
+{
+    double C = pl->C, F = pl->q->model.ffn, rep = sp ? 1.0 / tp : 1, kvd, hold, use;
+    llama_kv(pl, tp, &kvd, &hold, &use);
+    b->params = (2 * C * C + 3 * C * F) / tp + 2 * C * hold + 2 * C;
+    b->own_s = 2 * rows * 2 * C * (use - kvd / tp) / (pl->rate * 1e9);
+    double tok = 2 * C + 2 * C * rep + (sp ? 2 * C / tp : 0) + 2 * rep + 2 * C / tp + 2 * use +
+                 3 * F / tp + 2 * pl->H / tp;
+    b->act = 4 * rows * tok;
+}
+
 /* Parameters and activations of a tensor rank (tensor_parallel split as
  * weft_model_create_tp does: qkv, the first MLP layer and the vocabulary
  * by tp, LayerNorms, positions and row-parallel biases replicated). The
@@ -204,17 +274,21 @@ static void block_shape(const planner *pl, int tp, int sp, int pp, int kind, dou
                         block_part *b)
 {
     double C = pl->C, H = pl->H, ctx = pl->q->model.ctx;
+    int llama = is_llama(pl);
     double vp = ceil(pl->V / tp), rep = sp ? 1.0 / tp : 1;
     memset(b, 0, sizeof *b);
     if (kind == 0) {
-        b->params = vp * C + ctx * C;
+        b->params = vp * C + (llama ? 0 : ctx * C);
         b->act = 4 * rows * C * rep;
+    } else if (kind == 1 && llama) {
+        llama_block(pl, tp, sp, rows, b);
     } else if (kind == 1) {
         b->params = 12 * C * C / tp + 7 * C / tp + 6 * C;
         b->act = 4 * (rows * C * (4 * rep + 12.0 / tp) + rows * H / tp);
     } else {
-        /* a pipeline's last stage keeps a copy of the tied embedding */
-        b->params = 2 * C + (pp > 1 ? vp * C : 0);
+        b->params = (llama ? C : 2 * C) + tied_copy(pl, tp, pp);
+        if (llama && !pl->q->model.tied)
+            b->params += vp * C;
         b->act = 4 * rows * (2 * C * rep + 2 * vp);
     }
 }
@@ -287,9 +361,10 @@ static int plan_pipeline(planner *pl, int tp, int pp, int dp, const pipe_spec *s
         block_shape(pl, tp, sp, pp, kind, rows, &part[i]);
         rc = block_tp(pl, tp, sp, kind, rows, &part[i]);
         sim_block_cost *b = &bc.b[i];
-        b->fwd = b->fwd / tp + part[i].tp_fwd;
-        b->bwd_i = b->bwd_i / tp + part[i].tp_bwd;
-        b->bwd_w /= tp;
+        b->fwd = b->fwd / tp + part[i].tp_fwd + part[i].own_s;
+        b->bwd_i = b->bwd_i / tp + part[i].tp_bwd + part[i].own_s;
+        /* a step's once-only sums spread over its micro-batches */
+        b->bwd_w = b->bwd_w / tp + part[i].own_s + part[i].step_s / spec->m;
         b->act_bytes = part[i].act;
         b->state_bytes = (8 + q->optim_bytes) * part[i].params;
         if (sp && b->out_bytes > 0)
@@ -307,7 +382,7 @@ static int plan_pipeline(planner *pl, int tp, int pp, int dp, const pipe_spec *s
         return rc;
     }
     int k = pp_plan.k, p = spec->p, m = spec->m;
-    double tied = pp > 1 ? 4 * part[nb - 1].params - 4 * 2 * pl->C : 0, bubble = 0;
+    double tied = 4 * tied_copy(pl, tp, pp), bubble = 0;
     double busy = 0, pipe_s = pp_plan.step;
     for (int r = 0; r < p; r++) {
         bubble += pp_plan.bubble[r] / p;
@@ -332,8 +407,8 @@ static int plan_pipeline(planner *pl, int tp, int pp, int dp, const pipe_spec *s
                 for (int i = pp_plan.first[j]; i < pp_plan.first[j + 1]; i++) {
                     psi += part[i].params;
                     act += pp_plan.chunk_stash[j] * part[i].act;
-                    tpb += m * part[i].tp_bytes;
-                    tps += m * (part[i].tp_fwd + part[i].tp_bwd);
+                    tpb += m * part[i].tp_bytes + part[i].step_bytes;
+                    tps += m * (part[i].tp_fwd + part[i].tp_bwd) + part[i].step_s;
                 }
                 hide += pp_plan.bwd_i[j] + pp_plan.bwd_w[j];
                 if (j + 1 < k)
@@ -343,7 +418,7 @@ static int plan_pipeline(planner *pl, int tp, int pp, int dp, const pipe_spec *s
             }
             double dsec, dbytes;
             rc = dp_cost(pl, dstride, dp, zero, psi, hide, &dsec, &dbytes);
-            if (pp > 1 && (r == 0 || r == p - 1)) {
+            if (tied > 0 && (r == 0 || r == p - 1)) {
                 /* the tied embedding's gradient summed between the ends */
                 ppb += tied;
                 dsec += lat + (bw > 0 ? tied / bw : 0);
@@ -431,9 +506,10 @@ int sim_plan_run(const sim_plan_query *q, sim_plan *out, char *err, size_t len)
     out->best = out->smallest = -1;
     if (!q || !q->topo)
         return fail(err, len, "no query or topology");
-    if (q->model.type != WEFT_MODEL_GPT || weft_model_config_check(&q->model))
+    if ((q->model.type != WEFT_MODEL_GPT && q->model.type != WEFT_MODEL_LLAMA) ||
+        weft_model_config_check(&q->model))
         return fail(err, len, "the planner takes a GPT (gpt:vocab=..,ctx=..,layers=..,heads=..,"
-                              "dim=..)");
+                              "dim=..) or a Llama (llama:...)");
     if (q->ranks < 1 || q->batch < 1 || q->gflops <= 0 || q->optim_bytes < 0)
         return fail(err, len, "need ranks >= 1, batch >= 1 and gflops > 0");
     if (q->seq > q->model.ctx)
@@ -452,7 +528,7 @@ int sim_plan_run(const sim_plan_query *q, sim_plan *out, char *err, size_t len)
     pl.on_node = on_node;
     int blocks = weft_model_block_count(&q->model), rc = 0;
     for (int tp = 1; tp <= q->ranks && !rc; tp++) {
-        if (q->ranks % tp || q->model.n_head % tp)
+        if (q->ranks % tp || !tp_splits(&q->model, tp))
             continue;
         for (int pp = 1; pp <= q->ranks / tp && !rc; pp++) {
             if ((q->ranks / tp) % pp || pp > blocks)

@@ -1,6 +1,7 @@
-/* The layout planner behind `weft-sim plan`: for a GPT and a machine it
- * lists every tp x pp x dp of the ranks with each pipeline schedule,
- * micro-batch count, ZeRO stage and sequence parallelism that applies,
+/* The layout planner behind `weft-sim plan`: for a GPT or a Llama and a
+ * machine it lists every tp x pp x dp of the ranks (tp only where the
+ * model's heads split) with each pipeline schedule, micro-batch count,
+ * ZeRO stage and sequence parallelism that applies,
  * predicts each one's step time, memory per rank and bytes per parallel
  * dimension, and picks the fastest that fits the memory of a rank.
  *
@@ -21,7 +22,7 @@
 #include "weft.h"
 
 typedef struct {
-    weft_model_config model;  /* a GPT */
+    weft_model_config model;  /* a GPT or a Llama */
     int batch;                /* global sequences a step (weft-train --batch) */
     int seq;                  /* tokens a sequence; 0: the model's ctx */
     int ranks;
@@ -61,7 +62,7 @@ typedef struct {
 
 /* Every layout of q (docs/SIMULATION.md lists the enumeration), predicted
  * and sorted. WEFT_EINVAL with a reason in err for a query that makes no
- * sense (not a GPT, no ranks, batch < 1, ...); no layout fitting the
+ * sense (an MLP, no ranks, batch < 1, ...); no layout fitting the
  * memory is not an error (best = -1). */
 int sim_plan_run(const sim_plan_query *q, sim_plan *out, char *err, size_t len);
 void sim_plan_free(sim_plan *p);

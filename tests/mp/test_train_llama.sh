@@ -104,5 +104,16 @@ else
     bad "tp 2 of 3 kv heads: no message"; tail -n 5 "$dir/no.out" | sed 's/^/    /'
 fi
 
+# --layout auto plans a Llama: its choice trains to the one-process
+# losses; with 3 kv heads on 2 ranks it never proposes tp 2
+run auto 4 $llama --layout auto && same auto ref
+if "$B/weftrun" -n 2 "$B/weft-train" --data builtin --steps 2 --no-eval --layout auto \
+        --model llama:vocab=256,ctx=32,layers=2,heads=6,kv_heads=3,dim=36,ffn=48 \
+        >"$dir/auto3.out" 2>&1 && grep -q "layout auto (of [0-9]* planned.*: tp=1 " "$dir/auto3.out"; then
+    ok
+else
+    bad "--layout auto of 3 kv heads on 2 ranks"; tail -n 5 "$dir/auto3.out" | sed 's/^/    /'
+fi
+
 echo "summary: $passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -256,3 +256,108 @@ TEST(bad_query)
     CHECK(p.n == expected_count(8, 4, 4, 2, 32));
     sim_plan_free(&p);
 }
+
+/* Whether some layout has this tensor-parallel degree. */
+static int has_tp(const sim_plan *p, int tp)
+{
+    for (int i = 0; i < p->n; i++)
+        if (p->e[i].tp == tp)
+            return 1;
+    return 0;
+}
+
+/* A Llama: tp only where model_llama.c splits it (heads and ffn divisible,
+ * kv heads a multiple or a divisor of tp), its parameters from its own
+ * shape, its whole k and v summed over the tensor group once a step. */
+TEST(llama)
+{
+    sim_plan_query q;
+    sim_topo t;
+    sim_plan p;
+    char err[256];
+    /* 6 heads over 3 kv heads: tp 3 splits them, tp 6 shares them, tp 2
+     * can do neither */
+    CHECK(query(&q, &t, "llama:vocab=256,ctx=16,layers=3,heads=6,kv_heads=3,dim=48,ffn=48", 6,
+                12) == 0);
+    CHECKF(sim_plan_run(&q, &p, err, sizeof err) == 0, "%s", err);
+    CHECK(has_tp(&p, 1) && has_tp(&p, 3) && has_tp(&p, 6) && !has_tp(&p, 2));
+    CHECK(p.best >= 0 && p.e[p.best].tp != 2);
+    sim_plan_free(&p);
+    /* a hidden width of 50 does not split in 4 */
+    CHECK(query(&q, &t, "llama:vocab=256,ctx=16,layers=2,heads=4,dim=32,ffn=50", 4, 4) == 0);
+    CHECK(sim_plan_run(&q, &p, err, sizeof err) == 0);
+    CHECK(has_tp(&p, 2) && !has_tp(&p, 4));
+    sim_plan_free(&p);
+
+    CHECK(query(&q, &t, "llama:vocab=257,ctx=32,layers=2,heads=4,kv_heads=2,dim=64,ffn=96", 8,
+                8) == 0);
+    CHECKF(sim_plan_run(&q, &p, err, sizeof err) == 0, "%s", err);
+    double D = 64, kv = 32, F = 96, H = 4, V = 257, L = 2, rows = 32;
+    double block = 2 * D + 2 * D * D + 2 * D * kv + 3 * D * F;
+    double psi = 2 * V * D + L * block + D;
+    double act = 4 * rows * D + L * 4 * rows * (6 * D + 2 * kv + 3 * F + 2 + 2 * H) +
+                 4 * rows * (2 * D + 2 * V);
+    for (int z = 0; z < 4; z++) {
+        const sim_plan_entry *e = find(&p, 1, 1, z, 0);
+        CHECK(e && near(e->state_bytes, sim_plan_zero_bytes(psi, z, 8, 8)));
+        CHECKF(e && near(e->act_bytes, act), "act %.0f want %.0f", e ? e->act_bytes : 0, act);
+    }
+    /* tp 2 splits the 2 kv heads; tp 4 keeps k and v whole on every rank
+     * and sums their gradients: 2 all-reduces of D x kv a layer */
+    double vp2 = 129, vp4 = 65;
+    double psi2 = 2 * vp2 * D + L * ((2 * D * D + 3 * D * F + 2 * D * kv) / 2 + 2 * D) + D;
+    double psi4 = 2 * vp4 * D + L * ((2 * D * D + 3 * D * F) / 4 + 2 * D * kv + 2 * D) + D;
+    const sim_plan_entry *e2 = find(&p, 2, 1, 0, 0), *e4 = find(&p, 4, 1, 0, 0);
+    CHECK(e2 && near(e2->state_bytes, 16 * psi2));
+    CHECK(e4 && near(e4->state_bytes, 16 * psi4));
+    if (e2 && e4) {
+        /* one micro-batch of 8 / dp sequences */
+        double x2 = 4 * e2->micro_rows * D, x4 = 4 * e4->micro_rows * D;
+        CHECK(near(e2->bytes[SIM_PLAN_TP], x2 + L * 4 * x2 + x2 + 4 * 3 * e2->micro_rows));
+        CHECK(near(e4->bytes[SIM_PLAN_TP],
+                   x4 + L * 4 * x4 + x4 + 4 * 3 * e4->micro_rows + L * 2 * 4 * D * kv));
+    }
+    sim_plan_free(&p);
+}
+
+/* The 1F1B layout of tp 1, pp 2, ZeRO 0 without sequence parallelism. */
+static const sim_plan_entry *find_1f1b(const sim_plan *p)
+{
+    for (int i = 0; i < p->n; i++) {
+        const sim_plan_entry *e = &p->e[i];
+        if (e->tp == 1 && e->pp == 2 && e->zero == 0 && e->spec.kind == PIPE_1F1B)
+            return e;
+    }
+    return NULL;
+}
+
+/* A tied Llama's last stage keeps a copy of the embedding and sums its
+ * gradient with the first; an untied one's lm_head is its own. */
+TEST(llama_tied)
+{
+    sim_plan_query q;
+    sim_topo t;
+    sim_plan p;
+    char err[256];
+    double D = 32, V = 256, psi[2] = { 0 }, pp_bytes[2] = { 0 }, cut[2] = { 0 };
+    for (int tied = 0; tied < 2; tied++) {
+        char model[128];
+        snprintf(model, sizeof model,
+                 "llama:vocab=256,ctx=16,layers=2,heads=4,dim=32,ffn=48,tied=%d", tied);
+        CHECK(query(&q, &t, model, 2, 4) == 0);
+        CHECKF(sim_plan_run(&q, &p, err, sizeof err) == 0, "%s", err);
+        const sim_plan_entry *e = find(&p, 1, 1, 0, 0), *e2 = find_1f1b(&p);
+        CHECK(e && e2);
+        if (e && e2) {
+            psi[tied] = e->state_bytes / 16;
+            pp_bytes[tied] = e2->bytes[SIM_PLAN_PP];
+            /* each stage sends or receives one cut's activations a micro-batch */
+            cut[tied] = e2->spec.m * 4.0 * e2->micro_rows * D;
+        }
+        sim_plan_free(&p);
+    }
+    CHECK(near(psi[0] - psi[1], V * D));
+    CHECKF(near(pp_bytes[0], cut[0]), "%.0f want %.0f", pp_bytes[0], cut[0]);
+    CHECKF(near(pp_bytes[1], cut[1] + 4 * V * D), "%.0f want %.0f", pp_bytes[1],
+           cut[1] + 4 * V * D);
+}
