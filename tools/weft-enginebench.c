@@ -21,7 +21,7 @@
  * result line.
  *
  * --gemm 1 instead times, on one thread, the matrix products of one step
- * of the GPT given (every linear layer's forward, input gradient and
+ * of the GPT or Llama given (every linear layer's forward, input gradient and
  * weight gradient; attention's products are left out) with each kernel,
  * rounds interleaved and the best run of each kept, and prints each
  * shape's GFLOP/s and the step's matmul milliseconds per kernel.
@@ -68,23 +68,34 @@ static void phase_mark(double acc[PHASES][3], int ph, double mark[3])
 }
 
 /* One matrix product of a step: C[M,N] = op(A) op(B), K deep, done
- * count times (once per layer). */
+ * count times (once per layer); three a linear layer. */
+enum { MAX_SHAPES = 3 * 7 };
 typedef struct {
     const char *what;
     int ta, tb, M, N, K, count;
 } gemm_shape;
 
-/* A GPT step's linear layers on BT tokens of width C: x W^T forward, the
- * input gradient dy W, the weight gradient dy^T x; the logits' layer runs
- * on the tied embedding, V wide. */
-static int gpt_shapes(const weft_model_config *c, int BT, gemm_shape *s)
+/* A step's linear layers on BT tokens of width C: x W^T forward, the
+ * input gradient dy W, the weight gradient dy^T x. The logits' layer is V
+ * wide (a GPT's the tied embedding); a Llama's k and v are its kv heads
+ * wide, its gate and up one product 2 ffn wide, as the model runs them. */
+static int step_shapes(const weft_model_config *c, int BT, gemm_shape *s)
 {
-    int C = c->d_model, V = c->vocab, L = c->n_layer, n = 0;
-    const struct { const char *name; int in, out, layers; } lin[] = {
+    int C = c->d_model, V = c->vocab, L = c->n_layer, F = c->ffn, n = 0;
+    int kv = C / c->n_head * c->n_kv_head;
+    typedef struct { const char *name; int in, out, layers; } linear;
+    const linear gpt[] = {
         { "qkv", C, 3 * C, L }, { "proj", C, C, L }, { "fc", C, 4 * C, L },
         { "fcproj", 4 * C, C, L }, { "logits", C, V, 1 },
     };
-    for (size_t i = 0; i < sizeof lin / sizeof *lin; i++) {
+    const linear llama[] = {
+        { "q", C, C, L }, { "k", C, kv, L }, { "v", C, kv, L }, { "o", C, C, L },
+        { "gateup", C, 2 * F, L }, { "down", F, C, L }, { "logits", C, V, 1 },
+    };
+    int is_llama = c->type == WEFT_MODEL_LLAMA;
+    const linear *lin = is_llama ? llama : gpt;
+    size_t nlin = is_llama ? sizeof llama / sizeof *llama : sizeof gpt / sizeof *gpt;
+    for (size_t i = 0; i < nlin; i++) {
         int in = lin[i].in, out = lin[i].out;
         s[n++] = (gemm_shape){ lin[i].name, 0, 1, BT, out, in, lin[i].layers };
         s[n++] = (gemm_shape){ lin[i].name, 0, 0, BT, in, out, lin[i].layers };
@@ -95,8 +106,8 @@ static int gpt_shapes(const weft_model_config *c, int BT, gemm_shape *s)
 
 static int gemm_bench(const weft_model_config *cfg, int BT, int rounds)
 {
-    gemm_shape sh[16];
-    int ns = gpt_shapes(cfg, BT, sh);
+    gemm_shape sh[MAX_SHAPES];
+    int ns = step_shapes(cfg, BT, sh);
     enum { NK = 2 };
     const char *kname[NK] = { "portable", "openblas" };
     weft_matmul *mm[NK] = { NULL, NULL };
@@ -119,7 +130,7 @@ static int gemm_bench(const weft_model_config *cfg, int BT, int rounds)
         A[i] = (float)(i % 17) * 0.01f;
         B[i] = (float)(i % 13) * 0.01f;
     }
-    double best[16][NK];
+    double best[MAX_SHAPES][NK];
     for (int i = 0; i < ns; i++)
         for (int k = 0; k < nk; k++)
             best[i][k] = 1e30;
@@ -256,7 +267,7 @@ int main(int argc, char **argv)
     if (gemm && size > 0)
         return square_bench(size, gemm, !strcmp(prec, "bf16"));
     if (gemm) {
-        if (cfg.type != WEFT_MODEL_GPT)
+        if (cfg.type == WEFT_MODEL_MLP)
             usage();
         return gemm_bench(&cfg, batch * (seq > 0 && seq <= cfg.ctx ? seq : cfg.ctx), gemm);
     }
@@ -267,10 +278,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "weft-enginebench: %s\n", weft_strerror(rc));
         return 1;
     }
-    int gpt = cfg.type == WEFT_MODEL_GPT;
-    int T = gpt ? (seq > 0 && seq <= cfg.ctx ? seq : cfg.ctx) : 1;
-    int in = gpt ? T : cfg.widths[0];
-    int ncls = gpt ? cfg.vocab : cfg.widths[cfg.n_widths - 1];
+    int tokens = cfg.type != WEFT_MODEL_MLP; /* a GPT or a Llama */
+    int T = tokens ? (seq > 0 && seq <= cfg.ctx ? seq : cfg.ctx) : 1;
+    int in = tokens ? T : cfg.widths[0];
+    int ncls = tokens ? cfg.vocab : cfg.widths[cfg.n_widths - 1];
     enum { NB = 4 };   /* a few distinct batches, cycled */
     void *x[NB];
     int32_t *y[NB];
@@ -283,7 +294,7 @@ int main(int argc, char **argv)
         if (!x[b] || !y[b])
             return 1;
         for (size_t i = 0; i < nx; i++) {
-            if (gpt)
+            if (tokens)
                 ((int32_t *)x[b])[i] = (int32_t)weft_rng_below(&r, (uint64_t)cfg.vocab);
             else
                 ((float *)x[b])[i] = weft_rng_uniform(&r);
