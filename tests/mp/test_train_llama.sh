@@ -115,5 +115,24 @@ else
     bad "--layout auto of 3 kv heads on 2 ranks"; tail -n 5 "$dir/auto3.out" | sed 's/^/    /'
 fi
 
+# weft-enginebench takes a Llama: tokens in, a loss near ln 256 after two
+# steps, and --gemm times its own products (k and v 2 kv heads wide,
+# gate|up one 96-wide product)
+small="--model llama:vocab=256,ctx=32,layers=2,heads=4,kv_heads=2,dim=32,ffn=48 --batch 2"
+if "$B/weft-enginebench" $small --steps 2 --warmup 0 --threads 1 >"$dir/eb.out" 2>&1 &&
+        awk '/samples\/s/ { for (i = 1; i < NF; i++) if ($i == "loss") l = $(i + 1) + 0 }
+             END { exit !(l > 4.5 && l < 6.5) }' "$dir/eb.out"; then
+    ok
+else
+    bad "weft-enginebench of a Llama"; tail -n 3 "$dir/eb.out" | sed 's/^/    /'
+fi
+if "$B/weft-enginebench" $small --gemm 1 >"$dir/ebg.out" 2>&1 &&
+        grep -q "^k  *NT  *64  *16  *32  *2 " "$dir/ebg.out" &&
+        grep -q "^gateup  *NT  *64  *96  *32  *2 " "$dir/ebg.out"; then
+    ok
+else
+    bad "weft-enginebench --gemm of a Llama"; tail -n 3 "$dir/ebg.out" | sed 's/^/    /'
+fi
+
 echo "summary: $passed passed, $failed failed"
 [ $failed -eq 0 ]
