@@ -134,3 +134,19 @@ int train_data_file_exists(const char *path)
     struct stat st;
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
+
+int train_pread_all(int fd, void *buf, size_t n, uint64_t at)
+{
+    unsigned char *p = buf;
+    while (n > 0) {
+        ssize_t k = pread(fd, p, n, (off_t)at);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return WEFT_EIO;
+        p += k;
+        n -= (size_t)k;
+        at += (uint64_t)k;
+    }
+    return 0;
+}

@@ -3,6 +3,7 @@
 #define WEFT_TRAIN_DATA_FILE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Reads path into a malloc'ed buffer. A name ending in ".gz" is piped
  * through `gzip -dc` (found on PATH; WEFT_ENOTSUP if it cannot be run,
@@ -14,6 +15,10 @@ int train_data_read_file(const char *path, unsigned char **buf, size_t *n);
  * regular file (FIFO, device, directory, socket), WEFT_EIO when it cannot
  * be opened. */
 int train_open_regular(const char *path, int flags, int mode);
+
+/* n bytes at offset at, through short reads and EINTR: 0, or WEFT_EIO
+ * (an error or the end of the file first). Safe from several threads. */
+int train_pread_all(int fd, void *buf, size_t n, uint64_t at);
 
 /* 1 if path names an existing regular file. */
 int train_data_file_exists(const char *path);

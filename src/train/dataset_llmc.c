@@ -3,12 +3,12 @@
  * per-shard window counts, whatever the corpus. Sample i is a window of
  * seq_len + 1 tokens inside one shard, as llm.c's DataLoader takes them. */
 #include "train/dataset_impl.h"
+#include "core/errmsg.h"
 #include "train/llmc_shard.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,20 +27,6 @@ typedef struct {
     size_t n;
     int width; /* bytes per token, the same in every shard */
 } llmc_data;
-
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
 
 /* The shard holding sample i: the last whose first window is <= i. */
 static const llmc_file *file_of(const llmc_data *d, uint64_t i)
@@ -128,10 +114,10 @@ static int list_files(const char *pattern, glob_t *g, char *err, size_t errlen)
     if (rc == GLOB_NOSPACE)
         return WEFT_ENOMEM;
     if (rc == GLOB_NOMATCH)
-        return fail(err, errlen, WEFT_EIO, "%s: no such file%s", pattern,
-                    is_dir(pattern) ? " (the directory holds no *.bin shard)" : "");
+        return errmsg(err, errlen, WEFT_EIO, "%s: no such file%s", pattern,
+                      is_dir(pattern) ? " (the directory holds no *.bin shard)" : "");
     if (rc != 0)
-        return fail(err, errlen, WEFT_EIO, "%s: cannot list the shards", pattern);
+        return errmsg(err, errlen, WEFT_EIO, "%s: cannot list the shards", pattern);
     return 0;
 }
 
@@ -147,13 +133,13 @@ static int scan_vocab(const llmc_file *f, int width, uint64_t count, uint32_t vo
     for (uint64_t at = 0; rc == 0 && at < count; at += BLOCK) {
         size_t n = count - at < BLOCK ? (size_t)(count - at) : BLOCK;
         if ((rc = llmc_read_tokens(f->fd, width, at, n, buf)) != 0)
-            rc = fail(err, errlen, rc, "%s: cannot read its tokens", f->path);
+            rc = errmsg(err, errlen, rc, "%s: cannot read its tokens", f->path);
         for (size_t k = 0; rc == 0 && k < n; k++)
             if ((uint32_t)buf[k] >= vocab)
-                rc = fail(err, errlen, WEFT_EINVAL,
-                          "%s: token %lu at position %llu is outside the model's vocabulary "
-                          "of %lu", f->path, (unsigned long)(uint32_t)buf[k],
-                          (unsigned long long)(at + k), (unsigned long)vocab);
+                rc = errmsg(err, errlen, WEFT_EINVAL,
+                            "%s: token %lu at position %llu is outside the model's vocabulary "
+                            "of %lu", f->path, (unsigned long)(uint32_t)buf[k],
+                            (unsigned long long)(at + k), (unsigned long)vocab);
     }
     free(buf);
     return rc;
@@ -172,8 +158,8 @@ static int add_file(llmc_data *d, const char *path, open_args *a, char *err, siz
     llmc_file *f = &d->f[d->n];
     f->fd = open(path, O_RDONLY | O_CLOEXEC);
     if (f->fd < 0)
-        return fail(err, errlen, WEFT_EIO, "%s: %s%s", path, strerror(errno),
-                    errno == EMFILE ? " (each shard holds a descriptor: raise ulimit -n)" : "");
+        return errmsg(err, errlen, WEFT_EIO, "%s: %s%s", path, strerror(errno),
+                      errno == EMFILE ? " (each shard holds a descriptor: raise ulimit -n)" : "");
     d->n++;
     if (!(f->path = strdup(path)))
         return WEFT_ENOMEM;
@@ -181,10 +167,10 @@ static int add_file(llmc_data *d, const char *path, open_args *a, char *err, siz
     char why[200];
     int rc = llmc_header_fd(f->fd, &h, why, sizeof why);
     if (rc != 0)
-        return fail(err, errlen, rc, "%s: %s", path, why);
+        return errmsg(err, errlen, rc, "%s: %s", path, why);
     if (d->width && h.token_bytes != d->width)
-        return fail(err, errlen, WEFT_EIO, "%s: %d-byte tokens among shards of %d-byte ones",
-                    path, h.token_bytes, d->width);
+        return errmsg(err, errlen, WEFT_EIO, "%s: %d-byte tokens among shards of %d-byte ones",
+                      path, h.token_bytes, d->width);
     if (!d->width) {
         d->width = h.token_bytes;
         uint32_t tok = h.token_bytes == 2 ? WEFT_LLMC_VOCAB_GPT2 : WEFT_LLMC_VOCAB_LLAMA3;
@@ -211,15 +197,15 @@ static int open_files(llmc_data *d, const glob_t *g, const char *pattern, const 
          * name says otherwise */
         int take = !split || (s ? strcmp(s, split) == 0 : single);
         if (single && split && s && !take)
-            return fail(err, errlen, WEFT_EINVAL, "%s is a _%s shard, not %s", p, s, split);
+            return errmsg(err, errlen, WEFT_EINVAL, "%s is a _%s shard, not %s", p, s, split);
         int rc = take ? add_file(d, p, a, err, errlen) : 0;
         if (rc != 0)
             return rc;
     }
     if (d->n == 0)
-        return fail(err, errlen, WEFT_EINVAL,
-                    "%s: no %s shard (llm.c names them *_%s_*.bin, *_%s.bin)", pattern, split,
-                    split, split);
+        return errmsg(err, errlen, WEFT_EINVAL,
+                      "%s: no %s shard (llm.c names them *_%s_*.bin, *_%s.bin)", pattern, split,
+                      split, split);
     return 0;
 }
 
@@ -242,8 +228,8 @@ int weft_dataset_open_llmc(weft_dataset **out, const char *pattern, int seq_len,
     globfree(&g);
     uint64_t n = rc == 0 ? d->f[d->n - 1].first + d->f[d->n - 1].windows : 0;
     if (rc == 0 && n == 0)
-        rc = fail(err, errlen, WEFT_EINVAL, "%s: no shard holds a window of %d tokens", pattern,
-                  seq_len + 1);
+        rc = errmsg(err, errlen, WEFT_EINVAL, "%s: no shard holds a window of %d tokens", pattern,
+                    seq_len + 1);
     /* "fineweb10B/train" for "data/fineweb10B/" */
     char name[64], trimmed[64];
     size_t len = strlen(pattern);

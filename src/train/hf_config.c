@@ -2,28 +2,15 @@
  * syntax, so it is the config weft_model_config_parse would make) and
  * written from it. */
 #include "train/hf_config.h"
+#include "core/errmsg.h"
 
 #include "core/json.h"
 #include "train/data_file.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int say(char *err, size_t cap, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int say(char *err, size_t cap, int rc, const char *fmt, ...)
-{
-    if (err && cap) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, cap, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
 
 typedef struct {
     const json_value *v;
@@ -38,8 +25,8 @@ static int get_int(const conf *c, const char *key, long long dflt, int *out)
     const json_value *f = json_get(c->v, key);
     long long x = dflt;
     if ((f && f->type != JSON_NULL && json_int(f, 1, 0x7fffffff, &x) != 0) || x < 1)
-        return say(c->err, c->cap, WEFT_EIO, "%s: \"%s\" %s", c->path, key,
-                   f ? "is not a positive integer" : "is missing");
+        return errmsg(c->err, c->cap, WEFT_EIO, "%s: \"%s\" %s", c->path, key,
+                      f ? "is not a positive integer" : "is missing");
     *out = (int)x;
     return 0;
 }
@@ -48,7 +35,7 @@ static int get_num(const conf *c, const char *key, double dflt, double *out)
 {
     const json_value *f = json_get(c->v, key);
     if (f && f->type != JSON_NUM && f->type != JSON_NULL)
-        return say(c->err, c->cap, WEFT_EIO, "%s: \"%s\" is not a number", c->path, key);
+        return errmsg(c->err, c->cap, WEFT_EIO, "%s: \"%s\" is not a number", c->path, key);
     *out = f && f->type == JSON_NUM ? f->num : dflt;
     return 0;
 }
@@ -59,8 +46,8 @@ static int want_bool(const conf *c, const char *key, int want)
     const json_value *f = json_get(c->v, key);
     if (!f || f->type == JSON_NULL || (f->type == JSON_BOOL && f->boolean == want))
         return 0;
-    return say(c->err, c->cap, WEFT_ENOTSUP, "%s: \"%s\" must be %s for weft's model",
-               c->path, key, want ? "true" : "false");
+    return errmsg(c->err, c->cap, WEFT_ENOTSUP, "%s: \"%s\" must be %s for weft's model",
+                  c->path, key, want ? "true" : "false");
 }
 
 static int want_str(const conf *c, const char *key, const char *a, const char *b)
@@ -69,9 +56,9 @@ static int want_str(const conf *c, const char *key, const char *a, const char *b
     if (!f || f->type == JSON_NULL ||
         (f->type == JSON_STR && (strcmp(f->str, a) == 0 || (b && strcmp(f->str, b) == 0))))
         return 0;
-    return say(c->err, c->cap, WEFT_ENOTSUP, "%s: \"%s\" is %s%s%s; weft's model has \"%s\"",
-               c->path, key, f->type == JSON_STR ? "\"" : "not a string",
-               f->type == JSON_STR ? f->str : "", f->type == JSON_STR ? "\"" : "", a);
+    return errmsg(c->err, c->cap, WEFT_ENOTSUP, "%s: \"%s\" is %s%s%s; weft's model has \"%s\"",
+                  c->path, key, f->type == JSON_STR ? "\"" : "not a string",
+                  f->type == JSON_STR ? f->str : "", f->type == JSON_STR ? "\"" : "", a);
 }
 
 static int gpt2_spec(const conf *c, char *spec, size_t n)
@@ -88,12 +75,12 @@ static int gpt2_spec(const conf *c, char *spec, size_t n)
     if (rc == 0)
         rc = get_int(c, "n_head", -1, &H);
     if (rc == 0 && (rc = get_int(c, "n_inner", 4LL * C, &inner)) == 0 && inner != 4 * C)
-        rc = say(c->err, c->cap, WEFT_ENOTSUP, "%s: \"n_inner\" %d: weft's GPT has 4 * n_embd "
-                 "= %d", c->path, inner, 4 * C);
+        rc = errmsg(c->err, c->cap, WEFT_ENOTSUP, "%s: \"n_inner\" %d: weft's GPT has 4 * n_embd "
+                    "= %d", c->path, inner, 4 * C);
     if (rc == 0 && (rc = get_num(c, "layer_norm_epsilon", 1e-5, &eps)) == 0 &&
         fabs(eps - 1e-5) > 1e-12)
-        rc = say(c->err, c->cap, WEFT_ENOTSUP, "%s: \"layer_norm_epsilon\" %g: weft's GPT's "
-                 "LayerNorm uses 1e-05", c->path, eps);
+        rc = errmsg(c->err, c->cap, WEFT_ENOTSUP, "%s: \"layer_norm_epsilon\" %g: weft's GPT's "
+                    "LayerNorm uses 1e-05", c->path, eps);
     if (rc == 0)
         rc = want_str(c, "activation_function", "gelu_new", "gelu_pytorch_tanh");
     if (rc == 0)
@@ -126,16 +113,16 @@ static int llama_spec(const conf *c, char *spec, size_t n)
         rc = get_int(c, "num_key_value_heads", H, &KV);
     int hd = H > 0 ? C / H : 0;
     if (rc == 0 && (rc = get_int(c, "head_dim", hd, &hd)) == 0 && hd * H != C)
-        rc = say(c->err, c->cap, WEFT_ENOTSUP, "%s: \"head_dim\" %d: weft's Llama has "
-                 "hidden_size / num_attention_heads", c->path, hd);
+        rc = errmsg(c->err, c->cap, WEFT_ENOTSUP, "%s: \"head_dim\" %d: weft's Llama has "
+                    "hidden_size / num_attention_heads", c->path, hd);
     if (rc == 0)
         rc = get_num(c, "rope_theta", 10000.0, &theta);
     if (rc == 0)
         rc = get_num(c, "rms_norm_eps", 1e-6, &eps);
     const json_value *rs = json_get(c->v, "rope_scaling"), *tw;
     if (rc == 0 && rs && rs->type != JSON_NULL)
-        rc = say(c->err, c->cap, WEFT_ENOTSUP, "%s: \"rope_scaling\" is set; weft's Llama "
-                 "has plain rotary positions", c->path);
+        rc = errmsg(c->err, c->cap, WEFT_ENOTSUP, "%s: \"rope_scaling\" is set; weft's Llama "
+                    "has plain rotary positions", c->path);
     if (rc == 0)
         rc = want_str(c, "hidden_act", "silu", NULL);
     if (rc == 0)
@@ -147,7 +134,7 @@ static int llama_spec(const conf *c, char *spec, size_t n)
     long long tp = 1;
     const json_value *ptp = json_get(c->v, "pretraining_tp");
     if (rc == 0 && ptp && ptp->type != JSON_NULL && (json_int(ptp, 1, 1 << 20, &tp) || tp != 1))
-        rc = say(c->err, c->cap, WEFT_ENOTSUP, "%s: \"pretraining_tp\" must be 1", c->path);
+        rc = errmsg(c->err, c->cap, WEFT_ENOTSUP, "%s: \"pretraining_tp\" must be 1", c->path);
     if (rc == 0)
         snprintf(spec, n, "llama:vocab=%d,ctx=%d,layers=%d,heads=%d,kv_heads=%d,dim=%d,ffn=%d,"
                  "theta=%.9g,eps=%.9g,tied=%d", V, T, L, H, KV, C, F, theta, eps, tied);
@@ -176,25 +163,25 @@ int hf_config_read(const char *dir, weft_model_config *cfg, char *err, size_t ca
     size_t len = 0;
     json_value *v = NULL;
     if (train_data_read_file(path, &text, &len) != 0)
-        return say(err, cap, WEFT_EIO, "%s: cannot read it", path);
+        return errmsg(err, cap, WEFT_EIO, "%s: cannot read it", path);
     int rc = json_parse((const char *)text, len, &v, jerr, sizeof jerr);
     free(text);
     if (rc)
-        return say(err, cap, WEFT_EIO, "%s: %s", path, jerr);
+        return errmsg(err, cap, WEFT_EIO, "%s: %s", path, jerr);
     conf c = { v, path, err, cap };
     const char *arch = arch_of(v);
     if (v->type != JSON_OBJ || !arch)
-        rc = say(err, cap, WEFT_EIO, "%s: no \"architectures\" or \"model_type\"", path);
+        rc = errmsg(err, cap, WEFT_EIO, "%s: no \"architectures\" or \"model_type\"", path);
     else if (strcmp(arch, "gpt2") == 0)
         rc = gpt2_spec(&c, spec, sizeof spec);
     else if (strcmp(arch, "llama") == 0)
         rc = llama_spec(&c, spec, sizeof spec);
     else
-        rc = say(err, cap, WEFT_ENOTSUP, "%s: architecture %s; weft reads GPT2LMHeadModel and "
-                 "LlamaForCausalLM", path, arch);
+        rc = errmsg(err, cap, WEFT_ENOTSUP, "%s: architecture %s; weft reads GPT2LMHeadModel and "
+                    "LlamaForCausalLM", path, arch);
     json_free(v);
     if (rc == 0 && (weft_model_config_parse(spec, cfg) != 0 || weft_model_config_check(cfg)))
-        rc = say(err, cap, WEFT_ENOTSUP, "%s: weft cannot build this model (%s)", path, spec);
+        rc = errmsg(err, cap, WEFT_ENOTSUP, "%s: weft cannot build this model (%s)", path, spec);
     return rc;
 }
 

@@ -3,11 +3,11 @@
  * only the elements it holds (weft_model_tensor_whole_elem says which),
  * converted to float from whatever float dtype the file stores. */
 #include "train/hf_config.h"
+#include "core/errmsg.h"
 #include "train/hf_names.h"
 #include "train/safetensors.h"
 #include "weft.h"
 
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,19 +15,6 @@
 
 /* Elements read at once where a part's elements are scattered. */
 #define HF_WINDOW ((size_t)1 << 20)
-
-static int say(char *err, size_t cap, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int say(char *err, size_t cap, int rc, const char *fmt, ...)
-{
-    if (err && cap) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, cap, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
 
 int weft_hf_config_read(const char *dir, weft_model_config *cfg, char *err, size_t cap)
 {
@@ -167,13 +154,13 @@ static int find_tensor(const weft_model *m, int i, const st_set *s, const st_fil
     char hf[256];
     weft_model_tensor_info(m, i, &ti);
     if (hf_name_of(cfg, ti.name, hf, sizeof hf, transpose) != 0)
-        return say(err, cap, WEFT_ENOTSUP, "weft's tensor %s has no Hugging Face name", ti.name);
+        return errmsg(err, cap, WEFT_ENOTSUP, "weft's tensor %s has no Hugging Face name", ti.name);
     *k = st_set_find(s, hf, f);
     /* GPT2Model saved on its own: the same names without "transformer." */
     if (*k < 0 && strncmp(hf, "transformer.", 12) == 0)
         *k = st_set_find(s, hf + 12, f);
     if (*k < 0)
-        return say(err, cap, WEFT_EIO, "no tensor %s (weft's %s) in the weights", hf, ti.name);
+        return errmsg(err, cap, WEFT_EIO, "no tensor %s (weft's %s) in the weights", hf, ti.name);
     const st_tensor *t = &(*f)->t[*k];
     int tp = ti.numel != ti.whole_numel, ok = t->numel == ti.whole_numel && t->ndim == ti.ndim;
     if (ok && ti.ndim == 2) {
@@ -186,9 +173,9 @@ static int find_tensor(const weft_model *m, int i, const st_set *s, const st_fil
         for (int d = 0; d < t->ndim && d < 4; d++)
             snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", d ? ", " : "",
                      (long long)t->shape[d]);
-        return say(err, cap, WEFT_EIO, "%s: %s is [%s]%s, weft's %s holds %zu elements",
-                   (*f)->path, hf, shape, *transpose ? " (Conv1D: [in, out])" : "", ti.name,
-                   ti.whole_numel);
+        return errmsg(err, cap, WEFT_EIO, "%s: %s is [%s]%s, weft's %s holds %zu elements",
+                      (*f)->path, hf, shape, *transpose ? " (Conv1D: [in, out])" : "", ti.name,
+                      ti.whole_numel);
     }
     return 0;
 }
@@ -203,8 +190,8 @@ static int check_unused(const weft_model_config *cfg, const st_set *s, char *err
             snprintf(full, sizeof full, "transformer.%s", name);
             if (hf_weft_name(cfg, name, w, sizeof w) < 0 &&
                 (cfg->type != WEFT_MODEL_GPT || hf_weft_name(cfg, full, w, sizeof w) < 0))
-                return say(err, cap, WEFT_ENOTSUP, "%s: tensor %s is not part of weft's model",
-                           s->files[j]->path, name);
+                return errmsg(err, cap, WEFT_ENOTSUP, "%s: tensor %s is not part of weft's model",
+                              s->files[j]->path, name);
         }
     return 0;
 }
@@ -224,8 +211,8 @@ int weft_model_load_hf(weft_model *m, const char *dir, char *err, size_t cap)
     weft_model_config_format(cfg, a, sizeof a);
     weft_model_config_format(&hc, b, sizeof b);
     if (strcmp(a, b) != 0)
-        return say(err, cap, WEFT_ECONFIG, "%s/config.json describes %s, the model is %s", dir, b,
-                   a);
+        return errmsg(err, cap, WEFT_ECONFIG, "%s/config.json describes %s, the model is %s",
+                      dir, b, a);
     st_set *s;
     if ((rc = st_set_open(&s, dir, err, cap)) != 0)
         return rc;

@@ -2,29 +2,16 @@
  * model.safetensors in transformers' names, shapes and layouts, written
  * tensor by tensor (a Conv1D weight a column at a time). */
 #include "train/hf_config.h"
+#include "core/errmsg.h"
 #include "train/hf_names.h"
 #include "train/safetensors.h"
 #include "weft.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-
-static int say(char *err, size_t cap, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int say(char *err, size_t cap, int rc, const char *fmt, ...)
-{
-    if (err && cap) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, cap, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
 
 /* A stage or a tensor-parallel part has no file of its own. */
 static int is_whole(const weft_model *m)
@@ -46,7 +33,7 @@ static int write_config(const weft_model_config *cfg, const char *dir, char *err
     char text[4096], path[4096], tmp[4200];
     int n = hf_config_text(cfg, text, sizeof text);
     if (n < 0 || (size_t)n >= sizeof text)
-        return say(err, cap, WEFT_EINVAL, "no Hugging Face config for this model");
+        return errmsg(err, cap, WEFT_EINVAL, "no Hugging Face config for this model");
     snprintf(path, sizeof path, "%s/config.json", dir);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
@@ -56,7 +43,7 @@ static int write_config(const weft_model_config *cfg, const char *dir, char *err
     if (!ok || rename(tmp, path) != 0) {
         int e = errno;
         remove(tmp);
-        return say(err, cap, WEFT_EIO, "%s: cannot write: %s", path, strerror(e));
+        return errmsg(err, cap, WEFT_EIO, "%s: cannot write: %s", path, strerror(e));
     }
     return 0;
 }
@@ -70,8 +57,8 @@ static int specs_of(const weft_model *m, st_spec *sp, char (*names)[256], int *t
         weft_tensor_info ti;
         weft_model_tensor_info(m, i, &ti);
         if (hf_name_of(cfg, ti.name, names[i], sizeof names[i], &tr[i]) != 0)
-            return say(err, cap, WEFT_ENOTSUP, "weft's tensor %s has no Hugging Face name",
-                       ti.name);
+            return errmsg(err, cap, WEFT_ENOTSUP, "weft's tensor %s has no Hugging Face name",
+                          ti.name);
         sp[i].name = names[i];
         sp[i].ndim = ti.ndim;
         for (int d = 0; d < ti.ndim; d++)
@@ -117,10 +104,10 @@ int weft_model_save_hf(weft_model *m, const char *dir, char *err, size_t cap)
     if (!m || !dir || !dir[0])
         return WEFT_EINVAL;
     if (!is_whole(m))
-        return say(err, cap, WEFT_EINVAL, "%s: a stage or tensor-parallel part is no whole model",
-                   dir);
+        return errmsg(err, cap, WEFT_EINVAL,
+                      "%s: a stage or tensor-parallel part is no whole model", dir);
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return say(err, cap, WEFT_EIO, "%s: cannot create: %s", dir, strerror(errno));
+        return errmsg(err, cap, WEFT_EIO, "%s: cannot create: %s", dir, strerror(errno));
     int n = weft_model_tensor_count(m);
     st_spec *sp = calloc((size_t)n + 1, sizeof *sp);
     char(*names)[256] = calloc((size_t)n + 1, sizeof *names);
@@ -141,7 +128,7 @@ int weft_model_save_hf(weft_model *m, const char *dir, char *err, size_t cap)
         if (wrc && !rc)
             rc = wrc;
         if (rc && err && cap && !err[0])
-            say(err, cap, rc, "%s: cannot write: %s", path, weft_strerror(rc));
+            errmsg(err, cap, rc, "%s: cannot write: %s", path, weft_strerror(rc));
     }
     free(sp);
     free(names);

@@ -1,12 +1,12 @@
 /* llm.c token shards: the writer, and the header reader every use of a
  * shard goes through. Layout in include/weft.h. */
 #include "train/llmc_shard.h"
+#include "core/errmsg.h"
 
 #include "train/data_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,37 +132,6 @@ int weft_llmc_writer_close(weft_llmc_writer *w)
     return rc;
 }
 
-static int bad(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* err gets what is wrong; the code is always WEFT_EIO. */
-static int bad(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return WEFT_EIO;
-}
-
-static int read_all(int fd, void *p, size_t n, uint64_t at)
-{
-    unsigned char *c = p;
-    while (n > 0) {
-        ssize_t k = pread(fd, c, n, (off_t)at);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return WEFT_EIO;
-        c += k;
-        n -= (size_t)k;
-        at += (uint64_t)k;
-    }
-    return 0;
-}
-
 int llmc_header_fd(int fd, weft_llmc_header *h, char *err, size_t errlen)
 {
     struct stat st;
@@ -171,32 +140,34 @@ int llmc_header_fd(int fd, weft_llmc_header *h, char *err, size_t errlen)
     if (err && errlen)
         err[0] = 0;
     if (fstat(fd, &st) != 0)
-        return bad(err, errlen, "cannot stat: %s", strerror(errno));
+        return errmsg(err, errlen, WEFT_EIO, "cannot stat: %s", strerror(errno));
     uint64_t size = (uint64_t)st.st_size;
     if (size < HDR)
-        return bad(err, errlen, "%llu bytes, shorter than the %d-byte header of an llm.c shard",
-                   (unsigned long long)size, HDR);
-    if (read_all(fd, hdr, sizeof hdr, 0) != 0)
-        return bad(err, errlen, "cannot read the header");
+        return errmsg(err, errlen, WEFT_EIO,
+                      "%llu bytes, shorter than the %d-byte header of an llm.c shard",
+                      (unsigned long long)size, HDR);
+    if (train_pread_all(fd, hdr, sizeof hdr, 0) != 0)
+        return errmsg(err, errlen, WEFT_EIO, "cannot read the header");
     int32_t magic = get32(hdr), version = get32(hdr + 4), count = get32(hdr + 8);
     int width = magic == WEFT_LLMC_MAGIC_GPT2 ? 2 : magic == WEFT_LLMC_MAGIC_LLAMA3 ? 4 : 0;
     if (!width)
-        return bad(err, errlen,
-                   "magic %ld is not an llm.c token shard's (%d: GPT-2, %d: Llama 3)%s",
-                   (long)magic, WEFT_LLMC_MAGIC_GPT2, WEFT_LLMC_MAGIC_LLAMA3,
-                   magic == 0 ? "; a writer that never closed leaves 0" : "");
+        return errmsg(err, errlen, WEFT_EIO,
+                      "magic %ld is not an llm.c token shard's (%d: GPT-2, %d: Llama 3)%s",
+                      (long)magic, WEFT_LLMC_MAGIC_GPT2, WEFT_LLMC_MAGIC_LLAMA3,
+                      magic == 0 ? "; a writer that never closed leaves 0" : "");
     int want = width == 2 ? 1 : 7;
     if (version != want)
-        return bad(err, errlen, "version %ld with magic %ld: llm.c's %s shards are version %d",
-                   (long)version, (long)magic, width == 2 ? "GPT-2" : "Llama 3", want);
+        return errmsg(err, errlen, WEFT_EIO,
+                      "version %ld with magic %ld: llm.c's %s shards are version %d",
+                      (long)version, (long)magic, width == 2 ? "GPT-2" : "Llama 3", want);
     if (count < 0)
-        return bad(err, errlen, "negative token count %ld in the header", (long)count);
+        return errmsg(err, errlen, WEFT_EIO, "negative token count %ld in the header", (long)count);
     uint64_t need = (uint64_t)count * (uint64_t)width, have = size - HDR;
     if (need != have)
-        return bad(err, errlen,
-                   "the header counts %ld tokens (%llu bytes of %d) but the file holds %llu "
-                   "bytes after it (%s)", (long)count, (unsigned long long)need, width,
-                   (unsigned long long)have, have < need ? "truncated?" : "trailing bytes");
+        return errmsg(err, errlen, WEFT_EIO,
+                      "the header counts %ld tokens (%llu bytes of %d) but the file holds %llu "
+                      "bytes after it (%s)", (long)count, (unsigned long long)need, width,
+                      (unsigned long long)have, have < need ? "truncated?" : "trailing bytes");
     h->magic = magic;
     h->version = version;
     h->token_bytes = width;
@@ -213,7 +184,8 @@ int weft_llmc_header_read(const char *path, weft_llmc_header *out, char *err, si
     int fd = train_open_regular(path, O_RDONLY, 0);
     if (fd < 0) {
         memset(out, 0, sizeof *out);
-        bad(err, errlen, "%s", fd == WEFT_EINVAL ? "not a regular file" : strerror(errno));
+        errmsg(err, errlen, WEFT_EIO, "%s",
+               fd == WEFT_EINVAL ? "not a regular file" : strerror(errno));
         return fd;
     }
     int rc = llmc_header_fd(fd, out, err, errlen);
@@ -226,7 +198,7 @@ int llmc_read_tokens(int fd, int token_bytes, uint64_t first, size_t n, int32_t 
     /* read into the tail of out, widen from the front: no second buffer */
     size_t bytes = n * (size_t)token_bytes;
     unsigned char *raw = (unsigned char *)out + (n * sizeof *out - bytes);
-    int rc = read_all(fd, raw, bytes, HDR + first * (uint64_t)token_bytes);
+    int rc = train_pread_all(fd, raw, bytes, HDR + first * (uint64_t)token_bytes);
     if (rc != 0)
         return rc;
     for (size_t i = 0; i < n; i++) {
@@ -245,7 +217,7 @@ int llmc_is_shard(const char *path)
     if (fd < 0)
         return 0;
     unsigned char m[4];
-    int32_t magic = read_all(fd, m, sizeof m, 0) == 0 ? get32(m) : 0;
+    int32_t magic = train_pread_all(fd, m, sizeof m, 0) == 0 ? get32(m) : 0;
     close(fd);
     return magic == WEFT_LLMC_MAGIC_GPT2 || magic == WEFT_LLMC_MAGIC_LLAMA3;
 }

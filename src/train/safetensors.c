@@ -2,6 +2,7 @@
  * (dtypes, shapes, offsets against the file's size, no two tensors' bytes
  * overlapping), so a read later can only fail on I/O. */
 #include "train/safetensors.h"
+#include "core/errmsg.h"
 
 #include "core/half.h"
 #include "core/json.h"
@@ -44,19 +45,6 @@ int st_dtype_find(const char *name)
     return -1;
 }
 
-static int say(char *err, size_t cap, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int say(char *err, size_t cap, int rc, const char *fmt, ...)
-{
-    if (err && cap) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, cap, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
-
 void st_close(st_file *f)
 {
     if (!f)
@@ -70,22 +58,6 @@ void st_close(st_file *f)
     free(f);
 }
 
-static int full_pread(int fd, void *buf, size_t n, uint64_t at)
-{
-    char *p = buf;
-    while (n > 0) {
-        ssize_t k = pread(fd, p, n, (off_t)at);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return WEFT_EIO;
-        p += k;
-        n -= (size_t)k;
-        at += (uint64_t)k;
-    }
-    return 0;
-}
-
 /* One header entry into t; the header's text starts at byte 8. */
 static int read_entry(st_file *f, const char *key, const json_value *v, st_tensor *t,
                       char *err, size_t cap)
@@ -95,42 +67,42 @@ static int read_entry(st_file *f, const char *key, const json_value *v, st_tenso
     size_t at = 8 + v->offset;
     if (v->type != JSON_OBJ || !dt || dt->type != JSON_STR || !sh || sh->type != JSON_ARR ||
         !off || off->type != JSON_ARR || off->n != 2)
-        return say(err, cap, WEFT_EIO,
-                   "%s: offset %zu: tensor \"%s\" needs dtype, shape and data_offsets [begin, "
-                   "end]", f->path, at, key);
+        return errmsg(err, cap, WEFT_EIO,
+                      "%s: offset %zu: tensor \"%s\" needs dtype, shape and data_offsets [begin, "
+                      "end]", f->path, at, key);
     if ((t->dtype = st_dtype_find(dt->str)) < 0)
-        return say(err, cap, WEFT_EIO, "%s: offset %zu: tensor \"%s\" has unknown dtype \"%s\"",
-                   f->path, 8 + dt->offset, key, dt->str);
+        return errmsg(err, cap, WEFT_EIO, "%s: offset %zu: tensor \"%s\" has unknown dtype \"%s\"",
+                      f->path, 8 + dt->offset, key, dt->str);
     if (sh->n > ST_MAX_DIMS)
-        return say(err, cap, WEFT_EIO, "%s: offset %zu: tensor \"%s\" has %zu dimensions "
-                   "(at most %d)", f->path, 8 + sh->offset, key, sh->n, ST_MAX_DIMS);
+        return errmsg(err, cap, WEFT_EIO, "%s: offset %zu: tensor \"%s\" has %zu dimensions "
+                      "(at most %d)", f->path, 8 + sh->offset, key, sh->n, ST_MAX_DIMS);
     t->ndim = (int)sh->n;
     t->numel = 1;
     for (size_t d = 0; d < sh->n; d++) {
         long long x;
         if (json_int(&sh->items[d], 0, 1LL << 40, &x) != 0)
-            return say(err, cap, WEFT_EIO, "%s: offset %zu: tensor \"%s\": bad dimension",
-                       f->path, 8 + sh->items[d].offset, key);
+            return errmsg(err, cap, WEFT_EIO, "%s: offset %zu: tensor \"%s\": bad dimension",
+                          f->path, 8 + sh->items[d].offset, key);
         t->shape[d] = x;
         if (x && t->numel > (SIZE_MAX >> 4) / (size_t)x)
-            return say(err, cap, WEFT_EIO, "%s: tensor \"%s\" is too large", f->path, key);
+            return errmsg(err, cap, WEFT_EIO, "%s: tensor \"%s\" is too large", f->path, key);
         t->numel *= (size_t)x;
     }
     long long b, e;
     if (json_int(&off->items[0], 0, 1LL << 52, &b) || json_int(&off->items[1], 0, 1LL << 52, &e))
-        return say(err, cap, WEFT_EIO, "%s: offset %zu: tensor \"%s\": bad data_offsets",
-                   f->path, 8 + off->offset, key);
+        return errmsg(err, cap, WEFT_EIO, "%s: offset %zu: tensor \"%s\": bad data_offsets",
+                      f->path, 8 + off->offset, key);
     t->begin = (uint64_t)b;
     t->end = (uint64_t)e;
     if (b > e || (uint64_t)e > f->data_size)
-        return say(err, cap, WEFT_EIO,
-                   "%s: tensor \"%s\": data_offsets [%lld, %lld] outside the %llu data bytes "
-                   "the file holds", f->path, key, b, e, (unsigned long long)f->data_size);
+        return errmsg(err, cap, WEFT_EIO,
+                      "%s: tensor \"%s\": data_offsets [%lld, %lld] outside the %llu data bytes "
+                      "the file holds", f->path, key, b, e, (unsigned long long)f->data_size);
     if ((uint64_t)(e - b) != (uint64_t)t->numel * (uint64_t)st_dtype_size(t->dtype))
-        return say(err, cap, WEFT_EIO,
-                   "%s: tensor \"%s\": data_offsets span %lld bytes, its shape and dtype %s "
-                   "need %llu", f->path, key, e - b, dt->str,
-                   (unsigned long long)t->numel * (unsigned long long)st_dtype_size(t->dtype));
+        return errmsg(err, cap, WEFT_EIO,
+                      "%s: tensor \"%s\": data_offsets span %lld bytes, its shape and dtype %s "
+                      "need %llu", f->path, key, e - b, dt->str,
+                      (unsigned long long)t->numel * (unsigned long long)st_dtype_size(t->dtype));
     if (!(t->name = strdup(key)))
         return WEFT_ENOMEM;
     return 0;
@@ -157,8 +129,8 @@ static int check_overlap(const st_file *f, char *err, size_t cap)
         if (s[i].begin == s[i].end)
             continue;
         if (last && s[i].begin < end)
-            rc = say(err, cap, WEFT_EIO, "%s: tensors \"%s\" and \"%s\" overlap in the data",
-                     f->path, last, s[i].name);
+            rc = errmsg(err, cap, WEFT_EIO, "%s: tensors \"%s\" and \"%s\" overlap in the data",
+                        f->path, last, s[i].name);
         end = s[i].end;
         last = s[i].name;
     }
@@ -169,7 +141,7 @@ static int check_overlap(const st_file *f, char *err, size_t cap)
 static int read_header(st_file *f, const json_value *h, char *err, size_t cap)
 {
     if (h->type != JSON_OBJ)
-        return say(err, cap, WEFT_EIO, "%s: the header is not a JSON object", f->path);
+        return errmsg(err, cap, WEFT_EIO, "%s: the header is not a JSON object", f->path);
     if (!(f->t = calloc(h->n ? h->n : 1, sizeof *f->t)))
         return WEFT_ENOMEM;
     for (size_t i = 0; i < h->n; i++) {
@@ -177,10 +149,10 @@ static int read_header(st_file *f, const json_value *h, char *err, size_t cap)
         if (strcmp(h->keys[i], "__metadata__") == 0) {
             for (size_t k = 0; v->type == JSON_OBJ && k < v->n; k++)
                 if (v->items[k].type != JSON_STR)
-                    return say(err, cap, WEFT_EIO, "%s: offset %zu: __metadata__ values must "
-                               "be strings", f->path, 8 + v->items[k].offset);
+                    return errmsg(err, cap, WEFT_EIO, "%s: offset %zu: __metadata__ values must "
+                                  "be strings", f->path, 8 + v->items[k].offset);
             if (v->type != JSON_OBJ)
-                return say(err, cap, WEFT_EIO, "%s: __metadata__ is not an object", f->path);
+                return errmsg(err, cap, WEFT_EIO, "%s: __metadata__ is not an object", f->path);
             continue;
         }
         int rc = read_entry(f, h->keys[i], v, &f->t[f->n], err, cap);
@@ -196,21 +168,21 @@ static int load_header(st_file *f, uint64_t size, char **text, uint64_t *len, ch
                        size_t cap)
 {
     unsigned char b[8];
-    if (size < 8 || full_pread(f->fd, b, 8, 0) != 0)
-        return say(err, cap, WEFT_EIO, "%s: %llu bytes, too short for a safetensors header",
-                   f->path, (unsigned long long)size);
+    if (size < 8 || train_pread_all(f->fd, b, 8, 0) != 0)
+        return errmsg(err, cap, WEFT_EIO, "%s: %llu bytes, too short for a safetensors header",
+                      f->path, (unsigned long long)size);
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--)
         n = n << 8 | b[i];
     if (n < 2 || n > ST_MAX_HEADER || n > size - 8)
-        return say(err, cap, WEFT_EIO,
-                   "%s: header length %llu is impossible (the file has %llu bytes after the "
-                   "length, the limit is %u)", f->path, (unsigned long long)n,
-                   (unsigned long long)(size - 8), ST_MAX_HEADER);
+        return errmsg(err, cap, WEFT_EIO,
+                      "%s: header length %llu is impossible (the file has %llu bytes after the "
+                      "length, the limit is %u)", f->path, (unsigned long long)n,
+                      (unsigned long long)(size - 8), ST_MAX_HEADER);
     if (!(*text = malloc((size_t)n)))
         return WEFT_ENOMEM;
-    if (full_pread(f->fd, *text, (size_t)n, 8) != 0)
-        return say(err, cap, WEFT_EIO, "%s: cannot read the header", f->path);
+    if (train_pread_all(f->fd, *text, (size_t)n, 8) != 0)
+        return errmsg(err, cap, WEFT_EIO, "%s: cannot read the header", f->path);
     *len = n;
     return 0;
 }
@@ -229,7 +201,7 @@ int st_open(st_file **out, const char *path, char *err, size_t cap)
     struct stat sb;
     if (f->fd < 0 || fstat(f->fd, &sb) != 0) {
         st_close(f);
-        return say(err, cap, WEFT_EIO, "%s: cannot open: %s", path, strerror(errno));
+        return errmsg(err, cap, WEFT_EIO, "%s: cannot open: %s", path, strerror(errno));
     }
     char *text = NULL, jerr[256];
     uint64_t n = 0;
@@ -241,7 +213,7 @@ int st_open(st_file **out, const char *path, char *err, size_t cap)
         /* safetensors pads the header with spaces; JSON allows them */
         rc = json_parse(text, (size_t)n, &h, jerr, sizeof jerr);
         if (rc == WEFT_EINVAL)
-            rc = say(err, cap, WEFT_EIO, "%s: header (from byte 8): %s", path, jerr);
+            rc = errmsg(err, cap, WEFT_EIO, "%s: header (from byte 8): %s", path, jerr);
     }
     if (rc == 0)
         rc = read_header(f, h, err, cap);
@@ -292,12 +264,12 @@ int st_read(const st_file *f, int i, size_t first, size_t count, float *out, cha
         return WEFT_EINVAL;
     const st_tensor *t = &f->t[i];
     if (first > t->numel || count > t->numel - first)
-        return say(err, cap, WEFT_EINVAL, "%s: \"%s\": elements [%zu, %zu) outside its %zu",
+        return errmsg(err, cap, WEFT_EINVAL, "%s: \"%s\": elements [%zu, %zu) outside its %zu",
                    f->path, t->name, first, first + count, t->numel);
     int dt = t->dtype;
     if (dt != ST_F32 && dt != ST_F16 && dt != ST_BF16 && dt != ST_F64)
-        return say(err, cap, WEFT_ENOTSUP, "%s: \"%s\" is %s; weights are read from F32, F16, "
-                   "BF16 or F64", f->path, t->name, st_dtype_name(dt));
+        return errmsg(err, cap, WEFT_ENOTSUP, "%s: \"%s\" is %s; weights are read from F32, F16, "
+                      "BF16 or F64", f->path, t->name, st_dtype_name(dt));
     size_t es = (size_t)st_dtype_size(dt), chunk = 1u << 16;
     unsigned char *buf = malloc((count < chunk ? count : chunk) * es + 1);
     if (!buf)
@@ -306,10 +278,10 @@ int st_read(const st_file *f, int i, size_t first, size_t count, float *out, cha
     for (size_t k = 0; k < count && rc == 0; k += chunk) {
         size_t n = count - k < chunk ? count - k : chunk;
         uint64_t at = f->data_start + t->begin + (uint64_t)(first + k) * es;
-        rc = full_pread(f->fd, buf, n * es, at);
+        rc = train_pread_all(f->fd, buf, n * es, at);
         if (rc)
-            rc = say(err, cap, WEFT_EIO, "%s: \"%s\": cannot read bytes at %llu (truncated?)",
-                     f->path, t->name, (unsigned long long)at);
+            rc = errmsg(err, cap, WEFT_EIO, "%s: \"%s\": cannot read bytes at %llu (truncated?)",
+                        f->path, t->name, (unsigned long long)at);
         else
             convert(dt, buf, out + k, n);
     }
@@ -410,7 +382,7 @@ int st_writer_open(st_writer **out, const char *path, const st_spec *specs, int 
     if (fd >= 0 && !w->f)
         close(fd);
     if (rc) {
-        w->rc = say(err, cap, WEFT_EIO, "%s: cannot write: %s", w->tmp, strerror(errno));
+        w->rc = errmsg(err, cap, WEFT_EIO, "%s: cannot write: %s", w->tmp, strerror(errno));
         st_writer_close(w, NULL, 0);
         return rc;
     }
@@ -459,15 +431,15 @@ int st_writer_close(st_writer *w, char *err, size_t cap)
         return WEFT_EINVAL;
     int rc = w->rc;
     if (rc == 0 && w->cur < w->n)
-        rc = say(err, cap, WEFT_EINVAL, "%s: closed after %d of %d tensors", w->path, w->cur,
-                 w->n);
+        rc = errmsg(err, cap, WEFT_EINVAL, "%s: closed after %d of %d tensors", w->path, w->cur,
+                    w->n);
     if (w->f && fclose(w->f) != 0 && rc == 0)
-        rc = say(err, cap, WEFT_EIO, "%s: cannot write: %s", w->tmp, strerror(errno));
+        rc = errmsg(err, cap, WEFT_EIO, "%s: cannot write: %s", w->tmp, strerror(errno));
     if (rc == 0 && rename(w->tmp, w->path) != 0)
-        rc = say(err, cap, WEFT_EIO, "%s: cannot rename to %s: %s", w->tmp, w->path,
-                 strerror(errno));
+        rc = errmsg(err, cap, WEFT_EIO, "%s: cannot rename to %s: %s", w->tmp, w->path,
+                    strerror(errno));
     if (rc && w->rc && err && cap && !err[0])
-        say(err, cap, rc, "%s: cannot write", w->path);
+        errmsg(err, cap, rc, "%s: cannot write", w->path);
     if (rc)
         unlink(w->tmp);
     free(w->numel);
@@ -507,7 +479,7 @@ static int set_shard(st_set *s, const char *dir, const char *file, st_file **out
 {
     char path[4096];
     if (strchr(file, '/') || snprintf(path, sizeof path, "%s/%s", dir, file) >= (int)sizeof path)
-        return say(err, cap, WEFT_EIO, "%s: bad shard name \"%s\" in the index", dir, file);
+        return errmsg(err, cap, WEFT_EIO, "%s: bad shard name \"%s\" in the index", dir, file);
     for (int i = 0; i < s->n; i++)
         if (strcmp(s->files[i]->path, path) == 0)
             return (*out = s->files[i], 0);
@@ -529,24 +501,24 @@ static int set_index(st_set *s, const char *dir, const char *path, char *err, si
     char jerr[256];
     int rc = train_data_read_file(path, &text, &len);
     if (rc)
-        return say(err, cap, WEFT_EIO, "%s: neither model.safetensors nor a readable "
-                   "model.safetensors.index.json", dir);
+        return errmsg(err, cap, WEFT_EIO, "%s: neither model.safetensors nor a readable "
+                      "model.safetensors.index.json", dir);
     rc = json_parse((const char *)text, len, &v, jerr, sizeof jerr);
     free(text);
     if (rc)
-        return say(err, cap, WEFT_EIO, "%s: %s", path, jerr);
+        return errmsg(err, cap, WEFT_EIO, "%s: %s", path, jerr);
     const json_value *map = json_get(v, "weight_map");
     if (!map || map->type != JSON_OBJ)
-        rc = say(err, cap, WEFT_EIO, "%s: no weight_map object", path);
+        rc = errmsg(err, cap, WEFT_EIO, "%s: no weight_map object", path);
     for (size_t i = 0; rc == 0 && i < map->n; i++) {
         st_file *f;
         if (map->items[i].type != JSON_STR)
-            rc = say(err, cap, WEFT_EIO, "%s: weight_map[\"%s\"] is not a file name", path,
-                     map->keys[i]);
+            rc = errmsg(err, cap, WEFT_EIO, "%s: weight_map[\"%s\"] is not a file name", path,
+                        map->keys[i]);
         else if ((rc = set_shard(s, dir, map->items[i].str, &f, err, cap)) == 0 &&
                  st_find(f, map->keys[i]) < 0)
-            rc = say(err, cap, WEFT_EIO, "%s: \"%s\" is not in %s, where weight_map puts it",
-                     path, map->keys[i], map->items[i].str);
+            rc = errmsg(err, cap, WEFT_EIO, "%s: \"%s\" is not in %s, where weight_map puts it",
+                        path, map->keys[i], map->items[i].str);
     }
     json_free(v);
     return rc;
