@@ -5,23 +5,12 @@
  * files belong together (merge k makes token 256 + k), so a wrong or
  * damaged pair of files fails to open instead of encoding wrongly. */
 #include "train/bpe.h"
+#include "core/errmsg.h"
 #include "train/data_file.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int fail(char *why, size_t cap, int rc, const char *fmt, ...)
-{
-    if (why && cap) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(why, cap, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
 
 uint64_t bpe_hash_bytes(const unsigned char *s, size_t n)
 {
@@ -143,7 +132,7 @@ static int parse_entry(const unsigned char **p, const unsigned char *end, const 
         if (c == -1)
             break;
         if (c == -2)
-            return fail(why, cap, WEFT_EIO, "encoder.json: malformed string");
+            return errmsg(why, cap, WEFT_EIO, "encoder.json: malformed string");
         if (c >= 512 || unchar[c] < 0)
             bad = 1;
         else if (n < sizeof key)
@@ -151,7 +140,7 @@ static int parse_entry(const unsigned char **p, const unsigned char *end, const 
     }
     skip_space(p, end);
     if (*p >= end || **p != ':')
-        return fail(why, cap, WEFT_EIO, "encoder.json: expected ':'");
+        return errmsg(why, cap, WEFT_EIO, "encoder.json: expected ':'");
     (*p)++;
     skip_space(p, end);
     long id = 0;
@@ -159,14 +148,14 @@ static int parse_entry(const unsigned char **p, const unsigned char *end, const 
     while (*p < end && **p >= '0' && **p <= '9' && id < BPE_GPT2_VOCAB)
         id = id * 10 + (*(*p)++ - '0');
     if (*p == d || id >= BPE_GPT2_VOCAB)
-        return fail(why, cap, WEFT_EIO, "encoder.json: an id that is not 0 .. %d",
-                    BPE_GPT2_VOCAB - 1);
+        return errmsg(why, cap, WEFT_EIO, "encoder.json: an id that is not 0 .. %d",
+                      BPE_GPT2_VOCAB - 1);
     if (rv->len[id] || (rv->eot == id))
-        return fail(why, cap, WEFT_EIO, "encoder.json: id %ld given twice", id);
+        return errmsg(why, cap, WEFT_EIO, "encoder.json: id %ld given twice", id);
     if (bad || n == 0 || n == sizeof key) {
         /* the one entry that is not byte stand-ins: <|endoftext|> */
         if (id != BPE_GPT2_EOT)
-            return fail(why, cap, WEFT_EIO, "encoder.json: token %ld is not GPT-2's", id);
+            return errmsg(why, cap, WEFT_EIO, "encoder.json: token %ld is not GPT-2's", id);
         rv->eot = (int)id;
         return 0;
     }
@@ -186,13 +175,13 @@ static int parse_encoder(const unsigned char *s, size_t n, raw_vocab *rv, char *
     const unsigned char *p = s, *end = s + n;
     skip_space(&p, end);
     if (p >= end || *p++ != '{')
-        return fail(why, cap, WEFT_EIO, "encoder.json: not a JSON object");
+        return errmsg(why, cap, WEFT_EIO, "encoder.json: not a JSON object");
     for (;;) {
         skip_space(&p, end);
         if (p < end && *p == '}')
             break;
         if (p >= end || *p++ != '"')
-            return fail(why, cap, WEFT_EIO, "encoder.json: expected a string");
+            return errmsg(why, cap, WEFT_EIO, "encoder.json: expected a string");
         int rc = parse_entry(&p, end, unchar, rv, why, cap);
         if (rc)
             return rc;
@@ -202,7 +191,7 @@ static int parse_encoder(const unsigned char *s, size_t n, raw_vocab *rv, char *
     }
     for (int id = 0; id < BPE_GPT2_VOCAB; id++)
         if (!rv->len[id] && id != rv->eot)
-            return fail(why, cap, WEFT_EIO, "encoder.json: no token %d (not GPT-2's table)", id);
+            return errmsg(why, cap, WEFT_EIO, "encoder.json: no token %d (not GPT-2's table)", id);
     return 0;
 }
 
@@ -307,7 +296,7 @@ static int check_merges(const weft_bpe *b, const unsigned char *s, size_t n, cha
     const unsigned char *p = s, *end = s + n;
     const unsigned char *nl = memchr(p, '\n', n);
     if (n < 9 || memcmp(s, "#version:", 9) != 0 || !nl)
-        return fail(why, cap, WEFT_EIO, "vocab.bpe: no \"#version:\" line");
+        return errmsg(why, cap, WEFT_EIO, "vocab.bpe: no \"#version:\" line");
     p = nl + 1;
     int k = 0, line = 2;
     for (; p < end; line++) {
@@ -320,16 +309,16 @@ static int check_merges(const weft_bpe *b, const unsigned char *s, size_t n, cha
                        ? merge_bytes(p, eol, unchar, buf, sizeof buf) : -1;
             if (len < 0 || (size_t)len != b->off[id + 1] - b->off[id] ||
                 memcmp(buf, b->bytes + b->off[id], (size_t)len) != 0)
-                return fail(why, cap, WEFT_EIO,
-                            "vocab.bpe: line %d is not the merge that makes token %d of "
-                            "encoder.json", line, id);
+                return errmsg(why, cap, WEFT_EIO,
+                              "vocab.bpe: line %d is not the merge that makes token %d of "
+                              "encoder.json", line, id);
             k++;
         }
         p = eol + 1;
     }
     if (k != b->vocab - 1 - 256)
-        return fail(why, cap, WEFT_EIO, "vocab.bpe: %d merges, GPT-2 has %d", k,
-                    b->vocab - 1 - 256);
+        return errmsg(why, cap, WEFT_EIO, "vocab.bpe: %d merges, GPT-2 has %d", k,
+                      b->vocab - 1 - 256);
     return 0;
 }
 
@@ -340,7 +329,7 @@ static int load_files(weft_bpe *b, const char *enc, const char *merges, char *wh
     raw_vocab rv = { malloc((size_t)BPE_GPT2_VOCAB * 256), calloc(BPE_GPT2_VOCAB, 1), -1 };
     int rc = rv.buf && rv.len ? 0 : WEFT_ENOMEM;
     if (rc == 0 && train_data_read_file(enc, &s, &n) != 0)
-        rc = fail(why, cap, WEFT_EIO, "cannot read %s", enc);
+        rc = errmsg(why, cap, WEFT_EIO, "cannot read %s", enc);
     if (rc == 0)
         rc = parse_encoder(s, n, &rv, why, cap);
     free(s);
@@ -350,7 +339,7 @@ static int load_files(weft_bpe *b, const char *enc, const char *merges, char *wh
     free(rv.buf);
     free(rv.len);
     if (rc == 0 && train_data_read_file(merges, &s, &n) != 0)
-        rc = fail(why, cap, WEFT_EIO, "cannot read %s", merges);
+        rc = errmsg(why, cap, WEFT_EIO, "cannot read %s", merges);
     if (rc == 0)
         rc = check_merges(b, s, n, why, cap);
     free(s);
