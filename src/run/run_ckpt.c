@@ -92,6 +92,16 @@ int ckpt_restore_data(weft_run *t, weft_ckpt *ck, const char *path, weft_loader 
     return 0;
 }
 
+/* The stream position of the data the run has trained on: a batch loaded
+ * ahead for the next step (while the gradients travelled) is not yet
+ * consumed, so a save between steps (weft_run_save) leaves it out. */
+static uint64_t consumed(const weft_run *t)
+{
+    uint64_t pos = weft_loader_position(t->loader);
+    uint64_t ahead = t->prefetched ? (uint64_t)t->b.global_n : 0;
+    return pos - (ahead < pos ? ahead : pos);
+}
+
 /* Rank 0's checkpoint of the state as gathered (whole, whole_opt: the
  * pipeline's assembly; NULL otherwise). */
 static int ckpt_write(weft_run *t, const char *path, long step, weft_model *whole,
@@ -117,7 +127,7 @@ static int ckpt_write(weft_run *t, const char *path, long step, weft_model *whol
     if (rc == 0)
         rc = weft_ckpt_put_rng(c, "rng", &t->rng);
     if (rc == 0)
-        rc = weft_ckpt_put_u64(c, "data/position", weft_loader_position(t->loader));
+        rc = weft_ckpt_put_u64(c, "data/position", consumed(t));
     if (rc == 0)
         rc = weft_ckpt_put_u64(c, "data/global_batch", (uint64_t)r->batch);
     if (rc == 0)
