@@ -150,3 +150,19 @@ int train_pread_all(int fd, void *buf, size_t n, uint64_t at)
     }
     return 0;
 }
+
+int train_pwrite_all(int fd, const void *buf, size_t n, uint64_t at)
+{
+    const unsigned char *p = buf;
+    while (n > 0) {
+        ssize_t k = pwrite(fd, p, n, (off_t)at);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return WEFT_EIO;
+        p += k;
+        n -= (size_t)k;
+        at += (uint64_t)k;
+    }
+    return 0;
+}

@@ -19,6 +19,8 @@ int train_open_regular(const char *path, int flags, int mode);
 /* n bytes at offset at, through short reads and EINTR: 0, or WEFT_EIO
  * (an error or the end of the file first). Safe from several threads. */
 int train_pread_all(int fd, void *buf, size_t n, uint64_t at);
+/* The same for writing n bytes at offset at. */
+int train_pwrite_all(int fd, const void *buf, size_t n, uint64_t at);
 
 /* 1 if path names an existing regular file. */
 int train_data_file_exists(const char *path);

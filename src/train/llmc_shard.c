@@ -35,26 +35,11 @@ static int32_t get32(const unsigned char *p)
                      (uint32_t)p[3] << 24);
 }
 
-static int write_all(int fd, const unsigned char *p, size_t n, off_t at)
-{
-    while (n > 0) {
-        ssize_t k = pwrite(fd, p, n, at);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return WEFT_EIO;
-        p += k;
-        n -= (size_t)k;
-        at += k;
-    }
-    return 0;
-}
-
 static int flush(weft_llmc_writer *w)
 {
     off_t at = (off_t)(HDR + (w->count * (uint64_t)w->width - w->used));
     if (w->rc == 0 && w->used)
-        w->rc = write_all(w->fd, w->buf, w->used, at);
+        w->rc = train_pwrite_all(w->fd, w->buf, w->used, (uint64_t)at);
     w->used = 0;
     return w->rc;
 }
@@ -73,7 +58,7 @@ int weft_llmc_writer_open(weft_llmc_writer **out, const char *path, int token_by
     w->fd = train_open_regular(path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
     /* the header's place, magic 0 until close */
     unsigned char zero[HDR] = { 0 };
-    int rc = w->fd < 0 ? w->fd : write_all(w->fd, zero, HDR, 0);
+    int rc = w->fd < 0 ? w->fd : train_pwrite_all(w->fd, zero, HDR, 0);
     if (rc != 0) {
         if (w->fd >= 0) {
             close(w->fd);
@@ -122,7 +107,7 @@ int weft_llmc_writer_close(weft_llmc_writer *w)
     if (rc == 0 && fsync(w->fd) != 0)
         rc = WEFT_EIO;
     if (rc == 0)
-        rc = write_all(w->fd, hdr, sizeof hdr, 0);
+        rc = train_pwrite_all(w->fd, hdr, sizeof hdr, 0);
     if (close(w->fd) != 0 && rc == 0)
         rc = WEFT_EIO;
     if (rc != 0)
