@@ -5,6 +5,7 @@
 #include "train/hf_config.h"
 #include "core/errmsg.h"
 #include "train/hf_names.h"
+#include "train/part_runs.h"
 #include "train/safetensors.h"
 #include "weft.h"
 
@@ -120,29 +121,28 @@ static int read_transposed(const st_file *f, int k, float *dst, char *err, size_
 
 /* The same, when the part's elements come in runs of consecutive ones
  * (a row split, a column split, a vocabulary part): one read a run. */
+typedef struct {
+    const st_file *f;
+    int k;
+    float *dst;
+    char *err;
+    size_t cap;
+} run_read;
+
+static int read_one_run(void *arg, size_t e, size_t at, size_t len)
+{
+    run_read *r = arg;
+    return st_read(r->f, r->k, at, len, r->dst + e, r->err, r->cap);
+}
+
 static int read_runs(const weft_model *m, int i, const st_file *f, int k, float *dst,
                      char *err, size_t cap)
 {
     weft_tensor_info ti;
     weft_model_tensor_info(m, i, &ti);
-    if (ti.numel == ti.whole_numel)
-        return st_read(f, k, 0, ti.numel, dst, err, cap);
-    int rc = 0;
-    size_t e = 0;
-    while (rc == 0 && e < ti.numel) {
-        size_t at, next;
-        if (weft_model_tensor_whole_elem(m, i, e, &at) != 0) {
-            dst[e++] = 0.0f;
-            continue;
-        }
-        size_t len = 1;
-        while (e + len < ti.numel && weft_model_tensor_whole_elem(m, i, e + len, &next) == 0 &&
-               next == at + len)
-            len++;
-        rc = st_read(f, k, at, len, dst + e, err, cap);
-        e += len;
-    }
-    return rc;
+    memset(dst, 0, ti.numel * sizeof *dst); /* vocabulary padding stays zero */
+    run_read r = { f, k, dst, err, cap };
+    return train_part_runs(m, i, 0, ti.numel, read_one_run, &r);
 }
 
 /* The file's tensor for our tensor i, its shape checked against ours. */
