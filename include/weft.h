@@ -535,6 +535,19 @@ typedef struct {
     int32_t tied;        /* 1: the output projection is the token embedding */
     float rope_theta;    /* rotary base, 10000 by default */
     float rms_eps;       /* RMSNorm's epsilon, 1e-5 by default */
+    /* Llama mixture of experts (experts > 0): the MLP becomes `experts`
+     * SwiGLU experts of width moe_ffn (0: ffn), each token through its
+     * topk best by a linear router, plus `shared` experts every token goes
+     * through; docs/TRAINING.md has the conventions. */
+    int32_t experts;
+    int32_t topk;
+    int32_t moe_ffn;
+    int32_t shared;
+    int32_t router;      /* 0 softmax (top k renormalised), 1 sigmoid */
+    int32_t moe_bias;    /* 1: aux-loss-free balancing bias (selection only) */
+    float capacity;      /* tokens per expert ceil(N*topk/experts*capacity); 0: no drop */
+    float aux_loss;      /* load-balancing loss weight */
+    float z_loss;        /* router z-loss weight */
 } weft_model_config;
 
 /* "mlp:784-512-512-10", "mlp:784-128-10:gelu",

@@ -17,8 +17,9 @@
 
 /* The fields a checkpoint stores: those of the configs before Llama's
  * (which it still reads, the rest zero), then Llama's (its two floats by
- * their bits). */
-enum { OLD_CONFIG_FIELDS = 8 + WEFT_MLP_MAX_WIDTHS, CONFIG_FIELDS = OLD_CONFIG_FIELDS + 5 };
+ * their bits), then the mixture of experts' (zero when a file predates them). */
+enum { OLD_CONFIG_FIELDS = 8 + WEFT_MLP_MAX_WIDTHS, LLAMA_CONFIG_FIELDS = OLD_CONFIG_FIELDS + 5,
+       CONFIG_FIELDS = LLAMA_CONFIG_FIELDS + 9 };
 
 static void config_to_fields(const weft_model_config *c, int32_t *f)
 {
@@ -38,6 +39,15 @@ static void config_to_fields(const weft_model_config *c, int32_t *f)
     f[k++] = c->tied;
     memcpy(&f[k++], &c->rope_theta, 4);
     memcpy(&f[k++], &c->rms_eps, 4);
+    f[k++] = c->experts;    /* mixture of experts: zero in older files */
+    f[k++] = c->topk;
+    f[k++] = c->moe_ffn;
+    f[k++] = c->shared;
+    f[k++] = c->router;
+    f[k++] = c->moe_bias;
+    memcpy(&f[k++], &c->capacity, 4);
+    memcpy(&f[k++], &c->aux_loss, 4);
+    memcpy(&f[k++], &c->z_loss, 4);
 }
 
 static void fields_to_config(const int32_t *f, int n, weft_model_config *c)
@@ -54,13 +64,24 @@ static void fields_to_config(const int32_t *f, int n, weft_model_config *c)
     c->n_layer = f[k++];
     c->n_head = f[k++];
     c->d_model = f[k++];
-    if (n < CONFIG_FIELDS)
+    if (n < LLAMA_CONFIG_FIELDS)
         return;
     c->n_kv_head = f[k++];
     c->ffn = f[k++];
     c->tied = f[k++];
     memcpy(&c->rope_theta, &f[k++], 4);
     memcpy(&c->rms_eps, &f[k++], 4);
+    if (n < CONFIG_FIELDS)
+        return;
+    c->experts = f[k++];
+    c->topk = f[k++];
+    c->moe_ffn = f[k++];
+    c->shared = f[k++];
+    c->router = f[k++];
+    c->moe_bias = f[k++];
+    memcpy(&c->capacity, &f[k++], 4);
+    memcpy(&c->aux_loss, &f[k++], 4);
+    memcpy(&c->z_loss, &f[k++], 4);
 }
 
 int weft_ckpt_put_model(weft_ckpt *c, weft_model *m)
@@ -104,7 +125,8 @@ int weft_ckpt_model_config(const weft_ckpt *c, weft_model_config *cfg)
     if (rc != 0)
         return rc;
     if (e.kind != WEFT_CKPT_TENSOR || e.dtype != WEFT_I32 ||
-        (e.nbytes != CONFIG_FIELDS * 4 && e.nbytes != OLD_CONFIG_FIELDS * 4))
+        (e.nbytes != CONFIG_FIELDS * 4 && e.nbytes != LLAMA_CONFIG_FIELDS * 4 &&
+         e.nbytes != OLD_CONFIG_FIELDS * 4))
         return WEFT_EIO;
     int32_t fields[CONFIG_FIELDS];
     int n = (int)(e.nbytes / 4);
