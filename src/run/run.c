@@ -330,7 +330,7 @@ static int finish_train(weft_run *t)
         if (!o->quiet)
             run_say(t, WEFT_RUN_OUT, "saved %s\n", o->save);
     }
-    if ((rc = ckpt_export_hf(t)) != 0)
+    if ((rc = hf_run_export(t)) != 0)
         return rc;
     if ((t->comm || t->pl) && !o->quiet && !o->eval_only)
         report_end(t, train_s, cpu_all, cpu_main);

@@ -4,6 +4,7 @@
  * it resumes on any number of ranks. */
 #include "run/run_ckpt.h"
 
+#include "run/run_ckpt_shard.h"
 #include "run/run_config.h"
 #include "run/run_model.h"
 #include "run/run_paths.h"
@@ -15,11 +16,11 @@ int ckpt_resume(weft_run *t, opts *o, long *start_step, weft_ckpt **out)
 {
     *out = NULL;
     /* the run's outputs too: this is the first place that sees the options */
-    int rc = path_check(t, "--save", o->save, 0, 1);
+    int rc = ckpt_sharded(o->save) ? 0 : path_check(t, "--save", o->save, 0, 1);
     if (rc == 0)
         rc = path_check(t, "--metrics", o->metrics, 0, 1);
     if (rc == 0)
-        rc = path_check(t, "--resume", o->resume, 0, 0);
+        rc = path_check(t, "--resume", o->resume, 1, 0);
     if (rc != 0 || !o->resume[0])
         return rc;
     weft_ckpt *ck;
@@ -102,14 +103,12 @@ static uint64_t consumed(const weft_run *t)
     return pos - (ahead < pos ? ahead : pos);
 }
 
-/* Rank 0's checkpoint of the state as gathered (whole, whole_opt: the
- * pipeline's assembly; NULL otherwise). */
-static int ckpt_write(weft_run *t, const char *path, long step, weft_model *whole,
-                      weft_optim *whole_opt)
+/* The run's own records (no model or optimiser tensors): the arguments,
+ * the step, the rng and the data position. */
+static int ckpt_records(weft_run *t, long step, weft_ckpt **out)
 {
     const run_opts *r = &t->o->r;
     const data_sets *d = t->d;
-    weft_zero *z = t->sync.z;
     weft_ckpt *c = NULL;
     char args[4096];
     run_opts_format(r, args, sizeof args);
@@ -120,10 +119,6 @@ static int ckpt_write(weft_run *t, const char *path, long step, weft_model *whol
         rc = weft_ckpt_put_str(c, "train/args", args);
     if (rc == 0)
         rc = weft_ckpt_put_u64(c, "train/step", (uint64_t)step);
-    if (rc == 0)
-        rc = weft_ckpt_put_model(c, whole ? whole : t->m);
-    if (rc == 0)
-        rc = whole_opt ? weft_ckpt_put_optim(c, whole_opt) : weft_zero_put_optim(z, c);
     if (rc == 0)
         rc = weft_ckpt_put_rng(c, "rng", &t->rng);
     if (rc == 0)
@@ -136,6 +131,26 @@ static int ckpt_write(weft_run *t, const char *path, long step, weft_model *whol
         rc = weft_ckpt_put_str(c, "data/name", d->ti.name);
     if (rc == 0)
         rc = weft_ckpt_put_u64(c, "data/samples", d->ti.n);
+    if (rc != 0) {
+        weft_ckpt_free(c);
+        c = NULL;
+    }
+    *out = c;
+    return rc;
+}
+
+/* Rank 0's checkpoint of the state as gathered (whole, whole_opt: the
+ * pipeline's assembly; NULL otherwise). */
+static int ckpt_write(weft_run *t, const char *path, long step, weft_model *whole,
+                      weft_optim *whole_opt)
+{
+    weft_zero *z = t->sync.z;
+    weft_ckpt *c = NULL;
+    int rc = ckpt_records(t, step, &c);
+    if (rc == 0)
+        rc = weft_ckpt_put_model(c, whole ? whole : t->m);
+    if (rc == 0)
+        rc = whole_opt ? weft_ckpt_put_optim(c, whole_opt) : weft_zero_put_optim(z, c);
     if (rc == 0)
         rc = weft_ckpt_save(c, path);
     weft_ckpt_free(c);
@@ -144,10 +159,26 @@ static int ckpt_write(weft_run *t, const char *path, long step, weft_model *whol
     return 0;
 }
 
+/* A sharded save: every rank writes its own part, nothing is gathered. */
+static int ckpt_save_sharded(weft_run *t, const char *path, long step)
+{
+    weft_ckpt *rec = NULL;
+    int lead = !t->job || weft_comm_rank(t->job) == 0;
+    int rc = lead ? ckpt_records(t, step, &rec) : 0;
+    if (rc != 0) /* the others are in the save's collectives: this one fails there */
+        run_fail(t, rc, "cannot save checkpoint %s: %s", path, weft_strerror(rc));
+    rc = ckpt_shard_save(t, path, step, rec);
+    weft_ckpt_free(rec);
+    return rc;
+}
+
 /* Collective when z spans the job (full sync): a sharded optimiser is
- * gathered to rank 0, which writes. */
+ * gathered to rank 0, which writes; a sharded save (ckpt_sharded) is
+ * collective over the job and gathers nothing. */
 int ckpt_save(weft_run *t, const char *path, long step)
 {
+    if (ckpt_sharded(path))
+        return ckpt_save_sharded(t, path, step);
     weft_zero *z = t->sync.z;
     /* a pipeline's stages are assembled into the whole model on the lead */
     weft_optim *whole_opt = NULL;
@@ -166,28 +197,5 @@ int ckpt_save(weft_run *t, const char *path, long step)
         rc = ckpt_write(t, path, step, whole, whole_opt);
     weft_model_destroy(whole);
     weft_optim_destroy(whole_opt);
-    return rc;
-}
-
-/* Collective: the whole model on the lead, as a checkpoint gathers it
- * (ZeRO-3's shards, a pipeline's stages and tensor parts), written there
- * tensor by tensor. */
-int ckpt_export_hf(weft_run *t)
-{
-    const char *dir = t->o->export_dir;
-    if (!dir[0])
-        return 0;
-    int rc = weft_zero_gather_params(t->sync.z);
-    if (rc != 0)
-        return run_fail(t, rc, "--export: gathering parameters: %s", weft_strerror(rc));
-    weft_model *whole = NULL;
-    if (t->pl && (rc = pipeline_gather(t->pl, t->m, t->sync.z, NULL, &whole)) != 0)
-        return rc;
-    char err[1024];
-    if (t->lead && (rc = weft_model_save_hf(whole ? whole : t->m, dir, err, sizeof err)) != 0)
-        rc = run_fail(t, rc, "--export %s: %s", dir, err);
-    weft_model_destroy(whole);
-    if (rc == 0 && t->lead && !t->o->quiet)
-        run_say(t, WEFT_RUN_OUT, "exported %s\n", dir);
     return rc;
 }

@@ -17,8 +17,5 @@ int ckpt_restore_data(weft_run *t, weft_ckpt *ck, const char *path, weft_loader 
                       const data_sets *d);
 /* Collective when the optimiser spans the job: the run at step, at path. */
 int ckpt_save(weft_run *t, const char *path, long step);
-/* --export: collective; the lead writes the whole model as a Hugging Face
- * directory (no-op without --export). */
-int ckpt_export_hf(weft_run *t);
 
 #endif

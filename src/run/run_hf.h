@@ -1,6 +1,6 @@
 /* The run's Hugging Face weights in (run_hf.c): --init-from DIR takes the
  * model from DIR/config.json and its parameters from DIR's safetensors,
- * each rank reading its own part. (--export is run_ckpt.h's.) */
+ * each rank reading its own part; --export DIR writes the model there. */
 #ifndef WEFT_RUN_RUN_HF_H
 #define WEFT_RUN_RUN_HF_H
 
@@ -14,5 +14,8 @@ int hf_run_check(weft_run *t, const weft_model_config *cfg, const char *spec);
 /* This rank's model (whole, stage or tensor part) from --init-from's
  * weights: before the sync mode copies or shards the parameters. */
 int hf_run_load(weft_run *t);
+/* --export: collective; the model as a Hugging Face directory (no-op
+ * without --export). */
+int hf_run_export(weft_run *t);
 
 #endif
