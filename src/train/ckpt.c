@@ -2,6 +2,7 @@
 
 #include "core/crc32.h"
 #include "core/vec.h"
+#include "train/ckpt_shard.h"
 #include "train/data_file.h"
 
 #include <dirent.h>
@@ -444,6 +445,10 @@ int weft_ckpt_load(weft_ckpt **out, const char *path)
     if (!out || !path)
         return WEFT_EINVAL;
     *out = NULL;
+    /* a sharded checkpoint's directory reads as the one file would */
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return ckpt_shard_load_whole(path, out);
     int fd = train_open_regular(path, O_RDONLY, 0);
     FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
     if (!f) {

@@ -19,4 +19,10 @@
 enum { CKPT_HEADER = 32, CKPT_RECORD = 96, CKPT_TRAILER = 24, CKPT_ALIGN = 64,
        CKPT_MAX_NAME = 4096 };
 
+/* The records of a model's config (model/spec, model/config) and of an
+ * optimiser's (optim/config, optim/steps) without their tensors: what a
+ * sharded checkpoint's manifest holds (train/ckpt_shard.h). */
+int train_ckpt_put_config(weft_ckpt *c, const weft_model_config *cfg);
+int train_ckpt_put_optim_config(weft_ckpt *c, const weft_optim_config *oc, int64_t steps);
+
 #endif

@@ -84,11 +84,8 @@ static void fields_to_config(const int32_t *f, int n, weft_model_config *c)
     memcpy(&c->z_loss, &f[k++], 4);
 }
 
-int weft_ckpt_put_model(weft_ckpt *c, weft_model *m)
+int train_ckpt_put_config(weft_ckpt *c, const weft_model_config *cfg)
 {
-    if (!c || !m)
-        return WEFT_EINVAL;
-    const weft_model_config *cfg = weft_model_config_of(m);
     char spec[512];
     int32_t fields[CONFIG_FIELDS];
     config_to_fields(cfg, fields);
@@ -98,6 +95,14 @@ int weft_ckpt_put_model(weft_ckpt *c, weft_model *m)
     int rc = weft_ckpt_put_str(c, "model/spec", spec);
     if (rc == 0)
         rc = weft_ckpt_put_tensor(c, "model/config", WEFT_I32, fields, 1, &nf);
+    return rc;
+}
+
+int weft_ckpt_put_model(weft_ckpt *c, weft_model *m)
+{
+    if (!c || !m)
+        return WEFT_EINVAL;
+    int rc = train_ckpt_put_config(c, weft_model_config_of(m));
     size_t n;
     float *p = weft_model_params(m, &n);
     int count = weft_model_tensor_count(m);
@@ -191,11 +196,8 @@ int weft_ckpt_get_model(const weft_ckpt *c, weft_model **out)
     return 0;
 }
 
-int weft_ckpt_put_optim(weft_ckpt *c, weft_optim *o)
+int train_ckpt_put_optim_config(weft_ckpt *c, const weft_optim_config *oc, int64_t steps)
 {
-    if (!c || !o)
-        return WEFT_EINVAL;
-    const weft_optim_config *oc = weft_optim_config_of(o);
     char text[256];
     snprintf(text, sizeof text,
              "kind=%s momentum=%.9g nesterov=%d weight_decay=%.9g beta1=%.9g beta2=%.9g "
@@ -203,11 +205,19 @@ int weft_ckpt_put_optim(weft_ckpt *c, weft_optim *o)
              oc->kind == WEFT_OPTIM_ADAMW ? "adamw" : "sgd", (double)oc->momentum,
              (int)oc->nesterov, (double)oc->weight_decay, (double)oc->beta1,
              (double)oc->beta2, (double)oc->eps);
-    size_t base, n;
-    weft_optim_range(o, &base, &n);
     int rc = weft_ckpt_put_str(c, "optim/config", text);
     if (rc == 0)
-        rc = weft_ckpt_put_u64(c, "optim/steps", (uint64_t)weft_optim_steps(o));
+        rc = weft_ckpt_put_u64(c, "optim/steps", (uint64_t)steps);
+    return rc;
+}
+
+int weft_ckpt_put_optim(weft_ckpt *c, weft_optim *o)
+{
+    if (!c || !o)
+        return WEFT_EINVAL;
+    size_t base, n;
+    weft_optim_range(o, &base, &n);
+    int rc = train_ckpt_put_optim_config(c, weft_optim_config_of(o), weft_optim_steps(o));
     if (rc == 0)
         rc = weft_ckpt_put_u64(c, "optim/base", (uint64_t)base);
     int count = weft_optim_state_count(o);

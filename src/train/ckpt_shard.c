@@ -1,0 +1,149 @@
+/* Sharded checkpoints (train/ckpt_shard.h): slices of whole vectors, and a
+ * rank's file written as runs of them through a bounded buffer. */
+#include "train/ckpt_shard.h"
+
+#include "core/crc32.h"
+#include "core/vec.h"
+#include "train/data_file.h"
+#include "train/part_runs.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int ckpt_slices_add(ckpt_slices *l, uint64_t file, uint64_t vec, uint64_t at, uint64_t len,
+                    uint64_t off)
+{
+    if (len == 0)
+        return 0;
+    ckpt_slice *s = l->n ? &l->s[l->n - 1] : NULL;
+    if (s && s->file == file && s->vec == vec && off == s->off + s->count * s->len * 4) {
+        /* one run that goes on in both: longer */
+        if (s->count == 1 && at == s->start + s->len) {
+            s->len += len;
+            return 0;
+        }
+        /* the same length at a fixed distance: a strided slice */
+        if (len == s->len && s->count == 1 && at >= s->start + s->len) {
+            s->stride = at - s->start;
+            s->count = 2;
+            return 0;
+        }
+        if (len == s->len && s->count > 1 && at == s->start + s->count * s->stride) {
+            s->count++;
+            return 0;
+        }
+    }
+    int rc = VEC_RESERVE(l->s, l->cap, l->n + 1);
+    if (rc)
+        return rc;
+    l->s[l->n++] = (ckpt_slice){ .file = file, .vec = vec, .start = at, .len = len,
+                                 .stride = len, .count = 1, .off = off };
+    return 0;
+}
+
+void ckpt_slices_free(ckpt_slices *l)
+{
+    free(l->s);
+    memset(l, 0, sizeof *l);
+}
+
+int ckpt_slice_overlap(const ckpt_slice *s, uint64_t lo, uint64_t hi, ckpt_overlap_fn fn,
+                       void *arg)
+{
+    if (!s->count || !s->len || hi <= lo || hi <= s->start)
+        return 0;
+    uint64_t stride = s->count > 1 ? s->stride : s->len;
+    /* the first run that ends past lo */
+    uint64_t k = 0;
+    if (lo > s->start + s->len - 1)
+        k = (lo - (s->start + s->len - 1) + stride - 1) / stride;
+    for (; k < s->count; k++) {
+        uint64_t a = s->start + k * stride, b = a + s->len;
+        if (a >= hi)
+            break;
+        uint64_t x = a > lo ? a : lo, y = b < hi ? b : hi;
+        if (y <= x)
+            continue;
+        int rc = fn(arg, x, s->off + (k * s->len + (x - a)) * 4, y - x);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* ---- a rank's file ---------------------------------------------------- */
+
+typedef struct {
+    int fd;
+    unsigned char *buf;
+    size_t cap, used;
+    uint64_t off; /* the file's bytes so far, the buffer's included */
+    uint32_t crc;
+    ckpt_slices *out;
+    uint64_t file;
+    const ckpt_piece *p;
+    size_t t_offset;     /* the tensor's in the part's buffers */
+    size_t whole_offset; /* the tensor's in the whole vector */
+} writer;
+
+static int flush(writer *w)
+{
+    if (!w->used)
+        return 0;
+    int rc = train_pwrite_all(w->fd, w->buf, w->used, w->off - w->used);
+    w->used = 0;
+    return rc;
+}
+
+static int put_run(void *arg, size_t e, size_t at, size_t len)
+{
+    writer *w = arg;
+    int rc = ckpt_slices_add(w->out, w->file, (uint64_t)w->p->vec, w->whole_offset + at, len,
+                             w->off);
+    const unsigned char *src = (const unsigned char *)(w->p->src + (w->t_offset + e - w->p->lo));
+    size_t bytes = len * sizeof(float);
+    while (rc == 0 && bytes) {
+        size_t k = w->cap - w->used < bytes ? w->cap - w->used : bytes;
+        memcpy(w->buf + w->used, src, k);
+        w->crc = crc32_update(w->crc, src, k);
+        w->used += k;
+        w->off += k;
+        src += k;
+        bytes -= k;
+        if (w->used == w->cap)
+            rc = flush(w);
+    }
+    return rc;
+}
+
+int ckpt_shard_write(int fd, const weft_model *m, const ckpt_piece *p, int np,
+                     const unsigned char *skip, uint64_t file, size_t buf_bytes,
+                     ckpt_slices *out, uint64_t *bytes, uint32_t *crc)
+{
+    writer w = { .fd = fd, .cap = buf_bytes ? buf_bytes : 1 << 20, .out = out, .file = file };
+    if (!(w.buf = malloc(w.cap)))
+        return WEFT_ENOMEM;
+    int rc = 0, nt = weft_model_tensor_count(m);
+    for (int k = 0; rc == 0 && k < np; k++) {
+        w.p = &p[k];
+        size_t lo = p[k].lo, hi = p[k].lo + p[k].n;
+        for (int i = 0; rc == 0 && i < nt; i++) {
+            weft_tensor_info ti;
+            if ((rc = weft_model_tensor_info(m, i, &ti)) != 0)
+                break;
+            size_t a = ti.offset > lo ? ti.offset : lo;
+            size_t b = ti.offset + ti.numel < hi ? ti.offset + ti.numel : hi;
+            if (b <= a || (skip && skip[i]))
+                continue;
+            w.t_offset = ti.offset;
+            w.whole_offset = ti.whole_offset;
+            rc = train_part_runs(m, i, a - ti.offset, b - ti.offset, put_run, &w);
+        }
+    }
+    if (rc == 0)
+        rc = flush(&w);
+    free(w.buf);
+    *bytes = w.off;
+    *crc = w.crc;
+    return rc;
+}

@@ -1,0 +1,84 @@
+/* Sharded checkpoints: a directory in which every rank wrote what it
+ * owns to its own file, and a manifest (a weft_ckpt file) that says
+ * where each slice of each whole vector lies. Layout of DIR:
+ *
+ *   latest                 the name of the newest complete save, one line
+ *   step-NNNNNNNN-K/       one save (K tells saves of one step apart)
+ *     rank-RRRRR.bin       raw little-endian f32 runs, in slice order
+ *     manifest             the run's records as the one-file checkpoint
+ *                          has them (train/args, model/config, optim/config,
+ *                          optim/steps, rng, data/...), none of the tensors,
+ *                          and the shard/ records below
+ *
+ * shard/ records: "shard/format" ("weft-shards 1"), "shard/layout"
+ * ("world=W tp=T pp=P dp=D zero=Z sync=S"), "shard/vectors" (the vector
+ * names, one a line: "param", then the optimiser states), "shard/files"
+ * (file names, one a line), "shard/file_info" (i64 [files, 2]: bytes,
+ * CRC-32) and "shard/slices" (i64 [n, 7]: the fields of ckpt_slice; the
+ * whole tensors' names and shapes follow from model/config). A save is complete once its manifest exists: it is renamed
+ * into place after every rank's file is written and synced. */
+#ifndef WEFT_TRAIN_CKPT_SHARD_H
+#define WEFT_TRAIN_CKPT_SHARD_H
+#include "weft.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* count runs of len elements of vector vec: run k is whole elements
+ * [start + k * stride, + len) and lies in file at byte off + k * len * 4
+ * (the runs are consecutive in the file). A column split of a matrix is
+ * one slice, not one per row. */
+typedef struct {
+    uint64_t file, vec, start, len, stride, count, off;
+} ckpt_slice;
+enum { CKPT_SLICE_FIELDS = 7 };
+
+typedef struct {
+    ckpt_slice *s;
+    size_t n, cap;
+} ckpt_slices;
+
+/* Appends a run (vector vec, whole elements [at, at + len), at file byte
+ * off): it extends the last slice where it continues that one's pattern. */
+int ckpt_slices_add(ckpt_slices *l, uint64_t file, uint64_t vec, uint64_t at, uint64_t len,
+                    uint64_t off);
+void ckpt_slices_free(ckpt_slices *l);
+
+/* What is consecutive both in the whole vector and in the file. */
+typedef int (*ckpt_overlap_fn)(void *arg, uint64_t at, uint64_t off, uint64_t len);
+/* fn for each run of slice s inside whole elements [lo, hi), cut to it,
+ * in file order; a nonzero return stops and is returned. */
+int ckpt_slice_overlap(const ckpt_slice *s, uint64_t lo, uint64_t hi, ckpt_overlap_fn fn,
+                       void *arg);
+
+/* What a rank owns of one vector (0: the parameters, j: optimiser state
+ * j - 1) of its model part: elements [lo, lo + n), src[0] being lo. */
+typedef struct {
+    int vec;
+    size_t lo, n;
+    const float *src;
+} ckpt_piece;
+
+/* Writes the pieces of part m (tensors with skip[i] set left out: another
+ * rank's file has them) to fd as whole-vector runs through a buffer of
+ * buf_bytes, recording each run as file index file in *out; *bytes and
+ * *crc: the file's. */
+int ckpt_shard_write(int fd, const weft_model *m, const ckpt_piece *p, int np,
+                     const unsigned char *skip, uint64_t file, size_t buf_bytes,
+                     ckpt_slices *out, uint64_t *bytes, uint32_t *crc);
+
+/* This rank's pieces of z's state (parameters, then each optimiser
+ * state; malloc'ed, pointing into z's buffers), none where it owns
+ * nothing. */
+int ckpt_shard_zero_pieces(weft_zero *z, ckpt_piece **out, int *np);
+
+/* The directory's save to read: dir itself when it holds a manifest, else
+ * the one its latest names; into buf. */
+int ckpt_shard_resolve(const char *dir, char *buf, size_t cap);
+
+/* A sharded checkpoint (dir, as ckpt_shard_resolve takes it) as the
+ * one-file layout, in memory: every whole tensor and optimiser vector
+ * assembled from the files, each file's CRC checked. */
+int ckpt_shard_load_whole(const char *dir, weft_ckpt **out);
+
+#endif
