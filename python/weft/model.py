@@ -21,7 +21,10 @@ class _Config(ctypes.Structure):
     _fields_ = [("type", I32), ("n_widths", I32), ("widths", I32 * 9), ("activation", I32),
                 ("vocab", I32), ("ctx", I32), ("n_layer", I32), ("n_head", I32),
                 ("d_model", I32), ("n_kv_head", I32), ("ffn", I32), ("tied", I32),
-                ("rope_theta", ctypes.c_float), ("rms_eps", ctypes.c_float)]
+                ("rope_theta", ctypes.c_float), ("rms_eps", ctypes.c_float),
+                ("experts", I32), ("topk", I32), ("moe_ffn", I32), ("shared", I32),
+                ("router", I32), ("moe_bias", I32), ("capacity", ctypes.c_float),
+                ("aux_loss", ctypes.c_float), ("z_loss", ctypes.c_float)]
 
 
 class _TensorInfo(ctypes.Structure):
