@@ -560,6 +560,19 @@ int weft_model_config_format(const weft_model_config *cfg, char *buf, size_t len
 /* WEFT_EINVAL when a field is out of range. */
 int weft_model_config_check(const weft_model_config *cfg);
 
+/* A mixture-of-experts Llama's counters for the last step (ended by the
+ * backward that announces), over the blocks this rank holds. */
+typedef struct {
+    int64_t routed;         /* token-expert pairs picked */
+    int64_t dropped;        /* of them past an expert's capacity */
+    double load_max;        /* tokens per expert in the least balanced block: */
+    double load_mean;       /*   its busiest expert's and its mean */
+    double aux, z;          /* the last forward's balancing losses, summed over blocks
+                               (before their weights) */
+} weft_moe_stats;
+/* WEFT_EINVAL for a model without experts. */
+int weft_model_moe_stats(const weft_model *m, weft_moe_stats *out);
+
 /* Parameters are initialised from seed (same seed: same weights, on any
  * machine and world size): MLP as torch.nn.Linear (uniform +-1/sqrt(in)),
  * GPT as GPT-2 (normal 0.02, residual projections 0.02/sqrt(2*n_layer),

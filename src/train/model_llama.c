@@ -13,8 +13,15 @@
 
 #include "train/layers_llama.h"
 #include "train/model.h"
+#include "train/moe.h"
 
-enum { T_ANORM, T_Q, T_K, T_V, T_O, T_MNORM, T_GATE, T_UP, T_DOWN, T_PER_LAYER };
+/* A block's tensors. With experts, gate/up/down are the shared experts'
+ * (absent without them) and the router's and experts' follow. */
+enum { T_ANORM, T_Q, T_K, T_V, T_O, T_MNORM, T_GATE, T_UP, T_DOWN, T_PER_LAYER,
+       T_ROUTER = T_PER_LAYER, T_EGU, T_EDOWN, T_EBIAS };
+
+/* The aux-loss-free bias's step (DeepSeek-V3's gamma). */
+#define MOE_BIAS_RATE 1e-3f
 
 /* Under sequence parallelism the residual stream and the norms hold this
  * rank's rows (rows/tp): n1/n2/nf are the gathered rows the column-parallel
@@ -27,12 +34,25 @@ typedef struct {
     float *n2, *n2l, *r2s, *gu, *hh, *r2;
     float *kq, *kk, *kv, *ko, *kgu, *kd;    /* split backward: each linear's dout */
     lin_save q_s, k_s, v_s, o_s, gu_s, d_s;
+    moe_acts mo;
 } ll_layer;
+
+/* Experts' counters per layer [n_layer * experts] or [n_layer]: since the
+ * step began (this slot's forwards), and the last step's (the chunk's). */
+typedef struct {
+    int64_t *load, *routed, *dropped;
+    int64_t *last_load, *last_routed, *last_dropped;
+    double *aux, *z;        /* each layer's last forward */
+    int stepped;            /* a step has ended: last_* hold it */
+    int replay;             /* recomputation: forward again, counted once */
+} ll_moe;
 
 typedef struct {
     float *x0, *nf, *nfl, *nfs, *full, *cos_t, *sin_t;
     float *dres, *dbr, *dq, *dk, *dv, *datt, *datt_y, *dh, *dgu, *dsum;
     lin_save logit_s;
+    moe_scratch ms;
+    ll_moe moe;
     ll_layer l[];
 } ll_acts;
 
@@ -42,6 +62,18 @@ typedef struct {
     int tp, D, hd, H, G, F, kvrow, V;
 } dims;
 
+/* An expert's width. */
+static int expert_ffn(const weft_model_config *c)
+{
+    return c->moe_ffn > 0 ? c->moe_ffn : c->ffn;
+}
+
+/* The dense MLP's width: the shared experts' together under experts. */
+static int dense_ffn(const weft_model_config *c)
+{
+    return c->experts > 0 ? c->shared * expert_ffn(c) : c->ffn;
+}
+
 static dims dims_of(const weft_model *m)
 {
     const weft_model_config *c = &m->cfg;
@@ -50,7 +82,7 @@ static dims dims_of(const weft_model *m)
     d.D = c->d_model;
     d.hd = c->d_model / c->n_head;
     d.H = c->n_head / d.tp;
-    d.F = c->ffn / d.tp;
+    d.F = dense_ffn(c) / d.tp;
     int split = c->n_kv_head % d.tp == 0;
     d.G = split ? c->n_kv_head / d.tp : 1;
     d.kvrow = split ? 0 : m->tp_rank * c->n_kv_head / d.tp * d.hd;
@@ -58,14 +90,26 @@ static dims dims_of(const weft_model *m)
     return d;
 }
 
-static int tix(int l, int j)
+/* Tensors per block. */
+static int per_layer(const weft_model_config *c)
 {
-    return 1 + l * T_PER_LAYER + j;
+    if (c->experts <= 0)
+        return T_PER_LAYER;
+    return T_MNORM + 1 + (c->shared > 0 ? 3 : 0) + 3 + (c->moe_bias ? 1 : 0);
+}
+
+/* Block l's tensor j (T_*) in the whole model's table. */
+static int tix(const weft_model_config *c, int l, int j)
+{
+    int at = j;
+    if (j >= T_ROUTER)
+        at = j - T_ROUTER + T_MNORM + 1 + (c->shared > 0 ? 3 : 0);
+    return 1 + l * per_layer(c) + at;
 }
 
 static int norm_ix(const weft_model_config *c)
 {
-    return 1 + c->n_layer * T_PER_LAYER;
+    return 1 + c->n_layer * per_layer(c);
 }
 
 /* The output projection: the token embedding (tied) or lm_head. */
@@ -88,14 +132,15 @@ int train_llama_check(const weft_model_config *c)
     if (!(c->rope_theta > 1.0f) || !isfinite(c->rope_theta) || !(c->rms_eps > 0.0f) ||
         !(c->rms_eps < 1.0f))
         return WEFT_EINVAL;
-    return 0;
+    return train_moe_check(c);
 }
 
 int train_llama_tp_fits(const weft_model_config *c, int tp)
 {
     /* kv heads split over the ranks, or each rank's query heads all read
      * one kv head (tp a multiple of the kv heads) */
-    return c->n_head % tp == 0 && c->ffn % tp == 0 &&
+    /* experts are whole on every rank: not split (yet) */
+    return c->n_head % tp == 0 && c->ffn % tp == 0 && (c->experts == 0 || tp == 1) &&
            (c->n_kv_head % tp == 0 || tp % c->n_kv_head == 0);
 }
 
@@ -134,12 +179,15 @@ int train_llama_parse(const char *s, weft_model_config *c)
         for (k = 0; k < NKEYS; k++)
             if (strncmp(s, keys[k], strlen(keys[k])) == 0)
                 break;
-        if (k == NKEYS)
-            return WEFT_EINVAL;
-        s += strlen(keys[k]);
-        if (parse_value(&s, k >= FLOATS, k < FLOATS ? ints[k] : NULL,
-                        k >= FLOATS ? floats[k - FLOATS] : NULL))
-            return WEFT_EINVAL;
+        if (k == NKEYS) {
+            if (train_moe_parse_key(&s, c))
+                return WEFT_EINVAL;
+        } else {
+            s += strlen(keys[k]);
+            if (parse_value(&s, k >= FLOATS, k < FLOATS ? ints[k] : NULL,
+                            k >= FLOATS ? floats[k - FLOATS] : NULL))
+                return WEFT_EINVAL;
+        }
         if (*s == ',')
             s++;
         else if (*s)
@@ -166,9 +214,29 @@ int train_llama_format(const weft_model_config *c, char *buf, size_t len)
     char theta[32], eps[32];
     short_float(theta, sizeof theta, c->rope_theta);
     short_float(eps, sizeof eps, c->rms_eps);
+    char moe[256];
+    train_moe_format(c, moe, sizeof moe);
     return snprintf(buf, len, "llama:vocab=%d,ctx=%d,layers=%d,heads=%d,kv_heads=%d,dim=%d,"
-                    "ffn=%d,theta=%s,eps=%s,tied=%d", c->vocab, c->ctx, c->n_layer, c->n_head,
-                    c->n_kv_head, c->d_model, c->ffn, theta, eps, c->tied);
+                    "ffn=%d,theta=%s,eps=%s,tied=%d%s", c->vocab, c->ctx, c->n_layer, c->n_head,
+                    c->n_kv_head, c->d_model, c->ffn, theta, eps, c->tied, moe);
+}
+
+/* Block k's router and experts: gate|up of expert e in rows e*2F.., its
+ * down projection in rows e*D..; the balancing bias starts at zero. */
+static int expert_tensors(const weft_model_config *c, spec_list *l, int k, float proj_sd)
+{
+    int D = c->d_model, E = c->experts, F = expert_ffn(c), rc;
+    char name[MODEL_NAME_MAX];
+    snprintf(name, sizeof name, "blocks.%d.mlp.router.weight", k);
+    rc = train_spec_add(l, name, 1 + k, 2, E, D, INIT_NORMAL, 0.02f);
+    snprintf(name, sizeof name, "blocks.%d.mlp.experts.gate_up.weight", k);
+    rc = rc ? rc : train_spec_add(l, name, 1 + k, 2, E * 2 * F, D, INIT_NORMAL, 0.02f);
+    snprintf(name, sizeof name, "blocks.%d.mlp.experts.down.weight", k);
+    rc = rc ? rc : train_spec_add(l, name, 1 + k, 2, E * D, F, INIT_NORMAL, proj_sd);
+    snprintf(name, sizeof name, "blocks.%d.mlp.router.bias", k);
+    if (c->moe_bias)
+        rc = rc ? rc : train_spec_add(l, name, 1 + k, 1, E, 0, INIT_ZERO, 0);
+    return rc;
 }
 
 int train_llama_tensors(const weft_model_config *c, spec_list *l)
@@ -179,7 +247,7 @@ int train_llama_tensors(const weft_model_config *c, spec_list *l)
     float proj_sd = 0.02f / sqrtf(2.0f * (float)L);
     int rc = train_spec_add(l, "tok_emb.weight", 0, 2, c->vocab, D, INIT_NORMAL, 0.02f);
     train_spec_split(l, SPLIT_VOCAB);
-    int q = c->n_head * hd, kv = c->n_kv_head * hd, F = c->ffn;
+    int q = c->n_head * hd, kv = c->n_kv_head * hd, F = dense_ffn(c);
     const struct { const char *name; int ndim, d0, d1; init_kind init; int proj, split; }
     per[T_PER_LAYER] = {
         { "attn_norm.weight", 1, D, 0, INIT_ONE, 0, 0 },
@@ -192,14 +260,20 @@ int train_llama_tensors(const weft_model_config *c, spec_list *l)
         { "mlp.up.weight", 2, F, D, INIT_NORMAL, 0, SPLIT_ROWS },
         { "mlp.down.weight", 2, D, F, INIT_NORMAL, 1, SPLIT_COLS },
     };
-    for (int k = 0; k < L && !rc; k++)
+    for (int k = 0; k < L && !rc; k++) {
         for (int j = 0; j < T_PER_LAYER && !rc; j++) {
             char name[MODEL_NAME_MAX];
-            snprintf(name, sizeof name, "blocks.%d.%s", k, per[j].name);
+            if (j >= T_GATE && F == 0)
+                break;
+            snprintf(name, sizeof name, "blocks.%d.%s%s", k,
+                     j >= T_GATE && c->experts > 0 ? "shared_" : "", per[j].name);
             rc = train_spec_add(l, name, 1 + k, per[j].ndim, per[j].d0, per[j].d1, per[j].init,
                                 per[j].proj ? proj_sd : 0.02f);
             train_spec_split(l, per[j].split);
         }
+        if (c->experts > 0 && !rc)
+            rc = expert_tensors(c, l, k, proj_sd);
+    }
     if (!rc)
         rc = train_spec_add(l, "norm.weight", L + 1, 1, D, 0, INIT_ONE, 0);
     if (!rc && !c->tied) {
@@ -211,7 +285,31 @@ int train_llama_tensors(const weft_model_config *c, spec_list *l)
 
 void *train_llama_arch(const weft_model *m)
 {
-    return calloc(1, sizeof(ll_acts) + sizeof(ll_layer) * (size_t)m->cfg.n_layer);
+    size_t L = (size_t)m->cfg.n_layer, E = m->cfg.experts > 0 ? (size_t)m->cfg.experts : 0;
+    size_t head = (sizeof(ll_acts) + sizeof(ll_layer) * L + 7) & ~(size_t)7;
+    size_t extra = E ? sizeof(int64_t) * (2 * L * E + 4 * L) + sizeof(double) * 2 * L : 0;
+    ll_acts *a = calloc(1, head + extra);
+    if (a && E) {
+        ll_moe *c = &a->moe;
+        c->load = (int64_t *)((char *)a + head);
+        c->last_load = c->load + L * E;
+        c->routed = c->last_load + L * E;
+        c->dropped = c->routed + L;
+        c->last_routed = c->dropped + L;
+        c->last_dropped = c->last_routed + L;
+        c->aux = (double *)(c->last_dropped + L);
+        c->z = c->aux + L;
+    }
+    return a;
+}
+
+static moe_dims moe_dims_of(const weft_model *m, int N)
+{
+    const weft_model_config *c = &m->cfg;
+    moe_dims md = { N, c->d_model, c->experts, c->topk, expert_ffn(c),
+                    train_moe_capacity(N, c->topk, c->experts, c->capacity), c->router == 1,
+                    c->aux_loss, c->z_loss };
+    return md;
 }
 
 /* The chunk's layers are lo..hi (hi < lo: none); head: it ends the model. */
@@ -241,12 +339,12 @@ static uint16_t *w16_of(const weft_model *m, int i, int r)
 
 static void set_weights16(const weft_model *m, ll_layer *g, int l, const dims *d)
 {
-    g->q_s.w = w16_of(m, tix(l, T_Q), 0);
-    g->k_s.w = w16_of(m, tix(l, T_K), d->kvrow);
-    g->v_s.w = w16_of(m, tix(l, T_V), d->kvrow);
-    g->o_s.w = w16_of(m, tix(l, T_O), 0);
-    g->gu_s.w = w16_of(m, tix(l, T_GATE), 0);
-    g->d_s.w = w16_of(m, tix(l, T_DOWN), 0);
+    g->q_s.w = w16_of(m, tix(&m->cfg, l, T_Q), 0);
+    g->k_s.w = w16_of(m, tix(&m->cfg, l, T_K), d->kvrow);
+    g->v_s.w = w16_of(m, tix(&m->cfg, l, T_V), d->kvrow);
+    g->o_s.w = w16_of(m, tix(&m->cfg, l, T_O), 0);
+    g->gu_s.w = d->F ? w16_of(m, tix(&m->cfg, l, T_GATE), 0) : NULL;
+    g->d_s.w = d->F ? w16_of(m, tix(&m->cfg, l, T_DOWN), 0) : NULL;
 }
 
 /* One layer's activations; tmp: bf16's shared fp32 matmul input. */
@@ -284,6 +382,15 @@ static void layout_layer(weft_model *m, carver *cv, ll_layer *g, int l, size_t B
     g->ko = sp ? train_carve(cv, BT * D) : NULL;
     g->kgu = sp ? train_carve(cv, BT * 2 * F) : NULL;
     g->kd = sp ? train_carve(cv, BT * D) : NULL;
+    if (m->cfg.experts > 0) {
+        /* the router's weight gradient reads the input in fp32 */
+        moe_dims md = moe_dims_of(m, (int)BT);
+        float *p = train_carve(cv, train_moe_acts_floats(&md));
+        if (base)
+            train_moe_acts_at(&g->mo, &md, p);
+        if (bf)
+            g->n2 = g->n2l = train_carve(cv, BT * D);
+    }
     if (bf && base)
         set_weights16(m, g, l, &d);
 }
@@ -342,6 +449,12 @@ size_t train_llama_layout(weft_model *m, float *base, int B, int T)
     a->dh = layers ? train_carve(&cv, BT * F) : NULL;
     a->dgu = layers ? train_carve(&cv, BT * 2 * F) : NULL;
     a->dsum = layers ? train_carve(&cv, BT * D) : NULL;
+    if (layers && m->cfg.experts > 0) {
+        moe_dims md = moe_dims_of(m, (int)BT);
+        float *p = train_carve(&cv, train_moe_scratch_floats(&md));
+        if (base)
+            train_moe_scratch_at(&a->ms, &md, p);
+    }
     size_t widest = head && V > 2 * F ? V : 2 * F > D ? 2 * F : D;
     s->lin_scratch = bf ? train_carve16(&cv, BT * widest) : NULL;
     if (base) {
@@ -387,14 +500,36 @@ static int layer_sums(weft_model *m, int l)
 {
     int rc = 0;
     if (m->seqpar) {
-        rc = group_sum(m, tix(l, T_ANORM));
-        rc = rc ? rc : group_sum(m, tix(l, T_MNORM));
+        rc = group_sum(m, tix(&m->cfg, l, T_ANORM));
+        rc = rc ? rc : group_sum(m, tix(&m->cfg, l, T_MNORM));
     }
     if (m->tp_size > 1 && m->cfg.n_kv_head % m->tp_size) {
-        rc = rc ? rc : group_sum(m, tix(l, T_K));
-        rc = rc ? rc : group_sum(m, tix(l, T_V));
+        rc = rc ? rc : group_sum(m, tix(&m->cfg, l, T_K));
+        rc = rc ? rc : group_sum(m, tix(&m->cfg, l, T_V));
     }
     return rc;
+}
+
+/* Block l's experts: their outputs added to r2, counted unless rerun. */
+static void moe_forward(weft_model *m, int l, ll_layer *g)
+{
+    const weft_model_config *c = &m->cfg;
+    ll_acts *a = m->s->arch;
+    ll_moe *k = &a->moe;
+    moe_dims md = moe_dims_of(m, m->s->B * m->s->T);
+    moe_count cnt;
+    float *P = m->params;
+#define W(j) train_model_tensor_ptr(m, P, tix(c, l, j))
+    train_moe_forward(m->mm, &md, &g->mo, g->r2, g->n2, W(T_ROUTER),
+                      c->moe_bias ? W(T_EBIAS) : NULL, W(T_EGU), W(T_EDOWN),
+                      k->replay ? NULL : k->load + (size_t)l * c->experts, &cnt);
+#undef W
+    if (!k->replay) {
+        k->routed[l] += cnt.routed;
+        k->dropped[l] += cnt.dropped;
+    }
+    k->aux[l] = cnt.aux;
+    k->z[l] = cnt.z;
 }
 
 /* Block l's forward, from its input to its output r2 (also what backward
@@ -411,7 +546,7 @@ static int layer_forward(weft_model *m, int l)
     float *P = m->params, eps = m->cfg.rms_eps;
     ll_layer *g = &a->l[l];
     const float *x = block_input(m, l);
-#define W(j) train_model_tensor_ptr(m, P, tix(l, j))
+#define W(j) train_model_tensor_ptr(m, P, tix(&m->cfg, l, j))
     train_rmsnorm_forward(g->n1l, g->r1s, x, W(T_ANORM), R, D, eps);
     if (sq)
         rc = train_tp_allgather(m, g->n1l, g->n1, nR);
@@ -428,11 +563,18 @@ static int layer_forward(weft_model *m, int l)
     train_rmsnorm_forward(g->n2l, g->r2s, g->h1, W(T_MNORM), R, D, eps);
     if (sq)
         rc = rc ? rc : train_tp_allgather(m, g->n2l, g->n2, nR);
-    /* gate and up lie one after the other: one product of 2F rows */
-    train_linear_forward(&lc, &g->gu_s, g->gu, g->n2, W(T_GATE), NULL, BT, D, 2 * d.F);
-    train_swiglu_forward(g->hh, g->gu, BT, d.F);
-    train_linear_forward(&lc, &g->d_s, sq ? a->full : g->r2, g->hh, W(T_DOWN), NULL, BT, d.F, D);
-    rc = rc ? rc : row_parallel_sum(m, a->full, g->r2, nR);
+    if (d.F > 0) {
+        /* gate and up lie one after the other: one product of 2F rows */
+        train_linear_forward(&lc, &g->gu_s, g->gu, g->n2, W(T_GATE), NULL, BT, D, 2 * d.F);
+        train_swiglu_forward(g->hh, g->gu, BT, d.F);
+        train_linear_forward(&lc, &g->d_s, sq ? a->full : g->r2, g->hh, W(T_DOWN), NULL, BT,
+                             d.F, D);
+        rc = rc ? rc : row_parallel_sum(m, a->full, g->r2, nR);
+    } else {
+        memset(g->r2, 0, sizeof(float) * nR);
+    }
+    if (m->cfg.experts > 0)
+        moe_forward(m, l, g);
     train_residual_forward(g->r2, g->r2, g->h1, nR);
 #undef W
     return rc;
@@ -496,9 +638,9 @@ int train_llama_forward(weft_model *m, const void *in, int B, int T)
         memcpy(a->x0, in, sizeof(float) * R * (size_t)m->cfg.d_model);
     }
     for (int l = lo; l <= hi && rc == 0; l++) {
-        rc = train_model_params(m, rc, tix(l, 0), T_PER_LAYER, 1);
+        rc = train_model_params(m, rc, tix(&m->cfg, l, 0), per_layer(&m->cfg), 1);
         rc = rc ? rc : layer_forward(m, l);
-        rc = train_model_params(m, rc, tix(l, 0), T_PER_LAYER, 0);
+        rc = train_model_params(m, rc, tix(&m->cfg, l, 0), per_layer(&m->cfg), 0);
     }
     if (head && rc == 0)
         rc = head_forward(m);
@@ -523,6 +665,84 @@ static int embedding_backward(weft_model *m, ll_acts *a, const int32_t *tok, int
     return 0;
 }
 
+/* At the step's last backward (announce) of block l: its experts' counts
+ * over the chunk's slots become the last step's, and the balancing bias
+ * moves toward the mean load. */
+static int moe_step_end(weft_model *m, int l)
+{
+    const weft_model_config *c = &m->cfg;
+    if (c->experts <= 0 || !m->announce)
+        return 0;
+    int E = c->experts;
+    model_chunk *ck = m->ck;
+    ll_moe *cur = &((ll_acts *)m->s->arch)->moe;
+    int64_t *ld = cur->last_load + (size_t)l * E, routed = 0, dropped = 0;
+    memset(ld, 0, sizeof(int64_t) * (size_t)E);
+    for (int i = 0; i < ck->nslot; i++) {
+        ll_acts *x = ck->slot[i].arch;
+        if (!x)
+            continue;
+        for (int e = 0; e < E; e++) {
+            ld[e] += x->moe.load[(size_t)l * E + e];
+            x->moe.load[(size_t)l * E + e] = 0;
+        }
+        routed += x->moe.routed[l];
+        dropped += x->moe.dropped[l];
+        x->moe.routed[l] = x->moe.dropped[l] = 0;
+    }
+    for (int i = 0; i < ck->nslot; i++) {
+        ll_acts *x = ck->slot[i].arch;
+        if (!x)
+            continue;
+        memcpy(x->moe.last_load + (size_t)l * E, ld, sizeof(int64_t) * (size_t)E);
+        x->moe.last_routed[l] = routed;
+        x->moe.last_dropped[l] = dropped;
+        x->moe.stepped = 1;
+    }
+    if (!c->moe_bias)
+        return 0;
+    int ix = tix(c, l, T_EBIAS);
+    int rc = train_model_params(m, 0, ix, 1, 1);
+    if (rc == 0)
+        train_moe_bias_update(train_model_tensor_ptr(m, m->params, ix), ld, E, MOE_BIAS_RATE);
+    return train_model_params(m, rc, ix, 1, 0);
+}
+
+int weft_model_moe_stats(const weft_model *m, weft_moe_stats *out)
+{
+    if (!m || !out || m->cfg.type != WEFT_MODEL_LLAMA || m->cfg.experts <= 0)
+        return WEFT_EINVAL;
+    int L = m->cfg.n_layer, E = m->cfg.experts;
+    double worst = -1.0;
+    memset(out, 0, sizeof *out);
+    for (int k = 0; k < m->nchunk; k++) {
+        const model_chunk *ck = &m->chunk[k];
+        const ll_acts *a = NULL;
+        for (int i = 0; i < ck->nslot && !a; i++)
+            a = ck->slot[i].arch;
+        int lo = ck->first > 1 ? ck->first - 1 : 0, hi = ck->last < L ? ck->last - 1 : L - 1;
+        for (int l = lo; a && l <= hi; l++) {
+            const int64_t *ld = a->moe.last_load + (size_t)l * E;
+            int64_t mx = 0, sum = 0;
+            for (int e = 0; e < E; e++) {
+                mx = ld[e] > mx ? ld[e] : mx;
+                sum += ld[e];
+            }
+            double mean = (double)sum / E;
+            if (a->moe.stepped && mean > 0 && (double)mx / mean > worst) {
+                worst = (double)mx / mean;
+                out->load_max = (double)mx;
+                out->load_mean = mean;
+            }
+            out->routed += a->moe.last_routed[l];
+            out->dropped += a->moe.last_dropped[l];
+            out->aux += a->moe.aux[l];
+            out->z += a->moe.z[l];
+        }
+    }
+    return 0;
+}
+
 /* The weight half: from the douts the input half kept. */
 static int llama_backward_weight(weft_model *m)
 {
@@ -544,16 +764,21 @@ static int llama_backward_weight(weft_model *m)
     }
     for (int l = hi; l >= lo; l--) {
         ll_layer *g = &a->l[l];
-#define DW(j) train_model_tensor_ptr(m, G, tix(l, j))
-        train_linear_backward_weight(&lc, &g->d_s, DW(T_DOWN), NULL, g->kd, g->hh, BT, d.F, D);
-        train_linear_backward_weight(&lc, &g->gu_s, DW(T_GATE), NULL, g->kgu, g->n2, BT, D, 2 * d.F);
+#define DW(j) train_model_tensor_ptr(m, G, tix(&m->cfg, l, j))
+        if (d.F > 0) {
+            train_linear_backward_weight(&lc, &g->d_s, DW(T_DOWN), NULL, g->kd, g->hh, BT, d.F,
+                                         D);
+            train_linear_backward_weight(&lc, &g->gu_s, DW(T_GATE), NULL, g->kgu, g->n2, BT, D,
+                                         2 * d.F);
+        }
         train_linear_backward_weight(&lc, &g->o_s, DW(T_O), NULL, g->ko, g->atty, BT, A, D);
         train_linear_backward_weight(&lc, &g->q_s, DW(T_Q), NULL, g->kq, g->n1, BT, D, A);
         train_linear_backward_weight(&lc, &g->k_s, DW(T_K) + kvo, NULL, g->kk, g->n1, BT, D, KV);
         train_linear_backward_weight(&lc, &g->v_s, DW(T_V) + kvo, NULL, g->kv, g->n1, BT, D, KV);
 #undef DW
         rc = rc ? rc : layer_sums(m, l);
-        train_model_grads_ready(m, tix(l, 0), T_PER_LAYER);
+        rc = rc ? rc : moe_step_end(m, l);
+        train_model_grads_ready(m, tix(&m->cfg, l, 0), per_layer(&m->cfg));
     }
     if (m->ck->first == 0) {
         rc = rc ? rc : embedding_backward(m, a, s->tokens, s->B, s->T);
@@ -598,15 +823,26 @@ static int layer_backward(weft_model *m, int l, int sp, float *cin)
     float *P = m->params, *G = m->grads;
     ll_layer *g = &a->l[l];
     const float *x = block_input(m, l), *rdout = a->dres;
-#define W(j) train_model_tensor_ptr(m, P, tix(l, j))
-#define DW(j) train_model_tensor_ptr(m, G, tix(l, j))
+#define W(j) train_model_tensor_ptr(m, P, tix(&m->cfg, l, j))
+#define DW(j) train_model_tensor_ptr(m, G, tix(&m->cfg, l, j))
     if (sq) { /* Megatron's g backward: the rows of every rank */
         rc = train_tp_allgather(m, a->dres, a->full, nR);
         rdout = a->full;
     }
-    lin_back(&lc, &g->d_s, sp, g->kd, a->dh, DW(T_DOWN), rdout, g->hh, W(T_DOWN), BT, F, D);
-    train_swiglu_backward(a->dgu, a->dh, g->gu, BT, F);
-    lin_back(&lc, &g->gu_s, sp, g->kgu, cin, DW(T_GATE), a->dgu, g->n2, W(T_GATE), BT, D, 2 * F);
+    if (F > 0) {
+        lin_back(&lc, &g->d_s, sp, g->kd, a->dh, DW(T_DOWN), rdout, g->hh, W(T_DOWN), BT, F, D);
+        train_swiglu_backward(a->dgu, a->dh, g->gu, BT, F);
+        lin_back(&lc, &g->gu_s, sp, g->kgu, cin, DW(T_GATE), a->dgu, g->n2, W(T_GATE), BT, D,
+                 2 * F);
+    } else {
+        memset(cin, 0, sizeof(float) * (size_t)BT * D);
+    }
+    /* the experts' weights are done here even in a split backward */
+    if (m->cfg.experts > 0) {
+        moe_dims md = moe_dims_of(m, BT);
+        train_moe_backward(m->mm, &md, &g->mo, &a->ms, cin, DW(T_ROUTER), DW(T_EGU), DW(T_EDOWN),
+                           rdout, g->n2, W(T_ROUTER), W(T_EGU), W(T_EDOWN), 1.0f);
+    }
     rc = rc ? rc : column_parallel_grad(m, cin, a->dbr, nR);
     train_rmsnorm_backward(a->dres, DW(T_MNORM), a->dbr, g->h1, W(T_MNORM), g->r2s, R, D);
     if (sq)
@@ -680,16 +916,20 @@ int train_llama_backward(weft_model *m, const float *dout, int part)
     else
         memcpy(a->dres, dout, nR * sizeof(float));
     for (int l = hi; l >= lo && rc == 0; l--) {
-        rc = train_model_params(m, rc, tix(l, 0), T_PER_LAYER, 1);
+        rc = train_model_params(m, rc, tix(&m->cfg, l, 0), per_layer(&m->cfg), 1);
         /* the block's activations as its forward made them (the last
          * block's are still there) */
-        if (rc == 0 && m->recompute && l < hi)
+        if (rc == 0 && m->recompute && l < hi) {
+            a->moe.replay = 1;
             rc = layer_forward(m, l);
+            a->moe.replay = 0;
+        }
         rc = rc ? rc : layer_backward(m, l, sp, cin);
-        rc = train_model_params(m, rc, tix(l, 0), T_PER_LAYER, 0);
+        rc = train_model_params(m, rc, tix(&m->cfg, l, 0), per_layer(&m->cfg), 0);
         if (!sp) {
             rc = rc ? rc : layer_sums(m, l);
-            train_model_grads_ready(m, tix(l, 0), T_PER_LAYER);
+            rc = rc ? rc : moe_step_end(m, l);
+            train_model_grads_ready(m, tix(&m->cfg, l, 0), per_layer(&m->cfg));
         }
     }
     /* a tied embedding also got the logits' gradient, so it is done only now */
