@@ -1,0 +1,284 @@
+/* The Llama's mixture of experts: finite-difference gradients of the
+ * whole loss (cross-entropy + the weighted aux and z losses) on a tiny
+ * config, with dropping and a shared expert; an expert no token picks
+ * (its weights' gradients exactly zero, everything finite); the capacity
+ * rounding; the config's keys (round trip, refusals, tensor parallelism
+ * refused); recomputation and a split backward giving the same bits; and
+ * the balancing bias alone taking a skewed router's max/mean load toward
+ * 1. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test.h"
+#include "train/moe.h"
+#include "weft.h"
+
+#define B 2
+#define T 8
+
+static void data(int32_t *tok, int32_t *nxt, int vocab, uint64_t seed)
+{
+    weft_rng rng;
+    weft_rng_seed(&rng, seed);
+    for (int i = 0; i < B * T; i++) {
+        tok[i] = (int32_t)weft_rng_below(&rng, (uint64_t)vocab);
+        nxt[i] = (int32_t)weft_rng_below(&rng, (uint64_t)vocab);
+    }
+}
+
+/* Cross-entropy plus the weighted balancing losses of one forward. */
+static double total_loss(weft_model *m, const int32_t *tok, const int32_t *nxt)
+{
+    const weft_model_config *c = weft_model_config_of(m);
+    float ce = 0;
+    weft_moe_stats st;
+    if (weft_model_forward(m, tok, nxt, B, T, &ce) || weft_model_moe_stats(m, &st))
+        return NAN;
+    return ce + (double)c->aux_loss * st.aux + (double)c->z_loss * st.z;
+}
+
+static weft_model *make(const char *spec, uint64_t seed)
+{
+    weft_model_config c;
+    weft_model *m = NULL;
+    if (weft_model_config_parse(spec, &c) || weft_model_create(&m, &c, seed))
+        return NULL;
+    return m;
+}
+
+TEST(gradients_finite_difference)
+{
+    /* h large enough for fp32 sums, small enough that no pick changes */
+    const float h = 2e-3f;
+    weft_model *m = make("llama:vocab=11,ctx=8,layers=2,heads=2,dim=8,ffn=12,experts=4,topk=2,"
+                         "capacity=1.5,shared=1,moe_ffn=6,aux=0.05,zloss=0.01", 5);
+    CHECK(m != NULL);
+    if (!m)
+        return;
+    int32_t tok[B * T], nxt[B * T];
+    data(tok, nxt, 11, 36);
+    weft_rng rng;
+    weft_rng_seed(&rng, 9);
+    size_t n;
+    float *p = weft_model_params(m, &n), *g = weft_model_grads(m, NULL);
+    for (size_t i = 0; i < n; i++) /* livelier weights */
+        p[i] += 0.2f * (2.0f * weft_rng_uniform(&rng) - 1.0f);
+    weft_model_zero_grad(m);
+    double l0 = total_loss(m, tok, nxt);
+    CHECK(weft_model_backward(m) == 0);
+    float *ana = malloc(n * sizeof(float));
+    memcpy(ana, g, n * sizeof(float));
+    int bad = 0, tried = 0;
+    for (int ti = 0; ti < weft_model_tensor_count(m); ti++) {
+        weft_tensor_info info;
+        weft_model_tensor_info(m, ti, &info);
+        for (int s = 0; s < 3; s++) {
+            size_t i = info.offset + weft_rng_below(&rng, info.numel);
+            float save = p[i];
+            p[i] = save + h;
+            double lp = total_loss(m, tok, nxt);
+            p[i] = save - h;
+            double lm = total_loss(m, tok, nxt);
+            p[i] = save;
+            double num = (lp - lm) / (2.0 * h);
+            tried++;
+            if (!(fabs(num - ana[i]) <= 2e-3 + 3e-2 * fabs(ana[i]))) {
+                fprintf(stderr, "  %s[%zu]: numeric %.6g analytic %.6g\n", info.name,
+                        i - info.offset, num, ana[i]);
+                bad++;
+            }
+        }
+    }
+    weft_moe_stats st;
+    CHECK(weft_model_moe_stats(m, &st) == 0);
+    CHECKF(isfinite(l0) && st.routed == 2 * B * T * 2 && st.dropped > 0,
+           "loss %g, routed %lld, dropped %lld", l0, (long long)st.routed, (long long)st.dropped);
+    CHECKF(bad == 0, "%d of %d sampled gradients off", bad, tried);
+    free(ana);
+    weft_model_destroy(m);
+}
+
+/* A bias of -10 keeps expert 3 out of every token's pick: its weights get
+ * zero gradients, all else stays finite. */
+TEST(zero_token_expert)
+{
+    weft_model *m = make("llama:vocab=11,ctx=8,layers=1,heads=2,dim=8,ffn=12,experts=4,topk=2,"
+                         "bias=1,aux=0.1,zloss=0.1", 3);
+    CHECK(m != NULL);
+    if (!m)
+        return;
+    int32_t tok[B * T], nxt[B * T];
+    data(tok, nxt, 11, 4);
+    size_t n;
+    float *p = weft_model_params(m, &n), *g = weft_model_grads(m, NULL);
+    weft_tensor_info gu, dn, bias;
+    CHECK(weft_model_tensor_info(m, weft_model_tensor_find(m, "blocks.0.mlp.experts.gate_up.weight"),
+                                 &gu) == 0);
+    CHECK(weft_model_tensor_info(m, weft_model_tensor_find(m, "blocks.0.mlp.experts.down.weight"),
+                                 &dn) == 0);
+    CHECK(weft_model_tensor_info(m, weft_model_tensor_find(m, "blocks.0.mlp.router.bias"),
+                                 &bias) == 0);
+    p[bias.offset + 3] = -10.0f;
+    float loss;
+    weft_model_zero_grad(m);
+    CHECK(weft_model_forward(m, tok, nxt, B, T, &loss) == 0);
+    CHECK(weft_model_backward(m) == 0);
+    int finite = 1, zero = 1, used = 0;
+    for (size_t i = 0; i < n; i++)
+        finite &= isfinite(g[i]) && isfinite(p[i]);
+    size_t per_gu = gu.numel / 4, per_dn = dn.numel / 4;
+    for (size_t i = 0; i < per_gu; i++) {
+        zero &= g[gu.offset + 3 * per_gu + i] == 0.0f;
+        used |= g[gu.offset + i] != 0.0f;
+    }
+    for (size_t i = 0; i < per_dn; i++)
+        zero &= g[dn.offset + 3 * per_dn + i] == 0.0f;
+    CHECKF(finite && zero && used && isfinite(loss),
+           "finite %d, unused expert's gradients zero %d, expert 0 used %d", finite, zero, used);
+    /* the bias step: the idle expert's bias rises by the rate */
+    CHECKF(p[bias.offset + 3] == -10.0f + 1e-3f, "bias after the step %.9g",
+           (double)p[bias.offset + 3]);
+    weft_model_destroy(m);
+}
+
+TEST(capacity)
+{
+    CHECK(train_moe_capacity(10, 2, 4, 1.0f) == 5);
+    CHECK(train_moe_capacity(10, 2, 4, 1.25f) == 7);     /* 6.25 rounds up */
+    CHECK(train_moe_capacity(16, 2, 4, 1.0f) == 8);      /* exact: no extra slot */
+    CHECK(train_moe_capacity(10, 2, 4, 0.0f) == 10);     /* no dropping */
+    CHECK(train_moe_capacity(10, 1, 64, 0.01f) == 1);    /* at least one */
+    CHECK(train_moe_capacity(10, 2, 4, 100.0f) == 10);   /* at most every token */
+}
+
+TEST(config_keys)
+{
+    weft_model_config c, back;
+    char buf[512];
+    CHECK(weft_model_config_parse("llama:vocab=11,ctx=8,layers=1,heads=2,dim=8,ffn=12,experts=8,"
+                                  "topk=2,router=sigmoid,bias=1,capacity=1.25,shared=2,"
+                                  "moe_ffn=4,aux=0.01,zloss=0.001", &c) == 0);
+    CHECK(c.experts == 8 && c.topk == 2 && c.router == 1 && c.moe_bias == 1 && c.shared == 2 &&
+          c.moe_ffn == 4 && c.capacity == 1.25f && c.aux_loss == 0.01f && c.z_loss == 0.001f);
+    CHECK(weft_model_config_check(&c) == 0);
+    CHECK(weft_model_config_format(&c, buf, sizeof buf) < (int)sizeof buf);
+    CHECK(weft_model_config_parse(buf, &back) == 0);
+    CHECKF(memcmp(&c, &back, sizeof c) == 0, "round trip of %s", buf);
+    CHECK(weft_model_config_parse("llama:vocab=11,ctx=8,layers=1,heads=2,dim=8,ffn=12", &c) == 0);
+    CHECK(weft_model_config_format(&c, buf, sizeof buf) > 0 && !strstr(buf, "experts"));
+    static const char *const bad[] = {
+        "llama:vocab=11,ctx=8,layers=1,heads=2,dim=8,ffn=12,experts=4,topk=5",
+        "llama:vocab=11,ctx=8,layers=1,heads=2,dim=8,ffn=12,experts=4,topk=0",
+        "llama:vocab=11,ctx=8,layers=1,heads=2,dim=8,ffn=12,experts=4,topk=1,router=tanh",
+        "llama:vocab=11,ctx=8,layers=1,heads=2,dim=8,ffn=12,topk=1",
+        "llama:vocab=11,ctx=8,layers=1,heads=2,dim=8,ffn=12,experts=4,topk=1,bias=2",
+        "llama:vocab=11,ctx=8,layers=1,heads=2,dim=8,ffn=12,experts=4,topk=1,capacity=-1",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        int rc = weft_model_config_parse(bad[i], &c);
+        CHECKF(rc != 0 || weft_model_config_check(&c) != 0, "refused: %s", bad[i]);
+    }
+    /* experts are whole on every rank: a tensor-parallel layout is refused */
+    weft_model *m = NULL;
+    CHECK(weft_model_config_parse("llama:vocab=12,ctx=8,layers=1,heads=2,dim=8,ffn=12,experts=4,"
+                                  "topk=1", &c) == 0);
+    weft_block_range all = { 0, weft_model_block_count(&c) };
+    CHECK(weft_model_create_tp(&m, &c, 1, &all, 1, 0, NULL, 2, 0) != 0 && m == NULL);
+}
+
+static float step_of(weft_model *m, float *g, size_t n, const int32_t *tok, const int32_t *nxt)
+{
+    float loss = 0;
+    weft_model_zero_grad(m);
+    if (weft_model_forward(m, tok, nxt, B, T, &loss) || weft_model_backward(m))
+        return -1;
+    memcpy(g, weft_model_grads(m, NULL), n * sizeof(float));
+    return loss;
+}
+
+TEST(recompute_and_split)
+{
+    const char *spec = "llama:vocab=11,ctx=8,layers=3,heads=2,dim=8,ffn=12,experts=4,topk=2,"
+                       "capacity=1,shared=1,aux=0.01,zloss=0.01";
+    weft_model *m = make(spec, 3), *st = NULL;
+    CHECK(m != NULL);
+    if (!m)
+        return;
+    int32_t tok[B * T], nxt[B * T];
+    data(tok, nxt, 11, 8);
+    size_t n;
+    weft_model_params(m, &n);
+    float *g0 = malloc(n * 4), *g1 = malloc(n * 4);
+    float l0 = step_of(m, g0, n, tok, nxt);
+    CHECK(weft_model_set_recompute(m, 1) == 0);
+    float l1 = step_of(m, g1, n, tok, nxt);
+    CHECKF(l0 > 0 && l1 == l0 && memcmp(g0, g1, n * 4) == 0, "recomputation: the same bits");
+    weft_model_config c;
+    CHECK(weft_model_config_parse(spec, &c) == 0);
+    weft_block_range all = { 0, weft_model_block_count(&c) };
+    CHECK(weft_model_create_stage(&st, &c, 3, &all, 1, WEFT_STAGE_SPLIT_BACKWARD) == 0);
+    if (st) {
+        float loss;
+        weft_model_zero_grad(st);
+        CHECK(weft_model_chunk_forward(st, 0, 0, tok, nxt, B, T, &loss) == 0);
+        CHECK(weft_model_chunk_backward(st, 0, 0, NULL, 1.0f, WEFT_BACKWARD_INPUT, 1) == 0);
+        CHECK(weft_model_chunk_backward(st, 0, 0, NULL, 1.0f, WEFT_BACKWARD_WEIGHT, 1) == 0);
+        CHECKF(loss == l0 && memcmp(weft_model_grads(st, NULL), g0, n * 4) == 0,
+               "split backward: the same bits");
+        weft_model_destroy(st);
+    }
+    free(g0);
+    free(g1);
+    weft_model_destroy(m);
+}
+
+/* No optimiser: only the bias moves. A router of larger weights spreads
+ * the tokens' scores; one expert starts favoured by 0.5 (max/mean load
+ * above 2); the steps bring max/mean load within 1.25. */
+TEST(bias_balances)
+{
+    enum { NB = 8 };
+    weft_model *m = make("llama:vocab=11,ctx=8,layers=1,heads=2,dim=8,ffn=12,experts=4,topk=1,"
+                         "router=sigmoid,bias=1", 2);
+    CHECK(m != NULL);
+    if (!m)
+        return;
+    int32_t tok[NB * T], nxt[NB * T];
+    weft_rng rng;
+    weft_rng_seed(&rng, 12);
+    for (int i = 0; i < NB * T; i++) {
+        tok[i] = (int32_t)weft_rng_below(&rng, 11);
+        nxt[i] = (int32_t)weft_rng_below(&rng, 11);
+    }
+    weft_tensor_info bias, router;
+    CHECK(weft_model_tensor_info(m, weft_model_tensor_find(m, "blocks.0.mlp.router.bias"),
+                                 &bias) == 0);
+    CHECK(weft_model_tensor_info(m, weft_model_tensor_find(m, "blocks.0.mlp.router.weight"),
+                                 &router) == 0);
+    float *p = weft_model_params(m, NULL);
+    for (size_t i = 0; i < router.numel; i++)
+        p[router.offset + i] = 2.0f * weft_rng_uniform(&rng) - 1.0f;
+    p[bias.offset] = 0.5f;
+    weft_moe_stats st;
+    float loss;
+    double first = 0, best = 1e9;
+    const char *scale = getenv("TEST_SCALE");
+    int steps = scale && atoi(scale) >= 10 ? 350 : 400;
+    for (int s = 0; s < steps; s++) {
+        weft_model_zero_grad(m);
+        CHECK(weft_model_forward(m, tok, nxt, NB, T, &loss) == 0);
+        CHECK(weft_model_backward(m) == 0);
+        CHECK(weft_model_moe_stats(m, &st) == 0);
+        double r = st.load_max / st.load_mean;
+        if (getenv("MOE_TRACE"))
+            fprintf(stderr, "%d %.3g\n", s, r);
+        if (s == 0)
+            first = r;
+        if (s >= steps - 20 && r < best)
+            best = r;
+    }
+    CHECKF(first >= 2.0 && best <= 1.25, "max/mean load: first step %.3g, best of the last 20 %.3g",
+           first, best);
+    weft_model_destroy(m);
+}
