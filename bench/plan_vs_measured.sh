@@ -1,24 +1,39 @@
 #!/bin/sh
-# weft-sim plan against measured weft-train steps on this machine: the
-# compute rate is fitted to the pure data-parallel run of N ranks (the
-# same sharing of the cores as every other layout), then every tp x pp
-# layout of N ranks (1f1b, m = pp, ZeRO 0, no sp: weft-train's
-# defaults) is run and its median step compared with the plan's
-# prediction, and the two rankings are printed side by side.
+# weft-sim plan, calibrated on this machine, against measured weft-train
+# steps: for N ranks (4; RANKS="4 8" adds 8) every tp x pp x dp layout the
+# model allows is run with weft-train's defaults (1f1b, m = pp, ZeRO 0, no
+# sp) REPS times, and its median step set beside the plan's prediction
+# for the same layout; then both rankings, the pairs they order
+# differently beyond the noise (the two layouts' measured ranges apart),
+# and the plan's choice among these layouts against the measured best.
 #
-#   bench/plan_vs_measured.sh [BUILD] [N] [MODEL] [BATCH] [STEPS]
+# Self-contained: the calibration is made fresh in a temporary folder
+# (weft-tune's constants by `weftrun -n 2xCORES weft-tune`, then
+# `weft-sim plan --calibrate`: the cores, and the engine probed for every
+# block shape the plan needs), so nothing of an earlier run is used.
+# No figure is fitted to the measured runs.
+#
+#   bench/plan_vs_measured.sh [BUILD]
+#   env: RANKS="4" MODEL=gpt:vocab=256,ctx=32,layers=4,heads=4,dim=64
+#        BATCH=16 STEPS=8 REPS=3
+# About 3 minutes at 4 ranks on an idle 2-core machine; 8 ranks as much
+# again. Timing runs hold /tmp/weft-bench.lock.
 set -eu
-B=${1:-build}
-N=${2:-4}
-MODEL=${3:-gpt:vocab=256,ctx=32,layers=4,heads=4,dim=64}
-BATCH=${4:-16}
-STEPS=${5:-8}
+cd "$(dirname "$0")/.."
+B=${1:-${BUILD:-build}}
+RANKS=${RANKS:-4}
+MODEL=${MODEL:-gpt:vocab=256,ctx=32,layers=4,heads=4,dim=64}
+BATCH=${BATCH:-16}
+STEPS=${STEPS:-8}
+REPS=${REPS:-3}
+make -s -j2 BUILD="$B" "$B/weftrun" "$B/weft-train" "$B/weft-sim" "$B/weft-tune" >/dev/null
 SEQ=$(echo "$MODEL" | sed 's/.*ctx=\([0-9]*\).*/\1/')
 LAYERS=$(echo "$MODEL" | sed 's/.*layers=\([0-9]*\).*/\1/')
 HEADS=$(echo "$MODEL" | sed 's/.*heads=\([0-9]*\).*/\1/')
 TMP=$(mktemp -d /tmp/weft-planbench.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 LOCK=/tmp/weft-bench.lock
+CORES=$(nproc)
 
 # median seconds a step from a metrics CSV, leaving out the first 2 steps
 median_step() {
@@ -26,46 +41,70 @@ median_step() {
         awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : "nan" }'
 }
 
-run() { # ranks tp pp -> seconds a step
-    f="$TMP/m_$1_$2_$3.csv"
-    if [ "$1" = 1 ]; then
-        flock "$LOCK" "$B/weft-train" --model "$MODEL" --data builtin --batch "$BATCH" \
-            --seq "$SEQ" --steps "$STEPS" --no-eval --metrics "$f" >/dev/null 2>&1
-    else
+run() { # ranks tp pp -> "median min max" ms a step over REPS runs
+    : >"$TMP/reps"
+    r=0
+    while [ $r -lt "$REPS" ]; do
+        f="$TMP/m_$1_$2_$3_$r.csv"
         flock "$LOCK" "$B/weftrun" -n "$1" "$B/weft-train" --model "$MODEL" --data builtin \
             --batch "$BATCH" --seq "$SEQ" --steps "$STEPS" --no-eval --tp "$2" --pp "$3" \
             --metrics "$f" >/dev/null 2>&1
-    fi
-    median_step "$f"
-}
-
-plan_ms() { # ranks gflops tp pp -> predicted ms of weft-train's default at that layout
-    "$B/weft-sim" plan --model "$MODEL" --batch "$BATCH" --ranks "$1" --topo host \
-        --gflops "$2" | awk -v tp="$3" -v pp="$4" '
-        $1 == tp && $2 == pp && $4 == 0 && ($5 == "1f1b") && $6 == pp && $7 == 0 { print $8; exit }'
-}
-
-one=$(run 1 1 1)
-dp_meas=$(run "$N" 1 1)
-pN=$(plan_ms "$N" 1 1 1)
-G=$(awk -v p="$pN" -v m="$dp_meas" 'BEGIN { printf "%.4g", p / (1e3 * m) }')
-echo "# $MODEL batch $BATCH, $STEPS steps; one process $(awk -v m="$one" 'BEGIN { printf "%.1f", 1e3 * m }') ms a step; --gflops $G (a core) fitted to 1x1x$N"
-echo "# ranks tp pp dp predicted_ms measured_ms error"
-: >"$TMP/rows"
-for tp in 1 2 4 8; do
-    [ $((N % tp)) = 0 ] && [ $((HEADS % tp)) = 0 ] || continue
-    for pp in 1 2 4 8; do
-        [ $((N % (tp * pp))) = 0 ] && [ "$pp" -le $((LAYERS + 2)) ] || continue
-        dp=$((N / (tp * pp)))
-        pred=$(plan_ms "$N" "$G" "$tp" "$pp")
-        if [ "$tp$pp" = 11 ]; then meas=$dp_meas; else meas=$(run "$N" "$tp" "$pp"); fi
-        awk -v n="$N" -v tp="$tp" -v pp="$pp" -v dp="$dp" -v p="$pred" -v m="$meas" 'BEGIN {
-            printf "  %5d %2d %2d %2d %12.1f %11.1f %+6.1f%%\n", n, tp, pp, dp, p, 1e3 * m,
-                   100 * (p - 1e3 * m) / (1e3 * m) }' | tee -a "$TMP/rows"
+        median_step "$f" >>"$TMP/reps"
+        r=$((r + 1))
     done
+    sort -g "$TMP/reps" | awk '{ v[NR] = 1e3 * $1 } END { print v[int((NR + 1) / 2)], v[1], v[NR] }'
+}
+
+echo "# $(date -u +%Y-%m-%dT%H:%MZ), $CORES cores ($(lscpu | sed -n 's/^Model name: *//p')), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# $MODEL batch $BATCH, $STEPS steps, median of $REPS runs"
+# weft-tune's constants for this host, measured now
+export WEFT_TUNE_FILE="$TMP/tune"
+flock "$LOCK" "$B/weftrun" -n $((2 * CORES)) "$B/weft-tune" -t 5 -o "$WEFT_TUNE_FILE" >/dev/null
+echo "# weft-tune: $(cat "$WEFT_TUNE_FILE")"
+
+for N in $RANKS; do
+    CAL="$TMP/calib"
+    flock "$LOCK" "$B/weft-sim" plan --model "$MODEL" --batch "$BATCH" --ranks "$N" --topo host \
+        --calib "$CAL" --calibrate >"$TMP/plan$N"
+    echo
+    echo "## $N ranks"
+    grep '^# inputs:' "$TMP/plan$N"
+    grep '^best ' "$TMP/plan$N" | sed 's/^/# plan, every schedule: /'
+    echo "#  tp pp dp predicted_ms measured_ms (min..max) error"
+    : >"$TMP/rows"
+    for tp in 1 2 4 8; do
+        [ $((N % tp)) = 0 ] && [ $((HEADS % tp)) = 0 ] || continue
+        for pp in 1 2 4 8; do
+            [ $((N % (tp * pp))) = 0 ] && [ "$pp" -le $((LAYERS + 2)) ] || continue
+            dp=$((N / (tp * pp)))
+            [ "$dp" -le "$BATCH" ] || continue
+            pred=$(awk -v tp="$tp" -v pp="$pp" '
+                $1 == tp && $2 == pp && $4 == 0 && $5 == "1f1b" && $6 == pp && $7 == 0 { print $8; exit }' "$TMP/plan$N")
+            [ -n "$pred" ] || continue
+            set -- $(run "$N" "$tp" "$pp")
+            echo "$tp $pp $dp $pred $1 $2 $3" >>"$TMP/rows"
+            awk -v tp="$tp" -v pp="$pp" -v dp="$dp" -v p="$pred" -v m="$1" -v lo="$2" -v hi="$3" 'BEGIN {
+                printf "  %3d %2d %2d %12.1f %11.1f (%.1f..%.1f) %+6.1f%%\n", tp, pp, dp, p, m, lo, hi,
+                       100 * (p - m) / m }'
+        done
+    done
+    echo "# ranking, predicted: $(sort -k4 -g "$TMP/rows" | awk '{ printf "%sx%sx%s ", $1, $2, $3 }')"
+    echo "# ranking, measured:  $(sort -k5 -g "$TMP/rows" | awk '{ printf "%sx%sx%s ", $1, $2, $3 }')"
+    awk '{ tp[NR] = $1; pp[NR] = $2; dp[NR] = $3; p[NR] = $4; m[NR] = $5; lo[NR] = $6; hi[NR] = $7 }
+        END {
+            for (i = 1; i <= NR; i++) for (j = i + 1; j <= NR; j++) {
+                pairs++
+                if ((p[i] - p[j]) * (m[i] - m[j]) >= 0) continue
+                # apart beyond the noise: the two runs ranges do not overlap
+                if (lo[i] > hi[j] || lo[j] > hi[i]) {
+                    bad++
+                    list = list sprintf(" %sx%sx%s/%sx%sx%s", tp[i], pp[i], dp[i], tp[j], pp[j], dp[j])
+                } else near++
+            }
+            printf "# pairs ordered differently: %d of %d beyond the noise%s, %d within it\n",
+                   bad, pairs, bad ? " (" substr(list, 2) ")" : "", near
+        }' "$TMP/rows"
+    best_pred=$(sort -k4 -g "$TMP/rows" | head -1)
+    best_meas=$(sort -k5 -g "$TMP/rows" | head -1)
+    echo "$best_pred $best_meas" | awk '{ printf "# the plan picks tp %s pp %s dp %s: measured %.1f ms; the measured best tp %s pp %s dp %s %.1f ms (%+.1f%%)\n", $1, $2, $3, $5, $8, $9, $10, $12, 100 * ($5 - $12) / $12 }'
 done
-echo "# ranking, predicted:  $(sort -k5 -g "$TMP/rows" | awk '{ printf "%sx%sx%s ", $2, $3, $4 }')"
-echo "# ranking, measured:   $(sort -k6 -g "$TMP/rows" | awk '{ printf "%sx%sx%s ", $2, $3, $4 }')"
-best_pred=$(sort -k5 -g "$TMP/rows" | head -1)
-best_meas=$(sort -k6 -g "$TMP/rows" | head -1 | awk '{ print $6 }')
-echo "$best_pred" | awk -v b="$best_meas" '{ printf "# the plan picks tp %s pp %s dp %s: measured %.1f ms, the measured best %.1f ms (%+.1f%%)\n", $2, $3, $4, $6, b, 100 * ($6 - b) / b }'

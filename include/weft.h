@@ -1572,6 +1572,13 @@ typedef struct {
                                      topology with a cpu line) */
     double mem;                   /* bytes a rank may hold; <= 0: no limit */
     int optim_bytes;              /* optimiser bytes a parameter: 8 AdamW, 4 SGD */
+    /* Calibration (docs/SIMULATION.md, "Calibrating the planner"): a file of
+     * this host's cores, weft-tune's constants and measured block costs.
+     * NULL or a missing file: every input assumed (unless calibrate).
+     * calibrate: also take the cores and weft-tune's file from this host,
+     * probe the block shapes the file lacks, and save it back. */
+    const char *calib;
+    int calibrate;
 } weft_sim_plan_query;
 
 enum { WEFT_SIM_PLAN_TP = 0, WEFT_SIM_PLAN_PP, WEFT_SIM_PLAN_DP, WEFT_SIM_PLAN_DIMS };
@@ -1593,6 +1600,10 @@ typedef struct weft_sim_plan weft_sim_plan;
 int weft_sim_plan_run(const weft_sim_plan_query *q, weft_sim_plan **out, char *err,
                       size_t errlen);
 void weft_sim_plan_free(weft_sim_plan *pl);
+/* Which inputs of the plan were measured and which assumed, one line. */
+int weft_sim_plan_inputs(const weft_sim_plan *pl, char *buf, size_t len);
+/* This host's calibration file (the default of weft-sim plan). */
+int weft_sim_plan_calib_path(char *buf, size_t len);
 int weft_sim_plan_count(const weft_sim_plan *pl);
 /* The fastest layout that fits, and the one needing least memory; -1: none. */
 int weft_sim_plan_best(const weft_sim_plan *pl);

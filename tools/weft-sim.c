@@ -414,6 +414,13 @@ static void plan_usage(FILE *f)
         "                     marked and never chosen (default: no limit)\n"
         "  --optim adamw|sgd  optimiser state: 8 or 4 bytes a parameter (adamw)\n"
         "  --top N            print only the N fastest (default all)\n"
+        "  --calib FILE       calibration file (default: this host's cache, used when it\n"
+        "                     exists and --topo is host)\n"
+        "  --calibrate        measure what the calibration lacks on this machine (its\n"
+        "                     cores, weft-tune's file, each block shape the plan needs,\n"
+        "                     a short probe of the engine) and save it\n"
+        "  --no-calib         assume every input (FLOPs at --gflops, the topology's links)\n"
+        "The line \"# inputs:\" says which inputs were measured and which assumed.\n"
         "Prints every layout sorted by predicted step; the last line names the fastest\n"
         "that fits: best tp=.. pp=.. dp=.. sp=.. schedule=.. m=.. zero=.. step_ms=..\n"
         "mem_bytes=.. (best none when nothing fits; exit status 1).\n");
@@ -428,9 +435,13 @@ static int cmd_plan(int argc, char **argv)
 {
     weft_sim_plan_query q = { .gflops = 20, .optim_bytes = 8 };
     const char *topo_name = "host", *model = NULL;
-    int top = 0;
+    int top = 0, no_calib = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v;
+        if (!strcmp(a, "--calibrate") || !strcmp(a, "--no-calib")) {
+            *(a[2] == 'c' ? &q.calibrate : &no_calib) = 1;
+            continue;
+        }
         int got = option_value(argc, argv, &i, plan_usage, &v);
         if (got)
             return got == 1 ? 0 : 2;
@@ -457,6 +468,8 @@ static int cmd_plan(int argc, char **argv)
             q.optim_bytes = !strcmp(v, "sgd") ? 4 : 8;
         } else if (!strcmp(a, "--top"))
             bad = (top = atoi(v)) < 1;
+        else if (!strcmp(a, "--calib"))
+            q.calib = v;
         else {
             plan_usage(stderr);
             return 2;
@@ -481,6 +494,13 @@ static int cmd_plan(int argc, char **argv)
         return 1;
     }
     q.topo = t;
+    char calib[320];
+    if (no_calib) {
+        q.calib = NULL;
+        q.calibrate = 0;
+    } else if (!q.calib && (q.calibrate || !strcmp(topo_name, "host")) &&
+               weft_sim_plan_calib_path(calib, sizeof calib) == 0 && calib[0])
+        q.calib = calib;
     weft_sim_plan *pl;
     if (weft_sim_plan_run(&q, &pl, err, sizeof err)) {
         fprintf(stderr, "weft-sim: %s\n", err);
@@ -493,6 +513,8 @@ static int cmd_plan(int argc, char **argv)
            q.mem > 0 ? "limited" : "unlimited");
     if (q.mem > 0)
         printf("# memory limit %.0f bytes a rank\n", q.mem);
+    weft_sim_plan_inputs(pl, err, sizeof err);
+    printf("# inputs: %s\n", err);
     printf("# %3s %3s %3s %2s %-13s %4s %4s %10s %9s %9s %9s %6s %13s %12s %12s %12s %-17s %s\n",
            "tp", "pp", "dp", "sp", "schedule", "m", "zero", "step_ms", "pipe_ms", "tp_ms",
            "dp_ms", "bubble", "mem_bytes", "tp_bytes", "pp_bytes", "dp_bytes",

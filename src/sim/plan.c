@@ -28,6 +28,8 @@ typedef struct {
     coll_memo *memo;
     int nmemo, capmemo;
     sim_plan *out;
+    sim_topo topo;              /* the query's, its cores the calibration's */
+    sim_plan_query lq;          /* the query on that topology */
 } planner;
 
 /* Room for one more of n elements of size bytes in *a (capacity *cap). */
@@ -111,6 +113,34 @@ static int group_link(const sim_topo *t, int world, int stride, int n)
     return a.node != b.node ? LC_NIC : LC_INTRA;
 }
 
+/* With weft-tune's constants and the group on one node: the library's
+ * own closed forms (cost_closed), the fastest algorithm, the group's
+ * share of the node's cores as its cores (so that more ranks than cores
+ * pay the oversubscribed constants, as the tuner prices them). Returns 0
+ * when the calibration has no constants or the group leaves the node. */
+static int calib_coll(const planner *pl, int kind, int stride, int n, double count, double *sec)
+{
+    const sim_calib *c = pl->q->calib;
+    if (!c || !c->have_coll || (n - 1) * stride >= pl->q->topo->ranks_per_node)
+        return 0;
+    cost_params p = c->coll;
+    double cores = pl->q->topo->cpu_cores;
+    if (cores > 0) {
+        double share = cores * n / pl->on_node;
+        p.cores = share >= n ? 0 : share < 1 ? 1 : (int)share;
+    }
+    double best = -1;
+    for (int a = 1; a < WEFT_ALGO_COUNT; a++) {
+        double t = cost_closed(&p, (weft_algo)a, (weft_coll_kind)kind, (uint64_t)count * 4, n);
+        if (t >= 0 && (best < 0 || t < best))
+            best = t;
+    }
+    if (best < 0)
+        return 0;
+    *sec = best * 1e6; /* coll_sec's unit */
+    return 1;
+}
+
 /* Seconds of one collective of count floats (as the API counts them) over
  * n ranks stride apart: the fastest of the algorithms the simulator can
  * run for it, as the library's tuner picks the fastest. */
@@ -126,9 +156,11 @@ static int coll_sec(planner *pl, int kind, int stride, int n, double count, doub
             return 0;
         }
     }
+    double best = -1;
+    if (calib_coll(pl, kind, stride, n, count, &best))
+        goto done;
     sim_topo g;
     group_topo(pl->q->topo, pl->q->ranks, stride, n, &g);
-    double best = -1;
     char err[256];
     for (int a = 1; a < WEFT_ALGO_COUNT; a++) {
         if (!sim_algo_has(a, (weft_coll_kind)kind))
@@ -139,6 +171,7 @@ static int coll_sec(planner *pl, int kind, int stride, int n, double count, doub
         if (sim_run(&j, &r, err, sizeof err) == 0 && (best < 0 || r.time_us < best))
             best = r.time_us;
     }
+done:
     if (best < 0)
         return WEFT_ENOTSUP;
     if (grow((void **)&pl->memo, &pl->capmemo, pl->nmemo, sizeof *pl->memo))
@@ -329,6 +362,15 @@ static void pp_link(const planner *pl, int stride, int pp, double *lat, double *
         return;
     double share;
     node_share(t, pl->q->ranks, stride, 2, &share);
+    const sim_calib *cal = pl->q->calib;
+    if (c == LC_INTRA && cal && cal->have_coll && cal->coll.beta > 0) {
+        /* weft-tune's: a round's latency (a wake-up's when oversubscribed)
+         * and its bytes' time */
+        int over = t->cpu_cores > 0 && pl->on_node > t->cpu_cores;
+        *lat = over ? cal->coll.alpha_over : cal->coll.alpha;
+        *bw = 1 / cal->coll.beta;
+        return;
+    }
     *lat = (t->lc[c].lat_us + t->lc[c].ovh_us) * 1e-6;
     double b = t->lc[c].bw_GBps * 1e9;
     if (c == LC_NIC)
@@ -336,6 +378,33 @@ static void pp_link(const planner *pl, int stride, int pp, double *lat, double *
     if (c == LC_INTRA && t->cpu_mem_GBps > 0 && t->cpu_mem_GBps * 1e9 / share < b)
         b = t->cpu_mem_GBps * 1e9 / share;
     *bw = b;
+}
+
+/* The blocks' measured seconds in place of the FLOP estimate, where the
+ * calibration has them (one thread's, divided by the threads a rank runs
+ * as the rate is); the GFLOP/s a core they imply, for the report. */
+static int calib_blocks(planner *pl, sim_block_costs *bc, int mb)
+{
+    const sim_plan_query *q = pl->q;
+    double t[3][3], threads = pl->rate / q->gflops;
+    int have[3];
+    for (int k = 0; k < 3; k++) {
+        have[k] = sim_calib_block_get(q->calib, &q->model, mb, (int)pl->T, k, t[k]);
+        if (have[k] < 0)
+            return -have[k];
+    }
+    for (int i = 0; i < bc->n; i++) {
+        int k = i == 0 ? 0 : i == bc->n - 1 ? 2 : 1;
+        if (!have[k])
+            continue;
+        sim_block_cost *b = &bc->b[i];
+        if (k == 1 && t[1][0] > 0)
+            q->calib->gflops = b->fwd * pl->rate / t[1][0];
+        b->fwd = t[k][0] / threads;
+        b->bwd_i = t[k][1] / threads;
+        b->bwd_w = t[k][2] / threads;
+    }
+    return 0;
 }
 
 /* One (tp, pp, dp, schedule, m, sp): the pipeline is replayed once, every
@@ -348,6 +417,8 @@ static int plan_pipeline(planner *pl, int tp, int pp, int dp, const pipe_spec *s
     sim_block_costs bc;
     char err[256];
     int rc = sim_block_costs_estimate(&q->model, mb, (int)pl->T, pl->rate, &bc, err, sizeof err);
+    if (!rc && q->calib)
+        rc = calib_blocks(pl, &bc, mb);
     if (rc)
         return rc;
     int nb = bc.n;
@@ -417,6 +488,10 @@ static int plan_pipeline(planner *pl, int tp, int pp, int dp, const pipe_spec *s
                     ppb += m * pp_plan.out_bytes[j - 1];
             }
             double dsec, dbytes;
+            /* ranks outnumbering the cores: the reduction's rounds need the
+             * cores the backward is using, so none of it hides */
+            if (pl->cores > 0)
+                hide = 0;
             rc = dp_cost(pl, dstride, dp, zero, psi, hide, &dsec, &dbytes);
             if (tied > 0 && (r == 0 || r == p - 1)) {
                 /* the tied embedding's gradient summed between the ends */
@@ -514,7 +589,11 @@ int sim_plan_run(const sim_plan_query *q, sim_plan *out, char *err, size_t len)
         return fail(err, len, "need ranks >= 1, batch >= 1 and gflops > 0");
     if (q->seq > q->model.ctx)
         return fail(err, len, "the sequence is longer than the model's ctx");
-    planner pl = { .q = q, .out = out };
+    planner pl = { .out = out, .topo = *q->topo, .lq = *q };
+    if (q->calib && q->calib->cores > 0 && pl.topo.cpu_cores > 0) /* a topology of cores */
+        pl.topo.cpu_cores = q->calib->cores;
+    pl.lq.topo = &pl.topo;
+    pl.q = q = &pl.lq;
     pl.T = q->seq > 0 ? q->seq : q->model.ctx;
     pl.C = q->model.d_model;
     pl.V = q->model.vocab;

@@ -17,6 +17,7 @@
 
 #include <stddef.h>
 
+#include "sim/plan_calib.h"
 #include "sim/topo.h"
 #include "train/pipe_sched.h"
 #include "weft.h"
@@ -31,6 +32,8 @@ typedef struct {
                                  topology has a cpu line (its ranks share them) */
     double mem;               /* bytes a rank may hold; <= 0: no limit */
     int optim_bytes;          /* K, optimiser bytes a parameter: 8 AdamW, 4 SGD */
+    sim_calib *calib;         /* measured inputs (plan_calib.h); NULL: all assumed.
+                                 Its shapes probed during the plan are added */
 } sim_plan_query;
 
 enum sim_plan_dim { SIM_PLAN_TP = 0, SIM_PLAN_PP, SIM_PLAN_DP, SIM_PLAN_DIMS };

@@ -240,7 +240,29 @@ const char *weft_sim_pipeline_block_name(const weft_sim_pipeline *pl, int block)
 
 struct weft_sim_plan {
     sim_plan p;
+    char inputs[768]; /* sim_calib_describe's line */
 };
+
+int weft_sim_plan_calib_path(char *buf, size_t len)
+{
+    return sim_calib_default_path(buf, len);
+}
+
+/* The calibration the query names: loaded, completed from this host and
+ * probing when asked to; *use 0 when there is none to use. */
+static int plan_calib_open(const weft_sim_plan_query *q, sim_calib *c, int *use, char *err,
+                           size_t errlen)
+{
+    int found = 0;
+    *use = 0;
+    int rc = sim_calib_load(c, q->calib, &found, err, errlen);
+    if (rc || (!found && !q->calibrate))
+        return rc;
+    *use = 1;
+    sim_calib_measure_host(c); /* what the file leaves out: cheap to read */
+    c->probe = q->calibrate;
+    return 0;
+}
 
 int weft_sim_plan_run(const weft_sim_plan_query *q, weft_sim_plan **out, char *err,
                       size_t errlen)
@@ -248,19 +270,44 @@ int weft_sim_plan_run(const weft_sim_plan_query *q, weft_sim_plan **out, char *e
     if (!q || !q->topo || !out)
         return WEFT_EINVAL;
     *out = NULL;
+    sim_calib cal;
+    int use = 0;
+    int rc = plan_calib_open(q, &cal, &use, err, errlen);
+    if (rc)
+        return rc;
     sim_plan_query sq = { .model = q->model, .batch = q->batch, .seq = q->seq,
                           .ranks = q->ranks, .topo = &q->topo->t, .gflops = q->gflops,
-                          .mem = q->mem, .optim_bytes = q->optim_bytes };
+                          .mem = q->mem, .optim_bytes = q->optim_bytes,
+                          .calib = use ? &cal : NULL };
     weft_sim_plan *s = calloc(1, sizeof *s);
     if (!s)
-        return WEFT_ENOMEM;
-    int rc = sim_plan_run(&sq, &s->p, err, errlen);
+        rc = WEFT_ENOMEM;
+    if (!rc)
+        rc = sim_plan_run(&sq, &s->p, err, errlen);
+    if (!rc && q->calibrate && q->calib && *q->calib)
+        rc = sim_calib_save(&cal, q->calib, err, errlen);
+    if (!rc && use)
+        sim_calib_describe(&cal, s->inputs, sizeof s->inputs);
+    else if (!rc)
+        snprintf(s->inputs, sizeof s->inputs, "no calibration%s%s: every input assumed (FLOPs "
+                 "at --gflops, the topology's links and cores; --calibrate measures them)",
+                 q->calib ? " at " : "", q->calib ? q->calib : "");
+    sim_calib_free(&cal);
     if (rc) {
+        if (s)
+            sim_plan_free(&s->p);
         free(s);
         return rc;
     }
     *out = s;
     return 0;
+}
+
+int weft_sim_plan_inputs(const weft_sim_plan *pl, char *buf, size_t len)
+{
+    if (!pl)
+        return WEFT_EINVAL;
+    return snprintf(buf, len, "%s", pl->inputs);
 }
 
 void weft_sim_plan_free(weft_sim_plan *pl)

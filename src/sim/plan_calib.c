@@ -1,0 +1,317 @@
+/* The planner's calibration: the host's cores, weft-tune's constants and
+ * measured block costs, kept in a per-host text file (plan_calib.h). */
+#include "sim/plan_calib.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "train/host_cache.h"
+
+static int say(char *err, size_t len, int rc, const char *what, const char *path, int line)
+{
+    if (err && len)
+        snprintf(err, len, "%s:%d: %s", path, line, what);
+    return rc;
+}
+
+int sim_calib_default_path(char *buf, size_t len)
+{
+    char paths[2][300];
+    int n = 0, rc = host_cache_paths("plan", paths, &n);
+    if (rc)
+        return rc;
+    /* the first that exists, else the first (where a save goes) */
+    for (int i = 0; i < n; i++)
+        if (access(paths[i], R_OK) == 0) {
+            snprintf(buf, len, "%s", paths[i]);
+            return 0;
+        }
+    snprintf(buf, len, "%s", n ? paths[0] : "");
+    return 0;
+}
+
+void sim_calib_model_key(const weft_model_config *m, char *buf, size_t len)
+{
+    if (m->type == WEFT_MODEL_LLAMA)
+        snprintf(buf, len, "llama:v%d,t%d,h%d,kv%d,d%d,f%d,tied%d,e%d", m->vocab, m->ctx,
+                 m->n_head, m->n_kv_head, m->d_model, m->ffn, m->tied, m->experts);
+    else
+        snprintf(buf, len, "gpt:v%d,t%d,h%d,d%d", m->vocab, m->ctx, m->n_head, m->d_model);
+}
+
+static int add_block(sim_calib *c, const sim_calib_block *b)
+{
+    if (c->nb == c->cap) {
+        int cap = c->cap ? 2 * c->cap : 16;
+        sim_calib_block *nb = realloc(c->b, (size_t)cap * sizeof *nb);
+        if (!nb)
+            return WEFT_ENOMEM;
+        c->b = nb;
+        c->cap = cap;
+    }
+    c->b[c->nb++] = *b;
+    return 0;
+}
+
+static int parse_line(sim_calib *c, char *s, const char *path, int line, char *err, size_t len)
+{
+    char *hash = strchr(s, '#');
+    if (hash)
+        *hash = 0;
+    char word[16];
+    int at = 0;
+    if (sscanf(s, "%15s %n", word, &at) != 1)
+        return 0;
+    if (!strcmp(word, "cores")) {
+        if (sscanf(s + at, "%d", &c->cores) != 1 || c->cores < 1)
+            return say(err, len, WEFT_ECONFIG, "cores: want a count >= 1", path, line);
+    } else if (!strcmp(word, "tune")) {
+        cost_default(&c->coll);
+        const char *where = NULL;
+        if (cost_parse(&c->coll, s + at, &where))
+            return say(err, len, WEFT_ECONFIG, "tune: not weft-tune's key=value list", path,
+                       line);
+        c->have_coll = 1;
+        snprintf(c->coll_from, sizeof c->coll_from, "%.299s", path);
+    } else if (!strcmp(word, "block")) {
+        sim_calib_block b = { 0 };
+        if (sscanf(s + at, "%95s %d %d %d %lf %lf %lf", b.model, &b.rows, &b.seq, &b.kind, &b.fwd,
+                   &b.bwd_i, &b.bwd_w) != 7 ||
+            b.rows < 1 || b.kind < 0 || b.kind > 2 || b.fwd < 0 || b.bwd_i < 0 || b.bwd_w < 0)
+            return say(err, len, WEFT_ECONFIG,
+                       "block: want MODEL ROWS SEQ KIND(0-2) FWD_S BWD_INPUT_S BWD_WEIGHT_S",
+                       path, line);
+        return add_block(c, &b);
+    } else {
+        return say(err, len, WEFT_ECONFIG, "unknown line (cores, tune or block)", path, line);
+    }
+    return 0;
+}
+
+int sim_calib_load(sim_calib *c, const char *path, int *found, char *err, size_t len)
+{
+    memset(c, 0, sizeof *c);
+    *found = 0;
+    FILE *f = path && *path ? fopen(path, "r") : NULL;
+    if (!f)
+        return path && *path && errno != ENOENT
+                   ? say(err, len, WEFT_EIO, strerror(errno), path, 0)
+                   : 0;
+    *found = 1;
+    char s[512];
+    int line = 0, rc = 0;
+    while (!rc && fgets(s, sizeof s, f)) {
+        line++;
+        rc = parse_line(c, s, path, line, err, len);
+    }
+    fclose(f);
+    if (rc)
+        sim_calib_free(c);
+    return rc;
+}
+
+/* weft-tune's file: WEFT_TUNE_FILE, else the host's tune cache. */
+static void load_tune(sim_calib *c)
+{
+    char paths[3][300];
+    int n = 0;
+    const char *env = getenv("WEFT_TUNE_FILE");
+    if (env && *env)
+        snprintf(paths[n++], sizeof paths[0], "%s", env);
+    char cache[2][300];
+    int nc = 0;
+    if (host_cache_paths("tune", cache, &nc) == 0)
+        for (int i = 0; i < nc && n < 3; i++)
+            memcpy(paths[n++], cache[i], sizeof cache[i]);
+    for (int i = 0; i < n; i++) {
+        char text[4096];
+        FILE *f = fopen(paths[i], "r");
+        if (!f)
+            continue;
+        size_t got = fread(text, 1, sizeof text - 1, f);
+        fclose(f);
+        text[got] = 0;
+        cost_params p;
+        cost_default(&p);
+        if (cost_parse(&p, text, NULL) == 0) {
+            c->coll = p;
+            c->have_coll = 1;
+            snprintf(c->coll_from, sizeof c->coll_from, "%.299s", paths[i]);
+            return;
+        }
+    }
+}
+
+void sim_calib_measure_host(sim_calib *c)
+{
+    if (c->cores < 1) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        c->cores = n > 0 && n < 1 << 20 ? (int)n : 0;
+    }
+    if (!c->have_coll)
+        load_tune(c);
+}
+
+int sim_calib_save(const sim_calib *c, const char *path, char *err, size_t len)
+{
+    if (host_cache_mkdirs(path))
+        return say(err, len, WEFT_EIO, "cannot make its folder", path, 0);
+    char tmp[320];
+    snprintf(tmp, sizeof tmp, "%.300s.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return say(err, len, WEFT_EIO, strerror(errno), tmp, 0);
+    fprintf(f, "# weft-sim plan calibration: block MODEL ROWS SEQ KIND(0 embedding, 1 block, "
+               "2 head) fwd_s bwd_input_s bwd_weight_s, one thread\n");
+    if (c->cores > 0)
+        fprintf(f, "cores %d\n", c->cores);
+    for (int i = 0; i < c->nb; i++) {
+        const sim_calib_block *b = &c->b[i];
+        fprintf(f, "block %s %d %d %d %.9g %.9g %.9g\n", b->model, b->rows, b->seq, b->kind,
+                b->fwd, b->bwd_i, b->bwd_w);
+    }
+    /* a whole file or none: another planner may be reading it */
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return say(err, len, WEFT_EIO, "cannot write", path, 0);
+    }
+    return 0;
+}
+
+void sim_calib_free(sim_calib *c)
+{
+    if (c) {
+        free(c->b);
+        c->b = NULL;
+        c->nb = c->cap = 0;
+    }
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The fastest of four forward, input backward and weight backward passes
+ * of m's one chunk, after one to warm up (as weft-train times its blocks). */
+static int time_chunk(weft_model *m, const void *x, const int32_t *y, const float *g, int B,
+                      int T, double best[3])
+{
+    best[0] = best[1] = best[2] = 1e30;
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = now_s();
+        int rc = weft_model_chunk_forward(m, 0, 0, x, y, B, T, NULL);
+        double t1 = now_s();
+        if (rc == 0)
+            rc = weft_model_chunk_backward(m, 0, 0, g, 1.0f, WEFT_BACKWARD_INPUT, 0);
+        double t2 = now_s();
+        if (rc == 0)
+            rc = weft_model_chunk_backward(m, 0, 0, NULL, 1.0f, WEFT_BACKWARD_WEIGHT, 0);
+        double t3 = now_s();
+        if (rc)
+            return rc;
+        double d[3] = { t1 - t0, t2 - t1, t3 - t2 };
+        for (int j = 0; rep > 0 && j < 3; j++)
+            best[j] = d[j] < best[j] ? d[j] : best[j];
+    }
+    return 0;
+}
+
+/* Block kind of m alone (the embedding, the first transformer block or
+ * the head) on one thread, over rows sequences of seq tokens. */
+static int probe(const weft_model_config *cfg, int rows, int seq, int kind, double out[3])
+{
+    int nb = weft_model_block_count(cfg);
+    weft_block_range one = { kind == 0 ? 0 : kind == 1 ? 1 : nb - 1, 1 };
+    weft_model *m;
+    int rc = weft_model_create_stage(&m, cfg, 1, &one, 1, WEFT_STAGE_SPLIT_BACKWARD);
+    if (rc)
+        return rc;
+    rc = weft_model_set_threads(m, 1);
+    size_t in_n = 0, out_n = 0, toks = (size_t)rows * (size_t)seq;
+    if (!rc)
+        rc = weft_model_chunk_io(m, 0, rows, seq, &in_n, &out_n);
+    size_t xin = kind == 0 ? toks : in_n;
+    float *x = calloc(xin ? xin : 1, sizeof(float)), *g = calloc(out_n ? out_n : 1, sizeof(float));
+    int32_t *y = calloc(toks ? toks : 1, sizeof(int32_t));
+    if (!rc && (!x || !g || !y))
+        rc = WEFT_ENOMEM;
+    if (!rc) {
+        for (size_t i = 0; i < toks; i++)
+            y[i] = (int32_t)((i * 2654435761u) % (unsigned)cfg->vocab);
+        if (kind == 0)
+            memcpy(x, y, toks * sizeof(int32_t)); /* tokens: any valid ones */
+        else
+            for (size_t i = 0; i < xin; i++)
+                x[i] = (float)((i * 40503u) % 1000) * 1e-3f - 0.5f;
+        for (size_t i = 0; i < out_n; i++)
+            g[i] = 1e-4f * (float)((i * 7919u) % 100);
+        rc = time_chunk(m, x, y, out_n ? g : NULL, rows, seq, out);
+    }
+    free(x);
+    free(g);
+    free(y);
+    weft_model_destroy(m);
+    return rc;
+}
+
+int sim_calib_block_get(sim_calib *c, const weft_model_config *m, int rows, int seq, int kind,
+                        double out[3])
+{
+    sim_calib_block b = { .rows = rows, .seq = seq, .kind = kind };
+    sim_calib_model_key(m, b.model, sizeof b.model);
+    for (int i = 0; i < c->nb; i++) {
+        const sim_calib_block *h = &c->b[i];
+        if (h->rows == rows && h->seq == seq && h->kind == kind && !strcmp(h->model, b.model)) {
+            out[0] = h->fwd, out[1] = h->bwd_i, out[2] = h->bwd_w;
+            return 1;
+        }
+    }
+    if (!c->probe || m->type == WEFT_MODEL_MLP || (kind == 1 && m->n_layer < 1)) {
+        c->missed++;
+        return 0;
+    }
+    double t[3];
+    int rc = probe(m, rows, seq, kind, t);
+    if (rc)
+        return -rc;
+    b.fwd = t[0], b.bwd_i = t[1], b.bwd_w = t[2];
+    if ((rc = add_block(c, &b)))
+        return -rc;
+    c->probed++;
+    out[0] = t[0], out[1] = t[1], out[2] = t[2];
+    return 1;
+}
+
+int sim_calib_describe(const sim_calib *c, char *buf, size_t len)
+{
+    char coll[360], blocks[200], gf[48] = "";
+    if (c->have_coll)
+        snprintf(coll, sizeof coll, "measured (weft-tune's constants, %s)", c->coll_from);
+    else
+        snprintf(coll, sizeof coll, "assumed (the topology's links; no weft-tune file: "
+                                    "WEFT_TUNE_FILE or the host's tune cache)");
+    if (c->gflops > 0)
+        snprintf(gf, sizeof gf, ", %.3g GFLOP/s a core", c->gflops);
+    if (c->nb && !c->missed)
+        snprintf(blocks, sizeof blocks, "measured (%d shapes kept, %d probed now%s)", c->nb,
+                 c->probed, gf);
+    else if (c->nb)
+        snprintf(blocks, sizeof blocks, "measured for some shapes, assumed (FLOPs at --gflops) "
+                 "for others: --calibrate measures them");
+    else
+        snprintf(blocks, sizeof blocks, "assumed (FLOPs at --gflops; --calibrate measures them)");
+    char cores[96];
+    if (c->cores > 0)
+        snprintf(cores, sizeof cores, "%d measured", c->cores);
+    else
+        snprintf(cores, sizeof cores, "assumed (the topology's)");
+    return snprintf(buf, len, "block costs: %s; collectives: %s; cores: %s", blocks, coll,
+                    cores);
+}

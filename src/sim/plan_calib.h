@@ -1,0 +1,68 @@
+/* What the layout planner knows of the machine it plans for, measured
+ * rather than assumed (docs/SIMULATION.md, "Calibrating the planner"):
+ *   - the cores the ranks share (online processors), so that 8 ranks on 2
+ *     cores are priced as sharing them;
+ *   - the collective constants weft-tune measures (its file: a "tune"
+ *     line of the calibration, else WEFT_TUNE_FILE, else the host's
+ *     cache tune-HOST), priced by the library's own closed forms;
+ *   - each block's forward, input backward and weight backward seconds
+ *     at each micro-batch shape a layout uses, from a short probe of the
+ *     engine on one thread (weft-train's own pipeline measurement),
+ *     cached per host (plan-HOST beside the peak cache) and per model.
+ * Anything not measured is assumed as before: FLOPs at --gflops, the
+ * topology's simulated links and cores. */
+#ifndef WEFT_SIM_PLAN_CALIB_H
+#define WEFT_SIM_PLAN_CALIB_H
+
+#include <stddef.h>
+
+#include "coll/tune/cost.h"
+#include "weft.h"
+
+/* Seconds of one block kind (0 embedding, 1 a transformer block, 2 the
+ * head) on a micro-batch of rows sequences of seq tokens, one thread. */
+typedef struct {
+    char model[96];  /* sim_calib_model_key's, the layer count left out */
+    int rows, seq, kind;
+    double fwd, bwd_i, bwd_w;
+} sim_calib_block;
+
+typedef struct {
+    int cores;            /* > 0: the ranks' cores, measured or from the file */
+    int have_coll;        /* coll holds weft-tune's constants */
+    cost_params coll;
+    char coll_from[300];  /* the file they came from */
+    sim_calib_block *b;
+    int nb, cap;
+    int probe;            /* measure a missing shape (sim_calib_block_get) */
+    int probed;           /* shapes measured since the load: save them */
+    int missed;           /* shapes asked for and not there (probe off) */
+    double gflops;        /* a core's GFLOP/s the blocks imply; 0: none measured */
+} sim_calib;
+
+/* The host's calibration cache (plan-HOST in weft's host cache folder,
+ * or WEFT_PEAK_FILE.plan). */
+int sim_calib_default_path(char *buf, size_t len);
+/* Reads path (lines "cores N", "tune alpha=..,beta=..", "block MODEL
+ * ROWS SEQ KIND FWD BWD_I BWD_W"; '#' comments). A missing file is not
+ * an error: *found is 0 and c is empty. err names a bad line. */
+int sim_calib_load(sim_calib *c, const char *path, int *found, char *err, size_t len);
+/* Fills what the file left out from this machine: the online cores, and
+ * weft-tune's constants from WEFT_TUNE_FILE or the host's tune cache. */
+void sim_calib_measure_host(sim_calib *c);
+int sim_calib_save(const sim_calib *c, const char *path, char *err, size_t len);
+void sim_calib_free(sim_calib *c);
+
+/* The model's key: its type and widths, without the layer count (a
+ * block's cost does not depend on how many there are). */
+void sim_calib_model_key(const weft_model_config *m, char *buf, size_t len);
+/* The seconds of block kind at (rows, seq): from the file, or measured
+ * now when c->probe is set (and kept in c). 1 when found or measured,
+ * 0 when not there (counted in c->missed), < 0 a WEFT_E* code. */
+int sim_calib_block_get(sim_calib *c, const weft_model_config *m, int rows, int seq, int kind,
+                        double out[3]);
+/* One line on where the planner's inputs come from: measured (and from
+ * which file) or assumed. */
+int sim_calib_describe(const sim_calib *c, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,213 @@
+/* The planner's calibration (weft-sim plan --calib/--calibrate): block
+ * costs, collective constants and cores from a calibration file rank the
+ * layouts as those numbers imply; a missing file falls back to assumed
+ * inputs and says so; a bad line is refused by number; the engine probe
+ * writes the shapes a plan needs. Nothing here is timed against a clock:
+ * predicted seconds are compared with the file's own numbers. */
+#include "test.h"
+#include "weft.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MODEL "gpt:vocab=256,ctx=32,layers=2,heads=4,dim=64"
+#define KEY "gpt:v256,t32,h4,d64"
+
+static char dir[64];
+
+/* A calibration file: cores, weft-tune's line, and every block shape a
+ * plan of up to 4 ranks at batch 16 asks for, each micro-batch of r
+ * sequences costing r times the per-sequence seconds given. */
+static const char *write_calib(const char *name, int cores, const char *tune, double embed,
+                               double block, double head)
+{
+    static char path[128];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return NULL;
+    fprintf(f, "# made by test_plan_calib\ncores %d\n", cores);
+    if (tune)
+        fprintf(f, "tune %s\n", tune);
+    double per[3] = { embed, block, head };
+    for (int r = 1; r <= 16; r++)
+        for (int k = 0; k < 3; k++)
+            fprintf(f, "block %s %d 32 %d %.9g %.9g %.9g\n", KEY, r, k, per[k] * r, per[k] * r,
+                    k == 0 ? 0.0 : per[k] * r);
+    fclose(f);
+    return path;
+}
+
+typedef struct {
+    weft_sim_plan *pl;
+    weft_sim_layout best;
+    char inputs[1024];
+} plan_out;
+
+static int plan(const char *calib, int calibrate, int ranks, plan_out *o)
+{
+    weft_sim_topo *t;
+    char err[512];
+    memset(o, 0, sizeof *o);
+    if (weft_sim_topo_load(&t, "host", err, sizeof err))
+        return -1;
+    weft_sim_plan_query q = { .batch = 16, .ranks = ranks, .topo = t, .gflops = 10,
+                              .optim_bytes = 8, .calib = calib, .calibrate = calibrate };
+    int rc = weft_model_config_parse(MODEL, &q.model);
+    if (!rc)
+        rc = weft_sim_plan_run(&q, &o->pl, err, sizeof err);
+    weft_sim_topo_free(t);
+    if (rc) {
+        snprintf(o->inputs, sizeof o->inputs, "%s", err);
+        return rc;
+    }
+    weft_sim_plan_inputs(o->pl, o->inputs, sizeof o->inputs);
+    return weft_sim_plan_layout(o->pl, weft_sim_plan_best(o->pl), &o->best);
+}
+
+/* The predicted step of the first listed layout with tp, pp (any schedule). */
+static double step_of(const plan_out *o, int tp, int pp, int dp)
+{
+    weft_sim_layout l;
+    for (int i = 0; i < weft_sim_plan_count(o->pl); i++)
+        if (weft_sim_plan_layout(o->pl, i, &l) == 0 && l.tp == tp && l.pp == pp && l.dp == dp)
+            return l.step_s;
+    return -1;
+}
+
+TEST(one_rank_is_the_files_block_costs)
+{
+    /* one rank, one micro-batch of 16: the step is the blocks' seconds
+     * (embedding 2 passes, each block and the head 3), nothing else */
+    const char *f = write_calib("one", 1, "alpha=1e-6,beta=1e-10,gamma=1e-10", 1e-4, 1e-3, 2e-4);
+    plan_out o;
+    CHECKF(plan(f, 0, 1, &o) == 0, "%s", o.inputs);
+    double want = 16 * (2 * 1e-4 + 2 * 3 * 1e-3 + 3 * 2e-4);
+    CHECKF(fabs(o.best.step_s - want) < 1e-9, "%.9f want %.9f", o.best.step_s, want);
+    CHECKF(strstr(o.inputs, "block costs: measured") && strstr(o.inputs, "collectives: measured") &&
+               strstr(o.inputs, "cores: 1 measured"),
+           "%s", o.inputs);
+    weft_sim_plan_free(o.pl);
+}
+
+TEST(communication_prices_rank_the_layouts)
+{
+    /* the same blocks; weft-tune's constants nearly free, then a slow
+     * wire (1 MB/s): free communication makes the bubble-free data
+     * parallel layout the best, a slow wire one without its gradient sum */
+    const char *cheap = write_calib("cheap", 4, "alpha=1e-9,alpha_over=1e-9,beta=1e-15,gamma=1e-15",
+                                    1e-5, 1e-3, 1e-4);
+    plan_out a, b;
+    CHECKF(plan(cheap, 0, 4, &a) == 0, "%s", a.inputs);
+    CHECKF(a.best.pp == 1, "cheap: best tp %d pp %d dp %d", a.best.tp, a.best.pp, a.best.dp);
+    double dp4 = step_of(&a, 1, 1, 4), pp4 = step_of(&a, 1, 4, 1);
+    CHECKF(dp4 > 0 && pp4 > dp4, "dp4 %.6f pp4 %.6f", dp4, pp4);
+    const char *slow = write_calib("slow", 4, "alpha=1e-6,alpha_over=1e-6,beta=1e-6,gamma=1e-9",
+                                   1e-5, 1e-3, 1e-4);
+    CHECKF(plan(slow, 0, 4, &b) == 0, "%s", b.inputs);
+    CHECKF(b.best.dp == 1, "slow: best tp %d pp %d dp %d", b.best.tp, b.best.pp, b.best.dp);
+    CHECK(step_of(&b, 1, 1, 4) > step_of(&b, 1, 4, 1));
+    weft_sim_plan_free(a.pl);
+    weft_sim_plan_free(b.pl);
+}
+
+TEST(ranks_share_the_cores)
+{
+    /* 4 ranks on 1 core do 4 ranks' compute on it: pure data parallel,
+     * communication free, is 4 times slower than on 4 cores */
+    const char *tune = "alpha=1e-9,alpha_over=1e-9,beta=1e-15,gamma=1e-15,msg=0,msg_over=0";
+    plan_out a, b;
+    CHECKF(plan(write_calib("c4", 4, tune, 1e-5, 1e-3, 1e-4), 0, 4, &a) == 0, "%s", a.inputs);
+    CHECKF(plan(write_calib("c1", 1, tune, 1e-5, 1e-3, 1e-4), 0, 4, &b) == 0, "%s", b.inputs);
+    double s4 = step_of(&a, 1, 1, 4), s1 = step_of(&b, 1, 1, 4);
+    CHECKF(s1 > 3.9 * s4 && s1 < 4.1 * s4, "1 core %.6f 4 cores %.6f", s1, s4);
+    CHECK(strstr(b.inputs, "cores: 1 measured") != NULL);
+    weft_sim_plan_free(a.pl);
+    weft_sim_plan_free(b.pl);
+}
+
+TEST(missing_calibration_falls_back)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/none", dir);
+    plan_out a, b;
+    CHECKF(plan(path, 0, 4, &a) == 0, "%s", a.inputs);
+    CHECKF(strstr(a.inputs, "no calibration") && strstr(a.inputs, "assumed"), "%s", a.inputs);
+    CHECK(plan(NULL, 0, 4, &b) == 0);
+    CHECK(a.best.step_s == b.best.step_s && a.best.tp == b.best.tp && a.best.pp == b.best.pp);
+    weft_sim_plan_free(a.pl);
+    weft_sim_plan_free(b.pl);
+    /* a file without block lines: blocks assumed, said so */
+    snprintf(path, sizeof path, "%s/cores-only", dir);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (f) {
+        fprintf(f, "cores 2\n");
+        fclose(f);
+    }
+    CHECKF(plan(path, 0, 4, &a) == 0, "%s", a.inputs);
+    CHECKF(strstr(a.inputs, "block costs: assumed") && strstr(a.inputs, "collectives: ") &&
+               strstr(a.inputs, "cores: 2 measured"),
+           "%s", a.inputs);
+    weft_sim_plan_free(a.pl);
+}
+
+TEST(bad_line_refused)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/bad", dir);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (f) {
+        fprintf(f, "cores 2\nblock " KEY " 4 32 7 1 1 1\n");
+        fclose(f);
+    }
+    plan_out o;
+    CHECK(plan(path, 0, 2, &o) == WEFT_ECONFIG);
+    CHECKF(strstr(o.inputs, ":2:") != NULL, "%s", o.inputs);
+}
+
+TEST(probe_writes_the_shapes)
+{
+    /* --calibrate on a file that does not exist: every shape a 2-rank plan
+     * needs is measured on the engine and saved; a second plan from the
+     * file probes nothing */
+    char path[128];
+    snprintf(path, sizeof path, "%s/probed", dir);
+    plan_out a, b;
+    CHECKF(plan(path, 1, 2, &a) == 0, "%s", a.inputs);
+    CHECKF(strstr(a.inputs, "block costs: measured") && strstr(a.inputs, "probed now") &&
+               !strstr(a.inputs, " 0 probed now"),
+           "%s", a.inputs);
+    CHECK(access(path, R_OK) == 0);
+    CHECKF(plan(path, 0, 2, &b) == 0, "%s", b.inputs);
+    CHECKF(strstr(b.inputs, " 0 probed now") != NULL, "%s", b.inputs);
+    /* the file keeps 9 digits */
+    CHECKF(fabs(b.best.step_s - a.best.step_s) <= 1e-6 * a.best.step_s, "%.9g %.9g", b.best.step_s,
+           a.best.step_s);
+    weft_sim_plan_free(a.pl);
+    weft_sim_plan_free(b.pl);
+}
+
+static void cleanup(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+}
+
+TEST_INIT
+{
+    snprintf(dir, sizeof dir, "/tmp/weft-plan-calib-XXXXXX");
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        exit(1);
+    }
+    atexit(cleanup);
+    /* no weft-tune file of this host in the way of the files' own lines */
+    setenv("WEFT_TUNE_FILE", "", 1);
+}
