@@ -11,6 +11,7 @@
 #include "run/run_pipeline.h"
 
 #include <string.h>
+#include <sys/stat.h>
 
 int ckpt_resume(weft_run *t, opts *o, long *start_step, weft_ckpt **out)
 {
@@ -25,6 +26,11 @@ int ckpt_resume(weft_run *t, opts *o, long *start_step, weft_ckpt **out)
         return rc;
     weft_ckpt *ck;
     rc = weft_ckpt_load(&ck, o->resume);
+    struct stat st;
+    if (rc != 0 && stat(o->resume, &st) == 0 && S_ISDIR(st.st_mode))
+        return run_fail(t, rc, "cannot load checkpoint %s: %s (a sharded checkpoint directory "
+                        "holds latest and the save it names, with its manifest)",
+                        o->resume, weft_strerror(rc));
     if (rc != 0)
         return run_fail(t, rc, "cannot load checkpoint %s: %s", o->resume, weft_strerror(rc));
     char args[4096];

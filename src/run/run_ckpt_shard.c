@@ -24,8 +24,10 @@ enum { NAME_CAP = 64, WHY_CAP = 4608, SHARD_BUF = 4 << 20, META = 3 };
 int ckpt_sharded(const char *path)
 {
     size_t n = strlen(path);
+    char latest[4200];
     struct stat st;
-    return (n && path[n - 1] == '/') || (stat(path, &st) == 0 && S_ISDIR(st.st_mode));
+    snprintf(latest, sizeof latest, "%s/latest", path);
+    return (n && path[n - 1] == '/') || (stat(latest, &st) == 0 && S_ISREG(st.st_mode));
 }
 
 static int sync_dir(const char *dir)

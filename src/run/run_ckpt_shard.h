@@ -6,8 +6,8 @@
 
 #include "run/run_int.h"
 
-/* 1 if a save to path is sharded: a name ending in '/' or an existing
- * directory. */
+/* 1 if a save to path is sharded: a name ending in '/', or a directory
+ * that holds sharded saves (its latest). */
 int ckpt_sharded(const char *path);
 
 /* Collective over the job: the run's state at step into a new save under

@@ -185,8 +185,8 @@ static int shard_records(const weft_ckpt *man, layout *L)
     return 0;
 }
 
-/* The manifest's own records (all but shard/), the whole model and
- * optimiser after them. */
+/* The manifest's own records (of shard/ the layout alone), the whole
+ * model and optimiser after them. */
 static int assemble(const weft_ckpt *man, weft_model *whole, weft_optim *opt, weft_ckpt **out)
 {
     weft_ckpt *c;
@@ -194,7 +194,8 @@ static int assemble(const weft_ckpt *man, weft_model *whole, weft_optim *opt, we
     for (int i = 0; rc == 0 && i < weft_ckpt_count(man); i++) {
         weft_ckpt_entry e;
         weft_ckpt_entry_at(man, i, &e);
-        if (strncmp(e.name, "shard/", 6) == 0)
+        /* where the slices were: no longer so once assembled */
+        if (strncmp(e.name, "shard/", 6) == 0 && strcmp(e.name, "shard/layout") != 0)
             continue;
         int64_t shape[WEFT_CKPT_MAX_DIM];
         for (int d = 0; d < e.ndim; d++)

@@ -1,5 +1,8 @@
 /* --inspect CKPT: a checkpoint's records, one a line, over the public
- * weft_ckpt API. */
+ * weft_ckpt API; a sharded checkpoint's directory as the one file it
+ * stands for (its save named by latest), its layout among the records.
+ * Tensors show a hash of their bytes, so two checkpoints' parameters can
+ * be compared from the listings. */
 #include "train.h"
 
 #include <stdint.h>
@@ -11,10 +14,10 @@
 static void check_regular(const char *path)
 {
     struct stat st;
-    if (stat(path, &st) != 0 || S_ISREG(st.st_mode))
+    if (stat(path, &st) != 0 || S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))
         return;
     mode_t m = st.st_mode;
-    die("--inspect %s: it is %s, not a regular file", path,
+    die("--inspect %s: it is %s, not a regular file or a checkpoint directory", path,
         S_ISFIFO(m)   ? "a FIFO"
         : S_ISCHR(m)  ? "a character device"
         : S_ISBLK(m)  ? "a block device"
@@ -35,6 +38,16 @@ static int is_count(const weft_ckpt_entry *e)
     return 0;
 }
 
+/* FNV-1a, 64 bits: a fingerprint of a tensor's bytes, not a checksum. */
+static uint64_t fingerprint(const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    uint64_t h = 14695981039346656037ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
 int inspect_ckpt(const char *path)
 {
     weft_ckpt *c;
@@ -53,7 +66,7 @@ int inspect_ckpt(const char *path)
             printf("%-4s [", dt ? dt : "?");
             for (int d = 0; d < e.ndim; d++)
                 printf("%s%lld", d ? ", " : "", (long long)e.shape[d]);
-            printf("]\n");
+            printf("] %016llx\n", (unsigned long long)fingerprint(e.data, e.nbytes));
         } else if (is_count(&e)) {
             uint64_t v = 0;
             weft_ckpt_get_u64(c, e.name, &v);

@@ -1,0 +1,148 @@
+/* Sharded checkpoints' slices (train/ckpt_shard.h): runs merge into
+ * strided slices, an intersection with a range of whole elements cuts
+ * them right, and a tensor-parallel part written to a file reads back into
+ * its places in the whole vector. */
+#include "test.h"
+#include "train/ckpt_shard.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+TEST(merge)
+{
+    ckpt_slices l = { 0 };
+    /* two consecutive runs: one longer run */
+    CHECK(ckpt_slices_add(&l, 0, 0, 10, 4, 0) == 0);
+    CHECK(ckpt_slices_add(&l, 0, 0, 14, 4, 16) == 0);
+    CHECK(l.n == 1 && l.s[0].len == 8 && l.s[0].count == 1);
+    /* a column split: rows of 3 every 12, one strided slice */
+    for (int r = 0; r < 5; r++)
+        CHECK(ckpt_slices_add(&l, 0, 1, 100 + 12 * (uint64_t)r, 3, 32 + 12 * (uint64_t)r) == 0);
+    CHECK(l.n == 2 && l.s[1].len == 3 && l.s[1].stride == 12 && l.s[1].count == 5);
+    /* a break in the pattern (or another vector, or a gap in the file) */
+    CHECK(ckpt_slices_add(&l, 0, 1, 200, 3, 92) == 0);
+    CHECK(l.n == 3);
+    CHECK(ckpt_slices_add(&l, 0, 2, 203, 3, 104) == 0);
+    CHECK(l.n == 4);
+    CHECK(ckpt_slices_add(&l, 0, 2, 206, 3, 200) == 0);
+    CHECK(l.n == 5);
+    ckpt_slices_free(&l);
+    CHECK(l.n == 0 && l.s == NULL);
+}
+
+typedef struct {
+    uint64_t at[16], off[16], len[16];
+    int n;
+} seen;
+
+static int note(void *arg, uint64_t at, uint64_t off, uint64_t len)
+{
+    seen *s = arg;
+    if (s->n < 16) {
+        s->at[s->n] = at;
+        s->off[s->n] = off;
+        s->len[s->n] = len;
+    }
+    s->n++;
+    return 0;
+}
+
+TEST(overlap)
+{
+    /* runs [100,103) [112,115) [124,127) [136,139) at file 32, 44, 56, 68 */
+    ckpt_slice s = { .file = 0, .vec = 0, .start = 100, .len = 3, .stride = 12, .count = 4,
+                     .off = 32 };
+    seen a = { 0 };
+    CHECK(ckpt_slice_overlap(&s, 0, 1000, note, &a) == 0);
+    CHECK(a.n == 4 && a.at[3] == 136 && a.off[3] == 68 && a.len[3] == 3);
+    seen b = { 0 };
+    CHECK(ckpt_slice_overlap(&s, 113, 125, note, &b) == 0);
+    CHECKF(b.n == 2, "%d runs", b.n);
+    CHECK(b.at[0] == 113 && b.len[0] == 2 && b.off[0] == 44 + 4);
+    CHECK(b.at[1] == 124 && b.len[1] == 1 && b.off[1] == 56);
+    seen c = { 0 };
+    CHECK(ckpt_slice_overlap(&s, 103, 112, note, &c) == 0 && c.n == 0); /* a gap */
+    CHECK(ckpt_slice_overlap(&s, 139, 500, note, &c) == 0 && c.n == 0); /* past the end */
+    CHECK(ckpt_slice_overlap(&s, 0, 100, note, &c) == 0 && c.n == 0);   /* before */
+    ckpt_slice one = { .start = 10, .len = 50, .stride = 50, .count = 1, .off = 0 };
+    seen d = { 0 };
+    CHECK(ckpt_slice_overlap(&one, 20, 30, note, &d) == 0);
+    CHECK(d.n == 1 && d.at[0] == 20 && d.off[0] == 40 && d.len[0] == 10);
+}
+
+/* Each tensor-parallel part of a GPT written whole: every element of the
+ * whole model is in exactly one file (replicated tensors from rank 0),
+ * with the value the whole model has there. */
+TEST(part_roundtrip)
+{
+    weft_model_config cfg;
+    weft_model *whole = NULL;
+    CHECK(weft_model_config_parse("gpt:vocab=30,ctx=8,layers=2,heads=2,dim=8", &cfg) == 0);
+    CHECK(weft_model_create(&whole, &cfg, 7) == 0);
+    size_t N;
+    const float *W = weft_model_params(whole, &N);
+    float *got = calloc(N, sizeof *got);
+    int *hits = calloc(N, sizeof *hits);
+    char path[] = "/tmp/weft-test-shard-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0 && got && hits);
+    weft_block_range all = { 0, weft_model_block_count(&cfg) };
+    for (int r = 0; r < 2 && fd >= 0; r++) {
+        weft_model *part = NULL;
+        CHECK(weft_model_create_tp(&part, &cfg, 7, &all, 1, 0, NULL, 2, r) == 0);
+        if (!part)
+            break;
+        size_t n;
+        const float *P = weft_model_params(part, &n);
+        int nt = weft_model_tensor_count(part);
+        unsigned char *skip = calloc((size_t)nt, 1);
+        for (int i = 0; i < nt; i++) {
+            weft_tensor_info ti;
+            weft_model_tensor_info(part, i, &ti);
+            skip[i] = r > 0 && ti.numel == ti.whole_numel;
+        }
+        /* two pieces, cut mid-tensor, as ZeRO's shards are */
+        ckpt_piece p[2] = { { 0, 0, n / 3, P }, { 0, n / 3, n - n / 3, P + n / 3 } };
+        ckpt_slices l = { 0 };
+        uint64_t bytes = 0;
+        uint32_t crc = 0;
+        CHECK(ftruncate(fd, 0) == 0);
+        CHECK(ckpt_shard_write(fd, part, p, 2, skip, 0, 64, &l, &bytes, &crc) == 0);
+        uint64_t sum = 0;
+        for (size_t k = 0; k < l.n; k++) {
+            const ckpt_slice *s = &l.s[k];
+            for (uint64_t j = 0; j < s->count; j++) {
+                uint64_t at = s->start + j * s->stride;
+                CHECK(pread(fd, got + at, s->len * 4, (off_t)(s->off + j * s->len * 4)) ==
+                      (ssize_t)(s->len * 4));
+                for (uint64_t e = 0; e < s->len; e++)
+                    hits[at + e]++;
+                sum += s->len;
+            }
+        }
+        CHECKF(sum * 4 == bytes, "part %d: %llu elements in %llu bytes", r,
+               (unsigned long long)sum, (unsigned long long)bytes);
+        /* a column split is a few strided slices, not one per row */
+        CHECKF(l.n < (size_t)nt * 3, "part %d: %zu slices for %d tensors", r, l.n, nt);
+        ckpt_slices_free(&l);
+        free(skip);
+        weft_model_destroy(part);
+    }
+    size_t once = 0, same = 0;
+    for (size_t i = 0; i < N; i++) {
+        once += hits[i] == 1;
+        same += got[i] == W[i];
+    }
+    CHECKF(once == N && same == N, "%zu of %zu once, %zu equal", once, N, same);
+    if (fd >= 0) {
+        close(fd);
+        unlink(path);
+    }
+    free(got);
+    free(hits);
+    weft_model_destroy(whole);
+}
+
+
