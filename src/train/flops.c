@@ -14,6 +14,12 @@ double train_model_param_count(const weft_model_config *c)
          * heads each), gate, up and down; no biases, no positions */
         double kv = d / c->n_head * c->n_kv_head, ffn = c->ffn;
         double block = 2 * d + 2 * d * d + 2 * d * kv + 3 * d * ffn;
+        if (c->experts > 0) {
+            /* the router (and its bias), every expert and the shared ones */
+            double fe = c->moe_ffn > 0 ? c->moe_ffn : c->ffn;
+            block = 2 * d + 2 * d * d + 2 * d * kv + d * c->experts +
+                    (c->moe_bias ? c->experts : 0) + 3 * d * fe * (c->experts + c->shared);
+        }
         return (double)c->vocab * d * (c->tied ? 1 : 2) + L * block + d;
     }
     /* per block: two LayerNorms, qkv and proj, fc and fc-proj, with biases */
@@ -27,7 +33,10 @@ double train_model_flops(const weft_model_config *c, int batch, int seq)
     if (c->type == WEFT_MODEL_MLP)
         return 6.0 * train_model_param_count(c) * batch;
     int T = seq > 0 && seq <= c->ctx ? seq : c->ctx;
-    double tokens = (double)batch * T;
-    return tokens * (6.0 * train_model_param_count(c) +
+    double tokens = (double)batch * T, n = train_model_param_count(c);
+    if (c->type == WEFT_MODEL_LLAMA && c->experts > 0) /* a token runs topk experts */
+        n -= (double)c->n_layer * (c->experts - c->topk) * 3.0 * c->d_model *
+             (c->moe_ffn > 0 ? c->moe_ffn : c->ffn);
+    return tokens * (6.0 * n +
                      12.0 * c->n_layer * (double)T * c->d_model);
 }

@@ -15,7 +15,9 @@ double train_model_param_count(const weft_model_config *cfg);
  * 6 N per token (2 N forward, 4 N backward, N all parameters) plus, for a
  * GPT or Llama, attention's two matmuls per layer, 12 L T d per token (as llm.c and
  * PaLM count it: the whole T x T score matrix, not its causal half). An
- * MLP sample is one token. The optimiser is not counted. */
+ * MLP sample is one token; a mixture of experts counts the parameters a
+ * token runs (topk experts of them, capacity ignored). The optimiser is
+ * not counted. */
 double train_model_flops(const weft_model_config *cfg, int batch, int seq);
 
 #endif

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "test.h"
+#include "train/flops.h"
 #include "train/moe.h"
 #include "weft.h"
 
@@ -185,6 +186,27 @@ TEST(config_keys)
                                   "topk=1", &c) == 0);
     weft_block_range all = { 0, weft_model_block_count(&c) };
     CHECK(weft_model_create_tp(&m, &c, 1, &all, 1, 0, NULL, 2, 0) != 0 && m == NULL);
+}
+
+/* The parameter count is the model's; FLOPs count topk experts a token. */
+TEST(flops)
+{
+    const char *spec = "llama:vocab=11,ctx=8,layers=2,heads=2,dim=8,ffn=12,experts=4,topk=1,"
+                       "shared=1,moe_ffn=6,bias=1";
+    weft_model *m = make(spec, 1);
+    CHECK(m != NULL);
+    if (!m)
+        return;
+    size_t n;
+    weft_model_params(m, &n);
+    weft_model_config c = *weft_model_config_of(m), k4 = c;
+    CHECKF(train_model_param_count(&c) == (double)n, "count %g, model %zu",
+           train_model_param_count(&c), n);
+    k4.topk = 4;
+    /* 3 experts of 3 * 8 * 6 weights idle in each of 2 layers, 6 FLOPs each per token */
+    double d = train_model_flops(&k4, 2, 8) - train_model_flops(&c, 2, 8);
+    CHECKF(d == 16.0 * 6 * 2 * 3 * 3 * 8 * 6, "FLOPs of the idle experts %g", d);
+    weft_model_destroy(m);
 }
 
 static float step_of(weft_model *m, float *g, size_t n, const int32_t *tok, const int32_t *nxt)
