@@ -269,20 +269,17 @@ int weft_run_open(const weft_run_config *cfg, weft_comm *comm, int joined, weft_
     return rc;
 }
 
-/* The evaluation of the model as it is (collective: ZeRO-3 gathers the
- * parameters, a pipeline assembles the whole model on the lead). */
+/* The evaluation of the model as it is, in the training layout
+ * (collective: run_eval_layout.c). */
 static int run_evaluate(weft_run *t, long step)
 {
-    const opts *o = t->o;
-    int rc = weft_zero_gather_params(t->sync.z);
-    if (rc != 0)
-        return run_fail(t, rc, "gathering parameters: %s", weft_strerror(rc));
-    weft_model *whole = NULL;
-    if (t->pl && (rc = pipeline_gather(t->pl, t->m, t->sync.z, NULL, &whole)) != 0)
-        return rc;
-    if (t->lead)
-        rc = evaluate(t, whole ? whole : t->m, t->d, o, t->pg.csv, step, t->loader);
-    weft_model_destroy(whole);
+    eval_fwd f;
+    int rc = eval_layout_open(t, t->finished, &f);
+    if (rc == 0)
+        rc = evaluate_in(t, &f, t->d, t->o, t->pg.csv, step, t->loader);
+    if (rc == 0)
+        rc = eval_layout_memory(&f);
+    eval_layout_close(&f);
     return rc;
 }
 
@@ -337,13 +334,12 @@ static int finish_train(weft_run *t)
     /* its memory line: the shards, before the gather */
     if (t->pl && (rc = pipeline_summary(t->pl, o)) != 0)
         return rc;
-    if (o->no_eval) {
-        /* ZeRO-3: the whole model, as the evaluation would have had it */
-        if ((rc = weft_zero_gather_params(t->sync.z)) != 0)
-            return run_fail(t, rc, "gathering parameters: %s", weft_strerror(rc));
-    } else if ((rc = run_evaluate(t, t->end)) != 0) {
+    if (!o->no_eval && (rc = run_evaluate(t, t->end)) != 0)
         return rc;
-    }
+    /* ZeRO-3: the whole parameters for whoever reads them after the run;
+     * not under --mem-limit, where they need not fit one rank */
+    if (o->mem_limit <= 0 && (rc = weft_zero_gather_params(t->sync.z)) != 0)
+        return run_fail(t, rc, "gathering parameters: %s", weft_strerror(rc));
     if (t->pg.csv)
         fclose(t->pg.csv);
     t->pg.csv = NULL;

@@ -4,46 +4,79 @@
 
 #include "run/run_report.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int eval_mlp(weft_run *t, weft_model *m, const data_sets *d, FILE *csv, long step,
+/* Batches of f->batch samples of the first count of the evaluation set,
+ * shared over f's ranks: *loss the sum of the per-sample losses, *correct
+ * the right answers (image data), summed over the layout. */
+static int eval_batches(eval_fwd *f, const data_sets *d, uint64_t count, int image,
+                        double *loss, long *correct)
+{
+    int B = f->batch, dim = d->ei.x_dim, rc = 0;
+    size_t xw = image ? sizeof(float) : sizeof(int32_t), yn = image ? 1 : (size_t)dim;
+    void *x = malloc((size_t)B * (size_t)dim * xw);
+    int32_t *y = malloc((size_t)B * yn * sizeof *y);
+    if (!x || !y)
+        rc = WEFT_ENOMEM;
+    double v[3] = { 0, 0, 0 };
+    uint64_t nb = (count + (uint64_t)B - 1) / (uint64_t)B;
+    uint64_t rounds = f->share < 0 ? 0 : (nb + (uint64_t)f->shares - 1) / (uint64_t)f->shares;
+    for (uint64_t r = 0; rc == 0 && r < rounds; r++) {
+        uint64_t b = r * (uint64_t)f->shares + (uint64_t)f->share;
+        int have = b < nb;
+        if (!have && !f->lockstep)
+            break;
+        /* lockstep: a rank past the end runs the first batch again, unheard,
+         * so that the collectives inside forward still meet */
+        uint64_t at = have ? b * (uint64_t)B : 0;
+        int n = (int)(count - at < (uint64_t)B ? count - at : (uint64_t)B);
+        for (int k = 0; k < n; k++) {
+            char *xk = (char *)x + (size_t)k * (size_t)dim * xw;
+            if (image)
+                weft_dataset_get(d->eval, at + (uint64_t)k, (float *)xk, NULL, y + k);
+            else
+                weft_dataset_get(d->eval, at + (uint64_t)k, NULL, (int32_t *)xk,
+                                 y + (size_t)k * yn);
+        }
+        double l = 0;
+        long c = 0;
+        rc = f->forward(f, x, y, n, image ? 1 : dim, image, &l, &c);
+        if (have) {
+            v[0] += l;
+            v[1] += (double)c;
+        }
+    }
+    free(x);
+    free(y);
+    /* every rank reduces, a failed one too (counted in v[2]): the others
+     * are waiting there, and all of them stop together */
+    v[2] = rc != 0;
+    int r2 = f->reduce(f, v, 3);
+    *loss = v[0];
+    *correct = lrint(v[1]);
+    if (rc == 0 && r2 == 0 && v[2] > 0)
+        rc = WEFT_EINVAL;
+    return rc ? rc : r2;
+}
+
+static int eval_mlp(weft_run *t, eval_fwd *f, const data_sets *d, FILE *csv, long step,
                     double epoch)
 {
-    enum { CHUNK = 500 };
-    int dim = d->ei.x_dim;
-    float *x = malloc((size_t)CHUNK * (size_t)dim * sizeof *x);
-    int32_t *y = malloc(CHUNK * sizeof *y);
-    int rc = 0;
-    if (!x || !y) {
-        free(x);
-        free(y);
-        return run_fail(t, WEFT_ENOMEM, "out of memory");
-    }
-    double loss_sum = 0;
-    long correct = 0;
-    for (uint64_t i = 0; i < d->ei.n; i += CHUNK) {
-        int n = (int)(d->ei.n - i < CHUNK ? d->ei.n - i : CHUNK);
-        for (int k = 0; k < n; k++)
-            weft_dataset_get(d->eval, i + (uint64_t)k, x + (size_t)k * (size_t)dim, NULL, y + k);
-        float loss;
-        rc = weft_model_forward(m, x, y, n, 1, &loss);
-        if (rc != 0) {
-            free(x);
-            free(y);
-            return run_fail(t, rc, "evaluation forward: %s", weft_strerror(rc));
-        }
-        loss_sum += (double)loss * n;
-        correct += weft_model_count_correct(m, y);
-    }
+    double loss_sum;
+    long correct;
+    int rc = eval_batches(f, d, d->ei.n, 1, &loss_sum, &correct);
+    if (rc != 0)
+        return run_fail(t, rc, "evaluation forward: %s", weft_strerror(rc));
     double acc = (double)correct / (double)d->ei.n, loss = loss_sum / (double)d->ei.n;
+    if (!t->lead)
+        return 0;
     run_say(t, WEFT_RUN_OUT, t->o->eval_only
                 ? "test: %s, %llu samples: accuracy %.6g (%ld correct), loss %.6g\n"
                 : "test: %s, %llu samples: accuracy %.4f (%ld correct), loss %.4f\n",
             d->ei.name, (unsigned long long)d->ei.n, acc, correct, loss);
     csv_row(csv, step, epoch, "test", loss, acc, 0, -1, 0, 0);
-    free(x);
-    free(y);
     return 0;
 }
 
@@ -129,55 +162,74 @@ static void eval_sample(weft_run *t, weft_model *m, const data_sets *d, weft_rng
     free(text);
 }
 
-static int eval_gpt(weft_run *t, weft_model *m, const data_sets *d, const opts *o, FILE *csv,
-                    long step, double epoch)
+/* The answers and the sample, on the whole model (the lead's). */
+static int eval_generate(weft_run *t, weft_model *m, const data_sets *d, const opts *o,
+                         FILE *csv, long step, double epoch, double vloss)
 {
-    int T = d->ei.x_dim, B = 32, rc = 0;
-    /* a run's closing look at a few thousand; --eval-only's at them all */
-    uint64_t windows = d->ei.n < 4096 || o->eval_only ? d->ei.n : 4096;
-    int32_t *x = malloc((size_t)B * (size_t)T * sizeof *x);
-    int32_t *y = malloc((size_t)B * (size_t)T * sizeof *y);
+    int T = d->ei.x_dim, rc = 0;
+    int32_t *x = malloc((size_t)T * sizeof *x), *y = malloc((size_t)T * sizeof *y);
     if (!x || !y)
         rc = run_fail(t, WEFT_ENOMEM, "out of memory");
-    double loss_sum = 0;
-    for (uint64_t i = 0; rc == 0 && i < windows; i += (uint64_t)B) {
-        int n = (int)(windows - i < (uint64_t)B ? windows - i : (uint64_t)B);
-        for (int k = 0; k < n; k++)
-            weft_dataset_get(d->eval, i + (uint64_t)k, NULL, x + (size_t)k * (size_t)T,
-                             y + (size_t)k * (size_t)T);
-        float loss;
-        rc = weft_model_forward(m, x, y, n, T, &loss);
-        if (rc != 0)
-            rc = run_fail(t, rc, "evaluation forward: %s", weft_strerror(rc));
-        loss_sum += (double)loss * n;
-    }
-    if (rc == 0) {
-        double vloss = loss_sum / (double)windows, acc = -1;
-        run_say(t, WEFT_RUN_OUT, o->eval_only
-                    ? "validation: %s, %llu windows of %d tokens: loss %.6g\n"
-                    : "validation: %s, %llu windows of %d tokens: loss %.4f\n",
-                d->ei.name, (unsigned long long)windows, T, vloss);
-        weft_rng rng;
-        weft_rng_seed(&rng, 1234);
-        int shown_prompts = 0;
+    double acc = -1;
+    weft_rng rng;
+    weft_rng_seed(&rng, 1234);
+    int shown_prompts = 0;
+    if (rc == 0 && m)
         rc = eval_prompts(t, m, d, o, &rng, &acc, &shown_prompts);
-        if (rc == 0)
-            csv_row(csv, step, epoch, "val", vloss, acc, 0, -1, 0, 0);
-        /* the answers above already are samples of a prompted task */
-        if (rc == 0 && !shown_prompts)
-            eval_sample(t, m, d, &rng, x, y);
-    }
+    if (rc == 0)
+        csv_row(csv, step, epoch, "val", vloss, acc, 0, -1, 0, 0);
+    /* the answers above already are samples of a prompted task */
+    if (rc == 0 && m && !shown_prompts)
+        eval_sample(t, m, d, &rng, x, y);
     free(x);
     free(y);
     return rc;
 }
 
+static int eval_gpt(weft_run *t, eval_fwd *f, const data_sets *d, const opts *o, FILE *csv,
+                    long step, double epoch)
+{
+    int T = d->ei.x_dim;
+    /* a run's closing look at a few thousand; --eval-only's at them all */
+    uint64_t windows = d->ei.n < 4096 || o->eval_only ? d->ei.n : 4096;
+    double loss_sum;
+    long correct;
+    int rc = eval_batches(f, d, windows, 0, &loss_sum, &correct);
+    if (rc != 0)
+        return run_fail(t, rc, "evaluation forward: %s", weft_strerror(rc));
+    double vloss = loss_sum / (double)windows;
+    if (t->lead)
+        run_say(t, WEFT_RUN_OUT, o->eval_only
+                ? "validation: %s, %llu windows of %d tokens: loss %.6g\n"
+                : "validation: %s, %llu windows of %d tokens: loss %.4f\n",
+            d->ei.name, (unsigned long long)windows, T, vloss);
+    weft_model *whole = NULL;
+    int fits = 1;
+    if ((rc = f->gather(f, &whole, &fits)) != 0)
+        return rc;
+    if (!fits && t->lead)
+        run_say(t, WEFT_RUN_OUT, "exact match and sample left out: the whole model does not "
+                                 "fit --mem-limit on one rank\n");
+    if (t->lead)
+        rc = eval_generate(t, fits ? whole : NULL, d, o, csv, step, epoch, vloss);
+    f->release(f, whole);
+    return rc;
+}
+
 /* epoch: how far the loader went, for the CSV row. */
-int evaluate(weft_run *t, weft_model *m, const data_sets *d, const opts *o, FILE *csv,
-             long step, const weft_loader *l)
+int evaluate_in(weft_run *t, eval_fwd *f, const data_sets *d, const opts *o, FILE *csv,
+                long step, const weft_loader *l)
 {
     double epoch = (double)weft_loader_position(l) / (double)d->ti.n;
     if (d->ti.kind == WEFT_DATA_IMAGE)
-        return eval_mlp(t, m, d, csv, step, epoch);
-    return eval_gpt(t, m, d, o, csv, step, epoch);
+        return eval_mlp(t, f, d, csv, step, epoch);
+    return eval_gpt(t, f, d, o, csv, step, epoch);
+}
+
+int evaluate(weft_run *t, weft_model *m, const data_sets *d, const opts *o, FILE *csv,
+             long step, const weft_loader *l)
+{
+    eval_fwd f;
+    eval_local(t, m, &f);
+    return evaluate_in(t, &f, d, o, csv, step, l);
 }

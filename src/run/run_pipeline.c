@@ -789,6 +789,20 @@ void pipeline_close(pipeline *pl)
     free(pl);
 }
 
+void pipeline_view_of(const pipeline *pl, pipeline_view *v)
+{
+    v->pp_comm = pl->pp_comm;
+    v->dp_comm = pl->replicas > 1 ? pl->dp_comm : NULL;
+    v->pp = pl->pp;
+    v->v = pl->v;
+    v->stage = pl->stage;
+    v->tp_rank = pl->tp_rank;
+    v->replica = pl->replica;
+    v->replicas = pl->replicas;
+    v->model = pl->model;
+    v->z = pl->z;
+}
+
 int pipeline_step(pipeline *pl, weft_zero *z, const weft_batch *b, int image, train_step *st)
 {
     if (!pl->counted) {

@@ -33,6 +33,15 @@ int pipeline_gather(const pipeline *pl, weft_model *m, weft_zero *z, weft_optim 
 int pipeline_summary(pipeline *pl, const opts *o);
 void pipeline_close(pipeline *pl);
 
+/* What a forward-only pass over the layout needs (run_eval_layout.c). */
+typedef struct {
+    weft_comm *pp_comm, *dp_comm; /* dp_comm NULL: one replica */
+    int pp, v, stage, tp_rank, replica, replicas;
+    weft_model *model;
+    weft_zero *z;
+} pipeline_view;
+void pipeline_view_of(const pipeline *pl, pipeline_view *v);
+
 /* --elastic. Whether this rank traces its replica's samples (one rank
  * of each replica loads for all). */
 int pipeline_traces(const pipeline *pl);
