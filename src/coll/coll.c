@@ -13,6 +13,7 @@
 #include "coll/exec/callboard.h"
 #include "coll/exec/live.h"
 #include "coll/exec/exec.h"
+#include "coll/exec/small.h"
 #include "coll/reduce.h"
 #include "coll/tune/tuner.h"
 #include "core/clock.h"
@@ -86,6 +87,51 @@ static int measured(weft_comm *c, int ticket, uint64_t bytes, double secs)
     return 0;
 }
 
+/* A failed call: an error that leaves the communicator usable (refused
+ * before anything moved) or one that breaks it, told to the others. */
+static int failed(weft_comm *c, flight_rec *fr, int rc, const frame_hdr *fp)
+{
+    if (rc != WEFT_EINVAL && rc != WEFT_ENOMEM && rc != WEFT_ENOTSUP) {
+        finish(c, fr, rc);
+        rc = comm_failed(c, rc, fp);
+        c->broken = rc;
+        return rc;
+    }
+    return finish(c, fr, rc);
+}
+
+/* An all-reduce the small path takes (coll/exec/small.h), the board made:
+ * its fingerprint on the call board and in the hints' history as any
+ * call's, but no tuner, no schedule, and a flight record only for a
+ * queued call (its record waits) or a wait that outlasts the spin. */
+static int run_small(weft_comm *c, const weft_coll_args *a, uint64_t flight_id)
+{
+    frame_hdr fp;
+    memset(&fp, 0, sizeof fp);
+    fp.magic = FRAME_MAGIC;
+    fp.version = WIRE_VERSION;
+    fp.kind = WEFT_COLL_ALLREDUCE;
+    fp.dtype = (uint8_t)a->dtype;
+    fp.op = (uint8_t)a->op;
+    fp.algo = WEFT_ALGO_FLAT;
+    fp.root = -1;
+    fp.count = a->count;
+    fp.seq = ++c->seq;
+    live_call(c, &fp);
+    int rc = callboard_post(c, &fp);
+    flight_rec *fr = flight_get(&c->fl, flight_id);
+    if (fr)
+        flight_start(fr, &fp);
+    c->cur = fr;
+    c->fail_learned = 0;
+    if (!rc)
+        rc = small_run(c, a, &fp);
+    if (rc)
+        return failed(c, c->cur, rc, &fp);
+    finish(c, c->cur, 0);
+    return a->op == WEFT_AVG ? reduce_avg_finish(a->recv, a->count, a->dtype, c->size) : 0;
+}
+
 int coll_run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id)
 {
     if (!c)
@@ -126,6 +172,11 @@ static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id,
         return comm_fail(c, WEFT_EINVAL, "point-to-point runs in the p2p engine");
 
     algo = a->algo != WEFT_ALGO_AUTO ? a->algo : c->algo;
+    if (algo == WEFT_ALGO_AUTO && !timed && small_fits(c, a)) {
+        if (small_ready(c))
+            return run_small(c, a, flight_id);
+        algo = WEFT_ALGO_FLAT; /* this call makes the board */
+    }
     if (algo == WEFT_ALGO_AUTO) {
         if (!c->tune) {
             char err[256];
@@ -194,17 +245,9 @@ static int run(weft_comm *c, const weft_coll_args *a, uint64_t flight_id,
         rc = exec_run(c, &c->sched, bufs, &fp);
     else
         rc = how->run(c, a, &fp);
-    if (rc) {
-        /* an algorithm that runs without a schedule refuses what it does
-         * not do before anything moves */
-        if (rc != WEFT_EINVAL && rc != WEFT_ENOMEM && rc != WEFT_ENOTSUP) {
-            finish(c, fr, rc);
-            rc = comm_failed(c, rc, &fp);
-            c->broken = rc;
-            return rc;
-        }
-        return finish(c, fr, rc);
-    }
+    if (rc) /* an algorithm that runs without a schedule refuses what it
+             * does not do before anything moves */
+        return failed(c, fr, rc, &fp);
     finish(c, fr, 0);
     if (ticket >= 0 && (rc = measured(c, ticket, (uint64_t)a->count * es, clock_now() - t0)))
         return rc;

@@ -1,0 +1,113 @@
+#!/bin/bash
+# The small all-reduce against Open MPI on this host, in one run: 8 B and
+# 64 MiB all-reduce (f32 sum, out-of-place) at 4 and 8 ranks, weft-bench
+# and Open MPI's mpi_allreduce (bench/peers/mpi_allreduce.c, timed the way
+# weft-bench times: warm-up, barrier, timed calls, mean per call, slowest
+# rank) taking turns, which goes first alternating by repetition; then the
+# median of the repetitions and weft's time over Open MPI's. The floor
+# goes with it: a cache line's round trip between two cores
+# (bench/cacheline_rtt.c) measured in the same run, and the same with
+# both processes on one core, yielding (a rank's wait when the host has
+# more ranks than cores).
+#
+#   bash bench/small_allreduce.sh                   (about 1-2 minutes idle)
+#   bash bench/small_allreduce.sh -r "2 4 8" -R 7
+#
+# Options (defaults in brackets):
+#   -r "N ..."  rank counts ["4 8"]        -R N   repetitions, median [5]
+#   -n N        timed 8 B calls [2000]     -w N   8 B warm-up calls [200]
+#   -s "B ..."  small sizes [8]            -L     leave out 64 MiB
+# BUILD=dir picks weft's build directory [build]. Installs Open MPI from
+# Debian (openmpi-bin libopenmpi-dev) when run as root and it is missing.
+set -u
+
+RANKS="4 8" REPS=5 ITERS=2000 WARM=200 SMALL=8 LARGE=1
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+B=${BUILD:-build}
+usage() { sed -n '2,/^set -u/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//' >&2; exit 2; }
+while getopts "r:R:n:w:s:Lh" opt; do
+    case $opt in
+    r) RANKS=$OPTARG ;; R) REPS=$OPTARG ;; n) ITERS=$OPTARG ;; w) WARM=$OPTARG ;;
+    s) SMALL=$OPTARG ;; L) LARGE=0 ;; *) usage ;;
+    esac
+done
+say() { echo "small_allreduce: $*" >&2; }
+
+# as bench/peers/allreduce_vs_peers.sh runs Open MPI: shared memory (vader),
+# ranks yielding when idle as weft's do on a host with more ranks than cores
+OMPI_FLAGS="--oversubscribe --allow-run-as-root --bind-to none --mca mpi_yield_when_idle 1 --mca oob_tcp_if_include lo --mca btl_tcp_if_include lo"
+
+work=$(mktemp -d /tmp/weft-smallar.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+trap 'exit 130' INT TERM
+
+if ! command -v mpicc.openmpi >/dev/null || ! command -v mpirun.openmpi >/dev/null; then
+    if [ "$(id -u)" -eq 0 ]; then
+        say "installing openmpi-bin libopenmpi-dev"
+        { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q openmpi-bin libopenmpi-dev; } \
+            >"$work/apt.log" 2>&1 || { tail -3 "$work/apt.log" >&2; exit 1; }
+    else
+        say "Open MPI is missing (apt-get install openmpi-bin libopenmpi-dev)"; exit 1
+    fi
+fi
+make -s -C "$ROOT" -j2 BUILD="$B" "$B/weftrun" "$B/weft-bench" >"$work/make.log" 2>&1 ||
+    { cat "$work/make.log" >&2; say "cannot build weft in $B"; exit 1; }
+WB=$(cd "$ROOT/$B" && pwd)
+mpicc.openmpi -O2 -o "$work/mpi" "$HERE/peers/mpi_allreduce.c" || exit 1
+cc -O2 -o "$work/rtt" "$HERE/cacheline_rtt.c" || exit 1
+
+# one run: prints the out-of-place microseconds per call of the size
+run() { # prog ranks bytes warm iters
+    local out
+    if [ "$1" = weft ]; then
+        out=$(timeout -k 5 300 "$WB/weftrun" -n "$2" "$WB/weft-bench" allreduce -b "$3" -e "$3" \
+            -w "$4" -n "$5" 2>&1)
+    else
+        out=$(timeout -k 5 300 mpirun.openmpi $OMPI_FLAGS -np "$2" "$work/mpi" -b "$3" -e "$3" \
+            -w "$4" -n "$5" 2>&1)
+    fi
+    echo "$out" | sed 's/^\[[0-9]*\] //' | awk '!/^#/ && NF >= 6 && $1 ~ /^[0-9]+$/ {
+        if ($9 != 0) bad = 1; t = $6 } END { if (bad || t == "") print "FAIL"; else print t }'
+}
+
+LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
+RTT=$("$work/rtt" -n 100000 -r 5 -c 0,1 2>&1)
+RTTY=$("$work/rtt" -n 10000 -r 5 -c 0,0 -y 2>&1)
+cases=""
+for n in $RANKS; do
+    for s in $SMALL; do cases="$cases $n:$s:$WARM:$ITERS"; done
+    [ "$LARGE" = 1 ] && cases="$cases $n:67108864:2:5"
+done
+for rep in $(seq 1 "$REPS"); do
+    order="weft openmpi"
+    [ $((rep % 2)) = 0 ] && order="openmpi weft"
+    for cs in $cases; do
+        IFS=: read -r n s w i <<<"$cs"
+        for prog in $order; do
+            t=$(run "$prog" "$n" "$s" "$w" "$i")
+            echo "$prog $n $s $t" >>"$work/times"
+            say "rep $rep: $prog, $n ranks, $s B: $t us"
+        done
+    done
+done
+LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
+
+median() { sort -g | awk '{ v[NR] = $1 } END { if (!NR) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+echo "| ranks | size | weft (us) | Open MPI (us) | weft / Open MPI | runs |"
+echo "| ---: | ---: | ---: | ---: | ---: | ---: |"
+for cs in $cases; do
+    IFS=: read -r n s w i <<<"$cs"
+    wt=$(awk -v n="$n" -v s="$s" '$1 == "weft" && $2 == n && $3 == s && $4 != "FAIL" { print $4 }' "$work/times" | median)
+    mt=$(awk -v n="$n" -v s="$s" '$1 == "openmpi" && $2 == n && $3 == s && $4 != "FAIL" { print $4 }' "$work/times" | median)
+    fails=$(awk -v n="$n" -v s="$s" '$2 == n && $3 == s && $4 == "FAIL"' "$work/times" | wc -l)
+    size=$s
+    [ "$s" -ge 1048576 ] && size="$((s >> 20)) MiB" || size="$s B"
+    awk -v n="$n" -v sz="$size" -v w="$wt" -v m="$mt" -v r="$REPS" -v f="$fails" 'BEGIN {
+        printf "| %d | %s | %.2f | %.2f | %.2fx | %d%s |\n", n, sz, w, m, (m > 0 ? w / m : 0), r,
+            (f ? sprintf(" (%d failed)", f) : "") }'
+done
+echo
+echo "- floor: $RTT; $RTTY"
+echo "- weft: \`weftrun -n N weft-bench allreduce -b S -e S -w W -n I\` (auto); Open MPI: \`mpirun.openmpi $OMPI_FLAGS -np N mpi_allreduce -b S -e S -w W -n I\` ($(mpirun.openmpi --version 2>/dev/null | head -1)); 8 B: -w $WARM -n $ITERS, 64 MiB: -w 2 -n 5; median of $REPS, order alternating"
+echo "- $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) CPUs; load average $LOAD0 before, $LOAD1 after"
