@@ -2,7 +2,10 @@
  * of a ping-pong, and the bandwidth of an exchange where both ranks of a
  * pair send and receive at once (irecv, isend, wait both; as nccl-tests'
  * sendrecv). Uses only calls every weft version has, so one source
- * measures two builds in the same run (bench/p2p.sh).
+ * measures two builds in the same run (bench/vs_commit.sh), or one build
+ * both ways between ranks of a host (bench/p2p.sh: WEFT_P2P_SHM=1, 0).
+ * memcpy(GB/s) is what one copy of the same size moves on rank 0 in the
+ * same run: the bound of a single-copy path (bw is size / lat, one way).
  * Usage: weftrun -n 2 p2p_bw [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS]   (bytes) */
 #include <weft.h>
 
@@ -17,6 +20,22 @@ static double now(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* GB/s of memcpy(in, out, n), the second of two passes of it copies
+ * (the first warms up, as the messages' passes do). */
+static double copy_bw(char *in, const char *out, size_t n, int it)
+{
+    double t = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        double t0 = now();
+        for (int i = 0; i < it; i++) {
+            memcpy(in, out, n);
+            __asm__ __volatile__("" : : "r"(in) : "memory"); /* every copy happens */
+        }
+        t = now() - t0;
+    }
+    return (double)n * it / t / 1e9;
 }
 
 int main(int argc, char **argv)
@@ -50,8 +69,8 @@ int main(int argc, char **argv)
     memset(out, 1, hi);
     memset(in, 0, hi);
     if (r == 0)
-        printf("%12s %10s %12s %12s %12s\n", "size(B)", "iters", "lat(us)", "bw(GB/s)",
-               "bibw(GB/s)");
+        printf("%12s %10s %12s %12s %12s %13s\n", "size(B)", "iters", "lat(us)", "bw(GB/s)",
+               "bibw(GB/s)", "memcpy(GB/s)");
     for (size_t n = lo; n <= hi; n *= (size_t)factor) {
         int it = iters > 0 ? iters : n <= (64u << 10) ? 200 : n <= (4u << 20) ? 40 : 8;
         double lat = 0, bw = 0;
@@ -91,9 +110,11 @@ int main(int argc, char **argv)
             fprintf(stderr, "rank %d: %s: %s\n", r, weft_strerror(rc), weft_comm_error(c));
             break;
         }
+        weft_barrier(c);
+        double cp = r == 0 ? copy_bw(in, out, n, it) : 0;
         if (r == 0)
-            printf("%12zu %10d %12.2f %12.3f %12.3f\n", n, it, lat * 1e6, (double)n / lat / 1e9,
-                   bw);
+            printf("%12zu %10d %12.2f %12.3f %12.3f %13.3f\n", n, it, lat * 1e6,
+                   (double)n / lat / 1e9, bw, cp);
     }
     free(out);
     free(in);

@@ -22,6 +22,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#define SPIN_POLL 16 /* a spinning waiter's rounds per look at its sockets */
+
 /* One pass over everything. 1: something moved (look again at once). */
 static int step(p2p_engine *e, int *stop)
 {
@@ -116,7 +118,11 @@ static int ps_sleep(p2p_engine *e, p2p_pollset *s, double until, int thread)
         double end = clock_now() + e->spin_s;
         /* the thread armed the fd before it let go of drive */
         nfds_t nspin = (nfds_t)(thread ? s->n : s->nspin);
-        for (int k = 0; !(n = poll(s->pf, nspin, 0)); k++) {
+        /* a waiter looks at its rings in memory every round and asks the
+         * kernel about its sockets only every few */
+        for (int k = 0; !(n = !thread && p2p_shm_ready(e)) &&
+                        !(n = (thread || k % SPIN_POLL == 0) ? poll(s->pf, nspin, 0) : 0);
+             k++) {
             /* a waiter holds drive: it may read libfabric's queue, which
              * is what moves the provider (the thread's fd is armed) */
             if (!thread && s->ofi && ofi_poll(e->ofi))
@@ -129,6 +135,8 @@ static int ps_sleep(p2p_engine *e, p2p_pollset *s, double until, int thread)
     }
     if (!n && !thread && s->ofi && !ofi_may_sleep(e->ofi))
         return 1;
+    if (!n && !thread && p2p_shm_sleep(e))
+        return 1; /* a ring moved while the flags went up */
     int ms = until < 0 ? -1 : clock_ms_until(until);
     /* a provider without a wait fd is looked at every millisecond; one
      * with it too, because rxm's fd (1.17, over tcp) does not always wake
@@ -136,8 +144,11 @@ static int ps_sleep(p2p_engine *e, p2p_pollset *s, double until, int thread)
      * ranks slept out whole deadlines, each waiting for the other */
     if (s->ofi && (ms < 0 || ms > OFI_NAP_MS))
         ms = OFI_NAP_MS;
-    if (!n && !(thread && atomic_load(&e->waiters)))
+    if (!n && !(thread && atomic_load(&e->waiters))) {
         n = poll(s->pf, (nfds_t)s->n, ms);
+        if (!thread)
+            p2p_shm_wake(e);
+    }
     return n;
 }
 
@@ -210,11 +221,15 @@ static void *engine(void *arg)
             sched_yield(); /* the provider has work only its queue reads move */
             continue;
         }
+        /* declared under drive, for the whole sleep: its rings' peers ring */
+        if (p2p_shm_sleep(e))
+            continue;
         uint64_t epoch = e->epoch;
         double until = deadline(e);
         pthread_mutex_unlock(&e->drive);
         int n = ps_sleep(e, s, until, 1);
         pthread_mutex_lock(&e->drive);
+        p2p_shm_wake(e);
         ps_apply(e, s, n, e->epoch != epoch);
     }
     p2p_fail_all(e, WEFT_EABORTED, "communicator destroyed with the message outstanding");
@@ -227,6 +242,7 @@ static void poke(p2p_engine *e)
     if (write(e->wake[1], "w", 1) < 0) {
         /* full: a wake-up is pending anyway */
     }
+    atomic_store(&e->poked, 1); /* after the byte: the reader drains it */
 }
 
 void p2p_wait(p2p_engine *e, weft_request *r)
@@ -250,11 +266,15 @@ void p2p_wait(p2p_engine *e, weft_request *r)
     int left = e->outstanding;
     pthread_mutex_unlock(&e->drive);
     pthread_mutex_lock(&e->mu);
-    if (atomic_fetch_sub(&e->waiters, 1) == 1 && left) {
+    int kick = atomic_fetch_sub(&e->waiters, 1) == 1 && left;
+    parked = e->parked;
+    if (kick) {
         e->kick = 1; /* what others posted still needs moving */
         pthread_cond_broadcast(&e->idle);
     }
     pthread_mutex_unlock(&e->mu);
+    if (kick && !parked)
+        poke(e); /* a thread that went to sleep in poll() meanwhile: its rings' flags may be down */
 }
 
 void p2p_progress(p2p_engine *e)
@@ -315,6 +335,8 @@ int p2p_create(p2p_engine **out, weft_comm *c, const char *ip, char addr_out[SOC
     e->net.connect_timeout_s = c->connect_timeout_s;
     e->net.secret = c->secret;
     e->spin_s = c->spin_s;
+    e->shm_on = c->params.p2p_shm && c->params.shm;
+    e->pid = (int)getpid();
     e->last = clock_now();
     e->next_probe = e->last + PROBE_S;
     *out = e;
@@ -391,6 +413,7 @@ void p2p_destroy(p2p_engine *e)
         req_complete(r, WEFT_EABORTED);
     }
     p2p_free_parked(e);
+    p2p_shm_close(e, running);
     p2p_net_close(e);
     tcp_net_close(&e->net);
     if (e->wake[0] >= 0) {

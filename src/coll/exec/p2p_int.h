@@ -6,6 +6,7 @@
 
 #include "coll/exec/request.h"
 #include "transport/ofi.h"
+#include "transport/shm.h"
 
 #include <poll.h>
 #include <pthread.h>
@@ -43,6 +44,10 @@ typedef struct {
     int wfd;                   /* when the head send cannot move: poll this ... */
     short wev;                 /* ... for this */
     int ofi;                   /* the pair talks libfabric (p2p_ofi.c), not its sockets */
+    shm_link out, in;          /* same host: each way's hello, then its ring (p2p_shm.c) */
+    int cma_wait;              /* the head send waits for its single copy's acknowledgement */
+    int cma_rd;                /* the message being read comes by single copy, as cd says */
+    shm_cma_desc cd;
     int gone;                  /* its stream ended or failed: nothing more moves */
     int gone_rc;
     char gone_why[200];
@@ -87,6 +92,10 @@ struct p2p_engine {
     double last, next_probe;
     double spin_s;
     int spin_yields;
+    int shm_on;                /* WEFT_P2P_SHM and WEFT_SHM: same-host pairs offer rings */
+    int cma_said;              /* a refused single copy was logged */
+    int pid;
+    atomic_int poked;          /* a byte is in the wake pipe */
     p2p_pollset ps[2];         /* the thread's, a waiting caller's */
 };
 
@@ -123,5 +132,29 @@ void p2p_started(p2p_engine *e, weft_request *r);
  * 1: something moved. */
 int p2p_ofi_read(p2p_engine *e, int q);
 int p2p_ofi_send(p2p_engine *e, int q);
+
+/* Shared memory (p2p_shm.c) for a pair on one host. Each way opens with
+ * a hello on its connection; a way whose hello chose TCP goes on over the
+ * sockets (p2p_shm_tcp says so), a ring's carries only doorbells. */
+int p2p_local(const p2p_engine *e, int q);
+int p2p_shm_tcp(const shm_link *lk);
+/* Read peer q's hello, then its ring. 1: something moved. */
+int p2p_shm_read(p2p_engine *e, int q);
+/* Send peer q's hello, then its oldest sends into the ring. 1: moved. */
+int p2p_shm_send(p2p_engine *e, int q);
+/* Can a ring move now? Reads only memory (a waiter's spin). */
+int p2p_shm_ready(const p2p_engine *e);
+/* About to block in poll(): declare every ring waited on asleep, so its
+ * peer rings the doorbell. 1: something can move after all (nothing is
+ * declared then). */
+int p2p_shm_sleep(p2p_engine *e);
+/* Awake: withdraw the declarations (under drive, so no sleeper is left
+ * without its doorbell). */
+void p2p_shm_wake(p2p_engine *e);
+/* Peer q failed: its ring's name goes unless the peer mapped it. */
+void p2p_shm_gone(p2p_engine *e, int q);
+/* Unmap every ring; names addressed to this rank that nobody will read
+ * go (started: the engine ever moved a message). */
+void p2p_shm_close(p2p_engine *e, int started);
 
 #endif

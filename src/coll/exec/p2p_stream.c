@@ -120,6 +120,7 @@ void p2p_peer_gone(p2p_engine *e, int q, int rc, const char *why)
         p->gone_rc = rc;
         snprintf(p->gone_why, sizeof p->gone_why, "%s", why);
         tcp_drop(&e->net, q);
+        p2p_shm_gone(e, q);
         /* libfabric cannot end one pair: a body on its way into a
          * receive's buffer, or a send the provider still reads, would
          * outlive the request's failure, so the endpoint closes */
@@ -203,10 +204,14 @@ int p2p_take_posts(p2p_engine *e, int *stop)
     *stop = e->stop;
     int sev = e->sever_rc;
     pthread_mutex_unlock(&e->mu);
-    while (read(e->wake[0], sink, sizeof sink) > 0) {
-    }
+    /* only after a poke: a blocking exchange then makes no system call here */
+    if (atomic_exchange(&e->poked, 0))
+        while (read(e->wake[0], sink, sizeof sink) > 0) {
+        }
     if (sev && !e->severed) {
         e->severed = 1;
+        if (e->shm_on) /* the rings nobody here will read */
+            shm_unlink_to(e->c->id ^ P2P_SALT, e->rank);
         ofi_sever(e->ofi); /* nothing lands in a buffer whose owner is told */
         for (int q = 0; q < e->size; q++)
             if (q != e->rank)
@@ -490,9 +495,16 @@ int p2p_sweep(p2p_engine *e)
                 progressed |= p2p_ofi_send(e, q);
             continue;
         }
-        if (p->readable && e->net.in_fd[q] >= 0)
+        /* a same-host pair's ways go by ring once their hellos say so */
+        int local = p2p_local(e, q);
+        if (local && !p2p_shm_tcp(&p->in))
+            progressed |= p2p_shm_read(e, q);
+        if ((!local || p2p_shm_tcp(&p->in)) && !p->gone && p->readable &&
+            e->net.in_fd[q] >= 0)
             progressed |= read_peer(e, q);
-        if (p->sends.head && p->writable)
+        if (local && !p2p_shm_tcp(&p->out) && p->sends.head && !p->gone)
+            progressed |= p2p_shm_send(e, q);
+        if ((!local || p2p_shm_tcp(&p->out)) && p->sends.head && p->writable && !p->gone)
             progressed |= send_peer(e, q);
     }
     if (e->severed) /* connections that arrive later end at once */
