@@ -1288,6 +1288,11 @@ int weft_zero_memory(const weft_zero *z, weft_zero_mem *m);
  * whole model once per step (off: a pipeline's micro-batches would
  * otherwise gather each block once per micro-batch). */
 int weft_zero_set_layerwise(weft_zero *z, int on);
+/* Bucket k's elements of the flat buffer that hold this rank's valid
+ * parameters between steps: at stage 3 over ranks its shard (the tail on
+ * the last rank), else the whole bucket (stage 0: one bucket, the whole
+ * buffer). For writers that write each element once, by its owner. */
+int weft_zero_owned(const weft_zero *z, int k, size_t *lo, size_t *n);
 
 /* Checkpoints stay world-size independent: put_optim gathers the state to
  * rank 0 and stores the full range there (collective; ck may be NULL on

@@ -1,13 +1,20 @@
 /* A whole model as a Hugging Face directory: config.json and one f32
  * model.safetensors in transformers' names, shapes and layouts, written
- * tensor by tensor (a Conv1D weight a column at a time). */
-#include "train/hf_config.h"
+ * tensor by tensor (a Conv1D weight a column at a time); or the same file
+ * written from the parts, every rank its own slices (hf_save.h). */
+#include "train/hf_save.h"
+
 #include "core/errmsg.h"
+#include "train/data_file.h"
+#include "train/hf_config.h"
 #include "train/hf_names.h"
+#include "train/model.h"
+#include "train/part_runs.h"
 #include "train/safetensors.h"
-#include "weft.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,4 +141,221 @@ int weft_model_save_hf(weft_model *m, const char *dir, char *err, size_t cap)
     free(names);
     free(tr);
     return rc;
+}
+
+/* ---- from the parts ------------------------------------------------------ */
+
+static void part_path(char *buf, size_t cap, const char *dir)
+{
+    snprintf(buf, cap, "%s/model.safetensors.part", dir);
+}
+
+/* The whole model's tensors as the file names and shapes them. */
+static int whole_specs(const weft_model_config *cfg, spec_list *l, st_spec **sp,
+                       char (**names)[256], char *err, size_t cap)
+{
+    memset(l, 0, sizeof *l);
+    int rc = cfg->type == WEFT_MODEL_MLP     ? train_mlp_tensors(cfg, l)
+           : cfg->type == WEFT_MODEL_LLAMA ? train_llama_tensors(cfg, l)
+                                             : train_gpt_tensors(cfg, l);
+    *sp = calloc((size_t)l->n + 1, sizeof **sp);
+    *names = calloc((size_t)l->n + 1, sizeof **names);
+    if (rc == 0 && (!*sp || !*names))
+        rc = WEFT_ENOMEM;
+    for (int i = 0; rc == 0 && i < l->n; i++) {
+        const model_spec *t = &l->t[i];
+        int tr = 0;
+        if (hf_name_of(cfg, t->name, (*names)[i], sizeof (*names)[i], &tr) != 0)
+            return errmsg(err, cap, WEFT_ENOTSUP, "weft's tensor %s has no Hugging Face name",
+                          t->name);
+        (*sp)[i].name = (*names)[i];
+        (*sp)[i].ndim = t->ndim;
+        (*sp)[i].shape[0] = t->ndim == 2 && tr ? t->d1 : t->d0;
+        if (t->ndim == 2)
+            (*sp)[i].shape[1] = tr ? t->d0 : t->d1;
+    }
+    return rc;
+}
+
+int hf_export_prepare(const weft_model_config *cfg, const char *dir, char *err, size_t cap)
+{
+    if (err && cap)
+        err[0] = 0;
+    if (!cfg || !dir || !dir[0])
+        return WEFT_EINVAL;
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return errmsg(err, cap, WEFT_EIO, "%s: cannot create: %s", dir, strerror(errno));
+    spec_list l;
+    st_spec *sp = NULL;
+    char(*names)[256] = NULL;
+    int rc = write_config(cfg, dir, err, cap);
+    if (rc == 0)
+        rc = whole_specs(cfg, &l, &sp, &names, err, cap);
+    char path[4096];
+    part_path(path, sizeof path, dir);
+    st_writer *w = NULL;
+    if (rc == 0)
+        rc = st_writer_open(&w, path, sp, l.n, ST_F32, err, cap);
+    if (rc == 0) {
+        /* zeros where the parts go: the ranks write into a file of its
+         * final size */
+        static const float zero[4096];
+        size_t total = 0;
+        for (int i = 0; i < l.n; i++)
+            total += (size_t)l.t[i].d0 * (size_t)(l.t[i].ndim == 2 ? l.t[i].d1 : 1);
+        int wrc = 0;
+        for (size_t at = 0; wrc == 0 && at < total; at += 4096)
+            wrc = st_writer_put(w, zero, total - at < 4096 ? total - at : 4096);
+        rc = st_writer_close(w, err, cap);
+        if (wrc && !rc)
+            rc = wrc;
+        if (rc && err && cap && !err[0])
+            errmsg(err, cap, rc, "%s: cannot write: %s", path, weft_strerror(rc));
+    }
+    free(l.t);
+    free(sp);
+    free(names);
+    return rc;
+}
+
+/* A part's tensor into the file: runs in weft's layout, or a Conv1D's
+ * elements, transposed, gathered and sorted into runs of the file. */
+typedef struct {
+    int fd, tr;
+    const float *x;   /* the tensor's first element in the part */
+    uint64_t base;    /* the tensor's first byte in the file */
+    size_t in, out;   /* the whole weight's weft shape [out, in] */
+    struct te {
+        uint64_t at;
+        float v;
+    } *t;
+    size_t nt, cap;
+} part_ctx;
+
+static int put_run(void *arg, size_t e, size_t at, size_t len)
+{
+    part_ctx *c = arg;
+    if (!c->tr)
+        return train_pwrite_all(c->fd, c->x + e, len * sizeof(float), c->base + at * 4) ? WEFT_EIO
+                                                                                          : 0;
+    if (c->nt + len > c->cap) {
+        size_t cap = (c->nt + len) * 2;
+        struct te *t = realloc(c->t, cap * sizeof *t);
+        if (!t)
+            return WEFT_ENOMEM;
+        c->t = t;
+        c->cap = cap;
+    }
+    for (size_t k = 0; k < len; k++) {
+        size_t w = at + k, r = w / c->in, col = w % c->in;
+        c->t[c->nt].at = (uint64_t)col * c->out + r;
+        c->t[c->nt++].v = c->x[e + k];
+    }
+    return 0;
+}
+
+static int by_at(const void *a, const void *b)
+{
+    uint64_t x = ((const struct te *)a)->at, y = ((const struct te *)b)->at;
+    return x < y ? -1 : x > y;
+}
+
+/* The gathered Conv1D elements, sorted, a run of the file at a time. */
+static int flush_transposed(part_ctx *c)
+{
+    float buf[1024];
+    qsort(c->t, c->nt, sizeof *c->t, by_at);
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < c->nt;) {
+        size_t n = 0;
+        while (i + n < c->nt && n < 1024 && c->t[i + n].at == c->t[i].at + n) {
+            buf[n] = c->t[i + n].v;
+            n++;
+        }
+        if (train_pwrite_all(c->fd, buf, n * sizeof(float), c->base + c->t[i].at * 4))
+            rc = WEFT_EIO;
+        i += n;
+    }
+    c->nt = 0;
+    return rc;
+}
+
+static int part_tensor(weft_model *m, int i, const st_file *f, part_ctx *c, const hf_range *r,
+                       int nr, char *err, size_t cap)
+{
+    weft_tensor_info ti;
+    weft_model_tensor_info(m, i, &ti);
+    char name[256];
+    if (hf_name_of(weft_model_config_of(m), ti.name, name, sizeof name, &c->tr) != 0)
+        return errmsg(err, cap, WEFT_ENOTSUP, "weft's tensor %s has no Hugging Face name",
+                      ti.name);
+    int k = st_find(f, name);
+    if (k < 0 || f->t[k].numel != ti.whole_numel)
+        return errmsg(err, cap, WEFT_EIO, "%s: no tensor %s of %zu elements", f->path, name,
+                      ti.whole_numel);
+    c->tr = c->tr && ti.ndim == 2;
+    c->x = weft_model_params(m, NULL) + ti.offset;
+    c->base = f->data_start + f->t[k].begin;
+    c->in = c->tr ? (size_t)f->t[k].shape[0] : 0;
+    c->out = c->tr ? (size_t)f->t[k].shape[1] : 0;
+    int rc = 0;
+    for (int j = 0; rc == 0 && j < nr; j++) {
+        size_t lo = r[j].lo > ti.offset ? r[j].lo - ti.offset : 0;
+        size_t hi = r[j].lo + r[j].n < ti.offset + ti.numel ? r[j].lo + r[j].n - ti.offset
+                                                            : ti.numel;
+        if (r[j].lo + r[j].n > ti.offset && r[j].lo < ti.offset + ti.numel && lo < hi)
+            rc = train_part_runs(m, i, lo, hi, put_run, c);
+    }
+    if (rc == 0 && c->tr)
+        rc = flush_transposed(c);
+    if (rc == WEFT_EIO)
+        return errmsg(err, cap, rc, "%s: cannot write: %s", f->path, strerror(errno));
+    return rc;
+}
+
+int hf_export_part(weft_model *m, const char *dir, const unsigned char *skip, const hf_range *r,
+                   int nr, char *err, size_t cap)
+{
+    if (err && cap)
+        err[0] = 0;
+    if (!m || !dir || (nr && !r))
+        return WEFT_EINVAL;
+    if (nr == 0)
+        return 0;
+    char path[4096];
+    part_path(path, sizeof path, dir);
+    st_file *f = NULL;
+    int rc = st_open(&f, path, err, cap);
+    if (rc != 0)
+        return rc;
+    part_ctx c;
+    memset(&c, 0, sizeof c);
+    c.fd = train_open_regular(path, O_WRONLY, 0);
+    if (c.fd < 0)
+        rc = errmsg(err, cap, WEFT_EIO, "%s: cannot open: %s", path, strerror(errno));
+    for (int i = 0; rc == 0 && i < weft_model_tensor_count(m); i++)
+        if (!skip || !skip[i])
+            rc = part_tensor(m, i, f, &c, r, nr, err, cap);
+    if (rc == 0 && fsync(c.fd) != 0)
+        rc = errmsg(err, cap, WEFT_EIO, "%s: cannot sync: %s", path, strerror(errno));
+    if (c.fd >= 0)
+        close(c.fd);
+    free(c.t);
+    st_close(f);
+    return rc;
+}
+
+int hf_export_commit(const char *dir, int failed, char *err, size_t cap)
+{
+    char from[4096], to[4096];
+    part_path(from, sizeof from, dir);
+    snprintf(to, sizeof to, "%s/model.safetensors", dir);
+    if (failed) {
+        remove(from);
+        return 0;
+    }
+    if (rename(from, to) != 0)
+        return errmsg(err, cap, WEFT_EIO, "%s: cannot rename to %s: %s", from, to,
+                      strerror(errno));
+    return 0;
 }

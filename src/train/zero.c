@@ -287,6 +287,21 @@ static void layerwise_end_step(weft_zero *z)
     z->opos = 0;
 }
 
+int weft_zero_owned(const weft_zero *z, int k, size_t *lo, size_t *n)
+{
+    if (!z || k < 0 || k >= weft_zero_bucket_count(z) || !lo || !n)
+        return WEFT_EINVAL;
+    int whole = z->stage < 3 || !z->comm || z->world == 1;
+    if (z->stage == 0) {
+        *lo = 0;
+        *n = k == 0 ? z->n : 0; /* its buckets are plain DP's, over one buffer */
+    } else {
+        *lo = whole ? z->b[k].lo : z->b[k].mlo;
+        *n = whole ? z->b[k].n : z->b[k].mcnt;
+    }
+    return 0;
+}
+
 int weft_zero_set_layerwise(weft_zero *z, int on)
 {
     if (!z)
