@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "test.h"
 #include "train/flops.h"
@@ -206,6 +207,42 @@ TEST(flops)
     /* 3 experts of 3 * 8 * 6 weights idle in each of 2 layers, 6 FLOPs each per token */
     double d = train_model_flops(&k4, 2, 8) - train_model_flops(&c, 2, 8);
     CHECKF(d == 16.0 * 6 * 2 * 3 * 3 * 8 * 6, "FLOPs of the idle experts %g", d);
+    weft_model_destroy(m);
+}
+
+/* A checkpoint keeps the expert fields and the tensors (the bias too). */
+TEST(checkpoint)
+{
+    weft_model *m = make("llama:vocab=11,ctx=8,layers=1,heads=2,dim=8,ffn=12,experts=4,topk=2,"
+                         "router=sigmoid,bias=1,capacity=1.5,aux=0.01,zloss=0.002", 6), *back = NULL;
+    weft_ckpt *c = NULL, *in = NULL;
+    CHECK(m != NULL && weft_ckpt_new(&c) == 0);
+    if (!m || !c)
+        return;
+    size_t n;
+    float *p = weft_model_params(m, &n);
+    weft_tensor_info bias;
+    CHECK(weft_model_tensor_info(m, weft_model_tensor_find(m, "blocks.0.mlp.router.bias"),
+                                 &bias) == 0);
+    p[bias.offset + 1] = 0.25f;
+    char path[] = "/tmp/weft_moe_ckpt_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd >= 0)
+        close(fd);
+    CHECK(weft_ckpt_put_model(c, m) == 0 && weft_ckpt_save(c, path) == 0);
+    CHECK(weft_ckpt_load(&in, path) == 0 && weft_ckpt_get_model(in, &back) == 0);
+    if (back) {
+        CHECK(memcmp(weft_model_config_of(back), weft_model_config_of(m),
+                     sizeof(weft_model_config)) == 0);
+        size_t nb;
+        float *pb = weft_model_params(back, &nb);
+        CHECK(nb == n && memcmp(pb, p, n * sizeof(float)) == 0);
+        weft_model_destroy(back);
+    }
+    weft_ckpt_free(in);
+    weft_ckpt_free(c);
+    unlink(path);
     weft_model_destroy(m);
 }
 
