@@ -1,0 +1,93 @@
+#!/bin/sh
+# The evaluation and --export in the training layout, against the same
+# weights in one process: a tp 2 x pp 2 x dp 2 run at ZeRO 3 ends with the
+# validation loss (relative 1e-5: the same sums in another order) and the
+# exact-match count one process gives for its exported weights, and its
+# model.safetensors is byte for byte the one a single process exports from
+# them; --eval-only at that layout (and at ZeRO 3 over 4 ranks, and an
+# interleaved pipeline) prints one process's loss to 1e-5. The memory-wall
+# GPT (gpt:vocab=256,ctx=32,layers=8,heads=8,dim=256, 8 ranks as tp 2 x pp 2
+# x dp 2 at ZeRO 3) trains, evaluates and exports under --mem-limit 64M,
+# saying what the evaluation held, and its export equals one process's.
+# Under sanitizers (TEST_SCALE > 1) the memory wall is left out.
+# TEST_TIMEOUT(300)
+B=${BUILD:-build}
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+common="--optim adamw --lr 0.003 --clip 1"
+. "$(dirname "$0")/train_lib.sh"
+gpt="--model gpt:vocab=256,ctx=32,layers=2,heads=2,dim=32 --data builtin --batch 8 --eval-prompts 40"
+
+val() { # name field: the CSV's validation row (4: loss, 5: exact match)
+    awk -F, -v f="$2" '$3 == "val" { v = $f } END { print v }' "$dir/$1.csv"
+}
+close() { # a b what: a and b within relative 1e-5
+    if awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d
+                                        exit !(a != "" && d <= 1e-5 * (b < 0 ? -b : b)) }'; then
+        ok
+    else
+        bad "$3: $1, one process: $2"
+    fi
+}
+same_file() { # a b what
+    if cmp -s "$1" "$2"; then ok; else bad "$3: $1 and $2 differ"; fi
+}
+
+# training at the layout; its final evaluation and export against one
+# process's of the exported weights
+run l8 8 $gpt --steps 4 --tp 2 --pp 2 --zero 3 --export "$dir/l8" &&
+    run one 1 $gpt --init-from "$dir/l8" --eval-only --export "$dir/one" && {
+        close "$(val l8 4)" "$(val one 4)" "final validation loss at tp 2 x pp 2 x dp 2, ZeRO 3"
+        if [ "$(val l8 5)" = "$(val one 5)" ] && [ -n "$(val one 5)" ]; then ok; else
+            bad "exact match at tp 2 x pp 2 x dp 2: $(val l8 5), one process: $(val one 5)"; fi
+        same_file "$dir/l8/model.safetensors" "$dir/one/model.safetensors" "export"
+        same_file "$dir/l8/config.json" "$dir/one/config.json" "config.json"
+        [ -e "$dir/l8/model.safetensors.part" ] && bad "the export left its temporary file"
+        for l in "8 --tp 2 --pp 2 --zero 3" "4 --zero 3" "4 --pp 2 --schedule interleaved:2"; do
+            n=${l%% *}; args=${l#"$n"}
+            name=e$(echo "$l" | tr -dc '0-9')
+            run "$name" "$n" $gpt --init-from "$dir/l8" --eval-only --eval-prompts 0 $args &&
+                close "$(val "$name" 4)" "$(val one 4)" "--eval-only at $n ranks ($args)"
+        done
+    }
+
+# an export that cannot be written fails every rank, naming the path
+: >"$dir/file"
+if "$B/weftrun" -n 4 "$B/weft-train" $gpt --steps 1 --no-eval --zero 3 \
+        --export "$dir/file/x" >"$dir/fail.out" 2>&1; then
+    bad "--export into a file's path succeeded"
+elif grep -q -- "--export.*$dir/file/x" "$dir/fail.out"; then
+    ok
+else
+    bad "--export into a file's path: no message naming it"; tail -n 5 "$dir/fail.out" | sed 's/^/    /'
+fi
+
+if [ "${TEST_SCALE:-1}" -le 1 ]; then
+    # llm.c shards of bytes: a short validation shard keeps the wall's
+    # evaluation small
+    python3 - "$dir" "$(dirname "$0")/../../README.md" <<'EOF' || bad "python3 cannot write the shards"
+import struct, sys
+out, src = sys.argv[1], sys.argv[2]
+text = open(src, 'rb').read()
+def shard(path, toks):
+    hdr = [0] * 256
+    hdr[0], hdr[1], hdr[2] = 20240520, 1, len(toks)
+    with open(path, 'wb') as f:
+        f.write(struct.pack('<256i', *hdr))
+        f.write(struct.pack('<%dH' % len(toks), *toks))
+shard(out + '/wall_train_000001.bin', list(text[:4000]))
+shard(out + '/wall_val_000000.bin', list(text[4000:4000 + 32 * 12 + 1]))
+EOF
+    wall="--model gpt:vocab=256,ctx=32,layers=8,heads=8,dim=256 --data llmc:$dir/wall_train_000001.bin --seq 32 --batch 8"
+    run wall 8 $wall --steps 1 --tp 2 --pp 2 --zero 3 --mem-limit 64M --export "$dir/wall" && {
+        held=$(sed -n 's/.*evaluation in the training layout: at most \([0-9.]*\) MB.*/\1/p' "$dir/wall.out")
+        if [ -n "$held" ] && awk -v h="$held" 'BEGIN { exit !(h <= 64 * 1.048576) }'; then ok; else
+            bad "the memory wall's evaluation: held '$held' MB"; fi
+        run wall1 1 $wall --init-from "$dir/wall" --eval-only --export "$dir/wall1" && {
+            same_file "$dir/wall/model.safetensors" "$dir/wall1/model.safetensors" "the wall's export"
+            close "$(val wall 4)" "$(val wall1 4)" "the wall's validation loss"
+        }
+    }
+fi
+echo "summary: $passed passed, $failed failed"
+[ $failed -eq 0 ]
