@@ -17,19 +17,22 @@
 #   -r "N ..."  rank counts ["4 8"]        -R N   repetitions, median [5]
 #   -n N        timed 8 B calls [2000]     -w N   8 B warm-up calls [200]
 #   -s "B ..."  small sizes [8]            -L     leave out 64 MiB
+#   -a "A ..."  weft's algorithms, a column each [auto]; e.g. "auto flat":
+#               flat by name runs the engine's whole path, what auto ran
+#               for 8 B before the small path
 # BUILD=dir picks weft's build directory [build]. Installs Open MPI from
 # Debian (openmpi-bin libopenmpi-dev) when run as root and it is missing.
 set -u
 
-RANKS="4 8" REPS=5 ITERS=2000 WARM=200 SMALL=8 LARGE=1
+RANKS="4 8" REPS=5 ITERS=2000 WARM=200 SMALL=8 LARGE=1 ALGOS=auto
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 B=${BUILD:-build}
 usage() { sed -n '2,/^set -u/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//' >&2; exit 2; }
-while getopts "r:R:n:w:s:Lh" opt; do
+while getopts "r:R:n:w:s:a:Lh" opt; do
     case $opt in
     r) RANKS=$OPTARG ;; R) REPS=$OPTARG ;; n) ITERS=$OPTARG ;; w) WARM=$OPTARG ;;
-    s) SMALL=$OPTARG ;; L) LARGE=0 ;; *) usage ;;
+    s) SMALL=$OPTARG ;; a) ALGOS=$OPTARG ;; L) LARGE=0 ;; *) usage ;;
     esac
 done
 say() { echo "small_allreduce: $*" >&2; }
@@ -58,11 +61,11 @@ mpicc.openmpi -O2 -o "$work/mpi" "$HERE/peers/mpi_allreduce.c" || exit 1
 cc -O2 -o "$work/rtt" "$HERE/cacheline_rtt.c" || exit 1
 
 # one run: prints the out-of-place microseconds per call of the size
-run() { # prog ranks bytes warm iters
+run() { # prog ranks bytes warm iters (prog: weft-ALGO or openmpi)
     local out
-    if [ "$1" = weft ]; then
+    if [ "$1" != openmpi ]; then
         out=$(timeout -k 5 300 "$WB/weftrun" -n "$2" "$WB/weft-bench" allreduce -b "$3" -e "$3" \
-            -w "$4" -n "$5" 2>&1)
+            -w "$4" -n "$5" -a "${1#weft-}" 2>&1)
     else
         out=$(timeout -k 5 300 mpirun.openmpi $OMPI_FLAGS -np "$2" "$work/mpi" -b "$3" -e "$3" \
             -w "$4" -n "$5" 2>&1)
@@ -80,8 +83,8 @@ for n in $RANKS; do
     [ "$LARGE" = 1 ] && cases="$cases $n:67108864:2:5"
 done
 for rep in $(seq 1 "$REPS"); do
-    order="weft openmpi"
-    [ $((rep % 2)) = 0 ] && order="openmpi weft"
+    order="$(for a in $ALGOS; do printf 'weft-%s ' "$a"; done)openmpi"
+    [ $((rep % 2)) = 0 ] && order="openmpi $(for a in $ALGOS; do printf 'weft-%s ' "$a"; done)"
     for cs in $cases; do
         IFS=: read -r n s w i <<<"$cs"
         for prog in $order; do
@@ -94,20 +97,28 @@ done
 LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
 
 median() { sort -g | awk '{ v[NR] = $1 } END { if (!NR) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-echo "| ranks | size | weft (us) | Open MPI (us) | weft / Open MPI | runs |"
-echo "| ---: | ---: | ---: | ---: | ---: | ---: |"
+med() { awk -v p="$1" -v n="$2" -v s="$3" '$1 == p && $2 == n && $3 == s && $4 != "FAIL" { print $4 }' "$work/times" | median; }
+head="| ranks | size |" rule="| ---: | ---: |"
+for a in $ALGOS; do head="$head weft $a (us) |"; rule="$rule ---: |"; done
+head="$head Open MPI (us) |" rule="$rule ---: |"
+for a in $ALGOS; do head="$head weft $a / Open MPI |"; rule="$rule ---: |"; done
+echo "$head runs |"
+echo "$rule ---: |"
 for cs in $cases; do
     IFS=: read -r n s w i <<<"$cs"
-    wt=$(awk -v n="$n" -v s="$s" '$1 == "weft" && $2 == n && $3 == s && $4 != "FAIL" { print $4 }' "$work/times" | median)
-    mt=$(awk -v n="$n" -v s="$s" '$1 == "openmpi" && $2 == n && $3 == s && $4 != "FAIL" { print $4 }' "$work/times" | median)
+    mt=$(med openmpi "$n" "$s")
     fails=$(awk -v n="$n" -v s="$s" '$2 == n && $3 == s && $4 == "FAIL"' "$work/times" | wc -l)
-    size=$s
-    [ "$s" -ge 1048576 ] && size="$((s >> 20)) MiB" || size="$s B"
-    awk -v n="$n" -v sz="$size" -v w="$wt" -v m="$mt" -v r="$REPS" -v f="$fails" 'BEGIN {
-        printf "| %d | %s | %.2f | %.2f | %.2fx | %d%s |\n", n, sz, w, m, (m > 0 ? w / m : 0), r,
-            (f ? sprintf(" (%d failed)", f) : "") }'
+    size="$s B"
+    [ "$s" -ge 1048576 ] && size="$((s >> 20)) MiB"
+    row="| $n | $size |" ratios=""
+    for a in $ALGOS; do
+        wt=$(med "weft-$a" "$n" "$s")
+        row="$row $(awk -v w="$wt" 'BEGIN { printf "%.2f", w }') |"
+        ratios="$ratios $(awk -v w="$wt" -v m="$mt" 'BEGIN { printf "%.2fx", (m > 0 ? w / m : 0) }') |"
+    done
+    echo "$row $(awk -v m="$mt" 'BEGIN { printf "%.2f", m }') |$ratios $REPS$([ "$fails" -gt 0 ] && echo " ($fails failed)") |"
 done
 echo
 echo "- floor: $RTT; $RTTY"
-echo "- weft: \`weftrun -n N weft-bench allreduce -b S -e S -w W -n I\` (auto); Open MPI: \`mpirun.openmpi $OMPI_FLAGS -np N mpi_allreduce -b S -e S -w W -n I\` ($(mpirun.openmpi --version 2>/dev/null | head -1)); 8 B: -w $WARM -n $ITERS, 64 MiB: -w 2 -n 5; median of $REPS, order alternating"
+echo "- weft: \`weftrun -n N weft-bench allreduce -b S -e S -w W -n I -a ALGO\` ($ALGOS); Open MPI: \`mpirun.openmpi $OMPI_FLAGS -np N mpi_allreduce -b S -e S -w W -n I\` ($(mpirun.openmpi --version 2>/dev/null | head -1)); 8 B: -w $WARM -n $ITERS, 64 MiB: -w 2 -n 5; median of $REPS, order alternating"
 echo "- $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) CPUs; load average $LOAD0 before, $LOAD1 after"
