@@ -111,6 +111,11 @@ int report_step(weft_run *t, progress *p, long step, const train_step *st, doubl
                      ? rate * train_model_flops(&p->cfg, 1, st->width) / p->peak : -1;
     csv_line(p->csv, step + 1, st->epoch, "train", st->loss, (double)st->correct / rows, lr,
              st->gnorm, rate, elapsed, mfu);
+    weft_moe_stats ms; /* a mixture of experts: its balance, at the progress line's pace */
+    if (t->m && (step + 1) % p->log_every == 0 && weft_model_moe_stats(t->m, &ms) == 0)
+        run_say(t, WEFT_RUN_NOTE, "experts at step %ld: tokens per expert max/mean %.3f, "
+                "dropped %lld of %lld\n", step + 1, ms.load_mean > 0 ? ms.load_max / ms.load_mean
+                : 0.0, (long long)ms.dropped, (long long)ms.routed);
     /* the auto choice is made on the first step's own products */
     const mm_choice *ch = p->tell_choice && t->m ? train_mm_choice(t->m->mm) : NULL;
     if (ch) {
