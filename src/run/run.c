@@ -5,6 +5,7 @@
 #include "run/run.h"
 
 #include "run/run_ckpt.h"
+#include "run/run_ckpt_shard.h"
 #include "run/run_config.h"
 #include "run/run_data.h"
 #include "run/run_elastic.h"
@@ -326,6 +327,7 @@ static int finish_train(weft_run *t)
             return rc;
         if (!o->quiet)
             run_say(t, WEFT_RUN_OUT, "saved %s\n", o->save);
+        ckpt_figures(t);
     }
     if ((rc = hf_run_export(t)) != 0)
         return rc;
@@ -388,6 +390,7 @@ int weft_run_close(weft_run *t)
     if (!t)
         return 0;
     ps_close(t);
+    ckpt_shard_close(t); /* its writer reads the model */
     if (!t->o->ps) {
         elastic_close(t);
         /* a rank that left closed its training state as it went */

@@ -166,16 +166,31 @@ static int ckpt_write(weft_run *t, const char *path, long step, weft_model *whol
 }
 
 /* A sharded save: every rank writes its own part, nothing is gathered. */
-static int ckpt_save_sharded(weft_run *t, const char *path, long step)
+static int ckpt_save_sharded(weft_run *t, const char *path, long step, int async)
 {
     weft_ckpt *rec = NULL;
     int lead = !t->job || weft_comm_rank(t->job) == 0;
     int rc = lead ? ckpt_records(t, step, &rec) : 0;
     if (rc != 0) /* the others are in the save's collectives: this one fails there */
         run_fail(t, rc, "cannot save checkpoint %s: %s", path, weft_strerror(rc));
-    rc = ckpt_shard_save(t, path, step, rec);
-    weft_ckpt_free(rec);
-    return rc;
+    return ckpt_shard_save(t, path, step, rec, async);
+}
+
+int ckpt_save_every(weft_run *t, const char *path, long step)
+{
+    return ckpt_sharded(path) ? ckpt_save_sharded(t, path, step, 1) : ckpt_save(t, path, step);
+}
+
+void ckpt_figures(const weft_run *t)
+{
+    int saves;
+    double stall, took;
+    ckpt_shard_figures(t, &saves, &stall, &took);
+    if (saves && !t->o->quiet)
+        run_say(t, WEFT_RUN_OUT,
+                "checkpoints: %d written in the background, %.3f s each from start to "
+                "commit; the loop stalled %.3f s each (%.1f%%)\n",
+                saves, took / saves, stall / saves, took > 0 ? 100 * stall / took : 0.0);
 }
 
 /* Collective when z spans the job (full sync): a sharded optimiser is
@@ -184,12 +199,15 @@ static int ckpt_save_sharded(weft_run *t, const char *path, long step)
 int ckpt_save(weft_run *t, const char *path, long step)
 {
     if (ckpt_sharded(path))
-        return ckpt_save_sharded(t, path, step);
+        return ckpt_save_sharded(t, path, step, 0);
+    int rc = ckpt_shard_wait(t); /* a sharded save in flight commits first */
+    if (rc != 0)
+        return rc;
     weft_zero *z = t->sync.z;
     /* a pipeline's stages are assembled into the whole model on the lead */
     weft_optim *whole_opt = NULL;
     weft_model *whole = NULL;
-    int rc = t->pl ? pipeline_gather(t->pl, t->m, z, &whole_opt, &whole) : 0;
+    rc = t->pl ? pipeline_gather(t->pl, t->m, z, &whole_opt, &whole) : 0;
     if (rc != 0 || (t->pl && !t->lead))
         return rc;
     if (!t->pl)

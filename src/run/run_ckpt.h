@@ -17,5 +17,11 @@ int ckpt_restore_data(weft_run *t, weft_ckpt *ck, const char *path, weft_loader 
                       const data_sets *d);
 /* Collective when the optimiser spans the job: the run at step, at path. */
 int ckpt_save(weft_run *t, const char *path, long step);
+/* --save-every's saves: a sharded one is written in the background
+ * (run_ckpt_shard.h), committed by the next save or the last. */
+int ckpt_save_every(weft_run *t, const char *path, long step);
+/* The run's background saves: how long they took and stalled the loop
+ * (rank 0's line; none without such saves). */
+void ckpt_figures(const weft_run *t);
 
 #endif

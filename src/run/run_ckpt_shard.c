@@ -3,10 +3,15 @@
  * its stage's and tensor rank's part; whole-model sync modes: the first
  * data-parallel rank's model) to its own file and syncs it; a reduction
  * tells every rank whether all did; only then rank 0 gathers the slice
- * tables (small), writes the manifest (renamed into place, then the
- * directory synced), points latest at it and drops saves beyond --keep.
- * A kill at any moment leaves latest naming a complete save. */
+ * tables (small) and commits (run_ckpt_commit.c). An asynchronous save
+ * copies the rank's share into a snapshot and writes it from a thread;
+ * the reduction and the commit wait for the next save or the run's end,
+ * so the loop stalls only for the copy. */
 #include "run/run_ckpt_shard.h"
+
+#include "run/run_ckpt_commit.h"
+
+#include "core/clock.h"
 
 #include "train/ckpt.h"
 #include "train/ckpt_shard.h"
@@ -14,12 +19,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-enum { NAME_CAP = 64, WHY_CAP = 4608, SHARD_BUF = 4 << 20, META = 3 };
+enum { NAME_CAP = 64, WHY_CAP = 4608, SHARD_BUF = 4 << 20, META = CKPT_META };
 
 int ckpt_sharded(const char *path)
 {
@@ -28,16 +34,6 @@ int ckpt_sharded(const char *path)
     struct stat st;
     snprintf(latest, sizeof latest, "%s/latest", path);
     return (n && path[n - 1] == '/') || (stat(latest, &st) == 0 && S_ISREG(st.st_mode));
-}
-
-static int sync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return WEFT_EIO;
-    int rc = fsync(fd) != 0 ? WEFT_EIO : 0;
-    close(fd);
-    return rc;
 }
 
 /* What rank 0 tells every rank before they write. */
@@ -92,47 +88,100 @@ static unsigned char *part_skip(const weft_run *t, int jr, int jw)
     return skip;
 }
 
-/* This rank's file, when it owns anything: meta gets its slice count,
- * bytes and CRC. */
-static int write_own(weft_run *t, const char *save, int jr, int jw, ckpt_slices *sl,
-                     int64_t meta[META], char *why)
+/* One save from its announcement to its commit; the run keeps one
+ * (t->ckpt) for its saves' figures. */
+struct ckpt_pending {
+    int busy, threaded;   /* a save not yet committed; its writer runs */
+    pthread_t th;
+    weft_run *t;
+    char dir[4096], save[4200], path[1024];
+    announce a;
+    weft_ckpt *rec;
+    ckpt_piece *p;
+    int np, jr, jw;
+    long step;
+    unsigned char *skip;
+    float *snap;          /* the share's copy (asynchronous saves) */
+    ckpt_slices sl;
+    int64_t meta[META];
+    int rc;
+    char why[WHY_CAP];
+    double t0, written;   /* the save's start, its file's end (clock_now) */
+    int saves;            /* asynchronous saves committed, their seconds */
+    double stall_s, save_s;
+};
+
+/* What this rank writes: pieces of its ZeRO state, none where whole-model
+ * sync modes have another rank write. */
+static int own_pieces(struct ckpt_pending *pd)
 {
+    weft_run *t = pd->t;
     if (!t->sync.shared && t->rank != 0)
         return 0; /* every rank's model is whole: the first one's is saved */
-    ckpt_piece *p;
-    int np, rc = ckpt_shard_zero_pieces(t->sync.z, &p, &np);
-    if (rc != 0 || np == 0) {
-        if (rc)
-            snprintf(why, WHY_CAP, "rank %d: %s", jr, weft_strerror(rc));
-        free(p);
-        return rc;
+    int rc = ckpt_shard_zero_pieces(t->sync.z, &pd->p, &pd->np);
+    if (rc)
+        snprintf(pd->why, WHY_CAP, "rank %d: %s", pd->jr, weft_strerror(rc));
+    if (rc == 0 && pd->np)
+        pd->skip = part_skip(t, pd->jr, pd->jw);
+    return rc;
+}
+
+/* The pieces into one buffer, so the loop may go on changing the state;
+ * 0 and no copy where there is no memory for it (the save is then
+ * synchronous). */
+static void snapshot(struct ckpt_pending *pd)
+{
+    size_t n = 0;
+    for (int k = 0; k < pd->np; k++)
+        n += pd->p[k].n;
+    if (!n || !(pd->snap = malloc(n * sizeof(float))))
+        return;
+    size_t at = 0;
+    for (int k = 0; k < pd->np; k++) {
+        memcpy(pd->snap + at, pd->p[k].src, pd->p[k].n * sizeof(float));
+        pd->p[k].src = pd->snap + at;
+        at += pd->p[k].n;
     }
-    unsigned char *skip = part_skip(t, jr, jw);
+}
+
+/* This rank's file, when it owns anything: meta gets its slice count,
+ * bytes and CRC. Runs on the writer thread of an asynchronous save. */
+static int write_file(struct ckpt_pending *pd)
+{
+    if (!pd->np)
+        return 0;
     char path[4300];
-    snprintf(path, sizeof path, "%s/rank-%05d.bin", save, jr);
+    snprintf(path, sizeof path, "%s/rank-%05d.bin", pd->save, pd->jr);
     uint64_t bytes = 0;
     uint32_t crc = 0;
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    int rc, fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0) {
         rc = WEFT_EIO;
-        snprintf(why, WHY_CAP, "cannot create %s: %s", path, strerror(errno));
+        snprintf(pd->why, WHY_CAP, "cannot create %s: %s", path, strerror(errno));
     } else {
-        rc = ckpt_shard_write(fd, t->m, p, np, skip, (uint64_t)jr, SHARD_BUF, sl, &bytes, &crc);
+        rc = ckpt_shard_write(fd, pd->t->m, pd->p, pd->np, pd->skip, (uint64_t)pd->jr,
+                              SHARD_BUF, &pd->sl, &bytes, &crc);
         if (rc == 0 && fsync(fd) != 0)
             rc = WEFT_EIO;
         int err = errno;
         if (close(fd) != 0 && rc == 0)
             rc = WEFT_EIO;
         if (rc)
-            snprintf(why, WHY_CAP, "writing %s: %s", path,
+            snprintf(pd->why, WHY_CAP, "writing %s: %s", path,
                      rc == WEFT_EIO ? strerror(err ? err : EIO) : weft_strerror(rc));
     }
-    meta[0] = (int64_t)sl->n;
-    meta[1] = (int64_t)bytes;
-    meta[2] = (int64_t)crc;
-    free(skip);
-    free(p);
+    pd->meta[0] = (int64_t)pd->sl.n;
+    pd->meta[1] = (int64_t)bytes;
+    pd->meta[2] = (int64_t)crc;
     return rc;
+}
+
+static void *writer(void *arg)
+{
+    struct ckpt_pending *pd = arg;
+    pd->rc = write_file(pd);
+    pd->written = clock_now();
+    return NULL;
 }
 
 /* Every rank: the first rank that failed (jw: none). */
@@ -142,176 +191,6 @@ static int first_failed(weft_comm *job, int rc, int jr, int jw, int *who)
     int crc = job ? weft_allreduce(job, &mine, &first, 1, WEFT_I32, WEFT_MIN) : 0;
     *who = first;
     return crc;
-}
-
-/* Rank 0: the file list and the slices renumbered to it. */
-static int put_layout(weft_ckpt *man, const int64_t *all, int jw, int64_t nmax)
-{
-    size_t cap = (size_t)jw * 24 + 1, len = 0, nf = 0, ns = 0;
-    char *names = calloc(cap, 1);
-    int64_t *info = calloc((size_t)jw * 2 + 1, sizeof *info);
-    int64_t *sl = calloc((size_t)(jw * nmax) * CKPT_SLICE_FIELDS + 1, sizeof *sl);
-    int rc = names && info && sl ? 0 : WEFT_ENOMEM;
-    for (int r = 0; rc == 0 && r < jw; r++) {
-        const int64_t *m = all + (size_t)r * (size_t)(META + nmax * CKPT_SLICE_FIELDS);
-        if (m[1] == 0)
-            continue;
-        len += (size_t)snprintf(names + len, cap - len, "rank-%05d.bin\n", r);
-        info[2 * nf] = m[1];
-        info[2 * nf + 1] = m[2];
-        for (int64_t k = 0; k < m[0]; k++, ns++) {
-            memcpy(sl + ns * CKPT_SLICE_FIELDS, m + META + k * CKPT_SLICE_FIELDS,
-                   CKPT_SLICE_FIELDS * sizeof *sl);
-            sl[ns * CKPT_SLICE_FIELDS] = (int64_t)nf;
-        }
-        nf++;
-    }
-    int64_t ishape[2] = { (int64_t)nf, 2 }, sshape[2] = { (int64_t)ns, CKPT_SLICE_FIELDS };
-    if (rc == 0)
-        rc = weft_ckpt_put_str(man, "shard/files", names);
-    if (rc == 0)
-        rc = weft_ckpt_put_tensor(man, "shard/file_info", WEFT_I64, info, 2, ishape);
-    if (rc == 0)
-        rc = weft_ckpt_put_tensor(man, "shard/slices", WEFT_I64, sl, 2, sshape);
-    free(names);
-    free(info);
-    free(sl);
-    return rc;
-}
-
-/* Rank 0: the run's config, the layout and the vectors' names. */
-static int put_run(weft_run *t, weft_ckpt *man, int jw)
-{
-    const opts *o = t->o;
-    weft_optim *any = weft_zero_optim(t->sync.z);
-    char layout[256], vectors[512];
-    size_t len = (size_t)snprintf(vectors, sizeof vectors, "param\n");
-    for (int i = 0; i < weft_optim_state_count(any) && len < sizeof vectors; i++) {
-        const char *sn;
-        weft_optim_state(any, i, &sn);
-        len += (size_t)snprintf(vectors + len, sizeof vectors - len, "%s\n", sn);
-    }
-    int tp = o->tp > 1 ? o->tp : 1, pp = o->pp > 1 ? o->pp : 1;
-    snprintf(layout, sizeof layout, "world=%d tp=%d pp=%d dp=%d zero=%d sync=%s", jw, tp, pp,
-             jw / (tp * pp), o->zero, o->sync[0] ? o->sync : "full");
-    int rc = train_ckpt_put_config(man, weft_model_config_of(t->m));
-    if (rc == 0)
-        rc = train_ckpt_put_optim_config(man, weft_optim_config_of(any), weft_optim_steps(any));
-    if (rc == 0)
-        rc = weft_ckpt_put_str(man, "shard/format", "weft-shards 1");
-    if (rc == 0)
-        rc = weft_ckpt_put_str(man, "shard/layout", layout);
-    if (rc == 0)
-        rc = weft_ckpt_put_str(man, "shard/vectors", vectors);
-    return rc;
-}
-
-/* latest names the save, atomically. */
-static int point_latest(const char *dir, const char *name, char *why)
-{
-    char tmp[4200], path[4200];
-    snprintf(tmp, sizeof tmp, "%s/latest.tmp", dir);
-    snprintf(path, sizeof path, "%s/latest", dir);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    size_t n = strlen(name);
-    int ok = fd >= 0 && write(fd, name, n) == (ssize_t)n && write(fd, "\n", 1) == 1 &&
-             fsync(fd) == 0;
-    int err = errno;
-    if (fd >= 0 && close(fd) != 0)
-        ok = 0;
-    if (ok && rename(tmp, path) != 0) {
-        ok = 0;
-        err = errno;
-    }
-    if (ok && sync_dir(dir) != 0) {
-        ok = 0;
-        err = errno;
-    }
-    if (!ok)
-        snprintf(why, WHY_CAP, "cannot update %s: %s", path, strerror(err));
-    return ok ? 0 : WEFT_EIO;
-}
-
-static void remove_save(const char *dir, const char *name)
-{
-    char p[4200];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    DIR *d = opendir(p);
-    if (!d)
-        return;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-            unlinkat(dirfd(d), e->d_name, 0);
-    closedir(d);
-    rmdir(p);
-}
-
-static int by_name(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Rank 0 after latest moved: saves a crash left without a manifest go,
- * and complete ones beyond the newest keep (0: all kept). */
-static void rotate(const char *dir, const char *current, int keep)
-{
-    DIR *d = opendir(dir);
-    char **names = NULL;
-    size_t n = 0, cap = 0;
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        if (strncmp(e->d_name, "step-", 5) != 0 || strcmp(e->d_name, current) == 0)
-            continue;
-        if (n == cap) {
-            char **g = realloc(names, (cap = cap ? 2 * cap : 16) * sizeof *names);
-            if (!g)
-                break;
-            names = g;
-        }
-        if (!(names[n] = strdup(e->d_name)))
-            break;
-        n++;
-    }
-    if (d)
-        closedir(d);
-    qsort(names, n, sizeof *names, by_name);
-    int kept = 1; /* the current one */
-    for (size_t i = n; i-- > 0;) {
-        char m[4300];
-        struct stat st;
-        snprintf(m, sizeof m, "%s/%s/manifest", dir, names[i]);
-        int complete = stat(m, &st) == 0;
-        if (!complete || (keep > 0 && ++kept > keep))
-            remove_save(dir, names[i]);
-        free(names[i]);
-    }
-    free(names);
-}
-
-/* Rank 0: the manifest, then latest; every rank's files are written. */
-static int commit(weft_run *t, const char *dir, const char *name, weft_ckpt *man,
-                  const int64_t *all, int jw, int64_t nmax, char *why)
-{
-    char save[4200], path[4300];
-    snprintf(save, sizeof save, "%s/%s", dir, name);
-    snprintf(path, sizeof path, "%s/manifest", save);
-    if (!man) { /* the run's records could not be made (run_fail said why) */
-        snprintf(why, WHY_CAP, "no memory for the manifest");
-        return WEFT_ENOMEM;
-    }
-    int rc = put_run(t, man, jw);
-    if (rc == 0)
-        rc = put_layout(man, all, jw, nmax);
-    if (rc == 0 && (rc = weft_ckpt_save(man, path)) != 0)
-        snprintf(why, WHY_CAP, "cannot write %s: %s", path, weft_strerror(rc));
-    if (rc == 0 && (rc = sync_dir(save)) != 0)
-        snprintf(why, WHY_CAP, "cannot sync %s: %s", save, strerror(errno));
-    if (rc == 0)
-        rc = point_latest(dir, name, why);
-    if (rc == 0)
-        rotate(dir, name, t->o->keep);
-    return rc;
 }
 
 /* Every rank's slice table on rank 0 (padded to the longest), and rank
@@ -340,7 +219,7 @@ static int gather_commit(weft_run *t, const char *dir, const announce *a, weft_c
     if (rc)
         snprintf(why, WHY_CAP, "gathering the slice tables: %s", weft_strerror(rc));
     if (rc == 0 && jr == 0)
-        rc = commit(t, dir, a->name, rec, all, jw, nmax, why);
+        rc = ckpt_commit(t, dir, a->name, rec, all, jw, nmax, why, WHY_CAP);
     int32_t out = rc;
     if (job && weft_broadcast(job, &out, 1, WEFT_I32, 0) != 0 && out == 0)
         out = WEFT_EIO;
@@ -351,36 +230,138 @@ static int gather_commit(weft_run *t, const char *dir, const announce *a, weft_c
     return out;
 }
 
-int ckpt_shard_save(weft_run *t, const char *path, long step, weft_ckpt *rec)
+/* What one save holds, freed once it is committed or given up. */
+static void release(struct ckpt_pending *pd)
 {
-    weft_comm *job = t->job;
-    int jr = job ? weft_comm_rank(job) : 0, jw = job ? weft_comm_size(job) : 1;
-    char dir[4096], save[4200], why[WHY_CAP] = "";
-    snprintf(dir, sizeof dir, "%s", path);
-    for (size_t n = strlen(dir); n > 1 && dir[n - 1] == '/'; n--)
-        dir[n - 1] = 0;
-    announce a = { 0 };
-    if (jr == 0)
-        make_save_dir(dir, step, &a);
-    int rc = job ? weft_broadcast(job, &a, sizeof a, WEFT_U8, 0) : 0;
-    if (rc == 0 && a.rc)
-        return run_fail(t, a.rc, "cannot save checkpoint %s: %s", path, a.why);
-    snprintf(save, sizeof save, "%s/%s", dir, a.name);
-    ckpt_slices sl = { 0 };
-    int64_t meta[META] = { 0 };
-    if (rc == 0)
-        rc = write_own(t, save, jr, jw, &sl, meta, why);
-    int who = jw;
-    int crc = first_failed(job, rc, jr, jw, &who);
-    if (crc == 0 && who < jw && rc == 0)
-        snprintf(why, WHY_CAP, "rank %d could not write its file in %s", who, save);
-    if (crc == 0 && who == jw)
-        rc = gather_commit(t, dir, &a, rec, &sl, meta, jr, jw, why);
+    weft_ckpt_free(pd->rec);
+    free(pd->p);
+    free(pd->skip);
+    free(pd->snap);
+    ckpt_slices_free(&pd->sl);
+    pd->rec = NULL;
+    pd->p = NULL;
+    pd->skip = NULL;
+    pd->snap = NULL;
+    pd->np = 0;
+    pd->busy = 0;
+}
+
+/* Collective: the save's outcome on every rank, and its commit. */
+static int finish(struct ckpt_pending *pd)
+{
+    weft_run *t = pd->t;
+    if (pd->threaded) {
+        pthread_join(pd->th, NULL);
+        pd->threaded = 0;
+    }
+    int who = pd->jw, rc = pd->rc;
+    int crc = first_failed(t->job, rc, pd->jr, pd->jw, &who);
+    if (crc == 0 && who < pd->jw && rc == 0)
+        snprintf(pd->why, WHY_CAP, "rank %d could not write its file in %s", who, pd->save);
+    if (crc == 0 && who == pd->jw)
+        rc = gather_commit(t, pd->dir, &pd->a, pd->rec, &pd->sl, pd->meta, pd->jr, pd->jw,
+                           pd->why);
     else if (rc == 0)
         rc = crc ? crc : WEFT_EIO;
-    ckpt_slices_free(&sl);
+    if (rc == 0 && pd->snap) {
+        pd->saves++;
+        pd->save_s += clock_now() - pd->t0;
+    }
+    release(pd);
     if (rc)
-        return run_fail(t, rc, "cannot save checkpoint %s: %s", path,
-                        why[0] ? why : weft_strerror(rc));
+        return run_fail(t, rc, "cannot save checkpoint %s: %s", pd->path,
+                        pd->why[0] ? pd->why : weft_strerror(rc));
     return 0;
+}
+
+int ckpt_shard_wait(weft_run *t)
+{
+    struct ckpt_pending *pd = t->ckpt;
+    return pd && pd->busy ? finish(pd) : 0;
+}
+
+/* Collective: the save directory, made by rank 0 and named to all. */
+static int announce_save(struct ckpt_pending *pd, const char *path, long step)
+{
+    weft_comm *job = pd->t->job;
+    snprintf(pd->path, sizeof pd->path, "%s", path);
+    snprintf(pd->dir, sizeof pd->dir, "%s", path);
+    for (size_t n = strlen(pd->dir); n > 1 && pd->dir[n - 1] == '/'; n--)
+        pd->dir[n - 1] = 0;
+    memset(&pd->a, 0, sizeof pd->a);
+    if (pd->jr == 0)
+        make_save_dir(pd->dir, step, &pd->a);
+    int rc = job ? weft_broadcast(job, &pd->a, sizeof pd->a, WEFT_U8, 0) : 0;
+    if (rc == 0 && pd->a.rc)
+        return run_fail(pd->t, pd->a.rc, "cannot save checkpoint %s: %s", path, pd->a.why);
+    if (rc)
+        return run_fail(pd->t, rc, "cannot save checkpoint %s: %s", path, weft_strerror(rc));
+    snprintf(pd->save, sizeof pd->save, "%s/%s", pd->dir, pd->a.name);
+    return 0;
+}
+
+int ckpt_shard_save(weft_run *t, const char *path, long step, weft_ckpt *rec, int async)
+{
+    double t0 = clock_now();
+    struct ckpt_pending *was = t->ckpt;
+    /* the last step's save again (the run's end after --save-every): the
+     * one in flight is it */
+    int same = was && was->busy && was->step == step && strcmp(was->path, path) == 0;
+    int rc = ckpt_shard_wait(t);
+    if (same || rc) {
+        weft_ckpt_free(rec);
+        return rc;
+    }
+    if (!t->ckpt && !(t->ckpt = calloc(1, sizeof *t->ckpt)))
+        rc = run_fail(t, WEFT_ENOMEM, "cannot save checkpoint %s: out of memory", path);
+    if (rc) {
+        weft_ckpt_free(rec);
+        return rc;
+    }
+    struct ckpt_pending *pd = t->ckpt;
+    pd->t = t;
+    pd->jr = t->job ? weft_comm_rank(t->job) : 0;
+    pd->jw = t->job ? weft_comm_size(t->job) : 1;
+    pd->rec = rec;
+    pd->busy = 1;
+    pd->rc = 0;
+    pd->why[0] = 0;
+    pd->t0 = t0;
+    pd->step = step;
+    if ((rc = announce_save(pd, path, step)) != 0) {
+        release(pd);
+        return rc;
+    }
+    pd->rc = own_pieces(pd);
+    /* under --mem-limit there is no room for a second copy of the share */
+    if (async && pd->rc == 0 && pd->np && t->o->mem_limit <= 0)
+        snapshot(pd);
+    if (pd->snap && pthread_create(&pd->th, NULL, writer, pd) == 0) {
+        pd->threaded = 1;
+        pd->stall_s += clock_now() - t0;
+        return 0;
+    }
+    if (pd->rc == 0)
+        pd->rc = write_file(pd);
+    return finish(pd);
+}
+
+void ckpt_shard_close(weft_run *t)
+{
+    struct ckpt_pending *pd = t->ckpt;
+    if (!pd)
+        return;
+    if (pd->threaded)
+        pthread_join(pd->th, NULL);
+    release(pd);
+    free(pd);
+    t->ckpt = NULL;
+}
+
+void ckpt_shard_figures(const weft_run *t, int *saves, double *stall_s, double *save_s)
+{
+    const struct ckpt_pending *pd = t->ckpt;
+    *saves = pd ? pd->saves : 0;
+    *stall_s = pd ? pd->stall_s : 0;
+    *save_s = pd ? pd->save_s : 0;
 }

@@ -11,10 +11,20 @@
 int ckpt_sharded(const char *path);
 
 /* Collective over the job: the run's state at step into a new save under
- * dir; rec (job rank 0's; NULL elsewhere) holds the run's records
- * (arguments, step, rng, data position), to which the manifest's are
- * added. On
- * failure every rank fails, naming the path. */
-int ckpt_shard_save(weft_run *t, const char *dir, long step, weft_ckpt *rec);
+ * dir; rec (job rank 0's; NULL elsewhere; taken over) holds the run's
+ * records (arguments, step, rng, data position), to which the manifest's
+ * are added. async: the share is copied and written from a thread, the
+ * save committed by the next one or ckpt_shard_wait (synchronous under
+ * --mem-limit or without memory for the copy). A save still in flight is
+ * committed first. On failure every rank fails, naming the path. */
+int ckpt_shard_save(weft_run *t, const char *dir, long step, weft_ckpt *rec, int async);
+/* Collective: commits a save in flight (none: 0). */
+int ckpt_shard_wait(weft_run *t);
+/* The writer joined and the state freed, nothing committed (the run is
+ * being closed). */
+void ckpt_shard_close(weft_run *t);
+/* The asynchronous saves committed, the loop's seconds in them and their
+ * seconds from start to commit. */
+void ckpt_shard_figures(const weft_run *t, int *saves, double *stall_s, double *save_s);
 
 #endif

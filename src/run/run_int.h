@@ -248,6 +248,7 @@ struct weft_run {
     train_step last;       /* the last step's outcome and learning rate */
     double last_lr;
     struct run_ps *ps;     /* --mode ps: this rank's worker or server (run_ps.c) */
+    struct ckpt_pending *ckpt; /* sharded saves: the one in flight (run_ckpt_shard.c) */
 };
 typedef struct weft_run trainer; /* the name the modules use for the handle */
 

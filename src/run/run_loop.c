@@ -156,7 +156,7 @@ int run_train_step(weft_run *t)
     if ((rc = report_step(t, &t->pg, step, &st, lr)) != 0 ||
         (rc = memory_check_step(t, step)) != 0)
         return rc;
-    if (saving && (rc = ckpt_save(t, o->save, step + 1)) != 0)
+    if (saving && (rc = ckpt_save_every(t, o->save, step + 1)) != 0)
         return rc;
     t->next = step + 1;
     return 0;
