@@ -11,6 +11,7 @@
 
 #include "run/run_pipeline.h"
 #include "train/flops.h"
+#include "train/zero_eval.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,8 @@ typedef struct {
     pipeline_view v;
     float *act; /* a received activation */
     size_t cap;
+    weft_zero *z; /* ZeRO-3 layer by layer: its record of needs kept */
+    train_zero_mark mark;
 } layout_state;
 
 static int whole_forward(eval_fwd *f, const void *in, const int32_t *y, int n, int T, int image,
@@ -222,6 +225,10 @@ int eval_layout_open(weft_run *t, int final, eval_fwd *f)
         f->shares = n;
         f->share = r;
         f->lockstep = stage3;
+        if (stage3) {
+            s->z = t->sync.z;
+            train_zero_eval_begin(s->z, &s->mark);
+        }
         return 0;
     }
     /* the lead alone: ZeRO-3's shards are gathered first, as one gather */
@@ -233,8 +240,10 @@ int eval_layout_open(weft_run *t, int final, eval_fwd *f)
 void eval_layout_close(eval_fwd *f)
 {
     layout_state *s = f->state;
-    if (s)
+    if (s) {
+        train_zero_eval_end(s->z, &s->mark);
         free(s->act);
+    }
     free(s);
     f->state = NULL;
 }
