@@ -78,7 +78,7 @@ PARAM_INT(shm_ring, "WEFT_SHM_RING", "2M", 64 << 10, 1 << 30, "", PARAM_BYTES,
 PARAM_INT(shm_cma, "WEFT_SHM_CMA", "1", 0, 2, "", 0,
           "single copy (process_vm_readv) from 256 KiB: 0 never, 1 unreduced collectives, 2 all")
 PARAM_INT(p2p_shm, "WEFT_P2P_SHM", "1", 0, 1, "", 0,
-          "0: point-to-point messages inside a host over TCP on loopback (needs WEFT_SHM=1 too)")
+          "0: point-to-point inside a host over loopback TCP; 1: shared memory (where WEFT_SHM=1)")
 
 /* collectives */
 PARAM_ALGO(algo, "WEFT_ALGO", "auto", "", 0,

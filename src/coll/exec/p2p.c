@@ -255,6 +255,8 @@ void p2p_wait(p2p_engine *e, weft_request *r)
         poke(e); /* a thread asleep in poll() gets out of the way */
     pthread_mutex_lock(&e->drive);
     e->epoch++;
+    if (!parked)
+        p2p_shm_wake(e); /* the thread's flags: its peers would ring for every message */
     while (!atomic_load(&r->done) && !stop) {
         if (step(e, &stop) || stop || atomic_load(&r->done))
             continue;
