@@ -17,7 +17,12 @@
 #    that averages as DDP does), in ms after backward began: a bucket done
 #    before backward ends overlapped it.
 #
+# 4. Per-call overhead: a synchronous dist.all_reduce (8 B, 4 KiB, 64 KiB)
+#    against weft's own call (ctypes to weft_allreduce) on a communicator
+#    of the same processes, alternating rounds (OVER_RANKS).
+#
 #   sh bench/torch_backend.sh   (BUILD=build RANKS="2 4 8" DDP_RANKS="2 4"
+#                                OVER_RANKS="2 4"
 #                                STEPS=100 MAXBYTES=67108864 PROFILE=0
 #                                BUCKET_MB=25: DDP's bucket_cap_mb)
 # Ranks are processes of Debian's python3 with torch (/usr/bin/python3),
@@ -27,6 +32,7 @@ set -e
 BUILD=${BUILD:-build}
 RANKS=${RANKS-2 4 8}
 DDP_RANKS=${DDP_RANKS-2 4}
+OVER_RANKS=${OVER_RANKS-2 4}
 STEPS=${STEPS:-100}
 MAXBYTES=${MAXBYTES:-67108864}
 PY=${PY:-/usr/bin/python3}
@@ -48,7 +54,40 @@ def slowest(x):
     t = torch.tensor([x], dtype=torch.float64)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return t.item()
-if mode == "allreduce":
+if mode == "overhead":
+    # Per-call cost of a synchronous all_reduce through torch against weft's
+    # own call on a communicator of the same ranks (weft.Comm over the same
+    # processes, ctypes straight to weft_allreduce with its arguments made
+    # once), alternating rounds so that both see the same load; the
+    # slowest rank's mean of each round, the median round reported.
+    import weft
+    from weft import lib
+    c = weft.Comm()
+    for size in (8, 4096, 65536):
+        t = torch.ones(size // 4)
+        a = t.data_ptr()
+        def native():
+            rc = lib.weft_allreduce(c._c, a, a, size // 4, 0, 0)
+            assert rc == 0
+        def through():
+            dist.all_reduce(t)
+        iters, res = 400 if size <= 4096 else 100, {"torch": [], "native": []}
+        for f in (native, through):
+            for _ in range(20):
+                f()
+        for rnd in range(5):
+            for name, f in (("native", native), ("torch", through)):
+                dist.barrier()
+                c.barrier()
+                t0 = time.perf_counter()
+                for _ in range(iters):
+                    f()
+                res[name].append(slowest((time.perf_counter() - t0) / iters * 1e6))
+        med = lambda v: sorted(v)[len(v) // 2]
+        if rank == 0:
+            print(f"{size} {med(res['native']):.2f} {med(res['torch']):.2f}", flush=True)
+    c.close()
+elif mode == "allreduce":
     size = 8
     while size <= int(os.environ["MAXBYTES"]):
         t = torch.ones(size // 4)
@@ -143,6 +182,7 @@ job() { # job MODE BACKEND N: run N ranks, print rank 0's output
     pids=
     for r in $(seq 0 $(($3 - 1))); do
         RANK=$r WORLD_SIZE=$3 LOCAL_RANK=$r OMP_NUM_THREADS=1 BENCH_FILE="$tmp/store-$1-$3-" \
+        MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
         MAXBYTES=$MAXBYTES STEPS=$STEPS "$PY" "$tmp/b.py" "$1" "$2" >"$tmp/out.$r" 2>"$tmp/err.$r" &
         pids="$pids $!"
     done
@@ -160,6 +200,14 @@ for n in $RANKS; do
     paste -d' ' "$tmp/w" "$tmp/g" | awk -v n="$n" '{
         f = 2 * (n - 1) / n; wb = $1 / $2 / 1e3 * f; gb = $1 / $4 / 1e3 * f
         printf "%10d %10.1f %10.1f %8.1fx %11.3f %11.3f\n", $1, $2, $4, $4 / $2, wb, gb }'
+done
+for n in $OVER_RANKS; do
+    echo
+    echo "per-call overhead, synchronous all_reduce float32 sum, $n ranks: weft's own call"
+    echo "(ctypes to weft_allreduce) and dist.all_reduce through backend weft, same processes,"
+    echo "alternating rounds; us per call, median of 5 rounds of the slowest rank's mean"
+    printf "%10s %10s %10s %10s\n" bytes "native us" "torch us" "above us"
+    job overhead weft "$n" | awk '{ printf "%10d %10.2f %10.2f %10.2f\n", $1, $2, $3, $3 - $2 }'
 done
 echo
 echo "DDP MLP 784-512-512-10, global batch 256, 1 thread per rank, $STEPS steps"

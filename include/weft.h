@@ -1128,7 +1128,10 @@ int weft_ckpt_count(const weft_ckpt *c);
 int weft_ckpt_entry_at(const weft_ckpt *c, int i, weft_ckpt_entry *e);
 /* Writes path.tmp, fsyncs, renames: a crash never leaves a torn checkpoint. */
 int weft_ckpt_save(const weft_ckpt *c, const char *path);
-/* WEFT_EIO for a truncated, corrupted or unknown-version file. */
+/* WEFT_EIO for a truncated, corrupted or unknown-version file. A directory
+ * is a sharded checkpoint (weft-train --save DIR/: the save its latest
+ * names, or a save directory itself): read back, every file's CRC checked,
+ * as the one file of the same run would read. */
 int weft_ckpt_load(weft_ckpt **out, const char *path);
 
 /* Training state under fixed record names (see src/train/ckpt_model.c):

@@ -168,10 +168,21 @@ void wait_future(Fut &f, std::chrono::milliseconds timeout, const char *what)
 // before it, on its own thread: a synchronous call (dist.all_reduce
 // without async_op) then costs no hand-off, where otherwise it pays two
 // thread wake-ups (to the worker and back), each tens of microseconds when
-// ranks outnumber cores. One job at a time, on whichever thread: a weft
-// communicator is used by one thread at a time.
+// ranks outnumber cores. So that the worker neither wins that race nor is
+// woken for nothing, a job is left to a caller for kGrace after its push,
+// unless it is known to be asynchronous (its Future was asked for, it was
+// polled, waited on with a timeout, or a later job was pushed behind it),
+// and a push wakes the worker only when the group has been idle: while
+// jobs keep coming the worker looks at the queue every kTick instead, so a
+// synchronous call wakes no thread and makes no system call of its own,
+// and a job nobody waits on starts within kTick. One job at a time, on
+// whichever thread: a weft communicator is used by one thread at a time.
 class CollQueue {
   public:
+    using clock = std::chrono::steady_clock;
+    static constexpr std::chrono::microseconds kGrace{ 300 };
+    static constexpr std::chrono::milliseconds kTick{ 2 }, kActive{ 200 };
+
     uint64_t push(std::function<void()> job)
     {
         uint64_t seq;
@@ -179,19 +190,48 @@ class CollQueue {
         {
             std::lock_guard<std::mutex> g(mu_);
             seq = next_++;
-            q_.emplace_back(seq, std::move(job));
+            auto now = clock::now();
+            bool wake = sleeping_ && !ticking_; /* idle: nobody would look */
+            if (!q_.empty() && q_.back().seq >= urgent_) {
+                urgent_ = q_.back().seq + 1; /* not being waited on at once */
+                wake = sleeping_;
+            }
+            q_.push_back(Job{ seq, std::move(job), now + kGrace });
+            last_push_ = now;
             finished.swap(done_);
+            if (wake)
+                worker_cv_.notify_one();
         }
-        cv_.notify_one();
         return seq;
     }
 
-    // On the caller's thread: run jobs up to seq while no one else runs one.
+    // Jobs up to seq are asynchronous: the worker takes them without delay.
+    void hurry(uint64_t seq)
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        if (seq < urgent_)
+            return;
+        urgent_ = seq + 1;
+        if (sleeping_)
+            worker_cv_.notify_one();
+    }
+
+    // On the caller's thread: run every job up to seq, waiting while
+    // another thread runs one; returns once they have all been taken.
+    // The worker leaves them to this thread from now on.
     void help(uint64_t seq)
     {
         std::unique_lock<std::mutex> g(mu_);
-        while (!busy_ && !q_.empty() && q_.front().first <= seq)
-            run_front(g);
+        waited_ = std::max(waited_, seq + 1);
+        while (!q_.empty() && q_.front().seq <= seq) {
+            if (busy_) {
+                callers_++;
+                callers_cv_.wait(g);
+                callers_--;
+            } else {
+                run_front(g);
+            }
+        }
     }
 
     // The worker's loop; returns once stopped and drained.
@@ -199,26 +239,44 @@ class CollQueue {
     {
         std::unique_lock<std::mutex> g(mu_);
         for (;;) {
-            cv_.wait(g, [this] { return !busy_ && (stop_ || !q_.empty()); });
-            if (q_.empty())
+            if (stop_ && q_.empty() && !busy_)
                 return;
-            run_front(g);
+            auto now = clock::now(), until = now + kTick;
+            if (!busy_ && !q_.empty() && (stop_ || q_.front().seq >= waited_)) {
+                const Job &j = q_.front();
+                if (stop_ || j.seq < urgent_ || now >= j.ready) {
+                    run_front(g);
+                    continue;
+                }
+                until = j.ready; /* a caller may be about to wait on it */
+            }
+            sleeping_ = true;
+            ticking_ = now - last_push_ < kActive || until < now + kTick;
+            if (ticking_)
+                worker_cv_.wait_until(g, until);
+            else
+                worker_cv_.wait(g);
+            sleeping_ = ticking_ = false;
         }
     }
 
     void stop()
     {
-        {
-            std::lock_guard<std::mutex> g(mu_);
-            stop_ = true;
-        }
-        cv_.notify_all();
+        std::lock_guard<std::mutex> g(mu_);
+        stop_ = true;
+        worker_cv_.notify_one();
     }
 
   private:
+    struct Job {
+        uint64_t seq;
+        std::function<void()> fn;
+        clock::time_point ready; /* the worker's from then on */
+    };
+
     void run_front(std::unique_lock<std::mutex> &g)
     {
-        auto job = std::move(q_.front().second);
+        auto job = std::move(q_.front().fn);
         q_.pop_front();
         busy_ = true;
         g.unlock();
@@ -230,16 +288,24 @@ class CollQueue {
         // interpreter has torn down. The next push frees it on a caller's thread.
         done_.push_back(std::move(job));
         busy_ = false;
-        if (!q_.empty() || stop_)
-            cv_.notify_one(); /* the worker may have slept through a caller's run */
+        if (callers_)
+            callers_cv_.notify_all(); /* waiting for this one to end */
+        bool workers = stop_ || (!q_.empty() && q_.front().seq >= waited_ &&
+                                 (q_.front().seq < urgent_ || clock::now() >= q_.front().ready));
+        if (workers && sleeping_)
+            worker_cv_.notify_one();
     }
 
     std::mutex mu_;
-    std::condition_variable cv_;
-    std::deque<std::pair<uint64_t, std::function<void()>>> q_;
+    std::condition_variable worker_cv_, callers_cv_;
+    std::deque<Job> q_;
     std::deque<std::function<void()>> done_;
+    clock::time_point last_push_{};
     uint64_t next_ = 0;
-    bool busy_ = false, stop_ = false;
+    uint64_t urgent_ = 0; /* the worker takes jobs below it at once */
+    uint64_t waited_ = 0; /* and leaves those below it to a waiting caller */
+    int callers_ = 0;     /* in help, waiting for busy_ to clear */
+    bool busy_ = false, stop_ = false, sleeping_ = false, ticking_ = false;
 };
 
 class WeftWork : public c10d::Work {
@@ -248,7 +314,13 @@ class WeftWork : public c10d::Work {
         : Work(-1, t), fut_(std::move(f)), q_(std::move(q)), seq_(seq)
     {
     }
-    bool isCompleted() override { return fut_->completed(); }
+    bool isCompleted() override
+    {
+        if (fut_->completed())
+            return true;
+        q_->hurry(seq_); /* polled: nobody runs it on their own thread */
+        return false;
+    }
     bool isSuccess() const override { return fut_->completed() && !fut_->hasError(); }
     std::exception_ptr exception() const override { return fut_->exception_ptr(); }
     std::vector<at::Tensor> result() override
@@ -259,7 +331,9 @@ class WeftWork : public c10d::Work {
     bool wait(std::chrono::milliseconds timeout) override
     {
         // with a timeout the caller must stay free to give up, so it only waits
-        if (timeout == ::kNoTimeout && !fut_->completed())
+        if (timeout != ::kNoTimeout)
+            q_->hurry(seq_);
+        else if (!fut_->completed())
             q_->help(seq_);
         wait_future(*fut_, timeout, c10d::opTypeToString(opType_).c_str());
         if (fut_->hasError())
@@ -267,7 +341,13 @@ class WeftWork : public c10d::Work {
         return true;
     }
     void synchronize() override {}
-    c10::intrusive_ptr<Fut> getFuture() override { return fut_; }
+    // A Future is chained on or waited on elsewhere (DDP's buckets): the
+    // worker runs the job at once and completes it.
+    c10::intrusive_ptr<Fut> getFuture() override
+    {
+        q_->hurry(seq_);
+        return fut_;
+    }
 
   private:
     c10::intrusive_ptr<Fut> fut_;

@@ -1,7 +1,8 @@
 """Errors through backend "weft": a rank killed mid-training makes every
-other rank's collective raise, naming the dead rank and the operation; a
-rank that never arrives makes the others' collective raise once torch's
-timeout passes."""
+other rank's collective raise, naming the dead rank and the operation,
+whether the collective runs on the caller's thread (synchronous calls)
+or on the group's worker (a Future waited on); a rank that never arrives
+makes the others' collective raise once torch's timeout passes."""
 import os
 import signal
 import sys
@@ -24,17 +25,20 @@ def body(rank, size, check):
     victim = size - 1
     if rank == victim:
         print(f"checks: {check.passed} passed, 0 failed", flush=True)
-        if mode == "kill":
+        if mode.startswith("kill"):
             os.kill(os.getpid(), signal.SIGKILL)
         time.sleep(25)  # silent past the others' timeout
         os._exit(0)
     try:
         for _ in range(50):
-            dist.all_reduce(t)
+            if mode == "kill-async":
+                dist.all_reduce(t, async_op=True).get_future().wait()
+            else:
+                dist.all_reduce(t)
         check("a collective raised", False)
     except RuntimeError as e:
         msg = str(e)
-        if mode == "kill":
+        if mode.startswith("kill"):
             check("names the dead rank", f"rank {victim}" in msg, msg)
         else:
             check("says it timed out", "timed out" in msg or "timeout" in msg.lower(), msg)
@@ -46,7 +50,7 @@ if __name__ == "__main__":
     if os.environ.get("WEFT_TEST_CHILD"):
         harness.main(body)
     tp = tf = 0
-    for mode, n in (("kill", 3), ("timeout", 2)):
+    for mode, n in (("kill", 3), ("kill-async", 3), ("timeout", 2)):
         p, f = harness.launch(sys.argv[0], n, {"WEFT_TEST_MODE": mode}, timeout=120)
         print(f"{'ok  ' if not f else 'FAIL'} {mode} at {n} ranks: {p} passed, {f} failed")
         tp, tf = tp + p, tf + f
