@@ -50,15 +50,28 @@ int train_moe_parse_key(const char **sp, weft_model_config *c)
     return 0;
 }
 
+/* The fewest digits that read back as the same float ("1.1", not
+ * "1.10000002"). */
+static void short_float(char *buf, size_t len, float v)
+{
+    for (int digits = 6; digits <= 9; digits++) {
+        snprintf(buf, len, "%.*g", digits, (double)v);
+        if ((float)strtod(buf, NULL) == v)
+            return;
+    }
+}
+
 int train_moe_format(const weft_model_config *c, char *buf, size_t len)
 {
     if (c->experts <= 0)
         return snprintf(buf, len, "%s", "");
-    /* %.9g: the floats read back exactly */
+    char cap[32], aux[32], z[32];
+    short_float(cap, sizeof cap, c->capacity);
+    short_float(aux, sizeof aux, c->aux_loss);
+    short_float(z, sizeof z, c->z_loss);
     return snprintf(buf, len, ",experts=%d,topk=%d,moe_ffn=%d,shared=%d,router=%s,bias=%d,"
-                    "capacity=%.9g,aux=%.9g,zloss=%.9g", c->experts, c->topk, c->moe_ffn,
-                    c->shared, c->router ? "sigmoid" : "softmax", c->moe_bias,
-                    (double)c->capacity, (double)c->aux_loss, (double)c->z_loss);
+                    "capacity=%s,aux=%s,zloss=%s", c->experts, c->topk, c->moe_ffn, c->shared,
+                    c->router ? "sigmoid" : "softmax", c->moe_bias, cap, aux, z);
 }
 
 int train_moe_check(const weft_model_config *c)
