@@ -813,6 +813,10 @@ uint64_t weft_rng_below(weft_rng *r, uint64_t n); /* [0, n), n > 0 */
  * model. temperature <= 0: greedy; top_k <= 0: whole vocabulary. */
 int weft_model_generate(weft_model *m, int32_t *tokens, int n_prompt, int n_total,
                         float temperature, int top_k, weft_rng *rng);
+/* The token generating picks from one row of logits z[0..v) (what
+ * weft_model_generate does at each step, for callers that compute the
+ * logits themselves, such as a pipeline's last stage): >= 0, or WEFT_E*. */
+int weft_sample_logits(const float *z, int v, float temperature, int top_k, weft_rng *rng);
 
 /* -- optimisers -- */
 

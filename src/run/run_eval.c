@@ -99,7 +99,17 @@ static void put_escaped(char *line, size_t cap, const char *s, size_t n)
 /* Exact match on the held-out problems, five of them shown; *acc: the
  * share right (left alone when the data has no prompts); *shown: 1 when
  * it ran. */
-static int eval_prompts(weft_run *t, weft_model *m, const data_sets *d, const opts *o,
+/* tokens[n_prompt..n_total) generated through f's layout. */
+static int fwd_generate(eval_fwd *f, int32_t *tokens, int n_prompt, int n_total,
+                        float temperature, int top_k, weft_rng *rng)
+{
+    int rc = 0;
+    for (int pos = n_prompt; rc == 0 && pos < n_total; pos++)
+        rc = f->next_token(f, tokens, pos, temperature, top_k, rng);
+    return rc;
+}
+
+static int eval_prompts(weft_run *t, eval_fwd *f, const data_sets *d, const opts *o,
                         weft_rng *rng, double *acc, int *shown_prompts)
 {
     char prompt[64], answer[64];
@@ -113,13 +123,13 @@ static int eval_prompts(weft_run *t, weft_model *m, const data_sets *d, const op
         weft_dataset_prompt(d->eval, (uint64_t)i, prompt, sizeof prompt, answer, sizeof answer);
         int np = (int)strlen(prompt), na = (int)strlen(answer);
         weft_bytes_encode(prompt, (size_t)np, toks);
-        int rc = weft_model_generate(m, toks, np, np + na, 0, 0, rng);
+        int rc = fwd_generate(f, toks, np, np + na, 0, 0, rng);
         if (rc != 0)
             return run_fail(t, rc, "generate: %s", weft_strerror(rc));
         weft_bytes_decode(toks, (size_t)(np + na), out);
         int ok = memcmp(out + np, answer, (size_t)na) == 0;
         right += ok;
-        if (shown < 5) {
+        if (shown < 5 && t->lead) {
             char line[1024];
             snprintf(line, sizeof line, "  %s", prompt);
             put_escaped(line, sizeof line, out + np, (size_t)na);
@@ -128,7 +138,8 @@ static int eval_prompts(weft_run *t, weft_model *m, const data_sets *d, const op
         }
     }
     *acc = (double)right / o->eval_prompts;
-    run_say(t, WEFT_RUN_OUT, "exact match: %d of %d held-out problems (%.4f)%s\n", right,
+    if (t->lead)
+        run_say(t, WEFT_RUN_OUT, "exact match: %d of %d held-out problems (%.4f)%s\n", right,
             o->eval_prompts, *acc,
             strstr(o->r.format, "reversed") ? "; sums are written least significant digit first"
                                             : "");
@@ -138,18 +149,19 @@ static int eval_prompts(weft_run *t, weft_model *m, const data_sets *d, const op
 
 /* A sample: the start of a validation window continued (x, y: room for a
  * window). */
-static void eval_sample(weft_run *t, weft_model *m, const data_sets *d, weft_rng *rng,
-                        int32_t *x, int32_t *y)
+static int eval_sample(weft_run *t, eval_fwd *f, const data_sets *d, weft_rng *rng,
+                       int32_t *x, int32_t *y)
 {
     int T = d->ei.x_dim;
     int np = T < 8 ? T : 8, total = np + 64;
     int32_t *toks = malloc((size_t)(total + 1) * sizeof *toks);
     char *text = malloc((size_t)total + 1);
-    if (toks && text) {
+    int rc = toks && text ? 0 : WEFT_ENOMEM;
+    if (rc == 0) {
         weft_dataset_get(d->eval, 0, NULL, x, y);
         memcpy(toks, x, (size_t)np * sizeof *toks);
-        if (weft_model_generate(m, toks, np, total, 0.8f, 40, rng) == 0 &&
-            d->ei.n_classes <= WEFT_BYTE_VOCAB) {
+        rc = fwd_generate(f, toks, np, total, 0.8f, 40, rng);
+        if (rc == 0 && t->lead && d->ei.n_classes <= WEFT_BYTE_VOCAB) {
             char line[1024] = "sample (temperature 0.8, top-k 40): \"";
             weft_bytes_decode(toks, (size_t)total, text);
             put_escaped(line, sizeof line, text, (size_t)np);
@@ -160,10 +172,12 @@ static void eval_sample(weft_run *t, weft_model *m, const data_sets *d, weft_rng
     }
     free(toks);
     free(text);
+    return rc;
 }
 
-/* The answers and the sample, on the whole model (the lead's). */
-static int eval_generate(weft_run *t, weft_model *m, const data_sets *d, const opts *o,
+/* The answers and the sample, generated through g (on the ranks that
+ * take part in it); the lead writes the CSV row. */
+static int eval_generate(weft_run *t, eval_fwd *g, const data_sets *d, const opts *o,
                          FILE *csv, long step, double epoch, double vloss)
 {
     int T = d->ei.x_dim, rc = 0;
@@ -174,15 +188,35 @@ static int eval_generate(weft_run *t, weft_model *m, const data_sets *d, const o
     weft_rng rng;
     weft_rng_seed(&rng, 1234);
     int shown_prompts = 0;
-    if (rc == 0 && m)
-        rc = eval_prompts(t, m, d, o, &rng, &acc, &shown_prompts);
-    if (rc == 0)
+    if (rc == 0 && g)
+        rc = eval_prompts(t, g, d, o, &rng, &acc, &shown_prompts);
+    if (rc == 0 && t->lead)
         csv_row(csv, step, epoch, "val", vloss, acc, 0, -1, 0, 0);
     /* the answers above already are samples of a prompted task */
-    if (rc == 0 && m && !shown_prompts)
-        eval_sample(t, m, d, &rng, x, y);
+    if (rc == 0 && g && !shown_prompts && (rc = eval_sample(t, g, d, &rng, x, y)) != 0)
+        rc = run_fail(t, rc, "generate: %s", weft_strerror(rc));
     free(x);
     free(y);
+    return rc;
+}
+
+/* Generating on the whole model gathered on the lead, where it fits. */
+static int eval_gathered(weft_run *t, eval_fwd *f, const data_sets *d, const opts *o,
+                         FILE *csv, long step, double epoch, double vloss)
+{
+    weft_model *whole = NULL;
+    int fits = 1, rc = f->gather(f, &whole, &fits);
+    if (rc != 0)
+        return rc;
+    if (!fits && t->lead)
+        run_say(t, WEFT_RUN_OUT, "exact match and sample left out: the whole model does not "
+                                 "fit --mem-limit on one rank\n");
+    eval_fwd g;
+    if (t->lead) {
+        eval_local(t, whole, &g);
+        rc = eval_generate(t, fits ? &g : NULL, d, o, csv, step, epoch, vloss);
+    }
+    f->release(f, whole);
     return rc;
 }
 
@@ -203,17 +237,9 @@ static int eval_gpt(weft_run *t, eval_fwd *f, const data_sets *d, const opts *o,
                 ? "validation: %s, %llu windows of %d tokens: loss %.6g\n"
                 : "validation: %s, %llu windows of %d tokens: loss %.4f\n",
             d->ei.name, (unsigned long long)windows, T, vloss);
-    weft_model *whole = NULL;
-    int fits = 1;
-    if ((rc = f->gather(f, &whole, &fits)) != 0)
-        return rc;
-    if (!fits && t->lead)
-        run_say(t, WEFT_RUN_OUT, "exact match and sample left out: the whole model does not "
-                                 "fit --mem-limit on one rank\n");
-    if (t->lead)
-        rc = eval_generate(t, fits ? whole : NULL, d, o, csv, step, epoch, vloss);
-    f->release(f, whole);
-    return rc;
+    if (!f->next_token)
+        return eval_gathered(t, f, d, o, csv, step, epoch, vloss);
+    return f->gen ? eval_generate(t, f, d, o, csv, step, epoch, vloss) : 0;
 }
 
 /* epoch: how far the loader went, for the CSV row. */

@@ -16,6 +16,12 @@ typedef struct eval_fwd {
                    int image, double *loss, long *correct);
     /* Sums v[0..n) over the layout (every rank gets the totals). */
     int (*reduce)(struct eval_fwd *f, double *v, int n);
+    /* Generating in the layout (NULL: it cannot; gather instead): fills
+     * toks[pos] from the ctx tokens before it, on every rank with gen set
+     * (collective over them). */
+    int (*next_token)(struct eval_fwd *f, int32_t *toks, int pos, float temperature, int top_k,
+                      weft_rng *rng);
+    int gen;        /* this rank takes part in generating (the lead always) */
     /* Collective: *whole the whole model on the lead for generating (NULL
      * elsewhere; *fits 0 where it would not fit --mem-limit), and its
      * release. */

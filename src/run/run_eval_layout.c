@@ -37,6 +37,12 @@ static int whole_forward(eval_fwd *f, const void *in, const int32_t *y, int n, i
     return 0;
 }
 
+static int whole_next(eval_fwd *f, int32_t *toks, int pos, float temperature, int top_k,
+                      weft_rng *rng)
+{
+    return weft_model_generate(f->m, toks, pos, pos + 1, temperature, top_k, rng);
+}
+
 static int no_reduce(eval_fwd *f, double *v, int n)
 {
     (void)f;
@@ -62,6 +68,8 @@ void eval_local(weft_run *t, weft_model *m, eval_fwd *f)
 {
     memset(f, 0, sizeof *f);
     f->forward = whole_forward;
+    f->next_token = whole_next;
+    f->gen = 1;
     f->reduce = no_reduce;
     f->gather = own_gather;
     f->release = no_release;
@@ -121,6 +129,42 @@ static int pipe_forward(eval_fwd *f, const void *in, const int32_t *y, int n, in
             int r = weft_wait(sends[j]);
             rc = rc ? rc : r;
         }
+    return rc;
+}
+
+/* One token through the pipeline: the last stage's row of logits (the
+ * tensor ranks' vocabulary slices put together) picks it, and the
+ * pipeline hears it from there. */
+static int pipe_next(eval_fwd *f, int32_t *toks, int pos, float temperature, int top_k,
+                     weft_rng *rng)
+{
+    layout_state *s = f->state;
+    const pipeline_view *v = &s->v;
+    int ctx = weft_model_config_of(v->model)->ctx, start = pos > ctx ? pos - ctx : 0;
+    int T = pos - start, last = v->stage == v->pp - 1;
+    double l;
+    long c;
+    int rc = pipe_forward(f, toks + start, NULL, 1, T, 0, &l, &c);
+    int32_t tok = 0;
+    if (rc == 0 && last) {
+        int rows = 0, cols = 0;
+        const float *z = weft_model_logits(v->model, &rows, &cols);
+        float *row = z ? malloc((size_t)cols * (size_t)v->tp * sizeof *row) : NULL;
+        rc = !z || rows != T ? WEFT_EINVAL : row ? 0 : WEFT_ENOMEM;
+        if (rc == 0)
+            rc = v->tp_comm ? weft_allgather(v->tp_comm, z + (size_t)(T - 1) * cols, row,
+                                             (size_t)cols, WEFT_F32)
+                            : (memcpy(row, z + (size_t)(T - 1) * cols, (size_t)cols * sizeof *row), 0);
+        /* the vocabulary padding of the last slice is no token */
+        int vocab = weft_model_config_of(v->model)->vocab;
+        if (rc == 0 && (tok = weft_sample_logits(row, vocab, temperature, top_k, rng)) < 0)
+            rc = tok;
+        free(row);
+    }
+    if (rc == 0 && v->pp > 1)
+        rc = weft_broadcast(v->pp_comm, &tok, 1, WEFT_I32, v->pp - 1);
+    if (rc == 0)
+        toks[pos] = tok;
     return rc;
 }
 
@@ -212,6 +256,9 @@ int eval_layout_open(weft_run *t, int final, eval_fwd *f)
         s->piped = 1;
         pipeline_view_of(t->pl, &s->v);
         f->forward = pipe_forward;
+        /* a token at a time: rows that need not split in the tensor group */
+        f->next_token = t->o->sp ? NULL : pipe_next;
+        f->gen = s->v.replica == 0;
         f->batch = eval_rows(t, s->v.replicas * pipeline_micro(t->pl));
         f->shares = split ? s->v.replicas : 1;
         f->share = split ? s->v.replica : s->v.replica == 0 ? 0 : -1;
@@ -225,6 +272,8 @@ int eval_layout_open(weft_run *t, int final, eval_fwd *f)
         f->shares = n;
         f->share = r;
         f->lockstep = stage3;
+        /* ZeRO-3's gathers inside forward: every rank generates too */
+        f->gen = stage3 || r == 0;
         if (stage3) {
             s->z = t->sync.z;
             train_zero_eval_begin(s->z, &s->mark);
@@ -233,6 +282,7 @@ int eval_layout_open(weft_run *t, int final, eval_fwd *f)
     }
     /* the lead alone: ZeRO-3's shards are gathered first, as one gather */
     f->share = r == 0 ? 0 : -1;
+    f->gen = r == 0;
     int rc = stage3 ? weft_zero_gather_params(t->sync.z) : 0;
     return rc ? run_fail(t, rc, "gathering parameters: %s", weft_strerror(rc)) : 0;
 }

@@ -793,6 +793,8 @@ void pipeline_view_of(const pipeline *pl, pipeline_view *v)
 {
     v->pp_comm = pl->pp_comm;
     v->dp_comm = pl->replicas > 1 ? pl->dp_comm : NULL;
+    v->tp_comm = pl->tp > 1 ? pl->tp_comm : NULL;
+    v->tp = pl->tp;
     v->pp = pl->pp;
     v->v = pl->v;
     v->stage = pl->stage;

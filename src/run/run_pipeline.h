@@ -36,7 +36,8 @@ void pipeline_close(pipeline *pl);
 /* What a forward-only pass over the layout needs (run_eval_layout.c). */
 typedef struct {
     weft_comm *pp_comm, *dp_comm; /* dp_comm NULL: one replica */
-    int pp, v, stage, tp_rank, replica, replicas;
+    weft_comm *tp_comm;           /* NULL: no tensor parallelism */
+    int pp, v, stage, tp, tp_rank, replica, replicas;
     weft_model *model;
     weft_zero *z;
 } pipeline_view;

@@ -48,6 +48,13 @@ static int sample_row(const float *z, int v, float temperature, int top_k, weft_
     return last;
 }
 
+int weft_sample_logits(const float *z, int v, float temperature, int top_k, weft_rng *rng)
+{
+    if (!z || v < 1 || (temperature > 0.0f && !rng))
+        return WEFT_EINVAL;
+    return sample_row(z, v, temperature, top_k, rng);
+}
+
 int weft_model_generate(weft_model *m, int32_t *tokens, int n_prompt, int n_total,
                         float temperature, int top_k, weft_rng *rng)
 {

@@ -1,11 +1,13 @@
 #!/bin/sh
 # The evaluation and --export in the training layout, against the same
 # weights in one process: a tp 2 x pp 2 x dp 2 run at ZeRO 3 ends with the
-# validation loss (relative 1e-5: the same sums in another order) and the
-# exact-match count one process gives for its exported weights, and its
+# validation loss (relative 1e-5: the same sums in another order), the
+# exact-match count and the answers one process generates from its exported
+# weights (generated through the pipeline's stages and tensor parts), and its
 # model.safetensors is byte for byte the one a single process exports from
 # them; --eval-only at that layout (and at ZeRO 3 over 4 ranks, and an
-# interleaved pipeline) prints one process's loss to 1e-5. The memory-wall
+# interleaved pipeline) prints one process's loss to 1e-5 and its sampled
+# text (temperature 0.8, top-k 40). The memory-wall
 # GPT (gpt:vocab=256,ctx=32,layers=8,heads=8,dim=256, 8 ranks as tp 2 x pp 2
 # x dp 2 at ZeRO 3) trains, evaluates and exports under --mem-limit 64M,
 # saying what the evaluation held, and its export equals one process's.
@@ -29,6 +31,9 @@ close() { # a b what: a and b within relative 1e-5
         bad "$3: $1, one process: $2"
     fi
 }
+lines() { # file pattern: the lead's lines that match, without weftrun's prefix
+    sed 's/^\[0\] //' "$1" | grep -v '^\[' | grep -- "$2"
+}
 same_file() { # a b what
     if cmp -s "$1" "$2"; then ok; else bad "$3: $1 and $2 differ"; fi
 }
@@ -40,14 +45,23 @@ run l8 8 $gpt --steps 4 --tp 2 --pp 2 --zero 3 --export "$dir/l8" &&
         close "$(val l8 4)" "$(val one 4)" "final validation loss at tp 2 x pp 2 x dp 2, ZeRO 3"
         if [ "$(val l8 5)" = "$(val one 5)" ] && [ -n "$(val one 5)" ]; then ok; else
             bad "exact match at tp 2 x pp 2 x dp 2: $(val l8 5), one process: $(val one 5)"; fi
+        lines "$dir/l8.out" 'right$\|wrong$' >"$dir/l8.ans"
+        lines "$dir/one.out" 'right$\|wrong$' >"$dir/one.ans"
+        if [ -s "$dir/one.ans" ] && cmp -s "$dir/l8.ans" "$dir/one.ans"; then ok; else
+            bad "the answers generated at tp 2 x pp 2 x dp 2 differ from one process's"; fi
         same_file "$dir/l8/model.safetensors" "$dir/one/model.safetensors" "export"
         same_file "$dir/l8/config.json" "$dir/one/config.json" "config.json"
         [ -e "$dir/l8/model.safetensors.part" ] && bad "the export left its temporary file"
+        run one0 1 $gpt --init-from "$dir/l8" --eval-only --eval-prompts 0
+        lines "$dir/one0.out" '^sample' >"$dir/one0.sample"
         for l in "8 --tp 2 --pp 2 --zero 3" "4 --zero 3" "4 --pp 2 --schedule interleaved:2"; do
             n=${l%% *}; args=${l#"$n"}
             name=e$(echo "$l" | tr -dc '0-9')
-            run "$name" "$n" $gpt --init-from "$dir/l8" --eval-only --eval-prompts 0 $args &&
-                close "$(val "$name" 4)" "$(val one 4)" "--eval-only at $n ranks ($args)"
+            run "$name" "$n" $gpt --init-from "$dir/l8" --eval-only --eval-prompts 0 $args || continue
+            close "$(val "$name" 4)" "$(val one 4)" "--eval-only at $n ranks ($args)"
+            lines "$dir/$name.out" '^sample' >"$dir/$name.sample"
+            if [ -s "$dir/one0.sample" ] && cmp -s "$dir/$name.sample" "$dir/one0.sample"; then ok
+            else bad "the sample at $n ranks ($args) differs from one process's"; fi
         done
     }
 
