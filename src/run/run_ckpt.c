@@ -183,14 +183,22 @@ int ckpt_save_every(weft_run *t, const char *path, long step)
 
 void ckpt_figures(const weft_run *t)
 {
-    int saves;
-    double stall, took;
-    ckpt_shard_figures(t, &saves, &stall, &took);
-    if (saves && !t->o->quiet)
+    ckpt_figures_t f;
+    ckpt_shard_figures(t, &f);
+    if (t->o->quiet)
+        return;
+    if (f.saves[0])
         run_say(t, WEFT_RUN_OUT,
-                "checkpoints: %d written in the background, %.3f s each from start to "
-                "commit; the loop stalled %.3f s each (%.1f%%)\n",
-                saves, took / saves, stall / saves, took > 0 ? 100 * stall / took : 0.0);
+                "checkpoints: %d written in the loop's time, %.3f s and %.1f MB each "
+                "(%.1f MB/s all ranks together)\n",
+                f.saves[0], f.save_s[0] / f.saves[0], f.bytes[0] / 1e6 / f.saves[0],
+                f.save_s[0] > 0 ? f.bytes[0] / 1e6 / f.save_s[0] : 0.0);
+    if (f.saves[1])
+        run_say(t, WEFT_RUN_OUT,
+                "checkpoints: %d written in the background, %.3f s and %.1f MB each from "
+                "start to commit; the loop stalled %.3f s each (%.1f%%)\n",
+                f.saves[1], f.save_s[1] / f.saves[1], f.bytes[1] / 1e6 / f.saves[1],
+                f.stall_s / f.saves[1], f.save_s[1] > 0 ? 100 * f.stall_s / f.save_s[1] : 0.0);
 }
 
 /* Collective when z spans the job (full sync): a sharded optimiser is

@@ -107,8 +107,12 @@ struct ckpt_pending {
     int rc;
     char why[WHY_CAP];
     double t0, written;   /* the save's start, its file's end (clock_now) */
-    int saves;            /* asynchronous saves committed, their seconds */
-    double stall_s, save_s;
+    /* saves committed [0] in the loop's time, [1] in the background: how
+     * many, their seconds from start to commit, their bytes (rank 0's
+     * count); the loop's seconds in the background ones */
+    int saves[2];
+    double save_s[2], stall_s;
+    uint64_t bytes[2];
 };
 
 /* What this rank writes: pieces of its ZeRO state, none where whole-model
@@ -197,7 +201,7 @@ static int first_failed(weft_comm *job, int rc, int jr, int jw, int *who)
  * 0's commit; its outcome to every rank. */
 static int gather_commit(weft_run *t, const char *dir, const announce *a, weft_ckpt *rec,
                          const ckpt_slices *sl, const int64_t meta[META], int jr, int jw,
-                         char *why)
+                         char *why, uint64_t *total)
 {
     weft_comm *job = t->job;
     int64_t mine = (int64_t)sl->n, nmax = mine;
@@ -218,6 +222,8 @@ static int gather_commit(weft_run *t, const char *dir, const announce *a, weft_c
     rc = rc ? rc : g;
     if (rc)
         snprintf(why, WHY_CAP, "gathering the slice tables: %s", weft_strerror(rc));
+    for (int r = 0; rc == 0 && all && r < jw; r++)
+        *total += (uint64_t)all[(size_t)r * row + 1];
     if (rc == 0 && jr == 0)
         rc = ckpt_commit(t, dir, a->name, rec, all, jw, nmax, why, WHY_CAP);
     int32_t out = rc;
@@ -255,17 +261,20 @@ static int finish(struct ckpt_pending *pd)
         pd->threaded = 0;
     }
     int who = pd->jw, rc = pd->rc;
+    uint64_t total = 0;
     int crc = first_failed(t->job, rc, pd->jr, pd->jw, &who);
     if (crc == 0 && who < pd->jw && rc == 0)
         snprintf(pd->why, WHY_CAP, "rank %d could not write its file in %s", who, pd->save);
     if (crc == 0 && who == pd->jw)
         rc = gather_commit(t, pd->dir, &pd->a, pd->rec, &pd->sl, pd->meta, pd->jr, pd->jw,
-                           pd->why);
+                           pd->why, &total);
     else if (rc == 0)
         rc = crc ? crc : WEFT_EIO;
-    if (rc == 0 && pd->snap) {
-        pd->saves++;
-        pd->save_s += clock_now() - pd->t0;
+    if (rc == 0) {
+        int bg = pd->snap != NULL;
+        pd->saves[bg]++;
+        pd->save_s[bg] += clock_now() - pd->t0;
+        pd->bytes[bg] += total;
     }
     release(pd);
     if (rc)
@@ -358,10 +367,14 @@ void ckpt_shard_close(weft_run *t)
     t->ckpt = NULL;
 }
 
-void ckpt_shard_figures(const weft_run *t, int *saves, double *stall_s, double *save_s)
+void ckpt_shard_figures(const weft_run *t, ckpt_figures_t *f)
 {
     const struct ckpt_pending *pd = t->ckpt;
-    *saves = pd ? pd->saves : 0;
-    *stall_s = pd ? pd->stall_s : 0;
-    *save_s = pd ? pd->save_s : 0;
+    memset(f, 0, sizeof *f);
+    for (int k = 0; pd && k < 2; k++) {
+        f->saves[k] = pd->saves[k];
+        f->save_s[k] = pd->save_s[k];
+        f->bytes[k] = pd->bytes[k];
+    }
+    f->stall_s = pd ? pd->stall_s : 0;
 }

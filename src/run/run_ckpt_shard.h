@@ -23,8 +23,14 @@ int ckpt_shard_wait(weft_run *t);
 /* The writer joined and the state freed, nothing committed (the run is
  * being closed). */
 void ckpt_shard_close(weft_run *t);
-/* The asynchronous saves committed, the loop's seconds in them and their
- * seconds from start to commit. */
-void ckpt_shard_figures(const weft_run *t, int *saves, double *stall_s, double *save_s);
+/* The saves committed, [0] in the loop's time and [1] in the background:
+ * how many, their seconds from start to commit, their bytes (rank 0's
+ * count, 0 elsewhere); the loop's seconds in the background ones. */
+typedef struct {
+    int saves[2];
+    double save_s[2], stall_s;
+    uint64_t bytes[2];
+} ckpt_figures_t;
+void ckpt_shard_figures(const weft_run *t, ckpt_figures_t *f);
 
 #endif
