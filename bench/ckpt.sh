@@ -1,0 +1,79 @@
+#!/bin/sh
+# Sharded checkpoints against the disk: dd's sequential write (synced) and
+# read of as many bytes as a save, then a GPT's sharded save by all ranks
+# together (--save DIR/, the loop waiting), its load by one process
+# (weft-train --inspect: every file read, checked and assembled), and
+# saves in the background every step (--save-every 1), the loop's stall
+# against each save's duration. One self-contained run, about a minute.
+#
+#   make all && sh bench/ckpt.sh
+#
+# RANKS (4), ZERO (1), MODEL and OUT (a scratch folder, removed unless
+# given) may be set.
+set -eu
+B=${BUILD:-build}
+ranks=${RANKS:-4}
+zero=${ZERO:-1}
+model=${MODEL:-gpt:vocab=256,ctx=64,layers=6,heads=8,dim=384}
+keep_out=${OUT:+1}
+out=${OUT:-$(mktemp -d /tmp/weft-ckpt-bench.XXXXXX)}
+mkdir -p "$out"
+[ -n "$keep_out" ] || trap 'rm -rf "$out"' EXIT
+train="--model $model --data builtin --seq 64 --batch 8 --optim adamw --no-eval --log-every 1000"
+
+# seconds of a command (wall clock)
+secs() {
+    s=$(date +%s.%N)
+    "$@" >/dev/null 2>&1
+    e=$(date +%s.%N)
+    echo "$s $e" | awk '{ printf "%.3f", $2 - $1 }'
+}
+
+# dd's figure (bytes / seconds) as MB/s from its last line
+dd_mbs() {
+    tail -n 1 | awk -F, '{ for (i = 1; i <= NF; i++) if ($i ~ / s$/) { split($i, a, " "); t = a[1] }
+                            split($1, b, " "); if (t > 0) printf "%.0f", b[1] / t / 1e6 }'
+}
+
+echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; disk: $(df -h "$out" | awk 'NR == 2 { print $1 }')"
+
+# the save, in the loop's time
+"$B/weftrun" -n "$ranks" "$B/weft-train" $train --steps 2 --zero "$zero" --save "$out/sync/" \
+    >"$out/sync.out" 2>&1
+line=$(grep "written in the loop's time" "$out/sync.out" | sed 's/^\[0\] //')
+mb=$(echo "$line" | sed -n 's/.*s and \([0-9.]*\) MB each.*/\1/p')
+save_mbs=$(echo "$line" | sed -n 's/.*(\([0-9.]*\) MB\/s.*/\1/p')
+
+# dd of the same bytes: synced write, then read (direct where the file
+# system takes it, else through the page cache, which the load also uses)
+count=$(echo "$mb" | awk '{ c = int($1 / 4 + 0.999); print c < 1 ? 1 : c }')
+dd_w=$(dd if=/dev/zero of="$out/dd.bin" bs=4M count="$count" conv=fsync 2>&1 | dd_mbs)
+if dd if="$out/dd.bin" of=/dev/null bs=4M iflag=direct >"$out/dd_r" 2>&1; then
+    dd_r=$(dd_mbs <"$out/dd_r")
+    how="O_DIRECT"
+else
+    dd_r=$(dd if="$out/dd.bin" of=/dev/null bs=4M 2>&1 | dd_mbs)
+    how="page cache"
+fi
+rm -f "$out/dd.bin"
+
+# the load: one process reads every rank's file
+ls_s=$(secs "$B/weft-train" --inspect "$out/sync")
+load_mbs=$(echo "$mb $ls_s" | awk '{ printf "%.0f", ($2 > 0 ? $1 / $2 : 0) }')
+
+# saves in the background, every step
+"$B/weftrun" -n "$ranks" "$B/weft-train" $train --steps 6 --zero "$zero" --save-every 1 \
+    --keep 2 --save "$out/async/" >"$out/async.out" 2>&1
+bg=$(grep "written in the background" "$out/async.out" | sed 's/^\[0\] //')
+each=$(echo "$bg" | sed -n 's/.*, \([0-9.]*\) s and .*/\1/p')
+stall=$(echo "$bg" | sed -n 's/.*stalled \([0-9.]*\) s each (\([0-9.]*\)%).*/\1 \2/p')
+
+echo "model $model, $ranks ranks, ZeRO-$zero: a save is $mb MB"
+printf "%-44s %10s\n" "" "MB/s"
+printf "%-44s %10s\n" "dd write (4 MiB blocks, fsync)" "$dd_w"
+printf "%-44s %10s\n" "sharded save, all ranks (files + manifest)" "$save_mbs"
+printf "%-44s %10s\n" "dd read ($how)" "$dd_r"
+printf "%-44s %10s\n" "load by one process (--inspect, CRCs)" "$load_mbs"
+echo "save / dd write: $(echo "$save_mbs $dd_w" | awk '{ printf "%.0f%%", ($2 > 0 ? 100 * $1 / $2 : 0) }');" \
+     "load / dd read: $(echo "$load_mbs $dd_r" | awk '{ printf "%.0f%%", ($2 > 0 ? 100 * $1 / $2 : 0) }')"
+echo "background saves: $each s each from start to commit; loop stalled $(echo "$stall" | awk '{ printf "%s s (%s%%)", $1, $2 }')"
