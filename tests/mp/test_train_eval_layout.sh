@@ -9,8 +9,9 @@
 # interleaved pipeline) prints one process's loss to 1e-5 and its sampled
 # text (temperature 0.8, top-k 40). The memory-wall
 # GPT (gpt:vocab=256,ctx=32,layers=8,heads=8,dim=256, 8 ranks as tp 2 x pp 2
-# x dp 2 at ZeRO 3) trains, evaluates and exports under --mem-limit 64M,
-# saying what the evaluation held, and its export equals one process's.
+# x dp 2 at ZeRO 3) trains, evaluates (its sample generated in the layout)
+# and exports under --mem-limit 64M, saying what the evaluation held, and
+# its export equals one process's.
 # Under sanitizers (TEST_SCALE > 1) the memory wall is left out.
 # TEST_TIMEOUT(300)
 B=${BUILD:-build}
@@ -97,6 +98,8 @@ EOF
         held=$(sed -n 's/.*evaluation in the training layout: at most \([0-9.]*\) MB.*/\1/p' "$dir/wall.out")
         if [ -n "$held" ] && awk -v h="$held" 'BEGIN { exit !(h <= 64 * 1.048576) }'; then ok; else
             bad "the memory wall's evaluation: held '$held' MB"; fi
+        if grep -q '^\[0\] sample (temperature' "$dir/wall.out"; then ok; else
+            bad "the memory wall: no sample generated in the layout"; fi
         run wall1 1 $wall --init-from "$dir/wall" --eval-only --export "$dir/wall1" && {
             same_file "$dir/wall/model.safetensors" "$dir/wall1/model.safetensors" "the wall's export"
             close "$(val wall 4)" "$(val wall1 4)" "the wall's validation loss"
