@@ -1,12 +1,14 @@
 #!/bin/bash
-# Point-to-point between two ranks of this host, both ways in the same
+# Point-to-point between two ranks of this host, three ways in the same
 # run: through shared memory (WEFT_P2P_SHM=1: a ring, single copy from
-# 256 KiB) and over loopback TCP (WEFT_P2P_SHM=0), runs taking turns,
-# with memcpy's bandwidth on rank 0 measured in every run (bench/p2p_bw.c:
-# lat is half a ping-pong's round trip, bw its size / lat, bibw an
-# exchange's both ways). Prints the medians per size.
+# 256 KiB), the same with the ring alone (WEFT_SHM_CMA=0: two copies,
+# the sender's and the receiver's, under way at once) and over loopback
+# TCP (WEFT_P2P_SHM=0), runs taking turns, with memcpy's bandwidth on
+# rank 0 measured in every run (bench/p2p_bw.c: lat is half a
+# ping-pong's round trip, bw its size / lat, bibw an exchange's both
+# ways). Prints the medians per size.
 #
-#   bash bench/p2p.sh              (5 runs each way; about a minute idle)
+#   bash bench/p2p.sh              (5 runs each way; a minute or two idle)
 #   bash bench/p2p.sh -R 1         (quick look)
 #
 # Options: -R N runs each way [5]. BUILD=dir picks weft's build [build].
@@ -32,29 +34,36 @@ cc -O2 -std=c11 -D_GNU_SOURCE -I"$HERE/../include" "$HERE/p2p_bw.c" -o "$work/p2
 echo "p2p.sh: 2 ranks on one host, $REPS runs each way, $(date -u +%FT%TZ)"
 echo "cpu: $(lscpu | sed -n 's/^Model name: *//p' | head -n 1), $(nproc) cores"
 for rep in $(seq "$REPS"); do
-    for shm in 1 0; do
+    for way in shm ring tcp; do
+        shm=1 cma=1
+        [ $way = ring ] && cma=0
+        [ $way = tcp ] && shm=0
         for range in "-b 8 -e 4096 -f 8" "-b 1048576 -e 16777216 -f 4"; do
             # shellcheck disable=SC2086
-            WEFT_P2P_SHM=$shm "$B/weftrun" -n 2 "$work/p2p_bw" $range 2>&1 |
-                sed 's/^\[0\] //' | awk -v w="$shm" '$1 ~ /^[0-9]+$/ { print w, $0 }' \
+            WEFT_P2P_SHM=$shm WEFT_SHM_CMA=$cma "$B/weftrun" -n 2 "$work/p2p_bw" $range 2>&1 |
+                sed 's/^\[0\] //' | awk -v w="$way" '$1 ~ /^[0-9]+$/ { print w, $0 }' \
                 >>"$work/all"
         done
     done
 done
 [ -s "$work/all" ] || { say "no figures (see a run by hand)"; exit 1; }
 
-# columns of all: shm size iters lat bw bibw memcpy
+# columns of all: way size iters lat bw bibw memcpy
 med() { sort -n | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "-" }'; }
-printf "%10s | %9s %9s %9s | %9s %9s %9s | %11s | %9s\n" size "shm lat" "shm bw" "shm bibw" \
-    "tcp lat" "tcp bw" "tcp bibw" "memcpy" "shm/cpy"
-printf "%10s | %9s %9s %9s | %9s %9s %9s | %11s | %9s\n" "(B)" "(us)" "(GB/s)" "(GB/s)" \
-    "(us)" "(GB/s)" "(GB/s)" "(GB/s)" ""
+div() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
+f="%10s | %8s %8s %8s | %8s %8s %8s | %8s %8s %8s | %8s | %7s %7s\n"
+# shellcheck disable=SC2059
+printf "$f" size "shm lat" "shm bw" "bibw" "ring lat" "ring bw" "bibw" "tcp lat" "tcp bw" "bibw" \
+    memcpy "shm/cp" "ring/cp"
+# shellcheck disable=SC2059
+printf "$f" "(B)" "(us)" "(GB/s)" "(GB/s)" "(us)" "(GB/s)" "(GB/s)" "(us)" "(GB/s)" "(GB/s)" \
+    "(GB/s)" "" ""
 for size in $(awk '{ print $2 }' "$work/all" | sort -n | uniq); do
     col() { awk -v w="$1" -v s="$size" -v c="$2" '$1 == w && $2 == s { print $c }' "$work/all" | med; }
-    sl=$(col 1 4) sb=$(col 1 5) sx=$(col 1 6) tl=$(col 0 4) tb=$(col 0 5) tx=$(col 0 6)
     cp=$(awk -v s="$size" '$2 == s { print $7 }' "$work/all" | med)
-    ratio=$(awk -v a="$sb" -v b="$cp" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')
-    printf "%10s | %9s %9s %9s | %9s %9s %9s | %11s | %9s\n" "$size" "$sl" "$sb" "$sx" "$tl" "$tb" \
-        "$tx" "$cp" "$ratio"
+    # shellcheck disable=SC2059
+    printf "$f" "$size" "$(col shm 4)" "$(col shm 5)" "$(col shm 6)" "$(col ring 4)" \
+        "$(col ring 5)" "$(col ring 6)" "$(col tcp 4)" "$(col tcp 5)" "$(col tcp 6)" "$cp" \
+        "$(div "$(col shm 5)" "$cp")" "$(div "$(col ring 5)" "$cp")"
 done
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

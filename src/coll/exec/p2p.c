@@ -22,7 +22,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#define SPIN_POLL 16 /* a spinning waiter's rounds per look at its sockets */
+#define SPIN_POLL 16  /* a spinning waiter's rounds per look at its sockets */
+#define SPIN_LOOKS 32 /* its looks at its rings per round, with a core of its own */
 
 /* One pass over everything. 1: something moved (look again at once). */
 static int step(p2p_engine *e, int *stop)
@@ -118,9 +119,12 @@ static int ps_sleep(p2p_engine *e, p2p_pollset *s, double until, int thread)
         double end = clock_now() + e->spin_s;
         /* the thread armed the fd before it let go of drive */
         nfds_t nspin = (nfds_t)(thread ? s->n : s->nspin);
-        /* a waiter looks at its rings in memory every round and asks the
-         * kernel about its sockets only every few */
-        for (int k = 0; !(n = !thread && p2p_shm_ready(e)) &&
+        /* a waiter looks at its rings in memory every round (a rank with
+         * a core of its own several times: the message is usually a cache
+         * line away, and a yield costs more) and asks the kernel about its
+         * sockets only every few */
+        int looks = e->spin_yields ? 0 : SPIN_LOOKS;
+        for (int k = 0; !(n = !thread && p2p_shm_glance(e, looks)) &&
                         !(n = (thread || k % SPIN_POLL == 0) ? poll(s->pf, nspin, 0) : 0);
              k++) {
             /* a waiter holds drive: it may read libfabric's queue, which

@@ -144,6 +144,8 @@ int p2p_shm_read(p2p_engine *e, int q);
 int p2p_shm_send(p2p_engine *e, int q);
 /* Can a ring move now? Reads only memory (a waiter's spin). */
 int p2p_shm_ready(const p2p_engine *e);
+/* The same, looking again up to looks times a few ns apart first. */
+int p2p_shm_glance(const p2p_engine *e, int looks);
 /* About to block in poll(): declare every ring waited on asleep, so its
  * peer rings the doorbell. 1: something can move after all (nothing is
  * declared then). */

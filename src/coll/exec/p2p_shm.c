@@ -62,6 +62,16 @@ static void died(p2p_engine *e, int q, const char *how)
     p2p_peer_gone(e, q, WEFT_EPEER, why);
 }
 
+/* Map every page of the ring now: a first touch in the middle of an
+ * exchange cost its message tens of microseconds (4 KiB ping-pongs
+ * averaged 84 us over their first trip round a 2 MiB ring, 2.6 us after). */
+static void prefault(const shm_ring *r)
+{
+    const volatile char *m = (const volatile char *)r->ctl;
+    for (size_t off = 0; m && off < r->map_len; off += 4096)
+        (void)m[off];
+}
+
 /* 1: the hello is out (lk->state says which way the pair goes), 0: the
  * socket is full, negative: the peer is gone. */
 static int hello_send(p2p_engine *e, int q, shm_link *lk, int fd)
@@ -83,6 +93,7 @@ static int hello_send(p2p_engine *e, int q, shm_link *lk, int fd)
             lk->hello.version = SHM_VERSION;
             lk->hello.mode = SHM_MODE_TCP;
         }
+        prefault(&lk->ring);
         lk->ring.cookie = (uint64_t)e->pid << 32 ^ (uint64_t)(uintptr_t)lk ^
                           (uint64_t)(clock_now() * 1e9);
     }
@@ -136,6 +147,7 @@ static int hello_recv(p2p_engine *e, int q, shm_link *lk, int fd)
             p2p_peer_gone(e, q, rc, msg);
             return -1;
         }
+        prefault(&lk->ring);
     }
     lk->state = lk->hello.mode == SHM_MODE_RING ? SHM_LINK_RING : SHM_LINK_TCP;
     lk->cma_off = !e->c->params.shm_cma;
@@ -441,6 +453,25 @@ int p2p_shm_ready(const p2p_engine *e)
             return 1;
     }
     return 0;
+}
+
+static inline void relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+int p2p_shm_glance(const p2p_engine *e, int looks)
+{
+    for (int k = 0; k < looks; k++) {
+        if (p2p_shm_ready(e))
+            return 1;
+        relax();
+    }
+    return p2p_shm_ready(e);
 }
 
 int p2p_shm_sleep(p2p_engine *e)
