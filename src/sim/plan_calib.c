@@ -270,6 +270,7 @@ int sim_calib_block_get(sim_calib *c, const weft_model_config *m, int rows, int 
         const sim_calib_block *h = &c->b[i];
         if (h->rows == rows && h->seq == seq && h->kind == kind && !strcmp(h->model, b.model)) {
             out[0] = h->fwd, out[1] = h->bwd_i, out[2] = h->bwd_w;
+            c->hits++;
             return 1;
         }
     }
@@ -285,6 +286,7 @@ int sim_calib_block_get(sim_calib *c, const weft_model_config *m, int rows, int 
     if ((rc = add_block(c, &b)))
         return -rc;
     c->probed++;
+    c->hits++;
     out[0] = t[0], out[1] = t[1], out[2] = t[2];
     return 1;
 }
@@ -299,10 +301,10 @@ int sim_calib_describe(const sim_calib *c, char *buf, size_t len)
                                     "WEFT_TUNE_FILE or the host's tune cache)");
     if (c->gflops > 0)
         snprintf(gf, sizeof gf, ", %.3g GFLOP/s a core", c->gflops);
-    if (c->nb && !c->missed)
+    if (c->hits && !c->missed)
         snprintf(blocks, sizeof blocks, "measured (%d shapes kept, %d probed now%s)", c->nb,
                  c->probed, gf);
-    else if (c->nb)
+    else if (c->hits)
         snprintf(blocks, sizeof blocks, "measured for some shapes, assumed (FLOPs at --gflops) "
                  "for others: --calibrate measures them");
     else

@@ -37,6 +37,7 @@ typedef struct {
     int probe;            /* measure a missing shape (sim_calib_block_get) */
     int probed;           /* shapes measured since the load: save them */
     int missed;           /* shapes asked for and not there (probe off) */
+    int hits;             /* shapes asked for and there (or probed) */
     double gflops;        /* a core's GFLOP/s the blocks imply; 0: none measured */
 } sim_calib;
 
