@@ -132,40 +132,52 @@ static int pipe_forward(eval_fwd *f, const void *in, const int32_t *y, int n, in
     return rc;
 }
 
-/* One token through the pipeline: the last stage's row of logits (the
- * tensor ranks' vocabulary slices put together) picks it, and the
- * pipeline hears it from there. */
+/* The last stage: the token the last row of logits picks, the tensor
+ * ranks' vocabulary slices put together first (>= 0, or WEFT_E*). */
+static int pick_token(const pipeline_view *v, int T, float temperature, int top_k, weft_rng *rng)
+{
+    int rows = 0, cols = 0;
+    const float *z = weft_model_logits(v->model, &rows, &cols);
+    if (!z || rows != T)
+        return WEFT_EINVAL;
+    z += (size_t)(T - 1) * (size_t)cols;
+    float *row = malloc((size_t)cols * (size_t)v->tp * sizeof *row);
+    if (!row)
+        return WEFT_ENOMEM;
+    int rc = 0;
+    if (v->tp_comm)
+        rc = weft_allgather(v->tp_comm, z, row, (size_t)cols, WEFT_F32);
+    else
+        memcpy(row, z, (size_t)cols * sizeof *row);
+    /* the vocabulary padding of the last slice is no token */
+    if (rc == 0)
+        rc = weft_sample_logits(row, weft_model_config_of(v->model)->vocab, temperature, top_k,
+                                rng);
+    free(row);
+    return rc;
+}
+
+/* One token through the pipeline: the last stage picks it, and the
+ * pipeline hears it (or the last stage's failure) from there. */
 static int pipe_next(eval_fwd *f, int32_t *toks, int pos, float temperature, int top_k,
                      weft_rng *rng)
 {
     layout_state *s = f->state;
     const pipeline_view *v = &s->v;
     int ctx = weft_model_config_of(v->model)->ctx, start = pos > ctx ? pos - ctx : 0;
-    int T = pos - start, last = v->stage == v->pp - 1;
+    int T = pos - start;
     double l;
     long c;
     int rc = pipe_forward(f, toks + start, NULL, 1, T, 0, &l, &c);
-    int32_t tok = 0;
-    if (rc == 0 && last) {
-        int rows = 0, cols = 0;
-        const float *z = weft_model_logits(v->model, &rows, &cols);
-        float *row = z ? malloc((size_t)cols * (size_t)v->tp * sizeof *row) : NULL;
-        rc = !z || rows != T ? WEFT_EINVAL : row ? 0 : WEFT_ENOMEM;
-        if (rc == 0)
-            rc = v->tp_comm ? weft_allgather(v->tp_comm, z + (size_t)(T - 1) * cols, row,
-                                             (size_t)cols, WEFT_F32)
-                            : (memcpy(row, z + (size_t)(T - 1) * cols, (size_t)cols * sizeof *row), 0);
-        /* the vocabulary padding of the last slice is no token */
-        int vocab = weft_model_config_of(v->model)->vocab;
-        if (rc == 0 && (tok = weft_sample_logits(row, vocab, temperature, top_k, rng)) < 0)
-            rc = tok;
-        free(row);
-    }
-    if (rc == 0 && v->pp > 1)
-        rc = weft_broadcast(v->pp_comm, &tok, 1, WEFT_I32, v->pp - 1);
-    if (rc == 0)
-        toks[pos] = tok;
-    return rc;
+    int32_t tok = rc;
+    if (rc == 0 && v->stage == v->pp - 1)
+        tok = pick_token(v, T, temperature, top_k, rng);
+    if (v->pp > 1 && (rc = weft_broadcast(v->pp_comm, &tok, 1, WEFT_I32, v->pp - 1)) != 0)
+        return rc;
+    if (tok < 0)
+        return tok;
+    toks[pos] = tok;
+    return 0;
 }
 
 static int sum(weft_comm *c, double *v, int n)
