@@ -6,7 +6,8 @@
 # resume is bit-exact (the metrics rows and the final parameters) for DP
 # with ZeRO 0-3 and a pipeline; --keep rotates; a rank killed (-9) during
 # repeated saves leaves a loadable checkpoint every time; a directory that
-# cannot be written fails every rank naming it. Under sanitizers
+# cannot be written fails every rank naming it; the memory-wall GPT saves
+# and resumes at another layout under its --mem-limit. Under sanitizers
 # (TEST_SCALE > 1) fewer layouts and kills.
 # TEST_TIMEOUT(600)
 B=${BUILD:-build}
@@ -94,6 +95,15 @@ while [ $i -lt $rounds ]; do
         bad "kill round $i: $dir/kill does not load"; tail -n 3 "$dir/kill.inspect"
     fi
 done
+
+# the memory wall: a GPT that trains at 8 ranks only split saves and
+# resumes at another split under the same --mem-limit (each rank's memory
+# is checked after its first step)
+wall="--model gpt:vocab=256,ctx=32,layers=8,heads=8,dim=256 --data builtin --batch 8 --mem-limit 64M"
+if [ $thin = 0 ]; then
+    run wall 8 $wall --steps 3 --stop-at 2 --tp 2 --pp 2 --zero 3 --save "$dir/wall/" &&
+        run wall 8 --resume "$dir/wall" --steps 3 --mem-limit 64M --tp 4 --pp 2 --zero 3
+fi
 
 # a directory that cannot be written: every rank fails, naming it
 mkdir -p "$dir/ro"
