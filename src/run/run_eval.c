@@ -70,7 +70,7 @@ static int eval_mlp(weft_run *t, eval_fwd *f, const data_sets *d, FILE *csv, lon
     if (rc != 0)
         return run_fail(t, rc, "evaluation forward: %s", weft_strerror(rc));
     double acc = (double)correct / (double)d->ei.n, loss = loss_sum / (double)d->ei.n;
-    if (!t->lead)
+    if (!f->say)
         return 0;
     run_say(t, WEFT_RUN_OUT, t->o->eval_only
                 ? "test: %s, %llu samples: accuracy %.6g (%ld correct), loss %.6g\n"
@@ -129,7 +129,7 @@ static int eval_prompts(weft_run *t, eval_fwd *f, const data_sets *d, const opts
         weft_bytes_decode(toks, (size_t)(np + na), out);
         int ok = memcmp(out + np, answer, (size_t)na) == 0;
         right += ok;
-        if (shown < 5 && t->lead) {
+        if (shown < 5 && f->say) {
             char line[1024];
             snprintf(line, sizeof line, "  %s", prompt);
             put_escaped(line, sizeof line, out + np, (size_t)na);
@@ -138,7 +138,7 @@ static int eval_prompts(weft_run *t, eval_fwd *f, const data_sets *d, const opts
         }
     }
     *acc = (double)right / o->eval_prompts;
-    if (t->lead)
+    if (f->say)
         run_say(t, WEFT_RUN_OUT, "exact match: %d of %d held-out problems (%.4f)%s\n", right,
             o->eval_prompts, *acc,
             strstr(o->r.format, "reversed") ? "; sums are written least significant digit first"
@@ -161,7 +161,7 @@ static int eval_sample(weft_run *t, eval_fwd *f, const data_sets *d, weft_rng *r
         weft_dataset_get(d->eval, 0, NULL, x, y);
         memcpy(toks, x, (size_t)np * sizeof *toks);
         rc = fwd_generate(f, toks, np, total, 0.8f, 40, rng);
-        if (rc == 0 && t->lead && d->ei.n_classes <= WEFT_BYTE_VOCAB) {
+        if (rc == 0 && f->say && d->ei.n_classes <= WEFT_BYTE_VOCAB) {
             char line[1024] = "sample (temperature 0.8, top-k 40): \"";
             weft_bytes_decode(toks, (size_t)total, text);
             put_escaped(line, sizeof line, text, (size_t)np);
@@ -176,8 +176,8 @@ static int eval_sample(weft_run *t, eval_fwd *f, const data_sets *d, weft_rng *r
 }
 
 /* The answers and the sample, generated through g (on the ranks that
- * take part in it); the lead writes the CSV row. */
-static int eval_generate(weft_run *t, eval_fwd *g, const data_sets *d, const opts *o,
+ * take part in it; NULL: left out); say: this rank writes the CSV row. */
+static int eval_generate(weft_run *t, eval_fwd *g, int say, const data_sets *d, const opts *o,
                          FILE *csv, long step, double epoch, double vloss)
 {
     int T = d->ei.x_dim, rc = 0;
@@ -190,7 +190,7 @@ static int eval_generate(weft_run *t, eval_fwd *g, const data_sets *d, const opt
     int shown_prompts = 0;
     if (rc == 0 && g)
         rc = eval_prompts(t, g, d, o, &rng, &acc, &shown_prompts);
-    if (rc == 0 && t->lead)
+    if (rc == 0 && say)
         csv_row(csv, step, epoch, "val", vloss, acc, 0, -1, 0, 0);
     /* the answers above already are samples of a prompted task */
     if (rc == 0 && g && !shown_prompts && (rc = eval_sample(t, g, d, &rng, x, y)) != 0)
@@ -208,13 +208,13 @@ static int eval_gathered(weft_run *t, eval_fwd *f, const data_sets *d, const opt
     int fits = 1, rc = f->gather(f, &whole, &fits);
     if (rc != 0)
         return rc;
-    if (!fits && t->lead)
+    if (!fits && f->say)
         run_say(t, WEFT_RUN_OUT, "exact match and sample left out: the whole model does not "
                                  "fit --mem-limit on one rank\n");
     eval_fwd g;
     if (t->lead) {
         eval_local(t, whole, &g);
-        rc = eval_generate(t, fits ? &g : NULL, d, o, csv, step, epoch, vloss);
+        rc = eval_generate(t, fits ? &g : NULL, f->say, d, o, csv, step, epoch, vloss);
     }
     f->release(f, whole);
     return rc;
@@ -232,14 +232,14 @@ static int eval_gpt(weft_run *t, eval_fwd *f, const data_sets *d, const opts *o,
     if (rc != 0)
         return run_fail(t, rc, "evaluation forward: %s", weft_strerror(rc));
     double vloss = loss_sum / (double)windows;
-    if (t->lead)
+    if (f->say)
         run_say(t, WEFT_RUN_OUT, o->eval_only
                 ? "validation: %s, %llu windows of %d tokens: loss %.6g\n"
                 : "validation: %s, %llu windows of %d tokens: loss %.4f\n",
             d->ei.name, (unsigned long long)windows, T, vloss);
     if (!f->next_token)
         return eval_gathered(t, f, d, o, csv, step, epoch, vloss);
-    return f->gen ? eval_generate(t, f, d, o, csv, step, epoch, vloss) : 0;
+    return f->gen ? eval_generate(t, f, f->say, d, o, csv, step, epoch, vloss) : 0;
 }
 
 /* epoch: how far the loader went, for the CSV row. */

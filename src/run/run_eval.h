@@ -22,6 +22,7 @@ typedef struct eval_fwd {
     int (*next_token)(struct eval_fwd *f, int32_t *toks, int pos, float temperature, int top_k,
                       weft_rng *rng);
     int gen;        /* this rank takes part in generating (the lead always) */
+    int say;        /* this rank writes the lines and the CSV row */
     /* Collective: *whole the whole model on the lead for generating (NULL
      * elsewhere; *fits 0 where it would not fit --mem-limit), and its
      * release. */

@@ -70,6 +70,7 @@ void eval_local(weft_run *t, weft_model *m, eval_fwd *f)
     f->forward = whole_forward;
     f->next_token = whole_next;
     f->gen = 1;
+    f->say = 1;
     f->reduce = no_reduce;
     f->gather = own_gather;
     f->release = no_release;
@@ -253,6 +254,7 @@ static int eval_rows(const weft_run *t, int ranks)
 int eval_layout_open(weft_run *t, int final, eval_fwd *f)
 {
     eval_local(t, t->m, f);
+    f->say = t->lead;
     layout_state *s = calloc(1, sizeof *s);
     if (!s)
         return run_fail(t, WEFT_ENOMEM, "out of memory");
