@@ -665,6 +665,7 @@ int weft_model_chunk_backward(weft_model *m, int chunk, int slot, const float *d
             train_softmax_xent_backward(s->probs, s->probs, s->targets, s->rows, s->cols, scale);
     }
     m->announce = announce;
+    m->bw_weight = weight;
     int rc = m->cfg.type == WEFT_MODEL_LLAMA ? train_llama_backward(m, dout, part)
            : m->cfg.type == WEFT_MODEL_GPT ? train_gpt_backward(m, dout, part)
                                            : train_mlp_backward(m, dout, part);

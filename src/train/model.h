@@ -86,6 +86,9 @@ struct weft_model {
     model_chunk *ck;
     model_slot *s;
     int announce;           /* backward tells the hook */
+    float bw_weight;        /* the backward's share of the step's loss (a
+                               pipeline's micro-batch): losses a block adds
+                               itself, as the experts' balancing ones, scale by it */
     weft_grad_ready_fn hook;
     void *hook_arg;
     weft_param_need_fn phook;

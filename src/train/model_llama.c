@@ -841,7 +841,7 @@ static int layer_backward(weft_model *m, int l, int sp, float *cin)
     if (m->cfg.experts > 0) {
         moe_dims md = moe_dims_of(m, BT);
         train_moe_backward(m->mm, &md, &g->mo, &a->ms, cin, DW(T_ROUTER), DW(T_EGU), DW(T_EDOWN),
-                           rdout, g->n2, W(T_ROUTER), W(T_EGU), W(T_EDOWN), 1.0f);
+                           rdout, g->n2, W(T_ROUTER), W(T_EGU), W(T_EDOWN), m->bw_weight);
     }
     rc = rc ? rc : column_parallel_grad(m, cin, a->dbr, nR);
     train_rmsnorm_backward(a->dres, DW(T_MNORM), a->dbr, g->h1, W(T_MNORM), g->r2s, R, D);

@@ -2,7 +2,8 @@
 # weft-train with a mixture-of-experts Llama: losses and gradient norms
 # equal to one process (relative 1e-5) at pp 2 (no dropping, no balancing
 # losses: capacity and the aux loss are per micro-batch) and dp 2 (with the
-# z-loss: a mean over tokens, averaged alike), recomputation bit-equal;
+# z-loss: a mean over tokens, averaged alike; at pp 2 too, each
+# micro-batch's share scaling it), recomputation bit-equal;
 # with dropping, shared experts, the sigmoid router and the bias it
 # trains; tp 2 refused (experts are not split).
 # TEST_TIMEOUT(300)
@@ -19,7 +20,8 @@ run ref 1 --model "$base" && {
     run recompute 1 --model "$base" --recompute && same recompute ref
 }
 run zref 1 --model "$base,zloss=0.01" &&
-    run z_dp2 2 --model "$base,zloss=0.01" && same z_dp2 zref
+    run z_dp2 2 --model "$base,zloss=0.01" && same z_dp2 zref &&
+    run z_pp2 2 --model "$base,zloss=0.01" --pp 2 && same z_pp2 zref
 
 # dropping, shared experts, sigmoid scores, the bias: trains, finite losses
 full="$base,capacity=1,shared=1,moe_ffn=24,router=sigmoid,bias=1,aux=0.01,zloss=0.001"
