@@ -156,7 +156,8 @@ static void rotate(const char *dir, const char *current, int keep)
     }
     if (d)
         closedir(d);
-    qsort(names, n, sizeof *names, by_name);
+    if (n)
+        qsort(names, n, sizeof *names, by_name);
     int kept = 1; /* the current one */
     for (size_t i = n; i-- > 0;) {
         char m[4300];
