@@ -10,6 +10,7 @@
 #include "run/run_ckpt_shard.h"
 
 #include "run/run_ckpt_commit.h"
+#include "run/run_ckpt_sync.h"
 
 #include "core/clock.h"
 
@@ -92,6 +93,7 @@ static unsigned char *part_skip(const weft_run *t, int jr, int jw)
  * (t->ckpt) for its saves' figures. */
 struct ckpt_pending {
     int busy, threaded;   /* a save not yet committed; its writer runs */
+    int deferred;         /* committed by the next save or ckpt_shard_wait */
     pthread_t th;
     weft_run *t;
     char dir[4096], save[4200], path[1024];
@@ -250,6 +252,7 @@ static void release(struct ckpt_pending *pd)
     pd->snap = NULL;
     pd->np = 0;
     pd->busy = 0;
+    pd->deferred = 0;
 }
 
 /* Collective: the save's outcome on every rank, and its commit. */
@@ -271,7 +274,7 @@ static int finish(struct ckpt_pending *pd)
     else if (rc == 0)
         rc = crc ? crc : WEFT_EIO;
     if (rc == 0) {
-        int bg = pd->snap != NULL;
+        int bg = pd->deferred;
         pd->saves[bg]++;
         pd->save_s[bg] += clock_now() - pd->t0;
         pd->bytes[bg] += total;
@@ -309,6 +312,17 @@ static int announce_save(struct ckpt_pending *pd, const char *path, long step)
     return 0;
 }
 
+/* Collective: whether every rank can leave its save to the background (a
+ * snapshot of its share, or nothing to write: whole-model sync modes'
+ * other ranks). All ranks or none, so that finish's collectives meet. */
+static int defer_all(struct ckpt_pending *pd)
+{
+    int32_t mine = pd->rc == 0 && (!pd->np || pd->snap), all = mine;
+    if (pd->t->job && weft_allreduce(pd->t->job, &mine, &all, 1, WEFT_I32, WEFT_MIN) != 0)
+        return 0;
+    return all;
+}
+
 int ckpt_shard_save(weft_run *t, const char *path, long step, weft_ckpt *rec, int async)
 {
     double t0 = clock_now();
@@ -342,11 +356,20 @@ int ckpt_shard_save(weft_run *t, const char *path, long step, weft_ckpt *rec, in
         return rc;
     }
     pd->rc = own_pieces(pd);
+    /* whole models per rank: each rank's own state beside the shards, before
+     * the status reduction, so a committed save has every rank's */
+    if (pd->rc == 0 && ckpt_sync_kind(&t->sync) > 0)
+        pd->rc = ckpt_sync_save(t, pd->save, pd->jr, pd->why, WHY_CAP);
     /* under --mem-limit there is no room for a second copy of the share */
-    if (async && pd->rc == 0 && pd->np && t->o->mem_limit <= 0)
+    int bg = async && t->o->mem_limit <= 0;
+    if (bg && pd->rc == 0 && pd->np)
         snapshot(pd);
-    if (pd->snap && pthread_create(&pd->th, NULL, writer, pd) == 0) {
-        pd->threaded = 1;
+    if (bg && defer_all(pd)) {
+        if (pd->np && pthread_create(&pd->th, NULL, writer, pd) == 0)
+            pd->threaded = 1;
+        else if (pd->rc == 0)
+            pd->rc = write_file(pd);
+        pd->deferred = 1;
         pd->stall_s += clock_now() - t0;
         return 0;
     }

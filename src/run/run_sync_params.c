@@ -6,6 +6,7 @@
  * The loss reported is this rank's own (backup: the included ranks'): a
  * collective would wait for the stragglers these modes exist to outrun. */
 #include "run/run_churn.h"
+#include "run/run_ckpt_sync.h"
 #include "run/run_sync.h"
 
 #include "core/clock.h"
@@ -19,6 +20,8 @@ static int params_open(train_sync *s, weft_model *m, const weft_optim_config *oc
     int rc = sync_zero_open(s, NULL, m, oc, ck);
     if (rc == 0)
         rc = weft_sync_create(&s->sy, s->comm, m, &s->cfg); /* rank 0's parameters */
+    if (rc == 0)
+        rc = ckpt_sync_restore(s, ck); /* each rank's own, where the save has them */
     return rc;
 }
 

@@ -403,6 +403,13 @@ const outer_sync *sync_outer_of(const weft_sync *s)
     return s ? s->outer : NULL;
 }
 
+void sync_state(weft_sync *s, long **steps, float **anchor, float **velocity)
+{
+    *steps = &s->steps;
+    *anchor = s->anchor;
+    *velocity = s->velocity;
+}
+
 weft_comm *weft_sync_inner_comm(const weft_sync *s)
 {
     return s ? outer_inner_comm(s->outer) : NULL;

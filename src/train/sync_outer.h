@@ -30,6 +30,11 @@ void outer_bytes(const outer_sync *o, uint64_t *across, uint64_t *inside);
 void outer_time(const outer_sync *o, outer_times *t);
 /* The outer steps of a weft_sync (sync.c); NULL where it has none. */
 const outer_sync *sync_outer_of(const weft_sync *s);
+/* What a weft_sync (sync.c) keeps from step to step besides the model,
+ * for a rank's own checkpoint: its inner step count and, for diloco
+ * without an outer_sync, the anchor and the outer momentum (the
+ * parameters' length; NULL in the other modes). */
+void sync_state(weft_sync *s, long **steps, float **anchor, float **velocity);
 /* Elastic churn (a cluster dropped or rejoined, tools/weft-train/
  * sync_churn.c): the outer state as arrays of the parameters' length
  * (anchors, momenta) and the inner step count of the last outer step,
