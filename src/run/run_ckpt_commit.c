@@ -75,9 +75,9 @@ static int put_run(weft_run *t, weft_ckpt *man, int jw)
     int tp = o->tp > 1 ? o->tp : 1, pp = o->pp > 1 ? o->pp : 1;
     snprintf(layout, sizeof layout, "world=%d tp=%d pp=%d dp=%d zero=%d sync=%s", jw, tp, pp,
              jw / (tp * pp), o->zero, o->sync[0] ? o->sync : "full");
+    /* the optimiser's config and step count are the save's records: a
+     * background save commits steps after its snapshot */
     int rc = train_ckpt_put_config(man, weft_model_config_of(t->m));
-    if (rc == 0)
-        rc = train_ckpt_put_optim_config(man, weft_optim_config_of(any), weft_optim_steps(any));
     if (rc == 0)
         rc = weft_ckpt_put_str(man, "shard/format", "weft-shards 1");
     if (rc == 0)

@@ -356,6 +356,11 @@ int ckpt_shard_save(weft_run *t, const char *path, long step, weft_ckpt *rec, in
         return rc;
     }
     pd->rc = own_pieces(pd);
+    /* the step count of the snapshot, not of the commit's moment */
+    weft_optim *opt = weft_zero_optim(t->sync.z);
+    if (pd->rc == 0 && pd->rec)
+        pd->rc = train_ckpt_put_optim_config(pd->rec, weft_optim_config_of(opt),
+                                             weft_optim_steps(opt));
     /* whole models per rank: each rank's own state beside the shards, before
      * the status reduction, so a committed save has every rank's */
     if (pd->rc == 0 && ckpt_sync_kind(&t->sync) > 0)
