@@ -120,5 +120,69 @@ if [ "$(id -u)" != 0 ]; then
 fi
 chmod 700 "$dir/ro"
 
+# ---- sync modes' state, tp x pp and token shards: bit-exact from a mid-run save
+# later: the train rows of name after step from are ref's, and not none
+later() {
+    a=$(grep ',train,' "$dir/$2.csv" | cut -d, -f1,4,7 | awk -F, -v s="$3" '$1 > s')
+    b=$(grep ',train,' "$dir/$1.csv" | cut -d, -f1,4,7)
+    if [ -n "$b" ] && [ "$a" = "$b" ]; then ok; else bad "$1: not bit-exact with $2 after step $3"; fi
+}
+# DiLoCo (anchor, outer momentum, step in the round: saved at step 6 of
+# rounds of 4) and local SGD: each rank's own model and optimiser, from
+# the --save-every save mid-run; another world size warns and starts the
+# sync state afresh, as does a save without the ranks' sync files (which
+# is then not exact: the files matter)
+modes="diloco:4 local:4"
+[ $thin = 1 ] && modes="diloco:4"
+for m in $modes; do
+    k=${m%%:*}
+    run ${k}f 2 $gpt --sync $m --save-every 6 --save "$dir/${k}f/" &&
+        run ${k}r 2 --resume "$(ls -d "$dir/${k}f"/step-00000006-*)" --sync $m \
+            --save "$dir/${k}r/" && later ${k}r ${k}f 6 && params ${k}r ${k}f
+done
+if [ -d "$dir/dilocof" ]; then
+    if run dilocow 3 --resume "$dir/dilocof" --steps 14 --sync diloco:4 &&
+        grep -q "warning: .* holds no --sync diloco:4 state for 3 ranks" "$dir/dilocow.out"; then
+        ok
+    else
+        bad "diloco resumed at 3 ranks: no warning"
+    fi
+    if [ $thin = 0 ]; then
+        cp -r "$(ls -d "$dir/dilocof"/step-00000006-*)" "$dir/bare"
+        rm -f "$dir"/bare/sync-*.wckpt
+        run bare 2 --resume "$dir/bare" --sync diloco:4 && {
+            grep -q "warning: .* holds no --sync diloco:4 state" "$dir/bare.out" && ok ||
+                bad "diloco without its sync files: no warning"
+            a=$(grep ',train,' "$dir/dilocof.csv" | cut -d, -f1,4,7 | awk -F, '$1 > 6')
+            [ "$a" != "$(grep ',train,' "$dir/bare.csv" | cut -d, -f1,4,7)" ] && ok ||
+                bad "diloco without its sync files resumed exactly: the test sees nothing"
+        }
+    fi
+fi
+# tp 2 x pp 2 at the same layout
+run tpfull 4 $gpt --tp 2 --pp 2 --save "$dir/tpfull/" &&
+    run tphalf 4 $gpt --tp 2 --pp 2 --stop-at 5 --save "$dir/tphalf/" &&
+    run tphalf 4 --resume "$dir/tphalf" --tp 2 --pp 2 --save "$dir/tpres/" &&
+    exact tphalf tpfull && params tpres tpfull
+# llm.c token shards (70 windows of 17 tokens in shards of 41 and 29): a
+# background save after step 5 of batch 8 falls inside the first shard, the
+# run goes on into the second epoch
+mkdir -p "$dir/tok"
+python3 - "$dir/tok" <<'EOF'
+import random, struct, sys
+r = random.Random(5)
+def shard(path, n):
+    with open(path, 'wb') as f:
+        f.write(struct.pack('<256i', 20240520, 1, n, *([0] * 253)))
+        f.write(struct.pack('<%dH' % n, *[r.randrange(256) for _ in range(n)]))
+shard(sys.argv[1] + '/t_train_000001.bin', 700)
+shard(sys.argv[1] + '/t_train_000002.bin', 500)
+shard(sys.argv[1] + '/t_val_000000.bin', 300)
+EOF
+tok="--model gpt:vocab=256,ctx=16,layers=1,heads=2,dim=16 --seq 16 --batch 8 --data llmc:$dir/tok"
+run tokf 2 $tok --zero 1 --save-every 5 --save "$dir/tokf/" &&
+    run tokr 2 --resume "$(ls -d "$dir/tokf"/step-00000005-*)" --data "llmc:$dir/tok" \
+        --zero 1 --save "$dir/tokr/" && later tokr tokf 5 && params tokr tokf
+
 echo "summary: $passed passed, $failed failed"
 [ $failed -eq 0 ]
