@@ -364,7 +364,7 @@ int ckpt_shard_save(weft_run *t, const char *path, long step, weft_ckpt *rec, in
     /* whole models per rank: each rank's own state beside the shards, before
      * the status reduction, so a committed save has every rank's */
     if (pd->rc == 0 && ckpt_sync_kind(&t->sync) > 0)
-        pd->rc = ckpt_sync_save(t, pd->save, pd->jr, pd->why, WHY_CAP);
+        pd->rc = ckpt_sync_save(t, pd->save, pd->jr, step, pd->why, WHY_CAP);
     /* under --mem-limit there is no room for a second copy of the share */
     int bg = async && t->o->mem_limit <= 0;
     if (bg && pd->rc == 0 && pd->np)

@@ -8,6 +8,7 @@
  * has them all). The loader of the manifest never reads them. */
 #include "run/run_ckpt_sync.h"
 
+#include "coll/compress.h"
 #include "train/sync_outer.h"
 
 #include <stdio.h>
@@ -15,7 +16,11 @@
 
 int ckpt_sync_kind(const train_sync *s)
 {
-    if (!s->comm || s->cfg.mode == WEFT_SYNC_FULL)
+    if (!s->comm)
+        return 0;
+    if (s->cz)
+        return 1;
+    if (s->cfg.mode == WEFT_SYNC_FULL)
         return 0;
     if (s->churn || !s->sy || sync_outer_of(s->sy))
         return -1;
@@ -39,7 +44,22 @@ static int job_size(const weft_run *t)
     return t->job ? weft_comm_size(t->job) : 1;
 }
 
-static int put_state(weft_run *t, weft_ckpt *c, int jr)
+/* Full sync's compressor: its error feedback and PowerSGD's warm-started
+ * Q, this rank's own (the model and optimiser are every rank's alike). */
+static int put_compressor(const weft_compressor *z, weft_ckpt *c)
+{
+    int64_t ne[1] = { (int64_t)z->count }, nq[1] = { (int64_t)z->q_len };
+    int rc = weft_ckpt_put_u64(c, "sync/q_ready", (uint64_t)z->q_ready);
+    if (rc == 0 && z->err)
+        rc = weft_ckpt_put_tensor(c, "sync/error_feedback", WEFT_F32, z->err, 1, ne);
+    if (rc == 0 && z->q && z->q_len)
+        rc = weft_ckpt_put_tensor(c, "sync/powersgd_q", WEFT_F32, z->q, 1, nq);
+    return rc;
+}
+
+/* Local SGD, DiLoCo and gossip: the rank's own model, optimiser and the
+ * weft_sync's counter and buffers. */
+static int put_models(weft_run *t, weft_ckpt *c)
 {
     train_sync *s = &t->sync;
     long *steps;
@@ -48,15 +68,7 @@ static int put_state(weft_run *t, weft_ckpt *c, int jr)
     weft_model_params(t->m, &n);
     sync_state(s->sy, &steps, &anchor, &vel);
     int64_t shape[1] = { (int64_t)n };
-    int rc = weft_ckpt_put_str(c, "sync/mode", t->o->sync);
-    if (rc == 0)
-        rc = weft_ckpt_put_u64(c, "sync/world", (uint64_t)job_size(t));
-    if (rc == 0)
-        rc = weft_ckpt_put_u64(c, "sync/rank", (uint64_t)jr);
-    if (rc == 0)
-        rc = weft_ckpt_put_u64(c, "sync/steps", (uint64_t)*steps);
-    if (rc == 0)
-        rc = weft_ckpt_put_rng(c, "rng", &t->rng);
+    int rc = weft_ckpt_put_u64(c, "sync/steps", (uint64_t)*steps);
     if (rc == 0)
         rc = weft_ckpt_put_model(c, t->m);
     if (rc == 0)
@@ -68,14 +80,32 @@ static int put_state(weft_run *t, weft_ckpt *c, int jr)
     return rc;
 }
 
-int ckpt_sync_save(weft_run *t, const char *save, int jr, char *why, size_t cap)
+static int put_state(weft_run *t, weft_ckpt *c, int jr, long step)
+{
+    int rc = weft_ckpt_put_str(c, "sync/mode", t->o->sync);
+    if (rc == 0)
+        rc = weft_ckpt_put_str(c, "sync/compress", t->o->compress);
+    if (rc == 0)
+        rc = weft_ckpt_put_u64(c, "sync/world", (uint64_t)job_size(t));
+    if (rc == 0)
+        rc = weft_ckpt_put_u64(c, "sync/rank", (uint64_t)jr);
+    if (rc == 0)
+        rc = weft_ckpt_put_u64(c, "train/step", (uint64_t)step);
+    if (rc == 0)
+        rc = weft_ckpt_put_rng(c, "rng", &t->rng);
+    if (rc == 0)
+        rc = t->sync.cz ? put_compressor(t->sync.cz, c) : put_models(t, c);
+    return rc;
+}
+
+int ckpt_sync_save(weft_run *t, const char *save, int jr, long step, char *why, size_t cap)
 {
     char path[4300];
     snprintf(path, sizeof path, "%s/sync-%05d.wckpt", save, jr);
     weft_ckpt *c = NULL;
     int rc = weft_ckpt_new(&c);
     if (rc == 0)
-        rc = put_state(t, c, jr);
+        rc = put_state(t, c, jr, step);
     if (rc == 0)
         rc = weft_ckpt_save(c, path);
     weft_ckpt_free(c);
@@ -107,7 +137,7 @@ static void save_dir(const char *resume, char *out, size_t cap)
 static weft_ckpt *own_file(const train_sync *s, const weft_ckpt *ck)
 {
     const weft_run *t = s->run;
-    char dir[4300], path[4400], mode[sizeof t->o->sync];
+    char dir[4300], path[4400], mode[sizeof t->o->sync], cz[sizeof t->o->compress];
     save_dir(t->o->resume, dir, sizeof dir);
     snprintf(path, sizeof path, "%s/sync-%05d.wckpt", dir, job_rank(t));
     weft_ckpt *c = NULL;
@@ -115,18 +145,33 @@ static weft_ckpt *own_file(const train_sync *s, const weft_ckpt *ck)
     if (weft_ckpt_load(&c, path) != 0)
         return NULL;
     if (weft_ckpt_get_str(c, "sync/mode", mode, sizeof mode) != 0 ||
+        weft_ckpt_get_str(c, "sync/compress", cz, sizeof cz) != 0 ||
         weft_ckpt_get_u64(c, "sync/world", &world) != 0 ||
         weft_ckpt_get_u64(c, "sync/rank", &rank) != 0 ||
-        weft_ckpt_get_u64(c, "sync/steps", &step) != 0 ||
+        weft_ckpt_get_u64(c, "train/step", &step) != 0 ||
         weft_ckpt_get_u64(ck, "train/step", &at) != 0 || strcmp(mode, t->o->sync) != 0 ||
-        world != (uint64_t)job_size(t) || rank != (uint64_t)job_rank(t) || step != at) {
+        strcmp(cz, t->o->compress) != 0 || world != (uint64_t)job_size(t) ||
+        rank != (uint64_t)job_rank(t) || step != at) {
         weft_ckpt_free(c);
         return NULL;
     }
     return c;
 }
 
-static int get_state(train_sync *s, const weft_ckpt *c)
+static int get_compressor(weft_compressor *z, const weft_ckpt *c)
+{
+    uint64_t ready = 0;
+    int rc = weft_ckpt_get_u64(c, "sync/q_ready", &ready);
+    if (rc == 0 && z->err)
+        rc = weft_ckpt_get_f32(c, "sync/error_feedback", z->err, z->count);
+    if (rc == 0 && z->q && z->q_len)
+        rc = weft_ckpt_get_f32(c, "sync/powersgd_q", z->q, z->q_len);
+    if (rc == 0)
+        z->q_ready = (int)ready;
+    return rc;
+}
+
+static int get_models(train_sync *s, const weft_ckpt *c)
 {
     weft_run *t = s->run;
     long *steps;
@@ -139,8 +184,6 @@ static int get_state(train_sync *s, const weft_ckpt *c)
     if (rc == 0)
         rc = weft_zero_load_optim(s->z, c);
     if (rc == 0)
-        rc = weft_ckpt_get_rng(c, "rng", &t->rng);
-    if (rc == 0)
         rc = weft_ckpt_get_u64(c, "sync/steps", &v);
     if (rc == 0 && anchor)
         rc = weft_ckpt_get_f32(c, "sync/anchor", anchor, n);
@@ -148,6 +191,14 @@ static int get_state(train_sync *s, const weft_ckpt *c)
         rc = weft_ckpt_get_f32(c, "sync/velocity", vel, n);
     if (rc == 0)
         *steps = (long)v;
+    return rc;
+}
+
+static int get_state(train_sync *s, const weft_ckpt *c)
+{
+    int rc = weft_ckpt_get_rng(c, "rng", &s->run->rng);
+    if (rc == 0)
+        rc = s->cz ? get_compressor(s->cz, c) : get_models(s, c);
     return rc;
 }
 

@@ -2,6 +2,7 @@
  * the gradients every step (ZeRO stage 0 is plain data parallelism, 1-3
  * shard the state), so every rank takes the same step. Also the mode of a
  * lone process, with no one to average with. */
+#include "run/run_ckpt_sync.h"
 #include "run/run_sync.h"
 
 #include <math.h>
@@ -141,6 +142,8 @@ static int compress_open(train_sync *s, weft_model *m, const weft_optim_config *
         if ((rc = weft_model_tensor_info(m, i, &ti)) == 0 && ti.ndim == 2)
             rc = weft_compressor_add_matrix(s->cz, ti.offset, ti.shape[0], ti.shape[1]);
     }
+    if (rc == 0)
+        rc = ckpt_sync_restore(s, ck); /* each rank's error feedback, where the save has it */
     return rc;
 }
 

@@ -140,6 +140,10 @@ for m in $modes; do
         run ${k}r 2 --resume "$(ls -d "$dir/${k}f"/step-00000006-*)" --sync $m \
             --save "$dir/${k}r/" && later ${k}r ${k}f 6 && params ${k}r ${k}f
 done
+# full sync with PowerSGD: each rank's error feedback and warm-started Q
+run psgdf 2 $gpt --compress powersgd:2 --save-every 6 --save "$dir/psgdf/" &&
+    run psgdr 2 --resume "$(ls -d "$dir/psgdf"/step-00000006-*)" --compress powersgd:2 \
+        --save "$dir/psgdr/" && later psgdr psgdf 6 && params psgdr psgdf
 if [ -d "$dir/dilocof" ]; then
     if run dilocow 3 --resume "$dir/dilocof" --steps 14 --sync diloco:4 &&
         grep -q "warning: .* holds no --sync diloco:4 state for 3 ranks" "$dir/dilocow.out"; then
