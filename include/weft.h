@@ -1137,6 +1137,16 @@ int weft_ckpt_save(const weft_ckpt *c, const char *path);
  * names, or a save directory itself): read back, every file's CRC checked,
  * as the one file of the same run would read. */
 int weft_ckpt_load(weft_ckpt **out, const char *path);
+/* A sharded checkpoint's manifest alone (dir: a save directory, or one
+ * whose latest names it): the run's records and the shard/ ones, among
+ * them "shard/slices" (i64 [n, 8]: file, vector, first element, run
+ * length, stride, runs, file offset, CRC-32; 7 columns, no CRC, in older
+ * saves). weft_ckpt_get_params and weft_ckpt_get_optim on it read only the
+ * slices that meet what they fill, each slice checked against its CRC. */
+int weft_ckpt_load_manifest(weft_ckpt **out, const char *dir);
+/* Writes a sharded save's step, layout, files, and each tensor's shape
+ * and parameter slices (file, offset, element runs) to f. */
+int weft_ckpt_shard_list(const char *dir, FILE *f);
 
 /* Training state under fixed record names (see src/train/ckpt_model.c):
  * the model's config and every tensor, the optimiser's config, step count

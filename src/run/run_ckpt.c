@@ -9,9 +9,49 @@
 #include "run/run_model.h"
 #include "run/run_paths.h"
 #include "run/run_pipeline.h"
+#include "train/ckpt_shard.h"
 
 #include <string.h>
 #include <sys/stat.h>
+
+/* Every element of every saved vector is in some slice, else the error
+ * names the first tensor that lacks one. Only this failure builds the whole
+ * model (for the tensor names). */
+static int ckpt_covered(weft_run *t, weft_ckpt *ck, const char *path)
+{
+    weft_model_config cfg;
+    weft_optim_config oc;
+    weft_optim *opt = NULL;
+    weft_model *whole = NULL;
+    uint64_t n = ckpt_shard_extent(ck);
+    int rc = weft_ckpt_model_config(ck, &cfg);
+    if (rc == 0)
+        rc = weft_ckpt_optim_config(ck, &oc);
+    if (rc == 0)
+        rc = weft_optim_create(&opt, &oc, 0, 0);
+    uint64_t at = 0;
+    const char *vec = "param";
+    int missing = rc == 0 ? ckpt_shard_missing(ck, vec, 0, n, &at) : 0;
+    for (int i = 0; rc == 0 && !missing && i < weft_optim_state_count(opt); i++) {
+        weft_optim_state(opt, i, &vec);
+        missing = ckpt_shard_missing(ck, vec, 0, n, &at);
+    }
+    char name[256] = "?";
+    if (rc == 0 && missing && weft_model_create(&whole, &cfg, 0) == 0)
+        for (int i = 0; i < weft_model_tensor_count(whole); i++) {
+            weft_tensor_info ti;
+            if (weft_model_tensor_info(whole, i, &ti) == 0 && at >= ti.whole_offset &&
+                at < ti.whole_offset + ti.whole_numel)
+                snprintf(name, sizeof name, "%s", ti.name);
+        }
+    if (rc == 0 && missing)
+        rc = run_fail(t, WEFT_EIO, "cannot load checkpoint %s: %s/%s (element %llu of the "
+                      "whole vector) is in none of its files", path, vec, name,
+                      (unsigned long long)at);
+    weft_model_destroy(whole);
+    weft_optim_destroy(opt);
+    return rc;
+}
 
 int ckpt_resume(weft_run *t, opts *o, long *start_step, weft_ckpt **out)
 {
@@ -24,10 +64,16 @@ int ckpt_resume(weft_run *t, opts *o, long *start_step, weft_ckpt **out)
         rc = path_check(t, "--resume", o->resume, 1, 0);
     if (rc != 0 || !o->resume[0])
         return rc;
-    weft_ckpt *ck;
-    rc = weft_ckpt_load(&ck, o->resume);
+    weft_ckpt *ck = NULL;
     struct stat st;
-    if (rc != 0 && stat(o->resume, &st) == 0 && S_ISDIR(st.st_mode))
+    int dir = stat(o->resume, &st) == 0 && S_ISDIR(st.st_mode);
+    /* a directory's manifest alone: each rank reads the slices it holds */
+    rc = dir ? ckpt_shard_open_records(o->resume, &ck) : weft_ckpt_load(&ck, o->resume);
+    if (rc == 0 && dir && (rc = ckpt_covered(t, ck, o->resume)) != 0)
+        weft_ckpt_free(ck);
+    if (rc != 0 && t->code)
+        return rc; /* the coverage check said why */
+    if (rc != 0 && dir)
         return run_fail(t, rc, "cannot load checkpoint %s: %s (a sharded checkpoint directory "
                         "holds latest and the save it names, with its manifest)",
                         o->resume, weft_strerror(rc));
@@ -83,6 +129,18 @@ int ckpt_restore_data(weft_run *t, weft_ckpt *ck, const char *path, weft_loader 
     int rc = model_check_fit(t, &cfg, d, source); /* before the first step reads a sample */
     if (rc != 0)
         return rc;
+    weft_ckpt_entry info;
+    uint64_t got = 0, all = 0;
+    /* by now every read of the files is done: what this rank's share cost */
+    if (ckpt_shard_lazy(ck) && weft_ckpt_get_u64(ck, "shard/bytes_read", &got) == 0 &&
+        weft_ckpt_find(ck, "shard/file_info", &info) == 0 && info.dtype == WEFT_I64) {
+        const int64_t *fi = info.data;
+        for (size_t f = 0; f < info.nbytes / (2 * sizeof *fi); f++)
+            all += (uint64_t)fi[2 * f];
+        run_say(t, WEFT_RUN_NOTE, "resume: rank %d read %llu of the checkpoint's %llu bytes\n",
+                t->job ? weft_comm_rank(t->job) : 0, (unsigned long long)got,
+                (unsigned long long)all);
+    }
     uint64_t pos;
     if (weft_ckpt_get_u64(ck, "data/position", &pos) != 0)
         return run_fail(t, WEFT_EIO, "%s: no data position", path);

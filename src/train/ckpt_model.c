@@ -9,6 +9,7 @@
  * Every record is the whole tensor, so the file is the same whatever the
  * rank count or sharding of the run that wrote it. */
 #include "train/ckpt.h"
+#include "train/ckpt_shard.h"
 #include "train/ckpt_stage.h"
 
 #include <stdio.h>
@@ -144,6 +145,8 @@ int weft_ckpt_get_params(const weft_ckpt *c, weft_model *m)
 {
     if (!c || !m)
         return WEFT_EINVAL;
+    if (ckpt_shard_lazy(c)) /* a sharded save's manifest: read from its files */
+        return ckpt_shard_get_params(c, m);
     size_t n;
     float *p = weft_model_params(m, &n);
     int count = weft_model_tensor_count(m);

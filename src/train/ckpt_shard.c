@@ -16,7 +16,9 @@ int ckpt_slices_add(ckpt_slices *l, uint64_t file, uint64_t vec, uint64_t at, ui
     if (len == 0)
         return 0;
     ckpt_slice *s = l->n ? &l->s[l->n - 1] : NULL;
-    if (s && s->file == file && s->vec == vec && off == s->off + s->count * s->len * 4) {
+    /* a reader checks a slice whole before it uses any of it: kept short */
+    int room = s && (s->count * s->len + len) * 4 <= CKPT_SLICE_MAX_BYTES;
+    if (room && s->file == file && s->vec == vec && off == s->off + s->count * s->len * 4) {
         /* one run that goes on in both: longer */
         if (s->count == 1 && at == s->start + s->len) {
             s->len += len;
@@ -95,9 +97,10 @@ static int flush(writer *w)
     return rc;
 }
 
-static int put_run(void *arg, size_t e, size_t at, size_t len)
+/* At most a slice's length of one run: its own slice (or the end of the
+ * last one), its bytes into that slice's CRC. */
+static int put_piece(writer *w, size_t e, size_t at, size_t len)
 {
-    writer *w = arg;
     int rc = ckpt_slices_add(w->out, w->file, (uint64_t)w->p->vec, w->whole_offset + at, len,
                              w->off);
     const unsigned char *src = (const unsigned char *)(w->p->src + (w->t_offset + e - w->p->lo));
@@ -106,6 +109,9 @@ static int put_run(void *arg, size_t e, size_t at, size_t len)
         size_t k = w->cap - w->used < bytes ? w->cap - w->used : bytes;
         memcpy(w->buf + w->used, src, k);
         w->crc = crc32_update(w->crc, src, k);
+        /* the run is the last slice's end, whether it began or extended it */
+        w->out->s[w->out->n - 1].crc =
+            crc32_update((uint32_t)w->out->s[w->out->n - 1].crc, src, k);
         w->used += k;
         w->off += k;
         src += k;
@@ -113,6 +119,16 @@ static int put_run(void *arg, size_t e, size_t at, size_t len)
         if (w->used == w->cap)
             rc = flush(w);
     }
+    return rc;
+}
+
+static int put_run(void *arg, size_t e, size_t at, size_t len)
+{
+    writer *w = arg;
+    size_t most = CKPT_SLICE_MAX_BYTES / sizeof(float);
+    int rc = 0;
+    for (size_t k = 0; rc == 0 && k < len; k += most)
+        rc = put_piece(w, e + k, at + k, len - k < most ? len - k : most);
     return rc;
 }
 

@@ -27,11 +27,15 @@
 /* count runs of len elements of vector vec: run k is whole elements
  * [start + k * stride, + len) and lies in file at byte off + k * len * 4
  * (the runs are consecutive in the file). A column split of a matrix is
- * one slice, not one per row. */
+ * one slice, not one per row. crc: of the slice's count * len * 4 bytes,
+ * so a reader that needs part of a file can check what it reads. */
 typedef struct {
-    uint64_t file, vec, start, len, stride, count, off;
+    uint64_t file, vec, start, len, stride, count, off, crc;
 } ckpt_slice;
-enum { CKPT_SLICE_FIELDS = 7 };
+enum { CKPT_SLICE_FIELDS = 8, CKPT_SLICE_FIELDS_V1 = 7 };
+/* The bytes of one slice at most (ckpt_slices_add starts another): what a
+ * reader checks beyond what it needs is at most that per slice it meets. */
+enum { CKPT_SLICE_MAX_BYTES = 64 << 10 };
 
 typedef struct {
     ckpt_slice *s;
@@ -80,5 +84,40 @@ int ckpt_shard_resolve(const char *dir, char *buf, size_t cap);
  * one-file layout, in memory: every whole tensor and optimiser vector
  * assembled from the files, each file's CRC checked. */
 int ckpt_shard_load_whole(const char *dir, weft_ckpt **out);
+
+/* ---- reading what a rank needs (train/ckpt_shard_read.c) ------------- */
+
+/* The manifest of dir's save alone (no tensors), with two records of the
+ * reading added: "shard/dir" (the save's directory) and "shard/bytes_read"
+ * (u64, what the readers below have read from its files so far). */
+int ckpt_shard_open_records(const char *dir, weft_ckpt **out);
+/* 1 when c is such a manifest: its tensors are read from the files. */
+int ckpt_shard_lazy(const weft_ckpt *c);
+/* The whole elements [lo, lo + n) of vector vec ("param" or an optimiser
+ * state's name) that no slice of the manifest holds: 0 when none, else
+ * *first is the first missing one. */
+int ckpt_shard_missing(const weft_ckpt *c, const char *vec, uint64_t lo, uint64_t n,
+                       uint64_t *first);
+/* The end of the parameters' furthest slice: the whole vector's length
+ * when the save is whole. */
+uint64_t ckpt_shard_extent(const weft_ckpt *c);
+
+typedef struct ckpt_shard_reader ckpt_shard_reader;
+int ckpt_shard_reader_open(const weft_ckpt *c, ckpt_shard_reader **out);
+/* The index of the vector named name, or -1. */
+int ckpt_shard_reader_vector(const ckpt_shard_reader *r, const char *name);
+/* Whole elements [lo, lo + n) of vector vec into dst, each run one pread;
+ * WEFT_EIO unless every element is found once. Each slice read from is
+ * first checked whole against its CRC, once, through a bounded buffer. */
+int ckpt_shard_read(ckpt_shard_reader *r, int vec, uint64_t lo, uint64_t n, float *dst);
+/* Adds the bytes read to c's "shard/bytes_read"; r may be NULL. */
+void ckpt_shard_reader_close(ckpt_shard_reader *r);
+
+/* m's parameters (a whole model, a stage or a tensor part) and an
+ * optimiser for its [base, base + n) (m NULL: the whole model's layout),
+ * read from the files of lazy manifest c (train/ckpt_shard_model.c). */
+int ckpt_shard_get_params(const weft_ckpt *c, weft_model *m);
+int ckpt_shard_get_optim_stage(const weft_ckpt *c, const weft_model *m, size_t base, size_t n,
+                               weft_optim **out);
 
 #endif

@@ -89,6 +89,7 @@ typedef struct {
     const char *dir, *files, *vectors;
     const int64_t *info, *sl;
     size_t nfiles, nslices;
+    int fields; /* per slice: CKPT_SLICE_FIELDS, or _V1 in older saves */
     float **vec;
     uint64_t cov[16]; /* per vector: elements read, n each when every one was */
     int nvec;
@@ -110,9 +111,9 @@ static int read_file(layout *L, size_t f)
     if (fstat(fd, &st) != 0 || (uint64_t)st.st_size != (uint64_t)L->info[2 * f])
         rc = WEFT_EIO;
     for (size_t k = 0; rc == 0 && k < L->nslices; k++) {
-        const int64_t *q = L->sl + CKPT_SLICE_FIELDS * k;
+        const int64_t *q = L->sl + (size_t)L->fields * k;
         ckpt_slice s = { (uint64_t)q[0], (uint64_t)q[1], (uint64_t)q[2], (uint64_t)q[3],
-                         (uint64_t)q[4], (uint64_t)q[5], (uint64_t)q[6] };
+                         (uint64_t)q[4], (uint64_t)q[5], (uint64_t)q[6], 0 };
         if (s.file != f)
             continue;
         if (s.vec >= (uint64_t)L->nvec)
@@ -164,7 +165,8 @@ static int shard_records(const weft_ckpt *man, layout *L)
     if (rc != 0)
         return WEFT_EIO;
     if (info.dtype != WEFT_I64 || info.ndim != 2 || info.shape[1] != 2 || sl.dtype != WEFT_I64 ||
-        sl.ndim != 2 || sl.shape[1] != CKPT_SLICE_FIELDS || f.kind != WEFT_CKPT_BLOB ||
+        sl.ndim != 2 ||
+        (sl.shape[1] != CKPT_SLICE_FIELDS && sl.shape[1] != CKPT_SLICE_FIELDS_V1) || f.kind != WEFT_CKPT_BLOB ||
         v.kind != WEFT_CKPT_BLOB || memchr(f.data, 0, f.nbytes) || memchr(v.data, 0, v.nbytes))
         return WEFT_EIO;
     /* the blobs are not terminated: copies that are */
@@ -182,6 +184,7 @@ static int shard_records(const weft_ckpt *man, layout *L)
     L->nfiles = (size_t)info.shape[0];
     L->sl = sl.data;
     L->nslices = (size_t)sl.shape[0];
+    L->fields = (int)sl.shape[1];
     return 0;
 }
 

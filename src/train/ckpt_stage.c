@@ -3,6 +3,8 @@
  * tensors is copied from its own place in them. */
 #include "train/ckpt_stage.h"
 
+#include "train/ckpt_shard.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -53,6 +55,8 @@ int train_ckpt_get_optim_stage(const weft_ckpt *c, const weft_model *m, size_t b
     if (!c || !out)
         return WEFT_EINVAL;
     *out = NULL;
+    if (ckpt_shard_lazy(c)) /* a sharded save's manifest: read from its files */
+        return ckpt_shard_get_optim_stage(c, m, base, n, out);
     weft_optim_config oc;
     uint64_t steps, saved_base;
     int rc = weft_ckpt_optim_config(c, &oc);

@@ -1,6 +1,7 @@
 /* --inspect CKPT: a checkpoint's records, one a line, over the public
  * weft_ckpt API; a sharded checkpoint's directory as the one file it
- * stands for (its save named by latest), its layout among the records.
+ * stands for (its save named by latest), its layout among the records,
+ * then each tensor's slices: which file holds which elements.
  * Tensors show a hash of their bytes, so two checkpoints' parameters can
  * be compared from the listings. */
 #include "train.h"
@@ -80,5 +81,9 @@ int inspect_ckpt(const char *path)
         }
     }
     weft_ckpt_free(c);
+    struct stat st;
+    /* a directory: where its tensors lie as well */
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode) && (rc = weft_ckpt_shard_list(path, stdout)))
+        die("cannot list the slices of %s: %s", path, weft_strerror(rc));
     return 0;
 }

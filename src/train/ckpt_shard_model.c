@@ -1,0 +1,110 @@
+/* A rank's model part and optimiser state read from a sharded checkpoint
+ * (train/ckpt_shard.h): each tensor's runs in the whole vector (a tensor
+ * part's via train_part_runs) are read straight into the rank's buffers,
+ * so loading holds no more than the rank's share. */
+#include "train/ckpt_shard.h"
+
+#include "train/part_runs.h"
+
+#include <string.h>
+
+typedef struct {
+    ckpt_shard_reader *r;
+    int vec;
+    uint64_t whole; /* the tensor's first element in the whole vector */
+    size_t lo;      /* the part element dst holds first */
+    float *dst;
+} fill;
+
+static int fill_run(void *arg, size_t e, size_t at, size_t len)
+{
+    fill *f = arg;
+    return ckpt_shard_read(f->r, f->vec, f->whole + at, len, f->dst + (e - f->lo));
+}
+
+/* Part elements [lo, hi) of m's tensor i into dst (dst[0] being part
+ * element lo), from vector vec. */
+static int read_tensor(ckpt_shard_reader *r, int vec, const weft_model *m, int i, size_t lo,
+                       size_t hi, float *dst)
+{
+    weft_tensor_info ti;
+    int rc = weft_model_tensor_info(m, i, &ti);
+    if (rc)
+        return rc;
+    if (ti.numel == ti.whole_numel)
+        return ckpt_shard_read(r, vec, ti.whole_offset + lo, hi - lo, dst);
+    /* the padding of a split has no place in the whole: zero */
+    memset(dst, 0, (hi - lo) * sizeof *dst);
+    fill f = { .r = r, .vec = vec, .whole = ti.whole_offset, .lo = lo, .dst = dst };
+    return train_part_runs(m, i, lo, hi, fill_run, &f);
+}
+
+int ckpt_shard_get_params(const weft_ckpt *c, weft_model *m)
+{
+    if (!c || !m)
+        return WEFT_EINVAL;
+    ckpt_shard_reader *r;
+    int rc = ckpt_shard_reader_open(c, &r);
+    if (rc)
+        return rc;
+    int vec = ckpt_shard_reader_vector(r, "param");
+    float *p = weft_model_params(m, NULL);
+    for (int i = 0; rc == 0 && i < weft_model_tensor_count(m); i++) {
+        weft_tensor_info ti;
+        if ((rc = weft_model_tensor_info(m, i, &ti)) == 0)
+            rc = read_tensor(r, vec, m, i, 0, ti.numel, p + ti.offset);
+    }
+    ckpt_shard_reader_close(r);
+    return rc;
+}
+
+/* State vector vec of [base, base + n) of m's buffers into dst. */
+static int read_state(ckpt_shard_reader *r, int vec, const weft_model *m, size_t base,
+                      size_t n, float *dst)
+{
+    if (!m) /* the whole model's layout: one range */
+        return ckpt_shard_read(r, vec, base, n, dst);
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < weft_model_tensor_count(m); i++) {
+        weft_tensor_info t;
+        if ((rc = weft_model_tensor_info(m, i, &t)) != 0)
+            break;
+        size_t lo = t.offset > base ? t.offset : base;
+        size_t hi = t.offset + t.numel < base + n ? t.offset + t.numel : base + n;
+        if (hi > lo)
+            rc = read_tensor(r, vec, m, i, lo - t.offset, hi - t.offset, dst + (lo - base));
+    }
+    return rc;
+}
+
+int ckpt_shard_get_optim_stage(const weft_ckpt *c, const weft_model *m, size_t base, size_t n,
+                               weft_optim **out)
+{
+    *out = NULL;
+    weft_optim_config oc;
+    uint64_t steps;
+    ckpt_shard_reader *r = NULL;
+    weft_optim *o = NULL;
+    int rc = weft_ckpt_optim_config(c, &oc);
+    if (rc == 0)
+        rc = weft_ckpt_get_u64(c, "optim/steps", &steps);
+    if (rc == 0)
+        rc = weft_optim_create(&o, &oc, base, n);
+    if (rc == 0)
+        rc = ckpt_shard_reader_open(c, &r);
+    int count = rc == 0 ? weft_optim_state_count(o) : 0;
+    for (int i = 0; rc == 0 && i < count; i++) {
+        const char *sname;
+        float *s = weft_optim_state(o, i, &sname);
+        rc = read_state(r, ckpt_shard_reader_vector(r, sname), m, base, n, s);
+    }
+    ckpt_shard_reader_close(r);
+    if (rc == 0)
+        rc = weft_optim_set_steps(o, (int64_t)steps);
+    if (rc != 0) {
+        weft_optim_destroy(o);
+        return rc;
+    }
+    *out = o;
+    return 0;
+}

@@ -1,0 +1,355 @@
+/* Reading part of a sharded checkpoint (train/ckpt_shard.h): the manifest
+ * alone is loaded, and a rank preads the runs of the slices that meet the
+ * elements it holds, never a whole file or vector. A file's CRC would need
+ * the whole file, so each slice carries its own: a slice is checked once,
+ * streamed through a bounded buffer, before anything of it is used. Saves
+ * without slice CRCs are read unchecked. */
+#include "train/ckpt_shard.h"
+
+#include "core/crc32.h"
+#include "train/data_file.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+enum { CHECK_BUF = 1 << 20, MAX_VECTORS = 16 };
+
+struct ckpt_shard_reader {
+    const weft_ckpt *c;
+    char dir[4200];
+    char *files;         /* the file names, one a line, terminated */
+    char *vectors;       /* the vector names likewise */
+    const int64_t *info; /* per file: bytes, CRC-32 */
+    const int64_t *sl;
+    size_t nfiles, nslices;
+    int fields;
+    int *fd;                /* per file, -1 until opened */
+    unsigned char *checked; /* per slice: the manifest's record, or own */
+    unsigned char *own;
+    unsigned char *buf;
+    uint64_t bytes;
+};
+
+int ckpt_shard_lazy(const weft_ckpt *c)
+{
+    weft_ckpt_entry e;
+    return c && weft_ckpt_find(c, "shard/dir", &e) == 0 &&
+           weft_ckpt_find(c, "shard/slices", &e) == 0;
+}
+
+int ckpt_shard_open_records(const char *dir, weft_ckpt **out)
+{
+    char at[4200], path[4400], fmt[64];
+    *out = NULL;
+    int rc = ckpt_shard_resolve(dir, at, sizeof at);
+    if (rc)
+        return rc;
+    snprintf(path, sizeof path, "%s/manifest", at);
+    weft_ckpt *c = NULL;
+    if ((rc = weft_ckpt_load(&c, path)) != 0)
+        return rc;
+    if (weft_ckpt_get_str(c, "shard/format", fmt, sizeof fmt) != 0 ||
+        strcmp(fmt, "weft-shards 1") != 0)
+        rc = WEFT_EIO;
+    if (rc == 0)
+        rc = weft_ckpt_put_str(c, "shard/dir", at);
+    if (rc == 0)
+        rc = weft_ckpt_put_u64(c, "shard/bytes_read", 0);
+    weft_ckpt_entry sl;
+    if (rc == 0 && (weft_ckpt_find(c, "shard/slices", &sl) != 0 || sl.ndim != 2))
+        rc = WEFT_EIO;
+    /* which slices' CRCs were checked, for all the readers of this load:
+     * each is checked once however many ranges of it are read */
+    unsigned char *none = rc == 0 ? calloc((size_t)sl.shape[0] + 1, 1) : NULL;
+    int64_t n = rc == 0 ? sl.shape[0] : 0;
+    if (rc == 0)
+        rc = none ? weft_ckpt_put_tensor(c, "shard/checked", WEFT_U8, none, 1, &n) : WEFT_ENOMEM;
+    free(none);
+    if (rc != 0) {
+        weft_ckpt_free(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+/* Line k of text into buf; 0 if it is there. */
+static int line_at(const char *text, int k, char *buf, size_t cap)
+{
+    for (; k > 0 && text; k--) {
+        text = strchr(text, '\n');
+        text = text ? text + 1 : NULL;
+    }
+    if (!text || !*text)
+        return WEFT_EIO;
+    size_t n = strcspn(text, "\n");
+    if (n >= cap)
+        return WEFT_EIO;
+    memcpy(buf, text, n);
+    buf[n] = 0;
+    return 0;
+}
+
+static char *blob_copy(const weft_ckpt_entry *e)
+{
+    if (e->kind != WEFT_CKPT_BLOB || memchr(e->data, 0, e->nbytes))
+        return NULL;
+    char *s = calloc(1, e->nbytes + 1);
+    if (s)
+        memcpy(s, e->data, e->nbytes);
+    return s;
+}
+
+static int reader_records(ckpt_shard_reader *r)
+{
+    weft_ckpt_entry f, v, info, sl;
+    if (weft_ckpt_get_str(r->c, "shard/dir", r->dir, sizeof r->dir) != 0 ||
+        weft_ckpt_find(r->c, "shard/files", &f) != 0 ||
+        weft_ckpt_find(r->c, "shard/vectors", &v) != 0 ||
+        weft_ckpt_find(r->c, "shard/file_info", &info) != 0 ||
+        weft_ckpt_find(r->c, "shard/slices", &sl) != 0)
+        return WEFT_EIO;
+    if (info.dtype != WEFT_I64 || info.ndim != 2 || info.shape[1] != 2 ||
+        sl.dtype != WEFT_I64 || sl.ndim != 2 ||
+        (sl.shape[1] != CKPT_SLICE_FIELDS && sl.shape[1] != CKPT_SLICE_FIELDS_V1))
+        return WEFT_EIO;
+    r->files = blob_copy(&f);
+    r->vectors = blob_copy(&v);
+    if (!r->files || !r->vectors)
+        return WEFT_EIO;
+    r->info = info.data;
+    r->nfiles = (size_t)info.shape[0];
+    r->sl = sl.data;
+    r->nslices = (size_t)sl.shape[0];
+    r->fields = (int)sl.shape[1];
+    r->fd = malloc((r->nfiles + 1) * sizeof *r->fd);
+    weft_ckpt_entry ck;
+    /* the record is this load's own (ckpt_shard_open_records made it) */
+    if (weft_ckpt_find(r->c, "shard/checked", &ck) == 0 && ck.nbytes == r->nslices)
+        r->checked = (unsigned char *)ck.data;
+    else if ((r->own = calloc(r->nslices + 1, 1)) != NULL)
+        r->checked = r->own;
+    r->buf = malloc(CHECK_BUF);
+    if (!r->fd || !r->checked || !r->buf)
+        return WEFT_ENOMEM;
+    for (size_t i = 0; i < r->nfiles; i++)
+        r->fd[i] = -1;
+    return 0;
+}
+
+int ckpt_shard_reader_open(const weft_ckpt *c, ckpt_shard_reader **out)
+{
+    *out = NULL;
+    ckpt_shard_reader *r = calloc(1, sizeof *r);
+    if (!r)
+        return WEFT_ENOMEM;
+    r->c = c;
+    int rc = reader_records(r);
+    if (rc != 0) {
+        r->nfiles = 0; /* none opened yet */
+        ckpt_shard_reader_close(r);
+        return rc;
+    }
+    *out = r;
+    return 0;
+}
+
+int ckpt_shard_reader_vector(const ckpt_shard_reader *r, const char *name)
+{
+    char v[64];
+    for (int k = 0; k < MAX_VECTORS && line_at(r->vectors, k, v, sizeof v) == 0; k++)
+        if (strcmp(v, name) == 0)
+            return k;
+    return -1;
+}
+
+void ckpt_shard_reader_close(ckpt_shard_reader *r)
+{
+    if (!r)
+        return;
+    weft_ckpt_entry e;
+    /* the record is this reading's own (ckpt_shard_open_records made it) */
+    if (weft_ckpt_find(r->c, "shard/bytes_read", &e) == 0 && e.nbytes == sizeof(uint64_t)) {
+        uint64_t v;
+        memcpy(&v, e.data, sizeof v);
+        v += r->bytes;
+        memcpy((void *)e.data, &v, sizeof v);
+    }
+    for (size_t i = 0; r->fd && i < r->nfiles; i++)
+        if (r->fd[i] >= 0)
+            close(r->fd[i]);
+    free(r->fd);
+    free(r->own);
+    free(r->buf);
+    free(r->files);
+    free(r->vectors);
+    free(r);
+}
+
+static int file_fd(ckpt_shard_reader *r, uint64_t f, int *fd)
+{
+    if (f >= r->nfiles)
+        return WEFT_EIO;
+    if (r->fd[f] < 0) {
+        char name[256], path[4600];
+        int rc = line_at(r->files, (int)f, name, sizeof name);
+        if (rc)
+            return rc;
+        snprintf(path, sizeof path, "%s/%s", r->dir, name);
+        int d = train_open_regular(path, O_RDONLY, 0);
+        if (d < 0)
+            return d;
+        struct stat st;
+        /* a file cut short or grown is not the one the manifest describes */
+        if (fstat(d, &st) != 0 || (uint64_t)st.st_size != (uint64_t)r->info[2 * f]) {
+            close(d);
+            return WEFT_EIO;
+        }
+        r->fd[f] = d;
+    }
+    *fd = r->fd[f];
+    return 0;
+}
+
+static ckpt_slice slice_at(const ckpt_shard_reader *r, size_t k)
+{
+    const int64_t *q = r->sl + (size_t)r->fields * k;
+    ckpt_slice s = { (uint64_t)q[0], (uint64_t)q[1], (uint64_t)q[2], (uint64_t)q[3],
+                     (uint64_t)q[4], (uint64_t)q[5], (uint64_t)q[6], 0 };
+    if (r->fields == CKPT_SLICE_FIELDS)
+        s.crc = (uint64_t)q[7];
+    return s;
+}
+
+/* Slice k's bytes against its CRC, once. */
+static int check_slice(ckpt_shard_reader *r, size_t k, const ckpt_slice *s, int fd)
+{
+    if (r->checked[k] || r->fields != CKPT_SLICE_FIELDS)
+        return 0;
+    uint64_t left = s->count * s->len * sizeof(float), off = s->off;
+    if (off + left > (uint64_t)r->info[2 * s->file])
+        return WEFT_EIO;
+    uint32_t crc = 0;
+    while (left) {
+        size_t n = left < CHECK_BUF ? (size_t)left : CHECK_BUF;
+        int rc = train_pread_all(fd, r->buf, n, off);
+        if (rc)
+            return rc;
+        crc = crc32_update(crc, r->buf, n);
+        r->bytes += n;
+        off += n;
+        left -= n;
+    }
+    if (crc != (uint32_t)s->crc)
+        return WEFT_EIO;
+    r->checked[k] = 1;
+    return 0;
+}
+
+typedef struct {
+    ckpt_shard_reader *r;
+    int fd;
+    uint64_t lo, found;
+    float *dst;
+} want;
+
+static int get_run(void *arg, uint64_t at, uint64_t off, uint64_t len)
+{
+    want *w = arg;
+    int rc = train_pread_all(w->fd, w->dst + (at - w->lo), (size_t)len * sizeof(float), off);
+    w->r->bytes += len * sizeof(float);
+    w->found += len;
+    return rc;
+}
+
+int ckpt_shard_read(ckpt_shard_reader *r, int vec, uint64_t lo, uint64_t n, float *dst)
+{
+    want w = { .r = r, .lo = lo, .dst = dst };
+    int rc = vec < 0 ? WEFT_EIO : 0;
+    for (size_t k = 0; rc == 0 && k < r->nslices && n; k++) {
+        ckpt_slice s = slice_at(r, k);
+        uint64_t stride = s.count > 1 ? s.stride : s.len;
+        if (s.vec != (uint64_t)vec || !s.count || s.start >= lo + n ||
+            s.start + (s.count - 1) * stride + s.len <= lo)
+            continue;
+        if ((rc = file_fd(r, s.file, &w.fd)) != 0 || (rc = check_slice(r, k, &s, w.fd)) != 0)
+            break;
+        rc = ckpt_slice_overlap(&s, lo, lo + n, get_run, &w);
+    }
+    /* each element once: a gap or an overlap is a broken checkpoint */
+    if (rc == 0 && w.found != n)
+        rc = WEFT_EIO;
+    return rc;
+}
+
+typedef struct {
+    uint64_t found;
+} count;
+
+static int count_run(void *arg, uint64_t at, uint64_t off, uint64_t len)
+{
+    (void)at;
+    (void)off;
+    ((count *)arg)->found += len;
+    return 0;
+}
+
+int ckpt_shard_missing(const weft_ckpt *c, const char *vec, uint64_t lo, uint64_t n,
+                       uint64_t *first)
+{
+    ckpt_shard_reader *r;
+    *first = lo;
+    int rc = ckpt_shard_reader_open(c, &r);
+    if (rc)
+        return rc;
+    int v = ckpt_shard_reader_vector(r, vec);
+    /* halving to the first gap: each probe a pass over the slice table */
+    uint64_t a = lo, b = lo + n;
+    while (v >= 0 && b > a) {
+        count all = { 0 }, half = { 0 };
+        uint64_t mid = a + (b - a + 1) / 2;
+        for (size_t k = 0; k < r->nslices; k++) {
+            ckpt_slice s = slice_at(r, k);
+            if (s.vec != (uint64_t)v)
+                continue;
+            ckpt_slice_overlap(&s, a, b, count_run, &all);
+            ckpt_slice_overlap(&s, a, mid, count_run, &half);
+        }
+        if (all.found == b - a)
+            break; /* nothing missing in [a, b) */
+        if (b - a == 1) {
+            *first = a;
+            rc = 1;
+            break;
+        }
+        if (half.found != mid - a)
+            b = mid;
+        else
+            a = mid;
+    }
+    if (v < 0)
+        rc = 1;
+    ckpt_shard_reader_close(r);
+    return rc;
+}
+
+uint64_t ckpt_shard_extent(const weft_ckpt *c)
+{
+    ckpt_shard_reader *r;
+    uint64_t end = 0;
+    if (ckpt_shard_reader_open(c, &r) != 0)
+        return 0;
+    int v = ckpt_shard_reader_vector(r, "param");
+    for (size_t k = 0; v >= 0 && k < r->nslices; k++) {
+        ckpt_slice s = slice_at(r, k);
+        uint64_t stride = s.count > 1 ? s.stride : s.len;
+        if (s.vec == (uint64_t)v && s.count && s.start + (s.count - 1) * stride + s.len > end)
+            end = s.start + (s.count - 1) * stride + s.len;
+    }
+    ckpt_shard_reader_close(r);
+    return end;
+}
