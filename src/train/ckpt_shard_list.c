@@ -53,7 +53,7 @@ static void list_tensors(FILE *f, const weft_model *m, const weft_ckpt_entry *sl
         weft_tensor_info ti;
         if (weft_model_tensor_info(m, i, &ti) != 0)
             continue;
-        fprintf(f, "  param/%s [", ti.name);
+        fprintf(f, "  slices of param/%s [", ti.name);
         for (int d = 0; d < ti.ndim; d++)
             fprintf(f, "%s%lld", d ? ", " : "", (long long)ti.shape[d]);
         fprintf(f, "] elements [%zu, %zu)\n", ti.whole_offset, ti.whole_offset + ti.whole_numel);
