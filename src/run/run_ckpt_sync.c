@@ -202,13 +202,28 @@ static int get_state(train_sync *s, const weft_ckpt *c)
     return rc;
 }
 
+/* Lead only: the warning that the mode's state starts afresh. */
+static void warn_afresh(const train_sync *s, const char *why)
+{
+    const weft_run *t = s->run;
+    if (t->lead)
+        run_say(t, WEFT_RUN_WARN,
+                "warning: %s holds no %s %s state for %d ranks (%s): the sync mode's "
+                "per-rank state starts afresh from the loaded parameters, so the run "
+                "does not continue exactly\n",
+                t->o->resume, s->cz ? "--compress" : "--sync",
+                s->cz ? t->o->compress : t->o->sync, job_size(t), why);
+}
+
 int ckpt_sync_restore(train_sync *s, const weft_ckpt *ck)
 {
     weft_run *t = s->run;
     int kind = ck ? ckpt_sync_kind(s) : 0;
-    if (kind == 0)
+    if (kind < 0) /* the same on every rank: nothing to agree on */
+        warn_afresh(s, "this mode's state is not saved");
+    if (kind <= 0)
         return 0;
-    weft_ckpt *c = kind > 0 ? own_file(s, ck) : NULL;
+    weft_ckpt *c = own_file(s, ck);
     /* all ranks or none: a mix would start some ranks afresh */
     int32_t mine = c != NULL, all = mine;
     int rc = weft_allreduce(s->comm, &mine, &all, 1, WEFT_I32, WEFT_MIN);
@@ -218,13 +233,7 @@ int ckpt_sync_restore(train_sync *s, const weft_ckpt *ck)
     if (rc)
         return run_fail(t, rc, "%s: this rank's sync state: %s", t->o->resume,
                         weft_strerror(rc));
-    if (!all && t->lead)
-        run_say(t, WEFT_RUN_WARN,
-                "warning: %s holds no --sync %s state for %d ranks (%s): each rank's "
-                "model, optimiser and the mode's state start afresh from the loaded "
-                "parameters, so the run does not continue exactly\n",
-                t->o->resume, t->o->sync, job_size(t),
-                kind < 0 ? "this mode's state is not saved" : "saved at another layout, "
-                "or not sharded");
+    if (!all)
+        warn_afresh(s, "saved at another layout, or not a sharded save");
     return 0;
 }

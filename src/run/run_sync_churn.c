@@ -6,6 +6,7 @@
  * sync inside each cluster (a weft_zero over the cluster, ZeRO 0). */
 #include "run/run_churn.h"
 
+#include "run/run_ckpt_sync.h"
 #include "run/run_elastic_member.h"
 #include "run/run_sync.h"
 
@@ -87,6 +88,8 @@ static int churn_open(train_sync *s, weft_model *m, const weft_optim_config *oc,
         rc = outer_create(&ch->outer, s->comm, m, &s->cfg);
     if (rc == 0)
         rc = sync_zero_open(s, outer_inner_comm(ch->outer), m, oc, ck);
+    if (rc == 0)
+        rc = ckpt_sync_restore(s, ck); /* a warning: the outer state is not saved */
     return rc;
 }
 

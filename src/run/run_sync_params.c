@@ -137,6 +137,8 @@ static int hier_open(train_sync *s, weft_model *m, const weft_optim_config *oc,
     int rc = weft_sync_create(&s->sy, s->comm, m, &s->cfg);
     if (rc == 0)
         rc = sync_zero_open(s, weft_sync_inner_comm(s->sy), m, oc, ck);
+    if (rc == 0)
+        rc = ckpt_sync_restore(s, ck); /* a warning: the outer state is not saved */
     s->prefetch = 1;
     return rc;
 }
