@@ -251,6 +251,18 @@ static int check_slice(ckpt_shard_reader *r, size_t k, const ckpt_slice *s, int 
 }
 
 typedef struct {
+    uint64_t found;
+} count;
+
+static int count_run(void *arg, uint64_t at, uint64_t off, uint64_t len)
+{
+    (void)at;
+    (void)off;
+    ((count *)arg)->found += len;
+    return 0;
+}
+
+typedef struct {
     ckpt_shard_reader *r;
     int fd;
     uint64_t lo, found;
@@ -276,6 +288,11 @@ int ckpt_shard_read(ckpt_shard_reader *r, int vec, uint64_t lo, uint64_t n, floa
         if (s.vec != (uint64_t)vec || !s.count || s.start >= lo + n ||
             s.start + (s.count - 1) * stride + s.len <= lo)
             continue;
+        count meets = { 0 };
+        /* a strided slice whose runs all fall in gaps of the range: not read */
+        ckpt_slice_overlap(&s, lo, lo + n, count_run, &meets);
+        if (!meets.found)
+            continue;
         if ((rc = file_fd(r, s.file, &w.fd)) != 0 || (rc = check_slice(r, k, &s, w.fd)) != 0)
             break;
         rc = ckpt_slice_overlap(&s, lo, lo + n, get_run, &w);
@@ -284,18 +301,6 @@ int ckpt_shard_read(ckpt_shard_reader *r, int vec, uint64_t lo, uint64_t n, floa
     if (rc == 0 && w.found != n)
         rc = WEFT_EIO;
     return rc;
-}
-
-typedef struct {
-    uint64_t found;
-} count;
-
-static int count_run(void *arg, uint64_t at, uint64_t off, uint64_t len)
-{
-    (void)at;
-    (void)off;
-    ((count *)arg)->found += len;
-    return 0;
 }
 
 int ckpt_shard_missing(const weft_ckpt *c, const char *vec, uint64_t lo, uint64_t n,

@@ -7,8 +7,9 @@
 # with ZeRO 0-3 and a pipeline; --keep rotates; a rank killed (-9) during
 # repeated saves leaves a loadable checkpoint every time; a directory that
 # cannot be written fails every rank naming it; the memory-wall GPT saves
-# and resumes at another layout under its --mem-limit. Under sanitizers
-# (TEST_SCALE > 1) fewer layouts and kills.
+# and resumes at another layout under its --mem-limit, each rank reading
+# well under half the checkpoint; weft-ckpt inspects and consolidates.
+# Under sanitizers (TEST_SCALE > 1) fewer layouts and kills.
 # TEST_TIMEOUT(600)
 B=${BUILD:-build}
 dir=$(mktemp -d)
@@ -187,6 +188,44 @@ tok="--model gpt:vocab=256,ctx=16,layers=1,heads=2,dim=16 --seq 16 --batch 8 --d
 run tokf 2 $tok --zero 1 --save-every 5 --save "$dir/tokf/" &&
     run tokr 2 --resume "$(ls -d "$dir/tokf"/step-00000005-*)" --data "llmc:$dir/tok" \
         --zero 1 --save "$dir/tokr/" && later tokr tokf 5 && params tokr tokf
+
+# reading what a rank needs: each rank of the memory-wall resume (tp 4 x
+# pp 2) read well under half the checkpoint; weft-ckpt lists a save's
+# slices, and its consolidated file holds the directory's parameters bit
+# for bit and resumes like it; a file changed after its save fails the
+# resume (the slices' CRCs)
+if [ $thin = 0 ]; then
+    if awk '/resume: rank [0-9]+ read/ {
+                for (i = 1; i < NF; i++) { if ($i == "read") r = $(i + 1); if ($i == "checkpoint'"'"'s") a = $(i + 1) }
+                n++; if (r * 2 >= a) big = 1 }
+            END { exit !(n == 8 && !big) }' "$dir/wall.out"; then
+        ok
+    else
+        bad "memory-wall resume: a rank read half the checkpoint or more"
+        grep 'resume: rank' "$dir/wall.out" | head -n 8
+    fi
+fi
+if [ -f "$dir/a/latest" ]; then
+    if "$B/weft-ckpt" inspect "$dir/a" >"$dir/a.list" 2>&1 &&
+        grep -q 'layout world=8 tp=2 pp=2 dp=2 zero=2' "$dir/a.list" &&
+        grep -q '^  slices of param/tok_emb.weight \[256, 32\]' "$dir/a.list" &&
+        grep -q '^      rank-00001.bin @' "$dir/a.list"; then
+        ok
+    else
+        bad "weft-ckpt inspect $dir/a"; head -n 5 "$dir/a.list"
+    fi
+    "$B/weft-ckpt" consolidate "$dir/a" "$dir/a.ckpt" >"$dir/cons.out" 2>&1 &&
+        params a.ckpt a && run cons 2 --resume "$dir/a.ckpt" && same cons ref
+    cp -r "$dir/a" "$dir/bent"
+    f=$(ls "$dir"/bent/step-*/rank-00003.bin)
+    printf 'x' | dd of="$f" bs=1 seek=100 conv=notrunc 2>/dev/null
+    if "$B/weftrun" -n 2 "$B/weft-train" $common --resume "$dir/bent" --zero 1 \
+        >"$dir/bent.out" 2>&1; then
+        bad "a resume from a changed file passed"
+    else
+        ok
+    fi
+fi
 
 echo "summary: $passed passed, $failed failed"
 [ $failed -eq 0 ]

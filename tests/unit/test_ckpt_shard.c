@@ -1,11 +1,13 @@
 /* Sharded checkpoints' slices (train/ckpt_shard.h): runs merge into
  * strided slices, an intersection with a range of whole elements cuts
  * them right, and a tensor-parallel part written to a file reads back into
- * its places in the whole vector. */
+ * its places in the whole vector; a reader takes a model's elements from
+ * such files, each slice checked against its CRC. */
 #include "test.h"
 #include "train/ckpt_shard.h"
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -146,3 +148,147 @@ TEST(part_roundtrip)
 }
 
 
+
+/* Runs that go on: one slice until it would pass CKPT_SLICE_MAX_BYTES. */
+TEST(slice_cap)
+{
+    ckpt_slices l = { 0 };
+    uint64_t run = 1024, most = CKPT_SLICE_MAX_BYTES / 4;
+    for (uint64_t k = 0; k < 2 * most / run + 1; k++)
+        CHECK(ckpt_slices_add(&l, 0, 0, k * run, run, k * run * 4) == 0);
+    CHECKF(l.n == 3 && l.s[0].len == most && l.s[1].len == most && l.s[2].len == run,
+           "%zu slices", l.n);
+    ckpt_slices_free(&l);
+}
+
+/* A GPT's two tensor-parallel parts written to rank-0000R.bin in dir, their
+ * slice table (8 columns) and file info in *man, as a save's manifest. */
+static int write_parts(const char *dir, const weft_model_config *cfg, weft_ckpt *man)
+{
+    weft_block_range all = { 0, weft_model_block_count(cfg) };
+    int64_t info[4], *tab = NULL;
+    size_t ns = 0;
+    int rc = 0;
+    for (int r = 0; r < 2 && rc == 0; r++) {
+        weft_model *part = NULL;
+        char path[300];
+        snprintf(path, sizeof path, "%s/rank-%05d.bin", dir, r);
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd < 0 || weft_model_create_tp(&part, cfg, 7, &all, 1, 0, NULL, 2, r) != 0)
+            rc = WEFT_EIO;
+        size_t n = 0;
+        const float *P = rc == 0 ? weft_model_params(part, &n) : NULL;
+        int nt = rc == 0 ? weft_model_tensor_count(part) : 0;
+        unsigned char *skip = calloc((size_t)nt + 1, 1);
+        for (int i = 0; skip && i < nt; i++) {
+            weft_tensor_info ti;
+            weft_model_tensor_info(part, i, &ti);
+            skip[i] = r > 0 && ti.numel == ti.whole_numel;
+        }
+        ckpt_piece p = { 0, 0, n, P };
+        ckpt_slices l = { 0 };
+        uint64_t bytes = 0;
+        uint32_t crc = 0;
+        if (rc == 0)
+            rc = ckpt_shard_write(fd, part, &p, 1, skip, (uint64_t)r, 64, &l, &bytes, &crc);
+        info[2 * r] = (int64_t)bytes;
+        info[2 * r + 1] = (int64_t)crc;
+        int64_t *t = rc == 0 ? realloc(tab, (ns + l.n) * sizeof(ckpt_slice)) : NULL;
+        if (t) {
+            memcpy(t + ns * CKPT_SLICE_FIELDS, l.s, l.n * sizeof(ckpt_slice));
+            tab = t;
+            ns += l.n;
+        } else if (rc == 0) {
+            rc = WEFT_ENOMEM;
+        }
+        ckpt_slices_free(&l);
+        free(skip);
+        weft_model_destroy(part);
+        if (fd >= 0)
+            close(fd);
+    }
+    int64_t ishape[2] = { 2, 2 }, sshape[2] = { (int64_t)ns, CKPT_SLICE_FIELDS };
+    if (rc == 0)
+        rc = weft_ckpt_put_str(man, "shard/dir", dir);
+    if (rc == 0)
+        rc = weft_ckpt_put_str(man, "shard/files", "rank-00000.bin\nrank-00001.bin\n");
+    if (rc == 0)
+        rc = weft_ckpt_put_str(man, "shard/vectors", "param\n");
+    if (rc == 0)
+        rc = weft_ckpt_put_tensor(man, "shard/file_info", WEFT_I64, info, 2, ishape);
+    if (rc == 0)
+        rc = weft_ckpt_put_tensor(man, "shard/slices", WEFT_I64, tab, 2, sshape);
+    free(tab);
+    return rc;
+}
+
+/* Written at tp 2, read whole and as tp 2's part 1 (each element from its
+ * place); a changed byte fails the slice's CRC, a slice left out fails
+ * the coverage. */
+TEST(read_parts)
+{
+    weft_model_config cfg;
+    weft_model *whole = NULL, *want = NULL, *part = NULL;
+    weft_ckpt *man = NULL;
+    char dir[] = "/tmp/weft-test-shard-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    CHECK(weft_model_config_parse("gpt:vocab=30,ctx=8,layers=2,heads=2,dim=8", &cfg) == 0);
+    CHECK(weft_ckpt_new(&man) == 0);
+    CHECK(man && write_parts(dir, &cfg, man) == 0);
+    CHECK(ckpt_shard_lazy(man));
+    CHECK(weft_model_create(&whole, &cfg, 1) == 0 && weft_model_create(&want, &cfg, 7) == 0);
+    weft_block_range all = { 0, weft_model_block_count(&cfg) };
+    CHECK(weft_model_create_tp(&part, &cfg, 1, &all, 1, 0, NULL, 2, 1) == 0);
+    if (!whole || !want || !part || !man)
+        return;
+    size_t N, n;
+    CHECK(weft_ckpt_get_params(man, whole) == 0);
+    const float *G = weft_model_params(whole, &N), *W = weft_model_params(want, NULL);
+    size_t same = 0, firstbad = N;
+    for (size_t i = 0; i < N; i++) {
+        same += G[i] == W[i];
+        if (G[i] != W[i] && firstbad == N)
+            firstbad = i;
+    }
+    CHECKF(same == N, "%zu of %zu equal, first differing %zu", same, N, firstbad);
+    /* a part: equal to a part made with the same seed */
+    weft_model *ref = NULL;
+    CHECK(weft_model_create_tp(&ref, &cfg, 7, &all, 1, 0, NULL, 2, 1) == 0);
+    CHECK(ckpt_shard_get_params(man, part) == 0);
+    CHECK(ref && memcmp(weft_model_params(part, &n), weft_model_params(ref, NULL), n * 4) == 0);
+    weft_model_destroy(ref);
+    uint64_t first = 0;
+    CHECK(ckpt_shard_missing(man, "param", 0, N, &first) == 0);
+    CHECK(ckpt_shard_extent(man) == N);
+    /* a changed byte: its slice's CRC */
+    char path[300];
+    snprintf(path, sizeof path, "%s/rank-00001.bin", dir);
+    int fd = open(path, O_RDWR);
+    float x = 12345.0f;
+    CHECK(fd >= 0 && pwrite(fd, &x, 4, 8) == 4);
+    if (fd >= 0)
+        close(fd);
+    CHECK(ckpt_shard_get_params(man, whole) == WEFT_EIO);
+    /* a slice left out: the elements it held are missing */
+    weft_ckpt_entry e;
+    CHECK(weft_ckpt_find(man, "shard/slices", &e) == 0);
+    int64_t shape[2] = { e.shape[0] - 1, e.shape[1] };
+    int64_t *less = malloc(e.nbytes);
+    CHECK(less != NULL);
+    if (less) {
+        memcpy(less, (const int64_t *)e.data + CKPT_SLICE_FIELDS, e.nbytes - 8 * CKPT_SLICE_FIELDS);
+        uint64_t gone = (uint64_t)((const int64_t *)e.data)[2];
+        CHECK(weft_ckpt_put_tensor(man, "shard/slices", WEFT_I64, less, 2, shape) == 0);
+        CHECK(ckpt_shard_missing(man, "param", 0, N, &first) == 1 && first == gone);
+        free(less);
+    }
+    weft_model_destroy(part);
+    weft_model_destroy(whole);
+    weft_model_destroy(want);
+    weft_ckpt_free(man);
+    for (int r = 0; r < 2; r++) {
+        snprintf(path, sizeof path, "%s/rank-%05d.bin", dir, r);
+        unlink(path);
+    }
+    rmdir(dir);
+}
