@@ -361,8 +361,8 @@ int ckpt_shard_save(weft_run *t, const char *path, long step, weft_ckpt *rec, in
     if (pd->rc == 0 && pd->rec)
         pd->rc = train_ckpt_put_optim_config(pd->rec, weft_optim_config_of(opt),
                                              weft_optim_steps(opt));
-    /* whole models per rank: each rank's own state beside the shards, before
-     * the status reduction, so a committed save has every rank's */
+    /* a sync mode's per-rank state beside the shards, before the status
+     * reduction, so a committed save has every rank's */
     if (pd->rc == 0 && ckpt_sync_kind(&t->sync) > 0)
         pd->rc = ckpt_sync_save(t, pd->save, pd->jr, step, pd->why, WHY_CAP);
     /* under --mem-limit there is no room for a second copy of the share */
