@@ -14,9 +14,10 @@ int ckpt_sharded(const char *path);
  * dir; rec (job rank 0's; NULL elsewhere; taken over) holds the run's
  * records (arguments, step, rng, data position), to which the manifest's
  * are added. async: the share is copied and written from a thread, the
- * save committed by the next one or ckpt_shard_wait (synchronous under
- * --mem-limit or without memory for the copy). A save still in flight is
- * committed first. On failure every rank fails, naming the path. */
+ * save committed by the next one or ckpt_shard_wait (synchronous on every
+ * rank under --mem-limit or where any rank lacks memory for the copy). A
+ * sync mode's per-rank state (run_ckpt_sync.h) is written at once. A save
+ * still in flight is committed first. On failure every rank fails, naming the path. */
 int ckpt_shard_save(weft_run *t, const char *dir, long step, weft_ckpt *rec, int async);
 /* Collective: commits a save in flight (none: 0). */
 int ckpt_shard_wait(weft_run *t);
