@@ -163,3 +163,20 @@ int ckpt_shard_write(int fd, const weft_model *m, const ckpt_piece *p, int np,
     *crc = w.crc;
     return rc;
 }
+
+/* Line k of text (lines end in \n or the end) into buf; 0 if it is there. */
+int ckpt_shard_line(const char *text, int k, char *buf, size_t cap)
+{
+    for (; k > 0 && text; k--) {
+        text = strchr(text, '\n');
+        text = text ? text + 1 : NULL;
+    }
+    if (!text || !*text)
+        return WEFT_EIO;
+    size_t n = strcspn(text, "\n");
+    if (n >= cap)
+        return WEFT_EIO;
+    memcpy(buf, text, n);
+    buf[n] = 0;
+    return 0;
+}

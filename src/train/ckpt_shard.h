@@ -76,6 +76,10 @@ int ckpt_shard_write(int fd, const weft_model *m, const ckpt_piece *p, int np,
  * nothing. */
 int ckpt_shard_zero_pieces(weft_zero *z, ckpt_piece **out, int *np);
 
+/* Line k of a manifest's text (lines end in \n or the end) into buf; 0 if
+ * it is there. */
+int ckpt_shard_line(const char *text, int k, char *buf, size_t cap);
+
 /* The directory's save to read: dir itself when it holds a manifest, else
  * the one its latest names; into buf. */
 int ckpt_shard_resolve(const char *dir, char *buf, size_t cap);

@@ -45,23 +45,6 @@ int ckpt_shard_resolve(const char *dir, char *buf, size_t cap)
     return is_file(buf, "manifest") ? 0 : WEFT_EIO;
 }
 
-/* Line k of text (lines end in \n or the end) into buf; 0 if it is there. */
-static int line_at(const char *text, int k, char *buf, size_t cap)
-{
-    for (; k > 0 && text; k--) {
-        text = strchr(text, '\n');
-        text = text ? text + 1 : NULL;
-    }
-    if (!text || !*text)
-        return WEFT_EIO;
-    size_t n = strcspn(text, "\n");
-    if (n >= cap)
-        return WEFT_EIO;
-    memcpy(buf, text, n);
-    buf[n] = 0;
-    return 0;
-}
-
 typedef struct {
     int fd;
     float *dst;
@@ -99,7 +82,7 @@ typedef struct {
 static int read_file(layout *L, size_t f)
 {
     char name[256], path[4400];
-    int rc = line_at(L->files, (int)f, name, sizeof name);
+    int rc = ckpt_shard_line(L->files, (int)f, name, sizeof name);
     if (rc)
         return rc;
     snprintf(path, sizeof path, "%s/%s", L->dir, name);
@@ -136,7 +119,7 @@ static int map_vectors(layout *L, weft_model *whole, weft_optim *opt)
     L->vec = calloc(16, sizeof *L->vec);
     if (!L->vec)
         return WEFT_ENOMEM;
-    for (L->nvec = 0; L->nvec < 16 && line_at(L->vectors, L->nvec, name, sizeof name) == 0;
+    for (L->nvec = 0; L->nvec < 16 && ckpt_shard_line(L->vectors, L->nvec, name, sizeof name) == 0;
          L->nvec++) {
         float *v = strcmp(name, "param") == 0 ? weft_model_params(whole, NULL) : NULL;
         for (int i = 0; !v && i < weft_optim_state_count(opt); i++) {

@@ -77,23 +77,6 @@ int ckpt_shard_open_records(const char *dir, weft_ckpt **out)
     return 0;
 }
 
-/* Line k of text into buf; 0 if it is there. */
-static int line_at(const char *text, int k, char *buf, size_t cap)
-{
-    for (; k > 0 && text; k--) {
-        text = strchr(text, '\n');
-        text = text ? text + 1 : NULL;
-    }
-    if (!text || !*text)
-        return WEFT_EIO;
-    size_t n = strcspn(text, "\n");
-    if (n >= cap)
-        return WEFT_EIO;
-    memcpy(buf, text, n);
-    buf[n] = 0;
-    return 0;
-}
-
 static char *blob_copy(const weft_ckpt_entry *e)
 {
     if (e->kind != WEFT_CKPT_BLOB || memchr(e->data, 0, e->nbytes))
@@ -161,7 +144,7 @@ int ckpt_shard_reader_open(const weft_ckpt *c, ckpt_shard_reader **out)
 int ckpt_shard_reader_vector(const ckpt_shard_reader *r, const char *name)
 {
     char v[64];
-    for (int k = 0; k < MAX_VECTORS && line_at(r->vectors, k, v, sizeof v) == 0; k++)
+    for (int k = 0; k < MAX_VECTORS && ckpt_shard_line(r->vectors, k, v, sizeof v) == 0; k++)
         if (strcmp(v, name) == 0)
             return k;
     return -1;
@@ -196,7 +179,7 @@ static int file_fd(ckpt_shard_reader *r, uint64_t f, int *fd)
         return WEFT_EIO;
     if (r->fd[f] < 0) {
         char name[256], path[4600];
-        int rc = line_at(r->files, (int)f, name, sizeof name);
+        int rc = ckpt_shard_line(r->files, (int)f, name, sizeof name);
         if (rc)
             return rc;
         snprintf(path, sizeof path, "%s/%s", r->dir, name);
