@@ -122,10 +122,11 @@ static int ps_sleep(p2p_engine *e, p2p_pollset *s, double until, int thread)
         /* a waiter looks at its rings in memory every round (a rank with
          * a core of its own several times: the message is usually a cache
          * line away, and a yield costs more) and asks the kernel about its
-         * sockets only every few */
-        int looks = e->spin_yields ? 0 : SPIN_LOOKS;
-        for (int k = 0; !(n = !thread && p2p_shm_glance(e, looks)) &&
-                        !(n = (thread || k % SPIN_POLL == 0) ? poll(s->pf, nspin, 0) : 0);
+         * sockets only every few; with no ring, its sockets every round */
+        int rings = !thread && p2p_shm_rings(e);
+        int looks = e->spin_yields ? 0 : SPIN_LOOKS, every = rings ? SPIN_POLL : 1;
+        for (int k = 0; !(n = rings && p2p_shm_glance(e, looks)) &&
+                        !(n = (thread || k % every == 0) ? poll(s->pf, nspin, 0) : 0);
              k++) {
             /* a waiter holds drive: it may read libfabric's queue, which
              * is what moves the provider (the thread's fd is armed) */

@@ -146,6 +146,9 @@ int p2p_shm_send(p2p_engine *e, int q);
 int p2p_shm_ready(const p2p_engine *e);
 /* The same, looking again up to looks times a few ns apart first. */
 int p2p_shm_glance(const p2p_engine *e, int looks);
+/* 1 when some peer's link in either direction is a ring (else a waiter
+ * has nothing in memory to look at). */
+int p2p_shm_rings(const p2p_engine *e);
 /* About to block in poll(): declare every ring waited on asleep, so its
  * peer rings the doorbell. 1: something can move after all (nothing is
  * declared then). */

@@ -464,6 +464,14 @@ static inline void relax(void)
 #endif
 }
 
+int p2p_shm_rings(const p2p_engine *e)
+{
+    for (int q = 0; q < e->size; q++)
+        if (e->peer[q].in.state == SHM_LINK_RING || e->peer[q].out.state == SHM_LINK_RING)
+            return 1;
+    return 0;
+}
+
 int p2p_shm_glance(const p2p_engine *e, int looks)
 {
     for (int k = 0; k < looks; k++) {
