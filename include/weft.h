@@ -738,6 +738,11 @@ int weft_model_chunk_forward(weft_model *m, int chunk, int slot, const void *inp
 const float *weft_model_chunk_output(const weft_model *m, int chunk, int slot);
 int weft_model_chunk_backward(weft_model *m, int chunk, int slot, const float *dout,
                               float weight, int part, int announce);
+/* The fastest of reps - 1 forward, input-backward and weight-backward
+ * passes of m's chunk 0 (best[0..2], seconds), after one to warm up; the
+ * model must split its backward (what the planners time blocks by). */
+int weft_model_time_chunk(weft_model *m, const void *x, const int32_t *y, const float *dout,
+                          int B, int T, int reps, double best[3]);
 const float *weft_model_chunk_input_grad(const weft_model *m, int chunk, int slot);
 /* Bytes of the activations one micro-batch keeps at chunk 0, slot 0 (after a
  * forward; 0 before). */

@@ -113,13 +113,6 @@ int pipeline_replica(const pipeline *pl, int *replicas)
     return pl->replica;
 }
 
-static double now_mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Rows of one micro-batch of this replica's share of the batch. */
 static int micro_rows(const pipeline *pl, const run_opts *r)
 {
@@ -147,29 +140,11 @@ static void fill_inputs(const weft_model_config *cfg, int b, size_t rows, float 
         g[i] = 1e-3f * (weft_rng_uniform(&rng) - 0.5f);
 }
 
-/* The fastest of three forward, input backward and weight backward
- * passes of m's chunk, after one to warm up. */
+/* The fastest of three passes of m's chunk, after one to warm up. */
 static int time_block(weft_model *m, const float *x, const int32_t *y, float *g, size_t out_n,
                       int B, int T, double best[3])
 {
-    best[0] = best[1] = best[2] = 1e30;
-    for (int rep = 0; rep < 4; rep++) {
-        double t0 = now_mono();
-        int rc = weft_model_chunk_forward(m, 0, 0, x, y, B, T, NULL);
-        double t1 = now_mono();
-        if (rc == 0)
-            rc = weft_model_chunk_backward(m, 0, 0, out_n ? g : NULL, 1.0f, WEFT_BACKWARD_INPUT, 0);
-        double t2 = now_mono();
-        if (rc == 0)
-            rc = weft_model_chunk_backward(m, 0, 0, NULL, 1.0f, WEFT_BACKWARD_WEIGHT, 0);
-        double t3 = now_mono();
-        if (rc)
-            return rc;
-        double d[3] = { t1 - t0, t2 - t1, t3 - t2 };
-        for (int j = 0; rep > 0 && j < 3; j++)
-            best[j] = d[j] < best[j] ? d[j] : best[j];
-    }
-    return 0;
+    return weft_model_time_chunk(m, x, y, out_n ? g : NULL, B, T, 4, best);
 }
 
 /* Forward, input backward and weight backward of block b alone on one

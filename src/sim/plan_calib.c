@@ -191,36 +191,12 @@ void sim_calib_free(sim_calib *c)
     }
 }
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-/* The fastest of four forward, input backward and weight backward passes
- * of m's one chunk, after one to warm up (as weft-train times its blocks). */
+/* The fastest of four passes of m's one chunk, after one to warm up (as
+ * weft-train times its blocks). */
 static int time_chunk(weft_model *m, const void *x, const int32_t *y, const float *g, int B,
                       int T, double best[3])
 {
-    best[0] = best[1] = best[2] = 1e30;
-    for (int rep = 0; rep < 5; rep++) {
-        double t0 = now_s();
-        int rc = weft_model_chunk_forward(m, 0, 0, x, y, B, T, NULL);
-        double t1 = now_s();
-        if (rc == 0)
-            rc = weft_model_chunk_backward(m, 0, 0, g, 1.0f, WEFT_BACKWARD_INPUT, 0);
-        double t2 = now_s();
-        if (rc == 0)
-            rc = weft_model_chunk_backward(m, 0, 0, NULL, 1.0f, WEFT_BACKWARD_WEIGHT, 0);
-        double t3 = now_s();
-        if (rc)
-            return rc;
-        double d[3] = { t1 - t0, t2 - t1, t3 - t2 };
-        for (int j = 0; rep > 0 && j < 3; j++)
-            best[j] = d[j] < best[j] ? d[j] : best[j];
-    }
-    return 0;
+    return weft_model_time_chunk(m, x, y, g, B, T, 5, best);
 }
 
 /* Block kind of m alone (the embedding, the first transformer block or
