@@ -61,7 +61,9 @@ static void *relay_main(void *arg)
         if (r <= 0)
             break;
         for (ssize_t off = 0; off < r;) {
-            ssize_t w = write(g->relay_out, buf + off, (size_t)(r - off));
+            /* the receiver may close its end once every chunk is in, while
+             * this relay still forwards the tail: an error, not SIGPIPE */
+            ssize_t w = send(g->relay_out, buf + off, (size_t)(r - off), MSG_NOSIGNAL);
             if (w <= 0)
                 goto out;
             off += w;
