@@ -13,12 +13,19 @@
  * attention): kv head g serves query heads g*NH/NKV .. (g+1)*NH/NKV - 1.
  * Backward then runs a kv head's group of query heads on one thread, in
  * order, so their sums into its dK and dV need no locks and do not depend
- * on the thread count. */
+ * on the thread count.
+ *
+ * In a bf16 run (attention_prec.h) the products' operands are rounded to
+ * bf16 into per-thread scratch first: a kv head's K and V once for all
+ * its query blocks, a block's Q, dO, P and dS as they come; the softmax
+ * and its gradient read the fp32 sums, as in an fp32 run. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/layers.h"
+#include "core/half.h"
+#include "train/attention_prec.h"
+#include "train/matmul_bf16.h"
 #include "train/vexp.h"
 
 /* Worth vectorising with run-time alias checks (see layers.c). */
@@ -116,8 +123,44 @@ typedef struct {
      * had: then blocks are one row, in each pair's slice of the caller's
      * scratch (2 T floats at datt + 2 T bh) */
     float *scr;
+    /* bf16 runs: per-thread bf16 scratch of S16 elements (s16_size), or
+     * NULL for fp32 products (an fp32 run, or no memory for it) */
+    uint16_t *scr16;
     int B, T, C, NH;
 } att_job;
+
+/* A thread's bf16 scratch: a kv head's K and V (T x hs each), a block's
+ * Q and dO (QB x hs), P and dS (QB x T). */
+typedef struct {
+    uint16_t *k, *v, *q, *d, *p, *s;
+} att_b16;
+
+static size_t s16_size(int T, int hs)
+{
+    return (size_t)2 * T * hs + (size_t)2 * QB * hs + (size_t)2 * QB * T;
+}
+
+static att_b16 b16_of(const att_job *j, int tid)
+{
+    att_b16 b = { 0 };
+    if (!j->scr16)
+        return b;
+    size_t th = (size_t)j->T * j->hs, qh = (size_t)QB * j->hs;
+    b.k = j->scr16 + (size_t)tid * s16_size(j->T, j->hs);
+    b.v = b.k + th;
+    b.q = b.v + th;
+    b.d = b.q + qh;
+    b.p = b.d + qh;
+    b.s = b.p + (size_t)QB * j->T;
+    return b;
+}
+
+/* dst[r][0..cols) (row stride cols) = src's rows (stride sld), rounded. */
+static void round_rows(uint16_t *dst, const float *src, int sld, int rows, int cols)
+{
+    for (int r = 0; r < rows; r++)
+        half_f32_to_bf16(dst + (size_t)r * cols, src + (size_t)r * sld, (size_t)cols);
+}
 
 /* The block's scratch and its row count; bufs: how many T-float rows a
  * one-row block needs (forward 1, backward 2). */
@@ -152,11 +195,37 @@ static float row_exp(const att_job *j, float *row, int n, float a, float b)
     return row_exp_c(row, n, a, b);
 }
 
-/* S[m x n] (row stride T) = Q[t0..t0+m) K[0..n)^T, the block's raw scores. */
-static void block_scores(const att_job *j, int tid, const float *q, const float *kb, int m,
-                         int n, float *S)
+/* S[m x n] (row stride T) = Q[t0..t0+m) K[0..n)^T, the block's raw scores;
+ * in bf16 with b16's K and this block's Q rounded into b16.q. */
+static void block_scores(const att_job *j, const att_b16 *b16, int tid, const float *q,
+                         const float *kb, int m, int n, float *S)
 {
+    if (b16->k) {
+        round_rows(b16->q, q, j->qs, m, j->hs);
+        train_mmp_gemm_bf16_on(j->mm, tid, 0, 1, m, n, j->hs, b16->q, j->hs, b16->k, j->hs,
+                               0.0f, S, j->T);
+        return;
+    }
     train_mmp_gemm_on(j->mm, tid, 0, 1, m, n, j->hs, q, j->qs, kb, j->ks, 0.0f, S, j->T);
+}
+
+/* C = op(A) op(B) (+ C): fp32 operands (A, B) or, with b16 set, their
+ * bf16 roundings (A16, B16, rows as wide as the product's own). */
+typedef struct {
+    const float *a;
+    int lda;
+    const uint16_t *a16;
+    int lda16;
+} att_opd;
+
+static void att_prod(const att_job *j, int bf16, int tid, int ta, int tb, int M, int N, int K,
+                     att_opd A, att_opd B, float beta, float *C, int ldc)
+{
+    if (bf16)
+        train_mmp_gemm_bf16_on(j->mm, tid, ta, tb, M, N, K, A.a16, A.lda16, B.a16, B.lda16,
+                               beta, C, ldc);
+    else
+        train_mmp_gemm_on(j->mm, tid, ta, tb, M, N, K, A.a, A.lda, B.a, B.lda, beta, C, ldc);
 }
 
 /* Query head h's kv head. */
@@ -174,9 +243,14 @@ static void att_fwd_bh(const att_job *j, int tid, int b, int h)
     const float *vb = j->v + (size_t)b * T * j->vs + g * hs;
     size_t bh = (size_t)b * NH + h;
     float local[2], *lse = j->att + bh * T, *S = block_scratch(j, tid, bh, 1, local, &qb);
+    att_b16 b16 = b16_of(j, tid);
+    if (b16.k) {
+        round_rows(b16.k, kb, j->ks, T, hs);
+        round_rows(b16.v, vb, j->vs, T, hs);
+    }
     for (int t0 = 0; t0 < T; t0 += qb) {
         int m = T - t0 < qb ? T - t0 : qb, n = t0 + m;
-        block_scores(j, tid, qbase + (size_t)t0 * j->qs, kb, m, n, S);
+        block_scores(j, &b16, tid, qbase + (size_t)t0 * j->qs, kb, m, n, S);
         for (int r = 0; r < m; r++) {
             float *row = S + (size_t)r * T;
             int t = t0 + r;
@@ -189,14 +263,18 @@ static void att_fwd_bh(const att_job *j, int tid, int b, int h)
                 row[t2] = 0.0f;
             lse[t] = mx + logf(sum);
         }
-        train_mmp_gemm_on(j->mm, tid, 0, 0, m, hs, n, S, T, vb, j->vs, 0.0f,
-                          j->out + ((size_t)b * T + t0) * C + h * hs, C);
+        if (b16.k)
+            round_rows(b16.p, S, T, m, n);
+        att_opd P = { S, T, b16.p, n }, V = { vb, j->vs, b16.v, hs };
+        att_prod(j, b16.k != NULL, tid, 0, 0, m, hs, n, P, V, 0.0f,
+                 j->out + ((size_t)b * T + t0) * C + h * hs, C);
     }
 }
 
 /* Query head h's share of dQ (written) and of its kv head's dK, dV
- * (added: the caller zeroes them once for the group). */
-static void att_bwd_bh(const att_job *j, int tid, int b, int h)
+ * (added: the caller zeroes them once for the group, and in bf16 rounds
+ * its K and V into b16). */
+static void att_bwd_bh(const att_job *j, const att_b16 *b16, int tid, int b, int h)
 {
     int T = j->T, NH = j->NH, hs = j->hs, C = NH * hs, qb, g = kv_of(j, h);
     int qs = j->qs, ks = j->ks, vs = j->vs;
@@ -214,9 +292,13 @@ static void att_bwd_bh(const att_job *j, int tid, int b, int h)
         int m = T - t0 < qb ? T - t0 : qb, n = t0 + m;
         const float *q = qbase + (size_t)t0 * qs;
         const float *dout = j->dout + ((size_t)b * T + t0) * C + h * hs;
-        block_scores(j, tid, q, kb, m, n, P);
+        block_scores(j, b16, tid, q, kb, m, n, P);
+        int h16 = b16->k != NULL;
+        if (h16)
+            round_rows(b16->d, dout, C, m, hs);
+        att_opd DO = { dout, C, b16->d, hs }, V = { vb, vs, b16->v, hs };
         /* dP = dO V^T, the probabilities' gradient */
-        train_mmp_gemm_on(j->mm, tid, 0, 1, m, n, hs, dout, C, vb, vs, 0.0f, dP, T);
+        att_prod(j, h16, tid, 0, 1, m, n, hs, DO, V, 0.0f, dP, T);
         for (int r = 0; r < m; r++) {
             float *p = P + (size_t)r * T, *dp = dP + (size_t)r * T;
             int t = t0 + r;
@@ -230,11 +312,17 @@ static void att_bwd_bh(const att_job *j, int tid, int b, int h)
             for (int t2 = t + 1; t2 < n; t2++)
                 p[t2] = dp[t2] = 0.0f;
         }
+        if (h16) {
+            round_rows(b16->p, P, T, m, n);
+            round_rows(b16->s, dP, T, m, n);
+        }
+        /* b16->q still holds this block's Q, from block_scores */
+        att_opd Pm = { P, T, b16->p, n }, S = { dP, T, b16->s, n };
+        att_opd K = { kb, ks, b16->k, hs }, Q = { q, qs, b16->q, hs };
         /* dV += P^T dO, dQ = dS K, dK += dS^T Q */
-        train_mmp_gemm_on(j->mm, tid, 1, 0, n, hs, m, P, T, dout, C, 1.0f, dv, vs);
-        train_mmp_gemm_on(j->mm, tid, 0, 0, m, hs, n, dP, T, kb, ks, 0.0f,
-                          dq + (size_t)t0 * qs, qs);
-        train_mmp_gemm_on(j->mm, tid, 1, 0, n, hs, m, dP, T, q, qs, 1.0f, dk, ks);
+        att_prod(j, h16, tid, 1, 0, n, hs, m, Pm, DO, 1.0f, dv, vs);
+        att_prod(j, h16, tid, 0, 0, m, hs, n, S, K, 0.0f, dq + (size_t)t0 * qs, qs);
+        att_prod(j, h16, tid, 1, 0, n, hs, m, S, Q, 1.0f, dk, ks);
     }
 }
 
@@ -248,8 +336,13 @@ static void att_bwd_group(const att_job *j, int tid, int b, int g)
         memset(dk + (size_t)t * j->ks, 0, sizeof(float) * hs);
         memset(dv + (size_t)t * j->vs, 0, sizeof(float) * hs);
     }
+    att_b16 b16 = b16_of(j, tid);
+    if (b16.k) {
+        round_rows(b16.k, j->k + (size_t)b * T * j->ks + g * hs, j->ks, T, hs);
+        round_rows(b16.v, j->v + (size_t)b * T * j->vs + g * hs, j->vs, T, hs);
+    }
     for (int h = g * per; h < (g + 1) * per; h++)
-        att_bwd_bh(j, tid, b, h);
+        att_bwd_bh(j, &b16, tid, b, h);
 }
 
 static void att_fwd_worker(void *v, int tid, int nt)
@@ -273,29 +366,51 @@ static void att_bwd_worker(void *v, int tid, int nt)
 /* A block of QB rows needs scratch that the caller's 2 B NH T floats may
  * not hold; without it (no memory) the blocks are single rows, slower
  * but the same arithmetic. */
-static void run(mm_ctx *mm, pool_fn fn, att_job *j)
+static void run(mm_ctx *mm, int bf16, pool_fn fn, att_job *j)
 {
     pool *pl = train_mm_pool(mm);
-    size_t per = (size_t)2 * QB * j->T;
+    size_t per = (size_t)2 * QB * j->T, nt = (size_t)train_pool_size(pl);
     j->mm = train_mm_portable(mm);
 #ifdef VEXP_X86
     j->avx2 = vexp_have_avx2();
 #endif
-    j->scr = malloc(sizeof(float) * per * (size_t)train_pool_size(pl));
+    j->scr = malloc(sizeof(float) * per * nt);
+    /* bf16 blocks are QB rows, so they need the fp32 block scratch too */
+    j->scr16 = bf16 && j->scr ? malloc(sizeof(uint16_t) * s16_size(j->T, j->hs) * nt) : NULL;
     train_pool_run(pl, fn, j);
+    free(j->scr16);
     free(j->scr);
 }
 
-void train_attention_gqa_forward(mm_ctx *mm, float *out, float *att, const float *q,
-                                 const float *k, const float *v, int qs, int ks, int vs,
-                                 int B, int T, int NH, int NKV, int hs)
+void train_attention_gqa_forward_prec(mm_ctx *mm, int bf16, float *out, float *att,
+                                      const float *q, const float *k, const float *v, int qs,
+                                      int ks, int vs, int B, int T, int NH, int NKV, int hs)
 {
     /* without a block scratch, the score rows go after the saved
      * log-sum-exps, in att's own space */
     att_job j = { .out = out, .att = att, .datt = att + (size_t)B * NH * T, .q = q, .k = k,
                   .v = v, .qs = qs, .ks = ks, .vs = vs, .NKV = NKV, .hs = hs,
                   .B = B, .T = T, .C = NH * hs, .NH = NH };
-    run(mm, att_fwd_worker, &j);
+    run(mm, bf16, att_fwd_worker, &j);
+}
+
+void train_attention_gqa_backward_prec(mm_ctx *mm, int bf16, float *dq, float *dk, float *dv,
+                                       float *datt, const float *dout, const float *q,
+                                       const float *k, const float *v, const float *att,
+                                       int qs, int ks, int vs, int B, int T, int NH, int NKV,
+                                       int hs)
+{
+    att_job j = { .dq = dq, .dk = dk, .dv = dv, .datt = datt, .dout = dout, .q = q, .k = k,
+                  .v = v, .catt = att, .qs = qs, .ks = ks, .vs = vs, .NKV = NKV, .hs = hs,
+                  .B = B, .T = T, .C = NH * hs, .NH = NH };
+    run(mm, bf16, att_bwd_worker, &j);
+}
+
+void train_attention_gqa_forward(mm_ctx *mm, float *out, float *att, const float *q,
+                                 const float *k, const float *v, int qs, int ks, int vs,
+                                 int B, int T, int NH, int NKV, int hs)
+{
+    train_attention_gqa_forward_prec(mm, 0, out, att, q, k, v, qs, ks, vs, B, T, NH, NKV, hs);
 }
 
 void train_attention_gqa_backward(mm_ctx *mm, float *dq, float *dk, float *dv, float *datt,
@@ -303,22 +418,34 @@ void train_attention_gqa_backward(mm_ctx *mm, float *dq, float *dk, float *dv, f
                                   const float *v, const float *att, int qs, int ks, int vs,
                                   int B, int T, int NH, int NKV, int hs)
 {
-    att_job j = { .dq = dq, .dk = dk, .dv = dv, .datt = datt, .dout = dout, .q = q, .k = k,
-                  .v = v, .catt = att, .qs = qs, .ks = ks, .vs = vs, .NKV = NKV, .hs = hs,
-                  .B = B, .T = T, .C = NH * hs, .NH = NH };
-    run(mm, att_bwd_worker, &j);
+    train_attention_gqa_backward_prec(mm, 0, dq, dk, dv, datt, dout, q, k, v, att, qs, ks, vs,
+                                      B, T, NH, NKV, hs);
+}
+
+void train_attention_forward_prec(mm_ctx *mm, int bf16, float *out, float *att,
+                                  const float *qkv, int B, int T, int C, int NH)
+{
+    train_attention_gqa_forward_prec(mm, bf16, out, att, qkv, qkv + C, qkv + 2 * C, 3 * C,
+                                     3 * C, 3 * C, B, T, NH, NH, C / NH);
+}
+
+void train_attention_backward_prec(mm_ctx *mm, int bf16, float *dqkv, float *datt,
+                                   const float *dout, const float *qkv, const float *att, int B,
+                                   int T, int C, int NH)
+{
+    train_attention_gqa_backward_prec(mm, bf16, dqkv, dqkv + C, dqkv + 2 * C, datt, dout, qkv,
+                                      qkv + C, qkv + 2 * C, att, 3 * C, 3 * C, 3 * C, B, T, NH,
+                                      NH, C / NH);
 }
 
 void train_attention_forward(mm_ctx *mm, float *out, float *att, const float *qkv,
                              int B, int T, int C, int NH)
 {
-    train_attention_gqa_forward(mm, out, att, qkv, qkv + C, qkv + 2 * C, 3 * C, 3 * C, 3 * C,
-                                B, T, NH, NH, C / NH);
+    train_attention_forward_prec(mm, 0, out, att, qkv, B, T, C, NH);
 }
 
 void train_attention_backward(mm_ctx *mm, float *dqkv, float *datt, const float *dout,
                               const float *qkv, const float *att, int B, int T, int C, int NH)
 {
-    train_attention_gqa_backward(mm, dqkv, dqkv + C, dqkv + 2 * C, datt, dout, qkv, qkv + C,
-                                 qkv + 2 * C, att, 3 * C, 3 * C, 3 * C, B, T, NH, NH, C / NH);
+    train_attention_backward_prec(mm, 0, dqkv, datt, dout, qkv, att, B, T, C, NH);
 }

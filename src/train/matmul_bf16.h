@@ -31,4 +31,14 @@ void train_mmb_pack(uint32_t *dst, int W, int along, const uint16_t *src, int ld
 void train_mmb_kern(int kp, const uint32_t *a, const uint32_t *b, float *c, int ldc, int mr,
                     int nr, int accumulate);
 
+/* matmul.h's train_mmp_gemm_on with bf16 operands (matmul_portable.c):
+ * on the calling thread with pool thread tid's buffers, on the bf16
+ * kernel where the portable kernel has one, else widened; p NULL: a
+ * plain loop over the widened values. For attention's per-head products,
+ * which are already split over the pool. */
+struct mmp;
+void train_mmp_gemm_bf16_on(struct mmp *p, int tid, int ta, int tb, int M, int N, int K,
+                            const uint16_t *A, int lda, const uint16_t *B, int ldb,
+                            float beta, float *C, int ldc);
+
 #endif

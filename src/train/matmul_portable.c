@@ -543,6 +543,27 @@ void train_mmp_gemm_on(mmp *p, int tid, int ta, int tb, int M, int N, int K,
     gemm_serial(p, &p->buf[tid], ta, tb, M, N, K, a, lda, b, ldb, beta, C, ldc);
 }
 
+void train_mmp_gemm_bf16_on(mmp *p, int tid, int ta, int tb, int M, int N, int K,
+                            const uint16_t *A, int lda, const uint16_t *B, int ldb,
+                            float beta, float *C, int ldc)
+{
+    if (M <= 0 || N <= 0)
+        return;
+    if (!p) {
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                float s = 0.0f;
+                for (int k = 0; k < K; k++)
+                    s += bf16_to_f32(A[ta ? (size_t)k * lda + i : (size_t)i * lda + k]) *
+                         bf16_to_f32(B[tb ? (size_t)j * ldb + k : (size_t)k * ldb + j]);
+                C[(size_t)i * ldc + j] = s + (beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j]);
+            }
+        return;
+    }
+    operand a = { A, 1 }, b = { B, 1 };
+    gemm_serial(p, &p->buf[tid], ta, tb, M, N, K, a, lda, b, ldb, beta, C, ldc);
+}
+
 void train_mmp_gemm_bf16(mmp *p, pool *pl, int ta, int tb, int M, int N, int K,
                          const uint16_t *A, int lda, const uint16_t *B, int ldb,
                          float beta, float *C, int ldc)

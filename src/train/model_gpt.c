@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "train/attention_prec.h"
 #include "train/model.h"
 
 enum { T_LN1W, T_LN1B, T_QKVW, T_QKVB, T_PROJW, T_PROJB, T_LN2W, T_LN2B,
@@ -248,7 +249,7 @@ static int layer_forward(weft_model *m, int l)
     if (sq)
         rc = train_tp_allgather(m, g->ln1l, g->ln1, nR);
     train_linear_forward(&lc, &g->qkv_s, g->qkv, g->ln1, W(T_QKVW), W(T_QKVB), BT, C, 3 * A);
-    train_attention_forward(m->mm, g->atty, g->att, g->qkv, B, T, A, NH);
+    train_attention_forward_prec(m->mm, lc.bf16, g->atty, g->att, g->qkv, B, T, A, NH);
     /* row-parallel: the partial products add up over the group (each rank
      * its rows under sequence parallelism), then the bias */
     train_linear_forward(&lc, &g->proj_s, sq ? a->full : g->r1, g->atty, W(T_PROJW),
@@ -468,7 +469,7 @@ int train_gpt_backward(weft_model *m, const float *dout, int part)
         if (sq)
             rc = rc ? rc : train_tp_allgather(m, a->dres, a->full, nR);
         lin_back(&lc, &g->proj_s, sp, g->dproj, a->datt_y, D(T_PROJW), D(T_PROJB), rdout, g->atty, W(T_PROJW), BT, A, C);
-        train_attention_backward(m->mm, a->dqkv, a->datt, a->datt_y, g->qkv, g->att, B, T, A, NH);
+        train_attention_backward_prec(m->mm, lc.bf16, a->dqkv, a->datt, a->datt_y, g->qkv, g->att, B, T, A, NH);
         lin_back(&lc, &g->qkv_s, sp, g->dqkv, cin, D(T_QKVW), D(T_QKVB), a->dqkv, g->ln1, W(T_QKVW), BT, C, 3 * A);
         rc = rc ? rc : column_parallel_grad(m, cin, a->dbr, nR);
         train_layernorm_backward(pl, a->dres, D(T_LN1W), D(T_LN1B), a->dbr, x, W(T_LN1W), g->ln1m, g->ln1r, R, C);
