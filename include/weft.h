@@ -1069,6 +1069,8 @@ typedef struct {
     int world_size;     /* 1 .. B */
     uint64_t seed;      /* shuffle seed */
     int shuffle;        /* 0: every epoch in dataset order */
+    int part_begin, part_end; /* part_end > 0: this rank's part of each global batch
+                               * is [part_begin, part_end) instead (uneven shares) */
 } weft_loader_config;
 
 typedef struct {
@@ -1397,6 +1399,8 @@ typedef struct {
     int hier;                        /* hier:full/...: across clusters only */
     int compressed;                  /* compress holds the outer compressor */
     weft_compress_spec compress;
+    float weight;          /* outer modes: this rank's pseudo-gradient's weight in
+                            * the mean (uneven shares; 0: 1) */
 } weft_sync_config;
 typedef struct weft_sync weft_sync;
 int weft_sync_parse(const char *s, weft_sync_config *c);
@@ -2031,6 +2035,19 @@ int weft_run_info_get(const weft_run *run, weft_run_info *out);
 weft_comm *weft_run_comm(const weft_run *run);
 /* The model being trained (on this rank: its stage or tensor part). */
 weft_model *weft_run_model(const weft_run *run);
+
+/* ---- the compute power network (src/cpn/, docs/CPN.md) ------------------
+ * weft-cpn's subcommands, each a program's main over its own arguments
+ * (argv[0] the subcommand's name): probe measures this cluster, serve runs
+ * the registry, report publishes a description and heartbeats, clusters
+ * and links print the registry, plan places a job on clusters. They print
+ * to stdout and stderr and return 0 or a WEFT_E*. */
+int weft_cpn_probe_main(int argc, char **argv);
+int weft_cpn_serve_main(int argc, char **argv);
+int weft_cpn_report_main(int argc, char **argv);
+int weft_cpn_clusters_main(int argc, char **argv);
+int weft_cpn_links_main(int argc, char **argv);
+int weft_cpn_plan_main(int argc, char **argv);
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

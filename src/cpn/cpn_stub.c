@@ -1,0 +1,40 @@
+/* Subcommands not built yet: each says so rather than doing nothing. */
+#include "weft.h"
+
+#include <stdio.h>
+
+static int todo(const char *name)
+{
+    fprintf(stderr, "weft-cpn %s: not available in this build\n", name);
+    return WEFT_ENOTSUP;
+}
+
+int weft_cpn_probe_main(int argc, char **argv)
+{
+    return todo("probe");
+}
+
+int weft_cpn_serve_main(int argc, char **argv)
+{
+    return todo("serve");
+}
+
+int weft_cpn_report_main(int argc, char **argv)
+{
+    return todo("report");
+}
+
+int weft_cpn_clusters_main(int argc, char **argv)
+{
+    return todo("clusters");
+}
+
+int weft_cpn_links_main(int argc, char **argv)
+{
+    return todo("links");
+}
+
+int weft_cpn_plan_main(int argc, char **argv)
+{
+    return todo("plan");
+}
