@@ -321,6 +321,7 @@ void run_config_init(opts *o)
     o->straggle_rank = -1;
     strcpy(o->sync, "full");
     o->outer_lr = o->outer_momentum = -1;
+    o->speed = 1;
     strcpy(o->consistency, "bsp");
 }
 
@@ -412,6 +413,14 @@ static int set_launch(opts *o, const char *key, const char *v, char *err, size_t
         return set_pp_schedule(o, v, err, cap);
     if (strcmp(key, "straggle") == 0)
         return set_straggle(o, v, err, cap);
+    if (strcmp(key, "batch-shares") == 0)
+        return copy_str(o->batch_shares, sizeof o->batch_shares, key, v, err, cap);
+    if (strcmp(key, "speed") == 0) {
+        if ((rc = parse_double(key, v, 1e-6, &x, err, cap)) != 0 || x > 1)
+            return rc ? rc : bad(err, cap, "--speed: want a fraction in (0, 1], not '%s'", v);
+        o->speed = x;
+        return 0;
+    }
     if (strcmp(key, "outer-lr") == 0 || strcmp(key, "outer-momentum") == 0) {
         int lr = strcmp(key, "outer-lr") == 0;
         if ((rc = parse_double(key, v, -1e30, &x, err, cap)) != 0)

@@ -51,6 +51,8 @@ typedef struct {
     int elastic;          /* --elastic: a dead rank costs the step, joiners come in */
     char kill_at[128];    /* --kill-at (tests): RANK:STEP[:recover],... launch ranks die */
     char trace[1024];     /* --trace-samples (tests): each rank's committed sample ids */
+    char batch_shares[256]; /* --batch-shares S0,S1,..: cluster k's samples of a batch */
+    double speed;         /* --speed (0, 1]: emulated compute speed (run_shares.c) */
     unsigned set; /* bit per run option given on the command line */
 } opts;
 
@@ -150,6 +152,7 @@ struct train_sync {
      * steps' own split when the loop ended (run_sync_time.c) */
     double step_s, optim_s, after_s, final_s;
     double loop_outer[3];
+    double paced_s;  /* --speed: forward + backward seconds already paced */
 };
 
 /* ---- elastic membership ----------------------------------------------------------- */

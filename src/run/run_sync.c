@@ -5,6 +5,7 @@
 #include "run/run_sync.h"
 
 #include "run/run_churn.h"
+#include "run/run_shares.h"
 #include "run/sync_table.h"
 
 #include "core/clock.h"
@@ -89,7 +90,9 @@ static int wan_read(train_sync *s, uint64_t *sent)
 
 int sync_open(train_sync *s, weft_model *m, const weft_optim_config *oc, const weft_ckpt *ck)
 {
-    int rc = s->ops->open(s, m, oc, ck);
+    int rc = shares_open(s); /* before the mode reads its period and weight */
+    if (rc == 0)
+        rc = s->ops->open(s, m, oc, ck);
     if (rc == 0 && s->comm)
         rc = wan_read(s, &s->wan0);
     return rc;
@@ -122,6 +125,7 @@ int sync_begin(train_sync *s, int *skip)
 
 int sync_launch(train_sync *s, train_step *st)
 {
+    shares_pace(s);
     return s->ops->launch ? s->ops->launch(s, st) : 0;
 }
 

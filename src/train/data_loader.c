@@ -105,6 +105,15 @@ int weft_loader_create(weft_loader **out, const weft_dataset *ds, const weft_loa
     l->perm_epoch = UINT64_MAX;
     uint64_t b, e;
     weft_shard_range((uint64_t)cfg->global_batch, cfg->rank, cfg->world_size, &b, &e);
+    if (cfg->part_end > 0) {
+        if (cfg->part_begin < 0 || cfg->part_begin >= cfg->part_end ||
+            cfg->part_end > cfg->global_batch) {
+            weft_loader_free(l);
+            return WEFT_EINVAL;
+        }
+        b = (uint64_t)cfg->part_begin;
+        e = (uint64_t)cfg->part_end;
+    }
     l->begin = (int)b;
     l->end = (int)e;
     size_t local = (size_t)(l->end - l->begin), dim = (size_t)ds->info.x_dim;

@@ -204,7 +204,7 @@ int outer_create(outer_sync **out, weft_comm *c, weft_model *m, const weft_sync_
     o->lr = cfg->outer_lr;
     o->mu = cfg->outer_momentum;
     o->mix = cfg->mix;
-    o->weight = 1;
+    o->weight = cfg->weight > 0 ? cfg->weight : 1; /* uneven shares: tokens seen */
     o->spec = cfg->compress;
     o->compressed = cfg->compressed;
     o->outer = c;

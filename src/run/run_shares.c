@@ -1,0 +1,214 @@
+/* Clusters of unequal size and speed in one job.
+ *
+ * --batch-shares S0,S1,...: cluster k (WEFT_CLUSTER) takes Sk samples of
+ * every global batch (the shares add up to --batch), the clusters' parts
+ * in cluster order, each split over its ranks as weft_shard_range splits a
+ * batch. Full sync already weighs a rank's gradient by its samples over
+ * the global batch, so the step is the mean over the same B samples as a
+ * homogeneous run's: only the loader's part changes.
+ *
+ * --speed X: the compute of every step is stretched to 1/X of its time by
+ * a sleep after backward, to emulate a slower cluster on one machine.
+ *
+ * DiLoCo (flat or hier:full/diloco:H) with a speed below 1 takes round(H X)
+ * inner steps per outer step, and round(steps X) in all, so that every
+ * cluster reaches each outer step at about the same time instead of the
+ * fast ones waiting for the slow. The outer gradient is then a mean over
+ * unequal work: each rank's pseudo-gradient is weighed by the samples it
+ * saw in the period (its part times its period) over the mean of them, so
+ * the outer step is the sample-weighted mean. Where every rank's weight is
+ * 1 nothing changes. */
+#include "run/run_shares.h"
+
+#include "core/clock.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { MAX_SHARES = 64 };
+
+/* "6,3": the shares in cluster order; their count, or -1 when bad. */
+static int parse_shares(const char *v, long *out)
+{
+    int n = 0;
+    while (*v) {
+        char *end;
+        errno = 0;
+        long x = strtol(v, &end, 10);
+        if (errno || end == v || x < 1 || n == MAX_SHARES || (*end && *end != ','))
+            return -1;
+        out[n++] = x;
+        v = *end ? end + 1 : end;
+    }
+    return n;
+}
+
+/* This rank's part [*begin, *end) of every batch under the shares. */
+static int part_of(train_sync *s, const long *share, int n, int *begin, int *end)
+{
+    weft_run *t = s->run;
+    int me = s->comm ? weft_comm_rank(s->comm) : 0, world = s->comm ? weft_comm_size(s->comm) : 1;
+    int mine = s->comm ? weft_comm_cluster_of(s->comm, me) : 0, ranks = 0, idx = 0;
+    long sum = 0, before = 0;
+    for (int k = 0; k < n; k++) {
+        sum += share[k];
+        before += k < mine ? share[k] : 0;
+    }
+    if (sum != s->o->r.batch)
+        return run_fail(t, WEFT_ECONFIG, "--batch-shares %s: they add up to %ld, not --batch %d",
+                        s->o->batch_shares, sum, s->o->r.batch);
+    if (mine < 0 || mine >= n)
+        return run_fail(t, WEFT_ECONFIG,
+                        "--batch-shares %s: no share for this rank's cluster %d (WEFT_CLUSTER)",
+                        s->o->batch_shares, mine);
+    for (int r = 0; r < world; r++)
+        if (!s->comm || weft_comm_cluster_of(s->comm, r) == mine) {
+            idx += r < me;
+            ranks++;
+        }
+    if (ranks > share[mine])
+        return run_fail(t, WEFT_ECONFIG, "--batch-shares: cluster %d's %d ranks cannot share "
+                        "its %ld samples", mine, ranks, share[mine]);
+    uint64_t b, e;
+    weft_shard_range((uint64_t)share[mine], idx, ranks, &b, &e);
+    *begin = (int)(before + (long)b);
+    *end = (int)(before + (long)e);
+    return 0;
+}
+
+/* The loader again, over this rank's part, at the same stream position;
+ * *n: the part's samples. */
+static int shares_loader(train_sync *s, int *n)
+{
+    weft_run *t = s->run;
+    const opts *o = s->o;
+    long share[MAX_SHARES];
+    int k = parse_shares(o->batch_shares, share), begin = 0, end = 0;
+    if (k < 1)
+        return run_fail(t, WEFT_ECONFIG,
+                        "--batch-shares: want positive sample counts in cluster order (6,3), "
+                        "not '%s'", o->batch_shares);
+    if (o->pp > 1 || o->tp > 1 || o->ps)
+        return run_fail(t, WEFT_ENOTSUP,
+                        "--batch-shares: data parallelism only (no --pp, --tp or --mode ps)");
+    int rc = part_of(s, share, k, &begin, &end);
+    if (rc)
+        return rc;
+    if (end - begin < o->accum)
+        return run_fail(t, WEFT_ECONFIG, "--batch-shares: --accum %d exceeds this rank's %d "
+                        "samples", o->accum, end - begin);
+    weft_loader_config lc;
+    weft_loader_config_default(&lc);
+    lc.global_batch = o->r.batch;
+    lc.seed = o->r.seed;
+    lc.part_begin = begin;
+    lc.part_end = end;
+    weft_loader *l = NULL;
+    if ((rc = weft_loader_create(&l, t->d->train, &lc)) != 0)
+        return run_fail(t, rc, "--batch-shares: cannot create the loader: %s",
+                        weft_strerror(rc));
+    weft_loader_seek(l, weft_loader_position(t->loader));
+    weft_loader_free(t->loader);
+    t->loader = l;
+    *n = end - begin;
+    return 0;
+}
+
+/* Steps of this rank when its period is h of the job's H: as many outer
+ * steps as the job's, and a last short period when the job has one. */
+static long scaled_steps(long steps, long H, long h, double speed)
+{
+    long k = steps / H, rem = steps % H, tail = rem ? lround((double)rem * speed) : 0;
+    return k * h + (rem && tail < 1 ? 1 : tail);
+}
+
+/* The samples each rank sees in a period, gathered: this rank's weight
+ * (in s->cfg) and whether any rank's differs from 1. */
+static int outer_weights(train_sync *s, double mine, int *uneven)
+{
+    weft_comm *c = s->comm;
+    int w = weft_comm_size(c), me = weft_comm_rank(c);
+    double *all = malloc((size_t)w * sizeof *all), total = 0, own = 0;
+    if (!all)
+        return WEFT_ENOMEM;
+    int rc = weft_allgather(c, &mine, all, 1, WEFT_F64);
+    int cl = weft_comm_cluster_of(c, me), clusters = weft_comm_cluster_count(c);
+    *uneven = 0;
+    for (int r = 0; rc == 0 && r < w; r++) {
+        total += all[r];
+        *uneven |= all[r] != all[0];
+        /* hier: a cluster's ranks average inside it first, so the outer
+         * mean weighs clusters */
+        if (weft_comm_cluster_of(c, r) == cl)
+            own += all[r];
+    }
+    if (rc == 0 && *uneven && total > 0)
+        s->cfg.weight = (float)(s->cfg.hier ? clusters * own / total : w * mine / total);
+    free(all);
+    return rc;
+}
+
+/* DiLoCo's period and steps for this rank's speed, and its weight; flat
+ * diloco whose weights differ takes its outer steps as streaming:H:1:0,
+ * the same steps, where a weight is applied. */
+static int shares_outer(train_sync *s, int n)
+{
+    weft_run *t = s->run;
+    const opts *o = s->o;
+    long H = s->cfg.period, h = H;
+    if (o->speed < 1) {
+        if (s->cfg.mode != WEFT_SYNC_DILOCO)
+            return run_fail(t, WEFT_ENOTSUP,
+                            "--speed below 1 with --sync %s: the period is scaled for "
+                            "diloco:H and hier:full/diloco:H only", o->sync);
+        h = lround((double)H * o->speed);
+        h = h < 1 ? 1 : h;
+    }
+    int uneven = 0, rc = outer_weights(s, (double)h * n, &uneven);
+    if (rc)
+        return run_fail(t, rc, "batch shares: %s: %s", weft_strerror(rc),
+                        weft_comm_error(s->comm));
+    if (h != H) {
+        t->steps = scaled_steps(t->steps, H, h, o->speed);
+        s->cfg.period = (int)h;
+        run_say(t, WEFT_RUN_OUT, "speed %.3g: %ld inner steps per outer step (of %ld), %ld "
+                "steps\n", o->speed, h, H, t->steps);
+    }
+    if (uneven && s->cfg.mode == WEFT_SYNC_DILOCO && !s->cfg.hier && !s->cfg.compressed) {
+        s->cfg.mode = WEFT_SYNC_STREAMING;
+        s->cfg.fragments = 1;
+        s->cfg.overlap = 0;
+    }
+    return 0;
+}
+
+int shares_open(train_sync *s)
+{
+    weft_run *t = s->run;
+    const opts *o = s->o;
+    int me = s->comm ? weft_comm_rank(s->comm) : 0, world = s->comm ? weft_comm_size(s->comm) : 1;
+    uint64_t b, e;
+    weft_shard_range((uint64_t)o->r.batch, me, world, &b, &e);
+    int n = (int)(e - b), rc = o->batch_shares[0] ? shares_loader(s, &n) : 0;
+    int outer = s->cfg.mode == WEFT_SYNC_DILOCO || s->cfg.mode == WEFT_SYNC_STREAMING;
+    if (rc || !s->comm || o->elastic || !outer || t->pl)
+        return rc;
+    return shares_outer(s, n);
+}
+
+void shares_pace(train_sync *s)
+{
+    weft_run *t = s->run;
+    double speed = s->o->speed, d = t->compute_s - s->paced_s;
+    if (speed < 1 && d > 0) {
+        double extra = d * (1 / speed - 1);
+        struct timespec ts = { (time_t)extra, (long)((extra - floor(extra)) * 1e9) };
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+            ;
+        t->compute_s += extra; /* the emulated compute's time */
+    }
+    s->paced_s = t->compute_s;
+}
