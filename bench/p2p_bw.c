@@ -6,7 +6,9 @@
  * both ways between ranks of a host (bench/p2p.sh: WEFT_P2P_SHM=1, 0).
  * memcpy(GB/s) is what one copy of the same size moves on rank 0 in the
  * same run: the bound of a single-copy path (bw is size / lat, one way).
- * Usage: weftrun -n 2 p2p_bw [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS]   (bytes) */
+ * -l: the ping-pong alone (no exchange: its isends wake the engine's thread,
+ * whose system calls would blur a count of the blocking path's).
+ * Usage: weftrun -n 2 p2p_bw [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-l]   (bytes) */
 #include <weft.h>
 
 #include <stdio.h>
@@ -41,15 +43,16 @@ static double copy_bw(char *in, const char *out, size_t n, int it)
 int main(int argc, char **argv)
 {
     size_t lo = 8, hi = 64u << 20;
-    int factor = 4, iters = 0, opt;
-    while ((opt = getopt(argc, argv, "b:e:f:n:")) != -1) {
+    int factor = 4, iters = 0, lat_only = 0, opt;
+    while ((opt = getopt(argc, argv, "b:e:f:n:l")) != -1) {
         switch (opt) {
         case 'b': lo = (size_t)strtoull(optarg, NULL, 0); break;
         case 'e': hi = (size_t)strtoull(optarg, NULL, 0); break;
         case 'f': factor = atoi(optarg); break;
         case 'n': iters = atoi(optarg); break;
+        case 'l': lat_only = 1; break;
         default:
-            fprintf(stderr, "usage: %s [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-l]\n", argv[0]);
             return 2;
         }
     }
@@ -89,7 +92,7 @@ int main(int argc, char **argv)
             lat = (now() - t0) / it / 2;
         }
         weft_barrier(c);
-        for (int pass = 0; pass < 2 && !rc; pass++) {
+        for (int pass = 0; pass < 2 && !rc && !lat_only; pass++) {
             double t0 = now();
             for (int i = 0; i < it && !rc; i++) {
                 /* posted in an order that also completes where messages run

@@ -24,6 +24,7 @@
 
 #define SPIN_POLL 16  /* a spinning waiter's rounds per look at its sockets */
 #define SPIN_LOOKS 32 /* its looks at its rings per round, with a core of its own */
+#define SPIN_ALONE 4  /* its first rounds without a system call, with a core of its own */
 
 /* One pass over everything. 1: something moved (look again at once). */
 static int step(p2p_engine *e, int *stop)
@@ -121,17 +122,27 @@ static int ps_sleep(p2p_engine *e, p2p_pollset *s, double until, int thread)
         nfds_t nspin = (nfds_t)(thread ? s->n : s->nspin);
         /* a waiter looks at its rings in memory every round (a rank with
          * a core of its own several times: the message is usually a cache
-         * line away, and a yield costs more) and asks the kernel about its
-         * sockets only every few; with no ring, its sockets every round */
+         * line away) and asks the kernel about its sockets only every few
+         * rounds; with no ring, its sockets every round. A rank with a
+         * core of its own makes no system call in its first SPIN_ALONE
+         * rounds (a few us): on a paravirtualised guest each costs about a
+         * microsecond, where a message under way is half a cache line's
+         * round trip away (a poll and a yield at the first miss made an
+         * 8-byte half round trip 3.6-3.9 us). Later it yields every round,
+         * so a peer that shares its core gets it. */
         int rings = !thread && p2p_shm_rings(e);
+        int own = rings && !e->spin_yields;
         int looks = e->spin_yields ? 0 : SPIN_LOOKS, every = rings ? SPIN_POLL : 1;
-        for (int k = 0; !(n = rings && p2p_shm_glance(e, looks)) &&
-                        !(n = (thread || k % every == 0) ? poll(s->pf, nspin, 0) : 0);
-             k++) {
+        for (int k = 1;; k++) {
+            int turn = thread || k % every == 0;
+            if ((n = rings && p2p_shm_glance(e, looks)) || (turn && (n = poll(s->pf, nspin, 0))))
+                break;
             /* a waiter holds drive: it may read libfabric's queue, which
              * is what moves the provider (the thread's fd is armed) */
             if (!thread && s->ofi && ofi_poll(e->ofi))
                 return 1;
+            if (own && k < SPIN_ALONE)
+                continue;
             if ((k >= e->spin_yields && clock_now() >= end) ||
                 (thread && atomic_load(&e->waiters)))
                 break;
