@@ -2,8 +2,9 @@
  * sends, both directions at once), matching per (peer, tag), groups,
  * mismatches, a dead peer, an abort, and communicators that progress side
  * by side. Every case runs twice: ranks of one host through shared memory
- * (rings, single copy from 256 KiB), then as NAME_tcp with WEFT_P2P_SHM=0
- * over loopback TCP. */
+ * (rings, single copy from 256 KiB: WEFT_SHM_CMA=2), then as NAME_tcp
+ * with WEFT_P2P_SHM=0 over loopback TCP; default_ring checks that by
+ * default large messages take the ring. */
 #include "mp.h"
 #include "coll/comm.h"
 #include "coll/exec/p2p_int.h"
@@ -419,6 +420,24 @@ static void cma_denied(weft_comm *c, void *arg)
     CHECKF(off == (r & 1), "rank %d: single copy %s", r, off ? "given up" : "still tried");
 }
 
+/* WEFT_SHM_CMA=1 (the default): large messages through the ring, asked
+ * for by neither side */
+static void default_ring(weft_comm *c, void *arg)
+{
+    int r = weft_comm_rank(c);
+    pairs_recv_first(c, arg);
+    p2p_engine *e = c->p2p;
+    pthread_mutex_lock(&e->drive);
+    int in = e->peer[r ^ 1].in.cma_off, out = e->peer[r ^ 1].out.cma_off;
+    uint64_t sent = e->peer[r ^ 1].out.ring.cma_sent;
+    int ofi = e->peer[r ^ 1].ofi;
+    pthread_mutex_unlock(&e->drive);
+    if (ofi || !shm_offered())
+        return;
+    CHECKF(in && out && !sent, "rank %d: single copy in %d out %d, %llu sent", r, !in, !out,
+           (unsigned long long)sent);
+}
+
 static size_t small_count = SMALL, large_count = LARGE;
 
 /* Each case twice: NAME through shared memory, NAME_tcp with
@@ -442,7 +461,12 @@ static int ofi_run(void) { return getenv("WEFT_NET") && !strcmp(getenv("WEFT_NET
     }                                                                                   \
     static void both_##name(void)
 
-TEST_INIT { setenv("WEFT_P2P_SHM", "1", 1); }
+/* single copy too, which point-to-point makes only with WEFT_SHM_CMA=2 */
+TEST_INIT
+{
+    setenv("WEFT_P2P_SHM", "1", 1);
+    setenv("WEFT_SHM_CMA", "2", 1);
+}
 
 /* every rank posts irecv(left), irecv(right), isend(left), isend(right) */
 static void ring(int n, size_t *count)
@@ -502,6 +526,15 @@ BOTH(mixed)
     mp_ranks_per_host = 2;
     CHECKF(mp_run(4, 60, mixed, NULL) == 0, "mixed, two hosts");
     mp_ranks_per_host = 0;
+}
+
+BOTH(default_ring)
+{
+    if (tcp_run)
+        return; /* nothing to choose */
+    setenv("WEFT_SHM_CMA", "1", 1);
+    CHECKF(mp_run(2, 60, default_ring, &mid_count) == 0, "large messages by default");
+    setenv("WEFT_SHM_CMA", "2", 1);
 }
 
 /* (libfabric's shm provider reads other processes too: not there) */

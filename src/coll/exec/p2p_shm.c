@@ -1,8 +1,14 @@
 /* Point-to-point messages between ranks of one host (coll/exec/p2p_int.h):
  * a ring per ordered pair of the engine's own (named with its salted id,
- * so it never meets the collectives' rings), and single copy
- * (process_vm_readv) from SHM_CMA_MIN bytes, as transport/shm.h lays them
- * out. A message in the ring is its frame header, for single copy the
+ * so it never meets the collectives' rings), and with WEFT_SHM_CMA=2
+ * single copy (process_vm_readv) from SHM_CMA_MIN bytes, as
+ * transport/shm.h lays them out. Single copy is not the default here: on
+ * the paravirtualised 2-core EPYC the benchmarks run on, process_vm_readv
+ * itself moved 14.9 GB/s at 1 MiB and 7.6 at 16 MiB (a third of memcpy),
+ * where the ring's two copies, under way at once, move 22-24 GB/s; a
+ * blocking sender waiting past its spin for the acknowledgement also
+ * pays a doorbell and a wake-up (1 MiB ping-pongs: 4.3 GB/s single copy,
+ * 22.9 by the ring). A message in the ring is its frame header, for single copy the
  * descriptor, then (unless the payload stays in the sender) the payload,
  * the next starting 8-byte aligned. The pair's connection carries the
  * hello, then only doorbells and, at its end, the news that the peer is
@@ -111,7 +117,7 @@ static int hello_send(p2p_engine *e, int q, shm_link *lk, int fd)
         lk->hello_done += (uint32_t)n;
     }
     lk->state = lk->hello.mode == SHM_MODE_RING ? SHM_LINK_RING : SHM_LINK_TCP;
-    lk->cma_off = !c->params.shm_cma;
+    lk->cma_off = c->params.shm_cma < 2;
     return 1;
 }
 
@@ -150,7 +156,7 @@ static int hello_recv(p2p_engine *e, int q, shm_link *lk, int fd)
         prefault(&lk->ring);
     }
     lk->state = lk->hello.mode == SHM_MODE_RING ? SHM_LINK_RING : SHM_LINK_TCP;
-    lk->cma_off = !e->c->params.shm_cma;
+    lk->cma_off = e->c->params.shm_cma < 2;
     return 1;
 }
 
