@@ -23,7 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/half.h"
 #include "train/attention_prec.h"
 #include "train/matmul_bf16.h"
 #include "train/vexp.h"
@@ -126,6 +125,7 @@ typedef struct {
     /* bf16 runs: per-thread bf16 scratch of S16 elements (s16_size), or
      * NULL for fp32 products (an fp32 run, or no memory for it) */
     uint16_t *scr16;
+    mmb_round_fn round;
     int B, T, C, NH;
 } att_job;
 
@@ -156,10 +156,11 @@ static att_b16 b16_of(const att_job *j, int tid)
 }
 
 /* dst[r][0..cols) (row stride cols) = src's rows (stride sld), rounded. */
-static void round_rows(uint16_t *dst, const float *src, int sld, int rows, int cols)
+static void round_rows(const att_job *j, uint16_t *dst, const float *src, int sld, int rows,
+                       int cols)
 {
     for (int r = 0; r < rows; r++)
-        half_f32_to_bf16(dst + (size_t)r * cols, src + (size_t)r * sld, (size_t)cols);
+        j->round(dst + (size_t)r * cols, src + (size_t)r * sld, (size_t)cols);
 }
 
 /* The block's scratch and its row count; bufs: how many T-float rows a
@@ -201,7 +202,7 @@ static void block_scores(const att_job *j, const att_b16 *b16, int tid, const fl
                          const float *kb, int m, int n, float *S)
 {
     if (b16->k) {
-        round_rows(b16->q, q, j->qs, m, j->hs);
+        round_rows(j, b16->q, q, j->qs, m, j->hs);
         train_mmp_gemm_bf16_on(j->mm, tid, 0, 1, m, n, j->hs, b16->q, j->hs, b16->k, j->hs,
                                0.0f, S, j->T);
         return;
@@ -245,8 +246,8 @@ static void att_fwd_bh(const att_job *j, int tid, int b, int h)
     float local[2], *lse = j->att + bh * T, *S = block_scratch(j, tid, bh, 1, local, &qb);
     att_b16 b16 = b16_of(j, tid);
     if (b16.k) {
-        round_rows(b16.k, kb, j->ks, T, hs);
-        round_rows(b16.v, vb, j->vs, T, hs);
+        round_rows(j, b16.k, kb, j->ks, T, hs);
+        round_rows(j, b16.v, vb, j->vs, T, hs);
     }
     for (int t0 = 0; t0 < T; t0 += qb) {
         int m = T - t0 < qb ? T - t0 : qb, n = t0 + m;
@@ -264,7 +265,7 @@ static void att_fwd_bh(const att_job *j, int tid, int b, int h)
             lse[t] = mx + logf(sum);
         }
         if (b16.k)
-            round_rows(b16.p, S, T, m, n);
+            round_rows(j, b16.p, S, T, m, n);
         att_opd P = { S, T, b16.p, n }, V = { vb, j->vs, b16.v, hs };
         att_prod(j, b16.k != NULL, tid, 0, 0, m, hs, n, P, V, 0.0f,
                  j->out + ((size_t)b * T + t0) * C + h * hs, C);
@@ -295,7 +296,7 @@ static void att_bwd_bh(const att_job *j, const att_b16 *b16, int tid, int b, int
         block_scores(j, b16, tid, q, kb, m, n, P);
         int h16 = b16->k != NULL;
         if (h16)
-            round_rows(b16->d, dout, C, m, hs);
+            round_rows(j, b16->d, dout, C, m, hs);
         att_opd DO = { dout, C, b16->d, hs }, V = { vb, vs, b16->v, hs };
         /* dP = dO V^T, the probabilities' gradient */
         att_prod(j, h16, tid, 0, 1, m, n, hs, DO, V, 0.0f, dP, T);
@@ -313,8 +314,8 @@ static void att_bwd_bh(const att_job *j, const att_b16 *b16, int tid, int b, int
                 p[t2] = dp[t2] = 0.0f;
         }
         if (h16) {
-            round_rows(b16->p, P, T, m, n);
-            round_rows(b16->s, dP, T, m, n);
+            round_rows(j, b16->p, P, T, m, n);
+            round_rows(j, b16->s, dP, T, m, n);
         }
         /* b16->q still holds this block's Q, from block_scores */
         att_opd Pm = { P, T, b16->p, n }, S = { dP, T, b16->s, n };
@@ -338,8 +339,8 @@ static void att_bwd_group(const att_job *j, int tid, int b, int g)
     }
     att_b16 b16 = b16_of(j, tid);
     if (b16.k) {
-        round_rows(b16.k, j->k + (size_t)b * T * j->ks + g * hs, j->ks, T, hs);
-        round_rows(b16.v, j->v + (size_t)b * T * j->vs + g * hs, j->vs, T, hs);
+        round_rows(j, b16.k, j->k + (size_t)b * T * j->ks + g * hs, j->ks, T, hs);
+        round_rows(j, b16.v, j->v + (size_t)b * T * j->vs + g * hs, j->vs, T, hs);
     }
     for (int h = g * per; h < (g + 1) * per; h++)
         att_bwd_bh(j, &b16, tid, b, h);
@@ -376,6 +377,7 @@ static void run(mm_ctx *mm, int bf16, pool_fn fn, att_job *j)
 #endif
     j->scr = malloc(sizeof(float) * per * nt);
     /* bf16 blocks are QB rows, so they need the fp32 block scratch too */
+    j->round = train_mmb_rounder();
     j->scr16 = bf16 && j->scr ? malloc(sizeof(uint16_t) * s16_size(j->T, j->hs) * nt) : NULL;
     train_pool_run(pl, fn, j);
     free(j->scr16);

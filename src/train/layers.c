@@ -3,7 +3,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "core/half.h"
+#include "train/matmul_bf16.h"
 #include "train/vexp.h"
 
 /* The elementwise loops here are worth vectorising with run-time alias
@@ -49,12 +49,34 @@ static void bias_grad_cols(void *arg, size_t lo, size_t hi)
     }
 }
 
+typedef struct {
+    uint16_t *dst;
+    const float *src;
+    mmb_round_fn round;
+} round_job;
+
+static void round_range(void *arg, size_t lo, size_t hi)
+{
+    const round_job *j = arg;
+    j->round(j->dst + lo, j->src + lo, hi - lo);
+}
+
+/* dst = src rounded to bf16, split over the pool: a bf16 run rounds each
+ * product's input, weight and incoming gradient, several of a step's
+ * percent on one thread. Each element's rounding is its own, so the
+ * split changes no bit. */
+static void round16(const lin_ctx *c, uint16_t *dst, const float *src, size_t n)
+{
+    round_job j = { dst, src, train_mmb_rounder() };
+    train_pool_for(train_mm_pool(c->mm), n, 32, BIAS_PAR_MIN, round_range, &j);
+}
+
 void train_linear_forward(const lin_ctx *c, const lin_save *save, float *out, const float *in,
                           const float *w, const float *b, int rows, int k, int n)
 {
     if (c->bf16) {
-        half_f32_to_bf16(save->x, in, (size_t)rows * k);
-        half_f32_to_bf16(save->w, w, (size_t)n * k);
+        round16(c, save->x, in, (size_t)rows * k);
+        round16(c, save->w, w, (size_t)n * k);
         train_mm_gemm_bf16(c->mm, 0, 1, rows, n, k, save->x, k, save->w, k, 0.0f, out, n);
     } else {
         train_mm_gemm(c->mm, 0, 1, rows, n, k, in, k, w, k, 0.0f, out, n);
@@ -82,7 +104,7 @@ void train_linear_backward_input(const lin_ctx *c, const lin_save *save, float *
 {
     if (c->bf16) {
         uint16_t *d16 = c->scratch;
-        half_f32_to_bf16(d16, dout, (size_t)rows * n);
+        round16(c, d16, dout, (size_t)rows * n);
         train_mm_gemm_bf16(c->mm, 0, 0, rows, k, n, d16, n, save->w, k, 0.0f, din, k);
         return;
     }
@@ -95,7 +117,7 @@ void train_linear_backward_weight(const lin_ctx *c, const lin_save *save, float 
     bias_grad(c, db, dout, rows, n);
     if (c->bf16) {
         uint16_t *d16 = c->scratch;
-        half_f32_to_bf16(d16, dout, (size_t)rows * n);
+        round16(c, d16, dout, (size_t)rows * n);
         train_mm_gemm_bf16(c->mm, 1, 0, n, k, rows, d16, n, save->x, k, 1.0f, dw, k);
         return;
     }
@@ -115,7 +137,7 @@ void train_linear_backward(const lin_ctx *c, const lin_save *save, float *din, f
     /* one rounding of dout serves both products */
     bias_grad(c, db, dout, rows, n);
     uint16_t *d16 = c->scratch;
-    half_f32_to_bf16(d16, dout, (size_t)rows * n);
+    round16(c, d16, dout, (size_t)rows * n);
     if (din)
         train_mm_gemm_bf16(c->mm, 0, 0, rows, k, n, d16, n, save->w, k, 0.0f, din, k);
     train_mm_gemm_bf16(c->mm, 1, 0, n, k, rows, d16, n, save->x, k, 1.0f, dw, k);

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "core/half.h"
+
 #if defined(__x86_64__) && \
     ((defined(__clang__) && __clang_major__ >= 9) || \
      (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 10))
@@ -170,7 +172,32 @@ void train_mmb_kern(int kp, const uint32_t *a, const uint32_t *b, float *c, int 
     _mm256_zeroupper();
     store_tile(acc, c, ldc, mr, nr, accumulate);
 }
+
+MMB_TARGET
+static void round_cvt(uint16_t *dst, const float *src, size_t n)
+{
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + i + 16), _mm512_loadu_ps(src + i));
+        _mm512_storeu_si512(dst + i, (__m512i)v);
+    }
+    for (; i < n; i += 16) {
+        __mmask16 k = first((int)(n - i < 16 ? n - i : 16));
+        __m256bh v = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(k, src + i));
+        _mm256_mask_storeu_epi16(dst + i, k, (__m256i)v);
+    }
+}
+
+mmb_round_fn train_mmb_rounder(void)
+{
+    return train_mmb_supported() ? round_cvt : half_f32_to_bf16;
+}
 #else
+mmb_round_fn train_mmb_rounder(void)
+{
+    return half_f32_to_bf16;
+}
+
 /* Without a compiler that knows the instruction (or off x86-64) the
  * kernel is never chosen; these keep the link whole. */
 int train_mmb_supported(void)

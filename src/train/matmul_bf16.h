@@ -8,6 +8,7 @@
 #ifndef TRAIN_MATMUL_BF16_H
 #define TRAIN_MATMUL_BF16_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* The kernel's tile: 12 rows of C by 32 columns (two vectors). */
@@ -30,6 +31,15 @@ void train_mmb_pack(uint32_t *dst, int W, int along, const uint16_t *src, int ld
  * a packed B panel, kp pairs deep; fp32 sums, each element's in k order. */
 void train_mmb_kern(int kp, const uint32_t *a, const uint32_t *b, float *c, int ldc, int mr,
                     int nr, int accumulate);
+
+/* Rounds n floats to bf16 (to nearest, ties to even) into dst. Where the
+ * CPU has AVX512-BF16, VCVTNEPS2BF16, 16 to an instruction: it treats
+ * subnormal inputs (below 2^-126 in magnitude) as zero, which no
+ * activation or weight of a training run comes near; elsewhere
+ * core/half.h's half_f32_to_bf16, which rounds those too. Picked once
+ * (train_mmb_rounder) so that short rows do not pay for CPUID. */
+typedef void (*mmb_round_fn)(uint16_t *dst, const float *src, size_t n);
+mmb_round_fn train_mmb_rounder(void);
 
 /* matmul.h's train_mmp_gemm_on with bf16 operands (matmul_portable.c):
  * on the calling thread with pool thread tid's buffers, on the bf16

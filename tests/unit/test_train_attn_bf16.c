@@ -5,14 +5,18 @@
  * below avx512bf16) and on the plain loop (no matmul context); the kernel
  * and the widening agree closely with each other. Grouped-query heads in
  * bf16 near their fp32 result. Shapes cross the query block (64 rows) and
- * the head sizes are ragged. */
+ * the head sizes are ragged. The rounding the products' operands go
+ * through (train_mmb_rounder) gives half_f32_to_bf16's bits for every
+ * normal, zero, infinite and NaN input at every length 0-70. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "test.h"
+#include "core/half.h"
 #include "train/attention_prec.h"
+#include "train/matmul_bf16.h"
 #include "train/mm_auto.h"
 #include "weft.h"
 
@@ -242,4 +246,37 @@ TEST(bf16_gqa_near_fp32)
         free(o[p]); free(dq[p]); free(dk[p]); free(dv[p]);
     }
     free(q); free(k); free(v); free(dout); free(att); free(datt);
+}
+
+TEST(rounder_as_half)
+{
+    enum { N = 70 };
+    float x[N];
+    uint16_t a[N + 1], b[N + 1];
+    weft_rng r;
+    weft_rng_seed(&r, 3);
+    mmb_round_fn round = train_mmb_rounder();
+    for (int rep = 0; rep < 20; rep++) {
+        for (int i = 0; i < N; i++) {
+            /* every binade of the normals, and halfway cases (low 16 bits 0x8000) */
+            uint32_t u = (uint32_t)(weft_rng_uniform(&r) * 4294967295.0);
+            u = (u & 0x807fffffu) | ((1u + (uint32_t)(weft_rng_uniform(&r) * 253.0)) << 23);
+            if (i % 7 == 3)
+                u = (u & 0xffff0000u) | 0x8000u;
+            x[i] = half_bits_f32(u);
+        }
+        x[0] = 0.0f;
+        x[1] = -0.0f;
+        x[2] = INFINITY;
+        x[3] = -INFINITY;
+        x[4] = NAN;
+        x[5] = 3.3895313892515355e38f;   /* rounds up to infinity */
+        for (int n = 0; n <= N; n++) {
+            memset(a, 0xaa, sizeof a);
+            memset(b, 0xaa, sizeof b);
+            round(a, x, (size_t)n);
+            half_f32_to_bf16(b, x, (size_t)n);
+            CHECKF(memcmp(a, b, sizeof a) == 0, "length %d", n);   /* nothing past n */
+        }
+    }
 }
