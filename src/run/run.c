@@ -233,6 +233,8 @@ static int run_setup(weft_run *t, weft_comm *comm, int joined)
                        : (long)ceil(o->r.epochs * (double)d->ti.n / (double)o->r.batch);
         rc = o->ps ? ps_open(t, t->steps) : setup_train(t, ck);
     }
+    if (rc != 0 && ck)
+        ckpt_explain(t, ck);
     weft_ckpt_free(ck);
     if (rc != 0 || o->ps)
         return rc;

@@ -53,6 +53,41 @@ static int ckpt_covered(weft_run *t, weft_ckpt *ck, const char *path)
     return rc;
 }
 
+/* The value of key=VALUE in a layout line into buf ("" when absent). */
+static void layout_field(const char *line, const char *key, char *buf, size_t cap)
+{
+    size_t k = strlen(key);
+    buf[0] = 0;
+    for (const char *p = line; p && *p; p = strchr(p, ' '), p = p ? p + 1 : NULL)
+        if (strncmp(p, key, k) == 0 && p[k] == '=') {
+            size_t n = strcspn(p + k + 1, " ");
+            snprintf(buf, cap, "%.*s", (int)(n < cap ? n : cap - 1), p + k + 1);
+            return;
+        }
+}
+
+/* A sharded save records the sync mode (with its period) and the
+ * compressor it ran with: a resume with others warns, since each rank's
+ * state of the mode (DiLoCo's outer momentum, error feedback) does not
+ * carry over, and goes on from the saved parameters and optimiser. */
+static void ckpt_check_sync(weft_run *t, const opts *o, const weft_ckpt *ck)
+{
+    char layout[512], sync[80], cz[80];
+    if (weft_ckpt_get_str(ck, "shard/layout", layout, sizeof layout) != 0)
+        return;
+    layout_field(layout, "sync", sync, sizeof sync);
+    layout_field(layout, "compress", cz, sizeof cz);
+    const char *now = o->sync[0] ? o->sync : "full", *now_cz = o->compress[0] ? o->compress
+                                                                                : "none";
+    /* saves from before the compressor was recorded: the mode alone */
+    if (sync[0] && (strcmp(sync, now) != 0 || (cz[0] && strcmp(cz, now_cz) != 0)))
+        run_say(t, WEFT_RUN_WARN,
+                "warning: %s was saved with --sync %s --compress %s, this run has --sync %s "
+                "--compress %s: the sync mode's per-rank state starts afresh from the "
+                "saved parameters and optimiser\n",
+                o->resume, sync, cz[0] ? cz : "?", now, now_cz);
+}
+
 int ckpt_resume(weft_run *t, opts *o, long *start_step, weft_ckpt **out)
 {
     *out = NULL;
@@ -99,6 +134,7 @@ int ckpt_resume(weft_run *t, opts *o, long *start_step, weft_ckpt **out)
         weft_ckpt_free(ck);
         return rc;
     }
+    ckpt_check_sync(t, o, ck);
     *start_step = (long)s;
     *out = ck;
     return 0;
@@ -115,6 +151,15 @@ int ckpt_restore_model(weft_run *t, weft_ckpt *ck, const char *path, weft_model 
     if (rc != 0)
         return run_fail(t, rc, "%s: %s", path, weft_strerror(rc));
     return 0;
+}
+
+void ckpt_explain(weft_run *t, const weft_ckpt *ck)
+{
+    char why[1024];
+    size_t n = strlen(t->err);
+    /* the error so far says which step of the set-up failed, this why */
+    if (t->code && ckpt_shard_error(ck, why, sizeof why) && !strstr(t->err, why))
+        snprintf(t->err + n, sizeof t->err - n, "%s(%s)", n ? " " : "", why);
 }
 
 int ckpt_restore_data(weft_run *t, weft_ckpt *ck, const char *path, weft_loader *l,

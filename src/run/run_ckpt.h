@@ -12,6 +12,9 @@
 int ckpt_resume(weft_run *t, opts *o, long *start_step, weft_ckpt **ck);
 int ckpt_restore_model(weft_run *t, weft_ckpt *ck, const char *path, weft_model **m,
                        weft_optim_config *oc, weft_rng *rng);
+/* After a failed set-up from ck: the account of a sharded checkpoint's
+ * failed read (the file, the slice, the tensor) added to the run's error. */
+void ckpt_explain(weft_run *t, const weft_ckpt *ck);
 /* The loader continues where the saved run stopped. */
 int ckpt_restore_data(weft_run *t, weft_ckpt *ck, const char *path, weft_loader *l,
                       const data_sets *d);

@@ -65,7 +65,7 @@ static int put_run(weft_run *t, weft_ckpt *man, int jw)
 {
     const opts *o = t->o;
     weft_optim *any = weft_zero_optim(t->sync.z);
-    char layout[256], vectors[512];
+    char layout[512], vectors[512];
     size_t len = (size_t)snprintf(vectors, sizeof vectors, "param\n");
     for (int i = 0; i < weft_optim_state_count(any) && len < sizeof vectors; i++) {
         const char *sn;
@@ -73,8 +73,14 @@ static int put_run(weft_run *t, weft_ckpt *man, int jw)
         len += (size_t)snprintf(vectors + len, sizeof vectors - len, "%s\n", sn);
     }
     int tp = o->tp > 1 ? o->tp : 1, pp = o->pp > 1 ? o->pp : 1;
-    snprintf(layout, sizeof layout, "world=%d tp=%d pp=%d dp=%d zero=%d sync=%s", jw, tp, pp,
-             jw / (tp * pp), o->zero, o->sync[0] ? o->sync : "full");
+    /* what a resume is to agree on (sync mode and period, compressor) or
+     * to know (the elastic membership changes before this save) */
+    int n = snprintf(layout, sizeof layout, "world=%d tp=%d pp=%d dp=%d zero=%d sync=%.64s "
+                     "compress=%.64s", jw, tp, pp, jw / (tp * pp), o->zero,
+                     o->sync[0] ? o->sync : "full", o->compress[0] ? o->compress : "none");
+    if (o->elastic && n > 0 && (size_t)n < sizeof layout)
+        snprintf(layout + n, sizeof layout - (size_t)n, " elastic=%lld launch=%d",
+                 (long long)t->el.view, t->el.world0);
     /* the optimiser's config and step count are the save's records: a
      * background save commits steps after its snapshot */
     int rc = train_ckpt_put_config(man, weft_model_config_of(t->m));

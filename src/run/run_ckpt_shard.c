@@ -44,10 +44,19 @@ typedef struct {
     char why[WHY_CAP];
 } announce;
 
-/* Rank 0: dir (made if need be) and a new save directory in it. */
-static void make_save_dir(const char *dir, long step, announce *a)
+/* Rank 0: dir (made if need be; once: made is 1 once this run has saved
+ * there, and a directory that went away since is an error, not made anew
+ * without the saves it held) and a new save directory in it. */
+static void make_save_dir(const char *dir, int made, long step, announce *a)
 {
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+    struct stat st;
+    if (made && stat(dir, &st) != 0) {
+        a->rc = WEFT_EIO;
+        snprintf(a->why, WHY_CAP, "%s: %s (it held this run's earlier saves)", dir,
+                 strerror(errno));
+        return;
+    }
+    if (!made && mkdir(dir, 0777) != 0 && errno != EEXIST) {
         a->rc = WEFT_EIO;
         snprintf(a->why, WHY_CAP, "cannot make %s: %s", dir, strerror(errno));
         return;
@@ -97,6 +106,7 @@ struct ckpt_pending {
     pthread_t th;
     weft_run *t;
     char dir[4096], save[4200], path[1024];
+    char made[4096];      /* the directory of this run's last announced save */
     announce a;
     weft_ckpt *rec;
     ckpt_piece *p;
@@ -228,14 +238,18 @@ static int gather_commit(weft_run *t, const char *dir, const announce *a, weft_c
         *total += (uint64_t)all[(size_t)r * row + 1];
     if (rc == 0 && jr == 0)
         rc = ckpt_commit(t, dir, a->name, rec, all, jw, nmax, why, WHY_CAP);
-    int32_t out = rc;
-    if (job && weft_broadcast(job, &out, 1, WEFT_I32, 0) != 0 && out == 0)
-        out = WEFT_EIO;
-    if (out && !rc)
-        snprintf(why, WHY_CAP, "rank 0 could not commit the save");
+    /* rank 0's outcome and its why to every rank, so each names the cause */
+    announce out = { .rc = rc };
+    if (jr == 0 && rc)
+        snprintf(out.why, WHY_CAP, "%s", why);
+    if (job && weft_broadcast(job, &out, sizeof out, WEFT_U8, 0) != 0 && out.rc == 0)
+        out.rc = WEFT_EIO;
+    if (out.rc && !rc)
+        snprintf(why, WHY_CAP, "rank 0 could not commit the save: %.4000s",
+                 out.why[0] ? out.why : weft_strerror(out.rc));
     free(buf);
     free(all);
-    return out;
+    return out.rc;
 }
 
 /* What one save holds, freed once it is committed or given up. */
@@ -302,13 +316,14 @@ static int announce_save(struct ckpt_pending *pd, const char *path, long step)
         pd->dir[n - 1] = 0;
     memset(&pd->a, 0, sizeof pd->a);
     if (pd->jr == 0)
-        make_save_dir(pd->dir, step, &pd->a);
+        make_save_dir(pd->dir, strcmp(pd->made, pd->dir) == 0, step, &pd->a);
     int rc = job ? weft_broadcast(job, &pd->a, sizeof pd->a, WEFT_U8, 0) : 0;
     if (rc == 0 && pd->a.rc)
         return run_fail(pd->t, pd->a.rc, "cannot save checkpoint %s: %s", path, pd->a.why);
     if (rc)
         return run_fail(pd->t, rc, "cannot save checkpoint %s: %s", path, weft_strerror(rc));
     snprintf(pd->save, sizeof pd->save, "%s/%s", pd->dir, pd->a.name);
+    snprintf(pd->made, sizeof pd->made, "%s", pd->dir);
     return 0;
 }
 

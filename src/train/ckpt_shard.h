@@ -114,6 +114,13 @@ int ckpt_shard_reader_vector(const ckpt_shard_reader *r, const char *name);
  * WEFT_EIO unless every element is found once. Each slice read from is
  * first checked whole against its CRC, once, through a bounded buffer. */
 int ckpt_shard_read(ckpt_shard_reader *r, int vec, uint64_t lo, uint64_t n, float *dst);
+/* What the reads that follow are for ("param/NAME"), named in a failure's
+ * account. */
+void ckpt_shard_reader_name(ckpt_shard_reader *r, const char *tensor);
+/* The account of the first read of c's files that failed (the file's path,
+ * the slice, what was wrong, the tensor) into buf: 1 when there is one.
+ * Kept in c's "shard/error" record, which ckpt_shard_open_records makes. */
+int ckpt_shard_error(const weft_ckpt *c, char *buf, size_t cap);
 /* Adds the bytes read to c's "shard/bytes_read"; r may be NULL. */
 void ckpt_shard_reader_close(ckpt_shard_reader *r);
 

@@ -31,6 +31,7 @@ static int read_tensor(ckpt_shard_reader *r, int vec, const weft_model *m, int i
     int rc = weft_model_tensor_info(m, i, &ti);
     if (rc)
         return rc;
+    ckpt_shard_reader_name(r, ti.name);
     if (ti.numel == ti.whole_numel)
         return ckpt_shard_read(r, vec, ti.whole_offset + lo, hi - lo, dst);
     /* the padding of a split has no place in the whole: zero */

@@ -9,14 +9,16 @@
 #include "core/crc32.h"
 #include "train/data_file.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-enum { CHECK_BUF = 1 << 20, MAX_VECTORS = 16 };
+enum { CHECK_BUF = 1 << 20, MAX_VECTORS = 16, ERROR_CAP = 1024 };
 
 struct ckpt_shard_reader {
     const weft_ckpt *c;
@@ -32,6 +34,9 @@ struct ckpt_shard_reader {
     unsigned char *own;
     unsigned char *buf;
     uint64_t bytes;
+    char *error;         /* the manifest's "shard/error" record, or NULL */
+    char tensor[160];    /* what the reads are for, for an error's account */
+    int vec;             /* the vector being read */
 };
 
 int ckpt_shard_lazy(const weft_ckpt *c)
@@ -59,6 +64,11 @@ int ckpt_shard_open_records(const char *dir, weft_ckpt **out)
         rc = weft_ckpt_put_str(c, "shard/dir", at);
     if (rc == 0)
         rc = weft_ckpt_put_u64(c, "shard/bytes_read", 0);
+    /* the first failed read's account (ckpt_shard_error), a string kept
+     * zero-terminated in a fixed blob that the readers write in place */
+    char none_yet[ERROR_CAP] = { 0 };
+    if (rc == 0)
+        rc = weft_ckpt_put_blob(c, "shard/error", none_yet, sizeof none_yet);
     weft_ckpt_entry sl;
     if (rc == 0 && (weft_ckpt_find(c, "shard/slices", &sl) != 0 || sl.ndim != 2))
         rc = WEFT_EIO;
@@ -116,6 +126,10 @@ static int reader_records(ckpt_shard_reader *r)
         r->checked = (unsigned char *)ck.data;
     else if ((r->own = calloc(r->nslices + 1, 1)) != NULL)
         r->checked = r->own;
+    weft_ckpt_entry er;
+    /* the record is this load's own likewise */
+    if (weft_ckpt_find(r->c, "shard/error", &er) == 0 && er.nbytes == ERROR_CAP)
+        r->error = (char *)er.data;
     r->buf = malloc(CHECK_BUF);
     if (!r->fd || !r->checked || !r->buf)
         return WEFT_ENOMEM;
@@ -173,24 +187,70 @@ void ckpt_shard_reader_close(ckpt_shard_reader *r)
     free(r);
 }
 
+void ckpt_shard_reader_name(ckpt_shard_reader *r, const char *tensor)
+{
+    snprintf(r->tensor, sizeof r->tensor, "%s", tensor ? tensor : "");
+}
+
+int ckpt_shard_error(const weft_ckpt *c, char *buf, size_t cap)
+{
+    weft_ckpt_entry e;
+    if (cap)
+        buf[0] = 0;
+    if (!c || weft_ckpt_find(c, "shard/error", &e) != 0 || e.nbytes != ERROR_CAP ||
+        !((const char *)e.data)[0])
+        return 0;
+    snprintf(buf, cap, "%.*s", (int)ERROR_CAP, (const char *)e.data);
+    return 1;
+}
+
+/* File f's path into buf. */
+static void file_path(const ckpt_shard_reader *r, uint64_t f, char *buf, size_t cap)
+{
+    char name[256] = "?";
+    if (f < r->nfiles)
+        ckpt_shard_line(r->files, (int)f, name, sizeof name);
+    snprintf(buf, cap, "%s/%s", r->dir, name);
+}
+
+/* Keeps the first failure's account (file, then what, then the tensor the
+ * reads were for) and returns rc. */
+static int fail(ckpt_shard_reader *r, int rc, uint64_t f, const char *fmt, ...)
+{
+    if (!r->error || r->error[0])
+        return rc;
+    char path[4600], what[512], vec[64] = "?";
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    file_path(r, f, path, sizeof path);
+    ckpt_shard_line(r->vectors, r->vec, vec, sizeof vec);
+    if (r->tensor[0])
+        snprintf(r->error, ERROR_CAP, "%.400s: %.400s, reading tensor %s/%.100s", path, what, vec,
+                 r->tensor);
+    else
+        snprintf(r->error, ERROR_CAP, "%.400s: %.400s, reading vector %s", path, what, vec);
+    return rc;
+}
+
 static int file_fd(ckpt_shard_reader *r, uint64_t f, int *fd)
 {
     if (f >= r->nfiles)
-        return WEFT_EIO;
+        return fail(r, WEFT_EIO, f, "file %llu of %zu named by a slice",
+                    (unsigned long long)f, r->nfiles);
     if (r->fd[f] < 0) {
-        char name[256], path[4600];
-        int rc = ckpt_shard_line(r->files, (int)f, name, sizeof name);
-        if (rc)
-            return rc;
-        snprintf(path, sizeof path, "%s/%s", r->dir, name);
+        char path[4600];
+        file_path(r, f, path, sizeof path);
         int d = train_open_regular(path, O_RDONLY, 0);
         if (d < 0)
-            return d;
+            return fail(r, d, f, "cannot open: %s", strerror(errno));
         struct stat st;
         /* a file cut short or grown is not the one the manifest describes */
         if (fstat(d, &st) != 0 || (uint64_t)st.st_size != (uint64_t)r->info[2 * f]) {
             close(d);
-            return WEFT_EIO;
+            return fail(r, WEFT_EIO, f, "%lld bytes, the manifest says %lld",
+                        (long long)st.st_size, (long long)r->info[2 * f]);
         }
         r->fd[f] = d;
     }
@@ -215,20 +275,27 @@ static int check_slice(ckpt_shard_reader *r, size_t k, const ckpt_slice *s, int 
         return 0;
     uint64_t left = s->count * s->len * sizeof(float), off = s->off;
     if (off + left > (uint64_t)r->info[2 * s->file])
-        return WEFT_EIO;
+        return fail(r, WEFT_EIO, s->file, "slice %zu ends at byte %llu, past the file's end",
+                    k, (unsigned long long)(off + left));
     uint32_t crc = 0;
     while (left) {
         size_t n = left < CHECK_BUF ? (size_t)left : CHECK_BUF;
         int rc = train_pread_all(fd, r->buf, n, off);
         if (rc)
-            return rc;
+            return fail(r, rc, s->file, "short read at byte %llu of slice %zu",
+                        (unsigned long long)off, k);
         crc = crc32_update(crc, r->buf, n);
         r->bytes += n;
         off += n;
         left -= n;
     }
     if (crc != (uint32_t)s->crc)
-        return WEFT_EIO;
+        return fail(r, WEFT_EIO, s->file,
+                    "slice %zu (bytes %llu to %llu, whole elements from %llu) fails its CRC "
+                    "(%08x, the manifest says %08x)",
+                    k, (unsigned long long)s->off,
+                    (unsigned long long)(s->off + s->count * s->len * sizeof(float)),
+                    (unsigned long long)s->start, crc, (unsigned)s->crc);
     r->checked[k] = 1;
     return 0;
 }
@@ -248,7 +315,7 @@ static int count_run(void *arg, uint64_t at, uint64_t off, uint64_t len)
 typedef struct {
     ckpt_shard_reader *r;
     int fd;
-    uint64_t lo, found;
+    uint64_t file, lo, found;
     float *dst;
 } want;
 
@@ -258,13 +325,17 @@ static int get_run(void *arg, uint64_t at, uint64_t off, uint64_t len)
     int rc = train_pread_all(w->fd, w->dst + (at - w->lo), (size_t)len * sizeof(float), off);
     w->r->bytes += len * sizeof(float);
     w->found += len;
-    return rc;
+    if (rc)
+        return fail(w->r, rc, w->file, "short read of %llu bytes at byte %llu",
+                    (unsigned long long)(len * sizeof(float)), (unsigned long long)off);
+    return 0;
 }
 
 int ckpt_shard_read(ckpt_shard_reader *r, int vec, uint64_t lo, uint64_t n, float *dst)
 {
     want w = { .r = r, .lo = lo, .dst = dst };
     int rc = vec < 0 ? WEFT_EIO : 0;
+    r->vec = vec;
     for (size_t k = 0; rc == 0 && k < r->nslices && n; k++) {
         ckpt_slice s = slice_at(r, k);
         uint64_t stride = s.count > 1 ? s.stride : s.len;
@@ -276,11 +347,17 @@ int ckpt_shard_read(ckpt_shard_reader *r, int vec, uint64_t lo, uint64_t n, floa
         ckpt_slice_overlap(&s, lo, lo + n, count_run, &meets);
         if (!meets.found)
             continue;
+        w.file = s.file;
         if ((rc = file_fd(r, s.file, &w.fd)) != 0 || (rc = check_slice(r, k, &s, w.fd)) != 0)
             break;
         rc = ckpt_slice_overlap(&s, lo, lo + n, get_run, &w);
     }
     /* each element once: a gap or an overlap is a broken checkpoint */
+    if (rc == 0 && w.found != n && r->error && !r->error[0])
+        snprintf(r->error, ERROR_CAP, "%.400s: the slices hold %llu of whole elements [%llu, "
+                 "%llu) of vector %d, not each once%s%.*s", r->dir, (unsigned long long)w.found,
+                 (unsigned long long)lo, (unsigned long long)(lo + n), vec,
+                 r->tensor[0] ? ", reading tensor " : "", (int)100, r->tensor);
     if (rc == 0 && w.found != n)
         rc = WEFT_EIO;
     return rc;

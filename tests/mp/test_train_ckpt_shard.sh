@@ -73,27 +73,30 @@ run keep 2 $gpt --zero 1 --save-every 2 --keep 2 --save "$dir/keep/" && {
     esac
 }
 
-# kill -9 of a random rank at a random moment of repeated saves: the
-# directory loads every time (after the first complete save)
-rounds=6
-[ $thin = 1 ] && rounds=2
+# kill -9 of a random rank at a random moment of repeated saves (a tiny
+# GPT saving every step in the background): after each kill the directory's
+# latest resumes (--eval-only at one process: every slice read, each
+# checked against its CRC)
+tiny="--model gpt --layers 1 --heads 2 --dim 16 --data builtin --batch 8"
+rounds=20
+[ $thin = 1 ] && rounds=3
 i=0
 while [ $i -lt $rounds ]; do
     i=$((i + 1))
-    "$B/weftrun" -n 4 "$B/weft-train" $gpt --steps 400 --quiet --no-eval --zero 2 \
-        --save-every 1 --keep 3 --save "$dir/kill/" >"$dir/kill.out" 2>&1 &
+    "$B/weftrun" -n 4 "$B/weft-train" $tiny --steps 3000 --quiet --no-eval --zero 2 \
+        --save-every 1 --keep 2 --save "$dir/kill/" >"$dir/kill.out" 2>&1 &
     job=$!
     # wait for a first complete save, then a random moment more
     t=0
     while [ ! -f "$dir/kill/latest" ] && [ $t -lt 300 ]; do sleep 0.1; t=$((t + 1)); done
-    sleep "0.$(awk -v s=$i 'BEGIN { srand(s * 7919 + 13); printf "%d", rand() * 9 }')"
+    sleep "0.$(awk -v s=$i 'BEGIN { srand(s * 7919 + 13); printf "%02d", rand() * 60 }')"
     victim=$(pgrep -P "$job" -f weft-train | awk -v s=$i 'BEGIN { srand(s) } { p[NR] = $1 } END { if (NR) print p[int(rand() * NR) + 1] }')
     [ -n "$victim" ] && kill -9 "$victim" 2>/dev/null
     wait $job 2>/dev/null
-    if "$B/weft-train" --inspect "$dir/kill" >"$dir/kill.inspect" 2>&1; then
+    if "$B/weft-train" --resume "$dir/kill" --eval-only --quiet >"$dir/kill.load" 2>&1; then
         ok
     else
-        bad "kill round $i: $dir/kill does not load"; tail -n 3 "$dir/kill.inspect"
+        bad "kill round $i: $dir/kill does not resume"; tail -n 3 "$dir/kill.load"
     fi
 done
 
@@ -106,20 +109,67 @@ if [ $thin = 0 ]; then
         run wall 8 --resume "$dir/wall" --steps 3 --mem-limit 64M --tp 4 --pp 2 --zero 3
 fi
 
-# a directory that cannot be written: every rank fails, naming it
-mkdir -p "$dir/ro"
-chmod 500 "$dir/ro"
-if [ "$(id -u)" != 0 ]; then
-    if "$B/weftrun" -n 2 "$B/weft-train" $gpt --steps 2 --quiet --no-eval \
-        --save "$dir/ro/x/" >"$dir/ro.out" 2>&1; then
-        bad "a save into a read-only directory passed"
-    elif grep -q "cannot save checkpoint $dir/ro/x/" "$dir/ro.out"; then
+# a directory that cannot be written fails every rank, naming it: a file
+# where the directory should be; the directory gone (moved away) between
+# background saves; a file system too small (a 48 KiB tmpfs in a mount
+# namespace of its own, where unshare and mount are allowed)
+# fails_all name path: both ranks' errors name path
+fails_all() {
+    if [ "$(grep -c "cannot save checkpoint $2" "$dir/$1.out")" = 2 ]; then
         ok
     else
-        bad "read-only directory: no message naming it"; tail -n 3 "$dir/ro.out"
+        bad "$1: not every rank's error names $2"; tail -n 3 "$dir/$1.out"
+    fi
+}
+: >"$dir/plain"
+"$B/weftrun" -n 2 "$B/weft-train" $tiny --steps 2 --quiet --no-eval \
+    --save "$dir/plain/" >"$dir/notdir.out" 2>&1 && bad "a save into a file passed"
+fails_all notdir "$dir/plain/"
+"$B/weftrun" -n 2 "$B/weft-train" $tiny --steps 3000 --quiet --no-eval --save-every 1 \
+    --save "$dir/gone/" >"$dir/gone.out" 2>&1 &
+job=$!
+t=0
+while [ ! -f "$dir/gone/latest" ] && [ $t -lt 300 ]; do sleep 0.1; t=$((t + 1)); done
+mv "$dir/gone" "$dir/gone.moved"
+wait $job && bad "a save into a directory that went away passed"
+fails_all gone "$dir/gone/"
+mkdir -p "$dir/small"
+if unshare -m sh -c "mount -t tmpfs -o size=48k tmpfs '$dir/small'" 2>/dev/null; then
+    unshare -m sh -c "mount -t tmpfs -o size=48k tmpfs '$dir/small' &&
+        '$B/weftrun' -n 2 '$B/weft-train' $tiny --steps 2 --quiet --no-eval \
+            --save '$dir/small/c/' && echo passed; ls '$dir/small/c'" >"$dir/full.out" 2>&1
+    grep -q '^passed' "$dir/full.out" && bad "a save to a full file system passed"
+    fails_all full "$dir/small/c/"
+    grep -q 'No space left' "$dir/full.out" && ok || bad "full: no ENOSPC in the message"
+    grep -q '^latest' "$dir/full.out" && bad "full: latest names a save that failed"
+fi
+
+# a file changed or cut short after its save: the resume fails naming the
+# file, the slice and the tensor
+if [ -f "$dir/a/latest" ]; then
+    cp -r "$dir/a" "$dir/bent"
+    f=$(ls "$dir"/bent/step-*/rank-00003.bin)
+    printf 'x' | dd of="$f" bs=1 seek=100 conv=notrunc 2>/dev/null
+    if "$B/weftrun" -n 2 "$B/weft-train" $common --resume "$dir/bent" --zero 1 \
+        >"$dir/bent.out" 2>&1; then
+        bad "a resume from a changed file passed"
+    elif grep -q "rank-00003.bin: slice [0-9]* (bytes .*) fails its CRC .*, reading tensor param/" \
+        "$dir/bent.out"; then
+        ok
+    else
+        bad "changed file: the error does not name the file, slice and tensor"
+        tail -n 3 "$dir/bent.out"
+    fi
+    truncate -s 64 "$f"
+    if "$B/weft-train" $common --resume "$dir/bent" >"$dir/short.out" 2>&1; then
+        bad "a resume from a file cut short passed"
+    elif grep -q "rank-00003.bin: 64 bytes, the manifest says [0-9]*, reading tensor " \
+        "$dir/short.out"; then
+        ok
+    else
+        bad "short file: the error does not name the file and tensor"; tail -n 3 "$dir/short.out"
     fi
 fi
-chmod 700 "$dir/ro"
 
 # ---- sync modes' state, tp x pp and token shards: bit-exact from a mid-run save
 # later: the train rows of name after step from are ref's, and not none
@@ -216,15 +266,6 @@ if [ -f "$dir/a/latest" ]; then
     fi
     "$B/weft-ckpt" consolidate "$dir/a" "$dir/a.ckpt" >"$dir/cons.out" 2>&1 &&
         params a.ckpt a && run cons 2 --resume "$dir/a.ckpt" && same cons ref
-    cp -r "$dir/a" "$dir/bent"
-    f=$(ls "$dir"/bent/step-*/rank-00003.bin)
-    printf 'x' | dd of="$f" bs=1 seek=100 conv=notrunc 2>/dev/null
-    if "$B/weftrun" -n 2 "$B/weft-train" $common --resume "$dir/bent" --zero 1 \
-        >"$dir/bent.out" 2>&1; then
-        bad "a resume from a changed file passed"
-    else
-        ok
-    fi
 fi
 
 echo "summary: $passed passed, $failed failed"
