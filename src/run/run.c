@@ -9,6 +9,7 @@
 #include "run/run_config.h"
 #include "run/run_data.h"
 #include "run/run_elastic.h"
+#include "run/run_ep.h"
 #include "run/run_eval.h"
 #include "run/run_hf.h"
 #include "run/run_layout.h"
@@ -172,6 +173,8 @@ static int setup_train(weft_run *t, weft_ckpt *ck)
         rc = hf_run_load(t);
     if (rc == 0)
         rc = model_tune(t, t->m, o);
+    if (rc == 0)
+        rc = run_ep_open(t);
     if (rc == 0)
         rc = data_loader(t, &o->r, t->d, t->rank, t->world, o->accum, "ranks", &t->loader);
     if (rc != 0)

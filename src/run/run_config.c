@@ -463,10 +463,10 @@ static int set_count(opts *o, const char *key, const char *v, char *err, size_t 
                   { "log-every", 0, 1L << 40 } },
       ints[] = { { "threads", 0, 4096 }, { "eval-prompts", 0, 1 << 24 }, { "zero", 0, 3 },
                  { "accum", 1, 1 << 16 }, { "pp", 1, 1024 }, { "tp", 1, 1024 },
-                 { "micro-batches", 1, 1 << 16 }, { "keep", 0, 1 << 20 } };
+                 { "micro-batches", 1, 1 << 16 }, { "keep", 0, 1 << 20 }, { "ep", 1, 4096 } };
     long *lp[] = { &o->save_every, &o->stop_at, &o->log_every };
     int *ip[] = { &o->threads, &o->eval_prompts, &o->zero, &o->accum, &o->pp, &o->tp, &o->micro,
-                  &o->keep };
+                  &o->keep, &o->ep };
     for (size_t i = 0; i < sizeof longs / sizeof longs[0]; i++)
         if (strcmp(key, longs[i].key) == 0)
             return parse_long(key, v, longs[i].lo, longs[i].hi, lp[i], err, cap);

@@ -3,6 +3,7 @@
  * the caller's: report_step leaves the figures it shows for weft_run_info. */
 #include "run/run_report.h"
 
+#include "run/run_ep.h"
 #include "run/run_sync.h"
 #include "run/run_sync_time.h"
 
@@ -116,6 +117,10 @@ int report_step(weft_run *t, progress *p, long step, const train_step *st, doubl
         run_say(t, WEFT_RUN_NOTE, "experts at step %ld: tokens per expert max/mean %.3f, "
                 "dropped %lld of %lld\n", step + 1, ms.load_mean > 0 ? ms.load_max / ms.load_mean
                 : 0.0, (long long)ms.dropped, (long long)ms.routed);
+    char epl[256]; /* expert parallelism: its all-to-all, at the same pace */
+    if (t->m && (step + 1) % p->log_every == 0 && run_ep_line(t, step + 1 - p->first_step, epl,
+                                                             sizeof epl))
+        run_say(t, WEFT_RUN_NOTE, "experts at step %ld: %s\n", step + 1, epl);
     /* the auto choice is made on the first step's own products */
     const mm_choice *ch = p->tell_choice && t->m ? train_mm_choice(t->m->mm) : NULL;
     if (ch) {

@@ -4,6 +4,7 @@
 #include "train/model.h"
 
 #include "core/param.h"
+#include "train/moe_ep.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -298,6 +299,7 @@ void weft_model_destroy(weft_model *m)
     free(m->params);
     free(m->grads);
     free(m->w16);
+    train_moe_ep_free(m->ep);
     free(m);
 }
 

@@ -94,6 +94,7 @@ struct weft_model {
     weft_param_need_fn phook;
     void *phook_arg;
     int recompute;          /* GPT: blocks' activations rebuilt in backward */
+    struct moe_ep *ep;      /* experts over an expert group (moe_ep.h), owned; NULL: none */
 };
 
 /* Arena carving: with base NULL only the size is counted. */

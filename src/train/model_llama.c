@@ -309,7 +309,7 @@ static moe_dims moe_dims_of(const weft_model *m, int N)
     const weft_model_config *c = &m->cfg;
     moe_dims md = { N, c->d_model, c->experts, c->topk, expert_ffn(c),
                     train_moe_capacity(N, c->topk, c->experts, c->capacity), c->router == 1,
-                    c->aux_loss, c->z_loss };
+                    c->aux_loss, c->z_loss, m->ep };
     return md;
 }
 
@@ -512,7 +512,7 @@ static int layer_sums(weft_model *m, int l)
 }
 
 /* Block l's experts: their outputs added to r2, counted unless rerun. */
-static void moe_forward(weft_model *m, int l, ll_layer *g)
+static int moe_forward(weft_model *m, int l, ll_layer *g)
 {
     const weft_model_config *c = &m->cfg;
     ll_acts *a = m->s->arch;
@@ -521,9 +521,9 @@ static void moe_forward(weft_model *m, int l, ll_layer *g)
     moe_count cnt;
     float *P = m->params;
 #define W(j) train_model_tensor_ptr(m, P, tix(c, l, j))
-    train_moe_forward(m->mm, &md, &g->mo, g->r2, g->n2, W(T_ROUTER),
-                      c->moe_bias ? W(T_EBIAS) : NULL, W(T_EGU), W(T_EDOWN),
-                      k->replay ? NULL : k->load + (size_t)l * c->experts, &cnt);
+    int rc = train_moe_forward(m->mm, &md, &g->mo, g->r2, g->n2, W(T_ROUTER),
+                               c->moe_bias ? W(T_EBIAS) : NULL, W(T_EGU), W(T_EDOWN),
+                               k->replay ? NULL : k->load + (size_t)l * c->experts, &cnt);
 #undef W
     if (!k->replay) {
         k->routed[l] += cnt.routed;
@@ -531,6 +531,7 @@ static void moe_forward(weft_model *m, int l, ll_layer *g)
     }
     k->aux[l] = cnt.aux;
     k->z[l] = cnt.z;
+    return rc;
 }
 
 /* Block l's forward, from its input to its output r2 (also what backward
@@ -575,7 +576,7 @@ static int layer_forward(weft_model *m, int l)
         memset(g->r2, 0, sizeof(float) * nR);
     }
     if (m->cfg.experts > 0)
-        moe_forward(m, l, g);
+        rc = rc ? rc : moe_forward(m, l, g);
     train_residual_forward(g->r2, g->r2, g->h1, nR);
 #undef W
     return rc;
@@ -841,8 +842,10 @@ static int layer_backward(weft_model *m, int l, int sp, float *cin)
     /* the experts' weights are done here even in a split backward */
     if (m->cfg.experts > 0) {
         moe_dims md = moe_dims_of(m, BT);
-        train_moe_backward(m->mm, &md, &g->mo, &a->ms, cin, DW(T_ROUTER), DW(T_EGU), DW(T_EDOWN),
-                           rdout, g->n2, W(T_ROUTER), W(T_EGU), W(T_EDOWN), m->bw_weight);
+        int r = train_moe_backward(m->mm, &md, &g->mo, &a->ms, cin, DW(T_ROUTER), DW(T_EGU),
+                                   DW(T_EDOWN), rdout, g->n2, W(T_ROUTER), W(T_EGU),
+                                   W(T_EDOWN), m->bw_weight);
+        rc = rc ? rc : r;
     }
     rc = rc ? rc : column_parallel_grad(m, cin, a->dbr, nR);
     train_rmsnorm_backward(a->dres, DW(T_MNORM), a->dbr, g->h1, W(T_MNORM), g->r2s, R, D);

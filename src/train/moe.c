@@ -11,8 +11,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "train/layers_llama.h"
 #include "train/moe.h"
+#include "train/moe_ep.h"
+#include "train/moe_experts.h"
 
 int train_moe_capacity(int N, int K, int E, float C)
 {
@@ -66,18 +67,6 @@ void train_moe_scratch_at(moe_scratch *s, const moe_dims *d, float *p)
     s->dxe = p += NK * 2 * F;
     s->dsc = p += NK * D;
     s->dg = p + N * E;
-}
-
-/* The portable kernel (its sums do not depend on the thread count), or a
- * plain loop without a context. */
-static void gemm(mm_ctx *mm, int ta, int tb, int M, int N, int K, const float *A, int lda,
-                 const float *B, int ldb, float beta, float *C, int ldc)
-{
-    mmp *p = mm ? train_mm_portable(mm) : NULL;
-    if (p)
-        train_mmp_gemm(p, train_mm_pool(mm), ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
-    else
-        train_mmp_gemm_on(NULL, 0, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
 
 static float row_lse(const float *l, int E)
@@ -188,27 +177,25 @@ static double aux_value(const moe_dims *d, const moe_acts *a)
     return E * sum / N;
 }
 
-void train_moe_forward(mm_ctx *mm, const moe_dims *d, moe_acts *a, float *out, const float *x,
-                       const float *wr, const float *bias, const float *wgu, const float *wd,
-                       int64_t *load, moe_count *cnt)
+int train_moe_forward(mm_ctx *mm, const moe_dims *d, moe_acts *a, float *out, const float *x,
+                      const float *wr, const float *bias, const float *wgu, const float *wd,
+                      int64_t *load, moe_count *cnt)
 {
-    int N = d->N, D = d->D, E = d->E, K = d->K, F = d->F;
-    gemm(mm, 0, 1, N, E, D, x, D, wr, D, 0.0f, a->logits, E);
+    int N = d->N, D = d->D, E = d->E, K = d->K, rc = 0;
+    train_moe_gemm(mm, 0, 1, N, E, D, x, D, wr, D, 0.0f, a->logits, E);
+    if (d->ep)
+        train_moe_ep_skew(d->ep, a->logits, N, E);
     scores(d, a, cnt);
     route(d, a, bias, load, cnt);
     cnt->aux = aux_value(d, a);
-    for (int e = 0; e < E; e++) {
-        int r0 = a->start[e], n = a->start[e + 1] - r0;
-        if (n == 0)
-            continue;
-        for (int r = r0; r < r0 + n; r++)
-            memcpy(a->xe + (size_t)r * D, x + (size_t)a->tok[r] * D, sizeof(float) * (size_t)D);
-        gemm(mm, 0, 1, n, 2 * F, D, a->xe + (size_t)r0 * D, D, wgu + (size_t)e * 2 * F * D, D,
-             0.0f, a->gu + (size_t)r0 * 2 * F, 2 * F);
-        train_swiglu_forward(a->h + (size_t)r0 * F, a->gu + (size_t)r0 * 2 * F, n, F);
-        gemm(mm, 0, 1, n, D, F, a->h + (size_t)r0 * F, F, wd + (size_t)e * D * F, F, 0.0f,
-             a->ye + (size_t)r0 * D, D);
-    }
+    for (int r = 0; r < a->start[E]; r++)
+        memcpy(a->xe + (size_t)r * D, x + (size_t)a->tok[r] * D, sizeof(float) * (size_t)D);
+    if (d->ep && train_moe_ep_size(d->ep) > 1)
+        rc = train_moe_ep_forward(d->ep, mm, d, a, wgu, wd);
+    else
+        train_moe_experts_forward(mm, d, 0, E, a->start, a->xe, a->gu, a->h, a->ye, wgu, wd);
+    if (rc)
+        return rc;
     for (int t = 0; t < N; t++)
         for (int j = 0; j < K; j++) {
             int r = a->row[(size_t)t * K + j];
@@ -219,30 +206,24 @@ void train_moe_forward(mm_ctx *mm, const moe_dims *d, moe_acts *a, float *out, c
             for (int i = 0; i < D; i++)
                 o[i] += g * y[i];
         }
+    return 0;
 }
 
 /* The experts' backward from the gate-weighted output gradients (dye),
- * their input gradients added to dx in each token's top-k order. */
-static void experts_backward(mm_ctx *mm, const moe_dims *d, const moe_acts *a, moe_scratch *s,
-                             float *dx, float *dwgu, float *dwd, const float *wgu,
-                             const float *wd)
+ * here or on their ranks, their input gradients added to dx in each
+ * token's top-k order. */
+static int experts_backward(mm_ctx *mm, const moe_dims *d, const moe_acts *a, moe_scratch *s,
+                            float *dx, float *dwgu, float *dwd, const float *wgu,
+                            const float *wd)
 {
-    int D = d->D, F = d->F, K = d->K;
-    for (int e = 0; e < d->E; e++) {
-        int r0 = a->start[e], n = a->start[e + 1] - r0;
-        if (n == 0)
-            continue;
-        const float *dye = s->dye + (size_t)r0 * D, *we = wd + (size_t)e * D * F;
-        float *dh = s->dh + (size_t)r0 * F, *dgu = s->dgu + (size_t)r0 * 2 * F;
-        gemm(mm, 0, 0, n, F, D, dye, D, we, F, 0.0f, dh, F);
-        gemm(mm, 1, 0, D, F, n, dye, D, a->h + (size_t)r0 * F, F, 1.0f, dwd + (size_t)e * D * F,
-             F);
-        train_swiglu_backward(dgu, dh, a->gu + (size_t)r0 * 2 * F, n, F);
-        gemm(mm, 0, 0, n, D, 2 * F, dgu, 2 * F, wgu + (size_t)e * 2 * F * D, D, 0.0f,
-             s->dxe + (size_t)r0 * D, D);
-        gemm(mm, 1, 0, 2 * F, D, n, dgu, 2 * F, a->xe + (size_t)r0 * D, D, 1.0f,
-             dwgu + (size_t)e * 2 * F * D, D);
-    }
+    int D = d->D, K = d->K, rc = 0;
+    if (d->ep && train_moe_ep_size(d->ep) > 1)
+        rc = train_moe_ep_backward(d->ep, mm, d, a, s, dwgu, dwd, wgu, wd);
+    else
+        train_moe_experts_backward(mm, d, 0, d->E, a->start, s->dye, a->xe, a->gu, a->h, s->dh,
+                                   s->dgu, s->dxe, dwgu, dwd, wgu, wd);
+    if (rc)
+        return rc;
     for (int t = 0; t < d->N; t++)
         for (int j = 0; j < K; j++) {
             int r = a->row[(size_t)t * K + j];
@@ -253,6 +234,7 @@ static void experts_backward(mm_ctx *mm, const moe_dims *d, const moe_acts *a, m
             for (int i = 0; i < D; i++)
                 o[i] += g[i];
         }
+    return 0;
 }
 
 /* Score gradients (into s->dsc) from the combine weights' and the aux
@@ -311,10 +293,10 @@ static void logit_grads(const moe_dims *d, const moe_acts *a, moe_scratch *s, fl
     }
 }
 
-void train_moe_backward(mm_ctx *mm, const moe_dims *d, const moe_acts *a, moe_scratch *s,
-                        float *dx, float *dwr, float *dwgu, float *dwd, const float *dout,
-                        const float *x, const float *wr, const float *wgu, const float *wd,
-                        float weight)
+int train_moe_backward(mm_ctx *mm, const moe_dims *d, const moe_acts *a, moe_scratch *s,
+                       float *dx, float *dwr, float *dwgu, float *dwd, const float *dout,
+                       const float *x, const float *wr, const float *wgu, const float *wd,
+                       float weight)
 {
     int N = d->N, D = d->D, E = d->E, K = d->K;
     for (int t = 0; t < N; t++)
@@ -330,11 +312,14 @@ void train_moe_backward(mm_ctx *mm, const moe_dims *d, const moe_acts *a, moe_sc
             }
             s->dg[i] = dg;
         }
-    experts_backward(mm, d, a, s, dx, dwgu, dwd, wgu, wd);
+    int rc = experts_backward(mm, d, a, s, dx, dwgu, dwd, wgu, wd);
+    if (rc)
+        return rc;
     score_grads(d, a, s, weight);
     logit_grads(d, a, s, weight);
-    gemm(mm, 1, 0, E, D, N, s->dsc, E, x, D, 1.0f, dwr, D);
-    gemm(mm, 0, 0, N, D, E, s->dsc, E, wr, D, 1.0f, dx, D);
+    train_moe_gemm(mm, 1, 0, E, D, N, s->dsc, E, x, D, 1.0f, dwr, D);
+    train_moe_gemm(mm, 0, 0, N, D, E, s->dsc, E, wr, D, 1.0f, dx, D);
+    return 0;
 }
 
 void train_moe_bias_update(float *bias, const int64_t *load, int E, float rate)

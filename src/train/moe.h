@@ -10,41 +10,8 @@
 #include <stdint.h>
 
 #include "train/matmul.h"
+#include "train/moe_types.h"
 #include "weft.h"
-
-typedef struct {
-    int N, D, E, K, F;  /* tokens, model width, experts, picked per token, expert width */
-    int cap;            /* tokens an expert takes at most (N: none dropped) */
-    int sigmoid;        /* scores: 0 softmax, 1 sigmoid */
-    float aux, z;       /* the balancing losses' weights */
-} moe_dims;
-
-/* One layer's forward record, kept for backward. Rows of the gathered
- * buffers are grouped by expert (expert e's from start[e]), each group in
- * token order. */
-typedef struct {
-    float *logits, *score;   /* [N,E]: router logits; softmax or sigmoid */
-    int32_t *sel;            /* [N,K]: experts picked, best first */
-    int32_t *row;            /* [N,K]: its gathered row, -1 when dropped */
-    float *gate;             /* [N,K]: combine weights */
-    int32_t *start;          /* [E+1] */
-    int32_t *picks;          /* [E]: tokens that picked each expert (before capacity) */
-    int32_t *tok;            /* [N*K]: gathered row -> token */
-    float *xe, *gu, *h, *ye; /* gathered rows: input [D], gate|up [2F], SwiGLU [F], output [D] */
-} moe_acts;
-
-
-/* Backward's scratch, shared by the layers. */
-typedef struct {
-    float *dye, *dh, *dgu, *dxe; /* gathered rows */
-    float *dsc, *dg;             /* [N,E] score gradients, [N,K] gate gradients */
-} moe_scratch;
-
-/* What one forward counted. */
-typedef struct {
-    int64_t routed, dropped;  /* token-expert pairs picked, and of them past capacity */
-    double aux, z;                      /* the unweighted losses */
-} moe_count;
 
 /* ceil(N * K * C / E) in double, at least 1, at most N; C <= 0: N. */
 int train_moe_capacity(int N, int K, int E, float C);
@@ -59,15 +26,19 @@ void train_moe_scratch_at(moe_scratch *s, const moe_dims *d, float *p);
 /* out[N,D] += the experts' combined outputs for x[N,D]. wr[E,D] the
  * router, bias[E] (NULL: none) added to the scores for selection only,
  * wgu[E*2F,D] each expert's gate then up rows, wd[E*D,F] each expert's
- * down projection. load[E] (may be NULL) gets each expert's picks added. */
-void train_moe_forward(mm_ctx *mm, const moe_dims *d, moe_acts *a, float *out, const float *x,
+ * down projection. load[E] (may be NULL) gets each expert's picks added.
+ * Under expert parallelism (d->ep) the rows go to their experts' ranks and
+ * back; its failures (a peer's, a disagreement) are returned. */
+int train_moe_forward(mm_ctx *mm, const moe_dims *d, moe_acts *a, float *out, const float *x,
                        const float *wr, const float *bias, const float *wgu, const float *wd,
                        int64_t *load, moe_count *cnt);
 
 /* From dout[N,D], the gradient of forward's out: ADDS into dx[N,D] and the
  * weight gradients; weight scales the balancing losses' gradients (the
- * loss's weight for this micro-batch). */
-void train_moe_backward(mm_ctx *mm, const moe_dims *d, const moe_acts *a, moe_scratch *s,
+ * loss's weight for this micro-batch). Under expert parallelism only this
+ * rank's experts' weight gradients are written (the others' ranks write
+ * theirs), from every token of the expert group that reached them. */
+int train_moe_backward(mm_ctx *mm, const moe_dims *d, const moe_acts *a, moe_scratch *s,
                         float *dx, float *dwr, float *dwgu, float *dwd, const float *dout,
                         const float *x, const float *wr, const float *wgu, const float *wd,
                         float weight);
