@@ -9,11 +9,6 @@ static int todo(const char *name)
     return WEFT_ENOTSUP;
 }
 
-int weft_cpn_probe_main(int argc, char **argv)
-{
-    return todo("probe");
-}
-
 int weft_cpn_serve_main(int argc, char **argv)
 {
     return todo("serve");
