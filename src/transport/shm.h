@@ -86,6 +86,7 @@ typedef struct {
     char *data;
     uint64_t bytes;    /* capacity, a multiple of 8 */
     uint64_t pos;      /* own side: next byte to write (sender) or read (receiver) */
+    uint64_t seen;     /* sender: the receiver's head when last loaded */
     size_t map_len;
     uint64_t cma_sent;       /* sender: single-copy messages announced */
     uint64_t cookie;         /* sender: read back by the receiver's first single copy */
