@@ -90,6 +90,7 @@ struct p2p_engine {
     int outstanding;
     int severed, aborted;
     double last, next_probe;
+    int fresh;                 /* moved since the clock was last read: last is due then */
     double spin_s;
     int spin_yields;
     int shm_on;                /* WEFT_P2P_SHM and WEFT_SHM: same-host pairs offer rings */

@@ -222,7 +222,7 @@ int p2p_take_posts(p2p_engine *e, int *stop)
         next = r->next;
         r->next = NULL;
         e->outstanding++;
-        e->last = clock_now();
+        e->fresh = 1;
         p2p_peer *p = &e->peer[r->a.root];
         if (e->aborted || atomic_load(&e->c->aborted)) {
             fail(e, r, WEFT_EABORTED, "communicator aborted");
