@@ -380,8 +380,10 @@ int ckpt_shard_save(weft_run *t, const char *path, long step, weft_ckpt *rec, in
      * reduction, so a committed save has every rank's */
     if (pd->rc == 0 && ckpt_sync_kind(&t->sync) > 0)
         pd->rc = ckpt_sync_save(t, pd->save, pd->jr, step, pd->why, WHY_CAP);
-    /* under --mem-limit there is no room for a second copy of the share */
-    int bg = async && t->o->mem_limit <= 0;
+    /* under --mem-limit there is no room for a second copy of the share;
+     * under --elastic a save must not outlive the step: a membership
+     * change replaces the job, the model and the shards it was taken of */
+    int bg = async && t->o->mem_limit <= 0 && !t->o->elastic;
     if (bg && pd->rc == 0 && pd->np)
         snapshot(pd);
     if (bg && defer_all(pd)) {

@@ -6,7 +6,10 @@
 # resume is bit-exact (the metrics rows and the final parameters) for DP
 # with ZeRO 0-3 and a pipeline; --keep rotates; a rank killed (-9) during
 # repeated saves leaves a loadable checkpoint every time; a directory that
-# cannot be written fails every rank naming it; the memory-wall GPT saves
+# cannot be written (a file in its place, moved away, a full file system)
+# fails every rank naming it; a changed or short file fails the resume
+# naming the file, slice and tensor; another sync mode warns; an elastic
+# run's saves after a shrink resume at the new world; the memory-wall GPT saves
 # and resumes at another layout under its --mem-limit, each rank reading
 # well under half the checkpoint; weft-ckpt inspects and consolidates.
 # Under sanitizers (TEST_SCALE > 1) fewer layouts and kills.
@@ -144,6 +147,27 @@ if unshare -m sh -c "mount -t tmpfs -o size=48k tmpfs '$dir/small'" 2>/dev/null;
     grep -q '^latest' "$dir/full.out" && bad "full: latest names a save that failed"
 fi
 
+# --elastic: a rank killed at step 4 of 8, saves every 3 steps (each one
+# synchronous under --elastic); the saves after the shrink record the new
+# world and one membership change, and resume at 3 ranks going on within
+# 1e-5 of the elastic run; every save loads
+el="--model gpt --layers 1 --heads 2 --dim 16 --data builtin --batch 12 --quiet --no-eval"
+if "$B/weftrun" --elastic 2:4 -n 4 "$B/weft-train" $common $el --steps 8 --elastic --zero 2 \
+    --kill-at 2:4 --save-every 3 --save "$dir/el/" --metrics "$dir/el.csv" >"$dir/el.out" 2>&1; then
+    ok
+    grep -aq 'world=4 tp=1 pp=1 dp=4 zero=2 sync=full compress=none elastic=0 launch=4' \
+        "$dir"/el/step-00000003-*/manifest && ok || bad "elastic: the save before the shrink"
+    grep -aq 'world=3 tp=1 pp=1 dp=3 zero=2 sync=full compress=none elastic=1 launch=4' \
+        "$dir"/el/step-00000006-*/manifest && ok || bad "elastic: the save after the shrink"
+    for s in "$dir"/el/step-*; do
+        "$B/weft-train" --resume "$s" --eval-only --quiet >"$dir/el.load" 2>&1 && ok ||
+            bad "elastic: $s does not load"
+    done
+    run elr 3 --resume "$(ls -d "$dir"/el/step-00000006-*)" --steps 8 --zero 2 && same elr el
+else
+    bad "elastic run with sharded saves: exit $?"; tail -n 5 "$dir/el.out"
+fi
+
 # a file changed or cut short after its save: the resume fails naming the
 # file, the slice and the tensor
 if [ -f "$dir/a/latest" ]; then
@@ -201,6 +225,14 @@ if [ -d "$dir/dilocof" ]; then
         ok
     else
         bad "diloco resumed at 3 ranks: no warning"
+    fi
+    # the manifest's sync mode against the resume's: a warning
+    if run dilocofull 2 --resume "$dir/dilocof" --steps 14 &&
+        grep -q "warning: .* was saved with --sync diloco:4 --compress none, this run has --sync full --compress none" \
+            "$dir/dilocofull.out"; then
+        ok
+    else
+        bad "diloco resumed with full sync: no warning naming both modes"
     fi
     if [ $thin = 0 ]; then
         cp -r "$(ls -d "$dir/dilocof"/step-00000006-*)" "$dir/bare"
