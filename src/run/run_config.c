@@ -563,6 +563,9 @@ static int check_layout(const opts *o, char *err, size_t cap)
     if (o->sp && o->tp <= 1)
         return refuse(err, cap, "--sp splits the sequence over the tensor group: it needs --tp "
                       "2 or more");
+    if (o->ep > 1 && o->tp > 1)
+        return refuse(err, cap, "--ep %d with --tp %d: expert tensor parallelism is not done; "
+                      "give one of them", o->ep, o->tp);
     return 0;
 }
 

@@ -6,6 +6,16 @@
 # micro-batch's share scaling it), recomputation bit-equal;
 # with dropping, shared experts, the sigmoid router and the bias it
 # trains; tp 2 refused (experts are not split).
+# Expert parallelism (--ep, dp 4; SGD, whose update is linear in the
+# gradient, so that a wrong gradient shows in the parameters): losses to
+# 1e-6 relative and every final parameter to 1e-6 of its tensor's largest
+# at ep 2 (with ZeRO 1), ep 4, and ep 2 x pp 2; after one step every
+# tensor but the experts' bit-identical to dp 4 without --ep (the dispatch
+# adds nothing up: the experts' rows only move); skewed routing (all tokens
+# to experts 0 and 1: three ranks of four have none) for many steps at ep
+# 4 with the losses of one process; a rank announcing another capacity is
+# an error naming both ranks on every rank, not a stall; --ep refused
+# where it does not divide or with --tp.
 # TEST_TIMEOUT(300)
 B=${BUILD:-build}
 dir=$(mktemp -d)
@@ -38,6 +48,118 @@ fi
 # experts are whole on every rank: tensor parallelism is refused, saying so
 "$B/weftrun" -n 2 "$B/weft-train" $common --model "$base" --tp 2 >"$dir/tp.out" 2>&1
 if [ $? -ne 0 ] && grep -q "tp 2" "$dir/tp.out"; then ok; else bad "tp 2 not refused"; fi
+
+# ---- expert parallelism ----
+# cmp.py A B TOL: every param/ tensor of checkpoint A within TOL (relative
+# to B's largest element) of B's; prints "same NAME" for each tensor that
+# is bit-identical, "count N" the tensors that are not the experts'
+cat >"$dir/cmp.py" <<'PY'
+import struct, sys
+def read(path):
+    d = open(path, 'rb').read()
+    at, out = 32, {}
+    for _ in range(struct.unpack_from('<Q', d, 16)[0]):
+        nl, n = struct.unpack_from('<I', d, at + 8)[0], struct.unpack_from('<Q', d, at + 80)[0]
+        name = d[at + 96:at + 96 + nl].decode()
+        at = (at + 96 + nl + 63) // 64 * 64
+        if name.startswith('param/'):
+            out[name] = d[at:at + n]
+        at += n
+    return out
+a, b, tol = read(sys.argv[1]), read(sys.argv[2]), float(sys.argv[3])
+bad = not b or sorted(a) != sorted(b)
+for k in sorted(b):
+    if k not in a:
+        continue
+    x = struct.unpack('<%df' % (len(a[k]) // 4), a[k])
+    y = struct.unpack('<%df' % (len(b[k]) // 4), b[k])
+    err = max(abs(p - q) for p, q in zip(x, y)) / (max(abs(v) for v in y) or 1.0)
+    if err > tol:
+        print('%s: %s relative %.3g' % (sys.argv[1], k, err))
+        bad = True
+    if a[k] == b[k]:
+        print('same', k)
+print('count', sum('.experts.' not in k for k in b))
+sys.exit(1 if bad else 0)
+PY
+close() { # name ref: losses within 1e-6 relative, and the final parameters
+    if awk -F, 'FNR == 1 { next } NR == FNR { l[$1] = $4; next } $3 == "train" { n++
+                d = $4 - l[$1]; if (d < 0) d = -d; if (!($1 in l) || d > 1e-6 * l[$1] + 5e-7) {
+                print "step " $1 ": " $4 " vs " l[$1]; bad = 1 } }
+                END { exit bad || !n }' "$dir/$2.csv" "$dir/$1.csv" &&
+       python3 "$dir/cmp.py" "$dir/$1.wckpt" "$dir/$2.wckpt" 1e-6 >"$dir/$1.cmp"; then
+        ok
+    else
+        bad "$1: differs from $2"; grep -v '^same' "$dir/$1.cmp"
+    fi
+}
+ep8="llama:vocab=256,ctx=32,layers=2,heads=4,kv_heads=2,dim=32,ffn=48,experts=8,topk=2"
+common="--quiet --no-eval --optim sgd --momentum 0.9 --lr 0.05 --data builtin --batch 8"
+for r in "eref 1" "ep2 4 --ep 2 --zero 1" "ep4 4 --ep 4" "ep2pp2 4 --ep 2 --pp 2"; do
+    set -- $r
+    name=$1
+    shift
+    run "$name" "$@" --model "$ep8" --steps 8 --save "$dir/$name.wckpt" &&
+        [ "$name" != eref ] && close "$name" eref
+done
+
+# one step: the forward and every gradient but the experts' weights' are
+# the same arithmetic as without --ep
+if run one_dp 4 --model "$ep8" --steps 1 --save "$dir/one_dp.wckpt" &&
+   run one_ep 4 --model "$ep8" --steps 1 --ep 4 --save "$dir/one_ep.wckpt"; then
+    python3 "$dir/cmp.py" "$dir/one_ep.wckpt" "$dir/one_dp.wckpt" 1e-6 >"$dir/one.cmp"
+    same=$(grep '^same' "$dir/one.cmp" | grep -vc '\.experts\.')
+    if [ "$same" -gt 0 ] && grep -q "^count $same\$" "$dir/one.cmp"; then
+        ok
+    else
+        bad "one step at ep 4: the non-expert tensors are not bit-identical to dp 4"
+        cat "$dir/one.cmp"
+    fi
+fi
+
+# skewed routing: experts 0 and 1 take every token, ranks 1-3 get none
+steps=400
+[ "${TEST_SCALE:-1}" -gt 1 ] && steps=40
+export WEFT_TEST_MOE_SKEW=8
+# (plain SGD at a small rate: rounding grows slowest there, within 1e-6 for
+# 400 steps)
+slow="--momentum 0 --lr 0.003 --steps $steps --log-every $steps"
+if run sref 1 --model "$ep8" $slow && run sep4 4 --model "$ep8" $slow --ep 4; then
+    if awk -F, 'FNR == 1 { next } NR == FNR { l[$1] = $4; next } $3 == "train" { n++
+                d = $4 - l[$1]; if (d < 0) d = -d; if (d > 1e-6 * l[$1] + 5e-7) bad = 1 }
+                END { exit bad || !n }' "$dir/sref.csv" "$dir/sep4.csv" &&
+       grep -q "the group's tokens per expert max/mean 4.000" "$dir/sep4.out"; then
+        ok
+    else
+        bad "skewed routing at ep 4: losses differ from one process or the load is not skewed"
+        grep "experts at" "$dir/sep4.out" | head -n 4
+    fi
+fi
+unset WEFT_TEST_MOE_SKEW
+
+# a rank announcing another capacity: every rank fails naming 0 and 2
+WEFT_TEST_MOE_SKEW_RANK=2 timeout 120 "$B/weftrun" -n 4 "$B/weft-train" $common \
+    --model "$ep8" --steps 4 --ep 4 >"$dir/lie.out" 2>&1
+rc=$?
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] &&
+   [ "$(grep -c 'ranks 0 and 2 disagree on the expert capacity' "$dir/lie.out")" -eq 4 ]; then
+    ok
+else
+    bad "a capacity disagreement: exit $rc"
+    tail -n 8 "$dir/lie.out"
+fi
+
+refused() { # what args...: weft-train on 4 ranks exits non-zero saying what
+    what=$1
+    shift
+    "$B/weftrun" -n 4 "$B/weft-train" $common --model "$ep8" --steps 1 "$@" >"$dir/r.out" 2>&1
+    if [ $? -ne 0 ] && grep -q "$what" "$dir/r.out"; then ok; else bad "$* not refused"; fi
+}
+refused "must divide the data-parallel ranks" --ep 3
+refused "expert tensor parallelism is not done" --ep 2 --tp 2
+"$B/weftrun" -n 4 "$B/weft-train" --data builtin --batch 8 --model "$ep8" --steps 1 --ep 2 \
+    >"$dir/r.out" 2>&1
+if [ $? -ne 0 ] && grep -q "give --no-eval" "$dir/r.out"; then ok; else bad "--ep with evaluation"; fi
 
 echo "summary: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
