@@ -1,9 +1,9 @@
 #!/bin/bash
 # Point-to-point between two ranks of this host, three ways in the same
-# run: through shared memory (WEFT_P2P_SHM=1: a ring, single copy from
-# 256 KiB), the same with the ring alone (WEFT_SHM_CMA=0: two copies,
-# the sender's and the receiver's, under way at once) and over loopback
-# TCP (WEFT_P2P_SHM=0), runs taking turns, with memcpy's bandwidth on
+# run: through shared memory as it ships (WEFT_P2P_SHM=1: a ring per
+# pair, the sender's and the receiver's copies under way at once), the
+# same with single copy from 256 KiB (WEFT_SHM_CMA=2: process_vm_readv;
+# columns "cma") and over loopback TCP (WEFT_P2P_SHM=0), runs taking turns, with memcpy's bandwidth on
 # rank 0 measured in every run (bench/p2p_bw.c: lat is half a
 # ping-pong's round trip, bw its size / lat, bibw an exchange's both
 # ways). Prints the medians per size.
@@ -34,9 +34,9 @@ cc -O2 -std=c11 -D_GNU_SOURCE -I"$HERE/../include" "$HERE/p2p_bw.c" -o "$work/p2
 echo "p2p.sh: 2 ranks on one host, $REPS runs each way, $(date -u +%FT%TZ)"
 echo "cpu: $(lscpu | sed -n 's/^Model name: *//p' | head -n 1), $(nproc) cores"
 for rep in $(seq "$REPS"); do
-    for way in shm ring tcp; do
+    for way in shm cma tcp; do
         shm=1 cma=1
-        [ $way = ring ] && cma=0
+        [ $way = cma ] && cma=2
         [ $way = tcp ] && shm=0
         for range in "-b 8 -e 4096 -f 8" "-b 1048576 -e 16777216 -f 4"; do
             # shellcheck disable=SC2086
@@ -53,8 +53,8 @@ med() { sort -n | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; 
 div() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
 f="%10s | %8s %8s %8s | %8s %8s %8s | %8s %8s %8s | %8s | %7s %7s\n"
 # shellcheck disable=SC2059
-printf "$f" size "shm lat" "shm bw" "bibw" "ring lat" "ring bw" "bibw" "tcp lat" "tcp bw" "bibw" \
-    memcpy "shm/cp" "ring/cp"
+printf "$f" size "shm lat" "shm bw" "bibw" "cma lat" "cma bw" "bibw" "tcp lat" "tcp bw" "bibw" \
+    memcpy "shm/cp" "cma/cp"
 # shellcheck disable=SC2059
 printf "$f" "(B)" "(us)" "(GB/s)" "(GB/s)" "(us)" "(GB/s)" "(GB/s)" "(us)" "(GB/s)" "(GB/s)" \
     "(GB/s)" "" ""
@@ -62,8 +62,8 @@ for size in $(awk '{ print $2 }' "$work/all" | sort -n | uniq); do
     col() { awk -v w="$1" -v s="$size" -v c="$2" '$1 == w && $2 == s { print $c }' "$work/all" | med; }
     cp=$(awk -v s="$size" '$2 == s { print $7 }' "$work/all" | med)
     # shellcheck disable=SC2059
-    printf "$f" "$size" "$(col shm 4)" "$(col shm 5)" "$(col shm 6)" "$(col ring 4)" \
-        "$(col ring 5)" "$(col ring 6)" "$(col tcp 4)" "$(col tcp 5)" "$(col tcp 6)" "$cp" \
-        "$(div "$(col shm 5)" "$cp")" "$(div "$(col ring 5)" "$cp")"
+    printf "$f" "$size" "$(col shm 4)" "$(col shm 5)" "$(col shm 6)" "$(col cma 4)" \
+        "$(col cma 5)" "$(col cma 6)" "$(col tcp 4)" "$(col tcp 5)" "$(col tcp 6)" "$cp" \
+        "$(div "$(col shm 5)" "$cp")" "$(div "$(col cma 5)" "$cp")"
 done
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
