@@ -2048,6 +2048,10 @@ int weft_cpn_report_main(int argc, char **argv);
 int weft_cpn_clusters_main(int argc, char **argv);
 int weft_cpn_links_main(int argc, char **argv);
 int weft_cpn_plan_main(int argc, char **argv);
+/* run starts a plan's parts through their clusters' launchers as one job
+ * and watches them; status prints each part's progress against the plan. */
+int weft_cpn_run_main(int argc, char **argv);
+int weft_cpn_status_main(int argc, char **argv);
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

@@ -27,6 +27,8 @@ static const subcommand subcommands[] = {
     {"clusters", weft_cpn_clusters_main, "the registry's clusters: up or down, age"},
     {"links", weft_cpn_links_main, "the link matrix between the registry's clusters"},
     {"plan", weft_cpn_plan_main, "place a job (JSON intent) on clusters; print the plan"},
+    {"run", weft_cpn_run_main, "start a plan's parts through their launchers; watch them"},
+    {"status", weft_cpn_status_main, "each part of a run against the plan"},
 };
 
 static void usage(FILE *f)

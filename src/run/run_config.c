@@ -413,6 +413,8 @@ static int set_launch(opts *o, const char *key, const char *v, char *err, size_t
         return set_pp_schedule(o, v, err, cap);
     if (strcmp(key, "straggle") == 0)
         return set_straggle(o, v, err, cap);
+    if (strcmp(key, "progress") == 0)
+        return copy_str(o->progress, sizeof o->progress, key, v, err, cap);
     if (strcmp(key, "batch-shares") == 0)
         return copy_str(o->batch_shares, sizeof o->batch_shares, key, v, err, cap);
     if (strcmp(key, "speed") == 0) {

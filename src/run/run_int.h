@@ -54,6 +54,7 @@ typedef struct {
     char trace[1024];     /* --trace-samples (tests): each rank's committed sample ids */
     char batch_shares[256]; /* --batch-shares S0,S1,..: cluster k's samples of a batch */
     double speed;         /* --speed (0, 1]: emulated compute speed (run_shares.c) */
+    char progress[1024];  /* --progress PATH: each cluster's first rank's PATH.K */
     unsigned set; /* bit per run option given on the command line */
 } opts;
 
@@ -154,6 +155,7 @@ struct train_sync {
     double step_s, optim_s, after_s, final_s;
     double loop_outer[3];
     double paced_s;  /* --speed: forward + backward seconds already paced */
+    double progress_t0, progress_at; /* --progress: the first step's start, last write */
 };
 
 /* ---- elastic membership ----------------------------------------------------------- */

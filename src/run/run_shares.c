@@ -23,6 +23,7 @@
 #include "core/clock.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,4 +212,42 @@ void shares_pace(train_sync *s)
         t->compute_s += extra; /* the emulated compute's time */
     }
     s->paced_s = t->compute_s;
+}
+
+/* Whether this rank speaks for its cluster: the cluster's lowest rank. */
+static int cluster_first(const train_sync *s)
+{
+    if (!s->comm)
+        return 1;
+    int me = weft_comm_rank(s->comm), mine = weft_comm_cluster_of(s->comm, me);
+    for (int r = 0; r < me; r++)
+        if (weft_comm_cluster_of(s->comm, r) == mine)
+            return 0;
+    return 1;
+}
+
+void shares_progress(train_sync *s, const train_step *st)
+{
+    weft_run *t = s->run;
+    const char *path = s->o->progress;
+    double now = clock_now();
+    long step = t->next + 1;
+    if (!path[0] || !cluster_first(s))
+        return;
+    if (s->progress_t0 == 0)
+        s->progress_t0 = now;
+    if (now - s->progress_at < 0.5 && step < t->end)
+        return;
+    s->progress_at = now;
+    int k = s->comm ? weft_comm_cluster_of(s->comm, weft_comm_rank(s->comm)) : 0;
+    char name[1100], tmp[1120];
+    snprintf(name, sizeof name, "%s.%d", path, k);
+    snprintf(tmp, sizeof tmp, "%s.tmp", name);
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return; /* progress is for watching: the training goes on without it */
+    fprintf(f, "step %ld of %ld loss %.6f elapsed %.3f\n", step, t->end, st->loss,
+            now - s->progress_t0);
+    if (fclose(f) == 0)
+        rename(tmp, name);
 }

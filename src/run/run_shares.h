@@ -15,5 +15,9 @@ int shares_open(train_sync *s);
 /* After forward and backward: sleeps so that the compute of the step runs
  * at --speed of this machine's (emulation; nothing when speed is 1). */
 void shares_pace(train_sync *s);
+/* After a step, --progress: the first rank of each cluster keeps PATH.K
+ * (K its cluster) as one line, "step S of N loss L elapsed E", replaced at
+ * most twice a second and after the last step, for weft-cpn status. */
+void shares_progress(train_sync *s, const train_step *st);
 
 #endif

@@ -134,6 +134,8 @@ int sync_step(train_sync *s, train_step *st, float lr)
     double t0 = clock_now();
     int rc = s->ops->step(s, st, lr);
     s->step_s += clock_now() - t0;
+    if (rc == 0)
+        shares_progress(s, st);
     return rc;
 }
 
