@@ -21,8 +21,8 @@
 #endif
 
 #ifdef MMB_BUILT
-/* The plain form of train_mmb_pack's along case, for a row stride too
- * large for the gathers' 32-bit offsets (and the odd kc's last pair). */
+/* The plain form of train_mmb_pack's along case, from pair q0 on (the
+ * odd kc's last pair). */
 static void pack_along_c(uint32_t *dst, int W, const uint16_t *src, int ld, int w, int kc,
                          int q0)
 {
@@ -90,25 +90,64 @@ static void pack_across(uint32_t *dst, int W, const uint16_t *src, int ld, int w
     }
 }
 
-/* Depth runs along the rows: a pair is one 32-bit word of a row, so 16
- * rows' words are gathered at once (byte offsets, any alignment). */
+/* r[0..16) as a 16 x 16 matrix of 32-bit words, transposed into t: word
+ * c of t[i] is word i of r[c]. Pairs within 128-bit lanes, then quads,
+ * then the lanes themselves. */
+MMB_TARGET
+static void tr16(const __m512i *r, __m512i *t)
+{
+    __m512i a[16], b[16];
+    for (int i = 0; i < 16; i += 2) {
+        a[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        a[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    /* b[4i + k], lane L: word 4L + k of rows 4i .. 4i + 3 */
+    for (int i = 0; i < 16; i += 4) {
+        b[i] = _mm512_unpacklo_epi64(a[i], a[i + 2]);
+        b[i + 1] = _mm512_unpackhi_epi64(a[i], a[i + 2]);
+        b[i + 2] = _mm512_unpacklo_epi64(a[i + 1], a[i + 3]);
+        b[i + 3] = _mm512_unpackhi_epi64(a[i + 1], a[i + 3]);
+    }
+    for (int k = 0; k < 4; k++) {
+        __m512i x0 = _mm512_shuffle_i32x4(b[k], b[4 + k], 0x44);
+        __m512i x1 = _mm512_shuffle_i32x4(b[k], b[4 + k], 0xee);
+        __m512i y0 = _mm512_shuffle_i32x4(b[8 + k], b[12 + k], 0x44);
+        __m512i y1 = _mm512_shuffle_i32x4(b[8 + k], b[12 + k], 0xee);
+        t[k] = _mm512_shuffle_i32x4(x0, y0, 0x88);
+        t[4 + k] = _mm512_shuffle_i32x4(x0, y0, 0xdd);
+        t[8 + k] = _mm512_shuffle_i32x4(x1, y1, 0x88);
+        t[12 + k] = _mm512_shuffle_i32x4(x1, y1, 0xdd);
+    }
+}
+
+/* Depth runs along the rows: a pair is one 32-bit word of a row, so a
+ * panel's 16 rows are read 16 words at a time and transposed in
+ * registers, each result vector one pair's 16 indices (had been one
+ * gather per pair: the bf16 products' packing took a quarter of their
+ * time). Masked loads read nothing past the rows' kc or the panel's
+ * rows; missing rows give the panel's zero padding. */
 MMB_TARGET
 static void pack_along(uint32_t *dst, int W, const uint16_t *src, int ld, int w, int kc)
 {
     int kp = kc / 2;
     size_t step = (size_t)((kc + 1) / 2) * W;
-    __m512i offs = _mm512_mullo_epi32(
-        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-        _mm512_set1_epi32(2 * ld));
     uint32_t *d = dst;
     for (int jp = 0; jp < w; jp += W, d += step)
         for (int g = 0; g < W; g += 16) {
-            __mmask16 in = first(w - jp - g), out = first(W - g);
-            const uint16_t *s = in ? src + (size_t)(jp + g) * ld : src;
-            for (int q = 0; q < kp; q++) {
-                __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), in, offs,
-                                                        s + 2 * q, 1);
-                _mm512_mask_storeu_epi32(d + (size_t)q * W + g, out, v);
+            int rows = w - jp - g < W - g ? w - jp - g : W - g;
+            rows = rows < 0 ? 0 : rows > 16 ? 16 : rows;
+            __mmask16 out = first(W - g);
+            for (int q0 = 0; q0 < kp; q0 += 16) {
+                int n = kp - q0 < 16 ? kp - q0 : 16;
+                __mmask16 in = first(n);
+                __m512i r[16], t[16];
+                for (int i = 0; i < 16; i++)
+                    r[i] = i < rows ? _mm512_maskz_loadu_epi32(
+                                          in, src + (size_t)(jp + g + i) * ld + 2 * q0)
+                                    : _mm512_setzero_si512();
+                tr16(r, t);
+                for (int i = 0; i < n; i++)
+                    _mm512_mask_storeu_epi32(d + (size_t)(q0 + i) * W + g, out, t[i]);
             }
         }
     if (kc & 1)
@@ -119,10 +158,8 @@ void train_mmb_pack(uint32_t *dst, int W, int along, const uint16_t *src, int ld
 {
     if (!along)
         pack_across(dst, W, src, ld, w, kc);
-    else if ((long)ld * 2 * 15 < (1L << 31))
-        pack_along(dst, W, src, ld, w, kc);
     else
-        pack_along_c(dst, W, src, ld, w, kc, 0);
+        pack_along(dst, W, src, ld, w, kc);
 }
 
 static void store_tile(const float *acc, float *c, int ldc, int mr, int nr, int accumulate)
