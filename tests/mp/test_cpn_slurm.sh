@@ -1,0 +1,119 @@
+#!/bin/sh
+# weft-cpn run across two real Slurm clusters on this machine
+# (tests/cpn/slurm_clusters.sh: one network namespace, munge and
+# slurmctld + slurmd each, links held to 100 Mbit/s by tbf, 20 ms of delay
+# from WEFT_WAN since the kernel has no netem). A plan written here puts a
+# tiny GPT on both, DiLoCo with H = 4: cluster a (2 ranks, 12 samples of
+# each batch of 16, speed 1) and cluster b (1 rank, 4 samples, speed 0.5,
+# so 2 inner steps per outer step). weft-cpn run submits each part with
+# sbatch to its cluster's slurmctld (its SLURM_CONF); the job ends, both
+# parts exit 0, the loss falls, weft-cpn status shows both done. Then the
+# same with --elastic and part b cancelled (scancel) mid-run: docs/CPN.md
+# says cluster a goes on alone from the next outer step and finishes, and
+# the status shows b failed. Needs root, Slurm and munge (Debian:
+# slurmctld slurmd slurm-client munge); prints a skip otherwise. The
+# daemons are started and stopped here.
+# TEST_TIMEOUT(180)
+B=${BUILD:-build}
+passed=0; failed=0
+ok() { passed=$((passed + 1)); }
+bad() { failed=$((failed + 1)); echo "FAIL $*"; }
+skip() { echo "skip: $*"; echo "summary: 0 passed, 0 failed"; exit 0; }
+
+[ "$(id -u)" = 0 ] || skip "needs root (network namespaces, tc, slurmd)"
+for p in ip tc nsenter unshare munged slurmctld slurmd sbatch srun squeue scancel sinfo; do
+    command -v $p >/dev/null 2>&1 || skip "needs $p (apt-get install slurmctld slurmd slurm-client munge)"
+done
+ip netns add wcprobe$$ 2>/dev/null && ip netns del wcprobe$$ || skip "cannot make network namespaces"
+
+dir=$(mktemp -d)
+here=$(cd "$(dirname "$0")/../cpn" && pwd)
+cleanup() { sh "$here/slurm_clusters.sh" stop "$dir/sc" 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$dir"; }
+trap cleanup EXIT INT TERM
+if ! setsid sh "$here/slurm_clusters.sh" start "$dir/sc" 2 100mbit 20ms </dev/null >"$dir/start.out" 2>&1
+then
+    cat "$dir/start.out"
+    bad "the two Slurm clusters did not start"
+    echo "summary: $passed passed, $failed failed"
+    exit 1
+fi
+. "$dir/sc/clusters.env"
+if sh "$here/slurm_clusters.sh" check "$dir/sc" >"$dir/check.out" 2>&1; then ok; else
+    bad "srun on each cluster: $(cat "$dir/check.out")"
+fi
+
+steps=40
+[ "${TEST_SCALE:-1}" -ge 10 ] && steps=24
+plan() { # file extra-train-args (a JSON list's inside)
+    cat >"$1" <<EOF
+{"schema": "weft-cpn-plan/1",
+ "job": {"schema": "weft-cpn-job/1", "model": "gpt:vocab=256,ctx=16,layers=1,heads=2,dim=32",
+         "data": "builtin", "steps": $steps, "global_batch": 16, "seq": 16,
+         "train_args": ["--no-eval", "--log-every", "4", "--train-size", "2048"$2]},
+ "sync": {"mode": "diloco", "H": 4, "compress": "none"},
+ "parts": [
+  {"cluster": "a", "launcher": "slurm", "slurm_conf": "$a_CONF", "hosts": ["ah1"], "ranks": 2,
+   "layout": {"tp": 1, "pp": 1, "dp": 2, "zero": 0, "schedule": "1f1b"}, "batch": 12, "speed": 1.0},
+  {"cluster": "b", "launcher": "slurm", "slurm_conf": "$b_CONF", "hosts": ["bh1"], "ranks": 1,
+   "layout": {"tp": 1, "pp": 1, "dp": 1, "zero": 0, "schedule": "1f1b"}, "batch": 4, "speed": 0.5}],
+ "predicted": {"step_s": 0.05, "total_s": 2.0}}
+EOF
+}
+cpnrun() { # name plan args...
+    name=$1 p=$2
+    shift 2
+    timeout -s KILL 120 "$B/weft-cpn" run --plan "$p" --dir "$dir/$name" --host "$HOSTADDR" \
+        --ifname eth0 --wan delay=20ms --timeout 100 --train "$B/weft-train" "$@" \
+        >"$dir/$name.out" 2>&1
+}
+show() { sed 's/^/    /' "$dir/$1.out"; for f in "$dir/$1"/part-*.out; do echo "  $f:"; tail -n 15 "$f" | sed 's/^/    /'; done; }
+
+plan "$dir/plan.json" ""
+if cpnrun whole "$dir/plan.json" && grep -q "part a done (exit 0)" "$dir/whole.out" &&
+    grep -q "part b done (exit 0)" "$dir/whole.out"; then
+    ok
+else
+    bad "weft-cpn run over both clusters"; show whole
+fi
+# both parts went through sbatch, each to its own cluster
+if grep -q "part a: 2 rank(s) from rank 0 via slurm (sbatch)" "$dir/whole.out" &&
+    grep -q "part b: 1 rank(s) from rank 2 via slurm (sbatch)" "$dir/whole.out" &&
+    grep -q "^done (exit 0) job [0-9]" "$dir/whole/part-b.state"; then
+    ok
+else
+    bad "the parts' launch: $(grep 'part [ab]:' "$dir/whole.out")"
+fi
+if awk -F, '$3 == "train" { if (!n++) first = $4; last = $4 }
+    END { exit !(n > 1 && last < 0.8 * first) }' "$dir/whole/metrics.csv" 2>/dev/null; then
+    ok
+else
+    bad "the loss did not fall: $(awk -F, '$3 == "train" { printf "%s ", $4 }' "$dir/whole/metrics.csv" 2>/dev/null)"
+fi
+# the slow cluster took half the steps, 2 a period
+"$B/weft-cpn" status --plan "$dir/plan.json" --dir "$dir/whole" >"$dir/status.out" 2>&1
+if grep -q "^a .*done (exit 0) .* $steps/$steps " "$dir/status.out" &&
+    grep -q "^b .*done (exit 0) .* $((steps / 2))/$((steps / 2)) " "$dir/status.out"; then
+    ok
+else
+    bad "weft-cpn status: $(cat "$dir/status.out")"
+fi
+
+# a cluster lost: elastic DiLoCo drops it at the outer step, the other finishes
+plan "$dir/plan_el.json" ', "--elastic"'
+cpnrun lost "$dir/plan_el.json" --kill-at b:8
+if grep -q "part b lost" "$dir/lost.out" && grep -q "part a done (exit 0)" "$dir/lost.out" &&
+    grep -q "cluster 1 dropped" "$dir/lost/part-a.out"; then
+    ok
+else
+    bad "part b cancelled mid-run"; show lost
+fi
+"$B/weft-cpn" status --plan "$dir/plan_el.json" --dir "$dir/lost" >"$dir/status_lost.out" 2>&1
+if grep -q "^b .*failed" "$dir/status_lost.out" && grep -q "^a .*done (exit 0) .* $steps/$steps " \
+    "$dir/status_lost.out"; then
+    ok
+else
+    bad "weft-cpn status after the loss: $(cat "$dir/status_lost.out")"
+fi
+cat "$dir/status.out" "$dir/status_lost.out"
+echo "summary: $passed passed, $failed failed"
+[ $failed = 0 ]
