@@ -9,26 +9,6 @@ static int todo(const char *name)
     return WEFT_ENOTSUP;
 }
 
-int weft_cpn_serve_main(int argc, char **argv)
-{
-    return todo("serve");
-}
-
-int weft_cpn_report_main(int argc, char **argv)
-{
-    return todo("report");
-}
-
-int weft_cpn_clusters_main(int argc, char **argv)
-{
-    return todo("clusters");
-}
-
-int weft_cpn_links_main(int argc, char **argv)
-{
-    return todo("links");
-}
-
 int weft_cpn_plan_main(int argc, char **argv)
 {
     return todo("plan");

@@ -1,0 +1,213 @@
+/* The link endpoint and its measurement. One request at a time per
+ * endpoint: links are measured seldom and one pair at a time, and a
+ * second transfer at once would share the link and halve both figures. */
+#include "cpn/cpn_link.h"
+
+#include "core/clock.h"
+#include "transport/sock.h"
+#include "weft.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct cpn_link_ep {
+    int fd;
+    atomic_int stop;
+    pthread_t thread;
+};
+
+#define CHUNK (64 << 10)
+#define PINGS 10
+
+/* One client: 'P' echoed; 'B' and 8 bytes of length: that many bytes
+ * read, then one byte back; anything else or the end closes. */
+static void serve_one(int fd, char *buf)
+{
+    for (;;) {
+        unsigned char op;
+        double deadline = clock_now() + 30;
+        if (sock_read_full(fd, &op, 1, deadline))
+            return;
+        if (op == 'P') {
+            if (sock_write_full(fd, &op, 1, deadline))
+                return;
+            continue;
+        }
+        uint64_t n;
+        if (op != 'B' || sock_read_full(fd, &n, sizeof n, deadline))
+            return;
+        while (n > 0) {
+            size_t take = n < CHUNK ? (size_t)n : CHUNK;
+            if (sock_read_full(fd, buf, take, deadline))
+                return;
+            n -= take;
+        }
+        if (sock_write_full(fd, &op, 1, deadline))
+            return;
+    }
+}
+
+static void *ep_main(void *arg)
+{
+    cpn_link_ep *ep = arg;
+    char *buf = malloc(CHUNK);
+    while (buf && !atomic_load(&ep->stop)) {
+        struct pollfd p = { .fd = ep->fd, .events = POLLIN };
+        if (poll(&p, 1, 200) <= 0)
+            continue;
+        int c = accept(ep->fd, NULL, NULL);
+        if (c < 0)
+            continue;
+        sock_tune(c);
+        serve_one(c, buf);
+        close(c);
+    }
+    free(buf);
+    return NULL;
+}
+
+int cpn_link_serve(cpn_link_ep **out, const char *host, int port, int *port_out, char *err,
+                   size_t errlen)
+{
+    cpn_link_ep *ep = calloc(1, sizeof *ep);
+    if (!ep)
+        return WEFT_ENOMEM;
+    ep->fd = sock_listen(host, port, 8, port_out, err, errlen);
+    if (ep->fd < 0) {
+        int rc = ep->fd;
+        free(ep);
+        return rc;
+    }
+    if (pthread_create(&ep->thread, NULL, ep_main, ep)) {
+        close(ep->fd);
+        free(ep);
+        snprintf(err, errlen, "link endpoint: no thread");
+        return WEFT_ESYS;
+    }
+    *out = ep;
+    return 0;
+}
+
+void cpn_link_stop(cpn_link_ep *ep)
+{
+    if (!ep)
+        return;
+    atomic_store(&ep->stop, 1);
+    pthread_join(ep->thread, NULL);
+    close(ep->fd);
+    free(ep);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int rtt(int fd, double *ms)
+{
+    double t[PINGS];
+    for (int i = 0; i < PINGS; i++) {
+        unsigned char op = 'P';
+        double t0 = clock_now();
+        int rc = sock_write_full(fd, &op, 1, t0 + 10);
+        if (!rc)
+            rc = sock_read_full(fd, &op, 1, t0 + 10);
+        if (rc)
+            return rc;
+        t[i] = (clock_now() - t0) * 1e3;
+    }
+    qsort(t, PINGS, sizeof t[0], cmp_double);
+    *ms = t[PINGS / 2];
+    return 0;
+}
+
+/* Seconds to move n bytes and hear the end's answer. */
+static int transfer(int fd, uint64_t n, const char *buf, double *secs)
+{
+    unsigned char op = 'B';
+    double t0 = clock_now(), deadline = t0 + 60;
+    int rc = sock_write_full(fd, &op, 1, deadline);
+    if (!rc)
+        rc = sock_write_full(fd, &n, sizeof n, deadline);
+    for (uint64_t left = n; !rc && left > 0;) {
+        size_t take = left < CHUNK ? (size_t)left : CHUNK;
+        rc = sock_write_full(fd, buf, take, deadline);
+        left -= take;
+    }
+    if (!rc)
+        rc = sock_read_full(fd, &op, 1, deadline);
+    *secs = clock_now() - t0;
+    return rc;
+}
+
+/* Segments retransmitted so far, and the segment size (glibc's tcp_info
+ * lacks the count of segments sent: the bytes over the size stand in). */
+static void tcp_counts(int fd, double *retrans, double *mss)
+{
+    struct tcp_info ti;
+    socklen_t len = sizeof ti;
+    memset(&ti, 0, sizeof ti);
+    getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len);
+    *retrans = ti.tcpi_total_retrans;
+    *mss = ti.tcpi_snd_mss > 0 ? ti.tcpi_snd_mss : 1448;
+}
+
+static int measure_on(int fd, double seconds, cpn_link_figures *out, char *buf)
+{
+    int rc = rtt(fd, &out->rtt_ms);
+    double r0 = 0, s0, r1 = 0, s1 = 1448, secs = 0;
+    uint64_t n = 256 << 10;
+    /* a first transfer to size the timed one: the link's pace decides how
+     * many bytes fill the time asked for */
+    if (!rc)
+        rc = transfer(fd, n, buf, &secs);
+    if (!rc) {
+        double rate = (double)n / (secs > 1e-6 ? secs : 1e-6);
+        double want = rate * seconds;
+        n = want < (double)(1 << 20) ? 1 << 20 : want > 1e9 ? (uint64_t)1e9 : (uint64_t)want;
+        tcp_counts(fd, &r0, &s0);
+        rc = transfer(fd, n, buf, &secs);
+        tcp_counts(fd, &r1, &s1);
+    }
+    if (rc)
+        return rc;
+    /* the answer's half round trip and the request's are not transfer */
+    double t = secs - out->rtt_ms * 1e-3;
+    out->bandwidth_bps = (double)n * 8 / (t > secs * 0.1 ? t : secs);
+    out->bytes = (double)n;
+    double segs = (double)n / s1;
+    out->loss = r1 > r0 && segs > 0 ? (r1 - r0) / segs : 0;
+    return 0;
+}
+
+int cpn_link_measure(const char *addr, double seconds, cpn_link_figures *out, char *err,
+                     size_t errlen)
+{
+    char host[SOCK_ADDR_MAX];
+    int port;
+    memset(out, 0, sizeof *out);
+    if (sock_split_addr(addr, host, sizeof host, &port)) {
+        snprintf(err, errlen, "link endpoint %s: want host:port", addr);
+        return WEFT_EINVAL;
+    }
+    int fd = sock_connect(host, port, clock_now() + 10, err, errlen);
+    if (fd < 0)
+        return fd;
+    sock_tune(fd);
+    char *buf = calloc(1, CHUNK);
+    int rc = buf ? measure_on(fd, seconds, out, buf) : WEFT_ENOMEM;
+    if (rc)
+        snprintf(err, errlen, "link to %s: %s", addr, weft_strerror(rc));
+    free(buf);
+    close(fd);
+    return rc;
+}
