@@ -48,7 +48,7 @@ static int parse(int argc, char **argv, run_args *a)
 {
     memset(a, 0, sizeof *a);
     a->host = "127.0.0.1";
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) {
         const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(k, "--")) {
             a->extra = argv + i + 1;
@@ -71,7 +71,6 @@ static int parse(int argc, char **argv, run_args *a)
             a->kill_part = v;
         } else
             return -1;
-        i++;
     }
     return a->plan && a->dir ? 0 : -1;
 }
