@@ -397,15 +397,31 @@ int p2p_post(p2p_engine *e, weft_request *r, int wake)
         else
             e->post_head = r;
         e->post_tail = r;
-        if (wake) {
-            e->kick = 1;
-            pthread_cond_broadcast(&e->idle);
-        }
     }
     pthread_mutex_unlock(&e->mu);
-    if (!rc && wake)
-        poke(e);
-    return rc;
+    if (rc || !wake)
+        return rc;
+    /* A send that can move at once (room in its ring or socket) moves
+     * here, on the caller's thread, and the engine's thread is not woken
+     * for it: a wake-up is a pipe write, a futex and the thread's own
+     * rounds, several us on this guest, where the message takes one.
+     * Whatever is left wakes it, as does a post that finds another
+     * driver (which may be about to leave without taking it). */
+    if (r->a.kind == WEFT_COLL_SEND && !pthread_mutex_trylock(&e->drive)) {
+        int stop = 0;
+        e->epoch++;
+        step(e, &stop);
+        int left = e->outstanding;
+        pthread_mutex_unlock(&e->drive);
+        if (!left && !stop)
+            return 0;
+    }
+    pthread_mutex_lock(&e->mu);
+    e->kick = 1;
+    pthread_cond_broadcast(&e->idle);
+    pthread_mutex_unlock(&e->mu);
+    poke(e);
+    return 0;
 }
 
 void p2p_sever(p2p_engine *e, int code)
