@@ -5,7 +5,9 @@
  * rounding; the config's keys (round trip, refusals, tensor parallelism
  * refused); recomputation and a split backward giving the same bits; and
  * the balancing bias alone taking a skewed router's max/mean load toward
- * 1. */
+ * 1; the experts run in two ranges as in one (what each expert-parallel
+ * rank runs), and the test-only skew of the expert-parallel context on one
+ * rank sending every token to experts 0 and 1. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +15,10 @@
 
 #include "test.h"
 #include "train/flops.h"
+#include "train/model.h"
 #include "train/moe.h"
+#include "train/moe_ep.h"
+#include "train/moe_experts.h"
 #include "weft.h"
 
 #define B 2
@@ -98,6 +103,74 @@ TEST(gradients_finite_difference)
            "loss %g, routed %lld, dropped %lld", l0, (long long)st.routed, (long long)st.dropped);
     CHECKF(bad == 0, "%d of %d sampled gradients off", bad, tried);
     free(ana);
+    weft_model_destroy(m);
+}
+
+/* Experts 0..3 of 6 and then 4..5 on their own rows: the bits of all six
+ * at once (each expert's product reads only its rows). */
+TEST(experts_in_ranges)
+{
+    enum { E = 6, D = 8, F = 6, R = 20 };
+    moe_dims d = { R, D, E, 2, F, R, 0, 0, 0, NULL };
+    int32_t start[E + 1] = { 0, 3, 3, 10, 12, 19, 20 }; /* expert 1 has no rows */
+    float *buf = calloc((size_t)R * (4 * D + 6 * F) + (size_t)E * (4 * F * D), sizeof(float));
+    CHECK(buf != NULL);
+    if (!buf)
+        return;
+    float *xe = buf, *y1 = xe + R * D, *y2 = y1 + R * D, *gu = y2 + R * D, *h = gu + R * 2 * F;
+    float *gu2 = h + R * F, *h2 = gu2 + R * 2 * F, *wgu = h2 + R * F, *wd = wgu + E * 2 * F * D;
+    weft_rng rng;
+    weft_rng_seed(&rng, 9);
+    for (int i = 0; i < R * D; i++)
+        xe[i] = (float)weft_rng_below(&rng, 1000) / 500.0f - 1.0f;
+    for (int i = 0; i < E * 2 * F * D + E * D * F; i++)
+        wgu[i] = (float)weft_rng_below(&rng, 1000) / 5000.0f - 0.1f;
+    train_moe_experts_forward(NULL, &d, 0, E, start, xe, gu, h, y1, wgu, wd);
+    int32_t lo[5] = { 0, 3, 3, 10, 12 }, hi[3] = { 0, 7, 8 };
+    train_moe_experts_forward(NULL, &d, 0, 4, lo, xe, gu2, h2, y2, wgu, wd);
+    train_moe_experts_forward(NULL, &d, 4, 2, hi, xe + 12 * D, gu2 + 12 * 2 * F, h2 + 12 * F,
+                              y2 + 12 * D, wgu, wd);
+    CHECK(memcmp(y1, y2, sizeof(float) * R * D) == 0);
+    free(buf);
+}
+
+/* The expert-parallel context on one rank (no group): its test skew sends
+ * every token to experts 0 and 1, whose load is then max/mean 4 of 8, and
+ * the other experts' weights get exactly zero gradients. */
+TEST(ep_skew_one_rank)
+{
+    moe_ep *p = NULL;
+    CHECK(train_moe_ep_open(&p, NULL, 0, 0, 0.0f, 0) == WEFT_EINVAL);
+    CHECK(train_moe_ep_size(NULL) == 1);
+    weft_model *m = make("llama:vocab=11,ctx=8,layers=1,heads=2,dim=8,ffn=12,experts=8,topk=2", 5);
+    CHECK(m != NULL && train_moe_ep_open(&p, NULL, 8, 0, 8.0f, 0) == 0);
+    if (!m || !p) {
+        weft_model_destroy(m);
+        return;
+    }
+    m->ep = p; /* the model frees it */
+    CHECK(train_moe_ep_size(p) == 1);
+    int32_t tok[B * T], nxt[B * T];
+    data(tok, nxt, 11, 6);
+    float loss;
+    weft_model_zero_grad(m);
+    CHECK(weft_model_forward(m, tok, nxt, B, T, &loss) == 0 && weft_model_backward(m) == 0);
+    weft_moe_stats st;
+    CHECK(weft_model_moe_stats(m, &st) == 0);
+    CHECKF(st.load_max == B * T && st.load_mean == B * T * 2 / 8.0,
+           "load max %g mean %g", st.load_max, st.load_mean);
+    weft_tensor_info gu;
+    CHECK(weft_model_tensor_info(m, weft_model_tensor_find(m, "blocks.0.mlp.experts.gate_up.weight"),
+                                 &gu) == 0);
+    float *g = weft_model_grads(m, NULL);
+    int zero = 1, used = 0;
+    for (size_t i = 0; i < gu.numel; i++) {
+        if (i < gu.numel / 4)
+            used |= g[gu.offset + i] != 0.0f;
+        else
+            zero &= g[gu.offset + i] == 0.0f;
+    }
+    CHECKF(zero && used && isfinite(loss), "experts 2-7 zero %d, 0-1 used %d", zero, used);
     weft_model_destroy(m);
 }
 
