@@ -18,7 +18,14 @@
  * In a bf16 run (attention_prec.h) the products' operands are rounded to
  * bf16 into per-thread scratch first: a kv head's K and V once for all
  * its query blocks, a block's Q, dO, P and dS as they come; the softmax
- * and its gradient read the fp32 sums, as in an fp32 run. */
+ * and its gradient read the fp32 sums, as in an fp32 run. All but one:
+ * dK = dS^T Q stays fp32. Each row of dS sums to zero (the softmax does
+ * not see a shift of its scores), so the key bias's gradient, the column
+ * sums of dK, is zero but for fp32 rounding; dS rounded to bf16 sums to
+ * 2^-9 of its size instead, and AdamW, which divides by the gradient's
+ * own scale, turned that noise into steps of the full learning rate
+ * (the GPT's key bias wandered from torch's by half its norm in ten
+ * steps). It is one of attention's six products. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -320,10 +327,11 @@ static void att_bwd_bh(const att_job *j, const att_b16 *b16, int tid, int b, int
         /* b16->q still holds this block's Q, from block_scores */
         att_opd Pm = { P, T, b16->p, n }, S = { dP, T, b16->s, n };
         att_opd K = { kb, ks, b16->k, hs }, Q = { q, qs, b16->q, hs };
-        /* dV += P^T dO, dQ = dS K, dK += dS^T Q */
+        /* dV += P^T dO, dQ = dS K, dK += dS^T Q; dK's from fp32 dS (see
+         * the top of the file) */
         att_prod(j, h16, tid, 1, 0, n, hs, m, Pm, DO, 1.0f, dv, vs);
         att_prod(j, h16, tid, 0, 0, m, hs, n, S, K, 0.0f, dq + (size_t)t0 * qs, qs);
-        att_prod(j, h16, tid, 1, 0, n, hs, m, S, Q, 1.0f, dk, ks);
+        att_prod(j, 0, tid, 1, 0, n, hs, m, S, Q, 1.0f, dk, ks);
     }
 }
 

@@ -1,9 +1,10 @@
 /* Attention at a run's precision: layers.h's train_attention_* with a
- * bf16 flag. In bf16 the four products of forward and backward (Q K^T,
- * P V, and backward's dO V^T, P^T dO, dS K, dS^T Q) take operands rounded
- * to bf16 and sum in fp32, as a bf16 run's linear layers do; softmax, its
- * gradient, the saved log-sum-exps and every result stay fp32. bf16 0 is
- * layers.h's functions, bit for bit. */
+ * bf16 flag. In bf16 the products Q K^T, P V and backward's dO V^T,
+ * P^T dO and dS K take operands rounded to bf16 and sum in fp32, as a
+ * bf16 run's linear layers do; dS^T Q (the key gradient), the softmax,
+ * its gradient, the saved log-sum-exps and every result stay fp32
+ * (attention.c says why for dS^T Q). bf16 0 is layers.h's functions, bit
+ * for bit. */
 #ifndef TRAIN_ATTENTION_PREC_H
 #define TRAIN_ATTENTION_PREC_H
 

@@ -5,7 +5,8 @@
  * below avx512bf16) and on the plain loop (no matmul context); the kernel
  * and the widening agree closely with each other. Grouped-query heads in
  * bf16 near their fp32 result. Shapes cross the query block (64 rows) and
- * the head sizes are ragged. The rounding the products' operands go
+ * the head sizes are ragged. The keys' gradient sums to zero over the
+ * positions (to fp32 rounding), as the exact one does. The rounding the products' operands go
  * through (train_mmb_rounder) gives half_f32_to_bf16's bits for every
  * normal, zero, infinite and NaN input at every length 0-70. */
 #include <math.h>
@@ -147,6 +148,25 @@ static void run_att(const att_case *c, mm_ctx *mm, int bf16, float *out, float *
     free(datt);
 }
 
+/* The keys' gradient summed over positions, per batch row and channel,
+ * over the largest |element|: zero in exact arithmetic (each row of dS
+ * sums to zero), and so it must stay near fp32 rounding in bf16 too (a
+ * key bias's gradient). */
+static double key_sum(const float *dqkv, int B, int T, int C)
+{
+    double worst = 0, mx = 0;
+    for (size_t i = 0; i < (size_t)B * T * 3 * C; i++)
+        mx = fabs(dqkv[i]) > mx ? fabs(dqkv[i]) : mx;
+    for (int b = 0; b < B; b++)
+        for (int c = 0; c < C; c++) {
+            double sum = 0;
+            for (int t = 0; t < T; t++)
+                sum += dqkv[((size_t)b * T + t) * 3 * C + C + c];
+            worst = fabs(sum) > worst ? fabs(sum) : worst;
+        }
+    return worst / (mx + 1e-30);
+}
+
 /* The bf16 result on the kernel WEFT_MATMUL_ISA allows (isa NULL: the
  * best); its kernel's name in kern. */
 static int run_isa(const att_case *c, const char *isa, float *out, float *dqkv, char *kern,
@@ -208,6 +228,8 @@ TEST(bf16_attention_near_reference)
                    c.T, c.C, c.NH, eo, ed);
             CHECKF(memcmp(outs[k], o32, c.no * 4) != 0 && memcmp(ds[k], d32, c.nq * 4) != 0,
                    "bf16 path %d gave fp32's bits", k);
+            CHECKF(key_sum(ds[k], c.B, c.T, c.C) < 1e-5 * c.T, "bf16 path %d: key sums %g", k,
+                   key_sum(ds[k], c.B, c.T, c.C));
         }
         /* the same rounded operands: only the sums' order differs */
         CHECKF(rel_diff(ok, ow, c.no) < 1e-3 && rel_diff(dk, dw, c.nq) < 1e-3 &&
