@@ -16,7 +16,9 @@
  * --phases 1 also prints each phase's (zero_grad, forward, backward,
  * optimiser) milliseconds per timed step, wall and process CPU: CPU over
  * wall is how many threads a phase kept busy, whatever else the machine
- * runs. With --matmul auto (the default) the kernel chosen on the
+ * runs. bench/engine_phases.sh splits the same run by kind of work
+ * (products, attention, norms, element-wise, bf16 rounding, optimiser)
+ * from perf samples. With --matmul auto (the default) the kernel chosen on the
  * model's own products and both kernels' rates are printed before the
  * result line.
  *
