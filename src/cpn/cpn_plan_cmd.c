@@ -1,0 +1,166 @@
+/* weft-cpn plan: clusters (a file, or the registry's clusters that are
+ * up), a job intent and a link matrix in; the plan out (weft-cpn-plan/1),
+ * each part's layout from the single-cluster planner (weft-sim plan) at
+ * that cluster's measured peak. */
+#include "cpn/cpn_plan_out.h"
+#include "cpn/cpn_registry.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const char *clusters, *job, *links, *registry, *secret, *out;
+} plan_args;
+
+static int parse(int argc, char **argv, plan_args *a)
+{
+    memset(a, 0, sizeof *a);
+    for (int i = 1; i < argc; i += 2) {
+        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
+            printf("usage: weft-cpn plan (--clusters FILE | --registry HOST:PORT) --job FILE\n"
+                   "                     [--links FILE] [--secret S] [--out FILE]\n"
+                   "  FILE of clusters: one description or an array (weft-cpn probe's);\n"
+                   "  the registry gives its clusters that are up and its link matrix.\n"
+                   "  Prints the plan (weft-cpn-plan/1, docs/CPN.md).\n");
+            return 1;
+        }
+        const char **dst = !strcmp(o, "--clusters") ? &a->clusters
+                         : !strcmp(o, "--job")      ? &a->job
+                         : !strcmp(o, "--links")    ? &a->links
+                         : !strcmp(o, "--registry") ? &a->registry
+                         : !strcmp(o, "--secret")   ? &a->secret
+                         : !strcmp(o, "--out")      ? &a->out
+                                                    : NULL;
+        if (!dst || !v) {
+            fprintf(stderr, "weft-cpn plan: %s: unknown or without a value\n", o);
+            return -1;
+        }
+        *dst = v;
+    }
+    if (!a->job || (!a->clusters == !a->registry)) {
+        fprintf(stderr, "weft-cpn plan: --job and one of --clusters or --registry are needed\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* The registry's clusters that are up, as one JSON array text. */
+static int from_registry(const plan_args *a, char **text)
+{
+    store_client *c;
+    char err[512], **names = NULL;
+    int n = 0, rc = cpn_reg_connect(a->registry, a->secret, &c, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "weft-cpn plan: %s\n", err);
+        return rc;
+    }
+    size_t cap = 2, len = 1;
+    char *buf = malloc(cap);
+    rc = buf ? cpn_reg_names(c, &names, &n) : WEFT_ENOMEM;
+    if (buf)
+        strcpy(buf, "[");
+    for (int i = 0; !rc && i < n; i++) {
+        char key[300], *st = NULL, *js = NULL;
+        snprintf(key, sizeof key, "cpn/status/%s", names[i]);
+        rc = cpn_reg_read(c, key, &st);
+        snprintf(key, sizeof key, "cpn/cluster/%s", names[i]);
+        if (!rc && st && !strncmp(st, "up", 2))
+            rc = cpn_reg_read(c, key, &js);
+        if (js) {
+            size_t need = len + strlen(js) + 3;
+            char *nb = need > cap ? realloc(buf, cap = need * 2) : buf;
+            if (!nb)
+                rc = WEFT_ENOMEM;
+            else {
+                buf = nb;
+                len += (size_t)sprintf(buf + len, "%s%s", len > 1 ? "," : "", js);
+            }
+        }
+        free(st);
+        free(js);
+    }
+    if (!rc)
+        strcat(buf, "]");
+    cpn_reg_names_free(names, n);
+    store_close(c);
+    if (rc)
+        free(buf);
+    else
+        *text = buf;
+    return rc;
+}
+
+static int load(const plan_args *a, cpn_cluster **cs, int *n, cpn_job *job, cpn_link **links,
+                int *nl)
+{
+    char *text = NULL, err[512];
+    size_t len = 0;
+    const char *what = a->job;
+    int rc = cpn_read_file(a->job, &text, &len);
+    if (!rc)
+        rc = cpn_job_parse(text, len, job, err, sizeof err);
+    free(text);
+    text = NULL;
+    if (!rc) {
+        what = a->clusters ? a->clusters : a->registry;
+        rc = a->clusters ? cpn_read_file(a->clusters, &text, &len) : from_registry(a, &text);
+        if (!rc)
+            rc = cpn_clusters_parse(text, strlen(text), cs, n, err, sizeof err);
+        free(text);
+        text = NULL;
+    }
+    if (!rc && a->links) {
+        what = a->links;
+        rc = cpn_read_file(a->links, &text, &len);
+        if (!rc)
+            rc = cpn_links_parse(text, len, links, nl, err, sizeof err);
+        free(text);
+    }
+    if (rc == WEFT_EIO)
+        fprintf(stderr, "weft-cpn plan: cannot read %s\n", what);
+    else if (rc)
+        fprintf(stderr, "weft-cpn plan: %s: %s\n", what, err);
+    return rc;
+}
+
+int weft_cpn_plan_main(int argc, char **argv)
+{
+    plan_args a;
+    int rc = parse(argc, argv, &a);
+    if (rc)
+        return rc > 0 ? 0 : WEFT_EINVAL;
+    cpn_cluster *cs = NULL;
+    cpn_link *links = NULL;
+    int n = 0, nl = 0;
+    cpn_job job;
+    memset(&job, 0, sizeof job);
+    cpn_plan_result *r = calloc(1, sizeof *r);
+    rc = r ? load(&a, &cs, &n, &job, &links, &nl) : WEFT_ENOMEM;
+    if (!rc && (n < 1 || n > CPN_PLAN_MAX_CLUSTERS)) {
+        fprintf(stderr, "weft-cpn plan: %d clusters: want 1 to %d\n", n, CPN_PLAN_MAX_CLUSTERS);
+        rc = WEFT_EINVAL;
+    }
+    if (!rc && (rc = cpn_plan_search(cs, n, links, nl, &job.m, r)))
+        fprintf(stderr, "weft-cpn plan: the job and clusters make no plan\n");
+    cpn_jo w;
+    cpn_jo_init(&w);
+    if (!rc && (rc = cpn_plan_write(cs, &job, r, &w)) == 0) {
+        const char *text = cpn_jo_text(&w, &rc);
+        if (!rc)
+            rc = cpn_write_file(a.out, text);
+    }
+    if (!rc && r->best.n == 0) {
+        fprintf(stderr, "weft-cpn plan: no plan meets the job's QoS (\"rejected\" says why)\n");
+        rc = WEFT_ECONFIG;
+    }
+    cpn_jo_free(&w);
+    for (int i = 0; i < n; i++)
+        cpn_cluster_free(&cs[i]);
+    free(cs);
+    free(links);
+    free(r);
+    cpn_job_free(&job);
+    return rc;
+}
