@@ -25,6 +25,7 @@
 #define SPIN_POLL 16  /* a spinning waiter's rounds per look at its sockets */
 #define SPIN_LOOKS 32 /* its looks at its rings per round, with a core of its own */
 #define SPIN_ALONE 4  /* its first rounds without a system call, with a core of its own */
+#define INLINE_MAX (64u << 10) /* a non-blocking send up to this moves at its post */
 
 /* One pass over everything. 1: something moved (look again at once).
  * The clock is read only on a pass that moved nothing (the time of the
@@ -401,13 +402,16 @@ int p2p_post(p2p_engine *e, weft_request *r, int wake)
     pthread_mutex_unlock(&e->mu);
     if (rc || !wake)
         return rc;
-    /* A send that can move at once (room in its ring or socket) moves
-     * here, on the caller's thread, and the engine's thread is not woken
-     * for it: a wake-up is a pipe write, a futex and the thread's own
-     * rounds, several us on this guest, where the message takes one.
+    /* A small send that can move at once (room in its ring or socket)
+     * moves here, on the caller's thread, and the engine's thread is not
+     * woken for it: a wake-up is a pipe write, a futex and the thread's
+     * own rounds, several us on this guest, where the message takes one.
      * Whatever is left wakes it, as does a post that finds another
-     * driver (which may be about to leave without taking it). */
-    if (r->a.kind == WEFT_COLL_SEND && !pthread_mutex_trylock(&e->drive)) {
+     * driver (which may be about to leave without taking it). A large
+     * send is the thread's from the start, so the caller computes while
+     * it moves. */
+    if (r->a.kind == WEFT_COLL_SEND && r->bytes <= INLINE_MAX &&
+        !pthread_mutex_trylock(&e->drive)) {
         int stop = 0;
         e->epoch++;
         step(e, &stop);
