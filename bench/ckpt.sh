@@ -1,8 +1,8 @@
 #!/bin/sh
 # Sharded checkpoints against the disk: dd's sequential write (synced) and
 # read of as many bytes as a save, then a GPT's sharded save by all ranks
-# together (--save DIR/, the loop waiting), its load by one process
-# (weft-train --inspect: every file read, checked and assembled), and
+# together (--save DIR/, the loop waiting), its load
+# by all ranks (a resume, each rank reading its share), and
 # saves in the background every step (--save-every 1), the loop's stall
 # against each save's duration. One self-contained run, about a minute.
 #
@@ -20,14 +20,6 @@ out=${OUT:-$(mktemp -d /tmp/weft-ckpt-bench.XXXXXX)}
 mkdir -p "$out"
 [ -n "$keep_out" ] || trap 'rm -rf "$out"' EXIT
 train="--model $model --data builtin --seq 64 --batch 8 --optim adamw --no-eval --log-every 1000"
-
-# seconds of a command (wall clock)
-secs() {
-    s=$(date +%s.%N)
-    "$@" >/dev/null 2>&1
-    e=$(date +%s.%N)
-    echo "$s $e" | awk '{ printf "%.3f", $2 - $1 }'
-}
 
 # dd's figure (bytes / seconds) as MB/s from its last line
 dd_mbs() {
@@ -57,9 +49,20 @@ else
 fi
 rm -f "$out/dd.bin"
 
-# the load: one process reads every rank's file
-ls_s=$(secs "$B/weft-train" --inspect "$out/sync")
-load_mbs=$(echo "$mb $ls_s" | awk '{ printf "%.0f", ($2 > 0 ? $1 / $2 : 0) }')
+# the load: every rank resumes (CRCs checked) from the files with their
+# pages dropped from the cache, as dd's O_DIRECT read has them: all ranks'
+# bytes over the longest rank's time in its reads (their notes; the ranks
+# read at the same time)
+for f in "$out"/sync/step-*/rank-*.bin; do dd if="$f" iflag=nocache count=0 2>/dev/null; done
+"$B/weftrun" -n "$ranks" "$B/weft-train" --resume "$out/sync" --zero "$zero" --steps 2 \
+    --no-eval >"$out/load.out" 2>&1
+load=$(grep 'resume: rank .* read' "$out/load.out" | awk '
+    { for (i = 1; i < NF; i++) { if ($i == "read") b += $(i + 1); if ($i == "in") s = $(i + 1) }
+      if (s > hi) hi = s }
+    END { if (hi > 0) printf "%.1f %.3f", b / 1e6, hi }')
+load_mb=${load% *}
+load_s=${load#* }
+load_mbs=$(echo "$load_mb $load_s" | awk '{ printf "%.0f", ($2 > 0 ? $1 / $2 : 0) }')
 
 # saves in the background, every step
 "$B/weftrun" -n "$ranks" "$B/weft-train" $train --steps 6 --zero "$zero" --save-every 1 \
@@ -68,12 +71,12 @@ bg=$(grep "written in the background" "$out/async.out" | sed 's/^\[0\] //')
 each=$(echo "$bg" | sed -n 's/.*, \([0-9.]*\) s and .*/\1/p')
 stall=$(echo "$bg" | sed -n 's/.*stalled \([0-9.]*\) s each (\([0-9.]*\)%).*/\1 \2/p')
 
-echo "model $model, $ranks ranks, ZeRO-$zero: a save is $mb MB"
+echo "model $model, $ranks ranks, ZeRO-$zero: a save is $mb MB; the load read $load_mb MB in $load_s s"
 printf "%-44s %10s\n" "" "MB/s"
 printf "%-44s %10s\n" "dd write (4 MiB blocks, fsync)" "$dd_w"
 printf "%-44s %10s\n" "sharded save, all ranks (files + manifest)" "$save_mbs"
 printf "%-44s %10s\n" "dd read ($how)" "$dd_r"
-printf "%-44s %10s\n" "load by one process (--inspect, CRCs)" "$load_mbs"
+printf "%-44s %10s\n" "load, all ranks (resume, CRCs)" "$load_mbs"
 echo "save / dd write: $(echo "$save_mbs $dd_w" | awk '{ printf "%.0f%%", ($2 > 0 ? 100 * $1 / $2 : 0) }');" \
      "load / dd read: $(echo "$load_mbs $dd_r" | awk '{ printf "%.0f%%", ($2 > 0 ? 100 * $1 / $2 : 0) }')"
 echo "background saves: $each s each from start to commit; loop stalled $(echo "$stall" | awk '{ printf "%s s (%s%%)", $1, $2 }')"

@@ -175,16 +175,17 @@ int ckpt_restore_data(weft_run *t, weft_ckpt *ck, const char *path, weft_loader 
     if (rc != 0)
         return rc;
     weft_ckpt_entry info;
-    uint64_t got = 0, all = 0;
+    uint64_t got = 0, all = 0, ns = 0;
     /* by now every read of the files is done: what this rank's share cost */
     if (ckpt_shard_lazy(ck) && weft_ckpt_get_u64(ck, "shard/bytes_read", &got) == 0 &&
         weft_ckpt_find(ck, "shard/file_info", &info) == 0 && info.dtype == WEFT_I64) {
         const int64_t *fi = info.data;
         for (size_t f = 0; f < info.nbytes / (2 * sizeof *fi); f++)
             all += (uint64_t)fi[2 * f];
-        run_say(t, WEFT_RUN_NOTE, "resume: rank %d read %llu of the checkpoint's %llu bytes\n",
-                t->job ? weft_comm_rank(t->job) : 0, (unsigned long long)got,
-                (unsigned long long)all);
+        weft_ckpt_get_u64(ck, "shard/read_ns", &ns);
+        run_say(t, WEFT_RUN_NOTE, "resume: rank %d read %llu of the checkpoint's %llu bytes "
+                "in %.3f s\n", t->job ? weft_comm_rank(t->job) : 0, (unsigned long long)got,
+                (unsigned long long)all, (double)ns / 1e9);
     }
     uint64_t pos;
     if (weft_ckpt_get_u64(ck, "data/position", &pos) != 0)

@@ -2,11 +2,12 @@
  * rank's file written as runs of them through a bounded buffer. */
 #include "train/ckpt_shard.h"
 
-#include "core/crc32.h"
 #include "core/vec.h"
+#include "train/ckpt_crc.h"
 #include "train/data_file.h"
 #include "train/part_runs.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,7 +81,7 @@ typedef struct {
     unsigned char *buf;
     size_t cap, used;
     uint64_t off; /* the file's bytes so far, the buffer's included */
-    uint32_t crc;
+    ckpt_crc_table *k;
     ckpt_slices *out;
     uint64_t file;
     const ckpt_piece *p;
@@ -92,7 +93,14 @@ static int flush(writer *w)
 {
     if (!w->used)
         return 0;
-    int rc = train_pwrite_all(w->fd, w->buf, w->used, w->off - w->used);
+    uint64_t at = w->off - w->used;
+    int rc = train_pwrite_all(w->fd, w->buf, w->used, at);
+#ifdef SYNC_FILE_RANGE_WRITE
+    /* the disk starts on these bytes now, while the next buffer is filled,
+     * rather than all at the closing fsync; a hint, so its failure is not */
+    if (rc == 0)
+        (void)sync_file_range(w->fd, (off_t)at, (off_t)w->used, SYNC_FILE_RANGE_WRITE);
+#endif
     w->used = 0;
     return rc;
 }
@@ -108,10 +116,9 @@ static int put_piece(writer *w, size_t e, size_t at, size_t len)
     while (rc == 0 && bytes) {
         size_t k = w->cap - w->used < bytes ? w->cap - w->used : bytes;
         memcpy(w->buf + w->used, src, k);
-        w->crc = crc32_update(w->crc, src, k);
         /* the run is the last slice's end, whether it began or extended it */
         w->out->s[w->out->n - 1].crc =
-            crc32_update((uint32_t)w->out->s[w->out->n - 1].crc, src, k);
+            ckpt_crc(w->k, (uint32_t)w->out->s[w->out->n - 1].crc, src, k);
         w->used += k;
         w->off += k;
         src += k;
@@ -137,8 +144,15 @@ int ckpt_shard_write(int fd, const weft_model *m, const ckpt_piece *p, int np,
                      ckpt_slices *out, uint64_t *bytes, uint32_t *crc)
 {
     writer w = { .fd = fd, .cap = buf_bytes ? buf_bytes : 1 << 20, .out = out, .file = file };
-    if (!(w.buf = malloc(w.cap)))
+    size_t first = out->n;
+    w.buf = malloc(w.cap);
+    w.k = malloc(sizeof *w.k);
+    if (!w.buf || !w.k) {
+        free(w.buf);
+        free(w.k);
         return WEFT_ENOMEM;
+    }
+    ckpt_crc_init(w.k);
     int rc = 0, nt = weft_model_tensor_count(m);
     for (int k = 0; rc == 0 && k < np; k++) {
         w.p = &p[k];
@@ -158,9 +172,15 @@ int ckpt_shard_write(int fd, const weft_model *m, const ckpt_piece *p, int np,
     }
     if (rc == 0)
         rc = flush(&w);
+    /* the file is its slices in order: its CRC follows from theirs */
+    uint32_t whole = 0;
+    for (size_t k = first; k < out->n; k++)
+        whole = ckpt_crc_join(whole, (uint32_t)out->s[k].crc,
+                              out->s[k].count * out->s[k].len * sizeof(float));
     free(w.buf);
+    free(w.k);
     *bytes = w.off;
-    *crc = w.crc;
+    *crc = whole;
     return rc;
 }
 

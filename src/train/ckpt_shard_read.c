@@ -6,7 +6,7 @@
  * without slice CRCs are read unchecked. */
 #include "train/ckpt_shard.h"
 
-#include "core/crc32.h"
+#include "train/ckpt_crc.h"
 #include "train/data_file.h"
 
 #include <errno.h>
@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 enum { CHECK_BUF = 1 << 20, MAX_VECTORS = 16, ERROR_CAP = 1024 };
@@ -33,8 +34,11 @@ struct ckpt_shard_reader {
     unsigned char *checked; /* per slice: the manifest's record, or own */
     unsigned char *own;
     unsigned char *buf;
-    uint64_t bytes;
+    ckpt_crc_table *k;
+    int buf_slice;       /* the slice buf holds whole since its check, or -1 */
+    uint64_t bytes, t0;
     char *error;         /* the manifest's "shard/error" record, or NULL */
+    size_t error_cap;
     char tensor[160];    /* what the reads are for, for an error's account */
     int vec;             /* the vector being read */
 };
@@ -64,6 +68,9 @@ int ckpt_shard_open_records(const char *dir, weft_ckpt **out)
         rc = weft_ckpt_put_str(c, "shard/dir", at);
     if (rc == 0)
         rc = weft_ckpt_put_u64(c, "shard/bytes_read", 0);
+    /* the readers' time from opening to closing, summed (ns) */
+    if (rc == 0)
+        rc = weft_ckpt_put_u64(c, "shard/read_ns", 0);
     /* the first failed read's account (ckpt_shard_error), a string kept
      * zero-terminated in a fixed blob that the readers write in place */
     char none_yet[ERROR_CAP] = { 0 };
@@ -128,14 +135,39 @@ static int reader_records(ckpt_shard_reader *r)
         r->checked = r->own;
     weft_ckpt_entry er;
     /* the record is this load's own likewise */
-    if (weft_ckpt_find(r->c, "shard/error", &er) == 0 && er.nbytes == ERROR_CAP)
+    if (weft_ckpt_find(r->c, "shard/error", &er) == 0 && er.nbytes >= 2 &&
+        er.kind == WEFT_CKPT_BLOB) {
         r->error = (char *)er.data;
+        r->error_cap = er.nbytes;
+    }
     r->buf = malloc(CHECK_BUF);
-    if (!r->fd || !r->checked || !r->buf)
+    r->k = malloc(sizeof *r->k);
+    r->buf_slice = -1;
+    if (!r->fd || !r->checked || !r->buf || !r->k)
         return WEFT_ENOMEM;
+    ckpt_crc_init(r->k);
     for (size_t i = 0; i < r->nfiles; i++)
         r->fd[i] = -1;
     return 0;
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* v added to record name of c (a u64 that this load made). */
+static void add_u64(const weft_ckpt *c, const char *name, uint64_t v)
+{
+    weft_ckpt_entry e;
+    uint64_t was;
+    if (weft_ckpt_find(c, name, &e) != 0 || e.nbytes != sizeof was)
+        return;
+    memcpy(&was, e.data, sizeof was);
+    was += v;
+    memcpy((void *)e.data, &was, sizeof was);
 }
 
 int ckpt_shard_reader_open(const weft_ckpt *c, ckpt_shard_reader **out)
@@ -151,6 +183,7 @@ int ckpt_shard_reader_open(const weft_ckpt *c, ckpt_shard_reader **out)
         ckpt_shard_reader_close(r);
         return rc;
     }
+    r->t0 = now_ns();
     *out = r;
     return 0;
 }
@@ -168,20 +201,17 @@ void ckpt_shard_reader_close(ckpt_shard_reader *r)
 {
     if (!r)
         return;
-    weft_ckpt_entry e;
-    /* the record is this reading's own (ckpt_shard_open_records made it) */
-    if (weft_ckpt_find(r->c, "shard/bytes_read", &e) == 0 && e.nbytes == sizeof(uint64_t)) {
-        uint64_t v;
-        memcpy(&v, e.data, sizeof v);
-        v += r->bytes;
-        memcpy((void *)e.data, &v, sizeof v);
-    }
+    /* the records are this reading's own (ckpt_shard_open_records made them) */
+    add_u64(r->c, "shard/bytes_read", r->bytes);
+    if (r->t0)
+        add_u64(r->c, "shard/read_ns", now_ns() - r->t0);
     for (size_t i = 0; r->fd && i < r->nfiles; i++)
         if (r->fd[i] >= 0)
             close(r->fd[i]);
     free(r->fd);
     free(r->own);
     free(r->buf);
+    free(r->k);
     free(r->files);
     free(r->vectors);
     free(r);
@@ -197,10 +227,10 @@ int ckpt_shard_error(const weft_ckpt *c, char *buf, size_t cap)
     weft_ckpt_entry e;
     if (cap)
         buf[0] = 0;
-    if (!c || weft_ckpt_find(c, "shard/error", &e) != 0 || e.nbytes != ERROR_CAP ||
-        !((const char *)e.data)[0])
+    if (!c || weft_ckpt_find(c, "shard/error", &e) != 0 || e.kind != WEFT_CKPT_BLOB ||
+        e.nbytes < 2 || !((const char *)e.data)[0])
         return 0;
-    snprintf(buf, cap, "%.*s", (int)ERROR_CAP, (const char *)e.data);
+    snprintf(buf, cap, "%.*s", (int)e.nbytes, (const char *)e.data);
     return 1;
 }
 
@@ -227,10 +257,10 @@ static int fail(ckpt_shard_reader *r, int rc, uint64_t f, const char *fmt, ...)
     file_path(r, f, path, sizeof path);
     ckpt_shard_line(r->vectors, r->vec, vec, sizeof vec);
     if (r->tensor[0])
-        snprintf(r->error, ERROR_CAP, "%.400s: %.400s, reading tensor %s/%.100s", path, what, vec,
+        snprintf(r->error, r->error_cap, "%.400s: %.400s, reading tensor %s/%.100s", path, what, vec,
                  r->tensor);
     else
-        snprintf(r->error, ERROR_CAP, "%.400s: %.400s, reading vector %s", path, what, vec);
+        snprintf(r->error, r->error_cap, "%.400s: %.400s, reading vector %s", path, what, vec);
     return rc;
 }
 
@@ -268,6 +298,16 @@ static ckpt_slice slice_at(const ckpt_shard_reader *r, size_t k)
     return s;
 }
 
+static int crc_failed(ckpt_shard_reader *r, size_t k, const ckpt_slice *s, uint32_t crc)
+{
+    return fail(r, WEFT_EIO, s->file,
+                "slice %zu (bytes %llu to %llu, whole elements from %llu) fails its CRC "
+                "(%08x, the manifest says %08x)",
+                k, (unsigned long long)s->off,
+                (unsigned long long)(s->off + s->count * s->len * sizeof(float)),
+                (unsigned long long)s->start, crc, (unsigned)s->crc);
+}
+
 /* Slice k's bytes against its CRC, once. */
 static int check_slice(ckpt_shard_reader *r, size_t k, const ckpt_slice *s, int fd)
 {
@@ -278,24 +318,43 @@ static int check_slice(ckpt_shard_reader *r, size_t k, const ckpt_slice *s, int 
         return fail(r, WEFT_EIO, s->file, "slice %zu ends at byte %llu, past the file's end",
                     k, (unsigned long long)(off + left));
     uint32_t crc = 0;
+    /* a slice that fits is then in buf whole, and its reads copy from it */
+    int whole = left <= CHECK_BUF;
+    r->buf_slice = -1;
     while (left) {
         size_t n = left < CHECK_BUF ? (size_t)left : CHECK_BUF;
         int rc = train_pread_all(fd, r->buf, n, off);
         if (rc)
             return fail(r, rc, s->file, "short read at byte %llu of slice %zu",
                         (unsigned long long)off, k);
-        crc = crc32_update(crc, r->buf, n);
+        crc = ckpt_crc(r->k, crc, r->buf, n);
         r->bytes += n;
         off += n;
         left -= n;
     }
     if (crc != (uint32_t)s->crc)
-        return fail(r, WEFT_EIO, s->file,
-                    "slice %zu (bytes %llu to %llu, whole elements from %llu) fails its CRC "
-                    "(%08x, the manifest says %08x)",
-                    k, (unsigned long long)s->off,
-                    (unsigned long long)(s->off + s->count * s->len * sizeof(float)),
-                    (unsigned long long)s->start, crc, (unsigned)s->crc);
+        return crc_failed(r, k, s, crc);
+    r->checked[k] = 1;
+    if (whole)
+        r->buf_slice = (int)k;
+    return 0;
+}
+
+/* Slice k (one run) read into dst and checked against its CRC there. */
+static int read_checked(ckpt_shard_reader *r, size_t k, const ckpt_slice *s, int fd, float *dst)
+{
+    size_t bytes = (size_t)s->len * sizeof(float);
+    if (s->off + bytes > (uint64_t)r->info[2 * s->file])
+        return fail(r, WEFT_EIO, s->file, "slice %zu ends at byte %llu, past the file's end",
+                    k, (unsigned long long)(s->off + bytes));
+    int rc = train_pread_all(fd, dst, bytes, s->off);
+    if (rc)
+        return fail(r, rc, s->file, "short read at byte %llu of slice %zu",
+                    (unsigned long long)s->off, k);
+    r->bytes += bytes;
+    uint32_t crc = ckpt_crc(r->k, 0, dst, bytes);
+    if (crc != (uint32_t)s->crc)
+        return crc_failed(r, k, s, crc);
     r->checked[k] = 1;
     return 0;
 }
@@ -317,11 +376,18 @@ typedef struct {
     int fd;
     uint64_t file, lo, found;
     float *dst;
+    const unsigned char *from; /* the slice's bytes, from file byte base, or NULL */
+    uint64_t base;
 } want;
 
 static int get_run(void *arg, uint64_t at, uint64_t off, uint64_t len)
 {
     want *w = arg;
+    if (w->from) {
+        memcpy(w->dst + (at - w->lo), w->from + (off - w->base), (size_t)len * sizeof(float));
+        w->found += len;
+        return 0;
+    }
     int rc = train_pread_all(w->fd, w->dst + (at - w->lo), (size_t)len * sizeof(float), off);
     w->r->bytes += len * sizeof(float);
     w->found += len;
@@ -348,13 +414,25 @@ int ckpt_shard_read(ckpt_shard_reader *r, int vec, uint64_t lo, uint64_t n, floa
         if (!meets.found)
             continue;
         w.file = s.file;
-        if ((rc = file_fd(r, s.file, &w.fd)) != 0 || (rc = check_slice(r, k, &s, w.fd)) != 0)
+        if ((rc = file_fd(r, s.file, &w.fd)) != 0)
             break;
+        /* one run wholly wanted: read into its place and checked there */
+        int direct = rc == 0 && !r->checked[k] && r->fields == CKPT_SLICE_FIELDS &&
+                     s.count == 1 && s.start >= lo && s.start + s.len <= lo + n;
+        if (direct) {
+            rc = read_checked(r, k, &s, w.fd, dst + (s.start - lo));
+            w.found += rc == 0 ? s.len : 0;
+            continue;
+        }
+        if ((rc = check_slice(r, k, &s, w.fd)) != 0)
+            break;
+        w.from = r->buf_slice == (int)k ? r->buf : NULL;
+        w.base = s.off;
         rc = ckpt_slice_overlap(&s, lo, lo + n, get_run, &w);
     }
     /* each element once: a gap or an overlap is a broken checkpoint */
     if (rc == 0 && w.found != n && r->error && !r->error[0])
-        snprintf(r->error, ERROR_CAP, "%.400s: the slices hold %llu of whole elements [%llu, "
+        snprintf(r->error, r->error_cap, "%.400s: the slices hold %llu of whole elements [%llu, "
                  "%llu) of vector %d, not each once%s%.*s", r->dir, (unsigned long long)w.found,
                  (unsigned long long)lo, (unsigned long long)(lo + n), vec,
                  r->tensor[0] ? ", reading tensor " : "", (int)100, r->tensor);

@@ -4,6 +4,8 @@
  * its places in the whole vector; a reader takes a model's elements from
  * such files, each slice checked against its CRC. */
 #include "test.h"
+#include "core/crc32.h"
+#include "train/ckpt_crc.h"
 #include "train/ckpt_shard.h"
 
 #include <fcntl.h>
@@ -11,6 +13,32 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* The tables' CRC is core/crc32's for every length and alignment, and
+ * two pieces' CRCs join into the whole's. */
+TEST(crc)
+{
+    ckpt_crc_table k;
+    ckpt_crc_init(&k);
+    unsigned char buf[1100];
+    uint32_t x = 12345;
+    for (size_t i = 0; i < sizeof buf; i++) {
+        x = x * 1103515245u + 12345u;
+        buf[i] = (unsigned char)(x >> 16);
+    }
+    int bad = 0;
+    for (size_t at = 0; at < 9; at++)
+        for (size_t n = 0; n + at <= sizeof buf; n += 1 + n / 3)
+            bad += ckpt_crc(&k, 0, buf + at, n) != crc32_update(0, buf + at, n);
+    CHECK(bad == 0);
+    /* fed in pieces, as a writer does */
+    CHECK(ckpt_crc(&k, ckpt_crc(&k, 0, buf, 13), buf + 13, 1000) == crc32_update(0, buf, 1013));
+    for (size_t cut = 0; cut <= sizeof buf; cut += 37)
+        bad += ckpt_crc_join(crc32_update(0, buf, cut), crc32_update(0, buf + cut, sizeof buf - cut),
+                             sizeof buf - cut) != crc32_update(0, buf, sizeof buf);
+    CHECK(bad == 0);
+    CHECK(ckpt_crc_join(0, 0xdeadbeefu, 7) == 0xdeadbeefu);
+}
 
 TEST(merge)
 {
@@ -270,7 +298,13 @@ TEST(read_parts)
     CHECK(fd >= 0 && pwrite(fd, &x, 4, 8) == 4);
     if (fd >= 0)
         close(fd);
+    char zero[512] = { 0 }, why[512];
+    CHECK(weft_ckpt_put_blob(man, "shard/error", zero, sizeof zero) == 0);
     CHECK(ckpt_shard_get_params(man, whole) == WEFT_EIO);
+    /* the account names the file, the slice and the tensor */
+    CHECK(ckpt_shard_error(man, why, sizeof why) == 1);
+    CHECK(strstr(why, "rank-00001.bin: slice ") != NULL);
+    CHECK(strstr(why, "fails its CRC") != NULL && strstr(why, "reading tensor param/") != NULL);
     /* a slice left out: the elements it held are missing */
     weft_ckpt_entry e;
     CHECK(weft_ckpt_find(man, "shard/slices", &e) == 0);
