@@ -66,6 +66,8 @@ static void usage(FILE *f)
         "                           the ranks (job rank = replica * P + stage)\n"
         "  --tp T                   tensor parallelism over T ranks (Megatron's layers);\n"
         "                           with --pp the job is tp x dp x pp\n"
+        "  --ep E                   expert parallelism: a mixture of experts' experts over\n"
+        "                           groups of E consecutive data-parallel ranks (--no-eval)\n"
         "  --order tp-dp-pp         the ranks' order of the three, fastest first\n"
         "  --sp                     sequence parallelism over the tensor group (GPT, fp32)\n"
         "  --recompute              keep only each block's input; backward recomputes the\n"
