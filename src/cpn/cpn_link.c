@@ -5,6 +5,7 @@
 
 #include "core/clock.h"
 #include "transport/sock.h"
+#include "transport/wan.h"
 #include "weft.h"
 
 #include <netinet/in.h>
@@ -27,30 +28,71 @@ struct cpn_link_ep {
 #define CHUNK (64 << 10)
 #define PINGS 10
 
+/* One side of a measured connection. Under WEFT_WAN (docs/WAN.md: the
+ * emulated link of tests and benchmarks) what this side writes goes
+ * through weft's WAN pump, delayed and paced as a wan-class connection of
+ * the library's is, so the figures see the emulation as well as any
+ * kernel shaping (tbf between namespaces); reads stay on the socket. */
+typedef struct {
+    int rfd, wfd;
+    wan_net *wan;
+} conn;
+
+static int conn_open(conn *c, int fd, int me, char *err, size_t errlen)
+{
+    c->rfd = c->wfd = fd;
+    c->wan = NULL;
+    const char *spec = getenv("WEFT_WAN");
+    wan_cfg cfg;
+    if (!spec || !spec[0] || wan_parse(spec, &cfg) != 0)
+        return 0;
+    const int32_t cluster[2] = { 0, 1 };
+    int rc = wan_net_new(&c->wan, me, 2, cluster, &cfg, 0, NULL);
+    if (rc)
+        return rc;
+    c->rfd = dup(fd);
+    if (c->rfd < 0) {
+        c->rfd = fd;
+        return WEFT_ESYS;
+    }
+    /* the pump takes fd (and closes it); c->wfd becomes the owner's end */
+    return wan_take(c->wan, 1 - me, &c->wfd, err, errlen);
+}
+
+static void conn_close(conn *c)
+{
+    if (c->wfd >= 0 && c->wfd != c->rfd)
+        close(c->wfd);
+    if (c->wan)
+        wan_net_free(c->wan, 1.0);
+    if (c->rfd >= 0)
+        close(c->rfd);
+}
+
 /* One client: 'P' echoed; 'B' and 8 bytes of length: that many bytes
  * read, then one byte back; anything else or the end closes. */
-static void serve_one(int fd, char *buf)
+static void serve_one(const conn *c, char *buf)
 {
     for (;;) {
         unsigned char op;
         double deadline = clock_now() + 30;
-        if (sock_read_full(fd, &op, 1, deadline))
+        if (sock_read_full(c->rfd, &op, 1, deadline))
             return;
         if (op == 'P') {
-            if (sock_write_full(fd, &op, 1, deadline))
+            if (sock_write_full(c->wfd, &op, 1, deadline))
                 return;
             continue;
         }
         uint64_t n;
-        if (op != 'B' || sock_read_full(fd, &n, sizeof n, deadline))
+        if (op != 'B' || sock_read_full(c->rfd, &n, sizeof n, deadline))
             return;
         while (n > 0) {
             size_t take = n < CHUNK ? (size_t)n : CHUNK;
-            if (sock_read_full(fd, buf, take, deadline))
+            if (sock_read_full(c->rfd, buf, take, deadline))
                 return;
             n -= take;
         }
-        if (sock_write_full(fd, &op, 1, deadline))
+        if (sock_write_full(c->wfd, &op, 1, deadline))
             return;
     }
 }
@@ -67,8 +109,11 @@ static void *ep_main(void *arg)
         if (c < 0)
             continue;
         sock_tune(c);
-        serve_one(c, buf);
-        close(c);
+        conn cn;
+        char err[256];
+        if (conn_open(&cn, c, 1, err, sizeof err) == 0)
+            serve_one(&cn, buf);
+        conn_close(&cn);
     }
     free(buf);
     return NULL;
@@ -112,15 +157,15 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static int rtt(int fd, double *ms)
+static int rtt(const conn *c, double *ms)
 {
     double t[PINGS];
     for (int i = 0; i < PINGS; i++) {
         unsigned char op = 'P';
         double t0 = clock_now();
-        int rc = sock_write_full(fd, &op, 1, t0 + 10);
+        int rc = sock_write_full(c->wfd, &op, 1, t0 + 10);
         if (!rc)
-            rc = sock_read_full(fd, &op, 1, t0 + 10);
+            rc = sock_read_full(c->rfd, &op, 1, t0 + 10);
         if (rc)
             return rc;
         t[i] = (clock_now() - t0) * 1e3;
@@ -131,20 +176,20 @@ static int rtt(int fd, double *ms)
 }
 
 /* Seconds to move n bytes and hear the end's answer. */
-static int transfer(int fd, uint64_t n, const char *buf, double *secs)
+static int transfer(const conn *c, uint64_t n, const char *buf, double *secs)
 {
     unsigned char op = 'B';
     double t0 = clock_now(), deadline = t0 + 60;
-    int rc = sock_write_full(fd, &op, 1, deadline);
+    int rc = sock_write_full(c->wfd, &op, 1, deadline);
     if (!rc)
-        rc = sock_write_full(fd, &n, sizeof n, deadline);
+        rc = sock_write_full(c->wfd, &n, sizeof n, deadline);
     for (uint64_t left = n; !rc && left > 0;) {
         size_t take = left < CHUNK ? (size_t)left : CHUNK;
-        rc = sock_write_full(fd, buf, take, deadline);
+        rc = sock_write_full(c->wfd, buf, take, deadline);
         left -= take;
     }
     if (!rc)
-        rc = sock_read_full(fd, &op, 1, deadline);
+        rc = sock_read_full(c->rfd, &op, 1, deadline);
     *secs = clock_now() - t0;
     return rc;
 }
@@ -161,22 +206,22 @@ static void tcp_counts(int fd, double *retrans, double *mss)
     *mss = ti.tcpi_snd_mss > 0 ? ti.tcpi_snd_mss : 1448;
 }
 
-static int measure_on(int fd, double seconds, cpn_link_figures *out, char *buf)
+static int measure_on(const conn *c, double seconds, cpn_link_figures *out, char *buf)
 {
-    int rc = rtt(fd, &out->rtt_ms);
+    int rc = rtt(c, &out->rtt_ms);
     double r0 = 0, s0, r1 = 0, s1 = 1448, secs = 0;
     uint64_t n = 256 << 10;
     /* a first transfer to size the timed one: the link's pace decides how
      * many bytes fill the time asked for */
     if (!rc)
-        rc = transfer(fd, n, buf, &secs);
+        rc = transfer(c, n, buf, &secs);
     if (!rc) {
         double rate = (double)n / (secs > 1e-6 ? secs : 1e-6);
         double want = rate * seconds;
         n = want < (double)(1 << 20) ? 1 << 20 : want > 1e9 ? (uint64_t)1e9 : (uint64_t)want;
-        tcp_counts(fd, &r0, &s0);
-        rc = transfer(fd, n, buf, &secs);
-        tcp_counts(fd, &r1, &s1);
+        tcp_counts(c->rfd, &r0, &s0);
+        rc = transfer(c, n, buf, &secs);
+        tcp_counts(c->rfd, &r1, &s1);
     }
     if (rc)
         return rc;
@@ -204,10 +249,13 @@ int cpn_link_measure(const char *addr, double seconds, cpn_link_figures *out, ch
         return fd;
     sock_tune(fd);
     char *buf = calloc(1, CHUNK);
-    int rc = buf ? measure_on(fd, seconds, out, buf) : WEFT_ENOMEM;
+    conn c;
+    int rc = conn_open(&c, fd, 0, err, errlen);
+    if (!rc)
+        rc = buf ? measure_on(&c, seconds, out, buf) : WEFT_ENOMEM;
     if (rc)
         snprintf(err, errlen, "link to %s: %s", addr, weft_strerror(rc));
     free(buf);
-    close(fd);
+    conn_close(&c);
     return rc;
 }
