@@ -91,16 +91,19 @@ static int read_sync(const json_value *sy, cpn_plan *p, char *err, size_t cap)
         return fail(err, cap, "sync: \"compress\" must be a string");
     if (!strcmp(p->compress, "none"))
         p->compress[0] = 0;
-    if (strcmp(mode, "full") && json_int(json_get(sy, "H"), 1, 1000000, &h))
-        return fail(err, cap, "sync: hier, diloco and streaming need \"H\" (inner steps)");
+    int outer = !strcmp(mode, "diloco") || !strcmp(mode, "streaming");
+    if (outer && json_int(json_get(sy, "H"), 1, 1000000, &h))
+        return fail(err, cap, "sync: diloco and streaming need \"H\" (inner steps)");
     if (sy && json_get(sy, "fragments"))
         json_int(json_get(sy, "fragments"), 1, 4096, &f);
-    if (!strcmp(mode, "full"))
+    /* hier is every step's all-reduce inside each cluster, then across:
+     * full sync, whose all-reduce over a job that spans clusters is the
+     * hier algorithm (clusters its upper level) where the cost model
+     * picks it (docs/WAN.md) */
+    if (!strcmp(mode, "full") || !strcmp(mode, "hier"))
         snprintf(p->sync, sizeof p->sync, "full");
     else if (!strcmp(mode, "diloco"))
         snprintf(p->sync, sizeof p->sync, "diloco:%lld", h);
-    else if (!strcmp(mode, "hier"))
-        snprintf(p->sync, sizeof p->sync, "hier:full/diloco:%lld", h);
     else if (!strcmp(mode, "streaming"))
         snprintf(p->sync, sizeof p->sync, "streaming:%lld:%lld", h, f);
     else
