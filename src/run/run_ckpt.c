@@ -299,8 +299,8 @@ void ckpt_figures(const weft_run *t)
                 f.save_s[0] > 0 ? f.bytes[0] / 1e6 / f.save_s[0] : 0.0);
     if (f.saves[1])
         run_say(t, WEFT_RUN_OUT,
-                "checkpoints: %d written in the background, %.3f s and %.1f MB each from "
-                "start to commit; the loop stalled %.3f s each (%.1f%%)\n",
+                "checkpoints: %d written in the background, %.3f s and %.1f MB each "
+                "(file and commit); the loop stalled %.3f s each (%.1f%%)\n",
                 f.saves[1], f.save_s[1] / f.saves[1], f.bytes[1] / 1e6 / f.saves[1],
                 f.stall_s / f.saves[1], f.save_s[1] > 0 ? 100 * f.stall_s / f.save_s[1] : 0.0);
 }

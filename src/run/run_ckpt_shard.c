@@ -113,7 +113,9 @@ struct ckpt_pending {
     int np, jr, jw;
     long step;
     unsigned char *skip;
-    float *snap;          /* the share's copy (asynchronous saves) */
+    float *snap;          /* the share's copy (asynchronous saves), kept */
+    size_t snap_cap;      /* its floats */
+    int snapped;          /* this save's share is in it */
     ckpt_slices sl;
     int64_t meta[META];
     int rc;
@@ -150,8 +152,18 @@ static void snapshot(struct ckpt_pending *pd)
     size_t n = 0;
     for (int k = 0; k < pd->np; k++)
         n += pd->p[k].n;
-    if (!n || !(pd->snap = malloc(n * sizeof(float))))
+    /* kept from save to save: a new buffer's first touch (a page fault a
+     * page) would be the loop's time again at every save */
+    if (n > pd->snap_cap) {
+        free(pd->snap);
+        pd->snap_cap = 0;
+        if (!(pd->snap = malloc(n * sizeof(float))))
+            return;
+        pd->snap_cap = n;
+    }
+    if (!n)
         return;
+    pd->snapped = 1;
     size_t at = 0;
     for (int k = 0; k < pd->np; k++) {
         memcpy(pd->snap + at, pd->p[k].src, pd->p[k].n * sizeof(float));
@@ -258,12 +270,11 @@ static void release(struct ckpt_pending *pd)
     weft_ckpt_free(pd->rec);
     free(pd->p);
     free(pd->skip);
-    free(pd->snap);
     ckpt_slices_free(&pd->sl);
     pd->rec = NULL;
     pd->p = NULL;
     pd->skip = NULL;
-    pd->snap = NULL;
+    pd->snapped = 0;
     pd->np = 0;
     pd->busy = 0;
     pd->deferred = 0;
@@ -279,6 +290,7 @@ static int finish(struct ckpt_pending *pd)
     }
     int who = pd->jw, rc = pd->rc;
     uint64_t total = 0;
+    double c0 = clock_now();
     int crc = first_failed(t->job, rc, pd->jr, pd->jw, &who);
     if (crc == 0 && who < pd->jw && rc == 0)
         snprintf(pd->why, WHY_CAP, "rank %d could not write its file in %s", who, pd->save);
@@ -290,7 +302,11 @@ static int finish(struct ckpt_pending *pd)
     if (rc == 0) {
         int bg = pd->deferred;
         pd->saves[bg]++;
-        pd->save_s[bg] += clock_now() - pd->t0;
+        /* a background save's duration is its work, the file and the
+         * commit, not the steps between its writer's end and the commit */
+        double now = clock_now();
+        pd->save_s[bg] += bg && pd->written > pd->t0 ? (pd->written - pd->t0) + (now - c0)
+                                                     : now - pd->t0;
         pd->bytes[bg] += total;
     }
     release(pd);
@@ -332,7 +348,7 @@ static int announce_save(struct ckpt_pending *pd, const char *path, long step)
  * other ranks). All ranks or none, so that finish's collectives meet. */
 static int defer_all(struct ckpt_pending *pd)
 {
-    int32_t mine = pd->rc == 0 && (!pd->np || pd->snap), all = mine;
+    int32_t mine = pd->rc == 0 && (!pd->np || pd->snapped), all = mine;
     if (pd->t->job && weft_allreduce(pd->t->job, &mine, &all, 1, WEFT_I32, WEFT_MIN) != 0)
         return 0;
     return all;
@@ -365,6 +381,7 @@ int ckpt_shard_save(weft_run *t, const char *path, long step, weft_ckpt *rec, in
     pd->rc = 0;
     pd->why[0] = 0;
     pd->t0 = t0;
+    pd->written = 0;
     pd->step = step;
     if ((rc = announce_save(pd, path, step)) != 0) {
         release(pd);
@@ -408,6 +425,7 @@ void ckpt_shard_close(weft_run *t)
     if (pd->threaded)
         pthread_join(pd->th, NULL);
     release(pd);
+    free(pd->snap);
     free(pd);
     t->ckpt = NULL;
 }
