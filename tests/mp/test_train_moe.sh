@@ -95,17 +95,24 @@ close() { # name ref: losses within 1e-6 relative, and the final parameters
 }
 ep8="llama:vocab=256,ctx=32,layers=2,heads=4,kv_heads=2,dim=32,ffn=48,experts=8,topk=2"
 common="--quiet --no-eval --optim sgd --momentum 0.9 --lr 0.05 --data builtin --batch 8"
+# under sanitizers (TEST_SCALE > 1) fewer steps, and the ZeRO run and the
+# bits of one step are left to the plain build
+thin=0
+[ "${TEST_SCALE:-1}" -gt 1 ] && thin=1
+steps=8
+[ $thin = 1 ] && steps=4
 for r in "eref 1" "ep2 4 --ep 2 --zero 1" "ep4 4 --ep 4" "ep2pp2 4 --ep 2 --pp 2"; do
     set -- $r
     name=$1
     shift
-    run "$name" "$@" --model "$ep8" --steps 8 --save "$dir/$name.wckpt" &&
+    [ $thin = 1 ] && [ "$name" = ep2 ] && continue
+    run "$name" "$@" --model "$ep8" --steps $steps --save "$dir/$name.wckpt" &&
         [ "$name" != eref ] && close "$name" eref
 done
 
 # one step: the forward and every gradient but the experts' weights' are
 # the same arithmetic as without --ep
-if run one_dp 4 --model "$ep8" --steps 1 --save "$dir/one_dp.wckpt" &&
+if [ $thin = 0 ] && run one_dp 4 --model "$ep8" --steps 1 --save "$dir/one_dp.wckpt" &&
    run one_ep 4 --model "$ep8" --steps 1 --ep 4 --save "$dir/one_ep.wckpt"; then
     python3 "$dir/cmp.py" "$dir/one_ep.wckpt" "$dir/one_dp.wckpt" 1e-6 >"$dir/one.cmp"
     same=$(grep '^same' "$dir/one.cmp" | grep -vc '\.experts\.')
@@ -119,7 +126,7 @@ fi
 
 # skewed routing: experts 0 and 1 take every token, ranks 1-3 get none
 steps=400
-[ "${TEST_SCALE:-1}" -gt 1 ] && steps=40
+[ $thin = 1 ] && steps=30
 export WEFT_TEST_MOE_SKEW=8
 # (plain SGD at a small rate: rounding grows slowest there, within 1e-6 for
 # 400 steps)
