@@ -151,6 +151,13 @@ static void check(const cpn_cluster *cs, const cpn_job_model *job, cpn_candidate
         if (c->why[0])
             return;
     }
+    /* the training scales the outer period by speed for diloco only */
+    for (int i = 0; c->sync == CPN_SYNC_STREAMING && c->n > 1 && i < c->n; i++)
+        if (cpn_metric_value(&cs[c->idx[i]], "speed", 1) < 1) {
+            snprintf(c->why, sizeof c->why, "streaming with %s at speed < 1 (the training "
+                     "scales the period for diloco only)", cs[c->idx[i]].name);
+            return;
+        }
     if (job->min_clusters > 0 && c->n < job->min_clusters)
         snprintf(c->why, sizeof c->why, "%d cluster(s), the job wants at least %d", c->n,
                  job->min_clusters);
@@ -168,15 +175,16 @@ static void check(const cpn_cluster *cs, const cpn_job_model *job, cpn_candidate
                  job->carbon_cap_g);
 }
 
+/* No longer than the run: a period past the last step never syncs. */
 static int pick_h(const cpn_job_model *job, double wan, double step)
 {
+    int n = (int)(sizeof h_choices / sizeof h_choices[0]), h = h_choices[n - 1];
     if (job->fixed_h > 0)
         return job->fixed_h;
-    int n = (int)(sizeof h_choices / sizeof h_choices[0]);
-    for (int i = 0; i < n; i++)
+    for (int i = n - 1; i >= 0; i--)
         if (wan / h_choices[i] <= SYNC_SHARE * step)
-            return h_choices[i];
-    return h_choices[n - 1];
+            h = h_choices[i];
+    return h < job->steps ? h : job->steps > 1 ? (int)job->steps : 1;
 }
 
 void cpn_plan_price(const cpn_cluster *cs, const cpn_link *links, int nlinks,
