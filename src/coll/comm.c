@@ -180,6 +180,8 @@ int weft_comm_init(weft_comm **out, const weft_config *cfg)
         c->id = world_id(cfg, where);
         if (!(rc = serve_store(c, cfg)))
             rc = cfg->world_size == 1 ? open_alone(c) : open_joined(c, cfg->ifname, where);
+        if (!rc && c->p2p && (rc = p2p_start(c->p2p)))
+            comm_fail(c, rc, "point-to-point: cannot start its thread");
     }
     if (rc) {
         log_sub(c->loglevel, LOG_ERROR, LOG_SUB_INIT, c->rank, "%s", c->err);

@@ -115,6 +115,10 @@ int comm_child_make(weft_comm *c, int rank, int n, uint64_t id, const comm_child
         goto out;
     if (child && p->members && (rc = child_link(c, child, p->members, all)))
         goto out;
+    if (child && child->p2p && (rc = p2p_start(child->p2p))) {
+        rc = comm_fail(c, rc, "%s: point-to-point: cannot start its thread", p->what);
+        goto out;
+    }
     *out = child;
     child = NULL;
     rc = 0;

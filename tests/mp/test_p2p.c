@@ -188,6 +188,36 @@ static void beside_collectives(weft_comm *c, void *arg)
     }
 }
 
+/* Rank 0's blocking sends complete while rank 1 posts no receive: rank
+ * 1 first takes a message from rank 2 (its engine then parks behind
+ * that wait), then sits in an all-reduce that rank 0 joins only after
+ * its sends. The first message to a peer waits for that peer to answer
+ * the connection's handshake, whatever the peer is doing. */
+static void send_first(weft_comm *c, void *arg)
+{
+    (void)arg;
+    int r = weft_comm_rank(c);
+    double v[64], s = 1;
+    for (int k = 0; k < 64; k++)
+        v[k] = k;
+    if (r == 2)
+        CHECK(weft_send(c, v, 1, WEFT_F64, 1) == 0);
+    if (r == 1)
+        CHECK(weft_recv(c, v, 1, WEFT_F64, 2) == 0);
+    if (r == 0) {
+        nanosleep(&(struct timespec){ 0, 100 * 1000 * 1000 }, NULL);
+        for (int k = 0; k < 64; k++)
+            CHECKF(weft_send(c, &v[k], 1, WEFT_F64, 1) == 0, "send %d: %s", k,
+                   weft_comm_error(c));
+    }
+    CHECK(weft_allreduce(c, &s, &s, 1, WEFT_F64, WEFT_SUM) == 0 && s == 3);
+    if (r == 1)
+        for (int k = 0; k < 64; k++) {
+            double x = -1;
+            CHECK(weft_recv(c, &x, 1, WEFT_F64, 0) == 0 && x == k);
+        }
+}
+
 typedef struct {
     weft_comm *c;
     int rounds, bad;
@@ -507,6 +537,7 @@ BOTH(tags_and_order) { CHECKF(mp_run(2, 60, tags_and_order, NULL) == 0, "tags an
 BOTH(mismatch) { CHECKF(mp_run(2, 60, mismatch, NULL) == 0, "mismatched count"); }
 BOTH(beside_collectives) { CHECKF(mp_run(3, 60, beside_collectives, NULL) == 0, "beside collectives"); }
 BOTH(two_comms) { CHECKF(mp_run(3, 60, two_comms, NULL) == 0, "two communicators"); }
+BOTH(send_first) { CHECKF(mp_run(3, 10, send_first, NULL) == 0, "sends before the receives"); }
 BOTH(dead_peer) { CHECKF(mp_run(2, 20, dead_peer, NULL) == 0, "dead peer"); }
 BOTH(dead_peer_later) { CHECKF(mp_run(2, 20, dead_peer_later, NULL) == 0, "peer died later"); }
 BOTH(aborted) { CHECKF(mp_run(2, 20, aborted, NULL) == 0, "abort"); }

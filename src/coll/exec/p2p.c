@@ -15,6 +15,7 @@
 #include "core/log.h"
 
 #include <errno.h>
+#include <time.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <stdio.h>
@@ -26,6 +27,7 @@
 #define SPIN_LOOKS 32 /* its looks at its rings per round, with a core of its own */
 #define SPIN_ALONE 4  /* its first rounds without a system call, with a core of its own */
 #define INLINE_MAX (64u << 10) /* a non-blocking send up to this moves at its post */
+#define PARK_MS 20             /* a parked thread's look at whether to listen again */
 
 /* One pass over everything. 1: something moved (look again at once).
  * The clock is read only on a pass that moved nothing (the time of the
@@ -221,10 +223,67 @@ static void ps_apply(p2p_engine *e, const p2p_pollset *s, int n, int stale)
     }
 }
 
+/* Nothing outstanding: sleep until a post, an abort, or a peer's
+ * connection or handshake needs an answer (a peer's first send waits for
+ * this rank's challenge). The streams are left out: a message that
+ * arrives now waits in its socket until a receive is posted, and is then
+ * read straight into its buffer. Called and returns holding drive. */
+static void listen_idle(p2p_engine *e)
+{
+    p2p_pollset *s = &e->ps[0];
+    ps_build(e, s);
+    s->n = s->nspin = s->ipeers;
+    s->ofi = 0;
+    uint64_t epoch = e->epoch;
+    pthread_mutex_unlock(&e->drive);
+    pthread_mutex_lock(&e->mu);
+    /* what was posted, severed or stopped since step took the posts: its
+     * poke may be the one step drained */
+    int now = e->stop || e->kick || e->post_head;
+    e->kick = 0;
+    e->listening = !now;
+    pthread_mutex_unlock(&e->mu);
+    if (now) {
+        pthread_mutex_lock(&e->drive);
+        return;
+    }
+    int n = poll(s->pf, (nfds_t)s->n, -1);
+    pthread_mutex_lock(&e->mu);
+    e->listening = 0;
+    pthread_mutex_unlock(&e->mu);
+    pthread_mutex_lock(&e->drive);
+    if (e->epoch == epoch)
+        ps_apply(e, s, n, 0);
+}
+
+/* Park while a caller drives. A caller that leaves with nothing
+ * outstanding does not wake the thread (that would cost every blocking
+ * exchange a wake-up): it looks every PARK_MS whether to go back to
+ * answering connections. */
+static void park(p2p_engine *e)
+{
+    pthread_mutex_lock(&e->mu);
+    e->parked = 1;
+    while (!e->stop && (atomic_load(&e->waiters) || !e->kick)) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += PARK_MS * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        if (pthread_cond_timedwait(&e->idle, &e->mu, &until) == ETIMEDOUT &&
+            !atomic_load(&e->waiters))
+            break;
+    }
+    e->kick = 0;
+    e->parked = 0;
+    pthread_mutex_unlock(&e->mu);
+}
+
 /* The thread moves messages while nobody waits for one: it parks while a
- * caller drives, and while nothing is outstanding (a message that
- * arrives then waits in its socket until a receive is posted, and is then
- * read straight into its buffer). */
+ * caller drives, and answers connections only while nothing is
+ * outstanding (listen_idle). */
 static void *engine(void *arg)
 {
     p2p_engine *e = arg;
@@ -233,15 +292,13 @@ static void *engine(void *arg)
     while (!stop) {
         if (step(e, &stop) || stop)
             continue;
-        if (atomic_load(&e->waiters) || !e->outstanding) {
+        if (!e->outstanding && !atomic_load(&e->waiters)) {
+            listen_idle(e);
+            continue;
+        }
+        if (atomic_load(&e->waiters)) {
             pthread_mutex_unlock(&e->drive);
-            pthread_mutex_lock(&e->mu);
-            e->parked = 1;
-            while (!e->stop && (atomic_load(&e->waiters) || !e->kick))
-                pthread_cond_wait(&e->idle, &e->mu);
-            e->kick = 0;
-            e->parked = 0;
-            pthread_mutex_unlock(&e->mu);
+            park(e);
             pthread_mutex_lock(&e->drive);
             continue;
         }
@@ -279,7 +336,8 @@ void p2p_wait(p2p_engine *e, weft_request *r)
 {
     int stop = 0;
     pthread_mutex_lock(&e->mu);
-    int first = atomic_fetch_add(&e->waiters, 1) == 0, parked = e->parked;
+    /* a thread that polls only for connections is not in the way */
+    int first = atomic_fetch_add(&e->waiters, 1) == 0, parked = e->parked || e->listening;
     pthread_mutex_unlock(&e->mu);
     if (first && !parked)
         poke(e); /* a thread asleep in poll() gets out of the way */
@@ -380,17 +438,29 @@ void p2p_set_addr(p2p_engine *e, int peer, const char *addr)
     snprintf(e->net.addr[peer], SOCK_ADDR_MAX, "%s", addr);
 }
 
+static int start_locked(p2p_engine *e)
+{
+    if (e->started)
+        return 0;
+    e->spin_yields = comm_yields_for(e->c);
+    if (pthread_create(&e->thr, NULL, engine, e))
+        return WEFT_ESYS;
+    e->started = 1;
+    return 0;
+}
+
+int p2p_start(p2p_engine *e)
+{
+    pthread_mutex_lock(&e->mu);
+    int rc = start_locked(e);
+    pthread_mutex_unlock(&e->mu);
+    return rc;
+}
+
 int p2p_post(p2p_engine *e, weft_request *r, int wake)
 {
-    int rc = 0;
     pthread_mutex_lock(&e->mu);
-    if (!e->started) {
-        e->spin_yields = comm_yields_for(e->c);
-        if (pthread_create(&e->thr, NULL, engine, e))
-            rc = WEFT_ESYS;
-        else
-            e->started = 1;
-    }
+    int rc = start_locked(e);
     if (!rc) {
         r->next = NULL;
         if (e->post_tail)

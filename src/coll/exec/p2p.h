@@ -37,8 +37,14 @@ int p2p_net_open(p2p_engine *e, const char *ip, char addr[OFI_ADDR_MAX]);
 int p2p_net_peer(p2p_engine *e, int peer, const char *addr);
 /* Close the endpoint (destroy does; saying what went through it). */
 void p2p_net_close(p2p_engine *e);
+/* Start the engine's thread once the communicator is whole (its peers'
+ * addresses set): from then on it answers peers' connections and their
+ * handshakes even while this rank posts nothing, so a message sent
+ * before its receive is posted completes (the receiver may be in a
+ * collective or computing). 0, or WEFT_ESYS. */
+int p2p_start(p2p_engine *e);
 /* Hand r (type REQ_P2P, fully filled) to the engine; it completes
- * through req_complete. Starts the thread on first use. wake: the thread
+ * through req_complete. Starts the thread if not yet. wake: the thread
  * should move it (a non-blocking post); else the caller is about to wait
  * for it and drive it itself. */
 int p2p_post(p2p_engine *e, weft_request *r, int wake);

@@ -80,6 +80,7 @@ struct p2p_engine {
     int stop, sever_rc, started;
     int kick;                  /* the thread has work: stop parking */
     int parked;                /* the thread waits on idle, not in poll() */
+    int listening;             /* the thread polls only for connections (listen_idle) */
     atomic_int waiters;        /* callers in p2p_wait: they drive, the thread keeps out */
     int wake[2];
     pthread_t thr;
