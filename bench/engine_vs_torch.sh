@@ -137,7 +137,7 @@ bf16_round() {   # case spec batch seq optim steps
             PREC=$p NT=$t torch_run "$@" | tee -a "$tmp/$c.torch.$p.$t"
             if weft_prec $p "$t" "$@" >"$tmp/line" 2>&1; then
                 grep -E 'samples/s$|^bf16 products' "$tmp/line"
-                grep '^bf16 products' "$tmp/line" >>"$tmp/kernel"
+                grep '^bf16 products' "$tmp/line" >>"$tmp/kernel" || true # none in fp32
                 grep 'samples/s$' "$tmp/line" >>"$tmp/$c.weft.$p.$t"
             else
                 echo "weft $p: $(cat "$tmp/line")"
