@@ -3,7 +3,7 @@
 #include "train/ckpt_shard.h"
 
 #include "core/vec.h"
-#include "train/ckpt_crc.h"
+#include "core/crc32.h"
 #include "train/data_file.h"
 #include "train/part_runs.h"
 
@@ -81,7 +81,7 @@ typedef struct {
     unsigned char *buf;
     size_t cap, used;
     uint64_t off; /* the file's bytes so far, the buffer's included */
-    ckpt_crc_table *k;
+    crc32_tables *k;
     ckpt_slices *out;
     uint64_t file;
     const ckpt_piece *p;
@@ -118,7 +118,7 @@ static int put_piece(writer *w, size_t e, size_t at, size_t len)
         memcpy(w->buf + w->used, src, k);
         /* the run is the last slice's end, whether it began or extended it */
         w->out->s[w->out->n - 1].crc =
-            ckpt_crc(w->k, (uint32_t)w->out->s[w->out->n - 1].crc, src, k);
+            crc32_update_fast(w->k, (uint32_t)w->out->s[w->out->n - 1].crc, src, k);
         w->used += k;
         w->off += k;
         src += k;
@@ -152,7 +152,7 @@ int ckpt_shard_write(int fd, const weft_model *m, const ckpt_piece *p, int np,
         free(w.k);
         return WEFT_ENOMEM;
     }
-    ckpt_crc_init(w.k);
+    crc32_tables_init(w.k);
     int rc = 0, nt = weft_model_tensor_count(m);
     for (int k = 0; rc == 0 && k < np; k++) {
         w.p = &p[k];
@@ -175,7 +175,7 @@ int ckpt_shard_write(int fd, const weft_model *m, const ckpt_piece *p, int np,
     /* the file is its slices in order: its CRC follows from theirs */
     uint32_t whole = 0;
     for (size_t k = first; k < out->n; k++)
-        whole = ckpt_crc_join(whole, (uint32_t)out->s[k].crc,
+        whole = crc32_combine(whole, (uint32_t)out->s[k].crc,
                               out->s[k].count * out->s[k].len * sizeof(float));
     free(w.buf);
     free(w.k);

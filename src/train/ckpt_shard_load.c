@@ -3,7 +3,7 @@
  * put together from the ranks' files, each run one pread. */
 #include "train/ckpt_shard.h"
 
-#include "train/ckpt_crc.h"
+#include "core/crc32.h"
 #include "train/data_file.h"
 
 #include <fcntl.h>
@@ -51,7 +51,7 @@ typedef struct {
     uint64_t n;      /* the vector's elements */
     uint64_t expect; /* the next byte of the file, to check the runs tile it */
     uint32_t crc;
-    const ckpt_crc_table *k;
+    const crc32_tables *k;
     uint64_t *covered; /* the vector's elements read so far */
 } reader;
 
@@ -62,7 +62,7 @@ static int get_run(void *arg, uint64_t at, uint64_t off, uint64_t len)
         return WEFT_EIO;
     int rc = train_pread_all(r->fd, r->dst + at, (size_t)len * sizeof(float), off);
     if (rc == 0)
-        r->crc = ckpt_crc(r->k, r->crc, r->dst + at, (size_t)len * sizeof(float));
+        r->crc = crc32_update_fast(r->k, r->crc, r->dst + at, (size_t)len * sizeof(float));
     r->expect += len * sizeof(float);
     *r->covered += len;
     return rc;
@@ -78,7 +78,7 @@ typedef struct {
     uint64_t cov[16]; /* per vector: elements read, n each when every one was */
     int nvec;
     uint64_t n;
-    ckpt_crc_table k;
+    crc32_tables k;
 } layout;
 
 static int read_file(layout *L, size_t f)
@@ -219,7 +219,7 @@ int ckpt_shard_load_whole(const char *dir, weft_ckpt **out)
     weft_optim_config oc;
     uint64_t steps = 0;
     layout L = { .dir = at };
-    ckpt_crc_init(&L.k);
+    crc32_tables_init(&L.k);
     if ((rc = weft_ckpt_load(&man, path)) != 0)
         return rc;
     if (weft_ckpt_get_str(man, "shard/format", fmt, sizeof fmt) != 0 ||

@@ -6,7 +6,7 @@
  * without slice CRCs are read unchecked. */
 #include "train/ckpt_shard.h"
 
-#include "train/ckpt_crc.h"
+#include "core/crc32.h"
 #include "train/data_file.h"
 
 #include <errno.h>
@@ -34,7 +34,7 @@ struct ckpt_shard_reader {
     unsigned char *checked; /* per slice: the manifest's record, or own */
     unsigned char *own;
     unsigned char *buf;
-    ckpt_crc_table *k;
+    crc32_tables *k;
     int buf_slice;       /* the slice buf holds whole since its check, or -1 */
     uint64_t bytes, t0;
     char *error;         /* the manifest's "shard/error" record, or NULL */
@@ -145,7 +145,7 @@ static int reader_records(ckpt_shard_reader *r)
     r->buf_slice = -1;
     if (!r->fd || !r->checked || !r->buf || !r->k)
         return WEFT_ENOMEM;
-    ckpt_crc_init(r->k);
+    crc32_tables_init(r->k);
     for (size_t i = 0; i < r->nfiles; i++)
         r->fd[i] = -1;
     return 0;
@@ -327,7 +327,7 @@ static int check_slice(ckpt_shard_reader *r, size_t k, const ckpt_slice *s, int 
         if (rc)
             return fail(r, rc, s->file, "short read at byte %llu of slice %zu",
                         (unsigned long long)off, k);
-        crc = ckpt_crc(r->k, crc, r->buf, n);
+        crc = crc32_update_fast(r->k, crc, r->buf, n);
         r->bytes += n;
         off += n;
         left -= n;
@@ -352,7 +352,7 @@ static int read_checked(ckpt_shard_reader *r, size_t k, const ckpt_slice *s, int
         return fail(r, rc, s->file, "short read at byte %llu of slice %zu",
                     (unsigned long long)s->off, k);
     r->bytes += bytes;
-    uint32_t crc = ckpt_crc(r->k, 0, dst, bytes);
+    uint32_t crc = crc32_update_fast(r->k, 0, dst, bytes);
     if (crc != (uint32_t)s->crc)
         return crc_failed(r, k, s, crc);
     r->checked[k] = 1;

@@ -5,7 +5,6 @@
  * such files, each slice checked against its CRC. */
 #include "test.h"
 #include "core/crc32.h"
-#include "train/ckpt_crc.h"
 #include "train/ckpt_shard.h"
 
 #include <fcntl.h>
@@ -18,8 +17,8 @@
  * two pieces' CRCs join into the whole's. */
 TEST(crc)
 {
-    ckpt_crc_table k;
-    ckpt_crc_init(&k);
+    crc32_tables k;
+    crc32_tables_init(&k);
     unsigned char buf[1100];
     uint32_t x = 12345;
     for (size_t i = 0; i < sizeof buf; i++) {
@@ -29,15 +28,15 @@ TEST(crc)
     int bad = 0;
     for (size_t at = 0; at < 9; at++)
         for (size_t n = 0; n + at <= sizeof buf; n += 1 + n / 3)
-            bad += ckpt_crc(&k, 0, buf + at, n) != crc32_update(0, buf + at, n);
+            bad += crc32_update_fast(&k, 0, buf + at, n) != crc32_update(0, buf + at, n);
     CHECK(bad == 0);
     /* fed in pieces, as a writer does */
-    CHECK(ckpt_crc(&k, ckpt_crc(&k, 0, buf, 13), buf + 13, 1000) == crc32_update(0, buf, 1013));
+    CHECK(crc32_update_fast(&k, crc32_update_fast(&k, 0, buf, 13), buf + 13, 1000) == crc32_update(0, buf, 1013));
     for (size_t cut = 0; cut <= sizeof buf; cut += 37)
-        bad += ckpt_crc_join(crc32_update(0, buf, cut), crc32_update(0, buf + cut, sizeof buf - cut),
+        bad += crc32_combine(crc32_update(0, buf, cut), crc32_update(0, buf + cut, sizeof buf - cut),
                              sizeof buf - cut) != crc32_update(0, buf, sizeof buf);
     CHECK(bad == 0);
-    CHECK(ckpt_crc_join(0, 0xdeadbeefu, 7) == 0xdeadbeefu);
+    CHECK(crc32_combine(0, 0xdeadbeefu, 7) == 0xdeadbeefu);
 }
 
 TEST(merge)
