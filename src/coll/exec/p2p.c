@@ -375,7 +375,23 @@ void p2p_progress(p2p_engine *e)
     e->epoch++;
     while (step(e, &stop) && !stop) {
     }
+    int left = e->outstanding;
     pthread_mutex_unlock(&e->drive);
+    if (!left)
+        return;
+    /* The step may have drained the poke of the post that made work
+     * outstanding while the thread sat in listen_idle, which polls no
+     * stream: without a new one the message would wait in its socket for
+     * a look nobody takes (a test loop then spins until the timeout). */
+    pthread_mutex_lock(&e->mu);
+    int wake = e->listening || e->parked;
+    if (wake) {
+        e->kick = 1;
+        pthread_cond_broadcast(&e->idle);
+    }
+    pthread_mutex_unlock(&e->mu);
+    if (wake)
+        poke(e);
 }
 
 int p2p_create(p2p_engine **out, weft_comm *c, const char *ip, char addr_out[SOCK_ADDR_MAX],
