@@ -1,0 +1,241 @@
+/* The work of one ring step of context-parallel attention on one rank
+ * (attention_cp.h): a rank's two query chunks against the two chunks of
+ * a travelling K/V block, each pair whole, causal on its diagonal or
+ * skipped. Forward keeps FlashAttention's running max and sum per query
+ * row and rescales the partial output when the max grows; backward
+ * recomputes a pair's probabilities from the saved log-sum-exp. The
+ * products run on the portable kernel per (batch, head) pair over the
+ * model's pool, as attention.c's do; a kv head's query heads run on one
+ * thread, in order, so their sums into its dK and dV need no locks. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/attention_cp.h"
+#include "train/pool.h"
+
+typedef struct {
+    const cp_dims *d;
+    mmp *mm;
+    float *scr;          /* per thread: two cs x cs blocks */
+    /* forward */
+    cp_fwd_state *st;
+    /* backward */
+    float *dq, *dkv;
+    const float *dout, *lse, *delta;
+    const float *q, *kv;
+    int qs, qr, kr;
+} cp_job;
+
+enum { PAIR_SKIP, PAIR_DIAG, PAIR_FULL };
+
+/* Global chunk of local half a (0, 1) of rank r of C. */
+static int chunk_of(int r, int C, int a)
+{
+    return a == 0 ? r : 2 * C - 1 - r;
+}
+
+static int pair_kind(const cp_job *j, int a, int c)
+{
+    int qc = chunk_of(j->qr, j->d->C, a), kc = chunk_of(j->kr, j->d->C, c);
+    return kc < qc ? PAIR_FULL : kc == qc ? PAIR_DIAG : PAIR_SKIP;
+}
+
+int train_cp_pos(int r, int C, int Tl, int t)
+{
+    int cs = Tl / 2;
+    return t < cs ? r * cs + t : chunk_of(r, C, 1) * cs + (t - cs);
+}
+
+/* Query chunk a of head h against key chunk c of the block (kind k). */
+static void fwd_pair(const cp_job *j, int tid, int b, int h, int a, int c, int k)
+{
+    const cp_dims *d = j->d;
+    int cs = d->Tl / 2, hs = d->hs, KVW = d->NKV * hs, OW = d->NH * hs;
+    int g = h / (d->NH / d->NKV);
+    float scale = 1.0f / sqrtf((float)hs), *S = j->scr + (size_t)tid * 2 * cs * cs;
+    const float *qp = j->q + ((size_t)b * d->Tl + (size_t)a * cs) * j->qs + (size_t)h * hs;
+    const float *kp = j->kv + ((size_t)b * d->Tl + (size_t)c * cs) * KVW + (size_t)g * hs;
+    const float *vp = kp + (size_t)d->B * d->Tl * KVW;
+    float *op = j->st->out + ((size_t)b * d->Tl + (size_t)a * cs) * OW + (size_t)h * hs;
+    size_t ro = ((size_t)b * d->NH + h) * d->Tl + (size_t)a * cs;
+    float *mx = j->st->mx + ro, *sm = j->st->sum + ro;
+    train_mmp_gemm_on(j->mm, tid, 0, 1, cs, cs, hs, qp, j->qs, kp, KVW, 0.0f, S, cs);
+    for (int i = 0; i < cs; i++) {
+        float *row = S + (size_t)i * cs, *o = op + (size_t)i * OW;
+        int n = k == PAIR_DIAG ? i + 1 : cs;
+        float bm = -INFINITY;
+        for (int t = 0; t < n; t++)
+            bm = row[t] > bm ? row[t] : bm;
+        /* scale > 0: the scaled row's largest is the raw one's, scaled */
+        float m_new = bm * scale > mx[i] ? bm * scale : mx[i];
+        float corr = expf(mx[i] - m_new), s = 0.0f;
+        for (int t = 0; t < n; t++) {
+            row[t] = expf(row[t] * scale - m_new);
+            s += row[t];
+        }
+        for (int t = n; t < cs; t++)
+            row[t] = 0.0f;
+        sm[i] = sm[i] * corr + s;
+        mx[i] = m_new;
+        for (int e = 0; e < hs; e++)
+            o[e] *= corr;
+    }
+    train_mmp_gemm_on(j->mm, tid, 0, 0, cs, hs, cs, S, cs, vp, KVW, 1.0f, op, OW);
+}
+
+static void fwd_worker(void *v, int tid, int nt)
+{
+    const cp_job *j = v;
+    int lo, hi;
+    train_pool_split(j->d->B * j->d->NH, 1, tid, nt, &lo, &hi);
+    for (int i = lo; i < hi; i++)
+        for (int a = 0; a < 2; a++)
+            for (int c = 0; c < 2; c++) {
+                int k = pair_kind(j, a, c);
+                if (k != PAIR_SKIP)
+                    fwd_pair(j, tid, i / j->d->NH, i % j->d->NH, a, c, k);
+            }
+}
+
+/* Scratch of two cs x cs blocks a thread, then fn over the pool. */
+static int run(mm_ctx *mm, pool_fn fn, cp_job *j)
+{
+    pool *pl = train_mm_pool(mm);
+    size_t cs = (size_t)j->d->Tl / 2;
+    j->mm = train_mm_portable(mm);
+    j->scr = malloc(sizeof(float) * 2 * cs * cs * (size_t)train_pool_size(pl));
+    if (!j->scr)
+        return WEFT_ENOMEM;
+    train_pool_run(pl, fn, j);
+    free(j->scr);
+    return 0;
+}
+
+void train_cp_fwd_begin(const cp_dims *d, cp_fwd_state *st)
+{
+    size_t rows = (size_t)d->B * d->NH * d->Tl;
+    memset(st->out, 0, sizeof(float) * (size_t)d->B * d->Tl * d->NH * d->hs);
+    for (size_t i = 0; i < rows; i++) {
+        st->mx[i] = -INFINITY;
+        st->sum[i] = 0.0f;
+    }
+}
+
+int train_cp_fwd_step(mm_ctx *mm, const cp_dims *d, cp_fwd_state *st, const float *q, int qs,
+                      const float *kv, int qr, int kr)
+{
+    cp_job j = { .d = d, .st = st, .q = q, .kv = kv, .qs = qs, .qr = qr, .kr = kr };
+    return run(mm, fwd_worker, &j);
+}
+
+void train_cp_fwd_finish(const cp_dims *d, cp_fwd_state *st)
+{
+    int OW = d->NH * d->hs;
+    for (int b = 0; b < d->B; b++)
+        for (int h = 0; h < d->NH; h++)
+            for (int t = 0; t < d->Tl; t++) {
+                size_t ro = ((size_t)b * d->NH + h) * d->Tl + t;
+                float *o = st->out + ((size_t)b * d->Tl + t) * OW + (size_t)h * d->hs;
+                float inv = 1.0f / st->sum[ro];
+                for (int e = 0; e < d->hs; e++)
+                    o[e] *= inv;
+                st->mx[ro] += logf(st->sum[ro]);
+            }
+}
+
+void train_cp_bwd_delta(const cp_dims *d, float *delta, const float *dout, const float *out)
+{
+    int OW = d->NH * d->hs;
+    for (int b = 0; b < d->B; b++)
+        for (int h = 0; h < d->NH; h++)
+            for (int t = 0; t < d->Tl; t++) {
+                size_t off = ((size_t)b * d->Tl + t) * OW + (size_t)h * d->hs;
+                float s = 0.0f;
+                for (int e = 0; e < d->hs; e++)
+                    s += dout[off + e] * out[off + e];
+                delta[((size_t)b * d->NH + h) * d->Tl + t] = s;
+            }
+}
+
+/* Query chunk a of head h against key chunk c: its part of dQ, and of
+ * the block's dK and dV. */
+static void bwd_pair(const cp_job *j, int tid, int b, int h, int a, int c, int k)
+{
+    const cp_dims *d = j->d;
+    int cs = d->Tl / 2, hs = d->hs, KVW = d->NKV * hs, OW = d->NH * hs;
+    int g = h / (d->NH / d->NKV);
+    float scale = 1.0f / sqrtf((float)hs);
+    float *P = j->scr + (size_t)tid * 2 * cs * cs, *dP = P + (size_t)cs * cs;
+    size_t qrow = (size_t)b * d->Tl + (size_t)a * cs, krow = (size_t)b * d->Tl + (size_t)c * cs;
+    size_t half = (size_t)d->B * d->Tl * KVW;
+    const float *qp = j->q + qrow * j->qs + (size_t)h * hs;
+    const float *dop = j->dout + qrow * OW + (size_t)h * hs;
+    const float *kp = j->kv + krow * KVW + (size_t)g * hs, *vp = kp + half;
+    float *dqp = j->dq + qrow * j->qs + (size_t)h * hs;
+    float *dkp = j->dkv + krow * KVW + (size_t)g * hs, *dvp = dkp + half;
+    size_t ro = ((size_t)b * d->NH + h) * d->Tl + (size_t)a * cs;
+    const float *lse = j->lse + ro, *delta = j->delta + ro;
+    train_mmp_gemm_on(j->mm, tid, 0, 1, cs, cs, hs, qp, j->qs, kp, KVW, 0.0f, P, cs);
+    train_mmp_gemm_on(j->mm, tid, 0, 1, cs, cs, hs, dop, OW, vp, KVW, 0.0f, dP, cs);
+    for (int i = 0; i < cs; i++) {
+        float *p = P + (size_t)i * cs, *dp = dP + (size_t)i * cs;
+        int n = k == PAIR_DIAG ? i + 1 : cs;
+        for (int t = 0; t < n; t++) {
+            p[t] = expf(p[t] * scale - lse[i]);
+            /* through the softmax, and the scale of q.k */
+            dp[t] = p[t] * (dp[t] - delta[i]) * scale;
+        }
+        for (int t = n; t < cs; t++)
+            p[t] = dp[t] = 0.0f;
+    }
+    /* dV += P^T dO, dQ += dS K, dK += dS^T Q */
+    train_mmp_gemm_on(j->mm, tid, 1, 0, cs, hs, cs, P, cs, dop, OW, 1.0f, dvp, KVW);
+    train_mmp_gemm_on(j->mm, tid, 0, 0, cs, hs, cs, dP, cs, kp, KVW, 1.0f, dqp, j->qs);
+    train_mmp_gemm_on(j->mm, tid, 1, 0, cs, hs, cs, dP, cs, qp, j->qs, 1.0f, dkp, KVW);
+}
+
+static void bwd_worker(void *v, int tid, int nt)
+{
+    const cp_job *j = v;
+    const cp_dims *d = j->d;
+    int lo, hi, per = d->NH / d->NKV;
+    train_pool_split(d->B * d->NKV, 1, tid, nt, &lo, &hi);
+    for (int i = lo; i < hi; i++) {
+        int b = i / d->NKV, g = i % d->NKV;
+        for (int h = g * per; h < (g + 1) * per; h++)
+            for (int a = 0; a < 2; a++)
+                for (int c = 0; c < 2; c++) {
+                    int k = pair_kind(j, a, c);
+                    if (k != PAIR_SKIP)
+                        bwd_pair(j, tid, b, h, a, c, k);
+                }
+    }
+}
+
+int train_cp_bwd_step(mm_ctx *mm, const cp_dims *d, float *dq, int qs, float *dkv,
+                      const float *q, const float *dout, const float *lse, const float *delta,
+                      const float *kv, int qr, int kr)
+{
+    cp_job j = { .d = d, .dq = dq, .dkv = dkv, .dout = dout, .lse = lse, .delta = delta,
+                 .q = q, .kv = kv, .qs = qs, .qr = qr, .kr = kr };
+    return run(mm, bwd_worker, &j);
+}
+
+void train_cp_pack(const cp_dims *d, float *kv, const float *k, const float *v, int ks, int vs)
+{
+    size_t rows = (size_t)d->B * d->Tl, KVW = (size_t)d->NKV * d->hs;
+    for (size_t r = 0; r < rows; r++) {
+        memcpy(kv + r * KVW, k + r * ks, sizeof(float) * KVW);
+        memcpy(kv + (rows + r) * KVW, v + r * vs, sizeof(float) * KVW);
+    }
+}
+
+void train_cp_unpack(const cp_dims *d, float *dk, float *dv, int ks, int vs, const float *dkv)
+{
+    size_t rows = (size_t)d->B * d->Tl, KVW = (size_t)d->NKV * d->hs;
+    for (size_t r = 0; r < rows; r++) {
+        memcpy(dk + r * ks, dkv + r * KVW, sizeof(float) * KVW);
+        memcpy(dv + r * vs, dkv + (rows + r) * KVW, sizeof(float) * KVW);
+    }
+}
