@@ -107,8 +107,8 @@ PARAM_INT(threads, "WEFT_THREADS", "0", 0, 1 << 20, "", 0,
           "compute threads per rank; 0: cores / ranks on this host")
 PARAM_ENUM(matmul, "WEFT_MATMUL", "auto", "auto|portable|openblas", "", 0,
            "matmul backend; auto: the faster of OpenBLAS and the portable kernel, measured once per host")
-PARAM_ENUM(matmul_isa, "WEFT_MATMUL_ISA", "auto", "auto|avx512bf16|avx512|avx2|c", "", 0,
-           "widest instruction set the portable kernel may use (avx512bf16: bf16 products on VDPBF16PS, refused without it; below it bf16 is widened to fp32); auto: the CPU's best")
+PARAM_ENUM(matmul_isa, "WEFT_MATMUL_ISA", "auto", "auto|amx|avx512bf16|avx512|avx2|c", "", 0,
+           "widest instruction set the portable kernel may use (amx: bf16 products on AMX tiles, avx512bf16: on VDPBF16PS, each refused without it; below them bf16 is widened to fp32); auto: the CPU's best")
 PARAM_DBL(peak_gflops, "WEFT_PEAK_GFLOPS", "0", 0, 1e9, "", 0,
           "one thread's matmul peak for MFU, GFLOP/s; 0: measured once per host")
 PARAM_STR(peak_file, "WEFT_PEAK_FILE", "", NULL, "", 0,

@@ -48,14 +48,15 @@ void train_mm_gemm_bf16(mm_ctx *c, int ta, int tb, int M, int N, int K,
  * set WEFT_MATMUL_ISA allows. */
 int train_mmp_create(mmp **out, int threads);
 /* WEFT_MATMUL_ISA's words, in the parameter table's order. */
-enum { MMP_ISA_AUTO, MMP_ISA_AVX512BF16, MMP_ISA_AVX512, MMP_ISA_AVX2, MMP_ISA_C };
+enum { MMP_ISA_AUTO, MMP_ISA_AMX, MMP_ISA_AVX512BF16, MMP_ISA_AVX512, MMP_ISA_AVX2, MMP_ISA_C };
 /* The same at an MMP_ISA_* cap, whatever the variable says; WEFT_ECONFIG
- * (said on stderr) for MMP_ISA_AVX512BF16 on a CPU without it. */
+ * (said on stderr, with the reason) for MMP_ISA_AMX or MMP_ISA_AVX512BF16
+ * on a CPU (or OS) without it. */
 int train_mmp_create_isa(mmp **out, int threads, int isa);
 void train_mmp_destroy(mmp *p);
 /* The micro-kernel's instruction set: "avx512", "avx2" or "c". */
 const char *train_mmp_isa(const mmp *p);
-/* bf16 operands' kernel: "avx512bf16"; NULL where they are widened to
+/* bf16 operands' kernel: "amx" or "avx512bf16"; NULL where they are widened to
  * fp32 for train_mmp_isa's (no such CPU, or WEFT_MATMUL_ISA below it). */
 const char *train_mmp_isa_bf16(const mmp *p);
 void train_mmp_gemm(mmp *p, pool *pl, int ta, int tb, int M, int N, int K,

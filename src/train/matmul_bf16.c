@@ -136,6 +136,17 @@ static void tr16(const __m512i *r, __m512i *t)
     }
 }
 
+MMB_TARGET
+void train_mmb_tr16(uint32_t *dst, size_t dld, const uint32_t *src, size_t sld)
+{
+    __m512i r[16], t[16];
+    for (int i = 0; i < 16; i++)
+        r[i] = _mm512_loadu_si512(src + (size_t)i * sld);
+    tr16(r, t);
+    for (int i = 0; i < 16; i++)
+        _mm512_storeu_si512(dst + (size_t)i * dld, t[i]);
+}
+
 /* Depth runs along the rows: a pair is one 32-bit word of a row, so a
  * panel's 16 rows are read 16 words at a time and transposed in
  * registers, each result vector one pair's 16 indices (had been one
@@ -261,6 +272,11 @@ int train_mmb_supported(void)
 void train_mmb_pack(uint32_t *dst, int W, int along, const uint16_t *src, int ld, int w, int kc)
 {
     (void)dst; (void)W; (void)along; (void)src; (void)ld; (void)w; (void)kc;
+}
+
+void train_mmb_tr16(uint32_t *dst, size_t dld, const uint32_t *src, size_t sld)
+{
+    (void)dst; (void)dld; (void)src; (void)sld;
 }
 
 void train_mmb_kern(int kp, const uint32_t *a, const uint32_t *b, float *c, int ldc, int mr,

@@ -27,6 +27,11 @@ int train_mmb_supported(void);
  * src[k ld + j]. */
 void train_mmb_pack(uint32_t *dst, int W, int along, const uint16_t *src, int ld, int w, int kc);
 
+/* dst (rows dld words apart) = the 16 x 16 matrix of 32-bit words at
+ * src (rows sld apart), transposed in registers: the AMX kernel's A
+ * tiles hold each row's pairs along k, the transpose of this packing. */
+void train_mmb_tr16(uint32_t *dst, size_t dld, const uint32_t *src, size_t sld);
+
 /* C tile (mr x nr, within MMB_MR x MMB_NR) = (C +) a packed A panel times
  * a packed B panel, kp pairs deep; fp32 sums, each element's in k order. */
 void train_mmb_kern(int kp, const uint32_t *a, const uint32_t *b, float *c, int ldc, int mr,

@@ -3,14 +3,17 @@
  * register-blocked MR x NR micro-kernel streams through them. On x86-64
  * with AVX2+FMA a vector micro-kernel is chosen at run time; elsewhere a
  * plain C one, which the compiler vectorises as it can. With AVX-512 the
- * tile is 12 x 32 instead of 6 x 16. bf16 operands go to the AVX512-BF16
- * kernel (matmul_bf16.c) where the CPU has it, packed as pairs along k in
- * this file's blocks; elsewhere they are widened to fp32 while packing.
+ * tile is 12 x 32 instead of 6 x 16. bf16 operands go to AMX tiles
+ * (matmul_amx.c, its own blocks) where the CPU and OS allow them, else to
+ * the AVX512-BF16 kernel (matmul_bf16.c) where the CPU has it, packed as
+ * pairs along k in this file's blocks; elsewhere they are widened to fp32
+ * while packing.
  *
  * Each C element is summed in the same order whatever the thread count
  * (threads split rows or columns of C, never K), so results do not depend
  * on WEFT_THREADS. */
 #include "train/matmul.h"
+#include "train/matmul_amx.h"
 #include "train/matmul_bf16.h"
 
 #include <stdlib.h>
@@ -46,6 +49,7 @@ struct mmp {
     mmp_buf *buf;
     kern_fn kern;
     const char *isa_bf16;   /* the bf16 kernel; NULL: bf16 is widened for kern */
+    int amx;                /* bf16 products go to matmul_amx.c */
 };
 
 static void store_tile(const float *acc, int acc_ld, float *c, int ldc, int mr, int nr,
@@ -404,6 +408,11 @@ static void gemm_serial(const mmp *p, mmp_buf *bf, int ta, int tb, int M, int N,
         for (int i = 0; i < M; i++)
             for (int j = 0; j < N; j++)
                 C[(size_t)i * ldc + j] *= beta;
+    if (A.bf16 && p->amx) {
+        train_mma_gemm(bf->ap, bf->bp, ta, tb, M, N, K, A.p, lda, B.p, ldb, beta != 0.0f, C, ldc,
+                       0);
+        return;
+    }
     /* pairs: the bf16 kernel's panels, a 32-bit word per pair along k, in
      * the same buffers: blocks twice as deep fill them as fp32's do, and
      * ran 5-20% faster than KC deep (GPT-512 shapes and 2048^3, thread CPU
@@ -452,6 +461,7 @@ static void gemm_serial(const mmp *p, mmp_buf *bf, int ta, int tb, int M, int N,
 typedef struct {
     const mmp *p;
     int ta, tb, M, N, K, lda, ldb, ldc, by_rows;
+    int mt, nt;   /* the kernel's tile: threads split C at its multiples */
     operand A, B;
     float beta;
     float *C;
@@ -462,14 +472,14 @@ static void gemm_worker(void *v, int tid, int nt)
     gemm_job *j = v;
     int lo, hi;
     if (j->by_rows) {
-        train_pool_split(j->M, j->p->mr, tid, nt, &lo, &hi);
+        train_pool_split(j->M, j->mt, tid, nt, &lo, &hi);
         if (hi <= lo)
             return;
         operand a = shift(j->A, j->ta ? (size_t)lo : (size_t)lo * j->lda);
         gemm_serial(j->p, &j->p->buf[tid], j->ta, j->tb, hi - lo, j->N, j->K, a, j->lda,
                     j->B, j->ldb, j->beta, j->C + (size_t)lo * j->ldc, j->ldc);
     } else {
-        train_pool_split(j->N, j->p->nr, tid, nt, &lo, &hi);
+        train_pool_split(j->N, j->nt, tid, nt, &lo, &hi);
         if (hi <= lo)
             return;
         operand b = shift(j->B, j->tb ? (size_t)lo * j->ldb : (size_t)lo);
@@ -491,9 +501,9 @@ static double split_cost(int m, int tile, int n, int K, int nt)
     return (double)per * n * K + 32.0 * ((double)K * n + (double)per * K);
 }
 
-static int split_rows(const mmp *p, int nt, int M, int N, int K)
+static int split_rows(int mt, int ntile, int nt, int M, int N, int K)
 {
-    return split_cost(M, p->mr, N, K, nt) <= split_cost(N, p->nr, M, K, nt);
+    return split_cost(M, mt, N, K, nt) <= split_cost(N, ntile, M, K, nt);
 }
 
 static void gemm_any(mmp *p, pool *pl, int ta, int tb, int M, int N, int K, operand A,
@@ -509,8 +519,10 @@ static void gemm_any(mmp *p, pool *pl, int ta, int tb, int M, int N, int K, oper
         gemm_serial(p, &p->buf[0], ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-    gemm_job j = { p, ta, tb, M, N, K, lda, ldb, ldc, split_rows(p, nt, M, N, K), A, B,
-                   beta, C };
+    /* AMX's blocks are 32 x 32; the other kernels share the fp32 tile */
+    int mt = A.bf16 && p->amx ? MMA_TILE : p->mr, ntile = A.bf16 && p->amx ? MMA_TILE : p->nr;
+    gemm_job j = { p, ta, tb, M, N, K, lda, ldb, ldc, split_rows(mt, ntile, nt, M, N, K),
+                   mt, ntile, A, B, beta, C };
     train_pool_run(pl, gemm_worker, &j);
 }
 
@@ -613,12 +625,22 @@ int train_mmp_create_isa(mmp **out, int threads, int isa)
         p->t8 = 1;
     }
     /* The bf16 kernel, best first; without one, bf16 operands are widened
-     * for the fp32 kernel. AMX (TDPBF16PS on tiles, with its own panel
-     * layout and the OS's permission to use the tile state) would be tried
-     * here before AVX512-BF16. The bf16 kernel shares the AVX-512 fp32
+     * for the fp32 kernel. The VDPBF16PS kernel shares the AVX-512 fp32
      * kernel's tile, so that threads split C alike for both. */
-    if (isa <= MMP_ISA_AVX512BF16 && p->kern == kern_avx512 && train_mmb_supported())
+    char why[256] = "";
+    if (isa <= MMP_ISA_AMX && p->kern == kern_avx512 && train_mma_supported(why, sizeof why)) {
+        p->isa_bf16 = "amx";
+        p->amx = 1;
+    } else if (isa <= MMP_ISA_AVX512BF16 && p->kern == kern_avx512 && train_mmb_supported()) {
         p->isa_bf16 = "avx512bf16";
+    }
+    if (isa == MMP_ISA_AMX && !p->amx) {
+        log_msg(LOG_ERROR, LOG_ERROR, -1,
+                "WEFT_MATMUL_ISA=amx: %s; auto takes the best kernel it has",
+                why[0] ? why : "this CPU has no AVX-512, so no AMX");
+        free(p);
+        return WEFT_ECONFIG;
+    }
     if (isa == MMP_ISA_AVX512BF16 && !p->isa_bf16) {
         log_msg(LOG_ERROR, LOG_ERROR, -1,
                 "WEFT_MATMUL_ISA=avx512bf16: this CPU (or its OS) cannot run AVX512-BF16 "
@@ -633,9 +655,15 @@ int train_mmp_create_isa(mmp **out, int threads, int isa)
         free(p);
         return WEFT_ENOMEM;
     }
+    /* AMX's packed slices are larger than the other kernels' */
+    size_t abytes = sizeof(float) * MC * KC, bbytes = sizeof(float) * KC * NC;
+    if (p->amx) {
+        abytes = train_mma_abytes() > abytes ? train_mma_abytes() : abytes;
+        bbytes = train_mma_bbytes() > bbytes ? train_mma_bbytes() : bbytes;
+    }
     for (int t = 0; t < threads; t++) {
-        p->buf[t].ap = aligned_alloc(64, sizeof(float) * MC * KC);
-        p->buf[t].bp = aligned_alloc(64, sizeof(float) * KC * NC);
+        p->buf[t].ap = aligned_alloc(64, abytes);
+        p->buf[t].bp = aligned_alloc(64, bbytes);
         if (!p->buf[t].ap || !p->buf[t].bp) {
             train_mmp_destroy(p);
             return WEFT_ENOMEM;

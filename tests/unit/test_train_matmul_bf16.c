@@ -1,7 +1,11 @@
 /* bf16 matrix products (train_mm_gemm_bf16) on each kernel the CPU has:
- * the AVX512-BF16 one (WEFT_MATMUL_ISA=avx512bf16; skipped, and said,
- * without the instruction) and widening to fp32 (WEFT_MATMUL_ISA=avx512,
- * which widens on any CPU). Each is checked against an fp64 product of
+ * AMX tiles (WEFT_MATMUL_ISA=amx) and the AVX512-BF16 one
+ * (WEFT_MATMUL_ISA=avx512bf16), each skipped, and said, where the CPU or
+ * OS lacks it, and widening to fp32 (WEFT_MATMUL_ISA=avx512, which widens
+ * on any CPU). The AMX path's packing and blocking also run here with the
+ * tiles' products done in plain C (train_mma_gemm's emulate), so they are
+ * checked on a CPU without AMX too; and WEFT_MATMUL_ISA=amx must be
+ * refused, saying why, where the tiles cannot be used. Each is checked against an fp64 product of
  * the same bf16-rounded operands for every transpose case, every size
  * 1..67 of each side (the others drawn at random), a few shapes past the
  * blocks (k 256 or 512, rows 120, columns 1024), beta 0 and 1, leading
@@ -12,8 +16,9 @@
  * Error bound, per element: every path forms each product of two bf16
  * values exactly in fp32 (8-bit significands, 16-bit product) and rounds
  * only its fp32 sums: at most one rounding per k (an FMA, or a VDPBF16PS
- * pair's additions), one per block of k (256 deep, or 512 for the bf16
- * kernel) when the block's sum is added to C, and one for beta C. With
+ * or TDPBF16PS pair's additions), one per block of k (256 deep, or 512
+ * for the bf16 kernels) when the block's sum is added to C, and one for
+ * beta C. With
  * n = K + K / 256 + 2 such roundings of relative size u = 2^-24,
  * |C - exact| <= gamma_n (sum_k |a_ik b_kj| + |beta c_ij|),
  * gamma_n = n u / (1 - n u) (the classical bound for recursive summation).
@@ -26,6 +31,8 @@
 
 #include "core/half.h"
 #include "test.h"
+#include "train/matmul_amx.h"
+#include "train/matmul_bf16.h"
 #include "train/mm_auto.h"
 #include "train/peak.h"
 #include "weft.h"
@@ -129,6 +136,13 @@ static int open_pair(const char *isa, mm_ctx *c[2])
     setenv("WEFT_MATMUL_ISA", isa, 1);
     setenv("WEFT_DEBUG", "ERROR", 1);
     int rc = train_mm_create(&c[0], 1, MM_PORTABLE);
+    char why[256];
+    if (rc == WEFT_ECONFIG && !strcmp(isa, "amx")) {
+        train_mma_supported(why, sizeof why);
+        printf("skipped: no AMX (%s); the tiles' path is not run\n", why);
+        unsetenv("WEFT_MATMUL_ISA");
+        return 0;
+    }
     if (rc == WEFT_ECONFIG && !strcmp(isa, "avx512bf16")) {
         printf("skip: this CPU has no AVX512-BF16; its kernel is not tested\n");
         unsetenv("WEFT_MATMUL_ISA");
@@ -142,6 +156,7 @@ static int open_pair(const char *isa, mm_ctx *c[2])
     /* the name says which kernel bf16 operands get */
     CHECKF(!strcmp(isa, "avx512bf16") == (strstr(name, "bf16 avx512bf16") != NULL), "%s: %s",
            isa, name);
+    CHECKF(!strcmp(isa, "amx") == (strstr(name, "bf16 amx") != NULL), "%s: %s", isa, name);
     return rc == 0;
 }
 
@@ -209,10 +224,105 @@ static void large(const char *isa)
     train_mm_destroy(c[1]);
 }
 
+TEST(sweep_amx) { sweep("amx"); }
+TEST(large_amx) { large("amx"); }
 TEST(sweep_avx512bf16) { sweep("avx512bf16"); }
 TEST(sweep_widening) { sweep("avx512"); }
 TEST(large_avx512bf16) { large("avx512bf16"); }
 TEST(large_widening) { large("avx512"); }
+
+/* The AMX path's packing and blocking with the tiles' products in plain
+ * C: every size 1..67 on each side (past a tile's 16 and a block's 32),
+ * and one shape past each of its slices (rows 128, columns 1024, k 512),
+ * every transpose case, beta 0 and 1. */
+static int emulated(void *abuf, void *bbuf, weft_rng *r, int ta, int tb, int M, int N, int K,
+                    float beta)
+{
+    problem p;
+    make(&p, r, ta, tb, M, N, K, beta);
+    size_t nc = (size_t)M * p.ldc;
+    float *C = malloc(nc * 4);
+    memcpy(C, p.C0, nc * 4);
+    train_mma_gemm(abuf, bbuf, ta, tb, M, N, K, p.A + p.off, p.lda, p.B + p.off, p.ldb,
+                   beta != 0.0f, C, p.ldc, 1);
+    int ok = right(&p, C, "amx (emulated)");
+    free(C);
+    unmake(&p);
+    return ok;
+}
+
+TEST(amx_layout_emulated)
+{
+    if (!train_mmb_supported()) {
+        printf("skip: no AVX512-BF16 for the AMX path's packing; its layout is not tested\n");
+        return;
+    }
+    void *abuf = aligned_alloc(64, train_mma_abytes()), *bbuf = aligned_alloc(64, train_mma_bbytes());
+    CHECK(abuf && bbuf);
+    weft_rng r;
+    weft_rng_seed(&r, 11);
+    int step = thin() ? 5 : 1, bad = 0, n = 0;
+    for (int t = 0; abuf && bbuf && t < 4; t++) {
+        for (int v = 1; v <= 67; v += step)
+            for (int side = 0; side < 3; side++) {
+                int d[3];
+                for (int i = 0; i < 3; i++)
+                    d[i] = i == side ? v : 1 + (int)weft_rng_below(&r, 67);
+                bad += !emulated(abuf, bbuf, &r, t & 1, t >> 1, d[0], d[1], d[2],
+                                 (float)(n++ & 1));
+            }
+        if (!thin() || t == 1)
+            CHECKF(emulated(abuf, bbuf, &r, t & 1, t >> 1, MMA_MC + 3, MMA_NC + 7, MMA_KC + 3,
+                            (float)(t & 1)),
+                   "amx (emulated) past the slices, ta=%d tb=%d", t & 1, t >> 1);
+    }
+    CHECKF(bad == 0, "amx (emulated): %d of %d small products wrong", bad, n);
+    free(abuf);
+    free(bbuf);
+}
+
+/* Where the tiles cannot be used, WEFT_MATMUL_ISA=amx is an error that
+ * says why (and nothing ran a tile instruction, or this process would
+ * have died of SIGILL); where they can, it is taken and named. */
+static void create_amx(void *out)
+{
+    mm_ctx *c = NULL;
+    *(int *)out = train_mm_create(&c, 1, MM_PORTABLE);
+    train_mm_destroy(c);
+}
+
+TEST(amx_refused)
+{
+    char why[256], err[1024] = "";
+    int ok = train_mma_supported(why, sizeof why), rc = -1;
+    setenv("WEFT_MATMUL_ISA", "amx", 1);
+    setenv("WEFT_DEBUG", "ERROR", 1);
+    char path[] = "/tmp/weft-test-amx-XXXXXX";
+    int fd = mkstemp(path), saved = dup(2);
+    CHECK(fd >= 0 && saved >= 0);
+    fflush(stderr);
+    dup2(fd, 2);
+    create_amx(&rc);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    ssize_t n = pread(fd, err, sizeof err - 1, 0);
+    err[n > 0 ? n : 0] = 0;
+    close(fd);
+    unlink(path);
+    unsetenv("WEFT_MATMUL_ISA");
+    if (ok) {
+        CHECKF(rc == 0, "AMX present (%s) but WEFT_MATMUL_ISA=amx gave %d: %s", why, rc, err);
+        printf("AMX present: %s\n", why);
+        return;
+    }
+    CHECKF(rc == WEFT_ECONFIG, "WEFT_MATMUL_ISA=amx without AMX gave %d", rc);
+    CHECKF(strstr(err, "WEFT_MATMUL_ISA=amx") && strstr(err, why), "said: %s (why: %s)", err, why);
+    CHECKF(strstr(why, "CPUID") || strstr(why, "errno") || strstr(why, "XCR0") ||
+               strstr(why, "AVX") || strstr(why, "build"),
+           "%s", why);
+    printf("WEFT_MATMUL_ISA=amx refused here: %s", err);
+}
 
 /* Losses of a small GPT trained steps steps in bf16 on one kernel. */
 static int train_losses(const char *isa, int steps, float *loss)
@@ -263,15 +373,15 @@ static int train_losses(const char *isa, int steps, float *loss)
  * 1e-3, and 1e-4 at the first step (same weights, so only the rounding
  * of activations differs). A kernel that drops one pair of k per block
  * moved the losses 7e-3 apart, and one that drops a packed word 4e-2. */
-TEST(gpt_losses)
+static void gpt_losses(const char *isa)
 {
     enum { STEPS = 12 };
     float a[STEPS], b[STEPS];
     int steps = thin() ? 4 : STEPS;
     setenv("WEFT_DEBUG", "ERROR", 1);
-    int rc = train_losses("avx512bf16", steps, a);
+    int rc = train_losses(isa, steps, a);
     if (rc == WEFT_ECONFIG) {
-        printf("skip: this CPU has no AVX512-BF16; the GPT is not compared across kernels\n");
+        printf("skip: this CPU has no %s; the GPT is not compared across kernels\n", isa);
         return;
     }
     CHECK(rc == 0);
@@ -280,13 +390,16 @@ TEST(gpt_losses)
     for (int s = 0; s < steps; s++) {
         double d = fabs((double)a[s] - b[s]) / fabs((double)b[s]);
         worst = d > worst ? d : worst;
-        CHECKF(d <= (s == 0 ? 1e-4 : 1e-3), "step %d: %.6f on avx512bf16, %.6f widened", s, a[s],
+        CHECKF(d <= (s == 0 ? 1e-4 : 1e-3), "step %d: %.6f on %s, %.6f widened", s, a[s], isa,
                b[s]);
     }
     CHECKF(a[steps - 1] < a[0], "loss %.4f -> %.4f", a[0], a[steps - 1]);
-    printf("GPT losses, bf16 kernel vs widened: at most %.2g apart (relative) over %d steps, "
-           "%.4f -> %.4f\n", worst, steps, a[0], a[steps - 1]);
+    printf("GPT losses, %s vs widened: at most %.2g apart (relative) over %d steps, "
+           "%.4f -> %.4f\n", isa, worst, steps, a[0], a[steps - 1]);
 }
+
+TEST(gpt_losses) { gpt_losses("avx512bf16"); }
+TEST(gpt_losses_amx) { gpt_losses("amx"); }
 
 /* The peak cache: a line from before bf16 had a rate of its own keeps
  * its fp32 figures and gets the bf16 one measured and added; the next
@@ -303,7 +416,7 @@ TEST(peak_cache_bf16)
     char pn[64], bn[64];
     train_mm_describe(c, pn, sizeof pn);
     pn[strcspn(pn, ",")] = 0;
-    int native = train_mmp_isa_bf16(train_mm_portable(c)) != NULL;
+    const char *native = train_mmp_isa_bf16(train_mm_portable(c));
     train_mm_destroy(c);
     const char *core = train_mm_blas_core();
     snprintf(bn, sizeof bn, "%s%s", core ? "openblas_" : "-", core ? core : "");
@@ -320,7 +433,7 @@ TEST(peak_cache_bf16)
     CHECK(train_peak_get(&a) == 0);
     CHECKF(a.port_gflops == 50 && a.port_mix == 40 && a.bf16_gflops > 0, "%g %g %g",
            a.port_gflops, a.port_mix, a.bf16_gflops);
-    CHECKF(strstr(a.bf16_name, native ? "avx512bf16" : "widened") != NULL, "%s", a.bf16_name);
+    CHECKF(strstr(a.bf16_name, native ? native : "widened") != NULL, "%s", a.bf16_name);
     CHECKF(strstr(a.source, "bf16 now") != NULL, "%s", a.source);
     CHECK(train_peak_get(&b) == 0);
     CHECKF(b.port_gflops == 50 && fabs(b.bf16_gflops - a.bf16_gflops) < 0.01 &&
