@@ -743,6 +743,10 @@ int weft_model_chunk_backward(weft_model *m, int chunk, int slot, const float *d
  * model must split its backward (what the planners time blocks by). */
 int weft_model_time_chunk(weft_model *m, const void *x, const int32_t *y, const float *dout,
                           int B, int T, int reps, double best[3]);
+/* Wall seconds m's attention passes (forward and backward) have taken,
+ * summed since its matmul context was made (weft-enginebench --phases
+ * tells it apart from the rest of each pass). */
+int weft_model_attention_seconds(const weft_model *m, double *seconds);
 const float *weft_model_chunk_input_grad(const weft_model *m, int chunk, int slot);
 /* Bytes of the activations one micro-batch keeps at chunk 0, slot 0 (after a
  * forward; 0 before). */

@@ -29,7 +29,8 @@
  * shape's GFLOP/s and the step's matmul milliseconds per kernel.
  * --gemm ROUNDS --size N times one N x N x N product instead, on one
  * thread of the portable kernel, the best of ROUNDS: fp32, and with
- * --prec bf16 also bf16 widened to fp32 and on the CPU's bf16 kernel.
+ * --prec bf16 also bf16 widened to fp32, on VDPBF16PS and on AMX tiles
+ * (each where the CPU has it).
  * --probe 1 prints the peak probe's result, measured now, beside the
  * textbook bound at the clock /proc/cpuinfo shows.
  * With --prec bf16 the result's MFU is against the bf16 peak (the rate of
@@ -176,13 +177,13 @@ static int gemm_bench(const weft_model_config *cfg, int BT, int rounds)
 }
 
 /* One N^3 product's rate per path: fp32; bf16 widened (WEFT_MATMUL_ISA
- * avx512 widens on any CPU) and on the bf16 kernel, when asked. */
+ * avx512 widens on any CPU), on VDPBF16PS and on AMX tiles, when asked. */
 static int square_bench(int n, int rounds, int bf16)
 {
     static const struct { const char *isa; int bf16; } path[] = {
-        { NULL, 0 }, { "avx512", 1 }, { "avx512bf16", 1 } };
+        { NULL, 0 }, { "avx512", 1 }, { "avx512bf16", 1 }, { "amx", 1 } };
     printf("matmul %dx%dx%d, one thread, best of %d:", n, n, n, rounds);
-    for (int i = 0; i < (bf16 ? 3 : 1); i++) {
+    for (int i = 0; i < (bf16 ? 4 : 1); i++) {
         double g;
         char name[64];
         int rc = weft_matmul_rate(path[i].isa, path[i].bf16, n, n, n, rounds, &g, name,

@@ -387,7 +387,9 @@ static void run(mm_ctx *mm, int bf16, pool_fn fn, att_job *j)
     /* bf16 blocks are QB rows, so they need the fp32 block scratch too */
     j->round = train_mmb_rounder();
     j->scr16 = bf16 && j->scr ? malloc(sizeof(uint16_t) * s16_size(j->T, j->hs) * nt) : NULL;
+    double t0 = train_mm_clock();   /* attention's phase, apart from the pass's */
     train_pool_run(pl, fn, j);
+    train_mm_add_attention(mm, t0);
     free(j->scr16);
     free(j->scr);
 }

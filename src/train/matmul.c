@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/param.h"
@@ -98,6 +99,24 @@ void train_mm_describe(const mm_ctx *c, char *buf, size_t cap)
     else
         snprintf(buf, cap, "portable %s%s%s", train_mmp_isa(c->port), b16 ? ", bf16 " : "",
                  b16 ? b16 : "");
+}
+
+double train_mm_clock(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void train_mm_add_attention(mm_ctx *c, double since)
+{
+    if (c)
+        c->attn_s += train_mm_clock() - since;
+}
+
+double train_mm_attention_s(const mm_ctx *c)
+{
+    return c ? c->attn_s : 0.0;
 }
 
 pool *train_mm_pool(mm_ctx *c)

@@ -73,6 +73,14 @@ void train_mmp_gemm_bf16(mmp *p, pool *pl, int ta, int tb, int M, int N, int K,
                          const uint16_t *A, int lda, const uint16_t *B, int ldb,
                          float beta, float *C, int ldc);
 
+/* Attention's share of a step (--phases): attention.c adds each pass's
+ * wall time since `since` (a train_mm_clock reading) to the context's sum,
+ * which train_mm_attention_s reads; c NULL: nothing. Only the thread
+ * that runs the model's passes calls these. */
+double train_mm_clock(void);
+void train_mm_add_attention(mm_ctx *c, double since);
+double train_mm_attention_s(const mm_ctx *c);
+
 /* Threads to use when the caller gives none: WEFT_THREADS, else online
  * cores / ranks on this host (WEFT_LOCAL_SIZE, else LOCAL_WORLD_SIZE,
  * OMPI_COMM_WORLD_LOCAL_SIZE or MPI_LOCALNRANKS), at least 1; WEFT_ECONFIG

@@ -153,6 +153,8 @@ typedef struct {
     uint8_t rows[16];
 } tile_cfg;
 
+_Static_assert(sizeof(tile_cfg) == 64, "LDTILECFG reads 64 bytes");
+
 static const tile_cfg tile_config __attribute__((aligned(64))) = {
     1, 0, { 0 }, { 64, 64, 64, 64, 64, 64, 64, 64 }, { 16, 16, 16, 16, 16, 16, 16, 16 }
 };

@@ -21,6 +21,7 @@ struct mm_ctx {
     mm_shapes *rec;
     mm_choice choice;
     int chosen;   /* choice is filled */
+    double attn_s;   /* attention's wall seconds on this context, summed */
 };
 
 #endif

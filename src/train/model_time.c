@@ -4,6 +4,9 @@
 
 #include <time.h>
 
+#include "train/matmul.h"
+#include "train/model.h"
+
 static double now_s(void)
 {
     struct timespec t;
@@ -34,5 +37,13 @@ int weft_model_time_chunk(weft_model *m, const void *x, const int32_t *y, const 
         for (int j = 0; rep > 0 && j < 3; j++)
             best[j] = d[j] < best[j] ? d[j] : best[j];
     }
+    return 0;
+}
+
+int weft_model_attention_seconds(const weft_model *m, double *seconds)
+{
+    if (!m || !seconds)
+        return WEFT_EINVAL;
+    *seconds = train_mm_attention_s(m->mm);
     return 0;
 }
