@@ -14,9 +14,15 @@
  * it).
  * --per-step also prints each timed step's milliseconds and MFU.
  * --phases 1 also prints each phase's (zero_grad, forward, backward,
- * optimiser) milliseconds per timed step, wall and process CPU: CPU over
- * wall is how many threads a phase kept busy, whatever else the machine
- * runs. bench/engine_phases.sh splits the same run by kind of work
+ * gradient reduction, optimiser) milliseconds per timed step, wall and
+ * process CPU: CPU over wall is how many threads a phase kept busy,
+ * whatever else the machine runs; and attention's wall time within the
+ * forward and the backward (weft_model_attention_seconds).
+ * --dp 1 makes it a data-parallel run under weftrun (weft_comm_init_env;
+ * every rank the whole model, its own batch of synthetic data): the
+ * gradient reduction (weft_dp_sync_grads, after backward, which has
+ * launched buckets as their gradients were final) is its own phase, the
+ * wait for what backward left; each rank prints its lines. bench/engine_phases.sh splits the same run by kind of work
  * (products, attention, norms, element-wise, bf16 rounding, optimiser)
  * from perf samples. With --matmul auto (the default) the kernel chosen on the
  * model's own products and both kernels' rates are printed before the
@@ -56,7 +62,7 @@ static double cpu_now(clockid_t id)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-enum { PH_ZERO, PH_FWD, PH_BWD, PH_OPT, PHASES };
+enum { PH_ZERO, PH_FWD, PH_BWD, PH_RED, PH_OPT, PHASES };
 
 /* Adds the wall, process CPU and calling thread's CPU time since the
  * last mark to phase ph. */
@@ -222,11 +228,53 @@ static int probe_print(void)
     return rc != 0;
 }
 
+/* Milliseconds per step of each phase (wall / process CPU / calling
+ * thread's CPU), attention's wall within forward and backward (att[0],
+ * att[1]), and the step's total. */
+static void phases_print(double acc[PHASES][3], const double att[2], int steps, int dp)
+{
+    static const char *const names[PHASES] = { "zero_grad", "forward", "backward",
+                                               "grad_reduce", "optimiser" };
+    /* the calling thread runs every serial part and its share of each
+     * split one, so on idle cores a step takes about its CPU time: one
+     * thread's step CPU over this is the speed-up to expect from the
+     * threads, whatever the load now */
+    double tot[3] = { 0 };
+    printf("phases, ms per step (wall / process CPU / calling thread's CPU):");
+    for (int i = 0; i < PHASES; i++) {
+        if (i == PH_RED && !dp)
+            continue;
+        printf(" %s %.1f / %.1f / %.1f%s", names[i], 1e3 * acc[i][0] / steps,
+               1e3 * acc[i][1] / steps, 1e3 * acc[i][2] / steps, i + 1 < PHASES ? "," : "\n");
+        for (int k = 0; k < 3; k++)
+            tot[k] += acc[i][k];
+    }
+    printf("phases, attention's wall ms per step: %.1f of forward's %.1f, %.1f of backward's "
+           "%.1f (%.1f%% of the step)\n", 1e3 * att[0] / steps, 1e3 * acc[PH_FWD][0] / steps,
+           1e3 * att[1] / steps, 1e3 * acc[PH_BWD][0] / steps,
+           tot[0] > 0 ? 100.0 * (att[0] + att[1]) / tot[0] : 0.0);
+    printf("step: %.1f ms wall, %.1f ms CPU, %.1f ms on the calling thread\n",
+           1e3 * tot[0] / steps, 1e3 * tot[1] / steps, 1e3 * tot[2] / steps);
+}
+
+/* --dp 1: the communicator from weftrun's environment and a data-parallel
+ * handle with rank 0's parameters everywhere. */
+static int dp_start(weft_model *m, weft_comm **comm, weft_dp **dp)
+{
+    int rc = weft_comm_init_env(comm);
+    if (!rc && (rc = weft_dp_create(dp, *comm, m, 0)) == 0)
+        rc = weft_dp_broadcast_params(*dp);
+    if (rc)
+        fprintf(stderr, "weft-enginebench: --dp: %s\n", weft_strerror(rc));
+    return rc;
+}
+
 static void usage(void)
 {
     fprintf(stderr, "usage: weft-enginebench [--model SPEC] [--batch N] [--steps N] [--warmup N]\n"
                     "         [--matmul openblas|portable] [--threads N] [--prec fp32|bf16]\n"
                     "         [--optim sgd|adamw] [--seq N] [--per-step 0|1] [--phases 0|1]\n"
+                    "         [--dp 0|1]\n"
                     "         [--gemm ROUNDS [--size N]] [--probe 1]\n");
     exit(2);
 }
@@ -235,7 +283,7 @@ int main(int argc, char **argv)
 {
     const char *spec = "mlp:784-512-512-10", *matmul = NULL, *prec = "fp32", *optim = "sgd";
     int batch = 256, steps = 100, warmup = 5, threads = 0, seq = 0, per_step = 0;
-    int gemm = 0, probe = 0, phases = 0, size = 0;
+    int gemm = 0, probe = 0, phases = 0, size = 0, dpar = 0;
     for (int i = 1; i < argc; i++) {
         if (i + 1 >= argc)
             usage();
@@ -254,6 +302,7 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--probe")) probe = atoi(v);
         else if (!strcmp(k, "--phases")) phases = atoi(v);
         else if (!strcmp(k, "--size")) size = atoi(v);
+        else if (!strcmp(k, "--dp")) dpar = atoi(v);
         else usage();
     }
     weft_model_config cfg;
@@ -305,6 +354,15 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < ny; i++)
             y[b][i] = (int32_t)weft_rng_below(&r, (uint64_t)ncls);
     }
+    weft_comm *comm = NULL;
+    weft_dp *dp = NULL;
+    if (dpar && dp_start(m, &comm, &dp))
+        return 1;
+    if (comm)   /* each rank its own batches */
+        weft_rng_seed(&r, 42 + (uint64_t)weft_comm_rank(comm));
+    for (int b = 0; comm && b < NB; b++)
+        for (size_t i = 0; i < (size_t)batch * T; i++)
+            y[b][i] = (int32_t)weft_rng_below(&r, (uint64_t)ncls);
     weft_optim_config oc;
     weft_optim_config_default(&oc, strcmp(optim, "adamw") ? WEFT_OPTIM_SGD : WEFT_OPTIM_ADAMW);
     float lr = oc.kind == WEFT_OPTIM_SGD ? 0.01f : 1e-3f;
@@ -334,7 +392,8 @@ int main(int argc, char **argv)
     weft_model_flops(&cfg, batch, T, &step_flops);
     double peak = one * 1e9 * weft_model_threads(m);
     float loss = 0.0f;
-    double t0 = 0.0, ts = 0.0, acc[PHASES][3] = { { 0 } }, mark[3] = { 0 };
+    double t0 = 0.0, ts = 0.0, acc[PHASES][3] = { { 0 } }, mark[3] = { 0 }, att[2] = { 0 };
+    double a0 = 0.0, a1 = 0.0;
     for (int s = 0; s < warmup + steps; s++) {
         if (s == warmup)
             t0 = now();
@@ -351,14 +410,25 @@ int main(int argc, char **argv)
         weft_model_zero_grad(m);
         if (timed)
             phase_mark(acc, PH_ZERO, mark);
+        weft_model_attention_seconds(m, &a0);
         if ((rc = weft_model_forward(m, x[s % NB], y[s % NB], batch, T, &loss)) != 0)
             break;
-        if (timed)
+        weft_model_attention_seconds(m, &a1);
+        if (timed) {
             phase_mark(acc, PH_FWD, mark);
+            att[0] += a1 - a0;
+        }
         if ((rc = weft_model_backward(m)) != 0)
             break;
-        if (timed)
+        weft_model_attention_seconds(m, &a0);
+        if (timed) {
             phase_mark(acc, PH_BWD, mark);
+            att[1] += a0 - a1;
+        }
+        if (dp && (rc = weft_dp_sync_grads(dp)) != 0)
+            break;
+        if (timed && dp)
+            phase_mark(acc, PH_RED, mark);
         if ((rc = weft_optim_step(o, p, g, lr)) != 0)
             break;
         if (timed)
@@ -372,24 +442,8 @@ int main(int argc, char **argv)
     char text[512];
     if (weft_model_matmul_choice(m, text, sizeof text) > 0)
         printf("matmul auto: %s\n", text);
-    if (phases) {
-        static const char *const names[PHASES] = { "zero_grad", "forward", "backward",
-                                                   "optimiser" };
-        /* the calling thread runs every serial part and its share of
-         * each split one, so on idle cores a step takes about its CPU
-         * time: one thread's step CPU over this is the speed-up to expect
-         * from the threads, whatever the load now */
-        double tot[3] = { 0 };
-        printf("phases, ms per step (wall / process CPU / calling thread's CPU):");
-        for (int i = 0; i < PHASES; i++) {
-            printf(" %s %.1f / %.1f / %.1f%s", names[i], 1e3 * acc[i][0] / steps,
-                   1e3 * acc[i][1] / steps, 1e3 * acc[i][2] / steps, i + 1 < PHASES ? "," : "\n");
-            for (int k = 0; k < 3; k++)
-                tot[k] += acc[i][k];
-        }
-        printf("step: %.1f ms wall, %.1f ms CPU, %.1f ms on the calling thread\n",
-               1e3 * tot[0] / steps, 1e3 * tot[1] / steps, 1e3 * tot[2] / steps);
-    }
+    if (phases)
+        phases_print(acc, att, steps, dp != NULL);
     if (bf16)
         printf("bf16 products on %s: peak %.1f GFLOP/s a thread (fp32's %.1f, %s: MFU %.1f%% "
                "against it)\n", b16_name, b16, pk.gflops,
@@ -404,7 +458,10 @@ int main(int argc, char **argv)
            bf16 ? b16_name : pk.blas_gflops > pk.port_gflops ? pk.blas_name : pk.port_name,
            pk.source, (double)steps * batch / dt);
     weft_optim_destroy(o);
+    weft_dp_destroy(dp);
     weft_model_destroy(m);
+    if (comm)
+        weft_comm_destroy(comm);
     for (int b = 0; b < NB; b++) {
         free(x[b]);
         free(y[b]);
