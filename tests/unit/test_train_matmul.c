@@ -183,3 +183,37 @@ TEST(default_threads)
     unsetenv("LOCAL_WORLD_SIZE");
     CHECK(train_mm_default_threads() >= 1);
 }
+
+/* Attention's time for --phases: summed on the model's matmul context by
+ * the GPT's forward and backward, none for an MLP, which has none. */
+TEST(attention_seconds)
+{
+    setenv("WEFT_MATMUL", "portable", 1);
+    weft_model_config cfg;
+    weft_model *m = NULL, *mlp = NULL;
+    double s0 = -1, s1 = -1, s2 = -1, s3 = -1;
+    CHECK(weft_model_config_parse("gpt:vocab=64,ctx=32,layers=1,heads=2,dim=32", &cfg) == 0);
+    CHECK(weft_model_create(&m, &cfg, 1) == 0);
+    CHECK(weft_model_attention_seconds(NULL, &s0) == WEFT_EINVAL);
+    int32_t x[2 * 32], y[2 * 32];
+    for (int i = 0; i < 2 * 32; i++) {
+        x[i] = i % 64;
+        y[i] = (i * 3 + 1) % 64;
+    }
+    float loss;
+    CHECK(m && weft_model_attention_seconds(m, &s0) == 0 && s0 == 0.0);
+    CHECK(m && weft_model_forward(m, x, y, 2, 32, &loss) == 0);
+    CHECK(m && weft_model_attention_seconds(m, &s1) == 0 && s1 > s0);
+    CHECK(m && weft_model_backward(m) == 0);
+    CHECK(m && weft_model_attention_seconds(m, &s2) == 0 && s2 > s1);
+    CHECK(weft_model_config_parse("mlp:8-16-4", &cfg) == 0);
+    CHECK(weft_model_create(&mlp, &cfg, 1) == 0);
+    float in[2 * 8] = { 0 };
+    int32_t lab[2] = { 1, 2 };
+    CHECK(mlp && weft_model_forward(mlp, in, lab, 2, 1, &loss) == 0 &&
+          weft_model_backward(mlp) == 0);
+    CHECK(mlp && weft_model_attention_seconds(mlp, &s3) == 0 && s3 == 0.0);
+    weft_model_destroy(m);
+    weft_model_destroy(mlp);
+    unsetenv("WEFT_MATMUL");
+}
