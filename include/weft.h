@@ -1691,14 +1691,15 @@ int weft_matmul_peak_theory(double *gflops, double *mhz);
 /* A bf16 run's peak (src/train/peak.c): one thread's rate of bf16
  * products (fp32 sums) on the same shapes, kept with the others (measure:
  * measured now, nothing written), and their kernel in words: "portable
- * avx512bf16", or "portable avx512 widened" where bf16 is widened to fp32
- * (no AVX512-BF16, or WEFT_MATMUL_ISA below it). */
+ * amx" (AMX tiles), "portable avx512bf16", or "portable avx512 widened"
+ * where bf16 is widened to fp32 (no AVX512-BF16, or WEFT_MATMUL_ISA below
+ * it). */
 int weft_matmul_peak_bf16(int measure, double *gflops, char *kernel, size_t cap);
 /* One thread's best GFLOP/s over runs runs (after one more to warm up) of
  * C[M,N] = A[M,K] B[K,N] on the portable kernel capped at isa
  * (WEFT_MATMUL_ISA's words; NULL: as the variable says), with fp32
  * operands or, bf16 set, bf16 ones; kernel (cap bytes) gets its name.
- * WEFT_ECONFIG for another word, or avx512bf16 on a CPU without it. */
+ * WEFT_ECONFIG for another word, or amx or avx512bf16 on a CPU without it. */
 int weft_matmul_rate(const char *isa, int bf16, int M, int N, int K, int runs, double *gflops,
                      char *kernel, size_t cap);
 

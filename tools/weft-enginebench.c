@@ -225,6 +225,10 @@ static int probe_print(void)
     char bn[64];
     if ((rc = weft_matmul_peak_bf16(1, &b16, bn, sizeof bn)) == 0)
         printf("bf16 products: %s %.1f GFLOP/s\n", bn, b16);
+    /* a TDPBF16PS is 16 x 16 x 32 multiply-adds, one every 16 cycles */
+    if (rc == 0 && strstr(bn, "amx") && mhz > 0)
+        printf("AMX textbook bound at the %.0f MHz /proc/cpuinfo shows: %.1f GFLOP/s (1024 "
+               "FLOP a cycle)\n", mhz, 1.024 * mhz);
     return rc != 0;
 }
 

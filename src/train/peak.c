@@ -117,8 +117,10 @@ static void kernel_name(const mm_ctx *c, char *name, size_t cap)
     name[strcspn(name, ",")] = 0;
 }
 
-/* The portable kernel's bf16 path in words: "portable avx512bf16", or
- * "portable avx512 widened" where bf16 is widened for the fp32 kernel. */
+/* The portable kernel's bf16 path in words: "portable amx", "portable
+ * avx512bf16", or "portable avx512 widened" where bf16 is widened for the
+ * fp32 kernel. A new path (AMX where the cache line has VDPBF16PS's) gets
+ * its rate measured again: train_peak_get compares the names. */
 static void bf16_name(const mmp *p, char *name, size_t cap)
 {
     const char *k = train_mmp_isa_bf16(p);
