@@ -14,10 +14,10 @@
 #   other        the rest: memset/memcpy (zero_grad), the pool's waits, the kernel
 #
 # Shares are of the samples outside setup. weft-enginebench --phases 1
-# gives the same run's wall time per phase (forward, backward, optimiser);
-# this gives what within them. Gradient reduction: none on one process
-# (bench/engine_vs_torch.sh and docs/BENCHMARKS.md's data-parallel rows
-# have it).
+# gives the same run's wall time per phase (forward, backward, optimiser,
+# and attention's part of forward and backward); this gives what within
+# them. Gradient reduction: none on one process; weft-enginebench --dp 1
+# --phases 1 under weftrun times it as a phase of its own.
 #
 #   sh bench/engine_phases.sh [weft-enginebench arguments]
 #   (BUILD=build; default: the GPT at width 512, batch 4 x 128, AdamW, 10 steps,
@@ -37,7 +37,7 @@ grep -E "^(phases|step|weft|bf16)" "$tmp/out"
 perf report -q -i "$tmp/perf.data" --no-children --sort symbol --stdio 2>/dev/null |
 awk '
     function bucket(s) {
-        if (s ~ /^(kern_|train_mmb_|pack_|gemm_|sgemm|dgemm|train_mmp_gemm)/) return "products"
+        if (s ~ /^(kern_|train_mmb_|train_mma_|pack_|gemm_|sgemm|dgemm|train_mmp_gemm|block_tiles|add_block|tiles_)/) return "products"
         if (s ~ /^(att_|row_exp|row_max|block_scores|round_rows|hsum8)/) return "attention"
         if (s ~ /^(ln_|rms|train_layernorm|train_rmsnorm)/) return "norms"
         if (s ~ /^(adamw|sgd_|opt_|weft_optim|weft_sumsq|sumsq)/) return "optimiser"
