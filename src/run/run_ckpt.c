@@ -6,6 +6,7 @@
 
 #include "run/run_ckpt_shard.h"
 #include "run/run_config.h"
+#include "run/run_ep.h"
 #include "run/run_model.h"
 #include "run/run_paths.h"
 #include "run/run_pipeline.h"
@@ -324,7 +325,10 @@ int ckpt_save(weft_run *t, const char *path, long step)
         return rc;
     if (!t->pl)
         rc = weft_zero_gather_params(z);
-    if (rc == 0 && !t->pl && t->rank != 0 && t->sync.shared)
+    /* experts divided over ranks (--ep): rank 0 assembles the whole model */
+    int ep = rc == 0 && !t->pl ? run_ep_gather(t, &whole_opt, &whole) : 0;
+    rc = ep < 0 ? ep : rc;
+    if (rc == 0 && !t->pl && !ep && t->rank != 0 && t->sync.shared)
         rc = weft_zero_put_optim(z, NULL);
     if (rc != 0)
         rc = run_fail(t, rc, "cannot gather the training state for %s: %s", path,

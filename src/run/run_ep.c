@@ -10,8 +10,10 @@
  * one higher than the others). */
 #include "run/run_ep.h"
 
+#include "run/run_ckpt_shard.h"
 #include "train/model.h"
 #include "train/moe_ep.h"
+#include "train/moe_split.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +38,29 @@ static int refuse(weft_run *t, const opts *o, const weft_model_config *c, int dp
     if (dp % E || c->experts % E)
         return run_fail(t, WEFT_ECONFIG, "--ep %d: it must divide the data-parallel ranks "
                         "(%d) and the experts (%d)", E, dp, c->experts);
+    /* with a pipeline the experts stay whole on every rank (its save
+     * assembles whole stages); else each rank holds its own */
+    if (!t->pl && o->zero >= 2)
+        return run_fail(t, WEFT_ECONFIG, "--ep %d with --zero %d: each rank holds its own "
+                        "experts, which ZeRO 2 and 3 would shard over ranks holding others; "
+                        "give --zero 0 or 1", E, o->zero);
+    if (!t->pl && (ckpt_sharded(o->save) || ckpt_sharded(o->resume)))
+        return run_fail(t, WEFT_ECONFIG, "--ep %d: a sharded checkpoint (a directory) does not "
+                        "know the divided experts yet: save to a file (.wckpt)", E);
+    return 0;
+}
+
+/* Each rank keeps its own experts' weights (and so gradients and
+ * optimiser state) only; the ranks at the same place of every group
+ * reduce those gradients among themselves. */
+static int divide(weft_run *t, int E)
+{
+    weft_comm *rep = NULL;
+    int rc = weft_comm_split(t->comm, t->rank % E, t->rank / E, &rep);
+    if (rc == 0 && (rc = train_moe_split(t->m, E, t->rank % E, rep)) != 0)
+        weft_comm_destroy(rep);
+    if (rc != 0)
+        return run_fail(t, rc, "--ep %d: dividing the experts: %s", E, weft_strerror(rc));
     return 0;
 }
 
@@ -71,6 +96,8 @@ int run_ep_open(weft_run *t)
     }
     train_moe_ep_free(t->m->ep);
     t->m->ep = p;
+    if (E > 1 && !t->pl && (rc = divide(t, E)) != 0)
+        return rc;
     if (E > 1 && !o->quiet)
         run_say(t, WEFT_RUN_OUT, "experts: %d over expert groups of %d data-parallel ranks "
                 "(%d each, each expert on %d ranks)\n", c->experts, E, c->experts / E,

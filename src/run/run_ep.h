@@ -10,6 +10,12 @@
  * with or without --ep. 0 when there is nothing to do. */
 int run_ep_open(weft_run *t);
 
+/* run_ep_save.c: with the experts divided, job rank 0's whole model and
+ * optimiser for a save (*whole, *whole_opt; NULL elsewhere). Collective
+ * over the job; 1 when the experts are divided (the gather done), 0
+ * without a division, or an error. */
+int run_ep_gather(weft_run *t, weft_optim **whole_opt, weft_model **whole);
+
 /* The experts' all-to-all counters for the progress line: 0 and nothing
  * written without expert parallelism. */
 int run_ep_line(const weft_run *t, long steps, char *buf, size_t len);

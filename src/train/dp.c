@@ -4,8 +4,13 @@
  * end of the flat buffer because backward finishes the last layers first;
  * each bucket's all-reduce is launched (non-blocking) as soon as all of its
  * tensors are final and earlier buckets have been launched, so that on
- * every rank buckets start in the same order while backward still runs. */
+ * every rank buckets start in the same order while backward still runs.
+ * Under expert parallelism with the experts divided (moe_split.h), the
+ * expert tensors go in buckets of their own, reduced over the ranks that
+ * hold the same experts. */
 #include "weft.h"
+
+#include "train/moe_split.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +19,8 @@ typedef struct {
     size_t lo, n;          /* element range in the flat gradient buffer */
     int ntensors, ready;
     weft_request *req;
+    weft_comm *group;      /* experts' replicas; NULL: the data-parallel group */
+    float scale;           /* the group's share of the average (1 without) */
 } bucket;
 
 struct weft_dp {
@@ -66,17 +73,24 @@ int weft_dp_create(weft_dp **out, weft_comm *c, weft_model *m, size_t bucket_byt
         weft_dp_destroy(d);
         return WEFT_ENOMEM;
     }
-    /* Walk tensors from the last one; close a bucket once it is big enough. */
+    /* Walk tensors from the last one; close a bucket once it is big enough,
+     * or where the reduction's group changes. */
     for (int i = nt - 1; i >= 0; i--) {
         weft_tensor_info ti;
         weft_model_tensor_info(m, i, &ti);
         bucket *cur = &d->b[d->nb];
+        weft_comm *g = NULL, *pg = NULL;
+        float sc = 1.0f, psc;
+        train_moe_grad_group(m, i, &g, &sc);
         /* tensors are contiguous and walked downwards: extend to the left */
         cur->n += ti.numel;
         cur->lo = ti.offset;
         cur->ntensors++;
+        cur->group = g;
+        cur->scale = sc;
         d->bucket_of[i] = d->nb;
-        if (cur->n * sizeof(float) >= bucket_bytes && i > 0)
+        int other = i > 0 && train_moe_grad_group(m, i - 1, &pg, &psc) != (g != NULL);
+        if ((cur->n * sizeof(float) >= bucket_bytes || other) && i > 0)
             d->nb++;
     }
     if (d->b[d->nb].ntensors)
@@ -107,6 +121,9 @@ int weft_dp_broadcast_params(weft_dp *d)
     float *p;
     if (!d)
         return WEFT_EINVAL;
+    int rc = train_moe_broadcast(d->model, d->comm);
+    if (rc)
+        return rc < 0 ? rc : 0;
     p = weft_model_params(d->model, &n);
     return weft_broadcast(d->comm, p, n, WEFT_F32, 0);
 }
@@ -119,11 +136,12 @@ static int launch_ready(weft_dp *d)
         bucket *b = &d->b[d->next_launch];
         if (b->ready < b->ntensors)
             break;
-        if (d->scale != 1.0f)
+        float sc = d->scale * b->scale;
+        if (sc != 1.0f)
             for (size_t i = 0; i < b->n; i++)
-                g[b->lo + i] *= d->scale;
-        int rc = weft_iallreduce(d->comm, g + b->lo, g + b->lo, b->n, WEFT_F32, WEFT_AVG,
-                                 &b->req);
+                g[b->lo + i] *= sc;
+        int rc = weft_iallreduce(b->group ? b->group : d->comm, g + b->lo, g + b->lo, b->n,
+                                 WEFT_F32, WEFT_AVG, &b->req);
         if (rc)
             return rc;
         d->next_launch++;

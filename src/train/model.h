@@ -18,7 +18,11 @@
  * token embedding splits its vocabulary, padded to a multiple of tp. A
  * Llama's k and v projections (SPLIT_KV) split their rows by kv heads when
  * tp divides them, and are whole on every rank when tp is a multiple. */
-typedef enum { SPLIT_NONE = 0, SPLIT_ROWS, SPLIT_QKV, SPLIT_COLS, SPLIT_VOCAB, SPLIT_KV } split_kind;
+typedef enum { SPLIT_NONE = 0, SPLIT_ROWS, SPLIT_QKV, SPLIT_COLS, SPLIT_VOCAB, SPLIT_KV,
+               SPLIT_EXPERT } split_kind;
+/* SPLIT_EXPERT: the experts' stacked weights, cut by rows over the expert
+ * group (ep_size, ep_rank) rather than the tensor-parallel ranks: each
+ * rank holds its own experts only (train_moe_split). */
 
 typedef struct {
     weft_tensor_info info;
@@ -95,6 +99,7 @@ struct weft_model {
     void *phook_arg;
     int recompute;          /* GPT: blocks' activations rebuilt in backward */
     struct moe_ep *ep;      /* experts over an expert group (moe_ep.h), owned; NULL: none */
+    int ep_size, ep_rank;   /* SPLIT_EXPERT tensors hold this rank's experts (1, 0: all) */
 };
 
 /* Arena carving: with base NULL only the size is counted. */

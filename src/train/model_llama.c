@@ -223,7 +223,8 @@ int train_llama_format(const weft_model_config *c, char *buf, size_t len)
 }
 
 /* Block k's router and experts: gate|up of expert e in rows e*2F.., its
- * down projection in rows e*D..; the balancing bias starts at zero. */
+ * down projection in rows e*D.. (under --ep a rank's experts' rows only);
+ * the balancing bias starts at zero. */
 static int expert_tensors(const weft_model_config *c, spec_list *l, int k, float proj_sd)
 {
     int D = c->d_model, E = c->experts, F = expert_ffn(c), rc;
@@ -232,8 +233,10 @@ static int expert_tensors(const weft_model_config *c, spec_list *l, int k, float
     rc = train_spec_add(l, name, 1 + k, 2, E, D, INIT_NORMAL, 0.02f);
     snprintf(name, sizeof name, "blocks.%d.mlp.experts.gate_up.weight", k);
     rc = rc ? rc : train_spec_add(l, name, 1 + k, 2, E * 2 * F, D, INIT_NORMAL, 0.02f);
+    train_spec_split(l, SPLIT_EXPERT);
     snprintf(name, sizeof name, "blocks.%d.mlp.experts.down.weight", k);
     rc = rc ? rc : train_spec_add(l, name, 1 + k, 2, E * D, F, INIT_NORMAL, proj_sd);
+    train_spec_split(l, SPLIT_EXPERT);
     snprintf(name, sizeof name, "blocks.%d.mlp.router.bias", k);
     if (c->moe_bias)
         rc = rc ? rc : train_spec_add(l, name, 1 + k, 1, E, 0, INIT_ZERO, 0);

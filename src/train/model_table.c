@@ -77,6 +77,10 @@ static void local_shape(const weft_model *m, const model_spec *sp, int *d0, int 
     int T = m->tp_size;
     *d0 = sp->d0;
     *d1 = sp->d1;
+    if (sp->split == SPLIT_EXPERT) {
+        *d0 = m->ep_size > 1 ? sp->d0 / m->ep_size : sp->d0;
+        return;
+    }
     switch (split_of(m, sp)) {
     case SPLIT_ROWS: case SPLIT_QKV: *d0 = sp->d0 / T; break;
     case SPLIT_COLS: *d1 = sp->d1 / T; break;
@@ -98,6 +102,8 @@ static int add_tensor(weft_model *m, const model_spec *sp, int global, size_t wh
     t->global = global;
     t->info.block = sp->block;
     t->split = m->tp_size > 1 ? split_of(m, sp) : SPLIT_NONE;
+    if (sp->split == SPLIT_EXPERT)
+        t->split = m->ep_size > 1 ? SPLIT_EXPERT : SPLIT_NONE;
     t->wd0 = sp->d0;
     t->wd1 = sp->ndim > 1 ? sp->d1 : 1;
     t->info.offset = m->nparams;
@@ -163,12 +169,12 @@ int train_model_table(weft_model *m)
  * rank's). */
 static long long local_of_whole(const weft_model *m, const model_tensor *t, size_t e)
 {
-    int T = m->tp_size, me = m->tp_rank;
+    int T = m->tp_size, me = t->split == SPLIT_EXPERT ? m->ep_rank : m->tp_rank;
     long long wr = (long long)(e / (size_t)t->wd1), wc = (long long)(e % (size_t)t->wd1);
     long long d0 = t->info.shape[0], d1 = t->info.ndim > 1 ? t->info.shape[1] : 1;
     long long lr = wr, lc = wc;
     switch (t->split) {
-    case SPLIT_ROWS: case SPLIT_VOCAB:
+    case SPLIT_ROWS: case SPLIT_VOCAB: case SPLIT_EXPERT:
         if (wr / d0 != me)
             return -1;
         lr = wr % d0;
@@ -194,11 +200,11 @@ long long train_tensor_whole_elem(const weft_model *m, int j, size_t e)
     const model_tensor *t = &m->tensors[j];
     if (t->split == SPLIT_NONE)
         return (long long)e;
-    int T = m->tp_size, me = m->tp_rank;
+    int T = m->tp_size, me = t->split == SPLIT_EXPERT ? m->ep_rank : m->tp_rank;
     long long d0 = t->info.shape[0], d1 = t->info.ndim > 1 ? t->info.shape[1] : 1;
     long long lr = (long long)e / d1, lc = (long long)e % d1, wr = lr, wc = lc;
     switch (t->split) {
-    case SPLIT_ROWS: case SPLIT_VOCAB:
+    case SPLIT_ROWS: case SPLIT_VOCAB: case SPLIT_EXPERT:
         wr = me * d0 + lr;
         if (wr >= t->wd0)
             return -1; /* padding of the vocabulary */

@@ -29,6 +29,8 @@ typedef struct {
 
 struct moe_ep {
     weft_comm *g;
+    weft_comm *rep;          /* the ranks holding the same experts (train_moe_split) */
+    int local;               /* the expert weights hold this rank's experts only */
     int size, rank, first, E, El;
     float skew;
     int lie;
@@ -95,7 +97,30 @@ void train_moe_ep_free(moe_ep *p)
     free(p->hdr);
     if (p->g)
         weft_comm_destroy(p->g);
+    if (p->rep)
+        weft_comm_destroy(p->rep);
     free(p);
+}
+
+void train_moe_ep_set_split(moe_ep *p, weft_comm *replicas)
+{
+    p->local = 1;
+    p->rep = replicas;
+}
+
+weft_comm *train_moe_ep_replicas(const moe_ep *p)
+{
+    return p ? p->rep : NULL;
+}
+
+weft_comm *train_moe_ep_group(const moe_ep *p)
+{
+    return p ? p->g : NULL;
+}
+
+int train_moe_ep_allreduce(moe_ep *p, double *v)
+{
+    return p && p->g ? weft_allreduce(p->g, v, v, 1, WEFT_F64, WEFT_SUM) : 0;
 }
 
 int train_moe_ep_size(const moe_ep *p)
@@ -313,8 +338,8 @@ int train_moe_ep_forward(moe_ep *p, mm_ctx *mm, const moe_dims *d, moe_acts *a,
     if ((rc = exchange(p, a->xe, p->stage, 0)) != 0)
         return rc;
     regroup(p, r, p->stage, r->xe, D, 0);
-    train_moe_experts_forward(mm, d, p->rank * El, El, r->start, r->xe, r->gu, r->h, p->dy, wgu,
-                              wd);
+    train_moe_experts_forward(mm, d, p->local ? 0 : p->rank * El, El, r->start, r->xe, r->gu,
+                              r->h, p->dy, wgu, wd);
     regroup(p, r, p->dy, p->back, D, 1);
     return exchange(p, p->back, a->ye, 1);
 }
@@ -334,8 +359,8 @@ int train_moe_ep_backward(moe_ep *p, mm_ctx *mm, const moe_dims *d, const moe_ac
         return rc;
     regroup(p, r, p->stage, p->dy, D, 0);
     /* the input gradients land in stage (free again) */
-    train_moe_experts_backward(mm, d, p->rank * p->El, p->El, r->start, p->dy, r->xe, r->gu,
-                               r->h, p->dh, p->dgu, p->stage, dwgu, dwd, wgu, wd);
+    train_moe_experts_backward(mm, d, p->local ? 0 : p->rank * p->El, p->El, r->start, p->dy,
+                               r->xe, r->gu, r->h, p->dh, p->dgu, p->stage, dwgu, dwd, wgu, wd);
     regroup(p, r, p->stage, p->back, D, 1);
     return exchange(p, p->back, s->dxe, 1);
 }

@@ -1,13 +1,14 @@
 /* Expert parallelism for the mixture-of-experts layers (moe_ep.c): the
  * experts spread over an expert group of ranks, E/size each (expert e on
  * the group's rank e / (E/size)); tokens go to their experts' ranks with
- * all-to-all-v and come back the same way, in forward and backward. The
- * expert weights stay whole on every rank (their table, checkpoints and
- * ZeRO are unchanged): a rank computes and writes the gradients of its own
- * experts only, from every token of the group that reached them, and
- * leaves the others' at zero, so the data-parallel average of the
- * gradients is the right one (each expert's sum over its holders' tokens
- * divided by the data-parallel size, once). */
+ * all-to-all-v and come back the same way, in forward and backward. A
+ * rank computes and writes the gradients of its own experts only, from
+ * every token of the group that reached them. Either the model's expert
+ * tensors hold this rank's experts only (train_moe_split: their gradients
+ * are summed over the replicas and divided by the data-parallel size), or
+ * they stay whole (under a pipeline) and the others' experts' gradients
+ * stay zero, so the data-parallel average is again each expert's sum over
+ * its holders' tokens divided by the data-parallel size, once. */
 #ifndef TRAIN_MOE_EP_H
 #define TRAIN_MOE_EP_H
 
@@ -26,6 +27,15 @@
 int train_moe_ep_open(moe_ep **out, weft_comm *group, int experts, int first, float skew,
                       int lie);
 void train_moe_ep_free(moe_ep *p);
+
+/* The weights passed from now on hold this rank's experts only (the
+ * model's were cut, train_moe_split); replicas (taken over, may be NULL):
+ * the ranks that hold the same experts. */
+void train_moe_ep_set_split(moe_ep *p, weft_comm *replicas);
+weft_comm *train_moe_ep_replicas(const moe_ep *p);
+/* The expert group (NULL without one), and *v summed over it. */
+weft_comm *train_moe_ep_group(const moe_ep *p);
+int train_moe_ep_allreduce(moe_ep *p, double *v);
 
 /* Ranks of the expert group (1 without one). */
 int train_moe_ep_size(const moe_ep *p);

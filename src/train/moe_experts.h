@@ -15,7 +15,9 @@ void train_moe_gemm(mm_ctx *mm, int ta, int tb, int M, int N, int K, const float
 /* Experts e0..e0+ne-1 on their gathered rows: expert e0+i's rows are
  * start[i]..start[i+1]-1 of xe (input [D]), gu ([2F]), h ([F]), ye
  * (output [D]). Forward fills gu, h and ye; backward, from dye, fills dh,
- * dgu and dxe and ADDS the experts' weight gradients. */
+ * dgu and dxe and ADDS the experts' weight gradients. Expert e0+i's
+ * weights (and weight gradients) are at index e0+i of wgu and wd: give e0
+ * 0 when they hold these ne experts alone. */
 void train_moe_experts_forward(mm_ctx *mm, const moe_dims *d, int e0, int ne,
                                const int32_t *start, const float *xe, float *gu, float *h,
                                float *ye, const float *wgu, const float *wd);

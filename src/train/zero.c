@@ -37,6 +37,8 @@
  * with mincore); during forward/backward the full buffers are resident
  * again, as one transient copy of the model. */
 #include "train/ckpt_stage.h"
+#include "train/moe_split.h"
+#include "train/zero_full.h"
 #include "train/zero_impl.h"
 
 #include <math.h>
@@ -117,7 +119,12 @@ static int make_buckets(weft_zero *z, size_t bucket_bytes)
         cur->lo = ti.offset;
         cur->ntensors++;
         z->bucket_of[i] = z->nb;
+        weft_comm *g = NULL, *pg = NULL;
+        float sc, psc;
+        cur->experts = train_moe_grad_group(z->model, i, &g, &sc);
         int close = cur->n * sizeof(float) >= bucket_bytes;
+        if (i > 0 && train_moe_grad_group(z->model, i - 1, &pg, &psc) != cur->experts)
+            close = 1;
         if (z->stage == 3 && i > 0) { /* one bucket per block */
             weft_tensor_info prev;
             weft_model_tensor_info(z->model, i - 1, &prev);
@@ -134,6 +141,11 @@ static int make_buckets(weft_zero *z, size_t bucket_bytes)
         b->tail = b->n - b->S * (size_t)z->world;
         b->mlo = b->lo + b->S * (size_t)z->rank;
         b->mcnt = b->S + (z->rank == z->world - 1 ? b->tail : 0);
+        if (b->experts) { /* stage 1: each holder of these experts updates them whole */
+            b->S = b->tail = 0;
+            b->mlo = b->lo;
+            b->mcnt = b->n;
+        }
     }
     return 0;
 }
@@ -424,6 +436,9 @@ int weft_zero_broadcast_params(weft_zero *z)
         return WEFT_EINVAL;
     if (!z->comm)
         return 0;
+    int rc = train_moe_broadcast(z->model, z->comm);
+    if (rc)
+        return rc < 0 ? rc : 0;
     p = weft_model_params(z->model, &n);
     return weft_broadcast(z->comm, p, n, WEFT_F32, 0);
 }
@@ -643,7 +658,7 @@ int weft_zero_step(weft_zero *z, float lr, float clip, float *norm)
             return rc;
         if (clip > 0 || norm) {
             double ss = sumsq_owned(z, g, 0, n);
-            if ((rc = sum_groups(z, &ss)))
+            if ((rc = train_moe_sumsq_experts(z->model, g, &ss)) || (rc = sum_groups(z, &ss)))
                 return rc;
             if (norm)
                 *norm = (float)sqrt(ss);
@@ -866,4 +881,53 @@ int weft_zero_load_optim(weft_zero *z, const weft_ckpt *ck)
         b->opt = o;
     }
     return 0;
+}
+
+int train_zero_full_optim(weft_zero *z, weft_optim **out)
+{
+    weft_optim *any = weft_zero_optim(z), *full = NULL;
+    int rc = 0, nstate = weft_optim_state_count(any);
+    *out = NULL;
+    if (z->rank == 0) {
+        rc = weft_optim_create(&full, weft_optim_config_of(any), 0, z->n);
+        if (rc == 0)
+            rc = weft_optim_set_steps(full, weft_optim_steps(any));
+    }
+    /* every rank takes part in the gathers even if rank 0 failed above */
+    for (int i = 0; i < nstate; i++) {
+        float *dst = full ? weft_optim_state(full, i, NULL) : NULL;
+        if (z->stage == 0) {
+            if (dst)
+                memcpy(dst, weft_optim_state(z->opt, i, NULL), z->n * sizeof *dst);
+            continue;
+        }
+        for (int k = 0; k < z->nb; k++) {
+            const zbucket *b = &z->b[k];
+            int r = 0;
+            if (b->experts || !z->comm || z->world == 1) {
+                if (dst && b->opt)
+                    memcpy(dst + b->lo, weft_optim_state(b->opt, i, NULL), b->n * sizeof *dst);
+            } else {
+                r = gather_state(z, b, i, dst);
+            }
+            rc = rc ? rc : r;
+        }
+    }
+    if (rc)
+        weft_optim_destroy(full);
+    else
+        *out = full;
+    return rc;
+}
+
+float *train_zero_state_at(weft_zero *z, int i, size_t off)
+{
+    if (z->stage == 0)
+        return off < z->n ? weft_optim_state(z->opt, i, NULL) + off : NULL;
+    for (int k = 0; k < z->nb; k++) {
+        const zbucket *b = &z->b[k];
+        if (b->opt && off >= b->mlo && off < b->mlo + b->mcnt)
+            return weft_optim_state(b->opt, i, NULL) + (off - b->mlo);
+    }
+    return NULL;
 }

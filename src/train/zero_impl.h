@@ -14,6 +14,7 @@ typedef struct {
     weft_request *req[2];  /* reduce-scatter, tail all-reduce */
     int refs, state;       /* stage 3 layer by layer: readers, PARAMS_* */
     weft_request *greq[2]; /* its parameters' all-gather, tail broadcast */
+    int experts;           /* divided experts' tensors (moe_split.h): not sharded (stage 1) */
 } zbucket;
 
 enum { PARAMS_RELEASED, PARAMS_INFLIGHT, PARAMS_PRESENT };

@@ -14,12 +14,21 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #define B 12     /* global batch */
 #define IN 6
 #define STEPS 5
+/* The slow ranks' lag: long enough that the fast ones' gradients are in
+ * first even on a loaded machine, longer again under sanitizers. */
 #define SLEEP_US 200000
+static void lag(void)
+{
+    long us = mp_thin() ? 10L * SLEEP_US : SLEEP_US;
+    struct timespec ts = { us / 1000000, us % 1000000 * 1000 };
+    nanosleep(&ts, NULL);
+}
 
 typedef struct {
     int b, nslow, slow[2];
@@ -95,7 +104,7 @@ static void body(weft_comm *c, void *arg)
         CHECK(weft_sync_backup_begin(s, &skip) == 0 && (skip == 0 || skip == 1));
         if (!skip) {
             if (is_slow(k, r))
-                usleep(SLEEP_US);
+                lag();
             weft_model_zero_grad(m);
             CHECK(weft_model_forward(m, x + lo * IN, y + lo, nr, 1, &in[0]) == 0);
             in[1] = (float)weft_model_count_correct(m, y + lo);
