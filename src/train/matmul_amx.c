@@ -114,20 +114,32 @@ int train_mma_supported(char *why, size_t cap)
                  !(d & (1u << 24)) ? "AMX-TILE" : "AMX-BF16", !(d & (1u << 24)) ? 24 : 22);
         return 0;
     }
+    /* palette 1 as configured below: 8 tiles of 16 rows of 64 bytes */
+    if (__get_cpuid_max(0, NULL) < 0x1d) {
+        snprintf(why, cap, "this CPU has AMX but no CPUID leaf 0x1D to describe its tiles");
+        return 0;
+    }
+    __cpuid_count(0x1d, 1, a, b, c, d);
+    if ((b & 0xffff) < 64 || (b >> 16) < 8 || (c & 0xffff) < 16) {
+        snprintf(why, cap, "the AMX tile palette 1 is smaller than 8 tiles of 16 rows of 64 bytes "
+                           "(CPUID leaf 0x1D subleaf 1: EBX %#x, ECX %#x)", b, c);
+        return 0;
+    }
     if (!train_mmb_supported()) {
         snprintf(why, cap, "the CPU has AMX but its OS or CPU lacks the AVX512-BF16 and "
                            "AVX-512 state the tiles' packing uses");
         return 0;
     }
     /* the tile data is off for every process until it asks */
-    if (syscall(SYS_arch_prctl, REQ_XCOMP_PERM, XTILEDATA) != 0) {
+    if (syscall(SYS_arch_prctl, (long)REQ_XCOMP_PERM, (unsigned long)XTILEDATA) != 0) {
         int e = errno;
         snprintf(why, cap, "the kernel refused the tile state: arch_prctl(ARCH_REQ_XCOMP_PERM, "
                            "XFEATURE_XTILEDATA) failed with errno %d, %s", e, errno_name(e));
         return 0;
     }
     unsigned long perm = 0;
-    if (syscall(SYS_arch_prctl, GET_XCOMP_PERM, &perm) != 0 || !(perm & (1ul << XTILEDATA))) {
+    if (syscall(SYS_arch_prctl, (long)GET_XCOMP_PERM, &perm) != 0 ||
+        !(perm & (1ul << XTILEDATA))) {
         snprintf(why, cap, "the kernel granted the tile state but ARCH_GET_XCOMP_PERM does not "
                            "show it (mask %#lx)", perm);
         return 0;

@@ -22,7 +22,8 @@ size_t train_mma_abytes(void);
 size_t train_mma_bbytes(void);
 
 /* 1 when the tiles may be used: CPUID leaf 7 EDX bits 24 (AMX-TILE) and
- * 22 (AMX-BF16), the AVX-512 that the packing uses (train_mmb_supported),
+ * 22 (AMX-BF16), tile palette 1 with 8 tiles of 16 rows of 64 bytes
+ * (leaf 0x1D), the AVX-512 that the packing uses (train_mmb_supported),
  * the kernel's grant of the tile data state to this process
  * (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA); the grant is per
  * process, and asking again is harmless) and XCR0 bits 17 and 18 set.
