@@ -3,6 +3,7 @@
  * that read them together. Keys are weft-train's long options. */
 #include "run/run_config.h"
 
+#include "run/run_cp.h"
 #include "run/run_elastic_hooks.h"
 
 #include "core/size.h"
@@ -465,10 +466,11 @@ static int set_count(opts *o, const char *key, const char *v, char *err, size_t 
                   { "log-every", 0, 1L << 40 } },
       ints[] = { { "threads", 0, 4096 }, { "eval-prompts", 0, 1 << 24 }, { "zero", 0, 3 },
                  { "accum", 1, 1 << 16 }, { "pp", 1, 1024 }, { "tp", 1, 1024 },
-                 { "micro-batches", 1, 1 << 16 }, { "keep", 0, 1 << 20 }, { "ep", 1, 4096 } };
+                 { "micro-batches", 1, 1 << 16 }, { "keep", 0, 1 << 20 }, { "ep", 1, 4096 },
+                 { "cp", 1, 4096 } };
     long *lp[] = { &o->save_every, &o->stop_at, &o->log_every };
     int *ip[] = { &o->threads, &o->eval_prompts, &o->zero, &o->accum, &o->pp, &o->tp, &o->micro,
-                  &o->keep, &o->ep };
+                  &o->keep, &o->ep, &o->cp };
     for (size_t i = 0; i < sizeof longs / sizeof longs[0]; i++)
         if (strcmp(key, longs[i].key) == 0)
             return parse_long(key, v, longs[i].lo, longs[i].hi, lp[i], err, cap);
@@ -568,7 +570,7 @@ static int check_layout(const opts *o, char *err, size_t cap)
     if (o->ep > 1 && o->tp > 1)
         return refuse(err, cap, "--ep %d with --tp %d: expert tensor parallelism is not done; "
                       "give one of them", o->ep, o->tp);
-    return 0;
+    return run_cp_check(o, err, cap);
 }
 
 int run_config_check(const opts *o, int joining, char *err, size_t cap)

@@ -3,6 +3,7 @@
 #include "run/run_data.h"
 
 #include "run/run_config.h"
+#include "run/run_cp.h"
 #include "run/run_paths.h"
 #include "train/llmc_shard.h"
 
@@ -143,7 +144,7 @@ int data_open(weft_run *t, const run_opts *r, data_sets *d)
     if (gpt != (d->ti.kind == WEFT_DATA_SEQ))
         return run_fail(t, WEFT_ECONFIG, "--model %s does not fit the data %s", r->model,
                         d->ti.name);
-    return 0;
+    return run_cp_data(t, d); /* --cp: this rank's rows of each sample */
 }
 
 void data_free(data_sets *d)
@@ -158,6 +159,7 @@ int data_loader(weft_run *t, const run_opts *r, const data_sets *d, int rank, in
 {
     weft_loader_config lc;
     weft_loader_config_default(&lc);
+    run_cp_loader_ranks(t, &rank, &world); /* --cp: a group shares its samples */
     lc.global_batch = r->batch;
     lc.seed = r->seed;
     lc.rank = rank;

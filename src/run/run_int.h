@@ -42,6 +42,7 @@ typedef struct {
     int pp, micro;        /* --pp stages, --micro-batches per step */
     int tp;               /* --tp tensor-parallel ranks */
     int ep;               /* --ep: experts over groups of this many data-parallel ranks */
+    int cp;               /* --cp: each sequence over groups of this many consecutive ranks */
     int sp;               /* --sp: sequence parallelism over the tensor group */
     int recompute;        /* --recompute: blocks' activations rebuilt in backward */
     char order[16];       /* --order of the tp, dp, pp dimensions, fastest first */

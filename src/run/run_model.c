@@ -2,6 +2,7 @@
  * shape is checked against the data before anything is allocated. */
 #include "run/run_model.h"
 
+#include "run/run_cp.h"
 #include "run/run_hf.h"
 
 #include <stdint.h>
@@ -85,7 +86,7 @@ int model_tune(weft_run *t, weft_model *m, const opts *o)
         return run_fail(t, WEFT_ECONFIG,
                         "--recompute: not with --schedule zb (its weight half needs the "
                         "activations recomputation reuses)");
-    return 0;
+    return run_cp_open(t); /* --cp: the model's context-parallel group */
 }
 
 void model_optim_config(const run_opts *r, weft_optim_config *oc)

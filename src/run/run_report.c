@@ -3,6 +3,7 @@
  * the caller's: report_step leaves the figures it shows for weft_run_info. */
 #include "run/run_report.h"
 
+#include "run/run_cp.h"
 #include "run/run_ep.h"
 #include "run/run_sync.h"
 #include "run/run_sync_time.h"
@@ -106,10 +107,11 @@ int report_step(weft_run *t, progress *p, long step, const train_step *st, doubl
                         (double)st->loss);
     double elapsed = clock_now() - p->start;
     double rate = (double)(step + 1 - p->first_step) * p->batch / (elapsed > 0 ? elapsed : 1e-9);
-    int rows = st->seen * st->width;
-    /* a GPT sample is st->width tokens; an MLP's width is 1 */
+    /* --cp: a rank's samples are 1/cp of each sequence */
+    int width = st->width * (t->o->cp > 1 ? t->o->cp : 1), rows = st->seen * width;
+    /* a GPT sample is width tokens; an MLP's width is 1 */
     double mfu = p->peak > 0 && p->has_cfg
-                     ? rate * train_model_flops(&p->cfg, 1, st->width) / p->peak : -1;
+                     ? rate * train_model_flops(&p->cfg, 1, width) / p->peak : -1;
     csv_line(p->csv, step + 1, st->epoch, "train", st->loss, (double)st->correct / rows, lr,
              st->gnorm, rate, elapsed, mfu);
     weft_moe_stats ms; /* a mixture of experts: its balance, at the progress line's pace */
@@ -121,6 +123,9 @@ int report_step(weft_run *t, progress *p, long step, const train_step *st, doubl
     if (t->m && (step + 1) % p->log_every == 0 && run_ep_line(t, step + 1 - p->first_step, epl,
                                                              sizeof epl))
         run_say(t, WEFT_RUN_NOTE, "experts at step %ld: %s\n", step + 1, epl);
+    if (t->m && t->lead && (step + 1) % p->log_every == 0 &&
+        run_cp_line(t, step + 1 - p->first_step, epl, sizeof epl))
+        run_say(t, WEFT_RUN_NOTE, "step %ld: %s\n", step + 1, epl);
     /* the auto choice is made on the first step's own products */
     const mm_choice *ch = p->tell_choice && t->m ? train_mm_choice(t->m->mm) : NULL;
     if (ch) {

@@ -4,6 +4,7 @@
 #include "train/model.h"
 
 #include "core/param.h"
+#include "train/attention_cp.h"
 #include "train/moe_ep.h"
 
 #include <stdio.h>
@@ -300,6 +301,7 @@ void weft_model_destroy(weft_model *m)
     free(m->grads);
     free(m->w16);
     train_moe_ep_free(m->ep);
+    train_attn_cp_free(m->cp);
     free(m);
 }
 
@@ -630,6 +632,9 @@ int weft_model_chunk_forward(weft_model *m, int chunk, int slot, const void *inp
         sum = tpv ? train_tp_xent_forward(m, s->probs, s->logits, targets, (int)rows, &s->count)
                   : train_softmax_xent_forward(s->probs, s->logits, targets, (int)rows, ncls,
                                                &s->count);
+        /* context parallelism: the mean is over the group's tokens */
+        if ((rc = train_attn_cp_sum(m->cp, &s->count)) != 0)
+            return rc;
     }
     s->ready = !last || targets;
     if (loss)

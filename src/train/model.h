@@ -99,6 +99,7 @@ struct weft_model {
     void *phook_arg;
     int recompute;          /* GPT: blocks' activations rebuilt in backward */
     struct moe_ep *ep;      /* experts over an expert group (moe_ep.h), owned; NULL: none */
+    struct attn_cp *cp;     /* context parallelism (attention_cp.h), owned; NULL: none */
     int ep_size, ep_rank;   /* SPLIT_EXPERT tensors hold this rank's experts (1, 0: all) */
 };
 

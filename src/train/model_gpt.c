@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "train/attention_cp.h"
 #include "train/attention_prec.h"
 #include "train/model.h"
 
@@ -249,7 +250,12 @@ static int layer_forward(weft_model *m, int l)
     if (sq)
         rc = train_tp_allgather(m, g->ln1l, g->ln1, nR);
     train_linear_forward(&lc, &g->qkv_s, g->qkv, g->ln1, W(T_QKVW), W(T_QKVB), BT, C, 3 * A);
-    train_attention_forward_prec(m->mm, lc.bf16, g->atty, g->att, g->qkv, B, T, A, NH);
+    if (m->cp) /* the sequence over the group: K/V around its ring */
+        rc = rc ? rc : train_attn_cp_forward(m->cp, m->mm, g->atty, g->att, g->qkv, g->qkv + A,
+                                             g->qkv + 2 * A, 3 * A, 3 * A, 3 * A, B, T, NH, NH,
+                                             A / NH);
+    else
+        train_attention_forward_prec(m->mm, lc.bf16, g->atty, g->att, g->qkv, B, T, A, NH);
     /* row-parallel: the partial products add up over the group (each rank
      * its rows under sequence parallelism), then the bias */
     train_linear_forward(&lc, &g->proj_s, sq ? a->full : g->r1, g->atty, W(T_PROJW),
@@ -292,6 +298,10 @@ int train_gpt_forward(weft_model *m, const void *in, int B, int T)
                                        train_model_tensor_ptr(m, P, 1), B, T, C);
             rc = sq ? train_tp_reduce_scatter(m, a->full, a->x0, nR)
                     : train_tp_allreduce(m, a->x0, (size_t)BT * C, WEFT_SUM);
+        } else if (rc == 0 && m->cp) { /* this rank's rows at their global positions */
+            train_cp_embedding_forward(train_attn_cp_rank(m->cp), train_attn_cp_size(m->cp),
+                                       a->x0, in, train_model_tensor_ptr(m, P, 0),
+                                       train_model_tensor_ptr(m, P, 1), B, T, C);
         } else if (rc == 0) {
             train_embedding_forward(a->x0, in, train_model_tensor_ptr(m, P, 0),
                                     train_model_tensor_ptr(m, P, 1), B, T, C);
@@ -338,6 +348,10 @@ static int embedding_backward(weft_model *m, gpt_acts *a, const int32_t *tok, in
     }
     if (m->tp_size > 1)
         train_tp_embedding_backward(m, train_model_tensor_ptr(m, G, 0),
+                                    train_model_tensor_ptr(m, G, 1), d, tok, B, T, C);
+    else if (m->cp)
+        train_cp_embedding_backward(train_attn_cp_rank(m->cp), train_attn_cp_size(m->cp),
+                                    train_model_tensor_ptr(m, G, 0),
                                     train_model_tensor_ptr(m, G, 1), d, tok, B, T, C);
     else
         train_embedding_backward(train_model_tensor_ptr(m, G, 0), train_model_tensor_ptr(m, G, 1),
@@ -469,7 +483,13 @@ int train_gpt_backward(weft_model *m, const float *dout, int part)
         if (sq)
             rc = rc ? rc : train_tp_allgather(m, a->dres, a->full, nR);
         lin_back(&lc, &g->proj_s, sp, g->dproj, a->datt_y, D(T_PROJW), D(T_PROJB), rdout, g->atty, W(T_PROJW), BT, A, C);
-        train_attention_backward_prec(m->mm, lc.bf16, a->dqkv, a->datt, a->datt_y, g->qkv, g->att, B, T, A, NH);
+        if (m->cp)
+            rc = rc ? rc : train_attn_cp_backward(m->cp, m->mm, a->dqkv, a->dqkv + A,
+                                                  a->dqkv + 2 * A, a->datt, a->datt_y, g->qkv,
+                                                  g->qkv + A, g->qkv + 2 * A, g->atty, g->att,
+                                                  3 * A, 3 * A, 3 * A, B, T, NH, NH, A / NH);
+        else
+            train_attention_backward_prec(m->mm, lc.bf16, a->dqkv, a->datt, a->datt_y, g->qkv, g->att, B, T, A, NH);
         lin_back(&lc, &g->qkv_s, sp, g->dqkv, cin, D(T_QKVW), D(T_QKVB), a->dqkv, g->ln1, W(T_QKVW), BT, C, 3 * A);
         rc = rc ? rc : column_parallel_grad(m, cin, a->dbr, nR);
         train_layernorm_backward(pl, a->dres, D(T_LN1W), D(T_LN1B), a->dbr, x, W(T_LN1W), g->ln1m, g->ln1r, R, C);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "train/attention_cp.h"
 #include "train/attention_prec.h"
 #include "train/layers_llama.h"
 #include "train/model.h"
@@ -417,7 +418,10 @@ size_t train_llama_layout(weft_model *m, float *base, int B, int T)
     a->full = sq ? train_carve(&cv, BT * D) : NULL;
     a->cos_t = train_carve(&cv, (size_t)T * d.hd / 2);
     a->sin_t = train_carve(&cv, (size_t)T * d.hd / 2);
-    if (base)
+    if (base && m->cp) /* this rank's rows at their global positions */
+        train_cp_rope_tables(train_attn_cp_rank(m->cp), train_attn_cp_size(m->cp), a->cos_t,
+                             a->sin_t, T, d.hd, m->cfg.rope_theta);
+    else if (base)
         train_rope_tables(a->cos_t, a->sin_t, T, d.hd, m->cfg.rope_theta);
     for (int l = lo; l <= hi; l++) {
         ll_layer *g = &a->l[l];
@@ -560,8 +564,12 @@ static int layer_forward(weft_model *m, int l)
     train_linear_forward(&lc, &g->v_s, g->v, g->n1, W(T_V) + kvo, NULL, BT, D, KV);
     train_rope_forward(g->q, a->cos_t, a->sin_t, BT, T, A, d.H, d.hd);
     train_rope_forward(g->k, a->cos_t, a->sin_t, BT, T, KV, d.G, d.hd);
-    train_attention_gqa_forward_prec(m->mm, lc.bf16, g->atty, g->att, g->q, g->k, g->v, A, KV,
-                                     KV, B, T, d.H, d.G, d.hd);
+    if (m->cp) /* the sequence over the group: the kv heads around its ring */
+        rc = rc ? rc : train_attn_cp_forward(m->cp, m->mm, g->atty, g->att, g->q, g->k, g->v, A,
+                                             KV, KV, B, T, d.H, d.G, d.hd);
+    else
+        train_attention_gqa_forward_prec(m->mm, lc.bf16, g->atty, g->att, g->q, g->k, g->v, A,
+                                         KV, KV, B, T, d.H, d.G, d.hd);
     train_linear_forward(&lc, &g->o_s, sq ? a->full : g->h1, g->atty, W(T_O), NULL, BT, A, D);
     rc = rc ? rc : row_parallel_sum(m, a->full, g->h1, nR);
     train_residual_forward(g->h1, g->h1, x, nR);
@@ -855,9 +863,14 @@ static int layer_backward(weft_model *m, int l, int sp, float *cin)
     if (sq)
         rc = rc ? rc : train_tp_allgather(m, a->dres, a->full, nR);
     lin_back(&lc, &g->o_s, sp, g->ko, a->datt_y, DW(T_O), rdout, g->atty, W(T_O), BT, A, D);
-    train_attention_gqa_backward_prec(m->mm, lc.bf16, a->dq, a->dk, a->dv, a->datt, a->datt_y,
-                                      g->q, g->k, g->v, g->att, A, KV, KV, B, T, d.H, d.G,
-                                      d.hd);
+    if (m->cp)
+        rc = rc ? rc : train_attn_cp_backward(m->cp, m->mm, a->dq, a->dk, a->dv, a->datt,
+                                              a->datt_y, g->q, g->k, g->v, g->atty, g->att, A,
+                                              KV, KV, B, T, d.H, d.G, d.hd);
+    else
+        train_attention_gqa_backward_prec(m->mm, lc.bf16, a->dq, a->dk, a->dv, a->datt,
+                                          a->datt_y, g->q, g->k, g->v, g->att, A, KV, KV, B, T,
+                                          d.H, d.G, d.hd);
     train_rope_backward(a->dq, a->cos_t, a->sin_t, BT, T, A, d.H, d.hd);
     train_rope_backward(a->dk, a->cos_t, a->sin_t, BT, T, KV, d.G, d.hd);
     /* q, k and v read the same input: their input gradients add up */
