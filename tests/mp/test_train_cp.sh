@@ -1,0 +1,111 @@
+#!/bin/sh
+# weft-train --cp (context parallelism): a tiny GPT and a tiny Llama with
+# grouped-query attention (4 heads, 2 kv heads), SGD with momentum so that
+# a wrong gradient shows in the weights: the losses to 1e-6 relative and
+# every final parameter to 1e-6 of its tensor's largest equal one process
+# at cp 2, cp 4 and cp 2 x dp 2 with ZeRO 1 (the builtin additions train
+# on their answers only, so the ranks' chunks count different numbers of
+# targets: the loss is the group's mean over its tokens). The ring's
+# counters line is printed. Refused, saying why: a --seq that 2C does not
+# divide, --cp with --tp, --pp, --ep, bf16 and evaluation.
+# Under sanitizers (TEST_SCALE > 1) cp 2 alone for each model, and the
+# refusals.
+# TEST_TIMEOUT(240)
+B=${BUILD:-build}
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+common="--quiet --no-eval --optim sgd --momentum 0.9 --lr 0.05 --data builtin --batch 4"
+. "$(dirname "$0")/train_lib.sh"
+
+# cmp.py A B: every param/ tensor of checkpoint A within 1e-6 (relative to
+# B's largest element of it) of B's
+cat >"$dir/cmp.py" <<'PY'
+import struct, sys
+def tensors(path):
+    d, out = open(path, 'rb').read(), {}
+    at = 32
+    for _ in range(struct.unpack_from('<Q', d, 16)[0]):
+        name_len = struct.unpack_from('<I', d, at + 8)[0]
+        size = struct.unpack_from('<Q', d, at + 80)[0]
+        name = d[at + 96:at + 96 + name_len].decode()
+        at = (at + 96 + name_len + 63) // 64 * 64
+        if name.startswith('param/'):
+            out[name] = struct.unpack('<%df' % (size // 4), d[at:at + size])
+        at += size
+    return out
+a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
+bad = not b or sorted(a) != sorted(b)
+for k in sorted(b):
+    if k in a:
+        top = max(abs(v) for v in b[k]) or 1.0
+        err = max(abs(p - q) for p, q in zip(a[k], b[k])) / top
+        if err > 1e-6:
+            print('%s: %s off by %.3g of its largest' % (sys.argv[1], k, err))
+            bad = True
+print('tensors', len(b))
+sys.exit(1 if bad else 0)
+PY
+close() { # name ref: losses within 1e-6 relative, and the final parameters
+    if awk -F, 'FNR == 1 { next } NR == FNR { l[$1] = $4; next } $3 == "train" { n++
+                d = $4 - l[$1]; if (d < 0) d = -d; if (!($1 in l) || d > 1e-6 * l[$1] + 2e-6) {
+                print "step " $1 ": " $4 " vs " l[$1]; bad = 1 } }
+                END { exit bad || !n }' "$dir/$2.csv" "$dir/$1.csv" &&
+       python3 "$dir/cmp.py" "$dir/$1.wckpt" "$dir/$2.wckpt" >"$dir/$1.cmp"; then
+        ok
+    else
+        bad "$1: differs from $2"; cat "$dir/$1.cmp" 2>/dev/null
+    fi
+}
+
+thin=0
+[ "${TEST_SCALE:-1}" -gt 1 ] && thin=1
+steps=6
+[ $thin = 1 ] && steps=3
+gpt="gpt:vocab=256,ctx=32,layers=2,heads=4,dim=32"
+llama="llama:vocab=256,ctx=64,layers=2,heads=4,kv_heads=2,dim=32,ffn=48"
+for m in "g $gpt 32" "l $llama 64"; do
+    set -- $m
+    tag=$1 model=$2 seq=$3
+    run "${tag}ref" 1 --model "$model" --seq "$seq" --steps $steps --save "$dir/${tag}ref.wckpt" ||
+        continue
+    for r in "cp2 2 --cp 2" "cp4 4 --cp 4" "cp2dp2 4 --cp 2 --zero 1"; do
+        set -- $r
+        name=$tag$1 n=$2
+        shift 2
+        [ $thin = 1 ] && [ "$name" != "${tag}cp2" ] && continue
+        run "$name" "$n" --model "$model" --seq "$seq" --steps $steps \
+            --save "$dir/$name.wckpt" "$@" --log-every 1 && close "$name" "${tag}ref"
+    done
+done
+
+# the ring's counters, on rank 0's progress lines (2 layers: 2 ring steps
+# forward and 2 backward each at cp 2)
+if grep -q "context ring: 8.0 steps and" "$dir/gcp2.out"; then
+    ok
+else
+    bad "cp 2: no ring counters line"; tail -n 3 "$dir/gcp2.out"
+fi
+
+refused() { # what ranks args...: weft-train exits non-zero saying what
+    what=$1 n=$2
+    shift 2
+    "$B/weftrun" -n "$n" "$B/weft-train" $common --model "$gpt" --seq 32 --steps 1 "$@" \
+        >"$dir/r.out" 2>&1
+    if [ $? -ne 0 ] && grep -q -- "$what" "$dir/r.out"; then
+        ok
+    else
+        bad "$* not refused (want '$what')"; tail -n 3 "$dir/r.out"
+    fi
+}
+refused "must be a multiple of 2 x 4" 4 --cp 4 --seq 20
+refused "composes with data parallelism and ZeRO only" 4 --cp 2 --tp 2
+refused "composes with data parallelism and ZeRO only" 4 --cp 2 --pp 2
+refused "with --ep 2: not done" 4 --cp 2 --ep 2
+refused "give --precision fp32" 2 --cp 2 --precision bf16
+refused "must divide the job's ranks" 3 --cp 2
+"$B/weftrun" -n 2 "$B/weft-train" --data builtin --batch 4 --model "$gpt" --steps 1 --cp 2 \
+    >"$dir/r.out" 2>&1
+if [ $? -ne 0 ] && grep -q "give --no-eval" "$dir/r.out"; then ok; else bad "--cp with evaluation"; fi
+
+echo "summary: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
