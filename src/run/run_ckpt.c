@@ -144,7 +144,24 @@ int ckpt_resume(weft_run *t, opts *o, long *start_step, weft_ckpt **out)
 int ckpt_restore_model(weft_run *t, weft_ckpt *ck, const char *path, weft_model **m,
                        weft_optim_config *oc, weft_rng *rng)
 {
-    int rc = weft_ckpt_get_model(ck, m);
+    int rc;
+    if (ckpt_shard_lazy(ck)) {
+        /* every rank of the job holds the whole model: each reads its part
+         * of the parameters from the files and the ranks all-gather */
+        weft_model_config cfg;
+        *m = NULL;
+        rc = weft_ckpt_model_config(ck, &cfg);
+        if (rc == 0)
+            rc = weft_model_create(m, &cfg, 0);
+        if (rc == 0)
+            rc = ckpt_shard_get_params_group(ck, *m, t->comm);
+        if (rc != 0) {
+            weft_model_destroy(*m);
+            *m = NULL;
+        }
+    } else {
+        rc = weft_ckpt_get_model(ck, m);
+    }
     if (rc == 0)
         rc = weft_ckpt_optim_config(ck, oc);
     if (rc == 0)

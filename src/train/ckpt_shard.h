@@ -130,5 +130,11 @@ void ckpt_shard_reader_close(ckpt_shard_reader *r);
 int ckpt_shard_get_params(const weft_ckpt *c, weft_model *m);
 int ckpt_shard_get_optim_stage(const weft_ckpt *c, const weft_model *m, size_t base, size_t n,
                                weft_optim **out);
+/* Collective over g (NULL: one rank): m's parameters as
+ * ckpt_shard_get_params reads them, where every rank of g holds the same
+ * part of the model (its replicas): each reads 1/|g| of m's buffer and
+ * the group all-gathers it, so the bytes read are the part's once. A
+ * failed read fails every rank (the one that failed keeps the account). */
+int ckpt_shard_get_params_group(const weft_ckpt *c, weft_model *m, weft_comm *g);
 
 #endif

@@ -1,11 +1,14 @@
 /* A rank's model part and optimiser state read from a sharded checkpoint
  * (train/ckpt_shard.h): each tensor's runs in the whole vector (a tensor
  * part's via train_part_runs) are read straight into the rank's buffers,
- * so loading holds no more than the rank's share. */
+ * so loading holds no more than the rank's share. Parameters that a
+ * data-parallel group holds alike are read a part by each of its ranks
+ * and all-gathered, so the group reads them from disk once. */
 #include "train/ckpt_shard.h"
 
 #include "train/part_runs.h"
 
+#include <stdint.h>
 #include <string.h>
 
 typedef struct {
@@ -76,6 +79,45 @@ static int read_state(ckpt_shard_reader *r, int vec, const weft_model *m, size_t
             rc = read_tensor(r, vec, m, i, lo - t.offset, hi - t.offset, dst + (lo - base));
     }
     return rc;
+}
+
+int ckpt_shard_get_params_group(const weft_ckpt *c, weft_model *m, weft_comm *g)
+{
+    int dp = g ? weft_comm_size(g) : 1;
+    if (!c || !m || dp < 1)
+        return WEFT_EINVAL;
+    if (dp == 1)
+        return ckpt_shard_get_params(c, m);
+    /* the group starts together: the reader's time (the load's figure) is
+     * the reads and the all-gather, not the wait for the group's last rank
+     * to arrive from its set-up */
+    int rc = weft_barrier(g);
+    ckpt_shard_reader *r;
+    if (rc == 0)
+        rc = ckpt_shard_reader_open(c, &r);
+    if (rc)
+        return rc;
+    int me = weft_comm_rank(g), vec = ckpt_shard_reader_vector(r, "param");
+    size_t n;
+    float *p = weft_model_params(m, &n);
+    /* equal parts for the all-gather in place; the few elements past them
+     * every rank reads */
+    size_t each = n / (size_t)dp, tail = (size_t)dp * each;
+    if (each)
+        rc = read_state(r, vec, m, (size_t)me * each, each, p + (size_t)me * each);
+    if (rc == 0 && tail < n)
+        rc = read_state(r, vec, m, tail, n - tail, p + tail);
+    /* every rank learns whether all read their part before any trusts the
+     * others' bytes; the failing rank's own account names the file */
+    int32_t bad = rc != 0, any = 0;
+    int crc = weft_allreduce(g, &bad, &any, 1, WEFT_I32, WEFT_MAX);
+    if (crc == 0 && any)
+        crc = rc ? rc : WEFT_EIO;
+    if (crc == 0 && each)
+        crc = weft_allgather(g, p + (size_t)me * each, p, each, WEFT_F32);
+    /* the reader's time spans the all-gather: the load's figure is all of it */
+    ckpt_shard_reader_close(r);
+    return crc;
 }
 
 int ckpt_shard_get_optim_stage(const weft_ckpt *c, const weft_model *m, size_t base, size_t n,

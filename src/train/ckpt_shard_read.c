@@ -19,7 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { CHECK_BUF = 1 << 20, MAX_VECTORS = 16, ERROR_CAP = 1024 };
+/* DIRECT_RUN: the most bytes of consecutive slices read in one pread */
+enum { CHECK_BUF = 1 << 20, MAX_VECTORS = 16, ERROR_CAP = 1024, DIRECT_RUN = 8 << 20 };
 
 struct ckpt_shard_reader {
     const weft_ckpt *c;
@@ -282,6 +283,8 @@ static int file_fd(ckpt_shard_reader *r, uint64_t f, int *fd)
             return fail(r, WEFT_EIO, f, "%lld bytes, the manifest says %lld",
                         (long long)st.st_size, (long long)r->info[2 * f]);
         }
+        /* a rank reads its runs of a file in file order: a wider read-ahead */
+        (void)posix_fadvise(d, 0, 0, POSIX_FADV_SEQUENTIAL);
         r->fd[f] = d;
     }
     *fd = r->fd[f];
@@ -340,22 +343,62 @@ static int check_slice(ckpt_shard_reader *r, size_t k, const ckpt_slice *s, int 
     return 0;
 }
 
-/* Slice k (one run) read into dst and checked against its CRC there. */
-static int read_checked(ckpt_shard_reader *r, size_t k, const ckpt_slice *s, int fd, float *dst)
+/* Slice k, one run wholly inside whole elements [lo, hi) and not yet
+ * checked: read straight into its place. */
+static int direct_ok(const ckpt_shard_reader *r, size_t k, const ckpt_slice *s, uint64_t lo,
+                     uint64_t hi)
 {
-    size_t bytes = (size_t)s->len * sizeof(float);
+    return !r->checked[k] && r->fields == CKPT_SLICE_FIELDS && s->count == 1 &&
+           s->start >= lo && s->start + s->len <= hi;
+}
+
+/* The last slice of the direct run from slice k: those after it that go on
+ * where it ends, both in the file and in the vector, join it (one pread). */
+static size_t direct_end(const ckpt_shard_reader *r, size_t k, const ckpt_slice *s, uint64_t lo,
+                         uint64_t hi)
+{
+    uint64_t bytes = s->len * sizeof(float), off = s->off + bytes, at = s->start + s->len;
+    size_t j = k;
+    while (j + 1 < r->nslices) {
+        ckpt_slice t = slice_at(r, j + 1);
+        if (t.file != s->file || t.vec != s->vec || t.off != off || t.start != at ||
+            !direct_ok(r, j + 1, &t, lo, hi) || bytes + t.len * sizeof(float) > DIRECT_RUN)
+            break;
+        bytes += t.len * sizeof(float);
+        off += t.len * sizeof(float);
+        at += t.len;
+        j++;
+    }
+    return j;
+}
+
+/* Slices k..j (one run each, consecutive in the file and the vector) read
+ * into dst in one pread and each checked against its CRC there; *got: the
+ * elements read. */
+static int read_checked(ckpt_shard_reader *r, size_t k, size_t j, const ckpt_slice *s, int fd,
+                        float *dst, uint64_t *got)
+{
+    ckpt_slice last = slice_at(r, j);
+    size_t bytes = (size_t)(last.off + last.len * sizeof(float) - s->off);
     if (s->off + bytes > (uint64_t)r->info[2 * s->file])
         return fail(r, WEFT_EIO, s->file, "slice %zu ends at byte %llu, past the file's end",
-                    k, (unsigned long long)(s->off + bytes));
+                    j, (unsigned long long)(s->off + bytes));
     int rc = train_pread_all(fd, dst, bytes, s->off);
     if (rc)
         return fail(r, rc, s->file, "short read at byte %llu of slice %zu",
                     (unsigned long long)s->off, k);
     r->bytes += bytes;
-    uint32_t crc = crc32_update_fast(r->k, 0, dst, bytes);
-    if (crc != (uint32_t)s->crc)
-        return crc_failed(r, k, s, crc);
-    r->checked[k] = 1;
+    const unsigned char *at = (const unsigned char *)dst;
+    for (size_t i = k; i <= j; i++) {
+        ckpt_slice t = slice_at(r, i);
+        size_t len = (size_t)t.len * sizeof(float);
+        uint32_t crc = crc32_update_fast(r->k, 0, at, len);
+        if (crc != (uint32_t)t.crc)
+            return crc_failed(r, i, &t, crc);
+        r->checked[i] = 1;
+        at += len;
+    }
+    *got = bytes / sizeof(float);
     return 0;
 }
 
@@ -416,12 +459,13 @@ int ckpt_shard_read(ckpt_shard_reader *r, int vec, uint64_t lo, uint64_t n, floa
         w.file = s.file;
         if ((rc = file_fd(r, s.file, &w.fd)) != 0)
             break;
-        /* one run wholly wanted: read into its place and checked there */
-        int direct = rc == 0 && !r->checked[k] && r->fields == CKPT_SLICE_FIELDS &&
-                     s.count == 1 && s.start >= lo && s.start + s.len <= lo + n;
-        if (direct) {
-            rc = read_checked(r, k, &s, w.fd, dst + (s.start - lo));
-            w.found += rc == 0 ? s.len : 0;
+        /* runs wholly wanted: read into their place and checked there */
+        if (direct_ok(r, k, &s, lo, lo + n)) {
+            size_t j = direct_end(r, k, &s, lo, lo + n);
+            uint64_t got = 0;
+            rc = read_checked(r, k, j, &s, w.fd, dst + (s.start - lo), &got);
+            w.found += got;
+            k = j;
             continue;
         }
         if ((rc = check_slice(r, k, &s, w.fd)) != 0)
