@@ -4,9 +4,10 @@
  * data-parallel rank's model) to its own file and syncs it; a reduction
  * tells every rank whether all did; only then rank 0 gathers the slice
  * tables (small) and commits (run_ckpt_commit.c). An asynchronous save
- * copies the rank's share into a snapshot and writes it from a thread;
- * the reduction and the commit wait for the next save or the run's end,
- * so the loop stalls only for the copy. */
+ * copies the rank's share into a snapshot and writes it from a thread,
+ * which then does the reduction and the commit over a communicator of its
+ * own (split from the job once), so the loop stalls only for the copy and
+ * the announcement; the next save or the run's end joins the thread. */
 #include "run/run_ckpt_shard.h"
 
 #include "run/run_ckpt_commit.h"
@@ -102,6 +103,8 @@ static unsigned char *part_skip(const weft_run *t, int jr, int jw)
  * (t->ckpt) for its saves' figures. */
 struct ckpt_pending {
     int busy, threaded;   /* a save not yet committed; its writer runs */
+    int concluded;        /* the writer did the reduction and the commit */
+    weft_comm *bgc;       /* the writers' communicator (a split of the job), kept */
     int deferred;         /* committed by the next save or ckpt_shard_wait */
     pthread_t th;
     weft_run *t;
@@ -120,7 +123,8 @@ struct ckpt_pending {
     int64_t meta[META];
     int rc;
     char why[WHY_CAP];
-    double t0, written;   /* the save's start, its file's end (clock_now) */
+    double t0, done;      /* the save's start, its commit's end (clock_now) */
+    uint64_t total;       /* the save's bytes, all ranks (rank 0's count) */
     /* saves committed [0] in the loop's time, [1] in the background: how
      * many, their seconds from start to commit, their bytes (rank 0's
      * count); the loop's seconds in the background ones */
@@ -204,13 +208,6 @@ static int write_file(struct ckpt_pending *pd)
     return rc;
 }
 
-static void *writer(void *arg)
-{
-    struct ckpt_pending *pd = arg;
-    pd->rc = write_file(pd);
-    pd->written = clock_now();
-    return NULL;
-}
 
 /* Every rank: the first rank that failed (jw: none). */
 static int first_failed(weft_comm *job, int rc, int jr, int jw, int *who)
@@ -223,11 +220,10 @@ static int first_failed(weft_comm *job, int rc, int jr, int jw, int *who)
 
 /* Every rank's slice table on rank 0 (padded to the longest), and rank
  * 0's commit; its outcome to every rank. */
-static int gather_commit(weft_run *t, const char *dir, const announce *a, weft_ckpt *rec,
-                         const ckpt_slices *sl, const int64_t meta[META], int jr, int jw,
-                         char *why, uint64_t *total)
+static int gather_commit(weft_run *t, weft_comm *job, const char *dir, const announce *a,
+                         weft_ckpt *rec, const ckpt_slices *sl, const int64_t meta[META], int jr,
+                         int jw, char *why, uint64_t *total)
 {
-    weft_comm *job = t->job;
     int64_t mine = (int64_t)sl->n, nmax = mine;
     int rc = job ? weft_allreduce(job, &mine, &nmax, 1, WEFT_I64, WEFT_MAX) : 0;
     size_t row = (size_t)(META + nmax * CKPT_SLICE_FIELDS);
@@ -278,6 +274,37 @@ static void release(struct ckpt_pending *pd)
     pd->np = 0;
     pd->busy = 0;
     pd->deferred = 0;
+    pd->concluded = 0;
+}
+
+/* Collective over c (the job's ranks): the save's outcome on every rank,
+ * and its commit; into pd->rc. */
+static void conclude(struct ckpt_pending *pd, weft_comm *c)
+{
+    int who = pd->jw, rc = pd->rc;
+    pd->total = 0;
+    int crc = first_failed(c, rc, pd->jr, pd->jw, &who);
+    if (crc == 0 && who < pd->jw && rc == 0)
+        snprintf(pd->why, WHY_CAP, "rank %d could not write its file in %s", who, pd->save);
+    if (crc == 0 && who == pd->jw)
+        rc = gather_commit(pd->t, c, pd->dir, &pd->a, pd->rec, &pd->sl, pd->meta, pd->jr,
+                           pd->jw, pd->why, &pd->total);
+    else if (rc == 0)
+        rc = crc ? crc : WEFT_EIO;
+    pd->rc = rc;
+    pd->done = clock_now();
+    pd->concluded = 1;
+}
+
+/* A background save, start to end: the file, then the outcome and the
+ * commit over the writers' communicator while the loop goes on. */
+static void *writer(void *arg)
+{
+    struct ckpt_pending *pd = arg;
+    if (pd->rc == 0)
+        pd->rc = write_file(pd);
+    conclude(pd, pd->bgc);
+    return NULL;
 }
 
 /* Collective: the save's outcome on every rank, and its commit. */
@@ -288,26 +315,16 @@ static int finish(struct ckpt_pending *pd)
         pthread_join(pd->th, NULL);
         pd->threaded = 0;
     }
-    int who = pd->jw, rc = pd->rc;
-    uint64_t total = 0;
-    double c0 = clock_now();
-    int crc = first_failed(t->job, rc, pd->jr, pd->jw, &who);
-    if (crc == 0 && who < pd->jw && rc == 0)
-        snprintf(pd->why, WHY_CAP, "rank %d could not write its file in %s", who, pd->save);
-    if (crc == 0 && who == pd->jw)
-        rc = gather_commit(t, pd->dir, &pd->a, pd->rec, &pd->sl, pd->meta, pd->jr, pd->jw,
-                           pd->why, &total);
-    else if (rc == 0)
-        rc = crc ? crc : WEFT_EIO;
+    if (!pd->concluded)
+        conclude(pd, t->job);
+    int rc = pd->rc;
     if (rc == 0) {
         int bg = pd->deferred;
         pd->saves[bg]++;
         /* a background save's duration is its work, the file and the
-         * commit, not the steps between its writer's end and the commit */
-        double now = clock_now();
-        pd->save_s[bg] += bg && pd->written > pd->t0 ? (pd->written - pd->t0) + (now - c0)
-                                                     : now - pd->t0;
-        pd->bytes[bg] += total;
+         * commit, not the steps between its commit and the join */
+        pd->save_s[bg] += pd->done - pd->t0;
+        pd->bytes[bg] += pd->total;
     }
     release(pd);
     if (rc)
@@ -348,7 +365,8 @@ static int announce_save(struct ckpt_pending *pd, const char *path, long step)
  * other ranks). All ranks or none, so that finish's collectives meet. */
 static int defer_all(struct ckpt_pending *pd)
 {
-    int32_t mine = pd->rc == 0 && (!pd->np || pd->snapped), all = mine;
+    int32_t mine = pd->rc == 0 && (!pd->np || pd->snapped) && (!pd->t->job || pd->bgc),
+            all = mine;
     if (pd->t->job && weft_allreduce(pd->t->job, &mine, &all, 1, WEFT_I32, WEFT_MIN) != 0)
         return 0;
     return all;
@@ -381,7 +399,7 @@ int ckpt_shard_save(weft_run *t, const char *path, long step, weft_ckpt *rec, in
     pd->rc = 0;
     pd->why[0] = 0;
     pd->t0 = t0;
-    pd->written = 0;
+    pd->done = 0;
     pd->step = step;
     if ((rc = announce_save(pd, path, step)) != 0) {
         release(pd);
@@ -403,12 +421,17 @@ int ckpt_shard_save(weft_run *t, const char *path, long step, weft_ckpt *rec, in
     int bg = async && t->o->mem_limit <= 0 && !t->o->elastic;
     if (bg && pd->rc == 0 && pd->np)
         snapshot(pd);
+    /* the same on every rank (the options decide bg): collective */
+    if (bg && t->job && !pd->bgc && weft_comm_split(t->job, 0, pd->jr, &pd->bgc) != 0)
+        pd->bgc = NULL;
     if (bg && defer_all(pd)) {
-        if (pd->np && pthread_create(&pd->th, NULL, writer, pd) == 0)
-            pd->threaded = 1;
-        else if (pd->rc == 0)
-            pd->rc = write_file(pd);
+        /* every rank runs one, with or without a file: the commit's
+         * collectives are on all ranks' writers */
         pd->deferred = 1;
+        if (pthread_create(&pd->th, NULL, writer, pd) == 0)
+            pd->threaded = 1;
+        else
+            writer(pd); /* in the loop's time, the same collectives */
         pd->stall_s += clock_now() - t0;
         return 0;
     }
@@ -425,6 +448,7 @@ void ckpt_shard_close(weft_run *t)
     if (pd->threaded)
         pthread_join(pd->th, NULL);
     release(pd);
+    weft_comm_destroy(pd->bgc);
     free(pd->snap);
     free(pd);
     t->ckpt = NULL;
