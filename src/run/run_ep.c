@@ -96,12 +96,17 @@ int run_ep_open(weft_run *t)
     }
     train_moe_ep_free(t->m->ep);
     t->m->ep = p;
+    size_t whole = 0, mine = 0;
+    weft_model_params(t->m, &whole);
     if (E > 1 && !t->pl && (rc = divide(t, E)) != 0)
         return rc;
+    weft_model_params(t->m, &mine);
     if (E > 1 && !o->quiet)
         run_say(t, WEFT_RUN_OUT, "experts: %d over expert groups of %d data-parallel ranks "
-                "(%d each, each expert on %d ranks)\n", c->experts, E, c->experts / E,
-                t->world / E);
+                "(%d each, each expert on %d ranks); a rank holds %zu of the model's %zu "
+                "parameters (%s)\n", c->experts, E, c->experts / E, t->world / E, mine, whole,
+                mine < whole ? "with their gradients and optimiser state"
+                             : "every expert: a pipeline keeps them whole");
     return 0;
 }
 

@@ -15,7 +15,10 @@
 # to experts 0 and 1: three ranks of four have none) for many steps at ep
 # 4 with the losses of one process; a rank announcing another capacity is
 # an error naming both ranks on every rank, not a stall; --ep refused
-# where it does not divide or with --tp.
+# where it does not divide or with --tp. Each rank holds its own experts
+# only (the parameter and optimiser bytes a rank prints fall by the
+# others' experts'), and a save at ep 4 resumes on one process and at
+# ep 2 with ZeRO 1 as the run that never stopped.
 # TEST_TIMEOUT(300)
 B=${BUILD:-build}
 dir=$(mktemp -d)
@@ -110,10 +113,35 @@ for r in "eref 1" "ep2 4 --ep 2 --zero 1" "ep4 4 --ep 4" "ep2pp2 4 --ep 2 --pp 2
         [ "$name" != eref ] && close "$name" eref
 done
 
+# a save with the experts divided holds the whole model: it resumes on
+# one process (and at ep 2 with ZeRO 1) as the run that never stopped
+half=$((steps / 2))
+if run mid 4 --model "$ep8" --steps $half --ep 4 --save "$dir/mid.wckpt"; then
+    run res1 1 --model "$ep8" --steps $steps --resume "$dir/mid.wckpt" \
+        --save "$dir/res1.wckpt" && close res1 eref
+    [ $thin = 0 ] && run res2 4 --model "$ep8" --steps $steps --resume "$dir/mid.wckpt" \
+        --ep 2 --zero 1 --save "$dir/res2.wckpt" && close res2 eref
+fi
+
 # one step: the forward and every gradient but the experts' weights' are
-# the same arithmetic as without --ep
+# the same arithmetic as without --ep; a rank holds a quarter of the
+# experts at ep 4 (2 layers x 8 experts x 3 x ffn 48 x dim 32 floats whole)
+mem() { # name: rank 0's parameter and optimiser bytes
+    sed -n 's/.*per rank (rank 0): params \([0-9]*\) B, grads [0-9]* B, optimiser \([0-9]*\) B.*/\1 \2/p' \
+        "$dir/$1.out"
+}
+quiet=$common
+common=${common#--quiet }  # the figures are in the banner
 if [ $thin = 0 ] && run one_dp 4 --model "$ep8" --steps 1 --save "$dir/one_dp.wckpt" &&
    run one_ep 4 --model "$ep8" --steps 1 --ep 4 --save "$dir/one_ep.wckpt"; then
+    set -- $(mem one_dp) $(mem one_ep)
+    saved=$((2 * 8 * 3 * 48 * 32 * 3 / 4 * 4))
+    if [ $# -eq 4 ] && [ $(($1 - $3)) -eq $saved ] && [ $(($2 - $4)) -eq $saved ]; then
+        ok
+        echo "    parameter + optimiser bytes a rank: $(($1 + $2)) at dp 4, $(($3 + $4)) at ep 4"
+    else
+        bad "ep 4: a rank's parameter and optimiser bytes do not fall by three quarters of the experts' ($saved): $*"
+    fi
     python3 "$dir/cmp.py" "$dir/one_ep.wckpt" "$dir/one_dp.wckpt" 1e-6 >"$dir/one.cmp"
     same=$(grep '^same' "$dir/one.cmp" | grep -vc '\.experts\.')
     if [ "$same" -gt 0 ] && grep -q "^count $same\$" "$dir/one.cmp"; then
@@ -123,6 +151,7 @@ if [ $thin = 0 ] && run one_dp 4 --model "$ep8" --steps 1 --save "$dir/one_dp.wc
         cat "$dir/one.cmp"
     fi
 fi
+common=$quiet
 
 # skewed routing: experts 0 and 1 take every token, ranks 1-3 get none
 steps=400
@@ -164,6 +193,8 @@ refused() { # what args...: weft-train on 4 ranks exits non-zero saying what
 }
 refused "must divide the data-parallel ranks" --ep 3
 refused "expert tensor parallelism is not done" --ep 2 --tp 2
+refused "give --zero 0 or 1" --ep 2 --zero 2
+refused "save to a file" --ep 2 --save "$dir/sharded/"
 "$B/weftrun" -n 4 "$B/weft-train" --data builtin --batch 8 --model "$ep8" --steps 1 --ep 2 \
     >"$dir/r.out" 2>&1
 if [ $? -ne 0 ] && grep -q "give --no-eval" "$dir/r.out"; then ok; else bad "--ep with evaluation"; fi
