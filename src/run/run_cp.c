@@ -159,9 +159,10 @@ int run_cp_line(const weft_run *t, long steps, char *buf, size_t len)
 {
     if (!t->m || !t->m->cp || steps < 1)
         return 0;
-    uint64_t n, bytes;
-    train_attn_cp_counters(t->m->cp, &n, &bytes);
-    snprintf(buf, len, "context ring: %.1f steps and %.3f MB sent a training step (mean)",
-             (double)n / (double)steps, (double)bytes / 1e6 / (double)steps);
+    uint64_t n, bytes, held;
+    train_attn_cp_counters(t->m->cp, &n, &bytes, &held);
+    snprintf(buf, len, "context ring: %.1f steps and %.3f MB sent a training step (mean); "
+             "ring buffers %llu B", (double)n / (double)steps,
+             (double)bytes / 1e6 / (double)steps, (unsigned long long)held);
     return 1;
 }

@@ -254,8 +254,10 @@ int train_attn_cp_sum(attn_cp *cp, int *v)
     return rc;
 }
 
-void train_attn_cp_counters(const attn_cp *cp, uint64_t *steps, uint64_t *bytes)
+void train_attn_cp_counters(const attn_cp *cp, uint64_t *steps, uint64_t *bytes,
+                            uint64_t *buffers)
 {
     *steps = cp ? cp->steps : 0;
     *bytes = cp ? cp->bytes : 0;
+    *buffers = cp ? 4 * sizeof(float) * cp->cap : 0;
 }

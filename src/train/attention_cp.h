@@ -63,8 +63,10 @@ int train_attn_cp_backward(attn_cp *cp, mm_ctx *mm, float *dq, float *dk, float 
 /* An int summed over the group (the loss's counted targets). */
 int train_attn_cp_sum(attn_cp *cp, int *v);
 
-/* Ring steps taken and bytes sent by this rank so far. */
-void train_attn_cp_counters(const attn_cp *cp, uint64_t *steps, uint64_t *bytes);
+/* Ring steps taken and bytes sent by this rank so far; the bytes its
+ * ring buffers hold (activation memory outside the model's arena). */
+void train_attn_cp_counters(const attn_cp *cp, uint64_t *steps, uint64_t *bytes,
+                            uint64_t *buffers);
 
 /* ---- the block kernels (attention_cp_block.c) ---------------------------------------
  * One ring step's work on one rank, without the ring: its queries (rank

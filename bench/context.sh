@@ -1,0 +1,48 @@
+#!/bin/sh
+# Context parallelism against one process at the same sequence length: a
+# Llama with grouped-query attention (4 heads, 2 kv heads) on sequences of
+# SEQ tokens, batch 2, fp32, one matmul thread a rank. For cp 1 (one
+# process) and cp 2 (two ranks on this host, one group): the activations
+# a rank keeps for backward (the model's arena, weft-train's "activations
+# kept" line, plus the ring's K/V and dK/dV buffers from its counters
+# line), each rank's peak resident set (GNU time), the seconds a step
+# (the metrics' elapsed time over the steps after the first), and at cp 2
+# the ring's steps and bytes a step. About a minute at the defaults.
+#
+#   sh bench/context.sh [SEQ] [STEPS]      (1024, 12)
+# BUILD=dir picks the build directory [build].
+B=${BUILD:-build}
+SEQ=${1:-1024}
+STEPS=${2:-12}
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+model="llama:vocab=256,ctx=$SEQ,layers=2,heads=4,kv_heads=2,dim=64,ffn=128"
+args="--model $model --data builtin --seq $SEQ --batch 2 --steps $STEPS --no-eval"
+args="$args --optim sgd --lr 0.01 --threads 1 --log-every $STEPS"
+echo "# $(lscpu | sed -n 's/^Model name: *//p'), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# $model, batch 2, $STEPS steps"
+one() { # cp: one run; prints its figures, sets act (activation bytes of rank 0)
+    cp=$1
+    if [ "$cp" = 1 ]; then
+        /usr/bin/time -f "rss %M" -o "$dir/rss.0" "$B/weft-train" $args \
+            --metrics "$dir/m$cp.csv" >"$dir/cp$cp.out" 2>&1
+    else
+        "$B/weftrun" -n "$cp" sh -c "exec /usr/bin/time -f 'rss %M' -o $dir/rss.\$WEFT_RANK \
+            $B/weft-train $args --cp $cp --metrics $dir/m$cp.csv" >"$dir/cp$cp.out" 2>&1
+    fi || { echo "cp $cp: failed"; tail -n 5 "$dir/cp$cp.out"; return 1; }
+    arena=$(sed -n 's/.*activations kept for backward: \([0-9]*\) B.*/\1/p' "$dir/cp$cp.out")
+    ring=$(sed -n 's/.*ring buffers \([0-9]*\) B.*/\1/p' "$dir/cp$cp.out" | tail -n 1)
+    act=$((arena + ${ring:-0}))
+    rss=$(cat "$dir"/rss.* | awk '{ if ($2 > m) m = $2 } END { print m }')
+    rm -f "$dir"/rss.*
+    step=$(awk -F, -v n="$STEPS" '$3 == "train" && $1 == 1 { a = $9 } $3 == "train" { e = $9 }
+        END { printf "%.3f", (e - a) / (n - 1) }' "$dir/m$cp.csv")
+    printf "cp %d: activations %8.2f MB (arena %.2f + ring %.2f)  peak RSS %7.1f MB  %s s a step\n" \
+        "$cp" "$(echo "$act" | awk '{ print $1 / 1e6 }')" "$(echo "$arena" | awk '{ print $1 / 1e6 }')" \
+        "$(echo "${ring:-0}" | awk '{ print $1 / 1e6 }')" "$(echo "$rss" | awk '{ print $1 / 1024 }')" "$step"
+    grep -m 1 "context ring" "$dir/cp$cp.out" | sed 's/^\[[0-9]*\] */    /'
+}
+one 1 && a1=$act
+one 2 && a2=$act
+[ -n "$a1" ] && [ -n "$a2" ] &&
+    echo "cp 2 / cp 1 activations: $(echo "$a2 $a1" | awk '{ printf "%.3f", $1 / $2 }') (target <= 0.6)"
