@@ -32,9 +32,10 @@ static int refuse(weft_run *t, const opts *o, const weft_model_config *c, int dp
     if (o->ps || strcmp(o->sync, "full") != 0 || o->elastic)
         return run_fail(t, WEFT_ECONFIG, "--ep %d takes --sync full (no --mode ps, no "
                         "--elastic): the other modes average whole models", E);
-    if (!o->no_eval || o->eval_only)
-        return run_fail(t, WEFT_ECONFIG, "--ep %d: evaluation runs a rank's batches alone, "
-                        "the experts need the whole group in step: give --no-eval", E);
+    if (t->pl && (!o->no_eval || o->eval_only))
+        return run_fail(t, WEFT_ECONFIG, "--ep %d with --pp: the pipeline's evaluation runs a "
+                        "replica's batches alone, the experts need the whole group in step: "
+                        "give --no-eval", E);
     if (dp % E || c->experts % E)
         return run_fail(t, WEFT_ECONFIG, "--ep %d: it must divide the data-parallel ranks "
                         "(%d) and the experts (%d)", E, dp, c->experts);
@@ -108,6 +109,14 @@ int run_ep_open(weft_run *t)
                 mine < whole ? "with their gradients and optimiser state"
                              : "every expert: a pipeline keeps them whole");
     return 0;
+}
+
+int run_ep_eval(weft_run *t, int on)
+{
+    if (!t->m || train_moe_ep_size(t->m->ep) < 2)
+        return 0;
+    train_moe_ep_set_eval(t->m->ep, on);
+    return 1;
 }
 
 int run_ep_line(const weft_run *t, long steps, char *buf, size_t len)

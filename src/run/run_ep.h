@@ -16,6 +16,11 @@ int run_ep_open(weft_run *t);
  * without a division, or an error. */
 int run_ep_gather(weft_run *t, weft_optim **whole_opt, weft_model **whole);
 
+/* An evaluation begins (on) or ends under expert parallelism: its
+ * forwards keep every row. 1 when the experts are spread (every rank of
+ * the group must then run every forward, generating too), else 0. */
+int run_ep_eval(weft_run *t, int on);
+
 /* The experts' all-to-all counters for the progress line: 0 and nothing
  * written without expert parallelism. */
 int run_ep_line(const weft_run *t, long steps, char *buf, size_t len);

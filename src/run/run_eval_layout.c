@@ -8,7 +8,9 @@
  * exact-match answers and the sample still take the whole model, gathered
  * on the lead where it fits. */
 #include "run/run_eval.h"
+#include "run/run_memory.h"
 
+#include "run/run_ep.h"
 #include "run/run_pipeline.h"
 #include "train/flops.h"
 #include "train/zero_eval.h"
@@ -285,9 +287,11 @@ int eval_layout_open(weft_run *t, int final, eval_fwd *f)
     if (split) {
         f->shares = n;
         f->share = r;
-        f->lockstep = stage3;
-        /* ZeRO-3's gathers inside forward: every rank generates too */
-        f->gen = stage3 || r == 0;
+        /* ZeRO-3's gathers inside forward, or the experts' dispatch over
+         * their group (--ep): every rank runs every round, generates too */
+        int ep = run_ep_eval(t, 1);
+        f->lockstep = stage3 || ep;
+        f->gen = stage3 || ep || r == 0;
         if (stage3) {
             s->z = t->sync.z;
             train_zero_eval_begin(s->z, &s->mark);
@@ -305,6 +309,7 @@ void eval_layout_close(eval_fwd *f)
 {
     layout_state *s = f->state;
     if (s) {
+        run_ep_eval(f->t, 0);
         train_zero_eval_end(s->z, &s->mark);
         free(s->act);
     }
@@ -335,5 +340,5 @@ int eval_layout_memory(eval_fwd *f)
     if (t->lead && !t->o->quiet)
         run_say(t, WEFT_RUN_OUT, "evaluation in the training layout: at most %.1f MB a rank "
                                  "(--mem-limit %.1f MB)\n", have / 1e6, t->o->mem_limit / 1e6);
-    return 0;
+    return memory_check_peak(t, "the evaluation");
 }

@@ -182,6 +182,12 @@ int train_moe_forward(mm_ctx *mm, const moe_dims *d, moe_acts *a, float *out, co
                       int64_t *load, moe_count *cnt)
 {
     int N = d->N, D = d->D, E = d->E, K = d->K, rc = 0;
+    moe_dims keep;
+    if (train_moe_ep_eval(d->ep)) { /* an evaluation under --ep drops nothing */
+        keep = *d;
+        keep.cap = N;
+        d = &keep;
+    }
     train_moe_gemm(mm, 0, 1, N, E, D, x, D, wr, D, 0.0f, a->logits, E);
     if (d->ep)
         train_moe_ep_skew(d->ep, a->logits, N, E);

@@ -17,6 +17,9 @@
 #include "train/moe_ep.h"
 #include "train/moe_experts.h"
 
+/* The capacity an evaluation announces: none. */
+#define EVAL_CAP (INT32_MAX - 1)
+
 /* What one layer's forward received, for its backward: one per record
  * (a layer in a slot; recomputation reuses it). */
 typedef struct {
@@ -30,6 +33,7 @@ typedef struct {
 struct moe_ep {
     weft_comm *g;
     weft_comm *rep;          /* the ranks holding the same experts (train_moe_split) */
+    int eval;                /* forward only, no capacity (train_moe_ep_set_eval) */
     int local;               /* the expert weights hold this rank's experts only */
     int size, rank, first, E, El;
     float skew;
@@ -100,6 +104,17 @@ void train_moe_ep_free(moe_ep *p)
     if (p->rep)
         weft_comm_destroy(p->rep);
     free(p);
+}
+
+void train_moe_ep_set_eval(moe_ep *p, int on)
+{
+    if (p)
+        p->eval = on != 0;
+}
+
+int train_moe_ep_eval(const moe_ep *p)
+{
+    return p ? p->eval : 0;
 }
 
 void train_moe_ep_set_split(moe_ep *p, weft_comm *replicas)
@@ -316,7 +331,9 @@ int train_moe_ep_forward(moe_ep *p, mm_ctx *mm, const moe_dims *d, moe_acts *a,
     ep_rec *r = record(p, a);
     if (!r)
         return WEFT_ENOMEM;
-    p->hdr[0] = d->cap + (p->lie ? 1 : 0);
+    /* an evaluation keeps every row: no capacity to agree on (each rank's
+     * micro-batch may be shorter at the end of the set) */
+    p->hdr[0] = (p->eval ? EVAL_CAP : d->cap) + (p->lie ? 1 : 0);
     for (int e = 0; e < E; e++)
         p->hdr[1 + e] = a->start[e + 1] - a->start[e];
     if ((rc = weft_allgather(p->g, p->hdr, r->cnt, (size_t)E + 1, WEFT_I32)) != 0)

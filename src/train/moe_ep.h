@@ -37,6 +37,11 @@ weft_comm *train_moe_ep_replicas(const moe_ep *p);
 weft_comm *train_moe_ep_group(const moe_ep *p);
 int train_moe_ep_allreduce(moe_ep *p, double *v);
 
+/* Evaluation (on): forwards only, every row kept (no capacity), and the
+ * group's micro-batches may differ in length. */
+void train_moe_ep_set_eval(moe_ep *p, int on);
+int train_moe_ep_eval(const moe_ep *p);
+
 /* Ranks of the expert group (1 without one). */
 int train_moe_ep_size(const moe_ep *p);
 

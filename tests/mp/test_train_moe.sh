@@ -18,7 +18,8 @@
 # where it does not divide or with --tp. Each rank holds its own experts
 # only (the parameter and optimiser bytes a rank prints fall by the
 # others' experts'), and a save at ep 4 resumes on one process and at
-# ep 2 with ZeRO 1 as the run that never stopped.
+# ep 2 with ZeRO 1 as the run that never stopped; the evaluation at ep 4
+# gives the validation loss and answers of one process.
 # TEST_TIMEOUT(300)
 B=${BUILD:-build}
 dir=$(mktemp -d)
@@ -153,6 +154,24 @@ if [ $thin = 0 ] && run one_dp 4 --model "$ep8" --steps 1 --save "$dir/one_dp.wc
 fi
 common=$quiet
 
+# evaluation under --ep: in the training layout with the same dispatch
+# (every rank in step, generating too), the validation loss and the
+# answers of one process
+if [ $thin = 0 ]; then
+    common=$(echo "$quiet" | sed 's/--no-eval //')
+    if run evref 1 --model "$ep8" --steps 2 && run ev4 4 --model "$ep8" --steps 2 --ep 4; then
+        if awk -F, '$3 == "val" { v[n++] = $4; a[m++] = $5 }
+                    END { d = v[0] - v[1]; if (d < 0) d = -d
+                          exit n != 2 || d > 1e-6 * v[0] || a[0] != a[1] }' \
+               "$dir/evref.csv" "$dir/ev4.csv"; then
+            ok
+        else
+            bad "evaluation at ep 4: not the loss of one process"; grep ',val,' "$dir"/ev*.csv
+        fi
+    fi
+    common=$quiet
+fi
+
 # skewed routing: experts 0 and 1 take every token, ranks 1-3 get none
 steps=400
 [ $thin = 1 ] && steps=30
@@ -196,8 +215,8 @@ refused "expert tensor parallelism is not done" --ep 2 --tp 2
 refused "give --zero 0 or 1" --ep 2 --zero 2
 refused "save to a file" --ep 2 --save "$dir/sharded/"
 "$B/weftrun" -n 4 "$B/weft-train" --data builtin --batch 8 --model "$ep8" --steps 1 --ep 2 \
-    >"$dir/r.out" 2>&1
-if [ $? -ne 0 ] && grep -q "give --no-eval" "$dir/r.out"; then ok; else bad "--ep with evaluation"; fi
+    --pp 2 >"$dir/r.out" 2>&1
+if [ $? -ne 0 ] && grep -q "give --no-eval" "$dir/r.out"; then ok; else bad "--ep --pp with evaluation"; fi
 
 echo "summary: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
