@@ -18,6 +18,7 @@
 #include "train/model.h"
 #include "train/moe.h"
 #include "train/moe_ep.h"
+#include "train/moe_split.h"
 #include "train/moe_experts.h"
 #include "weft.h"
 
@@ -412,5 +413,56 @@ TEST(bias_balances)
     }
     CHECKF(first >= 2.0 && best <= 1.25, "max/mean load: first step %.3g, best of the last 20 %.3g",
            first, best);
+    weft_model_destroy(m);
+}
+
+/* Dividing the experts (one rank of an expert group of 2, no group
+ * needed for the cut): the parameters shrink by half the experts', the
+ * rank's expert rows are the whole model's second half, every other
+ * tensor keeps its values, and the whole-tensor map points back there. */
+TEST(split_experts)
+{
+    const char *spec = "llama:vocab=11,ctx=8,layers=2,heads=2,dim=8,ffn=12,experts=4,topk=2";
+    weft_model *whole = make(spec, 5), *m = make(spec, 5);
+    moe_ep *p = NULL;
+    CHECK(whole && m && train_moe_ep_open(&p, NULL, 4, 0, 0.0f, 0) == 0);
+    if (!whole || !m || !p) {
+        weft_model_destroy(whole);
+        weft_model_destroy(m);
+        train_moe_ep_free(p);
+        return;
+    }
+    CHECK(train_moe_split(m, 2, 1, NULL) == WEFT_EINVAL); /* no expert context yet */
+    m->ep = p;
+    size_t nw, nm;
+    weft_model_params(whole, &nw);
+    CHECK(train_moe_split(m, 3, 0, NULL) == WEFT_EINVAL); /* 3 does not divide 4 experts */
+    CHECK(train_moe_split(m, 2, 1, NULL) == 0);
+    CHECK(train_moe_split(m, 2, 1, NULL) == WEFT_EINVAL); /* once */
+    const float *pm = weft_model_params(m, &nm), *pw = weft_model_params(whole, NULL);
+    size_t experts = 2 * (4 * 2 * 12 * 8 + 4 * 8 * 12);
+    CHECKF(nm == nw - experts / 2, "%zu of %zu", nm, nw);
+    int same = 1, mapped = 1;
+    for (int i = 0; i < weft_model_tensor_count(m); i++) {
+        weft_tensor_info a, b;
+        weft_model_tensor_info(m, i, &a);
+        weft_model_tensor_info(whole, weft_model_tensor_find(whole, a.name), &b);
+        int ex = strstr(a.name, ".experts.") != NULL;
+        size_t from = ex ? a.numel : 0;
+        same &= a.numel == (ex ? b.numel / 2 : b.numel) &&
+                memcmp(pm + a.offset, pw + b.offset + from, a.numel * sizeof(float)) == 0;
+        for (size_t e = 0; e < a.numel; e += 7) {
+            size_t at;
+            mapped &= weft_model_tensor_whole_elem(m, i, e, &at) == 0 && at == from + e;
+        }
+    }
+    CHECKF(same && mapped, "values kept %d, whole map %d", same, mapped);
+    weft_comm *g = NULL;
+    float sc = 0;
+    int gi = weft_model_tensor_find(m, "blocks.1.mlp.experts.down.weight");
+    CHECK(train_moe_grad_group(m, gi, &g, &sc) == 1 && sc == 0.5f);
+    CHECK(train_moe_grad_group(m, weft_model_tensor_find(m, "blocks.1.mlp.router.weight"), &g,
+                               &sc) == 0);
+    weft_model_destroy(whole);
     weft_model_destroy(m);
 }
