@@ -4,7 +4,8 @@
  * cluster's compute takes the same time; gradients are all-reduced inside
  * each cluster (alpha-beta of the probe) and across clusters over the
  * slowest link of the subset, every step (full, hier) or every H steps
- * (diloco; streaming overlaps it with the next steps' compute). */
+ * (diloco; streaming, one fragment, overlaps it with the next T steps'
+ * compute and applies the outer step T steps late). */
 #include "cpn/cpn_plan.h"
 
 #include "weft.h"
@@ -46,6 +47,8 @@ void cpn_candidate_name(const cpn_cluster *cs, const cpn_candidate *c, char *buf
         len += (size_t)snprintf(buf + len, cap - len, " %s", cpn_sync_name(c->sync));
         if (len < cap && c->sync >= CPN_SYNC_DILOCO)
             len += (size_t)snprintf(buf + len, cap - len, " H=%d", c->H);
+        if (len < cap && c->sync == CPN_SYNC_STREAMING)
+            len += (size_t)snprintf(buf + len, cap - len, " T=%d", c->T);
         if (len < cap)
             snprintf(buf + len, cap - len, " %s", cpn_compress_name(c->compress));
     }
@@ -151,13 +154,6 @@ static void check(const cpn_cluster *cs, const cpn_job_model *job, cpn_candidate
         if (c->why[0])
             return;
     }
-    /* the training scales the outer period by speed for diloco only */
-    for (int i = 0; c->sync == CPN_SYNC_STREAMING && c->n > 1 && i < c->n; i++)
-        if (cpn_metric_value(&cs[c->idx[i]], "speed", 1) < 1) {
-            snprintf(c->why, sizeof c->why, "streaming with %s at speed < 1 (the training "
-                     "scales the period for diloco only)", cs[c->idx[i]].name);
-            return;
-        }
     if (job->min_clusters > 0 && c->n < job->min_clusters)
         snprintf(c->why, sizeof c->why, "%d cluster(s), the job wants at least %d", c->n,
                  job->min_clusters);
@@ -187,6 +183,17 @@ static int pick_h(const cpn_job_model *job, double wan, double step)
     return h < job->steps ? h : job->steps > 1 ? (int)job->steps : 1;
 }
 
+/* Streaming with one fragment: the reduction runs beside the next T inner
+ * steps, T the fewest that cover it (at most H, the overlapped outer step
+ * of one period's delay); only what they do not cover stands in the loop. */
+static double overlapped(cpn_candidate *c, double wan, double step)
+{
+    double cover = step > 0 ? ceil(wan / step) : c->H;
+    c->T = cover < 1 ? 1 : cover > c->H ? c->H : (int)cover;
+    double left = wan - c->T * c->compute_s;
+    return left > 0 ? left / c->H : 0;
+}
+
 void cpn_plan_price(const cpn_cluster *cs, const cpn_link *links, int nlinks,
                     const cpn_job_model *job, cpn_candidate *c)
 {
@@ -203,7 +210,7 @@ void cpn_plan_price(const cpn_cluster *cs, const cpn_link *links, int nlinks,
         c->intra_s = a > c->intra_s ? a : c->intra_s;
         total_ranks += c->ranks[i];
     }
-    c->H = 0;
+    c->H = c->T = 0;
     if (c->n > 1) {
         double bps, rtt;
         bottleneck(cs, links, nlinks, c, &bps, &rtt);
@@ -216,10 +223,11 @@ void cpn_plan_price(const cpn_cluster *cs, const cpn_link *links, int nlinks,
         } else if (c->sync == CPN_SYNC_HIER) {
             c->wan_s = wan;
         } else {
-            c->H = pick_h(job, wan, c->compute_s + c->intra_s);
+            double step = c->compute_s + c->intra_s;
+            c->H = pick_h(job, wan, step);
             c->wan_s = wan / c->H;
             if (c->sync == CPN_SYNC_STREAMING)
-                c->wan_s = c->wan_s > c->compute_s ? c->wan_s - c->compute_s : 0;
+                c->wan_s = overlapped(c, wan, step);
         }
     }
     c->step_s = c->compute_s + c->intra_s + c->wan_s;

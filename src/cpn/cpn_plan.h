@@ -38,6 +38,7 @@ typedef struct {
     int batch[CPN_PLAN_MAX_CLUSTERS]; /* shares of the global batch */
     cpn_sync sync;
     int H;                   /* outer period in steps (diloco, streaming) */
+    int T;                   /* streaming: steps its outer reduction runs beside */
     int compress;            /* 0 none, 1 bf16, 2 int8 (cross-cluster traffic) */
     double step_s, total_s, cost, carbon_g;
     double compute_s, intra_s, wan_s; /* the step's parts */

@@ -99,6 +99,10 @@ int cpn_plan_write(const cpn_cluster *cs, const cpn_job *job, const cpn_plan_res
     cpn_jo_str(w, "mode", b->n ? cpn_sync_name(b->n > 1 ? b->sync : CPN_SYNC_FULL) : "none");
     if (b->H > 0)
         cpn_jo_int(w, "H", b->H);
+    if (b->n > 1 && b->sync == CPN_SYNC_STREAMING) {
+        cpn_jo_int(w, "fragments", 1);
+        cpn_jo_int(w, "overlap", b->T);
+    }
     cpn_jo_str(w, "compress", cpn_compress_name(b->n > 1 ? b->compress : 0));
     cpn_jo_end(w);
     cpn_jo_arr(w, "parts");

@@ -84,7 +84,7 @@ static int read_job(const json_value *job, cpn_plan *p, char *err, size_t cap)
 static int read_sync(const json_value *sy, cpn_plan *p, char *err, size_t cap)
 {
     char mode[32] = "full";
-    long long h = 0, f = 1;
+    long long h = 0, f = 1, tau = -1;
     if (sy && (sy->type != JSON_OBJ || str_of(sy, "mode", mode, sizeof mode, 1)))
         return fail(err, cap, "sync: want an object with a \"mode\" string");
     if (sy && str_of(sy, "compress", p->compress, sizeof p->compress, 0))
@@ -96,7 +96,9 @@ static int read_sync(const json_value *sy, cpn_plan *p, char *err, size_t cap)
         return fail(err, cap, "sync: diloco and streaming need \"H\" (inner steps)");
     if (sy && json_get(sy, "fragments"))
         json_int(json_get(sy, "fragments"), 1, 4096, &f);
-    /* hier is every step's all-reduce inside each cluster, then across:
+    if (sy && json_get(sy, "overlap") && json_int(json_get(sy, "overlap"), 0, h, &tau))
+        return fail(err, cap, "sync: \"overlap\" (steps the outer reduction runs beside the "
+                    "next inner steps) must be in [0, H]");    /* hier is every step's all-reduce inside each cluster, then across:
      * full sync, whose all-reduce over a job that spans clusters is the
      * hier algorithm (clusters its upper level) where the cost model
      * picks it (docs/WAN.md) */
@@ -104,6 +106,8 @@ static int read_sync(const json_value *sy, cpn_plan *p, char *err, size_t cap)
         snprintf(p->sync, sizeof p->sync, "full");
     else if (!strcmp(mode, "diloco"))
         snprintf(p->sync, sizeof p->sync, "diloco:%lld", h);
+    else if (!strcmp(mode, "streaming") && tau >= 0)
+        snprintf(p->sync, sizeof p->sync, "streaming:%lld:%lld:%lld", h, f, tau);
     else if (!strcmp(mode, "streaming"))
         snprintf(p->sync, sizeof p->sync, "streaming:%lld:%lld", h, f);
     else

@@ -10,10 +10,14 @@
  * --speed X: the compute of every step is stretched to 1/X of its time by
  * a sleep after backward, to emulate a slower cluster on one machine.
  *
- * DiLoCo (flat or hier:full/diloco:H) with a speed below 1 takes round(H X)
- * inner steps per outer step, and round(steps X) in all, so that every
- * cluster reaches each outer step at about the same time instead of the
- * fast ones waiting for the slow. The outer gradient is then a mean over
+ * DiLoCo and streaming (flat or hier) scale each cluster's period by its
+ * step's time (samples / speed): the clusters with the shortest step take
+ * H inner steps per outer step, one whose step takes k times as long
+ * round(H / k), and as many fewer steps in all, so that every cluster
+ * reaches each outer step at about the same time instead of the fast ones
+ * waiting for the slow (shares in proportion to speed, a plan's, leave
+ * every period at H). Streaming's overlap T scales with the period (one
+ * fragment only where periods differ: several would not keep their order). The outer gradient is then a mean over
  * unequal work: each rank's pseudo-gradient is weighed by the samples it
  * saw in the period (its part times its period) over the mean of them, so
  * the outer step is the sample-weighted mean. Where every rank's weight is
@@ -120,9 +124,9 @@ static int shares_loader(train_sync *s, int *n)
 
 /* Steps of this rank when its period is h of the job's H: as many outer
  * steps as the job's, and a last short period when the job has one. */
-static long scaled_steps(long steps, long H, long h, double speed)
+static long scaled_steps(long steps, long H, long h)
 {
-    long k = steps / H, rem = steps % H, tail = rem ? lround((double)rem * speed) : 0;
+    long k = steps / H, rem = steps % H, tail = rem ? lround((double)rem * h / H) : 0;
     return k * h + (rem && tail < 1 ? 1 : tail);
 }
 
@@ -152,28 +156,73 @@ static int outer_weights(train_sync *s, double mine, int *uneven)
     return rc;
 }
 
-/* DiLoCo's period and steps for this rank's speed, and its weight; flat
- * diloco whose weights differ takes its outer steps as streaming:H:1:0,
- * the same steps, where a weight is applied. */
+/* This rank's inner steps per outer step, so that every cluster's period
+ * takes about the same time: a step takes samples / speed on a rank
+ * (gathered), a cluster's step its slowest rank's (its ranks step
+ * together under hier), the clusters with the shortest step take the job's
+ * H and one whose step is k times as long round(H / k). Shares in
+ * proportion to speed (a plan's) leave every period at H; even shares
+ * halve a half-speed cluster's. */
+static int balanced_period(train_sync *s, double n, long H, long *h)
+{
+    weft_comm *c = s->comm;
+    int w = weft_comm_size(c), cl = weft_comm_cluster_of(c, weft_comm_rank(c));
+    double mine = n / s->o->speed, *all = malloc((size_t)w * sizeof *all), least = 0, own = 0;
+    if (!all)
+        return WEFT_ENOMEM;
+    int rc = weft_allgather(c, &mine, all, 1, WEFT_F64);
+    for (int r = 0; rc == 0 && r < w; r++) {
+        double slowest = 0; /* of rank r's cluster */
+        for (int q = 0; q < w; q++)
+            if (weft_comm_cluster_of(c, q) == weft_comm_cluster_of(c, r) && all[q] > slowest)
+                slowest = all[q];
+        least = r == 0 || slowest < least ? slowest : least;
+        own = weft_comm_cluster_of(c, r) == cl ? slowest : own;
+    }
+    free(all);
+    *h = own > 0 ? lround((double)H * least / own) : H;
+    *h = *h < 1 ? 1 : *h > H ? H : *h;
+    return rc;
+}
+
+/* Streaming's fragments keep their order across ranks only where every
+ * rank has the same period, or there is one fragment; its overlap T
+ * scales with the period, so the outer step lands as late in time. */
+static int scale_streaming(train_sync *s, long H, long h, int differ)
+{
+    if (s->cfg.mode != WEFT_SYNC_STREAMING || !differ)
+        return 0;
+    if (s->cfg.fragments > 1)
+        return run_fail(s->run, WEFT_ENOTSUP, "--sync %s with periods that differ by rank "
+                        "(--speed, --batch-shares): one fragment only (streaming:H:1:T)",
+                        s->o->sync);
+    long tau = s->cfg.overlap ? lround((double)s->cfg.overlap * h / H) : 0;
+    s->cfg.overlap = (int)(s->cfg.overlap && tau < 1 ? 1 : tau);
+    return 0;
+}
+
+/* DiLoCo's or streaming's period and steps for this rank's step time, and
+ * its weight; flat diloco whose weights differ takes its outer steps as
+ * streaming:H:1:0, the same steps, where a weight is applied. */
 static int shares_outer(train_sync *s, int n)
 {
     weft_run *t = s->run;
     const opts *o = s->o;
     long H = s->cfg.period, h = H;
-    if (o->speed < 1) {
-        if (s->cfg.mode != WEFT_SYNC_DILOCO)
-            return run_fail(t, WEFT_ENOTSUP,
-                            "--speed below 1 with --sync %s: the period is scaled for "
-                            "diloco:H and hier:full/diloco:H only", o->sync);
-        h = lround((double)H * o->speed);
-        h = h < 1 ? 1 : h;
-    }
-    int uneven = 0, rc = outer_weights(s, (double)h * n, &uneven);
+    int rc = balanced_period(s, (double)n, H, &h), uneven = 0, differ = 0;
+    if (rc == 0)
+        rc = outer_weights(s, (double)h * n, &uneven);
+    long same[2] = { h, -h };
+    if (rc == 0)
+        rc = weft_allreduce(s->comm, same, same, 2, WEFT_I64, WEFT_MAX);
     if (rc)
         return run_fail(t, rc, "batch shares: %s: %s", weft_strerror(rc),
                         weft_comm_error(s->comm));
+    differ = same[0] != -same[1];
+    if ((rc = scale_streaming(s, H, h, differ)))
+        return rc;
     if (h != H) {
-        t->steps = scaled_steps(t->steps, H, h, o->speed);
+        t->steps = scaled_steps(t->steps, H, h);
         s->cfg.period = (int)h;
         run_say(t, WEFT_RUN_OUT, "speed %.3g: %ld inner steps per outer step (of %ld), %ld "
                 "steps\n", o->speed, h, H, t->steps);

@@ -1,7 +1,8 @@
 /* Clusters of unequal size and speed in one job (run_shares.c): uneven
  * batch shares (--batch-shares), an emulated compute speed (--speed), and
- * DiLoCo's period per cluster scaled by its speed with the outer gradient
- * weighed by the samples each rank saw. */
+ * DiLoCo's and streaming's period per cluster scaled by its step's time
+ * (samples / speed) with the outer gradient weighed by the samples each
+ * rank saw. */
 #ifndef WEFT_RUN_RUN_SHARES_H
 #define WEFT_RUN_RUN_SHARES_H
 
@@ -10,7 +11,8 @@
 /* Before the mode's open (collective over s->comm when the mode takes
  * outer steps): this rank's part of every batch from --batch-shares (the
  * run's loader made again over it), its period and step count scaled by
- * --speed, and its pseudo-gradient's weight in s->cfg. */
+ * its step's time against the other clusters', and its pseudo-gradient's
+ * weight in s->cfg. */
 int shares_open(train_sync *s);
 /* After forward and backward: sleeps so that the compute of the step runs
  * at --speed of this machine's (emulation; nothing when speed is 1). */

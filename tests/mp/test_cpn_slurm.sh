@@ -4,8 +4,9 @@
 # slurmctld + slurmd each, links held to 100 Mbit/s by tbf, 20 ms of delay
 # from WEFT_WAN since the kernel has no netem). A plan written here puts a
 # tiny GPT on both, DiLoCo with H = 4: cluster a (2 ranks, 12 samples of
-# each batch of 16, speed 1) and cluster b (1 rank, 4 samples, speed 0.5,
-# so 2 inner steps per outer step). weft-cpn run submits each part with
+# each batch of 16, speed 1: 6 a rank) and cluster b (1 rank, 4 samples,
+# speed 0.5: a step as long as 8 at full speed, so 3 inner steps per outer
+# step). weft-cpn run submits each part with
 # sbatch to its cluster's slurmctld (its SLURM_CONF); the job ends, both
 # parts exit 0, the loss falls, weft-cpn status shows both done. Then the
 # same with --elastic (600 steps) and part b cancelled (scancel) mid-run: docs/CPN.md
@@ -89,10 +90,10 @@ if awk -F, '$3 == "train" { if (!n++) first = $4; last = $4 }
 else
     bad "the loss did not fall: $(awk -F, '$3 == "train" { printf "%s ", $4 }' "$dir/whole/metrics.csv" 2>/dev/null)"
 fi
-# the slow cluster took half the steps, 2 a period
+# the slow cluster took three quarters of the steps, 3 a period
 "$B/weft-cpn" status --plan "$dir/plan.json" --dir "$dir/whole" >"$dir/status.out" 2>&1
 if grep -q "^a .*done (exit 0) .* $steps/$steps " "$dir/status.out" &&
-    grep -q "^b .*done (exit 0) .* $((steps / 2))/$((steps / 2)) " "$dir/status.out"; then
+    grep -q "^b .*done (exit 0) .* $((steps * 3 / 4))/$((steps * 3 / 4)) " "$dir/status.out"; then
     ok
 else
     bad "weft-cpn status: $(cat "$dir/status.out")"
