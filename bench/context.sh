@@ -6,8 +6,10 @@
 # a rank keeps for backward (the model's arena, weft-train's "activations
 # kept" line, plus the ring's K/V and dK/dV buffers from its counters
 # line), each rank's peak resident set (GNU time), the seconds a step
-# (the metrics' elapsed time over the steps after the first), and at cp 2
-# the ring's steps and bytes a step. About a minute at the defaults.
+# (the metrics' elapsed time over the steps after the first), the CPU
+# seconds of the largest rank's whole run (set-up included: on a loaded
+# machine the fairer comparison), and at cp 2 the ring's steps and bytes
+# a step. About a minute at the defaults.
 #
 #   sh bench/context.sh [SEQ] [STEPS]      (1024, 12)
 # BUILD=dir picks the build directory [build].
@@ -24,22 +26,23 @@ echo "# $model, batch 2, $STEPS steps"
 one() { # cp: one run; prints its figures, sets act (activation bytes of rank 0)
     cp=$1
     if [ "$cp" = 1 ]; then
-        /usr/bin/time -f "rss %M" -o "$dir/rss.0" "$B/weft-train" $args \
+        /usr/bin/time -f "rss %M %U %S" -o "$dir/rss.0" "$B/weft-train" $args \
             --metrics "$dir/m$cp.csv" >"$dir/cp$cp.out" 2>&1
     else
-        "$B/weftrun" -n "$cp" sh -c "exec /usr/bin/time -f 'rss %M' -o $dir/rss.\$WEFT_RANK \
+        "$B/weftrun" -n "$cp" sh -c "exec /usr/bin/time -f 'rss %M %U %S' -o $dir/rss.\$WEFT_RANK \
             $B/weft-train $args --cp $cp --metrics $dir/m$cp.csv" >"$dir/cp$cp.out" 2>&1
     fi || { echo "cp $cp: failed"; tail -n 5 "$dir/cp$cp.out"; return 1; }
     arena=$(sed -n 's/.*activations kept for backward: \([0-9]*\) B.*/\1/p' "$dir/cp$cp.out")
     ring=$(sed -n 's/.*ring buffers \([0-9]*\) B.*/\1/p' "$dir/cp$cp.out" | tail -n 1)
     act=$((arena + ${ring:-0}))
     rss=$(cat "$dir"/rss.* | awk '{ if ($2 > m) m = $2 } END { print m }')
+    cpu=$(cat "$dir"/rss.* | awk '{ c = $3 + $4; if (c > m) m = c } END { print m }')
     rm -f "$dir"/rss.*
     step=$(awk -F, -v n="$STEPS" '$3 == "train" && $1 == 1 { a = $9 } $3 == "train" { e = $9 }
         END { printf "%.3f", (e - a) / (n - 1) }' "$dir/m$cp.csv")
-    printf "cp %d: activations %8.2f MB (arena %.2f + ring %.2f)  peak RSS %7.1f MB  %s s a step\n" \
+    printf "cp %d: activations %8.2f MB (arena %.2f + ring %.2f)  peak RSS %7.1f MB  %s s a step  %s CPU s (largest rank)\n" \
         "$cp" "$(echo "$act" | awk '{ print $1 / 1e6 }')" "$(echo "$arena" | awk '{ print $1 / 1e6 }')" \
-        "$(echo "${ring:-0}" | awk '{ print $1 / 1e6 }')" "$(echo "$rss" | awk '{ print $1 / 1024 }')" "$step"
+        "$(echo "${ring:-0}" | awk '{ print $1 / 1e6 }')" "$(echo "$rss" | awk '{ print $1 / 1024 }')" "$step" "$cpu"
     grep -m 1 "context ring" "$dir/cp$cp.out" | sed 's/^\[[0-9]*\] */    /'
 }
 one 1 && a1=$act

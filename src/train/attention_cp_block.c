@@ -13,11 +13,17 @@
 
 #include "train/attention_cp.h"
 #include "train/pool.h"
+#include "train/vexp.h"
+
+/* Query rows a block: as attention.c's, so a block's two score rows stay
+ * in cache at long chunks. */
+enum { QB = 64 };
 
 typedef struct {
     const cp_dims *d;
     mmp *mm;
-    float *scr;          /* per thread: two cs x cs blocks */
+    float *scr;          /* per thread: two QB x cs blocks */
+    int avx2;
     /* forward */
     cp_fwd_state *st;
     /* backward */
@@ -47,41 +53,95 @@ int train_cp_pos(int r, int C, int Tl, int t)
     return t < cs ? r * cs + t : chunk_of(r, C, 1) * cs + (t - cs);
 }
 
-/* Query chunk a of head h against key chunk c of the block (kind k). */
+/* row[0..n) = exp(a row - b), and their sum: eight lanes where the CPU
+ * has AVX2 (the tail through the same vector exp, so a row's values do
+ * not depend on where it ends). */
+static float row_exp_c(float *row, int n, float a, float b)
+{
+    float sum = 0.0f;
+    for (int i = 0; i < n; i++) {
+        row[i] = expf(row[i] * a - b);
+        sum += row[i];
+    }
+    return sum;
+}
+
+#ifdef VEXP_X86
+VEXP_TARGET static float row_exp_avx2(float *row, int n, float a, float b)
+{
+    __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b), acc = _mm256_setzero_ps();
+    float lanes[8], sum = 0.0f;
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 e = vexp_ps(_mm256_fmsub_ps(_mm256_loadu_ps(row + i), va, vb));
+        _mm256_storeu_ps(row + i, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    _mm256_storeu_ps(lanes, acc);
+    for (int k = 0; k < 8; k++)
+        sum += lanes[k];
+    if (i < n) {
+        float tail[8] = { 0 };
+        for (int k = 0; i + k < n; k++)
+            tail[k] = row[i + k];
+        _mm256_storeu_ps(tail, vexp_ps(_mm256_fmsub_ps(_mm256_loadu_ps(tail), va, vb)));
+        for (int k = 0; i + k < n; k++) {
+            row[i + k] = tail[k];
+            sum += tail[k];
+        }
+    }
+    return sum;
+}
+#endif
+
+static float row_exp(const cp_job *j, float *row, int n, float a, float b)
+{
+#ifdef VEXP_X86
+    if (j->avx2)
+        return row_exp_avx2(row, n, a, b);
+#endif
+    (void)j;
+    return row_exp_c(row, n, a, b);
+}
+
+/* Query chunk a of head h against key chunk c of the block (kind k), in
+ * blocks of QB query rows: on the diagonal a block reads only the keys up
+ * to its last row. */
 static void fwd_pair(const cp_job *j, int tid, int b, int h, int a, int c, int k)
 {
     const cp_dims *d = j->d;
     int cs = d->Tl / 2, hs = d->hs, KVW = d->NKV * hs, OW = d->NH * hs;
     int g = h / (d->NH / d->NKV);
-    float scale = 1.0f / sqrtf((float)hs), *S = j->scr + (size_t)tid * 2 * cs * cs;
+    float scale = 1.0f / sqrtf((float)hs), *S = j->scr + (size_t)tid * 2 * QB * cs;
     const float *qp = j->q + ((size_t)b * d->Tl + (size_t)a * cs) * j->qs + (size_t)h * hs;
     const float *kp = j->kv + ((size_t)b * d->Tl + (size_t)c * cs) * KVW + (size_t)g * hs;
     const float *vp = kp + (size_t)d->B * d->Tl * KVW;
     float *op = j->st->out + ((size_t)b * d->Tl + (size_t)a * cs) * OW + (size_t)h * hs;
     size_t ro = ((size_t)b * d->NH + h) * d->Tl + (size_t)a * cs;
-    float *mx = j->st->mx + ro, *sm = j->st->sum + ro;
-    train_mmp_gemm_on(j->mm, tid, 0, 1, cs, cs, hs, qp, j->qs, kp, KVW, 0.0f, S, cs);
-    for (int i = 0; i < cs; i++) {
-        float *row = S + (size_t)i * cs, *o = op + (size_t)i * OW;
-        int n = k == PAIR_DIAG ? i + 1 : cs;
-        float bm = -INFINITY;
-        for (int t = 0; t < n; t++)
-            bm = row[t] > bm ? row[t] : bm;
-        /* scale > 0: the scaled row's largest is the raw one's, scaled */
-        float m_new = bm * scale > mx[i] ? bm * scale : mx[i];
-        float corr = expf(mx[i] - m_new), s = 0.0f;
-        for (int t = 0; t < n; t++) {
-            row[t] = expf(row[t] * scale - m_new);
-            s += row[t];
+    for (int i0 = 0; i0 < cs; i0 += QB) {
+        int m = cs - i0 < QB ? cs - i0 : QB, nk = k == PAIR_DIAG ? i0 + m : cs;
+        float *mx = j->st->mx + ro + i0, *sm = j->st->sum + ro + i0;
+        train_mmp_gemm_on(j->mm, tid, 0, 1, m, nk, hs, qp + (size_t)i0 * j->qs, j->qs, kp, KVW,
+                          0.0f, S, nk);
+        for (int i = 0; i < m; i++) {
+            float *row = S + (size_t)i * nk, *o = op + (size_t)(i0 + i) * OW;
+            int n = k == PAIR_DIAG ? i0 + i + 1 : nk;
+            float bm = -INFINITY;
+            for (int t = 0; t < n; t++)
+                bm = row[t] > bm ? row[t] : bm;
+            /* scale > 0: the scaled row's largest is the raw one's, scaled */
+            float m_new = bm * scale > mx[i] ? bm * scale : mx[i];
+            float corr = expf(mx[i] - m_new), s = row_exp(j, row, n, scale, m_new);
+            for (int t = n; t < nk; t++)
+                row[t] = 0.0f;
+            sm[i] = sm[i] * corr + s;
+            mx[i] = m_new;
+            for (int e = 0; e < hs; e++)
+                o[e] *= corr;
         }
-        for (int t = n; t < cs; t++)
-            row[t] = 0.0f;
-        sm[i] = sm[i] * corr + s;
-        mx[i] = m_new;
-        for (int e = 0; e < hs; e++)
-            o[e] *= corr;
+        train_mmp_gemm_on(j->mm, tid, 0, 0, m, hs, nk, S, nk, vp, KVW, 1.0f,
+                          op + (size_t)i0 * OW, OW);
     }
-    train_mmp_gemm_on(j->mm, tid, 0, 0, cs, hs, cs, S, cs, vp, KVW, 1.0f, op, OW);
 }
 
 static void fwd_worker(void *v, int tid, int nt)
@@ -98,13 +158,16 @@ static void fwd_worker(void *v, int tid, int nt)
             }
 }
 
-/* Scratch of two cs x cs blocks a thread, then fn over the pool. */
+/* Scratch of two QB x cs blocks a thread, then fn over the pool. */
 static int run(mm_ctx *mm, pool_fn fn, cp_job *j)
 {
     pool *pl = train_mm_pool(mm);
     size_t cs = (size_t)j->d->Tl / 2;
     j->mm = train_mm_portable(mm);
-    j->scr = malloc(sizeof(float) * 2 * cs * cs * (size_t)train_pool_size(pl));
+#ifdef VEXP_X86
+    j->avx2 = vexp_have_avx2();
+#endif
+    j->scr = malloc(sizeof(float) * 2 * QB * cs * (size_t)train_pool_size(pl));
     if (!j->scr)
         return WEFT_ENOMEM;
     train_pool_run(pl, fn, j);
@@ -159,40 +222,42 @@ void train_cp_bwd_delta(const cp_dims *d, float *delta, const float *dout, const
 }
 
 /* Query chunk a of head h against key chunk c: its part of dQ, and of
- * the block's dK and dV. */
+ * the block's dK and dV, in blocks of QB query rows. */
 static void bwd_pair(const cp_job *j, int tid, int b, int h, int a, int c, int k)
 {
     const cp_dims *d = j->d;
     int cs = d->Tl / 2, hs = d->hs, KVW = d->NKV * hs, OW = d->NH * hs;
     int g = h / (d->NH / d->NKV);
     float scale = 1.0f / sqrtf((float)hs);
-    float *P = j->scr + (size_t)tid * 2 * cs * cs, *dP = P + (size_t)cs * cs;
+    float *P = j->scr + (size_t)tid * 2 * QB * cs, *dP = P + (size_t)QB * cs;
     size_t qrow = (size_t)b * d->Tl + (size_t)a * cs, krow = (size_t)b * d->Tl + (size_t)c * cs;
     size_t half = (size_t)d->B * d->Tl * KVW;
-    const float *qp = j->q + qrow * j->qs + (size_t)h * hs;
-    const float *dop = j->dout + qrow * OW + (size_t)h * hs;
     const float *kp = j->kv + krow * KVW + (size_t)g * hs, *vp = kp + half;
-    float *dqp = j->dq + qrow * j->qs + (size_t)h * hs;
     float *dkp = j->dkv + krow * KVW + (size_t)g * hs, *dvp = dkp + half;
     size_t ro = ((size_t)b * d->NH + h) * d->Tl + (size_t)a * cs;
-    const float *lse = j->lse + ro, *delta = j->delta + ro;
-    train_mmp_gemm_on(j->mm, tid, 0, 1, cs, cs, hs, qp, j->qs, kp, KVW, 0.0f, P, cs);
-    train_mmp_gemm_on(j->mm, tid, 0, 1, cs, cs, hs, dop, OW, vp, KVW, 0.0f, dP, cs);
-    for (int i = 0; i < cs; i++) {
-        float *p = P + (size_t)i * cs, *dp = dP + (size_t)i * cs;
-        int n = k == PAIR_DIAG ? i + 1 : cs;
-        for (int t = 0; t < n; t++) {
-            p[t] = expf(p[t] * scale - lse[i]);
+    for (int i0 = 0; i0 < cs; i0 += QB) {
+        int m = cs - i0 < QB ? cs - i0 : QB, nk = k == PAIR_DIAG ? i0 + m : cs;
+        const float *qp = j->q + (qrow + i0) * j->qs + (size_t)h * hs;
+        const float *dop = j->dout + (qrow + i0) * OW + (size_t)h * hs;
+        float *dqp = j->dq + (qrow + i0) * j->qs + (size_t)h * hs;
+        const float *lse = j->lse + ro + i0, *delta = j->delta + ro + i0;
+        train_mmp_gemm_on(j->mm, tid, 0, 1, m, nk, hs, qp, j->qs, kp, KVW, 0.0f, P, nk);
+        train_mmp_gemm_on(j->mm, tid, 0, 1, m, nk, hs, dop, OW, vp, KVW, 0.0f, dP, nk);
+        for (int i = 0; i < m; i++) {
+            float *p = P + (size_t)i * nk, *dp = dP + (size_t)i * nk;
+            int n = k == PAIR_DIAG ? i0 + i + 1 : nk;
+            row_exp(j, p, n, scale, lse[i]);
             /* through the softmax, and the scale of q.k */
-            dp[t] = p[t] * (dp[t] - delta[i]) * scale;
+            for (int t = 0; t < n; t++)
+                dp[t] = p[t] * (dp[t] - delta[i]) * scale;
+            for (int t = n; t < nk; t++)
+                p[t] = dp[t] = 0.0f;
         }
-        for (int t = n; t < cs; t++)
-            p[t] = dp[t] = 0.0f;
+        /* dV += P^T dO, dQ += dS K, dK += dS^T Q */
+        train_mmp_gemm_on(j->mm, tid, 1, 0, nk, hs, m, P, nk, dop, OW, 1.0f, dvp, KVW);
+        train_mmp_gemm_on(j->mm, tid, 0, 0, m, hs, nk, dP, nk, kp, KVW, 1.0f, dqp, j->qs);
+        train_mmp_gemm_on(j->mm, tid, 1, 0, nk, hs, m, dP, nk, qp, j->qs, 1.0f, dkp, KVW);
     }
-    /* dV += P^T dO, dQ += dS K, dK += dS^T Q */
-    train_mmp_gemm_on(j->mm, tid, 1, 0, cs, hs, cs, P, cs, dop, OW, 1.0f, dvp, KVW);
-    train_mmp_gemm_on(j->mm, tid, 0, 0, cs, hs, cs, dP, cs, kp, KVW, 1.0f, dqp, j->qs);
-    train_mmp_gemm_on(j->mm, tid, 1, 0, cs, hs, cs, dP, cs, qp, j->qs, 1.0f, dkp, KVW);
 }
 
 static void bwd_worker(void *v, int tid, int nt)

@@ -5,7 +5,8 @@
  * outputs, log-sum-exps, dQ and the dK/dV summed for each block's owner
  * equal plain attention's at the rows' global positions to 1e-5 of the
  * largest. C 1, 2, 3 and 4 (so every chunk pair is whole, diagonal or
- * skipped), grouped-query heads, chunks of 1 and ragged sizes. The
+ * skipped), grouped-query heads, chunks of 1, ragged sizes and chunks
+ * of several 64-row query blocks. The
  * positions are a permutation, and the embedding and rotary tables at
  * them are the whole sequence's rows, bit for bit. */
 #include <math.h>
@@ -144,8 +145,10 @@ TEST(ring_equals_plain_attention)
     ring_case(1, 2, 1, 2, 2, 4);     /* chunks of one row */
     ring_case(2, 3, 4, 4, 1, 6);
     ring_case(1, 4, 9, 4, 4, 16);
-    if (!getenv("TEST_SCALE") || atoi(getenv("TEST_SCALE")) <= 1)
+    if (!getenv("TEST_SCALE") || atoi(getenv("TEST_SCALE")) <= 1) {
         ring_case(2, 4, 40, 4, 2, 32); /* blocks past the kernel's tiles */
+        ring_case(1, 2, 150, 2, 1, 16); /* chunks of several 64-row query blocks */
+    }
 }
 
 TEST(zigzag_positions)
