@@ -6,6 +6,7 @@
 
 #include "run/run_ckpt_shard.h"
 #include "run/run_config.h"
+#include "run/run_memory.h"
 #include "run/run_ep.h"
 #include "run/run_model.h"
 #include "run/run_paths.h"
@@ -295,7 +296,11 @@ static int ckpt_save_sharded(weft_run *t, const char *path, long step, int async
     int rc = lead ? ckpt_records(t, step, &rec) : 0;
     if (rc != 0) /* the others are in the save's collectives: this one fails there */
         run_fail(t, rc, "cannot save checkpoint %s: %s", path, weft_strerror(rc));
-    return ckpt_shard_save(t, path, step, rec, async);
+    rc = ckpt_shard_save(t, path, step, rec, async);
+    char what[64];
+    snprintf(what, sizeof what, "the save of step %ld", step);
+    /* under --mem-limit the save is synchronous: its buffers are behind it */
+    return rc ? rc : memory_check_peak(t, what);
 }
 
 int ckpt_save_every(weft_run *t, const char *path, long step)

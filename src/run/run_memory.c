@@ -4,11 +4,30 @@
  * run is refused with the bytes it needs and the smallest layout that
  * would fit; after the first step what the state and the activations
  * measure resident (mincore, and the activations' arena) is checked
- * against the budget too. The program and its libraries are not counted. */
+ * against the budget too. The program and its libraries are not counted
+ * there; after a resume's load, a save and an evaluation each rank's peak
+ * resident set (the kernel's VmHWM, everything included) is. */
 #include "run/run_memory.h"
 
 #include "run/run_model.h"
 #include "train/flops.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A sanitizer's shadow memory is in the resident set: no budget to hold
+ * it to. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED
+#define SANITIZED 0
+#endif
 
 /* The whole model's parameters, from its shape alone (no allocation). */
 static double whole_params(const weft_model_config *c)
@@ -76,6 +95,10 @@ int memory_check_start(weft_run *t)
     const opts *o = t->o;
     if (o->mem_limit <= 0)
         return 0;
+    /* the load's buffers (a rank's share, the readers' bounded ones) */
+    int rc = o->resume[0] ? memory_check_peak(t, "the resume") : 0;
+    if (rc)
+        return rc;
     weft_zero_mem zm;
     weft_zero_memory(t->sync.z, &zm);
     double need = (double)zm.param_bytes + zm.grad_bytes + zm.optim_bytes;
@@ -108,5 +131,46 @@ int memory_check_step(weft_run *t, long step)
                         "--mem-limit %s: after the first step this rank holds %s resident "
                         "(state %zu B, activations %.0f B)", lim, p, zm.resident_bytes, act);
     }
+    return 0;
+}
+
+/* This process's peak resident set in bytes (VmHWM); 0 where unknown. */
+static double peak_resident(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    double kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "VmHWM:", 6) == 0) {
+            kb = strtod(line + 6, NULL);
+            break;
+        }
+    if (f)
+        fclose(f);
+    return kb * 1024.0;
+}
+
+int memory_check_peak(weft_run *t, const char *during)
+{
+    const opts *o = t->o;
+    if (o->mem_limit <= 0 || SANITIZED)
+        return 0;
+    double peak = peak_resident();
+    if (peak <= 0)
+        return 0; /* no /proc: nothing to compare */
+    int jr = t->job ? weft_comm_rank(t->job) : 0;
+    char p[32], lim[32];
+    fmt_bytes(p, sizeof p, peak);
+    fmt_bytes(lim, sizeof lim, o->mem_limit);
+    /* this rank alone: the others learn of it as of any rank's failure,
+     * and no collective is added where ranks may not all be (a joiner) */
+    if (peak > o->mem_limit)
+        return run_fail(t, WEFT_ENOMEM,
+                        "--mem-limit %s: rank %d's peak resident memory reached %s by the end of "
+                        "%s (VmHWM: the whole process, the program and its buffers included)",
+                        lim, jr, p, during);
+    if (t->lead && !o->quiet)
+        run_say(t, WEFT_RUN_OUT, "memory: rank %d's peak resident %s by the end of %s "
+                                 "(--mem-limit %s)\n", jr, p, during, lim);
     return 0;
 }

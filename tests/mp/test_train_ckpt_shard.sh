@@ -9,9 +9,10 @@
 # cannot be written (a file in its place, moved away, a full file system)
 # fails every rank naming it; a changed or short file fails the resume
 # naming the file, slice and tensor; another sync mode warns; an elastic
-# run's saves after a shrink resume at the new world; the memory-wall GPT saves
-# and resumes at another layout under its --mem-limit, each rank reading
-# well under half the checkpoint; weft-ckpt inspects and consolidates.
+# run's saves after a shrink resume at the new world; the memory-wall GPT saves,
+# resumes at another layout and evaluates under its --mem-limit (each
+# rank's peak resident set checked), each rank reading well under half the
+# checkpoint; weft-ckpt inspects and consolidates.
 # Under sanitizers (TEST_SCALE > 1) fewer layouts and kills.
 # TEST_TIMEOUT(600)
 B=${BUILD:-build}
@@ -103,13 +104,36 @@ while [ $i -lt $rounds ]; do
     fi
 done
 
-# the memory wall: a GPT that trains at 8 ranks only split saves and
-# resumes at another split under the same --mem-limit (each rank's memory
-# is checked after its first step)
+# the memory wall: a GPT that trains at 8 ranks only split saves, resumes
+# at another split and evaluates there under the same --mem-limit: each
+# rank's peak resident set (VmHWM) is checked after the save, the resume's
+# load and the evaluation, and its state after its first step; a limit
+# below the resume's peak fails it, naming the rank
 wall="--model gpt:vocab=256,ctx=32,layers=8,heads=8,dim=256 --data builtin --batch 8 --mem-limit 64M"
 if [ $thin = 0 ]; then
-    run wall 8 $wall --steps 3 --stop-at 2 --tp 2 --pp 2 --zero 3 --save "$dir/wall/" &&
-        run wall 8 --resume "$dir/wall" --steps 3 --mem-limit 64M --tp 4 --pp 2 --zero 3
+    run wall 8 $wall --steps 3 --stop-at 2 --tp 2 --pp 2 --zero 3 --save "$dir/wall/" && {
+        "$B/weftrun" -n 8 "$B/weft-train" --resume "$dir/wall" --steps 3 --mem-limit 64M \
+            --tp 4 --pp 2 --zero 3 --eval-prompts 4 >"$dir/wallr.out" 2>&1
+        rc=$?
+        if [ $rc = 0 ] && grep -q "peak resident .* by the end of the resume" "$dir/wallr.out" &&
+            grep -q "peak resident .* by the end of the evaluation" "$dir/wallr.out" &&
+            grep -q "^\[0\] validation: .* loss [0-9]" "$dir/wallr.out"; then
+            ok
+        else
+            bad "memory wall: resume at tp 4 x pp 2 and evaluation (exit $rc)"
+            tail -n 5 "$dir/wallr.out"
+        fi
+        cat "$dir/wallr.out" >>"$dir/wall.out" # its resume: notes, checked below
+        if "$B/weftrun" -n 8 "$B/weft-train" --resume "$dir/wall" --steps 3 --mem-limit 20M \
+            --tp 4 --pp 2 --zero 3 --no-eval >"$dir/walllow.out" 2>&1; then
+            bad "memory wall: a resume over --mem-limit 20M passed"
+        elif grep -q "mem-limit 21.0 MB: rank [0-9]*'s peak resident memory reached .* by the end of the resume" \
+            "$dir/walllow.out"; then
+            ok
+        else
+            bad "memory wall: over the limit, no error naming the rank"; tail -n 3 "$dir/walllow.out"
+        fi
+    }
 fi
 
 # a directory that cannot be written fails every rank, naming it: a file
