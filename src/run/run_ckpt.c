@@ -13,6 +13,7 @@
 #include "run/run_pipeline.h"
 #include "train/ckpt_shard.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -205,6 +206,14 @@ int ckpt_restore_data(weft_run *t, weft_ckpt *ck, const char *path, weft_loader 
         run_say(t, WEFT_RUN_NOTE, "resume: rank %d read %llu of the checkpoint's %llu bytes "
                 "in %.3f s\n", t->job ? weft_comm_rank(t->job) : 0, (unsigned long long)got,
                 (unsigned long long)all, (double)ns / 1e9);
+    }
+    char layout[512], view[32];
+    /* --elastic: the membership changes go on counting from the saved
+     * run's (elastic_open keeps the count), so later saves record the
+     * whole history */
+    if (t->o->elastic && weft_ckpt_get_str(ck, "shard/layout", layout, sizeof layout) == 0) {
+        layout_field(layout, "elastic", view, sizeof view);
+        t->el.view = view[0] ? strtoll(view, NULL, 10) : 0;
     }
     uint64_t pos;
     if (weft_ckpt_get_u64(ck, "data/position", &pos) != 0)

@@ -183,7 +183,9 @@ int elastic_open(weft_run *t, long *step, int quiet, int joined)
     elastic_state *e = &t->el;
     const char *slot = getenv("WEFT_RANK");
     int rc = 0;
+    int64_t view = e->view; /* a resume's: the saved run's changes (run_ckpt.c) */
     memset(e, 0, sizeof *e);
+    e->view = view;
     e->slot = joined ? -1 : t->job ? weft_comm_rank(t->job) : 0;
     e->world0 = t->world;
     e->accum0 = t->o->accum;

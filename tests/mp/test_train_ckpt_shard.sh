@@ -174,7 +174,8 @@ fi
 # --elastic: a rank killed at step 4 of 8, saves every 3 steps (each one
 # synchronous under --elastic); the saves after the shrink record the new
 # world and one membership change, and resume at 3 ranks going on within
-# 1e-5 of the elastic run; every save loads
+# 1e-5 of the elastic run; every save loads; a resume under --elastic
+# counts on from the saved run's changes
 el="--model gpt --layers 1 --heads 2 --dim 16 --data builtin --batch 12 --quiet --no-eval"
 if "$B/weftrun" --elastic 2:4 -n 4 "$B/weft-train" $common $el --steps 8 --elastic --zero 2 \
     --kill-at 2:4 --save-every 3 --save "$dir/el/" --metrics "$dir/el.csv" >"$dir/el.out" 2>&1; then
@@ -188,6 +189,13 @@ if "$B/weftrun" --elastic 2:4 -n 4 "$B/weft-train" $common $el --steps 8 --elast
             bad "elastic: $s does not load"
     done
     run elr 3 --resume "$(ls -d "$dir"/el/step-00000006-*)" --steps 8 --zero 2 && same elr el
+    # resumed under --elastic, the run's membership changes go on from the
+    # saved one's: its save records the one change before it
+    "$B/weftrun" --elastic 2:3 -n 3 "$B/weft-train" $common $el --elastic --zero 2 --steps 8 \
+        --resume "$(ls -d "$dir"/el/step-00000006-*)" --save "$dir/ele/" >"$dir/ele.out" 2>&1 &&
+        grep -aq 'world=3 tp=1 pp=1 dp=3 zero=2 sync=full compress=none elastic=1 launch=3' \
+            "$dir"/ele/step-00000008-*/manifest && ok ||
+        bad "elastic: a resumed run's save does not carry the membership changes"
 else
     bad "elastic run with sharded saves: exit $?"; tail -n 5 "$dir/el.out"
 fi
