@@ -8,7 +8,9 @@
 # project's own docs as byte tokens). Then expert parallelism on this host:
 # 4 ranks at --ep 2 and --ep 4, the dispatch + combine all-to-all's bytes
 # and seconds a step (weft-train's counters, mean of the ranks) against the
-# time one memory copy of those bytes takes here. About three minutes.
+# time one memory copy of those bytes takes here; and a rank's parameter,
+# gradient and optimiser bytes (AdamW) at ep 1, 2 and 4 (each rank holds
+# its own experts only). About three minutes.
 #
 #   sh bench/moe.sh [STEPS] [EP_STEPS]     (600, 40)
 # BUILD=dir picks the build directory [build].
@@ -64,4 +66,14 @@ print('%.4f' % ((time.perf_counter() - t) / k * 1e3))")
                ep, mb, ms, cp, (cp > 0 ? ms / cp : 0) }'
     grep "tokens per expert max/mean" "$dir/ep$ep.out" | grep "group" | head -n 1 |
         sed 's/.*group/  the group/'
+done
+
+# a rank's training state: without --ep every rank holds every expert
+echo "# a rank's parameters + gradients + optimiser state (AdamW), 4 ranks, $epm"
+for ep in 1 2 4; do
+    "$B/weftrun" -n 4 "$B/weft-train" --model "$epm" --data builtin --batch 32 --seq 64 \
+        --steps 2 --no-eval --optim adamw --lr 0.003 --threads 1 --ep $ep \
+        >"$dir/mem$ep.out" 2>&1 || { echo "ep $ep: failed"; tail -n 5 "$dir/mem$ep.out"; continue; }
+    sed -n 's/.*per rank (rank 0): params \([0-9]*\) B, grads \([0-9]*\) B, optimiser \([0-9]*\) B = \([0-9]*\) B.*/\1 \2 \3 \4/p' \
+        "$dir/mem$ep.out" | awk -v ep="$ep" '{ printf "ep %d: params %.2f MB, grads %.2f MB, optimiser %.2f MB = %.2f MB a rank\n", ep, $1 / 1e6, $2 / 1e6, $3 / 1e6, $4 / 1e6 }'
 done
