@@ -3,7 +3,8 @@
 # grouped-query attention (4 heads, 2 kv heads), SGD with momentum so that
 # a wrong gradient shows in the weights: the losses to 1e-6 relative and
 # every final parameter to 1e-6 of its tensor's largest equal one process
-# at cp 2, cp 4 and cp 2 x dp 2 with ZeRO 1 (the builtin additions train
+# at cp 2, cp 4, cp 2 x dp 2 with ZeRO 1 and cp 2 with ZeRO 3 (its shards
+# over the cp ranks, which hold one replica) (the builtin additions train
 # on their answers only, so the ranks' chunks count different numbers of
 # targets: the loss is the group's mean over its tokens). The ring's
 # counters line is printed. Refused, saying why: a --seq that 2C does not
@@ -68,7 +69,7 @@ for m in "g $gpt 32" "l $llama 64"; do
     tag=$1 model=$2 seq=$3
     run "${tag}ref" 1 --model "$model" --seq "$seq" --steps $steps --save "$dir/${tag}ref.wckpt" ||
         continue
-    for r in "cp2 2 --cp 2" "cp4 4 --cp 4" "cp2dp2 4 --cp 2 --zero 1"; do
+    for r in "cp2 2 --cp 2" "cp4 4 --cp 4" "cp2dp2 4 --cp 2 --zero 1" "cp2z3 2 --cp 2 --zero 3"; do
         set -- $r
         name=$tag$1 n=$2
         shift 2
