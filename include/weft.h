@@ -1927,7 +1927,7 @@ void weft_ps_bytes(const weft_ps *ps, uint64_t *sent, uint64_t *received);
  *     weft_run_close(run);
  *
  * Configuration keys are weft-train's long options without their dashes
- * ("model", "data", "steps", "batch", "zero", "pp", "tp", "sync",
+ * ("model", "data", "steps", "batch", "zero", "pp", "tp", "cp", "sync",
  * "elastic", ...; docs/TRAINING.md); flags take a NULL value. The library
  * prints nothing: banners, summaries and warnings go to the log callback
  * as whole lines (without their line end), and each step's outcome is read
