@@ -1,8 +1,12 @@
 /* The link endpoint and its measurement. One request at a time per
  * endpoint: links are measured seldom and one pair at a time, and a
- * second transfer at once would share the link and halve both figures. */
+ * second transfer at once would share the link and halve both figures.
+ * With a secret, a client proves it as every store client does (core/auth:
+ * HMAC challenge, both ways) before the endpoint answers anything; the
+ * proofs are bound to "weft-cpn-link", so a store's are worthless here. */
 #include "cpn/cpn_link.h"
 
+#include "core/auth.h"
 #include "core/clock.h"
 #include "transport/sock.h"
 #include "transport/wan.h"
@@ -21,12 +25,69 @@
 
 struct cpn_link_ep {
     int fd;
+    char secret[256]; /* "": no authentication */
     atomic_int stop;
     pthread_t thread;
 };
 
 #define CHUNK (64 << 10)
 #define PINGS 10
+#define AUTH_S 5.0 /* for a client's hello and proof: one at a time is served */
+
+static const char link_bind[] = "weft-cpn-link";
+
+/* The endpoint's side: 0 when the client proved the secret. */
+static int auth_accept(int fd, const char *secret)
+{
+    uint8_t raw[sizeof(auth_hello)], expect[AUTH_MAC_LEN], proof[AUTH_MAC_LEN];
+    double deadline = clock_now() + AUTH_S;
+    auth_hello h;
+    auth_challenge ch;
+    const char *why;
+    if (sock_read_full(fd, raw, sizeof raw, deadline) ||
+        auth_hello_decode(raw, sizeof raw, &h, &why) || h.role != AUTH_ROLE_STORE ||
+        auth_challenge_make(secret, &h, link_bind, sizeof link_bind, &ch, expect) ||
+        sock_write_full(fd, &ch, sizeof ch, deadline) ||
+        sock_read_full(fd, proof, sizeof proof, deadline))
+        return WEFT_EAUTH;
+    return auth_check(proof, expect) ? WEFT_EAUTH : 0;
+}
+
+/* The measuring side: proves the secret and checks the endpoint's proof. */
+static int auth_connect(int fd, const char *secret, char *err, size_t errlen)
+{
+    uint8_t raw[sizeof(auth_challenge)], proof[AUTH_MAC_LEN];
+    double deadline = clock_now() + AUTH_S;
+    auth_hello h;
+    auth_challenge ch;
+    const char *why = "the endpoint closed the connection (another secret?)";
+    int rc = auth_start(&h, AUTH_ROLE_STORE);
+    if (!rc)
+        rc = sock_write_full(fd, &h, sizeof h, deadline);
+    if (!rc && (rc = sock_read_full(fd, raw, sizeof raw, deadline)) == 0 &&
+        auth_challenge_decode(raw, sizeof raw, &ch, &why))
+        rc = WEFT_EAUTH;
+    if (!rc && auth_answer(secret, &h, &ch, link_bind, sizeof link_bind, proof)) {
+        why = "the endpoint does not know the secret";
+        rc = WEFT_EAUTH;
+    }
+    if (!rc)
+        rc = sock_write_full(fd, proof, sizeof proof, deadline);
+    if (rc)
+        snprintf(err, errlen, "link endpoint authentication: %s", why);
+    return rc;
+}
+
+/* The secret to use: s, else WEFT_JOB_SECRET; "" in a build that cannot
+ * authenticate (as the store does). */
+static const char *secret_or_env(const char *s)
+{
+    if (!auth_compiled())
+        return "";
+    if (!s || !s[0])
+        s = getenv("WEFT_JOB_SECRET");
+    return s ? s : "";
+}
 
 /* One side of a measured connection. Under WEFT_WAN (docs/WAN.md: the
  * emulated link of tests and benchmarks) what this side writes goes
@@ -109,6 +170,10 @@ static void *ep_main(void *arg)
         if (c < 0)
             continue;
         sock_tune(c);
+        if (ep->secret[0] && auth_accept(c, ep->secret)) {
+            close(c); /* nothing said to who cannot prove the secret */
+            continue;
+        }
         conn cn;
         char err[256];
         if (conn_open(&cn, c, 1, err, sizeof err) == 0)
@@ -119,12 +184,13 @@ static void *ep_main(void *arg)
     return NULL;
 }
 
-int cpn_link_serve(cpn_link_ep **out, const char *host, int port, int *port_out, char *err,
-                   size_t errlen)
+int cpn_link_serve(cpn_link_ep **out, const char *host, int port, const char *secret,
+                   int *port_out, char *err, size_t errlen)
 {
     cpn_link_ep *ep = calloc(1, sizeof *ep);
     if (!ep)
         return WEFT_ENOMEM;
+    snprintf(ep->secret, sizeof ep->secret, "%s", secret_or_env(secret));
     ep->fd = sock_listen(host, port, 8, port_out, err, errlen);
     if (ep->fd < 0) {
         int rc = ep->fd;
@@ -234,8 +300,8 @@ static int measure_on(const conn *c, double seconds, cpn_link_figures *out, char
     return 0;
 }
 
-int cpn_link_measure(const char *addr, double seconds, cpn_link_figures *out, char *err,
-                     size_t errlen)
+int cpn_link_measure(const char *addr, const char *secret, double seconds,
+                     cpn_link_figures *out, char *err, size_t errlen)
 {
     char host[SOCK_ADDR_MAX];
     int port;
@@ -248,6 +314,11 @@ int cpn_link_measure(const char *addr, double seconds, cpn_link_figures *out, ch
     if (fd < 0)
         return fd;
     sock_tune(fd);
+    secret = secret_or_env(secret);
+    if (secret[0] && auth_connect(fd, secret, err, errlen)) {
+        close(fd);
+        return WEFT_EAUTH;
+    }
     char *buf = calloc(1, CHUNK);
     conn c;
     int rc = conn_open(&c, fd, 0, err, errlen);

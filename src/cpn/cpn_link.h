@@ -16,13 +16,15 @@ typedef struct {
 } cpn_link_figures;
 
 /* Listens on host:port (host NULL: every address; port 0: any) from a new
- * thread; *port_out gets the port. */
-int cpn_link_serve(cpn_link_ep **out, const char *host, int port, int *port_out, char *err,
-                   size_t errlen);
+ * thread; *port_out gets the port. secret (NULL or "": WEFT_JOB_SECRET;
+ * none there either: no authentication): every client must prove it. */
+int cpn_link_serve(cpn_link_ep **out, const char *host, int port, const char *secret,
+                   int *port_out, char *err, size_t errlen);
 void cpn_link_stop(cpn_link_ep *ep);
-/* Measures the link to an endpoint at "host:port"; seconds bounds the
- * transfer (the whole takes a little more). */
-int cpn_link_measure(const char *addr, double seconds, cpn_link_figures *out, char *err,
-                     size_t errlen);
+/* Measures the link to an endpoint at "host:port", proving the secret
+ * (as cpn_link_serve; WEFT_EAUTH when the endpoint refuses); seconds
+ * bounds the transfer (the whole takes a little more). */
+int cpn_link_measure(const char *addr, const char *secret, double seconds,
+                     cpn_link_figures *out, char *err, size_t errlen);
 
 #endif

@@ -93,7 +93,8 @@ static int parse(int argc, char **argv, report_args *a)
 }
 
 /* The link from name to other, stored as one weft-cpn-links/1 entry. */
-static int measure_one(store_client *c, const char *name, const char *other, double secs)
+static int measure_one(store_client *c, const char *name, const char *other, double secs,
+                       const char *secret)
 {
     char key[300], *ep = NULL, err[512];
     snprintf(key, sizeof key, "cpn/ep/%s", other);
@@ -101,7 +102,7 @@ static int measure_one(store_client *c, const char *name, const char *other, dou
     if (rc || !ep)
         return rc;
     cpn_link_figures f;
-    int mrc = cpn_link_measure(ep, secs, &f, err, sizeof err);
+    int mrc = cpn_link_measure(ep, secret, secs, &f, err, sizeof err);
     free(ep);
     if (mrc) {
         fprintf(stderr, "weft-cpn report: %s\n", err);
@@ -128,13 +129,14 @@ static int measure_one(store_client *c, const char *name, const char *other, dou
     return rc;
 }
 
-static int measure_links(store_client *c, const char *name, double secs, long long ask)
+static int measure_links(store_client *c, const char *name, double secs, long long ask,
+                         const char *secret)
 {
     char **names;
     int n, rc = cpn_reg_names(c, &names, &n);
     for (int i = 0; !rc && i < n; i++)
         if (strcmp(names[i], name))
-            rc = measure_one(c, name, names[i], secs);
+            rc = measure_one(c, name, names[i], secs, secret);
     cpn_reg_names_free(names, n);
     char key[300], val[32];
     snprintf(key, sizeof key, "cpn/linksdone/%s", name);
@@ -149,7 +151,7 @@ static int open_endpoint(store_client *c, const report_args *a, const char *name
 {
     char err[512], ip[64], key[300], val[128];
     int port;
-    int rc = cpn_link_serve(ep, NULL, 0, &port, err, sizeof err);
+    int rc = cpn_link_serve(ep, NULL, 0, a->secret, &port, err, sizeof err);
     if (rc) {
         fprintf(stderr, "weft-cpn report: link endpoint: %s\n", err);
         return rc;
@@ -181,7 +183,7 @@ static int loop(store_client *c, const report_args *a, const char *name)
             break;
         int due = a->links_every > 0 && clock_now() - last_links >= a->links_every;
         if (due || ask != done_ask) {
-            rc = measure_links(c, name, a->link_seconds, ask);
+            rc = measure_links(c, name, a->link_seconds, ask, a->secret);
             last_links = clock_now();
             done_ask = ask;
         }
