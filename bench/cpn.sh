@@ -4,35 +4,39 @@
 # parts with the local launcher, one rank a cluster; the WAN between the
 # clusters is weft's emulation (WEFT_WAN=delay=20ms,rate=100mbit on every
 # connection between clusters); the slow cluster's speed is the training's
-# emulation (--speed 0.5: its compute sleeps as long again). The same
-# GPT, data, steps and global batch of 24 in every row:
-#   alone     cluster a, all 24 samples of a batch
-#   even      a and b, 12 samples each: the fast one waits for the slow
-#   shares    a 16 and b 8: both take as long a step (full sync: the
-#             same mathematics as "alone", so the same losses)
-# under full sync and under diloco:10 (where b also takes 5 inner steps
-# per outer step). Prints one table: rank 0's training seconds (the
-# metrics' elapsed_s at the last step: no start-up or evaluation) and the speed-up over alone,
-# weft-cpn run's wall seconds (start-up and evaluation included), final
-# train loss (rank 0's: under DiLoCo cluster a's own before the last outer
-# step), and the job's last evaluation loss.
+# emulation (--speed 0.5: its compute sleeps as long again). The same GPT
+# (gpt:vocab=256,ctx=32,layers=2,heads=4,dim=128: 1.6 MB of fp32
+# parameters, so an outer step moves 1.6 MB each way), data, steps and
+# global batch of 24 in every row, so the same tokens:
+#   alone     cluster a, all 24 samples of a batch (full sync of one rank)
+#   diloco    a 16 and b 8 samples (in proportion to speed: both take H
+#             steps a period), diloco:20, the loop blocked on each outer
+#             reduction
+#   overlap   the same shares, streaming:20:1:20: the outer reduction runs
+#             beside the next 20 inner steps and lands one period late
+#   plan      what weft-cpn plan chooses for the two clusters (declared
+#             peak and speed, the link as measured here: 100 Mbit/s, 40 ms
+#             RTT) with the job's H fixed at 20, run as planned
+# Prints one table: rank 0's training seconds (the metrics' elapsed_s at
+# the last step: no start-up or evaluation) and the speed-up over alone,
+# weft-cpn run's wall seconds, the job's last evaluation loss and its ratio
+# to alone's; then the plan's choice and its predicted step time against
+# the measured (training seconds / steps).
 #
-#   BUILD=build sh bench/cpn.sh [STEPS]        (60 steps: about 2 minutes)
+#   BUILD=build sh bench/cpn.sh [STEPS]        (300 steps: about 2 minutes)
 set -u
 B=${BUILD:-build}
-steps=${1:-60}
+steps=${1:-300}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 model="gpt:vocab=256,ctx=32,layers=2,heads=4,dim=128"
+job="{\"schema\": \"weft-cpn-job/1\", \"model\": \"$model\", \"data\": \"builtin\",
+         \"steps\": $steps, \"global_batch\": 24, \"seq\": 32, \"qos\": {\"H\": 20},
+         \"train_args\": [\"--log-every\", \"1000\", \"--eval-prompts\", \"200\", \"--threads\", \"1\"]}"
 
 plan() { # file sync parts-json
     cat >"$1" <<EOF
-{"schema": "weft-cpn-plan/1",
- "job": {"schema": "weft-cpn-job/1", "model": "$model", "data": "builtin", "steps": $steps,
-         "global_batch": 24, "seq": 32,
-         "train_args": ["--log-every", "1000", "--eval-prompts", "200", "--threads", "1"]},
- "sync": $2,
- "parts": [$3]}
+{"schema": "weft-cpn-plan/1", "job": $job, "sync": $2, "parts": [$3]}
 EOF
 }
 part() { # cluster batch speed
@@ -40,8 +44,7 @@ part() { # cluster batch speed
            \"batch\": $2, \"speed\": $3}"
 }
 
-row() { # name sync parts
-    plan "$dir/$1.json" "$2" "$3"
+run() { # name (the plan in $dir/NAME.json)
     t0=$(date +%s.%N)
     if ! "$B/weft-cpn" run --plan "$dir/$1.json" --dir "$dir/$1" --wan delay=20ms,rate=100mbit \
         --train "$B/weft-train" >"$dir/$1.out" 2>&1; then
@@ -51,26 +54,51 @@ row() { # name sync parts
     fi
     t1=$(date +%s.%N)
     train=$(awk -F, '$3 == "train" { t = $9 } END { print t }' "$dir/$1/metrics.csv")
-    loss=$(awk -F, '$3 == "train" { l = $4 } END { print l }' "$dir/$1/metrics.csv")
     evl=$(awk -F, '$3 != "train" && $3 != "split" && $4 != "" { l = $4 } END { print l }' \
         "$dir/$1/metrics.csv")
     secs=$(echo "$t0 $t1" | awk '{ printf "%.2f", $2 - $1 }')
-    echo "$1 $train $secs $loss $evl"
+    echo "$1 $train $secs $evl"
 }
 
-full='{"mode": "full"}'
-dl='{"mode": "diloco", "H": 10}'
+# the planner's view of the two clusters: one core each, this machine's
+# single-thread peak declared, the link as the emulation makes it
+peak=$("$B/weft-cpn" probe --name p --out "$dir/p.json" >/dev/null 2>&1 &&
+    sed -n 's/.*"peak_fp32_gflops_per_core": *{"value": *\([0-9.e+]*\).*/\1/p' "$dir/p.json")
+peak=${peak:-50}
+cluster() { # name speed
+    echo "{\"schema\": \"weft-cpn-cluster/1\", \"name\": \"$1\", \"launcher\": \"local\",
+           \"hosts\": [{\"name\": \"localhost\", \"addr\": \"127.0.0.1\", \"cores\": 1}],
+           \"metrics\": {\"peak_fp32_gflops_per_core\": {\"value\": $peak, \"source\": \"measured\"},
+                         \"speed\": {\"value\": $2, \"source\": \"declared\"}}}"
+}
+echo "[$(cluster a 1), $(cluster b 0.5)]" >"$dir/clusters.json"
+echo '{"schema": "weft-cpn-links/1", "links": [
+  {"from": "a", "to": "b", "bandwidth_bps": 1e8, "rtt_ms": 40, "loss": 0},
+  {"from": "b", "to": "a", "bandwidth_bps": 1e8, "rtt_ms": 40, "loss": 0}]}' >"$dir/links.json"
+echo "$job" >"$dir/job.json"
+"$B/weft-cpn" plan --clusters "$dir/clusters.json" --job "$dir/job.json" \
+    --links "$dir/links.json" >"$dir/plan.json" || exit 1
+
+plan "$dir/alone.json" '{"mode": "full"}' "$(part a 24 1)"
+plan "$dir/diloco.json" '{"mode": "diloco", "H": 20}' "$(part a 16 1), $(part b 8 0.5)"
+plan "$dir/overlap.json" '{"mode": "streaming", "H": 20, "fragments": 1, "overlap": 20}' \
+    "$(part a 16 1), $(part b 8 0.5)"
 {
-    for s in full dl; do
-        eval sync=\$$s
-        row "${s}_alone" "$sync" "$(part a 24 1)"
-        row "${s}_even" "$sync" "$(part a 12 1), $(part b 12 0.5)"
-        row "${s}_shares" "$sync" "$(part a 16 1), $(part b 8 0.5)"
+    for r in alone diloco overlap plan; do
+        run $r || exit 1
     done
-} >"$dir/rows"
+} >"$dir/rows" || exit 1
 echo "cpn.sh: $steps steps, batch 24, $model, WAN delay 20 ms + 100 Mbit/s"
 echo "$(lscpu | sed -n 's/^Model name: *//p'), load $(cut -d' ' -f1 /proc/loadavg)"
-echo "run            training (x alone)  weft-cpn run wall  train loss  eval loss"
-awk '{ split($1, a, "_"); if (a[2] == "alone") base[a[1]] = $2
-       printf "%-14s %7s s (x%4.2f)  %9s s  %10s  %9s\n", $1, $2, base[a[1]] / $2, $3, $4,
-              $5 }' "$dir/rows"
+echo "run       training (x alone)  weft-cpn run wall  eval loss (x alone)"
+awk '$1 == "alone" { base = $2; bl = $4 }
+     { printf "%-9s %7s s (x%4.2f)  %9s s  %9s (x%5.3f)\n", $1, $2, base / $2, $3, $4, $4 / bl }' \
+    "$dir/rows"
+choice=$(/usr/bin/python3 -c 'import json,sys; p=json.load(open(sys.argv[1]))
+s=p["sync"]; print(s["mode"], "H=%s" % s.get("H", "-"), "T=%s" % s.get("overlap", "-"),
+  " ".join("%s:%d" % (x["cluster"], x["batch"]) for x in p["parts"]), p["predicted"]["step_s"])' \
+    "$dir/plan.json" 2>/dev/null || echo "? ? ? ? 0")
+echo "plan's choice: ${choice% *}"
+awk -v p="${choice##* }" -v n="$steps" '$1 == "plan" { m = $2 / n
+    printf "planned step: predicted %.4f s, measured %.4f s (predicted/measured %.2f)\n", p, m,
+           p / m }' "$dir/rows"

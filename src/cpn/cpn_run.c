@@ -8,6 +8,7 @@
  * with --elastic and diloco:H (or hier) a lost cluster is dropped at the
  * next outer step (docs/WAN.md, "Churn"); without it the job fails. */
 #include "cpn/cpn_launch.h"
+#include "cpn/cpn_replan.h"
 #include "cpn/cpn_status.h"
 
 #include "weft.h"
@@ -149,6 +150,23 @@ static long job_step(const cpn_plan *p, const char *dir)
     return best;
 }
 
+/* A part lost: the survivors' shares again, for status and the log. */
+static void replan_lost(const run_args *a, const cpn_plan *p, const cpn_launched *ls, int lost)
+{
+    int alive[64];
+    char why[160];
+    double secs = 0;
+    for (int k = 0; k < p->nparts && k < 64; k++)
+        alive[k] = k != lost && ls[k].state != PART_FAILED;
+    snprintf(why, sizeof why, "part %s lost", ls[lost].part->cluster);
+    long step = job_step(p, a->dir);
+    if (cpn_replan(a->dir, p, alive, why, step, &secs) == 0)
+        printf("weft-cpn run: re-planned at step %ld in %.3f ms (%s): %s/replan.json\n", step,
+               secs * 1e3, why, a->dir);
+    else
+        printf("weft-cpn run: %s; no part left to re-plan for\n", why);
+}
+
 /* Until every part has ended: states, progress lines, the test hook and
  * the time limit. The number of parts that failed, the killed one aside. */
 static int watch(const run_args *a, const cpn_plan *p, cpn_launched *ls)
@@ -161,10 +179,13 @@ static int watch(const run_args *a, const cpn_plan *p, cpn_launched *ls)
             int before = ls[k].state;
             launch_poll(&ls[k]);
             write_state(a->dir, &ls[k]);
-            if (ls[k].state != before && ls[k].state >= PART_DONE)
+            if (ls[k].state != before && ls[k].state >= PART_DONE) {
                 printf("weft-cpn run: part %s %s (exit %d)%s\n", ls[k].part->cluster,
                        ls[k].state == PART_DONE ? "done" : "lost", ls[k].status,
                        k == killed ? ", as --kill-at asked" : "");
+                if (ls[k].state == PART_FAILED)
+                    replan_lost(a, p, ls, k);
+            }
             left += ls[k].state < PART_DONE;
             failed += ls[k].state == PART_FAILED && k != killed;
         }

@@ -4,6 +4,8 @@
  * run's folder. */
 #include "cpn/cpn_status.h"
 
+#include "cpn/cpn_replan.h"
+
 #include "weft.h"
 
 #include <stdio.h>
@@ -58,6 +60,9 @@ void status_print(FILE *f, const cpn_plan *p, const char *dir)
         fprintf(f, "%-8s %-7s %5d %6d %5.2f %-22s %13s %9s %8s %8s\n", pt->cluster, pt->launcher,
                 pt->ranks, pt->batch, pt->speed, state, step, loss, t, plan);
     }
+    char re[2048];
+    if (cpn_replan_line(dir, re, sizeof re) == 0)
+        fprintf(f, "re-plan: %s\n", re);
 }
 
 static void usage(FILE *f)

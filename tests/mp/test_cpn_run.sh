@@ -5,7 +5,8 @@
 # diloco:4. The run ends with both parts done, b at half the steps; the
 # secret is readable by its owner only; weft-cpn status reads the same
 # table back. With --elastic and --kill-at b:STEP part b is ended mid-run,
-# reported lost, and a finishes alone after dropping cluster 1. Plans
+# reported lost, and a finishes alone after dropping cluster 1; the
+# re-plan gives a the whole batch and status shows it. Plans
 # that are not plans are refused with the reason.
 B=${BUILD:-build}
 dir=$(mktemp -d)
@@ -61,6 +62,15 @@ if grep -q "part b lost" "$dir/el.out" && grep -q "part a done (exit 0)" "$dir/e
     ok
 else
     bad "a part lost under --elastic"; sed 's/^/    /' "$dir/el.out"; tail -n 20 "$dir/el/part-a.out"
+fi
+# the re-plan: a, the survivor, takes the whole batch; status shows it
+"$B/weft-cpn" status --plan "$dir/elastic.json" --dir "$dir/el" >"$dir/elstatus.out" 2>&1
+if grep -q "re-planned at step [0-9]* in [0-9.]* ms (part b lost)" "$dir/el.out" &&
+    grep -q '^re-plan: .*"why": "part b lost".*"cluster": "a", "ranks": 2, "batch": 24' \
+        "$dir/elstatus.out" && ! grep -q '"cluster": "b"' "$dir/el/replan.json"; then
+    ok
+else
+    bad "the re-plan: $(grep re-plan "$dir/el.out") $(cat "$dir/el/replan.json" 2>&1)"
 fi
 
 refused() { # what file expected-text
