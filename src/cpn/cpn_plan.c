@@ -4,8 +4,8 @@
  * cluster's compute takes the same time; gradients are all-reduced inside
  * each cluster (alpha-beta of the probe) and across clusters over the
  * slowest link of the subset, every step (full, hier) or every H steps
- * (diloco; streaming, one fragment, overlaps it with the next T steps'
- * compute and applies the outer step T steps late). */
+ * (diloco; streaming, one fragment, overlaps it with the next period's
+ * compute and applies the outer step one period late). */
 #include "cpn/cpn_plan.h"
 
 #include "weft.h"
@@ -183,13 +183,13 @@ static int pick_h(const cpn_job_model *job, double wan, double step)
     return h < job->steps ? h : job->steps > 1 ? (int)job->steps : 1;
 }
 
-/* Streaming with one fragment: the reduction runs beside the next T inner
- * steps, T the fewest that cover it (at most H, the overlapped outer step
- * of one period's delay); only what they do not cover stands in the loop. */
-static double overlapped(cpn_candidate *c, double wan, double step)
+/* Streaming with one fragment: the reduction runs beside the next T = H
+ * inner steps and lands one period late (the whole period: the compute
+ * model is coarse, and a T too short would leave the loop waiting); only
+ * what the period's compute does not cover stands in the loop. */
+static double overlapped(cpn_candidate *c, double wan)
 {
-    double cover = step > 0 ? ceil(wan / step) : c->H;
-    c->T = cover < 1 ? 1 : cover > c->H ? c->H : (int)cover;
+    c->T = c->H;
     double left = wan - c->T * c->compute_s;
     return left > 0 ? left / c->H : 0;
 }
@@ -227,7 +227,7 @@ void cpn_plan_price(const cpn_cluster *cs, const cpn_link *links, int nlinks,
             c->H = pick_h(job, wan, step);
             c->wan_s = wan / c->H;
             if (c->sync == CPN_SYNC_STREAMING)
-                c->wan_s = overlapped(c, wan, step);
+                c->wan_s = overlapped(c, wan);
         }
     }
     c->step_s = c->compute_s + c->intra_s + c->wan_s;
