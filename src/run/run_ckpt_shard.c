@@ -104,7 +104,9 @@ static unsigned char *part_skip(const weft_run *t, int jr, int jw)
 struct ckpt_pending {
     int busy, threaded;   /* a save not yet committed; its writer runs */
     int concluded;        /* the writer did the reduction and the commit */
+    int announced;        /* the save's directory is made and named to all */
     weft_comm *bgc;       /* the writers' communicator (a split of the job), kept */
+    int no_bgc;           /* the split failed: background saves are synchronous */
     int deferred;         /* committed by the next save or ckpt_shard_wait */
     pthread_t th;
     weft_run *t;
@@ -260,6 +262,60 @@ static int gather_commit(weft_run *t, weft_comm *job, const char *dir, const ann
     return out.rc;
 }
 
+/* The save's path and its directory (path without trailing '/'). */
+static void name_save(struct ckpt_pending *pd, const char *path)
+{
+    snprintf(pd->path, sizeof pd->path, "%s", path);
+    snprintf(pd->dir, sizeof pd->dir, "%s", path);
+    for (size_t n = strlen(pd->dir); n > 1 && pd->dir[n - 1] == '/'; n--)
+        pd->dir[n - 1] = 0;
+}
+
+/* Collective over c (the job's ranks; on the writer thread, its own
+ * communicator): the save directory, made by rank 0 and named to all;
+ * a failure's account in pd->why. */
+static int announce_on(struct ckpt_pending *pd, weft_comm *c)
+{
+    memset(&pd->a, 0, sizeof pd->a);
+    if (pd->jr == 0)
+        make_save_dir(pd->dir, strcmp(pd->made, pd->dir) == 0, pd->step, &pd->a);
+    int rc = c ? weft_broadcast(c, &pd->a, sizeof pd->a, WEFT_U8, 0) : 0;
+    if (rc == 0 && pd->a.rc) {
+        memcpy(pd->why, pd->a.why, WHY_CAP);
+        return pd->a.rc;
+    }
+    if (rc) {
+        snprintf(pd->why, WHY_CAP, "naming the save directory: %s", weft_strerror(rc));
+        return rc;
+    }
+    snprintf(pd->save, sizeof pd->save, "%s/%s", pd->dir, pd->a.name);
+    snprintf(pd->made, sizeof pd->made, "%s", pd->dir);
+    pd->announced = 1;
+    return 0;
+}
+
+/* Collective over the job, in the loop's time. */
+static int announce_save(struct ckpt_pending *pd)
+{
+    int rc = announce_on(pd, pd->t->job);
+    return rc ? run_fail(pd->t, rc, "cannot save checkpoint %s: %s", pd->path, pd->why) : 0;
+}
+
+/* Collective over the job, at the first background save: the writers'
+ * communicator, on every rank or none. */
+static void split_writers(struct ckpt_pending *pd)
+{
+    weft_comm *job = pd->t->job;
+    if (weft_comm_split(job, 0, pd->jr, &pd->bgc) != 0)
+        pd->bgc = NULL;
+    int32_t mine = pd->bgc != NULL, all = 0;
+    if (weft_allreduce(job, &mine, &all, 1, WEFT_I32, WEFT_MIN) != 0 || !all) {
+        weft_comm_destroy(pd->bgc);
+        pd->bgc = NULL;
+        pd->no_bgc = 1;
+    }
+}
+
 /* What one save holds, freed once it is committed or given up. */
 static void release(struct ckpt_pending *pd)
 {
@@ -301,6 +357,10 @@ static void conclude(struct ckpt_pending *pd, weft_comm *c)
 static void *writer(void *arg)
 {
     struct ckpt_pending *pd = arg;
+    /* every rank takes part in the announcement, one that failed too */
+    int rc = pd->announced ? 0 : announce_on(pd, pd->bgc);
+    if (pd->rc == 0)
+        pd->rc = rc;
     if (pd->rc == 0)
         pd->rc = write_file(pd);
     conclude(pd, pd->bgc);
@@ -339,39 +399,6 @@ int ckpt_shard_wait(weft_run *t)
     return pd && pd->busy ? finish(pd) : 0;
 }
 
-/* Collective: the save directory, made by rank 0 and named to all. */
-static int announce_save(struct ckpt_pending *pd, const char *path, long step)
-{
-    weft_comm *job = pd->t->job;
-    snprintf(pd->path, sizeof pd->path, "%s", path);
-    snprintf(pd->dir, sizeof pd->dir, "%s", path);
-    for (size_t n = strlen(pd->dir); n > 1 && pd->dir[n - 1] == '/'; n--)
-        pd->dir[n - 1] = 0;
-    memset(&pd->a, 0, sizeof pd->a);
-    if (pd->jr == 0)
-        make_save_dir(pd->dir, strcmp(pd->made, pd->dir) == 0, step, &pd->a);
-    int rc = job ? weft_broadcast(job, &pd->a, sizeof pd->a, WEFT_U8, 0) : 0;
-    if (rc == 0 && pd->a.rc)
-        return run_fail(pd->t, pd->a.rc, "cannot save checkpoint %s: %s", path, pd->a.why);
-    if (rc)
-        return run_fail(pd->t, rc, "cannot save checkpoint %s: %s", path, weft_strerror(rc));
-    snprintf(pd->save, sizeof pd->save, "%s/%s", pd->dir, pd->a.name);
-    snprintf(pd->made, sizeof pd->made, "%s", pd->dir);
-    return 0;
-}
-
-/* Collective: whether every rank can leave its save to the background (a
- * snapshot of its share, or nothing to write: whole-model sync modes'
- * other ranks). All ranks or none, so that finish's collectives meet. */
-static int defer_all(struct ckpt_pending *pd)
-{
-    int32_t mine = pd->rc == 0 && (!pd->np || pd->snapped) && (!pd->t->job || pd->bgc),
-            all = mine;
-    if (pd->t->job && weft_allreduce(pd->t->job, &mine, &all, 1, WEFT_I32, WEFT_MIN) != 0)
-        return 0;
-    return all;
-}
-
 int ckpt_shard_save(weft_run *t, const char *path, long step, weft_ckpt *rec, int async)
 {
     double t0 = clock_now();
@@ -401,7 +428,19 @@ int ckpt_shard_save(weft_run *t, const char *path, long step, weft_ckpt *rec, in
     pd->t0 = t0;
     pd->done = 0;
     pd->step = step;
-    if ((rc = announce_save(pd, path, step)) != 0) {
+    pd->announced = 0;
+    name_save(pd, path);
+    /* under --mem-limit there is no room for a second copy of the share;
+     * under --elastic a save must not outlive the step: a membership
+     * change replaces the job, the model and the shards it was taken of */
+    int bg = async && t->o->mem_limit <= 0 && !t->o->elastic;
+    if (bg && t->job && !pd->bgc && !pd->no_bgc)
+        split_writers(pd);
+    bg = bg && (!t->job || pd->bgc);
+    /* a background save is announced by its writers, unless the sync
+     * mode's per-rank files need the directory now */
+    int sync_state = ckpt_sync_kind(&t->sync) > 0;
+    if ((!bg || sync_state) && (rc = announce_save(pd)) != 0) {
         release(pd);
         return rc;
     }
@@ -413,25 +452,22 @@ int ckpt_shard_save(weft_run *t, const char *path, long step, weft_ckpt *rec, in
                                              weft_optim_steps(opt));
     /* a sync mode's per-rank state beside the shards, before the status
      * reduction, so a committed save has every rank's */
-    if (pd->rc == 0 && ckpt_sync_kind(&t->sync) > 0)
+    if (pd->rc == 0 && sync_state)
         pd->rc = ckpt_sync_save(t, pd->save, pd->jr, step, pd->why, WHY_CAP);
-    /* under --mem-limit there is no room for a second copy of the share;
-     * under --elastic a save must not outlive the step: a membership
-     * change replaces the job, the model and the shards it was taken of */
-    int bg = async && t->o->mem_limit <= 0 && !t->o->elastic;
     if (bg && pd->rc == 0 && pd->np)
         snapshot(pd);
-    /* the same on every rank (the options decide bg): collective */
-    if (bg && t->job && !pd->bgc && weft_comm_split(t->job, 0, pd->jr, &pd->bgc) != 0)
-        pd->bgc = NULL;
-    if (bg && defer_all(pd)) {
-        /* every rank runs one, with or without a file: the commit's
-         * collectives are on all ranks' writers */
+    if (bg) {
+        /* every rank runs a writer, with or without a file: the
+         * announcement's and the commit's collectives are on all ranks'
+         * writers. A rank without its snapshot (no memory for it) runs
+         * its writer in the loop's time, on the live state; no other
+         * rank waits for that. */
         pd->deferred = 1;
-        if (pthread_create(&pd->th, NULL, writer, pd) == 0)
+        int live = pd->rc == 0 && pd->np && !pd->snapped;
+        if (!live && pthread_create(&pd->th, NULL, writer, pd) == 0)
             pd->threaded = 1;
         else
-            writer(pd); /* in the loop's time, the same collectives */
+            writer(pd);
         pd->stall_s += clock_now() - t0;
         return 0;
     }
