@@ -23,10 +23,10 @@
 # to alone's; then the plan's choice and its predicted step time against
 # the measured (training seconds / steps).
 #
-#   BUILD=build sh bench/cpn.sh [STEPS]        (300 steps: about 2 minutes)
+#   BUILD=build sh bench/cpn.sh [STEPS]        (120 steps: about a minute)
 set -u
 B=${BUILD:-build}
-steps=${1:-300}
+steps=${1:-120}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 model="gpt:vocab=256,ctx=32,layers=2,heads=4,dim=128"
