@@ -56,6 +56,11 @@ static int mac(const char *secret, char tag, uint16_t role, const uint8_t *nc,
     if (bindlen)
         memcpy(msg + n, bind, bindlen);
     n += bindlen;
+    /* No clean-up at exit: a store or engine thread may still answer a
+     * handshake while the main thread returns from main(), and libcrypto's
+     * atexit handler would free the locks under its HMAC (a SIGSEGV at
+     * exit). Only the first initialisation's options count; a no-op after. */
+    OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, NULL);
     if (!HMAC(EVP_sha256(), secret, (int)strlen(secret), msg, n, out, &outlen) ||
         outlen != AUTH_MAC_LEN)
         return WEFT_ESYS;

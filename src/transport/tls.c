@@ -362,6 +362,7 @@ int tls_pump_new(tls_pump **out, int loglevel, int rank, char *err, size_t errle
     p->rank = rank;
     p->wake[0] = p->wake[1] = -1;
     pthread_mutex_init(&p->mu, NULL);
+    OPENSSL_init_ssl(OPENSSL_INIT_NO_ATEXIT, NULL); /* as core/auth.c: threads outlive main() */
     p->ctx = SSL_CTX_new(TLS_method());
     if (!p->ctx || !SSL_CTX_set_min_proto_version(p->ctx, TLS1_3_VERSION) ||
         !SSL_CTX_set_ciphersuites(p->ctx, "TLS_AES_128_GCM_SHA256")) {
