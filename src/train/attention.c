@@ -57,24 +57,7 @@ static float row_max_c(const float *row, int n)
     return mx;
 }
 
-static float row_exp_c(float *row, int n, float a, float b)
-{
-    float sum = 0.0f;
-    for (int i = 0; i < n; i++) {
-        row[i] = expf(row[i] * a - b);
-        sum += row[i];
-    }
-    return sum;
-}
-
 #ifdef VEXP_X86
-VEXP_TARGET static float hsum8(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
-}
-
 VEXP_TARGET static float row_max_avx2(const float *row, int n)
 {
     __m256 m = _mm256_set1_ps(-INFINITY);
@@ -90,31 +73,6 @@ VEXP_TARGET static float row_max_avx2(const float *row, int n)
     return mx;
 }
 
-VEXP_TARGET static float row_exp_avx2(float *row, int n, float a, float b)
-{
-    __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b), acc = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 e = vexp_ps(_mm256_fmsub_ps(_mm256_loadu_ps(row + i), va, vb));
-        _mm256_storeu_ps(row + i, e);
-        acc = _mm256_add_ps(acc, e);
-    }
-    float sum = hsum8(acc);
-    /* the last few through the same vector exp, so a row's values do
-     * not depend on where its tail starts */
-    if (i < n) {
-        float tail[8] = { 0 };
-        for (int k = 0; i + k < n; k++)
-            tail[k] = row[i + k];
-        __m256 e = vexp_ps(_mm256_fmsub_ps(_mm256_loadu_ps(tail), va, vb));
-        _mm256_storeu_ps(tail, e);
-        for (int k = 0; i + k < n; k++) {
-            row[i + k] = tail[k];
-            sum += tail[k];
-        }
-    }
-    return sum;
-}
 #endif
 
 /* q, k and v (and their gradients) are rows of stride qs, ks, vs; the
@@ -195,12 +153,7 @@ static float row_max(const att_job *j, const float *row, int n)
 
 static float row_exp(const att_job *j, float *row, int n, float a, float b)
 {
-#ifdef VEXP_X86
-    if (j->avx2)
-        return row_exp_avx2(row, n, a, b);
-#endif
-    (void)j;
-    return row_exp_c(row, n, a, b);
+    return vexp_row(row, n, a, b, j->avx2);
 }
 
 /* S[m x n] (row stride T) = Q[t0..t0+m) K[0..n)^T, the block's raw scores;

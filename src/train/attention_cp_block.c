@@ -53,55 +53,9 @@ int train_cp_pos(int r, int C, int Tl, int t)
     return t < cs ? r * cs + t : chunk_of(r, C, 1) * cs + (t - cs);
 }
 
-/* row[0..n) = exp(a row - b), and their sum: eight lanes where the CPU
- * has AVX2 (the tail through the same vector exp, so a row's values do
- * not depend on where it ends). */
-static float row_exp_c(float *row, int n, float a, float b)
-{
-    float sum = 0.0f;
-    for (int i = 0; i < n; i++) {
-        row[i] = expf(row[i] * a - b);
-        sum += row[i];
-    }
-    return sum;
-}
-
-#ifdef VEXP_X86
-VEXP_TARGET static float row_exp_avx2(float *row, int n, float a, float b)
-{
-    __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b), acc = _mm256_setzero_ps();
-    float lanes[8], sum = 0.0f;
-    int i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 e = vexp_ps(_mm256_fmsub_ps(_mm256_loadu_ps(row + i), va, vb));
-        _mm256_storeu_ps(row + i, e);
-        acc = _mm256_add_ps(acc, e);
-    }
-    _mm256_storeu_ps(lanes, acc);
-    for (int k = 0; k < 8; k++)
-        sum += lanes[k];
-    if (i < n) {
-        float tail[8] = { 0 };
-        for (int k = 0; i + k < n; k++)
-            tail[k] = row[i + k];
-        _mm256_storeu_ps(tail, vexp_ps(_mm256_fmsub_ps(_mm256_loadu_ps(tail), va, vb)));
-        for (int k = 0; i + k < n; k++) {
-            row[i + k] = tail[k];
-            sum += tail[k];
-        }
-    }
-    return sum;
-}
-#endif
-
 static float row_exp(const cp_job *j, float *row, int n, float a, float b)
 {
-#ifdef VEXP_X86
-    if (j->avx2)
-        return row_exp_avx2(row, n, a, b);
-#endif
-    (void)j;
-    return row_exp_c(row, n, a, b);
+    return vexp_row(row, n, a, b, j->avx2);
 }
 
 /* Query chunk a of head h against key chunk c of the block (kind k), in

@@ -13,6 +13,8 @@
 #ifndef TRAIN_VEXP_H
 #define TRAIN_VEXP_H
 
+#include <math.h>
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #define VEXP_X86 1
@@ -46,6 +48,57 @@ VEXP_TARGET static inline __m256 vexp_ps(__m256 x)
     y = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
     return _mm256_andnot_ps(under, y);
 }
+
+VEXP_TARGET static inline float vexp_hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+VEXP_TARGET static inline float vexp_row_avx2(float *row, int n, float a, float b)
+{
+    __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b), acc = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 e = vexp_ps(_mm256_fmsub_ps(_mm256_loadu_ps(row + i), va, vb));
+        _mm256_storeu_ps(row + i, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    float sum = vexp_hsum8(acc);
+    /* the last few through the same vector exp, so a row's values do
+     * not depend on where its tail starts */
+    if (i < n) {
+        float tail[8] = { 0 };
+        for (int k = 0; i + k < n; k++)
+            tail[k] = row[i + k];
+        __m256 e = vexp_ps(_mm256_fmsub_ps(_mm256_loadu_ps(tail), va, vb));
+        _mm256_storeu_ps(tail, e);
+        for (int k = 0; i + k < n; k++) {
+            row[i + k] = tail[k];
+            sum += tail[k];
+        }
+    }
+    return sum;
+}
 #endif
+
+/* row[0..n) = exp(row * a - b), returning their sum: softmax's numerators
+ * (a the scale, b the row's scaled maximum). avx2: vexp_have_avx2()'s
+ * answer, asked once by the caller. */
+static inline float vexp_row(float *row, int n, float a, float b, int avx2)
+{
+#ifdef VEXP_X86
+    if (avx2)
+        return vexp_row_avx2(row, n, a, b);
+#endif
+    (void)avx2;
+    float sum = 0.0f;
+    for (int i = 0; i < n; i++) {
+        row[i] = expf(row[i] * a - b);
+        sum += row[i];
+    }
+    return sum;
+}
 
 #endif
