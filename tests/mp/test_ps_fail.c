@@ -207,7 +207,8 @@ static void test_server_hang(void)
  * --servers 2 with 6 ranks); every request spans both servers. Server 1
  * is frozen (SIGSTOP) mid-training: server 0 then holds its BSP replies
  * too, yet every worker must name server 1, within the timeout and a
- * generous margin, not "no reply from parameter server(s) 0, 1". */
+ * generous margin (a 2-core machine running other suites beside this one
+ * took the timeout twice over), not "no reply from parameter server(s) 0, 1". */
 
 #define STOP_TIMEOUT_S 3.0
 
@@ -233,7 +234,7 @@ static void blaming_worker(psjob *j, weft_ps *ps, int w)
            "worker %d: %s", w, weft_ps_error(ps));
     const char *ts = getenv("TEST_SCALE"); /* sanitizers: everything slower alike */
     double scale = ts && atof(ts) > 1 ? atof(ts) : 1;
-    CHECKF(took <= STOP_TIMEOUT_S + 3 * scale, "worker %d: %.1f s from the stop to the error", w,
+    CHECKF(took <= STOP_TIMEOUT_S + 6 * scale, "worker %d: %.1f s from the stop to the error", w,
            took);
     if (w == 0)
         snprintf(sh->msg, sizeof sh->msg, "%.1f s after the stop: %s", took, weft_ps_error(ps));
