@@ -88,8 +88,8 @@ for N in $RANKS; do
                        100 * (p - m) / m }'
         done
     done
-    echo "# ranking, predicted: $(sort -k4 -g "$TMP/rows" | awk '{ printf "%s%sx%sx%s", NR > 1 ? " " : "", $1, $2, $3 }')"
-    echo "# ranking, measured:  $(sort -k5 -g "$TMP/rows" | awk '{ printf "%s%sx%sx%s", NR > 1 ? " " : "", $1, $2, $3 }')"
+    echo "# ranking, predicted: $(sort -k4 -g "$TMP/rows" | awk '{ printf "%s%sx%sx%s", (NR > 1 ? " " : ""), $1, $2, $3 }')"
+    echo "# ranking, measured:  $(sort -k5 -g "$TMP/rows" | awk '{ printf "%s%sx%sx%s", (NR > 1 ? " " : ""), $1, $2, $3 }')"
     awk '{ tp[NR] = $1; pp[NR] = $2; dp[NR] = $3; p[NR] = $4; m[NR] = $5; lo[NR] = $6; hi[NR] = $7 }
         END {
             for (i = 1; i <= NR; i++) for (j = i + 1; j <= NR; j++) {
