@@ -161,6 +161,12 @@ int weft_model_block_count(const weft_model_config *cfg)
     return weft_model_config_check(cfg) ? WEFT_EINVAL : train_model_blocks(cfg);
 }
 
+float *train_model_vector(size_t n)
+{
+    size_t bytes = ((n ? n : 1) * sizeof(float) + 63) & ~(size_t)63;
+    return aligned_alloc(64, bytes);
+}
+
 int weft_model_create(weft_model **out, const weft_model_config *cfg, uint64_t seed)
 {
     if (!out)
@@ -254,9 +260,8 @@ int weft_model_create_tp(weft_model **out, const weft_model_config *cfg, uint64_
     if (rc == 0)
         rc = train_model_table(m);
     if (rc == 0) {
-        size_t bytes = ((m->nparams ? m->nparams : 1) * sizeof(float) + 63) & ~(size_t)63;
-        m->params = aligned_alloc(64, bytes);
-        m->grads = aligned_alloc(64, bytes);
+        m->params = train_model_vector(m->nparams);
+        m->grads = train_model_vector(m->nparams);
         if (!m->params || !m->grads)
             rc = WEFT_ENOMEM;
     }

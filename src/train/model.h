@@ -138,6 +138,9 @@ int train_llama_tensors(const weft_model_config *c, spec_list *l);
 int train_model_blocks(const weft_model_config *c);
 /* Builds m's table from the chunks; fills m->tensors, gmap, tied, nparams. */
 int train_model_table(weft_model *m);
+/* A parameter or gradient vector of n floats, 64-byte aligned (the
+ * kernels' loads), or NULL; free() releases it. */
+float *train_model_vector(size_t n);
 void train_model_init(weft_model *m, uint64_t seed);
 
 /* Allocates the per-slot pointer records of the MLP or GPT code. */

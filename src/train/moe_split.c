@@ -10,12 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static float *flat(size_t n)
-{
-    size_t bytes = ((n ? n : 1) * sizeof(float) + 63) & ~(size_t)63;
-    return aligned_alloc(64, bytes);
-}
-
 int train_moe_split(weft_model *m, int size, int rank, weft_comm *replicas)
 {
     if (!m || !m->ep || size < 2 || rank < 0 || rank >= size || m->ep_size > 1 ||
@@ -33,7 +27,8 @@ int train_moe_split(weft_model *m, int size, int rank, weft_comm *replicas)
     int rc = train_model_table(m);
     if (rc == 0 && m->ntensors != ontensors)
         rc = WEFT_EINVAL;
-    float *p = rc ? NULL : flat(m->nparams), *g = rc ? NULL : flat(m->nparams);
+    float *p = rc ? NULL : train_model_vector(m->nparams);
+    float *g = rc ? NULL : train_model_vector(m->nparams);
     if (rc == 0 && (!p || !g))
         rc = WEFT_ENOMEM;
     if (rc) { /* as it was */
