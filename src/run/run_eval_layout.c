@@ -82,8 +82,10 @@ void eval_local(weft_run *t, weft_model *m, eval_fwd *f)
     f->shares = 1;
 }
 
-/* A tag per global chunk above every schedule's (sum_tied has the top). */
+/* A tag per global chunk above every schedule's (sum_tied has the top);
+ * the receiver's "ready" for a chunk's input below all of them. */
 static int act_tag(int chunk) { return WEFT_TAG_MAX - 1 - chunk; }
+static int ready_tag(int chunk) { return WEFT_TAG_MAX - (1 << 20) - chunk; }
 
 /* This stage's chunks in order, each fed from the previous chunk's rank
  * and feeding the next one's; the last chunk has the loss. */
@@ -109,9 +111,16 @@ static int pipe_forward(eval_fwd *f, const void *in, const int32_t *y, int n, in
                 s->act = a;
                 s->cap = in_n;
             }
+            /* a stage sends a batch only once the next one is ready for
+             * it: forward only, nothing else holds an earlier stage back,
+             * and the batches it ran ahead with would pile up unreceived
+             * in this rank's memory, past --mem-limit */
+            int32_t ready = c;
             weft_request *r = NULL;
-            rc = weft_irecv_tag(v->pp_comm, s->act, in_n, WEFT_F32, (c - 1) % v->pp,
-                                act_tag(c), &r);
+            rc = weft_send_tag(v->pp_comm, &ready, 1, WEFT_I32, (c - 1) % v->pp, ready_tag(c));
+            if (rc == 0)
+                rc = weft_irecv_tag(v->pp_comm, s->act, in_n, WEFT_F32, (c - 1) % v->pp,
+                                    act_tag(c), &r);
             if (rc == 0)
                 rc = weft_wait(r);
             x = s->act;
@@ -123,8 +132,12 @@ static int pipe_forward(eval_fwd *f, const void *in, const int32_t *y, int n, in
             *loss = (double)l * n;
             *correct = image ? weft_model_count_correct(v->model, y) : 0;
         } else if (rc == 0) {
-            rc = weft_isend_tag(v->pp_comm, weft_model_chunk_output(v->model, j, 0), out_n,
-                                WEFT_F32, (c + 1) % v->pp, act_tag(c + 1), &sends[j]);
+            int32_t ready = 0;
+            rc = weft_recv_tag(v->pp_comm, &ready, 1, WEFT_I32, (c + 1) % v->pp,
+                               ready_tag(c + 1));
+            if (rc == 0)
+                rc = weft_isend_tag(v->pp_comm, weft_model_chunk_output(v->model, j, 0), out_n,
+                                    WEFT_F32, (c + 1) % v->pp, act_tag(c + 1), &sends[j]);
         }
     }
     for (int j = 0; j < v->v; j++)
