@@ -110,12 +110,12 @@ done
 # load and the evaluation, and its state after its first step; a limit
 # below the resume's peak fails it, naming the rank. One rank's state alone
 # is 102 MB; split, a rank peaks at 40-60 MB (the program, its libraries
-# and the collectives' shared memory included), so 80M leaves room for
+# and the collectives' shared memory included), so 64M holds with room for
 # another CPU's kernels and buffers.
-wall="--model gpt:vocab=256,ctx=32,layers=8,heads=8,dim=256 --data builtin --batch 8 --mem-limit 80M"
+wall="--model gpt:vocab=256,ctx=32,layers=8,heads=8,dim=256 --data builtin --batch 8 --mem-limit 64M"
 if [ $thin = 0 ]; then
     run wall 8 $wall --steps 3 --stop-at 2 --tp 2 --pp 2 --zero 3 --save "$dir/wall/" && {
-        "$B/weftrun" -n 8 "$B/weft-train" --resume "$dir/wall" --steps 3 --mem-limit 80M \
+        "$B/weftrun" -n 8 "$B/weft-train" --resume "$dir/wall" --steps 3 --mem-limit 64M \
             --tp 4 --pp 2 --zero 3 --eval-prompts 4 >"$dir/wallr.out" 2>&1
         rc=$?
         if [ $rc = 0 ] && grep -q "peak resident .* by the end of the resume" "$dir/wallr.out" &&

@@ -103,6 +103,7 @@ int main(int argc, char **argv)
     weft_run_config_log(cfg, log_line, NULL);
     tool_opts o;
     parse_args(argc, argv, cfg, &o);
+    fit_rings(&o);
     int joined;
     weft_comm *comm = join_job(cfg, o.elastic, &joined);
 

@@ -85,7 +85,8 @@ static void usage(FILE *f)
         "                           the planner (weft-sim plan) for this job's ranks\n"
         "  --mem-limit SIZE         a rank's memory budget: a layout whose training state\n"
         "                           does not fit is refused (naming one that would), and\n"
-        "                           the peak resident memory is checked after step one\n"
+        "                           the peak resident memory is checked after step one;\n"
+        "                           shared-memory rings are sized to it (WEFT_SHM_RING)\n"
         "                           SIZE: bytes, or a number with K, M, G or T, with or\n"
         "                           without iB (powers of 1024): 64M, 2GiB, 1.5G\n"
         "  --pp-costs FILE          write the block costs, measured and then scaled to the\n"
@@ -163,5 +164,29 @@ void parse_args(int argc, char **argv, weft_run_config *cfg, tool_opts *t)
             die("%s", weft_run_config_error(cfg));
         if (strcmp(key, "elastic") == 0)
             t->elastic = 1;
+        if (strcmp(key, "mem-limit") == 0) {
+            /* the run has checked the value already */
+            char *end;
+            double b = strtod(v, &end);
+            int sh = *end == 'K' || *end == 'k' ? 10 : *end == 'M' || *end == 'm' ? 20
+                   : *end == 'G' || *end == 'g' ? 30 : *end == 'T' || *end == 't' ? 40 : 0;
+            t->mem_limit = b * (double)(1ull << sh);
+        }
     }
+}
+
+void fit_rings(const tool_opts *t)
+{
+    if (t->mem_limit <= 0 || getenv("WEFT_SHM_RING"))
+        return;
+    /* a rank maps a ring to and from each peer of each communicator it
+     * uses, and the pages a ring has carried stay resident: at 2 MiB (the
+     * default) a pipeline of 4-rank tensor groups held 8-17 MB in rings;
+     * a 128th of the limit each keeps them near a tenth of it */
+    unsigned long long ring = 2ull << 20;
+    while (ring > (64ull << 10) && (double)ring > t->mem_limit / 128)
+        ring >>= 1;
+    char v[32];
+    snprintf(v, sizeof v, "%llu", ring);
+    setenv("WEFT_SHM_RING", v, 1);
 }

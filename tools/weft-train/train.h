@@ -10,12 +10,16 @@
 
 /* The options the program acts on before or beside the run. */
 typedef struct {
-    int elastic; /* --elastic: WEFT_JOIN=1 joins a running job */
+    int elastic;      /* --elastic: WEFT_JOIN=1 joins a running job */
+    double mem_limit; /* --mem-limit in bytes; 0: none */
 } tool_opts;
 
 /* options.c */
 /* Fills cfg from argv; a bad argument ends the program as the run would. */
 void parse_args(int argc, char **argv, weft_run_config *cfg, tool_opts *t);
+/* Under --mem-limit, shared-memory rings sized to it (WEFT_SHM_RING, unless
+ * set): the job's rings count in each rank's resident set. */
+void fit_rings(const tool_opts *t);
 
 /* inspect.c: --inspect CKPT */
 int inspect_ckpt(const char *path);
