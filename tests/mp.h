@@ -29,6 +29,11 @@ static int mp_ranks_per_host;
 /* When > 0, rank r is in cluster r / mp_ranks_per_cluster (WEFT_CLUSTER). */
 static int mp_ranks_per_cluster;
 
+/* Every rank this process forked, so that a test can tell its own
+ * leftovers (in /dev/shm, say) from those of tests running beside it. */
+static pid_t mp_forked[4096];
+static int mp_forked_n;
+
 /* Runs fn on n forked ranks; returns the number of ranks that failed to
  * start, crashed or exited non-zero. Check counts are folded into this
  * process's totals through a pipe. */
@@ -87,6 +92,8 @@ static inline int mp_run(int n, double timeout_s, mp_fn fn, void *arg)
             _exit(test_failed_ ? 1 : 0);
         }
         pids[r] = pid;
+        if (pid > 0 && mp_forked_n < (int)(sizeof mp_forked / sizeof mp_forked[0]))
+            mp_forked[mp_forked_n++] = pid;
     }
     close(fds[1]);
     int counts[2];

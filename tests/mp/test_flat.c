@@ -153,7 +153,12 @@ static int orphan_boards(void)
     while (d && (e = readdir(d))) {
         const char *f = strstr(e->d_name, "-flat-");
         long pid = f && !strncmp(e->d_name, "weft-", 5) ? atol(f + 6) : 0;
-        n += pid > 0 && kill((pid_t)pid, 0) && errno == ESRCH;
+        /* only this test's ranks: other tests' killed ranks may be being
+         * cleaned up at this moment */
+        int ours = 0;
+        for (int i = 0; pid > 0 && i < mp_forked_n; i++)
+            ours |= mp_forked[i] == (pid_t)pid;
+        n += ours && kill((pid_t)pid, 0) && errno == ESRCH;
     }
     if (d)
         closedir(d);
