@@ -14,9 +14,10 @@
 #             reduction
 #   overlap   the same shares, streaming:20:1:20: the outer reduction runs
 #             beside the next 20 inner steps and lands one period late
-#   plan      what weft-cpn plan chooses for the two clusters (declared
-#             peak and speed, the link as measured here: 100 Mbit/s, 40 ms
-#             RTT) with the job's H fixed at 20, run as planned
+#   plan      what weft-cpn plan chooses for the two clusters (this host
+#             probed with the job's model, declared speed, the link as
+#             the emulation makes it: 100 Mbit/s, 40 ms RTT) with the job's
+#             H fixed at 20, run as planned
 # Prints one table: rank 0's training seconds (the metrics' elapsed_s at
 # the last step: no start-up or evaluation) and the speed-up over alone,
 # weft-cpn run's wall seconds, the job's last evaluation loss and its ratio
@@ -60,22 +61,22 @@ run() { # name (the plan in $dir/NAME.json)
     echo "$1 $train $secs $evl"
 }
 
-# the planner's view of the two clusters: one core each, this machine's
-# single-thread peak declared, the link as the emulation makes it
-peak=$("$B/weft-cpn" probe --name p --out "$dir/p.json" >/dev/null 2>&1 &&
-    sed -n 's/.*"peak_fp32_gflops_per_core": *{"value": *\([0-9.e+]*\).*/\1/p' "$dir/p.json")
-peak=${peak:-50}
+# the planner's view of the two clusters: one core each, this machine
+# probed with the job (its model's forward, backward and update timed on
+# one thread: train_sample_s, train_fixed_s, train_update_s), the speed
+# declared, the link as the emulation makes it
+echo "$job" >"$dir/job.json"
+"$B/weft-cpn" probe --name p --job "$dir/job.json" --out "$dir/p.json" >/dev/null 2>&1 || exit 1
 cluster() { # name speed
-    echo "{\"schema\": \"weft-cpn-cluster/1\", \"name\": \"$1\", \"launcher\": \"local\",
-           \"hosts\": [{\"name\": \"localhost\", \"addr\": \"127.0.0.1\", \"cores\": 1}],
-           \"metrics\": {\"peak_fp32_gflops_per_core\": {\"value\": $peak, \"source\": \"measured\"},
-                         \"speed\": {\"value\": $2, \"source\": \"declared\"}}}"
+    /usr/bin/python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))
+c["name"]=sys.argv[2]; c["hosts"]=[{"name": "localhost", "addr": "127.0.0.1", "cores": 1}]
+c["metrics"]["speed"]={"value": float(sys.argv[3]), "source": "declared"}
+c.pop("score", None); print(json.dumps(c))' "$dir/p.json" "$1" "$2"
 }
 echo "[$(cluster a 1), $(cluster b 0.5)]" >"$dir/clusters.json"
 echo '{"schema": "weft-cpn-links/1", "links": [
   {"from": "a", "to": "b", "bandwidth_bps": 1e8, "rtt_ms": 40, "loss": 0},
   {"from": "b", "to": "a", "bandwidth_bps": 1e8, "rtt_ms": 40, "loss": 0}]}' >"$dir/links.json"
-echo "$job" >"$dir/job.json"
 "$B/weft-cpn" plan --clusters "$dir/clusters.json" --job "$dir/job.json" \
     --links "$dir/links.json" >"$dir/plan.json" || exit 1
 

@@ -137,6 +137,12 @@ int cpn_cluster_from_json(const void *obj, cpn_cluster *out, char *err, size_t e
     copy_str(out->launcher, sizeof out->launcher, json_get(v, "launcher"));
     copy_str(out->slurm_conf, sizeof out->slurm_conf, json_get(v, "slurm_conf"));
     int rc = read_hosts(json_get(v, "hosts"), out, err, errlen);
+    const json_value *cal = json_get(v, "calibrated_for");
+    if (cal && cal->type == JSON_OBJ) {
+        copy_str(out->calib_model, sizeof out->calib_model, json_get(cal, "model"));
+        const json_value *seq = json_get(cal, "seq");
+        out->calib_seq = seq && seq->type == JSON_NUM ? (int)seq->num : 0;
+    }
     const json_value *ms = json_get(v, "metrics");
     for (size_t i = 0; !rc && ms && ms->type == JSON_OBJ && i < ms->n; i++) {
         cpn_metric m;
@@ -230,6 +236,12 @@ void cpn_cluster_write(cpn_jo *w, const char *key, const cpn_cluster *c)
         cpn_jo_end(w);
     }
     cpn_jo_end(w);
+    if (c->calib_model[0]) {
+        cpn_jo_obj(w, "calibrated_for");
+        cpn_jo_str(w, "model", c->calib_model);
+        cpn_jo_int(w, "seq", c->calib_seq);
+        cpn_jo_end(w);
+    }
     cpn_jo_obj(w, "metrics");
     for (int i = 0; i < c->nmetrics; i++)
         write_metric(w, &c->metrics[i]);

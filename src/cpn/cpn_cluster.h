@@ -40,6 +40,10 @@ typedef struct {
     int nmetrics;
     cpn_metric metrics[CPN_MAX_METRICS];
     double l1[CPN_L1_N];   /* < 0: the category has no metric to score */
+    /* The job the train_* metrics were timed on (probe --job): its model
+     * spec as weft_model_config_format writes it, and its sequence; "": none */
+    char calib_model[160];
+    int calib_seq;
     double l2;
 } cpn_cluster;
 

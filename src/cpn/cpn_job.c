@@ -55,6 +55,8 @@ static int read_model(const json_value *root, cpn_job *j, char *err, size_t errl
     }
     j->seq = (int)num_or(root, "seq", 0);
     int seq = j->model.type == WEFT_MODEL_MLP ? 1 : j->seq > 0 ? j->seq : j->model.ctx;
+    j->m.seq = seq;
+    weft_model_config_format(&j->model, j->m.model, sizeof j->m.model);
     double f1 = 0;
     if (weft_model_flops(&j->model, 1, seq, &j->m.flops_per_sample) ||
         weft_model_flops(&j->model, 1, 1, &f1)) {

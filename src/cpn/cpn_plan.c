@@ -1,5 +1,6 @@
 /* The planner's cost model and search (docs/CPN.md, "The plan's model").
- * A rank is a core; a cluster's rate is ranks x peak x speed x EFF; the
+ * A rank is a core; a cluster's step is timed on the job's model where
+ * probe --job measured it, else priced at ranks x peak x speed x EFF; the
  * global batch is shared in proportion to the rates, so that every
  * cluster's compute takes the same time; gradients are all-reduced inside
  * each cluster (alpha-beta of the probe) and across clusters over the
@@ -54,10 +55,39 @@ void cpn_candidate_name(const cpn_cluster *cs, const cpn_candidate *c, char *buf
     }
 }
 
-static double rate(const cpn_cluster *cl, int ranks)
+/* Whether cl's train_* metrics were timed on this job's model and sequence. */
+static int calibrated(const cpn_cluster *cl, const cpn_job_model *job)
 {
+    return cl->calib_model[0] && !strcmp(cl->calib_model, job->model) &&
+           cl->calib_seq == job->seq && cpn_metric_value(cl, "train_sample_s", 0) > 0;
+}
+
+/* Samples a second over the cluster's ranks: measured, else from the peak. */
+static double rate(const cpn_cluster *cl, const cpn_job_model *job, int ranks)
+{
+    double speed = cpn_metric_value(cl, "speed", 1);
+    if (calibrated(cl, job))
+        return ranks * speed / cpn_metric_value(cl, "train_sample_s", 0);
     double peak = cpn_metric_value(cl, "peak_fp32_gflops_per_core", 0);
-    return ranks * peak * 1e9 * cpn_metric_value(cl, "speed", 1) * EFF;
+    return ranks * peak * 1e9 * speed * EFF / job->flops_per_sample;
+}
+
+/* A step's compute on the cluster's busiest rank (ceil(n / ranks) samples):
+ * measured forward and backward stretched by the declared speed (as the
+ * training's emulation does) plus the update, else the peak's figure. */
+static double compute_time(const cpn_cluster *cl, const cpn_job_model *job, int ranks, int n,
+                           int *cal)
+{
+    if (!calibrated(cl, job)) {
+        double r = rate(cl, job, ranks);
+        return r > 0 ? n / r : INFINITY;
+    }
+    (*cal)++;
+    int mine = (n + ranks - 1) / ranks;
+    double speed = cpn_metric_value(cl, "speed", 1);
+    double fb = cpn_metric_value(cl, "train_fixed_s", 0) +
+                mine * cpn_metric_value(cl, "train_sample_s", 0);
+    return fb / (speed > 0 ? speed : 1) + cpn_metric_value(cl, "train_update_s", 0);
 }
 
 /* Shares in proportion to the rates, largest remainders first, summing
@@ -67,7 +97,7 @@ static void shares(const cpn_cluster *cs, const cpn_job_model *job, cpn_candidat
     double r[CPN_PLAN_MAX_CLUSTERS], sum = 0, frac[CPN_PLAN_MAX_CLUSTERS];
     int given = 0;
     for (int i = 0; i < c->n; i++)
-        sum += r[i] = rate(&cs[c->idx[i]], c->ranks[i]);
+        sum += r[i] = rate(&cs[c->idx[i]], job, c->ranks[i]);
     for (int i = 0; i < c->n; i++) {
         double x = sum > 0 ? job->global_batch * r[i] / sum : 0;
         c->batch[i] = (int)floor(x);
@@ -198,13 +228,12 @@ void cpn_plan_price(const cpn_cluster *cs, const cpn_link *links, int nlinks,
                     const cpn_job_model *job, cpn_candidate *c)
 {
     int total_ranks = 0;
-    c->links_assumed = 0;
+    c->links_assumed = c->calibrated = 0;
     shares(cs, job, c);
     c->compute_s = c->intra_s = c->wan_s = 0;
     for (int i = 0; i < c->n; i++) {
         const cpn_cluster *cl = &cs[c->idx[i]];
-        double r = rate(cl, c->ranks[i]);
-        double t = r > 0 ? c->batch[i] * job->flops_per_sample / r : INFINITY;
+        double t = compute_time(cl, job, c->ranks[i], c->batch[i], &c->calibrated);
         double a = intra(cl, c->ranks[i], job->grad_bytes);
         c->compute_s = t > c->compute_s ? t : c->compute_s;
         c->intra_s = a > c->intra_s ? a : c->intra_s;

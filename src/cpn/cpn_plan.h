@@ -24,6 +24,10 @@ typedef struct {
     int max_compress;        /* 0 none, 1 bf16, 2 int8: the most the job allows */
     int fixed_h;             /* DiLoCo's H from the job; 0: chosen */
     double now;              /* seconds since the epoch, for availability windows */
+    /* the model spec (weft_model_config_format's) and sequence: a cluster
+     * whose train_* metrics were timed on the same is priced by them */
+    char model[160];
+    int seq;
 } cpn_job_model;
 
 typedef struct {
@@ -43,6 +47,8 @@ typedef struct {
     double step_s, total_s, cost, carbon_g;
     double compute_s, intra_s, wan_s; /* the step's parts */
     int links_assumed;       /* a pair had no measured link: nominal figures */
+    int calibrated;          /* clusters whose compute was priced from the job's
+                                measured step (the others from the peak) */
     char why[160];           /* "" when it meets the QoS; else the first it breaks */
 } cpn_candidate;
 

@@ -81,6 +81,8 @@ static void predicted(const char *key, const cpn_candidate *c, cpn_jo *w)
     cpn_jo_num(w, "intra_s", c->intra_s);
     cpn_jo_num(w, "wan_s", c->wan_s);
     cpn_jo_bool(w, "links_assumed", c->links_assumed);
+    cpn_jo_str(w, "compute_from", c->calibrated == c->n ? "measured"
+                                  : c->calibrated ? "measured and peak" : "peak");
     cpn_jo_end(w);
 }
 

@@ -129,6 +129,21 @@ static int add_hosts(const cpn_rank_facts *facts, int n, cpn_cluster *out)
     return 0;
 }
 
+/* The job's step times, each the median over the ranks (which timed it
+ * at once, sharing the hosts as the training's ranks will). */
+static void add_calib(const cpn_rank_facts *facts, int n, double *v, cpn_cluster *out)
+{
+    if (facts[0].calib.sample_s <= 0)
+        return;
+    static const char *const names[] = { "train_sample_s", "train_fixed_s", "train_update_s" };
+    for (int k = 0; k < 3; k++) {
+        for (int i = 0; i < n; i++)
+            v[i] = k == 0 ? facts[i].calib.sample_s
+                 : k == 1 ? facts[i].calib.fixed_s : facts[i].calib.update_s;
+        metric(out, names[k], median(v, n), "s", "measured", "median");
+    }
+}
+
 int cpn_probe_describe(const cpn_rank_facts *facts, int n, double alpha_us, double beta_gbps,
                        cpn_cluster *out)
 {
@@ -147,6 +162,7 @@ int cpn_probe_describe(const cpn_rank_facts *facts, int n, double alpha_us, doub
     double bf16 = median(v, n);
     if (bf16 > 0)
         metric(out, "peak_bf16_gflops_per_core", bf16, "GFLOP/s", "measured", "median");
+    add_calib(facts, n, v, out);
     free(v);
     if (alpha_us >= 0) {
         metric(out, "allreduce_alpha_us", alpha_us, "us", "measured", "median");

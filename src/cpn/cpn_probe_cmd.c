@@ -1,6 +1,7 @@
 /* weft-cpn probe: every rank of the cluster measures, rank 0 writes the
  * description. Run through the cluster's launcher (weftrun, srun, one
  * process per host) or alone. */
+#include "cpn/cpn_job.h"
 #include "cpn/cpn_probe.h"
 
 #include <stdio.h>
@@ -10,7 +11,8 @@
 #define MAX_DECLARE 32
 
 typedef struct {
-    const char *name, *out, *launcher, *slurm_conf;
+    const char *name, *out, *launcher, *slurm_conf, *job_path;
+    cpn_job job;      /* --job: its model timed on every rank */
     const char *declare[MAX_DECLARE];
     int ndeclare;
     int no_allreduce;
@@ -21,14 +23,31 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: weft-cpn probe [--name N] [--declare KEY=VALUE ...] [--out FILE]\n"
             "                      [--launcher slurm|ssh|local] [--slurm-conf PATH]\n"
-            "                      [--no-allreduce]\n"
+            "                      [--no-allreduce] [--job FILE]\n"
             "  Run on every rank of a cluster (weftrun -n R weft-cpn probe, srun, or one\n"
             "  process per host): measures the hosts, the matmul peak per precision and\n"
             "  the all-reduce constants; rank 0 writes the description (docs/CPN.md).\n"
             "  --declare  price_per_core_hour, gco2_per_kwh, watts_per_core,\n"
             "             available_from, available_until (ISO-8601), speed (0 < s <= 1),\n"
             "             or a measured metric's value from elsewhere (repeatable)\n"
+            "  --job      a job intent (weft-cpn-job/1): every rank times a few training\n"
+            "             steps of its model on one thread (train_sample_s, train_fixed_s,\n"
+            "             train_update_s), which the planner prices that job's steps with\n"
             "  --out      the file (default stdout)\n");
+}
+
+static int read_job(probe_args *a)
+{
+    char *text = NULL, err[512] = "";
+    size_t len = 0;
+    int rc = cpn_read_file(a->job_path, &text, &len);
+    if (!rc)
+        rc = cpn_job_parse(text, len, &a->job, err, sizeof err);
+    free(text);
+    if (rc)
+        fprintf(stderr, "weft-cpn probe: --job %s: %s\n", a->job_path,
+                err[0] ? err : "cannot read it");
+    return rc ? -1 : 0;
 }
 
 static int parse(int argc, char **argv, probe_args *a)
@@ -51,6 +70,8 @@ static int parse(int argc, char **argv, probe_args *a)
             a->name = v;
         } else if (!strcmp(o, "--out")) {
             a->out = v;
+        } else if (!strcmp(o, "--job")) {
+            a->job_path = v;
         } else if (!strcmp(o, "--launcher")) {
             a->launcher = v;
         } else if (!strcmp(o, "--slurm-conf")) {
@@ -68,7 +89,7 @@ static int parse(int argc, char **argv, probe_args *a)
         fprintf(stderr, "weft-cpn probe: --launcher is slurm, ssh or local\n");
         return -1;
     }
-    return 0;
+    return a->job_path ? read_job(a) : 0;
 }
 
 /* Rank 0's part: the description from everyone's facts, written out. */
@@ -83,6 +104,10 @@ static int describe(const probe_args *a, const cpn_rank_facts *all, int n, doubl
     snprintf(c.launcher, sizeof c.launcher, "%s", a->launcher);
     if (a->slurm_conf)
         snprintf(c.slurm_conf, sizeof c.slurm_conf, "%s", a->slurm_conf);
+    if (a->job_path) {
+        snprintf(c.calib_model, sizeof c.calib_model, "%s", a->job.m.model);
+        c.calib_seq = a->job.m.seq;
+    }
     int rc = cpn_probe_describe(all, n, alpha, beta, &c);
     char err[512];
     for (int i = 0; !rc && i < a->ndeclare; i++)
@@ -148,6 +173,10 @@ int weft_cpn_probe_main(int argc, char **argv)
     rc = all ? cpn_probe_rank(&all[me]) : WEFT_ENOMEM;
     if (rc)
         fprintf(stderr, "weft-cpn probe: the matmul peak: %s\n", weft_strerror(rc));
+    if (!rc && a.job_path &&
+        (rc = cpn_calib_measure(&a.job.model, a.job.m.seq, a.job.m.global_batch,
+                                &all[me].calib)))
+        fprintf(stderr, "weft-cpn probe: timing the job's model: %s\n", weft_strerror(rc));
     if (!rc && !alone)
         rc = gather(comm, &a, all, &alpha, &beta);
     if (!rc && me == 0)
@@ -155,5 +184,6 @@ int weft_cpn_probe_main(int argc, char **argv)
     free(all);
     if (comm)
         weft_comm_destroy(comm);
+    cpn_job_free(&a.job);
     return rc;
 }

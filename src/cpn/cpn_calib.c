@@ -1,0 +1,145 @@
+/* A job's model timed on this rank: what weft-cpn probe --job records as
+ * measured metrics and the planner prices a cluster's step with. One
+ * thread, as the planner counts a rank a core. */
+#include "cpn/cpn_calib.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define REPS 5
+#define SLOW_S 1.0 /* a warm-up step this long: time one more, not REPS */
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Inputs and targets for batch samples: tokens (GPT, Llama) or features
+ * (MLP), drawn from a fixed seed; what they are does not change the time. */
+typedef struct {
+    void *x;
+    int32_t *y;
+    int seq;
+} calib_batch;
+
+static int make_batch(const weft_model_config *cfg, int seq, int batch, calib_batch *b)
+{
+    int mlp = cfg->type == WEFT_MODEL_MLP;
+    size_t nx = (size_t)batch * (size_t)(mlp ? cfg->widths[0] : seq);
+    size_t ny = (size_t)batch * (size_t)(mlp ? 1 : seq);
+    b->seq = mlp ? 1 : seq;
+    b->x = malloc(nx * (mlp ? sizeof(float) : sizeof(int32_t)));
+    b->y = malloc(ny * sizeof(int32_t));
+    if (!b->x || !b->y)
+        return WEFT_ENOMEM;
+    uint64_t s = 0x9e3779b97f4a7c15ull;
+    int classes = mlp ? cfg->widths[cfg->n_widths - 1] : cfg->vocab;
+    for (size_t i = 0; i < nx; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        if (mlp)
+            ((float *)b->x)[i] = (float)((s >> 40) & 0xffff) / 65536.0f - 0.5f;
+        else
+            ((int32_t *)b->x)[i] = (int32_t)((s >> 33) % (uint64_t)classes);
+    }
+    for (size_t i = 0; i < ny; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        b->y[i] = (int32_t)((s >> 33) % (uint64_t)classes);
+    }
+    return 0;
+}
+
+/* The median forward and backward of n samples. */
+static int time_steps(weft_model *m, const calib_batch *b, int n, double *out)
+{
+    double t[REPS];
+    int reps = REPS, rc = 0;
+    for (int i = -1; i < reps && !rc; i++) {
+        double t0 = now_s();
+        rc = weft_model_zero_grad(m);
+        if (!rc)
+            rc = weft_model_forward(m, b->x, b->y, n, b->seq, NULL);
+        if (!rc)
+            rc = weft_model_backward(m);
+        double dt = now_s() - t0;
+        if (i < 0 && dt > SLOW_S)
+            reps = 1;
+        if (i >= 0)
+            t[i] = dt;
+    }
+    if (rc)
+        return rc;
+    qsort(t, (size_t)reps, sizeof t[0], cmp_double);
+    *out = t[reps / 2];
+    return 0;
+}
+
+static int time_update(weft_model *m, double *out)
+{
+    size_t n = 0;
+    float *p = weft_model_params(m, &n), *g = weft_model_grads(m, &n);
+    weft_optim_config oc;
+    weft_optim_config_default(&oc, WEFT_OPTIM_ADAMW);
+    weft_optim *o = NULL;
+    int rc = weft_optim_create(&o, &oc, 0, n);
+    if (!rc)
+        rc = weft_optim_set_threads(o, 1);
+    double t[REPS];
+    for (int i = -1; i < REPS && !rc; i++) {
+        double t0 = now_s();
+        rc = weft_optim_step(o, p, g, 0.0f);
+        if (i >= 0)
+            t[i] = now_s() - t0;
+    }
+    weft_optim_destroy(o);
+    if (rc)
+        return rc;
+    qsort(t, REPS, sizeof t[0], cmp_double);
+    *out = t[REPS / 2];
+    return 0;
+}
+
+int cpn_calib_measure(const weft_model_config *cfg, int seq, int batch, cpn_calib *out)
+{
+    memset(out, 0, sizeof *out);
+    if (batch < 2)
+        batch = 2;
+    int lo = batch / 4 > 0 ? batch / 4 : 1;
+    calib_batch b = { NULL, NULL, 0 };
+    weft_model *m = NULL;
+    int rc = make_batch(cfg, seq, batch, &b);
+    if (!rc)
+        rc = weft_model_create(&m, cfg, 1);
+    if (!rc)
+        rc = weft_model_set_threads(m, 1);
+    double t_lo = 0, t_hi = 0;
+    if (!rc)
+        rc = time_steps(m, &b, lo, &t_lo);
+    if (!rc)
+        rc = time_steps(m, &b, batch, &t_hi);
+    if (!rc)
+        rc = time_update(m, &out->update_s);
+    if (!rc) {
+        /* noise can tilt the line: no negative fixed part, no negative slope */
+        out->sample_s = t_hi > t_lo ? (t_hi - t_lo) / (batch - lo) : t_hi / batch;
+        out->fixed_s = t_hi - out->sample_s * batch;
+        if (out->fixed_s < 0) {
+            out->fixed_s = 0;
+            out->sample_s = t_hi / batch;
+        }
+    }
+    if (m)
+        weft_model_destroy(m);
+    free(b.x);
+    free(b.y);
+    return rc;
+}

@@ -1,0 +1,21 @@
+/* Calibration: a few real training steps of a job's model timed on this
+ * rank, so that the planner prices a step from measurement rather than
+ * from a fraction of the matmul peak (docs/CPN.md, "The plan's model"). */
+#ifndef WEFT_CPN_CALIB_H
+#define WEFT_CPN_CALIB_H
+
+#include "weft.h"
+
+typedef struct {
+    double sample_s; /* forward and backward, each further sample of the batch */
+    double fixed_s;  /* forward and backward, the part no sample adds to */
+    double update_s; /* the optimiser's update of every parameter (AdamW) */
+} cpn_calib;
+
+/* Times the model's forward and backward at two batch sizes (batch / 4
+ * and batch, sequences of seq tokens) on one thread, the median of a few
+ * steps each, and an AdamW update; the straight line through the two
+ * gives the per-sample and the fixed part. */
+int cpn_calib_measure(const weft_model_config *cfg, int seq, int batch, cpn_calib *out);
+
+#endif
