@@ -71,10 +71,22 @@ void crc32_tables_init(crc32_tables *k)
     for (int j = 1; j < 8; j++)
         for (int b = 0; b < 256; b++)
             k->t[j][b] = (k->t[j - 1][b] >> 8) ^ k->t[0][k->t[j - 1][b] & 0xff];
+    /* the register for x^d has bit 31 - d; times x, in the 64-bit operand
+     * that the carry-less product takes reflected, that is bit 63 - d */
+    static const unsigned pow[4] = { 575, 511, 191, 127 };
+    for (int i = 0; i < 4; i++) {
+        uint32_t r = 0x80000000u; /* x^0 */
+        for (unsigned e = 0; e < pow[i]; e++)
+            r = r & 1 ? (r >> 1) ^ POLY : r >> 1;
+        k->fold[i] = (uint64_t)r << 32;
+    }
+    k->clmul = crc32_clmul_supported();
 }
 
 uint32_t crc32_update_fast(const crc32_tables *k, uint32_t crc, const void *data, size_t n)
 {
+    if (k->clmul)
+        return crc32_clmul(k->fold, crc, data, n);
     const unsigned char *p = data;
     uint32_t c = ~crc;
     for (; n >= 8; n -= 8, p += 8) {
