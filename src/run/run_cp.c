@@ -33,9 +33,12 @@ int run_cp_check(const opts *o, char *err, size_t cap)
     int C = o->cp;
     if (C <= 1)
         return 0;
-    if (o->tp > 1 || o->pp > 1 || o->sp)
-        return bad(err, cap, "--cp %d with --tp/--pp/--sp: context parallelism composes with "
-                   "data parallelism and ZeRO only so far; give --cp or the others", C);
+    if (o->pp > 1)
+        return bad(err, cap, "--cp %d with --pp %d: context parallelism composes with tensor "
+                   "and data parallelism and ZeRO only so far; give --cp or --pp", C, o->pp);
+    if (o->sp)
+        return bad(err, cap, "--cp %d with --sp: both split the sequence (sequence "
+                   "parallelism over the tensor group); give one of them", C);
     if (o->ep > 1)
         return bad(err, cap, "--cp %d with --ep %d: not done; give one of them", C, o->ep);
     if (o->layout_auto)
@@ -86,14 +89,32 @@ static void view_destroy(weft_dataset *ds)
     free(v);
 }
 
+/* This rank's place in its group: the fastest part of its data-parallel
+ * coordinate in the tp x dp layout (--order's), so a group's ranks share
+ * their tensor rank and differ in nothing else. -1: the layout does not
+ * fit the job. */
+static int group_place(const weft_run *t)
+{
+    const opts *o = t->o;
+    int jr = t->job ? weft_comm_rank(t->job) : 0, jw = t->job ? weft_comm_size(t->job) : 1;
+    int tp = o->tp > 1 ? o->tp : 1, pp = o->pp > 1 ? o->pp : 1, x, q, y;
+    weft_layout l;
+    if (jw % (tp * pp * o->cp) || weft_layout_init(&l, jw, tp, pp, o->order))
+        return -1;
+    weft_layout_coords(&l, jr, &x, &q, &y);
+    return q % o->cp;
+}
+
 int run_cp_data(weft_run *t, data_sets *d)
 {
-    int C = t->o->cp, jr = t->job ? weft_comm_rank(t->job) : 0;
+    int C = t->o->cp, tp = t->o->tp > 1 ? t->o->tp : 1;
     int jw = t->job ? weft_comm_size(t->job) : 1;
     if (C <= 1)
         return 0;
-    if (jw % C)
-        return run_fail(t, WEFT_ECONFIG, "--cp %d: it must divide the job's ranks (%d)", C, jw);
+    int r = group_place(t);
+    if (r < 0)
+        return run_fail(t, WEFT_ECONFIG, "--cp %d%s: it must divide the job's ranks (%d)%s",
+                        C, tp > 1 ? " x --tp" : "", jw, tp > 1 ? " over the tensor groups" : "");
     if (d->ti.kind != WEFT_DATA_SEQ || d->ti.x_dim % (2 * C))
         return run_fail(t, WEFT_ECONFIG, "--cp %d splits sequences of a multiple of %d tokens: "
                         "the data %s has samples of %d", C, 2 * C, d->ti.name, d->ti.x_dim);
@@ -105,7 +126,7 @@ int run_cp_data(weft_run *t, data_sets *d)
         free(ds);
         return run_fail(t, WEFT_ENOMEM, "--cp %d: out of memory", C);
     }
-    *v = (cp_view){ d->train, jr % C, C, d->ti.x_dim };
+    *v = (cp_view){ d->train, r, C, d->ti.x_dim };
     ds->impl = v;
     ds->get = view_get;
     ds->destroy = view_destroy;
@@ -135,12 +156,14 @@ int run_cp_open(weft_run *t)
     if (c->type == WEFT_MODEL_LLAMA && c->experts > 0)
         return run_fail(t, WEFT_ECONFIG, "--cp %d with a mixture of experts: not done", C);
     weft_comm *g = NULL;
-    int jr = t->job ? weft_comm_rank(t->job) : 0;
-    if (!t->job)
-        return run_fail(t, WEFT_ECONFIG, "--cp %d needs a job of %d ranks or more", C, C);
-    if ((rc = weft_comm_split(t->job, jr / C, jr % C, &g)) != 0)
+    /* the data-parallel group (the job's ranks of this tensor rank): its
+     * consecutive ranks, which the data views placed (group_place) */
+    if (!t->comm || t->world % C || t->rank % C != group_place(t))
+        return run_fail(t, WEFT_ECONFIG, "--cp %d needs a data-parallel group of a multiple "
+                        "of %d ranks (it has %d)", C, C, t->comm ? t->world : 1);
+    if ((rc = weft_comm_split(t->comm, t->rank / C, t->rank % C, &g)) != 0)
         return run_fail(t, rc, "--cp %d: the context-parallel groups: %s: %s", C,
-                        weft_strerror(rc), weft_comm_error(t->job));
+                        weft_strerror(rc), weft_comm_error(t->comm));
     attn_cp *cp;
     if ((rc = train_attn_cp_open(&cp, g)) != 0) {
         weft_comm_destroy(g);
@@ -150,8 +173,9 @@ int run_cp_open(weft_run *t)
     t->m->cp = cp;
     if (!o->quiet)
         run_say(t, WEFT_RUN_OUT, "context parallel: sequences of %d over groups of %d ranks "
-                "(%d tokens each, chunks r and %d-r of %d); %d replicas\n", o->r.seq, C,
-                o->r.seq / C, 2 * C - 1, 2 * C, t->world / C);
+                "(%d tokens each, chunks r and %d-r of %d); %d replicas%s\n", o->r.seq, C,
+                o->r.seq / C, 2 * C - 1, 2 * C, t->world / C,
+                o->tp > 1 ? ", each group's ranks of one tensor rank" : "");
     return 0;
 }
 

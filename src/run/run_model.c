@@ -86,7 +86,9 @@ int model_tune(weft_run *t, weft_model *m, const opts *o)
         return run_fail(t, WEFT_ECONFIG,
                         "--recompute: not with --schedule zb (its weight half needs the "
                         "activations recomputation reuses)");
-    return run_cp_open(t); /* --cp: the model's context-parallel group */
+    /* --cp: the run's model its context-parallel group (not a pipeline's
+     * block measured alone) */
+    return m == t->m ? run_cp_open(t) : 0;
 }
 
 void model_optim_config(const run_opts *r, weft_optim_config *oc)

@@ -4,6 +4,7 @@
  * one float per row three times (the row's maximum; its sum of
  * exponentials and the target's logit, which share one all-reduce)
  * instead of gathering the logits. */
+#include "train/attention_cp.h"
 #include "train/model.h"
 
 #include <math.h>
@@ -63,6 +64,13 @@ void train_add_bias(float *out, const float *b, int rows, int n)
     }
 }
 
+/* Row t of T's place in the whole sequence: under context parallelism
+ * this rank's rows are two chunks of it (attention_cp.h). */
+static int position(const weft_model *m, int t, int T)
+{
+    return m->cp ? train_cp_pos(train_attn_cp_rank(m->cp), train_attn_cp_size(m->cp), T, t) : t;
+}
+
 /* Each rank adds the rows of its own words (rank 0 the positions too);
  * the sum over the group is every token's embedding, exactly: one term is
  * not zero, or two (a word of rank 0's), and adding zeros changes nothing. */
@@ -73,7 +81,7 @@ void train_tp_embedding_forward(weft_model *m, float *out, const int32_t *tok, c
     for (int bt = 0; bt < B * T; bt++) {
         float *o = out + (size_t)bt * C;
         int w = tok[bt] - lo;
-        const float *pe = wpe + (size_t)(bt % T) * C;
+        const float *pe = wpe + (size_t)position(m, bt % T, T) * C;
         if (w >= 0 && w < V) {
             const float *te = wte + (size_t)w * C;
             for (int i = 0; i < C; i++)
@@ -94,7 +102,7 @@ void train_tp_embedding_backward(const weft_model *m, float *dwte, float *dwpe, 
     int V = train_tp_vocab_rows(m), lo = m->tp_rank * V;
     for (int bt = 0; bt < B * T; bt++) {
         const float *d = dout + (size_t)bt * C;
-        float *pe = dwpe + (size_t)(bt % T) * C;
+        float *pe = dwpe + (size_t)position(m, bt % T, T) * C;
         int w = tok[bt] - lo;
         if (w >= 0 && w < V) {
             float *te = dwte + (size_t)w * C;

@@ -3,14 +3,16 @@
 # grouped-query attention (4 heads, 2 kv heads), SGD with momentum so that
 # a wrong gradient shows in the weights: the losses to 1e-6 relative and
 # every final parameter to 1e-6 of its tensor's largest equal one process
-# at cp 2, cp 4, cp 2 x dp 2 with ZeRO 1 and cp 2 with ZeRO 3 (its shards
-# over the cp ranks, which hold one replica) (the builtin additions train
-# on their answers only, so the ranks' chunks count different numbers of
-# targets: the loss is the group's mean over its tokens). The ring's
-# counters line is printed. Refused, saying why: a --seq that 2C does not
-# divide, --cp with --tp, --pp, --ep, bf16 and evaluation.
-# Under sanitizers (TEST_SCALE > 1) cp 2 alone for each model, and the
-# refusals.
+# at cp 2, cp 4, cp 2 x dp 2 with ZeRO 1, cp 2 with ZeRO 3 (its shards
+# over the cp ranks, which hold one replica), cp 2 x tp 2 (the ring on
+# each tensor rank's heads) and, for the Llama, cp 2 x tp 2 x dp 2 with
+# ZeRO 1 (the builtin additions train on their answers only, so the
+# ranks' chunks count different numbers of targets: the loss is the
+# group's mean over its tokens). The ring's counters line is printed.
+# Refused, saying why: a --seq that 2C does not divide, --cp with --pp,
+# --sp, --ep, bf16 and evaluation, a job that cp x tp does not divide.
+# Under sanitizers (TEST_SCALE > 1) cp 2 alone for each model, the
+# Llama's cp 2 x tp 2, and the refusals.
 # TEST_TIMEOUT(240)
 B=${BUILD:-build}
 dir=$(mktemp -d)
@@ -69,11 +71,13 @@ for m in "g $gpt 32" "l $llama 64"; do
     tag=$1 model=$2 seq=$3
     run "${tag}ref" 1 --model "$model" --seq "$seq" --steps $steps --save "$dir/${tag}ref.wckpt" ||
         continue
-    for r in "cp2 2 --cp 2" "cp4 4 --cp 4" "cp2dp2 4 --cp 2 --zero 1" "cp2z3 2 --cp 2 --zero 3"; do
+    for r in "cp2 2 --cp 2" "cp4 4 --cp 4" "cp2dp2 4 --cp 2 --zero 1" "cp2z3 2 --cp 2 --zero 3" \
+             "cp2tp2 4 --cp 2 --tp 2" "cp2tp2dp2 8 --cp 2 --tp 2 --zero 1"; do
         set -- $r
         name=$tag$1 n=$2
         shift 2
-        [ $thin = 1 ] && [ "$name" != "${tag}cp2" ] && continue
+        [ "$name" = gcp2tp2dp2 ] && continue # 8 ranks: the Llama's alone
+        [ $thin = 1 ] && [ "$name" != "${tag}cp2" ] && [ "$name" != lcp2tp2 ] && continue
         run "$name" "$n" --model "$model" --seq "$seq" --steps $steps \
             --save "$dir/$name.wckpt" "$@" --log-every 1 && close "$name" "${tag}ref"
     done
@@ -99,8 +103,9 @@ refused() { # what ranks args...: weft-train exits non-zero saying what
     fi
 }
 refused "must be a multiple of 2 x 4" 4 --cp 4 --seq 20
-refused "composes with data parallelism and ZeRO only" 4 --cp 2 --tp 2
-refused "composes with data parallelism and ZeRO only" 4 --cp 2 --pp 2
+refused "with --pp 2: context parallelism composes with tensor" 4 --cp 2 --pp 2
+refused "with --sp: both split the sequence" 4 --cp 2 --tp 2 --sp
+refused "must divide the job's ranks (6) over the tensor groups" 6 --cp 2 --tp 2
 refused "with --ep 2: not done" 4 --cp 2 --ep 2
 refused "give --precision fp32" 2 --cp 2 --precision bf16
 refused "must divide the job's ranks" 3 --cp 2
