@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#define REPS 5
+#define REPS 7
 #define SLOW_S 1.0 /* a warm-up step this long: time one more, not REPS */
 
 static double now_s(void)
@@ -58,28 +58,43 @@ static int make_batch(const weft_model_config *cfg, int seq, int batch, calib_ba
     return 0;
 }
 
-/* The median forward and backward of n samples. */
-static int time_steps(weft_model *m, const calib_batch *b, int n, double *out)
+static int one_step(weft_model *m, const calib_batch *b, int n, double *dt)
 {
-    double t[REPS];
-    int reps = REPS, rc = 0;
-    for (int i = -1; i < reps && !rc; i++) {
-        double t0 = now_s();
-        rc = weft_model_zero_grad(m);
+    double t0 = now_s();
+    int rc = weft_model_zero_grad(m);
+    if (!rc)
+        rc = weft_model_forward(m, b->x, b->y, n, b->seq, NULL);
+    if (!rc)
+        rc = weft_model_backward(m);
+    *dt = now_s() - t0;
+    return rc;
+}
+
+/* The fastest forward and backward of lo and of hi samples, the two
+ * sizes taken in turn so that a change of load on the host moves both
+ * alike rather than tilting the line between them; the fastest, as other
+ * processes on a shared host only ever add to a step (on an idle one
+ * the fastest and the median agree). */
+static int time_steps(weft_model *m, const calib_batch *b, int lo, int hi, double *t_lo,
+                      double *t_hi)
+{
+    double tl[REPS], th[REPS], warm = 0;
+    int reps = REPS, rc = one_step(m, b, lo, &warm);
+    if (!rc)
+        rc = one_step(m, b, hi, &warm);
+    if (warm > SLOW_S)
+        reps = 1;
+    for (int i = 0; i < reps && !rc; i++) {
+        rc = one_step(m, b, lo, &tl[i]);
         if (!rc)
-            rc = weft_model_forward(m, b->x, b->y, n, b->seq, NULL);
-        if (!rc)
-            rc = weft_model_backward(m);
-        double dt = now_s() - t0;
-        if (i < 0 && dt > SLOW_S)
-            reps = 1;
-        if (i >= 0)
-            t[i] = dt;
+            rc = one_step(m, b, hi, &th[i]);
     }
     if (rc)
         return rc;
-    qsort(t, (size_t)reps, sizeof t[0], cmp_double);
-    *out = t[reps / 2];
+    qsort(tl, (size_t)reps, sizeof tl[0], cmp_double);
+    qsort(th, (size_t)reps, sizeof th[0], cmp_double);
+    *t_lo = tl[0];
+    *t_hi = th[0];
     return 0;
 }
 
@@ -123,9 +138,7 @@ int cpn_calib_measure(const weft_model_config *cfg, int seq, int batch, cpn_cali
         rc = weft_model_set_threads(m, 1);
     double t_lo = 0, t_hi = 0;
     if (!rc)
-        rc = time_steps(m, &b, lo, &t_lo);
-    if (!rc)
-        rc = time_steps(m, &b, batch, &t_hi);
+        rc = time_steps(m, &b, lo, batch, &t_lo, &t_hi);
     if (!rc)
         rc = time_update(m, &out->update_s);
     if (!rc) {

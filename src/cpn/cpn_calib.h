@@ -13,9 +13,9 @@ typedef struct {
 } cpn_calib;
 
 /* Times the model's forward and backward at two batch sizes (batch / 4
- * and batch, sequences of seq tokens) on one thread, the median of a few
- * steps each, and an AdamW update; the straight line through the two
- * gives the per-sample and the fixed part. */
+ * and batch, sequences of seq tokens, taken in turn) on one thread, the
+ * fastest of a few steps each, and an AdamW update; the straight line
+ * through the two gives the per-sample and the fixed part. */
 int cpn_calib_measure(const weft_model_config *cfg, int seq, int batch, cpn_calib *out);
 
 #endif

@@ -1,7 +1,8 @@
 #!/bin/sh
 # weft-cpn's resource and control layers on this host: probe at 2 ranks
-# writes a cluster description whose measured peaks and all-reduce
-# constants are > 0 and whose declared facts say so; a registry (weft-cpn
+# writes a cluster description whose measured peaks, all-reduce
+# constants and step times of the job's model (--job) are > 0 and whose
+# declared facts say so; a registry (weft-cpn
 # serve, with a secret) takes two clusters' reports, measures the link
 # between them, marks the one that stops heartbeating down after T
 # seconds, refuses a client without the secret, and plan reads it. The
@@ -17,8 +18,12 @@ passed=0; failed=0
 ok() { passed=$((passed + 1)); }
 bad() { failed=$((failed + 1)); echo "FAIL $*"; }
 
-# --- probe at 2 ranks ---------------------------------------------------
-if timeout -s KILL 120 "$B/weftrun" -n 2 "$B/weft-cpn" probe --name a \
+# --- probe at 2 ranks, the job's model timed on each --------------------
+cat >"$dir/job.json" <<'EOF'
+{"schema": "weft-cpn-job/1", "model": "gpt:vocab=256,ctx=32,layers=2,heads=2,dim=32",
+ "data": "builtin", "steps": 100, "global_batch": 8, "seq": 32, "qos": {"objective": "time"}}
+EOF
+if timeout -s KILL 120 "$B/weftrun" -n 2 "$B/weft-cpn" probe --name a --job "$dir/job.json" \
     --declare price_per_core_hour=0.04 --declare gco2_per_kwh=120 \
     --declare available_until=2099-01-01T00:00:00Z --out "$dir/a.json" >"$dir/probe.out" 2>&1
 then ok; else bad "probe at 2 ranks"; sed 's/^/    /' "$dir/probe.out"; fi
@@ -35,6 +40,11 @@ for k in ("price_per_core_hour", "gco2_per_kwh", "available_until"):
     assert m[k]["source"] == "declared", (k, m[k])
 assert m["price_per_core_hour"]["value"] == 0.04
 assert m["speed"]["value"] == 1 and m["speed"]["source"] == "nominal"
+for k in ("train_sample_s", "train_update_s"):
+    assert m[k]["value"] > 0 and m[k]["source"] == "measured", (k, m[k])
+assert m["train_fixed_s"]["value"] >= 0
+assert d["calibrated_for"] == {"model": "gpt:vocab=256,ctx=32,layers=2,heads=2,dim=32",
+                               "seq": 32}, d["calibrated_for"]
 s = d["score"]
 assert all(0 < v <= 1 for v in s["L1"].values()) and 0 < s["L2"] <= 1, s
 EOF
@@ -88,10 +98,6 @@ if "$B/weft-cpn" clusters --registry "$R" --secret wrong >"$dir/nosecret.out" 2>
     bad "a client without the secret served"
 else ok; fi
 
-cat >"$dir/job.json" <<'EOF'
-{"schema": "weft-cpn-job/1", "model": "gpt:vocab=256,ctx=32,layers=2,heads=2,dim=32",
- "data": "builtin", "steps": 100, "global_batch": 8, "seq": 32, "qos": {"objective": "time"}}
-EOF
 if "$B/weft-cpn" plan --registry "$R" --secret s3 --job "$dir/job.json" >"$dir/plan.json" \
     2>"$dir/plan.err" &&
     "$PY" -c '
@@ -100,6 +106,7 @@ d = json.load(open(sys.argv[1]))
 assert d["schema"] == "weft-cpn-plan/1"
 assert [p["cluster"] for p in d["parts"]] == ["a"], d["parts"]   # b is down
 assert sum(p["batch"] for p in d["parts"]) == 8 and d["predicted"]["total_s"] > 0
+assert d["predicted"]["compute_from"] == "measured", d["predicted"]   # a timed the job
 ' "$dir/plan.json" 2>>"$dir/plan.err"
 then ok; else bad "plan from the registry"; sed 's/^/    /' "$dir/plan.json" "$dir/plan.err"; fi
 
