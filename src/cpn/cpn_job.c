@@ -23,6 +23,16 @@ static int read_qos(const json_value *q, cpn_job_model *m, char *err, size_t err
     m->min_clusters = (int)num_or(q, "min_clusters", 0);
     m->max_clusters = (int)num_or(q, "max_clusters", 0);
     m->fixed_h = (int)num_or(q, "H", 0);
+    const json_value *h = q ? json_get(q, "H") : NULL;
+    if (h && h->type == JSON_STR) { /* "30s": an outer period in seconds */
+        char *end;
+        m->period_s = strtod(h->str, &end);
+        if (end == h->str || strcmp(end, "s") || !(m->period_s > 0)) {
+            snprintf(err, errlen, "offset %zu: qos.H is a number of steps or seconds (\"30s\")",
+                     h->offset);
+            return WEFT_EINVAL;
+        }
+    }
     m->max_compress = 1;
     const json_value *o = q ? json_get(q, "objective") : NULL;
     const json_value *c = q ? json_get(q, "compress") : NULL;

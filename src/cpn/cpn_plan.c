@@ -201,12 +201,20 @@ static void check(const cpn_cluster *cs, const cpn_job_model *job, cpn_candidate
                  job->carbon_cap_g);
 }
 
-/* No longer than the run: a period past the last step never syncs. */
+/* No longer than the run: a period past the last step never syncs. A
+ * period in seconds is as many of the planned steps. */
 static int pick_h(const cpn_job_model *job, double wan, double step)
 {
     int n = (int)(sizeof h_choices / sizeof h_choices[0]), h = h_choices[n - 1];
     if (job->fixed_h > 0)
         return job->fixed_h;
+    if (job->period_s > 0) {
+        /* the fastest part's steps in the period; the training scales a
+         * slower part's period by its step's time (run_shares.c) */
+        double x = step > 0 ? floor(job->period_s / step + 0.5) : 1;
+        h = x < 1 ? 1 : x > (double)job->steps ? (int)job->steps : (int)x;
+        return h;
+    }
     for (int i = n - 1; i >= 0; i--)
         if (wan / h_choices[i] <= SYNC_SHARE * step)
             h = h_choices[i];

@@ -23,6 +23,8 @@ typedef struct {
     cpn_objective objective;
     int max_compress;        /* 0 none, 1 bf16, 2 int8: the most the job allows */
     int fixed_h;             /* DiLoCo's H from the job; 0: chosen */
+    double period_s;         /* the job's outer period in seconds ("H": "30s"),
+                                turned into steps by the predicted step; 0: none */
     double now;              /* seconds since the epoch, for availability windows */
     /* the model spec (weft_model_config_format's) and sequence: a cluster
      * whose train_* metrics were timed on the same is priced by them */

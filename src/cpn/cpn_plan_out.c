@@ -101,6 +101,8 @@ int cpn_plan_write(const cpn_cluster *cs, const cpn_job *job, const cpn_plan_res
     cpn_jo_str(w, "mode", b->n ? cpn_sync_name(b->n > 1 ? b->sync : CPN_SYNC_FULL) : "none");
     if (b->H > 0)
         cpn_jo_int(w, "H", b->H);
+    if (b->H > 0 && job->m.period_s > 0)
+        cpn_jo_num(w, "period_s", job->m.period_s);
     if (b->n > 1 && b->sync == CPN_SYNC_STREAMING) {
         cpn_jo_int(w, "fragments", 1);
         cpn_jo_int(w, "overlap", b->T);

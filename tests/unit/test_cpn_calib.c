@@ -2,11 +2,13 @@
  * a job's model timed on this rank gives positive, finite step parts; a
  * cluster timed on the job's model is priced by them (and shares the
  * batch by them), one timed on another model by its peak; the job a
- * description was timed on survives JSON. */
+ * description was timed on survives JSON; an outer period in seconds is
+ * as many of the predicted steps. */
 #include "test.h"
 
 #include "cpn/cpn_calib.h"
 #include "cpn/cpn_cluster.h"
+#include "cpn/cpn_job.h"
 #include "cpn/cpn_plan.h"
 
 #include <math.h>
@@ -149,4 +151,44 @@ TEST(calibrated_for_round_trips)
     free(back);
     cpn_jo_free(&w);
     cpn_cluster_free(&c);
+}
+
+/* qos.H "Ts": an outer period in seconds, as many of the predicted steps
+ * (the fastest part's; the training scales a slower part's period). */
+TEST(period_in_seconds_becomes_steps)
+{
+    const char *text = "{\"schema\": \"weft-cpn-job/1\", \"model\": "
+                       "\"gpt:vocab=32,ctx=8,layers=1,heads=2,dim=16\", \"steps\": 1000, "
+                       "\"global_batch\": 24, \"seq\": 8, \"qos\": {\"H\": \"0.41s\"}}";
+    cpn_job jb;
+    char err[256] = "";
+    CHECKF(cpn_job_parse(text, strlen(text), &jb, err, sizeof err) == 0, "%s", err);
+    CHECK(jb.m.period_s == 0.41 && jb.m.fixed_h == 0);
+    cpn_cluster cs[2];
+    make(&cs[0], "a", 1, 1, 0.001, NULL);
+    make(&cs[1], "b", 1, 0.5, 0.001, NULL);
+    jb.m.grad_bytes = 4e4;
+    cpn_candidate c;
+    memset(&c, 0, sizeof c);
+    c.n = 2;
+    c.idx[0] = 0, c.idx[1] = 1;
+    c.ranks[0] = c.ranks[1] = 1;
+    for (int y = CPN_SYNC_DILOCO; y <= CPN_SYNC_STREAMING; y++) {
+        c.sync = (cpn_sync)y;
+        cpn_plan_price(cs, NULL, 0, &jb.m, &c);
+        /* a step of 0.0205 s: 0.41 s is 20 of them */
+        CHECKF(c.H == 20, "%s H %d", cpn_sync_name(c.sync), c.H);
+    }
+    jb.m.steps = 8; /* never past the run */
+    cpn_plan_price(cs, NULL, 0, &jb.m, &c);
+    CHECK(c.H == 8);
+    jb.m.period_s = 0.001; /* at least one step */
+    cpn_plan_price(cs, NULL, 0, &jb.m, &c);
+    CHECK(c.H == 1);
+    cpn_job_free(&jb);
+    const char *bad = "{\"model\": \"gpt:vocab=32,ctx=8,layers=1,heads=2,dim=16\", \"steps\": 10, "
+                      "\"global_batch\": 4, \"qos\": {\"H\": \"30min\"}}";
+    CHECK(cpn_job_parse(bad, strlen(bad), &jb, err, sizeof err) != 0 && strstr(err, "qos.H"));
+    cpn_cluster_free(&cs[0]);
+    cpn_cluster_free(&cs[1]);
 }
