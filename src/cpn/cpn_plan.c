@@ -202,8 +202,11 @@ static void check(const cpn_cluster *cs, const cpn_job_model *job, cpn_candidate
 }
 
 /* No longer than the run: a period past the last step never syncs. A
- * period in seconds is as many of the planned steps. */
-static int pick_h(const cpn_job_model *job, double wan, double step)
+ * period in seconds is as many of the planned steps. hidden: the compute
+ * a step that an overlapped outer reduction runs beside (streaming; 0
+ * for blocking DiLoCo), so that streaming takes the shortest period its
+ * steps cover rather than the one a blocking reduction would need. */
+static int pick_h(const cpn_job_model *job, double wan, double step, double hidden)
 {
     int n = (int)(sizeof h_choices / sizeof h_choices[0]), h = h_choices[n - 1];
     if (job->fixed_h > 0)
@@ -216,7 +219,8 @@ static int pick_h(const cpn_job_model *job, double wan, double step)
         return h;
     }
     for (int i = n - 1; i >= 0; i--)
-        if (wan / h_choices[i] <= SYNC_SHARE * step)
+        if ((wan - hidden * h_choices[i] > 0 ? wan - hidden * h_choices[i] : 0) /
+                h_choices[i] <= SYNC_SHARE * step)
             h = h_choices[i];
     return h < job->steps ? h : job->steps > 1 ? (int)job->steps : 1;
 }
@@ -261,7 +265,7 @@ void cpn_plan_price(const cpn_cluster *cs, const cpn_link *links, int nlinks,
             c->wan_s = wan;
         } else {
             double step = c->compute_s + c->intra_s;
-            c->H = pick_h(job, wan, step);
+            c->H = pick_h(job, wan, step, c->sync == CPN_SYNC_STREAMING ? c->compute_s : 0);
             c->wan_s = wan / c->H;
             if (c->sync == CPN_SYNC_STREAMING)
                 c->wan_s = overlapped(c, wan);
