@@ -1,12 +1,16 @@
 /* --cp C (context parallelism, Megatron's layout): the job's ranks in
- * groups of C consecutive ones; the ranks of a group take the same
- * samples and each holds 2 of the 2C chunks of every sequence (rank r:
- * chunks r and 2C-1-r, so the causal work is even). Attention meets the
- * other chunks around the group's ring (train/attention_cp.c); norms,
- * MLP and loss are per token. The loss is a mean over the group's tokens
- * (their count summed over the group), and the groups sit inside the
- * data-parallel reduction: the gradients are averaged over all dp x cp
- * ranks, which hold the same parameters. */
+ * groups of C; the ranks of a group take the same samples and each holds
+ * 2 of the 2C chunks of every sequence (rank r: chunks r and 2C-1-r, so
+ * the causal work is even). Attention meets the other chunks around the
+ * group's ring (train/attention_cp.c); norms, MLP and loss are per token.
+ * The loss is a mean over the group's tokens (their count summed over the
+ * group), and the groups sit inside the data-parallel reduction: the
+ * gradients are averaged over all dp x cp ranks, which hold the same
+ * parameters. With --tp and --pp (tp x cp x dp x pp) a group is C
+ * consecutive ranks of a data-parallel group, the fastest part of the
+ * layout's data-parallel coordinate: one tensor rank and one stage, so
+ * the ring runs on that rank's heads and the tensor collectives and the
+ * pipeline's messages stay among ranks that hold the same rows. */
 #include "run/run_cp.h"
 
 #include "train/attention_cp.h"
@@ -33,9 +37,6 @@ int run_cp_check(const opts *o, char *err, size_t cap)
     int C = o->cp;
     if (C <= 1)
         return 0;
-    if (o->pp > 1)
-        return bad(err, cap, "--cp %d with --pp %d: context parallelism composes with tensor "
-                   "and data parallelism and ZeRO only so far; give --cp or --pp", C, o->pp);
     if (o->sp)
         return bad(err, cap, "--cp %d with --sp: both split the sequence (sequence "
                    "parallelism over the tensor group); give one of them", C);

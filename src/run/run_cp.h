@@ -9,16 +9,17 @@
 int run_cp_check(const opts *o, char *err, size_t cap);
 
 /* With --cp C > 1: d's training samples replaced by this rank's rows of
- * each (chunks r and 2C-1-r of 2C, r its place in its group of C
- * consecutive job ranks); d->ti still describes the whole samples. 0 and
- * nothing done without --cp. */
+ * each (chunks r and 2C-1-r of 2C, r its place in its group: the
+ * layout's data-parallel coordinate mod C); d->ti still describes the
+ * whole samples. 0 and nothing done without --cp. */
 int run_cp_data(weft_run *t, data_sets *d);
 
 /* The loader's rank and ranks: the group's ranks share their samples. */
 void run_cp_loader_ranks(const weft_run *t, int *rank, int *world);
 
-/* With --cp C > 1: checks it against the model, splits the job into its
- * groups and hands t's model its group. */
+/* With --cp C > 1: checks it against the model, splits the data-parallel
+ * group (the job without --tp/--pp) into groups of C consecutive ranks
+ * and hands t's model its group. */
 int run_cp_open(weft_run *t);
 
 /* The ring's counters for the progress line: 0 and nothing written

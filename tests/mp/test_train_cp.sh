@@ -5,14 +5,16 @@
 # every final parameter to 1e-6 of its tensor's largest equal one process
 # at cp 2, cp 4, cp 2 x dp 2 with ZeRO 1, cp 2 with ZeRO 3 (its shards
 # over the cp ranks, which hold one replica), cp 2 x tp 2 (the ring on
-# each tensor rank's heads) and, for the Llama, cp 2 x tp 2 x dp 2 with
-# ZeRO 1 (the builtin additions train on their answers only, so the
-# ranks' chunks count different numbers of targets: the loss is the
-# group's mean over its tokens). The ring's counters line is printed.
-# Refused, saying why: a --seq that 2C does not divide, --cp with --pp,
-# --sp, --ep, bf16 and evaluation, a job that cp x tp does not divide.
+# each tensor rank's heads), cp 2 x pp 2 (the GPT's tied embedding on
+# both stages) and, for the Llama, cp 2 x tp 2 x dp 2 with ZeRO 1,
+# cp 2 x tp 2 x pp 2 and cp 4 x tp 2 (the builtin additions train on
+# their answers only, so the ranks' chunks count different numbers of
+# targets: the loss is the group's mean over its tokens). The ring's
+# counters line is printed.
+# Refused, saying why: a --seq that 2C does not divide, --cp with --sp,
+# --ep, bf16 and evaluation, a job that cp x tp does not divide.
 # Under sanitizers (TEST_SCALE > 1) cp 2 alone for each model, the
-# Llama's cp 2 x tp 2, and the refusals.
+# Llama's cp 2 x tp 2 and cp 2 x pp 2, and the refusals.
 # TEST_TIMEOUT(240)
 B=${BUILD:-build}
 dir=$(mktemp -d)
@@ -71,13 +73,18 @@ for m in "g $gpt 32" "l $llama 64"; do
     tag=$1 model=$2 seq=$3
     run "${tag}ref" 1 --model "$model" --seq "$seq" --steps $steps --save "$dir/${tag}ref.wckpt" ||
         continue
+    # the 8-rank layouts (tp 2 with cp 4, with dp 2 or with pp 2) on the
+    # Llama alone; under sanitizers cp 2 alone and the Llama's cp 2 with
+    # tp 2 and with pp 2
     for r in "cp2 2 --cp 2" "cp4 4 --cp 4" "cp2dp2 4 --cp 2 --zero 1" "cp2z3 2 --cp 2 --zero 3" \
-             "cp2tp2 4 --cp 2 --tp 2" "cp2tp2dp2 8 --cp 2 --tp 2 --zero 1"; do
+             "cp2tp2 4 --cp 2 --tp 2" "cp2pp2 4 --cp 2 --pp 2" \
+             "cp2tp2dp2 8 --cp 2 --tp 2 --zero 1" "cp2tp2pp2 8 --cp 2 --tp 2 --pp 2" \
+             "cp4tp2 8 --cp 4 --tp 2"; do
         set -- $r
         name=$tag$1 n=$2
         shift 2
-        [ "$name" = gcp2tp2dp2 ] && continue # 8 ranks: the Llama's alone
-        [ $thin = 1 ] && [ "$name" != "${tag}cp2" ] && [ "$name" != lcp2tp2 ] && continue
+        [ "$tag" = g ] && [ "$n" = 8 ] && continue
+        [ $thin = 1 ] && case $name in ${tag}cp2 | lcp2tp2 | lcp2pp2) ;; *) continue ;; esac
         run "$name" "$n" --model "$model" --seq "$seq" --steps $steps \
             --save "$dir/$name.wckpt" "$@" --log-every 1 && close "$name" "${tag}ref"
     done
@@ -103,7 +110,6 @@ refused() { # what ranks args...: weft-train exits non-zero saying what
     fi
 }
 refused "must be a multiple of 2 x 4" 4 --cp 4 --seq 20
-refused "with --pp 2: context parallelism composes with tensor" 4 --cp 2 --pp 2
 refused "with --sp: both split the sequence" 4 --cp 2 --tp 2 --sp
 refused "must divide the job's ranks (6) over the tensor groups" 6 --cp 2 --tp 2
 refused "with --ep 2: not done" 4 --cp 2 --ep 2
