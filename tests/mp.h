@@ -192,7 +192,9 @@ static inline int mp_shm_names_to(uint64_t comm_id, int r)
 }
 
 /* Forbids this process process_vm_readv (a seccomp filter: EPERM), as a
- * container without CAP_SYS_PTRACE does; non-zero when it cannot. */
+ * container without CAP_SYS_PTRACE does; non-zero when it cannot. Every
+ * thread of it (TSYNC): prctl's filter covers only the calling thread, and
+ * the communicator's threads, already running, would go on reading. */
 static inline int mp_deny_cma(void)
 {
     struct sock_filter f[] = {
@@ -203,7 +205,7 @@ static inline int mp_deny_cma(void)
     };
     struct sock_fprog prog = { (unsigned short)(sizeof f / sizeof f[0]), f };
     return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
-           prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0);
+           syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog) != 0;
 }
 
 /* Training sample i of a made-up classification task: in features, label
