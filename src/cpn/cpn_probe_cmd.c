@@ -165,6 +165,7 @@ int weft_cpn_probe_main(int argc, char **argv)
     if (!alone && (rc = weft_comm_init_env(&comm))) {
         fprintf(stderr, "weft-cpn probe: cannot join the cluster's ranks: %s\n",
                 weft_strerror(rc));
+        cpn_job_free(&a.job);
         return rc;
     }
     int n = alone ? 1 : weft_comm_size(comm), me = alone ? 0 : weft_comm_rank(comm);
