@@ -163,8 +163,13 @@ static void snapshot(struct ckpt_pending *pd)
     if (n > pd->snap_cap) {
         free(pd->snap);
         pd->snap_cap = 0;
-        if (!(pd->snap = malloc(n * sizeof(float))))
+        /* in 2 MiB pages where the kernel has them: the first save's copy
+         * faults a page per 2 MiB, not per 4 KiB (150 ms against 5 ms for
+         * a 32 MB share on a virtual machine) */
+        size_t huge = (size_t)2 << 20, bytes = (n * sizeof(float) + huge - 1) & ~(huge - 1);
+        if (!(pd->snap = aligned_alloc(huge, bytes)))
             return;
+        ckpt_shard_huge(pd->snap, bytes);
         pd->snap_cap = n;
     }
     if (!n)

@@ -123,6 +123,15 @@ void ckpt_shard_reader_name(ckpt_shard_reader *r, const char *tensor);
 int ckpt_shard_error(const weft_ckpt *c, char *buf, size_t cap);
 /* Adds the bytes read to c's "shard/bytes_read"; r may be NULL. */
 void ckpt_shard_reader_close(ckpt_shard_reader *r);
+/* Asks the kernel to start reading the file bytes of the slices that meet
+ * whole elements [lo, lo + n) of vector vec now, so that the reads which
+ * follow find them in the page cache while the disk works ahead. */
+void ckpt_shard_prefetch(ckpt_shard_reader *r, int vec, uint64_t lo, uint64_t n);
+/* A fresh buffer of bytes (not yet touched) backed by 2 MiB pages where
+ * the kernel has them: one page fault per 2 MiB rather than per 4 KiB,
+ * which is most of the cost of filling a fresh buffer on a virtual
+ * machine. A hint: nothing fails without it. */
+void ckpt_shard_huge(void *p, size_t bytes);
 
 /* m's parameters (a whole model, a stage or a tensor part) and an
  * optimiser for its [base, base + n) (m NULL: the whole model's layout),

@@ -43,6 +43,25 @@ static int read_tensor(ckpt_shard_reader *r, int vec, const weft_model *m, int i
     return train_part_runs(m, i, lo, hi, fill_run, &f);
 }
 
+/* The file bytes read_state will read, asked of the disk ahead of it. */
+static void prefetch_state(ckpt_shard_reader *r, int vec, const weft_model *m, size_t base,
+                           size_t n)
+{
+    for (int i = 0; m && i < weft_model_tensor_count(m); i++) {
+        weft_tensor_info t;
+        if (weft_model_tensor_info(m, i, &t) != 0)
+            return;
+        size_t lo = t.offset > base ? t.offset : base;
+        size_t hi = t.offset + t.numel < base + n ? t.offset + t.numel : base + n;
+        /* a tensor part's runs are spread over the whole tensor: left to
+         * the reads' own read-ahead */
+        if (hi > lo && t.numel == t.whole_numel)
+            ckpt_shard_prefetch(r, vec, t.whole_offset + (lo - t.offset), hi - lo);
+    }
+    if (!m)
+        ckpt_shard_prefetch(r, vec, base, n);
+}
+
 int ckpt_shard_get_params(const weft_ckpt *c, weft_model *m)
 {
     if (!c || !m)
@@ -52,7 +71,9 @@ int ckpt_shard_get_params(const weft_ckpt *c, weft_model *m)
     if (rc)
         return rc;
     int vec = ckpt_shard_reader_vector(r, "param");
-    float *p = weft_model_params(m, NULL);
+    size_t n;
+    float *p = weft_model_params(m, &n);
+    prefetch_state(r, vec, m, 0, n);
     for (int i = 0; rc == 0 && i < weft_model_tensor_count(m); i++) {
         weft_tensor_info ti;
         if ((rc = weft_model_tensor_info(m, i, &ti)) == 0)
@@ -103,6 +124,7 @@ int ckpt_shard_get_params_group(const weft_ckpt *c, weft_model *m, weft_comm *g)
     /* equal parts for the all-gather in place; the few elements past them
      * every rank reads */
     size_t each = n / (size_t)dp, tail = (size_t)dp * each;
+    prefetch_state(r, vec, m, (size_t)me * each, each);
     if (each)
         rc = read_state(r, vec, m, (size_t)me * each, each, p + (size_t)me * each);
     if (rc == 0 && tail < n)
@@ -136,6 +158,14 @@ int ckpt_shard_get_optim_stage(const weft_ckpt *c, const weft_model *m, size_t b
     if (rc == 0)
         rc = ckpt_shard_reader_open(c, &r);
     int count = rc == 0 ? weft_optim_state_count(o) : 0;
+    /* the disk reads ahead of the preads; the fresh buffers fault in 2 MiB
+     * pages, in the reader's time as the reads themselves */
+    for (int i = 0; rc == 0 && i < count; i++) {
+        const char *sname;
+        float *s = weft_optim_state(o, i, &sname);
+        prefetch_state(r, ckpt_shard_reader_vector(r, sname), m, base, n);
+        ckpt_shard_huge(s, n * sizeof *s);
+    }
     for (int i = 0; rc == 0 && i < count; i++) {
         const char *sname;
         float *s = weft_optim_state(o, i, &sname);

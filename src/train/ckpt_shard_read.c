@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -483,6 +484,49 @@ int ckpt_shard_read(ckpt_shard_reader *r, int vec, uint64_t lo, uint64_t n, floa
     if (rc == 0 && w.found != n)
         rc = WEFT_EIO;
     return rc;
+}
+
+void ckpt_shard_prefetch(ckpt_shard_reader *r, int vec, uint64_t lo, uint64_t n)
+{
+    /* one advice per stretch of consecutive slices in a file; a file that
+     * cannot be opened is left to the read, whose account names the tensor */
+    char *error = r->error;
+    r->error = NULL;
+    int fd = -1;
+    uint64_t a = 0, b = 0;
+    for (size_t k = 0; vec >= 0 && k <= r->nslices; k++) {
+        ckpt_slice s = k < r->nslices ? slice_at(r, k) : (ckpt_slice){ .count = 0 };
+        uint64_t stride = s.count > 1 ? s.stride : s.len;
+        int meets = k < r->nslices && s.vec == (uint64_t)vec && s.count && s.start < lo + n &&
+                    s.start + (s.count - 1) * stride + s.len > lo;
+        int f = -1;
+        if (meets && file_fd(r, s.file, &f) != 0)
+            break;
+        uint64_t end = s.off + s.count * s.len * sizeof(float);
+        if (meets && f == fd && s.off == b) {
+            b = end;
+            continue;
+        }
+        if (fd >= 0)
+            (void)posix_fadvise(fd, (off_t)a, (off_t)(b - a), POSIX_FADV_WILLNEED);
+        fd = meets ? f : -1;
+        a = s.off;
+        b = end;
+    }
+    r->error = error;
+}
+
+void ckpt_shard_huge(void *p, size_t bytes)
+{
+#ifdef MADV_HUGEPAGE
+    uintptr_t huge = (uintptr_t)2 << 20, lo = ((uintptr_t)p + huge - 1) & ~(huge - 1),
+              hi = ((uintptr_t)p + bytes) & ~(huge - 1);
+    if (hi > lo)
+        (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)bytes;
+#endif
 }
 
 int ckpt_shard_missing(const weft_ckpt *c, const char *vec, uint64_t lo, uint64_t n,
