@@ -18,8 +18,9 @@
 # start-up or evaluation). Then
 # weft-cpn plan's choice (this host probed with the job, the link as the
 # emulation makes it, no compression allowed so that its space is this
-# one's, H its own choice) is run the same way. Prints every row, the
-# planner's predicted step against the measured, and the ratio of the
+# one's, H its own choice) is run the same way. Prints every row with the
+# planner's price of it (weft-cpn plan --price), the planner's predicted
+# step against the measured, and the ratio of the
 # choice's time to the best measured (target: at most 1.05).
 #
 #   BUILD=build [REPEAT=2] sh bench/cpn_quality.sh [STEPS]   (1-3 minutes)
@@ -108,13 +109,25 @@ s=p["sync"]; print(s["mode"], "H=%s" % s.get("H", "-"), "T=%s" % s.get("overlap"
   "+".join("%s:%d" % (x["cluster"], x["batch"]) for x in p["parts"]), p["predicted"]["step_s"])' \
     "$dir/plan.json" 2>/dev/null || echo "? ? ? ? ? 0")
 echo "plan's choice: ${choice% *}"
+# the planner's price of every row as it stands (weft-cpn plan --price:
+# each step waiting for the slowest part, as full sync does; the even rows'
+# scaled periods make them faster than that)
+for r in $names plan; do
+    "$B/weft-cpn" plan --clusters "$dir/clusters.json" --job "$dir/job.json" \
+        --links "$dir/links.json" --price "$dir/$r.json" |
+        sed -n "s/.*\"step_s\": *\([0-9.e+-]*\).*/$r \1/p"
+done >"$dir/priced"
+echo "row              measured          predicted (x measured)"
 awk -v p="${choice##* }" -v n="$steps" '
-    { t[NR] = $2; name[NR] = $1; if ($1 != "plan" && (best == "" || $2 < best)) { best = $2; bn = $1 } }
+    FNR == NR { pr[$1] = $2 * n; next }
+    { t[FNR] = $2; name[FNR] = $1; if ($1 != "plan" && (best == "" || $2 < best)) { best = $2; bn = $1 } }
     END {
-        for (i = 1; i <= NR; i++) printf "%-14s %8.3f s  (x%5.3f the best)\n", name[i], t[i], t[i] / best
-        for (i = 1; i <= NR; i++) if (name[i] == "plan") m = t[i]
+        for (i = 1; i <= FNR; i++)
+            printf "%-14s %8.3f s (x%5.3f the best)  %7.3f s (x%4.2f)\n", name[i], t[i],
+                   t[i] / best, pr[name[i]], pr[name[i]] / t[i]
+        for (i = 1; i <= FNR; i++) if (name[i] == "plan") m = t[i]
         printf "planned step: predicted %.4f s, measured %.4f s (predicted/measured %.2f)\n",
                p, m / n, p / (m / n)
         printf "plan quality: the choice %.3f s, the best of the space %.3f s (%s): ratio %.3f\n",
                m, best, bn, m / best
-    }' "$dir/rows"
+    }' "$dir/priced" "$dir/rows"

@@ -241,7 +241,9 @@ void cpn_plan_price(const cpn_cluster *cs, const cpn_link *links, int nlinks,
 {
     int total_ranks = 0;
     c->links_assumed = c->calibrated = 0;
-    shares(cs, job, c);
+    int H = c->given ? c->H : 0;
+    if (!c->given)
+        shares(cs, job, c);
     c->compute_s = c->intra_s = c->wan_s = 0;
     for (int i = 0; i < c->n; i++) {
         const cpn_cluster *cl = &cs[c->idx[i]];
@@ -265,7 +267,8 @@ void cpn_plan_price(const cpn_cluster *cs, const cpn_link *links, int nlinks,
             c->wan_s = wan;
         } else {
             double step = c->compute_s + c->intra_s;
-            c->H = pick_h(job, wan, step, c->sync == CPN_SYNC_STREAMING ? c->compute_s : 0);
+            c->H = H > 0 ? H : pick_h(job, wan, step,
+                                      c->sync == CPN_SYNC_STREAMING ? c->compute_s : 0);
             c->wan_s = wan / c->H;
             if (c->sync == CPN_SYNC_STREAMING)
                 c->wan_s = overlapped(c, wan);

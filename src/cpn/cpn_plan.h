@@ -49,6 +49,8 @@ typedef struct {
     double step_s, total_s, cost, carbon_g;
     double compute_s, intra_s, wan_s; /* the step's parts */
     int links_assumed;       /* a pair had no measured link: nominal figures */
+    int given;               /* 1: price batch and H as set (a plan priced as it
+                                stands, weft-cpn plan --price); 0: choose them */
     int calibrated;          /* clusters whose compute was priced from the job's
                                 measured step (the others from the peak) */
     char why[160];           /* "" when it meets the QoS; else the first it breaks */

@@ -4,13 +4,14 @@
  * that cluster's measured peak. */
 #include "cpn/cpn_plan_out.h"
 #include "cpn/cpn_registry.h"
+#include "cpn/cpn_run_plan.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct {
-    const char *clusters, *job, *links, *registry, *secret, *out;
+    const char *clusters, *job, *links, *registry, *secret, *out, *price;
 } plan_args;
 
 static int parse(int argc, char **argv, plan_args *a)
@@ -20,10 +21,11 @@ static int parse(int argc, char **argv, plan_args *a)
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
             printf("usage: weft-cpn plan (--clusters FILE | --registry HOST:PORT) --job FILE\n"
-                   "                     [--links FILE] [--secret S] [--out FILE]\n"
+                   "                     [--links FILE] [--secret S] [--out FILE] [--price PLAN]\n"
                    "  FILE of clusters: one description or an array (weft-cpn probe's);\n"
                    "  the registry gives its clusters that are up and its link matrix.\n"
-                   "  Prints the plan (weft-cpn-plan/1, docs/CPN.md).\n");
+                   "  Prints the plan (weft-cpn-plan/1, docs/CPN.md); with --price, the\n"
+                   "  predicted step of PLAN's parts, shares and sync as they stand.\n");
             return 1;
         }
         const char **dst = !strcmp(o, "--clusters") ? &a->clusters
@@ -32,6 +34,7 @@ static int parse(int argc, char **argv, plan_args *a)
                          : !strcmp(o, "--registry") ? &a->registry
                          : !strcmp(o, "--secret")   ? &a->secret
                          : !strcmp(o, "--out")      ? &a->out
+                         : !strcmp(o, "--price")    ? &a->price
                                                     : NULL;
         if (!dst || !v) {
             fprintf(stderr, "weft-cpn plan: %s: unknown or without a value\n", o);
@@ -125,6 +128,56 @@ static int load(const plan_args *a, cpn_cluster **cs, int *n, cpn_job *job, cpn_
     return rc;
 }
 
+/* The plan's sync word (cpn_run_plan's --sync) as the planner's mode. */
+static cpn_sync sync_of(const char *w, int *H)
+{
+    *H = 0;
+    if (!strncmp(w, "diloco:", 7) || !strncmp(w, "streaming:", 10)) {
+        *H = atoi(strchr(w, ':') + 1);
+        return w[0] == 'd' ? CPN_SYNC_DILOCO : CPN_SYNC_STREAMING;
+    }
+    return CPN_SYNC_FULL;
+}
+
+/* --price: a given plan's parts, shares and sync priced by the model. */
+static int price_given(const plan_args *a, const cpn_cluster *cs, int n, const cpn_job *job,
+                       const cpn_link *links, int nl)
+{
+    cpn_plan p;
+    char err[512];
+    int rc = cpn_plan_read(a->price, &p, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "weft-cpn plan: --price %s: %s\n", a->price, err);
+        return rc;
+    }
+    cpn_candidate c;
+    memset(&c, 0, sizeof c);
+    c.given = 1;
+    c.sync = sync_of(p.sync, &c.H);
+    c.compress = !strcmp(p.compress, "int8") ? 2 : !strcmp(p.compress, "bf16") ? 1 : 0;
+    for (int i = 0; !rc && i < p.nparts; i++) {
+        int k = 0;
+        while (k < n && strcmp(cs[k].name, p.parts[i].cluster))
+            k++;
+        if (k == n || i >= CPN_PLAN_MAX_CLUSTERS) {
+            fprintf(stderr, "weft-cpn plan: --price: no cluster %s\n", p.parts[i].cluster);
+            rc = WEFT_EINVAL;
+            break;
+        }
+        c.idx[c.n] = k;
+        c.ranks[c.n] = p.parts[i].ranks;
+        c.batch[c.n++] = p.parts[i].batch;
+    }
+    if (!rc) {
+        cpn_plan_price(cs, links, nl, &job->m, &c);
+        printf("{\"step_s\": %.6g, \"compute_s\": %.6g, \"intra_s\": %.6g, \"wan_s\": %.6g, "
+               "\"H\": %d, \"calibrated\": %d}\n", c.step_s, c.compute_s, c.intra_s, c.wan_s,
+               c.H, c.calibrated);
+    }
+    cpn_plan_free(&p);
+    return rc;
+}
+
 int weft_cpn_plan_main(int argc, char **argv)
 {
     plan_args a;
@@ -142,11 +195,14 @@ int weft_cpn_plan_main(int argc, char **argv)
         fprintf(stderr, "weft-cpn plan: %d clusters: want 1 to %d\n", n, CPN_PLAN_MAX_CLUSTERS);
         rc = WEFT_EINVAL;
     }
-    if (!rc && (rc = cpn_plan_search(cs, n, links, nl, &job.m, r)))
+    if (!rc && a.price) {
+        rc = price_given(&a, cs, n, &job, links, nl);
+        r->best.n = 1; /* nothing searched, nothing to write */
+    } else if (!rc && (rc = cpn_plan_search(cs, n, links, nl, &job.m, r)))
         fprintf(stderr, "weft-cpn plan: the job and clusters make no plan\n");
     cpn_jo w;
     cpn_jo_init(&w);
-    if (!rc && (rc = cpn_plan_write(cs, &job, r, &w)) == 0) {
+    if (!rc && !a.price && (rc = cpn_plan_write(cs, &job, r, &w)) == 0) {
         const char *text = cpn_jo_text(&w, &rc);
         if (!rc)
             rc = cpn_write_file(a.out, text);

@@ -3,7 +3,7 @@
  * cluster timed on the job's model is priced by them (and shares the
  * batch by them), one timed on another model by its peak; the job a
  * description was timed on survives JSON; an outer period in seconds is
- * as many of the predicted steps. */
+ * as many of the predicted steps; a given plan is priced as it stands. */
 #include "test.h"
 
 #include "cpn/cpn_calib.h"
@@ -189,6 +189,34 @@ TEST(period_in_seconds_becomes_steps)
     const char *bad = "{\"model\": \"gpt:vocab=32,ctx=8,layers=1,heads=2,dim=16\", \"steps\": 10, "
                       "\"global_batch\": 4, \"qos\": {\"H\": \"30min\"}}";
     CHECK(cpn_job_parse(bad, strlen(bad), &jb, err, sizeof err) != 0 && strstr(err, "qos.H"));
+    cpn_cluster_free(&cs[0]);
+    cpn_cluster_free(&cs[1]);
+}
+
+/* A plan priced as it stands (weft-cpn plan --price): its shares and H
+ * kept, the slowest part setting the step. */
+TEST(given_plan_priced_as_it_stands)
+{
+    cpn_cluster cs[2];
+    make(&cs[0], "a", 1, 1, 0.001, NULL);
+    make(&cs[1], "b", 1, 0.5, 0.001, NULL);
+    cpn_job_model j = job();
+    cpn_candidate c;
+    memset(&c, 0, sizeof c);
+    c.n = 2;
+    c.idx[0] = 0, c.idx[1] = 1;
+    c.ranks[0] = c.ranks[1] = 1;
+    c.batch[0] = c.batch[1] = 12;
+    c.sync = CPN_SYNC_STREAMING;
+    c.H = 7;
+    c.given = 1;
+    cpn_plan_price(cs, NULL, 0, &j, &c);
+    CHECK(c.batch[0] == 12 && c.batch[1] == 12 && c.H == 7 && c.T == 7);
+    CHECKF(fabs(c.compute_s - ((0.002 + 12 * 0.001) / 0.5 + 0.0005)) < 1e-9, "compute %g",
+           c.compute_s);
+    c.given = 0;
+    cpn_plan_price(cs, NULL, 0, &j, &c);
+    CHECK(c.batch[0] == 16 && c.batch[1] == 8);
     cpn_cluster_free(&cs[0]);
     cpn_cluster_free(&cs[1]);
 }
