@@ -157,7 +157,12 @@ static int measure_block(const pipeline *pl, const opts *o, int b, double *out)
     int rc = weft_model_create_stage(&m, cfg, 1, &one, 1, WEFT_STAGE_SPLIT_BACKWARD);
     if (rc)
         return run_fail(pl->run, rc, "measuring block %d: cannot create it", b);
-    rc = model_tune(pl->run, m, o);
+    /* recomputation rebuilds a chunk's later blocks from its first one's
+     * output: a block alone has none to rebuild, and the split backward
+     * the planners time by refuses it, so it is timed without */
+    opts plain = *o;
+    plain.recompute = 0;
+    rc = model_tune(pl->run, m, &plain);
     int gpt = cfg->type != WEFT_MODEL_MLP, B = micro_rows(pl, &o->r), T = gpt ? o->r.seq : 1;
     size_t in_n, out_n, rows = (size_t)B * T;
     weft_model_chunk_io(m, 0, B, T, &in_n, &out_n);

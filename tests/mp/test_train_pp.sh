@@ -7,7 +7,8 @@
 # listed partitions. Checkpoints cross layouts: saved at pp = 2 x dp = 2,
 # resumed at one process; saved at dp = 4, resumed at pp = 4; the resumed
 # losses are the uninterrupted run's. Ranks that disagree on the schedule
-# stop at the first step with a message naming both. Under sanitizers
+# stop at the first step with a message naming both. --recompute in a
+# pipeline changes no number (1e-6). Under sanitizers
 # (TEST_SCALE > 1) one m per (p, schedule) runs.
 # TEST_TIMEOUT(600)
 B=${BUILD:-build}
@@ -44,6 +45,22 @@ for model in mlp gpt; do
             same "${model}_pp2_dp2_zero$z" "${model}_ref"
     done
 done
+
+# --recompute in a pipeline: each stage rebuilds its chunk's later blocks
+# in backward, the numbers those of the stored activations (1e-6)
+if run gpt_p2_recompute 2 $gpt --pp 2 --micro-batches 2 --schedule 1f1b --recompute; then
+    if awk -F, 'FNR == 1 { next }
+        NR == FNR { l[$1] = $4; g[$1] = $7; next }
+        $3 != "train" { next }
+        { n++; for (k = 0; k < 2; k++) {
+              a = k ? $7 : $4; b = k ? g[$1] : l[$1]; d = a - b; if (d < 0) d = -d
+              if (!($1 in l) || d > 1e-6 * (b < 0 ? -b : b) + 1e-7) { print "step " $1 ": " a " vs " b; bad = 1 } } }
+        END { exit bad || !n }' "$dir/gpt_p2_m2_1f1b.csv" "$dir/gpt_p2_recompute.csv"; then
+        ok
+    else
+        bad "--pp 2 --recompute differs from --pp 2"
+    fi
+fi
 
 # partitions: auto (the default), uniform and a list
 for part in uniform 2,3,3; do
