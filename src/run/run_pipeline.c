@@ -736,9 +736,13 @@ int pipeline_gather(const pipeline *pl, weft_model *m, weft_zero *z, weft_optim 
                     weft_model **out)
 {
     gather_ctx g = { .pl = pl, .m = m, .any = weft_zero_optim(z) };
-    int rc = 0;
     g.nstate = opt ? weft_optim_state_count(g.any) : 0;
     *out = NULL;
+    /* ZeRO-3 keeps only this replica's shard of the part after a step: the
+     * part whole again before it is sent (collective over the replicas) */
+    int rc = z ? weft_zero_gather_params(z) : 0;
+    if (rc)
+        return run_fail(pl->run, rc, "gathering parameters: %s", weft_strerror(rc));
     if (opt) {
         *opt = NULL;
         if (pl->replica == 0 && (rc = weft_ckpt_new(&g.ck)))

@@ -7,7 +7,8 @@
 # tensor-parallel collectives per step are the analytic count (per
 # micro-batch: the embedding's 1, 4 per transformer block, the loss's 2,
 # the head's 1, the correct count's 2); checkpoints cross layouts (tp 2 x
-# pp 2 -> one process, dp 2 -> tp 4 x pp 2 at ZeRO 3); a model that does
+# pp 2 -> one process, tp 2 x ZeRO 3 -> one process in one file and
+# sharded, dp 2 -> tp 4 x pp 2 at ZeRO 3); a model that does
 # not split is refused naming why. Under sanitizers (TEST_SCALE > 1) fewer
 # layouts run.
 # TEST_TIMEOUT(900)
@@ -77,6 +78,14 @@ fi
 # checkpoints across layouts
 run ck_a 4 $gpt --tp 2 --pp 2 --stop-at 10 --save "$dir/a.ckpt" &&
     run ck_a 1 --resume "$dir/a.ckpt" && same ck_a gpt_ref
+# tp 2 x ZeRO 3 -> one process, one file (each part gathered from its
+# replicas' shards before it is sent) and sharded
+run ck_z 4 $gpt --tp 2 --zero 3 --stop-at 10 --save "$dir/z.ckpt" &&
+    run ck_z 1 --resume "$dir/z.ckpt" && same ck_z gpt_ref
+if [ $thin = 0 ]; then
+    run ck_zs 4 $gpt --tp 2 --zero 3 --stop-at 10 --save "$dir/zs/" &&
+        run ck_zs 1 --resume "$dir/zs/" && same ck_zs gpt_ref
+fi
 if [ $thin = 0 ]; then
     run ck_b 2 $gpt --stop-at 10 --save "$dir/b.ckpt" &&
         run ck_b 8 --resume "$dir/b.ckpt" --tp 4 --pp 2 --zero 3 && same ck_b gpt_ref
