@@ -30,6 +30,7 @@ steps=${1:-40}
 repeat=${REPEAT:-2}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
+. "$(dirname "$0")/cpn_lib.sh"
 model="gpt:vocab=256,ctx=32,layers=2,heads=4,dim=128"
 job="{\"schema\": \"weft-cpn-job/1\", \"model\": \"$model\", \"data\": \"builtin\",
          \"steps\": $steps, \"global_batch\": 24, \"seq\": 32, \"qos\": {\"compress\": \"none\"},
@@ -64,19 +65,7 @@ print(n)' "$dir/$1.json" "$dir/$1/progress") || return 1
     echo "$1 $(echo "$t $n" | awk -v all=$((24 * steps)) '{ printf "%.4f", $1 * all / $2 }')"
 }
 
-"$B/weft-cpn" probe --name p --job "$dir/job.json" --out "$dir/p.json" >/dev/null 2>&1 || exit 1
-cluster() { # name speed
-    /usr/bin/python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))
-c["name"]=sys.argv[2]; c["hosts"]=[{"name": "localhost", "addr": "127.0.0.1", "cores": 1}]
-c["metrics"]["speed"]={"value": float(sys.argv[3]), "source": "declared"}
-c.pop("score", None); print(json.dumps(c))' "$dir/p.json" "$1" "$2"
-}
-echo "[$(cluster a 1), $(cluster b 0.5)]" >"$dir/clusters.json"
-echo '{"schema": "weft-cpn-links/1", "links": [
-  {"from": "a", "to": "b", "bandwidth_bps": 1e8, "rtt_ms": 40, "loss": 0},
-  {"from": "b", "to": "a", "bandwidth_bps": 1e8, "rtt_ms": 40, "loss": 0}]}' >"$dir/links.json"
-"$B/weft-cpn" plan --clusters "$dir/clusters.json" --job "$dir/job.json" \
-    --links "$dir/links.json" >"$dir/plan.json" || exit 1
+cpn_two_clusters || exit 1
 
 plan alone_a '{"mode": "full"}' "$(part a 24 1)"
 plan alone_b '{"mode": "full"}' "$(part b 24 0.5)"

@@ -2,21 +2,14 @@
  * measured metrics and the planner prices a cluster's step with. One
  * thread, as the planner counts a rank a core. */
 #include "cpn/cpn_calib.h"
+#include "core/clock.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define REPS 7
 #define SLOW_S 1.0 /* a warm-up step this long: time one more, not REPS */
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -60,13 +53,13 @@ static int make_batch(const weft_model_config *cfg, int seq, int batch, calib_ba
 
 static int one_step(weft_model *m, const calib_batch *b, int n, double *dt)
 {
-    double t0 = now_s();
+    double t0 = clock_now();
     int rc = weft_model_zero_grad(m);
     if (!rc)
         rc = weft_model_forward(m, b->x, b->y, n, b->seq, NULL);
     if (!rc)
         rc = weft_model_backward(m);
-    *dt = now_s() - t0;
+    *dt = clock_now() - t0;
     return rc;
 }
 
@@ -110,10 +103,10 @@ static int time_update(weft_model *m, double *out)
         rc = weft_optim_set_threads(o, 1);
     double t[REPS];
     for (int i = -1; i < REPS && !rc; i++) {
-        double t0 = now_s();
+        double t0 = clock_now();
         rc = weft_optim_step(o, p, g, 0.0f);
         if (i >= 0)
-            t[i] = now_s() - t0;
+            t[i] = clock_now() - t0;
     }
     weft_optim_destroy(o);
     if (rc)
