@@ -75,17 +75,24 @@ TEST(calib_measure_gives_positive_parts)
     CHECK(cpn_calib_measure(&mlp, 1, 4, &c) == 0 && c.sample_s > 0);
 }
 
+/* Clusters a (speed 1) and b (speed 0.5), each a rank timed at 1 ms a
+ * sample, and a candidate of both. */
+static void two_parts(cpn_cluster cs[2], cpn_candidate *c)
+{
+    make(&cs[0], "a", 1, 1, 0.001, NULL);
+    make(&cs[1], "b", 1, 0.5, 0.001, NULL);
+    memset(c, 0, sizeof *c);
+    c->n = 2;
+    c->idx[0] = 0, c->idx[1] = 1;
+    c->ranks[0] = c->ranks[1] = 1;
+}
+
 TEST(plan_prices_the_measured_step)
 {
     cpn_cluster cs[2];
-    make(&cs[0], "a", 1, 1, 0.001, NULL);
-    make(&cs[1], "b", 1, 0.5, 0.001, NULL);
-    cpn_job_model j = job();
     cpn_candidate c;
-    memset(&c, 0, sizeof c);
-    c.n = 2;
-    c.idx[0] = 0, c.idx[1] = 1;
-    c.ranks[0] = c.ranks[1] = 1;
+    two_parts(cs, &c);
+    cpn_job_model j = job();
     c.sync = CPN_SYNC_DILOCO;
     cpn_plan_price(cs, NULL, 0, &j, &c);
     /* samples a second 1000 and 500: shares 16 and 8, each rank's step
@@ -198,14 +205,9 @@ TEST(period_in_seconds_becomes_steps)
 TEST(given_plan_priced_as_it_stands)
 {
     cpn_cluster cs[2];
-    make(&cs[0], "a", 1, 1, 0.001, NULL);
-    make(&cs[1], "b", 1, 0.5, 0.001, NULL);
-    cpn_job_model j = job();
     cpn_candidate c;
-    memset(&c, 0, sizeof c);
-    c.n = 2;
-    c.idx[0] = 0, c.idx[1] = 1;
-    c.ranks[0] = c.ranks[1] = 1;
+    two_parts(cs, &c);
+    cpn_job_model j = job();
     c.batch[0] = c.batch[1] = 12;
     c.sync = CPN_SYNC_STREAMING;
     c.H = 7;
