@@ -219,8 +219,7 @@ static int pick_h(const cpn_job_model *job, double wan, double step, double hidd
         return h;
     }
     for (int i = n - 1; i >= 0; i--)
-        if ((wan - hidden * h_choices[i] > 0 ? wan - hidden * h_choices[i] : 0) /
-                h_choices[i] <= SYNC_SHARE * step)
+        if (fmax(wan - hidden * h_choices[i], 0) / h_choices[i] <= SYNC_SHARE * step)
             h = h_choices[i];
     return h < job->steps ? h : job->steps > 1 ? (int)job->steps : 1;
 }

@@ -195,10 +195,9 @@ int weft_cpn_plan_main(int argc, char **argv)
         fprintf(stderr, "weft-cpn plan: %d clusters: want 1 to %d\n", n, CPN_PLAN_MAX_CLUSTERS);
         rc = WEFT_EINVAL;
     }
-    if (!rc && a.price) {
+    if (!rc && a.price)
         rc = price_given(&a, cs, n, &job, links, nl);
-        r->best.n = 1; /* nothing searched, nothing to write */
-    } else if (!rc && (rc = cpn_plan_search(cs, n, links, nl, &job.m, r)))
+    else if (!rc && (rc = cpn_plan_search(cs, n, links, nl, &job.m, r)))
         fprintf(stderr, "weft-cpn plan: the job and clusters make no plan\n");
     cpn_jo w;
     cpn_jo_init(&w);
@@ -207,7 +206,7 @@ int weft_cpn_plan_main(int argc, char **argv)
         if (!rc)
             rc = cpn_write_file(a.out, text);
     }
-    if (!rc && r->best.n == 0) {
+    if (!rc && !a.price && r->best.n == 0) {
         fprintf(stderr, "weft-cpn plan: no plan meets the job's QoS (\"rejected\" says why)\n");
         rc = WEFT_ECONFIG;
     }

@@ -164,14 +164,10 @@ void parse_args(int argc, char **argv, weft_run_config *cfg, tool_opts *t)
             die("%s", weft_run_config_error(cfg));
         if (strcmp(key, "elastic") == 0)
             t->elastic = 1;
-        if (strcmp(key, "mem-limit") == 0) {
-            /* the run has checked the value already */
-            char *end;
-            double b = strtod(v, &end);
-            int sh = *end == 'K' || *end == 'k' ? 10 : *end == 'M' || *end == 'm' ? 20
-                   : *end == 'G' || *end == 'g' ? 30 : *end == 'T' || *end == 't' ? 40 : 0;
-            t->mem_limit = b * (double)(1ull << sh);
-        }
+        uint64_t limit;
+        if (strcmp(key, "mem-limit") == 0 &&
+            weft_size_parse(v, 0, UINT64_MAX, &limit, NULL, 0) == 0)
+            t->mem_limit = (double)limit;
     }
 }
 
