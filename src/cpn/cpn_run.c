@@ -167,12 +167,72 @@ static void replan_lost(const run_args *a, const cpn_plan *p, const cpn_launched
         printf("weft-cpn run: %s; no part left to re-plan for\n", why);
 }
 
+/* The outer period in steps of the plan's sync word (diloco:H,
+ * streaming:H:..., their hier:full/ forms); 1 for a sync every step. */
+static long sync_period(const char *sync)
+{
+    const char *w = strstr(sync, "diloco:");
+    if (!w)
+        w = strstr(sync, "streaming:");
+    long h = w ? atol(strchr(w, ':') + 1) : 1;
+    return h > 0 ? h : 1;
+}
+
+/* From a loss until the re-plan runs: the survivors drop the lost part
+ * at their next outer step, so the new plan runs once every survivor's
+ * progress is past the first outer step after the step they had reached
+ * when the loss was seen (or it has ended). The progress files are
+ * replaced at most twice a second, so a survivor may be further than its
+ * file says: the time can fall short of the truth by that much. */
+typedef struct {
+    double at;   /* < 0: no loss waiting */
+    long from;   /* the outer step the new plan runs after */
+    char who[64];
+} loss_watch;
+
+static void loss_seen(loss_watch *w, const cpn_plan *p, const cpn_launched *ls, int lost,
+                      const char *dir)
+{
+    long step = 0, h = sync_period(p->sync);
+    for (int k = 0; k < p->nparts; k++) {
+        cpn_progress pr;
+        if (k != lost && ls[k].state != PART_FAILED && status_progress(dir, k, &pr) == 0 &&
+            pr.step > step)
+            step = pr.step;
+    }
+    w->at = now_s();
+    w->from = (step / h + 1) * h;
+    snprintf(w->who, sizeof w->who, "%s", ls[lost].part->cluster);
+}
+
+static void loss_check(loss_watch *w, const cpn_plan *p, const cpn_launched *ls,
+                       const char *dir)
+{
+    if (w->at < 0)
+        return;
+    int left = 0, behind = 0;
+    for (int k = 0; k < p->nparts; k++) {
+        cpn_progress pr;
+        if (ls[k].state >= PART_DONE)
+            continue;
+        left++;
+        behind += status_progress(dir, k, &pr) != 0 || pr.step <= w->from;
+    }
+    if (behind)
+        return;
+    if (left)
+        printf("weft-cpn run: the re-plan runs from step %ld, %.1f s after part %s was lost\n",
+               w->from, now_s() - w->at, w->who);
+    w->at = -1;
+}
+
 /* Until every part has ended: states, progress lines, the test hook and
  * the time limit. The number of parts that failed, the killed one aside. */
 static int watch(const run_args *a, const cpn_plan *p, cpn_launched *ls)
 {
     double t0 = now_s(), shown = 0;
     int killed = -1;
+    loss_watch lw = { .at = -1 };
     for (;;) {
         int left = 0, failed = 0;
         for (int k = 0; k < p->nparts; k++) {
@@ -183,12 +243,15 @@ static int watch(const run_args *a, const cpn_plan *p, cpn_launched *ls)
                 printf("weft-cpn run: part %s %s (exit %d)%s\n", ls[k].part->cluster,
                        ls[k].state == PART_DONE ? "done" : "lost", ls[k].status,
                        k == killed ? ", as --kill-at asked" : "");
-                if (ls[k].state == PART_FAILED)
+                if (ls[k].state == PART_FAILED) {
                     replan_lost(a, p, ls, k);
+                    loss_seen(&lw, p, ls, k, a->dir);
+                }
             }
             left += ls[k].state < PART_DONE;
             failed += ls[k].state == PART_FAILED && k != killed;
         }
+        loss_check(&lw, p, ls, a->dir);
         if (!left)
             return failed;
         if (a->kill_part && killed < 0 && job_step(p, a->dir) >= a->kill_step)

@@ -315,6 +315,8 @@ int elastic_boundary(weft_run *t, long *step)
     double t0 = clock_now();
     weft_comm *g = NULL;
     int rc = weft_comm_grow(t->comm, 0, &g), was = t->world;
+    if (rc == WEFT_ENOTSUP && weft_comm_size(t->comm) == 1)
+        rc = 0; /* a shrink that left one rank gives it no store: nobody can join it */
     if (rc == 0 && g)
         rc = admit(t, g, step, was, t0);
     if (rc && t->code)

@@ -5,8 +5,9 @@
 # diloco:4. The run ends with both parts done, b at half the steps; the
 # secret is readable by its owner only; weft-cpn status reads the same
 # table back. With --elastic and --kill-at b:STEP part b is ended mid-run,
-# reported lost, and a finishes alone after dropping cluster 1; the
-# re-plan gives a the whole batch and status shows it. Plans
+# reported lost, and a (one rank there) finishes alone after dropping
+# cluster 1; the re-plan gives a the whole batch, status shows it, and
+# the run says when the survivor passed the outer step where it dropped b. Plans
 # that are not plans are refused with the reason.
 B=${BUILD:-build}
 dir=$(mktemp -d)
@@ -15,7 +16,7 @@ passed=0; failed=0
 ok() { passed=$((passed + 1)); }
 bad() { failed=$((failed + 1)); echo "FAIL $*"; }
 
-plan() { # file steps shares-b extra-train-args
+plan() { # file steps shares-b extra-train-args [ranks-a]
     cat >"$1" <<EOF
 {"schema": "weft-cpn-plan/1",
  "job": {"schema": "weft-cpn-job/1", "model": "mlp:784-64-10", "data": "builtin", "steps": $2,
@@ -23,7 +24,7 @@ plan() { # file steps shares-b extra-train-args
          "train_args": ["--train-size", "1024", "--no-eval", "--log-every", "10"$4]},
  "sync": {"mode": "diloco", "H": 4, "compress": "none"},
  "parts": [
-  {"cluster": "a", "launcher": "local", "hosts": ["localhost"], "ranks": 2, "batch": 16,
+  {"cluster": "a", "launcher": "local", "hosts": ["localhost"], "ranks": ${5:-2}, "batch": 16,
    "speed": 1.0},
   {"cluster": "b", "launcher": "local", "hosts": ["localhost"], "ranks": 1, "batch": $3,
    "speed": 0.5}],
@@ -54,11 +55,14 @@ fi
 # long enough that the watcher (5 looks a second) sees step 20 before the
 # end on an idle machine: 400 steps took 0.4 s there
 steps=4000; [ "${TEST_SCALE:-1}" -ge 10 ] && steps=800
-plan "$dir/elastic.json" $steps 8 ', "--elastic"'
+# a of one rank: the shrink leaves it alone, a job that nobody can join
+plan "$dir/elastic.json" $steps 8 ', "--elastic"' 1
 timeout -s KILL 120 "$B/weft-cpn" run --plan "$dir/elastic.json" --dir "$dir/el" \
     --train "$B/weft-train" --kill-at b:20 >"$dir/el.out" 2>&1
 if grep -q "part b lost" "$dir/el.out" && grep -q "part a done (exit 0)" "$dir/el.out" &&
-    grep -q "cluster 1 dropped" "$dir/el/part-a.out"; then
+    grep -q "cluster 1 dropped" "$dir/el/part-a.out" &&
+    grep -q "the re-plan runs from step [0-9]*, [0-9.]* s after part b was lost" "$dir/el.out"
+then
     ok
 else
     bad "a part lost under --elastic"; sed 's/^/    /' "$dir/el.out"; tail -n 20 "$dir/el/part-a.out"
@@ -66,7 +70,7 @@ fi
 # the re-plan: a, the survivor, takes the whole batch; status shows it
 "$B/weft-cpn" status --plan "$dir/elastic.json" --dir "$dir/el" >"$dir/elstatus.out" 2>&1
 if grep -q "re-planned at step [0-9]* in [0-9.]* ms (part b lost)" "$dir/el.out" &&
-    grep -q '^re-plan: .*"why": "part b lost".*"cluster": "a", "ranks": 2, "batch": 24' \
+    grep -q '^re-plan: .*"why": "part b lost".*"cluster": "a", "ranks": 1, "batch": 24' \
         "$dir/elstatus.out" && ! grep -q '"cluster": "b"' "$dir/el/replan.json"; then
     ok
 else
