@@ -1,11 +1,15 @@
 #!/bin/sh
 # weft-sim plan, calibrated on this machine, against measured weft-train
-# steps: for N ranks (4; RANKS="4 8" adds 8) every tp x pp x dp layout the
-# model allows is run with weft-train's defaults (1f1b, m = pp, ZeRO 0, no
-# sp) REPS times, and its median step set beside the plan's prediction
-# for the same layout; then both rankings, the pairs they order
-# differently beyond the noise (the two layouts' measured ranges apart),
-# and the plan's choice among these layouts against the measured best.
+# steps: for N ranks (4; RANKS="4 8" or a second argument adds 8) every
+# tp x pp x dp layout the model allows is run with weft-train's defaults
+# (1f1b, m = pp, ZeRO 0, no sp) REPS times, the layouts taking turns (one
+# run of each, then the next round), and its median step set beside the
+# plan's prediction for the same layout; then both rankings, the pairs
+# they order differently beyond the noise (the two layouts' measured
+# ranges apart), and the plan's choice among these layouts against the
+# measured best. A run's step is its mean after the first 2 steps
+# (weft-train's clock has millisecond steps; a mean over STEPS-2 of them
+# resolves less than that).
 #
 # Self-contained: the calibration is made fresh in a temporary folder
 # (weft-tune's constants by `weftrun -n 2xCORES weft-tune`, then
@@ -13,46 +17,45 @@
 # block shape the plan needs), so nothing of an earlier run is used.
 # No figure is fitted to the measured runs.
 #
-#   bench/plan_vs_measured.sh [BUILD]
+#   bench/plan_vs_measured.sh [BUILD [RANKS]]     e.g. build 8, or build "4 8"
 #   env: RANKS="4" MODEL=gpt:vocab=256,ctx=32,layers=4,heads=4,dim=64
-#        BATCH=16 STEPS=8 REPS=3
+#        BATCH=16 STEPS=12 REPS=3
 # About 3 minutes at 4 ranks on an idle 2-core machine; 8 ranks as much
 # again. Timing runs hold /tmp/weft-bench.lock.
 set -eu
 cd "$(dirname "$0")/.."
 B=${1:-${BUILD:-build}}
-RANKS=${RANKS:-4}
+RANKS=${2:-${RANKS:-4}}
 MODEL=${MODEL:-gpt:vocab=256,ctx=32,layers=4,heads=4,dim=64}
 BATCH=${BATCH:-16}
-STEPS=${STEPS:-8}
+STEPS=${STEPS:-12}
 REPS=${REPS:-3}
 make -s -j2 BUILD="$B" "$B/weftrun" "$B/weft-train" "$B/weft-sim" "$B/weft-tune" >/dev/null
 SEQ=$(echo "$MODEL" | sed 's/.*ctx=\([0-9]*\).*/\1/')
 LAYERS=$(echo "$MODEL" | sed 's/.*layers=\([0-9]*\).*/\1/')
 HEADS=$(echo "$MODEL" | sed 's/.*heads=\([0-9]*\).*/\1/')
 TMP=$(mktemp -d /tmp/weft-planbench.XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
+trap '[ -n "${KEEP:-}" ] || rm -rf "$TMP"' EXIT
 LOCK=/tmp/weft-bench.lock
 CORES=$(nproc)
 
-# median seconds a step from a metrics CSV, leaving out the first 2 steps
-median_step() {
-    awk -F, '$3 == "train" { if (n++ >= 2) print $9 - prev; prev = $9 }' "$1" | sort -g |
-        awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : "nan" }'
+# mean seconds a step from a metrics CSV, leaving out the first 2 steps
+mean_step() {
+    awk -F, '$3 == "train" { n++; if (n == 2) t0 = $9; if (n > 2) t1 = $9 }
+        END { print (n > 2 ? (t1 - t0) / (n - 2) : "nan") }' "$1"
 }
 
-run() { # ranks tp pp -> "median min max" ms a step over REPS runs
-    : >"$TMP/reps"
-    r=0
-    while [ $r -lt "$REPS" ]; do
-        f="$TMP/m_$1_$2_$3_$r.csv"
-        flock "$LOCK" "$B/weftrun" -n "$1" "$B/weft-train" --model "$MODEL" --data builtin \
-            --batch "$BATCH" --seq "$SEQ" --steps "$STEPS" --no-eval --tp "$2" --pp "$3" \
-            --metrics "$f" >/dev/null 2>&1
-        median_step "$f" >>"$TMP/reps"
-        r=$((r + 1))
-    done
-    sort -g "$TMP/reps" | awk '{ v[NR] = 1e3 * $1 } END { print v[int((NR + 1) / 2)], v[1], v[NR] }'
+one_run() { # ranks tp pp rep: one run, its step appended to the layout's list
+    f="$TMP/m_$1_$2_$3_$4.csv"
+    flock "$LOCK" "$B/weftrun" -n "$1" "$B/weft-train" --model "$MODEL" --data builtin \
+        --batch "$BATCH" --seq "$SEQ" --steps "$STEPS" --no-eval --tp "$2" --pp "$3" \
+        --metrics "$f" </dev/null >/dev/null 2>&1
+    mean_step "$f" >>"$TMP/reps_$1_$2_$3"
+}
+
+summary() { # ranks tp pp -> "median min max" ms a step over its runs
+    sort -g "$TMP/reps_$1_$2_$3" |
+        awk '{ v[NR] = 1e3 * $1 } END { print v[int((NR + 1) / 2)], v[1], v[NR] }'
 }
 
 echo "# $(date -u +%Y-%m-%dT%H:%MZ), $CORES cores ($(lscpu | sed -n 's/^Model name: *//p')), load $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -71,7 +74,7 @@ for N in $RANKS; do
     grep '^# inputs:' "$TMP/plan$N"
     grep '^best ' "$TMP/plan$N" | sed 's/^/# plan, every schedule: /'
     echo "#  tp pp dp predicted_ms measured_ms (min..max) error"
-    : >"$TMP/rows"
+    : >"$TMP/layouts"
     for tp in 1 2 4 8; do
         [ $((N % tp)) = 0 ] && [ $((HEADS % tp)) = 0 ] || continue
         for pp in 1 2 4 8; do
@@ -81,13 +84,26 @@ for N in $RANKS; do
             pred=$(awk -v tp="$tp" -v pp="$pp" '
                 $1 == tp && $2 == pp && $4 == 0 && $5 == "1f1b" && $6 == pp && $7 == 0 { print $8; exit }' "$TMP/plan$N")
             [ -n "$pred" ] || continue
-            set -- $(run "$N" "$tp" "$pp")
-            echo "$tp $pp $dp $pred $1 $2 $3" >>"$TMP/rows"
-            awk -v tp="$tp" -v pp="$pp" -v dp="$dp" -v p="$pred" -v m="$1" -v lo="$2" -v hi="$3" 'BEGIN {
-                printf "  %3d %2d %2d %12.1f %11.1f (%.1f..%.1f) %+6.1f%%\n", tp, pp, dp, p, m, lo, hi,
-                       100 * (p - m) / m }'
+            echo "$tp $pp $dp $pred" >>"$TMP/layouts"
+            : >"$TMP/reps_${N}_${tp}_$pp"
         done
     done
+    # the layouts take turns, so that a change of load falls on all of them
+    r=0
+    while [ $r -lt "$REPS" ]; do
+        while read -r tp pp dp pred; do
+            one_run "$N" "$tp" "$pp" "$r"
+        done <"$TMP/layouts"
+        r=$((r + 1))
+    done
+    : >"$TMP/rows"
+    while read -r tp pp dp pred; do
+        set -- $(summary "$N" "$tp" "$pp")
+        echo "$tp $pp $dp $pred $1 $2 $3" >>"$TMP/rows"
+        awk -v tp="$tp" -v pp="$pp" -v dp="$dp" -v p="$pred" -v m="$1" -v lo="$2" -v hi="$3" 'BEGIN {
+            printf "  %3d %2d %2d %12.2f %11.2f (%.2f..%.2f) %+6.1f%%\n", tp, pp, dp, p, m, lo, hi,
+                   100 * (p - m) / m }'
+    done <"$TMP/layouts"
     echo "# ranking, predicted: $(sort -k4 -g "$TMP/rows" | awk '{ printf "%s%sx%sx%s", (NR > 1 ? " " : ""), $1, $2, $3 }')"
     echo "# ranking, measured:  $(sort -k5 -g "$TMP/rows" | awk '{ printf "%s%sx%sx%s", (NR > 1 ? " " : ""), $1, $2, $3 }')"
     awk '{ tp[NR] = $1; pp[NR] = $2; dp[NR] = $3; p[NR] = $4; m[NR] = $5; lo[NR] = $6; hi[NR] = $7 }
@@ -106,5 +122,5 @@ for N in $RANKS; do
         }' "$TMP/rows"
     best_pred=$(sort -k4 -g "$TMP/rows" | head -1)
     best_meas=$(sort -k5 -g "$TMP/rows" | head -1)
-    echo "$best_pred $best_meas" | awk '{ printf "# the plan picks tp %s pp %s dp %s: measured %.1f ms; the measured best tp %s pp %s dp %s %.1f ms (%+.1f%%)\n", $1, $2, $3, $5, $8, $9, $10, $12, 100 * ($5 - $12) / $12 }'
+    echo "$best_pred $best_meas" | awk '{ printf "# the plan picks tp %s pp %s dp %s: measured %.2f ms; the measured best tp %s pp %s dp %s %.2f ms (%+.1f%%)\n", $1, $2, $3, $5, $8, $9, $10, $12, 100 * ($5 - $12) / $12 }'
 done

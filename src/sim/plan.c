@@ -9,7 +9,9 @@
 #include <string.h>
 
 #include "sim/pipe_costs.h"
+#include "sim/pipe_share.h"
 #include "sim/sim.h"
+#include "train/flops.h"
 #include "train/model.h"
 
 /* One priced collective, so that the many layouts sharing a group and a
@@ -25,6 +27,9 @@ typedef struct {
     double rate;                /* GFLOP/s of one rank while it computes */
     double cores;               /* > 0: fewer cores than ranks on a node */
     int on_node;                /* ranks of the job on a node */
+    double update_s;            /* the optimiser's seconds a parameter, one thread */
+    double slow;                /* a rank's work with every rank working: its
+                                   threads' share of the cores, as a factor */
     coll_memo *memo;
     int nmemo, capmemo;
     sim_plan *out;
@@ -407,6 +412,47 @@ static int calib_blocks(planner *pl, sim_block_costs *bc, int mb)
     return 0;
 }
 
+/* The replay of pl's partition with ranks sharing the node's cores: a
+ * chunk's compute is work at the shared speed, its tensor-parallel
+ * collectives waits that hold no core. Overwrites pp's step, busy and
+ * bubble. */
+static int share_replay(const planner *pl, sim_pipe_plan *pp, const block_part *part,
+                        double lat, double bw, int replicas)
+{
+    int k = pp->k, m = pp->spec.m;
+    pipe_sched s;
+    int rc = pipe_sched_build(&s, &pp->spec);
+    if (rc)
+        return rc;
+    double *w = calloc((size_t)k * 6, sizeof *w);
+    if (!w) {
+        pipe_sched_free(&s);
+        return WEFT_ENOMEM;
+    }
+    double *fw = w, *iw = w + k, *ww = w + 2 * k, *fh = w + 3 * k, *ih = w + 4 * k,
+           *wh = w + 5 * k;
+    for (int j = 0; j < k; j++) {
+        for (int i = pp->first[j]; i < pp->first[j + 1]; i++) {
+            const block_part *b = &part[i];
+            fh[j] += b->tp_fwd;
+            ih[j] += b->tp_bwd;
+            wh[j] += b->step_s / m;
+        }
+        fw[j] = pp->fwd[j] - fh[j];
+        iw[j] = pp->bwd_i[j] - ih[j];
+        ww[j] = pp->bwd_w[j] - wh[j];
+    }
+    pipe_share_costs c = { fw, iw, ww, fh, ih, wh, pp->out_bytes, lat, bw, pl->cores,
+                           replicas };
+    pipe_result r = { 0, pp->busy, pp->bubble, pp->peak_stash };
+    rc = pipe_share_replay(&s, &c, &r);
+    if (!rc)
+        pp->step = r.step;
+    free(w);
+    pipe_sched_free(&s);
+    return rc;
+}
+
 /* One (tp, pp, dp, schedule, m, sp): the pipeline is replayed once, every
  * ZeRO stage priced on it. */
 static int plan_pipeline(planner *pl, int tp, int pp, int dp, const pipe_spec *spec, int sp,
@@ -454,16 +500,21 @@ static int plan_pipeline(planner *pl, int tp, int pp, int dp, const pipe_spec *s
     }
     int k = pp_plan.k, p = spec->p, m = spec->m;
     double tied = 4 * tied_copy(pl, tp, pp), bubble = 0;
-    double busy = 0, pipe_s = pp_plan.step;
-    for (int r = 0; r < p; r++) {
+    /* Ranks sharing too few cores: replayed again with each computing
+     * rank at its share of them (pipe_share.h), so that overlapping
+     * stages slow each other and a bubble hands its core to the others */
+    if (pl->cores > 0)
+        rc = share_replay(pl, &pp_plan, part, lat, bw, pl->on_node > pp ? pl->on_node / pp : 1);
+    double pipe_s = pp_plan.step;
+    for (int r = 0; r < p; r++)
         bubble += pp_plan.bubble[r] / p;
-        busy += pp_plan.busy[r] / p;
-    }
-    /* Ranks sharing too few cores: one rank's idle time in the bubble is
-     * another's core, so the step is at least the node's work over its
-     * cores, and no more is lost to the bubble than that leaves. */
-    if (pl->cores > 0 && pl->on_node * busy / pl->cores > pipe_s)
-        pipe_s = pl->on_node * busy / pl->cores;
+    /* weft-train's pipeline sums its loss and takes its span over the
+     * stages every step: two small all-reduces over the pipeline group */
+    double pp_sums = 0, one;
+    if (!rc && pp > 1 && !(rc = coll_sec(pl, WEFT_COLL_ALLREDUCE, pstride, pp, 6, &one)))
+        pp_sums = one;
+    if (!rc && pp > 1 && !(rc = coll_sec(pl, WEFT_COLL_ALLREDUCE, pstride, pp, 2, &one)))
+        pp_sums += one;
     for (int zero = 0; zero <= (dp > 1 ? 3 : 0) && !rc; zero++) {
         sim_plan_entry e = { .tp = tp, .pp = pp, .dp = dp, .sp = sp, .zero = zero,
                              .spec = *spec, .micro_rows = (int)rows, .pipe_s = pipe_s,
@@ -493,6 +544,9 @@ static int plan_pipeline(planner *pl, int tp, int pp, int dp, const pipe_spec *s
             if (pl->cores > 0)
                 hide = 0;
             rc = dp_cost(pl, dstride, dp, zero, psi, hide, &dsec, &dbytes);
+            /* the update after the step: every rank at once, so at its
+             * share of the cores where they are too few */
+            dsec += (zero >= 1 ? psi / dp : psi) * pl->update_s * pl->slow;
             if (tied > 0 && (r == 0 || r == p - 1)) {
                 /* the tied embedding's gradient summed between the ends */
                 ppb += tied;
@@ -516,7 +570,7 @@ static int plan_pipeline(planner *pl, int tp, int pp, int dp, const pipe_spec *s
                 e.bytes[SIM_PLAN_DP] = dbytes;
         }
         e.dp_s = worst_dp;
-        e.step_s = e.pipe_s + worst_dp;
+        e.step_s = e.pipe_s + worst_dp + pp_sums;
         e.fits = q->mem <= 0 || e.mem_bytes <= q->mem;
         if (!rc)
             rc = add_entry(pl->out, &e);
@@ -605,7 +659,13 @@ int sim_plan_run(const sim_plan_query *q, sim_plan *out, char *err, size_t len)
     pl.rate = q->gflops * (cores > on_node ? cores / on_node : 1);
     pl.cores = cores > 0 && cores < on_node ? cores : 0;
     pl.on_node = on_node;
+    pl.slow = pl.cores > 0 ? on_node / pl.cores : q->gflops / pl.rate;
     int blocks = weft_model_block_count(&q->model), rc = 0;
+    if (q->calib) {
+        rc = sim_calib_update_get(q->calib, q->optim_bytes, train_model_param_count(&q->model),
+                                  &pl.update_s);
+        rc = rc < 0 ? -rc : 0;
+    }
     for (int tp = 1; tp <= q->ranks && !rc; tp++) {
         if (q->ranks % tp || !tp_splits(&q->model, tp))
             continue;

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "train/host_cache.h"
 
 static int say(char *err, size_t len, int rc, const char *what, const char *path, int line)
@@ -86,8 +87,16 @@ static int parse_line(sim_calib *c, char *s, const char *path, int line, char *e
                        "block: want MODEL ROWS SEQ KIND(0-2) FWD_S BWD_INPUT_S BWD_WEIGHT_S",
                        path, line);
         return add_block(c, &b);
+    } else if (!strcmp(word, "update")) {
+        int k;
+        double sec;
+        if (sscanf(s + at, "%d %lf", &k, &sec) != 2 || (k != 0 && k != 4 && k != 8) || sec < 0)
+            return say(err, len, WEFT_ECONFIG, "update: want K(0, 4 or 8) SECONDS_A_PARAMETER",
+                       path, line);
+        c->update_s[k / 4] = sec;
     } else {
-        return say(err, len, WEFT_ECONFIG, "unknown line (cores, tune or block)", path, line);
+        return say(err, len, WEFT_ECONFIG, "unknown line (cores, tune, block or update)", path,
+                   line);
     }
     return 0;
 }
@@ -169,6 +178,9 @@ int sim_calib_save(const sim_calib *c, const char *path, char *err, size_t len)
                "2 head) fwd_s bwd_input_s bwd_weight_s, one thread\n");
     if (c->cores > 0)
         fprintf(f, "cores %d\n", c->cores);
+    for (int k = 0; k < 3; k++)
+        if (c->update_s[k] > 0)
+            fprintf(f, "update %d %.9g\n", 4 * k, c->update_s[k]);
     for (int i = 0; i < c->nb; i++) {
         const sim_calib_block *b = &c->b[i];
         fprintf(f, "block %s %d %d %d %.9g %.9g %.9g\n", b->model, b->rows, b->seq, b->kind,
@@ -267,6 +279,52 @@ int sim_calib_block_get(sim_calib *c, const weft_model_config *m, int rows, int 
     return 1;
 }
 
+/* The fastest of five updates of n parameters after one to warm up, one
+ * thread, as weft-train's optimiser runs them a rank. */
+static int probe_update(int optim_bytes, size_t n, double *sec)
+{
+    weft_optim_config oc;
+    weft_optim_config_default(&oc, optim_bytes == 8 ? WEFT_OPTIM_ADAMW : WEFT_OPTIM_SGD);
+    if (optim_bytes == 0)
+        oc.momentum = 0;
+    weft_optim *o;
+    int rc = weft_optim_create(&o, &oc, 0, n);
+    if (rc)
+        return rc;
+    float *p = calloc(n, sizeof *p), *g = calloc(n, sizeof *g);
+    rc = p && g ? weft_optim_set_threads(o, 1) : WEFT_ENOMEM;
+    for (size_t i = 0; !rc && i < n; i++)
+        g[i] = 1e-3f * (float)(i % 97) - 0.05f;
+    double best = -1;
+    for (int r = 0; !rc && r < 6; r++) {
+        double t0 = clock_now();
+        rc = weft_optim_step(o, p, g, 1e-3f);
+        double t = clock_now() - t0;
+        if (r && (best < 0 || t < best))
+            best = t;
+    }
+    *sec = best / (double)n;
+    free(p);
+    free(g);
+    weft_optim_destroy(o);
+    return rc;
+}
+
+int sim_calib_update_get(sim_calib *c, int optim_bytes, double n, double *sec)
+{
+    int k = optim_bytes >= 8 ? 2 : optim_bytes >= 4 ? 1 : 0;
+    *sec = c->update_s[k];
+    if (*sec > 0)
+        return 1;
+    if (!c->probe || n < 1)
+        return 0;
+    int rc = probe_update(4 * k, (size_t)n, sec);
+    if (rc)
+        return -rc;
+    c->update_s[k] = *sec;
+    return 1;
+}
+
 int sim_calib_describe(const sim_calib *c, char *buf, size_t len)
 {
     char coll[360], blocks[200], gf[48] = "";
@@ -290,6 +348,13 @@ int sim_calib_describe(const sim_calib *c, char *buf, size_t len)
         snprintf(cores, sizeof cores, "%d measured", c->cores);
     else
         snprintf(cores, sizeof cores, "assumed (the topology's)");
-    return snprintf(buf, len, "block costs: %s; collectives: %s; cores: %s", blocks, coll,
-                    cores);
+    char upd[96] = "";
+    for (int k = 0; k < 3; k++)
+        if (c->update_s[k] > 0) {
+            size_t at = strlen(upd);
+            snprintf(upd + at, sizeof upd - at, "%s%s %.3g ns", at ? ", " : "",
+                     k == 2 ? "adamw" : k ? "sgd+momentum" : "sgd", 1e9 * c->update_s[k]);
+        }
+    return snprintf(buf, len, "block costs: %s; collectives: %s; cores: %s; update a "
+                    "parameter: %s", blocks, coll, cores, upd[0] ? upd : "not measured");
 }

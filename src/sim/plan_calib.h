@@ -8,7 +8,9 @@
  *   - each block's forward, input backward and weight backward seconds
  *     at each micro-batch shape a layout uses, from a short probe of the
  *     engine on one thread (weft-train's own pipeline measurement),
- *     cached per host (plan-HOST beside the peak cache) and per model.
+ *     cached per host (plan-HOST beside the peak cache) and per model;
+ *   - the optimiser's update a parameter, timed on the library's own
+ *     optimiser over the model's parameter count.
  * Anything not measured is assumed as before: FLOPs at --gflops, the
  * topology's simulated links and cores. */
 #ifndef WEFT_SIM_PLAN_CALIB_H
@@ -39,6 +41,9 @@ typedef struct {
     int missed;           /* shapes asked for and not there (probe off) */
     int hits;             /* shapes asked for and there (or probed) */
     double gflops;        /* a core's GFLOP/s the blocks imply; 0: none measured */
+    double update_s[3];   /* seconds an optimiser update takes a parameter, one
+                             thread: [0] SGD, [1] SGD with momentum, [2] AdamW
+                             (0: not measured) */
 } sim_calib;
 
 /* The host's calibration cache (plan-HOST in weft's host cache folder,
@@ -62,6 +67,11 @@ void sim_calib_model_key(const weft_model_config *m, char *buf, size_t len);
  * 0 when not there (counted in c->missed), < 0 a WEFT_E* code. */
 int sim_calib_block_get(sim_calib *c, const weft_model_config *m, int rows, int seq, int kind,
                         double out[3]);
+/* Seconds an update takes a parameter with K optimiser bytes each (0 SGD,
+ * 4 momentum, 8 AdamW): from the file ("update K SECONDS"), or measured
+ * now on n parameters when c->probe is set. 1 found or measured, 0 not
+ * there, < 0 a WEFT_E* code. */
+int sim_calib_update_get(sim_calib *c, int optim_bytes, double n, double *sec);
 /* One line on where the planner's inputs come from: measured (and from
  * which file) or assumed. */
 int sim_calib_describe(const sim_calib *c, char *buf, size_t len);

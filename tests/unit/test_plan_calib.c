@@ -168,6 +168,12 @@ TEST(bad_line_refused)
     plan_out o;
     CHECK(plan(path, 0, 2, &o) == WEFT_ECONFIG);
     CHECKF(strstr(o.inputs, ":2:") != NULL, "%s", o.inputs);
+    if ((f = fopen(path, "w")) != NULL) {
+        fprintf(f, "cores 2\nupdate 6 1e-9\n"); /* no optimiser keeps 6 bytes */
+        fclose(f);
+    }
+    CHECK(plan(path, 0, 2, &o) == WEFT_ECONFIG);
+    CHECKF(strstr(o.inputs, ":2: update") != NULL, "%s", o.inputs);
 }
 
 TEST(probe_writes_the_shapes)
@@ -185,6 +191,9 @@ TEST(probe_writes_the_shapes)
     CHECK(access(path, R_OK) == 0);
     CHECKF(plan(path, 0, 2, &b) == 0, "%s", b.inputs);
     CHECKF(strstr(b.inputs, " 0 probed now") != NULL, "%s", b.inputs);
+    /* the optimiser's update timed once, kept in the file */
+    CHECKF(strstr(a.inputs, "update a parameter: adamw ") && strstr(b.inputs, "adamw "), "%s",
+           b.inputs);
     /* the file keeps 9 digits */
     CHECKF(fabs(b.best.step_s - a.best.step_s) <= 1e-6 * a.best.step_s, "%.9g %.9g", b.best.step_s,
            a.best.step_s);

@@ -1,8 +1,11 @@
 /* The layout planner (weft-sim plan): every layout listed once and valid,
  * memory as the ZeRO formulas by hand, the choice under a memory limit,
- * nothing fitting reported, tensor-parallel bytes as Megatron counts them.
- * Nothing here is timed: predicted seconds are only compared. */
+ * nothing fitting reported, tensor-parallel bytes as Megatron counts them;
+ * the replay with ranks sharing cores against the own-core replay and the
+ * work it must serialise. Nothing here is timed: predicted seconds are
+ * only compared. */
 #include "test.h"
+#include "sim/pipe_share.h"
 #include "sim/plan.h"
 
 #include <math.h>
@@ -360,4 +363,60 @@ TEST(llama_tied)
     CHECKF(near(pp_bytes[0], cut[0]), "%.0f want %.0f", pp_bytes[0], cut[0]);
     CHECKF(near(pp_bytes[1], cut[1] + 4 * V * D), "%.0f want %.0f", pp_bytes[1],
            cut[1] + 4 * V * D);
+}
+
+/* The replay with shared cores: with a core for every rank it is the
+ * library's own replay; on one core it serialises all the work (nothing
+ * idles while a rank can compute); replicas share the cores as ranks;
+ * a wait adds its time and takes no core. */
+TEST(shared_cores_replay)
+{
+    static const int kinds[][2] = { { PIPE_GPIPE, 1 }, { PIPE_1F1B, 1 },
+                                    { PIPE_INTERLEAVED, 2 }, { PIPE_ZB, 1 } };
+    for (int ki = 0; ki < 4; ki++) {
+        pipe_spec spec = { kinds[ki][0], 4, 8, kinds[ki][1] };
+        pipe_sched s;
+        CHECK(pipe_sched_build(&s, &spec) == 0);
+        int k = spec.p * spec.v;
+        double f[8], bi[8], bw[8], ob[8], busy[2][4], bub[2][4], total = 0;
+        int peak[2][4];
+        for (int j = 0; j < k; j++) {
+            f[j] = 1e-3 * (1 + j % 3), bi[j] = 1.5e-3 * (1 + j % 2), bw[j] = 0.5e-3 * (1 + j);
+            ob[j] = 1e4;
+            total += spec.m * (f[j] + bi[j] + bw[j]);
+        }
+        pipe_costs own = { f, bi, bw, ob, 1e-5, 1e9 };
+        pipe_result a = { 0, busy[0], bub[0], peak[0] }, b = { 0, busy[1], bub[1], peak[1] };
+        CHECK(pipe_sched_replay(&s, &own, &a) == 0);
+        for (double cores = 0; cores <= 4; cores += 4) {
+            pipe_share_costs sh = { f, bi, bw, NULL, NULL, NULL, ob, 1e-5, 1e9, cores, 1 };
+            CHECK(pipe_share_replay(&s, &sh, &b) == 0);
+            CHECKF(fabs(a.step - b.step) < 1e-12, "kind %d cores %.0f: %.9f want %.9f",
+                   spec.kind, cores, b.step, a.step);
+            for (int r = 0; r < 4; r++)
+                CHECK(fabs(busy[0][r] - busy[1][r]) < 1e-12 && peak[0][r] == peak[1][r]);
+        }
+        /* one core, free links: every second of work one after another */
+        pipe_share_costs one = { f, bi, bw, NULL, NULL, NULL, ob, 0, 0, 1, 1 };
+        CHECK(pipe_share_replay(&s, &one, &b) == 0);
+        CHECKF(fabs(b.step - total) < 1e-9, "kind %d: one core %.9f, the work %.9f", spec.kind,
+               b.step, total);
+        /* two cores for 4 ranks of 2 replicas each: between both bounds */
+        pipe_share_costs two = { f, bi, bw, NULL, NULL, NULL, ob, 1e-5, 1e9, 2, 2 };
+        CHECK(pipe_share_replay(&s, &two, &b) == 0);
+        CHECKF(b.step >= total - 1e-9 && b.step >= a.step, "kind %d: %.9f", spec.kind, b.step);
+        pipe_sched_free(&s);
+    }
+    /* one stage: its work at cores / replicas of a core, its wait beside */
+    pipe_spec one = { PIPE_1F1B, 1, 1, 1 };
+    pipe_sched s;
+    CHECK(pipe_sched_build(&s, &one) == 0);
+    double f = 2e-3, bi = 3e-3, bw = 1e-3, fh = 5e-4, ob = 0, busy, bub;
+    int peak;
+    pipe_result r = { 0, &busy, &bub, &peak };
+    pipe_share_costs c = { &f, &bi, &bw, &fh, NULL, NULL, &ob, 0, 0, 2, 4 };
+    CHECK(pipe_share_replay(&s, &c, &r) == 0);
+    CHECKF(fabs(r.step - (2 * (f + bi + bw) + fh)) < 1e-12, "%.9f", r.step);
+    CHECK(fabs(busy - (f + bi + bw)) < 1e-12 && peak == 1);
+    pipe_sched_free(&s);
 }
