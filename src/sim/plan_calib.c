@@ -3,6 +3,7 @@
 #include "sim/plan_calib.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,8 +159,14 @@ static void load_tune(sim_calib *c)
 void sim_calib_measure_host(sim_calib *c)
 {
     if (c->cores < 1) {
+        /* the cores this process may run on (taskset, a container's
+         * cpuset), which its ranks inherit; else the online ones */
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        c->cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
         long n = sysconf(_SC_NPROCESSORS_ONLN);
-        c->cores = n > 0 && n < 1 << 20 ? (int)n : 0;
+        if (c->cores < 1)
+            c->cores = n > 0 && n < 1 << 20 ? (int)n : 0;
     }
     if (!c->have_coll)
         load_tune(c);

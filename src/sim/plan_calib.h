@@ -1,6 +1,6 @@
 /* What the layout planner knows of the machine it plans for, measured
  * rather than assumed (docs/SIMULATION.md, "Calibrating the planner"):
- *   - the cores the ranks share (online processors), so that 8 ranks on 2
+ *   - the cores the ranks share (those this process may run on), so that 8 ranks on 2
  *     cores are priced as sharing them;
  *   - the collective constants weft-tune measures (its file: a "tune"
  *     line of the calibration, else WEFT_TUNE_FILE, else the host's
