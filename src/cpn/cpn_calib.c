@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define REPS 7
 #define SLOW_S 1.0 /* a warm-up step this long: time one more, not REPS */
@@ -51,36 +52,57 @@ static int make_batch(const weft_model_config *cfg, int seq, int batch, calib_ba
     return 0;
 }
 
-static int one_step(weft_model *m, const calib_batch *b, int n, double *dt)
+/* Seconds of this thread's own CPU: what a step costs whatever else runs. */
+static double cpu_now(void)
 {
-    double t0 = clock_now();
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+        return 0;
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Wall and CPU seconds of every timed step, for the core's share. */
+typedef struct {
+    double wall, cpu;
+} calib_clock;
+
+/* *dt: the step's CPU seconds (its wall seconds where the thread's CPU
+ * clock is missing). */
+static int one_step(weft_model *m, const calib_batch *b, int n, double *dt, calib_clock *cc)
+{
+    double t0 = clock_now(), c0 = cpu_now();
     int rc = weft_model_zero_grad(m);
     if (!rc)
         rc = weft_model_forward(m, b->x, b->y, n, b->seq, NULL);
     if (!rc)
         rc = weft_model_backward(m);
-    *dt = clock_now() - t0;
+    double wall = clock_now() - t0, cpu = cpu_now() - c0;
+    *dt = cpu > 0 ? cpu : wall;
+    cc->wall += wall;
+    cc->cpu += *dt;
     return rc;
 }
 
-/* The fastest forward and backward of lo and of hi samples, the two
- * sizes taken in turn so that a change of load on the host moves both
- * alike rather than tilting the line between them; the fastest, as other
- * processes on a shared host only ever add to a step (on an idle one
- * the fastest and the median agree). */
+/* The fastest forward and backward of lo and of hi samples in the
+ * thread's CPU seconds, the two sizes taken in turn so that a change of
+ * load on the host moves both alike rather than tilting the line between
+ * them. CPU seconds, as a loaded host stretches every step's wall time
+ * (a step outlasts the scheduler's slice, so even the fastest is
+ * preempted); the load is the core's share, measured apart. */
 static int time_steps(weft_model *m, const calib_batch *b, int lo, int hi, double *t_lo,
-                      double *t_hi)
+                      double *t_hi, calib_clock *cc)
 {
     double tl[REPS], th[REPS], warm = 0;
-    int reps = REPS, rc = one_step(m, b, lo, &warm);
+    calib_clock skip = { 0, 0 }; /* the warm-up's first touches are no share */
+    int reps = REPS, rc = one_step(m, b, lo, &warm, &skip);
     if (!rc)
-        rc = one_step(m, b, hi, &warm);
+        rc = one_step(m, b, hi, &warm, &skip);
     if (warm > SLOW_S)
         reps = 1;
     for (int i = 0; i < reps && !rc; i++) {
-        rc = one_step(m, b, lo, &tl[i]);
+        rc = one_step(m, b, lo, &tl[i], cc);
         if (!rc)
-            rc = one_step(m, b, hi, &th[i]);
+            rc = one_step(m, b, hi, &th[i], cc);
     }
     if (rc)
         return rc;
@@ -103,10 +125,11 @@ static int time_update(weft_model *m, double *out)
         rc = weft_optim_set_threads(o, 1);
     double t[REPS];
     for (int i = -1; i < REPS && !rc; i++) {
-        double t0 = clock_now();
+        double t0 = clock_now(), c0 = cpu_now();
         rc = weft_optim_step(o, p, g, 0.0f);
+        double cpu = cpu_now() - c0;
         if (i >= 0)
-            t[i] = clock_now() - t0;
+            t[i] = cpu > 0 ? cpu : clock_now() - t0;
     }
     weft_optim_destroy(o);
     if (rc)
@@ -130,8 +153,9 @@ int cpn_calib_measure(const weft_model_config *cfg, int seq, int batch, cpn_cali
     if (!rc)
         rc = weft_model_set_threads(m, 1);
     double t_lo = 0, t_hi = 0;
+    calib_clock cc = { 0, 0 };
     if (!rc)
-        rc = time_steps(m, &b, lo, batch, &t_lo, &t_hi);
+        rc = time_steps(m, &b, lo, batch, &t_lo, &t_hi, &cc);
     if (!rc)
         rc = time_update(m, &out->update_s);
     if (!rc) {
@@ -142,6 +166,12 @@ int cpn_calib_measure(const weft_model_config *cfg, int seq, int batch, cpn_cali
             out->fixed_s = 0;
             out->sample_s = t_hi / batch;
         }
+        /* the steps' CPU is what they cost a core; the training gets the
+         * share of a core that the other processes leave, as the steps
+         * did here: their CPU seconds over their wall seconds */
+        out->core_share = cc.wall > 0 && cc.cpu > 0 ? cc.cpu / cc.wall : 1;
+        if (out->core_share > 1)
+            out->core_share = 1;
     }
     if (m)
         weft_model_destroy(m);

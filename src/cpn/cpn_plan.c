@@ -62,19 +62,28 @@ static int calibrated(const cpn_cluster *cl, const cpn_job_model *job)
            cl->calib_seq == job->seq && cpn_metric_value(cl, "train_sample_s", 0) > 0;
 }
 
+/* The share of a core a rank had when the job was timed (probe --job;
+ * 1 where not measured): a loaded host's steps take 1 / share as long. */
+static double core_share(const cpn_cluster *cl)
+{
+    double s = cpn_metric_value(cl, "core_share", 1);
+    return s > 0 && s <= 1 ? s : 1;
+}
+
 /* Samples a second over the cluster's ranks: measured, else from the peak. */
 static double rate(const cpn_cluster *cl, const cpn_job_model *job, int ranks)
 {
     double speed = cpn_metric_value(cl, "speed", 1);
     if (calibrated(cl, job))
-        return ranks * speed / cpn_metric_value(cl, "train_sample_s", 0);
+        return ranks * speed * core_share(cl) / cpn_metric_value(cl, "train_sample_s", 0);
     double peak = cpn_metric_value(cl, "peak_fp32_gflops_per_core", 0);
     return ranks * peak * 1e9 * speed * EFF / job->flops_per_sample;
 }
 
 /* A step's compute on the cluster's busiest rank (ceil(n / ranks) samples):
  * measured forward and backward stretched by the declared speed (as the
- * training's emulation does) plus the update, else the peak's figure. */
+ * training's emulation does) plus the update, over the core's share, else
+ * the peak's figure. */
 static double compute_time(const cpn_cluster *cl, const cpn_job_model *job, int ranks, int n,
                            int *cal)
 {
@@ -87,7 +96,8 @@ static double compute_time(const cpn_cluster *cl, const cpn_job_model *job, int 
     double speed = cpn_metric_value(cl, "speed", 1);
     double fb = cpn_metric_value(cl, "train_fixed_s", 0) +
                 mine * cpn_metric_value(cl, "train_sample_s", 0);
-    return fb / (speed > 0 ? speed : 1) + cpn_metric_value(cl, "train_update_s", 0);
+    return (fb / (speed > 0 ? speed : 1) + cpn_metric_value(cl, "train_update_s", 0)) /
+           core_share(cl);
 }
 
 /* Shares in proportion to the rates, largest remainders first, summing

@@ -142,6 +142,9 @@ static void add_calib(const cpn_rank_facts *facts, int n, double *v, cpn_cluster
                  : k == 1 ? facts[i].calib.fixed_s : facts[i].calib.update_s;
         metric(out, names[k], median(v, n), "s", "measured", "median");
     }
+    for (int i = 0; i < n; i++)
+        v[i] = facts[i].calib.core_share;
+    metric(out, "core_share", median(v, n), "fraction", "measured", "median");
 }
 
 int cpn_probe_describe(const cpn_rank_facts *facts, int n, double alpha_us, double beta_gbps,

@@ -2,7 +2,8 @@
  * a job's model timed on this rank gives positive, finite step parts; a
  * cluster timed on the job's model is priced by them (and shares the
  * batch by them), one timed on another model by its peak; the job a
- * description was timed on survives JSON; an outer period in seconds is
+ * description was timed on survives JSON; a core shared with other
+ * processes when timed stretches the step; an outer period in seconds is
  * as many of the predicted steps; a given plan is priced as it stands. */
 #include "test.h"
 
@@ -70,6 +71,7 @@ TEST(calib_measure_gives_positive_parts)
     CHECKF(c.sample_s > 0 && isfinite(c.sample_s), "sample_s %g", c.sample_s);
     CHECKF(c.fixed_s >= 0 && isfinite(c.fixed_s), "fixed_s %g", c.fixed_s);
     CHECKF(c.update_s > 0 && isfinite(c.update_s), "update_s %g", c.update_s);
+    CHECKF(c.core_share > 0 && c.core_share <= 1, "core_share %g", c.core_share);
     weft_model_config mlp;
     CHECK(weft_model_config_parse("mlp:16-8-4", &mlp) == 0);
     CHECK(cpn_calib_measure(&mlp, 1, 4, &c) == 0 && c.sample_s > 0);
@@ -106,6 +108,30 @@ TEST(plan_prices_the_measured_step)
     CHECKF(c.batch[0] == 19 && c.batch[1] == 5, "shares %d %d", c.batch[0], c.batch[1]);
     double a = 0.002 + 10 * 0.001 + 0.0005, b = (0.002 + 5 * 0.001) / 0.5 + 0.0005;
     CHECKF(fabs(c.compute_s - (a > b ? a : b)) < 1e-9, "compute %g", c.compute_s);
+    cpn_cluster_free(&cs[0]);
+    cpn_cluster_free(&cs[1]);
+}
+
+/* A cluster whose ranks had half a core when timed (core_share 0.5)
+ * steps half as fast: its compute doubles and its share of the batch
+ * follows its rate. */
+TEST(plan_prices_the_core_share)
+{
+    cpn_cluster cs[2];
+    cpn_candidate c;
+    two_parts(cs, &c);
+    cpn_job_model j = job();
+    c.sync = CPN_SYNC_DILOCO;
+    set(&cs[0], "core_share", 0.5);
+    cpn_plan_price(cs, NULL, 0, &j, &c);
+    /* rates 500 and 500: shares 12 and 12; a's step (0.002 + 12 x 0.001 +
+     * 0.0005) / 0.5, b's (0.002 + 12 x 0.001) / 0.5 + 0.0005 */
+    CHECKF(c.batch[0] == 12 && c.batch[1] == 12, "shares %d %d", c.batch[0], c.batch[1]);
+    CHECKF(fabs(c.compute_s - 0.0290) < 1e-9, "compute %g", c.compute_s);
+    set(&cs[0], "core_share", 7); /* not a share: taken as a whole core */
+    cpn_plan_price(cs, NULL, 0, &j, &c);
+    CHECKF(c.batch[0] == 16 && fabs(c.compute_s - 0.0205) < 1e-9, "share %d compute %g",
+           c.batch[0], c.compute_s);
     cpn_cluster_free(&cs[0]);
     cpn_cluster_free(&cs[1]);
 }
