@@ -12,9 +12,11 @@
 # resolves less than that).
 #
 # Self-contained: the calibration is made fresh in a temporary folder
-# (weft-tune's constants by `weftrun -n 2xCORES weft-tune`, then
-# `weft-sim plan --calibrate`: the cores, and the engine probed for every
-# block shape the plan needs), so nothing of an earlier run is used.
+# (weft-tune's constants by `weftrun -n 2xCORES weft-tune`, what a
+# synchronisation waits on the shared cores by `weftrun -n N weft-sim
+# sync`, then `weft-sim plan --calibrate`: the cores, the optimiser's
+# update and the engine probed for every block shape the plan needs), so
+# nothing of an earlier run is used.
 # No figure is fitted to the measured runs.
 #
 #   bench/plan_vs_measured.sh [BUILD [RANKS]]     e.g. build 8, or build "4 8"
@@ -65,8 +67,11 @@ export WEFT_TUNE_FILE="$TMP/tune"
 flock "$LOCK" "$B/weftrun" -n $((2 * CORES)) "$B/weft-tune" -t 5 -o "$WEFT_TUNE_FILE" >/dev/null
 echo "# weft-tune: $(cat "$WEFT_TUNE_FILE")"
 
+CAL="$TMP/calib"
 for N in $RANKS; do
-    CAL="$TMP/calib"
+    # what a synchronisation waits on the shared cores at N ranks
+    flock "$LOCK" "$B/weftrun" -n "$N" "$B/weft-sim" sync </dev/null 2>/dev/null |
+        sed -n 's/^\[0\] //; /^sync /p' >>"$CAL"
     flock "$LOCK" "$B/weft-sim" plan --model "$MODEL" --batch "$BATCH" --ranks "$N" --topo host \
         --calib "$CAL" --calibrate >"$TMP/plan$N"
     echo

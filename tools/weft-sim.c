@@ -13,6 +13,7 @@
  */
 #include "weft.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,8 @@ static void usage(FILE *f)
         "                                       and stash (weft-sim pipeline --help)\n"
         "       weft-sim plan [options]         tp x pp x dp layouts of a GPT or Llama,\n"
         "                                       predicted and ranked (weft-sim plan --help)\n"
+        "       weftrun -n N weft-sim sync      what a synchronisation waits on shared\n"
+        "                                       cores, for plan's calibration (--help)\n"
         "options:\n"
         "  --topo NAME|FILE   topology (default summit); presets: see `weft-sim list`\n"
         "  --ranks LIST       ranks: N, A,B,C or A..B (doubling); default 8\n"
@@ -564,6 +567,106 @@ static int cmd_plan(int argc, char **argv)
     return rc;
 }
 
+static double clock_s(clockid_t id)
+{
+    struct timespec t;
+    clock_gettime(id, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* sec of this thread's CPU: a stage's compute, whatever share of a core
+ * the thread gets meanwhile */
+static double burn(double sec)
+{
+    double end = clock_s(CLOCK_THREAD_CPUTIME_ID) + sec, x = 1;
+    while (clock_s(CLOCK_THREAD_CPUTIME_ID) < end)
+        for (int i = 0; i < 256; i++)
+            x = x * 1.0000001 + 1e-9;
+    return x;
+}
+
+static void sync_usage(FILE *f)
+{
+    fprintf(f,
+        "usage: weftrun -n N weft-sim sync [--work-us W] [--iters K]\n"
+        "  Each rank computes W us of its own CPU (default 500), then swaps 4 KiB\n"
+        "  with its pair (ranks 2i and 2i+1), K times (default 200). With more ranks\n"
+        "  than cores, a pair's exchange waits while the other ranks compute on\n"
+        "  the cores its members share: rank 0 prints what a synchronisation\n"
+        "  costs above the cores' share of the work, as the calibration line\n"
+        "  \"sync N SECONDS\" that weft-sim plan --calib reads (docs/SIMULATION.md).\n");
+}
+
+/* weft-sim sync: the delay of a synchronisation between two ranks of an
+ * oversubscribed host while the others compute, measured with the
+ * library's own point-to-point: the step of K rounds over K, less the
+ * work every rank does in a round at its share of the cores. */
+static int cmd_sync(int argc, char **argv)
+{
+    double work_us = 500;
+    int iters = 200;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *v;
+        int got = option_value(argc, argv, &i, sync_usage, &v);
+        if (got)
+            return got == 1 ? 0 : 2;
+        if (!strcmp(a, "--work-us") && (work_us = atof(v)) > 0)
+            continue;
+        if (!strcmp(a, "--iters") && (iters = atoi(v)) > 0)
+            continue;
+        sync_usage(stderr);
+        return 2;
+    }
+    weft_comm *c;
+    int rc = weft_comm_init_env(&c);
+    if (rc) {
+        fprintf(stderr, "weft-sim sync: %s (run it under weftrun)\n", weft_strerror(rc));
+        return 1;
+    }
+    int r = weft_comm_rank(c), n = weft_comm_size(c), peer = r ^ 1;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    float out[1024] = { 0 }, in[1024];
+    double t0 = 0, sink = 0;
+    rc = weft_barrier(c);
+    t0 = clock_s(CLOCK_MONOTONIC);
+    double waited = 0;
+    for (int k = 0; !rc && k < iters; k++) {
+        sink += burn(1e-6 * work_us);
+        if (peer >= n)
+            continue;
+        double w0 = clock_s(CLOCK_MONOTONIC);
+        weft_request *sq = NULL, *rq = NULL;
+        rc = weft_irecv(c, in, 1024, WEFT_F32, peer, &rq);
+        if (!rc)
+            rc = weft_isend(c, out, 1024, WEFT_F32, peer, &sq);
+        int r1 = rq ? weft_wait(rq) : 0, r2 = sq ? weft_wait(sq) : 0;
+        rc = rc ? rc : r1 ? r1 : r2;
+        waited += clock_s(CLOCK_MONOTONIC) - w0;
+    }
+    double t = clock_s(CLOCK_MONOTONIC) - t0;
+    if (!rc)
+        rc = weft_allreduce(c, &t, &t, 1, WEFT_F64, WEFT_MAX);
+    if (!rc)
+        rc = weft_allreduce(c, &waited, &waited, 1, WEFT_F64, WEFT_SUM);
+    if (rc) {
+        fprintf(stderr, "weft-sim sync: rank %d: %s: %s\n", r, weft_strerror(rc),
+                weft_comm_error(c));
+        weft_comm_abort(c);
+        weft_comm_destroy(c);
+        return 1;
+    }
+    double share = n > cores ? (double)n / cores : 1, sync = t / iters - 1e-6 * work_us * share;
+    if (r == 0)
+        printf("sync %d %.6g # weft-sim sync: %d cores, %.0f us of work, %d rounds, "
+               "%.3f ms a round, %.3f ms of it a rank's wait at the exchange%s\n",
+               n, sync > 0 ? sync : 0, cores, work_us, iters, 1e3 * t / iters,
+               1e3 * waited / n / iters, sink > 0 ? "" : " ");
+    weft_comm_destroy(c);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
@@ -580,6 +683,8 @@ int main(int argc, char **argv)
         return cmd_pipeline(argc - 2, argv + 2);
     if (!strcmp(cmd, "plan"))
         return cmd_plan(argc - 2, argv + 2);
+    if (!strcmp(cmd, "sync"))
+        return cmd_sync(argc - 2, argv + 2);
     if (!strcmp(cmd, "validate")) {
         const char *set = NULL;
         for (int i = 2; i < argc; i++) {

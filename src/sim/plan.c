@@ -28,6 +28,8 @@ typedef struct {
     double cores;               /* > 0: fewer cores than ranks on a node */
     int on_node;                /* ranks of the job on a node */
     double update_s;            /* the optimiser's seconds a parameter, one thread */
+    double sync;                /* > 0: a synchronisation's wait on shared cores while
+                                   ranks outside its group compute (weft-sim sync) */
     double slow;                /* a rank's work with every rank working: its
                                    threads' share of the cores, as a factor */
     coll_memo *memo;
@@ -134,6 +136,12 @@ static int calib_coll(const planner *pl, int kind, int stride, int n, double cou
         double share = cores * n / pl->on_node;
         p.cores = share >= n ? 0 : share < 1 ? 1 : (int)share;
     }
+    /* a group smaller than the node's ranks meets while the others
+     * compute on the cores its members share: each round waits as long
+     * as weft-sim sync measured a pair's exchange to (a group of every
+     * rank of the node meets in step, as weft-tune measured it) */
+    if (pl->sync > 0 && n < pl->on_node && pl->sync > p.alpha_over)
+        p.alpha_over = pl->sync;
     double best = -1;
     for (int a = 1; a < WEFT_ALGO_COUNT; a++) {
         double t = cost_closed(&p, (weft_algo)a, (weft_coll_kind)kind, (uint64_t)count * 4, n);
@@ -373,6 +381,9 @@ static void pp_link(const planner *pl, int stride, int pp, double *lat, double *
          * and its bytes' time */
         int over = t->cpu_cores > 0 && pl->on_node > t->cpu_cores;
         *lat = over ? cal->coll.alpha_over : cal->coll.alpha;
+        /* a stage's message waits while other stages compute */
+        if (over && pl->sync > *lat)
+            *lat = pl->sync;
         *bw = 1 / cal->coll.beta;
         return;
     }
@@ -661,6 +672,8 @@ int sim_plan_run(const sim_plan_query *q, sim_plan *out, char *err, size_t len)
     pl.on_node = on_node;
     pl.slow = pl.cores > 0 ? on_node / pl.cores : q->gflops / pl.rate;
     int blocks = weft_model_block_count(&q->model), rc = 0;
+    if (q->calib && pl.cores > 0)
+        pl.sync = sim_calib_sync(q->calib, on_node);
     if (q->calib) {
         rc = sim_calib_update_get(q->calib, q->optim_bytes, train_model_param_count(&q->model),
                                   &pl.update_s);

@@ -88,6 +88,12 @@ static int parse_line(sim_calib *c, char *s, const char *path, int line, char *e
                        "block: want MODEL ROWS SEQ KIND(0-2) FWD_S BWD_INPUT_S BWD_WEIGHT_S",
                        path, line);
         return add_block(c, &b);
+    } else if (!strcmp(word, "sync")) {
+        int n;
+        double sec;
+        if (sscanf(s + at, "%d %lf", &n, &sec) != 2 || n < 2 || n > 64 || sec < 0)
+            return say(err, len, WEFT_ECONFIG, "sync: want RANKS(2-64) SECONDS", path, line);
+        c->sync_s[n] = sec;
     } else if (!strcmp(word, "update")) {
         int k;
         double sec;
@@ -96,7 +102,7 @@ static int parse_line(sim_calib *c, char *s, const char *path, int line, char *e
                        path, line);
         c->update_s[k / 4] = sec;
     } else {
-        return say(err, len, WEFT_ECONFIG, "unknown line (cores, tune, block or update)", path,
+        return say(err, len, WEFT_ECONFIG, "unknown line (cores, tune, block, update or sync)", path,
                    line);
     }
     return 0;
@@ -185,6 +191,9 @@ int sim_calib_save(const sim_calib *c, const char *path, char *err, size_t len)
                "2 head) fwd_s bwd_input_s bwd_weight_s, one thread\n");
     if (c->cores > 0)
         fprintf(f, "cores %d\n", c->cores);
+    for (int n = 2; n <= 64; n++)
+        if (c->sync_s[n] > 0)
+            fprintf(f, "sync %d %.9g\n", n, c->sync_s[n]);
     for (int k = 0; k < 3; k++)
         if (c->update_s[k] > 0)
             fprintf(f, "update %d %.9g\n", 4 * k, c->update_s[k]);
@@ -332,6 +341,15 @@ int sim_calib_update_get(sim_calib *c, int optim_bytes, double n, double *sec)
     return 1;
 }
 
+double sim_calib_sync(const sim_calib *c, int n)
+{
+    int best = 0;
+    for (int k = 2; k <= 64; k++)
+        if (c->sync_s[k] > 0 && (!best || abs(k - n) < abs(best - n)))
+            best = k;
+    return best ? c->sync_s[best] : 0;
+}
+
 int sim_calib_describe(const sim_calib *c, char *buf, size_t len)
 {
     char coll[360], blocks[200], gf[48] = "";
@@ -362,6 +380,15 @@ int sim_calib_describe(const sim_calib *c, char *buf, size_t len)
             snprintf(upd + at, sizeof upd - at, "%s%s %.3g ns", at ? ", " : "",
                      k == 2 ? "adamw" : k ? "sgd+momentum" : "sgd", 1e9 * c->update_s[k]);
         }
+    char syn[160] = "";
+    for (int n = 2; n <= 64; n++)
+        if (c->sync_s[n] > 0) {
+            size_t at = strlen(syn);
+            snprintf(syn + at, sizeof syn - at, "%s%.3g ms at %d ranks", at ? ", " : "",
+                     1e3 * c->sync_s[n], n);
+        }
     return snprintf(buf, len, "block costs: %s; collectives: %s; cores: %s; update a "
-                    "parameter: %s", blocks, coll, cores, upd[0] ? upd : "not measured");
+                    "parameter: %s; sync on shared cores: %s", blocks, coll, cores,
+                    upd[0] ? upd : "not measured",
+                    syn[0] ? syn : "not measured (weft-sim sync)");
 }

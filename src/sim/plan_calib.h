@@ -10,7 +10,10 @@
  *     engine on one thread (weft-train's own pipeline measurement),
  *     cached per host (plan-HOST beside the peak cache) and per model;
  *   - the optimiser's update a parameter, timed on the library's own
- *     optimiser over the model's parameter count.
+ *     optimiser over the model's parameter count;
+ *   - with more ranks than cores, what a synchronisation between two ranks
+ *     waits while the others compute ("sync N SECONDS", measured by
+ *     `weftrun -n N weft-sim sync`).
  * Anything not measured is assumed as before: FLOPs at --gflops, the
  * topology's simulated links and cores. */
 #ifndef WEFT_SIM_PLAN_CALIB_H
@@ -41,6 +44,9 @@ typedef struct {
     int missed;           /* shapes asked for and not there (probe off) */
     int hits;             /* shapes asked for and there (or probed) */
     double gflops;        /* a core's GFLOP/s the blocks imply; 0: none measured */
+    double sync_s[65];    /* [n]: seconds a synchronisation of two ranks waits
+                             on this host with n ranks while the others compute
+                             (weft-sim sync); 0: not measured */
     double update_s[3];   /* seconds an optimiser update takes a parameter, one
                              thread: [0] SGD, [1] SGD with momentum, [2] AdamW
                              (0: not measured) */
@@ -72,6 +78,9 @@ int sim_calib_block_get(sim_calib *c, const weft_model_config *m, int rows, int 
  * now on n parameters when c->probe is set. 1 found or measured, 0 not
  * there, < 0 a WEFT_E* code. */
 int sim_calib_update_get(sim_calib *c, int optim_bytes, double n, double *sec);
+/* The synchronisation delay measured at n ranks on the host, else at the
+ * nearest count measured; 0 when none was. */
+double sim_calib_sync(const sim_calib *c, int n);
 /* One line on where the planner's inputs come from: measured (and from
  * which file) or assumed. */
 int sim_calib_describe(const sim_calib *c, char *buf, size_t len);
