@@ -50,14 +50,18 @@ fi
 rm -f "$out/dd.bin"
 
 # the load: every rank resumes (CRCs checked) from the files with their
-# pages dropped from the cache, as dd's O_DIRECT read has them: all ranks'
-# bytes over the longest rank's time in its reads (their notes; the ranks
-# read at the same time)
+# pages dropped from the cache, as dd's O_DIRECT read has them. A rank's
+# load time is the whole of its load, from opening the manifest to its
+# parameters and optimiser state in place (the model made, the reads, the
+# CRCs, the all-gather of the replicated parameters: its note gives each);
+# the bytes are each rank's share of what it holds (a group's replicated
+# parameters counted once), over the longest rank's time. The ranks load
+# at the same time.
 for f in "$out"/sync/step-*/rank-*.bin; do dd if="$f" iflag=nocache count=0 2>/dev/null; done
 "$B/weftrun" -n "$ranks" "$B/weft-train" --resume "$out/sync" --zero "$zero" --steps 2 \
     --no-eval >"$out/load.out" 2>&1
-load=$(grep 'resume: rank .* read' "$out/load.out" | awk '
-    { for (i = 1; i < NF; i++) { if ($i == "read") b += $(i + 1); if ($i == "in") s = $(i + 1) }
+load=$(grep 'resume: rank .* read' "$out/load.out" | sed 's/[,:]//g' | awk '
+    { for (i = 1; i < NF; i++) { if ($i == "share") b += $(i + 1); if ($i == "in") s = $(i + 1) }
       if (s > hi) hi = s }
     END { if (hi > 0) printf "%.1f %.3f", b / 1e6, hi }')
 load_mb=${load% *}
@@ -73,7 +77,9 @@ bg=$(grep "written in the background" "$out/async.out" | sed 's/^\[0\] //')
 each=$(echo "$bg" | sed -n 's/.*, \([0-9.]*\) s and .*/\1/p')
 stall=$(echo "$bg" | sed -n 's/.*stalled \([0-9.]*\) s each (\([0-9.]*\)%).*/\1 \2/p')
 
-echo "model $model, $ranks ranks, ZeRO-$zero: a save is $mb MB; the load read $load_mb MB in $load_s s"
+echo "model $model, $ranks ranks, ZeRO-$zero: a save is $mb MB; the load's shares $load_mb MB in $load_s s"
+grep 'resume: rank .* read' "$out/load.out" | sed 's/^\[[0-9]*\] resume: /  /'
+
 printf "%-44s %10s\n" "" "MB/s"
 printf "%-44s %10s\n" "dd write (4 MiB blocks, fsync)" "$dd_w"
 printf "%-44s %10s\n" "sharded save, all ranks (files + manifest)" "$save_mbs"

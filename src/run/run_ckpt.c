@@ -11,6 +11,7 @@
 #include "run/run_model.h"
 #include "run/run_paths.h"
 #include "run/run_pipeline.h"
+#include "core/clock.h"
 #include "train/ckpt_shard.h"
 
 #include <stdlib.h>
@@ -104,11 +105,16 @@ int ckpt_resume(weft_run *t, opts *o, long *start_step, weft_ckpt **out)
         return rc;
     weft_ckpt *ck = NULL;
     struct stat st;
+    double t0 = clock_now();
     int dir = stat(o->resume, &st) == 0 && S_ISDIR(st.st_mode);
     /* a directory's manifest alone: each rank reads the slices it holds */
     rc = dir ? ckpt_shard_open_records(o->resume, &ck) : weft_ckpt_load(&ck, o->resume);
     if (rc == 0 && dir && (rc = ckpt_covered(t, ck, o->resume)) != 0)
         weft_ckpt_free(ck);
+    if (rc == 0 && dir) {
+        ckpt_shard_phase(ck, CKPT_PH_OPEN, clock_now() - t0);
+        ckpt_shard_phase(ck, CKPT_PH_LOAD, clock_now() - t0);
+    }
     if (rc != 0 && t->code)
         return rc; /* the coverage check said why */
     if (rc != 0 && dir)
@@ -152,9 +158,12 @@ int ckpt_restore_model(weft_run *t, weft_ckpt *ck, const char *path, weft_model 
          * of the parameters from the files and the ranks all-gather */
         weft_model_config cfg;
         *m = NULL;
+        double t0 = clock_now();
         rc = weft_ckpt_model_config(ck, &cfg);
         if (rc == 0)
             rc = weft_model_create(m, &cfg, 0);
+        ckpt_shard_phase(ck, CKPT_PH_INIT, clock_now() - t0);
+        ckpt_shard_phase(ck, CKPT_PH_LOAD, clock_now() - t0);
         if (rc == 0)
             rc = ckpt_shard_get_params_group(ck, *m, t->comm);
         if (rc != 0) {
@@ -195,17 +204,26 @@ int ckpt_restore_data(weft_run *t, weft_ckpt *ck, const char *path, weft_loader 
     if (rc != 0)
         return rc;
     weft_ckpt_entry info;
-    uint64_t got = 0, all = 0, ns = 0;
-    /* by now every read of the files is done: what this rank's share cost */
+    uint64_t got = 0, all = 0, need = 0;
+    double ph[CKPT_PHASES];
+    /* by now every read of the files is done: what this rank's share cost,
+     * from the manifest's opening to the optimiser's state in place */
     if (ckpt_shard_lazy(ck) && weft_ckpt_get_u64(ck, "shard/bytes_read", &got) == 0 &&
-        weft_ckpt_find(ck, "shard/file_info", &info) == 0 && info.dtype == WEFT_I64) {
+        weft_ckpt_find(ck, "shard/file_info", &info) == 0 && info.dtype == WEFT_I64 &&
+        ckpt_shard_phases(ck, ph) == 0) {
         const int64_t *fi = info.data;
         for (size_t f = 0; f < info.nbytes / (2 * sizeof *fi); f++)
             all += (uint64_t)fi[2 * f];
-        weft_ckpt_get_u64(ck, "shard/read_ns", &ns);
+        weft_ckpt_get_u64(ck, "shard/bytes_need", &need);
+        double rest = ph[CKPT_PH_LOAD] - ph[CKPT_PH_OPEN] - ph[CKPT_PH_INIT] -
+                      ph[CKPT_PH_READ] - ph[CKPT_PH_CRC] - ph[CKPT_PH_GATHER];
         run_say(t, WEFT_RUN_NOTE, "resume: rank %d read %llu of the checkpoint's %llu bytes "
-                "in %.3f s\n", t->job ? weft_comm_rank(t->job) : 0, (unsigned long long)got,
-                (unsigned long long)all, (double)ns / 1e9);
+                "(its share %llu) in %.3f s: manifest %.3f, model and optimiser made %.3f, "
+                "reads %.3f, CRCs %.3f, all-gather %.3f, the rest %.3f\n",
+                t->job ? weft_comm_rank(t->job) : 0, (unsigned long long)got,
+                (unsigned long long)all, (unsigned long long)need, ph[CKPT_PH_LOAD],
+                ph[CKPT_PH_OPEN], ph[CKPT_PH_INIT], ph[CKPT_PH_READ], ph[CKPT_PH_CRC],
+                ph[CKPT_PH_GATHER], rest > 0 ? rest : 0.0);
     }
     char layout[512], view[32];
     /* --elastic: the membership changes go on counting from the saved

@@ -91,10 +91,26 @@ int ckpt_shard_load_whole(const char *dir, weft_ckpt **out);
 
 /* ---- reading what a rank needs (train/ckpt_shard_read.c) ------------- */
 
-/* The manifest of dir's save alone (no tensors), with two records of the
- * reading added: "shard/dir" (the save's directory) and "shard/bytes_read"
- * (u64, what the readers below have read from its files so far). */
+/* The manifest of dir's save alone (no tensors), with records of the
+ * reading added: "shard/dir" (the save's directory), "shard/bytes_read"
+ * (u64, what the readers below have read from its files so far),
+ * "shard/bytes_need" (u64, this rank's share of what it holds: parameters
+ * that a group holds alike count 1/|group| on each of its ranks) and
+ * "shard/phase_s" (f64 [CKPT_PHASES], the load's time by phase). */
 int ckpt_shard_open_records(const char *dir, weft_ckpt **out);
+/* A rank's load by phase, in seconds: the manifest read and checked
+ * (CKPT_PH_OPEN), the model and optimiser made (INIT), the preads (READ),
+ * the CRCs (CRC), the group's collectives (GATHER); LOAD: the whole, the
+ * spans of the steps of the load one after another (each from its start
+ * to its end, so the gaps between the phases above count too). */
+enum { CKPT_PH_OPEN, CKPT_PH_INIT, CKPT_PH_READ, CKPT_PH_CRC, CKPT_PH_GATHER, CKPT_PH_LOAD,
+       CKPT_PHASES };
+/* Adds s seconds to phase ph of lazy manifest c (nothing elsewhere). */
+void ckpt_shard_phase(const weft_ckpt *c, int ph, double s);
+/* The phases so far into s; 0 when c is a lazy manifest. */
+int ckpt_shard_phases(const weft_ckpt *c, double s[CKPT_PHASES]);
+/* Adds bytes to c's "shard/bytes_need". */
+void ckpt_shard_need(const weft_ckpt *c, uint64_t bytes);
 /* 1 when c is such a manifest: its tensors are read from the files. */
 int ckpt_shard_lazy(const weft_ckpt *c);
 /* The whole elements [lo, lo + n) of vector vec ("param" or an optimiser

@@ -6,6 +6,7 @@
  * without slice CRCs are read unchecked. */
 #include "train/ckpt_shard.h"
 
+#include "core/clock.h"
 #include "core/crc32.h"
 #include "train/data_file.h"
 
@@ -17,7 +18,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 /* DIRECT_RUN: the most bytes of consecutive slices read in one pread */
@@ -38,7 +38,8 @@ struct ckpt_shard_reader {
     unsigned char *buf;
     crc32_tables *k;
     int buf_slice;       /* the slice buf holds whole since its check, or -1 */
-    uint64_t bytes, t0;
+    uint64_t bytes;
+    double read_s, crc_s; /* in the preads, in the CRCs */
     char *error;         /* the manifest's "shard/error" record, or NULL */
     size_t error_cap;
     char tensor[160];    /* what the reads are for, for an error's account */
@@ -70,9 +71,12 @@ int ckpt_shard_open_records(const char *dir, weft_ckpt **out)
         rc = weft_ckpt_put_str(c, "shard/dir", at);
     if (rc == 0)
         rc = weft_ckpt_put_u64(c, "shard/bytes_read", 0);
-    /* the readers' time from opening to closing, summed (ns) */
     if (rc == 0)
-        rc = weft_ckpt_put_u64(c, "shard/read_ns", 0);
+        rc = weft_ckpt_put_u64(c, "shard/bytes_need", 0);
+    double none_s[CKPT_PHASES] = { 0 };
+    int64_t phases = CKPT_PHASES;
+    if (rc == 0)
+        rc = weft_ckpt_put_tensor(c, "shard/phase_s", WEFT_F64, none_s, 1, &phases);
     /* the first failed read's account (ckpt_shard_error), a string kept
      * zero-terminated in a fixed blob that the readers write in place */
     char none_yet[ERROR_CAP] = { 0 };
@@ -153,13 +157,6 @@ static int reader_records(ckpt_shard_reader *r)
     return 0;
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* v added to record name of c (a u64 that this load made). */
 static void add_u64(const weft_ckpt *c, const char *name, uint64_t v)
 {
@@ -170,6 +167,36 @@ static void add_u64(const weft_ckpt *c, const char *name, uint64_t v)
     memcpy(&was, e.data, sizeof was);
     was += v;
     memcpy((void *)e.data, &was, sizeof was);
+}
+
+void ckpt_shard_need(const weft_ckpt *c, uint64_t bytes)
+{
+    add_u64(c, "shard/bytes_need", bytes);
+}
+
+void ckpt_shard_phase(const weft_ckpt *c, int ph, double s)
+{
+    weft_ckpt_entry e;
+    double was;
+    /* the record is this load's own likewise */
+    if (!c || ph < 0 || ph >= CKPT_PHASES || weft_ckpt_find(c, "shard/phase_s", &e) != 0 ||
+        e.dtype != WEFT_F64 || e.nbytes != CKPT_PHASES * sizeof was)
+        return;
+    double *at = (double *)e.data + ph;
+    memcpy(&was, at, sizeof was);
+    was += s;
+    memcpy(at, &was, sizeof was);
+}
+
+int ckpt_shard_phases(const weft_ckpt *c, double s[CKPT_PHASES])
+{
+    weft_ckpt_entry e;
+    memset(s, 0, CKPT_PHASES * sizeof *s);
+    if (!c || weft_ckpt_find(c, "shard/phase_s", &e) != 0 || e.dtype != WEFT_F64 ||
+        e.nbytes != CKPT_PHASES * sizeof *s)
+        return WEFT_EINVAL;
+    memcpy(s, e.data, CKPT_PHASES * sizeof *s);
+    return 0;
 }
 
 int ckpt_shard_reader_open(const weft_ckpt *c, ckpt_shard_reader **out)
@@ -185,7 +212,6 @@ int ckpt_shard_reader_open(const weft_ckpt *c, ckpt_shard_reader **out)
         ckpt_shard_reader_close(r);
         return rc;
     }
-    r->t0 = now_ns();
     *out = r;
     return 0;
 }
@@ -205,8 +231,8 @@ void ckpt_shard_reader_close(ckpt_shard_reader *r)
         return;
     /* the records are this reading's own (ckpt_shard_open_records made them) */
     add_u64(r->c, "shard/bytes_read", r->bytes);
-    if (r->t0)
-        add_u64(r->c, "shard/read_ns", now_ns() - r->t0);
+    ckpt_shard_phase(r->c, CKPT_PH_READ, r->read_s);
+    ckpt_shard_phase(r->c, CKPT_PH_CRC, r->crc_s);
     for (size_t i = 0; r->fd && i < r->nfiles; i++)
         if (r->fd[i] >= 0)
             close(r->fd[i]);
@@ -327,11 +353,15 @@ static int check_slice(ckpt_shard_reader *r, size_t k, const ckpt_slice *s, int 
     r->buf_slice = -1;
     while (left) {
         size_t n = left < CHECK_BUF ? (size_t)left : CHECK_BUF;
+        double t0 = clock_now();
         int rc = train_pread_all(fd, r->buf, n, off);
+        double t1 = clock_now();
+        r->read_s += t1 - t0;
         if (rc)
             return fail(r, rc, s->file, "short read at byte %llu of slice %zu",
                         (unsigned long long)off, k);
         crc = crc32_update_fast(r->k, crc, r->buf, n);
+        r->crc_s += clock_now() - t1;
         r->bytes += n;
         off += n;
         left -= n;
@@ -384,7 +414,10 @@ static int read_checked(ckpt_shard_reader *r, size_t k, size_t j, const ckpt_sli
     if (s->off + bytes > (uint64_t)r->info[2 * s->file])
         return fail(r, WEFT_EIO, s->file, "slice %zu ends at byte %llu, past the file's end",
                     j, (unsigned long long)(s->off + bytes));
+    double t0 = clock_now();
     int rc = train_pread_all(fd, dst, bytes, s->off);
+    double t1 = clock_now();
+    r->read_s += t1 - t0;
     if (rc)
         return fail(r, rc, s->file, "short read at byte %llu of slice %zu",
                     (unsigned long long)s->off, k);
@@ -399,6 +432,7 @@ static int read_checked(ckpt_shard_reader *r, size_t k, size_t j, const ckpt_sli
         r->checked[i] = 1;
         at += len;
     }
+    r->crc_s += clock_now() - t1;
     *got = bytes / sizeof(float);
     return 0;
 }
@@ -432,7 +466,9 @@ static int get_run(void *arg, uint64_t at, uint64_t off, uint64_t len)
         w->found += len;
         return 0;
     }
+    double t0 = clock_now();
     int rc = train_pread_all(w->fd, w->dst + (at - w->lo), (size_t)len * sizeof(float), off);
+    w->r->read_s += clock_now() - t0;
     w->r->bytes += len * sizeof(float);
     w->found += len;
     if (rc)

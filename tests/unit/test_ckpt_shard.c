@@ -249,6 +249,32 @@ static int write_parts(const char *dir, const weft_model_config *cfg, weft_ckpt 
     return rc;
 }
 
+/* A tp 2 save of a small GPT in a new directory dir (a mkdtemp
+ * template), its manifest *man and a whole model *whole to read it into;
+ * 0 when all are made. */
+static int small_save(char *dir, weft_ckpt **man, weft_model **whole)
+{
+    weft_model_config cfg;
+    *man = NULL;
+    *whole = NULL;
+    if (!mkdtemp(dir) || weft_model_config_parse("gpt:vocab=30,ctx=8,layers=2,heads=2,dim=8",
+                                                 &cfg) != 0 ||
+        weft_ckpt_new(man) != 0 || write_parts(dir, &cfg, *man) != 0)
+        return -1;
+    return weft_model_create(whole, &cfg, 1);
+}
+
+/* The files of small_save's dir, and dir. */
+static void small_remove(const char *dir)
+{
+    char path[300];
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof path, "%s/rank-%05d.bin", dir, k);
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
 /* Written at tp 2, read whole and as tp 2's part 1 (each element from its
  * place); a changed byte fails the slice's CRC, a slice left out fails
  * the coverage. */
@@ -328,19 +354,52 @@ TEST(read_parts)
     rmdir(dir);
 }
 
+/* A load's records: its time by phase (the whole spanning the reads and
+ * the CRCs in it) and its share of the bytes; none without the records. */
+TEST(phases)
+{
+    weft_model *whole = NULL;
+    weft_ckpt *man = NULL;
+    char dir[] = "/tmp/weft-test-shard-XXXXXX";
+    CHECK(small_save(dir, &man, &whole) == 0);
+    if (!whole || !man)
+        return;
+    double ph[CKPT_PHASES] = { 1 }, none[CKPT_PHASES] = { 0 };
+    CHECK(ckpt_shard_phases(man, ph) == WEFT_EINVAL && ph[0] == 0);
+    ckpt_shard_phase(man, CKPT_PH_LOAD, 1.0); /* no record: nothing */
+    int64_t np = CKPT_PHASES;
+    CHECK(weft_ckpt_put_tensor(man, "shard/phase_s", WEFT_F64, none, 1, &np) == 0);
+    CHECK(weft_ckpt_put_u64(man, "shard/bytes_need", 0) == 0);
+    CHECK(weft_ckpt_put_u64(man, "shard/bytes_read", 0) == 0);
+    size_t N;
+    weft_model_params(whole, &N);
+    CHECK(ckpt_shard_get_params(man, whole) == 0);
+    uint64_t need = 0, got = 0;
+    CHECK(weft_ckpt_get_u64(man, "shard/bytes_need", &need) == 0 && need == N * 4);
+    CHECK(weft_ckpt_get_u64(man, "shard/bytes_read", &got) == 0 && got >= N * 4);
+    CHECK(ckpt_shard_phases(man, ph) == 0);
+    CHECKF(ph[CKPT_PH_READ] > 0 && ph[CKPT_PH_CRC] > 0 &&
+           ph[CKPT_PH_LOAD] >= ph[CKPT_PH_READ] + ph[CKPT_PH_CRC] && ph[CKPT_PH_OPEN] == 0 &&
+           ph[CKPT_PH_GATHER] == 0, "load %g read %g crc %g", ph[CKPT_PH_LOAD],
+           ph[CKPT_PH_READ], ph[CKPT_PH_CRC]);
+    ckpt_shard_phase(man, CKPT_PH_OPEN, 0.5);
+    ckpt_shard_phase(man, CKPT_PHASES, 9.0); /* no such phase: nothing */
+    double again[CKPT_PHASES];
+    CHECK(ckpt_shard_phases(man, again) == 0 && again[CKPT_PH_OPEN] == 0.5 &&
+          again[CKPT_PH_LOAD] == ph[CKPT_PH_LOAD]);
+    weft_model_destroy(whole);
+    weft_ckpt_free(man);
+    small_remove(dir);
+}
+
 /* Asking ahead for a file that is gone records nothing: the read that
  * follows fails and its account names the tensor it was for. */
 TEST(prefetch_quiet)
 {
-    weft_model_config cfg;
     weft_model *whole = NULL;
     weft_ckpt *man = NULL;
     char dir[] = "/tmp/weft-test-shard-XXXXXX", path[300], moved[320];
-    CHECK(mkdtemp(dir) != NULL);
-    CHECK(weft_model_config_parse("gpt:vocab=30,ctx=8,layers=2,heads=2,dim=8", &cfg) == 0);
-    CHECK(weft_ckpt_new(&man) == 0);
-    CHECK(man && write_parts(dir, &cfg, man) == 0);
-    CHECK(weft_model_create(&whole, &cfg, 1) == 0);
+    CHECK(small_save(dir, &man, &whole) == 0);
     if (!whole || !man)
         return;
     size_t N;
@@ -369,9 +428,5 @@ TEST(prefetch_quiet)
     CHECK(ckpt_shard_get_params(man, whole) == 0);
     weft_model_destroy(whole);
     weft_ckpt_free(man);
-    for (int k = 0; k < 2; k++) {
-        snprintf(path, sizeof path, "%s/rank-%05d.bin", dir, k);
-        unlink(path);
-    }
-    rmdir(dir);
+    small_remove(dir);
 }
