@@ -176,8 +176,8 @@ typedef struct {
 
 /* 0.5 (1 + tanh u) is the logistic function of 2u, which costs one expf
  * where tanhf costs an expm1f and more; the two agree to float rounding.
- * With AVX2 eight at a time through vexp.h (a call of expf per element
- * was most of the time here); the last n % 8 go through the same vector
+ * With AVX2 eight at a time through vexp.h, sixteen with AVX-512 (a call
+ * of expf per element was most of the time here); the last n % 8 go through the same vector
  * code, padded, so every element's value is the same wherever a thread's
  * piece starts. */
 static inline float gelu_s(float x)
@@ -207,39 +207,62 @@ static void gelu_c(int mode, float *out, float *in, const float *dout, const flo
 }
 
 #ifdef VEXP_X86
-VEXP_TARGET static __m256 gelu8(int mode, __m256 x, __m256 d)
-{
-    const __m256 one = _mm256_set1_ps(1.0f), k = _mm256_set1_ps(GELU_K);
-    __m256 x2 = _mm256_mul_ps(x, x);
-    __m256 u = _mm256_mul_ps(k, _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(GELU_C), x2), x, x));
-    __m256 s = _mm256_div_ps(one, _mm256_add_ps(one, vexp_ps(_mm256_mul_ps(_mm256_set1_ps(-2.0f), u))));
-    if (mode != GELU_BWD)
-        return _mm256_mul_ps(x, s);
-    __m256 du = _mm256_mul_ps(k, _mm256_fmadd_ps(_mm256_set1_ps(3.0f * GELU_C), x2, one));
-    __m256 t = _mm256_mul_ps(_mm256_mul_ps(_mm256_add_ps(x, x), s), _mm256_sub_ps(one, s));
-    return _mm256_mul_ps(d, _mm256_fmadd_ps(t, du, s));
-}
-
-VEXP_TARGET static void gelu_avx2(int mode, float *out, float *in, const float *dout,
-                                  const float *b, size_t n)
-{
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 x = _mm256_loadu_ps(in + i);
-        if (mode == GELU_BIAS) {
-            x = _mm256_add_ps(x, _mm256_loadu_ps(b + i));
-            _mm256_storeu_ps(in + i, x);
-        }
-        __m256 d = mode == GELU_BWD ? _mm256_loadu_ps(dout + i) : x;
-        _mm256_storeu_ps(out + i, gelu8(mode, x, d));
+/* gelu256 and gelu512: the formula on a vector; each lane goes through the
+ * same operations in the same order at either width, so an element's bits
+ * do not depend on which width takes it. */
+#define GELU_DEF(W, TARGET)                                                              \
+    TARGET static __m##W gelu##W(int mode, __m##W x, __m##W d)                          \
+    {                                                                                   \
+        const __m##W one = VEXP_MM(W, set1_ps)(1.0f), k = VEXP_MM(W, set1_ps)(GELU_K);   \
+        __m##W x2 = VEXP_MM(W, mul_ps)(x, x);                                           \
+        __m##W u = VEXP_MM(W, mul_ps)(                                                  \
+            k, VEXP_MM(W, fmadd_ps)(VEXP_MM(W, mul_ps)(VEXP_MM(W, set1_ps)(GELU_C), x2), x, x)); \
+        __m##W s = VEXP_MM(W, div_ps)(                                                  \
+            one, VEXP_MM(W, add_ps)(                                                    \
+                     one, vexp##W##_ps(VEXP_MM(W, mul_ps)(VEXP_MM(W, set1_ps)(-2.0f), u)))); \
+        if (mode != GELU_BWD)                                                           \
+            return VEXP_MM(W, mul_ps)(x, s);                                            \
+        __m##W du = VEXP_MM(W, mul_ps)(                                                 \
+            k, VEXP_MM(W, fmadd_ps)(VEXP_MM(W, set1_ps)(3.0f * GELU_C), x2, one));      \
+        __m##W t = VEXP_MM(W, mul_ps)(VEXP_MM(W, mul_ps)(VEXP_MM(W, add_ps)(x, x), s),  \
+                                      VEXP_MM(W, sub_ps)(one, s));                      \
+        return VEXP_MM(W, mul_ps)(d, VEXP_MM(W, fmadd_ps)(t, du, s));                   \
+    }                                                                                   \
+    /* the whole vectors of n; returns how many it did */                              \
+    TARGET static size_t gelu_loop##W(int mode, float *out, float *in, const float *dout, \
+                                      const float *b, size_t n)                         \
+    {                                                                                   \
+        const size_t L = sizeof(__m##W) / sizeof(float);                               \
+        size_t i = 0;                                                                   \
+        for (; i + L <= n; i += L) {                                                    \
+            __m##W x = VEXP_MM(W, loadu_ps)(in + i);                                    \
+            if (mode == GELU_BIAS) {                                                    \
+                x = VEXP_MM(W, add_ps)(x, VEXP_MM(W, loadu_ps)(b + i));                 \
+                VEXP_MM(W, storeu_ps)(in + i, x);                                       \
+            }                                                                           \
+            __m##W d = mode == GELU_BWD ? VEXP_MM(W, loadu_ps)(dout + i) : x;           \
+            VEXP_MM(W, storeu_ps)(out + i, gelu##W(mode, x, d));                        \
+        }                                                                               \
+        return i;                                                                       \
     }
+GELU_DEF(256, VEXP_TARGET)
+GELU_DEF(512, VEXP512_TARGET)
+#undef GELU_DEF
+
+/* Sixteens (with AVX-512), then eights; the last n % 8 go through the
+ * same vector code, padded. */
+VEXP_TARGET static void gelu_avx2(int mode, float *out, float *in, const float *dout,
+                                  const float *b, size_t n, int avx512)
+{
+    size_t i = avx512 ? gelu_loop512(mode, out, in, dout, b, n) : 0;
+    i += gelu_loop256(mode, out + i, in + i, dout ? dout + i : NULL, b ? b + i : NULL, n - i);
     if (i < n) {
         float x[8] = { 0 }, d[8] = { 0 }, o[8];
         for (size_t k = 0; i + k < n; k++) {
             x[k] = in[i + k] + (mode == GELU_BIAS ? b[i + k] : 0.0f);
             d[k] = mode == GELU_BWD ? dout[i + k] : 0.0f;
         }
-        _mm256_storeu_ps(o, gelu8(mode, _mm256_loadu_ps(x), _mm256_loadu_ps(d)));
+        _mm256_storeu_ps(o, gelu256(mode, _mm256_loadu_ps(x), _mm256_loadu_ps(d)));
         for (size_t k = 0; i + k < n; k++) {
             if (mode == GELU_BIAS)
                 in[i + k] = x[k];
@@ -253,7 +276,7 @@ static void gelu_any(int mode, float *out, float *in, const float *dout, const f
 {
 #ifdef VEXP_X86
     if (vexp_have_avx2()) {
-        gelu_avx2(mode, out, in, dout, b, n);
+        gelu_avx2(mode, out, in, dout, b, n, vexp_have_avx512());
         return;
     }
 #endif

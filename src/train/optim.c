@@ -148,32 +148,41 @@ static void adamw_loop(float *restrict p, const float *restrict g, float *restri
 /* In intrinsics: the compiler keeps sqrtf's errno path and so leaves the
  * plain loop scalar (vsqrtss, two vdivss an element), which made AdamW
  * compute-bound at about 12 cycles an element. The same operations in the
- * same order, without FMA, so the bits are the plain loop's. */
-__attribute__((target("avx2")))
-static void adamw_loop_avx2(float *restrict p, const float *restrict g, float *restrict m,
-                            float *restrict v, size_t n, float b1, float b2, float step,
-                            float decay, float bc2s, float eps)
-{
-    const __m256 vb1 = _mm256_set1_ps(b1), vb2 = _mm256_set1_ps(b2);
-    const __m256 vc1 = _mm256_set1_ps(1.0f - b1), vc2 = _mm256_set1_ps(1.0f - b2);
-    const __m256 vstep = _mm256_set1_ps(step), vdecay = _mm256_set1_ps(decay);
-    const __m256 vbc = _mm256_set1_ps(bc2s), veps = _mm256_set1_ps(eps);
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 pi = _mm256_mul_ps(_mm256_loadu_ps(p + i), vdecay);
-        __m256 gi = _mm256_loadu_ps(g + i);
-        __m256 mi = _mm256_add_ps(_mm256_mul_ps(vb1, _mm256_loadu_ps(m + i)),
-                                  _mm256_mul_ps(vc1, gi));
-        __m256 vi = _mm256_add_ps(_mm256_mul_ps(vb2, _mm256_loadu_ps(v + i)),
-                                  _mm256_mul_ps(_mm256_mul_ps(vc2, gi), gi));
-        __m256 den = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), vbc), veps);
-        pi = _mm256_sub_ps(pi, _mm256_div_ps(_mm256_mul_ps(vstep, mi), den));
-        _mm256_storeu_ps(m + i, mi);
-        _mm256_storeu_ps(v + i, vi);
-        _mm256_storeu_ps(p + i, pi);
+ * same order, without FMA, so the bits are the plain loop's; eight lanes
+ * with AVX2, sixteen with AVX-512 (half the instructions: where the state
+ * streams from memory bandwidth bounds both, from cache the divides and
+ * square roots do). Each does its whole vectors and hands the rest on. */
+#define MM(W, op) _mm##W##_##op
+#define ADAMW_DEF(W, TARGET, NEXT)                                                       \
+    __attribute__((target(TARGET))) static void adamw_loop##W(                          \
+        float *restrict p, const float *restrict g, float *restrict m, float *restrict v, \
+        size_t n, float b1, float b2, float step, float decay, float bc2s, float eps)    \
+    {                                                                                   \
+        const __m##W vb1 = MM(W, set1_ps)(b1), vb2 = MM(W, set1_ps)(b2);                 \
+        const __m##W vc1 = MM(W, set1_ps)(1.0f - b1), vc2 = MM(W, set1_ps)(1.0f - b2);   \
+        const __m##W vstep = MM(W, set1_ps)(step), vdecay = MM(W, set1_ps)(decay);       \
+        const __m##W vbc = MM(W, set1_ps)(bc2s), veps = MM(W, set1_ps)(eps);             \
+        const size_t L = sizeof(__m##W) / sizeof(float);                                \
+        size_t i = 0;                                                                   \
+        for (; i + L <= n; i += L) {                                                    \
+            __m##W pi = MM(W, mul_ps)(MM(W, loadu_ps)(p + i), vdecay);                   \
+            __m##W gi = MM(W, loadu_ps)(g + i);                                         \
+            __m##W mi = MM(W, add_ps)(MM(W, mul_ps)(vb1, MM(W, loadu_ps)(m + i)),        \
+                                      MM(W, mul_ps)(vc1, gi));                          \
+            __m##W vi = MM(W, add_ps)(MM(W, mul_ps)(vb2, MM(W, loadu_ps)(v + i)),        \
+                                      MM(W, mul_ps)(MM(W, mul_ps)(vc2, gi), gi));       \
+            __m##W den = MM(W, add_ps)(MM(W, div_ps)(MM(W, sqrt_ps)(vi), vbc), veps);    \
+            pi = MM(W, sub_ps)(pi, MM(W, div_ps)(MM(W, mul_ps)(vstep, mi), den));        \
+            MM(W, storeu_ps)(m + i, mi);                                                \
+            MM(W, storeu_ps)(v + i, vi);                                                \
+            MM(W, storeu_ps)(p + i, pi);                                                \
+        }                                                                               \
+        NEXT(p + i, g + i, m + i, v + i, n - i, b1, b2, step, decay, bc2s, eps);         \
     }
-    adamw_loop(p + i, g + i, m + i, v + i, n - i, b1, b2, step, decay, bc2s, eps);
-}
+ADAMW_DEF(256, "avx2", adamw_loop)
+ADAMW_DEF(512, "avx512f", adamw_loop256)
+#undef ADAMW_DEF
+#undef MM
 #endif
 #undef ADAMW_LOOP
 
@@ -186,8 +195,12 @@ static void adamw_update(const weft_optim_config *c, float *restrict p, const fl
     float step = lr / bc1, decay = 1.0f - lr * c->weight_decay;
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) {
+        adamw_loop512(p, g, m, v, n, b1, b2, step, decay, bc2s, c->eps);
+        return;
+    }
     if (__builtin_cpu_supports("avx2")) {
-        adamw_loop_avx2(p, g, m, v, n, b1, b2, step, decay, bc2s, c->eps);
+        adamw_loop256(p, g, m, v, n, b1, b2, step, decay, bc2s, c->eps);
         return;
     }
 #endif
