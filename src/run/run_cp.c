@@ -48,11 +48,6 @@ int run_cp_check(const opts *o, char *err, size_t cap)
     if (o->ps || strcmp(o->sync, "full") != 0 || o->elastic)
         return bad(err, cap, "--cp %d takes --sync full (no --mode ps, no --elastic): the "
                    "group's ranks hold one replica between them", C);
-    if (!o->no_eval || o->eval_only)
-        return bad(err, cap, "--cp %d: evaluation runs whole sequences on one rank: give "
-                   "--no-eval", C);
-    if (strcmp(o->r.precision, "bf16") == 0)
-        return bad(err, cap, "--cp %d: the ring's products are fp32: give --precision fp32", C);
     if (o->r.seq % (2 * C))
         return bad(err, cap, "--cp %d: --seq %d must be a multiple of 2 x %d (the zig-zag's "
                    "%d chunks)", C, o->r.seq, C, 2 * C);
@@ -94,7 +89,7 @@ static void view_destroy(weft_dataset *ds)
  * coordinate in the tp x dp layout (--order's), so a group's ranks share
  * their tensor rank and differ in nothing else. -1: the layout does not
  * fit the job. */
-static int group_place(const weft_run *t)
+int run_cp_replica(const weft_run *t)
 {
     const opts *o = t->o;
     int jr = t->job ? weft_comm_rank(t->job) : 0, jw = t->job ? weft_comm_size(t->job) : 1;
@@ -103,7 +98,13 @@ static int group_place(const weft_run *t)
     if (jw % (tp * pp * o->cp) || weft_layout_init(&l, jw, tp, pp, o->order))
         return -1;
     weft_layout_coords(&l, jr, &x, &q, &y);
-    return q % o->cp;
+    return q;
+}
+
+static int group_place(const weft_run *t)
+{
+    int q = run_cp_replica(t);
+    return q < 0 ? -1 : q % t->o->cp;
 }
 
 int run_cp_data(weft_run *t, data_sets *d)
@@ -170,6 +171,8 @@ int run_cp_open(weft_run *t)
         weft_comm_destroy(g);
         return run_fail(t, rc, "--cp %d: %s", C, weft_strerror(rc));
     }
+    /* bf16 products in the ring as in the rest of a bf16 model */
+    train_attn_cp_set_bf16(cp, t->m->prec == WEFT_PREC_BF16);
     train_attn_cp_free(t->m->cp);
     t->m->cp = cp;
     if (!o->quiet)

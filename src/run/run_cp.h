@@ -22,6 +22,19 @@ void run_cp_loader_ranks(const weft_run *t, int *rank, int *world);
  * and hands t's model its group. */
 int run_cp_open(weft_run *t);
 
+/* This rank's data-parallel coordinate in the layout (its group: that
+ * over C, its place in it: that mod C); -1 when the layout does not fit
+ * the job. */
+int run_cp_replica(const weft_run *t);
+
+/* Evaluation in the training layout under --cp (run_cp_eval.c): f, as
+ * eval_layout_open made it, turned into its groups' (each batch's
+ * windows cut into the ranks' zig-zag rows, the groups taking turns,
+ * generating on the gathered model). 0 and nothing done without --cp. */
+struct eval_fwd;
+int run_cp_eval_open(weft_run *t, struct eval_fwd *f);
+void run_cp_eval_close(struct eval_fwd *f);
+
 /* The ring's counters for the progress line: 0 and nothing written
  * without context parallelism. */
 int run_cp_line(const weft_run *t, long steps, char *buf, size_t len);

@@ -7,6 +7,8 @@
 
 #include "run/run_int.h"
 
+typedef struct run_cp_eval run_cp_eval;
+
 /* One layout's forward over the evaluation batches. */
 typedef struct eval_fwd {
     /* Collective over the ranks of one replica: *loss the batch's loss
@@ -34,6 +36,7 @@ typedef struct eval_fwd {
     int share, shares; /* this rank takes batch b when b % shares == share (share < 0: none) */
     int lockstep;   /* every rank runs every round (ZeRO-3's per-block gathers) */
     void *state;
+    run_cp_eval *cp; /* --cp: the groups' wrapping of the above (run_cp_eval.c) */
 } eval_fwd;
 
 /* This rank's part of the training layout, ready to evaluate (final: after

@@ -10,6 +10,7 @@
 #include "run/run_eval.h"
 #include "run/run_memory.h"
 
+#include "run/run_cp.h"
 #include "run/run_ep.h"
 #include "run/run_pipeline.h"
 #include "train/flops.h"
@@ -266,7 +267,7 @@ static int eval_rows(const weft_run *t, int ranks)
     return b < 1 ? 1 : b > 32 ? 32 : b;
 }
 
-int eval_layout_open(weft_run *t, int final, eval_fwd *f)
+static int layout_open(weft_run *t, int final, eval_fwd *f)
 {
     eval_local(t, t->m, f);
     f->say = t->lead;
@@ -318,8 +319,16 @@ int eval_layout_open(weft_run *t, int final, eval_fwd *f)
     return rc ? run_fail(t, rc, "gathering parameters: %s", weft_strerror(rc)) : 0;
 }
 
+int eval_layout_open(weft_run *t, int final, eval_fwd *f)
+{
+    int rc = layout_open(t, final, f);
+    /* --cp: the groups take the batches, each rank its rows of them */
+    return rc ? rc : run_cp_eval_open(t, f);
+}
+
 void eval_layout_close(eval_fwd *f)
 {
+    run_cp_eval_close(f);
     layout_state *s = f->state;
     if (s) {
         run_ep_eval(f->t, 0);

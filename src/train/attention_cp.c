@@ -23,6 +23,7 @@ struct attn_cp {
     float *buf[2];       /* the K/V block held and the one arriving */
     float *part, *acc;   /* backward: this rank's dK/dV part, and the arriving sum */
     size_t cap;          /* floats of each buffer */
+    int bf16;            /* bf16 products (train_attn_cp_set_bf16) */
     uint64_t steps, bytes;
 };
 
@@ -51,6 +52,12 @@ void train_attn_cp_free(attn_cp *cp)
     free(cp->part);
     free(cp->acc);
     free(cp);
+}
+
+void train_attn_cp_set_bf16(attn_cp *cp, int on)
+{
+    if (cp)
+        cp->bf16 = on != 0;
 }
 
 int train_attn_cp_size(const attn_cp *cp)
@@ -145,6 +152,23 @@ static int ring_wait(weft_request **rq, int rc)
     return rc;
 }
 
+/* A pass's work: forward, backward's delta (bf16) or its gradients. */
+enum { WORK_FWD, WORK_DELTA, WORK_BWD };
+typedef struct {
+    int kind;
+    mm_ctx *mm;
+    const cp_dims *d;
+    const float *q;
+    int qs;
+    const float *dout, *lse;
+    float *delta, *dq;
+    cp_fwd_state *st;
+    size_t n; /* floats of a K/V block */
+} ring_work;
+
+static int ring_pass(attn_cp *cp, const ring_work *w, const float *k, const float *v, int ks,
+                     int vs);
+
 static int check_dims(const attn_cp *cp, int B, int Tl, int NH, int NKV, int hs)
 {
     if (!cp || B < 1 || Tl < 2 || Tl % 2 || NH < 1 || NKV < 1 || NH % NKV || hs < 1)
@@ -157,23 +181,14 @@ int train_attn_cp_forward(attn_cp *cp, mm_ctx *mm, float *out, float *att, const
                           int NH, int NKV, int hs)
 {
     int rc = check_dims(cp, B, Tl, NH, NKV, hs);
-    cp_dims d = { B, Tl, NH, NKV, hs, cp ? cp->C : 1 };
+    cp_dims d = { B, Tl, NH, NKV, hs, cp ? cp->C : 1, cp ? cp->bf16 : 0 };
     size_t n = (size_t)2 * B * Tl * NKV * hs;
     if (rc || (rc = reserve(cp, n)) != 0)
         return rc;
     cp_fwd_state st = { out, att, att + (size_t)B * NH * Tl };
-    train_cp_pack(&d, cp->buf[0], k, v, ks, vs);
     train_cp_fwd_begin(&d, &st);
-    for (int s = 0; s < cp->C && rc == 0; s++) {
-        weft_request *rq[2] = { NULL, NULL };
-        float *cur = cp->buf[s % 2];
-        if (s + 1 < cp->C)
-            rc = ring_post(cp, cur, cp->buf[(s + 1) % 2], n, rq);
-        if (rc == 0)
-            rc = train_cp_fwd_step(mm, &d, &st, q, qs, cur, cp->r, (cp->r - s + cp->C) % cp->C);
-        rc = ring_wait(rq, rc);
-        cp->steps++;
-    }
+    ring_work w = { WORK_FWD, mm, &d, q, qs, NULL, NULL, NULL, NULL, &st, n };
+    rc = ring_pass(cp, &w, k, v, ks, vs);
     if (rc == 0)
         train_cp_fwd_finish(&d, &st);
     return rc;
@@ -210,30 +225,65 @@ static int bwd_step(attn_cp *cp, mm_ctx *mm, const cp_dims *d, int s, float *dq,
     return rc;
 }
 
+/* One step's work on the block of rank r - s (kv). */
+static int ring_step(attn_cp *cp, const ring_work *w, int s, const float *kv)
+{
+    int kr = (cp->r - s + cp->C) % cp->C;
+    if (w->kind == WORK_FWD)
+        return train_cp_fwd_step(w->mm, w->d, w->st, w->q, w->qs, kv, cp->r, kr);
+    if (w->kind == WORK_DELTA)
+        return train_cp_bwd_delta_step(w->mm, w->d, w->delta, w->q, w->qs, w->dout, w->lse, kv,
+                                       cp->r, kr);
+    return bwd_step(cp, w->mm, w->d, s, w->dq, w->qs, w->q, w->dout, w->lse, w->delta, kv,
+                    w->n);
+}
+
+/* Once around the ring: this rank's K/V block packed, then C steps, each
+ * posting the next block's transfer before its work on the current one
+ * and waiting for it after. */
+static int ring_pass(attn_cp *cp, const ring_work *w, const float *k, const float *v, int ks,
+                     int vs)
+{
+    int rc = 0;
+    train_cp_pack(w->d, cp->buf[0], k, v, ks, vs);
+    for (int s = 0; s < cp->C && rc == 0; s++) {
+        weft_request *rq[2] = { NULL, NULL };
+        float *cur = cp->buf[s % 2];
+        if (s + 1 < cp->C)
+            rc = ring_post(cp, cur, cp->buf[(s + 1) % 2], w->n, rq);
+        if (rc == 0)
+            rc = ring_step(cp, w, s, cur);
+        rc = ring_wait(rq, rc);
+        cp->steps++;
+    }
+    return rc;
+}
+
 int train_attn_cp_backward(attn_cp *cp, mm_ctx *mm, float *dq, float *dk, float *dv,
                            float *datt, const float *dout, const float *q, const float *k,
                            const float *v, const float *out, const float *att, int qs, int ks,
                            int vs, int B, int Tl, int NH, int NKV, int hs)
 {
     int rc = check_dims(cp, B, Tl, NH, NKV, hs);
-    cp_dims d = { B, Tl, NH, NKV, hs, cp ? cp->C : 1 };
+    cp_dims d = { B, Tl, NH, NKV, hs, cp ? cp->C : 1, cp ? cp->bf16 : 0 };
     size_t n = (size_t)2 * B * Tl * NKV * hs;
     if (rc || (rc = reserve(cp, n)) != 0)
         return rc;
-    train_cp_bwd_delta(&d, datt, dout, out);
+    ring_work w = { WORK_DELTA, mm, &d, q, qs, dout, att, datt, dq, NULL, n };
+    /* bf16: each row's delta = the sum over every key of P dP, from a
+     * ring of K/V of its own (the output it would come from is not kept
+     * in fp32) */
+    if (d.bf16) {
+        memset(datt, 0, sizeof(float) * (size_t)B * NH * Tl);
+        rc = ring_pass(cp, &w, k, v, ks, vs);
+    } else {
+        train_cp_bwd_delta(&d, datt, dout, out);
+    }
     for (size_t r = 0; r < (size_t)B * Tl; r++)
         memset(dq + r * qs, 0, sizeof(float) * (size_t)NH * hs);
-    train_cp_pack(&d, cp->buf[0], k, v, ks, vs);
-    for (int s = 0; s < cp->C && rc == 0; s++) {
-        weft_request *rq[2] = { NULL, NULL };
-        float *cur = cp->buf[s % 2];
-        if (s + 1 < cp->C)
-            rc = ring_post(cp, cur, cp->buf[(s + 1) % 2], n, rq);
-        if (rc == 0)
-            rc = bwd_step(cp, mm, &d, s, dq, qs, q, dout, att, datt, cur, n);
-        rc = ring_wait(rq, rc);
-        cp->steps++;
-    }
+    w.kind = WORK_BWD;
+    if (rc == 0)
+        rc = ring_pass(cp, &w, k, v, ks, vs);
     /* the sum over every rank's queries of this rank's own block */
     int prev = (cp->r + cp->C - 1) % cp->C;
     if (rc == 0 && cp->C > 1)

@@ -48,17 +48,24 @@ void train_cp_rope_tables(int r, int cp, float *cos_t, float *sin_t, int Tl, int
  * the whole sequence: q, k, v are this rank's Tl rows (strides qs, ks,
  * vs), out [B*Tl, NH*hs]; att (2 B NH Tl floats) keeps each row's
  * log-sum-exp and scratch. Every rank of the group calls it with the same
- * shapes. Returns 0 or the ring's error. fp32. */
+ * shapes. Returns 0 or the ring's error. fp32, or bf16 products with
+ * train_attn_cp_set_bf16. */
 int train_attn_cp_forward(attn_cp *cp, mm_ctx *mm, float *out, float *att, const float *q,
                           const float *k, const float *v, int qs, int ks, int vs, int B, int Tl,
                           int NH, int NKV, int hs);
 /* Its backward: dq, dk and dv overwritten (this rank's rows; dk and dv
  * summed over every rank's queries), from dout, the forward's inputs, its
- * output out and its att; datt: scratch of 2 B NH Tl floats. */
+ * output out and its att; datt: scratch of 2 B NH Tl floats. In bf16 out
+ * is not read (a bf16 model keeps the output only rounded, for its next
+ * product): each row's delta comes from one more ring of K/V first. */
 int train_attn_cp_backward(attn_cp *cp, mm_ctx *mm, float *dq, float *dk, float *dv,
                            float *datt, const float *dout, const float *q, const float *k,
                            const float *v, const float *out, const float *att, int qs, int ks,
                            int vs, int B, int Tl, int NH, int NKV, int hs);
+
+/* bf16 products in the ring's blocks (cp_dims.bf16), as the rest of a
+ * bf16 run's: set once the model's precision is known. */
+void train_attn_cp_set_bf16(attn_cp *cp, int on);
 
 /* An int summed over the group (the loss's counted targets). */
 int train_attn_cp_sum(attn_cp *cp, int *v);
@@ -76,6 +83,7 @@ void train_attn_cp_counters(const attn_cp *cp, uint64_t *steps, uint64_t *bytes,
  * skipped (a later one). */
 typedef struct {
     int B, Tl, NH, NKV, hs, C;
+    int bf16; /* the products' operands rounded to bf16 (fp32 sums) */
 } cp_dims;
 
 /* Forward state: out holds the unnormalised sums, mx and sum (B NH Tl
@@ -95,6 +103,12 @@ void train_cp_fwd_finish(const cp_dims *d, cp_fwd_state *st);
  * (zeroed by the caller, stride qs) gains the block's part, dkv (the
  * block's layout, zeroed by the caller) its keys' and values' parts. */
 void train_cp_bwd_delta(const cp_dims *d, float *delta, const float *dout, const float *out);
+/* delta without the output (a bf16 run keeps no fp32 copy of it): a
+ * block's part, the sum over its keys of P dP (attention.c's own sum of a
+ * row), added into delta (zeroed by the caller), one step of its own ring
+ * before the gradients' ring. */
+int train_cp_bwd_delta_step(mm_ctx *mm, const cp_dims *d, float *delta, const float *q, int qs,
+                            const float *dout, const float *lse, const float *kv, int qr, int kr);
 int train_cp_bwd_step(mm_ctx *mm, const cp_dims *d, float *dq, int qs, float *dkv,
                       const float *q, const float *dout, const float *lse, const float *delta,
                       const float *kv, int qr, int kr);

@@ -6,12 +6,20 @@
  * recomputes a pair's probabilities from the saved log-sum-exp. The
  * products run on the portable kernel per (batch, head) pair over the
  * model's pool, as attention.c's do; a kv head's query heads run on one
- * thread, in order, so their sums into its dK and dV need no locks. */
+ * thread, in order, so their sums into its dK and dV need no locks.
+ *
+ * In bf16 (cp_dims.bf16) the products take bf16 operands and sum in
+ * fp32, as attention.c's bf16 path does: the travelling block's K and V
+ * rounded once a step, a query block's Q and dO and its P and dS as they
+ * come; dS^T Q (the keys' gradient) stays fp32 for attention.c's reason,
+ * and the online softmax's max, sums, rescaling and log-sum-exps are
+ * fp32 throughout. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "train/attention_cp.h"
+#include "train/matmul_bf16.h"
 #include "train/pool.h"
 #include "train/vexp.h"
 
@@ -31,7 +39,61 @@ typedef struct {
     const float *dout, *lse, *delta;
     const float *q, *kv;
     int qs, qr, kr;
+    /* bf16: the block rounded (kv's layout), and per thread S16 (s16_per)
+     * elements: a query block's Q and dO (QB x hs), its P and dS (QB x cs) */
+    const uint16_t *kv16;
+    uint16_t *scr16;
+    mmb_round_fn round;
 } cp_job;
+
+static size_t s16_per(const cp_dims *d)
+{
+    return (size_t)2 * QB * d->hs + (size_t)2 * QB * (d->Tl / 2);
+}
+
+/* Thread tid's bf16 scratch: Q, dO, P, dS. */
+static void s16_of(const cp_job *j, int tid, uint16_t **q, uint16_t **o, uint16_t **p,
+                   uint16_t **s)
+{
+    size_t qh = (size_t)QB * j->d->hs, pc = (size_t)QB * (j->d->Tl / 2);
+    *q = j->scr16 + (size_t)tid * s16_per(j->d);
+    *o = *q + qh;
+    *p = *o + qh;
+    *s = *p + pc;
+}
+
+/* dst (rows of cols) = src's rows (stride sld), rounded to bf16. */
+static void round_rows(const cp_job *j, uint16_t *dst, const float *src, int sld, int rows,
+                       int cols)
+{
+    for (int r = 0; r < rows; r++)
+        j->round(dst + (size_t)r * cols, src + (size_t)r * sld, (size_t)cols);
+}
+
+/* C (ldc) = A B^T (beta 0) or A B (beta 1, added): fp32 operands, or with
+ * a16 and b16 set their bf16 roundings (rows lda16, ldb16 apart). */
+typedef struct {
+    const float *f;
+    int ld;
+    const uint16_t *h;
+    int ld16;
+} cp_opd;
+
+static void prod(const cp_job *j, int tid, int ta, int tb, int M, int N, int K, cp_opd A,
+                 cp_opd B, float beta, float *C, int ldc)
+{
+    if (A.h && B.h)
+        train_mmp_gemm_bf16_on(j->mm, tid, ta, tb, M, N, K, A.h, A.ld16, B.h, B.ld16, beta, C,
+                               ldc);
+    else
+        train_mmp_gemm_on(j->mm, tid, ta, tb, M, N, K, A.f, A.ld, B.f, B.ld, beta, C, ldc);
+}
+
+/* The bf16 form of a pointer into the block (NULL in fp32). */
+static const uint16_t *in16(const cp_job *j, const float *p)
+{
+    return j->kv16 ? j->kv16 + (p - j->kv) : NULL;
+}
 
 enum { PAIR_SKIP, PAIR_DIAG, PAIR_FULL };
 
@@ -72,11 +134,17 @@ static void fwd_pair(const cp_job *j, int tid, int b, int h, int a, int c, int k
     const float *vp = kp + (size_t)d->B * d->Tl * KVW;
     float *op = j->st->out + ((size_t)b * d->Tl + (size_t)a * cs) * OW + (size_t)h * hs;
     size_t ro = ((size_t)b * d->NH + h) * d->Tl + (size_t)a * cs;
+    uint16_t *q16 = NULL, *o16 = NULL, *p16 = NULL, *s16 = NULL;
+    if (j->kv16)
+        s16_of(j, tid, &q16, &o16, &p16, &s16);
     for (int i0 = 0; i0 < cs; i0 += QB) {
         int m = cs - i0 < QB ? cs - i0 : QB, nk = k == PAIR_DIAG ? i0 + m : cs;
         float *mx = j->st->mx + ro + i0, *sm = j->st->sum + ro + i0;
-        train_mmp_gemm_on(j->mm, tid, 0, 1, m, nk, hs, qp + (size_t)i0 * j->qs, j->qs, kp, KVW,
-                          0.0f, S, nk);
+        const float *qb = qp + (size_t)i0 * j->qs;
+        if (q16)
+            round_rows(j, q16, qb, j->qs, m, hs);
+        prod(j, tid, 0, 1, m, nk, hs, (cp_opd){ qb, j->qs, q16, hs },
+             (cp_opd){ kp, KVW, in16(j, kp), KVW }, 0.0f, S, nk);
         for (int i = 0; i < m; i++) {
             float *row = S + (size_t)i * nk, *o = op + (size_t)(i0 + i) * OW;
             int n = k == PAIR_DIAG ? i0 + i + 1 : nk;
@@ -93,14 +161,20 @@ static void fwd_pair(const cp_job *j, int tid, int b, int h, int a, int c, int k
             for (int e = 0; e < hs; e++)
                 o[e] *= corr;
         }
-        train_mmp_gemm_on(j->mm, tid, 0, 0, m, hs, nk, S, nk, vp, KVW, 1.0f,
-                          op + (size_t)i0 * OW, OW);
+        /* P unnormalised (each at most 1): the sums rescale in fp32 */
+        if (p16)
+            round_rows(j, p16, S, nk, m, nk);
+        prod(j, tid, 0, 0, m, hs, nk, (cp_opd){ S, nk, p16, nk },
+             (cp_opd){ vp, KVW, in16(j, vp), KVW }, 1.0f, op + (size_t)i0 * OW, OW);
     }
 }
 
-static void fwd_worker(void *v, int tid, int nt)
+/* fn on every chunk pair that is not skipped, of this thread's share of
+ * the (batch, head) pairs: each query row's state is one thread's. */
+typedef void (*pair_fn)(const cp_job *j, int tid, int b, int h, int a, int c, int k);
+
+static void head_pairs(const cp_job *j, int tid, int nt, pair_fn fn)
 {
-    const cp_job *j = v;
     int lo, hi;
     train_pool_split(j->d->B * j->d->NH, 1, tid, nt, &lo, &hi);
     for (int i = lo; i < hi; i++)
@@ -108,25 +182,45 @@ static void fwd_worker(void *v, int tid, int nt)
             for (int c = 0; c < 2; c++) {
                 int k = pair_kind(j, a, c);
                 if (k != PAIR_SKIP)
-                    fwd_pair(j, tid, i / j->d->NH, i % j->d->NH, a, c, k);
+                    fn(j, tid, i / j->d->NH, i % j->d->NH, a, c, k);
             }
 }
 
-/* Scratch of two QB x cs blocks a thread, then fn over the pool. */
+static void fwd_worker(void *v, int tid, int nt)
+{
+    head_pairs(v, tid, nt, fwd_pair);
+}
+
+/* Scratch of two QB x cs blocks a thread (and in bf16 the block rounded
+ * and the threads' bf16 scratch), then fn over the pool. */
 static int run(mm_ctx *mm, pool_fn fn, cp_job *j)
 {
+    const cp_dims *d = j->d;
     pool *pl = train_mm_pool(mm);
-    size_t cs = (size_t)j->d->Tl / 2;
+    size_t cs = (size_t)d->Tl / 2, nt = (size_t)train_pool_size(pl);
+    size_t nkv = (size_t)2 * d->B * d->Tl * d->NKV * d->hs;
     j->mm = train_mm_portable(mm);
 #ifdef VEXP_X86
     j->avx2 = vexp_have_avx2();
 #endif
-    j->scr = malloc(sizeof(float) * 2 * QB * cs * (size_t)train_pool_size(pl));
-    if (!j->scr)
-        return WEFT_ENOMEM;
-    train_pool_run(pl, fn, j);
+    j->scr = malloc(sizeof(float) * 2 * QB * cs * nt);
+    uint16_t *kv16 = NULL;
+    if (d->bf16) {
+        kv16 = malloc(sizeof(uint16_t) * nkv);
+        j->scr16 = malloc(sizeof(uint16_t) * s16_per(d) * nt);
+        j->round = train_mmb_rounder();
+    }
+    int rc = !j->scr || (d->bf16 && (!kv16 || !j->scr16)) ? WEFT_ENOMEM : 0;
+    if (rc == 0 && kv16) {
+        j->round(kv16, j->kv, nkv);
+        j->kv16 = kv16;
+    }
+    if (rc == 0)
+        train_pool_run(pl, fn, j);
+    free(kv16);
+    free(j->scr16);
     free(j->scr);
-    return 0;
+    return rc;
 }
 
 void train_cp_fwd_begin(const cp_dims *d, cp_fwd_state *st)
@@ -175,8 +269,28 @@ void train_cp_bwd_delta(const cp_dims *d, float *delta, const float *dout, const
             }
 }
 
+/* A query block's raw scores P = Q K^T and the probabilities' gradient
+ * dP = dO V^T against the block's keys (m x nk each); in bf16 its Q and
+ * dO rounded into q16 and o16 first (o16 kept for dV's product). */
+static void pair_scores(const cp_job *j, int tid, const float *qp, const float *dop,
+                        const float *kp, const float *vp, int m, int nk, uint16_t *q16,
+                        uint16_t *o16, float *P, float *dP)
+{
+    int hs = j->d->hs, KVW = j->d->NKV * hs, OW = j->d->NH * hs;
+    if (q16) {
+        round_rows(j, q16, qp, j->qs, m, hs);
+        round_rows(j, o16, dop, OW, m, hs);
+    }
+    prod(j, tid, 0, 1, m, nk, hs, (cp_opd){ qp, j->qs, q16, hs },
+         (cp_opd){ kp, KVW, in16(j, kp), KVW }, 0.0f, P, nk);
+    prod(j, tid, 0, 1, m, nk, hs, (cp_opd){ dop, OW, o16, hs },
+         (cp_opd){ vp, KVW, in16(j, vp), KVW }, 0.0f, dP, nk);
+}
+
 /* Query chunk a of head h against key chunk c: its part of dQ, and of
- * the block's dK and dV, in blocks of QB query rows. */
+ * the block's dK and dV, in blocks of QB query rows; or, in the delta
+ * pass (no dkv), of each row's delta alone: the sum over the chunk's keys
+ * of P dP, added into the rows j->dq points to then. */
 static void bwd_pair(const cp_job *j, int tid, int b, int h, int a, int c, int k)
 {
     const cp_dims *d = j->d;
@@ -187,16 +301,31 @@ static void bwd_pair(const cp_job *j, int tid, int b, int h, int a, int c, int k
     size_t qrow = (size_t)b * d->Tl + (size_t)a * cs, krow = (size_t)b * d->Tl + (size_t)c * cs;
     size_t half = (size_t)d->B * d->Tl * KVW;
     const float *kp = j->kv + krow * KVW + (size_t)g * hs, *vp = kp + half;
-    float *dkp = j->dkv + krow * KVW + (size_t)g * hs, *dvp = dkp + half;
+    float *dkp = j->dkv ? j->dkv + krow * KVW + (size_t)g * hs : NULL;
+    float *dvp = dkp ? dkp + half : NULL;
     size_t ro = ((size_t)b * d->NH + h) * d->Tl + (size_t)a * cs;
+    uint16_t *q16 = NULL, *o16 = NULL, *p16 = NULL, *s16 = NULL;
+    if (j->kv16)
+        s16_of(j, tid, &q16, &o16, &p16, &s16);
     for (int i0 = 0; i0 < cs; i0 += QB) {
         int m = cs - i0 < QB ? cs - i0 : QB, nk = k == PAIR_DIAG ? i0 + m : cs;
         const float *qp = j->q + (qrow + i0) * j->qs + (size_t)h * hs;
         const float *dop = j->dout + (qrow + i0) * OW + (size_t)h * hs;
+        const float *lse = j->lse + ro + i0;
+        pair_scores(j, tid, qp, dop, kp, vp, m, nk, q16, o16, P, dP);
+        if (!dkp) {
+            for (int i = 0; i < m; i++) {
+                float *p = P + (size_t)i * nk, *dp = dP + (size_t)i * nk, sum = 0.0f;
+                int n = k == PAIR_DIAG ? i0 + i + 1 : nk;
+                row_exp(j, p, n, scale, lse[i]);
+                for (int t = 0; t < n; t++)
+                    sum += p[t] * dp[t];
+                j->dq[ro + i0 + i] += sum;
+            }
+            continue;
+        }
         float *dqp = j->dq + (qrow + i0) * j->qs + (size_t)h * hs;
-        const float *lse = j->lse + ro + i0, *delta = j->delta + ro + i0;
-        train_mmp_gemm_on(j->mm, tid, 0, 1, m, nk, hs, qp, j->qs, kp, KVW, 0.0f, P, nk);
-        train_mmp_gemm_on(j->mm, tid, 0, 1, m, nk, hs, dop, OW, vp, KVW, 0.0f, dP, nk);
+        const float *delta = j->delta + ro + i0;
         for (int i = 0; i < m; i++) {
             float *p = P + (size_t)i * nk, *dp = dP + (size_t)i * nk;
             int n = k == PAIR_DIAG ? i0 + i + 1 : nk;
@@ -207,9 +336,15 @@ static void bwd_pair(const cp_job *j, int tid, int b, int h, int a, int c, int k
             for (int t = n; t < nk; t++)
                 p[t] = dp[t] = 0.0f;
         }
-        /* dV += P^T dO, dQ += dS K, dK += dS^T Q */
-        train_mmp_gemm_on(j->mm, tid, 1, 0, nk, hs, m, P, nk, dop, OW, 1.0f, dvp, KVW);
-        train_mmp_gemm_on(j->mm, tid, 0, 0, m, hs, nk, dP, nk, kp, KVW, 1.0f, dqp, j->qs);
+        if (p16) {
+            round_rows(j, p16, P, nk, m, nk);
+            round_rows(j, s16, dP, nk, m, nk);
+        }
+        /* dV += P^T dO, dQ += dS K, dK += dS^T Q (fp32: see the top) */
+        prod(j, tid, 1, 0, nk, hs, m, (cp_opd){ P, nk, p16, nk }, (cp_opd){ dop, OW, o16, hs },
+             1.0f, dvp, KVW);
+        prod(j, tid, 0, 0, m, hs, nk, (cp_opd){ dP, nk, s16, nk },
+             (cp_opd){ kp, KVW, in16(j, kp), KVW }, 1.0f, dqp, j->qs);
         train_mmp_gemm_on(j->mm, tid, 1, 0, nk, hs, m, dP, nk, qp, j->qs, 1.0f, dkp, KVW);
     }
 }
@@ -230,6 +365,14 @@ static void bwd_worker(void *v, int tid, int nt)
                         bwd_pair(j, tid, b, h, a, c, k);
                 }
     }
+}
+
+int train_cp_bwd_delta_step(mm_ctx *mm, const cp_dims *d, float *delta, const float *q, int qs,
+                            const float *dout, const float *lse, const float *kv, int qr, int kr)
+{
+    cp_job j = { .d = d, .dq = delta, .dout = dout, .lse = lse, .q = q, .kv = kv, .qs = qs,
+                 .qr = qr, .kr = kr };
+    return run(mm, bwd_worker, &j);
 }
 
 int train_cp_bwd_step(mm_ctx *mm, const cp_dims *d, float *dq, int qs, float *dkv,

@@ -15,6 +15,7 @@
 
 #include "test.h"
 #include "train/attention_cp.h"
+#include "train/attention_prec.h"
 #include "train/layers.h"
 #include "train/layers_llama.h"
 #include "weft.h"
@@ -60,19 +61,24 @@ static float max_err(const float *a, const float *b, size_t n)
     return e;
 }
 
-/* One shape: the ring simulated over C ranks in one process. */
-static void ring_case(int B, int C, int cs, int NH, int NKV, int hs)
+/* One shape: the ring simulated over C ranks in one process; bf16: its
+ * products in bf16 against plain attention's bf16 path, to tol of the
+ * largest (the two round different probabilities: the ring's are not yet
+ * normalised), and each row's delta from its own ring (train_cp_bwd_delta_step). */
+static void ring_case_prec(int B, int C, int cs, int NH, int NKV, int hs, int bf16)
 {
+    float tol = bf16 ? 1e-2f : 1e-5f;
     int T = 2 * C * cs, Tl = T / C, QW = NH * hs, KW = NKV * hs;
     size_t nq = (size_t)B * T * QW, nk = (size_t)B * T * KW;
     float *q = randv(nq), *k = randv(nk), *v = randv(nk), *dout = randv(nq);
     float *out = calloc(nq, 4), *att = calloc((size_t)2 * B * NH * T, 4);
     float *dq = calloc(nq, 4), *dk = calloc(nk, 4), *dv = calloc(nk, 4);
     float *datt = calloc((size_t)2 * B * NH * T, 4);
-    train_attention_gqa_forward(NULL, out, att, q, k, v, QW, KW, KW, B, T, NH, NKV, hs);
-    train_attention_gqa_backward(NULL, dq, dk, dv, datt, dout, q, k, v, att, QW, KW, KW, B, T,
-                                 NH, NKV, hs);
-    cp_dims d = { B, Tl, NH, NKV, hs, C };
+    train_attention_gqa_forward_prec(NULL, bf16, out, att, q, k, v, QW, KW, KW, B, T, NH, NKV,
+                                     hs);
+    train_attention_gqa_backward_prec(NULL, bf16, dq, dk, dv, datt, dout, q, k, v, att, QW, KW,
+                                      KW, B, T, NH, NKV, hs);
+    cp_dims d = { B, Tl, NH, NKV, hs, C, bf16 };
     size_t lq = (size_t)B * Tl * QW, lk = (size_t)B * Tl * KW, lr = (size_t)B * NH * Tl;
     float *kv = malloc(sizeof(float) * 2 * lk * C), *dkv = calloc(2 * lk * C, 4);
     float *lqv = malloc(sizeof(float) * lq * C), *ldo = malloc(sizeof(float) * lq * C);
@@ -102,16 +108,33 @@ static void ring_case(int B, int C, int cs, int NH, int NKV, int hs)
             for (int t = 0; t < Tl; t++) {
                 float want = att[(size_t)bh * T + train_cp_pos(r, C, Tl, t)];
                 float got = st.mx[(size_t)bh * Tl + t];
-                if (fabsf(want - got) > 1e-5f * (1 + fabsf(want)))
+                if (fabsf(want - got) > tol * (1 + fabsf(want)))
                     rc |= 1;
             }
     }
     CHECK(rc == 0);
-    CHECKF(max_err(cout, out, nq) <= 1e-5f * maxabs(out, nq), "C %d cs %d out %g", C, cs,
+    CHECKF(max_err(cout, out, nq) <= tol * maxabs(out, nq), "C %d cs %d out %g", C, cs,
            (double)max_err(cout, out, nq));
+    if (bf16) { /* the products did round: off fp32's by far more than fp32's own 1e-5 */
+        float *o32 = calloc(nq, 4), *a32 = calloc((size_t)2 * B * NH * T, 4);
+        train_attention_gqa_forward(NULL, o32, a32, q, k, v, QW, KW, KW, B, T, NH, NKV, hs);
+        CHECKF(max_err(cout, o32, nq) > 1e-4f * maxabs(o32, nq), "C %d: off fp32 by %g", C,
+               (double)max_err(cout, o32, nq));
+        free(o32);
+        free(a32);
+    }
     for (int r = 0; r < C; r++) {
         float *delta = sum + lr * r; /* the forward's sums are done with */
-        train_cp_bwd_delta(&d, delta, ldo + lq * r, lo + lq * r);
+        if (bf16) {
+            memset(delta, 0, sizeof(float) * lr);
+            for (int s = 0; s < C; s++) {
+                int src = (r - s + C) % C;
+                rc |= train_cp_bwd_delta_step(NULL, &d, delta, lqv + lq * r, QW, ldo + lq * r,
+                                              mx + lr * r, kv + 2 * lk * src, r, src);
+            }
+        } else {
+            train_cp_bwd_delta(&d, delta, ldo + lq * r, lo + lq * r);
+        }
         for (int s = 0; s < C; s++) {
             int src = (r - s + C) % C;
             rc |= train_cp_bwd_step(NULL, &d, ldq + lq * r, QW, dkv + 2 * lk * src, lqv + lq * r,
@@ -125,16 +148,21 @@ static void ring_case(int B, int C, int cs, int NH, int NKV, int hs)
         gather(tv, cv, B, T, C, r, KW, 0);
     }
     CHECK(rc == 0);
-    CHECKF(max_err(cq, dq, nq) <= 1e-5f * maxabs(dq, nq), "C %d dq %g", C,
+    CHECKF(max_err(cq, dq, nq) <= tol * maxabs(dq, nq), "C %d dq %g", C,
            (double)max_err(cq, dq, nq));
-    CHECKF(max_err(ck, dk, nk) <= 1e-5f * maxabs(dk, nk), "C %d dk %g", C,
+    CHECKF(max_err(ck, dk, nk) <= tol * maxabs(dk, nk), "C %d dk %g", C,
            (double)max_err(ck, dk, nk));
-    CHECKF(max_err(cv, dv, nk) <= 1e-5f * maxabs(dv, nk), "C %d dv %g", C,
+    CHECKF(max_err(cv, dv, nk) <= tol * maxabs(dv, nk), "C %d dv %g", C,
            (double)max_err(cv, dv, nk));
     float *frees[] = { q, k, v, dout, out, att, dq, dk, dv, datt, kv, dkv, lqv, ldo, lo, mx,
                        sum, ldq, tk, tv, cq, cout, ck, cv };
     for (size_t i = 0; i < sizeof frees / sizeof frees[0]; i++)
         free(frees[i]);
+}
+
+static void ring_case(int B, int C, int cs, int NH, int NKV, int hs)
+{
+    ring_case_prec(B, C, cs, NH, NKV, hs, 0);
 }
 
 TEST(ring_equals_plain_attention)
@@ -149,6 +177,15 @@ TEST(ring_equals_plain_attention)
         ring_case(2, 4, 40, 4, 2, 32); /* blocks past the kernel's tiles */
         ring_case(1, 2, 150, 2, 1, 16); /* chunks of several 64-row query blocks */
     }
+}
+
+/* bf16: plain attention's bf16 path within 1e-2 of the largest, and
+ * rounded (off fp32's output by more than 1e-4) */
+TEST(ring_bf16_equals_plain_bf16)
+{
+    weft_rng_seed(&rng, 11);
+    ring_case_prec(2, 2, 5, 4, 2, 8, 1);
+    ring_case_prec(1, 3, 70, 4, 1, 16, 1); /* chunks past a 64-row query block */
 }
 
 TEST(zigzag_positions)

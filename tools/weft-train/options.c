@@ -70,7 +70,7 @@ static void usage(FILE *f)
         "                           groups of E consecutive data-parallel ranks (--no-eval)\n"
         "  --cp C                   context parallelism: each sequence over groups of C\n"
         "                           consecutive ranks (zig-zag chunks, attention as a ring\n"
-        "                           of K/V); with dp and ZeRO; fp32, --no-eval\n"
+        "                           of K/V); with tp, pp, dp, ZeRO, bf16, evaluation\n"
         "  --order tp-dp-pp         the ranks' order of the three, fastest first\n"
         "  --sp                     sequence parallelism over the tensor group (GPT, fp32)\n"
         "  --recompute              keep only each block's input; backward recomputes the\n"
