@@ -660,6 +660,11 @@ static int cmd_sync(int argc, char **argv)
         return 1;
     }
     int n = weft_comm_size(c);
+    if (n < 2) {
+        fprintf(stderr, "weft-sim sync: one rank has no pair: run it under weftrun -n N\n");
+        weft_comm_destroy(c);
+        return 2;
+    }
     cpu_set_t set;
     CPU_ZERO(&set);
     int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
