@@ -69,9 +69,10 @@ echo "# weft-tune: $(cat "$WEFT_TUNE_FILE")"
 
 CAL="$TMP/calib"
 for N in $RANKS; do
-    # what a synchronisation waits on the shared cores at N ranks
+    # what a synchronisation waits on the shared cores at N ranks, and the
+    # cores a chain of them handing work on gets
     flock "$LOCK" "$B/weftrun" -n "$N" "$B/weft-sim" sync </dev/null 2>/dev/null |
-        sed -n 's/^\[0\] //; /^sync /p' >>"$CAL"
+        sed -n 's/^\[0\] //; /^sync /p; /^chain /p' >>"$CAL"
     flock "$LOCK" "$B/weft-sim" plan --model "$MODEL" --batch "$BATCH" --ranks "$N" --topo host \
         --calib "$CAL" --calibrate >"$TMP/plan$N"
     echo

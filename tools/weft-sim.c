@@ -595,9 +595,12 @@ static void sync_usage(FILE *f)
         "  with its pair (ranks 2i and 2i+1), K times (default 40), in 5 blocks.\n"
         "  With more ranks than cores, a pair's exchange waits while the other\n"
         "  ranks compute on the cores its members share: rank 0 prints what a\n"
-        "  round costs above the cores' share of the work in the fastest block,\n"
+        "  round costs above the same work without the exchange (fastest blocks),\n"
         "  as the calibration line \"sync N SECONDS\" that weft-sim plan --calib\n"
-        "  reads (docs/SIMULATION.md).\n");
+        "  reads (docs/SIMULATION.md). Then the ranks as one chain, each piece of\n"
+        "  work handed on from rank to rank as a pipeline's stages do: the cores\n"
+        "  its work got (the cores times its time on its own over its time in the\n"
+        "  chain), as the line \"chain N CORES\".\n");
 }
 
 /* One block of rounds: *t the slowest rank's wall time, *waited the ranks'
@@ -629,6 +632,39 @@ static int sync_block(weft_comm *c, double work_us, int iters, double *t, double
         rc = weft_allreduce(c, waited, waited, 1, WEFT_F64, WEFT_SUM);
     *waited /= n;
     return rc;
+}
+
+/* One chain: rank 0 computes rounds pieces of work_us, handing each on to
+ * rank 1, which computes it and hands it on, and so on to the last rank,
+ * as a pipeline's stages hand on micro-batches; without chain, every rank
+ * computes its pieces on its own. *t the slowest rank's wall time. */
+static int chain_block(weft_comm *c, double work_us, int rounds, int chain, double *t)
+{
+    int r = weft_comm_rank(c), n = weft_comm_size(c);
+    float buf[1024] = { 0 };
+    weft_request **sent = calloc((size_t)rounds, sizeof *sent);
+    if (!sent)
+        return WEFT_ENOMEM;
+    int rc = weft_barrier(c), ns = 0;
+    double t0 = clock_s(CLOCK_MONOTONIC);
+    for (int k = 0; !rc && k < rounds; k++) {
+        if (!chain) {
+            burn(1e-6 * work_us);
+            continue;
+        }
+        if (r > 0)
+            rc = weft_recv(c, buf, 1024, WEFT_F32, r - 1);
+        burn(1e-6 * work_us);
+        if (!rc && r + 1 < n)
+            rc = weft_isend(c, buf, 1024, WEFT_F32, r + 1, &sent[ns++]);
+    }
+    for (int i = 0; i < ns; i++) {
+        int w = sent[i] ? weft_wait(sent[i]) : 0;
+        rc = rc ? rc : w;
+    }
+    free(sent);
+    *t = clock_s(CLOCK_MONOTONIC) - t0;
+    return rc ? rc : weft_allreduce(c, t, t, 1, WEFT_F64, WEFT_MAX);
 }
 
 /* weft-sim sync: the delay of a synchronisation between two ranks of an
@@ -668,12 +704,20 @@ static int cmd_sync(int argc, char **argv)
     cpu_set_t set;
     CPU_ZERO(&set);
     int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
-    double best = -1, best_wait = 0;
+    double best = -1, best_wait = 0, chain = -1, alone = -1;
     for (int b = 0; !rc && b < 5; b++) {
         double t, waited;
         rc = sync_block(c, work_us, iters, &t, &waited);
         if (!rc && (best < 0 || t < best))
             best = t, best_wait = waited;
+        if (!rc)
+            rc = chain_block(c, work_us, iters, 1, &t);
+        if (!rc && (chain < 0 || t < chain))
+            chain = t;
+        if (!rc)
+            rc = chain_block(c, work_us, iters, 0, &t);
+        if (!rc && (alone < 0 || t < alone))
+            alone = t;
     }
     if (rc) {
         fprintf(stderr, "weft-sim sync: rank %d: %s: %s\n", weft_comm_rank(c),
@@ -682,12 +726,22 @@ static int cmd_sync(int argc, char **argv)
         weft_comm_destroy(c);
         return 1;
     }
-    double share = n > cores ? (double)n / cores : 1, sync = best / iters - 1e-6 * work_us * share;
+    /* the round above the same work done on its own (which is the work
+     * at the cores' share on an idle machine; other work slows both) */
+    double sync = (best - alone) / iters;
     if (weft_comm_rank(c) == 0)
         printf("sync %d %.6g # weft-sim sync: %d cores, %.0f us of work, the fastest of 5 blocks "
-               "of %d rounds: %.3f ms a round, %.3f ms of it a rank's wait at the exchange\n",
-               n, sync > 0 ? sync : 0, cores, work_us, iters, 1e3 * best / iters,
-               1e3 * best_wait / iters);
+               "of %d rounds: %.3f ms a round (%.3f ms without the exchange), %.3f ms a rank's "
+               "wait at the exchange\n", n, sync > 0 ? sync : 0, cores, work_us, iters,
+               1e3 * best / iters, 1e3 * alone / iters, 1e3 * best_wait / iters);
+    /* the cores the chain's work got, as a share of what the same work
+     * got with no hand-offs (so that other work on the machine, which
+     * slows both, does not count) */
+    double got = cores * alone / chain;
+    if (weft_comm_rank(c) == 0)
+        printf("chain %d %.4g # weft-sim sync: %d ranks handing on %d pieces of %.0f us took "
+               "%.3f ms, on their own %.3f ms\n", n, got < cores ? got : cores, n, iters,
+               work_us, 1e3 * chain, 1e3 * alone);
     weft_comm_destroy(c);
     return 0;
 }

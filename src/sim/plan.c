@@ -30,6 +30,8 @@ typedef struct {
     double update_s;            /* the optimiser's seconds a parameter, one thread */
     double sync;                /* > 0: a synchronisation's wait on shared cores while
                                    ranks outside its group compute (weft-sim sync) */
+    double chain;               /* > 0: the cores ranks handing work on get (weft-sim
+                                   sync), where fewer than the node's */
     double slow;                /* a rank's work with every rank working: its
                                    threads' share of the cores, as a factor */
     coll_memo *memo;
@@ -453,8 +455,13 @@ static int share_replay(const planner *pl, sim_pipe_plan *pp, const block_part *
         iw[j] = pp->bwd_i[j] - ih[j];
         ww[j] = pp->bwd_w[j] - wh[j];
     }
-    pipe_share_costs c = { fw, iw, ww, fh, ih, wh, pp->out_bytes, lat, bw, pl->cores,
-                           replicas };
+    /* a pipeline's stages hand their micro-batches on: they get the cores
+     * weft-sim sync measured such a chain to get (the scheduler may run a
+     * woken stage where its waker ran) */
+    double cores = pl->cores;
+    if (pp->spec.p > 1 && pl->chain > 0 && pl->chain < cores)
+        cores = pl->chain;
+    pipe_share_costs c = { fw, iw, ww, fh, ih, wh, pp->out_bytes, lat, bw, cores, replicas };
     pipe_result r = { 0, pp->busy, pp->bubble, pp->peak_stash };
     rc = pipe_share_replay(&s, &c, &r);
     if (!rc)
@@ -672,8 +679,10 @@ int sim_plan_run(const sim_plan_query *q, sim_plan *out, char *err, size_t len)
     pl.on_node = on_node;
     pl.slow = pl.cores > 0 ? on_node / pl.cores : q->gflops / pl.rate;
     int blocks = weft_model_block_count(&q->model), rc = 0;
-    if (q->calib && pl.cores > 0)
+    if (q->calib && pl.cores > 0) {
         pl.sync = sim_calib_sync(q->calib, on_node);
+        pl.chain = sim_calib_chain(q->calib, on_node);
+    }
     if (q->calib) {
         rc = sim_calib_update_get(q->calib, q->optim_bytes, train_model_param_count(&q->model),
                                   &pl.update_s);

@@ -94,6 +94,12 @@ static int parse_line(sim_calib *c, char *s, const char *path, int line, char *e
         if (sscanf(s + at, "%d %lf", &n, &sec) != 2 || n < 2 || n > 64 || sec < 0)
             return say(err, len, WEFT_ECONFIG, "sync: want RANKS(2-64) SECONDS", path, line);
         c->sync_s[n] = sec;
+    } else if (!strcmp(word, "chain")) {
+        int n;
+        double cores;
+        if (sscanf(s + at, "%d %lf", &n, &cores) != 2 || n < 2 || n > 64 || !(cores > 0))
+            return say(err, len, WEFT_ECONFIG, "chain: want RANKS(2-64) CORES(> 0)", path, line);
+        c->chain[n] = cores;
     } else if (!strcmp(word, "update")) {
         int k;
         double sec;
@@ -102,7 +108,7 @@ static int parse_line(sim_calib *c, char *s, const char *path, int line, char *e
                        path, line);
         c->update_s[k / 4] = sec;
     } else {
-        return say(err, len, WEFT_ECONFIG, "unknown line (cores, tune, block, update or sync)", path,
+        return say(err, len, WEFT_ECONFIG, "unknown line (cores, tune, block, update, sync or chain)", path,
                    line);
     }
     return 0;
@@ -191,9 +197,12 @@ int sim_calib_save(const sim_calib *c, const char *path, char *err, size_t len)
                "2 head) fwd_s bwd_input_s bwd_weight_s, one thread\n");
     if (c->cores > 0)
         fprintf(f, "cores %d\n", c->cores);
-    for (int n = 2; n <= 64; n++)
+    for (int n = 2; n <= 64; n++) {
         if (c->sync_s[n] > 0)
             fprintf(f, "sync %d %.9g\n", n, c->sync_s[n]);
+        if (c->chain[n] > 0)
+            fprintf(f, "chain %d %.9g\n", n, c->chain[n]);
+    }
     for (int k = 0; k < 3; k++)
         if (c->update_s[k] > 0)
             fprintf(f, "update %d %.9g\n", 4 * k, c->update_s[k]);
@@ -341,13 +350,24 @@ int sim_calib_update_get(sim_calib *c, int optim_bytes, double n, double *sec)
     return 1;
 }
 
-double sim_calib_sync(const sim_calib *c, int n)
+/* v[n] where measured, else at the nearest count measured; 0: none. */
+static double nearest(const double *v, int n)
 {
     int best = 0;
     for (int k = 2; k <= 64; k++)
-        if (c->sync_s[k] > 0 && (!best || abs(k - n) < abs(best - n)))
+        if (v[k] > 0 && (!best || abs(k - n) < abs(best - n)))
             best = k;
-    return best ? c->sync_s[best] : 0;
+    return best ? v[best] : 0;
+}
+
+double sim_calib_sync(const sim_calib *c, int n)
+{
+    return nearest(c->sync_s, n);
+}
+
+double sim_calib_chain(const sim_calib *c, int n)
+{
+    return nearest(c->chain, n);
 }
 
 int sim_calib_describe(const sim_calib *c, char *buf, size_t len)
@@ -380,12 +400,12 @@ int sim_calib_describe(const sim_calib *c, char *buf, size_t len)
             snprintf(upd + at, sizeof upd - at, "%s%s %.3g ns", at ? ", " : "",
                      k == 2 ? "adamw" : k ? "sgd+momentum" : "sgd", 1e9 * c->update_s[k]);
         }
-    char syn[160] = "";
+    char syn[200] = "";
     for (int n = 2; n <= 64; n++)
-        if (c->sync_s[n] > 0) {
+        if (c->sync_s[n] > 0 || c->chain[n] > 0) {
             size_t at = strlen(syn);
-            snprintf(syn + at, sizeof syn - at, "%s%.3g ms at %d ranks", at ? ", " : "",
-                     1e3 * c->sync_s[n], n);
+            snprintf(syn + at, sizeof syn - at, "%s%.3g ms, a chain %.3g cores at %d ranks",
+                     at ? "; " : "", 1e3 * c->sync_s[n], c->chain[n], n);
         }
     return snprintf(buf, len, "block costs: %s; collectives: %s; cores: %s; update a "
                     "parameter: %s; sync on shared cores: %s", blocks, coll, cores,

@@ -12,8 +12,9 @@
  *   - the optimiser's update a parameter, timed on the library's own
  *     optimiser over the model's parameter count;
  *   - with more ranks than cores, what a synchronisation between two ranks
- *     waits while the others compute ("sync N SECONDS", measured by
- *     `weftrun -n N weft-sim sync`).
+ *     waits while the others compute ("sync N SECONDS") and the cores a
+ *     chain of ranks handing work on gets ("chain N CORES"), both measured
+ *     by `weftrun -n N weft-sim sync`.
  * Anything not measured is assumed as before: FLOPs at --gflops, the
  * topology's simulated links and cores. */
 #ifndef WEFT_SIM_PLAN_CALIB_H
@@ -47,6 +48,9 @@ typedef struct {
     double sync_s[65];    /* [n]: seconds a synchronisation of two ranks waits
                              on this host with n ranks while the others compute
                              (weft-sim sync); 0: not measured */
+    double chain[65];     /* [n]: the cores n ranks handing work on from one to
+                             the next get, as a pipeline's stages (weft-sim
+                             sync); 0: not measured */
     double update_s[3];   /* seconds an optimiser update takes a parameter, one
                              thread: [0] SGD, [1] SGD with momentum, [2] AdamW
                              (0: not measured) */
@@ -81,6 +85,8 @@ int sim_calib_update_get(sim_calib *c, int optim_bytes, double n, double *sec);
 /* The synchronisation delay measured at n ranks on the host, else at the
  * nearest count measured; 0 when none was. */
 double sim_calib_sync(const sim_calib *c, int n);
+/* The same for the cores a chain of n ranks gets; 0 when none measured. */
+double sim_calib_chain(const sim_calib *c, int n);
 /* One line on where the planner's inputs come from: measured (and from
  * which file) or assumed. */
 int sim_calib_describe(const sim_calib *c, char *buf, size_t len);
