@@ -1,7 +1,9 @@
 #include "train/pool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "weft.h"
 
@@ -11,7 +13,7 @@ struct pool {
     pthread_mutex_t mu;
     pthread_cond_t go, done;
     unsigned long gen;   /* bumped per job so a worker never runs one twice */
-    int pending;
+    unsigned long pending;
     int quit;
     pool_fn fn;
     void *arg;
@@ -19,14 +21,49 @@ struct pool {
 
 typedef struct { pool *p; int tid; } worker_arg;
 
+/* A step hands the pool a few hundred jobs (each product and element-wise
+ * pass), with little serial work between them. Blocking on the condition
+ * variable at once cost a futex wake-up per job and per return, tens of
+ * microseconds each on a virtual machine: about 700 futex calls a step of
+ * the GPT at width 512 on two threads. So a thread first looks for its
+ * next job (or the others' return) for this long, yielding the core
+ * between looks, and only then blocks. The words it looks at are written
+ * under the mutex, atomically, and read atomically here. */
+#define POOL_POLL_NS 200000L
+
+static long elapsed_ns(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (t.tv_sec - t0->tv_sec) * 1000000000L + (t.tv_nsec - t0->tv_nsec);
+}
+
+/* Polls, with sched_yield, for at most POOL_POLL_NS until *word differs
+ * from value (differ) or equals it (!differ), or *quit is set; 1 when it
+ * saw that, 0 when it is time to block. */
+static int poll_word(const unsigned long *word, unsigned long value, int differ, const int *quit)
+{
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        if ((__atomic_load_n(word, __ATOMIC_ACQUIRE) != value) == differ ||
+            (quit && __atomic_load_n(quit, __ATOMIC_ACQUIRE)))
+            return 1;
+        if (elapsed_ns(&t0) > POOL_POLL_NS)
+            return 0;
+        sched_yield();
+    }
+}
+
 static void *worker(void *v)
 {
     worker_arg wa = *(worker_arg *)v;
     free(v);
     pool *p = wa.p;
     unsigned long seen = 0;
-    pthread_mutex_lock(&p->mu);
     for (;;) {
+        poll_word(&p->gen, seen, 1, &p->quit);
+        pthread_mutex_lock(&p->mu);
         while (!p->quit && p->gen == seen)
             pthread_cond_wait(&p->go, &p->mu);
         if (p->quit)
@@ -37,8 +74,9 @@ static void *worker(void *v)
         pthread_mutex_unlock(&p->mu);
         fn(arg, wa.tid, p->n);
         pthread_mutex_lock(&p->mu);
-        if (--p->pending == 0)
+        if (__atomic_sub_fetch(&p->pending, 1, __ATOMIC_RELEASE) == 0)
             pthread_cond_signal(&p->done);
+        pthread_mutex_unlock(&p->mu);
     }
     pthread_mutex_unlock(&p->mu);
     return NULL;
@@ -81,7 +119,7 @@ void train_pool_destroy(pool *p)
     if (!p)
         return;
     pthread_mutex_lock(&p->mu);
-    p->quit = 1;
+    __atomic_store_n(&p->quit, 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&p->go);
     pthread_mutex_unlock(&p->mu);
     if (p->threads)
@@ -108,11 +146,12 @@ void train_pool_run(pool *p, pool_fn fn, void *arg)
     pthread_mutex_lock(&p->mu);
     p->fn = fn;
     p->arg = arg;
-    p->pending = p->n - 1;
-    p->gen++;
+    __atomic_store_n(&p->pending, (unsigned long)p->n - 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->gen, p->gen + 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&p->go);
     pthread_mutex_unlock(&p->mu);
     fn(arg, 0, p->n);
+    poll_word(&p->pending, 0, 0, NULL);
     pthread_mutex_lock(&p->mu);
     while (p->pending > 0)
         pthread_cond_wait(&p->done, &p->mu);
