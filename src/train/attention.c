@@ -338,7 +338,7 @@ static void run(mm_ctx *mm, int bf16, pool_fn fn, att_job *j)
 #endif
     j->scr = malloc(sizeof(float) * per * nt);
     /* bf16 blocks are QB rows, so they need the fp32 block scratch too */
-    j->round = train_mmb_rounder();
+    j->round = train_mm_rounder(mm);
     j->scr16 = bf16 && j->scr ? malloc(sizeof(uint16_t) * s16_size(j->T, j->hs) * nt) : NULL;
     double t0 = train_mm_clock();   /* attention's phase, apart from the pass's */
     train_pool_run(pl, fn, j);

@@ -67,7 +67,7 @@ static void round_range(void *arg, size_t lo, size_t hi)
  * split changes no bit. */
 static void round16(const lin_ctx *c, uint16_t *dst, const float *src, size_t n)
 {
-    round_job j = { dst, src, train_mmb_rounder() };
+    round_job j = { dst, src, train_mm_rounder(c->mm) };
     train_pool_for(train_mm_pool(c->mm), n, 32, BIAS_PAR_MIN, round_range, &j);
 }
 

@@ -49,6 +49,7 @@ int train_mm_create_fixed(mm_ctx **out, int threads, int backend)
         return WEFT_ENOMEM;
     c->backend = backend;
     c->threads = threads;
+    c->round16 = train_mmb_rounder();
     /* the pool also runs attention, so OpenBLAS models get one too */
     int rc = train_pool_create(&c->pl, threads);
     if (rc == 0)   /* OpenBLAS models use it for bf16 */
@@ -65,6 +66,11 @@ int train_mm_create_fixed(mm_ctx **out, int threads, int backend)
 #endif
     *out = c;
     return 0;
+}
+
+mmb_round_fn train_mm_rounder(const mm_ctx *c)
+{
+    return c ? c->round16 : train_mmb_rounder();
 }
 
 void train_mm_destroy(mm_ctx *c)

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "train/matmul_bf16.h"
 #include "train/mm_shapes.h"
 #include "train/pool.h"
 
@@ -24,6 +25,11 @@ const char *train_mm_name(const mm_ctx *c);
 void train_mm_describe(const mm_ctx *c, char *buf, size_t cap);
 /* OpenBLAS's core type (openblas_get_corename), NULL when not built in. */
 const char *train_mm_blas_core(void);
+/* The bf16 rounder train_mmb_rounder picked when c was made (c NULL: its
+ * answer now). Asking it each time cost four CPUIDs, each a trap to the
+ * hypervisor in a virtual machine: 41 us a call on the machine of
+ * docs/BENCHMARKS.md, a few ms of every bf16 step. */
+mmb_round_fn train_mm_rounder(const mm_ctx *c);
 /* The worker pool, for layers other than matmul to share. */
 pool *train_mm_pool(mm_ctx *c);
 /* The portable kernel, whatever the backend, with one set of packing

@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 
+#include "train/matmul_bf16.h"
 #include "train/mm_shapes.h"
 #include "train/pool.h"
 
@@ -22,6 +23,7 @@ struct mm_ctx {
     mm_choice choice;
     int chosen;   /* choice is filled */
     double attn_s;   /* attention's wall seconds on this context, summed */
+    mmb_round_fn round16;   /* train_mmb_rounder's choice, asked once */
 };
 
 #endif
