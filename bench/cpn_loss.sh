@@ -10,9 +10,9 @@
 #     outer step) and that count in outer steps (at most 1 is the target);
 #     a's own steps lost (steps it did not finish: 0 is the target);
 #   - the seconds from the loss to the new plan running (weft-cpn run's
-#     own measure: the loss seen, until every survivor's progress is past
-#     the outer step where it dropped the lost cluster; target 30 s), and
-#     the survivor's own recovery (shrink to first step, its log line);
+#     own measure: from the kill until the survivors' "shrink" row in the
+#     job's metrics, written when they have dropped the lost cluster and
+#     go on; target 30 s), and the survivor's own recovery (its log line);
 #   - the last evaluation loss of both runs.
 #
 #   BUILD=build sh bench/cpn_loss.sh [STEPS [H [K]]]   (300, 20, 50: ~30 s idle)
@@ -84,6 +84,6 @@ awk -v k="$killed" -v d="$drop" -v h="$H" -v n="$steps" -v sa="$(last_step "$dir
            "(%.2f-%.2f outer steps)\n", last, k - last, d - last, h, (k - last) / h, (d - last) / h
     printf "a: %d of %d steps done (steps lost: %d)\n", sa, n, n - sa
     split(run, r, " ")
-    printf "loss to new plan running: %s s (the survivors past step %s); a recovered in %s s\n",
+    printf "loss to new plan running: %s s (from step %s); a recovered in %s s\n",
            r[2] == "" ? "?" : r[2], r[1] == "" ? "?" : r[1], rec == "" ? "?" : rec }'
 echo "eval loss: both clusters $(evloss "$dir/whole/metrics.csv"), b lost $(evloss "$dir/lost/metrics.csv")"

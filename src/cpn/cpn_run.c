@@ -167,62 +167,73 @@ static void replan_lost(const run_args *a, const cpn_plan *p, const cpn_launched
         printf("weft-cpn run: %s; no part left to re-plan for\n", why);
 }
 
-/* The outer period in steps of the plan's sync word (diloco:H,
- * streaming:H:..., their hier:full/ forms); 1 for a sync every step. */
-static long sync_period(const char *sync)
-{
-    const char *w = strstr(sync, "diloco:");
-    if (!w)
-        w = strstr(sync, "streaming:");
-    long h = w ? atol(strchr(w, ':') + 1) : 1;
-    return h > 0 ? h : 1;
-}
-
 /* From a loss until the re-plan runs: the survivors drop the lost part
- * at their next outer step, so the new plan runs once every survivor's
- * progress is past the first outer step after the step they had reached
- * when the loss was seen (or it has ended). The progress files are
- * replaced at most twice a second, so a survivor may be further than its
- * file says: the time can fall short of the truth by that much. */
+ * at their next outer step, and the job's rank 0 then writes a "shrink"
+ * row to the metrics (step N, the first step over the survivors; the
+ * row is flushed as written). The new plan runs from the first shrink
+ * row after the loss; the loss is the --kill-at's kill, else the moment
+ * the part's launcher reported it ended, which can come after the
+ * survivors saw it (Slurm's squeue lags). Where the lost part held
+ * rank 0, or the training is not elastic, no row comes and nothing is
+ * said. */
 typedef struct {
-    double at;   /* < 0: no loss waiting */
-    long from;   /* the outer step the new plan runs after */
+    double at;       /* the loss; < 0: none waiting */
+    long rows;       /* shrink rows seen so far */
+    long used;       /* of them, answers to earlier losses */
+    double row_at;   /* when the last new one was seen */
+    long row_step;   /* and its step */
     char who[64];
 } loss_watch;
 
-static void loss_seen(loss_watch *w, const cpn_plan *p, const cpn_launched *ls, int lost,
-                      const char *dir)
+/* The metrics' shrink rows: how many, and the last one's step. */
+static long shrink_rows(const char *dir, long *step)
 {
-    long step = 0, h = sync_period(p->sync);
-    for (int k = 0; k < p->nparts; k++) {
-        cpn_progress pr;
-        if (k != lost && ls[k].state != PART_FAILED && status_progress(dir, k, &pr) == 0 &&
-            pr.step > step)
-            step = pr.step;
+    char path[1200], line[512];
+    snprintf(path, sizeof path, "%s/metrics.csv", dir);
+    FILE *f = fopen(path, "r");
+    long n = 0, s;
+    if (!f)
+        return 0;
+    while (fgets(line, sizeof line, f)) {
+        char kind[16];
+        if (sscanf(line, "%ld,%*[^,],%15[^,]", &s, kind) == 2 && !strcmp(kind, "shrink")) {
+            n++;
+            *step = s;
+        }
+        while (!strchr(line, '\n') && fgets(line, sizeof line, f)) /* the rest of a long row */
+            ;
     }
-    w->at = now_s();
-    w->from = (step / h + 1) * h;
+    fclose(f);
+    return n;
+}
+
+static void loss_seen(loss_watch *w, const cpn_launched *ls, int lost, double at)
+{
+    w->at = at;
     snprintf(w->who, sizeof w->who, "%s", ls[lost].part->cluster);
 }
 
-static void loss_check(loss_watch *w, const cpn_plan *p, const cpn_launched *ls,
-                       const char *dir)
+/* Every look: new shrink rows, and the pending loss's answer. */
+static void loss_check(loss_watch *w, const char *dir)
 {
-    if (w->at < 0)
-        return;
-    int left = 0, behind = 0;
-    for (int k = 0; k < p->nparts; k++) {
-        cpn_progress pr;
-        if (ls[k].state >= PART_DONE)
-            continue;
-        left++;
-        behind += status_progress(dir, k, &pr) != 0 || pr.step <= w->from;
+    long step = 0, n = shrink_rows(dir, &step);
+    if (n < w->rows) /* an earlier run's file, begun again */
+        w->rows = w->used = 0;
+    if (n > w->rows) {
+        w->rows = n;
+        w->row_at = now_s();
+        w->row_step = step;
     }
-    if (behind)
-        return;
-    if (left)
+    if (w->at < 0 || w->rows <= w->used)
+        return; /* no row for this loss yet */
+    w->used = w->rows;
+    double d = w->row_at - w->at;
+    if (d >= 0)
         printf("weft-cpn run: the re-plan runs from step %ld, %.1f s after part %s was lost\n",
-               w->from, now_s() - w->at, w->who);
+               w->row_step, d, w->who);
+    else
+        printf("weft-cpn run: the re-plan runs from step %ld, %.1f s before part %s's launcher "
+               "reported it lost\n", w->row_step, -d, w->who);
     w->at = -1;
 }
 
@@ -232,6 +243,7 @@ static int watch(const run_args *a, const cpn_plan *p, cpn_launched *ls)
 {
     double t0 = now_s(), shown = 0;
     int killed = -1;
+    double kill_at = 0;
     loss_watch lw = { .at = -1 };
     for (;;) {
         int left = 0, failed = 0;
@@ -245,13 +257,13 @@ static int watch(const run_args *a, const cpn_plan *p, cpn_launched *ls)
                        k == killed ? ", as --kill-at asked" : "");
                 if (ls[k].state == PART_FAILED) {
                     replan_lost(a, p, ls, k);
-                    loss_seen(&lw, p, ls, k, a->dir);
+                    loss_seen(&lw, ls, k, k == killed ? kill_at : now_s());
                 }
             }
             left += ls[k].state < PART_DONE;
             failed += ls[k].state == PART_FAILED && k != killed;
         }
-        loss_check(&lw, p, ls, a->dir);
+        loss_check(&lw, a->dir);
         if (!left)
             return failed;
         if (a->kill_part && killed < 0 && job_step(p, a->dir) >= a->kill_step)
@@ -262,6 +274,7 @@ static int watch(const run_args *a, const cpn_plan *p, cpn_launched *ls)
                            job_step(p, a->dir));
                     launch_kill(&ls[k]);
                     killed = k;
+                    kill_at = now_s();
                 }
         if (a->timeout > 0 && now_s() - t0 > a->timeout) {
             printf("weft-cpn run: %.0f s passed: ending every part\n", a->timeout);
