@@ -1,0 +1,53 @@
+#!/bin/sh
+# weftrun -n N weft-sim sync, the planner's probe of shared cores: at 4
+# ranks and at 3 (one without a pair) it prints the two calibration lines
+# weft-sim plan --calib reads, "sync N SECONDS" (>= 0) and "chain N CORES"
+# (more than 0, no more than the cores this process may use), and a plan
+# from a file holding them says it used them; one rank alone is refused.
+# Tiny pieces of work: the figures are not judged, only their form.
+# TEST_TIMEOUT(120)
+B=${BUILD:-build}
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+passed=0; failed=0
+ok() { passed=$((passed + 1)); }
+bad() { failed=$((failed + 1)); echo "FAIL $*"; }
+cores=$(nproc)
+
+for n in 4 3; do
+    if "$B/weftrun" -n $n "$B/weft-sim" sync --work-us 100 --iters 4 </dev/null \
+            >"$dir/out$n" 2>&1; then
+        ok
+    else
+        bad "weft-sim sync at $n ranks: exit $?"; tail -n 5 "$dir/out$n" | sed 's/^/    /'
+    fi
+    sed -n 's/^\[0\] //; /^sync /p; /^chain /p' "$dir/out$n" >"$dir/cal$n"
+    if awk -v n=$n -v cores="$cores" '
+            $1 == "sync" && $2 == n && $3 + 0 >= 0 { s++ }
+            $1 == "chain" && $2 == n && $3 + 0 > 0 && $3 + 0 <= cores { c++ }
+            END { exit !(s == 1 && c == 1) }' "$dir/cal$n"; then
+        ok
+    else
+        bad "weft-sim sync at $n ranks: not one sync and one chain line"
+        sed 's/^/    /' "$dir/out$n"
+    fi
+done
+
+if "$B/weft-sim" plan --model gpt:vocab=64,ctx=8,layers=1,heads=2,dim=16 --batch 4 --ranks 4 \
+        --calib "$dir/cal4" >"$dir/plan" 2>&1 &&
+        grep -q "^# inputs: .*cores: [0-9]* measured.*sync on shared cores: [0-9.e-]* ms, a chain [0-9.e-]* cores at 4 ranks" "$dir/plan"; then
+    ok
+else
+    bad "weft-sim plan did not read the probe's lines"; head -n 3 "$dir/plan" | sed 's/^/    /'
+fi
+
+if "$B/weft-sim" sync >"$dir/alone" 2>&1; then
+    bad "weft-sim sync ran with one rank"
+elif grep -q "one rank has no pair" "$dir/alone"; then
+    ok
+else
+    bad "weft-sim sync alone: no message"; cat "$dir/alone" | sed 's/^/    /'
+fi
+
+echo "summary: $passed passed, $failed failed"
+[ $failed -eq 0 ]
