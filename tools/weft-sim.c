@@ -10,6 +10,9 @@
  *                                 a pipeline schedule's step, bubble and stash
  *   weft-sim plan --model gpt:... --batch 32 --ranks 8 --topo host --mem 1G
  *                                 every tp x pp x dp layout, fastest first
+ *   weftrun -n 4 weft-sim sync    what ranks sharing the cores wait at an
+ *                                 exchange and the cores a chain of them
+ *                                 gets: lines for plan's calibration file
  */
 #include "weft.h"
 
