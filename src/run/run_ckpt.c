@@ -92,6 +92,27 @@ static void ckpt_check_sync(weft_run *t, const opts *o, const weft_ckpt *ck)
                 o->resume, sync, cz[0] ? cz : "?", now, now_cz);
 }
 
+/* At the layout a sharded save was made in (the job's size, tp, pp and
+ * ZeRO stage alike) a rank reads its own file, but for the edges of its
+ * part of the parameters: the disk is asked for it now, so that it reads
+ * while the run sets up and makes its model, before the first pread. */
+static void ckpt_prefetch_own(weft_run *t, const opts *o, const weft_ckpt *ck)
+{
+    char layout[512], v[32], name[64];
+    int jw = t->job ? weft_comm_size(t->job) : 1, jr = t->job ? weft_comm_rank(t->job) : 0;
+    int want[4] = { jw, o->tp > 1 ? o->tp : 1, o->pp > 1 ? o->pp : 1, o->zero };
+    const char *keys[4] = { "world", "tp", "pp", "zero" };
+    if (o->layout_auto || weft_ckpt_get_str(ck, "shard/layout", layout, sizeof layout) != 0)
+        return;
+    for (int k = 0; k < 4; k++) {
+        layout_field(layout, keys[k], v, sizeof v);
+        if (!v[0] || atoi(v) != want[k])
+            return;
+    }
+    snprintf(name, sizeof name, "rank-%05d.bin", jr);
+    ckpt_shard_prefetch_file(ck, name);
+}
+
 int ckpt_resume(weft_run *t, opts *o, long *start_step, weft_ckpt **out)
 {
     *out = NULL;
@@ -112,6 +133,7 @@ int ckpt_resume(weft_run *t, opts *o, long *start_step, weft_ckpt **out)
     if (rc == 0 && dir && (rc = ckpt_covered(t, ck, o->resume)) != 0)
         weft_ckpt_free(ck);
     if (rc == 0 && dir) {
+        ckpt_prefetch_own(t, o, ck);
         ckpt_shard_phase(ck, CKPT_PH_OPEN, clock_now() - t0);
         ckpt_shard_phase(ck, CKPT_PH_LOAD, clock_now() - t0);
     }

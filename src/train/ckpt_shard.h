@@ -143,6 +143,10 @@ void ckpt_shard_reader_close(ckpt_shard_reader *r);
  * whole elements [lo, lo + n) of vector vec now, so that the reads which
  * follow find them in the page cache while the disk works ahead. */
 void ckpt_shard_prefetch(ckpt_shard_reader *r, int vec, uint64_t lo, uint64_t n);
+/* Asks the disk for the whole of the save's file name now; nothing when
+ * the save has no such file or it cannot be opened (the reads that need
+ * it say why). */
+void ckpt_shard_prefetch_file(const weft_ckpt *c, const char *name);
 /* A fresh buffer of bytes (not yet touched) backed by 2 MiB pages where
  * the kernel has them: one page fault per 2 MiB rather than per 4 KiB,
  * which is most of the cost of filling a fresh buffer on a virtual

@@ -552,6 +552,24 @@ void ckpt_shard_prefetch(ckpt_shard_reader *r, int vec, uint64_t lo, uint64_t n)
     r->error = error;
 }
 
+void ckpt_shard_prefetch_file(const weft_ckpt *c, const char *name)
+{
+    ckpt_shard_reader *r;
+    if (ckpt_shard_reader_open(c, &r) != 0)
+        return;
+    char *error = r->error, line[256];
+    r->error = NULL; /* no account: a read that needs the file gives it */
+    for (size_t f = 0; f < r->nfiles && ckpt_shard_line(r->files, (int)f, line, sizeof line) == 0;
+         f++) {
+        int fd;
+        /* the disk goes on reading once the file is closed */
+        if (strcmp(line, name) == 0 && file_fd(r, f, &fd) == 0)
+            (void)posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
+    }
+    r->error = error;
+    ckpt_shard_reader_close(r);
+}
+
 void ckpt_shard_huge(void *p, size_t bytes)
 {
 #ifdef MADV_HUGEPAGE
