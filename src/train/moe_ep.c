@@ -352,13 +352,18 @@ int train_moe_ep_forward(moe_ep *p, mm_ctx *mm, const moe_dims *d, moe_acts *a,
     }
     if ((rc = grow_record(r, r->rows, d)) != 0 || (rc = scratch(p, r->rows, d)) != 0)
         return rc;
-    if ((rc = exchange(p, a->xe, p->stage, 0)) != 0)
+    /* one expert a rank: the rows arrive expert-major already, and leave
+     * from where the expert wrote them */
+    int one = El == 1;
+    if ((rc = exchange(p, a->xe, one ? r->xe : p->stage, 0)) != 0)
         return rc;
-    regroup(p, r, p->stage, r->xe, D, 0);
+    if (!one)
+        regroup(p, r, p->stage, r->xe, D, 0);
     train_moe_experts_forward(mm, d, p->local ? 0 : p->rank * El, El, r->start, r->xe, r->gu,
                               r->h, p->dy, wgu, wd);
-    regroup(p, r, p->dy, p->back, D, 1);
-    return exchange(p, p->back, a->ye, 1);
+    if (!one)
+        regroup(p, r, p->dy, p->back, D, 1);
+    return exchange(p, one ? p->dy : p->back, a->ye, 1);
 }
 
 int train_moe_ep_backward(moe_ep *p, mm_ctx *mm, const moe_dims *d, const moe_acts *a,
@@ -370,14 +375,17 @@ int train_moe_ep_backward(moe_ep *p, mm_ctx *mm, const moe_dims *d, const moe_ac
     if (!r || !r->xe)
         return r ? WEFT_EINVAL : WEFT_ENOMEM; /* backward without its forward */
     plan(p, a->start, r->cnt, D);
+    int one = p->El == 1; /* as forward: no regrouping */
     int rc = scratch(p, r->rows, d);
-    rc = rc ? rc : exchange(p, s->dye, p->stage, 0);
+    rc = rc ? rc : exchange(p, s->dye, one ? p->dy : p->stage, 0);
     if (rc)
         return rc;
-    regroup(p, r, p->stage, p->dy, D, 0);
+    if (!one)
+        regroup(p, r, p->stage, p->dy, D, 0);
     /* the input gradients land in stage (free again) */
     train_moe_experts_backward(mm, d, p->local ? 0 : p->rank * p->El, p->El, r->start, p->dy,
                                r->xe, r->gu, r->h, p->dh, p->dgu, p->stage, dwgu, dwd, wgu, wd);
-    regroup(p, r, p->stage, p->back, D, 1);
-    return exchange(p, p->back, s->dxe, 1);
+    if (!one)
+        regroup(p, r, p->stage, p->back, D, 1);
+    return exchange(p, one ? p->stage : p->back, s->dxe, 1);
 }
