@@ -10,7 +10,9 @@
 # and seconds a step (weft-train's counters, mean of the ranks) against the
 # time one memory copy of those bytes takes here; and a rank's parameter,
 # gradient and optimiser bytes (AdamW) at ep 1, 2 and 4 (each rank holds
-# its own experts only). About three minutes.
+# its own experts only). The exchange alone, without the waits the
+# step's counters include: weft-bench alltoall at one call's bytes over ep
+# ranks, against the same memory copy. About three minutes.
 #
 #   sh bench/moe.sh [STEPS] [EP_STEPS]     (600, 40)
 # BUILD=dir picks the build directory [build].
@@ -66,6 +68,18 @@ print('%.4f' % ((time.perf_counter() - t) / k * 1e3))")
                ep, mb, ms, cp, (cp > 0 ? ms / cp : 0) }'
     grep "tokens per expert max/mean" "$dir/ep$ep.out" | grep "group" | head -n 1 |
         sed 's/.*group/  the group/'
+    # the exchange alone, without the wait for the group's slowest rank
+    # that the step's counters include: weft-bench's alltoall over ep
+    # ranks (each call timed from its own synchronised loop) at one call's
+    # bytes (the step's over its 8 calls: 2 layers, dispatch and combine,
+    # forward and backward), the rank's own block added back (ep/(ep-1))
+    per=$(awk -v mb="$1" -v ep="$ep" 'BEGIN { b = mb * 1e6 / 8 * ep / (ep - 1)
+        q = 4 * ep; printf "%d", int(b / q + 0.5) * q }')
+    us=$("$B/weftrun" -n "$ep" "$B/weft-bench" alltoall -l "$per" -w 10 -n 100 -c 0 -I 1 2>&1 |
+        awk -v b="$per" '$2 == b { print $7 }' | tail -n 1)
+    awk -v ep="$ep" -v b="$per" -v us="$us" -v cp="$copy" 'BEGIN {
+        printf "  the exchange alone (weft-bench alltoall, %d ranks, %d B a call): %s us a call, %.3f ms for 8: %.1fx the memory copy\n",
+               ep, b, us, 8 * us / 1e3, (cp > 0 ? 8 * us / 1e3 / cp : 0) }'
 done
 
 # a rank's training state: without --ep every rank holds every expert
