@@ -37,7 +37,7 @@ grep -E "^(phases|step|weft|bf16)" "$tmp/out"
 perf report -q -i "$tmp/perf.data" --no-children --sort symbol --stdio 2>/dev/null |
 awk '
     function bucket(s) {
-        if (s ~ /^(kern_|train_mmb_|train_mma_|pack_|gemm_|sgemm|dgemm|train_mmp_gemm|block_tiles|add_block|tiles_)/) return "products"
+        if (s ~ /^(kern_|train_mmb_|train_mma_|pack_|tr16|gemm_|sgemm|dgemm|train_mmp_gemm|block_tiles|add_block|tiles_)/) return "products"
         if (s ~ /^(att_|row_exp|row_max|block_scores|round_rows|hsum8)/) return "attention"
         if (s ~ /^(ln_|rms|train_layernorm|train_rmsnorm)/) return "norms"
         if (s ~ /^(adamw|sgd_|opt_|weft_optim|weft_sumsq|sumsq)/) return "optimiser"
