@@ -13,7 +13,8 @@
 # with ZeRO 3. The final evaluation in the training layout (each group a
 # batch's windows, each rank its zig-zag rows) gives one process's
 # validation loss to 1e-6 at cp 2, cp 2 x pp 2 with ZeRO 3 and the
-# Llama's cp 2 x tp 2 x pp 2 and cp 4 x tp 2. bf16 (the
+# Llama's cp 2 x tp 2 x pp 2 and cp 4 x tp 2, and --eval-only at cp 2
+# prints one process's loss. bf16 (the
 # ring's products in bf16, its merge fp32) at cp 2 tracks bf16 at one
 # process: losses to 1e-4, and every final parameter nearer its own than
 # fp32 cp 2's are, by half. The ring's counters line is printed.
@@ -122,6 +123,19 @@ for m in "g $gpt 32" "l $llama 64"; do
             close "$name" "${tag}e1" val
     done
     unset IFS
+    # --eval-only from that save: cp 2 prints one process's loss (6 digits)
+    if [ "$tag" = l ] && [ $thin = 0 ] && [ -f "$dir/${tag}e1.wckpt" ]; then
+        for n in 1 2; do
+            "$B/weftrun" -n $n "$B/weft-train" --quiet --data builtin --seq 32 --eval-prompts 2 \
+                --resume "$dir/${tag}e1.wckpt" --eval-only --cp $n 2>&1 |
+                sed -n 's/^\[0\] validation: .*loss //p' >"$dir/eo$n.txt"
+        done
+        if [ -s "$dir/eo1.txt" ] && cmp -s "$dir/eo1.txt" "$dir/eo2.txt"; then
+            ok
+        else
+            bad "--eval-only at cp 2: $(cat "$dir/eo2.txt") against $(cat "$dir/eo1.txt")"
+        fi
+    fi
     # bf16: cp 2 against one process, both bf16; fp32's cp 2 the measure
     # of how far a run that did not round as bf16 does lies
     [ $thin = 1 ] && [ "$tag" = l ] && continue
