@@ -13,7 +13,10 @@
 #   setup        weight initialisation and the kernel choice (outside the steps)
 #   other        the rest: memset/memcpy (zero_grad), the pool's waits, the kernel
 #
-# Shares are of the samples outside setup. weft-enginebench --phases 1
+# Only the timed steps are sampled (weft-enginebench --perf-ctl starts
+# and stops perf), so the warm-up's first-touch page faults and the
+# weights' initialisation are left out; shares are of the samples outside
+# setup (what is left of it: the kernel choice's timing, if any). weft-enginebench --phases 1
 # gives the same run's wall time per phase (forward, backward, optimiser,
 # and attention's part of forward and backward); this gives what within
 # them. Gradient reduction: none on one process; weft-enginebench --dp 1
@@ -31,14 +34,17 @@ make -s -j2 BUILD="$BUILD" "$BUILD/weft-enginebench" >/dev/null
     --seq 128 --optim adamw --steps 10 --threads 1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-perf record -q -F 2000 -o "$tmp/perf.data" "$BUILD/weft-enginebench" "$@" --phases 1 \
+# only the timed steps: weft-enginebench enables the events as they start
+mkfifo "$tmp/ctl"
+perf record -q -F 2000 -D -1 --control "fifo:$tmp/ctl" -o "$tmp/perf.data" \
+    "$BUILD/weft-enginebench" "$@" --phases 1 --perf-ctl "$tmp/ctl" \
     >"$tmp/out" 2>&1 || { cat "$tmp/out" >&2; exit 1; }
 grep -E "^(phases|step|weft|bf16)" "$tmp/out"
 perf report -q -i "$tmp/perf.data" --no-children --sort symbol --stdio 2>/dev/null |
 awk '
     function bucket(s) {
         if (s ~ /^(kern_|train_mmb_|train_mma_|pack_|tr16|gemm_|sgemm|dgemm|train_mmp_gemm|block_tiles|add_block|tiles_)/) return "products"
-        if (s ~ /^(att_|row_exp|row_max|block_scores|round_rows|hsum8)/) return "attention"
+        if (s ~ /^(att_|row_exp|row_max|vexp_row|block_scores|round_rows|hsum8)/) return "attention"
         if (s ~ /^(ln_|rms|train_layernorm|train_rmsnorm)/) return "norms"
         if (s ~ /^(adamw|sgd_|opt_|weft_optim|weft_sumsq|sumsq)/) return "optimiser"
         if (s ~ /^(narrow_bf16|round_cvt|round_range|round_rows|half_f32_to_bf16)/) return "rounding"

@@ -40,7 +40,11 @@
  * --probe 1 prints the peak probe's result, measured now, beside the
  * textbook bound at the clock /proc/cpuinfo shows.
  * With --prec bf16 the result's MFU is against the bf16 peak (the rate of
- * the bf16 products' kernel, named), the fp32 peak shown beside it. */
+ * the bf16 products' kernel, named), the fp32 peak shown beside it.
+ * --perf-ctl FIFO writes "enable" to FIFO as the timed steps start and
+ * "disable" as they end: perf record -D -1 --control fifo:FIFO then
+ * samples the timed steps alone, not setup and warm-up (whose first-touch
+ * page faults and weight initialisation are no part of a step). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -273,12 +277,24 @@ static int dp_start(weft_model *m, weft_comm **comm, weft_dp **dp)
     return rc;
 }
 
+/* One perf control command ("enable", "disable") to the FIFO perf reads;
+ * a failure only costs the samples' focus, so it is said and passed over. */
+static void perf_ctl(const char *fifo, const char *cmd)
+{
+    if (!fifo)
+        return;
+    FILE *f = fopen(fifo, "w");
+    int ok = f && fprintf(f, "%s\n", cmd) > 0;
+    if ((f && fclose(f) != 0) || !ok)
+        fprintf(stderr, "weft-enginebench: --perf-ctl %s: could not write '%s'\n", fifo, cmd);
+}
+
 static void usage(void)
 {
     fprintf(stderr, "usage: weft-enginebench [--model SPEC] [--batch N] [--steps N] [--warmup N]\n"
                     "         [--matmul openblas|portable] [--threads N] [--prec fp32|bf16]\n"
                     "         [--optim sgd|adamw] [--seq N] [--per-step 0|1] [--phases 0|1]\n"
-                    "         [--dp 0|1]\n"
+                    "         [--dp 0|1] [--perf-ctl FIFO]\n"
                     "         [--gemm ROUNDS [--size N]] [--probe 1]\n");
     exit(2);
 }
@@ -286,6 +302,7 @@ static void usage(void)
 int main(int argc, char **argv)
 {
     const char *spec = "mlp:784-512-512-10", *matmul = NULL, *prec = "fp32", *optim = "sgd";
+    const char *ctl = NULL;
     int batch = 256, steps = 100, warmup = 5, threads = 0, seq = 0, per_step = 0;
     int gemm = 0, probe = 0, phases = 0, size = 0, dpar = 0;
     for (int i = 1; i < argc; i++) {
@@ -307,6 +324,7 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--phases")) phases = atoi(v);
         else if (!strcmp(k, "--size")) size = atoi(v);
         else if (!strcmp(k, "--dp")) dpar = atoi(v);
+        else if (!strcmp(k, "--perf-ctl")) ctl = v;
         else usage();
     }
     weft_model_config cfg;
@@ -399,8 +417,10 @@ int main(int argc, char **argv)
     double t0 = 0.0, ts = 0.0, acc[PHASES][3] = { { 0 } }, mark[3] = { 0 }, att[2] = { 0 };
     double a0 = 0.0, a1 = 0.0;
     for (int s = 0; s < warmup + steps; s++) {
-        if (s == warmup)
+        if (s == warmup) {
+            perf_ctl(ctl, "enable");
             t0 = now();
+        }
         if (per_step && s >= warmup) {
             double t = now();
             if (s > warmup)
@@ -443,6 +463,7 @@ int main(int argc, char **argv)
         return 1;
     }
     double dt = now() - t0;
+    perf_ctl(ctl, "disable");
     char text[512];
     if (weft_model_matmul_choice(m, text, sizeof text) > 0)
         printf("matmul auto: %s\n", text);
