@@ -701,6 +701,10 @@ typedef struct {
  * LayerNorms' gradients are summed over the group at the backward that
  * announces (the step's last for the chunk). fp32 only. */
 #define WEFT_STAGE_SEQUENCE_PARALLEL 2u
+/* The parameters start at zero instead of the seed's random values: for a
+ * model a checkpoint load is about to fill whole, where the initialisation
+ * is most of a resume's time and all of it thrown away. */
+#define WEFT_STAGE_NO_INIT 4u
 typedef enum {
     WEFT_BACKWARD_ALL = 0,
     WEFT_BACKWARD_INPUT = 1,

@@ -182,8 +182,9 @@ int ckpt_restore_model(weft_run *t, weft_ckpt *ck, const char *path, weft_model 
         *m = NULL;
         double t0 = clock_now();
         rc = weft_ckpt_model_config(ck, &cfg);
-        if (rc == 0)
-            rc = weft_model_create(m, &cfg, 0);
+        weft_block_range all = {0, rc == 0 ? weft_model_block_count(&cfg) : 0};
+        if (rc == 0) /* the load writes every parameter: no random start */
+            rc = weft_model_create_stage(m, &cfg, 0, &all, 1, WEFT_STAGE_NO_INIT);
         ckpt_shard_phase(ck, CKPT_PH_INIT, clock_now() - t0);
         ckpt_shard_phase(ck, CKPT_PH_LOAD, clock_now() - t0);
         if (rc == 0)

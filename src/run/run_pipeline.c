@@ -333,7 +333,9 @@ int pipeline_model(const pipeline *pl, const opts *o, weft_ckpt *ck, weft_model 
     int rc = check_sp(pl, o);
     if (rc)
         return rc;
-    rc = weft_model_create_tp(&m, &pl->cfg, r->seed, ch, pl->v, stage_flags(pl, o->sp),
+    /* a resume's load writes every parameter of the stage */
+    unsigned flags = stage_flags(pl, o->sp) | (ck ? WEFT_STAGE_NO_INIT : 0u);
+    rc = weft_model_create_tp(&m, &pl->cfg, r->seed, ch, pl->v, flags,
                               pl->tp > 1 ? pl->tp_comm : NULL, 1, 0);
     if (rc == WEFT_EINVAL && pl->tp > 1)
         return run_fail(pl->run, rc,

@@ -187,8 +187,9 @@ int weft_ckpt_get_model(const weft_ckpt *c, weft_model **out)
     weft_model_config cfg;
     int rc = weft_ckpt_model_config(c, &cfg);
     weft_model *m = NULL;
-    if (rc == 0)
-        rc = weft_model_create(&m, &cfg, 0);
+    weft_block_range all = {0, rc == 0 ? weft_model_block_count(&cfg) : 0};
+    if (rc == 0) /* the load writes every parameter: no random start */
+        rc = weft_model_create_stage(&m, &cfg, 0, &all, 1, WEFT_STAGE_NO_INIT);
     if (rc == 0)
         rc = weft_ckpt_get_params(c, m);
     if (rc != 0) {

@@ -228,7 +228,7 @@ int weft_model_create_tp(weft_model **out, const weft_model_config *cfg, uint64_
         tp_size = weft_comm_size(tp);
         tp_rank = weft_comm_rank(tp);
     }
-    unsigned known = WEFT_STAGE_SPLIT_BACKWARD | WEFT_STAGE_SEQUENCE_PARALLEL;
+    unsigned known = WEFT_STAGE_SPLIT_BACKWARD | WEFT_STAGE_SEQUENCE_PARALLEL | WEFT_STAGE_NO_INIT;
     if (!chunks_valid(cfg, chunks, nchunks) || (flags & ~known) ||
         tp_size < 1 || tp_rank < 0 || tp_rank >= tp_size || !tp_fits(cfg, tp_size))
         return WEFT_EINVAL;
@@ -276,7 +276,10 @@ int weft_model_create_tp(weft_model **out, const weft_model_config *cfg, uint64_
         return rc;
     }
     memset(m->grads, 0, m->nparams * sizeof(float));
-    train_model_init(m, seed);
+    if (flags & WEFT_STAGE_NO_INIT)
+        memset(m->params, 0, m->nparams * sizeof(float));
+    else
+        train_model_init(m, seed);
     *out = m;
     return 0;
 }
