@@ -14,6 +14,7 @@
 #include "run/run_ckpt_sync.h"
 
 #include "core/clock.h"
+#include "core/huge.h"
 
 #include "train/ckpt.h"
 #include "train/ckpt_shard.h"
@@ -166,10 +167,8 @@ static void snapshot(struct ckpt_pending *pd)
         /* in 2 MiB pages where the kernel has them: the first save's copy
          * faults a page per 2 MiB, not per 4 KiB (150 ms against 5 ms for
          * a 32 MB share on a virtual machine) */
-        size_t huge = (size_t)2 << 20, bytes = (n * sizeof(float) + huge - 1) & ~(huge - 1);
-        if (!(pd->snap = aligned_alloc(huge, bytes)))
+        if (!(pd->snap = huge_alloc(n * sizeof(float))))
             return;
-        ckpt_shard_huge(pd->snap, bytes);
         pd->snap_cap = n;
     }
     if (!n)

@@ -471,6 +471,43 @@ static int share_replay(const planner *pl, sim_pipe_plan *pp, const block_part *
     return rc;
 }
 
+/* Each block's costs as one tensor rank of tp runs it, m micro-batches a
+ * step. */
+static int price_blocks(planner *pl, int tp, int sp, int pp, double rows, int m,
+                        sim_block_costs *bc, block_part *part)
+{
+    int nb = bc->n, rc = 0;
+    for (int i = 0; i < nb && !rc; i++) {
+        int kind = i == 0 ? 0 : i == nb - 1 ? 2 : 1;
+        block_shape(pl, tp, sp, pp, kind, rows, &part[i]);
+        rc = block_tp(pl, tp, sp, kind, rows, &part[i]);
+        sim_block_cost *b = &bc->b[i];
+        b->fwd = b->fwd / tp + part[i].tp_fwd + part[i].own_s;
+        b->bwd_i = b->bwd_i / tp + part[i].tp_bwd + part[i].own_s;
+        /* a step's once-only sums spread over its micro-batches */
+        b->bwd_w = b->bwd_w / tp + part[i].own_s + part[i].step_s / m;
+        b->act_bytes = part[i].act;
+        b->state_bytes = (8 + pl->q->optim_bytes) * part[i].params;
+        if (sp && b->out_bytes > 0)
+            b->out_bytes /= tp;
+    }
+    return rc;
+}
+
+/* weft-train's pipeline sums its loss and takes its span over the stages
+ * every step: two small all-reduces over the pipeline group. */
+static int pp_step_sums(planner *pl, int pstride, int pp, double *sec)
+{
+    double one;
+    int rc = 0;
+    *sec = 0;
+    if (pp > 1 && !(rc = coll_sec(pl, WEFT_COLL_ALLREDUCE, pstride, pp, 6, &one)))
+        *sec = one;
+    if (!rc && pp > 1 && !(rc = coll_sec(pl, WEFT_COLL_ALLREDUCE, pstride, pp, 2, &one)))
+        *sec += one;
+    return rc;
+}
+
 /* One (tp, pp, dp, schedule, m, sp): the pipeline is replayed once, every
  * ZeRO stage priced on it. */
 static int plan_pipeline(planner *pl, int tp, int pp, int dp, const pipe_spec *spec, int sp,
@@ -491,20 +528,7 @@ static int plan_pipeline(planner *pl, int tp, int pp, int dp, const pipe_spec *s
         sim_block_costs_free(&bc);
         return WEFT_ENOMEM;
     }
-    for (int i = 0; i < nb && !rc; i++) {
-        int kind = i == 0 ? 0 : i == nb - 1 ? 2 : 1;
-        block_shape(pl, tp, sp, pp, kind, rows, &part[i]);
-        rc = block_tp(pl, tp, sp, kind, rows, &part[i]);
-        sim_block_cost *b = &bc.b[i];
-        b->fwd = b->fwd / tp + part[i].tp_fwd + part[i].own_s;
-        b->bwd_i = b->bwd_i / tp + part[i].tp_bwd + part[i].own_s;
-        /* a step's once-only sums spread over its micro-batches */
-        b->bwd_w = b->bwd_w / tp + part[i].own_s + part[i].step_s / spec->m;
-        b->act_bytes = part[i].act;
-        b->state_bytes = (8 + q->optim_bytes) * part[i].params;
-        if (sp && b->out_bytes > 0)
-            b->out_bytes /= tp;
-    }
+    rc = price_blocks(pl, tp, sp, pp, rows, spec->m, &bc, part);
     double lat, bw;
     int pstride = tp * dp, dstride = tp;
     pp_link(pl, pstride, pp, &lat, &bw);
@@ -526,13 +550,9 @@ static int plan_pipeline(planner *pl, int tp, int pp, int dp, const pipe_spec *s
     double pipe_s = pp_plan.step;
     for (int r = 0; r < p; r++)
         bubble += pp_plan.bubble[r] / p;
-    /* weft-train's pipeline sums its loss and takes its span over the
-     * stages every step: two small all-reduces over the pipeline group */
-    double pp_sums = 0, one;
-    if (!rc && pp > 1 && !(rc = coll_sec(pl, WEFT_COLL_ALLREDUCE, pstride, pp, 6, &one)))
-        pp_sums = one;
-    if (!rc && pp > 1 && !(rc = coll_sec(pl, WEFT_COLL_ALLREDUCE, pstride, pp, 2, &one)))
-        pp_sums += one;
+    double pp_sums = 0;
+    if (!rc)
+        rc = pp_step_sums(pl, pstride, pp, &pp_sums);
     for (int zero = 0; zero <= (dp > 1 ? 3 : 0) && !rc; zero++) {
         sim_plan_entry e = { .tp = tp, .pp = pp, .dp = dp, .sp = sp, .zero = zero,
                              .spec = *spec, .micro_rows = (int)rows, .pipe_s = pipe_s,

@@ -147,11 +147,6 @@ void ckpt_shard_prefetch(ckpt_shard_reader *r, int vec, uint64_t lo, uint64_t n)
  * the save has no such file or it cannot be opened (the reads that need
  * it say why). */
 void ckpt_shard_prefetch_file(const weft_ckpt *c, const char *name);
-/* A fresh buffer of bytes (not yet touched) backed by 2 MiB pages where
- * the kernel has them: one page fault per 2 MiB rather than per 4 KiB,
- * which is most of the cost of filling a fresh buffer on a virtual
- * machine. A hint: nothing fails without it. */
-void ckpt_shard_huge(void *p, size_t bytes);
 
 /* m's parameters (a whole model, a stage or a tensor part) and an
  * optimiser for its [base, base + n) (m NULL: the whole model's layout),

@@ -7,6 +7,7 @@
 #include "train/ckpt_shard.h"
 
 #include "core/clock.h"
+#include "core/huge.h"
 #include "train/part_runs.h"
 
 #include <stdint.h>
@@ -182,7 +183,7 @@ int ckpt_shard_get_optim_stage(const weft_ckpt *c, const weft_model *m, size_t b
         const char *sname;
         float *s = weft_optim_state(o, i, &sname);
         prefetch_state(r, ckpt_shard_reader_vector(r, sname), m, base, n);
-        ckpt_shard_huge(s, n * sizeof *s);
+        huge_advise(s, n * sizeof *s);
     }
     for (int i = 0; rc == 0 && i < count; i++) {
         const char *sname;

@@ -570,19 +570,6 @@ void ckpt_shard_prefetch_file(const weft_ckpt *c, const char *name)
     ckpt_shard_reader_close(r);
 }
 
-void ckpt_shard_huge(void *p, size_t bytes)
-{
-#ifdef MADV_HUGEPAGE
-    uintptr_t huge = (uintptr_t)2 << 20, lo = ((uintptr_t)p + huge - 1) & ~(huge - 1),
-              hi = ((uintptr_t)p + bytes) & ~(huge - 1);
-    if (hi > lo)
-        (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
-#else
-    (void)p;
-    (void)bytes;
-#endif
-}
-
 int ckpt_shard_missing(const weft_ckpt *c, const char *vec, uint64_t lo, uint64_t n,
                        uint64_t *first)
 {

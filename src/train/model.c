@@ -3,6 +3,7 @@
  * are passed on to the MLP or GPT code. */
 #include "train/model.h"
 
+#include "core/huge.h"
 #include "core/param.h"
 #include "train/attention_cp.h"
 #include "train/moe_ep.h"
@@ -163,8 +164,7 @@ int weft_model_block_count(const weft_model_config *cfg)
 
 float *train_model_vector(size_t n)
 {
-    size_t bytes = ((n ? n : 1) * sizeof(float) + 63) & ~(size_t)63;
-    return aligned_alloc(64, bytes);
+    return huge_alloc(n * sizeof(float));
 }
 
 int weft_model_create(weft_model **out, const weft_model_config *cfg, uint64_t seed)
