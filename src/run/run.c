@@ -244,7 +244,7 @@ static int run_setup(weft_run *t, weft_comm *comm, int joined)
     long first = t->start_step;
     rc = elastic_open(t, &first, t->quiet0, joined);
     t->next = first;
-    return rc;
+    return rc == 0 ? ckpt_shard_prepare(t) : rc;
 }
 
 int weft_run_open(const weft_run_config *cfg, weft_comm *comm, int joined, weft_run **out)

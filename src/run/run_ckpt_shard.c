@@ -151,6 +151,22 @@ static int own_pieces(struct ckpt_pending *pd)
     return rc;
 }
 
+/* Room for n floats of snapshot, kept from save to save: a new buffer's
+ * first touch (a page fault a page) would be the loop's time again at
+ * every save. In 2 MiB pages where the kernel has them: 5 ms rather than
+ * 150 for a 32 MB share on a virtual machine. */
+static int snap_reserve(struct ckpt_pending *pd, size_t n)
+{
+    if (n <= pd->snap_cap)
+        return 0;
+    free(pd->snap);
+    pd->snap_cap = 0;
+    if (!(pd->snap = huge_alloc(n * sizeof(float))))
+        return WEFT_ENOMEM;
+    pd->snap_cap = n;
+    return 0;
+}
+
 /* The pieces into one buffer, so the loop may go on changing the state;
  * 0 and no copy where there is no memory for it (the save is then
  * synchronous). */
@@ -161,17 +177,7 @@ static void snapshot(struct ckpt_pending *pd)
         n += pd->p[k].n;
     /* kept from save to save: a new buffer's first touch (a page fault a
      * page) would be the loop's time again at every save */
-    if (n > pd->snap_cap) {
-        free(pd->snap);
-        pd->snap_cap = 0;
-        /* in 2 MiB pages where the kernel has them: the first save's copy
-         * faults a page per 2 MiB, not per 4 KiB (150 ms against 5 ms for
-         * a 32 MB share on a virtual machine) */
-        if (!(pd->snap = huge_alloc(n * sizeof(float))))
-            return;
-        pd->snap_cap = n;
-    }
-    if (!n)
+    if (!n || snap_reserve(pd, n) != 0)
         return;
     pd->snapped = 1;
     size_t at = 0;
@@ -478,6 +484,36 @@ int ckpt_shard_save(weft_run *t, const char *path, long step, weft_ckpt *rec, in
     if (pd->rc == 0)
         pd->rc = write_file(pd);
     return finish(pd);
+}
+
+int ckpt_shard_prepare(weft_run *t)
+{
+    const opts *o = t->o;
+    /* the conditions of ckpt_shard_save's background saves, the same on
+     * every rank (the split is collective) */
+    if (!o->save[0] || o->save_every <= 0 || !ckpt_sharded(o->save) || o->mem_limit > 0 ||
+        o->elastic || t->ckpt)
+        return 0;
+    struct ckpt_pending *pd = calloc(1, sizeof *pd);
+    if (!pd)
+        return run_fail(t, WEFT_ENOMEM, "--save-every: out of memory");
+    t->ckpt = pd;
+    pd->t = t;
+    pd->jr = t->job ? weft_comm_rank(t->job) : 0;
+    pd->jw = t->job ? weft_comm_size(t->job) : 1;
+    if (t->job)
+        split_writers(pd);
+    size_t n = 0;
+    if (own_pieces(pd) == 0)
+        for (int k = 0; k < pd->np; k++)
+            n += pd->p[k].n;
+    /* touched now, so the first save copies into pages already there; a
+     * buffer that cannot be had is the save's to find out again */
+    if (n && snap_reserve(pd, n) == 0)
+        memset(pd->snap, 0, n * sizeof(float));
+    release(pd);
+    pd->why[0] = 0;
+    return 0;
 }
 
 void ckpt_shard_close(weft_run *t)

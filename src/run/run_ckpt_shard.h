@@ -23,6 +23,10 @@ int ckpt_shard_save(weft_run *t, const char *dir, long step, weft_ckpt *rec, int
 int ckpt_shard_wait(weft_run *t);
 /* The writer joined and the state freed, nothing committed (the run is
  * being closed). */
+/* Collective over the job at the run's set-up, where --save-every saves
+ * in the background: the writers' communicator and the snapshot buffer,
+ * made and touched before the first step rather than in its save. */
+int ckpt_shard_prepare(weft_run *t);
 void ckpt_shard_close(weft_run *t);
 /* The saves committed, [0] in the loop's time and [1] in the background:
  * how many, their seconds from start to commit, their bytes (rank 0's
