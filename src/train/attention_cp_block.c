@@ -208,7 +208,7 @@ static int run(mm_ctx *mm, pool_fn fn, cp_job *j)
     if (d->bf16) {
         kv16 = malloc(sizeof(uint16_t) * nkv);
         j->scr16 = malloc(sizeof(uint16_t) * s16_per(d) * nt);
-        j->round = train_mmb_rounder();
+        j->round = train_mm_rounder(mm);
     }
     int rc = !j->scr || (d->bf16 && (!kv16 || !j->scr16)) ? WEFT_ENOMEM : 0;
     if (rc == 0 && kv16) {
