@@ -46,20 +46,9 @@ part() { # cluster batch speed
            \"batch\": $2, \"speed\": $3}"
 }
 
-run() { # name (the plan in $dir/NAME.json)
-    t0=$(date +%s.%N)
-    if ! "$B/weft-cpn" run --plan "$dir/$1.json" --dir "$dir/$1" --wan delay=20ms,rate=100mbit \
-        --train "$B/weft-train" >"$dir/$1.out" 2>&1; then
-        echo "cpn.sh: $1 failed:" >&2
-        tail -n 20 "$dir/$1/part-a.out" >&2
-        return 1
-    fi
-    t1=$(date +%s.%N)
-    train=$(awk -F, '$3 == "train" { t = $9 } END { print t }' "$dir/$1/metrics.csv")
-    evl=$(awk -F, '$3 != "train" && $3 != "split" && $4 != "" { l = $4 } END { print l }' \
-        "$dir/$1/metrics.csv")
-    secs=$(echo "$t0 $t1" | awk '{ printf "%.2f", $2 - $1 }')
-    echo "$1 $train $secs $evl"
+run() { # name (the plan in $dir/NAME.json): "name train wall loss"
+    r=$(cpn_run cpn.sh "$1") || return 1
+    echo "$1 $r"
 }
 
 # the planner's view of the two clusters: one core each, this machine

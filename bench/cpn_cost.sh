@@ -46,16 +46,8 @@ if ! "$B/weft-cpn" plan --clusters "$dir/clusters.json" --job "$dir/job.json" \
 fi
 
 run() { # name: training seconds and wall seconds
-    t0=$(date +%s.%N)
-    if ! "$B/weft-cpn" run --plan "$dir/$1.json" --dir "$dir/$1" --wan delay=20ms,rate=100mbit \
-        --train "$B/weft-train" >"$dir/$1.out" 2>&1; then
-        echo "cpn_cost.sh: $1 failed:" >&2
-        tail -n 20 "$dir/$1.out" >&2
-        return 1
-    fi
-    t1=$(date +%s.%N)
-    train=$(awk -F, '$3 == "train" { t = $9 } END { print t }' "$dir/$1/metrics.csv")
-    echo "$train $(echo "$t0 $t1" | awk '{ printf "%.2f", $2 - $1 }')"
+    r=$(cpn_run cpn_cost.sh "$1") || return 1
+    echo "${r% *}"
 }
 tm=$(run time) || exit 1
 cm=$(run cost) || exit 1

@@ -1,4 +1,4 @@
-# Shared by bench/cpn.sh and bench/cpn_quality.sh: the planner's view of
+# Shared by the bench/cpn*.sh scripts: the planner's view of
 # two clusters on this machine, one core each, probed with the job (its
 # model's forward, backward and update timed on one thread), speeds 1 and
 # 0.5 declared, the link as WEFT_WAN's emulation makes it (100 Mbit/s,
@@ -22,4 +22,23 @@ c.pop("score", None); print(json.dumps(c))' "$dir/p.json" "$1" "$2" "$3"
   {"from": "b", "to": "a", "bandwidth_bps": 1e8, "rtt_ms": 40, "loss": 0}]}' >"$dir/links.json"
     "$B/weft-cpn" plan --clusters "$dir/clusters.json" --job "$dir/job.json" \
         --links "$dir/links.json" >"$dir/plan.json"
+}
+
+# The plan $dir/NAME.json run through weft-cpn run into $dir/NAME over the
+# emulated link; prints its training seconds (metrics.csv), its wall
+# seconds and its last evaluation loss. TAG names the script in a
+# failure's message.
+cpn_run() { # tag name
+    t0=$(date +%s.%N)
+    if ! "$B/weft-cpn" run --plan "$dir/$2.json" --dir "$dir/$2" --wan delay=20ms,rate=100mbit \
+        --train "$B/weft-train" >"$dir/$2.out" 2>&1; then
+        echo "$1: $2 failed:" >&2
+        tail -n 20 "$dir/$2.out" "$dir/$2/part-a.out" >&2
+        return 1
+    fi
+    t1=$(date +%s.%N)
+    train=$(awk -F, '$3 == "train" { t = $9 } END { print t }' "$dir/$2/metrics.csv")
+    evl=$(awk -F, '$3 != "train" && $3 != "split" && $4 != "" { l = $4 } END { print l }' \
+        "$dir/$2/metrics.csv")
+    echo "$train $(echo "$t0 $t1" | awk '{ printf "%.2f", $2 - $1 }') $evl"
 }
