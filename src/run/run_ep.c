@@ -27,8 +27,9 @@ static int refuse(weft_run *t, const opts *o, const weft_model_config *c, int dp
         return run_fail(t, WEFT_ECONFIG, "--ep %d spreads a mixture of experts' experts: the "
                         "model has none (llama:...,experts=N)", E);
     if (o->tp > 1)
-        return run_fail(t, WEFT_ECONFIG, "--ep %d with --tp %d: expert tensor parallelism is "
-                        "not done; give one of them", E, o->tp);
+        return run_fail(t, WEFT_ECONFIG, "--ep %d with --tp %d: experts split over an expert "
+                        "group and the tensor group at once are not done; give one of them "
+                        "(--tp alone splits each expert's width)", E, o->tp);
     if (o->ps || strcmp(o->sync, "full") != 0 || o->elastic)
         return run_fail(t, WEFT_ECONFIG, "--ep %d takes --sync full (no --mode ps, no "
                         "--elastic): the other modes average whole models", E);

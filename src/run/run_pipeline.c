@@ -312,6 +312,9 @@ static int check_sp(const pipeline *pl, const opts *o)
         return 0;
     if (pl->cfg.type == WEFT_MODEL_MLP)
         return run_fail(pl->run, WEFT_ECONFIG, "--sp splits a GPT's sequence; an MLP has none");
+    if (pl->cfg.type == WEFT_MODEL_LLAMA && pl->cfg.experts > 0)
+        return run_fail(pl->run, WEFT_ECONFIG, "--sp with a mixture of experts: not done; "
+                        "--tp %d without --sp splits the experts", pl->tp);
     int local = r->batch / pl->replicas;
     if (local % pl->spec.m || (micro_rows(pl, r) * r->seq) % pl->tp)
         return run_fail(pl->run, WEFT_ECONFIG,
@@ -340,8 +343,9 @@ int pipeline_model(const pipeline *pl, const opts *o, weft_ckpt *ck, weft_model 
     if (rc == WEFT_EINVAL && pl->tp > 1)
         return run_fail(pl->run, rc,
                         "--tp %d: the model does not split in %d (a GPT needs heads divisible "
-                        "by it, a Llama heads and ffn divisible by it and kv_heads a multiple "
-                        "or a divisor of it, an MLP its hidden widths)", pl->tp, pl->tp);
+                        "by it, a Llama heads, ffn and each expert's width divisible by it "
+                        "and kv_heads a multiple or a divisor of it, an MLP its hidden "
+                        "widths)", pl->tp, pl->tp);
     if (rc == 0 && ck)
         rc = weft_ckpt_get_params(ck, m);
     if (rc) {

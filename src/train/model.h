@@ -19,10 +19,15 @@
  * Llama's k and v projections (SPLIT_KV) split their rows by kv heads when
  * tp divides them, and are whole on every rank when tp is a multiple. */
 typedef enum { SPLIT_NONE = 0, SPLIT_ROWS, SPLIT_QKV, SPLIT_COLS, SPLIT_VOCAB, SPLIT_KV,
-               SPLIT_EXPERT } split_kind;
+               SPLIT_EXPERT, SPLIT_EXPERT_GU, SPLIT_EXPERT_DOWN } split_kind;
 /* SPLIT_EXPERT: the experts' stacked weights, cut by rows over the expert
  * group (ep_size, ep_rank) rather than the tensor-parallel ranks: each
- * rank holds its own experts only (train_moe_split). */
+ * rank holds its own experts only (train_moe_split).
+ * SPLIT_EXPERT_GU / SPLIT_EXPERT_DOWN (a spec's kind): the stacked gate|up
+ * and down weights, which are SPLIT_EXPERT under an expert group, and
+ * under tensor parallelism cut within each expert (Megatron's expert
+ * tensor parallelism): gate|up's 2 * experts parts of F rows each by rows
+ * as qkv's three parts (SPLIT_EXPERT_GU), down by columns (SPLIT_COLS). */
 
 typedef struct {
     weft_tensor_info info;

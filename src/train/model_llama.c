@@ -140,9 +140,10 @@ int train_llama_check(const weft_model_config *c)
 int train_llama_tp_fits(const weft_model_config *c, int tp)
 {
     /* kv heads split over the ranks, or each rank's query heads all read
-     * one kv head (tp a multiple of the kv heads) */
-    /* experts are whole on every rank: not split (yet) */
-    return c->n_head % tp == 0 && c->ffn % tp == 0 && (c->experts == 0 || tp == 1) &&
+     * one kv head (tp a multiple of the kv heads); each expert's width
+     * split as the dense MLP's */
+    return c->n_head % tp == 0 && dense_ffn(c) % tp == 0 &&
+           (c->experts == 0 || expert_ffn(c) % tp == 0) &&
            (c->n_kv_head % tp == 0 || tp % c->n_kv_head == 0);
 }
 
@@ -224,8 +225,9 @@ int train_llama_format(const weft_model_config *c, char *buf, size_t len)
 }
 
 /* Block k's router and experts: gate|up of expert e in rows e*2F.., its
- * down projection in rows e*D.. (under --ep a rank's experts' rows only);
- * the balancing bias starts at zero. */
+ * down projection in rows e*D.. (under --ep a rank's experts' rows only;
+ * under --tp each expert's F/tp gate, up rows and down columns of this
+ * rank, as the dense MLP's); the balancing bias starts at zero. */
 static int expert_tensors(const weft_model_config *c, spec_list *l, int k, float proj_sd)
 {
     int D = c->d_model, E = c->experts, F = expert_ffn(c), rc;
@@ -234,10 +236,10 @@ static int expert_tensors(const weft_model_config *c, spec_list *l, int k, float
     rc = train_spec_add(l, name, 1 + k, 2, E, D, INIT_NORMAL, 0.02f);
     snprintf(name, sizeof name, "blocks.%d.mlp.experts.gate_up.weight", k);
     rc = rc ? rc : train_spec_add(l, name, 1 + k, 2, E * 2 * F, D, INIT_NORMAL, 0.02f);
-    train_spec_split(l, SPLIT_EXPERT);
+    train_spec_split(l, SPLIT_EXPERT_GU);
     snprintf(name, sizeof name, "blocks.%d.mlp.experts.down.weight", k);
     rc = rc ? rc : train_spec_add(l, name, 1 + k, 2, E * D, F, INIT_NORMAL, proj_sd);
-    train_spec_split(l, SPLIT_EXPERT);
+    train_spec_split(l, SPLIT_EXPERT_DOWN);
     snprintf(name, sizeof name, "blocks.%d.mlp.router.bias", k);
     if (c->moe_bias)
         rc = rc ? rc : train_spec_add(l, name, 1 + k, 1, E, 0, INIT_ZERO, 0);
@@ -311,7 +313,8 @@ void *train_llama_arch(const weft_model *m)
 static moe_dims moe_dims_of(const weft_model *m, int N)
 {
     const weft_model_config *c = &m->cfg;
-    moe_dims md = { N, c->d_model, c->experts, c->topk, expert_ffn(c),
+    /* under --tp each expert's share of its width */
+    moe_dims md = { N, c->d_model, c->experts, c->topk, expert_ffn(c) / m->tp_size,
                     train_moe_capacity(N, c->topk, c->experts, c->capacity), c->router == 1,
                     c->aux_loss, c->z_loss, m->ep };
     return md;
@@ -446,9 +449,12 @@ size_t train_llama_layout(weft_model *m, float *base, int B, int T)
         s->logits = train_carve(&cv, BT * V);
         s->probs = train_carve(&cv, BT * V);
     }
+    int layers = hi >= lo, moe = layers && m->cfg.experts > 0;
     a->dres = train_carve(&cv, R * D);
-    a->dbr = train_carve(&cv, (sq ? R : BT) * D);
-    int layers = hi >= lo;
+    /* with experts the gate gradients lie after the MLP's input gradient:
+     * one all-reduce sums both over the group */
+    size_t gates = moe ? BT * (size_t)m->cfg.topk : 0;
+    a->dbr = train_carve(&cv, (sq ? R : BT) * D + gates);
     a->dq = layers ? train_carve(&cv, BT * A) : NULL;
     a->dk = layers ? train_carve(&cv, BT * KV) : NULL;
     a->dv = layers ? train_carve(&cv, BT * KV) : NULL;
@@ -457,11 +463,13 @@ size_t train_llama_layout(weft_model *m, float *base, int B, int T)
     a->dh = layers ? train_carve(&cv, BT * F) : NULL;
     a->dgu = layers ? train_carve(&cv, BT * 2 * F) : NULL;
     a->dsum = layers ? train_carve(&cv, BT * D) : NULL;
-    if (layers && m->cfg.experts > 0) {
+    if (moe) {
         moe_dims md = moe_dims_of(m, (int)BT);
         float *p = train_carve(&cv, train_moe_scratch_floats(&md));
-        if (base)
+        if (base) {
             train_moe_scratch_at(&a->ms, &md, p);
+            a->ms.dg = a->dbr + (sq ? R : BT) * D;
+        }
     }
     size_t widest = head && V > 2 * F ? V : 2 * F > D ? 2 * F : D;
     s->lin_scratch = bf ? train_carve16(&cv, BT * widest) : NULL;
@@ -483,13 +491,20 @@ static int row_parallel_sum(weft_model *m, float *full, float *out, size_t nR)
 }
 
 /* A column-parallel layer's input gradient: its partial sums over the
- * group, into every row (din) or this rank's rows (from full into din). */
-static int column_parallel_grad(weft_model *m, float *full, float *din, size_t nR)
+ * group, into every row (din) or this rank's rows (from full into din);
+ * tail: floats after din's rows summed with them (the experts' gates'). */
+static int column_parallel_grad_tail(weft_model *m, float *full, float *din, size_t nR,
+                                     size_t tail)
 {
     if (m->tp_size == 1)
         return 0;
     return m->seqpar ? train_tp_reduce_scatter(m, full, din, nR)
-                     : train_tp_allreduce(m, din, nR, WEFT_SUM);
+                     : train_tp_allreduce(m, din, nR + tail, WEFT_SUM);
+}
+
+static int column_parallel_grad(weft_model *m, float *full, float *din, size_t nR)
+{
+    return column_parallel_grad_tail(m, full, din, nR, 0);
 }
 
 /* Gradients that are each rank's share, summed over the group once, at the
@@ -518,8 +533,9 @@ static int layer_sums(weft_model *m, int l)
     return rc;
 }
 
-/* Block l's experts: their outputs added to r2, counted unless rerun. */
-static int moe_forward(weft_model *m, int l, ll_layer *g)
+/* Block l's experts: their outputs added to out (rows of every token),
+ * counted unless rerun. */
+static int moe_forward(weft_model *m, int l, ll_layer *g, float *out)
 {
     const weft_model_config *c = &m->cfg;
     ll_acts *a = m->s->arch;
@@ -528,7 +544,7 @@ static int moe_forward(weft_model *m, int l, ll_layer *g)
     moe_count cnt;
     float *P = m->params;
 #define W(j) train_model_tensor_ptr(m, P, tix(c, l, j))
-    int rc = train_moe_forward(m->mm, &md, &g->mo, g->r2, g->n2, W(T_ROUTER),
+    int rc = train_moe_forward(m->mm, &md, &g->mo, out, g->n2, W(T_ROUTER),
                                c->moe_bias ? W(T_EBIAS) : NULL, W(T_EGU), W(T_EDOWN),
                                k->replay ? NULL : k->load + (size_t)l * c->experts, &cnt);
 #undef W
@@ -576,18 +592,20 @@ static int layer_forward(weft_model *m, int l)
     train_rmsnorm_forward(g->n2l, g->r2s, g->h1, W(T_MNORM), R, D, eps);
     if (sq)
         rc = rc ? rc : train_tp_allgather(m, g->n2l, g->n2, nR);
+    /* the shared experts' and the experts' partial outputs (each rank its
+     * share of every expert's width) summed over the group at once */
+    float *mlp = sq ? a->full : g->r2;
     if (d.F > 0) {
         /* gate and up lie one after the other: one product of 2F rows */
         train_linear_forward(&lc, &g->gu_s, g->gu, g->n2, W(T_GATE), NULL, BT, D, 2 * d.F);
         train_swiglu_forward(g->hh, g->gu, BT, d.F);
-        train_linear_forward(&lc, &g->d_s, sq ? a->full : g->r2, g->hh, W(T_DOWN), NULL, BT,
-                             d.F, D);
-        rc = rc ? rc : row_parallel_sum(m, a->full, g->r2, nR);
+        train_linear_forward(&lc, &g->d_s, mlp, g->hh, W(T_DOWN), NULL, BT, d.F, D);
     } else {
-        memset(g->r2, 0, sizeof(float) * nR);
+        memset(mlp, 0, sizeof(float) * (size_t)BT * D);
     }
     if (m->cfg.experts > 0)
-        rc = rc ? rc : moe_forward(m, l, g);
+        rc = rc ? rc : moe_forward(m, l, g, mlp);
+    rc = rc ? rc : row_parallel_sum(m, a->full, g->r2, nR);
     train_residual_forward(g->r2, g->r2, g->h1, nR);
 #undef W
     return rc;
@@ -640,6 +658,12 @@ int train_llama_forward(weft_model *m, const void *in, int B, int T)
     model_slot *s = m->s;
     ll_acts *a = s->arch;
     int lo, hi, head, rc = 0, BT = B * T;
+    /* experts under sequence parallelism: not done (their backward would
+     * read the gathered output gradient from the buffer the input
+     * gradients are reduce-scattered from, and the router's input
+     * gradient, every row's, would need one rank's part) */
+    if (m->seqpar && m->cfg.experts > 0)
+        return WEFT_EINVAL;
     chunk_layers(m, &lo, &hi, &head);
     if (m->ck->first == 0) {
         memcpy(s->tokens, in, sizeof(int32_t) * (size_t)BT);
@@ -850,15 +874,21 @@ static int layer_backward(weft_model *m, int l, int sp, float *cin)
     } else {
         memset(cin, 0, sizeof(float) * (size_t)BT * D);
     }
-    /* the experts' weights are done here even in a split backward */
+    /* the experts' weights are done here even in a split backward; under
+     * tp their input gradients and gate gradients are each rank's part,
+     * summed with the shared experts' input gradient; the router's input
+     * gradient, the same on every rank, joins the sum once */
+    moe_dims md = moe_dims_of(m, BT);
     if (m->cfg.experts > 0) {
-        moe_dims md = moe_dims_of(m, BT);
-        int r = train_moe_backward(m->mm, &md, &g->mo, &a->ms, cin, DW(T_ROUTER), DW(T_EGU),
-                                   DW(T_EDOWN), rdout, g->n2, W(T_ROUTER), W(T_EGU),
-                                   W(T_EDOWN), m->bw_weight);
+        int r = train_moe_backward_experts(m->mm, &md, &g->mo, &a->ms, cin, DW(T_EGU),
+                                           DW(T_EDOWN), rdout, W(T_EGU), W(T_EDOWN));
         rc = rc ? rc : r;
     }
-    rc = rc ? rc : column_parallel_grad(m, cin, a->dbr, nR);
+    rc = rc ? rc : column_parallel_grad_tail(m, cin, a->dbr, nR,
+                                             m->cfg.experts > 0 ? (size_t)BT * md.K : 0);
+    if (m->cfg.experts > 0 && rc == 0)
+        train_moe_backward_router(m->mm, &md, &g->mo, &a->ms, a->dbr, DW(T_ROUTER), g->n2,
+                                  W(T_ROUTER), m->bw_weight);
     train_rmsnorm_backward(a->dres, DW(T_MNORM), a->dbr, g->h1, W(T_MNORM), g->r2s, R, D);
     if (sq)
         rc = rc ? rc : train_tp_allgather(m, a->dres, a->full, nR);

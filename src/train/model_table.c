@@ -62,10 +62,19 @@ int train_chunk_has(const weft_model *m, int block)
     return 0;
 }
 
-/* How tp ranks cut the tensor: a Llama's k and v by kv heads, or whole
- * when there are fewer kv heads than ranks. */
+/* How our part is cut from the whole: a Llama's k and v by kv heads, or
+ * whole when there are fewer kv heads than ranks; the experts' weights
+ * by experts over an expert group, else within each expert over the
+ * tensor-parallel ranks. */
 static int split_of(const weft_model *m, const model_spec *sp)
 {
+    int ex = sp->split == SPLIT_EXPERT_GU || sp->split == SPLIT_EXPERT_DOWN;
+    if (ex && m->ep_size > 1)
+        return SPLIT_EXPERT;
+    if (m->tp_size == 1)
+        return SPLIT_NONE;
+    if (sp->split == SPLIT_EXPERT_DOWN)
+        return SPLIT_COLS;
     if (sp->split != SPLIT_KV)
         return sp->split;
     return m->cfg.n_kv_head % m->tp_size == 0 ? SPLIT_ROWS : SPLIT_NONE;
@@ -77,15 +86,19 @@ static void local_shape(const weft_model *m, const model_spec *sp, int *d0, int 
     int T = m->tp_size;
     *d0 = sp->d0;
     *d1 = sp->d1;
-    if (sp->split == SPLIT_EXPERT) {
-        *d0 = m->ep_size > 1 ? sp->d0 / m->ep_size : sp->d0;
-        return;
-    }
     switch (split_of(m, sp)) {
-    case SPLIT_ROWS: case SPLIT_QKV: *d0 = sp->d0 / T; break;
+    case SPLIT_EXPERT: *d0 = sp->d0 / m->ep_size; break;
+    case SPLIT_ROWS: case SPLIT_QKV: case SPLIT_EXPERT_GU: *d0 = sp->d0 / T; break;
     case SPLIT_COLS: *d1 = sp->d1 / T; break;
     case SPLIT_VOCAB: *d0 = (sp->d0 + T - 1) / T; break;
     }
+}
+
+/* A tensor cut in parts of equal rows, each part by rows over the
+ * tensor-parallel ranks: qkv's three, the experts' gate and up. */
+static long long parts_of(const weft_model *m, const model_tensor *t)
+{
+    return t->split == SPLIT_QKV ? 3 : 2LL * m->cfg.experts;
 }
 
 static int add_tensor(weft_model *m, const model_spec *sp, int global, size_t whole_offset)
@@ -101,9 +114,7 @@ static int add_tensor(weft_model *m, const model_spec *sp, int global, size_t wh
     local_shape(m, sp, &d0, &d1);
     t->global = global;
     t->info.block = sp->block;
-    t->split = m->tp_size > 1 ? split_of(m, sp) : SPLIT_NONE;
-    if (sp->split == SPLIT_EXPERT)
-        t->split = m->ep_size > 1 ? SPLIT_EXPERT : SPLIT_NONE;
+    t->split = split_of(m, sp);
     t->wd0 = sp->d0;
     t->wd1 = sp->ndim > 1 ? sp->d1 : 1;
     t->info.offset = m->nparams;
@@ -179,8 +190,8 @@ static long long local_of_whole(const weft_model *m, const model_tensor *t, size
             return -1;
         lr = wr % d0;
         break;
-    case SPLIT_QKV: {
-        long long part = t->wd0 / 3, per = part / T, sec = wr / part, w = wr % part;
+    case SPLIT_QKV: case SPLIT_EXPERT_GU: {
+        long long part = t->wd0 / parts_of(m, t), per = part / T, sec = wr / part, w = wr % part;
         if (w / per != me)
             return -1;
         lr = sec * per + w % per;
@@ -209,8 +220,8 @@ long long train_tensor_whole_elem(const weft_model *m, int j, size_t e)
         if (wr >= t->wd0)
             return -1; /* padding of the vocabulary */
         break;
-    case SPLIT_QKV: {
-        long long part = t->wd0 / 3, per = part / T;
+    case SPLIT_QKV: case SPLIT_EXPERT_GU: {
+        long long part = t->wd0 / parts_of(m, t), per = part / T;
         wr = (lr / per) * part + me * per + lr % per;
         break;
     }

@@ -299,12 +299,11 @@ static void logit_grads(const moe_dims *d, const moe_acts *a, moe_scratch *s, fl
     }
 }
 
-int train_moe_backward(mm_ctx *mm, const moe_dims *d, const moe_acts *a, moe_scratch *s,
-                       float *dx, float *dwr, float *dwgu, float *dwd, const float *dout,
-                       const float *x, const float *wr, const float *wgu, const float *wd,
-                       float weight)
+int train_moe_backward_experts(mm_ctx *mm, const moe_dims *d, const moe_acts *a,
+                               moe_scratch *s, float *dx, float *dwgu, float *dwd,
+                               const float *dout, const float *wgu, const float *wd)
 {
-    int N = d->N, D = d->D, E = d->E, K = d->K;
+    int N = d->N, D = d->D, K = d->K;
     for (int t = 0; t < N; t++)
         for (int j = 0; j < K; j++) {
             size_t i = (size_t)t * K + j;
@@ -318,14 +317,29 @@ int train_moe_backward(mm_ctx *mm, const moe_dims *d, const moe_acts *a, moe_scr
             }
             s->dg[i] = dg;
         }
-    int rc = experts_backward(mm, d, a, s, dx, dwgu, dwd, wgu, wd);
-    if (rc)
-        return rc;
+    return experts_backward(mm, d, a, s, dx, dwgu, dwd, wgu, wd);
+}
+
+void train_moe_backward_router(mm_ctx *mm, const moe_dims *d, const moe_acts *a,
+                               moe_scratch *s, float *dx, float *dwr, const float *x,
+                               const float *wr, float weight)
+{
+    int N = d->N, D = d->D, E = d->E;
     score_grads(d, a, s, weight);
     logit_grads(d, a, s, weight);
     train_moe_gemm(mm, 1, 0, E, D, N, s->dsc, E, x, D, 1.0f, dwr, D);
     train_moe_gemm(mm, 0, 0, N, D, E, s->dsc, E, wr, D, 1.0f, dx, D);
-    return 0;
+}
+
+int train_moe_backward(mm_ctx *mm, const moe_dims *d, const moe_acts *a, moe_scratch *s,
+                       float *dx, float *dwr, float *dwgu, float *dwd, const float *dout,
+                       const float *x, const float *wr, const float *wgu, const float *wd,
+                       float weight)
+{
+    int rc = train_moe_backward_experts(mm, d, a, s, dx, dwgu, dwd, dout, wgu, wd);
+    if (rc == 0)
+        train_moe_backward_router(mm, d, a, s, dx, dwr, x, wr, weight);
+    return rc;
 }
 
 void train_moe_bias_update(float *bias, const int64_t *load, int E, float rate)

@@ -43,6 +43,21 @@ int train_moe_backward(mm_ctx *mm, const moe_dims *d, const moe_acts *a, moe_scr
                         const float *x, const float *wr, const float *wgu, const float *wd,
                         float weight);
 
+/* The same in two halves, for expert tensor parallelism (each rank holding
+ * a share d->F of every expert's width): the experts' half ADDS their
+ * input gradients (partial there) into dx and their weight gradients, and
+ * leaves in s->dg each pick's <dout, y_e> (partial there too: the caller
+ * sums s->dg over the group, in the sum of dx if it lies after it). The
+ * router's half, from the whole s->dg, ADDS the router's weight gradient
+ * and its input gradient into dx: the same on every rank, so it goes into
+ * a dx already summed (or into one rank's part), never into each part. */
+int train_moe_backward_experts(mm_ctx *mm, const moe_dims *d, const moe_acts *a,
+                               moe_scratch *s, float *dx, float *dwgu, float *dwd,
+                               const float *dout, const float *wgu, const float *wd);
+void train_moe_backward_router(mm_ctx *mm, const moe_dims *d, const moe_acts *a,
+                               moe_scratch *s, float *dx, float *dwr, const float *x,
+                               const float *wr, float weight);
+
 /* The aux-loss-free balancing step: bias[e] += rate * sign(mean - load[e]). */
 void train_moe_bias_update(float *bias, const int64_t *load, int E, float rate);
 

@@ -2,8 +2,9 @@
  * whole loss (cross-entropy + the weighted aux and z losses) on a tiny
  * config, with dropping and a shared expert; an expert no token picks
  * (its weights' gradients exactly zero, everything finite); the capacity
- * rounding; the config's keys (round trip, refusals, tensor parallelism
- * refused); recomputation and a split backward giving the same bits; and
+ * rounding; the config's keys (round trip, refusals, a width tensor
+ * parallelism does not divide refused); each tensor-parallel rank's
+ * expert parts mapping to the whole model's elements; recomputation and a split backward giving the same bits; and
  * the balancing bias alone taking a skewed router's max/mean load toward
  * 1; the experts run in two ranges as in one (what each expert-parallel
  * rank runs), and the test-only skew of the expert-parallel context on one
@@ -255,12 +256,74 @@ TEST(config_keys)
         int rc = weft_model_config_parse(bad[i], &c);
         CHECKF(rc != 0 || weft_model_config_check(&c) != 0, "refused: %s", bad[i]);
     }
-    /* experts are whole on every rank: a tensor-parallel layout is refused */
+    /* each expert's width splits over tp (Megatron's expert tensor
+     * parallelism): a width tp does not divide is refused */
     weft_model *m = NULL;
     CHECK(weft_model_config_parse("llama:vocab=12,ctx=8,layers=1,heads=2,dim=8,ffn=12,experts=4,"
-                                  "topk=1", &c) == 0);
+                                  "topk=1,moe_ffn=5", &c) == 0);
     weft_block_range all = { 0, weft_model_block_count(&c) };
     CHECK(weft_model_create_tp(&m, &c, 1, &all, 1, 0, NULL, 2, 0) != 0 && m == NULL);
+}
+
+/* Under tp 2 each rank holds every expert's half width: its gate and up
+ * rows and its down columns; with the router, the bias and the shared
+ * experts' tensors, every element of the whole model lies on the ranks
+ * (once in a split tensor, on both in a whole one) with the value the
+ * one-process model gives it. */
+TEST(tensor_parallel_parts)
+{
+    weft_model_config c;
+    CHECK(weft_model_config_parse("llama:vocab=12,ctx=8,layers=2,heads=2,dim=8,ffn=12,experts=3,"
+                                  "topk=2,shared=1,moe_ffn=6,bias=1", &c) == 0);
+    weft_block_range all = { 0, weft_model_block_count(&c) };
+    weft_model *whole = NULL, *part[2] = { NULL, NULL };
+    CHECK(weft_model_create_tp(&whole, &c, 5, &all, 1, 0, NULL, 1, 0) == 0);
+    for (int r = 0; r < 2; r++)
+        CHECK(weft_model_create_tp(&part[r], &c, 5, &all, 1, 0, NULL, 2, r) == 0);
+    if (!whole || !part[0] || !part[1])
+        goto out;
+    size_t n;
+    const float *w = weft_model_params(whole, &n);
+    int nt = weft_model_tensor_count(whole), wrong = 0, split = 0;
+    CHECK(weft_model_tensor_count(part[0]) == nt && weft_model_tensor_count(part[1]) == nt);
+    for (int i = 0; i < nt && weft_model_tensor_count(part[0]) == nt; i++) {
+        weft_tensor_info wt, pt[2];
+        weft_model_tensor_info(whole, i, &wt);
+        unsigned char *seen = calloc(wt.numel, 1);
+        if (!seen)
+            break;
+        for (int r = 0; r < 2; r++) {
+            size_t np;
+            const float *p = weft_model_params(part[r], &np);
+            weft_model_tensor_info(part[r], i, &pt[r]);
+            for (size_t e = 0; e < pt[r].numel; e++) {
+                size_t at;
+                if (weft_model_tensor_whole_elem(part[r], i, e, &at) != 0 || at >= wt.numel ||
+                    p[pt[r].offset + e] != w[wt.offset + at])
+                    wrong++;
+                else
+                    seen[at]++;
+            }
+        }
+        int want = pt[0].numel == wt.numel ? 2 : 1, experts = strstr(wt.name, ".experts.") != NULL;
+        split += experts && pt[0].numel * 2 == wt.numel;
+        for (size_t e = 0; e < wt.numel; e++)
+            wrong += seen[e] != want;
+        free(seen);
+    }
+    CHECKF(wrong == 0, "%d elements misplaced", wrong);
+    CHECKF(split == 4, "%d of the 4 expert tensors split in halves", split);
+    /* expert 1's up row 2 (row 2F + F + 2 = 20 of block 0's gate|up, F 6)
+     * is rank 0's: its local row is expert 1's half (6 rows) + the gate
+     * half (3) + 2 */
+    int gu = weft_model_tensor_find(part[0], "blocks.0.mlp.experts.gate_up.weight");
+    size_t at = 0;
+    CHECK(gu >= 0 && weft_model_tensor_whole_elem(part[0], gu, (size_t)(6 + 3 + 2) * 8, &at) == 0 &&
+          at == (size_t)20 * 8);
+out:
+    weft_model_destroy(whole);
+    weft_model_destroy(part[0]);
+    weft_model_destroy(part[1]);
 }
 
 /* The parameter count is the model's; FLOPs count topk experts a token. */
