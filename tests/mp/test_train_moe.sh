@@ -9,8 +9,10 @@
 # parallelism). Expert tensor parallelism (--tp 2, each expert's width
 # split; SGD as below): losses to 1e-6 relative and every final parameter
 # to 1e-6 of its tensor's largest at tp 2, tp 2 x dp 2 and tp 2 x pp 2,
-# with and without a shared expert; a save at tp 2 resumes on one process
-# and one process's at tp 2 as the run that never stopped.
+# with and without a shared expert, and at tp 2 with dropping, the
+# balancing losses, the sigmoid router and its bias; a save at tp 2
+# resumes on one process and one process's at tp 2 as the run that never
+# stopped.
 # Expert parallelism (--ep, dp 4; SGD, whose update is linear in the
 # gradient, so that a wrong gradient shows in the parameters): losses to
 # 1e-6 relative and every final parameter to 1e-6 of its tensor's largest
@@ -151,6 +153,12 @@ for r in "tp2 2" "tp2dp2 4" "tp2pp2 4 --pp 2"; do
     run "s$lay" "$@" --tp 2 --model "$sh8" --steps $steps --save "$dir/s$lay.wckpt" &&
         close "s$lay" shref
 done
+# with dropping, the balancing losses, the sigmoid router and its bias:
+# every tp rank routes and drops alike, so tp 2 is still one process
+dr8="$sh8,capacity=1,aux=0.01,zloss=0.01,router=sigmoid,bias=1"
+run dref 1 --model "$dr8" --steps $steps --save "$dir/dref.wckpt" &&
+    run dtp2 2 --model "$dr8" --steps $steps --tp 2 --save "$dir/dtp2.wckpt" &&
+    close dtp2 dref
 if run tmid 2 --model "$sh8" --steps $half --tp 2 --save "$dir/tmid.wckpt"; then
     run tres1 1 --model "$sh8" --steps $steps --resume "$dir/tmid.wckpt" \
         --save "$dir/tres1.wckpt" && close tres1 shref
