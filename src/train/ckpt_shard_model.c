@@ -7,7 +7,6 @@
 #include "train/ckpt_shard.h"
 
 #include "core/clock.h"
-#include "core/huge.h"
 #include "train/part_runs.h"
 
 #include <stdint.h>
@@ -177,13 +176,11 @@ int ckpt_shard_get_optim_stage(const weft_ckpt *c, const weft_model *m, size_t b
     if (rc == 0)
         rc = ckpt_shard_reader_open(c, &r);
     int count = rc == 0 ? weft_optim_state_count(o) : 0;
-    /* the disk reads ahead of the preads; the fresh buffers fault in 2 MiB
-     * pages, in the reader's time as the reads themselves */
+    /* the disk reads ahead of the preads */
     for (int i = 0; rc == 0 && i < count; i++) {
         const char *sname;
-        float *s = weft_optim_state(o, i, &sname);
+        weft_optim_state(o, i, &sname);
         prefetch_state(r, ckpt_shard_reader_vector(r, sname), m, base, n);
-        huge_advise(s, n * sizeof *s);
     }
     for (int i = 0; rc == 0 && i < count; i++) {
         const char *sname;

@@ -9,6 +9,7 @@
 #include <immintrin.h>
 #endif
 
+#include "core/huge.h"
 #include "train/matmul.h"
 #include "train/pool.h"
 #include "weft.h"
@@ -76,6 +77,8 @@ int weft_optim_create(weft_optim **out, const weft_optim_config *cfg, size_t bas
             weft_optim_destroy(o);
             return WEFT_ENOMEM;
         }
+        /* zero pages until first touched (the first step, or a load) */
+        huge_advise(o->state[i], (n ? n : 1) * sizeof(float));
     }
     *out = o;
     return 0;
