@@ -178,6 +178,7 @@ static void replan_lost(const run_args *a, const cpn_plan *p, const cpn_launched
  * said. */
 typedef struct {
     double at;       /* the loss; < 0: none waiting */
+    long off;        /* the metrics' bytes read so far */
     long rows;       /* shrink rows seen so far */
     long used;       /* of them, answers to earlier losses */
     double row_at;   /* when the last new one was seen */
@@ -185,8 +186,11 @@ typedef struct {
     char who[64];
 } loss_watch;
 
-/* The metrics' shrink rows: how many, and the last one's step. */
-static long shrink_rows(const char *dir, long *step)
+/* The shrink rows added to the metrics since byte *off (moved past the
+ * last whole line read), the last one's step into *step; -1 when the file
+ * is shorter than *off (begun again). The file grows a row a step: each
+ * look reads only what is new. */
+static long shrink_rows(const char *dir, long *off, long *step)
 {
     char path[1200], line[512];
     snprintf(path, sizeof path, "%s/metrics.csv", dir);
@@ -194,14 +198,24 @@ static long shrink_rows(const char *dir, long *step)
     long n = 0, s;
     if (!f)
         return 0;
+    if (fseek(f, 0, SEEK_END) != 0 || ftell(f) < *off) {
+        fclose(f);
+        return -1;
+    }
+    fseek(f, *off, SEEK_SET);
     while (fgets(line, sizeof line, f)) {
         char kind[16];
-        if (sscanf(line, "%ld,%*[^,],%15[^,]", &s, kind) == 2 && !strcmp(kind, "shrink")) {
+        int whole = strchr(line, '\n') != NULL;
+        int shrink = sscanf(line, "%ld,%*[^,],%15[^,]", &s, kind) == 2 && !strcmp(kind, "shrink");
+        while (!whole && fgets(line, sizeof line, f)) /* the rest of a long row */
+            whole = strchr(line, '\n') != NULL;
+        if (!whole) /* a row still being written: read again next look */
+            break;
+        if (shrink) {
             n++;
             *step = s;
         }
-        while (!strchr(line, '\n') && fgets(line, sizeof line, f)) /* the rest of a long row */
-            ;
+        *off = ftell(f);
     }
     fclose(f);
     return n;
@@ -216,11 +230,13 @@ static void loss_seen(loss_watch *w, const cpn_launched *ls, int lost, double at
 /* Every look: new shrink rows, and the pending loss's answer. */
 static void loss_check(loss_watch *w, const char *dir)
 {
-    long step = 0, n = shrink_rows(dir, &step);
-    if (n < w->rows) /* an earlier run's file, begun again */
-        w->rows = w->used = 0;
-    if (n > w->rows) {
-        w->rows = n;
+    long step = 0, n = shrink_rows(dir, &w->off, &step);
+    if (n < 0) { /* an earlier run's file, begun again */
+        w->off = w->rows = w->used = 0;
+        n = shrink_rows(dir, &w->off, &step);
+    }
+    if (n > 0) {
+        w->rows += n;
         w->row_at = now_s();
         w->row_step = step;
     }
