@@ -73,8 +73,10 @@ for N in $RANKS; do
     # cores a chain of them handing work on gets
     flock "$LOCK" "$B/weftrun" -n "$N" "$B/weft-sim" sync </dev/null 2>/dev/null |
         sed -n 's/^\[0\] //; /^sync /p; /^chain /p' >>"$CAL"
+    # the layouts weft-train runs here: tp x pp x dp (no context or expert
+    # parallelism)
     flock "$LOCK" "$B/weft-sim" plan --model "$MODEL" --batch "$BATCH" --ranks "$N" --topo host \
-        --calib "$CAL" --calibrate >"$TMP/plan$N"
+        --calib "$CAL" --calibrate --cp 0 --ep 0 >"$TMP/plan$N"
     echo
     echo "## $N ranks"
     grep '^# inputs:' "$TMP/plan$N"
@@ -87,8 +89,9 @@ for N in $RANKS; do
             [ $((N % (tp * pp))) = 0 ] && [ "$pp" -le $((LAYERS + 2)) ] || continue
             dp=$((N / (tp * pp)))
             [ "$dp" -le "$BATCH" ] || continue
-            pred=$(awk -v tp="$tp" -v pp="$pp" '
-                $1 == tp && $2 == pp && $4 == 0 && $5 == "1f1b" && $6 == pp && $7 == 0 { print $8; exit }' "$TMP/plan$N")
+            pred=$(awk -v tp="$tp" -v pp="$pp" -v dp="$dp" '
+                $1 == tp && $2 == pp && $3 == dp && $4 == 0 && $5 == "1f1b" && $6 == pp &&
+                $7 == 0 && $17 == 1 && $18 == 1 { print $8; exit }' "$TMP/plan$N")
             [ -n "$pred" ] || continue
             echo "$tp $pp $dp $pred" >>"$TMP/layouts"
             : >"$TMP/reps_${N}_${tp}_$pp"

@@ -1597,12 +1597,13 @@ int weft_sim_pipeline_rank(const weft_sim_pipeline *pl, int rank, weft_sim_pipe_
 /* The block's name from the costs; "" out of range. */
 const char *weft_sim_pipeline_block_name(const weft_sim_pipeline *pl, int block);
 
-/* Every tp x pp x dp layout of a GPT on a machine, with each schedule,
+/* Every tp x cp x dp x pp layout (ep inside dp) of a GPT or a Llama on a
+ * machine, with each schedule,
  * micro-batch count, ZeRO stage and sequence parallelism that applies,
  * predicted and sorted fastest first (docs/SIMULATION.md, "Planning a
  * layout"). */
 typedef struct {
-    weft_model_config model;      /* a GPT */
+    weft_model_config model;      /* a GPT or a Llama */
     int batch;                    /* global sequences a step */
     int seq;                      /* tokens a sequence; 0: the model's ctx */
     int ranks;
@@ -1618,14 +1619,20 @@ typedef struct {
      * probe the block shapes the file lacks, and save it back. */
     const char *calib;
     int calibrate;
+    /* expert parallelism (a Llama with experts) and context parallelism:
+     * 0 none, -1 every degree weft-train can run, N > 0 that one */
+    int ep, cp;
 } weft_sim_plan_query;
 
-enum { WEFT_SIM_PLAN_TP = 0, WEFT_SIM_PLAN_PP, WEFT_SIM_PLAN_DP, WEFT_SIM_PLAN_DIMS };
+enum { WEFT_SIM_PLAN_TP = 0, WEFT_SIM_PLAN_PP, WEFT_SIM_PLAN_DP, WEFT_SIM_PLAN_EP,
+       WEFT_SIM_PLAN_CP, WEFT_SIM_PLAN_DIMS };
 typedef struct {
     int tp, pp, dp, sp, zero;
+    int ep, cp;                   /* ranks = tp x cp x dp x pp; ep groups inside dp */
     char schedule[32];
     int m;                        /* micro-batches a step */
     double step_s, pipe_s, tp_s, dp_s;  /* predicted seconds a step, and its parts */
+    double ep_s, cp_s;            /* the experts' all-to-alls; the context ring's waits */
     double bubble;                /* the pipeline's mean idle share */
     double state_bytes, act_bytes, mem_bytes;  /* the fullest rank */
     double bytes[WEFT_SIM_PLAN_DIMS];   /* a rank's payload a step, the busiest */

@@ -419,6 +419,11 @@ static void plan_usage(FILE *f)
         "                     layouts above it are\n"
         "                     marked and never chosen (default: no limit)\n"
         "  --optim adamw|sgd  optimiser state: 8 or 4 bytes a parameter (adamw)\n"
+        "  --ep E             expert parallelism of E (a Llama with experts); 0 none;\n"
+        "                     default every degree weft-train can run (E dividing the\n"
+        "                     experts and dp, without --tp)\n"
+        "  --cp C             context parallelism of C; 0 none; default every C whose\n"
+        "                     2C chunks cut the sequence (not with experts)\n"
         "  --top N            print only the N fastest (default all)\n"
         "  --calib FILE       calibration file (default: this host's cache, used when it\n"
         "                     exists and --topo is host)\n"
@@ -429,7 +434,8 @@ static void plan_usage(FILE *f)
         "The line \"# inputs:\" says which inputs were measured and which assumed.\n"
         "Prints every layout sorted by predicted step; the last line names the fastest\n"
         "that fits: best tp=.. pp=.. dp=.. sp=.. schedule=.. m=.. zero=.. step_ms=..\n"
-        "mem_bytes=.. (best none when nothing fits; exit status 1).\n");
+        "mem_bytes=.. [ep=..] [cp=..] (best none when nothing fits; exit status 1).\n"
+        "Ranks are tp x cp x dp x pp; an expert group is ep of the dp ranks.\n");
 }
 
 static const char *link_name(int c)
@@ -439,7 +445,7 @@ static const char *link_name(int c)
 
 static int cmd_plan(int argc, char **argv)
 {
-    weft_sim_plan_query q = { .gflops = 20, .optim_bytes = 8 };
+    weft_sim_plan_query q = { .gflops = 20, .optim_bytes = 8, .ep = -1, .cp = -1 };
     const char *topo_name = "host", *model = NULL;
     int top = 0, no_calib = 0;
     for (int i = 0; i < argc; i++) {
@@ -472,7 +478,9 @@ static int cmd_plan(int argc, char **argv)
         } else if (!strcmp(a, "--optim")) {
             bad = strcmp(v, "adamw") && strcmp(v, "sgd");
             q.optim_bytes = !strcmp(v, "sgd") ? 4 : 8;
-        } else if (!strcmp(a, "--top"))
+        } else if (!strcmp(a, "--ep") || !strcmp(a, "--cp"))
+            bad = (*(a[2] == 'e' ? &q.ep : &q.cp) = atoi(v)) < 0;
+        else if (!strcmp(a, "--top"))
             bad = (top = atoi(v)) < 1;
         else if (!strcmp(a, "--calib"))
             q.calib = v;
@@ -521,10 +529,11 @@ static int cmd_plan(int argc, char **argv)
         printf("# memory limit %.0f bytes a rank\n", q.mem);
     weft_sim_plan_inputs(pl, err, sizeof err);
     printf("# inputs: %s\n", err);
-    printf("# %3s %3s %3s %2s %-13s %4s %4s %10s %9s %9s %9s %6s %13s %12s %12s %12s %-17s %s\n",
+    printf("# %3s %3s %3s %2s %-13s %4s %4s %10s %9s %9s %9s %6s %13s %12s %12s %12s %2s %2s "
+           "%9s %9s %12s %12s %-24s %s\n",
            "tp", "pp", "dp", "sp", "schedule", "m", "zero", "step_ms", "pipe_ms", "tp_ms",
-           "dp_ms", "bubble", "mem_bytes", "tp_bytes", "pp_bytes", "dp_bytes",
-           "links(tp/pp/dp)", "fits");
+           "dp_ms", "bubble", "mem_bytes", "tp_bytes", "pp_bytes", "dp_bytes", "ep", "cp",
+           "ep_ms", "cp_ms", "ep_bytes", "cp_bytes", "links(tp/pp/dp/ep/cp)", "fits");
     int shown = 0, n = weft_sim_plan_count(pl), best = weft_sim_plan_best(pl);
     for (int i = 0; i < n; i++) {
         weft_sim_layout l, *e = &l;
@@ -532,16 +541,17 @@ static int cmd_plan(int argc, char **argv)
         if (top && shown >= top && i != best)
             continue;
         shown++;
-        char links[48];
-        snprintf(links, sizeof links, "%s/%s/%s", link_name(e->link[WEFT_SIM_PLAN_TP]),
-                 link_name(e->link[WEFT_SIM_PLAN_PP]), link_name(e->link[WEFT_SIM_PLAN_DP]));
+        char links[80];
+        snprintf(links, sizeof links, "%s/%s/%s/%s/%s", link_name(e->link[WEFT_SIM_PLAN_TP]),
+                 link_name(e->link[WEFT_SIM_PLAN_PP]), link_name(e->link[WEFT_SIM_PLAN_DP]),
+                 link_name(e->link[WEFT_SIM_PLAN_EP]), link_name(e->link[WEFT_SIM_PLAN_CP]));
         printf("  %3d %3d %3d %2d %-13s %4d %4d %10.3f %9.3f %9.3f %9.3f %6.3f %13.0f %12.0f "
-               "%12.0f %12.0f %-17s %s\n",
+               "%12.0f %12.0f %2d %2d %9.3f %9.3f %12.0f %12.0f %-24s %s\n",
                e->tp, e->pp, e->dp, e->sp, e->schedule, e->m, e->zero, 1e3 * e->step_s,
                1e3 * e->pipe_s, 1e3 * e->tp_s, 1e3 * e->dp_s, e->bubble, e->mem_bytes,
                e->bytes[WEFT_SIM_PLAN_TP], e->bytes[WEFT_SIM_PLAN_PP], e->bytes[WEFT_SIM_PLAN_DP],
-               links,
-               e->fits ? "yes" : "NO (over --mem)");
+               e->ep, e->cp, 1e3 * e->ep_s, 1e3 * e->cp_s, e->bytes[WEFT_SIM_PLAN_EP],
+               e->bytes[WEFT_SIM_PLAN_CP], links, e->fits ? "yes" : "NO (over --mem)");
     }
     if (top && shown < n)
         printf("# %d more layouts not shown (--top %d)\n", n - shown, top);

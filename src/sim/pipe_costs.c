@@ -63,6 +63,12 @@ int sim_block_costs_load(const char *path, sim_block_costs *out, char *err, size
     return rc;
 }
 
+double sim_moe_record(double rows, double C, double E, double K, double F)
+{
+    double NK = rows * K;
+    return 2 * rows * E + 4 * NK + 2 * E + 1 + NK * (2 * C + 3 * F);
+}
+
 /* One block from its FLOPs: fwd_flops includes attention; mm_flops is the
  * matmul part, which the weight backward repeats. */
 static int add_est(sim_block_costs *c, const char *name, double fwd_flops, double bwd_i_flops,
@@ -75,17 +81,30 @@ static int add_est(sim_block_costs *c, const char *name, double fwd_flops, doubl
     return add(c, &b);
 }
 
+/* An expert's width (moe_ffn, else ffn), 0 without experts. */
+static double expert_width(const weft_model_config *c)
+{
+    if (c->type != WEFT_MODEL_LLAMA || c->experts <= 0)
+        return 0;
+    return c->moe_ffn > 0 ? c->moe_ffn : c->ffn;
+}
+
 /* Parameters of one transformer block, all of them (train_model_param_count's
  * count, the model's less the model without blocks, a block's share) and
- * those in its matrix products: a GPT's qkv, proj, fc and fc-proj beside
- * two LayerNorms and nine C of biases; a Llama's q and o, k and v (its kv
- * heads' width), gate, up and down beside two RMSNorm gains. */
+ * those in the matrix products a token runs: a GPT's qkv, proj, fc and
+ * fc-proj beside two LayerNorms and nine C of biases; a Llama's q and o, k
+ * and v (its kv heads' width), gate, up and down beside two RMSNorm gains;
+ * with experts the router and the topk experts and shared ones a token
+ * runs, not the other E - topk (nor the balancing bias, no product). */
 static void block_params(const weft_model_config *c, double *all, double *mm)
 {
     weft_model_config none = *c;
     none.n_layer = 0;
     *all = (train_model_param_count(c) - train_model_param_count(&none)) / c->n_layer;
     *mm = *all - (c->type == WEFT_MODEL_LLAMA ? 2.0 : 13.0) * c->d_model;
+    double fe = expert_width(c);
+    if (fe > 0)
+        *mm -= 3.0 * c->d_model * fe * (c->experts - c->topk) + (c->moe_bias ? c->experts : 0);
 }
 
 /* The head's own parameters: the final norm, and a Llama's lm_head unless
@@ -102,15 +121,21 @@ static double head_params(const weft_model_config *c)
 /* Floats a block stashes per micro-batch of B sequences of T tokens. A
  * GPT: llm.c's per-layer count, ~16 C a token plus two T x T maps a head.
  * A Llama (train_llama_layout): each norm's input scale and output, q, k,
- * v, attention's output, the residuals, gate|up and their product, and 2
- * floats a row a head of attention's statistics. */
+ * v, attention's output, the residuals, gate|up and their product (the
+ * shared experts' under experts), and 2 floats a row a head of
+ * attention's statistics; with experts also the router's record
+ * (train_moe_acts_floats, every token's topk rows routed). */
 static double block_stash(const weft_model_config *c, double B, double T)
 {
     double C = c->d_model, H = c->n_head, rows = B * T;
     if (c->type != WEFT_MODEL_LLAMA)
         return 16 * rows * C + 2 * B * H * T * T;
-    double kv = C / H * c->n_kv_head;
-    return rows * (6 * C + 2 * kv + 3.0 * c->ffn + 2 + 2 * H);
+    double kv = C / H * c->n_kv_head, fe = expert_width(c);
+    double F = fe > 0 ? c->shared * fe : c->ffn;
+    double st = rows * (6 * C + 2 * kv + 3.0 * F + 2 + 2 * H);
+    if (fe > 0)
+        st += sim_moe_record(rows, C, c->experts, c->topk, fe);
+    return st;
 }
 
 /* A GPT's or a Llama's blocks: the embedding, n_layer blocks, the head. */

@@ -28,7 +28,9 @@ typedef struct {
  * '#' starts a comment. err names the line of a fault. */
 int sim_block_costs_load(const char *path, sim_block_costs *out, char *err, size_t len);
 /* From FLOPs at gflops GFLOP/s for a micro-batch of batch samples (GPT or
- * Llama: of seq tokens each): forward 2 * matmul params * rows (+
+ * Llama: of seq tokens each): forward 2 * matmul params * rows (a
+ * mixture of experts': those a token runs, its topk experts, the shared
+ * ones and the router) (+
  * attention's 4*B*T*T*C a layer); input backward = forward; weight
  * backward = the matmul part of the forward (embedding and norms ~0). The
  * parameters are train_model_param_count's, each block from its own shape
@@ -37,6 +39,12 @@ int sim_block_costs_load(const char *path, sim_block_costs *out, char *err, size
 int sim_block_costs_estimate(const weft_model_config *cfg, int batch, int seq, double gflops,
                              sim_block_costs *out, char *err, size_t len);
 void sim_block_costs_free(sim_block_costs *c);
+/* Floats a mixture-of-experts layer keeps for backward over rows tokens
+ * of width C, E experts of width F (a rank's share of it under tensor
+ * parallelism), K picked a token, none dropped: train_moe_acts_floats's
+ * count (logits and scores, picks, rows, gates, starts, and the routed
+ * rows' input, gate|up, product and output). */
+double sim_moe_record(double rows, double C, double E, double K, double F);
 
 typedef struct {
     pipe_spec spec;

@@ -1,6 +1,7 @@
-/* The layout planner: enumerate tp x pp x dp with schedule, micro-batches,
- * sequence parallelism and ZeRO stage; price each with the library's own
- * pipeline schedules and the simulator's collectives; sort; pick. */
+/* The layout planner: enumerate tp x cp x dp x pp (and ep inside dp) with
+ * schedule, micro-batches, sequence parallelism and ZeRO stage; price each
+ * with the library's own pipeline schedules and the simulator's
+ * collectives; sort; pick. */
 #include "sim/plan.h"
 
 #include <math.h>
@@ -34,6 +35,8 @@ typedef struct {
                                    sync), where fewer than the node's */
     double slow;                /* a rank's work with every rank working: its
                                    threads' share of the cores, as a factor */
+    int ep, cp, pp;             /* the layout being priced: expert, context and
+                                   pipeline degrees */
     coll_memo *memo;
     int nmemo, capmemo;
     sim_plan *out;
@@ -203,7 +206,23 @@ done:
  * pass's products beyond the rank's 1/tp share (those k and v again). */
 typedef struct {
     double params, act, tp_bytes, tp_fwd, tp_bwd, step_bytes, step_s, own_s;
+    double xparams;                   /* experts a rank of an expert group holds
+                                         (reduced over their replicas only) */
+    double ep_fwd, ep_bwd, ep_bytes;  /* the experts' all-to-alls a micro-batch */
+    double cp_fwd, cp_bwd, cp_bytes;  /* the context ring's unhidden waits */
+    double ring;                      /* the ring's buffers (bytes, once a rank) */
 } block_part;
+
+/* Waits of a block's forward and input backward that hold no core. */
+static double wait_fwd(const block_part *b)
+{
+    return b->tp_fwd + b->ep_fwd + b->cp_fwd;
+}
+
+static double wait_bwd(const block_part *b)
+{
+    return b->tp_bwd + b->ep_bwd + b->cp_bwd;
+}
 
 static int is_llama(const planner *pl)
 {
@@ -276,11 +295,82 @@ static int block_tp(planner *pl, int tp, int sp, int kind, double rows, block_pa
         b->tp_fwd = sp ? 2 * (ag + rs) : 2 * ar;
         b->tp_bwd = b->tp_fwd;
         b->tp_bytes = B4 * (sp ? 8 : 4);
+        if (pl->q->model.experts > 0 && is_llama(pl) && !sp) {
+            /* the experts' gate gradients (topk a row) ride in the MLP's
+             * input-gradient all-reduce */
+            double g = rows * pl->q->model.topk, gar;
+            rc = coll_sec(pl, WEFT_COLL_ALLREDUCE, 1, tp, x + g, &gar);
+            b->tp_bwd = ar + gar;
+            b->tp_bytes += 4 * g;
+        }
     } else {
         b->tp_fwd = ce1 + ce2 + (sp ? ag : 0);
         b->tp_bwd = sp ? rs : ar;
         b->tp_bytes = 4 * 3 * rows + B4 * (sp ? 2 : 1);
     }
+    return rc;
+}
+
+/* Expert parallelism in one mixture-of-experts layer a micro-batch
+ * (moe_ep.c), over the expert group (ep consecutive data-parallel ranks,
+ * stride apart): forward, the counts all-gathered (E + 1 integers a
+ * rank), then the routed rows dispatched and the experts' outputs
+ * combined, each an all-to-all(-v) of the rank's rows x topk rows of width
+ * C, (ep - 1)/ep of them leaving the rank on a balanced routing; backward
+ * the mirror, two more. A rank computes as many expert rows as without
+ * --ep (its E/ep experts for the whole group's tokens). */
+static int ep_block(planner *pl, int stride, double rows, block_part *b)
+{
+    const weft_model_config *c = &pl->q->model;
+    int ep = pl->ep;
+    if (ep < 2 || c->experts <= 0)
+        return 0;
+    double E = c->experts, x = rows * c->topk * pl->C, a2a, ag;
+    int rc = coll_sec(pl, WEFT_COLL_ALLTOALL, stride, ep, ceil(x / ep), &a2a);
+    if (!rc)
+        rc = coll_sec(pl, WEFT_COLL_ALLGATHER, stride, ep, E + 1, &ag);
+    if (rc)
+        return rc;
+    b->ep_fwd = ag + 2 * a2a;
+    b->ep_bwd = 2 * a2a;
+    b->ep_bytes = 4 * (4 * x * (ep - 1) / ep + (E + 1) * (ep - 1));
+    return 0;
+}
+
+static void pp_link(const planner *pl, int stride, int pp, double *lat, double *bw);
+
+/* Context parallelism in one block a micro-batch (attention_cp.c), rows
+ * the rank's T/C tokens of its micro-batch: forward, C - 1 transfers of
+ * the K/V block (2 rows x the key width the rank computes), each posted
+ * before a ring step's products and waited for after them; backward C - 1
+ * K/V transfers the same way, and C sends of the dK/dV sums, each waited
+ * for within its step. A ring step's products are the rank's attention
+ * over one block: 4 rows x T x C / tp FLOPs a pass over C steps (the
+ * estimate's whole-matrix count), twice that backward. A transfer shows
+ * where it is slower than its step's products; a dK/dV send always
+ * shows. The head sums the counted targets over the group (one float). */
+static int cp_block(planner *pl, int tp, int kind, double rows, block_part *b)
+{
+    int cp = pl->cp;
+    if (cp < 2)
+        return 0;
+    if (kind == 2) {
+        b->cp_bytes = 4;
+        return coll_sec(pl, WEFT_COLL_ALLREDUCE, tp, cp, 1, &b->cp_fwd);
+    }
+    if (kind != 1)
+        return 0;
+    double kvw = pl->C / tp, kvd, hold;
+    if (is_llama(pl))
+        llama_kv(pl, tp, &kvd, &hold, &kvw);
+    double kvb = 4 * 2 * rows * kvw, lat, bw;
+    pp_link(pl, tp, 2, &lat, &bw);
+    double x = lat + (bw > 0 ? kvb / bw : 0);
+    double a = 4 * rows * pl->T * pl->C / tp / cp / (pl->rate * 1e9);
+    b->cp_fwd = (cp - 1) * (x > a ? x - a : 0);
+    b->cp_bwd = cp * x + (cp - 1) * (x > 2 * a ? x - 2 * a : 0);
+    b->cp_bytes = kvb * (3 * cp - 2);
+    b->ring = 4 * kvb;
     return 0;
 }
 
@@ -293,6 +383,27 @@ static double tied_copy(const planner *pl, int tp, int pp)
     return pp > 1 && tied ? ceil(pl->V / tp) * pl->C : 0;
 }
 
+/* A mixture of experts' share of a Llama block at tp (model_llama.c,
+ * moe.c): each expert's width split by tp (expert tensor parallelism),
+ * the router (and its bias) whole on every tensor rank, so its products
+ * run on each in full; under --ep without a pipeline a rank keeps only
+ * its group's E/ep experts (moe_split.c), under --pp all of them. The
+ * record backward keeps: train_moe_acts_floats, every token's topk rows
+ * routed (a balanced routing: as many rows reach a rank's experts under
+ * --ep as it sends). */
+static void moe_block(const planner *pl, int tp, double rows, double fe, block_part *b)
+{
+    const weft_model_config *c = &pl->q->model;
+    double C = pl->C, E = c->experts, experts = 3 * C * fe * E / tp;
+    b->params += C * E + (c->moe_bias ? E : 0);
+    if (pl->ep > 1 && pl->pp == 1)
+        b->xparams = experts / pl->ep;
+    else
+        b->params += experts;
+    b->own_s += 2 * rows * C * E * (1 - 1.0 / tp) / (pl->rate * 1e9);
+    b->act += 4 * sim_moe_record(rows, C, E, c->topk, fe / tp);
+}
+
 /* A Llama block at tp (train_llama_layout): q, o, gate, up and down split
  * by tp, k and v as llama_kv, the two RMSNorm gains whole, no biases. A
  * token's stash: the norms' gathered outputs, the residuals (by rows
@@ -302,13 +413,19 @@ static double tied_copy(const planner *pl, int tp, int pp)
  * a head of attention's statistics. */
 static void llama_block(const planner *pl, int tp, int sp, double rows, block_part *b)
 {
-    double C = pl->C, F = pl->q->model.ffn, rep = sp ? 1.0 / tp : 1, kvd, hold, use;
+    const weft_model_config *c = &pl->q->model;
+    double C = pl->C, F = c->ffn, rep = sp ? 1.0 / tp : 1, kvd, hold, use;
+    double fe = c->experts > 0 ? (c->moe_ffn > 0 ? c->moe_ffn : c->ffn) : 0;
+    if (fe > 0)
+        F = c->shared * fe; /* the dense MLP is the shared experts */
     llama_kv(pl, tp, &kvd, &hold, &use);
     b->params = (2 * C * C + 3 * C * F) / tp + 2 * C * hold + 2 * C;
     b->own_s = 2 * rows * 2 * C * (use - kvd / tp) / (pl->rate * 1e9);
     double tok = 2 * C + 2 * C * rep + (sp ? 2 * C / tp : 0) + 2 * rep + 2 * C / tp + 2 * use +
                  3 * F / tp + 2 * pl->H / tp;
     b->act = 4 * rows * tok;
+    if (fe > 0)
+        moe_block(pl, tp, rows, fe, b);
 }
 
 /* Parameters and activations of a tensor rank (tensor_parallel split as
@@ -447,8 +564,8 @@ static int share_replay(const planner *pl, sim_pipe_plan *pp, const block_part *
     for (int j = 0; j < k; j++) {
         for (int i = pp->first[j]; i < pp->first[j + 1]; i++) {
             const block_part *b = &part[i];
-            fh[j] += b->tp_fwd;
-            ih[j] += b->tp_bwd;
+            fh[j] += wait_fwd(b);
+            ih[j] += wait_bwd(b);
             wh[j] += b->step_s / m;
         }
         fw[j] = pp->fwd[j] - fh[j];
@@ -472,24 +589,32 @@ static int share_replay(const planner *pl, sim_pipe_plan *pp, const block_part *
 }
 
 /* Each block's costs as one tensor rank of tp runs it, m micro-batches a
- * step. */
+ * step, rows its tokens of a micro-batch (its 1/cp of the sequences'
+ * under context parallelism, whose costs bc holds whole). */
 static int price_blocks(planner *pl, int tp, int sp, int pp, double rows, int m,
                         sim_block_costs *bc, block_part *part)
 {
     int nb = bc->n, rc = 0;
+    double div = (double)tp * pl->cp;
     for (int i = 0; i < nb && !rc; i++) {
         int kind = i == 0 ? 0 : i == nb - 1 ? 2 : 1;
         block_shape(pl, tp, sp, pp, kind, rows, &part[i]);
         rc = block_tp(pl, tp, sp, kind, rows, &part[i]);
+        if (!rc && kind == 1)
+            rc = ep_block(pl, tp * pl->cp, rows, &part[i]);
+        if (!rc)
+            rc = cp_block(pl, tp, kind, rows, &part[i]);
         sim_block_cost *b = &bc->b[i];
-        b->fwd = b->fwd / tp + part[i].tp_fwd + part[i].own_s;
-        b->bwd_i = b->bwd_i / tp + part[i].tp_bwd + part[i].own_s;
+        b->fwd = b->fwd / div + wait_fwd(&part[i]) + part[i].own_s;
+        b->bwd_i = b->bwd_i / div + wait_bwd(&part[i]) + part[i].own_s;
         /* a step's once-only sums spread over its micro-batches */
-        b->bwd_w = b->bwd_w / tp + part[i].own_s + part[i].step_s / m;
+        b->bwd_w = b->bwd_w / div + part[i].own_s + part[i].step_s / m;
         b->act_bytes = part[i].act;
-        b->state_bytes = (8 + pl->q->optim_bytes) * part[i].params;
+        b->state_bytes = (8 + pl->q->optim_bytes) * (part[i].params + part[i].xparams);
         if (sp && b->out_bytes > 0)
             b->out_bytes /= tp;
+        if (b->out_bytes > 0)
+            b->out_bytes /= pl->cp;
     }
     return rc;
 }
@@ -508,13 +633,69 @@ static int pp_step_sums(planner *pl, int pstride, int pp, double *sec)
     return rc;
 }
 
-/* One (tp, pp, dp, schedule, m, sp): the pipeline is replayed once, every
- * ZeRO stage priced on it. */
+/* What pipeline rank r of a layout holds and sends a step (its chunks'
+ * blocks), and the data-parallel seconds it adds at ZeRO stage zero. */
+typedef struct {
+    double psi, xpsi, act, hide, ring, dsec, dbytes;
+    double bytes[SIM_PLAN_DIMS], tp_s, ep_s, cp_s;
+} rank_part;
+
+static int rank_totals(planner *pl, const sim_pipe_plan *pp_plan, const block_part *part,
+                       int r, int tp, int dp, int zero, rank_part *t)
+{
+    int k = pp_plan->k, p = pp_plan->spec.p, m = pp_plan->spec.m, cp = pl->cp, ep = pl->ep;
+    memset(t, 0, sizeof *t);
+    for (int j = r; j < k; j += p) {
+        for (int i = pp_plan->first[j]; i < pp_plan->first[j + 1]; i++) {
+            const block_part *b = &part[i];
+            t->psi += b->params;
+            t->xpsi += b->xparams;
+            t->act += pp_plan->chunk_stash[j] * b->act;
+            if (b->ring > t->ring)
+                t->ring = b->ring;
+            t->bytes[SIM_PLAN_TP] += m * b->tp_bytes + b->step_bytes;
+            t->tp_s += m * (b->tp_fwd + b->tp_bwd) + b->step_s;
+            t->bytes[SIM_PLAN_EP] += m * b->ep_bytes;
+            t->ep_s += m * (b->ep_fwd + b->ep_bwd);
+            t->bytes[SIM_PLAN_CP] += m * b->cp_bytes;
+            t->cp_s += m * (b->cp_fwd + b->cp_bwd);
+        }
+        t->hide += pp_plan->bwd_i[j] + pp_plan->bwd_w[j];
+        if (j + 1 < k)
+            t->bytes[SIM_PLAN_PP] += m * pp_plan->out_bytes[j];
+        if (j > 0)
+            t->bytes[SIM_PLAN_PP] += m * pp_plan->out_bytes[j - 1];
+    }
+    t->act += t->ring;
+    /* ranks outnumbering the cores: the reduction's rounds need the
+     * cores the backward is using, so none of it hides */
+    if (pl->cores > 0)
+        t->hide = 0;
+    /* the replicas are the dp x cp ranks of a tensor rank and stage (cp
+     * fastest, tp apart); an expert's, the dp/ep ranks at its place of
+     * every expert group, all-reduced whole (ZeRO 1 keeps their state) */
+    int rn = dp * cp, rc = dp_cost(pl, tp, rn, zero, t->psi, t->hide, &t->dsec, &t->dbytes);
+    if (!rc && t->xpsi > 0 && dp / ep > 1) {
+        double xs, xb;
+        rc = dp_cost(pl, tp * ep, dp / ep, 0, t->xpsi, 0, &xs, &xb);
+        t->dsec += xs;
+        t->dbytes += xb;
+    }
+    /* the update after the step: every rank at once, so at its share of
+     * the cores where they are too few */
+    t->dsec += ((zero >= 1 ? t->psi / rn : t->psi) + t->xpsi) * pl->update_s * pl->slow;
+    t->bytes[SIM_PLAN_DP] = t->dbytes;
+    return rc;
+}
+
+/* One (tp, pp, dp, schedule, m, sp) at the planner's cp and ep: the
+ * pipeline is replayed once, every ZeRO stage priced on it. */
 static int plan_pipeline(planner *pl, int tp, int pp, int dp, const pipe_spec *spec, int sp,
                          int mb)
 {
     const sim_plan_query *q = pl->q;
-    double rows = (double)mb * pl->T;
+    int cp = pl->cp, ep = pl->ep;
+    double rows = (double)mb * pl->T / cp;
     sim_block_costs bc;
     char err[256];
     int rc = sim_block_costs_estimate(&q->model, mb, (int)pl->T, pl->rate, &bc, err, sizeof err);
@@ -530,7 +711,7 @@ static int plan_pipeline(planner *pl, int tp, int pp, int dp, const pipe_spec *s
     }
     rc = price_blocks(pl, tp, sp, pp, rows, spec->m, &bc, part);
     double lat, bw;
-    int pstride = tp * dp, dstride = tp;
+    int pstride = tp * cp * dp, dstride = tp * cp;
     pp_link(pl, pstride, pp, &lat, &bw);
     sim_pipe_plan pp_plan;
     if (!rc)
@@ -540,7 +721,7 @@ static int plan_pipeline(planner *pl, int tp, int pp, int dp, const pipe_spec *s
         sim_block_costs_free(&bc);
         return rc;
     }
-    int k = pp_plan.k, p = spec->p, m = spec->m;
+    int p = spec->p;
     double tied = 4 * tied_copy(pl, tp, pp), bubble = 0;
     /* Ranks sharing too few cores: replayed again with each computing
      * rank at its share of them (pipe_share.h), so that overlapping
@@ -553,59 +734,43 @@ static int plan_pipeline(planner *pl, int tp, int pp, int dp, const pipe_spec *s
     double pp_sums = 0;
     if (!rc)
         rc = pp_step_sums(pl, pstride, pp, &pp_sums);
-    for (int zero = 0; zero <= (dp > 1 ? 3 : 0) && !rc; zero++) {
+    /* ZeRO over the dp x cp ranks; with experts divided, stage 1 at most
+     * (weft-train refuses 2 and 3 with --ep) */
+    int zmax = dp * cp > 1 ? (ep > 1 ? 1 : 3) : 0;
+    for (int zero = 0; zero <= zmax && !rc; zero++) {
         sim_plan_entry e = { .tp = tp, .pp = pp, .dp = dp, .sp = sp, .zero = zero,
-                             .spec = *spec, .micro_rows = (int)rows, .pipe_s = pipe_s,
-                             .bubble = bubble };
+                             .ep = ep, .cp = cp, .spec = *spec, .micro_rows = (int)rows,
+                             .pipe_s = pipe_s, .bubble = bubble };
         e.link[SIM_PLAN_TP] = group_link(q->topo, q->ranks, 1, tp);
         e.link[SIM_PLAN_PP] = group_link(q->topo, q->ranks, pstride, pp > 1 ? 2 : 1);
-        e.link[SIM_PLAN_DP] = group_link(q->topo, q->ranks, dstride, dp);
+        /* the gradients' group: the dp x cp ranks of a tensor rank and stage */
+        e.link[SIM_PLAN_DP] = group_link(q->topo, q->ranks, tp, dp * cp);
+        e.link[SIM_PLAN_EP] = group_link(q->topo, q->ranks, dstride, ep);
+        e.link[SIM_PLAN_CP] = group_link(q->topo, q->ranks, tp, cp);
         double worst_dp = 0;
         for (int r = 0; r < p && !rc; r++) {
-            double psi = 0, act = 0, hide = 0, tpb = 0, tps = 0, ppb = 0;
-            for (int j = r; j < k; j += p) {
-                for (int i = pp_plan.first[j]; i < pp_plan.first[j + 1]; i++) {
-                    psi += part[i].params;
-                    act += pp_plan.chunk_stash[j] * part[i].act;
-                    tpb += m * part[i].tp_bytes + part[i].step_bytes;
-                    tps += m * (part[i].tp_fwd + part[i].tp_bwd) + part[i].step_s;
-                }
-                hide += pp_plan.bwd_i[j] + pp_plan.bwd_w[j];
-                if (j + 1 < k)
-                    ppb += m * pp_plan.out_bytes[j];
-                if (j > 0)
-                    ppb += m * pp_plan.out_bytes[j - 1];
-            }
-            double dsec, dbytes;
-            /* ranks outnumbering the cores: the reduction's rounds need the
-             * cores the backward is using, so none of it hides */
-            if (pl->cores > 0)
-                hide = 0;
-            rc = dp_cost(pl, dstride, dp, zero, psi, hide, &dsec, &dbytes);
-            /* the update after the step: every rank at once, so at its
-             * share of the cores where they are too few */
-            dsec += (zero >= 1 ? psi / dp : psi) * pl->update_s * pl->slow;
+            rank_part t;
+            rc = rank_totals(pl, &pp_plan, part, r, tp, dp, zero, &t);
             if (tied > 0 && (r == 0 || r == p - 1)) {
                 /* the tied embedding's gradient summed between the ends */
-                ppb += tied;
-                dsec += lat + (bw > 0 ? tied / bw : 0);
+                t.bytes[SIM_PLAN_PP] += tied;
+                t.dsec += lat + (bw > 0 ? tied / bw : 0);
             }
-            double state = sim_plan_zero_bytes(psi, zero, dp, q->optim_bytes);
-            if (state + act > e.mem_bytes) {
-                e.mem_bytes = state + act;
+            double state = sim_plan_zero_bytes(t.psi, zero, dp * cp, q->optim_bytes) +
+                           (8 + q->optim_bytes) * t.xpsi;
+            if (state + t.act > e.mem_bytes) {
+                e.mem_bytes = state + t.act;
                 e.state_bytes = state;
-                e.act_bytes = act;
+                e.act_bytes = t.act;
             }
-            if (dsec > worst_dp)
-                worst_dp = dsec;
-            if (tpb > e.bytes[SIM_PLAN_TP])
-                e.bytes[SIM_PLAN_TP] = tpb;
-            if (tps > e.tp_s)
-                e.tp_s = tps;
-            if (ppb > e.bytes[SIM_PLAN_PP])
-                e.bytes[SIM_PLAN_PP] = ppb;
-            if (dbytes > e.bytes[SIM_PLAN_DP])
-                e.bytes[SIM_PLAN_DP] = dbytes;
+            if (t.dsec > worst_dp)
+                worst_dp = t.dsec;
+            for (int d = 0; d < SIM_PLAN_DIMS; d++)
+                if (t.bytes[d] > e.bytes[d])
+                    e.bytes[d] = t.bytes[d];
+            e.tp_s = t.tp_s > e.tp_s ? t.tp_s : e.tp_s;
+            e.ep_s = t.ep_s > e.ep_s ? t.ep_s : e.ep_s;
+            e.cp_s = t.cp_s > e.cp_s ? t.cp_s : e.cp_s;
         }
         e.dp_s = worst_dp;
         e.step_s = e.pipe_s + worst_dp + pp_sums;
@@ -626,12 +791,38 @@ static int by_step(const void *a, const void *b)
         return x->step_s < y->step_s ? -1 : 1;
     if (x->mem_bytes != y->mem_bytes)
         return x->mem_bytes < y->mem_bytes ? -1 : 1;
-    int kx[] = { x->tp, x->pp, x->spec.kind, x->spec.m, x->sp, x->zero };
-    int ky[] = { y->tp, y->pp, y->spec.kind, y->spec.m, y->sp, y->zero };
-    for (int i = 0; i < 6; i++)
+    int kx[] = { x->tp, x->pp, x->spec.kind, x->spec.m, x->sp, x->zero, x->cp, x->ep };
+    int ky[] = { y->tp, y->pp, y->spec.kind, y->spec.m, y->sp, y->zero, y->cp, y->ep };
+    for (int i = 0; i < 8; i++)
         if (kx[i] != ky[i])
             return kx[i] < ky[i] ? -1 : 1;
     return 0;
+}
+
+/* Whether a degree is one the query asks for: 0 none (1 only), -1 every
+ * one, N that one. */
+static int wanted(int want, int d)
+{
+    return want < 0 || d == (want > 0 ? want : 1);
+}
+
+/* Context parallelism of cp ranks as weft-train runs it: the sequence cut
+ * into 2 cp chunks, not with experts. */
+static int cp_applies(const sim_plan_query *q, int cp, int T)
+{
+    if (!wanted(q->cp, cp))
+        return 0;
+    return cp == 1 || (q->model.experts <= 0 && T % (2 * cp) == 0);
+}
+
+/* Expert groups of ep data-parallel ranks: ep divides the experts, and
+ * weft-train refuses --ep with --tp or --cp. */
+static int ep_applies(const sim_plan_query *q, int ep, int tp, int cp)
+{
+    if (!wanted(q->ep, ep))
+        return 0;
+    return ep == 1 || (q->model.type == WEFT_MODEL_LLAMA && q->model.experts > 0 &&
+                       q->model.experts % ep == 0 && tp == 1 && cp == 1);
 }
 
 /* The schedules a pipeline of p stages with m micro-batches can run over
@@ -655,7 +846,10 @@ static int plan_layout(planner *pl, int tp, int pp, int dp, int blocks)
                 continue;
             if (kinds[ki] == PIPE_INTERLEAVED && (m % pp || 2 * pp > blocks))
                 continue;
-            for (int sp = 0; sp <= (tp > 1) && !rc; sp++) {
+            /* weft-train refuses --sp with --cp (both split the sequence)
+             * and with experts */
+            int sps = tp > 1 && pl->cp == 1 && q->model.experts <= 0;
+            for (int sp = 0; sp <= sps && !rc; sp++) {
                 if (sp && ((long)mb * (long)pl->T) % tp)
                     continue;
                 rc = plan_pipeline(pl, tp, pp, dp, &s, sp, mb);
@@ -681,6 +875,11 @@ int sim_plan_run(const sim_plan_query *q, sim_plan *out, char *err, size_t len)
         return fail(err, len, "need ranks >= 1, batch >= 1 and gflops > 0");
     if (q->seq > q->model.ctx)
         return fail(err, len, "the sequence is longer than the model's ctx");
+    int moe = q->model.type == WEFT_MODEL_LLAMA && q->model.experts > 0;
+    if (q->ep > 1 && !moe)
+        return fail(err, len, "expert parallelism needs a Llama with experts");
+    if (q->cp > 1 && moe)
+        return fail(err, len, "context parallelism with experts: weft-train refuses it");
     planner pl = { .out = out, .topo = *q->topo, .lq = *q };
     if (q->calib && q->calib->cores > 0 && pl.topo.cpu_cores > 0) /* a topology of cores */
         pl.topo.cpu_cores = q->calib->cores;
@@ -714,9 +913,18 @@ int sim_plan_run(const sim_plan_query *q, sim_plan *out, char *err, size_t len)
         for (int pp = 1; pp <= q->ranks / tp && !rc; pp++) {
             if ((q->ranks / tp) % pp || pp > blocks)
                 continue;
-            int dp = q->ranks / (tp * pp);
-            if (dp <= q->batch)
-                rc = plan_layout(&pl, tp, pp, dp, blocks);
+            int rest = q->ranks / (tp * pp);
+            for (int cp = 1; cp <= rest && !rc; cp++) {
+                int dp = rest / cp;
+                if (rest % cp || !cp_applies(q, cp, (int)pl.T) || dp > q->batch)
+                    continue;
+                for (int ep = 1; ep <= dp && !rc; ep++) {
+                    if (dp % ep || !ep_applies(q, ep, tp, cp))
+                        continue;
+                    pl.cp = cp, pl.ep = ep, pl.pp = pp;
+                    rc = plan_layout(&pl, tp, pp, dp, blocks);
+                }
+            }
         }
     }
     free(pl.memo);
@@ -749,7 +957,11 @@ int sim_plan_entry_format(const sim_plan_entry *e, char *buf, size_t len)
 {
     char name[32];
     pipe_spec_name(&e->spec, name, sizeof name);
+    char more[32] = "";
+    int at = e->ep > 1 ? snprintf(more, sizeof more, " ep=%d", e->ep) : 0;
+    if (e->cp > 1)
+        snprintf(more + at, sizeof more - (size_t)at, " cp=%d", e->cp);
     return snprintf(buf, len, "tp=%d pp=%d dp=%d sp=%d schedule=%s m=%d zero=%d step_ms=%.3f "
-                    "mem_bytes=%.0f", e->tp, e->pp, e->dp, e->sp, name, e->spec.m, e->zero,
-                    1e3 * e->step_s, e->mem_bytes);
+                    "mem_bytes=%.0f%s", e->tp, e->pp, e->dp, e->sp, name, e->spec.m, e->zero,
+                    1e3 * e->step_s, e->mem_bytes, more);
 }

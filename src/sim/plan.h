@@ -1,13 +1,16 @@
 /* The layout planner behind `weft-sim plan`: for a GPT or a Llama and a
- * machine it lists every tp x pp x dp of the ranks (tp only where the
- * model's heads split) with each pipeline schedule, micro-batch count,
- * ZeRO stage and sequence parallelism that applies,
+ * machine it lists every tp x cp x dp x pp of the ranks (tp only where the
+ * model's heads split; cp, context parallelism, where asked for), with
+ * expert parallelism (ep, inside dp) for a mixture of experts where asked
+ * for, each pipeline schedule, micro-batch count, ZeRO stage and sequence
+ * parallelism that applies,
  * predicts each one's step time, memory per rank and bytes per parallel
  * dimension, and picks the fastest that fits the memory of a rank.
  *
- * Ranks are placed as weft_layout's default order (tp-dp-pp, tensor
- * fastest): a tensor group is neighbouring ranks, a data group strides
- * tp, a pipeline strides tp*dp. Compute comes from FLOPs
+ * Ranks are placed as weft_layout's default order (tp-cp-dp-pp, tensor
+ * fastest): a tensor group is neighbouring ranks, a context group strides
+ * tp, a data group strides tp*cp (an expert group is ep consecutive
+ * ranks of it), a pipeline strides tp*cp*dp. Compute comes from FLOPs
  * (sim_block_costs_estimate) divided by tp; each collective a layout
  * calls is priced by the simulator's own schedules (sim_run) on the
  * group's links; the pipeline is the library's schedule replayed
@@ -34,18 +37,25 @@ typedef struct {
     int optim_bytes;          /* K, optimiser bytes a parameter: 8 AdamW, 4 SGD */
     sim_calib *calib;         /* measured inputs (plan_calib.h); NULL: all assumed.
                                  Its shapes probed during the plan are added */
+    int ep, cp;               /* expert and context parallelism: 0 none (1 only),
+                                 -1 every degree that applies, N > 0 that one */
 } sim_plan_query;
 
-enum sim_plan_dim { SIM_PLAN_TP = 0, SIM_PLAN_PP, SIM_PLAN_DP, SIM_PLAN_DIMS };
+enum sim_plan_dim { SIM_PLAN_TP = 0, SIM_PLAN_PP, SIM_PLAN_DP, SIM_PLAN_EP, SIM_PLAN_CP,
+                    SIM_PLAN_DIMS };
 
 typedef struct {
     int tp, pp, dp, sp, zero;
+    int ep, cp;               /* dp counts neither cp (ranks = tp cp dp pp) nor
+                                 divides by ep (expert groups of ep dp ranks) */
     pipe_spec spec;           /* the schedule; p = pp, m micro-batches a step */
-    int micro_rows;           /* tokens a micro-batch: (batch / dp / m) * seq */
+    int micro_rows;           /* a rank's tokens a micro-batch: (batch / dp / m) * seq / cp */
     double step_s;            /* predicted seconds a step */
     double pipe_s;            /* the replayed pipeline, tensor collectives inside */
     double dp_s;              /* data-parallel time the backward does not hide */
     double tp_s;              /* tensor-parallel collectives of the busiest rank */
+    double ep_s;              /* its experts' all-to-alls (and their counts) */
+    double cp_s;              /* its context ring's waits the products do not hide */
     double bubble;            /* the pipeline's mean idle share */
     double state_bytes;       /* params + grads + optimiser of the fullest rank */
     double act_bytes;         /* its stashed activations */
@@ -76,7 +86,7 @@ void sim_plan_free(sim_plan *p);
 double sim_plan_zero_bytes(double psi, int zero, int dp, int optim_bytes);
 
 /* "tp=2 pp=2 dp=2 sp=0 schedule=1f1b m=8 zero=1 step_ms=12.345
- * mem_bytes=123456": the line `weft-sim plan` ends with, and what
+ * mem_bytes=123456" (then " ep=E" and " cp=C" where above 1): the line `weft-sim plan` ends with, and what
  * weft-train --layout auto reads back. Returns as snprintf. */
 int sim_plan_entry_format(const sim_plan_entry *e, char *buf, size_t len);
 

@@ -38,7 +38,13 @@ int sim_calib_default_path(char *buf, size_t len)
 
 void sim_calib_model_key(const weft_model_config *m, char *buf, size_t len)
 {
-    if (m->type == WEFT_MODEL_LLAMA)
+    /* experts: the picks a token runs and their widths change a block's
+     * time as much as its own width does */
+    if (m->type == WEFT_MODEL_LLAMA && m->experts > 0)
+        snprintf(buf, len, "llama:v%d,t%d,h%d,kv%d,d%d,f%d,tied%d,e%d,k%d,mf%d,s%d", m->vocab,
+                 m->ctx, m->n_head, m->n_kv_head, m->d_model, m->ffn, m->tied, m->experts,
+                 m->topk, m->moe_ffn, m->shared);
+    else if (m->type == WEFT_MODEL_LLAMA)
         snprintf(buf, len, "llama:v%d,t%d,h%d,kv%d,d%d,f%d,tied%d,e%d", m->vocab, m->ctx,
                  m->n_head, m->n_kv_head, m->d_model, m->ffn, m->tied, m->experts);
     else

@@ -15,7 +15,9 @@ _Static_assert(WEFT_SIM_PROTO_AUTO == SIM_PROTO_AUTO, "weft.h's auto protocol");
 _Static_assert((int)WEFT_SIM_PLAN_DIMS == (int)SIM_PLAN_DIMS &&
                (int)WEFT_SIM_PLAN_TP == (int)SIM_PLAN_TP &&
                (int)WEFT_SIM_PLAN_PP == (int)SIM_PLAN_PP &&
-               (int)WEFT_SIM_PLAN_DP == (int)SIM_PLAN_DP, "weft.h's plan dimensions");
+               (int)WEFT_SIM_PLAN_DP == (int)SIM_PLAN_DP &&
+               (int)WEFT_SIM_PLAN_EP == (int)SIM_PLAN_EP &&
+               (int)WEFT_SIM_PLAN_CP == (int)SIM_PLAN_CP, "weft.h's plan dimensions");
 
 struct weft_sim_topo {
     sim_topo t;
@@ -278,7 +280,7 @@ int weft_sim_plan_run(const weft_sim_plan_query *q, weft_sim_plan **out, char *e
     sim_plan_query sq = { .model = q->model, .batch = q->batch, .seq = q->seq,
                           .ranks = q->ranks, .topo = &q->topo->t, .gflops = q->gflops,
                           .mem = q->mem, .optim_bytes = q->optim_bytes,
-                          .calib = use ? &cal : NULL };
+                          .calib = use ? &cal : NULL, .ep = q->ep, .cp = q->cp };
     weft_sim_plan *s = calloc(1, sizeof *s);
     if (!s)
         rc = WEFT_ENOMEM;
@@ -341,6 +343,10 @@ int weft_sim_plan_layout(const weft_sim_plan *pl, int i, weft_sim_layout *out)
     out->pipe_s = e->pipe_s;
     out->tp_s = e->tp_s;
     out->dp_s = e->dp_s;
+    out->ep = e->ep;
+    out->cp = e->cp;
+    out->ep_s = e->ep_s;
+    out->cp_s = e->cp_s;
     out->bubble = e->bubble;
     out->state_bytes = e->state_bytes;
     out->act_bytes = e->act_bytes;

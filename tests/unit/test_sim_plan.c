@@ -1,10 +1,13 @@
 /* The layout planner (weft-sim plan): every layout listed once and valid,
  * memory as the ZeRO formulas by hand, the choice under a memory limit,
  * nothing fitting reported, tensor-parallel bytes as Megatron counts them;
+ * a mixture of experts' FLOPs, memory and all-to-all bytes and context
+ * parallelism's ring bytes and activations by hand;
  * the replay with ranks sharing cores against the own-core replay and the
  * work it must serialise. Nothing here is timed: predicted seconds are
  * only compared. */
 #include "test.h"
+#include "sim/pipe_costs.h"
 #include "sim/pipe_share.h"
 #include "sim/plan.h"
 
@@ -419,4 +422,143 @@ TEST(shared_cores_replay)
     CHECKF(fabs(r.step - (2 * (f + bi + bw) + fh)) < 1e-12, "%.9f", r.step);
     CHECK(fabs(busy - (f + bi + bw)) < 1e-12 && peak == 1);
     pipe_sched_free(&s);
+}
+
+/* The layout of (tp, pp, ep, cp) at ZeRO stage zero, without sp. */
+static const sim_plan_entry *find4(const sim_plan *p, int tp, int pp, int ep, int cp, int zero)
+{
+    for (int i = 0; i < p->n; i++) {
+        const sim_plan_entry *e = &p->e[i];
+        if (e->tp == tp && e->pp == pp && e->ep == ep && e->cp == cp && e->zero == zero &&
+            !e->sp)
+            return e;
+    }
+    return NULL;
+}
+
+#define MOE "llama:vocab=256,ctx=16,layers=2,heads=4,kv_heads=2,dim=32,ffn=48,experts=4," \
+            "topk=2,moe_ffn=24,shared=1"
+
+/* A mixture of experts priced by hand: a token's FLOPs through topk
+ * experts and the shared one, E experts' parameters held (E/ep a rank
+ * under --ep, each expert's width split under --tp), the router's record
+ * stashed, the all-to-alls' bytes under --ep and the gate gradients in
+ * the tensor all-reduce; --ep only without --tp, ZeRO 2-3 and --sp not
+ * with it. */
+TEST(moe_pricing)
+{
+    double D = 32, kv = 16, fe = 24, E = 4, K = 2, S = 1, V = 256, L = 2, H = 4, T = 16;
+    sim_plan_query q;
+    sim_topo t;
+    sim_plan p;
+    char err[256];
+    CHECK(query(&q, &t, MOE, 4, 8) == 0);
+    /* FLOPs: the products a token runs (q, o, k, v, the router, topk + shared experts) */
+    sim_block_costs bc;
+    CHECK(sim_block_costs_estimate(&q.model, 2, 16, 1, &bc, err, sizeof err) == 0);
+    double rows = 2 * T, mm = 2 * D * D + 2 * D * kv + D * E + 3 * D * fe * (K + S);
+    double fwd = (2 * mm * rows + 4 * 2 * T * T * D) / 1e9;
+    CHECKF(bc.n == 4 && near(bc.b[1].fwd, fwd), "%.9g want %.9g", bc.b[1].fwd, fwd);
+    CHECK(near(bc.b[1].bwd_w, 2 * mm * rows / 1e9));
+    sim_block_costs_free(&bc);
+
+    q.ep = -1;
+    CHECKF(sim_plan_run(&q, &p, err, sizeof err) == 0, "%s", err);
+    double block = 2 * D + 2 * D * D + 2 * D * kv + D * E + 3 * D * fe * (E + S);
+    double psi = 2 * V * D + L * block + D, xps = L * 3 * D * fe * E;
+    const sim_plan_entry *e1 = find4(&p, 1, 1, 1, 1, 0), *e2 = find4(&p, 1, 1, 2, 1, 0);
+    const sim_plan_entry *e4 = find4(&p, 1, 1, 4, 1, 0), *z1 = find4(&p, 1, 1, 2, 1, 1);
+    CHECK(e1 && e2 && e4 && z1 && !find4(&p, 1, 1, 2, 1, 2) && !find4(&p, 2, 1, 2, 1, 0));
+    if (!e1 || !e2 || !e4 || !z1) {
+        sim_plan_free(&p);
+        return;
+    }
+    CHECKF(near(e1->state_bytes, 16 * psi), "%.0f want %.0f", e1->state_bytes, 16 * psi);
+    /* ep 2: half the experts a rank, their state whole at ZeRO 1 */
+    CHECK(near(e2->state_bytes, 16 * (psi - xps) + 16 * xps / 2));
+    CHECK(near(e4->state_bytes, 16 * (psi - xps) + 16 * xps / 4));
+    CHECK(near(z1->state_bytes, sim_plan_zero_bytes(psi - xps, 1, 4, 8) + 16 * xps / 2));
+    /* dp 4: 2 sequences, one micro-batch */
+    rows = e1->micro_rows;
+    CHECK(rows == 2 * T);
+    double rec = 2 * rows * E + 4 * rows * K + 2 * E + 1 + rows * K * (2 * D + 3 * fe);
+    double act = 4 * rows * D + L * 4 * (rows * (6 * D + 2 * kv + 3 * S * fe + 2 + 2 * H) + rec) +
+                 4 * rows * (2 * D + 2 * V);
+    CHECKF(near(e1->act_bytes, act), "act %.0f want %.0f", e1->act_bytes, act);
+    CHECK(near(e2->act_bytes, act));
+    /* each MoE layer: counts all-gathered, 4 all-to-alls of rows x topk rows */
+    double x = rows * K * D;
+    CHECK(e1->bytes[SIM_PLAN_EP] == 0 && e1->ep_s == 0);
+    CHECKF(near(e2->bytes[SIM_PLAN_EP], L * 4 * (4 * x / 2 + (E + 1))), "%.0f",
+           e2->bytes[SIM_PLAN_EP]);
+    CHECK(near(e4->bytes[SIM_PLAN_EP], L * 4 * (4 * x * 3 / 4 + 3 * (E + 1))));
+    CHECK(e2->ep_s > 0 && e2->step_s > e2->pipe_s);
+    for (int i = 0; i < p.n; i++)
+        CHECK(!p.e[i].sp && p.e[i].cp == 1 && (p.e[i].ep == 1 || p.e[i].tp == 1));
+    /* tp 2: every expert's width split, the router whole; the gate
+     * gradients (topk a row) in the MLP's backward all-reduce */
+    const sim_plan_entry *t2 = find4(&p, 2, 1, 1, 1, 0);
+    CHECK(t2 != NULL);
+    if (t2) {
+        double b2 = (2 * D * D + 3 * D * S * fe) / 2 + 2 * D * kv / 2 + 2 * D + D * E +
+                    3 * D * fe * E / 2;
+        double psi2 = 2 * 128 * D + L * b2 + D, r2 = t2->micro_rows, x2 = 4 * r2 * D;
+        CHECKF(near(t2->state_bytes, 16 * psi2), "%.0f want %.0f", t2->state_bytes, 16 * psi2);
+        CHECK(near(t2->bytes[SIM_PLAN_TP], x2 + L * (4 * x2 + 4 * r2 * K) + x2 + 4 * 3 * r2));
+    }
+    sim_plan_free(&p);
+    /* only ep 2 asked for; expert parallelism of a dense model refused */
+    q.ep = 2;
+    CHECK(sim_plan_run(&q, &p, err, sizeof err) == 0 && p.n > 0);
+    for (int i = 0; i < p.n; i++)
+        CHECK(p.e[i].ep == 2 && p.e[i].tp == 1);
+    sim_plan_free(&p);
+    CHECK(query(&q, &t, MODEL, 4, 8) == 0);
+    q.ep = 2;
+    CHECK(sim_plan_run(&q, &p, err, sizeof err) == WEFT_EINVAL && strstr(err, "experts"));
+}
+
+/* Context parallelism by hand: a rank's T/C tokens, its activations and
+ * the ring's four buffers, the K/V blocks the ring carries (C - 1 forward,
+ * C - 1 and C dK/dV sums backward, a layer), ZeRO over dp x cp; only
+ * where 2C chunks cut the sequence, never with --sp or experts. */
+TEST(cp_pricing)
+{
+    sim_plan_query q;
+    sim_topo t;
+    sim_plan p;
+    char err[256];
+    CHECK(query(&q, &t, MODEL, 4, 8) == 0);
+    q.cp = -1;
+    CHECKF(sim_plan_run(&q, &p, err, sizeof err) == 0, "%s", err);
+    double C = 64, T = 32, L = 2, H = 4, V = 256, psi = gpt_params(V, T, L, C, 1, 0);
+    int seen[5] = { 0 };
+    for (int i = 0; i < p.n; i++) {
+        const sim_plan_entry *e = &p.e[i];
+        CHECK(e->tp * e->cp * e->dp * e->pp == 4 && (e->cp == 1 || !e->sp) && e->ep == 1);
+        CHECK(e->cp == 1 ? e->bytes[SIM_PLAN_CP] == 0 : e->bytes[SIM_PLAN_CP] > 0);
+        seen[e->cp]++;
+    }
+    CHECK(seen[1] && seen[2] && seen[4] && !seen[3]);
+    for (int z = 0; z < 4; z++) {
+        const sim_plan_entry *e = find4(&p, 1, 1, 1, 2, z);
+        CHECK(e != NULL);
+        if (!e)
+            continue;
+        /* dp 2: 4 sequences, one micro-batch, 16 of each one's 32 tokens */
+        double rows = 4 * T / 2, kvb = 4 * 2 * rows * C;
+        CHECK(e->dp == 2 && e->micro_rows == rows);
+        CHECK(near(e->state_bytes, sim_plan_zero_bytes(psi, z, 4, 8)));
+        double act = 4 * rows * C + L * 4 * (16 * rows * C + rows * H) +
+                     4 * rows * (2 * C + 2 * V) + 4 * kvb;
+        CHECKF(near(e->act_bytes, act), "act %.0f want %.0f", e->act_bytes, act);
+        CHECKF(near(e->bytes[SIM_PLAN_CP], L * kvb * (3 * 2 - 2) + 4), "%.0f",
+               e->bytes[SIM_PLAN_CP]);
+        CHECK(e->cp_s > 0);
+    }
+    sim_plan_free(&p);
+    /* 2C chunks of 32 tokens: cp 2 and 4 fit, 3 never; experts refuse cp */
+    CHECK(query(&q, &t, MOE, 4, 8) == 0);
+    q.cp = 2;
+    CHECK(sim_plan_run(&q, &p, err, sizeof err) == WEFT_EINVAL && strstr(err, "experts"));
 }
