@@ -14,7 +14,19 @@
  * ranks than cores, so the rank that still has to post gets the core),
  * then hands over to flat_wait: its clock-bound spin, its futex sleep and
  * everything that ends a wait early (abort, a dead peer's pidfd, another
- * rank's failure notice, a peer in a different call, the timeout). */
+ * rank's failure notice, a peer in a different call, the timeout).
+ *
+ * With more ranks than cores, a yield is worth its cost only when a rank
+ * that has not posted shares this rank's core: only then does giving up
+ * the core bring the post closer. A rank that waits only on ranks of
+ * other cores looks a while first, once a call (they post from there, a
+ * cache line away), then yields all the same: where a rank last posted
+ * from is a hint, not a promise, and a rank preempted there by another
+ * job is not worth a longer look. Each rank writes the CPU it posts from into
+ * its board entry when it changes (a few ns: glibc reads it from rseq).
+ * Counted at 4 ranks on 2 cores: yields that found nobody to run, and
+ * context switches that handed the core to a rank with nothing to post,
+ * were most of a call's time (docs/BENCHMARKS.md, "Small messages"). */
 #include "coll/exec/small.h"
 
 #include "coll/local/flat.h"
@@ -31,6 +43,12 @@
  * have run once. */
 #define SMALL_LOOKS 32
 #define SMALL_TURNS 16
+/* Looks (a pause each, ~25 ns on the Zen 4 guest) before a shared-core
+ * rank that waits only on other cores yields anyway: about 3 us, two
+ * context switches' worth there (bench/cacheline_rtt.c -y: 2.97 us for
+ * two, idle), the longest the missing rank should take to get its turn
+ * on its core and post. */
+#define SMALL_FAR_LOOKS 128
 /* Every this many calls, tend the listening socket as flat_run does on
  * its clock (flat_tend): the waits that sleep tend it too. */
 #define SMALL_TEND_EVERY 64
@@ -56,15 +74,34 @@ int small_ready(const weft_comm *c)
     return flat_mode(c) == 1;
 }
 
+/* Does a rank that has not reached w->want post from this rank's CPU
+ * (cpu: 1 + it)? Unknown (0) on either side counts as yes. */
+static int mate_missing(const struct flat_state *fs, const flat_ctr *w, uint32_t cpu)
+{
+    for (int r = 0; r < w->n; r++) {
+        if (flat_ctr_get(w, r) >= w->want)
+            continue;
+        uint32_t at = atomic_load_explicit(&fs->b.ranks[r].cpu, memory_order_relaxed);
+        if (!cpu || !at || at == cpu)
+            return 1;
+    }
+    return 0;
+}
+
 /* Has every rank posted? Looks without a clock; 0 when the turns ran
  * out, and flat_wait must decide. */
-static int spin(weft_comm *c, const flat_ctr *w)
+static int spin(weft_comm *c, const struct flat_state *fs, const flat_ctr *w, uint32_t cpu)
 {
     if (c->spin_s <= 0)
         return flat_reached(w); /* WEFT_SPIN_US=0: sleep at once */
     int yields = comm_spin_yields(c);
-    int looks = yields ? 1 : SMALL_LOOKS, turns = yields ? yields : SMALL_TURNS;
-    for (int i = 0; i < turns; i++) {
+    int far = !!yields; /* the long look, at most once a call */
+    for (int i = 0; i < (yields ? yields : SMALL_TURNS); i++) {
+        int looks = !yields ? SMALL_LOOKS : 1;
+        if (far && !mate_missing(fs, w, cpu)) {
+            looks = SMALL_FAR_LOOKS;
+            far = 0;
+        }
         for (int j = 0; j < looks; j++) {
             if (flat_reached(w))
                 return 1;
@@ -97,9 +134,13 @@ int small_run(weft_comm *c, const weft_coll_args *a, const frame_hdr *fp)
     if (!(k % SMALL_TEND_EVERY) && (rc = flat_tend(c, fs)))
         return rc;
     memcpy(flat_board_slot(&fs->b, c->rank, q, bytes), a->send, bytes);
+    uint32_t cpu = (uint32_t)(sched_getcpu() + 1); /* 0 when it fails: unknown */
+    _Atomic uint32_t *at = &fs->b.ranks[c->rank].cpu;
+    if (atomic_load_explicit(at, memory_order_relaxed) != cpu)
+        atomic_store_explicit(at, cpu, memory_order_relaxed);
     flat_post_call(fs, c->rank, k, fp);
     flat_ctr posts = flat_posts(fs, k);
-    if (!spin(c, &posts)) {
+    if (!spin(c, fs, &posts, cpu)) {
         /* a long wait: from here on it shows in the flight recorder */
         if (!c->cur)
             c->cur = flight_new(&c->fl, fp, FL_RUNNING);

@@ -51,7 +51,7 @@ typedef struct {
 
 typedef struct {
     int32_t pid;
-    uint32_t pad;
+    _Atomic uint32_t cpu;    /* 1 + the CPU it last posted from (0: unknown); small.c */
     uint64_t pidns;          /* inode of its pid namespace; 0: unknown */
     flat_post post[2];
 } flat_rank;
