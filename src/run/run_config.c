@@ -567,10 +567,6 @@ static int check_layout(const opts *o, char *err, size_t cap)
     if (o->sp && o->tp <= 1)
         return refuse(err, cap, "--sp splits the sequence over the tensor group: it needs --tp "
                       "2 or more");
-    if (o->ep > 1 && o->tp > 1)
-        return refuse(err, cap, "--ep %d with --tp %d: experts split over an expert group and "
-                      "the tensor group at once are not done; give one of them (--tp alone "
-                      "splits each expert's width)", o->ep, o->tp);
     return run_cp_check(o, err, cap);
 }
 

@@ -3,7 +3,13 @@
  * consecutive ranks (dp 4, ep 2: {0,1} and {2,3}); each rank of a group
  * runs E_total/E of the experts for the whole group's tokens, and the
  * ranks at the same place of every group (dp/E of them) hold the same
- * experts. Two test-only variables shape the routing and the capacity so
+ * experts. Under --tp the data-parallel group is a tensor rank's (the
+ * ranks holding the same slice of every tensor), so an expert group
+ * exchanges rows between ranks of one tensor rank and each runs its
+ * share of its experts' width on them (Megatron's expert tensor
+ * parallelism with expert parallelism); the partial outputs come back and
+ * are summed over the tensor group with the rest of the block's MLP.
+ * Two test-only variables shape the routing and the capacity so
  * that a test can skew the load or make a rank disagree:
  * WEFT_TEST_MOE_SKEW (a router logit bias toward experts 0 and 1) and
  * WEFT_TEST_MOE_SKEW_RANK (that data-parallel rank announces a capacity
@@ -26,21 +32,17 @@ static int refuse(weft_run *t, const opts *o, const weft_model_config *c, int dp
     if (c->type != WEFT_MODEL_LLAMA || c->experts <= 0)
         return run_fail(t, WEFT_ECONFIG, "--ep %d spreads a mixture of experts' experts: the "
                         "model has none (llama:...,experts=N)", E);
-    if (o->tp > 1)
-        return run_fail(t, WEFT_ECONFIG, "--ep %d with --tp %d: experts split over an expert "
-                        "group and the tensor group at once are not done; give one of them "
-                        "(--tp alone splits each expert's width)", E, o->tp);
     if (o->ps || strcmp(o->sync, "full") != 0 || o->elastic)
         return run_fail(t, WEFT_ECONFIG, "--ep %d takes --sync full (no --mode ps, no "
                         "--elastic): the other modes average whole models", E);
     if (t->pl && (!o->no_eval || o->eval_only))
-        return run_fail(t, WEFT_ECONFIG, "--ep %d with --pp: the pipeline's evaluation runs a "
-                        "replica's batches alone, the experts need the whole group in step: "
-                        "give --no-eval", E);
+        return run_fail(t, WEFT_ECONFIG, "--ep %d with --%s: the pipeline's evaluation runs "
+                        "a replica's batches alone, the experts need the whole group in step: "
+                        "give --no-eval", E, o->pp > 1 ? "pp" : "tp");
     if (dp % E || c->experts % E)
         return run_fail(t, WEFT_ECONFIG, "--ep %d: it must divide the data-parallel ranks "
                         "(%d) and the experts (%d)", E, dp, c->experts);
-    /* with a pipeline the experts stay whole on every rank (its save
+    /* with a pipeline (--pp or --tp) the experts stay whole on every rank (its save
      * assembles whole stages); else each rank holds its own */
     if (!t->pl && o->zero >= 2)
         return run_fail(t, WEFT_ECONFIG, "--ep %d with --zero %d: each rank holds its own "
@@ -103,12 +105,15 @@ int run_ep_open(weft_run *t)
     if (E > 1 && !t->pl && (rc = divide(t, E)) != 0)
         return rc;
     weft_model_params(t->m, &mine);
+    int tp = o->tp > 1 ? o->tp : 1;
     if (E > 1 && !o->quiet)
         run_say(t, WEFT_RUN_OUT, "experts: %d over expert groups of %d data-parallel ranks "
-                "(%d each, each expert on %d ranks); a rank holds %zu of the model's %zu "
-                "parameters (%s)\n", c->experts, E, c->experts / E, t->world / E, mine, whole,
+                "(%d each, each expert on %d ranks%s); a rank holds %zu of the model's %zu "
+                "parameters%s (%s)\n", c->experts, E, c->experts / E, t->world / E * tp,
+                tp > 1 ? ", a share of its width on each" : "", mine, whole,
+                tp > 1 ? " of its tensor slice" : "",
                 mine < whole ? "with their gradients and optimiser state"
-                             : "every expert: a pipeline keeps them whole");
+                             : "every expert: under --pp or --tp they stay whole");
     return 0;
 }
 

@@ -22,11 +22,14 @@
 # to experts 0 and 1: three ranks of four have none) for many steps at ep
 # 4 with the losses of one process; a rank announcing another capacity is
 # an error naming both ranks on every rank, not a stall; --ep refused
-# where it does not divide or with --tp. Each rank holds its own experts
+# where it does not divide. Each rank holds its own experts
 # only (the parameter and optimiser bytes a rank prints fall by the
 # others' experts'), and a save at ep 4 resumes on one process and at
 # ep 2 with ZeRO 1 as the run that never stopped; the evaluation at ep 4
-# gives the validation loss and answers of one process.
+# gives the validation loss and answers of one process. --ep 2 with
+# --tp 2 (each expert's width split too): losses and final parameters as
+# one process's, with and without a shared expert, and saves across that
+# layout and one process.
 # TEST_TIMEOUT(300)
 B=${BUILD:-build}
 dir=$(mktemp -d)
@@ -168,6 +171,26 @@ if [ $thin = 0 ] && run omid 1 --model "$sh8" --steps $half --save "$dir/omid.wc
         --save "$dir/ores2.wckpt" && close ores2 shref
 fi
 
+# ---- expert parallelism with expert tensor parallelism ----
+# --ep 2 --tp 2 (4 ranks: dp 2 within each tensor rank): an expert group
+# is a tensor rank's data-parallel ranks, each runs its share of the
+# width of its experts; losses and every final parameter as one
+# process's, with and without a shared expert (a dispatch over the
+# tensor group's ranks, or expert gradients reduced over the wrong
+# group, fails here); a save at ep 2 x tp 2 resumes on one process, and
+# one process's at ep 2 x tp 2
+run ep2tp2 4 --ep 2 --tp 2 --model "$ep8" --steps $steps --save "$dir/ep2tp2.wckpt" &&
+    close ep2tp2 eref
+run sep2tp2 4 --ep 2 --tp 2 --model "$sh8" --steps $steps --save "$dir/sep2tp2.wckpt" &&
+    close sep2tp2 shref
+if run etmid 4 --model "$sh8" --steps $half --ep 2 --tp 2 --save "$dir/etmid.wckpt"; then
+    run etres1 1 --model "$sh8" --steps $steps --resume "$dir/etmid.wckpt" \
+        --save "$dir/etres1.wckpt" && close etres1 shref
+fi
+[ $thin = 0 ] && [ -f "$dir/omid.wckpt" ] &&
+    run etres4 4 --model "$sh8" --steps $steps --ep 2 --tp 2 --resume "$dir/omid.wckpt" \
+        --save "$dir/etres4.wckpt" && close etres4 shref
+
 # one step: the forward and every gradient but the experts' weights' are
 # the same arithmetic as without --ep; a rank holds a quarter of the
 # experts at ep 4 (2 layers x 8 experts x 3 x ffn 48 x dim 32 floats whole)
@@ -255,7 +278,6 @@ refused() { # what args...: weft-train on 4 ranks exits non-zero saying what
     if [ $? -ne 0 ] && grep -q "$what" "$dir/r.out"; then ok; else bad "$* not refused"; fi
 }
 refused "must divide the data-parallel ranks" --ep 3
-refused "the tensor group at once are not done" --ep 2 --tp 2
 refused "give --zero 0 or 1" --ep 2 --zero 2
 refused "save to a file" --ep 2 --save "$dir/sharded/"
 "$B/weftrun" -n 4 "$B/weft-train" --data builtin --batch 8 --model "$ep8" --steps 1 --ep 2 \
