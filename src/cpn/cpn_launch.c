@@ -95,6 +95,8 @@ static int write_rank_script(cpn_launched *l, const cpn_plan *p, const cpn_job_e
             "WEFT_LOCAL_SIZE=%d\n", l->base, e->world, l->part->ranks);
     fprintf(f, "export WEFT_MASTER_ADDR=%s WEFT_MASTER_PORT=%d WEFT_STORE_EXTERNAL=1 "
             "WEFT_CLUSTER=%d\n", e->master, e->port, l->index);
+    if (l->join) /* admitted at the members' next outer step (weft_comm_join) */
+        fprintf(f, "export WEFT_JOIN=1\n");
     fprintf(f, "WEFT_JOB_SECRET=$(cat %s) && export WEFT_JOB_SECRET || exit 1\n",
             e->secret_file);
     if (e->ifname)
@@ -266,4 +268,27 @@ void launch_kill(cpn_launched *l)
     for (int i = 0; l->pids && i < l->part->ranks; i++)
         if (l->pids[i] > 0)
             kill(-l->pids[i], SIGTERM);
+}
+
+void launch_kill_hard(cpn_launched *l)
+{
+    if (l->slurm_job) {
+        launch_kill(l);
+        return;
+    }
+    for (int i = 0; l->pids && i < l->part->ranks; i++)
+        if (l->pids[i] > 0) {
+            kill(-l->pids[i], SIGKILL);
+            kill(-l->pids[i], SIGCONT);
+        }
+}
+
+int launch_stop(cpn_launched *l)
+{
+    if (strcmp(l->part->launcher, "local"))
+        return WEFT_ENOTSUP;
+    for (int i = 0; l->pids && i < l->part->ranks; i++)
+        if (l->pids[i] > 0)
+            kill(-l->pids[i], SIGSTOP);
+    return 0;
 }

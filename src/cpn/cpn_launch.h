@@ -19,6 +19,7 @@ enum { PART_WAITING = 0, PART_RUNNING, PART_DONE, PART_FAILED };
 typedef struct {
     const cpn_part *part;
     int index, base;       /* its number in the plan, its first rank */
+    int join;              /* 1: its ranks join the running job (WEFT_JOIN=1) */
     char script[1200], out[1200];
     long slurm_job;        /* slurm: the job id; 0: none */
     pid_t *pids;           /* local and ssh: a process per rank; 0: ended */
@@ -40,6 +41,13 @@ int launch_start(cpn_launched *l);
 void launch_poll(cpn_launched *l);
 /* Ends the part (SIGTERM to its processes, or scancel). */
 void launch_kill(cpn_launched *l);
+/* Ends a part that may be stopped or hung: SIGKILL (and SIGCONT, so a
+ * stopped process takes it), or scancel. */
+void launch_kill_hard(cpn_launched *l);
+/* Stops the part's processes where it runs here (local: SIGSTOP), as a
+ * cluster that goes silent without its part ending; WEFT_ENOTSUP for the
+ * other launchers. For tests. */
+int launch_stop(cpn_launched *l);
 const char *launch_state_name(int state);
 
 #endif

@@ -1,8 +1,9 @@
-/* A lost part's share goes to the survivors in proportion to their rate
- * (ranks x speed: the planner's rule, peaks being per cluster and the
- * plan keeping none), largest remainders first, every survivor at least
- * one sample per rank, so the job keeps its global batch. The result is
- * written whole (a temporary file renamed) so status never reads half. */
+/* A re-plan's shares and its two files. The shares follow the weights
+ * the caller gives: for a lost part, the survivors' shares as they stood
+ * (the planner made them in proportion to each cluster's measured rate,
+ * so they keep that proportion); for a join, the planner's new shares.
+ * Both files are written whole (a temporary file renamed) so that status
+ * and the training never read half of one. */
 #include "cpn/cpn_replan.h"
 
 #include "core/clock.h"
@@ -13,20 +14,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void shares(const cpn_plan *p, const int *alive, int *batch)
+int cpn_replan_shares(const cpn_plan *p, const double *weight, int *batch)
 {
-    double sum = 0, frac[64];
-    int given = 0, n = p->nparts < 64 ? p->nparts : 64;
-    for (int k = 0; k < n; k++)
-        sum += alive[k] ? p->parts[k].ranks * p->parts[k].speed : 0;
+    double sum = 0, frac[CPN_REPLAN_MAX];
+    int given = 0, need = 0, n = p->nparts < CPN_REPLAN_MAX ? p->nparts : CPN_REPLAN_MAX;
     for (int k = 0; k < n; k++) {
-        double x = alive[k] && sum > 0 ? p->global_batch * p->parts[k].ranks *
-                                             p->parts[k].speed / sum : 0;
+        sum += weight[k] > 0 ? weight[k] : 0;
+        need += weight[k] > 0 ? p->parts[k].ranks : 0;
+    }
+    if (!(sum > 0) || need > p->global_batch)
+        return WEFT_EINVAL;
+    for (int k = 0; k < n; k++) {
+        double x = weight[k] > 0 ? p->global_batch * weight[k] / sum : 0;
         batch[k] = (int)floor(x);
-        frac[k] = alive[k] ? x - batch[k] : -2;
+        frac[k] = weight[k] > 0 ? x - batch[k] : -2;
         given += batch[k];
     }
-    while (given < p->global_batch) {
+    while (given < p->global_batch) { /* the largest remainders */
         int m = 0;
         for (int k = 1; k < n; k++)
             m = frac[k] > frac[m] ? k : m;
@@ -34,19 +38,48 @@ static void shares(const cpn_plan *p, const int *alive, int *batch)
         frac[m] = -1;
         given++;
     }
+    /* a rank without a sample cannot step: from the largest share */
+    for (int k = 0; k < n; k++)
+        while (weight[k] > 0 && batch[k] < p->parts[k].ranks) {
+            int m = 0;
+            for (int j = 1; j < n; j++)
+                m = batch[j] - p->parts[j].ranks > batch[m] - p->parts[m].ranks ? j : m;
+            batch[m]--;
+            batch[k]++;
+        }
+    return 0;
 }
 
-int cpn_replan(const char *dir, const cpn_plan *p, const int *alive, const char *why,
-               long step, double *secs)
+/* path from tmp once tmp is closed whole. */
+static int finish(FILE *f, const char *tmp, const char *path)
 {
-    double t0 = clock_now();
-    int batch[64] = { 0 }, any = 0;
-    for (int k = 0; k < p->nparts && k < 64; k++)
-        any += alive[k];
-    if (!any)
-        return WEFT_EINVAL;
-    shares(p, alive, batch);
+    return fclose(f) || rename(tmp, path) ? WEFT_ESYS : 0;
+}
+
+/* RUNDIR/progress.shares: "GEN S0,S1,..." by part (WEFT_CLUSTER), 0 for
+ * a part out of the job. */
+static int write_shares(const char *dir, const cpn_plan *p, const int *batch, int gen)
+{
     char path[1200], tmp[1220];
+    snprintf(path, sizeof path, "%s/progress.shares", dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return WEFT_ESYS;
+    fprintf(f, "%d ", gen);
+    for (int k = 0; k < p->nparts && k < CPN_REPLAN_MAX; k++)
+        fprintf(f, "%s%d", k ? "," : "", batch[k]);
+    fputc('\n', f);
+    return finish(f, tmp, path);
+}
+
+int cpn_replan_write(const char *dir, const cpn_plan *p, const int *batch, const char *why,
+                     long step, int gen, const char *extra, double t0, double *secs)
+{
+    char path[1200], tmp[1220];
+    int rc = write_shares(dir, p, batch, gen);
+    if (rc)
+        return rc;
     snprintf(path, sizeof path, "%s/replan.json", dir);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
@@ -54,18 +87,17 @@ int cpn_replan(const char *dir, const cpn_plan *p, const int *alive, const char 
         return WEFT_ESYS;
     *secs = clock_now() - t0;
     fprintf(f, "{\"schema\": \"weft-cpn-replan/1\", \"why\": \"%s\", \"at_step\": %ld, "
-               "\"seconds\": %.6f, \"sync\": \"%s\", \"parts\": [", why, step, *secs, p->sync);
-    for (int k = 0, first = 1; k < p->nparts && k < 64; k++)
-        if (alive[k]) {
+               "\"gen\": %d, \"seconds\": %.6f, \"sync\": \"%s\"%s, \"parts\": [", why, step,
+            gen, *secs, p->sync, extra ? extra : "");
+    for (int k = 0, first = 1; k < p->nparts && k < CPN_REPLAN_MAX; k++)
+        if (batch[k] > 0) {
             fprintf(f, "%s{\"cluster\": \"%s\", \"ranks\": %d, \"batch\": %d, \"speed\": %g}",
                     first ? "" : ", ", p->parts[k].cluster, p->parts[k].ranks, batch[k],
                     p->parts[k].speed);
             first = 0;
         }
     fprintf(f, "]}\n");
-    if (fclose(f) || rename(tmp, path))
-        return WEFT_ESYS;
-    return 0;
+    return finish(f, tmp, path);
 }
 
 int cpn_replan_line(const char *dir, char *out, size_t cap)

@@ -1,17 +1,26 @@
-/* Re-planning a running job when a part is lost (docs/CPN.md, "A lost
- * cluster"): the survivors' shares of the global batch in proportion to
- * their ranks times speed, written to RUNDIR/replan.json for weft-cpn
- * status. */
+/* Re-planning a running job (docs/CPN.md, "Re-planning"): a part lost or
+ * silent, a cluster that joins, a link slower than the plan priced. Each
+ * re-plan is written to RUNDIR/replan.json for weft-cpn status and its
+ * shares to RUNDIR/progress.shares, which the training reads at its next
+ * membership change (run_shares.c). */
 #ifndef WEFT_CPN_CPN_REPLAN_H
 #define WEFT_CPN_CPN_REPLAN_H
 
 #include "cpn/cpn_run_plan.h"
 
-/* alive[k]: part k still runs or ended well; why: what changed (one
- * line). *secs: how long the re-plan took. 0 or a WEFT_E* code
- * (WEFT_EINVAL when no part survives). */
-int cpn_replan(const char *dir, const cpn_plan *p, const int *alive, const char *why,
-               long step, double *secs);
+#define CPN_REPLAN_MAX 64
+
+/* The global batch over the parts with weight[k] > 0, in proportion to
+ * the weights, largest remainders first, every such part at least one
+ * sample a rank; batch[k] = 0 for the others. WEFT_EINVAL when none has a
+ * weight or the batch is too small for their ranks. */
+int cpn_replan_shares(const cpn_plan *p, const double *weight, int *batch);
+/* Writes the re-plan: why (one line), the job's step, gen (1, 2, ... a
+ * run), the parts with batch[k] > 0 and their shares, extra (NULL, or
+ * more JSON members, ", \"H\": 50"). *secs: from t0 (clock_now) until
+ * written. 0 or a WEFT_E* code. */
+int cpn_replan_write(const char *dir, const cpn_plan *p, const int *batch, const char *why,
+                     long step, int gen, const char *extra, double t0, double *secs);
 /* The last re-plan of a run, as a line for status; 0 when there is one. */
 int cpn_replan_line(const char *dir, char *out, size_t cap);
 

@@ -10,6 +10,9 @@
 #include "cpn/cpn_launch.h"
 #include "cpn/cpn_replan.h"
 #include "cpn/cpn_status.h"
+#include "cpn/cpn_watch.h"
+
+#include "core/clock.h"
 
 #include "weft.h"
 
@@ -23,10 +26,11 @@
 #include <unistd.h>
 
 typedef struct {
-    const char *plan, *dir, *train, *host, *ifname, *wan, *kill_part;
+    const char *plan, *dir, *train, *host, *ifname, *wan, *kill_part, *stall_part;
+    const char *clusters, *job, *links;
     int port;
-    long kill_step;
-    double timeout;
+    long kill_step, stall_step;
+    double timeout, silent_after, drift, margin;
     char *const *extra;
 } run_args;
 
@@ -35,20 +39,29 @@ static void usage(FILE *f)
     fprintf(f,
         "usage: weft-cpn run --plan PLAN.json --dir RUNDIR [--host ADDR] [--port N]\n"
         "                    [--train PATH] [--ifname IF] [--wan SPEC] [--timeout S]\n"
-        "                    [--kill-at CLUSTER:STEP] [-- more weft-train arguments]\n"
+        "                    [--silent-after S] [--drift F] [--clusters C.json --job J.json\n"
+        "                    [--links L.json] [--join-margin M]] [--kill-at CLUSTER:STEP]\n"
+        "                    [--stall-at CLUSTER:STEP] [-- more weft-train arguments]\n"
         "  Starts each part of the plan through its launcher (local, slurm, ssh) as one\n"
         "  job: the store here on ADDR (the address every part reaches; 127.0.0.1),\n"
         "  weft-train (PATH; beside weft-cpn) with the plan's sync, each part's batch\n"
         "  share and speed; watches them until all end. RUNDIR keeps the scripts, the\n"
         "  parts' output and progress (weft-cpn status). --ifname: WEFT_SOCKET_IFNAME,\n"
-        "  --wan: WEFT_WAN for the ranks; --kill-at (tests): ends part CLUSTER once the\n"
-        "  job's progress reaches STEP.\n");
+        "  --wan: WEFT_WAN for the ranks. Re-plans when a part ends early, when one's\n"
+        "  progress stands still S s (60; 0: never; it is ended as lost), when the\n"
+        "  measured outer sync is F times the plan's (2; 0: never), and when a cluster\n"
+        "  appears in C.json that makes the step M faster (0.1): it joins the job.\n"
+        "  Tests: --kill-at ends part CLUSTER once the job reaches STEP, --stall-at\n"
+        "  stops its processes there (local parts).\n");
 }
 
 static int parse(int argc, char **argv, run_args *a)
 {
     memset(a, 0, sizeof *a);
     a->host = "127.0.0.1";
+    a->silent_after = 60;
+    a->drift = 2;
+    a->margin = 0.1;
     for (int i = 1; i < argc; i += 2) {
         const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(k, "--")) {
@@ -65,15 +78,28 @@ static int parse(int argc, char **argv, run_args *a)
         else if (!strcmp(k, "--wan")) a->wan = v;
         else if (!strcmp(k, "--port")) a->port = atoi(v);
         else if (!strcmp(k, "--timeout")) a->timeout = atof(v);
-        else if (!strcmp(k, "--kill-at")) {
+        else if (!strcmp(k, "--silent-after")) a->silent_after = atof(v);
+        else if (!strcmp(k, "--drift")) a->drift = atof(v);
+        else if (!strcmp(k, "--join-margin")) a->margin = atof(v);
+        else if (!strcmp(k, "--clusters")) a->clusters = v;
+        else if (!strcmp(k, "--job")) a->job = v;
+        else if (!strcmp(k, "--links")) a->links = v;
+        else if (!strcmp(k, "--kill-at") || !strcmp(k, "--stall-at")) {
             const char *c = strrchr(v, ':');
-            if (!c || (a->kill_step = atol(c + 1)) < 1)
+            long at = c ? atol(c + 1) : 0;
+            if (at < 1)
                 return -1;
-            a->kill_part = v;
+            if (k[2] == 'k') {
+                a->kill_part = v;
+                a->kill_step = at;
+            } else {
+                a->stall_part = v;
+                a->stall_step = at;
+            }
         } else
             return -1;
     }
-    return a->plan && a->dir ? 0 : -1;
+    return a->plan && a->dir && !a->clusters == !a->job ? 0 : -1;
 }
 
 /* weft-train beside this program, else on PATH. */
@@ -150,21 +176,60 @@ static long job_step(const cpn_plan *p, const char *dir)
     return best;
 }
 
-/* A part lost: the survivors' shares again, for status and the log. */
-static void replan_lost(const run_args *a, const cpn_plan *p, const cpn_launched *ls, int lost)
+/* A re-plan with these shares: written, logged, and kept as the run's. */
+static int replan(const run_args *a, const cpn_plan *p, cpn_watch *w, const int *batch,
+                  const char *why, const char *extra, double t0)
 {
-    int alive[64];
-    char why[160];
     double secs = 0;
-    for (int k = 0; k < p->nparts && k < 64; k++)
-        alive[k] = k != lost && ls[k].state != PART_FAILED;
-    snprintf(why, sizeof why, "part %s lost", ls[lost].part->cluster);
     long step = job_step(p, a->dir);
-    if (cpn_replan(a->dir, p, alive, why, step, &secs) == 0)
-        printf("weft-cpn run: re-planned at step %ld in %.3f ms (%s): %s/replan.json\n", step,
-               secs * 1e3, why, a->dir);
+    int rc = cpn_replan_write(a->dir, p, batch, why, step, w->gen + 1, extra, t0, &secs);
+    if (rc) {
+        printf("weft-cpn run: %s; the re-plan cannot be written: %s\n", why, weft_strerror(rc));
+        return rc;
+    }
+    w->gen++;
+    if (batch != w->batch)
+        memcpy(w->batch, batch, sizeof w->batch);
+    printf("weft-cpn run: re-planned at step %ld in %.3f ms (%s): %s/replan.json\n", step,
+           secs * 1e3, why, a->dir);
+    return 0;
+}
+
+/* A part lost: the survivors keep their shares' proportion (the
+ * planner's, by measured rate) over the whole batch. */
+static void replan_lost(const run_args *a, const cpn_plan *p, cpn_watch *w, int lost,
+                        const char *how)
+{
+    double t0 = clock_now(), weight[CPN_REPLAN_MAX];
+    int batch[CPN_REPLAN_MAX];
+    char why[160];
+    for (int k = 0; k < CPN_REPLAN_MAX; k++)
+        weight[k] = k == lost ? 0 : w->batch[k];
+    snprintf(why, sizeof why, "part %s %s", p->parts[lost].cluster, how);
+    if (cpn_replan_shares(p, weight, batch) == 0)
+        replan(a, p, w, batch, why, NULL, t0);
     else
         printf("weft-cpn run: %s; no part left to re-plan for\n", why);
+}
+
+/* The outer sync took meas s an outer step against the plan's: the same
+ * shares, and the period that pays for the slower link as the plan's paid
+ * for its own (the planner's choices of H), for the next launch. */
+static void replan_drift(const run_args *a, const cpn_plan *p, cpn_watch *w, double meas)
+{
+    static const int hs[] = { 10, 20, 50, 100, 200, 500 };
+    double t0 = clock_now(), f = meas / w->sync_ref;
+    int H = p->H > 0 ? p->H : 1, h = hs[5];
+    for (int i = 5; i >= 0; i--)
+        h = hs[i] >= H * f ? hs[i] : h;
+    h = h > p->steps ? (int)p->steps : h;
+    char why[200], extra[160];
+    snprintf(why, sizeof why, "the outer sync measured %.4g s against %.4g s planned (%.3gx): "
+             "the link is slower than planned", meas, w->sync_ref, f);
+    snprintf(extra, sizeof extra, ", \"outer_sync_s\": %.6g, \"planned_sync_s\": %.6g, "
+             "\"H\": %d", meas, w->sync_ref, h);
+    if (replan(a, p, w, w->batch, why, extra, t0) == 0)
+        w->sync_ref = meas; /* the next drift is from here */
 }
 
 /* From a loss until the re-plan runs: the survivors drop the lost part
@@ -253,14 +318,135 @@ static void loss_check(loss_watch *w, const char *dir)
     w->at = -1;
 }
 
-/* Until every part has ended: states, progress lines, the test hook and
- * the time limit. The number of parts that failed, the killed one aside. */
-static int watch(const run_args *a, const cpn_plan *p, cpn_launched *ls)
+/* Which part --kill-at or --stall-at names ("b:20"); -1 none. */
+static int named(const cpn_plan *p, const char *what)
 {
-    double t0 = now_s(), shown = 0;
-    int killed = -1;
-    double kill_at = 0;
+    for (int k = 0; what && k < p->nparts; k++) {
+        size_t n = strlen(p->parts[k].cluster);
+        if (!strncmp(what, p->parts[k].cluster, n) && what[n] == ':')
+            return k;
+    }
+    return -1;
+}
+
+static int start_part(const run_args *a, const cpn_plan *p, cpn_launched *l,
+                      const cpn_job_env *e)
+{
+    int rc = launch_write(l, p, e);
+    if (rc == 0)
+        rc = launch_start(l);
+    if (rc) {
+        fprintf(stderr, "weft-cpn run: part %s: cannot start it: %s\n", l->part->cluster,
+                weft_strerror(rc));
+        return rc;
+    }
+    write_state(a->dir, l);
+    printf("weft-cpn run: part %s: %d rank(s) from rank %d via %s%s, batch %d, speed %g%s\n",
+           l->part->cluster, l->part->ranks, l->base, l->part->launcher,
+           l->slurm_job ? " (sbatch)" : "", l->part->batch, l->part->speed,
+           l->join ? ", joining the running job" : "");
+    return 0;
+}
+
+/* Whether the training takes a cluster in while it runs: --elastic over
+ * diloco (the churn mode's outer-step boundaries). */
+static int takes_joiners(const cpn_plan *p)
+{
+    int elastic = 0;
+    for (int i = 0; i < p->ntrain; i++)
+        elastic |= !strcmp(p->train_args[i], "--elastic");
+    return elastic && !strncmp(p->sync, "diloco:", 7);
+}
+
+/* A cluster that makes the plan faster joins: the re-plan (its shares,
+ * which the members and the joiner read when it is admitted) first, then
+ * its part, whose ranks wait to be admitted at an outer-step boundary. */
+static void join(const run_args *a, cpn_plan *p, cpn_launched *ls, cpn_watch *w,
+                 const cpn_job_env *e)
+{
+    cpn_part pt;
+    int batch[CPN_REPLAN_MAX], k = p->nparts, base = 0;
+    char why[200];
+    double t0 = clock_now();
+    if (!watch_joiner(w, p, &pt, batch, why, sizeof why))
+        return;
+    if (!takes_joiners(p)) {
+        printf("weft-cpn run: %s, but the training takes no cluster in while it runs "
+               "(it needs --elastic and diloco)\n", why);
+        return;
+    }
+    p->parts[k] = pt;
+    p->nparts++;
+    if (replan(a, p, w, batch, why, NULL, t0) != 0) {
+        p->nparts--;
+        return;
+    }
+    for (int i = 0; i < p->nparts; i++) {
+        p->parts[i].batch = batch[i]; /* the joiner's --batch-shares */
+        base += i < k ? p->parts[i].ranks : 0;
+    }
+    cpn_job_env je = *e;
+    je.world = base + pt.ranks;
+    ls[k] = (cpn_launched){ .part = &p->parts[k], .index = k, .base = base, .join = 1 };
+    if (start_part(a, p, &ls[k], &je) != 0)
+        ls[k].state = PART_FAILED;
+}
+
+/* Every look's re-plan triggers besides a part's end. */
+static void triggers(const run_args *a, cpn_plan *p, cpn_launched *ls, cpn_watch *w,
+                     const cpn_job_env *e, double *joined_at, int *silenced, double *silent_at)
+{
+    double now = clock_now(), meas = 0;
+    int k = watch_silent(w, p, ls, now);
+    if (k >= 0) {
+        printf("weft-cpn run: part %s silent for %.1f s (no progress past step %ld): "
+               "ended as lost\n", p->parts[k].cluster, a->silent_after, w->seen[k]);
+        launch_kill_hard(&ls[k]);
+        if (*silenced < 0) {
+            *silenced = k;
+            *silent_at = now;
+        }
+    }
+    if (watch_drift(w, p, ls, &meas))
+        replan_drift(a, p, w, meas);
+    if (a->clusters && now - *joined_at >= 1) {
+        *joined_at = now;
+        join(a, p, ls, w, e);
+    }
+}
+
+/* The test hooks: part --kill-at ended, part --stall-at stopped. */
+static void hooks(const run_args *a, const cpn_plan *p, cpn_launched *ls, int *killed,
+                  double *kill_at, int *stalled)
+{
+    int k = named(p, a->kill_part), j = named(p, a->stall_part);
+    if (k >= 0 && *killed < 0 && job_step(p, a->dir) >= a->kill_step) {
+        printf("weft-cpn run: ending part %s at step %ld\n", ls[k].part->cluster,
+               job_step(p, a->dir));
+        launch_kill(&ls[k]);
+        *killed = k;
+        *kill_at = now_s();
+    }
+    if (j >= 0 && *stalled < 0 && job_step(p, a->dir) >= a->stall_step) {
+        int rc = launch_stop(&ls[j]);
+        printf("weft-cpn run: stopping part %s at step %ld%s\n", ls[j].part->cluster,
+               job_step(p, a->dir), rc ? ": not a local part, left running" : "");
+        *stalled = j;
+    }
+}
+
+/* Until every part has ended: states, progress lines, the re-plan
+ * triggers, the test hooks and the time limit. The number of parts that
+ * failed, the one a test hook ended aside. */
+static int watch(const run_args *a, cpn_plan *p, cpn_launched *ls, const cpn_job_env *e)
+{
+    double t0 = now_s(), shown = 0, kill_at = 0, joined_at = 0, silent_at = 0;
+    int killed = -1, stalled = -1, silenced = -1;
     loss_watch lw = { .at = -1 };
+    cpn_watch w = { .dir = a->dir, .silent_after = a->silent_after, .drift = a->drift,
+                    .clusters = a->clusters, .job = a->job, .links = a->links,
+                    .margin = a->margin };
+    watch_init(&w, p, clock_now());
     for (;;) {
         int left = 0, failed = 0;
         for (int k = 0; k < p->nparts; k++) {
@@ -272,30 +458,23 @@ static int watch(const run_args *a, const cpn_plan *p, cpn_launched *ls)
                        ls[k].state == PART_DONE ? "done" : "lost", ls[k].status,
                        k == killed ? ", as --kill-at asked" : "");
                 if (ls[k].state == PART_FAILED) {
-                    replan_lost(a, p, ls, k);
-                    loss_seen(&lw, ls, k, k == killed ? kill_at : now_s());
+                    replan_lost(a, p, &w, k, k == silenced ? "silent" : "lost");
+                    loss_seen(&lw, ls, k, k == killed ? kill_at : k == silenced ? silent_at
+                                                                                : now_s());
                 }
             }
             left += ls[k].state < PART_DONE;
-            failed += ls[k].state == PART_FAILED && k != killed;
+            failed += ls[k].state == PART_FAILED && k != killed && k != stalled;
         }
         loss_check(&lw, a->dir);
         if (!left)
             return failed;
-        if (a->kill_part && killed < 0 && job_step(p, a->dir) >= a->kill_step)
-            for (int k = 0; k < p->nparts; k++)
-                if (!strncmp(a->kill_part, ls[k].part->cluster, strlen(ls[k].part->cluster)) &&
-                    a->kill_part[strlen(ls[k].part->cluster)] == ':') {
-                    printf("weft-cpn run: ending part %s at step %ld\n", ls[k].part->cluster,
-                           job_step(p, a->dir));
-                    launch_kill(&ls[k]);
-                    killed = k;
-                    kill_at = now_s();
-                }
+        triggers(a, p, ls, &w, e, &joined_at, &silenced, &silent_at);
+        hooks(a, p, ls, &killed, &kill_at, &stalled);
         if (a->timeout > 0 && now_s() - t0 > a->timeout) {
             printf("weft-cpn run: %.0f s passed: ending every part\n", a->timeout);
             for (int k = 0; k < p->nparts; k++)
-                launch_kill(&ls[k]);
+                launch_kill_hard(&ls[k]);
         }
         if (now_s() - shown >= 5) {
             shown = now_s();
@@ -313,23 +492,14 @@ static int launch_all(const run_args *a, const cpn_plan *p, cpn_launched *ls,
         ls[k].part = &p->parts[k];
         ls[k].index = k;
         ls[k].base = base;
-        int rc = launch_write(&ls[k], p, e);
-        if (rc == 0)
-            rc = launch_start(&ls[k]);
-        if (rc) {
-            fprintf(stderr, "weft-cpn run: part %s: cannot start it: %s\n",
-                    p->parts[k].cluster, weft_strerror(rc));
+        int rc = start_part(a, p, &ls[k], e);
+        if (rc)
             return rc;
-        }
-        write_state(a->dir, &ls[k]);
-        printf("weft-cpn run: part %s: %d rank(s) from rank %d via %s%s, batch %d, speed %g\n",
-               p->parts[k].cluster, p->parts[k].ranks, base, p->parts[k].launcher,
-               ls[k].slurm_job ? " (sbatch)" : "", p->parts[k].batch, p->parts[k].speed);
     }
     return 0;
 }
 
-static int run_plan(const run_args *a, const cpn_plan *p)
+static int run_plan(const run_args *a, cpn_plan *p)
 {
     char secret[80], secret_file[1100], train[1100], err[256], metrics[1100];
     weft_store_server *srv = NULL;
@@ -360,9 +530,9 @@ static int run_plan(const run_args *a, const cpn_plan *p)
            p->sync, a->host, port);
     cpn_job_env e = { a->dir, train, a->host, secret_file, a->ifname, a->wan, metrics,
                       port, world, a->extra };
-    cpn_launched *ls = calloc((size_t)p->nparts, sizeof *ls);
+    cpn_launched *ls = calloc((size_t)p->cap, sizeof *ls); /* room for joiners */
     rc = ls ? launch_all(a, p, ls, &e) : WEFT_ENOMEM;
-    int failed = rc ? 0 : watch(a, p, ls);
+    int failed = rc ? 0 : watch(a, p, ls, &e);
     for (int k = 0; rc && ls && k < p->nparts; k++)
         launch_kill(&ls[k]);
     if (rc == 0)

@@ -102,6 +102,7 @@ static int read_sync(const json_value *sy, cpn_plan *p, char *err, size_t cap)
      * full sync, whose all-reduce over a job that spans clusters is the
      * hier algorithm (clusters its upper level) where the cost model
      * picks it (docs/WAN.md) */
+    p->H = outer ? (int)h : 0;
     if (!strcmp(mode, "full") || !strcmp(mode, "hier"))
         snprintf(p->sync, sizeof p->sync, "full");
     else if (!strcmp(mode, "diloco"))
@@ -158,7 +159,9 @@ static int read_plan(const json_value *root, cpn_plan *p, char *err, size_t cap)
     const json_value *parts = json_get(root, "parts");
     if (rc == 0 && (!parts || parts->type != JSON_ARR || parts->n < 1))
         return fail(err, cap, "the plan has no \"parts\"");
-    if (rc == 0 && !(p->parts = calloc(parts->n, sizeof *p->parts)))
+    /* room for the clusters that may join the run (weft-cpn run --clusters) */
+    p->cap = (int)parts->n + CPN_RUN_JOINERS;
+    if (rc == 0 && !(p->parts = calloc((size_t)p->cap, sizeof *p->parts)))
         return WEFT_ENOMEM;
     long sum = 0;
     for (size_t i = 0; rc == 0 && i < parts->n; i++) {
@@ -174,6 +177,7 @@ static int read_plan(const json_value *root, cpn_plan *p, char *err, size_t cap)
     const json_value *pr = json_get(root, "predicted");
     p->step_s = num_of(pr, "step_s", 0);
     p->total_s = num_of(pr, "total_s", 0);
+    p->wan_s = num_of(pr, "wan_s", 0);
     return rc;
 }
 

@@ -6,6 +6,8 @@
 
 #include <stddef.h>
 
+#define CPN_RUN_JOINERS 4 /* clusters that may join a running plan */
+
 typedef struct {
     char cluster[64], launcher[16], slurm_conf[1024];
     char host[256];   /* the first of hosts (ssh: where the part runs); "" none */
@@ -23,7 +25,10 @@ typedef struct {
     int ntrain;
     cpn_part *parts;
     int nparts;
+    int H;                   /* diloco and streaming: the outer period; 0 */
     double step_s, total_s;  /* predicted; 0: not given */
+    double wan_s;            /* predicted: the step's share of the outer sync */
+    int cap;                 /* parts there is room for (a joiner takes one) */
 } cpn_plan;
 
 /* Reads and checks path; err (cap bytes) says what is wrong, with the

@@ -19,10 +19,13 @@ int status_progress(const char *dir, int k, cpn_progress *pr)
     FILE *f = fopen(path, "r");
     if (!f)
         return -1;
-    int n = fscanf(f, "step %ld of %ld loss %lf elapsed %lf", &pr->step, &pr->steps, &pr->loss,
-                   &pr->elapsed);
+    pr->outer = -1;
+    int n = fscanf(f, "step %ld of %ld loss %lf elapsed %lf outer %ld wait %lf", &pr->step,
+                   &pr->steps, &pr->loss, &pr->elapsed, &pr->outer, &pr->wait);
     fclose(f);
-    return n == 4 ? 0 : -1;
+    if (n < 6)
+        pr->outer = -1;
+    return n >= 4 ? 0 : -1;
 }
 
 static void part_state(const char *dir, const cpn_part *pt, char *out, size_t cap)

@@ -12,6 +12,8 @@
 typedef struct {
     long step, steps;   /* 0: no progress yet */
     double loss, elapsed;
+    long outer;         /* outer steps this part has taken; -1: not said */
+    double wait;        /* seconds its first rank was blocked on them */
 } cpn_progress;
 
 /* Part k's last progress line; 0 when there is one. */

@@ -30,6 +30,7 @@
 #include "run/run_elastic_churn.h"
 #include "run/run_elastic_hooks.h"
 #include "run/run_elastic_member.h"
+#include "run/run_elastic_shares.h"
 #include "run/run_pipeline.h"
 #include "run/run_sync.h"
 
@@ -113,7 +114,8 @@ static int hand_over(weft_run *t, long done, long *step)
         if ((rc = weft_broadcast(c, weft_optim_state(t->opt, i, NULL), n, WEFT_F32, root)))
             return rc;
     weft_optim_set_steps(t->opt, h[1]);
-    return member_apply_header(t, h, step);
+    rc = member_apply_header(t, h, step);
+    return rc ? rc : shares_change(t, *step);
 }
 
 /* ZeRO 1-3: full holds this rank's part of the whole state (zeros

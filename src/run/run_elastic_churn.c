@@ -28,6 +28,7 @@
 
 #include "run/run_churn.h"
 #include "run/run_elastic_member.h"
+#include "run/run_elastic_shares.h"
 #include "run/run_sync.h"
 
 #include "core/clock.h"
@@ -87,7 +88,8 @@ static int boundary_hand_over(weft_run *t, int joiner, long k, const int64_t cnt
         return rc;
     weft_optim_set_steps(t->opt, h[1]);
     churn_import(&t->sync, outer, h + 6);
-    return member_apply_header(t, h, step);
+    rc = member_apply_header(t, h, step);
+    return rc ? rc : shares_change(t, *step);
 }
 
 static int outer_buf(weft_run *t, float **out)
@@ -171,7 +173,8 @@ static int resume(weft_run *t, float *outer, const int64_t cnt[2], long next, lo
     }
     if (!took)
         weft_optim_set_steps(t->opt, h[1]);
-    return member_apply_header(t, h, step);
+    rc = member_apply_header(t, h, step);
+    return rc ? rc : shares_change(t, *step);
 }
 
 /* hier: a cluster that lost a rank leaves whole (*whole = 0 here); the

@@ -24,6 +24,9 @@
  * 1 nothing changes. */
 #include "run/run_shares.h"
 
+#include "run/run_churn.h"
+#include "train/sync_outer.h"
+
 #include "core/clock.h"
 
 #include <errno.h>
@@ -33,17 +36,17 @@
 #include <string.h>
 #include <time.h>
 
-enum { MAX_SHARES = 64 };
 
 /* "6,3": the shares in cluster order; their count, or -1 when bad. */
-static int parse_shares(const char *v, long *out)
+int shares_parse(const char *v, long *out)
 {
     int n = 0;
     while (*v) {
         char *end;
         errno = 0;
         long x = strtol(v, &end, 10);
-        if (errno || end == v || x < 1 || n == MAX_SHARES || (*end && *end != ','))
+        /* 0: a cluster out of the job (a re-plan's shares, weft-cpn run) */
+        if (errno || end == v || x < 0 || n == SHARES_MAX || (*end && *end != ','))
             return -1;
         out[n++] = x;
         v = *end ? end + 1 : end;
@@ -52,11 +55,11 @@ static int parse_shares(const char *v, long *out)
 }
 
 /* This rank's part [*begin, *end) of every batch under the shares. */
-static int part_of(train_sync *s, const long *share, int n, int *begin, int *end)
+static int part_of(train_sync *s, weft_comm *c, const long *share, int n, int *begin, int *end)
 {
     weft_run *t = s->run;
-    int me = s->comm ? weft_comm_rank(s->comm) : 0, world = s->comm ? weft_comm_size(s->comm) : 1;
-    int mine = s->comm ? weft_comm_cluster_of(s->comm, me) : 0, ranks = 0, idx = 0;
+    int me = c ? weft_comm_rank(c) : 0, world = c ? weft_comm_size(c) : 1;
+    int mine = c ? weft_comm_cluster_of(c, me) : 0, ranks = 0, idx = 0;
     long sum = 0, before = 0;
     for (int k = 0; k < n; k++) {
         sum += share[k];
@@ -70,7 +73,7 @@ static int part_of(train_sync *s, const long *share, int n, int *begin, int *end
                         "--batch-shares %s: no share for this rank's cluster %d (WEFT_CLUSTER)",
                         s->o->batch_shares, mine);
     for (int r = 0; r < world; r++)
-        if (!s->comm || weft_comm_cluster_of(s->comm, r) == mine) {
+        if (!c || weft_comm_cluster_of(c, r) == mine) {
             idx += r < me;
             ranks++;
         }
@@ -84,22 +87,13 @@ static int part_of(train_sync *s, const long *share, int n, int *begin, int *end
     return 0;
 }
 
-/* The loader again, over this rank's part, at the same stream position;
- * *n: the part's samples. */
-static int shares_loader(train_sync *s, int *n)
+/* The loader again, over this rank's part under share[0..k) (over c), at
+ * the same stream position; *n: the part's samples. */
+int shares_loader_over(train_sync *s, weft_comm *c, const long *share, int k, int *n)
 {
     weft_run *t = s->run;
     const opts *o = s->o;
-    long share[MAX_SHARES];
-    int k = parse_shares(o->batch_shares, share), begin = 0, end = 0;
-    if (k < 1)
-        return run_fail(t, WEFT_ECONFIG,
-                        "--batch-shares: want positive sample counts in cluster order (6,3), "
-                        "not '%s'", o->batch_shares);
-    if (o->pp > 1 || o->tp > 1 || o->ps)
-        return run_fail(t, WEFT_ENOTSUP,
-                        "--batch-shares: data parallelism only (no --pp, --tp or --mode ps)");
-    int rc = part_of(s, share, k, &begin, &end);
+    int begin = 0, end = 0, rc = part_of(s, c, share, k, &begin, &end);
     if (rc)
         return rc;
     if (end - begin < o->accum)
@@ -120,6 +114,21 @@ static int shares_loader(train_sync *s, int *n)
     t->loader = l;
     *n = end - begin;
     return 0;
+}
+
+static int shares_loader(train_sync *s, int *n)
+{
+    const opts *o = s->o;
+    long share[SHARES_MAX];
+    int k = shares_parse(o->batch_shares, share);
+    if (k < 1)
+        return run_fail(s->run, WEFT_ECONFIG,
+                        "--batch-shares: want sample counts in cluster order (6,3), not '%s'",
+                        o->batch_shares);
+    if (o->pp > 1 || o->tp > 1 || o->ps)
+        return run_fail(s->run, WEFT_ENOTSUP,
+                        "--batch-shares: data parallelism only (no --pp, --tp or --mode ps)");
+    return shares_loader_over(s, s->comm, share, k, n);
 }
 
 /* Steps of this rank when its period is h of the job's H: as many outer
@@ -285,7 +294,11 @@ void shares_progress(train_sync *s, const train_step *st)
         return;
     if (s->progress_t0 == 0)
         s->progress_t0 = now;
-    if (now - s->progress_at < 0.5 && step < t->end)
+    /* and just before an outer step, where a part may wait for another:
+     * weft-cpn run tells the waiting from the stuck by their steps */
+    int outer_next = s->cfg.period > 0 && (step + 1) % s->cfg.period == 0 &&
+                     (s->churn || (s->sy && sync_outer_of(s->sy)));
+    if (now - s->progress_at < 0.5 && step < t->end && !outer_next)
         return;
     s->progress_at = now;
     int k = s->comm ? weft_comm_cluster_of(s->comm, weft_comm_rank(s->comm)) : 0;
@@ -295,8 +308,15 @@ void shares_progress(train_sync *s, const train_step *st)
     FILE *f = fopen(tmp, "w");
     if (!f)
         return; /* progress is for watching: the training goes on without it */
-    fprintf(f, "step %ld of %ld loss %.6f elapsed %.3f\n", step, t->end, st->loss,
-            now - s->progress_t0);
+    /* the outer steps' blocked seconds: what weft-cpn run measures a
+     * link by (a part's own sync timings, not the link's declared rate) */
+    const outer_sync *os = s->churn ? s->churn->outer : s->sy ? sync_outer_of(s->sy) : NULL;
+    outer_times ot = { 0, 0, 0 };
+    long outer = os && s->cfg.period > 0 ? step / s->cfg.period : 0;
+    if (os)
+        outer_time(os, &ot);
+    fprintf(f, "step %ld of %ld loss %.6f elapsed %.3f outer %ld wait %.6f\n", step, t->end,
+            st->loss, now - s->progress_t0, outer, ot.wait_s);
     if (fclose(f) == 0)
         rename(tmp, name);
 }

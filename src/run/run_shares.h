@@ -8,6 +8,8 @@
 
 #include "run/run_int.h"
 
+enum { SHARES_MAX = 64 }; /* clusters */
+
 /* Before the mode's open (collective over s->comm when the mode takes
  * outer steps): this rank's part of every batch from --batch-shares (the
  * run's loader made again over it), its period and step count scaled by
@@ -21,5 +23,10 @@ void shares_pace(train_sync *s);
  * (K its cluster) as one line, "step S of N loss L elapsed E", replaced at
  * most twice a second and after the last step, for weft-cpn status. */
 void shares_progress(train_sync *s, const train_step *st);
+/* "6,3" (0 allowed: a cluster out of the job): their count, -1 when bad. */
+int shares_parse(const char *v, long *out);
+/* The loader again over this rank's part of share[0..k) among c's ranks
+ * (by cluster), at the same stream position; *n: the part's samples. */
+int shares_loader_over(train_sync *s, weft_comm *c, const long *share, int k, int *n);
 
 #endif

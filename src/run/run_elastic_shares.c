@@ -1,0 +1,146 @@
+/* The clusters' shares of the batch after a membership change.
+ *
+ * weft-cpn run re-plans when a cluster is lost, goes silent or joins, and
+ * writes the new shares by cluster (WEFT_CLUSTER) to PATH.shares beside
+ * the parts' progress files ("GEN S0,S1,..."; 0 for a cluster out of the
+ * job). The training reads them only at a membership change, where the
+ * ranks already meet for a hand-over, so that no step pays a look: the
+ * file is written before a joiner is started, and where a loss reaches
+ * the survivors before the orchestrator's re-plan (its launcher learns of
+ * the end later), the launch's shares over the clusters left, in
+ * proportion, are the same rule the orchestrator follows. Rank 0 reads
+ * and decides and broadcasts the result, so every rank takes the same
+ * shares even while the file is replaced. */
+#include "run/run_elastic_shares.h"
+
+#include "run/run_shares.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+enum { FROM_NONE = 0, FROM_REPLAN, FROM_LAUNCH };
+
+/* The ranks of each cluster of c (ids < SHARES_MAX), into ranks[]. */
+static void cluster_ranks(weft_comm *c, long *ranks)
+{
+    memset(ranks, 0, SHARES_MAX * sizeof *ranks);
+    for (int r = 0, w = weft_comm_size(c); r < w; r++) {
+        int k = weft_comm_cluster_of(c, r);
+        if (k >= 0 && k < SHARES_MAX)
+            ranks[k]++;
+    }
+}
+
+/* Whether share[0..n) gives every cluster present its ranks at least,
+ * none to a cluster absent, and the batch in all. */
+static int fits(const long *share, int n, const long *ranks, long batch)
+{
+    long sum = 0;
+    for (int k = 0; k < SHARES_MAX; k++) {
+        long x = k < n ? share[k] : 0;
+        if ((ranks[k] > 0 && x < ranks[k]) || (ranks[k] == 0 && x != 0))
+            return 0;
+        sum += x;
+    }
+    return sum == batch;
+}
+
+/* The re-plan's shares: "GEN S0,S1,..."; their count, -1 when none. */
+static int from_file(const char *base, long *share, long *gen)
+{
+    char path[1100], line[1024], list[1000];
+    snprintf(path, sizeof path, "%s.shares", base);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    int ok = fgets(line, sizeof line, f) && sscanf(line, "%ld %999s", gen, list) == 2;
+    fclose(f);
+    return ok ? shares_parse(list, share) : -1;
+}
+
+/* The launch's shares over the clusters present, in proportion, largest
+ * remainders first (cpn_replan_shares' rule); their count, -1 when a
+ * cluster present has none. */
+static int from_launch(const char *given, const long *ranks, long batch, long *share)
+{
+    long orig[SHARES_MAX], sum = 0, got = 0;
+    double frac[SHARES_MAX];
+    int n = given[0] ? shares_parse(given, orig) : -1;
+    if (n < 1)
+        return -1;
+    for (int k = 0; k < SHARES_MAX; k++) {
+        if (ranks[k] > 0 && (k >= n || orig[k] < 1))
+            return -1;
+        sum += ranks[k] > 0 ? orig[k] : 0;
+    }
+    for (int k = 0; k < SHARES_MAX; k++) {
+        double x = ranks[k] > 0 ? (double)batch * orig[k] / sum : 0;
+        share[k] = (long)floor(x);
+        frac[k] = ranks[k] > 0 ? x - share[k] : -2;
+        got += share[k];
+    }
+    while (got < batch) {
+        int m = 0;
+        for (int k = 1; k < SHARES_MAX; k++)
+            m = frac[k] > frac[m] ? k : m;
+        share[m]++;
+        frac[m] = -1;
+        got++;
+    }
+    return SHARES_MAX;
+}
+
+/* Rank 0's decision: h[0] where from, h[1] the re-plan's number, h[2..]
+ * the shares. */
+static void decide(const weft_run *t, const long *ranks, int64_t *h)
+{
+    const opts *o = t->o;
+    long share[SHARES_MAX] = { 0 }, gen = 0;
+    int n = o->progress[0] ? from_file(o->progress, share, &gen) : -1;
+    h[0] = FROM_NONE;
+    if (n > 0 && fits(share, n, ranks, o->r.batch)) {
+        h[0] = FROM_REPLAN;
+        h[1] = gen;
+    } else {
+        memset(share, 0, sizeof share);
+        n = from_launch(o->batch_shares, ranks, o->r.batch, share);
+        if (n > 0 && fits(share, n, ranks, o->r.batch))
+            h[0] = FROM_LAUNCH;
+    }
+    for (int k = 0; k < SHARES_MAX; k++)
+        h[2 + k] = h[0] == FROM_NONE ? 0 : share[k];
+}
+
+int shares_change(weft_run *t, long step)
+{
+    const opts *o = t->o;
+    if (!t->comm || t->pl || (!o->batch_shares[0] && !o->progress[0]))
+        return 0;
+    long ranks[SHARES_MAX], share[SHARES_MAX];
+    int64_t h[2 + SHARES_MAX];
+    cluster_ranks(t->comm, ranks);
+    if (weft_comm_rank(t->comm) == 0)
+        decide(t, ranks, h);
+    int rc = weft_broadcast(t->comm, h, 2 + SHARES_MAX, WEFT_I64, 0), last = 0, n = 0;
+    if (rc || h[0] == FROM_NONE)
+        return rc;
+    for (int k = 0; k < SHARES_MAX; k++) {
+        share[k] = (long)h[2 + k];
+        last = share[k] > 0 ? k + 1 : last;
+    }
+    rc = shares_loader_over(&t->sync, t->comm, share, last, &n);
+    if (rc || weft_comm_rank(t->comm) != 0)
+        return rc;
+    char list[SHARES_MAX * 8] = "";
+    size_t len = 0;
+    for (int k = 0; k < last && len < sizeof list; k++)
+        len += (size_t)snprintf(list + len, sizeof list - len, "%s%ld", k ? "," : "", share[k]);
+    if (h[0] == FROM_REPLAN)
+        run_say(t, WEFT_RUN_OUT, "elastic: step %ld: batch shares by cluster %s (re-plan %lld)\n",
+                step, list, (long long)h[1]);
+    else
+        run_say(t, WEFT_RUN_OUT, "elastic: step %ld: batch shares by cluster %s (the launch's, "
+                "over the clusters left)\n", step, list);
+    return 0;
+}
