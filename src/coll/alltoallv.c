@@ -1,13 +1,16 @@
 /* All-to-all with unequal blocks (MPI_Alltoallv; torch's all_to_all_single
  * with splits): one round in which each rank sends its block to every
  * other rank and receives theirs, as a schedule, so it runs on the same
- * executor, wire fingerprints and failure path as every collective. */
+ * executor, wire fingerprints and failure path as every collective. On
+ * one host each rank instead reads its blocks straight out of the others'
+ * send buffers (coll/local/direct_av.c), one copy a byte. */
 #include "coll/alltoallv.h"
 
 #include "coll/coll_args.h"
 #include "coll/comm_notice.h"
 #include "coll/exec/callboard.h"
 #include "coll/exec/exec.h"
+#include "coll/local/direct.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +37,15 @@ static int av_check(weft_comm *c, const coll_av_args *v)
     if (v->send && v->send == v->recv)
         return comm_fail(c, WEFT_EINVAL, "alltoallv: send and receive buffers must differ");
     return 0;
+}
+
+/* Single copy (coll/local/direct.h) where every rank is on this host,
+ * unless WEFT_ALGO or WEFT_SHM_CMA=0 asks for another way: decided from
+ * what every rank knows alike. */
+static int av_direct(const weft_comm *c)
+{
+    return c->size > 1 && c->nhosts == 1 && c->shm_on && c->params.shm_cma &&
+           (c->algo == WEFT_ALGO_AUTO || c->algo == WEFT_ALGO_DIRECT) && direct_verdict(c) >= 0;
 }
 
 static void av_sched(weft_comm *c, const coll_av_args *v, weft_sched *s)
@@ -75,7 +87,7 @@ int coll_alltoallv(weft_comm *c, const coll_av_args *v, uint64_t flight_id)
     fp.version = WIRE_VERSION;
     fp.kind = WEFT_COLL_ALLTOALL;
     fp.dtype = (uint8_t)v->t;
-    fp.algo = WEFT_ALGO_NAIVE;
+    fp.algo = av_direct(c) ? WEFT_ALGO_DIRECT : WEFT_ALGO_NAIVE;
     fp.root = -1;
     fp.op = 1; /* a plain alltoall has 0: the two are told apart as mismatched */
     fp.seq = ++c->seq;
@@ -87,7 +99,11 @@ int coll_alltoallv(weft_comm *c, const coll_av_args *v, uint64_t flight_id)
     c->cur = fr;
     c->fail_learned = 0;
     char *bufs[SB_COUNT] = { (char *)(uintptr_t)v->send, v->recv, NULL };
-    rc = prior ? prior : exec_run(c, &c->sched, bufs, &fp);
+    rc = prior;
+    if (!rc && fp.algo == WEFT_ALGO_DIRECT)
+        rc = direct_alltoallv(c, v, &fp);
+    if (!prior && (fp.algo != WEFT_ALGO_DIRECT || rc == DIRECT_AGAIN))
+        rc = exec_run(c, &c->sched, bufs, &fp);
     flight_finish(fr, rc);
     c->cur = NULL;
     if (rc) {

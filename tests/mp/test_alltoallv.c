@@ -61,6 +61,101 @@ static void body(weft_comm *c, void *arg)
     CHECK(exchange(c, 0));
 }
 
+/* Blocks of up to about 1 MiB (some empty), so that single copy reads
+ * whole pages and the schedule's messages go by its own single copy. */
+static size_t big(int i, int j) { return (size_t)((i * 7 + j * 3) % 4) * 65537; }
+
+static void large(weft_comm *c, void *arg)
+{
+    int r = weft_comm_rank(c), n = weft_comm_size(c);
+    size_t sc[8], sd[8], rc[8], rd[8], st = 0, rt = 0;
+    (void)arg;
+    for (int j = 0; j < n; j++) {
+        sc[j] = big(r, j), sd[j] = st, st += sc[j];
+        rc[j] = big(j, r), rd[j] = rt, rt += rc[j] + 1;
+    }
+    uint32_t *s = malloc((st + 1) * sizeof *s), *d = malloc((rt + 1) * sizeof *d);
+    for (int j = 0; j < n; j++)
+        for (size_t k = 0; k < sc[j]; k++)
+            s[sd[j] + k] = (uint32_t)(r << 28) ^ (uint32_t)(j << 24) ^ (uint32_t)k;
+    memset(d, 0xff, (rt + 1) * sizeof *d);
+    CHECK(weft_alltoallv(c, s, sc, sd, d, rc, rd, WEFT_I32) == 0);
+    size_t wrong = 0;
+    for (int i = 0; i < n; i++) {
+        for (size_t k = 0; k < rc[i]; k++)
+            wrong += d[rd[i] + k] != ((uint32_t)(i << 28) ^ (uint32_t)(r << 24) ^ (uint32_t)k);
+        wrong += d[rd[i] + rc[i]] != UINT32_MAX;
+    }
+    CHECK(wrong == 0);
+    free(s);
+    free(d);
+}
+
+/* Each rank's receive blocks inside its own send buffer (after the
+ * blocks it sends): the others still read those while it receives. */
+static void overlapping(weft_comm *c, void *arg)
+{
+    int r = weft_comm_rank(c), n = weft_comm_size(c);
+    size_t sc[8], sd[8], rc[8], rd[8], m = 1000;
+    int32_t *buf = malloc((size_t)(2 * n + 1) * m * sizeof *buf);
+    (void)arg;
+    for (int j = 0; j < n; j++) {
+        sc[j] = rc[j] = m;
+        sd[j] = (size_t)j * m;
+        rd[j] = (size_t)(n - 1 + j) * m; /* the last send block is the first receive block */
+        for (size_t k = 0; k < m; k++)
+            buf[sd[j] + k] = 100000 * r + 1000 * j + (int32_t)k;
+    }
+    CHECK(weft_alltoallv(c, buf, sc, sd, buf + 1, rc, rd, WEFT_I32) == 0);
+    int ok = 1;
+    for (int i = 0; i < n; i++)
+        for (size_t k = 0; k < m; k++)
+            ok &= buf[1 + rd[i] + k] == 100000 * i + 1000 * r + (int32_t)k;
+    CHECK(ok);
+    free(buf);
+}
+
+/* Rank 1 expects one element more from rank 0 than rank 0 sends it:
+ * every rank fails the call, naming both, and none waits for ever. */
+static void counts_disagree(weft_comm *c, void *arg)
+{
+    int r = weft_comm_rank(c), n = weft_comm_size(c);
+    size_t sc[8], sd[8], rc[8], rd[8];
+    int32_t s[64] = { 0 }, d[64];
+    (void)arg;
+    for (int j = 0; j < n; j++) {
+        sc[j] = rc[j] = 2;
+        sd[j] = rd[j] = (size_t)(3 * j);
+    }
+    if (r == 1)
+        rc[0] = 3;
+    CHECK(weft_alltoallv(c, s, sc, sd, d, rc, rd, WEFT_I32) == WEFT_EMISMATCH);
+    const char *e = weft_comm_error(c);
+    CHECK(strstr(e, "rank 0") && strstr(e, "rank 1") && strstr(e, "8 bytes") &&
+          strstr(e, "12"));
+}
+
+static void with_env(const char *k, const char *v, int n, mp_fn fn)
+{
+    setenv(k, v, 1);
+    CHECK(mp_run(n, 60, fn, NULL) == 0);
+    unsetenv(k);
+}
+
+TEST(large) { CHECK(mp_run(3, 60, large, NULL) == 0); }
+TEST(overlapping) { CHECK(mp_run(3, 60, overlapping, NULL) == 0); }
+TEST(counts_disagree) { CHECK(mp_run(3, 60, counts_disagree, NULL) == 0); }
+/* the schedule, where single copy is not asked for */
+TEST(schedule) { with_env("WEFT_ALGO", "naive", 3, body); }
+TEST(schedule_large) { with_env("WEFT_SHM_CMA", "0", 3, large); }
+TEST(two_hosts)
+{
+    mp_ranks_per_host = 2;
+    CHECK(mp_run(4, 60, body, NULL) == 0);
+    CHECK(mp_run(4, 60, large, NULL) == 0);
+    mp_ranks_per_host = 0;
+}
+
 TEST(ranks_1) { CHECK(mp_run(1, 60, body, NULL) == 0); }
 TEST(ranks_2) { CHECK(mp_run(2, 60, body, NULL) == 0); }
 TEST(ranks_3) { CHECK(mp_run(3, 60, body, NULL) == 0); }

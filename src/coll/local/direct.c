@@ -40,6 +40,8 @@
  * at once. */
 #include "coll/local/direct.h"
 
+#include "coll/local/direct_int.h"
+
 #include "coll/coll_sched.h"
 #include "coll/exec/exec.h"
 #include "coll/exec/mismatch.h"
@@ -58,36 +60,6 @@
 #define PIECE_MIN (16u << 10) /* per peer, at least */
 #define FOLD_MAX 16            /* sources reduced in one pass */
 
-/* What a rank tells the others, per call. A multiple of 8 bytes, so that
- * its frame is a whole number of elements of any dtype. */
-typedef struct {
-    int32_t pid;
-    uint32_t ok;          /* second exchange of the first call: it read every cookie;
-                             status: it read everything it had to */
-    uint64_t send, recv;  /* addresses in pid; status: the peer it could not read, and
-                             whether its input is still as the call found it */
-    uint64_t aux;         /* reduce: where this rank's reduced slice waits; status: errno */
-    uint64_t cookie_addr;
-    uint64_t cookie;
-} desc;
-
-struct direct_state {
-    weft_sched xchg;   /* every rank's descriptor to every rank (xchg_build) */
-    weft_sched bar;    /* dissemination barrier */
-    int verdict;       /* 0: not yet known; 1: every rank reads every other; -1: not */
-    uint64_t cookie;   /* read by peers to check they read this process */
-    desc *peers;       /* per rank, filled by the exchange */
-    desc *status;      /* per rank, filled by settle */
-    char *piece;       /* P - 1 pieces of per_peer bytes */
-    size_t per_peer;
-    int bad_peer;      /* this call: the first peer this rank could not read, or -1 */
-    int bad_errno;
-    void *scratch;     /* what must wait for the readers (a result landing in a buffer
-                          they read), or be published as a copy */
-    size_t scratch_cap;
-    uint64_t zero;     /* the barriers' (empty) buffer */
-};
-
 void direct_free(weft_comm *c)
 {
     struct direct_state *d = c->direct;
@@ -99,6 +71,7 @@ void direct_free(weft_comm *c)
     free(d->status);
     free(d->piece);
     free(d->scratch);
+    free(d->pairs);
     free(d);
     c->direct = NULL;
 }
@@ -155,7 +128,7 @@ static void xchg_build(weft_sched *s, int r, int P)
     }
 }
 
-static int state(weft_comm *c, struct direct_state **out)
+int direct_state_get(weft_comm *c, struct direct_state **out)
 {
     struct direct_state *d = c->direct;
     int P = c->size, r = c->rank;
@@ -214,7 +187,7 @@ static frame_hdr step_fp(const frame_hdr *fp, int step)
     return h;
 }
 
-static int exchange(weft_comm *c, struct direct_state *d, desc *mine, const frame_hdr *fp,
+int direct_exchange(weft_comm *c, struct direct_state *d, desc *mine, const frame_hdr *fp,
                     int step)
 {
     char *bufs[SB_COUNT] = { (char *)mine, (char *)d->peers, (char *)&d->zero };
@@ -234,7 +207,7 @@ static int barrier(weft_comm *c, struct direct_state *d, const frame_hdr *fp, in
 /* n bytes at addr in rank q into dst. A read refused while the peer
  * lives is noted (d->bad_peer) for settle, and this rank reads nothing
  * more in the call. */
-static int pull(weft_comm *c, struct direct_state *d, int q, void *dst, uint64_t addr,
+int direct_pull(weft_comm *c, struct direct_state *d, int q, void *dst, uint64_t addr,
                 size_t n, const frame_hdr *fp)
 {
     char *to = dst;
@@ -267,14 +240,16 @@ static int pull(weft_comm *c, struct direct_state *d, int q, void *dst, uint64_t
  * rank. */
 static int ring(weft_comm *c, const weft_coll_args *a, const frame_hdr *fp);
 
-static int settle(weft_comm *c, struct direct_state *d, const weft_coll_args *a,
+int direct_settle(weft_comm *c, struct direct_state *d, const weft_coll_args *a,
                   const frame_hdr *fp, int step, int intact)
 {
     desc mine = { .pid = (int32_t)getpid(),
                   .ok = d->bad_peer < 0,
                   .send = (uint64_t)(d->bad_peer < 0 ? 0 : d->bad_peer),
                   .recv = (uint64_t)!!intact,
-                  .aux = (uint64_t)d->bad_errno };
+                  .aux = (uint64_t)d->bad_errno,
+                  .cookie_addr = d->bad_sent,
+                  .cookie = d->bad_want };
     char *bufs[SB_COUNT] = { (char *)&mine, (char *)d->status, (char *)&d->zero };
     frame_hdr h = step_fp(fp, step);
     d->status[c->rank] = mine; /* the exchange passes it on from there */
@@ -292,6 +267,12 @@ static int settle(weft_comm *c, struct direct_state *d, const weft_coll_args *a,
     int e = (int)w->aux, peer = (int)w->send;
     char what[160];
     exec_describe(fp, what, sizeof what);
+    c->fail_peer = peer;
+    if (e == EMSGSIZE) /* the caller's counts, not the memory: single copy stays on */
+        return comm_fail(c, WEFT_EMISMATCH,
+                         "%s: rank %d sends rank %d %llu bytes, but rank %d expects %llu", what,
+                         peer, who, (unsigned long long)w->cookie_addr, who,
+                         (unsigned long long)w->cookie);
     /* a permission withdrawn: the ring needs none. Anything else (a bad
      * address) would only move into the ring, so the call fails. */
     redo &= e == EPERM || e == EACCES || e == ENOSYS;
@@ -301,8 +282,7 @@ static int settle(weft_comm *c, struct direct_state *d, const weft_coll_args *a,
             "off on this communicator from now on%s",
             who, peer, strerror(e), what, redo ? ", and the ring runs the call again" : "");
     if (redo)
-        return (rc = ring(c, a, fp)) ? rc : 1;
-    c->fail_peer = peer;
+        return !a ? DIRECT_AGAIN : (rc = ring(c, a, fp)) ? rc : 1;
     return comm_fail(c, WEFT_ESYS,
                      "rank %d could not read rank %d's memory during %s: %s (single copy is "
                      "off on this communicator from now on; the call cannot run again "
@@ -332,6 +312,22 @@ static int can_read_all(weft_comm *c, struct direct_state *d)
     return 1;
 }
 
+int direct_agree(weft_comm *c, struct direct_state *d, desc *mine, const frame_hdr *fp)
+{
+    int rc;
+    if (d->verdict)
+        return d->verdict < 0;
+    /* every rank must take the same path: share what each one saw */
+    mine->ok = (uint32_t)can_read_all(c, d);
+    if ((rc = direct_exchange(c, d, mine, fp, 1)))
+        return rc;
+    d->verdict = 1;
+    for (int q = 0; q < c->size; q++)
+        if (!d->peers[q].ok)
+            d->verdict = -1;
+    return d->verdict < 0;
+}
+
 /* Elements [*off, *off + *n) of count are slice q of P. */
 static void slice(uint64_t count, int P, int q, uint64_t *off, uint64_t *n)
 {
@@ -359,7 +355,7 @@ static int reduce_from_all(weft_comm *c, struct direct_state *d, const weft_coll
         for (int k = 1; k < P; k++) {
             int q = (r + k) % P;
             char *piece = d->piece + (size_t)(k - 1) * d->per_peer;
-            if ((rc = pull(c, d, q, piece, d->peers[q].send + src_off + pos, len, fp)))
+            if ((rc = direct_pull(c, d, q, piece, d->peers[q].send + src_off + pos, len, fp)))
                 return rc;
             from[nf++] = piece;
             if (nf == FOLD_MAX || k == P - 1) {
@@ -385,16 +381,16 @@ static int allreduce(weft_comm *c, struct direct_state *d, const weft_coll_args 
     if ((rc = reduce_from_all(c, d, a, (char *)a->recv + off * es,
                               (const char *)a->send + off * es, off * es, n * es, fp)))
         return rc;
-    if ((rc = settle(c, d, a, fp, 2, intact)))
+    if ((rc = direct_settle(c, d, a, fp, 2, intact)))
         return settled(rc);
     for (int k = 1; k < P; k++) {
         int q = (r + k) % P;
         slice(a->count, P, q, &off, &n);
-        if (n && (rc = pull(c, d, q, (char *)a->recv + off * es, d->peers[q].recv + off * es,
+        if (n && (rc = direct_pull(c, d, q, (char *)a->recv + off * es, d->peers[q].recv + off * es,
                             n * es, fp)))
             return rc;
     }
-    return settled(settle(c, d, a, fp, 3, intact));
+    return settled(direct_settle(c, d, a, fp, 3, intact));
 }
 
 /* send: P blocks of count; recv: this rank's reduced block. */
@@ -415,7 +411,7 @@ static int reduce_scatter(weft_comm *c, struct direct_state *d, const weft_coll_
         dst = d->scratch;
     }
     if ((rc = reduce_from_all(c, d, a, dst, s + own, own, bytes, fp)) ||
-        (rc = settle(c, d, a, fp, 2, 1)))
+        (rc = direct_settle(c, d, a, fp, 2, 1)))
         return settled(rc);
     if (overlap)
         memmove(a->recv, dst, bytes);
@@ -430,14 +426,14 @@ static int allgather(weft_comm *c, struct direct_state *d, const weft_coll_args 
     char *rv = a->recv;
     for (int k = 1; k < P; k++) {
         int q = (r + k) % P;
-        if ((rc = pull(c, d, q, rv + (size_t)q * bytes, d->peers[q].send, bytes, fp)))
+        if ((rc = direct_pull(c, d, q, rv + (size_t)q * bytes, d->peers[q].send, bytes, fp)))
             return rc;
     }
     const char *own = (const char *)(uintptr_t)d->peers[r].send; /* maybe a copy */
     if (own != rv + (size_t)r * bytes)
         memmove(rv + (size_t)r * bytes, own, bytes);
     /* a copy: the send buffer lies in the receive buffer, now written */
-    return settled(settle(c, d, a, fp, 2, own == (const char *)a->send));
+    return settled(direct_settle(c, d, a, fp, 2, own == (const char *)a->send));
 }
 
 static int broadcast(weft_comm *c, struct direct_state *d, const weft_coll_args *a,
@@ -446,9 +442,9 @@ static int broadcast(weft_comm *c, struct direct_state *d, const weft_coll_args 
     size_t bytes = a->count * weft_dtype_size(a->dtype);
     int rc;
     if (c->rank != a->root &&
-        (rc = pull(c, d, a->root, a->recv, d->peers[a->root].recv, bytes, fp)))
+        (rc = direct_pull(c, d, a->root, a->recv, d->peers[a->root].recv, bytes, fp)))
         return rc;
-    return settled(settle(c, d, a, fp, 2, 1));
+    return settled(direct_settle(c, d, a, fp, 2, 1));
 }
 
 /* The root reduces nothing itself beyond its slice: every rank reduces
@@ -462,19 +458,19 @@ static int reduce(weft_comm *c, struct direct_state *d, const weft_coll_args *a,
     slice(a->count, P, r, &off, &n);
     if ((rc = reduce_from_all(c, d, a, d->scratch, (const char *)a->send + off * es, off * es,
                               n * es, fp)) ||
-        (rc = settle(c, d, a, fp, 2, 1)))
+        (rc = direct_settle(c, d, a, fp, 2, 1)))
         return settled(rc);
     if (r == a->root) {
         for (int q = 0; q < P; q++) {
             slice(a->count, P, q, &off, &n);
             if (q == r)
                 memcpy((char *)a->recv + off * es, d->scratch, n * es);
-            else if (n && (rc = pull(c, d, q, (char *)a->recv + off * es, d->peers[q].aux,
+            else if (n && (rc = direct_pull(c, d, q, (char *)a->recv + off * es, d->peers[q].aux,
                                      n * es, fp)))
                 return rc;
         }
     }
-    return settled(settle(c, d, a, fp, 3,
+    return settled(direct_settle(c, d, a, fp, 3,
                           r != a->root || !overlaps(a->send, a->count * es, a->recv,
                                                     a->count * es)));
 }
@@ -491,13 +487,13 @@ static int gather(weft_comm *c, struct direct_state *d, const weft_coll_args *a,
             if (q == r) {
                 if (own != rv + (size_t)r * bytes)
                     memmove(rv + (size_t)r * bytes, own, bytes);
-            } else if ((rc = pull(c, d, q, rv + (size_t)q * bytes, d->peers[q].send, bytes,
+            } else if ((rc = direct_pull(c, d, q, rv + (size_t)q * bytes, d->peers[q].send, bytes,
                                   fp))) {
                 return rc;
             }
         }
     }
-    return settled(settle(c, d, a, fp, 2,
+    return settled(direct_settle(c, d, a, fp, 2,
                           (const char *)(uintptr_t)d->peers[r].send == (const char *)a->send));
 }
 
@@ -507,10 +503,10 @@ static int scatter(weft_comm *c, struct direct_state *d, const weft_coll_args *a
     size_t bytes = a->count * weft_dtype_size(a->dtype);
     int rc;
     if (c->rank != a->root &&
-        (rc = pull(c, d, a->root, a->recv, d->peers[a->root].send + (uint64_t)c->rank * bytes,
+        (rc = direct_pull(c, d, a->root, a->recv, d->peers[a->root].send + (uint64_t)c->rank * bytes,
                    bytes, fp)))
         return rc;
-    if ((rc = settle(c, d, a, fp, 2, 1)))
+    if ((rc = direct_settle(c, d, a, fp, 2, 1)))
         return settled(rc);
     /* the root's own block waits until nobody reads its send buffer */
     if (c->rank == a->root && (const char *)a->send + (size_t)c->rank * bytes != a->recv)
@@ -531,11 +527,11 @@ static int alltoall(weft_comm *c, struct direct_state *d, const weft_coll_args *
         int q = (r + k) % P;
         if (q == r)
             memmove(dst + (size_t)r * bytes, (const char *)a->send + (size_t)r * bytes, bytes);
-        else if ((rc = pull(c, d, q, dst + (size_t)q * bytes,
+        else if ((rc = direct_pull(c, d, q, dst + (size_t)q * bytes,
                             d->peers[q].send + (uint64_t)r * bytes, bytes, fp)))
             return rc;
     }
-    if ((rc = settle(c, d, a, fp, 2, 1)))
+    if ((rc = direct_settle(c, d, a, fp, 2, 1)))
         return settled(rc);
     if (inplace)
         memcpy(a->recv, dst, all);
@@ -569,7 +565,7 @@ int direct_run(weft_comm *c, const weft_coll_args *a, const frame_hdr *fp)
     }
     if (a->count == 0 && a->kind != WEFT_COLL_BARRIER)
         return 0;
-    if ((rc = state(c, &d)))
+    if ((rc = direct_state_get(c, &d)))
         return rc;
     if (a->kind == WEFT_COLL_BARRIER)
         return barrier(c, d, fp, 0);
@@ -608,20 +604,10 @@ int direct_run(weft_comm *c, const weft_coll_args *a, const frame_hdr *fp)
                   .aux = (uint64_t)(uintptr_t)d->scratch,
                   .cookie_addr = (uint64_t)(uintptr_t)&d->cookie,
                   .cookie = d->cookie };
-    if ((rc = exchange(c, d, &mine, fp, 0)))
+    if ((rc = direct_exchange(c, d, &mine, fp, 0)) || (rc = direct_agree(c, d, &mine, fp)) < 0)
         return rc;
-    if (!d->verdict) {
-        /* every rank must take the same path: share what each one saw */
-        mine.ok = (uint32_t)can_read_all(c, d);
-        if ((rc = exchange(c, d, &mine, fp, 1)))
-            return rc;
-        d->verdict = 1;
-        for (int q = 0; q < c->size; q++)
-            if (!d->peers[q].ok)
-                d->verdict = -1;
-        if (d->verdict < 0)
-            return ring(c, a, fp);
-    }
+    if (rc)
+        return ring(c, a, fp);
     switch (a->kind) {
     case WEFT_COLL_ALLREDUCE: return allreduce(c, d, a, fp);
     case WEFT_COLL_REDUCE_SCATTER: return reduce_scatter(c, d, a, fp);
