@@ -18,6 +18,7 @@
 #include "coll/comm.h"
 #include "coll/local/flat.h"
 #include "coll/local/flat_board.h"
+#include "coll/local/flat_int.h"
 #include "core/half.h"
 
 #include <dirent.h>
@@ -534,6 +535,32 @@ static void automatic(weft_comm *c, void *arg)
         CHECKF(flat_mode(c) == 1, "rank %d: auto never used the board", r);
 }
 
+/* auto's small path, ranks delayed at random (with more ranks than
+ * cores, a wait yields only while a rank that shares its CPU has not
+ * posted): right results, and every rank's board entry names the CPU it
+ * last posted from. */
+static void automatic_delays(weft_comm *c, void *arg)
+{
+    int r = weft_comm_rank(c), n = weft_comm_size(c), bad = 0;
+    unsigned seed = 777u + (unsigned)r * 131u;
+    for (int i = 0; i < 300; i++) {
+        if (rand_r(&seed) % 8 == 0) {
+            struct timespec ts = { 0, (long)(rand_r(&seed) % 100) * 1000 };
+            nanosleep(&ts, NULL);
+        }
+        int32_t v[2] = { r, i };
+        bad += weft_allreduce(c, v, v, 2, WEFT_I32, WEFT_SUM) != 0 || v[0] != n * (n - 1) / 2 ||
+               v[1] != n * i;
+    }
+    CHECKF(bad == 0, "rank %d of %d: %d bad auto calls (%s)", r, n, bad, weft_comm_error(c));
+    if (getenv("WEFT_TUNE") || getenv("WEFT_TUNE_FILE") || flat_mode(c) != 1)
+        return;
+    for (int q = 0; q < n; q++) {
+        uint32_t at = atomic_load(&c->flat->b.ranks[q].cpu);
+        CHECKF(at >= 1, "rank %d: rank %d's board entry names no CPU", r, q);
+    }
+}
+
 /* Sub-communicators have boards of their own, used in turn with the
  * parent's; non-blocking calls run flat on the worker thread. */
 static void nested(weft_comm *c, void *arg)
@@ -783,6 +810,11 @@ TEST(no_board) { CHECKF(mp_run(4, 60, no_board, NULL) == 0, "no board at 4 ranks
 TEST(count_mismatch) { CHECKF(mp_run(3, 60, count_mismatch, NULL) == 0, "count mismatch, flat against a schedule"); }
 TEST(refusals) { CHECKF(mp_run(3, 60, refusals, NULL) == 0, "refusals at 3 ranks"); }
 TEST(automatic) { CHECKF(mp_run(4, 60, automatic, NULL) == 0, "auto at 4 ranks"); }
+TEST(automatic_delays)
+{
+    CHECKF(mp_run(8, 60, automatic_delays, NULL) == 0, "auto at 8 ranks, delays");
+    CHECKF(mp_run(3, 60, automatic_delays, NULL) == 0, "auto at 3 ranks, delays");
+}
 
 TEST(big_matrix) { ranks(1, 1, big_matrix, NULL, "large all-reduce"); }
 
