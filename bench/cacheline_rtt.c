@@ -11,7 +11,19 @@
  * scheduler); -y yields while waiting instead of spinning with pause, as
  * a rank does when its host has more ranks than cores: with both on one
  * core this measures two context switches, not a cache line. Prints the
- * round trip in ns, median and minimum of the repeats. */
+ * round trip in ns, median and minimum of the repeats.
+ *
+ *   ./cacheline_rtt -b BYTES [-r REPEATS] [-c CPU_A,CPU_B]
+ *
+ * -b: the other bound, a large message's: what one message of BYTES can
+ * move between the two processes, three ways, as GB/s of BYTES over one
+ * way's time (medians of the repeats): memcpy between two buffers of the
+ * first process (what bench/p2p_bw.c's memcpy column copies), a
+ * ping-pong through two rings of 2 MiB in shared memory with 64 KiB
+ * published at a time (the sender's and the receiver's copies under way
+ * at once: the shape of weft's point-to-point ring without the library
+ * around it), and process_vm_readv of the second process's buffer (one
+ * copy, made by the kernel: the shape of single copy). */
 #define _GNU_SOURCE
 #include <sched.h>
 #include <stdatomic.h>
@@ -20,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -75,11 +88,148 @@ static int cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+#define RING_BYTES (2u << 20)
+#define RING_PIECE (64u << 10)
+
+typedef struct {
+    _Alignas(64) _Atomic uint64_t tail; /* bytes the sender published */
+    _Alignas(64) _Atomic uint64_t head; /* bytes the receiver took */
+} ring_ctl;
+
+typedef struct {
+    ring_ctl *c;
+    char *data;
+    uint64_t pos, seen;
+} ring;
+
+static void ring_send(ring *r, const char *src, size_t n)
+{
+    for (size_t done = 0; done < n;) {
+        size_t k = n - done < RING_PIECE ? n - done : RING_PIECE;
+        while (r->pos + k - r->seen > RING_BYTES) {
+            r->seen = atomic_load_explicit(&r->c->head, memory_order_acquire);
+            relax(0);
+        }
+        size_t at = (size_t)(r->pos % RING_BYTES), first = RING_BYTES - at;
+        if (first >= k) {
+            memcpy(r->data + at, src + done, k);
+        } else {
+            memcpy(r->data + at, src + done, first);
+            memcpy(r->data, src + done + first, k - first);
+        }
+        r->pos += k;
+        done += k;
+        atomic_store_explicit(&r->c->tail, r->pos, memory_order_release);
+    }
+}
+
+static void ring_recv(ring *r, char *dst, size_t n)
+{
+    for (size_t done = 0; done < n;) {
+        uint64_t t;
+        while ((t = atomic_load_explicit(&r->c->tail, memory_order_acquire)) == r->pos)
+            relax(0);
+        size_t k = (size_t)(t - r->pos), at = (size_t)(r->pos % RING_BYTES);
+        if (k > n - done)
+            k = n - done;
+        if (k > RING_BYTES - at)
+            k = RING_BYTES - at;
+        memcpy(dst + done, r->data + at, k);
+        r->pos += k;
+        done += k;
+        atomic_store_explicit(&r->c->head, r->pos, memory_order_release);
+    }
+}
+
+static double median(double *t, int n)
+{
+    qsort(t, (size_t)n, sizeof t[0], cmp);
+    return t[n / 2];
+}
+
+/* -b: memcpy, the two-copy ring and process_vm_readv for one size. */
+static int bandwidth(size_t n, int reps, const int cpu[2])
+{
+    int it = n <= (4u << 20) ? 40 : 8, go[2];
+    size_t shared = 2 * (sizeof(ring_ctl) + RING_BYTES);
+    char *m = mmap(NULL, shared, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    char *src = malloc(n), *dst = malloc(n);
+    if (m == MAP_FAILED || !src || !dst || pipe(go)) {
+        perror("-b");
+        return 1;
+    }
+    memset(m, 0, shared); /* every page mapped before the clock runs */
+    ring rg[2];
+    for (int k = 0; k < 2; k++)
+        rg[k] = (ring){ (ring_ctl *)(void *)(m + k * (sizeof(ring_ctl) + RING_BYTES)),
+                        m + k * (sizeof(ring_ctl) + RING_BYTES) + sizeof(ring_ctl), 0, 0 };
+    pid_t kid = fork();
+    if (kid < 0) {
+        perror("fork");
+        return 1;
+    }
+    if (kid == 0) { /* answers every message; then idles while its buffer is read */
+        char b;
+        pin(cpu[1]);
+        memset(src, 2, n); /* its own pages, not the parent's */
+        memset(dst, 0, n);
+        for (int i = 0; i < (reps + 1) * it; i++) {
+            ring_recv(&rg[0], dst, n);
+            ring_send(&rg[1], src, n);
+        }
+        if (read(go[0], &b, 1) < 0)
+            _exit(1);
+        _exit(0);
+    }
+    pin(cpu[0]);
+    memset(src, 1, n);
+    memset(dst, 0, n);
+    double cp[1000], rt[1000], cma[1000];
+    for (int r = 0; r < reps + 1; r++) { /* the first of each warms up */
+        double t0 = now();
+        for (int i = 0; i < it; i++) {
+            ring_send(&rg[0], src, n);
+            ring_recv(&rg[1], dst, n);
+        }
+        rt[r] = (double)n / ((now() - t0) / it / 2) / 1e9;
+        t0 = now();
+        for (int i = 0; i < it; i++) {
+            memcpy(dst, src, n);
+            __asm__ __volatile__("" : : "r"(dst) : "memory"); /* every copy happens */
+        }
+        cp[r] = (double)n * it / (now() - t0) / 1e9;
+    }
+    for (int r = 0; r < reps + 1; r++) {
+        double t0 = now();
+        for (int i = 0; i < it; i++) {
+            for (size_t got = 0; got < n;) {
+                struct iovec l = { dst + got, n - got }, rm = { src + got, n - got };
+                ssize_t k = process_vm_readv(kid, &l, 1, &rm, 1, 0);
+                if (k <= 0) {
+                    perror("process_vm_readv");
+                    return 1;
+                }
+                got += (size_t)k;
+            }
+        }
+        cma[r] = (double)n * it / (now() - t0) / 1e9;
+    }
+    if (write(go[1], "x", 1) < 0)
+        perror("write");
+    waitpid(kid, NULL, 0);
+    double c = median(cp + 1, reps), g = median(rt + 1, reps), v = median(cma + 1, reps);
+    printf("%zu B: memcpy %.1f GB/s, two-copy ring %.1f GB/s (%.2f of memcpy), "
+           "process_vm_readv %.1f GB/s (%.2f) (median of %d, cpus %d,%d)\n",
+           n, c, g, g / c, v, v / c, reps, cpu[0], cpu[1]);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     long n = 200000;
     int reps = 5, cpu[2] = { -1, -1 }, yield = 0, o;
-    while ((o = getopt(argc, argv, "n:r:c:y")) != -1) {
+    size_t bytes = 0;
+    while ((o = getopt(argc, argv, "n:r:c:yb:")) != -1) {
         switch (o) {
         case 'n': n = atol(optarg); break;
         case 'r': reps = atoi(optarg); break;
@@ -90,13 +240,17 @@ int main(int argc, char **argv)
             }
             break;
         case 'y': yield = 1; break;
+        case 'b': bytes = (size_t)strtoull(optarg, NULL, 0); break;
         default:
-            fprintf(stderr, "usage: %s [-n ROUND_TRIPS] [-r REPEATS] [-c A,B] [-y]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-n ROUND_TRIPS] [-r REPEATS] [-c A,B] [-y] [-b BYTES]\n",
+                    argv[0]);
             return 2;
         }
     }
-    if (n < 1 || reps < 1 || reps > 1000)
+    if (n < 1 || reps < 1 || reps > 999)
         return 2;
+    if (bytes)
+        return bandwidth(bytes, reps, cpu);
     line_t *l = mmap(NULL, sizeof *l, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (l == MAP_FAILED) {
         perror("mmap");

@@ -6,7 +6,9 @@
 # columns "cma") and over loopback TCP (WEFT_P2P_SHM=0), runs taking turns, with memcpy's bandwidth on
 # rank 0 measured in every run (bench/p2p_bw.c: lat is half a
 # ping-pong's round trip, bw its size / lat, bibw an exchange's both
-# ways). Prints the medians per size.
+# ways). Prints the medians per size, then the same run's bounds for
+# 1, 4 and 16 MiB without weft (bench/cacheline_rtt.c -b: memcpy, a bare
+# two-copy ring between the two processes, process_vm_readv).
 #
 #   bash bench/p2p.sh              (5 runs each way; a minute or two idle)
 #   bash bench/p2p.sh -R 1         (quick look)
@@ -30,6 +32,7 @@ libs="$(pkg-config --libs libfabric libssl libcrypto openblas 2>/dev/null ||
     pkg-config --libs libssl libcrypto 2>/dev/null || true)"
 cc -O2 -std=c11 -D_GNU_SOURCE -I"$HERE/../include" "$HERE/p2p_bw.c" -o "$work/p2p_bw" \
     "$B/libweft.a" $libs -pthread -lm || { say "p2p_bw did not build"; exit 1; }
+cc -O2 -o "$work/rtt" "$HERE/cacheline_rtt.c" || { say "cacheline_rtt did not build"; exit 1; }
 
 echo "p2p.sh: 2 ranks on one host, $REPS runs each way, $(date -u +%FT%TZ)"
 echo "cpu: $(lscpu | sed -n 's/^Model name: *//p' | head -n 1), $(nproc) cores"
@@ -65,5 +68,8 @@ for size in $(awk '{ print $2 }' "$work/all" | sort -n | uniq); do
     printf "$f" "$size" "$(col shm 4)" "$(col shm 5)" "$(col shm 6)" "$(col cma 4)" \
         "$(col cma 5)" "$(col cma 6)" "$(col tcp 4)" "$(col tcp 5)" "$(col tcp 6)" "$cp" \
         "$(div "$(col shm 5)" "$cp")" "$(div "$(col cma 5)" "$cp")"
+done
+for size in 1048576 4194304 16777216; do
+    echo "bound: $("$work/rtt" -b $size -r "$REPS")"
 done
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
