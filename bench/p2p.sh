@@ -8,7 +8,8 @@
 # ping-pong's round trip, bw its size / lat, bibw an exchange's both
 # ways). Prints the medians per size, then the same run's bounds for
 # 1, 4 and 16 MiB without weft (bench/cacheline_rtt.c -b: memcpy, a bare
-# two-copy ring between the two processes, process_vm_readv).
+# two-copy ring between the two processes, process_vm_readv) and a cache
+# line's round trip between the two CPUs.
 #
 #   bash bench/p2p.sh              (5 runs each way; a minute or two idle)
 #   bash bench/p2p.sh -R 1         (quick look)
@@ -69,6 +70,9 @@ for size in $(awk '{ print $2 }' "$work/all" | sort -n | uniq); do
         "$(col cma 5)" "$(col cma 6)" "$(col tcp 4)" "$(col tcp 5)" "$(col tcp 6)" "$cp" \
         "$(div "$(col shm 5)" "$cp")" "$(div "$(col cma 5)" "$cp")"
 done
+# the ring's bound depends on where the host put the two CPUs: a cache
+# line's round trip between them says which placement this run had
+echo "placement: $("$work/rtt" -n 20000 -r "$REPS" -c 0,1 2>&1)"
 for size in 1048576 4194304 16777216; do
     echo "bound: $("$work/rtt" -b $size -r "$REPS")"
 done
