@@ -29,8 +29,9 @@ typedef struct {
     double cores;               /* > 0: fewer cores than ranks on a node */
     int on_node;                /* ranks of the job on a node */
     double update_s;            /* the optimiser's seconds a parameter, one thread */
-    double sync;                /* > 0: a synchronisation's wait on shared cores while
-                                   ranks outside its group compute (weft-sim sync) */
+    double sync;                /* > 0: what a pipeline message waits on shared cores
+                                   (weft-sim sync): its receiver, asleep through the
+                                   sender's work, woken onto cores other ranks hold */
     double chain;               /* > 0: the cores ranks handing work on get (weft-sim
                                    sync), where fewer than the node's */
     double slow;                /* a rank's work with every rank working: its
@@ -126,10 +127,23 @@ static int group_link(const sim_topo *t, int world, int stride, int n)
 }
 
 /* With weft-tune's constants and the group on one node: the library's
- * own closed forms (cost_closed), the fastest algorithm, the group's
- * share of the node's cores as its cores (so that more ranks than cores
- * pay the oversubscribed constants, as the tuner prices them). Returns 0
- * when the calibration has no constants or the group leaves the node. */
+ * own closed forms (cost_closed), the fastest algorithm. A group whose
+ * members fit on the node's cores meets as if they were its own, at
+ * weft-tune's alpha, however many other ranks share the cores: its
+ * members do the same work between two rounds and are scheduled side by
+ * side, so each one's wait spins (polling, yielding) until the others
+ * arrive rather than sleeping, and while the group's turn on the cores
+ * lasts its rounds follow each other; the other groups' compute in the
+ * meantime is the processor sharing of the replay (share_replay), not a
+ * wait of this group's. A group of more members than cores cannot run
+ * side by side: some member sleeps at every round and is woken. Where
+ * the group is every rank of the node, the member that goes to wait
+ * hands its core to the one woken: the oversubscribed constants
+ * weft-tune measured so (alpha_over). Where ranks outside the group hold
+ * the cores, computing, the one woken waits for a core as weft-sim sync
+ * measured a woken rank to (a round waits that long, when measured
+ * longer). Returns 0 when the calibration has no constants or the group
+ * leaves the node. */
 static int calib_coll(const planner *pl, int kind, int stride, int n, double count, double *sec)
 {
     const sim_calib *c = pl->q->calib;
@@ -137,15 +151,8 @@ static int calib_coll(const planner *pl, int kind, int stride, int n, double cou
         return 0;
     cost_params p = c->coll;
     double cores = pl->q->topo->cpu_cores;
-    if (cores > 0) {
-        double share = cores * n / pl->on_node;
-        p.cores = share >= n ? 0 : share < 1 ? 1 : (int)share;
-    }
-    /* a group smaller than the node's ranks meets while the others
-     * compute on the cores its members share: each round waits as long
-     * as weft-sim sync measured a pair's exchange to (a group of every
-     * rank of the node meets in step, as weft-tune measured it) */
-    if (pl->sync > 0 && n < pl->on_node && pl->sync > p.alpha_over)
+    p.cores = cores > 0 && n > cores ? (int)cores : 0;
+    if (p.cores && n < pl->on_node && pl->sync > p.alpha_over)
         p.alpha_over = pl->sync;
     double best = -1;
     for (int a = 1; a < WEFT_ALGO_COUNT; a++) {
@@ -579,10 +586,24 @@ static int share_replay(const planner *pl, sim_pipe_plan *pp, const block_part *
     if (pp->spec.p > 1 && pl->chain > 0 && pl->chain < cores)
         cores = pl->chain;
     pipe_share_costs c = { fw, iw, ww, fh, ih, wh, pp->out_bytes, lat, bw, cores, replicas };
+    /* Copies of a pipeline rank's list (its tp x dp x cp ranks) do not
+     * wait in step: while one copy's group waits in a collective, holding
+     * no core, the others compute on the cores. Their waits overlap the
+     * others' work, so the step is bounded by the node's work over its
+     * cores (the replay without those waits) and by one copy's own path
+     * (its work at a core of its own and its waits, the own-core replay
+     * pp holds), whichever is longer; the replay that holds every copy's
+     * waits at once would leave the cores idle while all of them wait.
+     * One copy a list (a pipeline of the node's ranks) keeps its waits:
+     * nothing else runs in them but the other stages, which it shares
+     * the cores with. */
+    double own = pp->step;
+    if (replicas > 1)
+        c.fwd_wait = c.bwd_i_wait = c.bwd_w_wait = NULL;
     pipe_result r = { 0, pp->busy, pp->bubble, pp->peak_stash };
     rc = pipe_share_replay(&s, &c, &r);
     if (!rc)
-        pp->step = r.step;
+        pp->step = replicas > 1 && own > r.step ? own : r.step;
     free(w);
     pipe_sched_free(&s);
     return rc;

@@ -155,46 +155,108 @@ TEST(missing_calibration_falls_back)
     weft_sim_plan_free(a.pl);
 }
 
-TEST(sync_on_shared_cores)
+/* A copy of calibration f with extra lines, at dir/name. */
+static const char *with_lines(const char *f, const char *name, const char *lines)
 {
-    /* 4 ranks on 2 cores; weft-sim sync's wait of a pair while the others
-     * compute makes every smaller group's rounds and every pipeline
-     * message slower, and leaves a group of all 4 ranks as it was; its
-     * chain's one core holds a pipeline's stages */
-    const char *tune = "alpha=1e-6,alpha_over=1e-5,beta=1e-10,gamma=1e-10,msg=0,msg_over=0";
-    const char *f = write_calib("nosync", 2, tune, 1e-5, 1e-3, 1e-4);
-    plan_out a, b;
-    CHECKF(plan(f, 0, 4, &a) == 0, "%s", a.inputs);
-    CHECKF(strstr(a.inputs, "sync on shared cores: not measured") != NULL, "%s", a.inputs);
-    char path[160];
-    snprintf(path, sizeof path, "%s/sync", dir);
+    static char path[160];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
     FILE *in = fopen(f, "r"), *out = fopen(path, "w");
-    CHECK(in && out);
     if (in && out) {
         char line[256];
         while (fgets(line, sizeof line, in))
             fputs(line, out);
-        fprintf(out, "sync 4 0.001\nchain 4 1\n");
+        fputs(lines, out);
     }
     if (in)
         fclose(in);
     if (out)
         fclose(out);
+    return in && out ? path : NULL;
+}
+
+TEST(sync_on_shared_cores)
+{
+    /* 4 ranks on 2 cores: weft-sim sync's wait (a rank woken onto cores
+     * that computing ranks hold) slows every pipeline message, and no
+     * group's rounds: a pair fits the cores and meets spinning (tp 2,
+     * dp 2), a group of all 4 meets as weft-tune measured it; its chain's
+     * one core holds a pipeline's stages */
+    const char *tune = "alpha=1e-6,alpha_over=1e-5,beta=1e-10,gamma=1e-10,msg=0,msg_over=0";
+    const char *f = write_calib("nosync", 2, tune, 1e-5, 1e-3, 1e-4);
+    plan_out a, b;
+    CHECKF(plan(f, 0, 4, &a) == 0, "%s", a.inputs);
+    CHECKF(strstr(a.inputs, "sync on shared cores: not measured") != NULL, "%s", a.inputs);
+    const char *path = with_lines(f, "sync", "sync 4 0.001\nchain 4 1\nsync 8 0.01\n");
+    CHECK(path != NULL);
     CHECKF(plan(path, 0, 4, &b) == 0, "%s", b.inputs);
     CHECKF(strstr(b.inputs, "sync on shared cores: 1 ms, a chain 1 cores at 4 ranks") != NULL,
            "%s", b.inputs);
-    CHECKF(fabs(step_of(&a, 1, 1, 4) - step_of(&b, 1, 1, 4)) < 1e-12, "dp 4: %.9f %.9f",
-           step_of(&a, 1, 1, 4), step_of(&b, 1, 1, 4));
-    CHECKF(fabs(step_of(&a, 4, 1, 1) - step_of(&b, 4, 1, 1)) < 1e-12, "tp 4: %.9f %.9f",
-           step_of(&a, 4, 1, 1), step_of(&b, 4, 1, 1));
-    CHECKF(step_of(&b, 2, 1, 2) > step_of(&a, 2, 1, 2) + 1e-3, "tp 2: %.9f %.9f",
-           step_of(&a, 2, 1, 2), step_of(&b, 2, 1, 2));
+    int same[][3] = { { 1, 1, 4 }, { 4, 1, 1 }, { 2, 1, 2 } };
+    for (int i = 0; i < 3; i++)
+        CHECKF(fabs(step_of(&a, same[i][0], 1, same[i][2]) -
+                    step_of(&b, same[i][0], 1, same[i][2])) < 1e-12,
+               "tp %d: %.9f %.9f", same[i][0], step_of(&a, same[i][0], 1, same[i][2]),
+               step_of(&b, same[i][0], 1, same[i][2]));
+    CHECKF(step_of(&b, 1, 2, 2) > step_of(&a, 1, 2, 2) + 1e-3, "pp 2: %.9f %.9f",
+           step_of(&a, 1, 2, 2), step_of(&b, 1, 2, 2));
     /* a pipeline of 4 on the chain's one core: at least all its work */
     double work = 16 * (2 * 1e-5 + 2 * 3 * 1e-3 + 3 * 1e-4);
     CHECKF(step_of(&b, 1, 4, 1) > work && step_of(&b, 1, 4, 1) > step_of(&a, 1, 4, 1),
            "pp 4: %.9f %.9f, work %.9f", step_of(&a, 1, 4, 1), step_of(&b, 1, 4, 1), work);
     weft_sim_plan_free(a.pl);
     weft_sim_plan_free(b.pl);
+    /* 8 ranks: a group of 4 is more than the cores and fewer than the
+     * node's ranks, so a member woken at each round waits for a core as
+     * the probe measured (here long enough to outlast the node's work);
+     * a group of all 8 does not */
+    CHECKF(plan(f, 0, 8, &a) == 0, "%s", a.inputs);
+    CHECKF(plan(path, 0, 8, &b) == 0, "%s", b.inputs);
+    CHECKF(step_of(&b, 4, 1, 2) > step_of(&a, 4, 1, 2) + 1e-3, "tp 4: %.9f %.9f",
+           step_of(&a, 4, 1, 2), step_of(&b, 4, 1, 2));
+    CHECK(fabs(step_of(&a, 1, 1, 8) - step_of(&b, 1, 1, 8)) < 1e-12);
+    weft_sim_plan_free(a.pl);
+    weft_sim_plan_free(b.pl);
+}
+
+/* The layout of tp, pp, dp (any schedule) as the API gives it. */
+static int layout_of(const plan_out *o, int tp, int pp, int dp, weft_sim_layout *l)
+{
+    for (int i = 0; i < weft_sim_plan_count(o->pl); i++)
+        if (weft_sim_plan_layout(o->pl, i, l) == 0 && l->tp == tp && l->pp == pp && l->dp == dp)
+            return 0;
+    return -1;
+}
+
+/* 4 ranks on 2 cores at tp 2 x dp 2: a group's waits in its collectives
+ * hold no core, and the other group computes meanwhile, so a longer wait
+ * lengthens the step by less than itself while the node's work over its
+ * cores bounds it; a wait longer than that work sets the step (a rank's
+ * own path: its work and its waits). */
+TEST(waits_overlap_other_ranks_work)
+{
+    const char *f1 = write_calib("alpha1", 2, "alpha=1e-6,alpha_over=1e-6,beta=1e-10,gamma=1e-10,"
+                                 "msg=0,msg_over=0", 1e-5, 1e-3, 1e-4);
+    plan_out a, b, c;
+    weft_sim_layout la, lb, lc;
+    CHECKF(plan(f1, 0, 4, &a) == 0, "%s", a.inputs);
+    const char *f2 = write_calib("alpha2", 2, "alpha=2e-5,alpha_over=1e-6,beta=1e-10,"
+                                 "gamma=1e-10,msg=0,msg_over=0", 1e-5, 1e-3, 1e-4);
+    CHECKF(plan(f2, 0, 4, &b) == 0, "%s", b.inputs);
+    const char *f3 = write_calib("alpha3", 2, "alpha=2e-2,alpha_over=1e-6,beta=1e-10,"
+                                 "gamma=1e-10,msg=0,msg_over=0", 1e-5, 1e-3, 1e-4);
+    CHECKF(plan(f3, 0, 4, &c) == 0, "%s", c.inputs);
+    CHECK(layout_of(&a, 2, 1, 2, &la) == 0 && layout_of(&b, 2, 1, 2, &lb) == 0 &&
+          layout_of(&c, 2, 1, 2, &lc) == 0);
+    double dwait = lb.tp_s - la.tp_s, dpipe = lb.pipe_s - la.pipe_s;
+    CHECKF(dwait > 1e-4 && dpipe >= 0 && dpipe < 0.5 * dwait, "waits +%.9f, step +%.9f", dwait,
+           dpipe);
+    /* the node's work: 16 sequences' blocks over 2 cores, whatever the layout */
+    double work = 16 * (1e-5 + 2 * 3 * 1e-3 + 3 * 1e-4) / 2;
+    CHECKF(la.pipe_s >= work - 1e-9, "%.9f, work %.9f", la.pipe_s, work);
+    CHECKF(lc.pipe_s >= lc.tp_s && lc.tp_s > work, "%.9f, waits %.9f", lc.pipe_s, lc.tp_s);
+    weft_sim_plan_free(a.pl);
+    weft_sim_plan_free(b.pl);
+    weft_sim_plan_free(c.pl);
 }
 
 TEST(bad_line_refused)
