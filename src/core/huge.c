@@ -2,7 +2,9 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #define HUGE_PAGE ((size_t)2 << 20)
 
@@ -28,4 +30,18 @@ void *huge_alloc(size_t bytes)
     if (p)
         huge_advise(p, whole);
     return p;
+}
+
+void huge_release(void *p, size_t bytes)
+{
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)p, e = a + bytes,
+              lo = (a + pg - 1) & ~(pg - 1), hi = e & ~(pg - 1);
+    if (!bytes)
+        return;
+    if (hi <= lo || madvise((void *)lo, hi - lo, MADV_DONTNEED) != 0) {
+        memset(p, 0, bytes);
+        return;
+    }
+    memset(p, 0, lo - a);
+    memset((void *)hi, 0, e - hi);
 }

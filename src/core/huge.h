@@ -14,4 +14,9 @@ void *huge_alloc(size_t bytes);
 /* Advise the whole 2 MiB pages inside [p, p + bytes). */
 void huge_advise(void *p, size_t bytes);
 
+/* Zeroes [p, p + bytes) of private anonymous memory: its whole pages go
+ * back to the kernel (they read as zeros and cost nothing until touched
+ * again), the edges are cleared. */
+void huge_release(void *p, size_t bytes);
+
 #endif

@@ -135,7 +135,6 @@ int ckpt_resume(weft_run *t, opts *o, long *start_step, weft_ckpt **out)
     if (rc == 0 && dir) {
         ckpt_prefetch_own(t, o, ck);
         ckpt_shard_phase(ck, CKPT_PH_OPEN, clock_now() - t0);
-        ckpt_shard_phase(ck, CKPT_PH_LOAD, clock_now() - t0);
     }
     if (rc != 0 && t->code)
         return rc; /* the coverage check said why */
@@ -171,23 +170,41 @@ int ckpt_resume(weft_run *t, opts *o, long *start_step, weft_ckpt **out)
     return 0;
 }
 
+/* Full sync with ZeRO 1-3 over a data-parallel group (no pipeline, tensor,
+ * context or expert split, not elastic): each rank reads only what it
+ * owns, its parameters with its optimiser state (ckpt_shard_zero_finish
+ * completes them in full_open), rather than a part of the whole model
+ * that the group all-gathers before ZeRO shards it. */
+static int own_shard_load(const weft_run *t)
+{
+    const opts *o = t->o;
+    /* the modes of sync_table.h: full sync without --compress or --elastic
+     * is sync_full, whose open completes the load */
+    return t->sync.cfg.mode == WEFT_SYNC_FULL && !o->compress[0] && !o->elastic && t->comm &&
+           weft_comm_size(t->comm) > 1 && o->zero >= 1 && !t->pl && o->ep <= 1 && o->cp <= 1;
+}
+
 int ckpt_restore_model(weft_run *t, weft_ckpt *ck, const char *path, weft_model **m,
                        weft_optim_config *oc, weft_rng *rng)
 {
     int rc;
     if (ckpt_shard_lazy(ck)) {
-        /* every rank of the job holds the whole model: each reads its part
-         * of the parameters from the files and the ranks all-gather */
         weft_model_config cfg;
         *m = NULL;
         double t0 = clock_now();
+        int own = own_shard_load(t);
         rc = weft_ckpt_model_config(ck, &cfg);
         weft_block_range all = {0, rc == 0 ? weft_model_block_count(&cfg) : 0};
-        if (rc == 0) /* the load writes every parameter: no random start */
+        if (rc == 0 && own)
+            rc = ckpt_shard_zero_model(&cfg, m);
+        else if (rc == 0) /* the load writes every parameter: no random start */
             rc = weft_model_create_stage(m, &cfg, 0, &all, 1, WEFT_STAGE_NO_INIT);
         ckpt_shard_phase(ck, CKPT_PH_INIT, clock_now() - t0);
-        ckpt_shard_phase(ck, CKPT_PH_LOAD, clock_now() - t0);
-        if (rc == 0)
+        if (rc == 0 && own)
+            ckpt_shard_own_params_set(ck, CKPT_OWN_PENDING);
+        /* else every rank of the job holds the whole model: each reads its
+         * part of the parameters from the files and the ranks all-gather */
+        else if (rc == 0)
             rc = ckpt_shard_get_params_group(ck, *m, t->comm);
         if (rc != 0) {
             weft_model_destroy(*m);
@@ -226,6 +243,9 @@ int ckpt_restore_data(weft_run *t, weft_ckpt *ck, const char *path, weft_loader 
     int rc = model_check_fit(t, &cfg, d, source); /* before the first step reads a sample */
     if (rc != 0)
         return rc;
+    /* a model left untouched for its owners' shards that no mode completed */
+    if (ckpt_shard_own_params(ck) == CKPT_OWN_PENDING)
+        return run_fail(t, WEFT_EINVAL, "%s: the ZeRO shards' load was not completed", path);
     weft_ckpt_entry info;
     uint64_t got = 0, all = 0, need = 0;
     double ph[CKPT_PHASES];
@@ -238,6 +258,10 @@ int ckpt_restore_data(weft_run *t, weft_ckpt *ck, const char *path, weft_loader 
         for (size_t f = 0; f < info.nbytes / (2 * sizeof *fi); f++)
             all += (uint64_t)fi[2 * f];
         weft_ckpt_get_u64(ck, "shard/bytes_need", &need);
+        /* the window: from the manifest's opening to now, with the state
+         * in place; the rest is what the run did between (the data-parallel
+         * set-up, waits for the other ranks) */
+        ph[CKPT_PH_LOAD] = ckpt_shard_since_open(ck);
         double rest = ph[CKPT_PH_LOAD] - ph[CKPT_PH_OPEN] - ph[CKPT_PH_INIT] -
                       ph[CKPT_PH_READ] - ph[CKPT_PH_CRC] - ph[CKPT_PH_GATHER];
         run_say(t, WEFT_RUN_NOTE, "resume: rank %d read %llu of the checkpoint's %llu bytes "

@@ -4,6 +4,7 @@
  * lone process, with no one to average with. */
 #include "run/run_ckpt_sync.h"
 #include "run/run_sync.h"
+#include "train/ckpt_shard.h"
 
 #include <math.h>
 
@@ -13,8 +14,12 @@ static int full_open(train_sync *s, weft_model *m, const weft_optim_config *oc,
     weft_model_params(m, &s->nparams);
     s->shared = s->comm != NULL;
     int rc = sync_zero_open(s, s->comm, m, oc, ck);
-    if (rc == 0 && s->comm)
-        rc = weft_zero_broadcast_params(s->z); /* one starting point for every rank */
+    /* one starting point for every rank; a resume's ranks read the same
+     * bytes, and a ZeRO rank that read only its own shard completes it */
+    if (rc == 0 && s->comm && ckpt_shard_own_params(ck) == CKPT_OWN_PENDING)
+        rc = ckpt_shard_zero_finish(s->z, ck);
+    else if (rc == 0 && s->comm && !ck)
+        rc = weft_zero_broadcast_params(s->z);
     return rc;
 }
 

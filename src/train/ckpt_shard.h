@@ -96,19 +96,24 @@ int ckpt_shard_load_whole(const char *dir, weft_ckpt **out);
  * (u64, what the readers below have read from its files so far),
  * "shard/bytes_need" (u64, this rank's share of what it holds: parameters
  * that a group holds alike count 1/|group| on each of its ranks) and
- * "shard/phase_s" (f64 [CKPT_PHASES], the load's time by phase). */
+ * "shard/phase_s" (f64 [CKPT_PHASES], the load's time by phase),
+ * "shard/own_params" (u64, ckpt_shard_own_params_set) and "shard/t0" (f64,
+ * clock_now() as the manifest was opened). */
 int ckpt_shard_open_records(const char *dir, weft_ckpt **out);
 /* A rank's load by phase, in seconds: the manifest read and checked
  * (CKPT_PH_OPEN), the model and optimiser made (INIT), the preads (READ),
  * the CRCs (CRC), the group's collectives (GATHER); LOAD: the whole, the
- * spans of the steps of the load one after another (each from its start
- * to its end, so the gaps between the phases above count too). */
+ * wall time from the manifest's opening to the training state in place
+ * (its user sets it, from ckpt_shard_since_open), so whatever the run does
+ * between the phases above (its waits for other ranks included) counts. */
 enum { CKPT_PH_OPEN, CKPT_PH_INIT, CKPT_PH_READ, CKPT_PH_CRC, CKPT_PH_GATHER, CKPT_PH_LOAD,
        CKPT_PHASES };
 /* Adds s seconds to phase ph of lazy manifest c (nothing elsewhere). */
 void ckpt_shard_phase(const weft_ckpt *c, int ph, double s);
 /* The phases so far into s; 0 when c is a lazy manifest. */
 int ckpt_shard_phases(const weft_ckpt *c, double s[CKPT_PHASES]);
+/* Seconds since c was opened by ckpt_shard_open_records (0 elsewhere). */
+double ckpt_shard_since_open(const weft_ckpt *c);
 /* Adds bytes to c's "shard/bytes_need". */
 void ckpt_shard_need(const weft_ckpt *c, uint64_t bytes);
 /* 1 when c is such a manifest: its tensors are read from the files. */
@@ -160,5 +165,23 @@ int ckpt_shard_get_optim_stage(const weft_ckpt *c, const weft_model *m, size_t b
  * the group all-gathers it, so the bytes read are the part's once. A
  * failed read fails every rank (the one that failed keeps the account). */
 int ckpt_shard_get_params_group(const weft_ckpt *c, weft_model *m, weft_comm *g);
+
+/* ---- a ZeRO resume from each rank's own shard (train/ckpt_shard_zero.c) */
+
+/* A whole model for such a resume: parameters and gradients untouched
+ * (garbage until the load and the first step write them). */
+int ckpt_shard_zero_model(const weft_model_config *cfg, weft_model **out);
+/* The state of lazy manifest c's "shard/own_params": CKPT_OWN_PENDING
+ * once marked, so that each optimiser range ckpt_shard_get_optim_stage
+ * reads brings the parameters of its range too (those a ZeRO rank of
+ * stage 1-3 owns); CKPT_OWN_DONE once ckpt_shard_zero_finish completed
+ * them. States only go up. */
+enum { CKPT_OWN_NONE, CKPT_OWN_PENDING, CKPT_OWN_DONE };
+void ckpt_shard_own_params_set(const weft_ckpt *c, int state);
+int ckpt_shard_own_params(const weft_ckpt *c);
+/* Collective over z's group, after weft_zero_load_optim(z, c) with c
+ * marked: stages 1-2 all-gather the parameters, stage 3 keeps only its
+ * own (the others zero pages, gathered by the step's passes). */
+int ckpt_shard_zero_finish(weft_zero *z, const weft_ckpt *c);
 
 #endif

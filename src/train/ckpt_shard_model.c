@@ -67,7 +67,6 @@ int ckpt_shard_get_params(const weft_ckpt *c, weft_model *m)
 {
     if (!c || !m)
         return WEFT_EINVAL;
-    double t0 = clock_now();
     ckpt_shard_reader *r;
     int rc = ckpt_shard_reader_open(c, &r);
     if (rc)
@@ -83,7 +82,6 @@ int ckpt_shard_get_params(const weft_ckpt *c, weft_model *m)
     }
     ckpt_shard_reader_close(r);
     ckpt_shard_need(c, n * sizeof *p);
-    ckpt_shard_phase(c, CKPT_PH_LOAD, clock_now() - t0);
     return rc;
 }
 
@@ -117,7 +115,6 @@ int ckpt_shard_get_params_group(const weft_ckpt *c, weft_model *m, weft_comm *g)
      * the reads and the all-gather, not the wait for the group's last rank
      * to arrive from its set-up */
     int rc = weft_barrier(g);
-    double t0 = clock_now();
     ckpt_shard_reader *r;
     if (rc == 0)
         rc = ckpt_shard_reader_open(c, &r);
@@ -154,7 +151,6 @@ int ckpt_shard_get_params_group(const weft_ckpt *c, weft_model *m, weft_comm *g)
     ckpt_shard_reader_close(r);
     ckpt_shard_need(c, (each + (me == 0 ? n - tail : 0)) * sizeof *p);
     ckpt_shard_phase(c, CKPT_PH_GATHER, t2 - t1);
-    ckpt_shard_phase(c, CKPT_PH_LOAD, clock_now() - t0);
     return crc;
 }
 
@@ -176,20 +172,28 @@ int ckpt_shard_get_optim_stage(const weft_ckpt *c, const weft_model *m, size_t b
     if (rc == 0)
         rc = ckpt_shard_reader_open(c, &r);
     int count = rc == 0 ? weft_optim_state_count(o) : 0;
+    /* a ZeRO rank's own parameters come with its state: the range's
+     * parameters, then each state, the order its own file has them in */
+    int own = rc == 0 && m && ckpt_shard_own_params(c) == CKPT_OWN_PENDING;
+    float *params = own ? weft_model_params((weft_model *)m, NULL) : NULL;
+    int pvec = own ? ckpt_shard_reader_vector(r, "param") : -1;
     /* the disk reads ahead of the preads */
+    if (own)
+        prefetch_state(r, pvec, m, base, n);
     for (int i = 0; rc == 0 && i < count; i++) {
         const char *sname;
         weft_optim_state(o, i, &sname);
         prefetch_state(r, ckpt_shard_reader_vector(r, sname), m, base, n);
     }
+    if (rc == 0 && own)
+        rc = read_state(r, pvec, m, base, n, params + base);
     for (int i = 0; rc == 0 && i < count; i++) {
         const char *sname;
         float *s = weft_optim_state(o, i, &sname);
         rc = read_state(r, ckpt_shard_reader_vector(r, sname), m, base, n, s);
     }
     ckpt_shard_reader_close(r);
-    ckpt_shard_need(c, (uint64_t)count * n * sizeof(float));
-    ckpt_shard_phase(c, CKPT_PH_LOAD, clock_now() - t0);
+    ckpt_shard_need(c, (uint64_t)(count + own) * n * sizeof(float));
     if (rc == 0)
         rc = weft_optim_set_steps(o, (int64_t)steps);
     if (rc != 0) {

@@ -56,6 +56,7 @@ int ckpt_shard_lazy(const weft_ckpt *c)
 int ckpt_shard_open_records(const char *dir, weft_ckpt **out)
 {
     char at[4200], path[4400], fmt[64];
+    double start[1] = { clock_now() };
     *out = NULL;
     int rc = ckpt_shard_resolve(dir, at, sizeof at);
     if (rc)
@@ -73,6 +74,11 @@ int ckpt_shard_open_records(const char *dir, weft_ckpt **out)
         rc = weft_ckpt_put_u64(c, "shard/bytes_read", 0);
     if (rc == 0)
         rc = weft_ckpt_put_u64(c, "shard/bytes_need", 0);
+    if (rc == 0)
+        rc = weft_ckpt_put_u64(c, "shard/own_params", 0);
+    int64_t one = 1;
+    if (rc == 0)
+        rc = weft_ckpt_put_tensor(c, "shard/t0", WEFT_F64, start, 1, &one);
     double none_s[CKPT_PHASES] = { 0 };
     int64_t phases = CKPT_PHASES;
     if (rc == 0)
@@ -172,6 +178,30 @@ static void add_u64(const weft_ckpt *c, const char *name, uint64_t v)
 void ckpt_shard_need(const weft_ckpt *c, uint64_t bytes)
 {
     add_u64(c, "shard/bytes_need", bytes);
+}
+
+void ckpt_shard_own_params_set(const weft_ckpt *c, int state)
+{
+    int now = ckpt_shard_own_params(c);
+    if (state > now)
+        add_u64(c, "shard/own_params", (uint64_t)(state - now));
+}
+
+int ckpt_shard_own_params(const weft_ckpt *c)
+{
+    uint64_t v = 0;
+    return c && weft_ckpt_get_u64(c, "shard/own_params", &v) == 0 ? (int)v : 0;
+}
+
+double ckpt_shard_since_open(const weft_ckpt *c)
+{
+    weft_ckpt_entry e;
+    double t0;
+    if (!c || weft_ckpt_find(c, "shard/t0", &e) != 0 || e.dtype != WEFT_F64 ||
+        e.nbytes != sizeof t0)
+        return 0;
+    memcpy(&t0, e.data, sizeof t0);
+    return clock_now() - t0;
 }
 
 void ckpt_shard_phase(const weft_ckpt *c, int ph, double s)

@@ -1,9 +1,17 @@
 /* What a rank owns of its ZeRO state, as pieces for its checkpoint file
  * (train/ckpt_shard.h): stage 0's whole state is every rank's, so the
  * ranks split it evenly; stages 1-3 own their part of each bucket (ZeRO-3
- * holds only those parameters between steps). */
+ * holds only those parameters between steps). And the resume of stages
+ * 1-3 from those pieces: a rank reads only what it owns (parameters and
+ * optimiser state, its own file at the saved layout) into a model made
+ * untouched, then the parameters are all-gathered (stages 1-2) or left
+ * to the step's gathers (stage 3). */
 #include "train/ckpt_shard.h"
+#include "train/model.h"
 #include "train/zero_impl.h"
+
+#include "core/clock.h"
+#include "core/huge.h"
 
 #include <stdlib.h>
 
@@ -43,4 +51,44 @@ int ckpt_shard_zero_pieces(weft_zero *z, ckpt_piece **out, int *np)
     }
     *out = p;
     return 0;
+}
+
+/* ---- a ZeRO resume from a rank's own shard ----------------------------- */
+
+int ckpt_shard_zero_model(const weft_model_config *cfg, weft_model **out)
+{
+    int nb = weft_model_block_count(cfg);
+    if (nb < 0)
+        return nb;
+    weft_block_range all = { 0, nb };
+    return weft_model_create_stage(out, cfg, 0, &all, 1,
+                                   WEFT_STAGE_NO_INIT | TRAIN_STAGE_UNTOUCHED);
+}
+
+int ckpt_shard_zero_finish(weft_zero *z, const weft_ckpt *c)
+{
+    if (!z || !c || z->stage < 1 || ckpt_shard_own_params(c) != CKPT_OWN_PENDING)
+        return WEFT_EINVAL;
+    ckpt_shard_own_params_set(c, CKPT_OWN_DONE);
+    if (!z->comm || z->world == 1)
+        return 0; /* every element was this rank's to read */
+    double t0 = clock_now();
+    float *p = weft_model_params(z->model, NULL);
+    int rc = 0;
+    /* the other ranks' parameters are garbage until gathered: stage 3
+     * keeps none of them (as after a step: gathered block by block when a
+     * pass needs them, the rest zero pages), stages 1 and 2 gather them
+     * all now, as their step's end does */
+    for (int k = 0; z->stage == 3 && k < z->nb; k++) {
+        zbucket *b = &z->b[k];
+        huge_release(p + b->lo, (b->mlo - b->lo) * sizeof *p);
+        huge_release(p + b->mlo + b->mcnt, (b->lo + b->n - b->mlo - b->mcnt) * sizeof *p);
+        b->state = PARAMS_RELEASED;
+        b->refs = 0;
+    }
+    z->gathered = 0;
+    if (z->stage <= 2)
+        rc = weft_zero_gather_params(z);
+    ckpt_shard_phase(c, CKPT_PH_GATHER, clock_now() - t0);
+    return rc;
 }

@@ -228,7 +228,8 @@ int weft_model_create_tp(weft_model **out, const weft_model_config *cfg, uint64_
         tp_size = weft_comm_size(tp);
         tp_rank = weft_comm_rank(tp);
     }
-    unsigned known = WEFT_STAGE_SPLIT_BACKWARD | WEFT_STAGE_SEQUENCE_PARALLEL | WEFT_STAGE_NO_INIT;
+    unsigned known = WEFT_STAGE_SPLIT_BACKWARD | WEFT_STAGE_SEQUENCE_PARALLEL | WEFT_STAGE_NO_INIT |
+                     TRAIN_STAGE_UNTOUCHED;
     if (!chunks_valid(cfg, chunks, nchunks) || (flags & ~known) ||
         tp_size < 1 || tp_rank < 0 || tp_rank >= tp_size || !tp_fits(cfg, tp_size))
         return WEFT_EINVAL;
@@ -275,11 +276,13 @@ int weft_model_create_tp(weft_model **out, const weft_model_config *cfg, uint64_
         weft_model_destroy(m);
         return rc;
     }
-    memset(m->grads, 0, m->nparams * sizeof(float));
-    if (flags & WEFT_STAGE_NO_INIT)
-        memset(m->params, 0, m->nparams * sizeof(float));
-    else
-        train_model_init(m, seed);
+    if (!(flags & TRAIN_STAGE_UNTOUCHED)) { /* else the load and the first step write them */
+        memset(m->grads, 0, m->nparams * sizeof(float));
+        if (flags & WEFT_STAGE_NO_INIT)
+            memset(m->params, 0, m->nparams * sizeof(float));
+        else
+            train_model_init(m, seed);
+    }
     *out = m;
     return 0;
 }

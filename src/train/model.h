@@ -146,6 +146,12 @@ int train_model_table(weft_model *m);
 /* A parameter or gradient vector of n floats, 64-byte aligned (the
  * kernels' loads), or NULL; free() releases it. */
 float *train_model_vector(size_t n);
+/* A create flag of train/ alone: the parameters and gradients are left as
+ * allocated, untouched (neither zeroed nor initialised), for a ZeRO
+ * checkpoint load that writes the parameters each rank keeps and whose
+ * first step zeroes the gradients (train/ckpt_shard_zero.c): their pages
+ * are then faulted by the load and the step, not first by a memset. */
+#define TRAIN_STAGE_UNTOUCHED (1u << 16)
 void train_model_init(weft_model *m, uint64_t seed);
 
 /* Allocates the per-slot pointer records of the MLP or GPT code. */

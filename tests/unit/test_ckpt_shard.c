@@ -4,7 +4,9 @@
  * its places in the whole vector; a reader takes a model's elements from
  * such files, each slice checked against its CRC. */
 #include "test.h"
+#include "core/clock.h"
 #include "core/crc32.h"
+#include "train/ckpt.h"
 #include "train/ckpt_shard.h"
 
 #include <fcntl.h>
@@ -354,8 +356,10 @@ TEST(read_parts)
     rmdir(dir);
 }
 
-/* A load's records: its time by phase (the whole spanning the reads and
- * the CRCs in it) and its share of the bytes; none without the records. */
+/* A load's records: its time by phase, its window from the manifest's
+ * opening (spanning the reads and the CRCs in it; the whole phase is the
+ * run's to set from it) and its share of the bytes; none without the
+ * records. */
 TEST(phases)
 {
     weft_model *whole = NULL;
@@ -371,6 +375,10 @@ TEST(phases)
     CHECK(weft_ckpt_put_tensor(man, "shard/phase_s", WEFT_F64, none, 1, &np) == 0);
     CHECK(weft_ckpt_put_u64(man, "shard/bytes_need", 0) == 0);
     CHECK(weft_ckpt_put_u64(man, "shard/bytes_read", 0) == 0);
+    CHECK(ckpt_shard_since_open(man) == 0); /* no record */
+    double t0[1] = { clock_now() };
+    int64_t one = 1;
+    CHECK(weft_ckpt_put_tensor(man, "shard/t0", WEFT_F64, t0, 1, &one) == 0);
     size_t N;
     weft_model_params(whole, &N);
     CHECK(ckpt_shard_get_params(man, whole) == 0);
@@ -378,15 +386,99 @@ TEST(phases)
     CHECK(weft_ckpt_get_u64(man, "shard/bytes_need", &need) == 0 && need == N * 4);
     CHECK(weft_ckpt_get_u64(man, "shard/bytes_read", &got) == 0 && got >= N * 4);
     CHECK(ckpt_shard_phases(man, ph) == 0);
+    double window = ckpt_shard_since_open(man);
     CHECKF(ph[CKPT_PH_READ] > 0 && ph[CKPT_PH_CRC] > 0 &&
-           ph[CKPT_PH_LOAD] >= ph[CKPT_PH_READ] + ph[CKPT_PH_CRC] && ph[CKPT_PH_OPEN] == 0 &&
-           ph[CKPT_PH_GATHER] == 0, "load %g read %g crc %g", ph[CKPT_PH_LOAD],
-           ph[CKPT_PH_READ], ph[CKPT_PH_CRC]);
+           window >= ph[CKPT_PH_READ] + ph[CKPT_PH_CRC] && ph[CKPT_PH_LOAD] == 0 &&
+           ph[CKPT_PH_OPEN] == 0 && ph[CKPT_PH_GATHER] == 0, "window %g read %g crc %g",
+           window, ph[CKPT_PH_READ], ph[CKPT_PH_CRC]);
     ckpt_shard_phase(man, CKPT_PH_OPEN, 0.5);
     ckpt_shard_phase(man, CKPT_PHASES, 9.0); /* no such phase: nothing */
     double again[CKPT_PHASES];
     CHECK(ckpt_shard_phases(man, again) == 0 && again[CKPT_PH_OPEN] == 0.5 &&
           again[CKPT_PH_LOAD] == ph[CKPT_PH_LOAD]);
+    weft_model_destroy(whole);
+    weft_ckpt_free(man);
+    small_remove(dir);
+}
+
+/* A ZeRO rank's own parameters, read with its optimiser ranges: only
+ * while marked pending, each range's parameters into the model (nothing
+ * else of it written); the finish (one rank: nothing to gather) marks
+ * the load done once, and refuses a load not pending. */
+TEST(own_params)
+{
+    weft_model *whole = NULL, *m = NULL;
+    weft_ckpt *man = NULL;
+    weft_zero *z = NULL;
+    char dir[] = "/tmp/weft-test-shard-XXXXXX";
+    CHECK(small_save(dir, &man, &whole) == 0);
+    if (!whole || !man)
+        return;
+    weft_model_config cfg = *weft_model_config_of(whole);
+    weft_optim_config oc;
+    weft_optim_config_default(&oc, WEFT_OPTIM_SGD);
+    /* the optimiser's one state saved as a second vector with the
+     * parameters' values: each slice again, as that vector's */
+    weft_optim *any = NULL;
+    const char *sname = "?";
+    CHECK(weft_optim_create(&any, &oc, 0, 1) == 0 && any);
+    if (any)
+        weft_optim_state(any, 0, &sname);
+    char vecs[128];
+    snprintf(vecs, sizeof vecs, "param\n%s\n", sname);
+    weft_optim_destroy(any);
+    weft_ckpt_entry e;
+    CHECK(weft_ckpt_find(man, "shard/slices", &e) == 0 && e.ndim == 2);
+    int64_t rows = e.shape[0], shape[2] = { 2 * rows, CKPT_SLICE_FIELDS };
+    int64_t *two = malloc((size_t)(2 * rows) * CKPT_SLICE_FIELDS * sizeof *two);
+    CHECK(two != NULL);
+    if (two) {
+        memcpy(two, e.data, (size_t)rows * CKPT_SLICE_FIELDS * sizeof *two);
+        memcpy(two + rows * CKPT_SLICE_FIELDS, e.data,
+               (size_t)rows * CKPT_SLICE_FIELDS * sizeof *two);
+        for (int64_t k = rows; k < 2 * rows; k++)
+            two[k * CKPT_SLICE_FIELDS + 1] = 1;
+        CHECK(weft_ckpt_put_tensor(man, "shard/slices", WEFT_I64, two, 2, shape) == 0);
+        free(two);
+    }
+    CHECK(weft_ckpt_put_str(man, "shard/vectors", vecs) == 0);
+    CHECK(weft_ckpt_put_u64(man, "shard/own_params", 0) == 0);
+    CHECK(train_ckpt_put_optim_config(man, &oc, 3) == 0);
+    CHECK(ckpt_shard_own_params(man) == CKPT_OWN_NONE);
+    CHECK(ckpt_shard_zero_model(&cfg, &m) == 0);
+    if (!m) {
+        weft_model_destroy(whole);
+        weft_ckpt_free(man);
+        return;
+    }
+    size_t N;
+    float *P = weft_model_params(m, &N);
+    const float *W = weft_model_params(whole, NULL);
+    CHECK(ckpt_shard_get_params(man, whole) == 0);
+    memset(P, 0x7f, N * sizeof *P);
+    size_t lo = N / 3, n = N / 3;
+    weft_optim *o = NULL;
+    /* not marked: the optimiser's range alone */
+    CHECK(ckpt_shard_get_optim_stage(man, m, lo, n, &o) == 0 && o);
+    weft_optim_destroy(o);
+    CHECK(P[lo] != W[lo]);
+    ckpt_shard_own_params_set(man, CKPT_OWN_PENDING);
+    CHECK(ckpt_shard_own_params(man) == CKPT_OWN_PENDING);
+    CHECK(ckpt_shard_get_optim_stage(man, m, lo, n, &o) == 0 && o);
+    CHECK(o && weft_optim_steps(o) == 3);
+    CHECK(o && memcmp(weft_optim_state(o, 0, NULL), W + lo, n * sizeof *P) == 0);
+    weft_optim_destroy(o);
+    CHECK(memcmp(P + lo, W + lo, n * sizeof *P) == 0);
+    float fill;
+    memset(&fill, 0x7f, sizeof fill);
+    CHECK(P[lo - 1] == fill && P[lo + n] == fill);
+    CHECK(weft_zero_create(&z, NULL, m, &oc, 1, 0) == 0);
+    CHECK(ckpt_shard_zero_finish(z, man) == 0);
+    CHECK(ckpt_shard_own_params(man) == CKPT_OWN_DONE);
+    ckpt_shard_own_params_set(man, CKPT_OWN_PENDING); /* states only go up */
+    CHECK(ckpt_shard_zero_finish(z, man) == WEFT_EINVAL);
+    weft_zero_destroy(z);
+    weft_model_destroy(m);
     weft_model_destroy(whole);
     weft_ckpt_free(man);
     small_remove(dir);
