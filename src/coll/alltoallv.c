@@ -2,8 +2,8 @@
  * with splits): one round in which each rank sends its block to every
  * other rank and receives theirs, as a schedule, so it runs on the same
  * executor, wire fingerprints and failure path as every collective. On
- * one host each rank instead reads its blocks straight out of the others'
- * send buffers (coll/local/direct_av.c), one copy a byte. */
+ * one host under WEFT_ALGO=direct each rank instead reads its blocks
+ * straight out of the others' send buffers (coll/local/direct_av.c). */
 #include "coll/alltoallv.h"
 
 #include "coll/coll_args.h"
@@ -39,13 +39,16 @@ static int av_check(weft_comm *c, const coll_av_args *v)
     return 0;
 }
 
-/* Single copy (coll/local/direct.h) where every rank is on this host,
- * unless WEFT_ALGO or WEFT_SHM_CMA=0 asks for another way: decided from
- * what every rank knows alike. */
+/* Single copy (coll/local/direct.h) when WEFT_ALGO=direct asks for it
+ * and every rank is on this host: decided from what every rank knows
+ * alike. Not under auto: process_vm_readv moves about 13 GB/s here
+ * against memcpy's 50 (a 512 KiB block in cache; 3 against 11 GB/s at
+ * 32 MiB, docs/BENCHMARKS.md), so the shared-memory ring's two copies
+ * are as fast or faster, in one round of messages rather than two. */
 static int av_direct(const weft_comm *c)
 {
     return c->size > 1 && c->nhosts == 1 && c->shm_on && c->params.shm_cma &&
-           (c->algo == WEFT_ALGO_AUTO || c->algo == WEFT_ALGO_DIRECT) && direct_verdict(c) >= 0;
+           c->algo == WEFT_ALGO_DIRECT && direct_verdict(c) >= 0;
 }
 
 static void av_sched(weft_comm *c, const coll_av_args *v, weft_sched *s)

@@ -135,6 +135,13 @@ static void counts_disagree(weft_comm *c, void *arg)
           strstr(e, "12"));
 }
 
+static void alltoallv_only(weft_comm *c, void *arg)
+{
+    (void)arg;
+    CHECK(exchange(c, 0));
+    CHECK(exchange(c, 1));
+}
+
 static void with_env(const char *k, const char *v, int n, mp_fn fn)
 {
     setenv(k, v, 1);
@@ -143,17 +150,26 @@ static void with_env(const char *k, const char *v, int n, mp_fn fn)
 }
 
 TEST(large) { CHECK(mp_run(3, 60, large, NULL) == 0); }
-TEST(overlapping) { CHECK(mp_run(3, 60, overlapping, NULL) == 0); }
-TEST(counts_disagree) { CHECK(mp_run(3, 60, counts_disagree, NULL) == 0); }
-/* the schedule, where single copy is not asked for */
-TEST(schedule) { with_env("WEFT_ALGO", "naive", 3, body); }
-TEST(schedule_large) { with_env("WEFT_SHM_CMA", "0", 3, large); }
-TEST(two_hosts)
+/* single copy, where asked for (coll/local/direct_av.c) */
+TEST(direct) { with_env("WEFT_ALGO", "direct", 3, body); }
+TEST(direct_large) { with_env("WEFT_ALGO", "direct", 3, large); }
+TEST(direct_overlapping) { with_env("WEFT_ALGO", "direct", 3, overlapping); }
+TEST(direct_counts_disagree) { with_env("WEFT_ALGO", "direct", 3, counts_disagree); }
+/* asked for, but not possible: the schedule runs */
+TEST(direct_two_hosts)
 {
     mp_ranks_per_host = 2;
-    CHECK(mp_run(4, 60, body, NULL) == 0);
+    setenv("WEFT_ALGO", "direct", 1); /* which no other collective here can take */
+    CHECK(mp_run(4, 60, alltoallv_only, NULL) == 0);
     CHECK(mp_run(4, 60, large, NULL) == 0);
+    unsetenv("WEFT_ALGO");
     mp_ranks_per_host = 0;
+}
+TEST(direct_no_cma)
+{
+    setenv("WEFT_SHM_CMA", "0", 1);
+    with_env("WEFT_ALGO", "direct", 3, large);
+    unsetenv("WEFT_SHM_CMA");
 }
 
 TEST(ranks_1) { CHECK(mp_run(1, 60, body, NULL) == 0); }
