@@ -461,8 +461,38 @@ static void block_shape(const planner *pl, int tp, int sp, int pp, int kind, dou
         b->params = (llama ? C : 2 * C) + tied_copy(pl, tp, pp);
         if (llama && !pl->q->model.tied)
             b->params += vp * C;
-        b->act = 4 * rows * (2 * C * rep + 2 * vp);
+        /* a Llama's (train_llama_layout): the final norm's output,
+         * its rows' scale, logits and probabilities */
+        b->act = llama ? 4 * rows * (C + (sp ? C / tp : 0) + rep + 2 * vp)
+                       : 4 * rows * (2 * C * rep + 2 * vp);
     }
+}
+
+/* Bytes a Llama chunk's arena holds for each micro-batch slot beside its
+ * blocks' stashes (train_llama_layout): the rotary tables, the chunk's
+ * input where it has no embedding, and backward's scratch, which its
+ * layers share: the residual's and the branch's gradients (the branch's
+ * with the experts' gate gradients after it), and with layers q, k, v,
+ * attention's statistics, its output, the MLP's gate|up and product and
+ * the sum's gradients (and the experts' routed rows' with experts), each
+ * at the rank's width. 0 for a GPT (its stash counts already). */
+static double llama_chunk_extra(const planner *pl, int tp, int sp, double rows, int layers,
+                                int embed)
+{
+    if (!is_llama(pl))
+        return 0;
+    const weft_model_config *c = &pl->q->model;
+    double C = pl->C, rep = sp ? 1.0 / tp : 1, kvd, hold, use;
+    double fe = c->experts > 0 ? (c->moe_ffn > 0 ? c->moe_ffn : c->ffn) : 0;
+    double F = fe > 0 ? c->shared * fe : c->ffn, K = fe > 0 ? c->topk : 0;
+    llama_kv(pl, tp, &kvd, &hold, &use);
+    double tok = 2 * C * rep + (sp ? C : 0) + (embed ? 0 : C * rep);
+    if (layers) {
+        tok += 2 * C / tp + 2 * use + 2 * pl->H / tp + 3 * F / tp + C + K;
+        if (fe > 0)
+            tok += K * (2 * C + 3 * fe / tp) + c->experts + K;
+    }
+    return 4 * (rows * tok + pl->T / pl->cp * C / pl->H);
 }
 
 static int add_entry(sim_plan *p, const sim_plan_entry *e)
@@ -662,7 +692,7 @@ typedef struct {
 } rank_part;
 
 static int rank_totals(planner *pl, const sim_pipe_plan *pp_plan, const block_part *part,
-                       int r, int tp, int dp, int zero, rank_part *t)
+                       const double *extra, int r, int tp, int dp, int zero, rank_part *t)
 {
     int k = pp_plan->k, p = pp_plan->spec.p, m = pp_plan->spec.m, cp = pl->cp, ep = pl->ep;
     memset(t, 0, sizeof *t);
@@ -681,6 +711,7 @@ static int rank_totals(planner *pl, const sim_pipe_plan *pp_plan, const block_pa
             t->bytes[SIM_PLAN_CP] += m * b->cp_bytes;
             t->cp_s += m * (b->cp_fwd + b->cp_bwd);
         }
+        t->act += pp_plan->chunk_stash[j] * extra[j];
         t->hide += pp_plan->bwd_i[j] + pp_plan->bwd_w[j];
         if (j + 1 < k)
             t->bytes[SIM_PLAN_PP] += m * pp_plan->out_bytes[j];
@@ -744,10 +775,19 @@ static int plan_pipeline(planner *pl, int tp, int pp, int dp, const pipe_spec *s
     }
     int p = spec->p;
     double tied = 4 * tied_copy(pl, tp, pp), bubble = 0;
+    /* each chunk's arena beside its blocks' stashes, a slot */
+    double *extra = calloc((size_t)pp_plan.k, sizeof *extra);
+    if (!extra)
+        rc = WEFT_ENOMEM;
+    for (int j = 0; extra && j < pp_plan.k; j++) {
+        int f = pp_plan.first[j], l = pp_plan.first[j + 1];
+        int layers = l - f - (f == 0) - (l == nb) > 0;
+        extra[j] = llama_chunk_extra(pl, tp, sp, rows, layers, f == 0);
+    }
     /* Ranks sharing too few cores: replayed again with each computing
      * rank at its share of them (pipe_share.h), so that overlapping
      * stages slow each other and a bubble hands its core to the others */
-    if (pl->cores > 0)
+    if (!rc && pl->cores > 0)
         rc = share_replay(pl, &pp_plan, part, lat, bw, pl->on_node > pp ? pl->on_node / pp : 1);
     double pipe_s = pp_plan.step;
     for (int r = 0; r < p; r++)
@@ -771,7 +811,7 @@ static int plan_pipeline(planner *pl, int tp, int pp, int dp, const pipe_spec *s
         double worst_dp = 0;
         for (int r = 0; r < p && !rc; r++) {
             rank_part t;
-            rc = rank_totals(pl, &pp_plan, part, r, tp, dp, zero, &t);
+            rc = rank_totals(pl, &pp_plan, part, extra, r, tp, dp, zero, &t);
             if (tied > 0 && (r == 0 || r == p - 1)) {
                 /* the tied embedding's gradient summed between the ends */
                 t.bytes[SIM_PLAN_PP] += tied;
@@ -800,6 +840,7 @@ static int plan_pipeline(planner *pl, int tp, int pp, int dp, const pipe_spec *s
             rc = add_entry(pl->out, &e);
     }
     sim_pipe_plan_free(&pp_plan);
+    free(extra);
     free(part);
     sim_block_costs_free(&bc);
     return rc;

@@ -301,8 +301,11 @@ TEST(llama)
     double D = 64, kv = 32, F = 96, H = 4, V = 257, L = 2, rows = 32;
     double block = 2 * D + 2 * D * D + 2 * D * kv + 3 * D * F;
     double psi = 2 * V * D + L * block + D;
+    /* the blocks' stashes; the final norm, its scale, logits and
+     * probabilities; backward's scratch and the rotary tables, once */
     double act = 4 * rows * D + L * 4 * rows * (6 * D + 2 * kv + 3 * F + 2 + 2 * H) +
-                 4 * rows * (2 * D + 2 * V);
+                 4 * rows * (D + 1 + 2 * V) + 4 * rows * (5 * D + 2 * kv + 2 * H + 3 * F) +
+                 4 * 32 * D / H;
     for (int z = 0; z < 4; z++) {
         const sim_plan_entry *e = find(&p, 1, 1, z, 0);
         CHECK(e && near(e->state_bytes, sim_plan_zero_bytes(psi, z, 8, 8)));
@@ -482,8 +485,11 @@ TEST(moe_pricing)
     rows = e1->micro_rows;
     CHECK(rows == 2 * T);
     double rec = 2 * rows * E + 4 * rows * K + 2 * E + 1 + rows * K * (2 * D + 3 * fe);
+    /* backward's scratch: the dense one with the shared expert's width,
+     * the gate gradients, the routed rows' and the scores' gradients */
+    double scratch = 5 * D + 2 * kv + 2 * H + 3 * S * fe + K + K * (2 * D + 3 * fe) + E + K;
     double act = 4 * rows * D + L * 4 * (rows * (6 * D + 2 * kv + 3 * S * fe + 2 + 2 * H) + rec) +
-                 4 * rows * (2 * D + 2 * V);
+                 4 * rows * (D + 1 + 2 * V) + 4 * rows * scratch + 4 * T * D / H;
     CHECKF(near(e1->act_bytes, act), "act %.0f want %.0f", e1->act_bytes, act);
     CHECK(near(e2->act_bytes, act));
     /* each MoE layer: counts all-gathered, 4 all-to-alls of rows x topk rows */
