@@ -5,14 +5,16 @@
 # the balancing bias's effect: max/mean tokens per expert of the least
 # balanced block at the last step, with and without bias=1 (sigmoid
 # router, no balancing loss), on the builtin data and on real text (the
-# project's own docs as byte tokens). Then expert parallelism on this host:
-# 4 ranks at --ep 2 and --ep 4, the dispatch + combine all-to-all's bytes
-# and seconds a step (weft-train's counters, mean of the ranks) against the
-# time one memory copy of those bytes takes here; and a rank's parameter,
+# project's own docs as byte tokens). Then expert parallelism on this host,
+# ep ranks at --ep 2 and --ep 4: the dispatch + combine all-to-all-v's
+# bytes and milliseconds a step (weft-train's counters, mean of the ranks:
+# the data's movement and the wait for the group's slowest rank, both);
+# the movement alone, measured in the same run by weft-bench (all-to-all-v
+# of one call's bytes, each call after a barrier and timed alone); one
+# memcpy of the same bytes, measured by the same weft-bench; and the
+# waiting, the counters' time less the movement. Last, a rank's parameter,
 # gradient and optimiser bytes (AdamW) at ep 1, 2 and 4 (each rank holds
-# its own experts only). The exchange alone, without the waits the
-# step's counters include: weft-bench alltoall at one call's bytes over ep
-# ranks, against the same memory copy. About three minutes.
+# its own experts only). About three minutes.
 #
 #   sh bench/moe.sh [STEPS] [EP_STEPS]     (600, 40)
 # BUILD=dir picks the build directory [build].
@@ -42,44 +44,51 @@ here=$(dirname "$0")/..
 one text_moe "$base,ffn=64,experts=8,topk=2,router=sigmoid" "$dir/text.tok"
 one text_bias "$base,ffn=64,experts=8,topk=2,router=sigmoid,bias=1" "$dir/text.tok"
 
-# expert parallelism: 4 ranks, 8 experts of width 256 (dim 128), 8
-# samples of 64 tokens a rank; the counters' line of every rank
-echo "# expert parallelism, 4 ranks on this host ($EP_STEPS steps each)"
+# expert parallelism on this host, ep ranks (ep 2: one a core), 8 experts
+# of width 256 (dim 128), 8 samples of 64 tokens a rank
+echo "# expert parallelism, ep ranks on this host ($EP_STEPS steps each)"
 epm="llama:vocab=256,ctx=64,layers=2,heads=4,dim=128,ffn=256,experts=8,topk=2"
 for ep in 2 4; do
-    "$B/weftrun" -n 4 "$B/weft-train" --model "$epm" --data builtin --batch 32 --seq 64 \
-        --steps "$EP_STEPS" --log-every "$EP_STEPS" --no-eval --optim adamw --lr 0.003 \
-        --threads 1 --ep $ep >"$dir/ep$ep.out" 2>&1 ||
+    "$B/weftrun" -n $ep "$B/weft-train" --model "$epm" --data builtin --batch $((8 * ep)) \
+        --seq 64 --steps "$EP_STEPS" --log-every "$EP_STEPS" --no-eval --optim adamw \
+        --lr 0.003 --threads 1 --ep $ep >"$dir/ep$ep.out" 2>&1 ||
         { echo "ep $ep: failed"; tail -n 5 "$dir/ep$ep.out"; continue; }
-    # MB and ms a step, means over the ranks
+    # MB and ms a step, means over the ranks: the step's 8 all-to-all-v
+    # calls (2 layers, dispatch and combine, forward and backward), timed
+    # from each call's start, so with the wait for the group's slowest rank
     set -- $(sed -n 's/.*all-to-all \([0-9.]*\) MB and \([0-9.]*\) ms a step.*/\1 \2/p' \
         "$dir/ep$ep.out" | awk '{ b += $1; t += $2; n++ } END { printf "%f %f", b / n, t / n }')
-    # the same bytes copied once in memory here (a buffer of that size,
-    # copied over and over, the mean)
-    copy=$(python3 -c "
-import time
-n = max(1, int($1 * 1e6)); a = bytearray(n); b = bytearray(n); k = max(20, int(2e9 / n))
-t = time.perf_counter()
-for _ in range(k):
-    b[:] = a
-print('%.4f' % ((time.perf_counter() - t) / k * 1e3))")
-    awk -v ep="$ep" -v mb="$1" -v ms="$2" -v cp="$copy" 'BEGIN {
-        printf "ep %d: dispatch + combine %.3f MB and %.2f ms a step a rank; one memory copy of those bytes %.3f ms: %.1fx\n",
-               ep, mb, ms, cp, (cp > 0 ? ms / cp : 0) }'
+    mb=$1 ms=$2
+    printf "ep %d: dispatch + combine %.3f MB a step a rank, %.2f ms a step in the counters (the data's movement and the wait for the slowest rank)\n" \
+        "$ep" "$mb" "$ms"
     grep "tokens per expert max/mean" "$dir/ep$ep.out" | grep "group" | head -n 1 |
         sed 's/.*group/  the group/'
-    # the exchange alone, without the wait for the group's slowest rank
-    # that the step's counters include: weft-bench's alltoall over ep
-    # ranks (each call timed from its own synchronised loop) at one call's
-    # bytes (the step's over its 8 calls: 2 layers, dispatch and combine,
-    # forward and backward), the rank's own block added back (ep/(ep-1))
-    per=$(awk -v mb="$1" -v ep="$ep" 'BEGIN { b = mb * 1e6 / 8 * ep / (ep - 1)
+    # The movement alone, in the same run: weft_alltoallv over ep ranks at
+    # one call's bytes (the counters' bytes are what a rank sends others:
+    # its own block added back, ep/(ep-1)), equal blocks, every call
+    # started after a barrier of its own and timed alone (-S: the barrier's
+    # wait printed apart); against one memcpy of a rank's receive buffer
+    # (-M), rank 0 alone and all ranks at once.
+    per=$(awk -v mb="$mb" -v ep="$ep" 'BEGIN { b = mb * 1e6 / 8 * ep / (ep - 1)
         q = 4 * ep; printf "%d", int(b / q + 0.5) * q }')
-    us=$("$B/weftrun" -n "$ep" "$B/weft-bench" alltoall -l "$per" -w 10 -n 100 -c 0 -I 1 2>&1 |
-        awk -v b="$per" '$2 == b { print $7 }' | tail -n 1)
-    awk -v ep="$ep" -v b="$per" -v us="$us" -v cp="$copy" 'BEGIN {
-        printf "  the exchange alone (weft-bench alltoall, %d ranks, %d B a call): %s us a call, %.3f ms for 8: %.1fx the memory copy\n",
-               ep, b, us, 8 * us / 1e3, (cp > 0 ? 8 * us / 1e3 / cp : 0) }'
+    # The training's path (the schedule over shared memory), then single
+    # copy (WEFT_ALGO=direct) for comparison; the waiting from the first.
+    for algo in auto direct; do
+        WEFT_ALGO=$algo "$B/weftrun" -n "$ep" "$B/weft-bench" alltoall -V -S -M -l "$per" \
+            -w 20 -n 200 -c 1 2>&1 | awk -v b="$per" '$2 == b' >"$dir/mv$ep$algo"
+        awk -v ep="$ep" -v b="$per" -v ms="$ms" -v algo="$algo" '{
+            for (i = 1; i <= NF; i++) {
+                if ($i == "wait") w = $(i + 1)
+                if ($i == "least") lt = $(i + 1)
+                if ($i == "copy") k = i
+            }
+            us = $7; c1 = $(k + 1); cp = $(k + 2); wrong = $10
+            printf "  movement alone, WEFT_ALGO=%s (weft-bench alltoall -V -S -M, %d ranks, %d B a call, %s wrong): %.2f us a call (fastest %.2f), %.3f ms for 8\n", algo, ep, b, wrong, us, lt, 8 * us / 1e3
+            printf "    one memcpy of a rank'"'"'s receive buffer: %.2f us (rank 0 alone), %.2f us (all ranks at once); the movement: %.2fx and %.2fx that\n", c1, cp, (c1 > 0 ? us / c1 : 0), (cp > 0 ? us / cp : 0)
+            if (algo == "auto")
+                printf "    waiting: the counters'"'"' %.2f ms a step less the movement'"'"'s %.3f ms = %.2f ms (%.0f%%); in weft-bench a call'"'"'s barrier waited %.2f us\n", ms, 8 * us / 1e3, ms - 8 * us / 1e3, (ms > 0 ? 100 * (ms - 8 * us / 1e3) / ms : 0), w }' \
+            "$dir/mv$ep$algo"
+    done
 done
 
 # a rank's training state: without --ep every rank holds every expert

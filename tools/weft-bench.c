@@ -13,7 +13,14 @@
  * compressed ring all-reduce (weft_allreduce_codec), -H the all-reduce over
  * clusters (weft_cluster_allreduce, in CODEC with -z), and a last column
  * gives the bytes each rank sent over wan links per call (while WEFT_WAN
- * emulates them). A lossy codec's results are not checked (#wrong N/A). */
+ * emulates them). A lossy codec's results are not checked (#wrong N/A).
+ *
+ * For alltoall: -V runs it as weft_alltoallv with equal counts (the path
+ * an expert dispatch takes), -S starts every timed call after a barrier of
+ * its own and times the call alone (so no rank's time holds its wait for
+ * the others: that wait is printed apart), and -M adds the time of one
+ * memcpy of the bytes a rank receives (the whole receive buffer) and the
+ * call's time over it, measured in the same run. */
 #include "cli_args.h"
 #include "weft.h"
 
@@ -39,6 +46,9 @@ typedef struct {
     const char *json;
     int codec;                  /* -z: weft_codec, -1: none */
     int hier;                   /* -H */
+    int vform, sync, copy;      /* -V, -S, -M (alltoall) */
+    size_t *v;                  /* -V: every block's count, then its displacement */
+    int nranks;
     weft_cluster_comm *clusters; /* made for -H */
 } opts;
 
@@ -254,9 +264,71 @@ static int call(weft_comm *c, const opts *o, const bufs *b)
         return weft_cluster_allreduce(o->clusters, b->send, b->recv, b->count, o->op, k, NULL);
     if (o->codec >= 0)
         return weft_allreduce_codec(c, b->send, b->recv, b->count, o->op, k, NULL);
+    if (o->vform)
+        return weft_alltoallv(c, b->send, o->v, o->v + o->nranks, b->recv, o->v, o->v + o->nranks,
+                              o->t);
     weft_coll_args a = { .kind = o->kind, .send = b->send, .recv = b->recv, .count = b->count,
                          .dtype = o->t, .op = o->op, .root = o->root, .algo = o->algo };
     return weft_collective(c, &a);
+}
+
+/* o->iters calls; *dt: a call's mean seconds. With -S each call starts
+ * after a barrier and is timed alone; *waited: the mean seconds this rank
+ * waited in those barriers for the others, *least: its fastest call (on a
+ * loaded machine the call least delayed by others' work; 0 without -S). */
+static int timed_calls(weft_comm *c, const opts *o, const bufs *b, double *dt, double *waited,
+                       double *least)
+{
+    double t0 = cli_now(), incall = 0, wait = 0;
+    *least = 0;
+    int rc;
+    for (int i = 0; i < o->iters; i++) {
+        if (o->sync) {
+            double w0 = cli_now();
+            if ((rc = weft_barrier(c)))
+                return rc;
+            double w1 = cli_now();
+            wait += w1 - w0;
+            if ((rc = call(c, o, b)))
+                return rc;
+            double one = cli_now() - w1;
+            incall += one;
+            *least = i == 0 || one < *least ? one : *least;
+        } else if ((rc = call(c, o, b))) {
+            return rc;
+        }
+    }
+    *dt = (o->sync ? incall : cli_now() - t0) / o->iters;
+    *waited = wait / o->iters;
+    return 0;
+}
+
+/* -M: the mean seconds of one memcpy of bytes, rank 0 copying alone
+ * (*alone: the machine otherwise idle, the others in a barrier) and
+ * every rank copying at once (*all: the slowest rank's, as the
+ * collective's ranks copy at once). */
+static int copy_times(weft_comm *c, const opts *o, char *dst, const char *src, size_t bytes,
+                      double *alone, double *all)
+{
+    int rc, r = weft_comm_rank(c);
+    double t = 0, t0;
+    memcpy(dst, src, bytes); /* the pages touched */
+    if ((rc = weft_barrier(c)))
+        return rc;
+    if (r == 0) {
+        t0 = cli_now();
+        for (int i = 0; i < o->iters; i++)
+            memcpy(dst, src, bytes);
+        t = (cli_now() - t0) / o->iters;
+    }
+    if ((rc = weft_broadcast(c, &t, 1, WEFT_F64, 0)) || (rc = weft_barrier(c)))
+        return rc;
+    *alone = t;
+    t0 = cli_now();
+    for (int i = 0; i < o->iters; i++)
+        memcpy(dst, src, bytes);
+    t = (cli_now() - t0) / o->iters;
+    return weft_allreduce(c, &t, all, 1, WEFT_F64, WEFT_MAX);
 }
 
 /* Sizes beyond this are no benchmark of this machine: 1 TiB. */
@@ -324,6 +396,12 @@ static void usage(void)
             "  -l LIST   only these sizes, e.g. 8,1K,64M (instead of -b/-e/-f/-i)\n"
             "  -z CODEC  allreduce f32 sum/avg as a compressed ring: fp32 fp16 bf16 int8 int4\n"
             "  -H        allreduce over clusters (WEFT_CLUSTER): inside, across, inside\n"
+            "  alltoall: -V as weft_alltoallv (equal counts; out of place only; its path\n"
+            "               follows WEFT_ALGO, not -a)\n"
+            "            -S each call after a barrier, timed alone (\"wait\": the barrier's us;\n"
+            "               \"least\": the slowest rank's fastest call, us)\n"
+            "            -M one memcpy of a rank's receive buffer, rank 0 alone and all at\n"
+            "               once (\"copy\" us us, then the call's time over each)\n"
             "  BYTES: a byte count or a number with K, M, G or T, with or without iB\n"
             "  (powers of 1024): 4096, 64K, 2MiB, 1.5G\n");
 }
@@ -349,7 +427,7 @@ int main(int argc, char **argv)
     }
     optind = 2;
     const char *me = "weft-bench";
-    while ((ch = getopt(argc, argv, "b:e:f:i:d:o:r:a:w:n:c:J:I:l:z:Hh")) != -1) {
+    while ((ch = getopt(argc, argv, "b:e:f:i:d:o:r:a:w:n:c:J:I:l:z:HVSMh")) != -1) {
         int bad = 0;
         switch (ch) {
         case 'b': bad = cli_size(me, "-b", optarg, MAX_BYTES, &o.minb); break;
@@ -385,6 +463,9 @@ int main(int argc, char **argv)
             break;
         }
         case 'H': o.hier = 1; break;
+        case 'V': o.vform = 1; break;
+        case 'S': o.sync = 1; break;
+        case 'M': o.copy = 1; break;
         case 'h': usage(); return 0;
         default: usage(); return 2;
         }
@@ -416,6 +497,18 @@ int main(int argc, char **argv)
         free(o.list);
         return 2;
     }
+    if ((o.vform || o.sync || o.copy) && o.kind != WEFT_COLL_ALLTOALL) {
+        fprintf(stderr, "weft-bench: -V, -S and -M are for alltoall\n");
+        free(o.list);
+        return 2;
+    }
+    if (o.vform && o.places == 2) {
+        fprintf(stderr, "weft-bench: -V runs out of place only (alltoallv refuses in place)\n");
+        free(o.list);
+        return 2;
+    }
+    if (o.vform)
+        o.places = 1;
     if (o.codec > WEFT_CODEC_FP32)
         o.check = 0; /* lossy: no exact reference */
     if (o.minb > o.maxb) {
@@ -432,6 +525,11 @@ int main(int argc, char **argv)
     dump_comm = c;
     int r = weft_comm_rank(c), n = weft_comm_size(c);
     size_t es = weft_dtype_size(o.t);
+    o.nranks = n;
+    if (o.vform && !(o.v = calloc(2 * (size_t)n, sizeof *o.v))) {
+        fprintf(stderr, "weft-bench: out of memory\n");
+        return 1;
+    }
     int blocks = per_rank_blocks(o.kind) ? n : 1;
     FILE *json = NULL;
     if (o.root < 0 || o.root >= n) {
@@ -449,7 +547,7 @@ int main(int argc, char **argv)
         return 1;
     }
     int autosel = (o.algo != WEFT_ALGO_AUTO ? o.algo : weft_comm_algo(c)) == WEFT_ALGO_AUTO;
-    autosel = autosel && o.codec < 0 && !o.hier;
+    autosel = autosel && o.codec < 0 && !o.hier && !o.vform; /* alltoallv has no selector */
     int wan_col = weft_comm_cluster_count(c) > 1;
     int warm = o.warmup + (autosel ? WEFT_AUTO_TRIAL_CALLS : 0);
     const char *acol = autosel ? "algo" : "", *asep = autosel ? " " : "";
@@ -506,7 +604,15 @@ int main(int argc, char **argv)
         uint64_t count = size / es / (uint64_t)blocks;
         double t_us[2] = { 0, 0 }, algbw[2] = { 0, 0 }, busbw[2] = { 0, 0 }, wan_rank = 0;
         long long wrong[2] = { 0, 0 };
+        double wait_max = 0, least_max = 0, copy1 = 0, copyp = 0;
         b.count = count;
+        for (int j = 0; o.vform && j < n; j++) {
+            o.v[j] = (size_t)count;
+            o.v[n + j] = (size_t)count * (size_t)j;
+        }
+        if (o.copy && (rc = copy_times(c, &o, b.out, b.in, count * es * (uint64_t)n, &copy1,
+                                       &copyp)))
+            goto fail;
         for (int inplace = 0; inplace < 2; inplace++) {
             if ((o.places == 1 && inplace) || (o.places == 2 && !inplace))
                 continue;
@@ -518,11 +624,11 @@ int main(int argc, char **argv)
                 goto fail;
             uint64_t w0 = 0, w1 = 0;
             weft_comm_wan_bytes(c, &w0);
-            double t0 = cli_now();
-            for (int i = 0; i < o.iters; i++)
-                if ((rc = call(c, &o, &b)))
-                    goto fail;
-            double dt = (cli_now() - t0) / o.iters, slowest;
+            double dt, slowest, waited, least;
+            if ((rc = timed_calls(c, &o, &b, &dt, &waited, &least)) ||
+                (rc = weft_allreduce(c, &waited, &wait_max, 1, WEFT_F64, WEFT_MAX)) ||
+                (rc = weft_allreduce(c, &least, &least_max, 1, WEFT_F64, WEFT_MAX)))
+                goto fail;
             /* the pumps may still hold the last call's bytes: a barrier
              * waits for them to arrive (its own few bytes are noise) */
             if ((rc = weft_barrier(c)))
@@ -562,9 +668,18 @@ int main(int argc, char **argv)
                     snprintf(col[k], sizeof col[k], "%9.2f %7.3f %7.3f %6lld", t_us[k], algbw[k],
                              busbw[k], wrong[k]);
             }
-            char wcol[32] = "";
+            char wcol[128] = "";
+            int at = 0;
             if (wan_col)
-                snprintf(wcol, sizeof wcol, "%s%.0f", autosel ? " " : "", wan_rank);
+                at = snprintf(wcol, sizeof wcol, "%s%.0f", autosel ? " " : "", wan_rank);
+            if (o.sync)
+                at += snprintf(wcol + at, sizeof wcol - (size_t)at, " wait %.2f least %.2f",
+                               wait_max * 1e6, least_max * 1e6);
+            if (o.copy) /* against the out-of-place call, or the in-place one with -I 2 */
+                snprintf(wcol + at, sizeof wcol - (size_t)at, " copy %.2f %.2f x %.2f %.2f",
+                         copy1 * 1e6, copyp * 1e6,
+                         copy1 > 0 ? t_us[o.places == 2] / (copy1 * 1e6) : 0,
+                         copyp > 0 ? t_us[o.places == 2] / (copyp * 1e6) : 0);
             printf("  %10llu %12llu %8s %6s %6d %s %s%s%s%s\n", (unsigned long long)bytes,
                    (unsigned long long)(count * (uint64_t)blocks), nccl_type(o.t),
                    weft_op_name(o.op), rooted(o.kind) ? o.root : -1, col[0], col[1], asep,
@@ -604,6 +719,7 @@ int main(int argc, char **argv)
     free(b.out);
     free(b.want);
     free(o.list);
+    free(o.v);
     weft_cluster_comm_destroy(o.clusters);
     if ((rc = weft_comm_destroy(c))) {
         fprintf(stderr, "weft-bench: rank %d: leaving the job: %s\n", r, weft_strerror(rc));
