@@ -51,12 +51,12 @@ rm -f "$out/dd.bin"
 
 # the load: every rank resumes (CRCs checked) from the files with their
 # pages dropped from the cache, as dd's O_DIRECT read has them. A rank's
-# load time is the whole of its load, from opening the manifest to its
+# load time is its wall window from opening the manifest to its
 # parameters and optimiser state in place (the model made, the reads, the
-# CRCs, the all-gather of the replicated parameters: its note gives each);
-# the bytes are each rank's share of what it holds (a group's replicated
-# parameters counted once), over the longest rank's time. The ranks load
-# at the same time.
+# CRCs, the all-gather of the parameters and whatever the run sets up in
+# between: its note gives each); the bytes are each rank's share of what
+# it holds (a group's replicated parameters counted once), over the
+# longest rank's time. The ranks load at the same time.
 for f in "$out"/sync/step-*/rank-*.bin; do dd if="$f" iflag=nocache count=0 2>/dev/null; done
 "$B/weftrun" -n "$ranks" "$B/weft-train" --resume "$out/sync" --zero "$zero" --steps 2 \
     --no-eval >"$out/load.out" 2>&1
