@@ -6,8 +6,12 @@
  * keep their progress in the run's folder, and a part that ends early is
  * reported as lost. Whether the others go on is the training's matter:
  * with --elastic and diloco:H (or hier) a lost cluster is dropped at the
- * next outer step (docs/WAN.md, "Churn"); without it the job fails. */
+ * next outer step (docs/WAN.md, "Churn"); without it the job fails. It
+ * re-plans when a part is lost, falls silent, when the job's outer sync
+ * is slower than planned, and when a cluster that makes the plan faster
+ * appears (cpn_watch.c), whose part it starts to join the running job. */
 #include "cpn/cpn_launch.h"
+#include "cpn/cpn_loss.h"
 #include "cpn/cpn_replan.h"
 #include "cpn/cpn_status.h"
 #include "cpn/cpn_watch.h"
@@ -157,13 +161,6 @@ static void write_state(const char *dir, const cpn_launched *l)
     fclose(f);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* The furthest step any part reported. */
 static long job_step(const cpn_plan *p, const char *dir)
 {
@@ -230,92 +227,6 @@ static void replan_drift(const run_args *a, const cpn_plan *p, cpn_watch *w, dou
              "\"H\": %d", meas, w->sync_ref, h);
     if (replan(a, p, w, w->batch, why, extra, t0) == 0)
         w->sync_ref = meas; /* the next drift is from here */
-}
-
-/* From a loss until the re-plan runs: the survivors drop the lost part
- * at their next outer step, and the job's rank 0 then writes a "shrink"
- * row to the metrics (step N, the first step over the survivors; the
- * row is flushed as written). The new plan runs from the first shrink
- * row after the loss; the loss is the --kill-at's kill, else the moment
- * the part's launcher reported it ended, which can come after the
- * survivors saw it (Slurm's squeue lags). Where the lost part held
- * rank 0, or the training is not elastic, no row comes and nothing is
- * said. */
-typedef struct {
-    double at;       /* the loss; < 0: none waiting */
-    long off;        /* the metrics' bytes read so far */
-    long rows;       /* shrink rows seen so far */
-    long used;       /* of them, answers to earlier losses */
-    double row_at;   /* when the last new one was seen */
-    long row_step;   /* and its step */
-    char who[64];
-} loss_watch;
-
-/* The shrink rows added to the metrics since byte *off (moved past the
- * last whole line read), the last one's step into *step; -1 when the file
- * is shorter than *off (begun again). The file grows a row a step: each
- * look reads only what is new. */
-static long shrink_rows(const char *dir, long *off, long *step)
-{
-    char path[1200], line[512];
-    snprintf(path, sizeof path, "%s/metrics.csv", dir);
-    FILE *f = fopen(path, "r");
-    long n = 0, s;
-    if (!f)
-        return 0;
-    if (fseek(f, 0, SEEK_END) != 0 || ftell(f) < *off) {
-        fclose(f);
-        return -1;
-    }
-    fseek(f, *off, SEEK_SET);
-    while (fgets(line, sizeof line, f)) {
-        char kind[16];
-        int whole = strchr(line, '\n') != NULL;
-        int shrink = sscanf(line, "%ld,%*[^,],%15[^,]", &s, kind) == 2 && !strcmp(kind, "shrink");
-        while (!whole && fgets(line, sizeof line, f)) /* the rest of a long row */
-            whole = strchr(line, '\n') != NULL;
-        if (!whole) /* a row still being written: read again next look */
-            break;
-        if (shrink) {
-            n++;
-            *step = s;
-        }
-        *off = ftell(f);
-    }
-    fclose(f);
-    return n;
-}
-
-static void loss_seen(loss_watch *w, const cpn_launched *ls, int lost, double at)
-{
-    w->at = at;
-    snprintf(w->who, sizeof w->who, "%s", ls[lost].part->cluster);
-}
-
-/* Every look: new shrink rows, and the pending loss's answer. */
-static void loss_check(loss_watch *w, const char *dir)
-{
-    long step = 0, n = shrink_rows(dir, &w->off, &step);
-    if (n < 0) { /* an earlier run's file, begun again */
-        w->off = w->rows = w->used = 0;
-        n = shrink_rows(dir, &w->off, &step);
-    }
-    if (n > 0) {
-        w->rows += n;
-        w->row_at = now_s();
-        w->row_step = step;
-    }
-    if (w->at < 0 || w->rows <= w->used)
-        return; /* no row for this loss yet */
-    w->used = w->rows;
-    double d = w->row_at - w->at;
-    if (d >= 0)
-        printf("weft-cpn run: the re-plan runs from step %ld, %.1f s after part %s was lost\n",
-               w->row_step, d, w->who);
-    else
-        printf("weft-cpn run: the re-plan runs from step %ld, %.1f s before part %s's launcher "
-               "reported it lost\n", w->row_step, -d, w->who);
-    w->at = -1;
 }
 
 /* Which part --kill-at or --stall-at names ("b:20"); -1 none. */
