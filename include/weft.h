@@ -365,6 +365,23 @@ int weft_irecv_tag(weft_comm *c, void *buf, size_t count, weft_dtype t, int peer
 int weft_group_start(weft_comm *c);
 int weft_group_end(weft_comm *c);
 
+/* Memory for messages, as MPI_Alloc_mem or MPI_Win_allocate_shared: a
+ * send whose buffer lies wholly in one region from weft_mem_alloc(c, ...)
+ * to a rank of c on the same host (shared memory on, WEFT_P2P_SHM) is
+ * copied once, by the receiver straight out of the sender's pages. From
+ * 256 KiB a region is a memfd mapped shared at a 2 MiB boundary, which the
+ * receiver maps once (pidfd_getfd, the permission process_vm_readv needs)
+ * and keeps mapped; other buffers take two copies through a ring, or one
+ * kernel copy with WEFT_SHM_CMA=2, each well under memcpy's rate
+ * (docs/BENCHMARKS.md, "Small messages"). Smaller requests are plain
+ * memory. The region belongs to c: sends on other communicators take
+ * their usual way, and what is not freed by weft_comm_destroy(c) is
+ * unmapped then. A region stays in use until the sends from it completed,
+ * as any send buffer. weft_mem_free(c, NULL) does nothing; another
+ * pointer not from weft_mem_alloc(c, ...) is WEFT_EINVAL. */
+int weft_mem_alloc(weft_comm *c, size_t bytes, void **out);
+int weft_mem_free(weft_comm *c, void *p);
+
 /* Block until req completes; returns the operation's result and releases
  * req. Waiting again (or weft_test) on a released request returns
  * WEFT_EINVAL until 64 more requests of its communicator were released;
