@@ -44,7 +44,7 @@ int layout_auto(weft_run *t, opts *o, const weft_model_config *cfg, int ranks)
     }
     /* the experts do not run under --sp: the fastest that fits without it */
     int best = pl.best;
-    for (int i = 0; cfg->type == WEFT_MODEL_LLAMA && cfg->experts > 0 && i < pl.n; i++)
+    for (int i = 0; cfg->experts > 0 && i < pl.n; i++)
         if (pl.e[i].fits && !pl.e[i].sp) {
             best = i;
             break;

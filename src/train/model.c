@@ -6,6 +6,7 @@
 #include "core/huge.h"
 #include "core/param.h"
 #include "train/attention_cp.h"
+#include "train/moe.h"
 #include "train/moe_ep.h"
 
 #include <stdio.h>
@@ -52,7 +53,7 @@ int weft_model_config_check(const weft_model_config *c)
             c->n_layer < 1 || c->n_layer > 1024 || c->n_head < 1 || c->d_model < 1 ||
             c->d_model > (1 << 16) || c->d_model % c->n_head != 0)
             return WEFT_EINVAL;
-        return 0;
+        return train_moe_check_gpt(c);
     }
     return WEFT_EINVAL;
 }
@@ -110,11 +111,13 @@ int weft_model_config_parse(const char *s, weft_model_config *cfg)
             for (k = 0; k < 5; k++)
                 if (strncmp(s, keys[k], strlen(keys[k])) == 0)
                     break;
-            if (k == 5)
+            if (k == 5 && train_moe_parse_key(&s, &c)) /* experts=E,topk=K,... */
                 return WEFT_EINVAL;
-            s += strlen(keys[k]);
-            if (parse_int(&s, dst[k]))
-                return WEFT_EINVAL;
+            if (k < 5) {
+                s += strlen(keys[k]);
+                if (parse_int(&s, dst[k]))
+                    return WEFT_EINVAL;
+            }
             if (*s == ',')
                 s++;
             else if (*s)
@@ -136,9 +139,12 @@ int weft_model_config_format(const weft_model_config *c, char *buf, size_t len)
         return WEFT_EINVAL;
     if (c->type == WEFT_MODEL_LLAMA)
         return train_llama_format(c, buf, len);
-    if (c->type == WEFT_MODEL_GPT)
-        return snprintf(buf, len, "gpt:vocab=%d,ctx=%d,layers=%d,heads=%d,dim=%d",
-                        c->vocab, c->ctx, c->n_layer, c->n_head, c->d_model);
+    if (c->type == WEFT_MODEL_GPT) {
+        char moe[256];
+        train_moe_format(c, moe, sizeof moe);
+        return snprintf(buf, len, "gpt:vocab=%d,ctx=%d,layers=%d,heads=%d,dim=%d%s",
+                        c->vocab, c->ctx, c->n_layer, c->n_head, c->d_model, moe);
+    }
     if (c->type != WEFT_MODEL_MLP || c->n_widths < 1 || c->n_widths > WEFT_MLP_MAX_WIDTHS)
         return WEFT_EINVAL;
     char tmp[256];
@@ -204,7 +210,7 @@ static int tp_fits(const weft_model_config *c, int T)
     if (T == 1)
         return 1;
     if (c->type == WEFT_MODEL_GPT)
-        return c->n_head % T == 0;
+        return c->n_head % T == 0 && train_moe_tp_fits(c, T);
     if (c->type == WEFT_MODEL_LLAMA)
         return train_llama_tp_fits(c, T);
     int L = c->n_widths - 1;

@@ -1,6 +1,9 @@
 /* GPT: token + position embedding, n_layer pre-LayerNorm blocks (causal
  * self-attention, GELU MLP of width 4C, residuals), a final LayerNorm and
- * logits through the token embedding (tied). */
+ * logits through the token embedding (tied). With experts the MLP is a
+ * mixture of GELU experts without biases (moe.c): a router, each expert's
+ * fc [F, D] and proj (stored hidden-major, [F, D], so that tensor
+ * parallelism cuts both by the same rows). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,9 +12,13 @@
 #include "train/attention_cp.h"
 #include "train/attention_prec.h"
 #include "train/model.h"
+#include "train/moe_block.h"
 
+/* With experts the four MLP tensors give way to the router's and the
+ * experts' (T_ROUTER.., in the table from T_FCW's place). */
 enum { T_LN1W, T_LN1B, T_QKVW, T_QKVB, T_PROJW, T_PROJB, T_LN2W, T_LN2B,
-       T_FCW, T_FCB, T_FCPW, T_FCPB, T_PER_LAYER };
+       T_FCW, T_FCB, T_FCPW, T_FCPB, T_PER_LAYER,
+       T_ROUTER = T_PER_LAYER, T_EFC, T_EPROJ, T_EBIAS };
 
 /* In bf16 mode ln1, atty, ln2, fcg and lnf — read only as matmul inputs —
  * share one fp32 buffer and are kept as bf16 in the lin_save records. */
@@ -24,22 +31,32 @@ typedef struct {
     float *ln2, *ln2l, *ln2m, *ln2r, *fch, *fcg, *r2;
     float *dfcp, *dfc, *dproj, *dqkv;   /* split backward: each linear's dout */
     lin_save qkv_s, proj_s, fc_s, fcp_s;
+    moe_acts mo;
 } gpt_layer;
 
-/* x0: the embedding's output (block 0) or a later chunk's input (copied). */
+/* x0: the embedding's output (block 0) or a later chunk's input (copied).
+ * The experts' book first (moe_block.h). */
 typedef struct {
+    moe_book moe;
     float *x0, *lnf, *lnfl, *lnfm, *lnfr;
     float *full;        /* sequence parallel: whole rows before a reduce-scatter or after a gather */
     float *dres, *dbr, *dqkv, *datt, *dfc;
     float *datt_y;      /* the attention output's gradient (width C/tp) */
     lin_save logit_s;
+    moe_scratch ms;
     gpt_layer l[];
 } gpt_acts;
 
-/* tensor index of per-layer parameter j in layer l */
-static int tix(int l, int j)
+/* Tensors per block. */
+static int per_layer(const weft_model_config *c)
 {
-    return 2 + l * T_PER_LAYER + j;
+    return c->experts > 0 ? T_FCW + 3 + (c->moe_bias ? 1 : 0) : T_PER_LAYER;
+}
+
+/* tensor index of per-layer parameter j in layer l */
+static int tix(const weft_model_config *c, int l, int j)
+{
+    return 2 + l * per_layer(c) + (j >= T_ROUTER ? T_FCW + j - T_ROUTER : j);
 }
 
 int train_gpt_tensors(const weft_model_config *c, spec_list *l)
@@ -66,14 +83,17 @@ int train_gpt_tensors(const weft_model_config *c, spec_list *l)
         { "mlp.proj.weight", 2, 1, 4, INIT_NORMAL, 1, SPLIT_COLS },
         { "mlp.proj.bias", 1, 1, 0, INIT_ZERO, 0, 0 },
     };
-    for (int k = 0; k < L && !rc; k++)
-        for (int j = 0; j < T_PER_LAYER && !rc; j++) {
+    for (int k = 0; k < L && !rc; k++) {
+        for (int j = 0; j < (c->experts > 0 ? T_FCW : T_PER_LAYER) && !rc; j++) {
             char name[MODEL_NAME_MAX];
             snprintf(name, sizeof name, "blocks.%d.%s", k, per[j].name);
             rc = train_spec_add(l, name, 1 + k, per[j].ndim, per[j].d0 * C, per[j].d1 * C,
                                 per[j].init, per[j].proj ? proj_sd : 0.02f);
             train_spec_split(l, per[j].split);
         }
+        if (c->experts > 0 && !rc)
+            rc = train_moe_tensors(c, l, k, proj_sd);
+    }
     if (!rc)
         rc = train_spec_add(l, "ln_f.weight", L + 1, 1, C, 0, INIT_ONE, 0);
     if (!rc)
@@ -83,7 +103,12 @@ int train_gpt_tensors(const weft_model_config *c, spec_list *l)
 
 void *train_gpt_arch(const weft_model *m)
 {
-    return calloc(1, sizeof(gpt_acts) + sizeof(gpt_layer) * (size_t)m->cfg.n_layer);
+    size_t L = (size_t)m->cfg.n_layer, extra = train_moe_book_bytes(&m->cfg);
+    size_t head = (sizeof(gpt_acts) + sizeof(gpt_layer) * L + 7) & ~(size_t)7;
+    gpt_acts *a = calloc(1, head + extra);
+    if (a && extra)
+        train_moe_book_at(&a->moe, &m->cfg, (char *)a + head);
+    return a;
 }
 
 /* The chunk's layers are lo..hi (hi < lo: none); head: it ends the model. */
@@ -115,7 +140,10 @@ size_t train_gpt_layout(weft_model *m, float *base, int B, int T)
     int tp = m->tp_size;
     size_t BT = (size_t)B * T, C = (size_t)c->d_model, R = m->seqpar ? BT / tp : BT;
     size_t V = tp > 1 ? (size_t)train_tp_vocab_rows(m) : (size_t)c->vocab;
-    size_t A = C / tp, F = 4 * C / tp;
+    /* with experts no dense MLP: the experts' records are their own */
+    int moe = c->experts > 0;
+    size_t A = C / tp, F = moe ? 0 : 4 * C / tp;
+    moe_dims md = train_moe_dims_of(m, (int)BT);
     /* attention keeps each row's log-sum-exp and a row of scratch, not T x T */
     size_t att = 2 * (size_t)B * (c->n_head / tp) * T;
     float *tmp = bf ? train_carve(&cv, BT * (F > C ? F : C)) : NULL;
@@ -136,30 +164,39 @@ size_t train_gpt_layout(weft_model *m, float *base, int B, int T)
             *g = a->l[lo];
             g->r2 = train_carve(&cv, R * C);
             if (bf && base) {
-                g->qkv_s.w = m->w16 + m->tensors[m->gmap[tix(l, T_QKVW)]].info.offset;
-                g->proj_s.w = m->w16 + m->tensors[m->gmap[tix(l, T_PROJW)]].info.offset;
-                g->fc_s.w = m->w16 + m->tensors[m->gmap[tix(l, T_FCW)]].info.offset;
-                g->fcp_s.w = m->w16 + m->tensors[m->gmap[tix(l, T_FCPW)]].info.offset;
+                g->qkv_s.w = m->w16 + m->tensors[m->gmap[tix(&m->cfg, l, T_QKVW)]].info.offset;
+                g->proj_s.w = m->w16 + m->tensors[m->gmap[tix(&m->cfg, l, T_PROJW)]].info.offset;
+                if (!moe) {
+                    g->fc_s.w = m->w16 + m->tensors[m->gmap[tix(c, l, T_FCW)]].info.offset;
+                    g->fcp_s.w = m->w16 + m->tensors[m->gmap[tix(c, l, T_FCPW)]].info.offset;
+                }
             }
             continue;
         }
-        MMIN(g->ln1, g->qkv_s, BT * C, tix(l, T_QKVW));
+        MMIN(g->ln1, g->qkv_s, BT * C, tix(&m->cfg, l, T_QKVW));
         g->ln1l = sq ? train_carve(&cv, R * C) : g->ln1;
         g->ln1m = train_carve(&cv, R);
         g->ln1r = train_carve(&cv, R);
         g->qkv = train_carve(&cv, BT * 3 * A);
         g->att = train_carve(&cv, att);
-        MMIN(g->atty, g->proj_s, BT * A, tix(l, T_PROJW));
+        MMIN(g->atty, g->proj_s, BT * A, tix(&m->cfg, l, T_PROJW));
         g->r1 = train_carve(&cv, R * C);
-        MMIN(g->ln2, g->fc_s, BT * C, tix(l, T_FCW));
+        if (moe) { /* the router and the experts read their input in fp32 */
+            g->ln2 = train_carve(&cv, BT * C);
+            float *p = train_carve(&cv, train_moe_acts_floats(&md));
+            if (base)
+                train_moe_acts_at(&g->mo, &md, p);
+        } else {
+            MMIN(g->ln2, g->fc_s, BT * C, tix(c, l, T_FCW));
+            g->fch = train_carve(&cv, BT * F);
+            MMIN(g->fcg, g->fcp_s, BT * F, tix(c, l, T_FCPW));
+        }
         g->ln2l = sq ? train_carve(&cv, R * C) : g->ln2;
         g->ln2m = train_carve(&cv, R);
         g->ln2r = train_carve(&cv, R);
-        g->fch = train_carve(&cv, BT * F);
-        MMIN(g->fcg, g->fcp_s, BT * F, tix(l, T_FCPW));
         g->r2 = train_carve(&cv, R * C);
-        g->dfcp = sp ? train_carve(&cv, BT * C) : NULL;
-        g->dfc = sp ? train_carve(&cv, BT * F) : NULL;
+        g->dfcp = sp && !moe ? train_carve(&cv, BT * C) : NULL;
+        g->dfc = sp && !moe ? train_carve(&cv, BT * F) : NULL;
         g->dproj = sp ? train_carve(&cv, BT * C) : NULL;
         g->dqkv = sp ? train_carve(&cv, BT * 3 * A) : NULL;
     }
@@ -173,12 +210,22 @@ size_t train_gpt_layout(weft_model *m, float *base, int B, int T)
         s->probs = train_carve(&cv, BT * V);
     }
 #undef MMIN
-    a->dres = train_carve(&cv, R * C);
-    a->dbr = train_carve(&cv, (sq ? R : BT) * C);
     int layers = hi >= lo;
+    a->dres = train_carve(&cv, R * C);
+    /* with experts the gate gradients lie after the MLP's input gradient:
+     * one all-reduce sums both over the group */
+    size_t gates = moe && layers ? BT * (size_t)c->topk : 0;
+    a->dbr = train_carve(&cv, (sq ? R : BT) * C + gates);
     a->dqkv = layers ? train_carve(&cv, BT * 3 * A) : NULL;
     a->datt = layers ? train_carve(&cv, att) : NULL;
-    a->dfc = layers ? train_carve(&cv, BT * F) : NULL;
+    a->dfc = layers && F ? train_carve(&cv, BT * F) : NULL;
+    if (moe && layers) {
+        float *p = train_carve(&cv, train_moe_scratch_floats(&md));
+        if (base) {
+            train_moe_scratch_at(&a->ms, &md, p);
+            a->ms.dg = a->dbr + (sq ? R : BT) * C;
+        }
+    }
     a->datt_y = layers && tp > 1 ? train_carve(&cv, BT * A) : a->dbr;
     size_t widest = head && V > F ? V : F > C ? F : C;
     s->lin_scratch = bf ? train_carve16(&cv, BT * widest) : NULL;
@@ -201,7 +248,7 @@ static int row_parallel_sum(weft_model *m, float *full, float *out, const float 
         rc = train_tp_reduce_scatter(m, full, out, nR);
     else
         rc = train_tp_allreduce(m, out, nR, WEFT_SUM);
-    if (rc == 0)
+    if (rc == 0 && bias)
         train_add_bias(out, bias, (int)(nR / (size_t)C), C);
     return rc;
 }
@@ -214,6 +261,32 @@ static int column_parallel_grad(weft_model *m, float *full, float *din, size_t n
         return 0;
     return m->seqpar ? train_tp_reduce_scatter(m, full, din, nR)
                      : train_tp_allreduce(m, din, nR, WEFT_SUM);
+}
+
+/* The experts' backward: their input gradients (each rank's part under
+ * --tp) into din, summed over the group with the gate gradients that lie
+ * after it (a->ms.dg); then the router's, the same on every rank, added
+ * once to the summed rows. */
+static int experts_backward(weft_model *m, int l, const float *dout, size_t nR)
+{
+    gpt_acts *a = m->s->arch;
+    gpt_layer *g = &a->l[l];
+    moe_dims md = train_moe_dims_of(m, m->s->B * m->s->T);
+    const weft_model_config *c = &m->cfg;
+    float *P = m->params, *G = m->grads;
+#define W(j) train_model_tensor_ptr(m, P, tix(c, l, j))
+#define D(j) train_model_tensor_ptr(m, G, tix(c, l, j))
+    memset(a->dbr, 0, sizeof(float) * nR);
+    int rc = train_moe_backward_experts(m->mm, &md, &g->mo, &a->ms, a->dbr, D(T_EFC),
+                                        D(T_EPROJ), dout, W(T_EFC), W(T_EPROJ));
+    if (rc == 0 && m->tp_size > 1)
+        rc = train_tp_allreduce(m, a->dbr, nR + (size_t)md.N * md.K, WEFT_SUM);
+    if (rc == 0)
+        train_moe_backward_router(m->mm, &md, &g->mo, &a->ms, a->dbr, D(T_ROUTER), g->ln2,
+                                  W(T_ROUTER), m->bw_weight);
+#undef W
+#undef D
+    return rc;
 }
 
 /* Under sequence parallelism the LayerNorms' gradients are each rank's
@@ -244,8 +317,11 @@ static int layer_forward(weft_model *m, int l)
     size_t nR = (size_t)R * C;
     float *P = m->params;
     gpt_layer *g = &a->l[l];
+    /* experts under sequence parallelism: not done (as the Llama's) */
+    if (sq && c->experts > 0)
+        return WEFT_EINVAL;
     const float *x = block_input(m, l);
-#define W(j) train_model_tensor_ptr(m, P, tix(l, j))
+#define W(j) train_model_tensor_ptr(m, P, tix(&m->cfg, l, j))
     train_layernorm_forward(pl, g->ln1l, g->ln1m, g->ln1r, x, W(T_LN1W), W(T_LN1B), R, C);
     if (sq)
         rc = train_tp_allgather(m, g->ln1l, g->ln1, nR);
@@ -265,11 +341,19 @@ static int layer_forward(weft_model *m, int l)
     train_layernorm_forward(pl, g->ln2l, g->ln2m, g->ln2r, g->r1, W(T_LN2W), W(T_LN2B), R, C);
     if (sq)
         rc = rc ? rc : train_tp_allgather(m, g->ln2l, g->ln2, nR);
-    train_linear_forward(&lc, &g->fc_s, g->fch, g->ln2, W(T_FCW), NULL, BT, C, F);
-    train_bias_gelu_forward(pl, g->fcg, g->fch, W(T_FCB), BT, F); /* one pass, same bits */
-    train_linear_forward(&lc, &g->fcp_s, sq ? a->full : g->r2, g->fcg, W(T_FCPW),
-                         tp > 1 ? NULL : W(T_FCPB), BT, F, C);
-    rc = rc ? rc : row_parallel_sum(m, a->full, g->r2, W(T_FCPB), nR);
+    if (c->experts > 0) {
+        /* the experts' partial outputs (each rank its share of every
+         * expert's width) summed over the group like the dense MLP's */
+        memset(g->r2, 0, sizeof(float) * nR);
+        rc = rc ? rc : train_moe_block_forward(m, l, tix(c, l, T_ROUTER), &g->mo, g->r2, g->ln2);
+        rc = rc ? rc : row_parallel_sum(m, a->full, g->r2, NULL, nR);
+    } else {
+        train_linear_forward(&lc, &g->fc_s, g->fch, g->ln2, W(T_FCW), NULL, BT, C, F);
+        train_bias_gelu_forward(pl, g->fcg, g->fch, W(T_FCB), BT, F); /* one pass, same bits */
+        train_linear_forward(&lc, &g->fcp_s, sq ? a->full : g->r2, g->fcg, W(T_FCPW),
+                             tp > 1 ? NULL : W(T_FCPB), BT, F, C);
+        rc = rc ? rc : row_parallel_sum(m, a->full, g->r2, W(T_FCPB), nR);
+    }
     train_residual_forward(g->r2, g->r2, g->r1, nR);
 #undef W
     return rc;
@@ -311,9 +395,9 @@ int train_gpt_forward(weft_model *m, const void *in, int B, int T)
         memcpy(a->x0, in, sizeof(float) * nR);
     }
     for (int l = lo; l <= hi && rc == 0; l++) {
-        rc = train_model_params(m, rc, tix(l, 0), T_PER_LAYER, 1);
+        rc = train_model_params(m, rc, tix(&m->cfg, l, 0), per_layer(&m->cfg), 1);
         rc = rc ? rc : layer_forward(m, l);
-        rc = train_model_params(m, rc, tix(l, 0), T_PER_LAYER, 0);
+        rc = train_model_params(m, rc, tix(&m->cfg, l, 0), per_layer(&m->cfg), 0);
     }
     if (head && rc == 0) {
         rc = train_model_params(m, rc, nt - 2, 2, 1);
@@ -379,15 +463,18 @@ static int gpt_backward_weight(weft_model *m)
     }
     for (int l = hi; l >= lo; l--) {
         gpt_layer *g = &a->l[l];
-#define D(j) train_model_tensor_ptr(m, G, tix(l, j))
-        train_linear_backward_weight(&lc, &g->fcp_s, D(T_FCPW), D(T_FCPB), g->dfcp, g->fcg, BT, F, C);
-        train_linear_backward_weight(&lc, &g->fc_s, D(T_FCW), D(T_FCB), g->dfc, g->ln2, BT, C, F);
+#define D(j) train_model_tensor_ptr(m, G, tix(&m->cfg, l, j))
+        if (c->experts <= 0) { /* the experts' were made by the input half */
+            train_linear_backward_weight(&lc, &g->fcp_s, D(T_FCPW), D(T_FCPB), g->dfcp, g->fcg, BT, F, C);
+            train_linear_backward_weight(&lc, &g->fc_s, D(T_FCW), D(T_FCB), g->dfc, g->ln2, BT, C, F);
+        }
         train_linear_backward_weight(&lc, &g->proj_s, D(T_PROJW), D(T_PROJB), g->dproj, g->atty, BT, A, C);
         train_linear_backward_weight(&lc, &g->qkv_s, D(T_QKVW), D(T_QKVB), g->dqkv, g->ln1, BT, C, 3 * A);
 #undef D
-        rc = rc ? rc : seqpar_sync(m, tix(l, T_LN1W), 2);
-        rc = rc ? rc : seqpar_sync(m, tix(l, T_LN2W), 2);
-        train_model_grads_ready(m, tix(l, 0), T_PER_LAYER);
+        rc = rc ? rc : seqpar_sync(m, tix(&m->cfg, l, T_LN1W), 2);
+        rc = rc ? rc : seqpar_sync(m, tix(&m->cfg, l, T_LN2W), 2);
+        rc = rc ? rc : train_moe_block_step_end(m, l, tix(c, l, T_ROUTER));
+        train_model_grads_ready(m, tix(&m->cfg, l, 0), per_layer(&m->cfg));
     }
     if (m->ck->first == 0) {
         rc = rc ? rc : embedding_backward(m, a, s->tokens, s->B, s->T);
@@ -462,23 +549,30 @@ int train_gpt_backward(weft_model *m, const float *dout, int part)
         gpt_layer *g = &a->l[l];
         const float *x = block_input(m, l);
         const float *rdout = a->dres;
-        rc = train_model_params(m, rc, tix(l, 0), T_PER_LAYER, 1);
+        rc = train_model_params(m, rc, tix(&m->cfg, l, 0), per_layer(&m->cfg), 1);
         /* the block's activations as its forward made them (the last
          * block's are still there) */
-        if (rc == 0 && m->recompute && l < hi)
+        if (rc == 0 && m->recompute && l < hi) {
+            a->moe.replay = 1;
             rc = layer_forward(m, l);
+            a->moe.replay = 0;
+        }
         if (rc)
             break;
-#define W(j) train_model_tensor_ptr(m, P, tix(l, j))
-#define D(j) train_model_tensor_ptr(m, G, tix(l, j))
+#define W(j) train_model_tensor_ptr(m, P, tix(&m->cfg, l, j))
+#define D(j) train_model_tensor_ptr(m, G, tix(&m->cfg, l, j))
         if (sq) { /* Megatron's g backward: the rows of every rank */
             rc = rc ? rc : train_tp_allgather(m, a->dres, a->full, nR);
             rdout = a->full;
         }
-        lin_back(&lc, &g->fcp_s, sp, g->dfcp, a->dfc, D(T_FCPW), D(T_FCPB), rdout, g->fcg, W(T_FCPW), BT, F, C);
-        train_gelu_backward(pl, a->dfc, a->dfc, g->fch, (size_t)BT * F);
-        lin_back(&lc, &g->fc_s, sp, g->dfc, cin, D(T_FCW), D(T_FCB), a->dfc, g->ln2, W(T_FCW), BT, C, F);
-        rc = rc ? rc : column_parallel_grad(m, cin, a->dbr, nR);
+        if (c->experts > 0) { /* the experts' weights are done here even split */
+            rc = rc ? rc : experts_backward(m, l, rdout, nR);
+        } else {
+            lin_back(&lc, &g->fcp_s, sp, g->dfcp, a->dfc, D(T_FCPW), D(T_FCPB), rdout, g->fcg, W(T_FCPW), BT, F, C);
+            train_gelu_backward(pl, a->dfc, a->dfc, g->fch, (size_t)BT * F);
+            lin_back(&lc, &g->fc_s, sp, g->dfc, cin, D(T_FCW), D(T_FCB), a->dfc, g->ln2, W(T_FCW), BT, C, F);
+            rc = rc ? rc : column_parallel_grad(m, cin, a->dbr, nR);
+        }
         train_layernorm_backward(pl, a->dres, D(T_LN2W), D(T_LN2B), a->dbr, g->r1, W(T_LN2W), g->ln2m, g->ln2r, R, C);
         if (sq)
             rc = rc ? rc : train_tp_allgather(m, a->dres, a->full, nR);
@@ -495,11 +589,12 @@ int train_gpt_backward(weft_model *m, const float *dout, int part)
         train_layernorm_backward(pl, a->dres, D(T_LN1W), D(T_LN1B), a->dbr, x, W(T_LN1W), g->ln1m, g->ln1r, R, C);
 #undef W
 #undef D
-        rc = train_model_params(m, rc, tix(l, 0), T_PER_LAYER, 0);
+        rc = train_model_params(m, rc, tix(&m->cfg, l, 0), per_layer(&m->cfg), 0);
         if (!sp) {
-            rc = rc ? rc : seqpar_sync(m, tix(l, T_LN1W), 2);
-            rc = rc ? rc : seqpar_sync(m, tix(l, T_LN2W), 2);
-            train_model_grads_ready(m, tix(l, 0), T_PER_LAYER);
+            rc = rc ? rc : seqpar_sync(m, tix(&m->cfg, l, T_LN1W), 2);
+            rc = rc ? rc : seqpar_sync(m, tix(&m->cfg, l, T_LN2W), 2);
+            rc = rc ? rc : train_moe_block_step_end(m, l, tix(c, l, T_ROUTER));
+            train_model_grads_ready(m, tix(&m->cfg, l, 0), per_layer(&m->cfg));
         }
     }
     /* the token embedding also got the logits' gradient (tied), so it is

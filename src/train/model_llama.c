@@ -15,15 +15,12 @@
 #include "train/attention_prec.h"
 #include "train/layers_llama.h"
 #include "train/model.h"
-#include "train/moe.h"
+#include "train/moe_block.h"
 
 /* A block's tensors. With experts, gate/up/down are the shared experts'
  * (absent without them) and the router's and experts' follow. */
 enum { T_ANORM, T_Q, T_K, T_V, T_O, T_MNORM, T_GATE, T_UP, T_DOWN, T_PER_LAYER,
        T_ROUTER = T_PER_LAYER, T_EGU, T_EDOWN, T_EBIAS };
-
-/* The aux-loss-free bias's step (DeepSeek-V3's gamma). */
-#define MOE_BIAS_RATE 1e-3f
 
 /* Under sequence parallelism the residual stream and the norms hold this
  * rank's rows (rows/tp): n1/n2/nf are the gathered rows the column-parallel
@@ -39,22 +36,13 @@ typedef struct {
     moe_acts mo;
 } ll_layer;
 
-/* Experts' counters per layer [n_layer * experts] or [n_layer]: since the
- * step began (this slot's forwards), and the last step's (the chunk's). */
+/* The experts' book first (moe_block.h). */
 typedef struct {
-    int64_t *load, *routed, *dropped;
-    int64_t *last_load, *last_routed, *last_dropped;
-    double *aux, *z;        /* each layer's last forward */
-    int stepped;            /* a step has ended: last_* hold it */
-    int replay;             /* recomputation: forward again, counted once */
-} ll_moe;
-
-typedef struct {
+    moe_book moe;
     float *x0, *nf, *nfl, *nfs, *full, *cos_t, *sin_t;
     float *dres, *dbr, *dq, *dk, *dv, *datt, *datt_y, *dh, *dgu, *dsum;
     lin_save logit_s;
     moe_scratch ms;
-    ll_moe moe;
     ll_layer l[];
 } ll_acts;
 
@@ -67,7 +55,7 @@ typedef struct {
 /* An expert's width. */
 static int expert_ffn(const weft_model_config *c)
 {
-    return c->moe_ffn > 0 ? c->moe_ffn : c->ffn;
+    return train_moe_expert_ffn(c);
 }
 
 /* The dense MLP's width: the shared experts' together under experts. */
@@ -224,28 +212,6 @@ int train_llama_format(const weft_model_config *c, char *buf, size_t len)
                     c->n_kv_head, c->d_model, c->ffn, theta, eps, c->tied, moe);
 }
 
-/* Block k's router and experts: gate|up of expert e in rows e*2F.., its
- * down projection in rows e*D.. (under --ep a rank's experts' rows only;
- * under --tp each expert's F/tp gate, up rows and down columns of this
- * rank, as the dense MLP's); the balancing bias starts at zero. */
-static int expert_tensors(const weft_model_config *c, spec_list *l, int k, float proj_sd)
-{
-    int D = c->d_model, E = c->experts, F = expert_ffn(c), rc;
-    char name[MODEL_NAME_MAX];
-    snprintf(name, sizeof name, "blocks.%d.mlp.router.weight", k);
-    rc = train_spec_add(l, name, 1 + k, 2, E, D, INIT_NORMAL, 0.02f);
-    snprintf(name, sizeof name, "blocks.%d.mlp.experts.gate_up.weight", k);
-    rc = rc ? rc : train_spec_add(l, name, 1 + k, 2, E * 2 * F, D, INIT_NORMAL, 0.02f);
-    train_spec_split(l, SPLIT_EXPERT_GU);
-    snprintf(name, sizeof name, "blocks.%d.mlp.experts.down.weight", k);
-    rc = rc ? rc : train_spec_add(l, name, 1 + k, 2, E * D, F, INIT_NORMAL, proj_sd);
-    train_spec_split(l, SPLIT_EXPERT_DOWN);
-    snprintf(name, sizeof name, "blocks.%d.mlp.router.bias", k);
-    if (c->moe_bias)
-        rc = rc ? rc : train_spec_add(l, name, 1 + k, 1, E, 0, INIT_ZERO, 0);
-    return rc;
-}
-
 int train_llama_tensors(const weft_model_config *c, spec_list *l)
 {
     /* as the GPT's: N(0, 0.02), the residual projections (o, down) scaled
@@ -279,7 +245,7 @@ int train_llama_tensors(const weft_model_config *c, spec_list *l)
             train_spec_split(l, per[j].split);
         }
         if (c->experts > 0 && !rc)
-            rc = expert_tensors(c, l, k, proj_sd);
+            rc = train_moe_tensors(c, l, k, proj_sd);
     }
     if (!rc)
         rc = train_spec_add(l, "norm.weight", L + 1, 1, D, 0, INIT_ONE, 0);
@@ -292,32 +258,17 @@ int train_llama_tensors(const weft_model_config *c, spec_list *l)
 
 void *train_llama_arch(const weft_model *m)
 {
-    size_t L = (size_t)m->cfg.n_layer, E = m->cfg.experts > 0 ? (size_t)m->cfg.experts : 0;
+    size_t L = (size_t)m->cfg.n_layer, extra = train_moe_book_bytes(&m->cfg);
     size_t head = (sizeof(ll_acts) + sizeof(ll_layer) * L + 7) & ~(size_t)7;
-    size_t extra = E ? sizeof(int64_t) * (2 * L * E + 4 * L) + sizeof(double) * 2 * L : 0;
     ll_acts *a = calloc(1, head + extra);
-    if (a && E) {
-        ll_moe *c = &a->moe;
-        c->load = (int64_t *)((char *)a + head);
-        c->last_load = c->load + L * E;
-        c->routed = c->last_load + L * E;
-        c->dropped = c->routed + L;
-        c->last_routed = c->dropped + L;
-        c->last_dropped = c->last_routed + L;
-        c->aux = (double *)(c->last_dropped + L);
-        c->z = c->aux + L;
-    }
+    if (a && extra)
+        train_moe_book_at(&a->moe, &m->cfg, (char *)a + head);
     return a;
 }
 
 static moe_dims moe_dims_of(const weft_model *m, int N)
 {
-    const weft_model_config *c = &m->cfg;
-    /* under --tp each expert's share of its width */
-    moe_dims md = { N, c->d_model, c->experts, c->topk, expert_ffn(c) / m->tp_size,
-                    train_moe_capacity(N, c->topk, c->experts, c->capacity), c->router == 1,
-                    c->aux_loss, c->z_loss, m->ep };
-    return md;
+    return train_moe_dims_of(m, N);
 }
 
 /* The chunk's layers are lo..hi (hi < lo: none); head: it ends the model. */
@@ -533,30 +484,6 @@ static int layer_sums(weft_model *m, int l)
     return rc;
 }
 
-/* Block l's experts: their outputs added to out (rows of every token),
- * counted unless rerun. */
-static int moe_forward(weft_model *m, int l, ll_layer *g, float *out)
-{
-    const weft_model_config *c = &m->cfg;
-    ll_acts *a = m->s->arch;
-    ll_moe *k = &a->moe;
-    moe_dims md = moe_dims_of(m, m->s->B * m->s->T);
-    moe_count cnt;
-    float *P = m->params;
-#define W(j) train_model_tensor_ptr(m, P, tix(c, l, j))
-    int rc = train_moe_forward(m->mm, &md, &g->mo, out, g->n2, W(T_ROUTER),
-                               c->moe_bias ? W(T_EBIAS) : NULL, W(T_EGU), W(T_EDOWN),
-                               k->replay ? NULL : k->load + (size_t)l * c->experts, &cnt);
-#undef W
-    if (!k->replay) {
-        k->routed[l] += cnt.routed;
-        k->dropped[l] += cnt.dropped;
-    }
-    k->aux[l] = cnt.aux;
-    k->z[l] = cnt.z;
-    return rc;
-}
-
 /* Block l's forward, from its input to its output r2 (also what backward
  * reruns under recomputation). */
 static int layer_forward(weft_model *m, int l)
@@ -604,7 +531,8 @@ static int layer_forward(weft_model *m, int l)
         memset(mlp, 0, sizeof(float) * (size_t)BT * D);
     }
     if (m->cfg.experts > 0)
-        rc = rc ? rc : moe_forward(m, l, g, mlp);
+        rc = rc ? rc : train_moe_block_forward(m, l, tix(&m->cfg, l, T_ROUTER), &g->mo, mlp,
+                                               g->n2);
     rc = rc ? rc : row_parallel_sum(m, a->full, g->r2, nR);
     train_residual_forward(g->r2, g->r2, g->h1, nR);
 #undef W
@@ -702,84 +630,6 @@ static int embedding_backward(weft_model *m, ll_acts *a, const int32_t *tok, int
     return 0;
 }
 
-/* At the step's last backward (announce) of block l: its experts' counts
- * over the chunk's slots become the last step's, and the balancing bias
- * moves toward the mean load. */
-static int moe_step_end(weft_model *m, int l)
-{
-    const weft_model_config *c = &m->cfg;
-    if (c->experts <= 0 || !m->announce)
-        return 0;
-    int E = c->experts;
-    model_chunk *ck = m->ck;
-    ll_moe *cur = &((ll_acts *)m->s->arch)->moe;
-    int64_t *ld = cur->last_load + (size_t)l * E, routed = 0, dropped = 0;
-    memset(ld, 0, sizeof(int64_t) * (size_t)E);
-    for (int i = 0; i < ck->nslot; i++) {
-        ll_acts *x = ck->slot[i].arch;
-        if (!x)
-            continue;
-        for (int e = 0; e < E; e++) {
-            ld[e] += x->moe.load[(size_t)l * E + e];
-            x->moe.load[(size_t)l * E + e] = 0;
-        }
-        routed += x->moe.routed[l];
-        dropped += x->moe.dropped[l];
-        x->moe.routed[l] = x->moe.dropped[l] = 0;
-    }
-    for (int i = 0; i < ck->nslot; i++) {
-        ll_acts *x = ck->slot[i].arch;
-        if (!x)
-            continue;
-        memcpy(x->moe.last_load + (size_t)l * E, ld, sizeof(int64_t) * (size_t)E);
-        x->moe.last_routed[l] = routed;
-        x->moe.last_dropped[l] = dropped;
-        x->moe.stepped = 1;
-    }
-    if (!c->moe_bias)
-        return 0;
-    int ix = tix(c, l, T_EBIAS);
-    int rc = train_model_params(m, 0, ix, 1, 1);
-    if (rc == 0)
-        train_moe_bias_update(train_model_tensor_ptr(m, m->params, ix), ld, E, MOE_BIAS_RATE);
-    return train_model_params(m, rc, ix, 1, 0);
-}
-
-int weft_model_moe_stats(const weft_model *m, weft_moe_stats *out)
-{
-    if (!m || !out || m->cfg.type != WEFT_MODEL_LLAMA || m->cfg.experts <= 0)
-        return WEFT_EINVAL;
-    int L = m->cfg.n_layer, E = m->cfg.experts;
-    double worst = -1.0;
-    memset(out, 0, sizeof *out);
-    for (int k = 0; k < m->nchunk; k++) {
-        const model_chunk *ck = &m->chunk[k];
-        const ll_acts *a = NULL;
-        for (int i = 0; i < ck->nslot && !a; i++)
-            a = ck->slot[i].arch;
-        int lo = ck->first > 1 ? ck->first - 1 : 0, hi = ck->last < L ? ck->last - 1 : L - 1;
-        for (int l = lo; a && l <= hi; l++) {
-            const int64_t *ld = a->moe.last_load + (size_t)l * E;
-            int64_t mx = 0, sum = 0;
-            for (int e = 0; e < E; e++) {
-                mx = ld[e] > mx ? ld[e] : mx;
-                sum += ld[e];
-            }
-            double mean = (double)sum / E;
-            if (a->moe.stepped && mean > 0 && (double)mx / mean > worst) {
-                worst = (double)mx / mean;
-                out->load_max = (double)mx;
-                out->load_mean = mean;
-            }
-            out->routed += a->moe.last_routed[l];
-            out->dropped += a->moe.last_dropped[l];
-            out->aux += a->moe.aux[l];
-            out->z += a->moe.z[l];
-        }
-    }
-    return 0;
-}
-
 /* The weight half: from the douts the input half kept. */
 static int llama_backward_weight(weft_model *m)
 {
@@ -814,7 +664,7 @@ static int llama_backward_weight(weft_model *m)
         train_linear_backward_weight(&lc, &g->v_s, DW(T_V) + kvo, NULL, g->kv, g->n1, BT, D, KV);
 #undef DW
         rc = rc ? rc : layer_sums(m, l);
-        rc = rc ? rc : moe_step_end(m, l);
+        rc = rc ? rc : train_moe_block_step_end(m, l, tix(&m->cfg, l, T_ROUTER));
         train_model_grads_ready(m, tix(&m->cfg, l, 0), per_layer(&m->cfg));
     }
     if (m->ck->first == 0) {
@@ -979,7 +829,7 @@ int train_llama_backward(weft_model *m, const float *dout, int part)
         rc = train_model_params(m, rc, tix(&m->cfg, l, 0), per_layer(&m->cfg), 0);
         if (!sp) {
             rc = rc ? rc : layer_sums(m, l);
-            rc = rc ? rc : moe_step_end(m, l);
+            rc = rc ? rc : train_moe_block_step_end(m, l, tix(&m->cfg, l, T_ROUTER));
             train_model_grads_ready(m, tix(&m->cfg, l, 0), per_layer(&m->cfg));
         }
     }

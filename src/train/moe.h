@@ -67,5 +67,10 @@ void train_moe_bias_update(float *bias, const int64_t *load, int E, float rate);
 int train_moe_parse_key(const char **s, weft_model_config *c);
 int train_moe_format(const weft_model_config *c, char *buf, size_t len);
 int train_moe_check(const weft_model_config *c);
+/* A GPT's: the same, without shared experts (the Llama's alone). */
+int train_moe_check_gpt(const weft_model_config *c);
+/* Each expert's width divides over tp ranks (a GELU expert's in two
+ * halves of F/2 rows, each cut over the ranks); 1 without experts. */
+int train_moe_tp_fits(const weft_model_config *c, int tp);
 
 #endif

@@ -89,3 +89,21 @@ int train_moe_check(const weft_model_config *c)
         return WEFT_EINVAL;
     return 0;
 }
+
+int train_moe_check_gpt(const weft_model_config *c)
+{
+    int rc = train_moe_check(c);
+    /* the GPT block's experts are GELU MLPs without biases; shared experts
+     * (a dense MLP beside them) are the Llama's alone */
+    return rc ? rc : c->shared ? WEFT_EINVAL : 0;
+}
+
+int train_moe_tp_fits(const weft_model_config *c, int tp)
+{
+    if (c->experts <= 0)
+        return 1;
+    int gpt = c->type == WEFT_MODEL_GPT;
+    int F = c->moe_ffn > 0 ? c->moe_ffn : gpt ? 4 * c->d_model : c->ffn;
+    /* a GELU expert's rows are cut as two halves of F/2 (moe_experts.c) */
+    return F % (gpt ? 2 * tp : tp) == 0;
+}

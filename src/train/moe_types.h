@@ -14,6 +14,8 @@ typedef struct {
     int sigmoid;        /* scores: 0 softmax, 1 sigmoid */
     float aux, z;       /* the balancing losses' weights */
     moe_ep *ep;         /* expert parallelism (moe_ep.h); NULL: every expert here */
+    int gelu;           /* experts: 0 SwiGLU (gate|up [2F,D], down [D,F]), 1 GELU (the
+                         * GPT's: fc [F,D], proj stored hidden-major [F,D]) */
 } moe_dims;
 
 /* One layer's forward record, kept for backward. Rows of the gathered
@@ -27,7 +29,8 @@ typedef struct {
     int32_t *start;          /* [E+1] */
     int32_t *picks;          /* [E]: tokens that picked each expert (before capacity) */
     int32_t *tok;            /* [N*K]: gathered row -> token */
-    float *xe, *gu, *h, *ye; /* gathered rows: input [D], gate|up [2F], SwiGLU [F], output [D] */
+    float *xe, *gu, *h, *ye; /* gathered rows: input [D], gate|up [2F] (GELU: fc [F] of
+                              * them), SwiGLU or GELU [F], output [D] */
 } moe_acts;
 
 

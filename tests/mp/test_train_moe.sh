@@ -22,7 +22,8 @@
 # to experts 0 and 1: three ranks of four have none) for many steps at ep
 # 4 with the losses of one process; a rank announcing another capacity is
 # an error naming both ranks on every rank, not a stall; --ep refused
-# where it does not divide. Each rank holds its own experts
+# where it does not divide. The GPT's GELU experts (gpt:...,experts=8):
+# tp 2, ep 2 and ep 2 x tp 2 equal to one process alike. Each rank holds its own experts
 # only (the parameter and optimiser bytes a rank prints fall by the
 # others' experts'), and a save at ep 4 resumes on one process and at
 # ep 2 with ZeRO 1 as the run that never stopped; the evaluation at ep 4
@@ -190,6 +191,28 @@ fi
 [ $thin = 0 ] && [ -f "$dir/omid.wckpt" ] &&
     run etres4 4 --model "$sh8" --steps $steps --ep 2 --tp 2 --resume "$dir/omid.wckpt" \
         --save "$dir/etres4.wckpt" && close etres4 shref
+
+# ---- the GPT's GELU experts ----
+# losses and every final parameter as one process's at tp 2 (each
+# expert's fc and proj cut by the same rows), ep 2 (dp 4) and ep 2 x tp 2;
+# --sp refused as the Llama's
+g8="gpt:vocab=256,ctx=32,layers=2,heads=4,dim=32,experts=8,topk=2,moe_ffn=48"
+if run gref 1 --model "$g8" --steps $steps --save "$dir/gref.wckpt"; then
+    for r in "gtp2 2 --tp 2" "gep2 4 --ep 2" "gep2tp2 4 --ep 2 --tp 2"; do
+        set -- $r
+        lay=$1
+        shift
+        [ $thin = 1 ] && [ "$lay" = gep2 ] && continue
+        run "$lay" "$@" --model "$g8" --steps $steps --save "$dir/$lay.wckpt" &&
+            close "$lay" gref
+    done
+fi
+"$B/weftrun" -n 2 "$B/weft-train" $common --model "$g8" --steps 1 --tp 2 --sp >"$dir/gsp.out" 2>&1
+if [ $? -ne 0 ] && grep -q "sp with a mixture of experts" "$dir/gsp.out"; then
+    ok
+else
+    bad "a GPT's experts with --tp 2 --sp not refused"
+fi
 
 # one step: the forward and every gradient but the experts' weights' are
 # the same arithmetic as without --ep; a rank holds a quarter of the

@@ -56,13 +56,12 @@ static weft_model *make(const char *spec, uint64_t seed)
     return m;
 }
 
-TEST(gradients_finite_difference)
+static void finite_difference(const char *spec)
 {
     /* h large enough for fp32 sums, small enough that no pick changes */
     const float h = 2e-3f;
-    weft_model *m = make("llama:vocab=11,ctx=8,layers=2,heads=2,dim=8,ffn=12,experts=4,topk=2,"
-                         "capacity=1.5,shared=1,moe_ffn=6,aux=0.05,zloss=0.01", 5);
-    CHECK(m != NULL);
+    weft_model *m = make(spec, 5);
+    CHECKF(m != NULL, "%s", spec);
     if (!m)
         return;
     int32_t tok[B * T], nxt[B * T];
@@ -108,12 +107,44 @@ TEST(gradients_finite_difference)
     weft_model_destroy(m);
 }
 
+/* The Llama's SwiGLU experts with a shared one, and the GPT's GELU
+ * experts (sigmoid router, every balancing loss), with dropping. */
+TEST(gradients_finite_difference)
+{
+    finite_difference("llama:vocab=11,ctx=8,layers=2,heads=2,dim=8,ffn=12,experts=4,topk=2,"
+                      "capacity=1.5,shared=1,moe_ffn=6,aux=0.05,zloss=0.01");
+    finite_difference("gpt:vocab=11,ctx=8,layers=2,heads=2,dim=8,experts=4,topk=2,"
+                      "capacity=1.5,moe_ffn=6,aux=0.05,zloss=0.01,router=sigmoid");
+}
+
+/* A GPT's expert keys: written back as read; shared experts (the Llama's
+ * alone) refused; each expert's width in halves over tp ranks. */
+TEST(gpt_config)
+{
+    weft_model_config c, c2;
+    char buf[512];
+    CHECK(weft_model_config_parse("gpt:vocab=11,ctx=8,layers=1,heads=2,dim=8,experts=4,"
+                                  "topk=2,moe_ffn=6,bias=1,capacity=1.25", &c) == 0);
+    CHECK(c.type == WEFT_MODEL_GPT && c.experts == 4 && c.topk == 2 && c.moe_bias == 1);
+    CHECK(weft_model_config_format(&c, buf, sizeof buf) > 0 &&
+          weft_model_config_parse(buf, &c2) == 0 && memcmp(&c, &c2, sizeof c) == 0);
+    CHECK(weft_model_config_parse("gpt:vocab=11,ctx=8,layers=1,heads=2,dim=8,experts=4,"
+                                  "topk=2,shared=1", &c2) == WEFT_EINVAL);
+    CHECK(weft_model_config_parse("gpt:vocab=11,ctx=8,layers=1,heads=2,dim=8,topk=2", &c2) ==
+          WEFT_EINVAL);
+    CHECK(train_moe_tp_fits(&c, 1) && !train_moe_tp_fits(&c, 2));
+    c.moe_ffn = 0; /* 4 * dim = 32: halves of 16 over 2 ranks */
+    CHECK(train_moe_tp_fits(&c, 2) && train_moe_tp_fits(&c, 4));
+}
+
 /* Experts 0..3 of 6 and then 4..5 on their own rows: the bits of all six
- * at once (each expert's product reads only its rows). */
-TEST(experts_in_ranges)
+ * at once (each expert's product reads only its rows), SwiGLU and GELU
+ * experts. */
+static void experts_in_ranges(int gelu)
 {
     enum { E = 6, D = 8, F = 6, R = 20 };
-    moe_dims d = { R, D, E, 2, F, R, 0, 0, 0, NULL };
+    moe_dims d = { R, D, E, 2, F, R, 0, 0, 0, NULL, gelu };
+    int W = gelu ? F : 2 * F; /* floats of gu a row */
     int32_t start[E + 1] = { 0, 3, 3, 10, 12, 19, 20 }; /* expert 1 has no rows */
     float *buf = calloc((size_t)R * (4 * D + 6 * F) + (size_t)E * (4 * F * D), sizeof(float));
     CHECK(buf != NULL);
@@ -130,10 +161,16 @@ TEST(experts_in_ranges)
     train_moe_experts_forward(NULL, &d, 0, E, start, xe, gu, h, y1, wgu, wd);
     int32_t lo[5] = { 0, 3, 3, 10, 12 }, hi[3] = { 0, 7, 8 };
     train_moe_experts_forward(NULL, &d, 0, 4, lo, xe, gu2, h2, y2, wgu, wd);
-    train_moe_experts_forward(NULL, &d, 4, 2, hi, xe + 12 * D, gu2 + 12 * 2 * F, h2 + 12 * F,
+    train_moe_experts_forward(NULL, &d, 4, 2, hi, xe + 12 * D, gu2 + 12 * W, h2 + 12 * F,
                               y2 + 12 * D, wgu, wd);
     CHECK(memcmp(y1, y2, sizeof(float) * R * D) == 0);
     free(buf);
+}
+
+TEST(experts_in_ranges)
+{
+    experts_in_ranges(0);
+    experts_in_ranges(1);
 }
 
 /* The expert-parallel context on one rank (no group): its test skew sends
