@@ -11,6 +11,7 @@
 #include "coll/exec/callboard.h"
 #include "coll/exec/exec.h"
 #include "coll/local/direct.h"
+#include "coll/local/direct_av.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -41,10 +42,11 @@ static int av_check(weft_comm *c, const coll_av_args *v)
 
 /* Single copy (coll/local/direct.h) when WEFT_ALGO=direct asks for it
  * and every rank is on this host: decided from what every rank knows
- * alike. Not under auto: process_vm_readv moves about 13 GB/s here
- * against memcpy's 50 (a 512 KiB block in cache; 3 against 11 GB/s at
- * 32 MiB, docs/BENCHMARKS.md), so the shared-memory ring's two copies
- * are as fast or faster, in one round of messages rather than two. */
+ * alike. Not under auto: it takes two rounds of messages where the
+ * schedule takes one, and a byte read with process_vm_readv costs more
+ * than a memcpy, so the shared-memory ring's two copies were as fast at
+ * the expert dispatch's sizes (docs/BENCHMARKS.md, "Experts: the
+ * dispatch's movement"). */
 static int av_direct(const weft_comm *c)
 {
     return c->size > 1 && c->nhosts == 1 && c->shm_on && c->params.shm_cma &&
@@ -104,7 +106,8 @@ int coll_alltoallv(weft_comm *c, const coll_av_args *v, uint64_t flight_id)
     char *bufs[SB_COUNT] = { (char *)(uintptr_t)v->send, v->recv, NULL };
     rc = prior;
     if (!rc && fp.algo == WEFT_ALGO_DIRECT)
-        rc = direct_alltoallv(c, v, &fp);
+        rc = direct_alltoallv(c, v->send, v->recv, v->t,
+                              (const size_t *const[4]){ v->sc, v->sd, v->rc, v->rd }, &fp);
     if (!prior && (fp.algo != WEFT_ALGO_DIRECT || rc == DIRECT_AGAIN))
         rc = exec_run(c, &c->sched, bufs, &fp);
     flight_finish(fr, rc);

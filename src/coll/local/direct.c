@@ -40,6 +40,7 @@
  * at once. */
 #include "coll/local/direct.h"
 
+#include "coll/local/direct_av.h"
 #include "coll/local/direct_int.h"
 
 #include "coll/coll_sched.h"
@@ -386,8 +387,8 @@ static int allreduce(weft_comm *c, struct direct_state *d, const weft_coll_args 
     for (int k = 1; k < P; k++) {
         int q = (r + k) % P;
         slice(a->count, P, q, &off, &n);
-        if (n && (rc = direct_pull(c, d, q, (char *)a->recv + off * es, d->peers[q].recv + off * es,
-                            n * es, fp)))
+        if (n && (rc = direct_pull(c, d, q, (char *)a->recv + off * es,
+                                   d->peers[q].recv + off * es, n * es, fp)))
             return rc;
     }
     return settled(direct_settle(c, d, a, fp, 3, intact));
@@ -465,14 +466,14 @@ static int reduce(weft_comm *c, struct direct_state *d, const weft_coll_args *a,
             slice(a->count, P, q, &off, &n);
             if (q == r)
                 memcpy((char *)a->recv + off * es, d->scratch, n * es);
-            else if (n && (rc = direct_pull(c, d, q, (char *)a->recv + off * es, d->peers[q].aux,
-                                     n * es, fp)))
+            else if (n && (rc = direct_pull(c, d, q, (char *)a->recv + off * es,
+                                            d->peers[q].aux, n * es, fp)))
                 return rc;
         }
     }
     return settled(direct_settle(c, d, a, fp, 3,
-                          r != a->root || !overlaps(a->send, a->count * es, a->recv,
-                                                    a->count * es)));
+                                 r != a->root || !overlaps(a->send, a->count * es, a->recv,
+                                                           a->count * es)));
 }
 
 static int gather(weft_comm *c, struct direct_state *d, const weft_coll_args *a,
@@ -487,14 +488,14 @@ static int gather(weft_comm *c, struct direct_state *d, const weft_coll_args *a,
             if (q == r) {
                 if (own != rv + (size_t)r * bytes)
                     memmove(rv + (size_t)r * bytes, own, bytes);
-            } else if ((rc = direct_pull(c, d, q, rv + (size_t)q * bytes, d->peers[q].send, bytes,
-                                  fp))) {
+            } else if ((rc = direct_pull(c, d, q, rv + (size_t)q * bytes, d->peers[q].send,
+                                         bytes, fp))) {
                 return rc;
             }
         }
     }
-    return settled(direct_settle(c, d, a, fp, 2,
-                          (const char *)(uintptr_t)d->peers[r].send == (const char *)a->send));
+    return settled(direct_settle(
+        c, d, a, fp, 2, (const char *)(uintptr_t)d->peers[r].send == (const char *)a->send));
 }
 
 static int scatter(weft_comm *c, struct direct_state *d, const weft_coll_args *a,
@@ -503,8 +504,8 @@ static int scatter(weft_comm *c, struct direct_state *d, const weft_coll_args *a
     size_t bytes = a->count * weft_dtype_size(a->dtype);
     int rc;
     if (c->rank != a->root &&
-        (rc = direct_pull(c, d, a->root, a->recv, d->peers[a->root].send + (uint64_t)c->rank * bytes,
-                   bytes, fp)))
+        (rc = direct_pull(c, d, a->root, a->recv,
+                          d->peers[a->root].send + (uint64_t)c->rank * bytes, bytes, fp)))
         return rc;
     if ((rc = direct_settle(c, d, a, fp, 2, 1)))
         return settled(rc);

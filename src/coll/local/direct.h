@@ -7,7 +7,6 @@
 #ifndef WEFT_COLL_DIRECT_H
 #define WEFT_COLL_DIRECT_H
 
-#include "coll/alltoallv.h"
 #include "coll/comm_core.h"
 #include "coll/tune/cost.h"
 
@@ -22,12 +21,6 @@
  * WEFT_ENOTSUP (also recorded) when it does not apply, decided alike on
  * every rank before anything moves: the communicator stays usable. */
 int direct_run(weft_comm *c, const weft_coll_args *a, const frame_hdr *fp);
-/* All-to-all-v v by single copy (direct_av.c), where every rank is on
- * one host with shared memory on: 0, an error (recorded on c), or
- * DIRECT_AGAIN (2) when single copy is off (every rank alike, nothing
- * written yet) and the caller must run its schedule instead. */
-#define DIRECT_AGAIN 2
-int direct_alltoallv(weft_comm *c, const coll_av_args *v, const frame_hdr *fp);
 /* Predicted seconds, or WEFT_ENOTSUP where it does not apply (ranks on
  * several hosts, a collective it does not do). */
 int direct_cost(const cost_params *c, const cost_layout *l, weft_coll_kind kind,

@@ -9,7 +9,7 @@
  *
  * The steps are direct.c's: the descriptor exchange, the reads, and the
  * status exchange after which nobody reads another's buffers any more. */
-#include "coll/local/direct.h"
+#include "coll/local/direct_av.h"
 
 #include "coll/coll_sched.h"
 #include "coll/local/direct_int.h"
@@ -18,6 +18,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+typedef struct {
+    const void *send;
+    void *recv;
+    const size_t *sc, *sd, *rc, *rd;
+} av_args;
 
 /* Bytes [*lo, *hi) hold every non-empty block of counts n at offsets o. */
 static void span(const size_t *n, const size_t *o, int P, size_t es, size_t *lo, size_t *hi)
@@ -33,7 +39,7 @@ static void span(const size_t *n, const size_t *o, int P, size_t es, size_t *lo,
 }
 
 /* This rank's pair to each peer, where the peers read them. */
-static int publish_pairs(weft_comm *c, struct direct_state *d, const coll_av_args *v, size_t es)
+static int publish_pairs(weft_comm *c, struct direct_state *d, const av_args *v, size_t es)
 {
     int P = c->size;
     if (!d->pairs && !(d->pairs = malloc(2 * (size_t)P * sizeof *d->pairs)))
@@ -48,7 +54,7 @@ static int publish_pairs(weft_comm *c, struct direct_state *d, const coll_av_arg
 /* From each peer in turn (from r + 1, so that the peers are read evenly)
  * its pair for this rank, then its block. dst stands for the receive
  * buffer from byte base on. */
-static int read_blocks(weft_comm *c, struct direct_state *d, const coll_av_args *v, size_t es,
+static int read_blocks(weft_comm *c, struct direct_state *d, const av_args *v, size_t es,
                        char *dst, size_t base, const frame_hdr *fp)
 {
     int P = c->size, r = c->rank, rc;
@@ -74,11 +80,13 @@ static int read_blocks(weft_comm *c, struct direct_state *d, const coll_av_args 
     return 0;
 }
 
-int direct_alltoallv(weft_comm *c, const coll_av_args *v, const frame_hdr *fp)
+int direct_alltoallv(weft_comm *c, const void *send, void *recv, weft_dtype t,
+                     const size_t *const n[4], const frame_hdr *fp)
 {
     struct direct_state *d = NULL;
     int P = c->size, r = c->rank, rc;
-    size_t es = weft_dtype_size(v->t), slo, shi, rlo, rhi;
+    size_t es = weft_dtype_size(t), slo, shi, rlo, rhi;
+    const av_args a = { send, recv, n[0], n[1], n[2], n[3] }, *v = &a;
     if ((rc = direct_state_get(c, &d)) || (rc = publish_pairs(c, d, v, es)))
         return rc;
     d->bad_peer = -1;

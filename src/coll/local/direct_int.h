@@ -6,7 +6,6 @@
 #define WEFT_COLL_DIRECT_INT_H
 
 #include "coll/comm_core.h"
-#include "coll/local/direct.h"
 
 #include <stdint.h>
 
@@ -59,9 +58,9 @@ int direct_pull(weft_comm *c, struct direct_state *d, int q, void *dst, uint64_t
                 size_t n, const frame_hdr *fp);
 /* The status exchange that ends a step of reads. 0: every rank read
  * everything; 1: some rank could not and the ring ran collective a
- * instead; DIRECT_AGAIN: the same with a NULL, for the caller to run its
- * own schedule; or an error, alike on every rank. intact: this rank's
- * input is still as the call found it. */
+ * instead; DIRECT_AGAIN (direct_av.h): the same with a NULL, for the
+ * caller to run its own schedule; or an error, alike on every rank.
+ * intact: this rank's input is still as the call found it. */
 int direct_settle(weft_comm *c, struct direct_state *d, const weft_coll_args *a,
                   const frame_hdr *fp, int step, int intact);
 
