@@ -67,8 +67,9 @@ for ep in 2 4; do
     # one call's bytes (the counters' bytes are what a rank sends others:
     # its own block added back, ep/(ep-1)), equal blocks, every call
     # started after a barrier of its own and timed alone (-S: the barrier's
-    # wait printed apart); against one memcpy of a rank's receive buffer
-    # (-M), rank 0 alone and all ranks at once.
+    # wait printed apart, and the fastest call); against one memcpy of a
+    # rank's receive buffer (-M, the fastest of as many), rank 0 alone and
+    # all ranks at once.
     per=$(awk -v mb="$mb" -v ep="$ep" 'BEGIN { b = mb * 1e6 / 8 * ep / (ep - 1)
         q = 4 * ep; printf "%d", int(b / q + 0.5) * q }')
     # The training's path (the schedule over shared memory), then single
@@ -84,7 +85,7 @@ for ep in 2 4; do
             }
             us = $7; c1 = $(k + 1); cp = $(k + 2); wrong = $10
             printf "  movement alone, WEFT_ALGO=%s (weft-bench alltoall -V -S -M, %d ranks, %d B a call, %s wrong): %.2f us a call (fastest %.2f), %.3f ms for 8\n", algo, ep, b, wrong, us, lt, 8 * us / 1e3
-            printf "    one memcpy of a rank'"'"'s receive buffer: %.2f us (rank 0 alone), %.2f us (all ranks at once); the movement: %.2fx and %.2fx that\n", c1, cp, (c1 > 0 ? us / c1 : 0), (cp > 0 ? us / cp : 0)
+            printf "    one memcpy of a rank'"'"'s receive buffer (the fastest): %.2f us (rank 0 alone), %.2f us (all ranks at once); the movement: %.2fx and %.2fx that (the fastest call: %.2fx and %.2fx)\n", c1, cp, (c1 > 0 ? us / c1 : 0), (cp > 0 ? us / cp : 0), (c1 > 0 ? lt / c1 : 0), (cp > 0 ? lt / cp : 0)
             if (algo == "auto")
                 printf "    waiting: the counters'"'"' %.2f ms a step less the movement'"'"'s %.3f ms = %.2f ms (%.0f%%); in weft-bench a call'"'"'s barrier waited %.2f us\n", ms, 8 * us / 1e3, ms - 8 * us / 1e3, (ms > 0 ? 100 * (ms - 8 * us / 1e3) / ms : 0), w }' \
             "$dir/mv$ep$algo"
