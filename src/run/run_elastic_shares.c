@@ -130,6 +130,8 @@ int shares_change(weft_run *t, long step)
         last = share[k] > 0 ? k + 1 : last;
     }
     rc = shares_loader_over(&t->sync, t->comm, share, last, &n);
+    if (rc == 0 && t->sync.churn) /* the sample-weighted outer mean */
+        rc = shares_weigh(&t->sync, n);
     if (rc || weft_comm_rank(t->comm) != 0)
         return rc;
     char list[SHARES_MAX * 8] = "";
@@ -137,10 +139,12 @@ int shares_change(weft_run *t, long step)
     for (int k = 0; k < last && len < sizeof list; k++)
         len += (size_t)snprintf(list + len, sizeof list - len, "%s%ld", k ? "," : "", share[k]);
     if (h[0] == FROM_REPLAN)
-        run_say(t, WEFT_RUN_OUT, "elastic: step %ld: batch shares by cluster %s (re-plan %lld)\n",
-                step, list, (long long)h[1]);
+        run_say(t, WEFT_RUN_OUT, "elastic: step %ld: batch shares by cluster %s (re-plan %lld); "
+                "this rank's outer weight %.3g\n", step, list, (long long)h[1],
+                t->sync.cfg.weight);
     else
         run_say(t, WEFT_RUN_OUT, "elastic: step %ld: batch shares by cluster %s (the launch's, "
-                "over the clusters left)\n", step, list);
+                "over the clusters left); this rank's outer weight %.3g\n", step, list,
+                t->sync.cfg.weight);
     return 0;
 }

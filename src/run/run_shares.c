@@ -244,6 +244,16 @@ static int shares_outer(train_sync *s, int n)
     return 0;
 }
 
+int shares_weigh(train_sync *s, int n)
+{
+    int uneven = 0;
+    s->cfg.weight = 1;
+    int rc = outer_weights(s, (double)n, &uneven);
+    if (rc == 0 && s->churn)
+        outer_weigh(s->churn->outer, s->cfg.weight);
+    return rc;
+}
+
 int shares_open(train_sync *s)
 {
     weft_run *t = s->run;
@@ -253,9 +263,11 @@ int shares_open(train_sync *s)
     weft_shard_range((uint64_t)o->r.batch, me, world, &b, &e);
     int n = (int)(e - b), rc = o->batch_shares[0] ? shares_loader(s, &n) : 0;
     int outer = s->cfg.mode == WEFT_SYNC_DILOCO || s->cfg.mode == WEFT_SYNC_STREAMING;
-    if (rc || !s->comm || o->elastic || !outer || t->pl)
+    if (rc || !s->comm || !outer || t->pl)
         return rc;
-    return shares_outer(s, n);
+    /* --elastic: every period is H (a membership change cannot carry a
+     * scaled one); the outer step still weighs each rank by its samples */
+    return o->elastic ? (o->batch_shares[0] ? shares_weigh(s, n) : 0) : shares_outer(s, n);
 }
 
 void shares_pace(train_sync *s)

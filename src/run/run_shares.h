@@ -23,6 +23,11 @@ void shares_pace(train_sync *s);
  * (K its cluster) as one line, "step S of N loss L elapsed E", replaced at
  * most twice a second and after the last step, for weft-cpn status. */
 void shares_progress(train_sync *s, const train_step *st);
+/* The outer step's weight of this rank's pseudo-gradient: its samples n
+ * over the mean of every rank's (hier: its cluster's over the mean
+ * cluster's), collective over s->comm; into s->cfg, and into the churn
+ * mode's outer step where it is open. */
+int shares_weigh(train_sync *s, int n);
 /* "6,3" (0 allowed: a cluster out of the job): their count, -1 when bad. */
 int shares_parse(const char *v, long *out);
 /* The loader again over this rank's part of share[0..k) among c's ranks

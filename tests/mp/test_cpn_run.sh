@@ -101,7 +101,8 @@ fi
 # Three clusters, c lost: the survivors keep the planner's proportion
 # (12:6 of the launch's 12:6:6) over the whole batch, 16:8, and the
 # training takes those shares (not an even 12:12) from the re-plan, or
-# where it reached the loss first, from the same rule.
+# where it reached the loss first, from the same rule; the outer step
+# weighs each rank by its samples (a's 16 of 24 over 2 ranks: 1.33).
 cat >"$dir/three.json" <<EOF
 {"schema": "weft-cpn-plan/1",
  "job": {"schema": "weft-cpn-job/1", "model": "mlp:784-64-10", "data": "builtin",
@@ -119,7 +120,8 @@ if grep -q "part c lost" "$dir/th.out" && grep -q "part a done (exit 0)" "$dir/t
     grep -q "part b done (exit 0)" "$dir/th.out" &&
     grep -q '"cluster": "a", "ranks": 1, "batch": 16, .*"cluster": "b", "ranks": 1, "batch": 8,' \
         "$dir/th/replan.json" && grep -q "^1 16,8,0$" "$dir/th/progress.shares" &&
-    grep -q "elastic: step [0-9]*: batch shares by cluster 16,8 (" "$dir/th/part-a.out"; then
+    grep -q "elastic: step [0-9]*: batch shares by cluster 16,8 (.*); this rank's outer weight 1.33$" \
+        "$dir/th/part-a.out"; then
     ok
 else
     bad "three clusters, one lost: the survivors' shares"; sed 's/^/    /' "$dir/th.out"
@@ -183,7 +185,8 @@ joined=$(sed -n 's/.*elastic: step \([0-9]*\): cluster 2 rejoined; 1 rank(s) joi
 if [ $rc = 0 ] && [ -n "$replan" ] && [ -n "$joined" ] && [ "$joined" -gt "$replan" ] &&
     [ $((joined % 4)) = 0 ] && grep -q "part c: 1 rank(s) from rank 2 via local, batch 9, speed 1, joining" "$dir/jn.out" &&
     grep -q "part c done (exit 0)" "$dir/jn.out" && grep -q "^1 10,5,9$" "$dir/jn/progress.shares" &&
-    grep -q "elastic: step $joined: batch shares by cluster 10,5,9 (re-plan 1)" "$dir/jn/part-a.out" &&
+    grep -q "elastic: step $joined: batch shares by cluster 10,5,9 (re-plan 1); this rank's outer weight 1.25" \
+        "$dir/jn/part-a.out" &&
     grep -q "parameters bit-identical on every rank of 3" "$dir/jn/part-a.out"; then
     ok
 else
