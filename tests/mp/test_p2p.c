@@ -468,6 +468,116 @@ static void default_ring(weft_comm *c, void *arg)
            (unsigned long long)sent);
 }
 
+/* Sends from weft_mem_alloc'd buffers counted at the sender: with
+ * WEFT_SHM_CMA=1 only those ask for a copy out of the sender's memory. */
+static uint64_t reg_sent(weft_comm *c, int peer, int *off)
+{
+    p2p_engine *e = c->p2p;
+    pthread_mutex_lock(&e->drive);
+    uint64_t n = e->peer[peer].out.ring.cma_sent;
+    *off = e->peer[peer].reg_off || e->peer[peer].ofi || !shm_offered();
+    pthread_mutex_unlock(&e->drive);
+    return n;
+}
+
+/* One message of n floats from rank 0's region at byte offset off (tag
+ * t), received into plain memory by rank 1. */
+static void reg_one(weft_comm *c, char *region, size_t off, size_t n, int t)
+{
+    int r = weft_comm_rank(c);
+    if (r == 0) {
+        fill((float *)(region + off), n, 0, 1, t);
+        int rc = weft_send_tag(c, region + off, n, WEFT_F32, 1, t);
+        CHECKF(rc == 0, "send %zu floats: %s: %s", n, weft_strerror(rc), weft_comm_error(c));
+        return;
+    }
+    float *in = malloc(n * 4 + 4);
+    int rc = weft_recv_tag(c, in, n, WEFT_F32, 0, t);
+    CHECKF(rc == 0, "recv %zu floats: %s: %s", n, weft_strerror(rc), weft_comm_error(c));
+    CHECKF(same(in, n, 0, 1, t), "%zu floats at offset %zu, tag %d", n, off, t);
+    free(in);
+}
+
+/* Rank 0 sends from weft_mem_alloc'd regions: several sizes and
+ * offsets, one that waits parked for its receive, then a region freed
+ * and another allocated in its place (the receiver must map the new one,
+ * not copy the old one's pages again). */
+static void registered(weft_comm *c, void *arg)
+{
+    (void)arg;
+    int r = weft_comm_rank(c), off = 0;
+    static const size_t n[] = { 1024, (300u << 10) / 4, (1u << 20) / 4, (5u << 20) / 4 + 3 };
+    char *reg = NULL;
+    CHECK(weft_mem_alloc(c, 8u << 20, (void **)&reg) == 0 && reg);
+    CHECK(((uintptr_t)reg & ((2u << 20) - 1)) == 0); /* huge-page aligned */
+    int big = 0;
+    for (int k = 0; k < 4; k++) {
+        reg_one(c, reg, 0, n[k], k);
+        reg_one(c, reg, 4096 + 8 * (size_t)k, n[k], 10 + k);
+        big += 2 * (n[k] * 4 >= (256u << 10));
+    }
+    /* sent before its receive: read into a buffer of its own meanwhile */
+    if (r == 0) {
+        weft_request *q;
+        fill((float *)reg, n[2], 0, 1, 20);
+        CHECK(weft_isend_tag(c, reg, n[2], WEFT_F32, 1, 20, &q) == 0);
+        CHECK(weft_barrier(c) == 0);
+        CHECK(weft_wait(q) == 0);
+    } else {
+        CHECK(weft_barrier(c) == 0);
+        float *in = malloc(n[2] * 4);
+        CHECK(weft_recv_tag(c, in, n[2], WEFT_F32, 0, 20) == 0);
+        CHECK(same(in, n[2], 0, 1, 20));
+        free(in);
+    }
+    big++;
+    for (int round = 0; round < 3; round++) { /* freed, allocated again */
+        CHECK(weft_mem_free(c, reg) == 0);
+        CHECK(weft_mem_alloc(c, (4u << 20) + 4096 * (size_t)round, (void **)&reg) == 0);
+        reg_one(c, reg, 64, n[2], 30 + round);
+        big++;
+    }
+    if (r == 0) {
+        uint64_t sent = reg_sent(c, 1, &off);
+        CHECKF(off || sent == (uint64_t)big, "%llu of %d sends copied from the region",
+               (unsigned long long)sent, big);
+    }
+    CHECK(weft_mem_free(c, reg) == 0);
+    CHECK(weft_mem_free(c, reg) == WEFT_EINVAL); /* freed already */
+    CHECK(weft_mem_free(c, NULL) == 0);
+    void *small = NULL;
+    CHECK(weft_mem_alloc(c, 100, &small) == 0 && small);
+    CHECK(weft_mem_free(c, small) == 0);
+    CHECK(weft_mem_alloc(c, 0, &small) == WEFT_EINVAL);
+}
+
+/* Rank 1 takes one message from rank 0's region (it keeps the region
+ * mapped), then dies at once, while rank 0 sends it another and waits
+ * for its acknowledgement (or, when rank 1's thread read it before the
+ * end, not): rank 0 must learn, not wait forever, and its next receive
+ * fails naming rank 1. */
+static void registered_dead(weft_comm *c, void *arg)
+{
+    (void)arg;
+    int r = weft_comm_rank(c);
+    size_t n = (4u << 20) / 4;
+    char *reg = NULL;
+    CHECK(weft_mem_alloc(c, n * 4, (void **)&reg) == 0);
+    reg_one(c, reg, 0, n, 1);
+    if (r == 1) {
+        fflush(NULL);
+        _exit(0);
+    }
+    int rc = weft_send(c, reg, n, WEFT_F32, 1);
+    CHECKF(rc == 0 || rc == WEFT_EPEER, "got %s", weft_strerror(rc));
+    float x[4];
+    rc = weft_recv(c, x, 4, WEFT_F32, 1);
+    CHECKF(rc == WEFT_EPEER, "got %s", weft_strerror(rc));
+    CHECKF(strstr(weft_comm_error(c), "rank 1") != NULL, "%s", weft_comm_error(c));
+    CHECK(weft_mem_free(c, reg) == 0);
+    weft_comm_abort(c);
+}
+
 static size_t small_count = SMALL, large_count = LARGE;
 
 /* Each case twice: NAME through shared memory, NAME_tcp with
@@ -565,6 +675,16 @@ BOTH(default_ring)
         return; /* nothing to choose */
     setenv("WEFT_SHM_CMA", "1", 1);
     CHECKF(mp_run(2, 60, default_ring, &mid_count) == 0, "large messages by default");
+    setenv("WEFT_SHM_CMA", "2", 1);
+}
+
+/* WEFT_SHM_CMA=1, so that only registered sends are copied out of the
+ * sender's memory (and counted) */
+BOTH(registered)
+{
+    setenv("WEFT_SHM_CMA", "1", 1);
+    CHECKF(mp_run(2, 60, registered, NULL) == 0, "registered memory");
+    CHECKF(mp_run(2, 20, registered_dead, NULL) == 0, "registered memory, dead peer");
     setenv("WEFT_SHM_CMA", "2", 1);
 }
 

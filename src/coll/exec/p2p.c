@@ -9,6 +9,7 @@
 #include "coll/exec/p2p.h"
 
 #include "coll/exec/p2p_int.h"
+#include "coll/exec/p2p_reg.h"
 #include "coll/exec/exec.h"
 
 #include "core/clock.h"
@@ -412,12 +413,13 @@ int p2p_create(p2p_engine **out, weft_comm *c, const char *ip, char addr_out[SOC
     pthread_cond_init(&e->idle, NULL);
     size_t npf = 4 + TCP_PEND_MAX + 2 * (size_t)c->size;
     e->peer = calloc((size_t)c->size, sizeof *e->peer);
+    e->reg = p2p_reg_new(c->size);
     for (int k = 0; k < 2; k++) {
         e->ps[k].pf = malloc(npf * sizeof *e->ps[k].pf);
         e->ps[k].peer = malloc(npf * sizeof *e->ps[k].peer);
         e->ps[k].dir = malloc(npf);
     }
-    if (!e->peer || !e->ps[0].pf || !e->ps[0].peer || !e->ps[0].dir || !e->ps[1].pf ||
+    if (!e->peer || !e->reg || !e->ps[0].pf || !e->ps[0].peer || !e->ps[0].dir || !e->ps[1].pf ||
         !e->ps[1].peer || !e->ps[1].dir) {
         p2p_destroy(e);
         return WEFT_ENOMEM;
@@ -551,6 +553,7 @@ void p2p_destroy(p2p_engine *e)
     }
     p2p_free_parked(e);
     p2p_shm_close(e, running);
+    p2p_reg_free_all(e->reg);
     p2p_net_close(e);
     tcp_net_close(&e->net);
     if (e->wake[0] >= 0) {
@@ -567,4 +570,41 @@ void p2p_destroy(p2p_engine *e)
         free(e->ps[k].dir);
     }
     free(e);
+}
+
+/* A communicator alone has no engine, and nobody to copy to: plain
+ * memory then (the choice is the communicator's for its whole life, so
+ * weft_mem_free knows which). */
+int weft_mem_alloc(weft_comm *c, size_t bytes, void **out)
+{
+    char err[200];
+    if (!out)
+        return WEFT_EINVAL;
+    *out = NULL;
+    if (!c || c->magic != COMM_MAGIC || !bytes)
+        return WEFT_EINVAL;
+    if (!c->p2p) {
+        if (posix_memalign(out, 64, bytes))
+            return comm_fail(c, WEFT_ENOMEM, "weft_mem_alloc: out of memory for %zu bytes",
+                             bytes);
+        return 0;
+    }
+    int rc = p2p_reg_alloc(c->p2p->reg, bytes, out, err, sizeof err);
+    return rc ? comm_fail(c, rc, "weft_mem_alloc: %s", err) : 0;
+}
+
+int weft_mem_free(weft_comm *c, void *p)
+{
+    if (!c || c->magic != COMM_MAGIC)
+        return WEFT_EINVAL;
+    if (!p)
+        return 0;
+    if (!c->p2p) {
+        free(p);
+        return 0;
+    }
+    if (p2p_reg_release(c->p2p->reg, p))
+        return comm_fail(c, WEFT_EINVAL, "weft_mem_free: %p is not from weft_mem_alloc on "
+                                         "this communicator", p);
+    return 0;
 }

@@ -48,6 +48,9 @@ typedef struct {
     int cma_wait;              /* the head send waits for its single copy's acknowledgement */
     int cma_rd;                /* the message being read comes by single copy, as cd says */
     shm_cma_desc cd;
+    int reg_wait;              /* the head send waited on is a registered one (p2p_reg.h) */
+    int reg_off;               /* sender: the peer refused registered regions: use the ring */
+    int reg_refuse;            /* receiver: this side cannot map the peer's regions */
     int gone;                  /* its stream ended or failed: nothing more moves */
     int gone_rc;
     char gone_why[200];
@@ -96,6 +99,8 @@ struct p2p_engine {
     int spin_yields;
     int shm_on;                /* WEFT_P2P_SHM and WEFT_SHM: same-host pairs offer rings */
     int cma_said;              /* a refused single copy was logged */
+    struct p2p_reg *reg;       /* weft_mem_alloc's regions, peers' mapped (p2p_reg.h) */
+    int reg_said;              /* a refused registered copy was logged */
     int pid;
     atomic_int poked;          /* a byte is in the wake pipe */
     p2p_pollset ps[2];         /* the thread's, a waiting caller's */

@@ -16,6 +16,7 @@
 #include "coll/exec/p2p.h"
 
 #include "coll/exec/p2p_int.h"
+#include "coll/exec/p2p_reg.h"
 
 #include "core/clock.h"
 #include "core/log.h"
@@ -177,10 +178,14 @@ static int put_head(p2p_engine *e, p2p_peer *p, weft_request *r, uint64_t *visit
     if (r->hdr == 0)
         shm_ring_end_msg(&lk->ring);
     memcpy(b, &r->h, sizeof r->h);
+    p->reg_wait = 0;
     if (hl > sizeof r->h) {
         shm_cma_desc d = { .cma = !lk->cma_off, .pid = e->pid,
                            .addr = (uint64_t)(uintptr_t)r->a.send, .cookie = lk->ring.cookie,
                            .cookie_addr = (uint64_t)(uintptr_t)&lk->ring.cookie };
+        /* a registered buffer goes by one copy whatever WEFT_SHM_CMA says:
+         * that copy runs at memcpy's rate, not the kernel's */
+        p->reg_wait = !p->reg_off && p2p_reg_find(e->reg, r->a.send, r->bytes, e->pid, &d);
         memcpy(b + sizeof r->h, &d, sizeof d);
     }
     size_t k = shm_ring_put(&lk->ring, b + r->hdr, hl - r->hdr);
@@ -188,7 +193,7 @@ static int put_head(p2p_engine *e, p2p_peer *p, weft_request *r, uint64_t *visit
     *visit += k;
     if (r->hdr < hl)
         return 0;
-    if (hl > sizeof r->h && !lk->cma_off) {
+    if (hl > sizeof r->h && (!lk->cma_off || p->reg_wait)) {
         lk->ring.cma_sent++;
         p->cma_wait = 1;
     }
@@ -215,7 +220,12 @@ static int send_ring(p2p_engine *e, int q, int fd)
                 p2p_sent(e, q);
                 continue;
             }
-            lk->cma_off = 1; /* the payload follows in the ring, and every later one */
+            /* the payload follows in the ring, and every later one's */
+            if (p->reg_wait)
+                p->reg_off = 1;
+            else
+                lk->cma_off = 1;
+            p->reg_wait = 0;
         } else if (r->hdr < head_len(r->bytes)) {
             if (!put_head(e, p, r, &visit))
                 break;
@@ -294,6 +304,58 @@ int p2p_shm_send(p2p_engine *e, int q)
     return send_ring(e, q, fd) | progressed;
 }
 
+/* The single copy of peer q's message is over (refused: say so, the
+ * payload follows in the ring). 1. */
+static int copy_done(p2p_engine *e, int q, int fd, int refused)
+{
+    p2p_peer *p = &e->peer[q];
+    p->cma_rd = 0;
+    if (!refused)
+        p->got = p->h.len;
+    if (shm_cma_ack(&p->in.ring, refused))
+        doorbell(fd);
+    if (!refused)
+        p2p_msg_arrived(e, q);
+    return 1;
+}
+
+/* The payload of p's message lies in a region of the sender's
+ * weft_mem_alloc: copy it out of the region's mapping (or, refused, say
+ * so once: it follows in the ring, and so do the pair's later ones). 1:
+ * moved. */
+static int read_reg(p2p_engine *e, int q, int fd)
+{
+    p2p_peer *p = &e->peer[q];
+    const char *src = NULL;
+    char why[200] = "refused before";
+    uint64_t visit = 0;
+    int rc = p->reg_refuse ? WEFT_ESYS
+                           : p2p_reg_src(e->reg, q, &p->cd, p->h.len, &src, why, sizeof why);
+    if (rc == WEFT_EPEER) {
+        died(e, q, "ended");
+        return 1;
+    }
+    if (rc) {
+        if (!p->reg_refuse && !e->reg_said++)
+            log_sub(e->c->loglevel, LOG_WARN, LOG_SUB_SHM, e->rank,
+                    "point-to-point: cannot map rank %d's registered memory (%s): its "
+                    "messages from weft_mem_alloc come through the ring", q, why);
+        p->reg_refuse = 1;
+        return copy_done(e, q, fd, 1);
+    }
+    char *to = p->into ? (char *)p->into->a.recv : p->park->buf;
+    while (p->got < p->h.len && visit < VISIT_BYTES && !(p->park && p->park->drop)) {
+        uint64_t left = p->h.len - p->got;
+        size_t want = left < VISIT_BYTES ? (size_t)left : VISIT_BYTES;
+        memcpy(to + p->got, src + p->got, want);
+        p->got += want;
+        visit += want;
+    }
+    if (p->got == p->h.len || (p->park && p->park->drop))
+        copy_done(e, q, fd, 0);
+    return 1;
+}
+
 /* The payload of p's message is in the sender's memory: read it (or,
  * refused, say so: it follows in the ring). 1: moved. */
 static int read_cma(p2p_engine *e, int q, int fd)
@@ -304,6 +366,8 @@ static int read_cma(p2p_engine *e, int q, int fd)
     char msg[200];
     uint64_t visit = 0;
     long k;
+    if (p->cd.cma == P2P_REG_DESC)
+        return read_reg(e, q, fd);
     if (lk->cma_off) {
         why = "";
     } else if (!lk->cma_checked) {
@@ -326,10 +390,7 @@ static int read_cma(p2p_engine *e, int q, int fd)
                     "point-to-point: cannot read rank %d's memory (%s): large messages from "
                     "ranks of this host come through the ring", q, why);
         lk->cma_off = 1;
-        p->cma_rd = 0;
-        if (shm_cma_ack(&lk->ring, 1))
-            doorbell(fd);
-        return 1;
+        return copy_done(e, q, fd, 1);
     }
     char *to = p->into ? (char *)p->into->a.recv : p->park->buf;
     while (p->got < p->h.len && visit < VISIT_BYTES && !(p->park && p->park->drop)) {
@@ -349,13 +410,8 @@ static int read_cma(p2p_engine *e, int q, int fd)
         p->got += (uint64_t)k;
         visit += (uint64_t)k;
     }
-    if (p->got == p->h.len || (p->park && p->park->drop)) {
-        p->got = p->h.len;
-        p->cma_rd = 0;
-        if (shm_cma_ack(&lk->ring, 0))
-            doorbell(fd);
-        p2p_msg_arrived(e, q);
-    }
+    if (p->got == p->h.len || (p->park && p->park->drop))
+        copy_done(e, q, fd, 0);
     return 1;
 }
 
@@ -521,6 +577,7 @@ void p2p_shm_gone(p2p_engine *e, int q)
     shm_ring_unlink(&p->out.ring);
     p->cma_wait = 0;
     p->cma_rd = 0;
+    p2p_reg_forget(e->reg, q);
 }
 
 void p2p_shm_close(p2p_engine *e, int started)

@@ -1,0 +1,288 @@
+/* Registered memory for point-to-point: the registry and the receiver's
+ * mappings (coll/exec/p2p_reg.h). */
+#include "coll/exec/p2p_reg.h"
+
+#include "weft.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* Linux 5.3 and 5.6; the numbers are the same on every architecture
+ * since 5.1's table unification, older C libraries may lack the names. */
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_getfd
+#define SYS_pidfd_getfd 438
+#endif
+
+typedef struct {
+    char *base;
+    size_t len;
+    int fd;            /* -1: malloc'd (under P2P_REG_MIN) */
+    uint32_t ino;
+    uint64_t gen;
+} reg_region;
+
+typedef struct {
+    const char *map;   /* NULL: a free slot */
+    size_t len;
+    int pid, fd;
+    uint64_t gen;
+    uint64_t used;     /* the cache's clock when last used: the oldest goes first */
+} reg_mapping;
+
+struct p2p_reg {
+    pthread_mutex_t mu;
+    reg_region *r;
+    int n, cap;
+    uint64_t gen;
+    int size;
+    reg_mapping *peer; /* size * P2P_REG_CACHE */
+    uint64_t clock;
+};
+
+p2p_reg *p2p_reg_new(int size)
+{
+    p2p_reg *g = calloc(1, sizeof *g);
+    if (!g)
+        return NULL;
+    g->peer = calloc((size_t)size * P2P_REG_CACHE, sizeof *g->peer);
+    if (!g->peer) {
+        free(g);
+        return NULL;
+    }
+    g->size = size;
+    pthread_mutex_init(&g->mu, NULL);
+    return g;
+}
+
+static void region_drop(reg_region *x)
+{
+    if (x->fd < 0) {
+        free(x->base);
+        return;
+    }
+    munmap(x->base, x->len);
+    close(x->fd);
+}
+
+static void mapping_drop(reg_mapping *m)
+{
+    if (m->map)
+        munmap((void *)m->map, m->len);
+    memset(m, 0, sizeof *m);
+}
+
+void p2p_reg_free_all(p2p_reg *g)
+{
+    if (!g)
+        return;
+    for (int i = 0; i < g->n; i++)
+        region_drop(&g->r[i]);
+    for (int i = 0; i < g->size * P2P_REG_CACHE; i++)
+        mapping_drop(&g->peer[i]);
+    pthread_mutex_destroy(&g->mu);
+    free(g->r);
+    free(g->peer);
+    free(g);
+}
+
+/* len bytes of fd mapped shared at a P2P_REG_ALIGN boundary: reserve
+ * len + ALIGN of address space, put the file at the aligned address
+ * inside, give the slack back. */
+static char *map_aligned(int fd, size_t len)
+{
+    size_t span = len + P2P_REG_ALIGN;
+    char *res = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (res == MAP_FAILED)
+        return NULL;
+    uintptr_t a = ((uintptr_t)res + P2P_REG_ALIGN - 1) & ~(uintptr_t)(P2P_REG_ALIGN - 1);
+    char *at = (char *)a;
+    if (mmap(at, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+        munmap(res, span);
+        return NULL;
+    }
+    if (at > res)
+        munmap(res, (size_t)(at - res));
+    if (at + len < res + span)
+        munmap(at + len, (size_t)(res + span - (at + len)));
+    /* transparent huge pages where shmem allows them: fewer faults, and
+     * fewer TLB misses in the receiver's copy; refused is no error */
+    (void)madvise(at, len, MADV_HUGEPAGE);
+    return at;
+}
+
+int p2p_reg_alloc(p2p_reg *g, size_t bytes, void **out, char *err, size_t errlen)
+{
+    reg_region x = { .fd = -1 };
+    *out = NULL;
+    if (bytes < P2P_REG_MIN) {
+        x.len = bytes;
+        if (posix_memalign((void **)&x.base, 64, bytes)) {
+            snprintf(err, errlen, "out of memory for %zu bytes", bytes);
+            return WEFT_ENOMEM;
+        }
+    } else {
+        struct stat st;
+        if (bytes > SIZE_MAX - 2 * (size_t)P2P_REG_ALIGN) {
+            snprintf(err, errlen, "%zu bytes cannot be mapped", bytes);
+            return WEFT_ENOMEM;
+        }
+        x.len = (bytes + P2P_REG_ALIGN - 1) & ~(size_t)(P2P_REG_ALIGN - 1);
+        x.fd = memfd_create("weft-mem", MFD_CLOEXEC);
+        if (x.fd < 0 || ftruncate(x.fd, (off_t)x.len) || fstat(x.fd, &st) ||
+            !(x.base = map_aligned(x.fd, x.len))) {
+            snprintf(err, errlen, "cannot make a shared region of %zu bytes: %s", x.len,
+                     strerror(errno));
+            if (x.fd >= 0)
+                close(x.fd);
+            return WEFT_ESYS;
+        }
+        x.ino = (uint32_t)st.st_ino;
+    }
+    pthread_mutex_lock(&g->mu);
+    if (g->n == g->cap) {
+        int cap = g->cap ? 2 * g->cap : 8;
+        reg_region *r = realloc(g->r, (size_t)cap * sizeof *r);
+        if (!r) {
+            pthread_mutex_unlock(&g->mu);
+            region_drop(&x);
+            snprintf(err, errlen, "out of memory for the registry");
+            return WEFT_ENOMEM;
+        }
+        g->r = r;
+        g->cap = cap;
+    }
+    x.gen = ++g->gen;
+    g->r[g->n++] = x;
+    pthread_mutex_unlock(&g->mu);
+    *out = x.base;
+    return 0;
+}
+
+int p2p_reg_release(p2p_reg *g, void *p)
+{
+    pthread_mutex_lock(&g->mu);
+    for (int i = 0; i < g->n; i++)
+        if (g->r[i].base == p) {
+            reg_region x = g->r[i];
+            g->r[i] = g->r[--g->n];
+            pthread_mutex_unlock(&g->mu);
+            region_drop(&x);
+            return 0;
+        }
+    pthread_mutex_unlock(&g->mu);
+    return WEFT_EINVAL;
+}
+
+int p2p_reg_find(p2p_reg *g, const void *buf, uint64_t len, int pid, shm_cma_desc *d)
+{
+    const char *b = buf;
+    int found = 0;
+    pthread_mutex_lock(&g->mu);
+    for (int i = 0; i < g->n && !found; i++) {
+        const reg_region *x = &g->r[i];
+        if (x->fd < 0 || b < x->base || b >= x->base + x->len ||
+            len > (uint64_t)(x->base + x->len - b))
+            continue;
+        memset(d, 0, sizeof *d);
+        d->cma = P2P_REG_DESC;
+        d->pid = pid;
+        d->addr = (uint64_t)(b - x->base);
+        d->cookie = x->gen;
+        d->cookie_addr = (uint64_t)(uint32_t)x->fd | (uint64_t)x->ino << 32;
+        found = 1;
+    }
+    pthread_mutex_unlock(&g->mu);
+    return found;
+}
+
+/* Peer q's region as d names it, mapped now into m. */
+static int map_peer(reg_mapping *m, const shm_cma_desc *d, char *why, size_t whylen)
+{
+    int slot = (int)(uint32_t)d->cookie_addr;
+    uint32_t ino = (uint32_t)(d->cookie_addr >> 32);
+    int pfd = (int)syscall(SYS_pidfd_open, d->pid, 0);
+    if (pfd < 0) {
+        snprintf(why, whylen, "pidfd_open: %s", strerror(errno));
+        return errno == ESRCH ? WEFT_EPEER : WEFT_ESYS;
+    }
+    int fd = (int)syscall(SYS_pidfd_getfd, pfd, slot, 0);
+    int e = errno;
+    close(pfd);
+    if (fd < 0) {
+        snprintf(why, whylen, "pidfd_getfd: %s", strerror(e));
+        return e == ESRCH ? WEFT_EPEER : WEFT_ESYS;
+    }
+    struct stat st;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || (uint32_t)st.st_ino != ino) {
+        close(fd);
+        snprintf(why, whylen, "its fd %d is not the region it names", slot);
+        return WEFT_EPROTO;
+    }
+    /* MAP_POPULATE: the page tables are filled here, once, not by faults
+     * in the middle of each first copy */
+    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+    e = errno;
+    close(fd);
+    if (map == MAP_FAILED) {
+        snprintf(why, whylen, "mmap: %s", strerror(e));
+        return WEFT_ESYS;
+    }
+    m->map = map;
+    m->len = (size_t)st.st_size;
+    m->pid = d->pid;
+    m->fd = slot;
+    m->gen = d->cookie;
+    return 0;
+}
+
+int p2p_reg_src(p2p_reg *g, int q, const shm_cma_desc *d, uint64_t len, const char **src,
+                char *why, size_t whylen)
+{
+    reg_mapping *c = &g->peer[(size_t)q * P2P_REG_CACHE], *m = NULL, *old = c;
+    int slot = (int)(uint32_t)d->cookie_addr;
+    for (int i = 0; i < P2P_REG_CACHE && !m; i++) {
+        if (c[i].map && c[i].fd == slot) {
+            if (c[i].gen == d->cookie && c[i].pid == d->pid)
+                m = &c[i];
+            else
+                mapping_drop(&c[i]); /* freed there, and the slot reused */
+        }
+    }
+    if (!m) {
+        for (int i = 0; i < P2P_REG_CACHE; i++)
+            if (!c[i].map || c[i].used < old->used)
+                old = &c[i];
+        for (int i = 0; i < P2P_REG_CACHE; i++)
+            if (!c[i].map)
+                old = &c[i];
+        mapping_drop(old);
+        int rc = map_peer(old, d, why, whylen);
+        if (rc)
+            return rc;
+        m = old;
+    }
+    if (d->addr > m->len || len > m->len - d->addr) {
+        snprintf(why, whylen, "%llu bytes at %llu lie outside its region of %zu",
+                 (unsigned long long)len, (unsigned long long)d->addr, m->len);
+        return WEFT_EPROTO;
+    }
+    m->used = ++g->clock;
+    *src = m->map + d->addr;
+    return 0;
+}
+
+void p2p_reg_forget(p2p_reg *g, int q)
+{
+    for (int i = 0; i < P2P_REG_CACHE; i++)
+        mapping_drop(&g->peer[(size_t)q * P2P_REG_CACHE + i]);
+}
