@@ -1,9 +1,12 @@
 #!/bin/bash
-# Point-to-point between two ranks of this host, three ways in the same
+# Point-to-point between two ranks of this host, four ways in the same
 # run: through shared memory as it ships (WEFT_P2P_SHM=1: a ring per
 # pair, the sender's and the receiver's copies under way at once), the
-# same with single copy from 256 KiB (WEFT_SHM_CMA=2: process_vm_readv;
-# columns "cma") and over loopback TCP (WEFT_P2P_SHM=0), runs taking turns, with memcpy's bandwidth on
+# same sending from weft_mem_alloc'd buffers (p2p_bw -r, columns "reg":
+# from 256 KiB the receiver copies once out of the sender's pages; the
+# 1 MiB and up sizes only), the ring's with single copy from 256 KiB
+# (WEFT_SHM_CMA=2: process_vm_readv; columns "cma") and over loopback TCP
+# (WEFT_P2P_SHM=0), runs taking turns, with memcpy's bandwidth on
 # rank 0 measured in every run (bench/p2p_bw.c: lat is half a
 # ping-pong's round trip, bw its size / lat, bibw an exchange's both
 # ways). Prints the medians per size, then the same run's bounds for
@@ -38,14 +41,18 @@ cc -O2 -o "$work/rtt" "$HERE/cacheline_rtt.c" || { say "cacheline_rtt did not bu
 echo "p2p.sh: 2 ranks on one host, $REPS runs each way, $(date -u +%FT%TZ)"
 echo "cpu: $(lscpu | sed -n 's/^Model name: *//p' | head -n 1), $(nproc) cores"
 for rep in $(seq "$REPS"); do
-    for way in shm cma tcp; do
-        shm=1 cma=1
+    for way in shm reg cma tcp; do
+        shm=1 cma=1 ranges=("-b 8 -e 4096 -f 8" "-b 1048576 -e 16777216 -f 4") reg=
         [ $way = cma ] && cma=2
         [ $way = tcp ] && shm=0
-        for range in "-b 8 -e 4096 -f 8" "-b 1048576 -e 16777216 -f 4"; do
+        [ $way = reg ] && reg=-r ranges=("-b 1048576 -e 16777216 -f 4")
+        for range in "${ranges[@]}"; do
+            # -r's columns 8-10 are the registered buffers' lat, bw, bibw
             # shellcheck disable=SC2086
-            WEFT_P2P_SHM=$shm WEFT_SHM_CMA=$cma "$B/weftrun" -n 2 "$work/p2p_bw" $range 2>&1 |
-                sed 's/^\[0\] //' | awk -v w="$way" '$1 ~ /^[0-9]+$/ { print w, $0 }' \
+            WEFT_P2P_SHM=$shm WEFT_SHM_CMA=$cma "$B/weftrun" -n 2 "$work/p2p_bw" $range $reg \
+                2>&1 | sed 's/^\[0\] //' |
+                awk -v w="$way" '$1 ~ /^[0-9]+$/ {
+                    if (w == "reg") print w, $1, $2, $7, $8, $9, $6; else print w, $0 }' \
                 >>"$work/all"
         done
     done
@@ -55,20 +62,21 @@ done
 # columns of all: way size iters lat bw bibw memcpy
 med() { sort -n | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "-" }'; }
 div() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
-f="%10s | %8s %8s %8s | %8s %8s %8s | %8s %8s %8s | %8s | %7s %7s\n"
+f="%10s | %8s %8s %8s | %8s %8s %8s | %8s %8s %8s | %8s %8s %8s | %8s | %7s %7s %7s\n"
 # shellcheck disable=SC2059
-printf "$f" size "shm lat" "shm bw" "bibw" "cma lat" "cma bw" "bibw" "tcp lat" "tcp bw" "bibw" \
-    memcpy "shm/cp" "cma/cp"
+printf "$f" size "shm lat" "shm bw" "bibw" "reg lat" "reg bw" "bibw" "cma lat" "cma bw" "bibw" \
+    "tcp lat" "tcp bw" "bibw" memcpy "shm/cp" "reg/cp" "cma/cp"
 # shellcheck disable=SC2059
 printf "$f" "(B)" "(us)" "(GB/s)" "(GB/s)" "(us)" "(GB/s)" "(GB/s)" "(us)" "(GB/s)" "(GB/s)" \
-    "(GB/s)" "" ""
+    "(us)" "(GB/s)" "(GB/s)" "(GB/s)" "" "" ""
 for size in $(awk '{ print $2 }' "$work/all" | sort -n | uniq); do
     col() { awk -v w="$1" -v s="$size" -v c="$2" '$1 == w && $2 == s { print $c }' "$work/all" | med; }
     cp=$(awk -v s="$size" '$2 == s { print $7 }' "$work/all" | med)
     # shellcheck disable=SC2059
-    printf "$f" "$size" "$(col shm 4)" "$(col shm 5)" "$(col shm 6)" "$(col cma 4)" \
-        "$(col cma 5)" "$(col cma 6)" "$(col tcp 4)" "$(col tcp 5)" "$(col tcp 6)" "$cp" \
-        "$(div "$(col shm 5)" "$cp")" "$(div "$(col cma 5)" "$cp")"
+    printf "$f" "$size" "$(col shm 4)" "$(col shm 5)" "$(col shm 6)" "$(col reg 4)" \
+        "$(col reg 5)" "$(col reg 6)" "$(col cma 4)" "$(col cma 5)" "$(col cma 6)" \
+        "$(col tcp 4)" "$(col tcp 5)" "$(col tcp 6)" "$cp" \
+        "$(div "$(col shm 5)" "$cp")" "$(div "$(col reg 5)" "$cp")" "$(div "$(col cma 5)" "$cp")"
 done
 # the ring's bound depends on where the host put the two CPUs: a cache
 # line's round trip between them says which placement this run had

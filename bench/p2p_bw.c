@@ -8,7 +8,11 @@
  * same run: the bound of a single-copy path (bw is size / lat, one way).
  * -l: the ping-pong alone (no exchange: its isends wake the engine's thread,
  * whose system calls would blur a count of the blocking path's).
- * Usage: weftrun -n 2 p2p_bw [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-l]   (bytes) */
+ * -r: the same again, in the same run, sending from weft_mem_alloc'd
+ * buffers (columns reg_*): the receiver of a same-host pair copies them
+ * once, out of the sender's pages (include/weft.h). Built against a weft
+ * without weft_mem_alloc (bench/vs_commit.sh), -r says so and stops.
+ * Usage: weftrun -n 2 p2p_bw [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-l] [-r]   (bytes) */
 #include <weft.h>
 
 #include <stdio.h>
@@ -16,6 +20,10 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+/* weak: the same source also builds against a weft before it had one */
+#pragma weak weft_mem_alloc
+#pragma weak weft_mem_free
 
 static double now(void)
 {
@@ -40,19 +48,63 @@ static double copy_bw(char *in, const char *out, size_t n, int it)
     return (double)n * it / t / 1e9;
 }
 
+/* Half a ping-pong's round trip (*lat, s) and an exchange's bandwidth
+ * both ways (*bw, GB/s; none with lat_only) of n bytes sent from out,
+ * each the second of two passes of it messages. */
+static int measure(weft_comm *c, const char *out, char *in, size_t n, int it, int lat_only,
+                   double *lat, double *bw)
+{
+    int r = weft_comm_rank(c), peer = r ^ 1, rc = 0;
+    weft_barrier(c);
+    for (int pass = 0; pass < 2 && !rc; pass++) { /* the first warms up */
+        double t0 = now();
+        for (int i = 0; i < it && !rc; i++) {
+            if (r < peer) {
+                rc = weft_send(c, out, n, WEFT_U8, peer);
+                rc = rc ? rc : weft_recv(c, in, n, WEFT_U8, peer);
+            } else {
+                rc = weft_recv(c, in, n, WEFT_U8, peer);
+                rc = rc ? rc : weft_send(c, out, n, WEFT_U8, peer);
+            }
+        }
+        *lat = (now() - t0) / it / 2;
+    }
+    weft_barrier(c);
+    for (int pass = 0; pass < 2 && !rc && !lat_only; pass++) {
+        double t0 = now();
+        for (int i = 0; i < it && !rc; i++) {
+            /* posted in an order that also completes where messages run
+             * one after another (weft before its progress engine) */
+            weft_request *q[2];
+            if (r < peer) {
+                rc = weft_isend(c, out, n, WEFT_U8, peer, &q[0]);
+                rc = rc ? rc : weft_irecv(c, in, n, WEFT_U8, peer, &q[1]);
+            } else {
+                rc = weft_irecv(c, in, n, WEFT_U8, peer, &q[0]);
+                rc = rc ? rc : weft_isend(c, out, n, WEFT_U8, peer, &q[1]);
+            }
+            rc = rc ? rc : weft_wait_all(q, 2);
+        }
+        *bw = 2.0 * (double)n * it / (now() - t0) / 1e9;
+    }
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     size_t lo = 8, hi = 64u << 20;
-    int factor = 4, iters = 0, lat_only = 0, opt;
-    while ((opt = getopt(argc, argv, "b:e:f:n:l")) != -1) {
+    int factor = 4, iters = 0, lat_only = 0, reg = 0, opt;
+    while ((opt = getopt(argc, argv, "b:e:f:n:lr")) != -1) {
         switch (opt) {
         case 'b': lo = (size_t)strtoull(optarg, NULL, 0); break;
         case 'e': hi = (size_t)strtoull(optarg, NULL, 0); break;
         case 'f': factor = atoi(optarg); break;
         case 'n': iters = atoi(optarg); break;
         case 'l': lat_only = 1; break;
+        case 'r': reg = 1; break;
         default:
-            fprintf(stderr, "usage: %s [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-l]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-l] [-r]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -62,65 +114,55 @@ int main(int argc, char **argv)
         fprintf(stderr, "init: %s\n", weft_strerror(rc));
         return 1;
     }
-    int r = weft_comm_rank(c), p = weft_comm_size(c), peer = r ^ 1;
+    int r = weft_comm_rank(c), p = weft_comm_size(c);
     if (p < 2 || (p & 1)) {
         fprintf(stderr, "needs an even number of ranks\n");
         weft_comm_destroy(c);
         return 2;
     }
-    char *out = malloc(hi), *in = malloc(hi);
+    if (reg && !weft_mem_alloc) {
+        fprintf(stderr, "-r: this weft has no weft_mem_alloc\n");
+        weft_comm_destroy(c);
+        return 2;
+    }
+    char *out = malloc(hi), *in = malloc(hi), *rout = NULL;
+    if (reg && (rc = weft_mem_alloc(c, hi, (void **)&rout))) {
+        fprintf(stderr, "weft_mem_alloc: %s\n", weft_comm_error(c));
+        weft_comm_destroy(c);
+        return 1;
+    }
     memset(out, 1, hi);
     memset(in, 0, hi);
+    if (rout)
+        memset(rout, 1, hi);
     if (r == 0)
-        printf("%12s %10s %12s %12s %12s %13s\n", "size(B)", "iters", "lat(us)", "bw(GB/s)",
-               "bibw(GB/s)", "memcpy(GB/s)");
+        printf("%12s %10s %12s %12s %12s %13s%s\n", "size(B)", "iters", "lat(us)", "bw(GB/s)",
+               "bibw(GB/s)", "memcpy(GB/s)",
+               reg ? "  reg_lat(us) reg_bw(GB/s) reg_bibw(GB/s)" : "");
     for (size_t n = lo; n <= hi; n *= (size_t)factor) {
         int it = iters > 0 ? iters : n <= (64u << 10) ? 200 : n <= (4u << 20) ? 40 : 8;
-        double lat = 0, bw = 0;
-        weft_barrier(c);
-        for (int pass = 0; pass < 2 && !rc; pass++) { /* the first warms up */
-            double t0 = now();
-            for (int i = 0; i < it && !rc; i++) {
-                if (r < peer) {
-                    rc = weft_send(c, out, n, WEFT_U8, peer);
-                    rc = rc ? rc : weft_recv(c, in, n, WEFT_U8, peer);
-                } else {
-                    rc = weft_recv(c, in, n, WEFT_U8, peer);
-                    rc = rc ? rc : weft_send(c, out, n, WEFT_U8, peer);
-                }
-            }
-            lat = (now() - t0) / it / 2;
-        }
-        weft_barrier(c);
-        for (int pass = 0; pass < 2 && !rc && !lat_only; pass++) {
-            double t0 = now();
-            for (int i = 0; i < it && !rc; i++) {
-                /* posted in an order that also completes where messages run
-                 * one after another (weft before its progress engine) */
-                weft_request *q[2];
-                if (r < peer) {
-                    rc = weft_isend(c, out, n, WEFT_U8, peer, &q[0]);
-                    rc = rc ? rc : weft_irecv(c, in, n, WEFT_U8, peer, &q[1]);
-                } else {
-                    rc = weft_irecv(c, in, n, WEFT_U8, peer, &q[0]);
-                    rc = rc ? rc : weft_isend(c, out, n, WEFT_U8, peer, &q[1]);
-                }
-                rc = rc ? rc : weft_wait_all(q, 2);
-            }
-            bw = 2.0 * (double)n * it / (now() - t0) / 1e9;
-        }
+        double lat = 0, bw = 0, rlat = 0, rbw = 0;
+        rc = measure(c, out, in, n, it, lat_only, &lat, &bw);
+        if (!rc && reg)
+            rc = measure(c, rout, in, n, it, lat_only, &rlat, &rbw);
         if (rc) {
             fprintf(stderr, "rank %d: %s: %s\n", r, weft_strerror(rc), weft_comm_error(c));
             break;
         }
         weft_barrier(c);
         double cp = r == 0 ? copy_bw(in, out, n, it) : 0;
-        if (r == 0)
+        if (r == 0 && reg)
+            printf("%12zu %10d %12.2f %12.3f %12.3f %13.3f %12.2f %12.3f %14.3f\n", n, it,
+                   lat * 1e6, (double)n / lat / 1e9, bw, cp, rlat * 1e6,
+                   (double)n / rlat / 1e9, rbw);
+        else if (r == 0)
             printf("%12zu %10d %12.2f %12.3f %12.3f %13.3f\n", n, it, lat * 1e6,
                    (double)n / lat / 1e9, bw, cp);
     }
     free(out);
     free(in);
+    if (rout)
+        weft_mem_free(c, rout);
     int drc = weft_comm_destroy(c);
     return rc || drc;
 }
