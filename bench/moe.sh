@@ -77,6 +77,7 @@ for ep in 2 4; do
     for algo in auto direct; do
         WEFT_ALGO=$algo "$B/weftrun" -n "$ep" "$B/weft-bench" alltoall -V -S -M -l "$per" \
             -w 20 -n 200 -c 1 2>&1 | awk -v b="$per" '$2 == b' >"$dir/mv$ep$algo"
+        [ -s "$dir/mv$ep$algo" ] || { echo "  weft-bench alltoall -V, WEFT_ALGO=$algo: failed"; continue; }
         awk -v ep="$ep" -v b="$per" -v ms="$ms" -v algo="$algo" '{
             for (i = 1; i <= NF; i++) {
                 if ($i == "wait") w = $(i + 1)
