@@ -81,13 +81,9 @@ int run_ep_open(weft_run *t)
     float skew = sk && *sk ? strtof(sk, NULL) : 0.0f;
     int E = o->ep > 1 ? o->ep : 1, lie = env_int("WEFT_TEST_MOE_SKEW_RANK", -1) == t->rank;
     const weft_model_config *c = weft_model_config_of(t->m);
-    /* a GPT's experts: what the Llama's refuse elsewhere (run_cp.c, the
-     * pipeline's --sp check) */
+    /* a GPT's experts: what the Llama's refuse in run_cp.c */
     if (o->cp > 1 && c->type == WEFT_MODEL_GPT && c->experts > 0)
         return run_fail(t, WEFT_ECONFIG, "--cp %d with a mixture of experts: not done", o->cp);
-    if (o->sp && c->type == WEFT_MODEL_GPT && c->experts > 0)
-        return run_fail(t, WEFT_ECONFIG, "--sp with a mixture of experts: not done; --tp %d "
-                        "without --sp splits the experts", o->tp);
     if (E == 1 && skew == 0.0f)
         return 0;
     if (E == 1 && (c->type == WEFT_MODEL_MLP || c->experts <= 0))

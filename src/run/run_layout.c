@@ -42,9 +42,10 @@ int layout_auto(weft_run *t, opts *o, const weft_model_config *cfg, int ranks)
                         "--layout auto: no layout of %d ranks fits --mem-limit %.0f (weft-sim "
                         "plan lists them)", ranks, o->mem_limit);
     }
-    /* the experts do not run under --sp: the fastest that fits without it */
+    /* a Llama's experts do not run under --sp (the pipeline's check
+     * refuses them): the fastest that fits without it */
     int best = pl.best;
-    for (int i = 0; cfg->experts > 0 && i < pl.n; i++)
+    for (int i = 0; cfg->type == WEFT_MODEL_LLAMA && cfg->experts > 0 && i < pl.n; i++)
         if (pl.e[i].fits && !pl.e[i].sp) {
             best = i;
             break;

@@ -42,6 +42,7 @@ typedef struct {
     float *full;        /* sequence parallel: whole rows before a reduce-scatter or after a gather */
     float *dres, *dbr, *dqkv, *datt, *dfc;
     float *datt_y;      /* the attention output's gradient (width C/tp) */
+    float *dmo;         /* experts under --sp: [2, BT, C] (experts_backward) */
     lin_save logit_s;
     moe_scratch ms;
     gpt_layer l[];
@@ -219,6 +220,8 @@ size_t train_gpt_layout(weft_model *m, float *base, int B, int T)
     a->dqkv = layers ? train_carve(&cv, BT * 3 * A) : NULL;
     a->datt = layers ? train_carve(&cv, att) : NULL;
     a->dfc = layers && F ? train_carve(&cv, BT * F) : NULL;
+    /* --sp: the gathered dout kept aside, and the router's input gradient */
+    a->dmo = moe && layers && sq ? train_carve(&cv, 2 * BT * C) : NULL;
     if (moe && layers) {
         float *p = train_carve(&cv, train_moe_scratch_floats(&md));
         if (base) {
@@ -263,29 +266,49 @@ static int column_parallel_grad(weft_model *m, float *full, float *din, size_t n
                      : train_tp_allreduce(m, din, nR, WEFT_SUM);
 }
 
-/* The experts' backward: their input gradients (each rank's part under
- * --tp) into din, summed over the group with the gate gradients that lie
- * after it (a->ms.dg); then the router's, the same on every rank, added
- * once to the summed rows. */
-static int experts_backward(weft_model *m, int l, const float *dout, size_t nR)
+/* The experts' backward into cin (every row; the residual-sized dbr
+ * without --sp): their input gradients (each rank's part under --tp)
+ * summed over the group with the gate gradients that lie after dbr's rows
+ * (a->ms.dg), then the router's, the same on every rank, added once. Under
+ * --sp cin is the buffer the gathered dout lies in (kept aside first), the
+ * gate gradients are summed alone, the router's input gradient joins cin
+ * on tensor rank 0 only, and cin is reduce-scattered into dbr (each rank
+ * its rows). */
+static int experts_backward(weft_model *m, int l, const float *dout, float *cin, size_t nR)
 {
     gpt_acts *a = m->s->arch;
     gpt_layer *g = &a->l[l];
     moe_dims md = train_moe_dims_of(m, m->s->B * m->s->T);
     const weft_model_config *c = &m->cfg;
     float *P = m->params, *G = m->grads;
+    size_t nB = (size_t)md.N * md.D, gates = (size_t)md.N * md.K;
+    int sq = m->seqpar, rc;
+    if (sq) {
+        memcpy(a->dmo, dout, sizeof(float) * nB);
+        dout = a->dmo;
+    }
 #define W(j) train_model_tensor_ptr(m, P, tix(c, l, j))
 #define D(j) train_model_tensor_ptr(m, G, tix(c, l, j))
-    memset(a->dbr, 0, sizeof(float) * nR);
-    int rc = train_moe_backward_experts(m->mm, &md, &g->mo, &a->ms, a->dbr, D(T_EFC),
-                                        D(T_EPROJ), dout, W(T_EFC), W(T_EPROJ));
+    memset(cin, 0, sizeof(float) * nB);
+    rc = train_moe_backward_experts(m->mm, &md, &g->mo, &a->ms, cin, D(T_EFC), D(T_EPROJ), dout,
+                                    W(T_EFC), W(T_EPROJ));
     if (rc == 0 && m->tp_size > 1)
-        rc = train_tp_allreduce(m, a->dbr, nR + (size_t)md.N * md.K, WEFT_SUM);
+        rc = sq ? train_tp_allreduce(m, a->ms.dg, gates, WEFT_SUM)
+                : train_tp_allreduce(m, cin, nR + gates, WEFT_SUM);
+    float *rx = sq ? a->dmo + nB : cin; /* the router's input gradient */
+    if (sq)
+        memset(rx, 0, sizeof(float) * nB);
     if (rc == 0)
-        train_moe_backward_router(m->mm, &md, &g->mo, &a->ms, a->dbr, D(T_ROUTER), g->ln2,
+        train_moe_backward_router(m->mm, &md, &g->mo, &a->ms, rx, D(T_ROUTER), g->ln2,
                                   W(T_ROUTER), m->bw_weight);
 #undef W
 #undef D
+    if (sq && rc == 0) {
+        if (m->tp_rank == 0)
+            for (size_t i = 0; i < nB; i++)
+                cin[i] += rx[i];
+        rc = train_tp_reduce_scatter(m, cin, a->dbr, nR);
+    }
     return rc;
 }
 
@@ -317,9 +340,6 @@ static int layer_forward(weft_model *m, int l)
     size_t nR = (size_t)R * C;
     float *P = m->params;
     gpt_layer *g = &a->l[l];
-    /* experts under sequence parallelism: not done (as the Llama's) */
-    if (sq && c->experts > 0)
-        return WEFT_EINVAL;
     const float *x = block_input(m, l);
 #define W(j) train_model_tensor_ptr(m, P, tix(&m->cfg, l, j))
     train_layernorm_forward(pl, g->ln1l, g->ln1m, g->ln1r, x, W(T_LN1W), W(T_LN1B), R, C);
@@ -344,8 +364,9 @@ static int layer_forward(weft_model *m, int l)
     if (c->experts > 0) {
         /* the experts' partial outputs (each rank its share of every
          * expert's width) summed over the group like the dense MLP's */
-        memset(g->r2, 0, sizeof(float) * nR);
-        rc = rc ? rc : train_moe_block_forward(m, l, tix(c, l, T_ROUTER), &g->mo, g->r2, g->ln2);
+        float *mlp = sq ? a->full : g->r2;
+        memset(mlp, 0, sizeof(float) * (size_t)BT * C);
+        rc = rc ? rc : train_moe_block_forward(m, l, tix(c, l, T_ROUTER), &g->mo, mlp, g->ln2);
         rc = rc ? rc : row_parallel_sum(m, a->full, g->r2, NULL, nR);
     } else {
         train_linear_forward(&lc, &g->fc_s, g->fch, g->ln2, W(T_FCW), NULL, BT, C, F);
@@ -566,7 +587,7 @@ int train_gpt_backward(weft_model *m, const float *dout, int part)
             rdout = a->full;
         }
         if (c->experts > 0) { /* the experts' weights are done here even split */
-            rc = rc ? rc : experts_backward(m, l, rdout, nR);
+            rc = rc ? rc : experts_backward(m, l, rdout, cin, nR);
         } else {
             lin_back(&lc, &g->fcp_s, sp, g->dfcp, a->dfc, D(T_FCPW), D(T_FCPB), rdout, g->fcg, W(T_FCPW), BT, F, C);
             train_gelu_backward(pl, a->dfc, a->dfc, g->fch, (size_t)BT * F);

@@ -41,6 +41,7 @@ typedef struct {
     moe_book moe;
     float *x0, *nf, *nfl, *nfs, *full, *cos_t, *sin_t;
     float *dres, *dbr, *dq, *dk, *dv, *datt, *datt_y, *dh, *dgu, *dsum;
+    float *dmo;   /* experts under --sp: the gathered dout kept aside [BT, D] */
     lin_save logit_s;
     moe_scratch ms;
     ll_layer l[];
@@ -347,8 +348,10 @@ static void layout_layer(weft_model *m, carver *cv, ll_layer *g, int l, size_t B
         float *p = train_carve(cv, train_moe_acts_floats(&md));
         if (base)
             train_moe_acts_at(&g->mo, &md, p);
-        if (bf)
-            g->n2 = g->n2l = train_carve(cv, BT * D);
+        if (bf) {
+            g->n2 = train_carve(cv, BT * D);
+            g->n2l = sq ? train_carve(cv, R * D) : g->n2;
+        }
     }
     if (bf && base)
         set_weights16(m, g, l, &d);
@@ -414,6 +417,7 @@ size_t train_llama_layout(weft_model *m, float *base, int B, int T)
     a->dh = layers ? train_carve(&cv, BT * F) : NULL;
     a->dgu = layers ? train_carve(&cv, BT * 2 * F) : NULL;
     a->dsum = layers ? train_carve(&cv, BT * D) : NULL;
+    a->dmo = moe && sq ? train_carve(&cv, BT * D) : NULL;
     if (moe) {
         moe_dims md = moe_dims_of(m, (int)BT);
         float *p = train_carve(&cv, train_moe_scratch_floats(&md));
@@ -586,12 +590,6 @@ int train_llama_forward(weft_model *m, const void *in, int B, int T)
     model_slot *s = m->s;
     ll_acts *a = s->arch;
     int lo, hi, head, rc = 0, BT = B * T;
-    /* experts under sequence parallelism: not done (their backward would
-     * read the gathered output gradient from the buffer the input
-     * gradients are reduce-scattered from, and the router's input
-     * gradient, every row's, would need one rank's part) */
-    if (m->seqpar && m->cfg.experts > 0)
-        return WEFT_EINVAL;
     chunk_layers(m, &lo, &hi, &head);
     if (m->ck->first == 0) {
         memcpy(s->tokens, in, sizeof(int32_t) * (size_t)BT);
@@ -695,6 +693,30 @@ static void add_into(float *dst, const float *src, size_t n)
         dst[i] += src[i];
 }
 
+/* Under --sp, once the experts' input gradients are in cin (every row,
+ * each rank's part): the gate gradients summed over the group alone, the
+ * router's backward on every rank from them, its input gradient (the same
+ * everywhere) added to cin on tensor rank 0 only, then cin
+ * reduce-scattered into dbr (each rank its rows), so it counts once. */
+static int sp_router_backward(weft_model *m, int l, float *cin, size_t nR)
+{
+    ll_acts *a = m->s->arch;
+    moe_dims md = moe_dims_of(m, m->s->B * m->s->T);
+    size_t nB = (size_t)md.N * md.D;
+    int rc = train_tp_allreduce(m, a->ms.dg, (size_t)md.N * md.K, WEFT_SUM);
+    if (rc)
+        return rc;
+    memset(a->dsum, 0, sizeof(float) * nB);
+    train_moe_backward_router(m->mm, &md, &a->l[l].mo, &a->ms, a->dsum,
+                              train_model_tensor_ptr(m, m->grads, tix(&m->cfg, l, T_ROUTER)),
+                              a->l[l].n2,
+                              train_model_tensor_ptr(m, m->params, tix(&m->cfg, l, T_ROUTER)),
+                              m->bw_weight);
+    if (m->tp_rank == 0)
+        add_into(cin, a->dsum, nB);
+    return train_tp_reduce_scatter(m, cin, a->dbr, nR);
+}
+
 /* Block l's input half (and, unsplit, its weights): a->dres from its
  * output's gradient to its input's. cin: the whole rows of a
  * column-parallel layer's input gradient. */
@@ -716,8 +738,15 @@ static int layer_backward(weft_model *m, int l, int sp, float *cin)
         rc = train_tp_allgather(m, a->dres, a->full, nR);
         rdout = a->full;
     }
+    /* the MLP's dout: under --sp full is cin too, and the experts read
+     * dout after the shared experts wrote cin */
+    const float *mdout = rdout;
+    if (sq && m->cfg.experts > 0) {
+        memcpy(a->dmo, a->full, sizeof(float) * (size_t)BT * D);
+        mdout = a->dmo;
+    }
     if (F > 0) {
-        lin_back(&lc, &g->d_s, sp, g->kd, a->dh, DW(T_DOWN), rdout, g->hh, W(T_DOWN), BT, F, D);
+        lin_back(&lc, &g->d_s, sp, g->kd, a->dh, DW(T_DOWN), mdout, g->hh, W(T_DOWN), BT, F, D);
         train_swiglu_backward(a->dgu, a->dh, g->gu, BT, F);
         lin_back(&lc, &g->gu_s, sp, g->kgu, cin, DW(T_GATE), a->dgu, g->n2, W(T_GATE), BT, D,
                  2 * F);
@@ -731,12 +760,15 @@ static int layer_backward(weft_model *m, int l, int sp, float *cin)
     moe_dims md = moe_dims_of(m, BT);
     if (m->cfg.experts > 0) {
         int r = train_moe_backward_experts(m->mm, &md, &g->mo, &a->ms, cin, DW(T_EGU),
-                                           DW(T_EDOWN), rdout, W(T_EGU), W(T_EDOWN));
+                                           DW(T_EDOWN), mdout, W(T_EGU), W(T_EDOWN));
         rc = rc ? rc : r;
     }
-    rc = rc ? rc : column_parallel_grad_tail(m, cin, a->dbr, nR,
-                                             m->cfg.experts > 0 ? (size_t)BT * md.K : 0);
-    if (m->cfg.experts > 0 && rc == 0)
+    if (sq && m->cfg.experts > 0)
+        rc = rc ? rc : sp_router_backward(m, l, cin, nR);
+    else
+        rc = rc ? rc : column_parallel_grad_tail(m, cin, a->dbr, nR,
+                                                 m->cfg.experts > 0 ? (size_t)BT * md.K : 0);
+    if (!sq && m->cfg.experts > 0 && rc == 0)
         train_moe_backward_router(m->mm, &md, &g->mo, &a->ms, a->dbr, DW(T_ROUTER), g->n2,
                                   W(T_ROUTER), m->bw_weight);
     train_rmsnorm_backward(a->dres, DW(T_MNORM), a->dbr, g->h1, W(T_MNORM), g->r2s, R, D);
