@@ -585,6 +585,57 @@ static void registered_dead(weft_comm *c, void *arg)
     weft_comm_abort(c);
 }
 
+/* Forbids this process both ways into another's memory, as a container
+ * without CAP_SYS_PTRACE does: process_vm_readv and pidfd_getfd fail
+ * with EPERM, in every thread (TSYNC). Non-zero when it cannot. */
+static int deny_peek(void)
+{
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_readv, 1, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 438 /* SYS_pidfd_getfd */, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = { (unsigned short)(sizeof f / sizeof f[0]), f };
+    return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+           syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog) != 0;
+}
+
+/* Odd ranks may not reach into another process: registered messages to
+ * them are refused once and come through the ring, correct; the even
+ * ranks still copy straight out of the odd ones' regions. */
+static void registered_denied(weft_comm *c, void *arg)
+{
+    (void)arg;
+    int r = weft_comm_rank(c), peer = r ^ 1, off = 0;
+    size_t n = (1u << 20) / 4;
+    CHECKF(!(r & 1) || deny_peek() == 0, "rank %d: seccomp filter not installed", r);
+    float *reg = NULL, *in = malloc(n * 4);
+    CHECK(weft_mem_alloc(c, n * 4, (void **)&reg) == 0);
+    for (int k = 0; k < 3; k++) {
+        weft_request *q[2];
+        fill(reg, n, r, peer, k);
+        CHECK(weft_irecv_tag(c, in, n, WEFT_F32, peer, k, &q[0]) == 0);
+        CHECK(weft_isend_tag(c, reg, n, WEFT_F32, peer, k, &q[1]) == 0);
+        int rc = weft_wait_all(q, 2);
+        CHECKF(rc == 0, "rank %d: %s: %s", r, weft_strerror(rc), weft_comm_error(c));
+        CHECKF(same(in, n, peer, r, k), "rank %d: message %d", r, k);
+    }
+    uint64_t sent = reg_sent(c, peer, &off);
+    p2p_engine *e = c->p2p;
+    pthread_mutex_lock(&e->drive);
+    int refuse = e->peer[peer].reg_refuse;
+    pthread_mutex_unlock(&e->drive);
+    int ring = shm_offered() && !e->peer[peer].ofi;
+    /* the even side asked once, was refused and asks no more; the odd
+     * side, which refuses, was read every time */
+    CHECKF(!ring || (r & 1 ? !off && sent == 3 && refuse : off && sent == 1 && !refuse),
+           "rank %d: %llu asked, off %d, refusing %d", r, (unsigned long long)sent, off, refuse);
+    CHECK(weft_mem_free(c, reg) == 0);
+    free(in);
+}
+
 static size_t small_count = SMALL, large_count = LARGE;
 
 /* Each case twice: NAME through shared memory, NAME_tcp with
@@ -692,6 +743,7 @@ BOTH(registered)
     setenv("WEFT_SHM_CMA", "1", 1);
     CHECKF(mp_run(2, 60, registered, NULL) == 0, "registered memory");
     CHECKF(mp_run(2, 20, registered_dead, NULL) == 0, "registered memory, dead peer");
+    CHECKF(mp_run(2, 60, registered_denied, NULL) == 0, "registered memory refused");
     setenv("WEFT_SHM_CMA", "2", 1);
 }
 
