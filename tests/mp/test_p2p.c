@@ -4,7 +4,8 @@
  * by side. Every case runs twice: ranks of one host through shared memory
  * (rings, single copy from 256 KiB: WEFT_SHM_CMA=2), then as NAME_tcp
  * with WEFT_P2P_SHM=0 over loopback TCP; default_ring checks that by
- * default large messages take the ring. */
+ * default large messages take the ring, registered that those sent from
+ * weft_mem_alloc'd memory are copied straight out of it. */
 #include "mp.h"
 #include "coll/comm.h"
 #include "coll/exec/p2p_int.h"

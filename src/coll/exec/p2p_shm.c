@@ -12,7 +12,11 @@
  * descriptor, then (unless the payload stays in the sender) the payload,
  * the next starting 8-byte aligned. The pair's connection carries the
  * hello, then only doorbells and, at its end, the news that the peer is
- * gone. Runs under the engine's drive lock. */
+ * gone. A payload that lies in one of the sender's weft_mem_alloc
+ * regions goes by one copy whatever WEFT_SHM_CMA says: its descriptor
+ * names the region (p2p_reg.h) and the receiver copies out of its own
+ * mapping of it at memcpy's rate, then acknowledges as for
+ * process_vm_readv. Runs under the engine's drive lock. */
 #include "coll/exec/p2p.h"
 
 #include "coll/exec/p2p_int.h"
