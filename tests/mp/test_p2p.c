@@ -586,6 +586,21 @@ static void registered_dead(weft_comm *c, void *arg)
     weft_comm_abort(c);
 }
 
+/* A communicator alone: plain memory, freed the same way; misuse is
+ * refused. */
+static void registered_alone(weft_comm *c, void *arg)
+{
+    (void)arg;
+    char *p = NULL;
+    int x;
+    CHECK(weft_mem_alloc(c, 3u << 20, (void **)&p) == 0 && p);
+    memset(p, 7, 3u << 20);
+    CHECK(weft_mem_free(c, p) == 0);
+    CHECK(weft_mem_alloc(NULL, 64, (void **)&p) == WEFT_EINVAL && !p);
+    CHECK(weft_mem_alloc(c, 64, NULL) == WEFT_EINVAL);
+    CHECK(weft_mem_free(NULL, &x) == WEFT_EINVAL);
+}
+
 /* Forbids this process both ways into another's memory, as a container
  * without CAP_SYS_PTRACE does: process_vm_readv and pidfd_getfd fail
  * with EPERM, in every thread (TSYNC). Non-zero when it cannot. */
@@ -745,6 +760,7 @@ BOTH(registered)
     CHECKF(mp_run(2, 60, registered, NULL) == 0, "registered memory");
     CHECKF(mp_run(2, 20, registered_dead, NULL) == 0, "registered memory, dead peer");
     CHECKF(mp_run(2, 60, registered_denied, NULL) == 0, "registered memory refused");
+    CHECKF(mp_run(1, 20, registered_alone, NULL) == 0, "registered memory, one rank");
     setenv("WEFT_SHM_CMA", "2", 1);
 }
 
