@@ -29,6 +29,7 @@
 #include "run/run_churn.h"
 #include "run/run_elastic_churn.h"
 #include "run/run_elastic_hooks.h"
+#include "run/run_elastic_late.h"
 #include "run/run_elastic_member.h"
 #include "run/run_elastic_shares.h"
 #include "run/run_pipeline.h"
@@ -279,6 +280,8 @@ static int admit(weft_run *t, weft_comm *g, long *step, int was, double t0)
                         "elastic: step %ld: a rank failed while others joined (%s); with --zero "
                         "%d the shards cannot be recovered from there: resume from the last "
                         "checkpoint", *step, weft_strerror(rc), t->o->zero);
+    if (rc == 0 && t->el.late_was)
+        return 0; /* admitted at the next outer step (run_elastic_late.c) */
     if (rc == 0)
         rc = member_params_agree(t, &h, &same);
     if (rc)
@@ -316,6 +319,15 @@ int elastic_boundary(weft_run *t, long *step)
     }
     double t0 = clock_now();
     weft_comm *g = NULL;
+    if (e->late_was) { /* joiners caught up in the outer step just taken */
+        int rc = late_admit(t, step);
+        if (rc && t->code)
+            return rc;
+        if (rc) /* as a failed grow's */
+            return elastic_recover(t, step, rc);
+        kill_point(t, *step, 0);
+        return ELASTIC_RELOAD;
+    }
     int rc = weft_comm_grow(t->comm, 0, &g), was = t->world;
     if (rc == WEFT_ENOTSUP && weft_comm_size(t->comm) == 1)
         rc = 0; /* a shrink that left one rank gives it no store: nobody can join it */
@@ -574,6 +586,7 @@ int elastic_recover(weft_run *t, long *step, int rc)
 void elastic_close(weft_run *t)
 {
     elastic_state *e = &t->el;
+    late_drop(t);
     if (e->trace)
         fclose(e->trace);
     free(e->tr.ids);

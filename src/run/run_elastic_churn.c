@@ -27,6 +27,7 @@
 #include "run/run_elastic_churn.h"
 
 #include "run/run_churn.h"
+#include "run/run_elastic_late.h"
 #include "run/run_elastic_member.h"
 #include "run/run_elastic_shares.h"
 #include "run/run_sync.h"
@@ -100,6 +101,8 @@ static int outer_buf(weft_run *t, float **out)
 
 int churn_grow_hand_over(weft_run *t, weft_comm *g, long *step)
 {
+    if (late_wanted(t))
+        return late_grow(t, g, step);
     float *outer;
     int64_t cnt[2];
     int rc = outer_buf(t, &outer);
@@ -125,6 +128,8 @@ int churn_join(weft_run *t, long *step)
         t->rank = weft_comm_rank(t->comm);
         t->world = weft_comm_size(t->comm);
     }
+    if (late_wanted(t))
+        return late_join(t, step);
     float *outer;
     int64_t cnt[2] = { 0, 0 };
     int rc = outer_buf(t, &outer);
@@ -269,6 +274,7 @@ int churn_recover(weft_run *t, long *step, int rc)
     }
     for (int r = 0; r < was; r++)
         cl0[r] = weft_comm_cluster_of(t->comm, r);
+    late_drop(t); /* joiners catching up fail with the step: a launcher starts them again */
     frc = churn_leave_step(t, &outer, cnt);
     if (frc == 0)
         frc = churn_survivors(t, failed_at, L, olds, &n, &whole, rc);

@@ -211,6 +211,14 @@ typedef struct {
     float *prev;         /* --pp/--tp: keep as of the step before */
     int64_t prev_steps;
     weft_optim_config keep_oc;
+    /* --sync diloco:H (flat): joiners grown in at an outer boundary take
+     * its state in the background and catch up at the next outer step
+     * (run_elastic_late.c). Members until then: */
+    int late_was;        /* the world before the grow (0: nobody catching up) */
+    double late_s;       /* the seconds the grow held them */
+    float *late_buf;     /* rank 0: the state in flight to the joiners */
+    weft_request **late_req; /* rank 0: a send per joiner */
+    int late_n;
 } elastic_state;
 
 /* ---- the run ------------------------------------------------------------------ */

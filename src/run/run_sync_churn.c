@@ -82,7 +82,12 @@ static int churn_open(train_sync *s, weft_model *m, const weft_optim_config *oc,
     ch->period = s->cfg.period;
     ch->m = m;
     int rc = whole_clusters(s);
-    if (rc == 0) /* one starting point (a change brings each rank's own back) */
+    /* One starting point at the launch. A change brings each rank's own
+     * back, and flat joiners take the state in the background
+     * (run_elastic_late.c), so no change waits for this broadcast there;
+     * hier's joiners still take rank 0's parameters from it. */
+    int launch = !s->run || (!s->run->el.keep && !s->run->joined); /* a change keeps first */
+    if (rc == 0 && (launch || s->cfg.hier))
         rc = weft_broadcast(s->comm, p, n, WEFT_F32, 0);
     if (rc == 0)
         rc = outer_create(&ch->outer, s->comm, m, &s->cfg);

@@ -187,8 +187,11 @@ if [ $rc = 0 ] && [ -n "$replan" ] && [ -n "$joined" ] && [ "$joined" -gt "$repl
     grep -q "part c done (exit 0)" "$dir/jn.out" && grep -q "^1 10,5,9$" "$dir/jn/progress.shares" &&
     grep -q "elastic: step $joined: batch shares by cluster 10,5,9 (re-plan 1); this rank's outer weight 1.25" \
         "$dir/jn/part-a.out" &&
+    grep -q "elastic: step $joined: cluster 2 rejoined; 1 rank(s) joined as rank 2\.\.2; parameters bit-identical on every rank" "$dir/jn/part-a.out" &&
     grep -q "parameters bit-identical on every rank of 3" "$dir/jn/part-a.out"; then
     ok
+    # what the members stood still for at the admission (load-dependent: printed, not tested)
+    sed -n 's/.*the grow held the others \([0-9.]*\) s.*admitted in \([0-9.]*\) s$/    join: the others held \1 s at the grow, \2 s in all/p' "$dir/jn/part-a.out"
 else
     bad "a cluster joining (exit $rc, re-plan at '$replan', joined at '$joined')"
     sed 's/^/    /' "$dir/jn.out"; grep -h elastic "$dir/jn"/part-*.out | sed 's/^/    /'
