@@ -42,15 +42,7 @@ int layout_auto(weft_run *t, opts *o, const weft_model_config *cfg, int ranks)
                         "--layout auto: no layout of %d ranks fits --mem-limit %.0f (weft-sim "
                         "plan lists them)", ranks, o->mem_limit);
     }
-    /* a Llama's experts do not run under --sp (the pipeline's check
-     * refuses them): the fastest that fits without it */
-    int best = pl.best;
-    for (int i = 0; cfg->type == WEFT_MODEL_LLAMA && cfg->experts > 0 && i < pl.n; i++)
-        if (pl.e[i].fits && !pl.e[i].sp) {
-            best = i;
-            break;
-        }
-    const sim_plan_entry *e = &pl.e[best];
+    const sim_plan_entry *e = &pl.e[pl.best];
     o->tp = e->tp;
     o->pp = e->pp;
     o->zero = e->zero;

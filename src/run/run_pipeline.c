@@ -312,9 +312,6 @@ static int check_sp(const pipeline *pl, const opts *o)
         return 0;
     if (pl->cfg.type == WEFT_MODEL_MLP)
         return run_fail(pl->run, WEFT_ECONFIG, "--sp splits a GPT's sequence; an MLP has none");
-    if (pl->cfg.type == WEFT_MODEL_LLAMA && pl->cfg.experts > 0)
-        return run_fail(pl->run, WEFT_ECONFIG, "--sp with a mixture of experts: not done; "
-                        "--tp %d without --sp splits the experts", pl->tp);
     int local = r->batch / pl->replicas;
     if (local % pl->spec.m || (micro_rows(pl, r) * r->seq) % pl->tp)
         return run_fail(pl->run, WEFT_ECONFIG,

@@ -302,12 +302,13 @@ static int block_tp(planner *pl, int tp, int sp, int kind, double rows, block_pa
         b->tp_fwd = sp ? 2 * (ag + rs) : 2 * ar;
         b->tp_bwd = b->tp_fwd;
         b->tp_bytes = B4 * (sp ? 8 : 4);
-        if (pl->q->model.experts > 0 && is_llama(pl) && !sp) {
+        if (pl->q->model.experts > 0 && is_llama(pl)) {
             /* the experts' gate gradients (topk a row) ride in the MLP's
-             * input-gradient all-reduce */
+             * input-gradient all-reduce; under --sp they lie outside the
+             * reduce-scatter's rows and take a small all-reduce of their own */
             double g = rows * pl->q->model.topk, gar;
-            rc = coll_sec(pl, WEFT_COLL_ALLREDUCE, 1, tp, x + g, &gar);
-            b->tp_bwd = ar + gar;
+            rc = coll_sec(pl, WEFT_COLL_ALLREDUCE, 1, tp, sp ? g : x + g, &gar);
+            b->tp_bwd = sp ? b->tp_bwd + gar : ar + gar;
             b->tp_bytes += 4 * g;
         }
     } else {
@@ -908,9 +909,8 @@ static int plan_layout(planner *pl, int tp, int pp, int dp, int blocks)
                 continue;
             if (kinds[ki] == PIPE_INTERLEAVED && (m % pp || 2 * pp > blocks))
                 continue;
-            /* weft-train refuses --sp with --cp (both split the sequence)
-             * and with experts */
-            int sps = tp > 1 && pl->cp == 1 && q->model.experts <= 0;
+            /* weft-train refuses --sp with --cp (both split the sequence) */
+            int sps = tp > 1 && pl->cp == 1;
             for (int sp = 0; sp <= sps && !rc; sp++) {
                 if (sp && ((long)mb * (long)pl->T) % tp)
                     continue;

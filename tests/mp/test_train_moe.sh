@@ -5,12 +5,13 @@
 # z-loss: a mean over tokens, averaged alike; at pp 2 too, each
 # micro-batch's share scaling it), recomputation bit-equal;
 # with dropping, shared experts, the sigmoid router and the bias it
-# trains; a Llama's experts with --tp 2 --sp refused (the run's check;
-# the model takes them, as the GPT's below). Expert tensor parallelism (--tp 2, each expert's width
+# trains. Expert tensor parallelism (--tp 2, each expert's width
 # split; SGD as below): losses to 1e-6 relative and every final parameter
 # to 1e-6 of its tensor's largest at tp 2, tp 2 x dp 2 and tp 2 x pp 2,
 # with and without a shared expert, and at tp 2 with dropping, the
-# balancing losses, the sigmoid router and its bias; a save at tp 2
+# balancing losses, the sigmoid router and its bias, and with --sp at tp 2
+# (with and without a shared expert, with dropping, the balancing losses
+# and the bias) and ep 2 x tp 2; a save at tp 2
 # resumes on one process and one process's at tp 2 as the run that never
 # stopped.
 # Expert parallelism (--ep, dp 4; SGD, whose update is linear in the
@@ -59,14 +60,6 @@ if run full 2 --model "$full" --steps 30; then
     else
         bad "full: losses not finite or not falling"; head -n 5 "$dir/full.csv"
     fi
-fi
-
-# sequence parallelism with experts is refused, saying so
-"$B/weftrun" -n 2 "$B/weft-train" $common --model "$base" --tp 2 --sp >"$dir/sp.out" 2>&1
-if [ $? -ne 0 ] && grep -q "sp with a mixture of experts" "$dir/sp.out"; then
-    ok
-else
-    bad "--tp 2 --sp with experts not refused"
 fi
 
 # ---- expert parallelism ----
@@ -161,9 +154,15 @@ done
 # with dropping, the balancing losses, the sigmoid router and its bias:
 # every tp rank routes and drops alike, so tp 2 is still one process
 dr8="$sh8,capacity=1,aux=0.01,zloss=0.01,router=sigmoid,bias=1"
-run dref 1 --model "$dr8" --steps $steps --save "$dir/dref.wckpt" &&
+if run dref 1 --model "$dr8" --steps $steps --save "$dir/dref.wckpt"; then
     run dtp2 2 --model "$dr8" --steps $steps --tp 2 --save "$dir/dtp2.wckpt" &&
-    close dtp2 dref
+        close dtp2 dref
+    # sequence parallelism: the same sums, the rows cut over the tensor group
+    [ $thin = 0 ] && run dsp2 2 --model "$dr8" --steps $steps --tp 2 --sp \
+        --save "$dir/dsp2.wckpt" && close dsp2 dref
+fi
+run ssp2 2 --model "$sh8" --steps $steps --tp 2 --sp --save "$dir/ssp2.wckpt" &&
+    close ssp2 shref
 if run tmid 2 --model "$sh8" --steps $half --tp 2 --save "$dir/tmid.wckpt"; then
     run tres1 1 --model "$sh8" --steps $steps --resume "$dir/tmid.wckpt" \
         --save "$dir/tres1.wckpt" && close tres1 shref
@@ -183,6 +182,10 @@ fi
 # one process's at ep 2 x tp 2
 run ep2tp2 4 --ep 2 --tp 2 --model "$ep8" --steps $steps --save "$dir/ep2tp2.wckpt" &&
     close ep2tp2 eref
+# with --sp: the router's input gradient joins one tensor rank's part
+# before the reduce-scatter, the gate gradients have their own sum
+run spep2tp2 4 --ep 2 --tp 2 --sp --model "$ep8" --steps $steps --save "$dir/spep2tp2.wckpt" &&
+    close spep2tp2 eref
 run sep2tp2 4 --ep 2 --tp 2 --model "$sh8" --steps $steps --save "$dir/sep2tp2.wckpt" &&
     close sep2tp2 shref
 if run etmid 4 --model "$sh8" --steps $half --ep 2 --tp 2 --save "$dir/etmid.wckpt"; then
