@@ -288,7 +288,7 @@ static int admit(weft_run *t, weft_comm *g, long *step, int was, double t0)
         return rc;
     char what[256], cl[64] = "";
     if (t->sync.churn)
-        churn_joined(t, was, cl, sizeof cl);
+        member_joined_clusters(t, was, cl, sizeof cl);
     snprintf(what, sizeof what, "%s%d rank(s) joined as rank %d..%d; parameters %s "
              "(hash %016llx)", cl, t->world - was, was, t->world - 1,
              same ? "bit-identical on every rank" : "DIFFER between ranks",

@@ -47,21 +47,6 @@ static int has_cluster(weft_comm *c, int k)
     return 0;
 }
 
-void churn_joined(const weft_run *t, int was, char *buf, size_t cap)
-{
-    size_t len = 0;
-    buf[0] = 0;
-    for (int r = was; r < t->world; r++) {
-        int k = weft_comm_cluster_of(t->comm, r), seen = 0;
-        for (int q = 0; q < r && !seen; q++)
-            seen = weft_comm_cluster_of(t->comm, q) == k;
-        if (!seen && len < cap)
-            len += (size_t)snprintf(buf + len, cap - len, "%scluster %d", len ? ", " : "", k);
-    }
-    if (len && len < cap)
-        snprintf(buf + len, cap - len, " rejoined; ");
-}
-
 /* At an outer-step boundary (members) or on joining: rank 0's header,
  * outer state and step clock for every rank, and for the joiners its
  * inner optimiser state. The parameters need nothing: churn_open

@@ -10,7 +10,5 @@
 int churn_recover(weft_run *t, long *step, int rc);
 int churn_grow_hand_over(weft_run *t, weft_comm *g, long *step);
 int churn_join(weft_run *t, long *step);
-/* "cluster(s) 1 rejoined; " for ranks was.. of the grown job from clusters it lacked */
-void churn_joined(const weft_run *t, int was, char *buf, size_t cap);
 
 #endif

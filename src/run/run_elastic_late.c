@@ -20,7 +20,6 @@
 
 #include "run/run_churn.h"
 #include "run/run_data.h"
-#include "run/run_elastic_churn.h"
 #include "run/run_elastic_member.h"
 #include "run/run_elastic_shares.h"
 
@@ -166,7 +165,7 @@ int late_admit(weft_run *t, long *step)
     if (rc)
         return rc;
     char what[320], cl[64] = "";
-    churn_joined(t, was, cl, sizeof cl);
+    member_joined_clusters(t, was, cl, sizeof cl);
     snprintf(what, sizeof what, "%s%d rank(s) joined as rank %d..%d; parameters %s "
              "(hash %016llx); the state of the outer step before taken in the background, "
              "this outer step at weight 0; the grow held the others %.3f s",

@@ -13,6 +13,7 @@
 
 #include "core/clock.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -234,4 +235,19 @@ int member_shrink_round(weft_run *t, weft_comm **w, long failed_at, int old, int
     *n = weft_comm_size(s);
     *round = weft_allgather(s, &old, olds, 1, WEFT_I32);
     return 0;
+}
+
+void member_joined_clusters(const weft_run *t, int was, char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = 0;
+    for (int r = was; r < t->world; r++) {
+        int k = weft_comm_cluster_of(t->comm, r), seen = 0;
+        for (int q = 0; q < r && !seen; q++)
+            seen = weft_comm_cluster_of(t->comm, q) == k;
+        if (!seen && len < cap)
+            len += (size_t)snprintf(buf + len, cap - len, "%scluster %d", len ? ", " : "", k);
+    }
+    if (len && len < cap)
+        snprintf(buf + len, cap - len, " rejoined; ");
 }

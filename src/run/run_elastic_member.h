@@ -38,4 +38,8 @@ int member_shrink_round(weft_run *t, weft_comm **w, long failed_at, int old, int
  * on the third in a row. */
 int member_count_idle(weft_run *t, int lost_none, long failed_at, const char *why);
 
+/* "cluster K, ... rejoined; " for the clusters of ranks was.. that no
+ * lower rank shares (empty when none): a report's words for a grow. */
+void member_joined_clusters(const weft_run *t, int was, char *buf, size_t cap);
+
 #endif
