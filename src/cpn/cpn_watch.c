@@ -37,6 +37,31 @@
 #include <string.h>
 #include <sys/stat.h>
 
+static int load(cpn_watch *w, cpn_cluster **cs, int *n, cpn_job *job, cpn_link **links, int *nl);
+static int tried(cpn_watch *w, const char *name);
+
+/* The clusters in the file when the watch starts: the plan chose among
+ * them. Read at once, not at the first look for joiners (a second on),
+ * so that a cluster written in sooner is still a joiner. */
+static void known_at_start(cpn_watch *w)
+{
+    cpn_cluster *cs = NULL;
+    cpn_link *links = NULL;
+    cpn_job job;
+    int n = 0, nl = 0;
+    memset(&job, 0, sizeof job);
+    if (load(w, &cs, &n, &job, &links, &nl) == 0) {
+        for (int i = 0; i < n; i++) {
+            tried(w, cs[i].name);
+            cpn_cluster_free(&cs[i]);
+        }
+        w->known = 1;
+    }
+    free(cs);
+    free(links);
+    cpn_job_free(&job);
+}
+
 void watch_init(cpn_watch *w, const cpn_plan *p, double now)
 {
     for (int k = 0; k < CPN_REPLAN_MAX; k++) {
@@ -47,6 +72,7 @@ void watch_init(cpn_watch *w, const cpn_plan *p, double now)
         w->per[k] = -1;
     }
     w->sync_ref = p->wan_s * (p->H > 0 ? p->H : 1);
+    known_at_start(w);
 }
 
 int watch_silent(cpn_watch *w, const cpn_plan *p, const cpn_launched *ls, double now)
