@@ -759,7 +759,10 @@ BOTH(registered)
     setenv("WEFT_SHM_CMA", "1", 1);
     CHECKF(mp_run(2, 60, registered, NULL) == 0, "registered memory");
     CHECKF(mp_run(2, 20, registered_dead, NULL) == 0, "registered memory, dead peer");
-    CHECKF(mp_run(2, 60, registered_denied, NULL) == 0, "registered memory refused");
+    /* (the filter that refuses the sender's fd breaks libfabric's shm
+     * provider, which reads other processes too, as under cma_denied) */
+    if (!ofi_run())
+        CHECKF(mp_run(2, 60, registered_denied, NULL) == 0, "registered memory refused");
     CHECKF(mp_run(1, 20, registered_alone, NULL) == 0, "registered memory, one rank");
     setenv("WEFT_SHM_CMA", "2", 1);
 }
