@@ -29,17 +29,39 @@ dd_mbs() {
 
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; disk: $(df -h "$out" | awk 'NR == 2 { print $1 }')"
 
-# the save, in the loop's time
-"$B/weftrun" -n "$ranks" "$B/weft-train" $train --steps 2 --zero "$zero" --save "$out/sync/" \
-    >"$out/sync.out" 2>&1
-line=$(grep "written in the loop's time" "$out/sync.out" | sed 's/^\[0\] //')
-mb=$(echo "$line" | sed -n 's/.*s and \([0-9.]*\) MB each.*/\1/p')
-save_mbs=$(echo "$line" | sed -n 's/.*(\([0-9.]*\) MB\/s.*/\1/p')
+# the save, in the loop's time, against dd's synced write of the same
+# bytes, in turns (ROUNDS of each; the disk of a virtual machine moves by
+# a factor of several from one second to the next, so one of each can
+# compare a good moment with a bad one): MB/s of all rounds together.
+# Each starts on a disk with nothing left to write back (earlier files,
+# deleted or not, would be flushed inside its fsync).
+rounds=${ROUNDS:-3}
+rows=
+save_s=0; save_b=0; dd_s=0; dd_b=0
+for i in $(seq "$rounds"); do
+    rm -rf "$out/sync"
+    sync
+    "$B/weftrun" -n "$ranks" "$B/weft-train" $train --steps 2 --zero "$zero" --save "$out/sync/" \
+        >"$out/sync.out" 2>&1
+    line=$(grep "written in the loop's time" "$out/sync.out" | sed 's/^\[0\] //')
+    mb=$(echo "$line" | sed -n 's/.*s and \([0-9.]*\) MB each.*/\1/p')
+    one=$(echo "$line" | sed -n 's/.* time, \([0-9.]*\) s and .*/\1/p')
+    save_s=$(echo "$save_s $one" | awk '{ print $1 + $2 }')
+    save_b=$(echo "$save_b $mb" | awk '{ print $1 + $2 }')
+    count=$(echo "$mb" | awk '{ c = int($1 / 4 + 0.999); print c < 1 ? 1 : c }')
+    sync
+    dd if=/dev/zero of="$out/dd.bin" bs=4M count="$count" conv=fsync 2>"$out/dd_w"
+    dd_s=$(tail -n 1 "$out/dd_w" | awk -F, -v s="$dd_s" '{ for (i = 1; i <= NF; i++) if ($i ~ / s$/) { split($i, a, " "); t = a[1] } print s + t }')
+    dd_b=$(tail -n 1 "$out/dd_w" | awk -v s="$dd_b" '{ print s + $1 / 1e6 }')
+    [ "$i" = "$rounds" ] || rm -f "$out/dd.bin"
+    rows="$rows  round $i: save $one s, dd write $(tail -n 1 "$out/dd_w" | sed 's/.*copied, //')
+"
+done
+save_mbs=$(echo "$save_b $save_s" | awk '{ printf "%.1f", ($2 > 0 ? $1 / $2 : 0) }')
+dd_w=$(echo "$dd_b $dd_s" | awk '{ printf "%.0f", ($2 > 0 ? $1 / $2 : 0) }')
 
-# dd of the same bytes: synced write, then read (direct where the file
-# system takes it, else through the page cache, which the load also uses)
-count=$(echo "$mb" | awk '{ c = int($1 / 4 + 0.999); print c < 1 ? 1 : c }')
-dd_w=$(dd if=/dev/zero of="$out/dd.bin" bs=4M count="$count" conv=fsync 2>&1 | dd_mbs)
+# dd's read of the same bytes (direct where the file system takes it,
+# else through the page cache, which the load also uses)
 if dd if="$out/dd.bin" of=/dev/null bs=4M iflag=direct >"$out/dd_r" 2>&1; then
     dd_r=$(dd_mbs <"$out/dd_r")
     how="O_DIRECT"
@@ -80,9 +102,10 @@ stall=$(echo "$bg" | sed -n 's/.*stalled \([0-9.]*\) s each (\([0-9.]*\)%).*/\1 
 echo "model $model, $ranks ranks, ZeRO-$zero: a save is $mb MB; the load's shares $load_mb MB in $load_s s"
 grep 'resume: rank .* read' "$out/load.out" | sed 's/^\[[0-9]*\] resume: /  /'
 
+printf "%s" "$rows"
 printf "%-44s %10s\n" "" "MB/s"
-printf "%-44s %10s\n" "dd write (4 MiB blocks, fsync)" "$dd_w"
-printf "%-44s %10s\n" "sharded save, all ranks (files + manifest)" "$save_mbs"
+printf "%-44s %10s\n" "dd write (4 MiB blocks, fsync; $rounds rounds)" "$dd_w"
+printf "%-44s %10s\n" "sharded save, all ranks (files + manifest; $rounds)" "$save_mbs"
 printf "%-44s %10s\n" "dd read ($how)" "$dd_r"
 printf "%-44s %10s\n" "load, all ranks (resume, CRCs)" "$load_mbs"
 echo "save / dd write: $(echo "$save_mbs $dd_w" | awk '{ printf "%.0f%%", ($2 > 0 ? 100 * $1 / $2 : 0) }');" \
