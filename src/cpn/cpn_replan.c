@@ -6,6 +6,7 @@
  * and the training never read half of one. */
 #include "cpn/cpn_replan.h"
 
+#include "core/apportion.h"
 #include "core/clock.h"
 #include "weft.h"
 
@@ -16,28 +17,18 @@
 
 int cpn_replan_shares(const cpn_plan *p, const double *weight, int *batch)
 {
-    double sum = 0, frac[CPN_REPLAN_MAX];
-    int given = 0, need = 0, n = p->nparts < CPN_REPLAN_MAX ? p->nparts : CPN_REPLAN_MAX;
+    double sum = 0;
+    int need = 0, n = p->nparts < CPN_REPLAN_MAX ? p->nparts : CPN_REPLAN_MAX;
     for (int k = 0; k < n; k++) {
         sum += weight[k] > 0 ? weight[k] : 0;
         need += weight[k] > 0 ? p->parts[k].ranks : 0;
     }
     if (!(sum > 0) || need > p->global_batch)
         return WEFT_EINVAL;
-    for (int k = 0; k < n; k++) {
-        double x = weight[k] > 0 ? p->global_batch * weight[k] / sum : 0;
-        batch[k] = (int)floor(x);
-        frac[k] = weight[k] > 0 ? x - batch[k] : -2;
-        given += batch[k];
-    }
-    while (given < p->global_batch) { /* the largest remainders */
-        int m = 0;
-        for (int k = 1; k < n; k++)
-            m = frac[k] > frac[m] ? k : m;
-        batch[m]++;
-        frac[m] = -1;
-        given++;
-    }
+    long got[CPN_REPLAN_MAX];
+    apportion(p->global_batch, weight, n, got);
+    for (int k = 0; k < n; k++)
+        batch[k] = (int)got[k];
     /* a rank without a sample cannot step: from the largest share */
     for (int k = 0; k < n; k++)
         while (weight[k] > 0 && batch[k] < p->parts[k].ranks) {

@@ -15,7 +15,8 @@
 
 #include "run/run_shares.h"
 
-#include <math.h>
+#include "core/apportion.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -64,30 +65,17 @@ static int from_file(const char *base, long *share, long *gen)
  * cluster present has none. */
 static int from_launch(const char *given, const long *ranks, long batch, long *share)
 {
-    long orig[SHARES_MAX], sum = 0, got = 0;
-    double frac[SHARES_MAX];
+    long orig[SHARES_MAX];
+    double w[SHARES_MAX];
     int n = given[0] ? shares_parse(given, orig) : -1;
     if (n < 1)
         return -1;
     for (int k = 0; k < SHARES_MAX; k++) {
         if (ranks[k] > 0 && (k >= n || orig[k] < 1))
             return -1;
-        sum += ranks[k] > 0 ? orig[k] : 0;
+        w[k] = ranks[k] > 0 ? (double)orig[k] : 0;
     }
-    for (int k = 0; k < SHARES_MAX; k++) {
-        double x = ranks[k] > 0 ? (double)batch * orig[k] / sum : 0;
-        share[k] = (long)floor(x);
-        frac[k] = ranks[k] > 0 ? x - share[k] : -2;
-        got += share[k];
-    }
-    while (got < batch) {
-        int m = 0;
-        for (int k = 1; k < SHARES_MAX; k++)
-            m = frac[k] > frac[m] ? k : m;
-        share[m]++;
-        frac[m] = -1;
-        got++;
-    }
+    apportion(batch, w, SHARES_MAX, share);
     return SHARES_MAX;
 }
 
