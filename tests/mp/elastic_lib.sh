@@ -17,7 +17,12 @@ run() { # name ranks weftrun-args -- weft-train args...
         "$@" >"$dir/$name.out" 2>&1; then
         ok; return 0
     fi
-    bad "weft-train $name ($n ranks:$wr $*)"; tail -n 30 "$dir/$name.out" | sed 's/^/    /'
+    bad "weft-train $name ($n ranks:$wr $*)"
+    # the launcher's and the ranks' own words first: a failure's tail is
+    # mostly flight recorders, which say where the others were, not why
+    grep -a -v "flight recorder\|  [a-z_]*(count=" "$dir/$name.out" | grep -a -i \
+        "weftrun\|elastic\|error\|joined\|timed out\|refused" | head -n 30 | sed 's/^/    /'
+    echo "    ..."; tail -n 30 "$dir/$name.out" | sed 's/^/    /'
     return 1
 }
 

@@ -155,6 +155,11 @@ static void pair_one(weft_comm *c, const pair_case *pc)
     weft_comm *child = NULL;
     if (getenv("WEFT_TEST_VERBOSE"))
         fprintf(stderr, "rank %d: case %s\n", r, pc->label);
+    /* mp_run's alarm covers one job, and the sweeps run a hundred cases
+     * in one: on a slow machine (libfabric's tcp took 28 s for the 4-rank
+     * sweep on an idle Zen 4) it went off mid-sweep, and every case after
+     * failed at its split. A hang is still caught, case by case. */
+    alarm((unsigned)(PT_TIMEOUT * 4 + 60));
     int rc = weft_comm_split(c, 0, r, &child);
     CHECKF(rc == 0 && child && send && recv, "%s: split: %s", pc->label, weft_strerror(rc));
     if (!child || !send || !recv) {
