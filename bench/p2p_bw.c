@@ -12,7 +12,8 @@
  * buffers (columns reg_*): the receiver of a same-host pair copies them
  * once, out of the sender's pages (include/weft.h). Built against a weft
  * without weft_mem_alloc (bench/vs_commit.sh), -r says so and stops.
- * Usage: weftrun -n 2 p2p_bw [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-l] [-r]   (bytes) */
+ * -R: the registered buffers alone (their columns; the others read 0).
+ * Usage: weftrun -n 2 p2p_bw [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-l] [-r|-R]   (bytes) */
 #include <weft.h>
 
 #include <stdio.h>
@@ -94,7 +95,7 @@ int main(int argc, char **argv)
 {
     size_t lo = 8, hi = 64u << 20;
     int factor = 4, iters = 0, lat_only = 0, reg = 0, opt;
-    while ((opt = getopt(argc, argv, "b:e:f:n:lr")) != -1) {
+    while ((opt = getopt(argc, argv, "b:e:f:n:lrR")) != -1) {
         switch (opt) {
         case 'b': lo = (size_t)strtoull(optarg, NULL, 0); break;
         case 'e': hi = (size_t)strtoull(optarg, NULL, 0); break;
@@ -102,8 +103,9 @@ int main(int argc, char **argv)
         case 'n': iters = atoi(optarg); break;
         case 'l': lat_only = 1; break;
         case 'r': reg = 1; break;
+        case 'R': reg = 2; break;
         default:
-            fprintf(stderr, "usage: %s [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-l] [-r]\n",
+            fprintf(stderr, "usage: %s [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-l] [-r|-R]\n",
                     argv[0]);
             return 2;
         }
@@ -142,7 +144,8 @@ int main(int argc, char **argv)
     for (size_t n = lo; n <= hi; n *= (size_t)factor) {
         int it = iters > 0 ? iters : n <= (64u << 10) ? 200 : n <= (4u << 20) ? 40 : 8;
         double lat = 0, bw = 0, rlat = 0, rbw = 0;
-        rc = measure(c, out, in, n, it, lat_only, &lat, &bw);
+        if (reg < 2)
+            rc = measure(c, out, in, n, it, lat_only, &lat, &bw);
         if (!rc && reg)
             rc = measure(c, rout, in, n, it, lat_only, &rlat, &rbw);
         if (rc) {
