@@ -35,10 +35,6 @@ static int refuse(weft_run *t, const opts *o, const weft_model_config *c, int dp
     if (o->ps || strcmp(o->sync, "full") != 0 || o->elastic)
         return run_fail(t, WEFT_ECONFIG, "--ep %d takes --sync full (no --mode ps, no "
                         "--elastic): the other modes average whole models", E);
-    if (t->pl && (!o->no_eval || o->eval_only))
-        return run_fail(t, WEFT_ECONFIG, "--ep %d with --%s: the pipeline's evaluation runs "
-                        "a replica's batches alone, the experts need the whole group in step: "
-                        "give --no-eval", E, o->pp > 1 ? "pp" : "tp");
     if (dp % E || c->experts % E)
         return run_fail(t, WEFT_ECONFIG, "--ep %d: it must divide the data-parallel ranks "
                         "(%d) and the experts (%d)", E, dp, c->experts);

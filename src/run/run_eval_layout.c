@@ -6,7 +6,8 @@
  * ZeRO-3 gathers block by block inside forward as training does (a
  * pipeline's stage gathers its own part, as its step does). Only the
  * exact-match answers and the sample still take the whole model, gathered
- * on the lead where it fits. */
+ * on the lead where it fits. Under --ep the experts' dispatch joins the
+ * ranks of an expert group in every forward: they evaluate in step. */
 #include "run/run_eval.h"
 #include "run/run_memory.h"
 
@@ -288,10 +289,15 @@ static int layout_open(weft_run *t, int final, eval_fwd *f)
         f->forward = pipe_forward;
         /* a token at a time: rows that need not split in the tensor group */
         f->next_token = t->o->sp ? NULL : pipe_next;
-        f->gen = s->v.replica == 0;
+        /* --ep: a stage's experts are spread over the replicas' same
+         * stage, whose dispatch needs every replica in step, generating
+         * too (--ep takes --sync full: one model in every replica) */
+        int ep = run_ep_eval(t, 1);
+        f->lockstep = ep;
+        f->gen = s->v.replica == 0 || ep;
         f->batch = eval_rows(t, s->v.replicas * pipeline_micro(t->pl));
-        f->shares = split ? s->v.replicas : 1;
-        f->share = split ? s->v.replica : s->v.replica == 0 ? 0 : -1;
+        f->shares = split || ep ? s->v.replicas : 1;
+        f->share = split || ep ? s->v.replica : s->v.replica == 0 ? 0 : -1;
         /* a stage's parameters are gathered once, as its step does */
         int rc = stage3 ? weft_zero_gather_params(t->sync.z) : 0;
         return rc ? run_fail(t, rc, "gathering parameters: %s", weft_strerror(rc)) : 0;
