@@ -104,6 +104,7 @@ static void ps_build(p2p_engine *e, p2p_pollset *s)
      * the last completion until ofi_may_sleep rearms it, so the spin reads
      * the queue instead */
     s->nspin = s->n;
+    s->spin_s = e->spin_s > 0 ? e->spin_s + p2p_shm_copy_s(e) : 0;
     s->ofi = 0;
     for (int q = 0; e->ofi && q < e->size && !s->ofi; q++)
         s->ofi = e->peer[q].ofi && !e->peer[q].gone;
@@ -128,7 +129,7 @@ static double deadline(const p2p_engine *e)
 static int ps_sleep(p2p_engine *e, p2p_pollset *s, double until, int thread)
 {
     int n = 0;
-    if (e->spin_s > 0 && exec_may_spin(e->spin_yields)) {
+    if (s->spin_s > 0 && exec_may_spin(e->spin_yields)) {
         double end = -1; /* read at the first look at the clock */
         /* the thread armed the fd before it let go of drive */
         nfds_t nspin = (nfds_t)(thread ? s->n : s->nspin);
@@ -157,7 +158,7 @@ static int ps_sleep(p2p_engine *e, p2p_pollset *s, double until, int thread)
                 continue;
             double t = clock_now();
             if (end < 0)
-                end = t + e->spin_s;
+                end = t + s->spin_s;
             if ((k >= e->spin_yields && t >= end) ||
                 (thread && atomic_load(&e->waiters)))
                 break;
