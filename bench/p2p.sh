@@ -9,7 +9,8 @@
 # (WEFT_P2P_SHM=0), runs taking turns, with memcpy's bandwidth on
 # rank 0 measured in every run (bench/p2p_bw.c: lat is half a
 # ping-pong's round trip, bw its size / lat, bibw an exchange's both
-# ways). Prints the medians per size, then the same run's bounds for
+# ways; each the median of 5 passes within the run). Prints the medians
+# of the runs per size, then the same run's bounds for
 # 1, 4 and 16 MiB without weft (bench/cacheline_rtt.c -b: memcpy, a bare
 # two-copy ring between the two processes, process_vm_readv) and a cache
 # line's round trip between the two CPUs.
