@@ -48,8 +48,10 @@ static int finish(FILE *f, const char *tmp, const char *path)
 }
 
 /* RUNDIR/progress.shares: "GEN S0,S1,..." by part (WEFT_CLUSTER), 0 for
- * a part out of the job. */
-static int write_shares(const char *dir, const cpn_plan *p, const int *batch, int gen)
+ * a part out of the job, and " period=H" once a drift re-planned it (every
+ * re-plan after says it again: the line is the run's plan as it stands). */
+static int write_shares(const char *dir, const cpn_plan *p, const int *batch, int period,
+                        int gen)
 {
     char path[1200], tmp[1220];
     snprintf(path, sizeof path, "%s/progress.shares", dir);
@@ -60,15 +62,18 @@ static int write_shares(const char *dir, const cpn_plan *p, const int *batch, in
     fprintf(f, "%d ", gen);
     for (int k = 0; k < p->nparts && k < CPN_REPLAN_MAX; k++)
         fprintf(f, "%s%d", k ? "," : "", batch[k]);
+    if (period > 0)
+        fprintf(f, " period=%d", period);
     fputc('\n', f);
     return finish(f, tmp, path);
 }
 
-int cpn_replan_write(const char *dir, const cpn_plan *p, const int *batch, const char *why,
-                     long step, int gen, const char *extra, double t0, double *secs)
+int cpn_replan_write(const char *dir, const cpn_plan *p, const int *batch, int period,
+                     const char *why, long step, int gen, const char *extra, double t0,
+                     double *secs)
 {
     char path[1200], tmp[1220];
-    int rc = write_shares(dir, p, batch, gen);
+    int rc = write_shares(dir, p, batch, period, gen);
     if (rc)
         return rc;
     snprintf(path, sizeof path, "%s/replan.json", dir);

@@ -179,7 +179,7 @@ static int replan(const run_args *a, const cpn_plan *p, cpn_watch *w, const int 
 {
     double secs = 0;
     long step = job_step(p, a->dir);
-    int rc = cpn_replan_write(a->dir, p, batch, why, step, w->gen + 1, extra, t0, &secs);
+    int rc = cpn_replan_write(a->dir, p, batch, w->H, why, step, w->gen + 1, extra, t0, &secs);
     if (rc) {
         printf("weft-cpn run: %s; the re-plan cannot be written: %s\n", why, weft_strerror(rc));
         return rc;
@@ -209,14 +209,25 @@ static void replan_lost(const run_args *a, const cpn_plan *p, cpn_watch *w, int 
         printf("weft-cpn run: %s; no part left to re-plan for\n", why);
 }
 
+/* Whether the training takes a cluster in, or a new period, while it
+ * runs: --elastic over diloco (the churn mode's outer-step boundaries). */
+static int takes_changes(const cpn_plan *p)
+{
+    int elastic = 0;
+    for (int i = 0; i < p->ntrain; i++)
+        elastic |= !strcmp(p->train_args[i], "--elastic");
+    return elastic && !strncmp(p->sync, "diloco:", 7);
+}
+
 /* The outer sync took meas s an outer step against the plan's: the same
- * shares, and the period that pays for the slower link as the plan's paid
- * for its own (the planner's choices of H), for the next launch. */
+ * shares, and the period that pays for the slower link as the period now
+ * paid for its own (the planner's choices of H). The training takes it at
+ * its next outer step (--elastic diloco), else it is the next launch's. */
 static void replan_drift(const run_args *a, const cpn_plan *p, cpn_watch *w, double meas)
 {
     static const int hs[] = { 10, 20, 50, 100, 200, 500 };
     double t0 = clock_now(), f = meas / w->sync_ref;
-    int H = p->H > 0 ? p->H : 1, h = hs[5];
+    int H = w->H > 0 ? w->H : p->H > 0 ? p->H : 1, h = hs[5], was = w->H;
     for (int i = 5; i >= 0; i--)
         h = hs[i] >= H * f ? hs[i] : h;
     h = h > p->steps ? (int)p->steps : h;
@@ -225,8 +236,17 @@ static void replan_drift(const run_args *a, const cpn_plan *p, cpn_watch *w, dou
              "the link is slower than planned", meas, w->sync_ref, f);
     snprintf(extra, sizeof extra, ", \"outer_sync_s\": %.6g, \"planned_sync_s\": %.6g, "
              "\"H\": %d", meas, w->sync_ref, h);
-    if (replan(a, p, w, w->batch, why, extra, t0) == 0)
-        w->sync_ref = meas; /* the next drift is from here */
+    w->H = h;
+    if (replan(a, p, w, w->batch, why, extra, t0) != 0) {
+        w->H = was;
+        return;
+    }
+    w->sync_ref = meas; /* the next drift is from here */
+    if (takes_changes(p))
+        printf("weft-cpn run: the running job takes period %d at its next outer step\n", h);
+    else
+        printf("weft-cpn run: period %d is the next launch's (the training takes a new one "
+               "while it runs under --elastic with diloco)\n", h);
 }
 
 /* Which part --kill-at or --stall-at names ("b:20"); -1 none. */
@@ -259,16 +279,6 @@ static int start_part(const run_args *a, const cpn_plan *p, cpn_launched *l,
     return 0;
 }
 
-/* Whether the training takes a cluster in while it runs: --elastic over
- * diloco (the churn mode's outer-step boundaries). */
-static int takes_joiners(const cpn_plan *p)
-{
-    int elastic = 0;
-    for (int i = 0; i < p->ntrain; i++)
-        elastic |= !strcmp(p->train_args[i], "--elastic");
-    return elastic && !strncmp(p->sync, "diloco:", 7);
-}
-
 /* A cluster that makes the plan faster joins: the re-plan (its shares,
  * which the members and the joiner read when it is admitted) first, then
  * its part, whose ranks wait to be admitted at an outer-step boundary. */
@@ -281,7 +291,7 @@ static void join(const run_args *a, cpn_plan *p, cpn_launched *ls, cpn_watch *w,
     double t0 = clock_now();
     if (!watch_joiner(w, p, &pt, batch, why, sizeof why))
         return;
-    if (!takes_joiners(p)) {
+    if (!takes_changes(p)) {
         printf("weft-cpn run: %s, but the training takes no cluster in while it runs "
                "(it needs --elastic and diloco)\n", why);
         return;

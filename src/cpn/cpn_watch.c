@@ -186,7 +186,7 @@ static int running(const cpn_watch *w, const cpn_plan *p, const cpn_cluster *cs,
 {
     memset(c, 0, sizeof *c);
     c->given = 1;
-    c->H = p->H;
+    c->H = w->H > 0 ? w->H : p->H; /* a drift's period, which the training took */
     c->sync = !strncmp(p->sync, "diloco", 6) ? CPN_SYNC_DILOCO
             : !strncmp(p->sync, "streaming", 9) ? CPN_SYNC_STREAMING : CPN_SYNC_FULL;
     c->compress = !strcmp(p->compress, "int8") ? 2 : !strcmp(p->compress, "bf16") ? 1 : 0;

@@ -31,6 +31,7 @@ typedef struct {
     double per[CPN_REPLAN_MAX];         /* seconds an outer step in the last window */
     double sync_ref;         /* an outer sync's seconds as the plan (or the
                                 last re-plan) expects; 0: the plan says none */
+    int H;                   /* the outer period a drift re-planned; 0: the plan's */
     double clusters_mtime;   /* the clusters file's when last read */
     char tried[CPN_PLAN_MAX_CLUSTERS * 2][64]; /* clusters seen: known or priced */
     int ntried, known;

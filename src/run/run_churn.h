@@ -14,22 +14,32 @@
 struct sync_churn {
     outer_sync *outer;
     long steps;  /* inner steps since the launch: the outer steps' clock */
-    int period;  /* H */
+    int period;  /* H now: the launch's until weft-cpn run re-plans it */
+    long from;   /* the step of the last outer step (the period's start) */
+    long outers; /* outer steps taken, the launch's and the joiners' alike */
+    long since;  /* the step the period now took effect at (0: the launch's) */
     weft_model *m;
 };
 
 /* DiLoCo's inner optimiser (run_sync_params.c) */
 void sync_diloco_defaults(opts *o);
 
-/* The outer state that a membership change carries: anchors and momenta
- * (churn_floats of them) and the counters cnt = { steps, synced }. */
+/* The outer state that a membership change carries: anchors, momenta and
+ * the period's clock (churn_floats of them) and the counters cnt =
+ * { steps, synced }. */
 size_t churn_floats(const train_sync *s);
 void churn_export(const train_sync *s, float *buf, int64_t cnt[2]);
 void churn_import(train_sync *s, const float *buf, const int64_t cnt[2]);
-/* Whether the next step starts an outer period (joiners come in there). */
+/* Whether the next step starts an outer period (joiners come in there),
+ * or this one's outer step is due and was not taken (it failed). */
 int churn_boundary(const train_sync *s);
-/* This step's outer step, over the ranks present now (after a shrink),
- * this rank's pseudo-gradient weighed (outer_weigh). */
+/* --progress: whether the next step ends with an outer step, and how many
+ * have been taken. */
+int churn_outer_next(const train_sync *s);
+long churn_outers(const train_sync *s);
+/* This step's outer step, over the ranks present now (after a shrink; a
+ * joiner at weight 0), this rank's pseudo-gradient weighed (outer_weigh),
+ * and the period agreed after it, as after every outer step. */
 int churn_outer_now(train_sync *s, float weight);
 /* Aborts the mode's own communicators before the state is closed. */
 void churn_abort(train_sync *s);

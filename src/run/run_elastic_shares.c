@@ -10,13 +10,18 @@
  * the end later), the launch's shares over the clusters left, in
  * proportion, are the same rule the orchestrator follows. Rank 0 reads
  * and decides and broadcasts the result, so every rank takes the same
- * shares even while the file is replaced. */
+ * shares even while the file is replaced.
+ *
+ * A re-plan for a link slower than planned keeps the shares and gives a
+ * longer outer period, "period=H" after them; the churn mode's outer
+ * steps read it (run_sync_churn.c), one look a period on rank 0. */
 #include "run/run_elastic_shares.h"
 
 #include "run/run_shares.h"
 
 #include "core/apportion.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -58,6 +63,25 @@ static int from_file(const char *base, long *share, long *gen)
     int ok = fgets(line, sizeof line, f) && sscanf(line, "%ld %999s", gen, list) == 2;
     fclose(f);
     return ok ? shares_parse(list, share) : -1;
+}
+
+long shares_replan_period(const opts *o, long *gen)
+{
+    char path[1100], line[1024];
+    long h = 0;
+    *gen = 0;
+    if (!o->progress[0])
+        return 0;
+    snprintf(path, sizeof path, "%s.shares", o->progress);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    const char *at = fgets(line, sizeof line, f) ? strstr(line, " period=") : NULL;
+    fclose(f);
+    if (!at || sscanf(line, "%ld", gen) != 1 || sscanf(at, " period=%ld", &h) != 1 || h < 1 ||
+        h > INT_MAX)
+        return 0;
+    return h;
 }
 
 /* The launch's shares over the clusters present, in proportion, largest

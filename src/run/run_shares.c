@@ -308,8 +308,9 @@ void shares_progress(train_sync *s, const train_step *st)
         s->progress_t0 = now;
     /* and just before an outer step, where a part may wait for another:
      * weft-cpn run tells the waiting from the stuck by their steps */
-    int outer_next = s->cfg.period > 0 && (step + 1) % s->cfg.period == 0 &&
-                     (s->churn || (s->sy && sync_outer_of(s->sy)));
+    int outer_next = s->churn ? churn_outer_next(s)
+                              : s->cfg.period > 0 && (step + 1) % s->cfg.period == 0 && s->sy &&
+                                    sync_outer_of(s->sy);
     if (now - s->progress_at < 0.5 && step < t->end && !outer_next)
         return;
     s->progress_at = now;
@@ -324,7 +325,8 @@ void shares_progress(train_sync *s, const train_step *st)
      * link by (a part's own sync timings, not the link's declared rate) */
     const outer_sync *os = s->churn ? s->churn->outer : s->sy ? sync_outer_of(s->sy) : NULL;
     outer_times ot = { 0, 0, 0 };
-    long outer = os && s->cfg.period > 0 ? step / s->cfg.period : 0;
+    /* the churn mode counts its own: its period may change as it runs */
+    long outer = s->churn ? churn_outers(s) : os && s->cfg.period > 0 ? step / s->cfg.period : 0;
     if (os)
         outer_time(os, &ot);
     fprintf(f, "step %ld of %ld loss %.6f elapsed %.3f outer %ld wait %.6f\n", step, t->end,

@@ -3,15 +3,35 @@
  * so that a membership change can carry it to an outer_sync over the new
  * job (run_elastic_churn.c). The outer step is sync_outer.c's with one
  * fragment, blocking, which is diloco:H bit for bit; hier adds the full
- * sync inside each cluster (a weft_zero over the cluster, ZeRO 0). */
+ * sync inside each cluster (a weft_zero over the cluster, ZeRO 0).
+ *
+ * The period may change while the job runs: weft-cpn run re-plans a link
+ * slower than planned with a longer one (run_elastic_shares.c reads it).
+ * So this mode, not the outer_sync, keeps the clock: the outer_sync is
+ * made with a period of one step and called only where an outer step
+ * falls. After each outer step rank 0 reads the re-plan's period and
+ * broadcasts it, and every rank takes it from that step on: the ranks
+ * meet there anyway, so they all change at the same outer step, which a
+ * look of each rank's own at the file could not promise (a rank that
+ * changed one step apart would pair its outer all-reduce with another
+ * collective). The period's clock rides with the anchors in a membership
+ * change's hand-over, so a joiner or survivor keeps the job's. */
 #include "run/run_churn.h"
 
 #include "run/run_ckpt_sync.h"
 #include "run/run_elastic_member.h"
+#include "run/run_elastic_shares.h"
 #include "run/run_sync.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+/* The period's clock after the anchors and momenta in the hand-over's
+ * floats: period, outer steps, the step the period took effect at, as
+ * int32 bit patterns (the hand-over only copies them: broadcasts and
+ * sends, no arithmetic). */
+enum { CLOCK_FLOATS = 3 };
+_Static_assert(sizeof(int32_t) == sizeof(float), "a clock value fills one float");
 
 /* hier: the ranks of each cluster of c counted into n[] (ids < cap). */
 static int cluster_counts(weft_comm *c, int *n, int cap)
@@ -82,6 +102,9 @@ static int churn_open(train_sync *s, weft_model *m, const weft_optim_config *oc,
     ch->period = s->cfg.period;
     ch->m = m;
     int rc = whole_clusters(s);
+    /* each call of the outer_sync is an outer step: the clock is ours */
+    weft_sync_config one = s->cfg;
+    one.period = 1;
     /* One starting point at the launch. A change brings each rank's own
      * back, and flat joiners take the state in the background
      * (run_elastic_late.c), so no change waits for this broadcast there;
@@ -90,7 +113,7 @@ static int churn_open(train_sync *s, weft_model *m, const weft_optim_config *oc,
     if (rc == 0 && (launch || s->cfg.hier))
         rc = weft_broadcast(s->comm, p, n, WEFT_F32, 0);
     if (rc == 0)
-        rc = outer_create(&ch->outer, s->comm, m, &s->cfg);
+        rc = outer_create(&ch->outer, s->comm, m, &one);
     if (rc == 0)
         rc = sync_zero_open(s, outer_inner_comm(ch->outer), m, oc, ck);
     if (rc == 0)
@@ -111,11 +134,49 @@ static void churn_describe(const train_sync *s)
                 "at the outer step)\n", s->world, s->o->sync);
 }
 
+/* After an outer step, every rank: the period from here on, rank 0's look
+ * at the re-plan broadcast (--progress: weft-cpn run's channel; without
+ * it nobody re-plans and nothing is asked). A broadcast that fails is the
+ * step's failure; the survivors then agree on the root's clock. */
+static int period_agree(train_sync *s)
+{
+    struct sync_churn *ch = s->churn;
+    long gen = 0;
+    int64_t h[2] = { 0, 0 };
+    if (!s->o->progress[0])
+        return 0;
+    if (weft_comm_rank(s->comm) == 0) {
+        h[0] = shares_replan_period(s->o, &gen);
+        h[1] = gen;
+    }
+    int rc = weft_broadcast(s->comm, h, 2, WEFT_I64, 0);
+    if (rc || h[0] < 1 || h[0] == ch->period)
+        return rc;
+    if (weft_comm_rank(s->comm) == 0)
+        run_say(s->run, WEFT_RUN_OUT, "elastic: step %ld: outer period %lld from here on, "
+                "%d before (re-plan %lld)\n", ch->steps, (long long)h[0], ch->period,
+                (long long)h[1]);
+    ch->period = (int)h[0];
+    ch->since = ch->steps;
+    return 0;
+}
+
+/* The outer step just taken: the clock moves on, the period is agreed. */
+static int outer_taken(train_sync *s)
+{
+    struct sync_churn *ch = s->churn;
+    ch->from = ch->steps;
+    ch->outers++;
+    return period_agree(s);
+}
+
 static int churn_step(train_sync *s, train_step *st, float lr)
 {
+    struct sync_churn *ch = s->churn;
     int rc = sync_optim_step(s, lr, &st->gnorm);
-    if (rc == 0)
-        rc = outer_after_step(s->churn->outer, ++s->churn->steps);
+    if (rc == 0 && ++ch->steps == ch->from + ch->period &&
+        (rc = outer_after_step(ch->outer, ch->steps)) == 0)
+        rc = outer_taken(s);
     return rc;
 }
 
@@ -131,6 +192,12 @@ static int churn_finish(train_sync *s)
         run_say(s->run, WEFT_RUN_OUT,
                 "elastic: the end: parameters %s on every rank of %d (hash %016llx)\n",
                 same ? "bit-identical" : "DIFFER", s->world, (unsigned long long)h);
+    /* every rank's own count: where the period changed, the ranks must
+     * have changed it at one step (the line is the same on each) */
+    if (rc == 0 && s->churn->since > 0)
+        run_say(s->run, WEFT_RUN_OUT, "elastic: rank %d: %ld outer steps in the loop, "
+                "period %d from step %ld\n", weft_comm_rank(s->comm), s->churn->outers,
+                s->churn->period, s->churn->since);
     return rc;
 }
 
@@ -151,26 +218,51 @@ size_t churn_floats(const train_sync *s)
 {
     size_t n;
     weft_model_params(s->churn->m, &n);
-    return 2 * n;
+    return 2 * n + CLOCK_FLOATS;
 }
 
 void churn_export(const train_sync *s, float *buf, int64_t cnt[2])
 {
+    const struct sync_churn *ch = s->churn;
+    size_t n;
     long synced;
-    outer_export(s->churn->outer, buf, buf + churn_floats(s) / 2, &synced);
-    cnt[0] = s->churn->steps;
+    weft_model_params(ch->m, &n);
+    outer_export(ch->outer, buf, buf + n, &synced);
+    int32_t clock[CLOCK_FLOATS] = { ch->period, (int32_t)ch->outers, (int32_t)ch->since };
+    memcpy(buf + 2 * n, clock, sizeof clock);
+    cnt[0] = ch->steps;
     cnt[1] = synced;
 }
 
 void churn_import(train_sync *s, const float *buf, const int64_t cnt[2])
 {
-    outer_import(s->churn->outer, buf, buf + churn_floats(s) / 2, (long)cnt[1]);
-    s->churn->steps = (long)cnt[0];
+    struct sync_churn *ch = s->churn;
+    size_t n;
+    int32_t clock[CLOCK_FLOATS];
+    weft_model_params(ch->m, &n);
+    outer_import(ch->outer, buf, buf + n, (long)cnt[1]);
+    memcpy(clock, buf + 2 * n, sizeof clock);
+    ch->period = clock[0] > 0 ? clock[0] : ch->period;
+    ch->outers = clock[1];
+    ch->since = clock[2];
+    ch->steps = (long)cnt[0];
+    ch->from = (long)cnt[1]; /* the last outer step taken */
 }
 
 int churn_boundary(const train_sync *s)
 {
-    return s->churn->steps % s->churn->period == 0;
+    const struct sync_churn *ch = s->churn;
+    return ch->steps == ch->from || ch->steps == ch->from + ch->period;
+}
+
+int churn_outer_next(const train_sync *s)
+{
+    return s->churn->steps + 1 == s->churn->from + s->churn->period;
+}
+
+long churn_outers(const train_sync *s)
+{
+    return s->churn->outers;
 }
 
 int churn_outer_now(train_sync *s, float weight)
@@ -178,7 +270,7 @@ int churn_outer_now(train_sync *s, float weight)
     outer_weigh(s->churn->outer, weight);
     int rc = outer_finish(s->churn->outer, s->churn->steps);
     outer_weigh(s->churn->outer, 1);
-    return rc;
+    return rc ? rc : outer_taken(s);
 }
 
 void churn_abort(train_sync *s)

@@ -135,10 +135,20 @@ fi
 # period. The threshold is wide (--drift 10): the emulated link's pump
 # shares the loaded cores (at load 18 it carried the 82 ms in 276 ms), so
 # the plan priced right is left out under sanitizers.
+# The re-planned job runs under --elastic, so the training takes the new
+# period (200 or 500 by the measured ratio, the planner's H) while it runs:
+# rank 0 says where, and every rank says at the end its outer steps and
+# the step its period changed at, the same on each (a rank that changed at
+# another outer step would have paired its outer all-reduce with another
+# collective). 1200 steps leave outer steps at the new period after it.
 cases=fast:0.00041; [ "${TEST_SCALE:-1}" -ge 10 ] || cases="right:0.0204 $cases"
 for case in $cases; do
     name=${case%%:*}
-    plan "$dir/drift-$name.json" 60 8 "" 1 4 "${case#*:}"
+    if [ $name = fast ]; then
+        plan "$dir/drift-$name.json" 1200 8 ', "--elastic"' 1 4 "${case#*:}"
+    else
+        plan "$dir/drift-$name.json" 60 8 "" 1 4 "${case#*:}"
+    fi
     timeout -s KILL 120 "$B/weft-cpn" run --plan "$dir/drift-$name.json" --dir "$dir/dr-$name" \
         --train "$B/weft-train" --wan rate=20mbit --drift 10 >"$dir/dr-$name.out" 2>&1
 done
@@ -146,10 +156,28 @@ if { [ "${TEST_SCALE:-1}" -ge 10 ] || { grep -q "part a done (exit 0)" "$dir/dr-
         ! grep -q "outer sync measured" "$dir/dr-right.out"; }; } &&
     grep -q "part a done (exit 0)" "$dir/dr-fast.out" &&
     grep -q "re-planned at step [0-9]* in [0-9.]* ms (the outer sync measured [0-9.e-]* s against 0.00164 s planned" \
-        "$dir/dr-fast.out" && grep -q '"H": [1-9][0-9]' "$dir/dr-fast/replan.json"; then
+        "$dir/dr-fast.out" && grep -q '"H": [25]00' "$dir/dr-fast/replan.json"; then
     ok
 else
     bad "a link slower than planned"; cat "$dir"/dr-*.out | sed 's/^/    /'
+fi
+H=$(sed -n 's/.*"H": \([0-9]*\).*/\1/p' "$dir/dr-fast/replan.json")
+at=$(sed -n 's/.*re-planned at step \([0-9]*\) in .*outer sync measured.*/\1/p' "$dir/dr-fast.out")
+from=$(sed -n "s/.*elastic: step \([0-9]*\): outer period $H from here on, 4 before (re-plan 1)$/\1/p" \
+    "$dir/dr-fast/part-a.out")
+ra=$(sed -n 's/.*elastic: rank 0: \(.*\)$/\1/p' "$dir/dr-fast/part-a.out")
+rb=$(sed -n 's/.*elastic: rank 1: \(.*\)$/\1/p' "$dir/dr-fast/part-b.out")
+if [ -n "$from" ] && [ -n "$at" ] && [ "$from" -ge "$at" ] && [ $((from % 4)) = 0 ] &&
+    grep -q "the running job takes period $H at its next outer step" "$dir/dr-fast.out" &&
+    grep -q "^1 16,8 period=$H$" "$dir/dr-fast/progress.shares" &&
+    [ "$ra" = "$rb" ] && [ "$ra" = "$((from / 4 + (1200 - from) / H)) outer steps in the loop, period $H from step $from" ] &&
+    grep -q "part b done (exit 0)" "$dir/dr-fast.out" &&
+    grep -q "parameters bit-identical on every rank of 2" "$dir/dr-fast/part-a.out"; then
+    ok
+    echo "    drift: period 4 to $H from step $from (re-planned at step $at); rank 0: $ra; rank 1: $rb"
+else
+    bad "the running job's new period (H '$H', re-planned at '$at', from '$from'; rank 0 '$ra', rank 1 '$rb')"
+    sed 's/^/    /' "$dir/dr-fast.out"; grep -h "elastic" "$dir/dr-fast"/part-*.out | sed 's/^/    /'
 fi
 
 # A cluster that joins while the job runs: c appears in the clusters file
