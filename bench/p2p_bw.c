@@ -52,7 +52,7 @@ static double copy_bw(char *in, const char *out, size_t n, int it)
 /* Timed passes after the warm-up one; each figure is their median, so
  * that one preemption (a ms or more while other jobs share the cores)
  * moves no figure: with a single pass of 200 8-byte messages, 0.4 ms,
- * one such stall read as 5 us on every message. */
+ * one such stall read as microseconds on every message. */
 #define PASSES 5
 
 static int cmp(const void *a, const void *b)
@@ -164,7 +164,11 @@ int main(int argc, char **argv)
                "bibw(GB/s)", "memcpy(GB/s)",
                reg ? "  reg_lat(us) reg_bw(GB/s) reg_bibw(GB/s)" : "");
     for (size_t n = lo; n <= hi; n *= (size_t)factor) {
-        int it = iters > 0 ? iters : n <= 4096 ? 2000 : n <= (64u << 10) ? 200 : n <= (4u << 20) ? 40 : 8;
+        /* 256 MiB a pass (2000 messages at most, 8 at least): a pass of
+         * 40 1 MiB messages lasted 1 ms, short enough for one stall to
+         * move it by a tenth */
+        size_t want = ((size_t)256 << 20) / n;
+        int it = iters > 0 ? iters : want > 2000 ? 2000 : want < 8 ? 8 : (int)want;
         double lat = 0, bw = 0, rlat = 0, rbw = 0;
         if (reg < 2)
             rc = measure(c, out, in, n, it, lat_only, &lat, &bw);
