@@ -10,6 +10,7 @@
  * re-plans when a part is lost, falls silent, when the job's outer sync
  * is slower than planned, and when a cluster that makes the plan faster
  * appears (cpn_watch.c), whose part it starts to join the running job. */
+#include "cpn/cpn_joined.h"
 #include "cpn/cpn_launch.h"
 #include "cpn/cpn_loss.h"
 #include "cpn/cpn_replan.h"
@@ -306,6 +307,10 @@ static void join(const run_args *a, cpn_plan *p, cpn_launched *ls, cpn_watch *w,
         p->parts[i].batch = batch[i]; /* the joiner's --batch-shares */
         base += i < k ? p->parts[i].ranks : 0;
     }
+    int rc = cpn_joined_write(a->dir, p); /* for weft-cpn status, which reads the plan */
+    if (rc)
+        printf("weft-cpn run: %s/joined.json not written (%s): weft-cpn status will not show "
+               "part %s\n", a->dir, weft_strerror(rc), pt.cluster);
     cpn_job_env je = *e;
     je.world = base + pt.ranks;
     ls[k] = (cpn_launched){ .part = &p->parts[k], .index = k, .base = base, .join = 1 };

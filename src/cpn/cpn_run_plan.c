@@ -116,7 +116,7 @@ static int read_sync(const json_value *sy, cpn_plan *p, char *err, size_t cap)
     return 0;
 }
 
-static int read_part(const json_value *v, cpn_part *pt, char *err, size_t cap)
+int cpn_part_read(const json_value *v, cpn_part *pt, char *err, size_t cap)
 {
     long long x;
     const json_value *hosts = json_get(v, "hosts");
@@ -165,10 +165,11 @@ static int read_plan(const json_value *root, cpn_plan *p, char *err, size_t cap)
         return WEFT_ENOMEM;
     long sum = 0;
     for (size_t i = 0; rc == 0 && i < parts->n; i++) {
-        rc = read_part(&parts->items[i], &p->parts[i], err, cap);
+        rc = cpn_part_read(&parts->items[i], &p->parts[i], err, cap);
         sum += p->parts[i].batch;
         p->nparts++;
     }
+    p->nlaunch = p->nparts;
     if (rc == 0 && sum != p->global_batch) {
         snprintf(err, cap, "the parts' batches add up to %ld, not the job's global_batch %d",
                  sum, p->global_batch);

@@ -4,6 +4,8 @@
 #ifndef WEFT_CPN_CPN_RUN_PLAN_H
 #define WEFT_CPN_CPN_RUN_PLAN_H
 
+#include "core/json.h"
+
 #include <stddef.h>
 
 #define CPN_RUN_JOINERS 4 /* clusters that may join a running plan */
@@ -29,11 +31,15 @@ typedef struct {
     double step_s, total_s;  /* predicted; 0: not given */
     double wan_s;            /* predicted: the step's share of the outer sync */
     int cap;                 /* parts there is room for (a joiner takes one) */
+    int nlaunch;             /* the plan's own parts; those after them joined */
 } cpn_plan;
 
 /* Reads and checks path; err (cap bytes) says what is wrong, with the
  * byte offset for bad JSON. 0 or a WEFT_E* code. */
 int cpn_plan_read(const char *path, cpn_plan *p, char *err, size_t cap);
 void cpn_plan_free(cpn_plan *p);
+/* One of a plan's "parts" (an object: cluster, launcher, slurm_conf,
+ * hosts, ranks, batch, speed), checked; err says what is wrong. */
+int cpn_part_read(const json_value *v, cpn_part *pt, char *err, size_t cap);
 
 #endif

@@ -4,11 +4,13 @@
  * run's folder. */
 #include "cpn/cpn_status.h"
 
+#include "cpn/cpn_joined.h"
 #include "cpn/cpn_replan.h"
 
 #include "weft.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int status_progress(const char *dir, int k, cpn_progress *pr)
@@ -41,8 +43,32 @@ static void part_state(const char *dir, const cpn_part *pt, char *out, size_t ca
     fclose(f);
 }
 
+/* The shares now, by part: the last re-plan's line ("GEN S0,S1,..."),
+ * which a joiner's and a loss's re-plans change; their count, 0 none. */
+static int shares_now(const char *dir, int *batch, int cap)
+{
+    char path[1200], line[1024];
+    snprintf(path, sizeof path, "%s/progress.shares", dir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    int n = 0;
+    char *at = fgets(line, sizeof line, f) ? strchr(line, ' ') : NULL;
+    fclose(f);
+    while (at && n < cap) {
+        char *end;
+        long v = strtol(at + 1, &end, 10);
+        if (end == at + 1 || v < 0)
+            return 0;
+        batch[n++] = (int)v;
+        at = *end == ',' ? end : NULL;
+    }
+    return n;
+}
+
 void status_print(FILE *f, const cpn_plan *p, const char *dir)
 {
+    int now[CPN_REPLAN_MAX], nnow = shares_now(dir, now, CPN_REPLAN_MAX);
     fprintf(f, "%-8s %-7s %5s %6s %5s %-22s %13s %9s %8s %8s\n", "cluster", "launch", "ranks",
             "batch", "speed", "state", "step", "loss", "time_s", "plan_s");
     for (int k = 0; k < p->nparts; k++) {
@@ -61,7 +87,7 @@ void status_print(FILE *f, const cpn_plan *p, const char *dir)
                          p->step_s * (double)p->steps * (double)pr.step / (double)pr.steps);
         }
         fprintf(f, "%-8s %-7s %5d %6d %5.2f %-22s %13s %9s %8s %8s\n", pt->cluster, pt->launcher,
-                pt->ranks, pt->batch, pt->speed, state, step, loss, t, plan);
+                pt->ranks, k < nnow ? now[k] : pt->batch, pt->speed, state, step, loss, t, plan);
     }
     char re[2048];
     if (cpn_replan_line(dir, re, sizeof re) == 0)
@@ -99,8 +125,11 @@ int weft_cpn_status_main(int argc, char **argv)
     cpn_plan p;
     char err[1400];
     int rc = cpn_plan_read(plan, &p, err, sizeof err);
+    if (rc == 0)
+        rc = cpn_joined_read(dir, &p, err, sizeof err); /* the clusters that joined it */
     if (rc) {
         fprintf(stderr, "weft-cpn status: %s\n", err);
+        cpn_plan_free(&p);
         return rc;
     }
     status_print(stdout, &p, dir);

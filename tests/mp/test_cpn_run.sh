@@ -227,6 +227,18 @@ else
     bad "a cluster joining (exit $rc, re-plan at '$replan', joined at '$joined')"
     sed 's/^/    /' "$dir/jn.out"; grep -h elastic "$dir/jn"/part-*.out | sed 's/^/    /'
 fi
+# weft-cpn status, from the plan file and the run's folder, shows the
+# joined part too (its progress, as its own part's), and every part at the
+# re-plan's shares
+"$B/weft-cpn" status --plan "$dir/join.json" --dir "$dir/jn" >"$dir/jnstatus.out" 2>&1
+if grep -q "^a  *local  *1  *10  *1.00 done (exit 0)  *$js/$js " "$dir/jnstatus.out" &&
+    grep -q "^b  *local  *1  *5  *0.50 done (exit 0)  *$js/$js " "$dir/jnstatus.out" &&
+    grep -q "^c  *local  *1  *9  *1.00 done (exit 0)  *$js/$js " "$dir/jnstatus.out" &&
+    grep -q '"index":2,"cluster":"c","launcher":"local"' "$dir/jn/joined.json"; then
+    ok
+else
+    bad "weft-cpn status after a join: $(cat "$dir/jnstatus.out" "$dir/jn/joined.json" 2>&1)"
+fi
 
 refused() { # what file expected-text
     if "$B/weft-cpn" run --plan "$2" --dir "$dir/no" >"$dir/no.out" 2>&1; then
