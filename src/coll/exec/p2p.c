@@ -104,7 +104,7 @@ static void ps_build(p2p_engine *e, p2p_pollset *s)
      * the last completion until ofi_may_sleep rearms it, so the spin reads
      * the queue instead */
     s->nspin = s->n;
-    s->spin_s = e->spin_s > 0 ? e->spin_s + p2p_shm_copy_s(e) : 0;
+    s->spin_s = e->spin_s;
     s->ofi = 0;
     for (int q = 0; e->ofi && q < e->size && !s->ofi; q++)
         s->ofi = e->peer[q].ofi && !e->peer[q].gone;
@@ -352,6 +352,12 @@ void p2p_wait(p2p_engine *e, weft_request *r)
             continue;
         p2p_pollset *s = &e->ps[1];
         ps_build(e, s);
+        /* while a receiver copies this caller's message, the caller has
+         * nothing else to do: it looks as long as the copy should take.
+         * The thread does not: its look would take the core from the
+         * caller's computation. */
+        if (s->spin_s > 0)
+            s->spin_s += p2p_shm_copy_s(e);
         int n = ps_sleep(e, s, deadline(e), 0);
         ps_apply(e, s, n, 0);
     }

@@ -65,7 +65,7 @@ typedef struct {
     int n, ilfd, ipend, npend, ipeers;
     int nspin;                 /* entries before libfabric's wait fd */
     int ofi;                   /* a libfabric peer is live: its queue counts too */
-    double spin_s;             /* how long to look before sleeping (ps_build's) */
+    double spin_s;             /* how long to look before sleeping (a caller's grows: p2p_wait) */
 } p2p_pollset;
 
 struct ofi_net;
@@ -154,8 +154,9 @@ int p2p_shm_send(p2p_engine *e, int q);
 int p2p_shm_ready(const p2p_engine *e);
 /* The same, looking again up to looks times a few ns apart first. */
 int p2p_shm_glance(const p2p_engine *e, int looks);
-/* How much longer than its spin a sender should look before it sleeps:
- * the time the receivers' single copies of its head sends should take. */
+/* How much longer than its spin a waiting caller should look before it
+ * sleeps: the time the receivers' single copies of its head sends
+ * should take. */
 double p2p_shm_copy_s(const p2p_engine *e);
 /* 1 when some peer's link in either direction is a ring (else a waiter
  * has nothing in memory to look at). */

@@ -32,7 +32,7 @@
 #include <unistd.h>
 
 #define PIECE (128u << 10) /* published at a time, so the reader can start */
-/* A sender waiting for a single copy's acknowledgement looks (yielding)
+/* A caller waiting for a single copy's acknowledgement looks (yielding)
  * for as long as the copy should take at this rate before it sleeps:
  * half the slowest copy measured here (16 MiB out of a registered region,
  * 7-9 GB/s on the 2-vCPU EPYC). A sleeper woken by the doorbell paid
