@@ -329,13 +329,14 @@ void run_config_init(opts *o)
 /* The flags: keys without a value. */
 static int *flag_of(opts *o, const char *key)
 {
-    return strcmp(key, "no-eval") == 0     ? &o->no_eval
-           : strcmp(key, "eval-only") == 0 ? &o->eval_only
-           : strcmp(key, "sp") == 0        ? &o->sp
-           : strcmp(key, "recompute") == 0 ? &o->recompute
-           : strcmp(key, "quiet") == 0     ? &o->quiet
-           : strcmp(key, "elastic") == 0   ? &o->elastic
-                                           : NULL;
+    return strcmp(key, "no-eval") == 0       ? &o->no_eval
+           : strcmp(key, "eval-only") == 0   ? &o->eval_only
+           : strcmp(key, "sp") == 0          ? &o->sp
+           : strcmp(key, "recompute") == 0   ? &o->recompute
+           : strcmp(key, "quiet") == 0       ? &o->quiet
+           : strcmp(key, "elastic") == 0     ? &o->elastic
+           : strcmp(key, "save-cached") == 0 ? &o->save_cached
+                                             : NULL;
 }
 
 static int set_straggle(opts *o, const char *v, char *err, size_t cap)

@@ -31,6 +31,7 @@ typedef struct {
     char init_from[1024], export_dir[1024]; /* --init-from, --export: Hugging Face dirs */
     long save_every, log_every, stop_at;
     int keep;             /* --keep N: a sharded --save keeps the newest N (0: all) */
+    int save_cached;      /* --save-cached: a sharded save's files through the page cache */
     int threads, eval_prompts, no_eval, eval_only, quiet;
     double bucket_mb;
     int zero, accum, straggle_rank, straggle_ms;

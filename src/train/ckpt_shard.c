@@ -7,6 +7,7 @@
 #include "train/data_file.h"
 #include "train/part_runs.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,12 +90,32 @@ typedef struct {
     size_t whole_offset; /* the tensor's in the whole vector */
 } writer;
 
+/* O_DIRECT takes only whole blocks at block offsets: every buffer but the
+ * file's last is one (the buffer is aligned and a multiple of them); the
+ * last goes through the page cache, the fd's O_DIRECT cleared, as does
+ * everything on a file system that refuses a direct write. */
+enum { DIRECT_ALIGN = 4096 };
+
+static void direct_off(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0 && (fl & O_DIRECT))
+        (void)fcntl(fd, F_SETFL, fl & ~O_DIRECT);
+}
+
 static int flush(writer *w)
 {
     if (!w->used)
         return 0;
     uint64_t at = w->off - w->used;
+    if ((at | w->used) % DIRECT_ALIGN)
+        direct_off(w->fd);
+    errno = 0;
     int rc = train_pwrite_all(w->fd, w->buf, w->used, at);
+    if (rc && errno == EINVAL) {
+        direct_off(w->fd);
+        rc = train_pwrite_all(w->fd, w->buf, w->used, at);
+    }
 #ifdef SYNC_FILE_RANGE_WRITE
     /* the disk starts on these bytes now, while the next buffer is filled,
      * rather than all at the closing fsync; a hint, so its failure is not */
@@ -145,7 +166,10 @@ int ckpt_shard_write(int fd, const weft_model *m, const ckpt_piece *p, int np,
 {
     writer w = { .fd = fd, .cap = buf_bytes ? buf_bytes : 1 << 20, .out = out, .file = file };
     size_t first = out->n;
-    w.buf = malloc(w.cap);
+    void *aligned = NULL;
+    w.cap = (w.cap + DIRECT_ALIGN - 1) / DIRECT_ALIGN * DIRECT_ALIGN;
+    if (posix_memalign(&aligned, DIRECT_ALIGN, w.cap) == 0)
+        w.buf = aligned;
     w.k = malloc(sizeof *w.k);
     if (!w.buf || !w.k) {
         free(w.buf);

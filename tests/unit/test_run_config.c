@@ -68,7 +68,8 @@ static const key_case keys[] = {
     { "trace-samples", "/tmp/trace", NULL },
 };
 
-static const char *const flags[] = { "no-eval", "sp", "recompute", "quiet", "elastic" };
+static const char *const flags[] = { "no-eval", "sp", "recompute", "quiet", "elastic",
+                                     "save-cached" };
 
 static weft_run_config *fresh(void)
 {

@@ -41,6 +41,8 @@ static void usage(FILE *f)
         "                           DIR/ (ending in /): sharded, each rank its own file,\n"
         "                           --save-every's written in the background\n"
         "  --keep N                 a sharded --save keeps the newest N saves (0: all)\n"
+        "  --save-cached            a sharded save writes through the page cache (default:\n"
+        "                           straight to the disk, O_DIRECT, where the file system takes it)\n"
         "  --stop-at N              stop (and save) after step N of the planned run\n"
         "  --resume CKPT            continue a run (its options unless given again); a\n"
         "                           sharded DIR loads at any layout\n"
@@ -134,7 +136,7 @@ static void usage(FILE *f)
 static int is_flag(const char *key)
 {
     static const char *const flags[] = { "no-eval", "eval-only", "sp", "recompute", "quiet",
-                                         "elastic" };
+                                         "elastic", "save-cached" };
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
         if (strcmp(key, flags[i]) == 0)
             return 1;
