@@ -81,30 +81,41 @@ static int add_est(sim_block_costs *c, const char *name, double fwd_flops, doubl
     return add(c, &b);
 }
 
-/* An expert's width (moe_ffn, else ffn), 0 without experts. */
-static double expert_width(const weft_model_config *c)
+double sim_expert_width(const weft_model_config *c)
 {
-    if (c->type != WEFT_MODEL_LLAMA || c->experts <= 0)
+    if (c->experts <= 0 || (c->type != WEFT_MODEL_LLAMA && c->type != WEFT_MODEL_GPT))
         return 0;
-    return c->moe_ffn > 0 ? c->moe_ffn : c->ffn;
+    if (c->moe_ffn > 0)
+        return c->moe_ffn;
+    return c->type == WEFT_MODEL_GPT ? 4.0 * c->d_model : c->ffn;
+}
+
+double sim_expert_mats(const weft_model_config *c)
+{
+    return c->type == WEFT_MODEL_LLAMA ? 3 : 2;
 }
 
 /* Parameters of one transformer block, all of them (train_model_param_count's
  * count, the model's less the model without blocks, a block's share) and
  * those in the matrix products a token runs: a GPT's qkv, proj, fc and
- * fc-proj beside two LayerNorms and nine C of biases; a Llama's q and o, k
- * and v (its kv heads' width), gate, up and down beside two RMSNorm gains;
- * with experts the router and the topk experts and shared ones a token
- * runs, not the other E - topk (nor the balancing bias, no product). */
+ * fc-proj beside two LayerNorms and nine C of biases (with experts four:
+ * they have none); a Llama's q and o, k and v (its kv heads' width), gate,
+ * up and down beside two RMSNorm gains; with experts the router and the
+ * topk experts and shared ones a token runs, not the other E - topk (nor
+ * the balancing bias, no product). */
 static void block_params(const weft_model_config *c, double *all, double *mm)
 {
     weft_model_config none = *c;
     none.n_layer = 0;
     *all = (train_model_param_count(c) - train_model_param_count(&none)) / c->n_layer;
-    *mm = *all - (c->type == WEFT_MODEL_LLAMA ? 2.0 : 13.0) * c->d_model;
-    double fe = expert_width(c);
+    double fe = sim_expert_width(c), gpt_biases = fe > 0 ? 8.0 : 13.0, C = c->d_model;
+    if (fe > 0 && c->type == WEFT_MODEL_GPT) /* the count above has a GPT's dense MLP */
+        *all = 4 * C * C + 8 * C + C * c->experts + (c->moe_bias ? c->experts : 0) +
+               2 * C * fe * c->experts;
+    *mm = *all - (c->type == WEFT_MODEL_LLAMA ? 2.0 : gpt_biases) * c->d_model;
     if (fe > 0)
-        *mm -= 3.0 * c->d_model * fe * (c->experts - c->topk) + (c->moe_bias ? c->experts : 0);
+        *mm -= sim_expert_mats(c) * c->d_model * fe * (c->experts - c->topk) +
+               (c->moe_bias ? c->experts : 0);
 }
 
 /* The head's own parameters: the final norm, and a Llama's lm_head unless
@@ -119,7 +130,8 @@ static double head_params(const weft_model_config *c)
 }
 
 /* Floats a block stashes per micro-batch of B sequences of T tokens. A
- * GPT: llm.c's per-layer count, ~16 C a token plus two T x T maps a head.
+ * GPT: llm.c's per-layer count, ~16 C a token plus two T x T maps a head
+ * (with experts the MLP's 8 C give way to the router's record).
  * A Llama (train_llama_layout): each norm's input scale and output, q, k,
  * v, attention's output, the residuals, gate|up and their product (the
  * shared experts' under experts), and 2 floats a row a head of
@@ -127,10 +139,12 @@ static double head_params(const weft_model_config *c)
  * (train_moe_acts_floats, every token's topk rows routed). */
 static double block_stash(const weft_model_config *c, double B, double T)
 {
-    double C = c->d_model, H = c->n_head, rows = B * T;
+    double C = c->d_model, H = c->n_head, rows = B * T, fe = sim_expert_width(c);
     if (c->type != WEFT_MODEL_LLAMA)
-        return 16 * rows * C + 2 * B * H * T * T;
-    double kv = C / H * c->n_kv_head, fe = expert_width(c);
+        return fe > 0 ? 8 * rows * C + 2 * B * H * T * T +
+                            sim_moe_record(rows, C, c->experts, c->topk, fe)
+                      : 16 * rows * C + 2 * B * H * T * T;
+    double kv = C / H * c->n_kv_head;
     double F = fe > 0 ? c->shared * fe : c->ffn;
     double st = rows * (6 * C + 2 * kv + 3.0 * F + 2 + 2 * H);
     if (fe > 0)

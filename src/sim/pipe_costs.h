@@ -45,6 +45,11 @@ void sim_block_costs_free(sim_block_costs *c);
  * count (logits and scores, picks, rows, gates, starts, and the routed
  * rows' input, gate|up, product and output). */
 double sim_moe_record(double rows, double C, double E, double K, double F);
+/* An expert's width (moe_ffn, else a Llama's ffn or a GPT's 4 C:
+ * train_moe_expert_ffn), 0 without experts; and the C x width matrices
+ * an expert has (a Llama's SwiGLU three, a GPT's GELU two). */
+double sim_expert_width(const weft_model_config *c);
+double sim_expert_mats(const weft_model_config *c);
 
 typedef struct {
     pipe_spec spec;

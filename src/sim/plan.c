@@ -302,7 +302,7 @@ static int block_tp(planner *pl, int tp, int sp, int kind, double rows, block_pa
         b->tp_fwd = sp ? 2 * (ag + rs) : 2 * ar;
         b->tp_bwd = b->tp_fwd;
         b->tp_bytes = B4 * (sp ? 8 : 4);
-        if (pl->q->model.experts > 0 && is_llama(pl)) {
+        if (pl->q->model.experts > 0) {
             /* the experts' gate gradients (topk a row) ride in the MLP's
              * input-gradient all-reduce; under --sp they lie outside the
              * reduce-scatter's rows and take a small all-reduce of their own */
@@ -391,20 +391,22 @@ static double tied_copy(const planner *pl, int tp, int pp)
     return pp > 1 && tied ? ceil(pl->V / tp) * pl->C : 0;
 }
 
-/* A mixture of experts' share of a Llama block at tp (model_llama.c,
- * moe.c): each expert's width split by tp (expert tensor parallelism),
- * the router (and its bias) whole on every tensor rank, so its products
- * run on each in full; under --ep without a pipeline a rank keeps only
- * its group's E/ep experts (moe_split.c), under --pp all of them. The
+/* A mixture of experts' share of a block at tp (model_llama.c,
+ * model_gpt.c, moe.c): each expert's width split by tp (expert tensor
+ * parallelism; a Llama's SwiGLU experts three C x fe matrices each, a
+ * GPT's GELU ones two), the router (and its bias) whole on every tensor
+ * rank, so its products run on each in full; under --ep without a
+ * pipeline (no --tp, no --pp) a rank keeps only its group's E/ep experts
+ * (moe_split.c), under --tp or --pp all of them (at their 1/tp width). The
  * record backward keeps: train_moe_acts_floats, every token's topk rows
  * routed (a balanced routing: as many rows reach a rank's experts under
  * --ep as it sends). */
 static void moe_block(const planner *pl, int tp, double rows, double fe, block_part *b)
 {
     const weft_model_config *c = &pl->q->model;
-    double C = pl->C, E = c->experts, experts = 3 * C * fe * E / tp;
+    double C = pl->C, E = c->experts, experts = (is_llama(pl) ? 3 : 2) * C * fe * E / tp;
     b->params += C * E + (c->moe_bias ? E : 0);
-    if (pl->ep > 1 && pl->pp == 1)
+    if (pl->ep > 1 && pl->pp == 1 && tp == 1)
         b->xparams = experts / pl->ep;
     else
         b->params += experts;
@@ -423,7 +425,7 @@ static void llama_block(const planner *pl, int tp, int sp, double rows, block_pa
 {
     const weft_model_config *c = &pl->q->model;
     double C = pl->C, F = c->ffn, rep = sp ? 1.0 / tp : 1, kvd, hold, use;
-    double fe = c->experts > 0 ? (c->moe_ffn > 0 ? c->moe_ffn : c->ffn) : 0;
+    double fe = sim_expert_width(c);
     if (fe > 0)
         F = c->shared * fe; /* the dense MLP is the shared experts */
     llama_kv(pl, tp, &kvd, &hold, &use);
@@ -455,6 +457,12 @@ static void block_shape(const planner *pl, int tp, int sp, int pp, int kind, dou
         b->act = 4 * rows * C * rep;
     } else if (kind == 1 && llama) {
         llama_block(pl, tp, sp, rows, b);
+    } else if (kind == 1 && pl->q->model.experts > 0) {
+        /* a GPT's experts in place of its MLP (model_gpt.c): qkv and proj
+         * as below, no MLP biases; the stash without fc's two outputs */
+        b->params = 4 * C * C / tp + 3 * C / tp + 5 * C;
+        b->act = 4 * (rows * C * (4 * rep + 4.0 / tp) + rows * H / tp);
+        moe_block(pl, tp, rows, sim_expert_width(&pl->q->model), b);
     } else if (kind == 1) {
         b->params = 12 * C * C / tp + 7 * C / tp + 6 * C;
         b->act = 4 * (rows * C * (4 * rep + 12.0 / tp) + rows * H / tp);
@@ -476,15 +484,21 @@ static void block_shape(const planner *pl, int tp, int sp, int pp, int kind, dou
  * with the experts' gate gradients after it), and with layers q, k, v,
  * attention's statistics, its output, the MLP's gate|up and product and
  * the sum's gradients (and the experts' routed rows' with experts), each
- * at the rank's width. 0 for a GPT (its stash counts already). */
+ * at the rank's width. A GPT's stash counts the rest already but for its
+ * experts' (model_gpt.c): their scratch, the gate gradients and, under
+ * --sp, the gathered dout and the router's input gradient. */
 static double llama_chunk_extra(const planner *pl, int tp, int sp, double rows, int layers,
                                 int embed)
 {
-    if (!is_llama(pl))
-        return 0;
     const weft_model_config *c = &pl->q->model;
+    double fe = sim_expert_width(c);
+    if (!is_llama(pl)) {
+        double K = c->topk, C = pl->C;
+        if (fe <= 0 || !layers)
+            return 0;
+        return 4 * rows * (K * (2 * C + 3 * fe / tp) + c->experts + 2 * K + (sp ? 2 * C : 0));
+    }
     double C = pl->C, rep = sp ? 1.0 / tp : 1, kvd, hold, use;
-    double fe = c->experts > 0 ? (c->moe_ffn > 0 ? c->moe_ffn : c->ffn) : 0;
     double F = fe > 0 ? c->shared * fe : c->ffn, K = fe > 0 ? c->topk : 0;
     llama_kv(pl, tp, &kvd, &hold, &use);
     double tok = 2 * C * rep + (sp ? C : 0) + (embed ? 0 : C * rep);
@@ -878,14 +892,14 @@ static int cp_applies(const sim_plan_query *q, int cp, int T)
     return cp == 1 || (q->model.experts <= 0 && T % (2 * cp) == 0);
 }
 
-/* Expert groups of ep data-parallel ranks: ep divides the experts, and
- * weft-train refuses --ep with --tp or --cp. */
-static int ep_applies(const sim_plan_query *q, int ep, int tp, int cp)
+/* Expert groups of ep data-parallel ranks (a tensor rank's, tp apart,
+ * under --tp): ep divides the experts, and weft-train refuses --ep with
+ * --cp. */
+static int ep_applies(const sim_plan_query *q, int ep, int cp)
 {
     if (!wanted(q->ep, ep))
         return 0;
-    return ep == 1 || (q->model.type == WEFT_MODEL_LLAMA && q->model.experts > 0 &&
-                       q->model.experts % ep == 0 && tp == 1 && cp == 1);
+    return ep == 1 || (q->model.experts > 0 && q->model.experts % ep == 0 && cp == 1);
 }
 
 /* The schedules a pipeline of p stages with m micro-batches can run over
@@ -937,9 +951,9 @@ int sim_plan_run(const sim_plan_query *q, sim_plan *out, char *err, size_t len)
         return fail(err, len, "need ranks >= 1, batch >= 1 and gflops > 0");
     if (q->seq > q->model.ctx)
         return fail(err, len, "the sequence is longer than the model's ctx");
-    int moe = q->model.type == WEFT_MODEL_LLAMA && q->model.experts > 0;
+    int moe = q->model.experts > 0;
     if (q->ep > 1 && !moe)
-        return fail(err, len, "expert parallelism needs a Llama with experts");
+        return fail(err, len, "expert parallelism needs a model with experts");
     if (q->cp > 1 && moe)
         return fail(err, len, "context parallelism with experts: weft-train refuses it");
     planner pl = { .out = out, .topo = *q->topo, .lq = *q };
@@ -981,7 +995,7 @@ int sim_plan_run(const sim_plan_query *q, sim_plan *out, char *err, size_t len)
                 if (rest % cp || !cp_applies(q, cp, (int)pl.T) || dp > q->batch)
                     continue;
                 for (int ep = 1; ep <= dp && !rc; ep++) {
-                    if (dp % ep || !ep_applies(q, ep, tp, cp))
+                    if (dp % ep || !ep_applies(q, ep, cp))
                         continue;
                     pl.cp = cp, pl.ep = ep, pl.pp = pp;
                     rc = plan_layout(&pl, tp, pp, dp, blocks);

@@ -439,15 +439,30 @@ static const sim_plan_entry *find4(const sim_plan *p, int tp, int pp, int ep, in
     return NULL;
 }
 
+/* A block's seconds at 1 GFLOP/s for 2 sequences of T tokens of width D:
+ * its products (mm parameters a token) forward and for the weights'
+ * gradients, attention's two T x T products forward. */
+static void block_flops(const weft_model_config *c, double mm, double T, double D)
+{
+    sim_block_costs bc;
+    char err[256];
+    CHECK(sim_block_costs_estimate(c, 2, (int)T, 1, &bc, err, sizeof err) == 0);
+    double rows = 2 * T, fwd = (2 * mm * rows + 4 * 2 * T * T * D) / 1e9;
+    CHECKF(bc.n == 4 && near(bc.b[1].fwd, fwd), "%.9g want %.9g", bc.b[1].fwd, fwd);
+    CHECK(near(bc.b[1].bwd_w, 2 * mm * rows / 1e9));
+    sim_block_costs_free(&bc);
+}
+
 #define MOE "llama:vocab=256,ctx=16,layers=2,heads=4,kv_heads=2,dim=32,ffn=48,experts=4," \
             "topk=2,moe_ffn=24,shared=1"
 
 /* A mixture of experts priced by hand: a token's FLOPs through topk
  * experts and the shared one, E experts' parameters held (E/ep a rank
- * under --ep, each expert's width split under --tp), the router's record
- * stashed, the all-to-alls' bytes under --ep and the gate gradients in
- * the tensor all-reduce; --ep only without --tp, ZeRO 2-3 and --sp not
- * with it. */
+ * under --ep, each expert's width split under --tp, every expert at that
+ * width under --ep with --tp), the router's record stashed, the
+ * all-to-alls' bytes under --ep (at ep x tp over a tensor rank's expert
+ * group, every tensor rank sending its rows) and the gate gradients in
+ * the tensor all-reduce; ZeRO 2-3 not with --ep. */
 TEST(moe_pricing)
 {
     double D = 32, kv = 16, fe = 24, E = 4, K = 2, S = 1, V = 256, L = 2, H = 4, T = 16;
@@ -457,13 +472,7 @@ TEST(moe_pricing)
     char err[256];
     CHECK(query(&q, &t, MOE, 4, 8) == 0);
     /* FLOPs: the products a token runs (q, o, k, v, the router, topk + shared experts) */
-    sim_block_costs bc;
-    CHECK(sim_block_costs_estimate(&q.model, 2, 16, 1, &bc, err, sizeof err) == 0);
-    double rows = 2 * T, mm = 2 * D * D + 2 * D * kv + D * E + 3 * D * fe * (K + S);
-    double fwd = (2 * mm * rows + 4 * 2 * T * T * D) / 1e9;
-    CHECKF(bc.n == 4 && near(bc.b[1].fwd, fwd), "%.9g want %.9g", bc.b[1].fwd, fwd);
-    CHECK(near(bc.b[1].bwd_w, 2 * mm * rows / 1e9));
-    sim_block_costs_free(&bc);
+    block_flops(&q.model, 2 * D * D + 2 * D * kv + D * E + 3 * D * fe * (K + S), T, D);
 
     q.ep = -1;
     CHECKF(sim_plan_run(&q, &p, err, sizeof err) == 0, "%s", err);
@@ -471,7 +480,7 @@ TEST(moe_pricing)
     double psi = 2 * V * D + L * block + D, xps = L * 3 * D * fe * E;
     const sim_plan_entry *e1 = find4(&p, 1, 1, 1, 1, 0), *e2 = find4(&p, 1, 1, 2, 1, 0);
     const sim_plan_entry *e4 = find4(&p, 1, 1, 4, 1, 0), *z1 = find4(&p, 1, 1, 2, 1, 1);
-    CHECK(e1 && e2 && e4 && z1 && !find4(&p, 1, 1, 2, 1, 2) && !find4(&p, 2, 1, 2, 1, 0));
+    CHECK(e1 && e2 && e4 && z1 && !find4(&p, 1, 1, 2, 1, 2));
     if (!e1 || !e2 || !e4 || !z1) {
         sim_plan_free(&p);
         return;
@@ -482,7 +491,7 @@ TEST(moe_pricing)
     CHECK(near(e4->state_bytes, 16 * (psi - xps) + 16 * xps / 4));
     CHECK(near(z1->state_bytes, sim_plan_zero_bytes(psi - xps, 1, 4, 8) + 16 * xps / 2));
     /* dp 4: 2 sequences, one micro-batch */
-    rows = e1->micro_rows;
+    double rows = e1->micro_rows;
     CHECK(rows == 2 * T);
     double rec = 2 * rows * E + 4 * rows * K + 2 * E + 1 + rows * K * (2 * D + 3 * fe);
     /* backward's scratch: the dense one with the shared expert's width,
@@ -499,10 +508,10 @@ TEST(moe_pricing)
            e2->bytes[SIM_PLAN_EP]);
     CHECK(near(e4->bytes[SIM_PLAN_EP], L * 4 * (4 * x * 3 / 4 + 3 * (E + 1))));
     CHECK(e2->ep_s > 0 && e2->step_s > e2->pipe_s);
-    /* --sp is listed (weft-train runs experts under it), --ep not with --tp */
+    /* --sp is listed (weft-train runs experts under it), and ep 2 x tp 2 */
     int sps = 0;
     for (int i = 0; i < p.n; i++) {
-        CHECK(p.e[i].cp == 1 && (p.e[i].ep == 1 || p.e[i].tp == 1));
+        CHECK(p.e[i].cp == 1);
         sps += p.e[i].sp && p.e[i].tp == 2;
     }
     CHECK(sps > 0);
@@ -516,17 +525,78 @@ TEST(moe_pricing)
         double psi2 = 2 * 128 * D + L * b2 + D, r2 = t2->micro_rows, x2 = 4 * r2 * D;
         CHECKF(near(t2->state_bytes, 16 * psi2), "%.0f want %.0f", t2->state_bytes, 16 * psi2);
         CHECK(near(t2->bytes[SIM_PLAN_TP], x2 + L * (4 * x2 + 4 * r2 * K) + x2 + 4 * 3 * r2));
+        /* ep 2 x tp 2 (dp 2, one expert group a tensor rank): the
+         * experts as at tp 2 (a pipeline keeps them all), the tensor
+         * rank's rows dispatched over its group */
+        const sim_plan_entry *et = find4(&p, 2, 1, 2, 1, 0);
+        CHECK(et != NULL && et->dp == 2 && !find4(&p, 2, 1, 2, 1, 2));
+        if (et) {
+            double re = et->micro_rows, xe = re * K * D;
+            CHECKF(near(et->state_bytes, 16 * psi2), "%.0f want %.0f", et->state_bytes,
+                   16 * psi2);
+            CHECK(near(et->bytes[SIM_PLAN_EP], L * 4 * (4 * xe / 2 + (E + 1))));
+            CHECK(near(et->bytes[SIM_PLAN_TP], 4 * re * D * (2 + 4 * L) + L * 4 * re * K +
+                                                   4 * 3 * re));
+            CHECK(et->ep_s > 0 && et->tp_s > 0);
+        }
     }
     sim_plan_free(&p);
     /* only ep 2 asked for; expert parallelism of a dense model refused */
     q.ep = 2;
     CHECK(sim_plan_run(&q, &p, err, sizeof err) == 0 && p.n > 0);
-    for (int i = 0; i < p.n; i++)
-        CHECK(p.e[i].ep == 2 && p.e[i].tp == 1);
+    int tps = 0;
+    for (int i = 0; i < p.n; i++) {
+        CHECK(p.e[i].ep == 2);
+        tps += p.e[i].tp == 2;
+    }
+    CHECK(tps > 0);
     sim_plan_free(&p);
     CHECK(query(&q, &t, MODEL, 4, 8) == 0);
     q.ep = 2;
     CHECK(sim_plan_run(&q, &p, err, sizeof err) == WEFT_EINVAL && strstr(err, "experts"));
+}
+
+/* A GPT's GELU experts priced by hand (model_gpt.c): the MLP's four
+ * tensors give way to the router and two C x fe matrices an expert (fc,
+ * proj), no biases; a token's FLOPs through topk experts; E/ep experts a
+ * rank under --ep, each expert's width split under --tp; the all-to-alls
+ * under --ep and at ep x tp; the gate gradients in the tensor all-reduce. */
+TEST(gpt_moe_pricing)
+{
+    double D = 32, fe = 24, E = 4, K = 2, V = 256, L = 2, T = 16, ctx = 16;
+    sim_plan_query q;
+    sim_topo t;
+    sim_plan p;
+    char err[256];
+    CHECK(query(&q, &t, "gpt:vocab=256,ctx=16,layers=2,heads=4,dim=32,experts=4,topk=2,"
+                        "moe_ffn=24", 4, 8) == 0);
+    /* qkv, proj, the router, topk experts */
+    block_flops(&q.model, 4 * D * D + D * E + 2 * D * fe * K, T, D);
+
+    q.ep = -1;
+    CHECKF(sim_plan_run(&q, &p, err, sizeof err) == 0, "%s", err);
+    double block = 4 * D * D + 4 * D + 4 * D + D * E + 2 * D * fe * E;
+    double psi = V * D + ctx * D + L * block + 2 * D, xps = L * 2 * D * fe * E;
+    const sim_plan_entry *e1 = find4(&p, 1, 1, 1, 1, 0), *e2 = find4(&p, 1, 1, 2, 1, 0);
+    const sim_plan_entry *t2 = find4(&p, 2, 1, 1, 1, 0), *et = find4(&p, 2, 1, 2, 1, 0);
+    CHECK(e1 && e2 && t2 && et);
+    if (e1 && e2 && t2 && et) {
+        CHECKF(near(e1->state_bytes, 16 * psi), "%.0f want %.0f", e1->state_bytes, 16 * psi);
+        CHECK(near(e2->state_bytes, 16 * (psi - xps) + 16 * xps / 2));
+        /* tp 2: the vocabulary, qkv, proj and each expert's width split */
+        double b2 = (4 * D * D + 3 * D) / 2 + 5 * D + D * E + 2 * D * fe * E / 2;
+        double psi2 = 128 * D + ctx * D + L * b2 + 2 * D;
+        CHECKF(near(t2->state_bytes, 16 * psi2), "%.0f want %.0f", t2->state_bytes, 16 * psi2);
+        CHECK(near(et->state_bytes, 16 * psi2));
+        double x = e2->micro_rows * K * D, xe = et->micro_rows * K * D;
+        CHECK(e1->bytes[SIM_PLAN_EP] == 0);
+        CHECK(near(e2->bytes[SIM_PLAN_EP], L * 4 * (4 * x / 2 + (E + 1))));
+        CHECK(near(et->bytes[SIM_PLAN_EP], L * 4 * (4 * xe / 2 + (E + 1))));
+        /* the gate gradients (topk a row) ride in the MLP's input gradient's sum */
+        double r2 = t2->micro_rows, x2 = 4 * r2 * D;
+        CHECK(near(t2->bytes[SIM_PLAN_TP], x2 + L * (4 * x2 + 4 * r2 * K) + x2 + 4 * 3 * r2));
+    }
+    sim_plan_free(&p);
 }
 
 /* Context parallelism by hand: a rank's T/C tokens, its activations and
