@@ -8,8 +8,8 @@
 #
 #   make all && sh bench/ckpt.sh
 #
-# RANKS (4), ZERO (1), MODEL and OUT (a scratch folder, removed unless
-# given) may be set.
+# RANKS (4), ZERO (1), MODEL, OUT (a scratch folder, removed unless
+# given) and ARGS (more weft-train options, e.g. --save-cached) may be set.
 set -eu
 B=${BUILD:-build}
 ranks=${RANKS:-4}
@@ -19,7 +19,7 @@ keep_out=${OUT:+1}
 out=${OUT:-$(mktemp -d /tmp/weft-ckpt-bench.XXXXXX)}
 mkdir -p "$out"
 [ -n "$keep_out" ] || trap 'rm -rf "$out"' EXIT
-train="--model $model --data builtin --seq 64 --batch 8 --optim adamw --no-eval --log-every 1000"
+train="--model $model --data builtin --seq 64 --batch 8 --optim adamw --no-eval --log-every 1000 ${ARGS:-}"
 
 # dd's figure (bytes / seconds) as MB/s from its last line
 dd_mbs() {
