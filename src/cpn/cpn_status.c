@@ -97,9 +97,10 @@ void status_print(FILE *f, const cpn_plan *p, const char *dir)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: weft-cpn status --plan PLAN.json --dir RUNDIR\n"
-               "  Each part of the run weft-cpn run keeps in RUNDIR: its launcher's state,\n"
-               "  its step, loss and seconds, and the plan's predicted seconds for as many\n"
-               "  steps (docs/CPN.md).\n");
+               "  Each part of the run weft-cpn run keeps in RUNDIR, the plan's and those\n"
+               "  that joined it: its launcher's state, its share now, its step, loss and\n"
+               "  seconds, and the plan's predicted seconds for as many steps\n"
+               "  (docs/CPN.md).\n");
 }
 
 int weft_cpn_status_main(int argc, char **argv)
