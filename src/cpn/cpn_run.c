@@ -440,6 +440,13 @@ static int run_plan(const run_args *a, cpn_plan *p)
             unlink(old);
         }
     }
+    /* an earlier run's re-plan: its period and shares are not this run's */
+    static const char *const earlier[] = { "progress.shares", "replan.json", "joined.json" };
+    for (size_t i = 0; i < sizeof earlier / sizeof *earlier; i++) {
+        char old[1200];
+        snprintf(old, sizeof old, "%s/%s", a->dir, earlier[i]);
+        unlink(old);
+    }
     snprintf(secret_file, sizeof secret_file, "%s/secret", a->dir);
     snprintf(metrics, sizeof metrics, "%s/metrics.csv", a->dir);
     if (a->train)
