@@ -268,7 +268,10 @@ int weft_alltoall(weft_comm *c, const void *send, void *recv, size_t count,
  * from send + send_displs[j] to rank j and receives recv_counts[i]
  * elements from rank i at recv + recv_displs[i] (counts and displacements
  * in elements, arrays of the communicator's size). recv_counts[i] must
- * equal rank i's send_counts[this rank]; send and recv must differ. */
+ * equal rank i's send_counts[this rank]; send and recv must differ. On
+ * one host, where every rank's blocks for the others lie in one region
+ * of weft_mem_alloc(c, ...), each rank copies its blocks once, straight
+ * out of the senders' pages. */
 int weft_alltoallv(weft_comm *c, const void *send, const size_t *send_counts,
                    const size_t *send_displs, void *recv, const size_t *recv_counts,
                    const size_t *recv_displs, weft_dtype t);

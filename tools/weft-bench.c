@@ -21,7 +21,8 @@
  * the others: that wait is printed apart), and -M adds the time of one
  * memcpy of the bytes a rank receives (the whole receive buffer; the
  * fastest of the iterations) and the call's time over it, measured in the
- * same run. */
+ * same run; -R takes the send buffer from weft_mem_alloc, which peers on
+ * this host map and copy out of once. */
 #include "cli_args.h"
 #include "weft.h"
 
@@ -47,7 +48,7 @@ typedef struct {
     const char *json;
     int codec;                  /* -z: weft_codec, -1: none */
     int hier;                   /* -H */
-    int vform, sync, copy;      /* -V, -S, -M (alltoall) */
+    int vform, sync, copy, reg; /* -V, -S, -M, -R (alltoall) */
     size_t *v;                  /* -V: every block's count, then its displacement */
     int nranks;
     weft_cluster_comm *clusters; /* made for -H */
@@ -405,6 +406,7 @@ static void usage(void)
             "               \"least\": the slowest rank's fastest call, us)\n"
             "            -M one memcpy of a rank's receive buffer, the fastest, rank 0 alone\n"
             "               and all at once (\"copy\" us us, then the call's time over each)\n"
+            "            -R the send buffer from weft_mem_alloc (registered memory)\n"
             "  BYTES: a byte count or a number with K, M, G or T, with or without iB\n"
             "  (powers of 1024): 4096, 64K, 2MiB, 1.5G\n");
 }
@@ -430,7 +432,7 @@ int main(int argc, char **argv)
     }
     optind = 2;
     const char *me = "weft-bench";
-    while ((ch = getopt(argc, argv, "b:e:f:i:d:o:r:a:w:n:c:J:I:l:z:HVSMh")) != -1) {
+    while ((ch = getopt(argc, argv, "b:e:f:i:d:o:r:a:w:n:c:J:I:l:z:HVSMRh")) != -1) {
         int bad = 0;
         switch (ch) {
         case 'b': bad = cli_size(me, "-b", optarg, MAX_BYTES, &o.minb); break;
@@ -469,6 +471,7 @@ int main(int argc, char **argv)
         case 'V': o.vform = 1; break;
         case 'S': o.sync = 1; break;
         case 'M': o.copy = 1; break;
+        case 'R': o.reg = 1; break;
         case 'h': usage(); return 0;
         default: usage(); return 2;
         }
@@ -500,8 +503,8 @@ int main(int argc, char **argv)
         free(o.list);
         return 2;
     }
-    if ((o.vform || o.sync || o.copy) && o.kind != WEFT_COLL_ALLTOALL) {
-        fprintf(stderr, "weft-bench: -V, -S and -M are for alltoall\n");
+    if ((o.vform || o.sync || o.copy || o.reg) && o.kind != WEFT_COLL_ALLTOALL) {
+        fprintf(stderr, "weft-bench: -V, -S, -M and -R are for alltoall\n");
         free(o.list);
         return 2;
     }
@@ -592,8 +595,11 @@ int main(int argc, char **argv)
         return 1;
     }
     uint64_t maxel = o.maxb / es + (uint64_t)n;
-    bufs b = { malloc(maxel * es + 64), malloc(maxel * es + 64), malloc(maxel * es + 64), 0, 0,
-               NULL, NULL };
+    bufs b = { NULL, malloc(maxel * es + 64), malloc(maxel * es + 64), 0, 0, NULL, NULL };
+    void *in = NULL;
+    if (o.reg ? weft_mem_alloc(c, maxel * es + 64, &in) != 0 : !(in = malloc(maxel * es + 64)))
+        in = NULL;
+    b.in = in;
     if (!b.in || !b.out || !b.want) {
         fprintf(stderr, "weft-bench: out of memory\n");
         return 1;
@@ -718,7 +724,10 @@ int main(int argc, char **argv)
             }
         }
     }
-    free(b.in);
+    if (o.reg)
+        weft_mem_free(c, b.in);
+    else
+        free(b.in);
     free(b.out);
     free(b.want);
     free(o.list);

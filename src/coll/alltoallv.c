@@ -2,8 +2,9 @@
  * with splits): one round in which each rank sends its block to every
  * other rank and receives theirs, as a schedule, so it runs on the same
  * executor, wire fingerprints and failure path as every collective. On
- * one host under WEFT_ALGO=direct each rank instead reads its blocks
- * straight out of the others' send buffers (coll/local/direct_av.c). */
+ * one host, under WEFT_ALGO=direct or where the send buffers are
+ * weft_mem_alloc's, each rank instead reads its blocks straight out of
+ * the others' send buffers (coll/local/direct_av.c). */
 #include "coll/alltoallv.h"
 
 #include "coll/coll_args.h"
@@ -40,17 +41,21 @@ static int av_check(weft_comm *c, const coll_av_args *v)
     return 0;
 }
 
-/* Single copy (coll/local/direct.h) when WEFT_ALGO=direct asks for it
- * and every rank is on this host: decided from what every rank knows
- * alike. Not under auto: it takes two rounds of messages where the
- * schedule takes one, and a byte read with process_vm_readv costs more
- * than a memcpy, so the shared-memory ring's two copies were as fast at
- * the expert dispatch's sizes (docs/BENCHMARKS.md, "Experts: the
- * dispatch's movement"). */
-static int av_direct(const weft_comm *c)
+/* Single copy (coll/local/direct.h) when every rank is on this host:
+ * under WEFT_ALGO=direct always, under auto where every rank's blocks
+ * lie in weft_mem_alloc's memory, which peers map and copy out of with
+ * memcpy; decided from what every rank knows alike. Not under auto for
+ * other memory: process_vm_readv copies a byte at a quarter of memcpy's
+ * rate and single copy takes two rounds of messages where the schedule
+ * takes one, so the shared-memory ring's two copies were as fast at the
+ * expert dispatch's sizes (docs/BENCHMARKS.md, "Experts: the dispatch's
+ * movement"). */
+static int av_direct(weft_comm *c)
 {
-    return c->size > 1 && c->nhosts == 1 && c->shm_on && c->params.shm_cma &&
-           c->algo == WEFT_ALGO_DIRECT && direct_verdict(c) >= 0;
+    if (c->size < 2 || c->nhosts != 1 || !c->shm_on || !c->params.shm_cma ||
+        direct_verdict(c) < 0)
+        return 0;
+    return c->algo == WEFT_ALGO_DIRECT || (c->algo == WEFT_ALGO_AUTO && direct_av_auto(c));
 }
 
 static void av_sched(weft_comm *c, const coll_av_args *v, weft_sched *s)

@@ -3,6 +3,8 @@
  * store of the caller's (here: files in a folder). */
 #include "mp.h"
 
+#include "coll/local/direct_int.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -91,6 +93,70 @@ static void large(weft_comm *c, void *arg)
     free(d);
 }
 
+/* big()'s blocks from send buffer s (registered or not) into a fresh
+ * receive buffer, checked. */
+static int large_from(weft_comm *c, uint32_t *s)
+{
+    int r = weft_comm_rank(c), n = weft_comm_size(c);
+    size_t sc[8], sd[8], rc[8], rd[8], st = 0, rt = 0, wrong = 0;
+    for (int j = 0; j < n; j++) {
+        sc[j] = big(r, j), sd[j] = st, st += sc[j];
+        rc[j] = big(j, r), rd[j] = rt, rt += rc[j] + 1;
+    }
+    uint32_t *d = malloc((rt + 1) * sizeof *d);
+    for (int j = 0; j < n; j++)
+        for (size_t k = 0; k < sc[j]; k++)
+            s[sd[j] + k] = (uint32_t)(r << 28) ^ (uint32_t)(j << 24) ^ (uint32_t)k ^ 0x5a5a;
+    memset(d, 0xff, (rt + 1) * sizeof *d);
+    int rc0 = weft_alltoallv(c, s, sc, sd, d, rc, rd, WEFT_I32);
+    for (int i = 0; i < n; i++) {
+        for (size_t k = 0; k < rc[i]; k++)
+            wrong += d[rd[i] + k] != ((uint32_t)(i << 28) ^ (uint32_t)(r << 24) ^ (uint32_t)k ^
+                                      0x5a5a);
+        wrong += d[rd[i] + rc[i]] != UINT32_MAX;
+    }
+    free(d);
+    return rc0 == 0 && wrong == 0;
+}
+
+/* What auto last decided (coll/local/direct_av.c): 1 every rank's send
+ * buffer registered, -1 not; 0 never looked. */
+static int av_reg(const weft_comm *c) { return c->direct ? c->direct->av_reg : 0; }
+
+/* Send buffers from weft_mem_alloc (regions of 256 KiB and more): each
+ * rank maps its peers' and copies out with memcpy; under auto only while
+ * every rank's is registered, looked at again 64 calls after one was
+ * not. arg non-NULL: under auto. */
+static void registered(weft_comm *c, void *arg)
+{
+    int r = weft_comm_rank(c), n = weft_comm_size(c);
+    size_t st = 0;
+    for (int j = 0; j < n; j++)
+        st += big(r, j);
+    size_t bytes = (st + 1) * sizeof(uint32_t);
+    void *reg = NULL, *reg2 = NULL;
+    uint32_t *plain = malloc(bytes);
+    CHECK(weft_mem_alloc(c, bytes, &reg) == 0 && reg);
+    CHECK(large_from(c, reg));
+    if (arg)
+        CHECK(av_reg(c) == 1 && c->direct->maps);
+    /* rank 1's plain memory: the schedule under auto, its block read
+     * with process_vm_readv under direct */
+    CHECK(large_from(c, r == 1 ? plain : reg));
+    if (arg)
+        CHECK(av_reg(c) == -1);
+    /* a region freed and another made (its fd number likely reused, at a
+     * new generation): the readers' old mapping is not used */
+    CHECK(weft_mem_free(c, reg) == 0 && weft_mem_alloc(c, bytes, &reg2) == 0);
+    for (int i = 0; arg && i < 63; i++)
+        CHECK(exchange(c, 0)); /* auto looks no more until the 64th call */
+    CHECK(large_from(c, reg2));
+    if (arg)
+        CHECK(av_reg(c) == 1);
+    CHECK(weft_mem_free(c, reg2) == 0);
+    free(plain);
+}
+
 /* Each rank's receive blocks inside its own send buffer (after the
  * blocks it sends): the others still read those while it receives. */
 static void overlapping(weft_comm *c, void *arg)
@@ -155,6 +221,8 @@ TEST(direct) { with_env("WEFT_ALGO", "direct", 3, body); }
 TEST(direct_large) { with_env("WEFT_ALGO", "direct", 3, large); }
 TEST(direct_overlapping) { with_env("WEFT_ALGO", "direct", 3, overlapping); }
 TEST(direct_counts_disagree) { with_env("WEFT_ALGO", "direct", 3, counts_disagree); }
+TEST(registered) { CHECK(mp_run(3, 60, registered, "auto") == 0); }
+TEST(direct_registered) { with_env("WEFT_ALGO", "direct", 3, registered); }
 /* asked for, but not possible: the schedule runs */
 TEST(direct_two_hosts)
 {

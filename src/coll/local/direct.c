@@ -73,6 +73,7 @@ void direct_free(weft_comm *c)
     free(d->piece);
     free(d->scratch);
     free(d->pairs);
+    direct_map_free(d->maps);
     free(d);
     c->direct = NULL;
 }

@@ -8,11 +8,19 @@
  * fails the call on every rank with both ranks and sizes named.
  *
  * The steps are direct.c's: the descriptor exchange, the reads, and the
- * status exchange after which nobody reads another's buffers any more. */
+ * status exchange after which nobody reads another's buffers any more.
+ *
+ * Where a rank's blocks for its peers lie in one region of weft_mem_alloc
+ * (a memfd), its descriptor names the region, and each peer maps it once
+ * (direct_map.h) and copies the blocks out with memcpy; other blocks are
+ * read with process_vm_readv, several times slower a byte. */
 #include "coll/local/direct_av.h"
 
 #include "coll/coll_sched.h"
+#include "coll/exec/p2p_int.h"
+#include "coll/exec/p2p_reg.h"
 #include "coll/local/direct_int.h"
+#include "core/log.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -25,13 +33,23 @@ typedef struct {
     const size_t *sc, *sd, *rc, *rd;
 } av_args;
 
-/* Bytes [*lo, *hi) hold every non-empty block of counts n at offsets o. */
-static void span(const size_t *n, const size_t *o, int P, size_t es, size_t *lo, size_t *hi)
+/* A region's gen for a rank that sends its peers nothing: none to map,
+ * and nothing keeps single copy from the others */
+#define AV_NOTHING UINT64_MAX
+/* Under auto, calls after a look that found some rank's blocks outside
+ * registered memory before the next look (a look costs a round of
+ * descriptors before the schedule runs) */
+#define AV_RELOOK 64
+
+/* Bytes [*lo, *hi) hold every non-empty block of counts n at offsets o
+ * (but rank skip's; -1: none skipped). */
+static void span(const size_t *n, const size_t *o, int P, int skip, size_t es, size_t *lo,
+                 size_t *hi)
 {
     *lo = SIZE_MAX;
     *hi = 0;
     for (int q = 0; q < P; q++) {
-        if (!n[q])
+        if (!n[q] || q == skip)
             continue;
         *lo = o[q] * es < *lo ? o[q] * es : *lo;
         *hi = (o[q] + n[q]) * es > *hi ? (o[q] + n[q]) * es : *hi;
@@ -49,6 +67,41 @@ static int publish_pairs(weft_comm *c, struct direct_state *d, const av_args *v,
         d->pairs[2 * q + 1] = (uint64_t)(v->sd[q] * es);
     }
     return 0;
+}
+
+/* The region of weft_mem_alloc that this rank's blocks for its peers lie
+ * in, into g (gen 0: none; AV_NOTHING: no such blocks). */
+static void find_region(weft_comm *c, const av_args *v, size_t es, direct_region *g)
+{
+    size_t lo, hi;
+    shm_cma_desc cd;
+    *g = (direct_region){ 0, 0, 0 };
+    span(v->sc, v->sd, c->size, c->rank, es, &lo, &hi);
+    if (lo >= hi)
+        g->gen = AV_NOTHING;
+    else if (c->p2p && p2p_reg_find(c->p2p->reg, (const char *)v->send + lo, hi - lo, 0, &cd))
+        *g = (direct_region){ cd.cookie_addr, cd.cookie, cd.addr - (uint64_t)lo };
+}
+
+/* want bytes of peer q at offset off of its send buffer into dst: out of
+ * its mapped region where it named one, else (or where the mapping is
+ * refused) with process_vm_readv. */
+static int read_block(weft_comm *c, struct direct_state *d, int q, char *dst, uint64_t off,
+                      size_t want, const frame_hdr *fp)
+{
+    const desc *x = &d->peers[q];
+    const char *src;
+    char why[160];
+    if (x->reg.gen && x->reg.gen != AV_NOTHING) {
+        if (!direct_map_src(&d->maps, c->size, q, x->pid, &x->reg, x->reg.off + off, want, &src,
+                            why, sizeof why)) {
+            memcpy(dst, src, want);
+            return 0;
+        }
+        log_msg(c->loglevel, LOG_DEBUG, c->rank,
+                "alltoallv: rank %d's registered memory read with process_vm_readv: %s", q, why);
+    }
+    return direct_pull(c, d, q, dst, x->send + off, want, fp);
 }
 
 /* From each peer in turn (from r + 1, so that the peers are read evenly)
@@ -73,11 +126,32 @@ static int read_blocks(weft_comm *c, struct direct_state *d, const av_args *v, s
             d->bad_want = want;
             break;
         }
-        if (want && (rc = direct_pull(c, d, q, dst + (v->rd[q] * es - base),
-                                      d->peers[q].send + pair[1], (size_t)want, fp)))
+        if (want && (rc = read_block(c, d, q, dst + (v->rd[q] * es - base), pair[1],
+                                     (size_t)want, fp)))
             return rc;
     }
     return 0;
+}
+
+/* Under auto: does every rank's descriptor name a region? Every rank saw
+ * the same descriptors, so every rank answers alike, and remembers it
+ * for direct_av_auto. */
+static int all_registered(struct direct_state *d, int P)
+{
+    d->av_reg = 1;
+    d->av_since = 0;
+    for (int q = 0; q < P; q++)
+        if (!d->peers[q].reg.gen)
+            d->av_reg = -1;
+    return d->av_reg > 0;
+}
+
+int direct_av_auto(weft_comm *c)
+{
+    struct direct_state *d = c->direct;
+    if (!d || d->av_reg >= 0)
+        return 1;
+    return ++d->av_since >= AV_RELOOK;
 }
 
 int direct_alltoallv(weft_comm *c, const void *send, void *recv, weft_dtype t,
@@ -92,8 +166,8 @@ int direct_alltoallv(weft_comm *c, const void *send, void *recv, weft_dtype t,
     d->bad_peer = -1;
     d->bad_errno = 0;
     d->bad_sent = d->bad_want = 0;
-    span(v->sc, v->sd, P, es, &slo, &shi);
-    span(v->rc, v->rd, P, es, &rlo, &rhi);
+    span(v->sc, v->sd, P, -1, es, &slo, &shi);
+    span(v->rc, v->rd, P, -1, es, &rlo, &rhi);
     /* the others read the send buffer until the last step: blocks that
      * land inside it wait in scratch */
     const char *sv = v->send;
@@ -112,8 +186,11 @@ int direct_alltoallv(weft_comm *c, const void *send, void *recv, weft_dtype t,
                   .aux = (uint64_t)(uintptr_t)d->pairs,
                   .cookie_addr = (uint64_t)(uintptr_t)&d->cookie,
                   .cookie = d->cookie };
+    find_region(c, v, es, &mine.reg);
     if ((rc = direct_exchange(c, d, &mine, fp, 0)) || (rc = direct_agree(c, d, &mine, fp)))
         return rc < 0 ? rc : DIRECT_AGAIN;
+    if (c->algo != WEFT_ALGO_DIRECT && !all_registered(d, P))
+        return DIRECT_AGAIN;
     if ((rc = read_blocks(c, d, v, es, dst, base, fp)))
         return rc;
     if (v->sc[r] && d->bad_peer < 0)

@@ -6,6 +6,7 @@
 #define WEFT_COLL_DIRECT_INT_H
 
 #include "coll/comm_core.h"
+#include "coll/local/direct_map.h"
 
 #include <stdint.h>
 
@@ -21,6 +22,9 @@ typedef struct {
                              where its per-peer (bytes, offset) pairs are; status: errno */
     uint64_t cookie_addr; /* status of a count mismatch: the bytes the peer sends */
     uint64_t cookie;      /* status of a count mismatch: the bytes this rank expects */
+    direct_region reg;    /* all-to-all-v: the registered region its blocks for the peers
+                             lie in (gen 0: none), and its (bytes, offset) pairs' offsets
+                             are then the region's */
 } desc;
 
 struct direct_state {
@@ -40,6 +44,10 @@ struct direct_state {
     size_t scratch_cap;
     uint64_t *pairs;   /* all-to-all-v: per peer, the bytes sent it and their offset */
     uint64_t zero;     /* the barriers' (empty) buffer */
+    direct_maps *maps; /* all-to-all-v: peers' registered regions mapped here */
+    int av_reg;        /* all-to-all-v under auto: at the last look every rank's blocks lay
+                          in registered memory (1) or not (-1); 0: never looked */
+    unsigned av_since; /* all-to-all-v calls since that look found them not */
 };
 
 /* c's state, made on first use. Errors recorded on c. */
