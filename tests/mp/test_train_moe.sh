@@ -253,7 +253,9 @@ common=$quiet
 # (every rank in step, generating too), the validation loss and the
 # answers of one process
 if [ $thin = 0 ]; then
-    common=$(echo "$quiet" | sed 's/--no-eval //')
+    common="$(echo "$quiet" | sed 's/--no-eval //') --eval-prompts 100"
+    # the answers shown and the exact-match line, as rank 0 prints them
+    answers() { sed -n 's/^\(\[0\] \)\{0,1\}\(  .*\|exact match: .*\)$/\2/p' "$dir/$1.out"; }
     if run evref 1 --model "$ep8" --steps 2; then
         # ep 4 (dp 4); ep 2 x tp 2 and ep 2 x pp 2, where the pipeline's
         # replicas evaluate in step (a replica left out of a round stalls
@@ -268,8 +270,7 @@ if [ $thin = 0 ]; then
                               exit n != 2 || d > 1e-6 * v[0] || a[0] != a[1] }' \
                    "$dir/evref.csv" "$dir/$lay.csv" &&
                [ "$(grep -c 'exact match: ' "$dir/$lay.out")" -eq 1 ] &&
-               [ "$(grep 'exact match: ' "$dir/$lay.out" | sed 's/^\[0\] //')" = \
-                 "$(grep 'exact match: ' "$dir/evref.out")" ]; then
+               [ "$(answers evref | wc -l)" -eq 6 ] && [ "$(answers "$lay")" = "$(answers evref)" ]; then
                 ok
             else
                 bad "evaluation at $*: not the loss and answers of one process"
