@@ -8,7 +8,16 @@
  * then go with all-to-all-v (a rank or an expert with no rows sends and
  * receives empty blocks), are regrouped by expert in source order (the
  * group's token order: source rank, then its token order) and run; the
- * outputs go back the same way. */
+ * outputs go back the same way.
+ *
+ * What is sent leaves from memory of weft_mem_alloc on the group: on one
+ * host the all-to-all-v then has each rank copy its blocks once, with
+ * memcpy, out of the senders' pages (coll/local/direct_av.c), where the
+ * shared-memory ring took two copies or one at process_vm_readv's rate.
+ * The outputs and input gradients are regrouped straight into it; the
+ * rows and output gradients the layer gathered are copied into it first
+ * (the gather is the layer's). The buffers stay from step to step, so
+ * their pages fault in once. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,6 +52,8 @@ struct moe_ep {
     float *stage, *back;     /* rows source-major: as received, and to send */
     float *dy, *dh, *dgu;    /* backward's expert-major scratch */
     size_t room;             /* rows in each of those */
+    float *out;              /* the gathered rows or output gradients, to send */
+    size_t out_room;         /* rows in out */
     size_t *sc, *sd, *rc, *rd;
     int32_t *hdr;
     moe_ep_count n;
@@ -92,9 +103,12 @@ void train_moe_ep_free(moe_ep *p)
         free(r->h);
     }
     free(p->rec);
-    free(p->stage);
-    free(p->back);
-    free(p->dy);
+    if (p->g) {
+        weft_mem_free(p->g, p->stage);
+        weft_mem_free(p->g, p->back);
+        weft_mem_free(p->g, p->dy);
+        weft_mem_free(p->g, p->out);
+    }
     free(p->dh);
     free(p->dgu);
     free(p->sc);
@@ -171,19 +185,56 @@ static int room(float **buf, size_t n)
     return 0;
 }
 
+/* The same, a buffer sent from: weft_mem_alloc's on the group. */
+static int sent_room(moe_ep *p, float **buf, size_t n)
+{
+    void *b = NULL;
+    int rc = weft_mem_free(p->g, *buf);
+    *buf = NULL;
+    if (rc || (rc = weft_mem_alloc(p->g, sizeof(float) * (n ? n : 1), &b)) != 0)
+        return rc;
+    *buf = b;
+    return 0;
+}
+
+/* Rows to make room for when n do not fit: half as many again, as the
+ * rows a rank takes move from step to step with the routing, and each
+ * new region is a new mapping for every peer */
+static size_t ahead(size_t n) { return n + n / 2; }
+
 static int scratch(moe_ep *p, size_t rows, const moe_dims *d)
 {
     if (rows <= p->room && p->stage)
         return 0;
     size_t D = (size_t)d->D, F = (size_t)d->F;
-    int rc = room(&p->stage, rows * D);
-    rc = rc ? rc : room(&p->back, rows * D);
-    rc = rc ? rc : room(&p->dy, rows * D);
+    rows = ahead(rows);
+    int rc = sent_room(p, &p->stage, rows * D);
+    rc = rc ? rc : sent_room(p, &p->back, rows * D);
+    rc = rc ? rc : sent_room(p, &p->dy, rows * D);
     rc = rc ? rc : room(&p->dh, rows * F);
     rc = rc ? rc : room(&p->dgu, rows * 2 * F);
     if (rc == 0)
         p->room = rows;
     return rc;
+}
+
+/* weft_mem_alloc gives a region peers map from this size on
+ * (include/weft.h); below, a copy into out would gain nothing */
+#define REGION_MIN (256u << 10)
+
+/* What leaves for the experts' ranks, n rows of width w at src: from
+ * out, where out is a region, else from src itself. */
+static const float *outgoing(moe_ep *p, const float *src, size_t n, size_t w, int *rc)
+{
+    *rc = 0;
+    if (sizeof(float) * n * w < REGION_MIN)
+        return src;
+    if ((n > p->out_room || !p->out) && (*rc = sent_room(p, &p->out, ahead(n) * w)) == 0)
+        p->out_room = ahead(n);
+    if (*rc)
+        return NULL;
+    memcpy(p->out, src, sizeof(float) * n * w);
+    return p->out;
 }
 
 /* The record of a (found, or added empty). */
@@ -355,7 +406,8 @@ int train_moe_ep_forward(moe_ep *p, mm_ctx *mm, const moe_dims *d, moe_acts *a,
     /* one expert a rank: the rows arrive expert-major already, and leave
      * from where the expert wrote them */
     int one = El == 1;
-    if ((rc = exchange(p, a->xe, one ? r->xe : p->stage, 0)) != 0)
+    const float *xe = outgoing(p, a->xe, (size_t)a->start[E], D, &rc);
+    if (rc || (rc = exchange(p, xe, one ? r->xe : p->stage, 0)) != 0)
         return rc;
     if (!one)
         regroup(p, r, p->stage, r->xe, D, 0);
@@ -377,7 +429,8 @@ int train_moe_ep_backward(moe_ep *p, mm_ctx *mm, const moe_dims *d, const moe_ac
     plan(p, a->start, r->cnt, D);
     int one = p->El == 1; /* as forward: no regrouping */
     int rc = scratch(p, r->rows, d);
-    rc = rc ? rc : exchange(p, s->dye, one ? p->dy : p->stage, 0);
+    const float *dye = rc ? NULL : outgoing(p, s->dye, (size_t)a->start[p->E], D, &rc);
+    rc = rc ? rc : exchange(p, dye, one ? p->dy : p->stage, 0);
     if (rc)
         return rc;
     if (!one)
