@@ -10,7 +10,9 @@
 # bytes and milliseconds a step (weft-train's counters, mean of the ranks:
 # the data's movement and the wait for the group's slowest rank, both);
 # the movement alone, measured in the same run by weft-bench (all-to-all-v
-# of one call's bytes, each call after a barrier and timed alone); one
+# of one call's bytes, each call after a barrier and timed alone: from
+# weft_mem_alloc's memory, as the training sends, and from plain memory
+# under auto and under single copy); one
 # memcpy of the same bytes, measured by the same weft-bench; and the
 # waiting, the counters' time less the movement. Last, a rank's parameter,
 # gradient and optimiser bytes (AdamW) at ep 1, 2 and 4 (each rank holds
@@ -72,22 +74,26 @@ for ep in 2 4; do
     # all ranks at once.
     per=$(awk -v mb="$mb" -v ep="$ep" 'BEGIN { b = mb * 1e6 / 8 * ep / (ep - 1)
         q = 4 * ep; printf "%d", int(b / q + 0.5) * q }')
-    # The training's path (the schedule over shared memory), then single
-    # copy (WEFT_ALGO=direct) for comparison; the waiting from the first.
-    for algo in auto direct; do
-        WEFT_ALGO=$algo "$B/weftrun" -n "$ep" "$B/weft-bench" alltoall -V -S -M -l "$per" \
+    # The training's path (its send buffers are weft_mem_alloc's: single
+    # copy out of the senders' regions), then plain memory under auto (the
+    # schedule over shared memory) and WEFT_ALGO=direct (process_vm_readv)
+    # for comparison; the waiting from the first.
+    for algo in registered auto direct; do
+        reg= a=$algo label="plain memory, WEFT_ALGO=$algo"
+        [ $algo = registered ] && reg=-R a=auto label="weft_mem_alloc's memory, WEFT_ALGO=auto"
+        WEFT_ALGO=$a "$B/weftrun" -n "$ep" "$B/weft-bench" alltoall -V -S -M $reg -l "$per" \
             -w 20 -n 200 -c 1 2>&1 | awk -v b="$per" '$2 == b' >"$dir/mv$ep$algo"
-        [ -s "$dir/mv$ep$algo" ] || { echo "  weft-bench alltoall -V, WEFT_ALGO=$algo: failed"; continue; }
-        awk -v ep="$ep" -v b="$per" -v ms="$ms" -v algo="$algo" '{
+        [ -s "$dir/mv$ep$algo" ] || { echo "  weft-bench alltoall -V $reg, WEFT_ALGO=$a: failed"; continue; }
+        awk -v ep="$ep" -v b="$per" -v ms="$ms" -v algo="$algo" -v label="$label" '{
             for (i = 1; i <= NF; i++) {
                 if ($i == "wait") w = $(i + 1)
                 if ($i == "least") lt = $(i + 1)
                 if ($i == "copy") k = i
             }
             us = $7; c1 = $(k + 1); cp = $(k + 2); wrong = $10
-            printf "  movement alone, WEFT_ALGO=%s (weft-bench alltoall -V -S -M, %d ranks, %d B a call, %s wrong): %.2f us a call (fastest %.2f), %.3f ms for 8\n", algo, ep, b, wrong, us, lt, 8 * us / 1e3
+            printf "  movement alone, %s (weft-bench alltoall -V -S -M%s, %d ranks, %d B a call, %s wrong): %.2f us a call (fastest %.2f), %.3f ms for 8\n", label, (algo == "registered" ? " -R" : ""), ep, b, wrong, us, lt, 8 * us / 1e3
             printf "    one memcpy of a rank'"'"'s receive buffer (the fastest): %.2f us (rank 0 alone), %.2f us (all ranks at once); the movement: %.2fx and %.2fx that (the fastest call: %.2fx and %.2fx)\n", c1, cp, (c1 > 0 ? us / c1 : 0), (cp > 0 ? us / cp : 0), (c1 > 0 ? lt / c1 : 0), (cp > 0 ? lt / cp : 0)
-            if (algo == "auto")
+            if (algo == "registered")
                 printf "    waiting: the counters'"'"' %.2f ms a step less the movement'"'"'s %.3f ms = %.2f ms (%.0f%%); in weft-bench a call'"'"'s barrier waited %.2f us\n", ms, 8 * us / 1e3, ms - 8 * us / 1e3, (ms > 0 ? 100 * (ms - 8 * us / 1e3) / ms : 0), w }' \
             "$dir/mv$ep$algo"
     done
