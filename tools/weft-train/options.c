@@ -69,7 +69,7 @@ static void usage(FILE *f)
         "  --tp T                   tensor parallelism over T ranks (Megatron's layers);\n"
         "                           with --pp the job is tp x dp x pp\n"
         "  --ep E                   expert parallelism: a mixture of experts' experts over\n"
-        "                           groups of E consecutive data-parallel ranks (--no-eval)\n"
+        "                           groups of E consecutive data-parallel ranks\n"
         "  --cp C                   context parallelism: each sequence over groups of C\n"
         "                           consecutive ranks (zig-zag chunks, attention as a ring\n"
         "                           of K/V); with tp, pp, dp, ZeRO, bf16, evaluation\n"
