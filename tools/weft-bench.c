@@ -604,6 +604,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "weft-bench: out of memory\n");
         return 1;
     }
+    if (o.reg)
+        memset(b.want, 0, maxel * es + 64);
     double busbw_sum = 0;
     int nsizes = 0, first = 1;
     long long wrong_total = 0;
@@ -619,8 +621,11 @@ int main(int argc, char **argv)
             o.v[j] = (size_t)count;
             o.v[n + j] = (size_t)count * (size_t)j;
         }
-        if (o.copy && (rc = copy_times(c, &o, b.out, b.in, count * es * (uint64_t)n, &copy1,
-                                       &copyp)))
+        /* with -R from plain memory all the same (b.want, written at
+         * the start): the call is measured against memcpy of ordinary
+         * buffers */
+        if (o.copy && (rc = copy_times(c, &o, b.out, o.reg ? b.want : b.in,
+                                       count * es * (uint64_t)n, &copy1, &copyp)))
             goto fail;
         for (int inplace = 0; inplace < 2; inplace++) {
             if ((o.places == 1 && inplace) || (o.places == 2 && !inplace))
