@@ -126,7 +126,8 @@ static int av_reg(const weft_comm *c) { return c->direct ? c->direct->av_reg : 0
 /* Send buffers from weft_mem_alloc (regions of 256 KiB and more): each
  * rank maps its peers' and copies out with memcpy; under auto only while
  * every rank's is registered, looked at again 64 calls after one was
- * not. arg non-NULL: under auto. */
+ * not. arg non-NULL: under auto, whose choices are checked where the
+ * ranks may read each other (else every call runs the schedule). */
 static void registered(weft_comm *c, void *arg)
 {
     int r = weft_comm_rank(c), n = weft_comm_size(c);
@@ -138,6 +139,8 @@ static void registered(weft_comm *c, void *arg)
     uint32_t *plain = malloc(bytes);
     CHECK(weft_mem_alloc(c, bytes, &reg) == 0 && reg);
     CHECK(large_from(c, reg));
+    if (!c->shm_on || !c->params.shm_cma || (c->direct && c->direct->verdict < 0))
+        arg = NULL;
     if (arg)
         CHECK(av_reg(c) == 1 && c->direct->maps);
     /* rank 1's plain memory: the schedule under auto, its block read
