@@ -38,13 +38,12 @@ static int refuse(weft_run *t, const opts *o, const weft_model_config *c, int dp
     if (dp % E || c->experts % E)
         return run_fail(t, WEFT_ECONFIG, "--ep %d: it must divide the data-parallel ranks "
                         "(%d) and the experts (%d)", E, dp, c->experts);
-    /* with a pipeline (--pp or --tp) the experts stay whole on every rank (its save
-     * assembles whole stages); else each rank holds its own */
-    if (!t->pl && o->zero >= 2)
+    /* each rank holds its own experts (under --tp their slices) */
+    if (o->zero >= 2)
         return run_fail(t, WEFT_ECONFIG, "--ep %d with --zero %d: each rank holds its own "
                         "experts, which ZeRO 2 and 3 would shard over ranks holding others; "
                         "give --zero 0 or 1", E, o->zero);
-    if (!t->pl && (ckpt_sharded(o->save) || ckpt_sharded(o->resume)))
+    if (ckpt_sharded(o->save) || ckpt_sharded(o->resume))
         return run_fail(t, WEFT_ECONFIG, "--ep %d: a sharded checkpoint (a directory) does not "
                         "know the divided experts yet: save to a file (.wckpt)", E);
     return 0;
@@ -101,18 +100,16 @@ int run_ep_open(weft_run *t)
     t->m->ep = p;
     size_t whole = 0, mine = 0;
     weft_model_params(t->m, &whole);
-    if (E > 1 && !t->pl && (rc = divide(t, E)) != 0)
+    if (E > 1 && (rc = divide(t, E)) != 0)
         return rc;
     weft_model_params(t->m, &mine);
     int tp = o->tp > 1 ? o->tp : 1;
     if (E > 1 && !o->quiet)
         run_say(t, WEFT_RUN_OUT, "experts: %d over expert groups of %d data-parallel ranks "
                 "(%d each, each expert on %d ranks%s); a rank holds %zu of the model's %zu "
-                "parameters%s (%s)\n", c->experts, E, c->experts / E, t->world / E * tp,
-                tp > 1 ? ", a share of its width on each" : "", mine, whole,
-                tp > 1 ? " of its tensor slice" : "",
-                mine < whole ? "with their gradients and optimiser state"
-                             : "every expert: under --pp or --tp they stay whole");
+                "parameters%s (with their gradients and optimiser state)\n", c->experts, E,
+                c->experts / E, t->world / E * tp, tp > 1 ? ", a share of its width on each" : "",
+                mine, whole, t->pl ? " of its stage's tensor slice" : "");
     return 0;
 }
 

@@ -12,6 +12,8 @@
 #include "run/run_model.h"
 
 #include "sim/pipe_costs.h"
+#include "train/moe_split.h"
+#include "train/zero_full.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -598,10 +600,12 @@ static void place(const weft_model *part, int i, const float *src, float *whole)
 typedef struct {
     const pipeline *pl;
     weft_model *m;
+    weft_zero *z;
     const float *P;
     weft_ckpt *ck;
     weft_optim *any, *full;
     int nstate;
+    int E;                  /* the expert group's size the experts are divided over (1: whole) */
     float *WP, *buf;
     size_t cap;
 } gather_ctx;
@@ -627,14 +631,22 @@ static int send_part(gather_ctx *g)
     for (int i = 0; i < weft_model_tensor_count(g->m) && rc == 0; i++) {
         weft_tensor_info ti;
         weft_model_tensor_info(g->m, i, &ti);
-        if (sent_by_other(g->m, i, pl->stage, pl->tp_rank))
+        if (sent_by_other(g->m, i, pl->stage, pl->tp_rank) ||
+            (pl->replica > 0 && !train_moe_split_is_expert(g->m, i)))
             continue;
         for (int j = 0; j <= g->nstate && rc == 0; j++) {
             const float *src;
-            if ((rc = own_vector(g, j, &src)))
+            /* another expert rank's experts: their state is this rank's own */
+            if (pl->replica > 0 && j > 0)
+                src = train_zero_state_at(g->z, j - 1, ti.offset);
+            else if ((rc = own_vector(g, j, &src)))
                 return rc;
+            else
+                src += ti.offset;
+            if (!src)
+                return run_fail(pl->run, WEFT_EIO, "gathering the experts' optimiser state");
             weft_request *rq;
-            rc = weft_isend_tag(pl->job, src + ti.offset, ti.numel, WEFT_F32, 0,
+            rc = weft_isend_tag(pl->job, src, ti.numel, WEFT_F32, 0,
                                 gather_tag(i, j, g->nstate), &rq);
             if (rc == 0)
                 rc = weft_wait(rq);
@@ -681,6 +693,22 @@ static int take_vector(gather_ctx *g, const weft_model *shell, int i, int j, int
     return rc;
 }
 
+/* Tensor i of the shell, one of the divided experts: each expert rank's
+ * block from the replica that holds it (replica q of the stage and
+ * tensor rank holds the experts of expert rank q). */
+static int take_experts(gather_ctx *g, weft_model *shell, int i, int s, int t)
+{
+    int rc = 0;
+    for (int q = 0; q < g->E && rc == 0; q++) {
+        train_moe_split_rank(shell, q);
+        int from = weft_layout_rank(&g->pl->layout, t, q, s);
+        for (int j = 0; j <= g->nstate && rc == 0; j++)
+            rc = take_vector(g, shell, i, j, from);
+    }
+    train_moe_split_rank(shell, 0);
+    return rc;
+}
+
 /* The lead: the part of stage s, tensor rank t, its own or received. */
 static int take_part(gather_ctx *g, int s, int t)
 {
@@ -689,12 +717,24 @@ static int take_part(gather_ctx *g, int s, int t)
     stage_chunks(pl, s, ch);
     weft_model *shell = g->m;
     int from = weft_layout_rank(&pl->layout, t, 0, s), rc = 0;
-    if (from != 0 &&
-        (rc = weft_model_create_tp(&shell, &pl->cfg, 0, ch, pl->v, 0, NULL, pl->tp, t)))
+    /* with divided experts a shell of its own even for the lead's part: its
+     * expert rank is moved to place each replica's experts */
+    if ((from != 0 || g->E > 1) &&
+        (rc = weft_model_create_tp(&shell, &pl->cfg, 0, ch, pl->v, 0, NULL, pl->tp, t)) == 0 &&
+        g->E > 1 && (rc = train_moe_split_table(shell, g->E)) != 0)
+        weft_model_destroy(shell);
+    if (rc)
         return run_fail(pl->run, rc, "cannot assemble stage %d: %s", s, weft_strerror(rc));
-    for (int i = 0; i < weft_model_tensor_count(shell) && rc == 0; i++)
-        for (int j = 0; j <= g->nstate && rc == 0 && !sent_by_other(shell, i, s, t); j++)
+    for (int i = 0; i < weft_model_tensor_count(shell) && rc == 0; i++) {
+        if (sent_by_other(shell, i, s, t))
+            continue;
+        if (train_moe_split_is_expert(shell, i)) {
+            rc = take_experts(g, shell, i, s, t);
+            continue;
+        }
+        for (int j = 0; j <= g->nstate && rc == 0; j++)
             rc = take_vector(g, shell, i, j, from);
+    }
     if (shell != g->m)
         weft_model_destroy(shell);
     if (rc) /* the first failure's message stands (run_fail) */
@@ -735,10 +775,26 @@ static int assemble(gather_ctx *g, weft_optim **opt, weft_model **out)
     return 0;
 }
 
+/* The optimiser state of the part into g->ck on replica 0 (collective
+ * over the replicas); with divided experts, replica 0's own experts' (the
+ * other expert ranks send theirs, send_part). */
+static int put_optim(gather_ctx *g)
+{
+    if (g->E < 2)
+        return weft_zero_put_optim(g->z, g->ck);
+    weft_optim *full = NULL;
+    int rc = train_zero_full_optim(g->z, &full);
+    if (rc == 0 && full)
+        rc = weft_ckpt_put_optim(g->ck, full);
+    weft_optim_destroy(full);
+    return rc;
+}
+
 int pipeline_gather(const pipeline *pl, weft_model *m, weft_zero *z, weft_optim **opt,
                     weft_model **out)
 {
-    gather_ctx g = { .pl = pl, .m = m, .any = weft_zero_optim(z) };
+    gather_ctx g = { .pl = pl, .m = m, .z = z, .any = weft_zero_optim(z),
+                     .E = train_moe_split_size(m) };
     g.nstate = opt ? weft_optim_state_count(g.any) : 0;
     *out = NULL;
     /* ZeRO-3 keeps only this replica's shard of the part after a step: the
@@ -750,14 +806,16 @@ int pipeline_gather(const pipeline *pl, weft_model *m, weft_zero *z, weft_optim 
         *opt = NULL;
         if (pl->replica == 0 && (rc = weft_ckpt_new(&g.ck)))
             return run_fail(pl->run, rc, "out of memory");
-        if ((rc = weft_zero_put_optim(z, g.ck))) {
+        if ((rc = put_optim(&g))) {
             weft_ckpt_free(g.ck);
             return run_fail(pl->run, rc, "gathering the optimiser state: %s",
                             weft_strerror(rc));
         }
     }
     g.P = weft_model_params(m, NULL);
-    if (pl->replica == 0)
+    /* with divided experts the other expert ranks of the first expert
+     * group send theirs */
+    if (pl->replica < g.E)
         rc = pl->job_rank != 0 ? send_part(&g) : assemble(&g, opt, out);
     weft_ckpt_free(g.ck);
     return rc;

@@ -19,7 +19,8 @@
  * Llama's k and v projections (SPLIT_KV) split their rows by kv heads when
  * tp divides them, and are whole on every rank when tp is a multiple. */
 typedef enum { SPLIT_NONE = 0, SPLIT_ROWS, SPLIT_QKV, SPLIT_COLS, SPLIT_VOCAB, SPLIT_KV,
-               SPLIT_EXPERT, SPLIT_EXPERT_GU, SPLIT_EXPERT_DOWN } split_kind;
+               SPLIT_EXPERT, SPLIT_EXPERT_GU, SPLIT_EXPERT_DOWN, SPLIT_EXPERT_GU_TP,
+               SPLIT_EXPERT_COLS_TP } split_kind;
 /* SPLIT_EXPERT: the experts' stacked weights, cut by rows over the expert
  * group (ep_size, ep_rank) rather than the tensor-parallel ranks: each
  * rank holds its own experts only (train_moe_split).
@@ -27,7 +28,15 @@ typedef enum { SPLIT_NONE = 0, SPLIT_ROWS, SPLIT_QKV, SPLIT_COLS, SPLIT_VOCAB, S
  * and down weights, which are SPLIT_EXPERT under an expert group, and
  * under tensor parallelism cut within each expert (Megatron's expert
  * tensor parallelism): gate|up's 2 * experts parts of F rows each by rows
- * as qkv's three parts (SPLIT_EXPERT_GU), down by columns (SPLIT_COLS). */
+ * as qkv's three parts (SPLIT_EXPERT_GU), down by columns (SPLIT_COLS).
+ * Under both, a rank holds its own experts' tensor-parallel slices:
+ * gate|up (and a GPT's fc and proj) cut as SPLIT_EXPERT_GU, of its
+ * experts' 2 * experts / ep_size parts only (SPLIT_EXPERT_GU_TP); down
+ * its experts' rows, cut by columns (SPLIT_EXPERT_COLS_TP). In the
+ * tensor-parallel cut of every expert a rank's experts lie in one run,
+ * so either is ep_rank's block of ep_size equal blocks of that cut. */
+#define SPLIT_IS_EXPERT(k) ((k) == SPLIT_EXPERT || (k) == SPLIT_EXPERT_GU_TP || \
+                            (k) == SPLIT_EXPERT_COLS_TP)
 
 typedef struct {
     weft_tensor_info info;

@@ -69,6 +69,8 @@ int train_chunk_has(const weft_model *m, int block)
 static int split_of(const weft_model *m, const model_spec *sp)
 {
     int ex = sp->split == SPLIT_EXPERT_GU || sp->split == SPLIT_EXPERT_DOWN;
+    if (ex && m->ep_size > 1 && m->tp_size > 1)
+        return sp->split == SPLIT_EXPERT_GU ? SPLIT_EXPERT_GU_TP : SPLIT_EXPERT_COLS_TP;
     if (ex && m->ep_size > 1)
         return SPLIT_EXPERT;
     if (m->tp_size == 1)
@@ -88,6 +90,8 @@ static void local_shape(const weft_model *m, const model_spec *sp, int *d0, int 
     *d1 = sp->d1;
     switch (split_of(m, sp)) {
     case SPLIT_EXPERT: *d0 = sp->d0 / m->ep_size; break;
+    case SPLIT_EXPERT_GU_TP: *d0 = sp->d0 / T / m->ep_size; break;
+    case SPLIT_EXPERT_COLS_TP: *d0 = sp->d0 / m->ep_size; *d1 = sp->d1 / T; break;
     case SPLIT_ROWS: case SPLIT_QKV: case SPLIT_EXPERT_GU: *d0 = sp->d0 / T; break;
     case SPLIT_COLS: *d1 = sp->d1 / T; break;
     case SPLIT_VOCAB: *d0 = (sp->d0 + T - 1) / T; break;
@@ -185,6 +189,20 @@ static long long local_of_whole(const weft_model *m, const model_tensor *t, size
     long long d0 = t->info.shape[0], d1 = t->info.ndim > 1 ? t->info.shape[1] : 1;
     long long lr = wr, lc = wc;
     switch (t->split) {
+    case SPLIT_EXPERT_GU_TP: {
+        long long np = parts_of(m, t), part = t->wd0 / np, per = part / T;
+        long long sec = wr / part, w = wr % part, mine = np / m->ep_size;
+        if (w / per != me || sec / mine != m->ep_rank)
+            return -1;
+        lr = (sec % mine) * per + w % per;
+        break;
+    }
+    case SPLIT_EXPERT_COLS_TP:
+        if (wr / d0 != m->ep_rank || wc / d1 != me)
+            return -1;
+        lr = wr % d0;
+        lc = wc % d1;
+        break;
     case SPLIT_ROWS: case SPLIT_VOCAB: case SPLIT_EXPERT:
         if (wr / d0 != me)
             return -1;
@@ -215,6 +233,15 @@ long long train_tensor_whole_elem(const weft_model *m, int j, size_t e)
     long long d0 = t->info.shape[0], d1 = t->info.ndim > 1 ? t->info.shape[1] : 1;
     long long lr = (long long)e / d1, lc = (long long)e % d1, wr = lr, wc = lc;
     switch (t->split) {
+    case SPLIT_EXPERT_GU_TP: {
+        long long np = parts_of(m, t), part = t->wd0 / np, per = part / T;
+        wr = (m->ep_rank * (np / m->ep_size) + lr / per) * part + me * per + lr % per;
+        break;
+    }
+    case SPLIT_EXPERT_COLS_TP:
+        wr = m->ep_rank * d0 + lr;
+        wc = me * d1 + lc;
+        break;
     case SPLIT_ROWS: case SPLIT_VOCAB: case SPLIT_EXPERT:
         wr = me * d0 + lr;
         if (wr >= t->wd0)

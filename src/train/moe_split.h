@@ -31,4 +31,15 @@ int train_moe_sumsq_experts(weft_model *m, const float *g, double *ss);
  * when done so, 0 without a split (the caller broadcasts), or an error. */
 int train_moe_broadcast(weft_model *m, weft_comm *c);
 
+/* A shell (a model whose values are never run, for placing another
+ * rank's part) laid out as a rank of an expert group of size divides it:
+ * the table only, its buffers left as they are. Then the rank whose
+ * experts its expert tensors map (0 at first; the shapes are alike). */
+int train_moe_split_table(weft_model *m, int size);
+void train_moe_split_rank(weft_model *m, int rank);
+/* The expert group's size m's experts are divided over (1: not
+ * divided), and whether our tensor i is one of the divided experts'. */
+int train_moe_split_size(const weft_model *m);
+int train_moe_split_is_expert(const weft_model *m, int i);
+
 #endif

@@ -30,7 +30,11 @@
 # others' experts'), and a save at ep 4 resumes on one process and at
 # ep 2 with ZeRO 1 as the run that never stopped; the evaluation at ep 4,
 # ep 2 x tp 2 and ep 2 x pp 2 gives the validation loss and answers of
-# one process. --ep 2 with
+# one process. Under a pipeline too a rank holds its own experts only (at
+# ep 2 x tp 2 its experts' tensor slices: the bytes fall by half the
+# experts' slice against tp 2 x dp 2; at ep 2 x pp 2 by half the stage's
+# experts against pp 2 x dp 2), and the save gathers each expert from
+# the replica that holds it. --ep 2 with
 # --tp 2 (each expert's width split too): losses and final parameters as
 # one process's, with and without a shared expert, and saves across that
 # layout and one process.
@@ -247,6 +251,24 @@ if [ $thin = 0 ] && run one_dp 4 --model "$ep8" --steps 1 --save "$dir/one_dp.wc
         cat "$dir/one.cmp"
     fi
 fi
+# under a pipeline: ep 2 x tp 2 against tp 2 x dp 2 (each rank its
+# experts' halves of its tensor slice: a quarter of the experts' floats
+# whole), ep 2 x pp 2 against pp 2 x dp 2 (rank 0's stage, one of the two
+# layers: half its experts)
+quarter=$((2 * 8 * 3 * 48 * 32 / 4 * 4))
+for r in "tp:--tp 2:$quarter" "pp:--pp 2:$quarter"; do
+    lay=${r%%:*}; rest=${r#*:}; args=${rest%%:*}; saved=${rest#*:}
+    if run "one_$lay" 4 --model "$ep8" --steps 1 $args &&
+       run "one_ep$lay" 4 --model "$ep8" --steps 1 --ep 2 $args; then
+        set -- $(mem "one_$lay") $(mem "one_ep$lay")
+        if [ $# -eq 4 ] && [ $(($1 - $3)) -eq $saved ] && [ $(($2 - $4)) -eq $saved ]; then
+            ok
+            echo "    parameter + optimiser bytes a rank: $(($1 + $2)) at $args x dp 2, $(($3 + $4)) at ep 2 $args"
+        else
+            bad "ep 2 $args: a rank's parameter and optimiser bytes do not fall by its other experts' ($saved): $*"
+        fi
+    fi
+done
 common=$quiet
 
 # evaluation under --ep: in the training layout with the same dispatch
@@ -321,6 +343,7 @@ refused() { # what args...: weft-train on 4 ranks exits non-zero saying what
 }
 refused "must divide the data-parallel ranks" --ep 3
 refused "give --zero 0 or 1" --ep 2 --zero 2
+refused "give --zero 0 or 1" --ep 2 --tp 2 --zero 2
 refused "save to a file" --ep 2 --save "$dir/sharded/"
 
 echo "summary: $passed passed, $failed failed"
