@@ -421,7 +421,8 @@ int ckpt_save(weft_run *t, const char *path, long step)
         return rc;
     if (!t->pl)
         rc = weft_zero_gather_params(z);
-    /* experts divided over ranks (--ep): rank 0 assembles the whole model */
+    /* experts divided over ranks (--ep): rank 0 assembles the whole model
+     * (under a pipeline pipeline_gather took each from its replica) */
     int ep = rc == 0 && !t->pl ? run_ep_gather(t, &whole_opt, &whole) : 0;
     rc = ep < 0 ? ep : rc;
     if (rc == 0 && !t->pl && !ep && t->rank != 0 && t->sync.shared)
