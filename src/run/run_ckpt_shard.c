@@ -199,13 +199,12 @@ static int write_file(struct ckpt_pending *pd)
     uint64_t bytes = 0;
     uint32_t crc = 0;
     int rc, fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    /* Straight from the writer's buffer to the disk: a page-cache write
-     * first takes a free page for every 4 KiB and copies into it, and on
-     * a virtual machine that hands freed memory back to its host (free
-     * page reporting) the first touch of such a page can cost a host
-     * fault (docs/TRAINING.md, "Writing fast"). --save-cached keeps the
-     * page cache (a file system where direct writes are slow); one that
-     * refuses them keeps it anyway. */
+    /* Straight from the writer's buffer to the disk: through the page
+     * cache each 4 KiB first takes a free page and a copy into it, and
+     * those pwrites were most of a save's time and moved by a factor of
+     * several from save to save (docs/TRAINING.md, "Writing fast").
+     * --save-cached keeps the page cache (a file system where direct
+     * writes are slow); one that refuses them keeps it anyway. */
     if (fd >= 0 && !pd->t->o->save_cached) {
         int fl = fcntl(fd, F_GETFL);
         if (fl >= 0)
