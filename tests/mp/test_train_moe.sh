@@ -200,6 +200,18 @@ fi
 [ $thin = 0 ] && [ -f "$dir/omid.wckpt" ] &&
     run etres4 4 --model "$sh8" --steps $steps --ep 2 --tp 2 --resume "$dir/omid.wckpt" \
         --save "$dir/etres4.wckpt" && close etres4 shref
+# the pipeline's save with divided experts, their optimiser state too (the
+# momentum): at ep 2 x tp 2 with ZeRO 1 and at ep 2 x pp 2, resumed on one
+# process
+for r in "zt --tp 2 --zero 1" "ep --pp 2"; do
+    set -- $r
+    lay=$1
+    shift
+    [ $thin = 1 ] && [ "$lay" = zt ] && continue
+    run "${lay}mid" 4 --model "$sh8" --steps $half --ep 2 "$@" --save "$dir/${lay}mid.wckpt" &&
+        run "${lay}res1" 1 --model "$sh8" --steps $steps --resume "$dir/${lay}mid.wckpt" \
+            --save "$dir/${lay}res1.wckpt" && close "${lay}res1" shref
+done
 
 # ---- the GPT's GELU experts ----
 # losses and every final parameter as one process's at tp 2 (each
