@@ -106,10 +106,11 @@ int run_ep_open(weft_run *t)
     int tp = o->tp > 1 ? o->tp : 1;
     if (E > 1 && !o->quiet)
         run_say(t, WEFT_RUN_OUT, "experts: %d over expert groups of %d data-parallel ranks "
-                "(%d each, each expert on %d ranks%s); a rank holds %zu of the model's %zu "
+                "(%d each, each expert on %d rank%s%s); a rank holds %zu of the model's %zu "
                 "parameters%s (with their gradients and optimiser state)\n", c->experts, E,
-                c->experts / E, t->world / E * tp, tp > 1 ? ", a share of its width on each" : "",
-                mine, whole, t->pl ? " of its stage's tensor slice" : "");
+                c->experts / E, t->world / E * tp, t->world / E * tp > 1 ? "s" : "",
+                tp > 1 ? ", a share of its width on each" : "", mine, whole,
+                !t->pl ? "" : tp > 1 ? " of its stage's tensor slice" : " of its stage");
     return 0;
 }
 
