@@ -395,9 +395,9 @@ static double tied_copy(const planner *pl, int tp, int pp)
  * model_gpt.c, moe.c): each expert's width split by tp (expert tensor
  * parallelism; a Llama's SwiGLU experts three C x fe matrices each, a
  * GPT's GELU ones two), the router (and its bias) whole on every tensor
- * rank, so its products run on each in full; under --ep without a
- * pipeline (no --tp, no --pp) a rank keeps only its group's E/ep experts
- * (moe_split.c), under --tp or --pp all of them (at their 1/tp width). The
+ * rank, so its products run on each in full; under --ep a rank keeps only
+ * its group's E/ep experts (moe_split.c; under --tp or --pp their 1/tp
+ * slices, the pipeline's experts divided as well). The
  * record backward keeps: train_moe_acts_floats, every token's topk rows
  * routed (a balanced routing: as many rows reach a rank's experts under
  * --ep as it sends). */
@@ -406,7 +406,7 @@ static void moe_block(const planner *pl, int tp, double rows, double fe, block_p
     const weft_model_config *c = &pl->q->model;
     double C = pl->C, E = c->experts, experts = (is_llama(pl) ? 3 : 2) * C * fe * E / tp;
     b->params += C * E + (c->moe_bias ? E : 0);
-    if (pl->ep > 1 && pl->pp == 1 && tp == 1)
+    if (pl->ep > 1)
         b->xparams = experts / pl->ep;
     else
         b->params += experts;

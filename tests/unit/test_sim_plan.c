@@ -525,15 +525,16 @@ TEST(moe_pricing)
         double psi2 = 2 * 128 * D + L * b2 + D, r2 = t2->micro_rows, x2 = 4 * r2 * D;
         CHECKF(near(t2->state_bytes, 16 * psi2), "%.0f want %.0f", t2->state_bytes, 16 * psi2);
         CHECK(near(t2->bytes[SIM_PLAN_TP], x2 + L * (4 * x2 + 4 * r2 * K) + x2 + 4 * 3 * r2));
-        /* ep 2 x tp 2 (dp 2, one expert group a tensor rank): the
-         * experts as at tp 2 (a pipeline keeps them all), the tensor
-         * rank's rows dispatched over its group */
+        /* ep 2 x tp 2 (dp 2, one expert group a tensor rank): half the
+         * experts a rank at their tp 2 width (the pipeline's divided as
+         * well), the tensor rank's rows dispatched over its group */
         const sim_plan_entry *et = find4(&p, 2, 1, 2, 1, 0);
         CHECK(et != NULL && et->dp == 2 && !find4(&p, 2, 1, 2, 1, 2));
         if (et) {
             double re = et->micro_rows, xe = re * K * D;
-            CHECKF(near(et->state_bytes, 16 * psi2), "%.0f want %.0f", et->state_bytes,
-                   16 * psi2);
+            double xe2 = L * 3 * D * fe * E / 2;
+            CHECKF(near(et->state_bytes, 16 * (psi2 - xe2) + 16 * xe2 / 2), "%.0f want %.0f",
+                   et->state_bytes, 16 * (psi2 - xe2) + 16 * xe2 / 2);
             CHECK(near(et->bytes[SIM_PLAN_EP], L * 4 * (4 * xe / 2 + (E + 1))));
             CHECK(near(et->bytes[SIM_PLAN_TP], 4 * re * D * (2 + 4 * L) + L * 4 * re * K +
                                                    4 * 3 * re));
@@ -587,7 +588,8 @@ TEST(gpt_moe_pricing)
         double b2 = (4 * D * D + 3 * D) / 2 + 5 * D + D * E + 2 * D * fe * E / 2;
         double psi2 = 128 * D + ctx * D + L * b2 + 2 * D;
         CHECKF(near(t2->state_bytes, 16 * psi2), "%.0f want %.0f", t2->state_bytes, 16 * psi2);
-        CHECK(near(et->state_bytes, 16 * psi2));
+        double xe2 = L * 2 * D * fe * E / 2; /* ep 2 x tp 2: half the experts' slices */
+        CHECK(near(et->state_bytes, 16 * (psi2 - xe2) + 16 * xe2 / 2));
         double x = e2->micro_rows * K * D, xe = et->micro_rows * K * D;
         CHECK(e1->bytes[SIM_PLAN_EP] == 0);
         CHECK(near(e2->bytes[SIM_PLAN_EP], L * 4 * (4 * x / 2 + (E + 1))));
