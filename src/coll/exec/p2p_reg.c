@@ -2,6 +2,8 @@
  * mappings (coll/exec/p2p_reg.h). */
 #include "coll/exec/p2p_reg.h"
 
+#include "core/peer_map.h"
+
 #include "weft.h"
 
 #include <errno.h>
@@ -11,17 +13,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
-
-/* Linux 5.3 and 5.6; the numbers are the same on every architecture
- * since 5.1's table unification, older C libraries may lack the names. */
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
-#ifndef SYS_pidfd_getfd
-#define SYS_pidfd_getfd 438
-#endif
 
 typedef struct {
     char *base;
@@ -209,36 +201,10 @@ int p2p_reg_find(p2p_reg *g, const void *buf, uint64_t len, int pid, shm_cma_des
 static int map_peer(reg_mapping *m, const shm_cma_desc *d, char *why, size_t whylen)
 {
     int slot = (int)(uint32_t)d->cookie_addr;
-    uint32_t ino = (uint32_t)(d->cookie_addr >> 32);
-    int pfd = (int)syscall(SYS_pidfd_open, d->pid, 0);
-    if (pfd < 0) {
-        snprintf(why, whylen, "pidfd_open: %s", strerror(errno));
-        return errno == ESRCH ? WEFT_EPEER : WEFT_ESYS;
-    }
-    int fd = (int)syscall(SYS_pidfd_getfd, pfd, slot, 0);
-    int e = errno;
-    close(pfd);
-    if (fd < 0) {
-        snprintf(why, whylen, "pidfd_getfd: %s", strerror(e));
-        return e == ESRCH ? WEFT_EPEER : WEFT_ESYS;
-    }
-    struct stat st;
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || (uint32_t)st.st_ino != ino) {
-        close(fd);
-        snprintf(why, whylen, "its fd %d is not the region it names", slot);
-        return WEFT_EPROTO;
-    }
-    /* MAP_POPULATE: the page tables are filled here, once, not by faults
-     * in the middle of each first copy */
-    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
-    e = errno;
-    close(fd);
-    if (map == MAP_FAILED) {
-        snprintf(why, whylen, "mmap: %s", strerror(e));
-        return WEFT_ESYS;
-    }
-    m->map = map;
-    m->len = (size_t)st.st_size;
+    int rc = peer_map(d->pid, slot, (uint32_t)(d->cookie_addr >> 32), &m->map, &m->len, why,
+                      whylen);
+    if (rc)
+        return rc;
     m->pid = d->pid;
     m->fd = slot;
     m->gen = d->cookie;

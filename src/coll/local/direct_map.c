@@ -2,21 +2,12 @@
  * (direct_map.h): a few per peer, the least recently used replaced. */
 #include "coll/local/direct_map.h"
 
-#include <errno.h>
+#include "core/peer_map.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
-/* pidfd_open and pidfd_getfd (Linux 5.3 and 5.6), by number where the C
- * library predates them: one number on every architecture since 5.1 */
-#if !defined(SYS_pidfd_open) || !defined(SYS_pidfd_getfd)
-#define SYS_pidfd_open 434
-#define SYS_pidfd_getfd 438
-#endif
 
 /* regions kept mapped a peer: the expert dispatch sends from four
  * buffers in turn (forward and backward, dispatch and combine) */
@@ -52,37 +43,14 @@ void direct_map_free(direct_maps *m)
     free(m);
 }
 
-/* The region g of process pid, mapped read-only into x. The fd is taken
- * with pidfd_getfd, which asks the same permission as process_vm_readv. */
+/* The region g of process pid, mapped read-only into x. */
 static int map_region(one_map *x, int32_t pid, const direct_region *g, char *why, size_t n)
 {
-    int slot = (int)(uint32_t)g->key, pfd, fd, e;
-    struct stat st;
-    if ((pfd = (int)syscall(SYS_pidfd_open, pid, 0)) < 0) {
-        snprintf(why, n, "pidfd_open(%d): %s", (int)pid, strerror(errno));
+    const char *at;
+    size_t len;
+    if (peer_map(pid, (int)(uint32_t)g->key, (uint32_t)(g->key >> 32), &at, &len, why, n))
         return -1;
-    }
-    fd = (int)syscall(SYS_pidfd_getfd, pfd, slot, 0);
-    e = errno;
-    close(pfd);
-    if (fd < 0) {
-        snprintf(why, n, "pidfd_getfd(%d, fd %d): %s", (int)pid, slot, strerror(e));
-        return -1;
-    }
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || (uint32_t)st.st_ino != (uint32_t)(g->key >> 32)) {
-        close(fd);
-        snprintf(why, n, "fd %d of process %d is not the region it names", slot, (int)pid);
-        return -1;
-    }
-    /* the page tables filled once here, not by faults in each first read */
-    void *at = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
-    e = errno;
-    close(fd);
-    if (at == MAP_FAILED) {
-        snprintf(why, n, "mmap of %lld bytes: %s", (long long)st.st_size, strerror(e));
-        return -1;
-    }
-    *x = (one_map){ .at = at, .len = (size_t)st.st_size, .pid = pid, .g = *g };
+    *x = (one_map){ .at = at, .len = len, .pid = pid, .g = *g };
     return 0;
 }
 
