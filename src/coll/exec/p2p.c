@@ -375,6 +375,11 @@ void p2p_wait(p2p_engine *e, weft_request *r)
         poke(e); /* a thread that went to sleep in poll() meanwhile: its rings' flags may be down */
 }
 
+struct p2p_reg *p2p_registry(p2p_engine *e)
+{
+    return e->reg;
+}
+
 void p2p_progress(p2p_engine *e)
 {
     int stop = 0;

@@ -54,6 +54,9 @@ void p2p_wait(p2p_engine *e, weft_request *r);
 /* Move what can move now, without blocking (weft_test); nothing when
  * another thread drives. */
 void p2p_progress(p2p_engine *e);
+/* weft_mem_alloc's regions of this process (p2p_reg.h), which the
+ * direct all-to-all-v names to its peers as point-to-point does. */
+struct p2p_reg *p2p_registry(p2p_engine *e);
 /* The communicator failed: close every point-to-point connection (so
  * peers learn) and fail what is outstanding and what comes, with code. */
 void p2p_sever(p2p_engine *e, int code);

@@ -17,7 +17,7 @@
 #include "coll/local/direct_av.h"
 
 #include "coll/coll_sched.h"
-#include "coll/exec/p2p_int.h"
+#include "coll/exec/p2p.h"
 #include "coll/exec/p2p_reg.h"
 #include "coll/local/direct_int.h"
 #include "core/log.h"
@@ -79,7 +79,7 @@ static void find_region(weft_comm *c, const av_args *v, size_t es, direct_region
     span(v->sc, v->sd, c->size, c->rank, es, &lo, &hi);
     if (lo >= hi)
         g->gen = AV_NOTHING;
-    else if (c->p2p && p2p_reg_find(c->p2p->reg, (const char *)v->send + lo, hi - lo, 0, &cd))
+    else if (c->p2p && p2p_reg_find(p2p_registry(c->p2p), (const char *)v->send + lo, hi - lo, 0, &cd))
         *g = (direct_region){ cd.cookie_addr, cd.cookie, cd.addr - (uint64_t)lo };
 }
 
