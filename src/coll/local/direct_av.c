@@ -79,7 +79,8 @@ static void find_region(weft_comm *c, const av_args *v, size_t es, direct_region
     span(v->sc, v->sd, c->size, c->rank, es, &lo, &hi);
     if (lo >= hi)
         g->gen = AV_NOTHING;
-    else if (c->p2p && p2p_reg_find(p2p_registry(c->p2p), (const char *)v->send + lo, hi - lo, 0, &cd))
+    else if (c->p2p &&
+             p2p_reg_find(p2p_registry(c->p2p), (const char *)v->send + lo, hi - lo, 0, &cd))
         *g = (direct_region){ cd.cookie_addr, cd.cookie, cd.addr - (uint64_t)lo };
 }
 
