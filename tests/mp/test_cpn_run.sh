@@ -10,7 +10,7 @@
 # the run says when the survivor passed the outer step where it dropped b. Plans
 # that are not plans are refused with the reason.
 B=${BUILD:-build}
-dir=$(mktemp -d)
+dir=${TESTDIR:-$(mktemp -d)}
 trap '[ -n "${KEEP:-}" ] || rm -rf "$dir"' EXIT
 passed=0; failed=0
 ok() { passed=$((passed + 1)); }
@@ -52,11 +52,14 @@ else
     bad "weft-cpn status: $(cat "$dir/status.out")"
 fi
 
-# long enough that the watcher (5 looks a second) sees step 20 before the
-# end on an idle machine: 400 steps took 0.4 s there
-steps=4000; [ "${TEST_SCALE:-1}" -ge 10 ] && steps=800
+# The cases that end or stop a part at step 20 need a job that outlasts
+# the watcher's look (5 a second) at any speed: one rank sleeps a few ms a
+# step (--straggle, the same losses), as a step count that was long enough
+# under load ended before step 20 was seen on an idle machine (400 steps
+# of this model take 0.1 s under ASan there).
+steps=400
 # a of one rank: the shrink leaves it alone, a job that nobody can join
-plan "$dir/elastic.json" $steps 8 ', "--elastic"' 1
+plan "$dir/elastic.json" $steps 8 ', "--elastic", "--straggle", "0:5"' 1
 timeout -s KILL 120 "$B/weft-cpn" run --plan "$dir/elastic.json" --dir "$dir/el" \
     --train "$B/weft-train" --kill-at b:20 >"$dir/el.out" 2>&1
 if grep -q "part b lost" "$dir/el.out" && grep -q "part a done (exit 0)" "$dir/el.out" &&
@@ -80,10 +83,10 @@ fi
 # A cluster that stops reporting without its part ending (part b's
 # processes stopped, as a hung or cut-off cluster): past --silent-after
 # it is ended as lost and re-planned, and a goes on alone. The period is
-# long, so that b is most likely stopped inside one and a, waiting at the
-# outer step, is ahead of it; where both stand at one step the training's
-# own timeout (WEFT_TIMEOUT) counts b out first.
-plan "$dir/silent.json" $((steps / 5)) 8 ', "--elastic"' 1 50
+# long and b the slow rank, so that b is most likely stopped inside one and
+# a, waiting at the outer step, is ahead of it; where both stand at one
+# step the training's own timeout (WEFT_TIMEOUT) counts b out first.
+plan "$dir/silent.json" $((steps / 5)) 8 ', "--elastic", "--straggle", "1:10"' 1 50
 WEFT_TIMEOUT=15 timeout -s KILL 120 "$B/weft-cpn" run --plan "$dir/silent.json" \
     --dir "$dir/sil" --train "$B/weft-train" --stall-at b:20 --silent-after 2 \
     >"$dir/sil.out" 2>&1
@@ -106,8 +109,9 @@ fi
 cat >"$dir/three.json" <<EOF
 {"schema": "weft-cpn-plan/1",
  "job": {"schema": "weft-cpn-job/1", "model": "mlp:784-64-10", "data": "builtin",
-         "steps": $((steps * 3 / 20)), "global_batch": 24,
-         "train_args": ["--train-size", "1024", "--no-eval", "--log-every", "10", "--elastic"]},
+         "steps": $((steps * 3 / 10)), "global_batch": 24,
+         "train_args": ["--train-size", "1024", "--no-eval", "--log-every", "10", "--elastic",
+                        "--straggle", "0:20"]},
  "sync": {"mode": "diloco", "H": 4, "compress": "none"},
  "parts": [
   {"cluster": "a", "launcher": "local", "ranks": 1, "batch": 12, "speed": 1.0},
