@@ -16,7 +16,6 @@
  * one higher than the others). */
 #include "run/run_ep.h"
 
-#include "run/run_ckpt_shard.h"
 #include "train/model.h"
 #include "train/moe_ep.h"
 #include "train/moe_split.h"
@@ -43,9 +42,6 @@ static int refuse(weft_run *t, const opts *o, const weft_model_config *c, int dp
         return run_fail(t, WEFT_ECONFIG, "--ep %d with --zero %d: each rank holds its own "
                         "experts, which ZeRO 2 and 3 would shard over ranks holding others; "
                         "give --zero 0 or 1", E, o->zero);
-    if (ckpt_sharded(o->save) || ckpt_sharded(o->resume))
-        return run_fail(t, WEFT_ECONFIG, "--ep %d: a sharded checkpoint (a directory) does not "
-                        "know the divided experts yet: save to a file (.wckpt)", E);
     return 0;
 }
 

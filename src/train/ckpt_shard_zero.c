@@ -8,6 +8,9 @@
  * to the step's gathers (stage 3). */
 #include "train/ckpt_shard.h"
 #include "train/model.h"
+#include "train/moe_ep.h"
+#include "train/moe_split.h"
+#include "train/zero_full.h"
 #include "train/zero_impl.h"
 
 #include "core/clock.h"
@@ -25,6 +28,64 @@ static void add_range(ckpt_piece *p, int *np, const float *params, weft_optim *o
     for (int i = 0; i < weft_optim_state_count(opt); i++)
         p[(*np)++] = (ckpt_piece){ .vec = i + 1, .lo = lo, .n = n,
                                    .src = weft_optim_state(opt, i, NULL) + (lo - base) };
+}
+
+/* Divided experts (--ep): every holder of a rank's experts has them whole
+ * (stage 0's even split of the buffer would put this rank's experts in
+ * the places of the others' that the same offsets hold on them, and
+ * stage 1 keeps the experts' buckets whole on each holder). So the
+ * pieces leave the expert tensors out, and the first of their replicas
+ * writes them, each tensor with its optimiser state: every expert once. */
+static int cut_experts(weft_zero *z, ckpt_piece **out, int *np)
+{
+    const weft_model *m = z->model;
+    int nt = weft_model_tensor_count(m), nx = 0;
+    for (int i = 0; i < nt; i++)
+        nx += train_moe_split_is_expert(m, i);
+    weft_comm *rep = train_moe_ep_replicas(m->ep);
+    int writer = !rep || weft_comm_rank(rep) == 0, per = 1 + weft_optim_state_count(
+                                                                weft_zero_optim(z));
+    ckpt_piece *q = calloc((size_t)*np * (size_t)(nx + 1) + (size_t)(nx * per) + 1, sizeof *q);
+    if (!q)
+        return WEFT_ENOMEM;
+    int nq = 0;
+    for (int k = 0; k < *np; k++) {
+        const ckpt_piece *p = &(*out)[k];
+        size_t at = p->lo, hi = p->lo + p->n;
+        /* the table's tensors lie in order in the buffer */
+        for (int i = 0; i < nt && at < hi; i++) {
+            const model_tensor *x = &m->tensors[i];
+            size_t a = x->info.offset, b = a + x->info.numel;
+            if (!train_moe_split_is_expert(m, i) || b <= at || a >= hi)
+                continue;
+            if (a > at)
+                q[nq++] = (ckpt_piece){ .vec = p->vec, .lo = at, .n = a - at,
+                                        .src = p->src + (at - p->lo) };
+            at = b;
+        }
+        if (at < hi)
+            q[nq++] = (ckpt_piece){ .vec = p->vec, .lo = at, .n = hi - at,
+                                    .src = p->src + (at - p->lo) };
+    }
+    const float *params = m->params;
+    for (int i = 0; writer && i < nt; i++) {
+        size_t off = m->tensors[i].info.offset, n = m->tensors[i].info.numel;
+        if (!train_moe_split_is_expert(m, i))
+            continue;
+        q[nq++] = (ckpt_piece){ .vec = 0, .lo = off, .n = n, .src = params + off };
+        for (int s = 0; s + 1 < per; s++) {
+            const float *st = train_zero_state_at(z, s, off);
+            if (!st) { /* a holder of these experts without their state */
+                free(q);
+                return WEFT_EINVAL;
+            }
+            q[nq++] = (ckpt_piece){ .vec = s + 1, .lo = off, .n = n, .src = st };
+        }
+    }
+    free(*out);
+    *out = q;
+    *np = nq;
+    return 0;
 }
 
 int ckpt_shard_zero_pieces(weft_zero *z, ckpt_piece **out, int *np)
@@ -50,7 +111,13 @@ int ckpt_shard_zero_pieces(weft_zero *z, ckpt_piece **out, int *np)
                 add_range(p, np, params, z->b[k].opt, z->b[k].mlo, z->b[k].mcnt);
     }
     *out = p;
-    return 0;
+    int rc = train_moe_split_size(z->model) > 1 ? cut_experts(z, out, np) : 0;
+    if (rc) {
+        free(*out);
+        *out = NULL;
+        *np = 0;
+    }
+    return rc;
 }
 
 /* ---- a ZeRO resume from a rank's own shard ----------------------------- */
