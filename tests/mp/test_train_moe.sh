@@ -356,7 +356,6 @@ refused() { # what args...: weft-train on 4 ranks exits non-zero saying what
 refused "must divide the data-parallel ranks" --ep 3
 refused "give --zero 0 or 1" --ep 2 --zero 2
 refused "give --zero 0 or 1" --ep 2 --tp 2 --zero 2
-refused "save to a file" --ep 2 --save "$dir/sharded/"
 
 echo "summary: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
