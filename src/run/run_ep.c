@@ -37,11 +37,12 @@ static int refuse(weft_run *t, const opts *o, const weft_model_config *c, int dp
     if (dp % E || c->experts % E)
         return run_fail(t, WEFT_ECONFIG, "--ep %d: it must divide the data-parallel ranks "
                         "(%d) and the experts (%d)", E, dp, c->experts);
-    /* each rank holds its own experts (under --tp their slices) */
-    if (o->zero >= 2)
-        return run_fail(t, WEFT_ECONFIG, "--ep %d with --zero %d: each rank holds its own "
-                        "experts, which ZeRO 2 and 3 would shard over ranks holding others; "
-                        "give --zero 0 or 1", E, o->zero);
+    /* ZeRO 2-3 shard each expert's state over the ranks holding it (its
+     * replicas, zero.c); the saves gather an expert from one holder */
+    if (o->zero >= 2 && (o->save[0] || o->resume[0] || o->export_dir[0]))
+        return run_fail(t, WEFT_ECONFIG, "--ep %d with --zero %d: a save, a resume or an "
+                        "export does not gather the experts' state sharded over their "
+                        "replicas yet; give --zero 0 or 1 to save or resume", E, o->zero);
     return 0;
 }
 

@@ -120,32 +120,38 @@ static int make_buckets(weft_zero *z, size_t bucket_bytes)
         cur->ntensors++;
         z->bucket_of[i] = z->nb;
         weft_comm *g = NULL, *pg = NULL;
-        float sc, psc;
+        float sc = 1.0f, psc;
         cur->experts = train_moe_grad_group(z->model, i, &g, &sc);
+        cur->comm = cur->experts ? g : z->comm;
+        cur->gscale = cur->experts ? sc : 1.0f;
         int close = cur->n * sizeof(float) >= bucket_bytes;
-        if (i > 0 && train_moe_grad_group(z->model, i - 1, &pg, &psc) != cur->experts)
-            close = 1;
+        int other = i > 0 && train_moe_grad_group(z->model, i - 1, &pg, &psc) != cur->experts;
         if (z->stage == 3 && i > 0) { /* one bucket per block */
             weft_tensor_info prev;
             weft_model_tensor_info(z->model, i - 1, &prev);
             close = prev.block != ti.block;
         }
-        if (close && i > 0)
+        if ((close || other) && i > 0)
             z->nb++;
     }
     if (z->b[z->nb].ntensors)
         z->nb++;
     for (int k = 0; k < z->nb; k++) {
         zbucket *b = &z->b[k];
-        b->S = b->n / (size_t)z->world;
-        b->tail = b->n - b->S * (size_t)z->world;
-        b->mlo = b->lo + b->S * (size_t)z->rank;
-        b->mcnt = b->S + (z->rank == z->world - 1 ? b->tail : 0);
-        if (b->experts) { /* stage 1: each holder of these experts updates them whole */
+        /* stage 1: each holder of divided experts updates them whole (weft_dp
+         * reduces them over their replicas); from stage 2 they are sharded
+         * over those replicas, as DeepSpeed shards an expert's state over
+         * its expert-data-parallel group */
+        if (b->experts && z->stage < 2)
+            b->comm = NULL;
+        b->world = b->comm ? weft_comm_size(b->comm) : 1;
+        b->rank = b->comm ? weft_comm_rank(b->comm) : 0;
+        b->S = b->n / (size_t)b->world;
+        b->tail = b->n - b->S * (size_t)b->world;
+        b->mlo = b->lo + b->S * (size_t)b->rank;
+        b->mcnt = b->S + (b->rank == b->world - 1 ? b->tail : 0);
+        if (b->world == 1) /* nothing to gather: not sharded */
             b->S = b->tail = 0;
-            b->mlo = b->lo;
-            b->mcnt = b->n;
-        }
     }
     return 0;
 }
@@ -157,11 +163,11 @@ static int gather_launch(weft_zero *z, zbucket *b)
     float *p = weft_model_params(z->model, NULL);
     int rc = 0;
     if (b->S)
-        rc = weft_iallgather(z->comm, p + b->lo + b->S * (size_t)z->rank, p + b->lo, b->S,
+        rc = weft_iallgather(b->comm, p + b->lo + b->S * (size_t)b->rank, p + b->lo, b->S,
                              WEFT_F32, &b->greq[0]);
     if (rc == 0 && b->tail)
-        rc = weft_ibroadcast(z->comm, p + b->lo + b->S * (size_t)z->world, b->tail, WEFT_F32,
-                             z->world - 1, &b->greq[1]);
+        rc = weft_ibroadcast(b->comm, p + b->lo + b->S * (size_t)b->world, b->tail, WEFT_F32,
+                             b->world - 1, &b->greq[1]);
     b->state = PARAMS_INFLIGHT;
     return rc;
 }
@@ -551,16 +557,15 @@ static int launch_ready(weft_zero *z)
         int rc = 0;
         if (b->ready < b->ntensors)
             break;
-        if (z->scale != 1.0f)
-            weft_scale(g + b->lo, b->n, z->scale);
-        if (z->comm && z->world > 1) {
-            if (b->S)
-                rc = weft_ireduce_scatter(z->comm, g + b->lo, g + b->lo + b->S * (size_t)z->rank,
-                                          b->S, WEFT_F32, WEFT_AVG, &b->req[0]);
-            if (rc == 0 && b->tail) {
-                float *t = g + b->lo + b->S * (size_t)z->world;
-                rc = weft_iallreduce(z->comm, t, t, b->tail, WEFT_F32, WEFT_AVG, &b->req[1]);
-            }
+        float sc = z->scale * b->gscale;
+        if (sc != 1.0f)
+            weft_scale(g + b->lo, b->n, sc);
+        if (b->S)
+            rc = weft_ireduce_scatter(b->comm, g + b->lo, g + b->lo + b->S * (size_t)b->rank,
+                                      b->S, WEFT_F32, WEFT_AVG, &b->req[0]);
+        if (rc == 0 && b->tail) {
+            float *t = g + b->lo + b->S * (size_t)b->world;
+            rc = weft_iallreduce(b->comm, t, t, b->tail, WEFT_F32, WEFT_AVG, &b->req[1]);
         }
         if (rc)
             return rc;
@@ -784,6 +789,12 @@ int weft_zero_memory(const weft_zero *z, weft_zero_mem *m)
     case 2: f = 4 * psi + (4 + K) * psi / N; break;
     default: f = (4 + 4 + K) * psi / N; break;
     }
+    /* divided experts' buckets: sharded over their replicas alone (whole
+     * at stage 1) */
+    double per = z->stage == 1 ? K : z->stage == 2 ? 4 + K : 8 + K;
+    for (int k = 0; z->stage >= 1 && k < z->nb; k++)
+        if (z->b[k].experts)
+            f += per * (double)z->b[k].n * (1.0 / z->b[k].world - 1.0 / N);
     m->formula_bytes = f;
     /* the engine's forward/backward need the whole flat buffers */
     m->work_bytes = 4 * (full - (z->stage >= 3 ? part : full)) +
@@ -904,7 +915,9 @@ int train_zero_full_optim(weft_zero *z, weft_optim **out)
         for (int k = 0; k < z->nb; k++) {
             const zbucket *b = &z->b[k];
             int r = 0;
-            if (b->experts || !z->comm || z->world == 1) {
+            if (b->experts && b->mcnt < b->n) {
+                r = WEFT_ENOTSUP; /* sharded over the replicas: not gathered here */
+            } else if (b->experts || !z->comm || z->world == 1) {
                 if (dst && b->opt)
                     memcpy(dst + b->lo, weft_optim_state(b->opt, i, NULL), b->n * sizeof *dst);
             } else {

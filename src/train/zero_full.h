@@ -8,7 +8,9 @@
 
 /* Collective over z's group: rank 0 gets *out, a new optimiser over
  * [0, n) of its flat buffer with every shard's state (the other ranks
- * NULL). Buckets of divided experts are rank 0's own. */
+ * NULL). Buckets of divided experts are rank 0's own at stage 1; at
+ * stages 2-3, sharded over their replicas, they are not gathered here
+ * (WEFT_ENOTSUP). */
 int train_zero_full_optim(weft_zero *z, weft_optim **out);
 
 /* State i of element off of this rank's flat buffer when this rank holds

@@ -14,7 +14,12 @@ typedef struct {
     weft_request *req[2];  /* reduce-scatter, tail all-reduce */
     int refs, state;       /* stage 3 layer by layer: readers, PARAMS_* */
     weft_request *greq[2]; /* its parameters' all-gather, tail broadcast */
-    int experts;           /* divided experts' tensors (moe_split.h): not sharded (stage 1) */
+    int experts;           /* divided experts' tensors (moe_split.h): whole at stage 1,
+                            * sharded over their replicas at stages 2-3 */
+    weft_comm *comm;       /* what the bucket is sharded and reduced over: the engine's
+                            * group, or the experts' replicas; NULL: not sharded */
+    int world, rank;       /* in comm (1 and 0 without) */
+    float gscale;          /* the replicas' share of the average (1 for the others) */
 } zbucket;
 
 enum { PARAMS_RELEASED, PARAMS_INFLIGHT, PARAMS_PRESENT };
