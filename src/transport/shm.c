@@ -6,12 +6,14 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SHM_MAGIC 0x5746544du /* "MTFW" at the head of a segment */
@@ -371,4 +373,45 @@ long shm_cma_read(int pid, void *dst, uint64_t addr, size_t n)
         if (errno != EINTR)
             return -errno;
     }
+}
+
+/* The creator's pid in a weft segment's name, or 0: rings are
+ * weft-ID-SRC-DST-PID, flat boards weft-ID-flat-PID[-pipe]; a calls board
+ * (weft-ID-calls-HOST-TOKEN) names no process. */
+static long name_pid(const char *name)
+{
+    unsigned long long id;
+    int src, dst, used = 0;
+    long pid;
+    if (sscanf(name, "weft-%16llx-%d-%d-%ld%n", &id, &src, &dst, &pid, &used) == 4 &&
+        !name[used])
+        return pid;
+    used = 0;
+    if (sscanf(name, "weft-%16llx-flat-%ld%n", &id, &pid, &used) == 2 &&
+        (!name[used] || !strcmp(name + used, "-pipe")))
+        return pid;
+    return 0;
+}
+
+void shm_reap_orphans(int min_age_s)
+{
+    DIR *d = opendir("/dev/shm");
+    struct dirent *e;
+    time_t now = time(NULL);
+    while (d && (e = readdir(d))) {
+        char full[300];
+        struct stat sb;
+        long pid = name_pid(e->d_name);
+        if (pid <= 0 || pid == (long)getpid() || !(kill((pid_t)pid, 0) && errno == ESRCH))
+            continue;
+        snprintf(full, sizeof full, "/dev/shm/%s", e->d_name);
+        /* an age: where /dev/shm is shared with another pid namespace,
+         * kill can say ESRCH of a live creator, whose peers map and remove
+         * a working segment's name within moments */
+        if (stat(full, &sb) || now - sb.st_ctime < min_age_s)
+            continue;
+        shm_unlink(full + strlen("/dev/shm"));
+    }
+    if (d)
+        closedir(d);
 }

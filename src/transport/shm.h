@@ -143,6 +143,14 @@ int shm_hello_check(const shm_hello *h, const char **why);
  * every name in /dev/shm addressed to it in that communicator, also those
  * whose hello never reached it. */
 void shm_unlink_to(uint64_t comm_id, int dst);
+/* Unlink every weft segment in /dev/shm whose name carries its creator's
+ * pid (rings, flat boards) where that process is gone and the segment is
+ * at least min_age_s old: a rank killed between making a segment and its
+ * peer opening it (which removes the name) leaves it behind otherwise,
+ * holding tmpfs memory until the host reboots. Called as a job's boards
+ * are made, with SHM_ORPHAN_AGE. */
+#define SHM_ORPHAN_AGE 60
+void shm_reap_orphans(int min_age_s);
 /* Receiver: map the segment the hello names and unlink its name. */
 int shm_ring_attach(shm_ring *r, const shm_hello *h, char *err, size_t errlen);
 /* Unmap. */

@@ -57,6 +57,7 @@ int flat_board_create(flat_board *b, uint64_t comm_id, int nranks, char *err, si
     size_t len = board_len(nranks);
     memset(b, 0, sizeof *b);
     flat_board_reap(comm_id);
+    shm_reap_orphans(SHM_ORPHAN_AGE); /* earlier jobs' killed ranks' */
     board_name(name, comm_id, (long)getpid());
     void *m;
     int rc = shm_segment_create(name, len, &m, err, errlen);
