@@ -357,5 +357,41 @@ if [ -f "$dir/a/latest" ]; then
         params a.ckpt a && run cons 2 --resume "$dir/a.ckpt" && same cons ref
 fi
 
+# ---- divided experts (--ep): a rank writes the experts it holds (their
+# tensor slices under --tp) only where it is the first of their replicas,
+# so the save holds each element once (its files' bytes are one process's
+# save's); at its own layout the resume is bit-exact (ep 2 with ZeRO 0
+# and 1, ep 2 x tp 2, ep 2 x pp 2), at another (one process, ep 4,
+# ep 2 x tp 2 from a pipeline's, one process from ep 2 x pp 2 x dp 4,
+# where the experts have replicas) within 1e-5 of one process
+moe="--model llama:vocab=256,ctx=32,layers=2,heads=4,kv_heads=2,dim=32,ffn=48,experts=8,topk=2"
+moe="$moe --data builtin --batch 8"
+# bytes dir: the sum of the files of dir's latest save
+bytes() { cat "$1/$(cat "$1/latest")"/rank-*.bin | wc -c; }
+eps="ez0:--ep_2 ez1:--ep_2_--zero_1 etp:--ep_2_--tp_2 epp:--ep_2_--pp_2"
+[ $thin = 1 ] && eps="ez1:--ep_2_--zero_1 epp:--ep_2_--pp_2"
+run eref 1 $moe --save "$dir/eref/"
+for c in $eps; do
+    e=${c%%:*}
+    set -- $(echo "${c#*:}" | tr _ ' ')
+    run ${e}f 4 $moe "$@" --save "$dir/${e}f/" &&
+        run ${e}h 4 $moe "$@" --stop-at 4 --save "$dir/${e}h/" &&
+        run ${e}h 4 --resume "$dir/${e}h" "$@" --save "$dir/${e}r/" &&
+        exact ${e}h ${e}f && params ${e}r ${e}f
+    [ -d "$dir/eref" ] && [ -d "$dir/${e}f" ] && {
+        [ "$(bytes "$dir/${e}f")" = "$(bytes "$dir/eref")" ] && ok ||
+            bad "${e}f: $(bytes "$dir/${e}f") bytes of files, one process's save $(bytes "$dir/eref")"
+    }
+done
+# at 8 ranks each rank's experts have a replica (dp 4 in each stage)
+run e8 8 $moe --ep 2 --pp 2 --zero 1 --stop-at 6 --save "$dir/e8/" && {
+    [ "$(bytes "$dir/e8")" = "$(bytes "$dir/eref")" ] && ok ||
+        bad "e8: $(bytes "$dir/e8") bytes of files, one process's save $(bytes "$dir/eref")"
+    run e81 1 --resume "$dir/e8" && same e81 eref
+}
+[ -d "$dir/ez1h" ] && run ex1 1 --resume "$dir/ez1h" && same ex1 eref
+[ -d "$dir/etph" ] && run ex4 4 --resume "$dir/etph" --ep 4 && same ex4 eref
+[ -d "$dir/epph" ] && run ext 4 --resume "$dir/epph" --ep 2 --tp 2 && same ext eref
+
 echo "summary: $passed passed, $failed failed"
 [ $failed -eq 0 ]
