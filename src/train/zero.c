@@ -28,6 +28,15 @@
  *            micro-batches would gather each block m times) everything is
  *            gathered before the step's first forward.
  *
+ * Under expert parallelism with the experts divided (moe_split.h) the
+ * experts' tensors have buckets of their own. At stage 1 each holder
+ * updates its experts whole; from stage 2 such a bucket is sharded,
+ * reduce-scattered and gathered over the experts' replicas (the ranks that
+ * hold the same experts), as DeepSpeed's MoE shards an expert's state over
+ * its expert-data-parallel group, and the rest over the engine's group: a
+ * rank's part is its share of the replicas' experts plus its share of the
+ * rest, each element still owned by exactly one rank of the job.
+ *
  * The engine's forward and backward need whole flat buffers, so those stay
  * allocated, but what a rank does not own is handed back to the kernel
  * between steps (madvise MADV_DONTNEED on the whole pages inside it, which

@@ -37,7 +37,10 @@
 # the replica that holds it. --ep 2 with
 # --tp 2 (each expert's width split too): losses and final parameters as
 # one process's, with and without a shared expert, and saves across that
-# layout and one process.
+# layout and one process. ZeRO 2 and 3 with --ep (each expert's state
+# sharded over its replicas): losses and gradient norms as one process's
+# at ep 2, ep 4, ep 2 x tp 2 and ep 2 x pp 2, a rank's bytes at ep 2
+# ZeRO 3 those of dp 4 ZeRO 3, and a save with them refused.
 # TEST_TIMEOUT(300)
 B=${BUILD:-build}
 dir=$(mktemp -d)
@@ -137,6 +140,33 @@ if run mid 4 --model "$ep8" --steps $half --ep 4 --save "$dir/mid.wckpt"; then
     [ $thin = 0 ] && run res2 4 --model "$ep8" --steps $steps --resume "$dir/mid.wckpt" \
         --ep 2 --zero 1 --save "$dir/res2.wckpt" && close res2 eref
 fi
+
+# ZeRO 2 and 3 with --ep: each expert's state sharded and reduced over
+# its replicas, the rest over the data-parallel group: losses to 1e-6
+# relative and gradient norms to 1e-5 as one process's at ep 2 (ZeRO 2
+# and 3), ep 4 (ZeRO 3: one replica an expert, nothing sharded) and at
+# ep 2 x tp 2 and ep 2 x pp 2 (ZeRO 3); an expert gradient missing the
+# replicas' average shows in the losses
+near() { # name ref
+    if awk -F, 'FNR == 1 { next } NR == FNR { l[$1] = $4; g[$1] = $7; next } $3 == "train" {
+                n++; d = $4 - l[$1]; if (d < 0) d = -d; e = $7 - g[$1]; if (e < 0) e = -e
+                if (!($1 in l) || d > 1e-6 * l[$1] + 5e-7 || e > 1e-5 * g[$1] + 1e-6) {
+                print "step " $1 ": " $4 ", " $7 " vs " l[$1] ", " g[$1]; bad = 1 } }
+                END { exit bad || !n }' "$dir/$2.csv" "$dir/$1.csv"; then
+        ok
+    else
+        bad "$1: differs from $2"
+    fi
+}
+for r in "ez2 --ep 2 --zero 2" "ez3 --ep 2 --zero 3" "e4z3 --ep 4 --zero 3" \
+    "etz3 --ep 2 --tp 2 --zero 3" "epz3 --ep 2 --pp 2 --zero 3"; do
+    set -- $r
+    name=$1
+    shift
+    [ $thin = 1 ] && [ "$name" != ez3 ] && continue
+    [ -f "$dir/eref.csv" ] && run "$name" 4 "$@" --model "$ep8" --steps $steps &&
+        near "$name" eref
+done
 
 # ---- expert tensor parallelism ----
 # each expert's width split over tp 2, without and with a shared expert:
@@ -263,6 +293,18 @@ if [ $thin = 0 ] && run one_dp 4 --model "$ep8" --steps 1 --save "$dir/one_dp.wc
         cat "$dir/one.cmp"
     fi
 fi
+# ZeRO 3 at ep 2 (dp 4): a quarter of the rest and half of the group
+# rank's experts (a quarter of all of them) a rank, so dp 4's bytes at
+# ZeRO 3 without --ep
+zbytes() { sed -n 's/.*per rank (rank 0): \(params .* B\); ZeRO formula.*/\1/p' "$dir/$1.out"; }
+if [ $thin = 0 ] && run zm_dp 4 --model "$ep8" --steps 1 --zero 3 &&
+   run zm_ep 4 --model "$ep8" --steps 1 --zero 3 --ep 2; then
+    if [ -n "$(zbytes zm_ep)" ] && [ "$(zbytes zm_ep)" = "$(zbytes zm_dp)" ]; then
+        ok
+    else
+        bad "ZeRO 3 at ep 2: a rank's bytes are not dp 4's: $(zbytes zm_ep) against $(zbytes zm_dp)"
+    fi
+fi
 # under a pipeline: ep 2 x tp 2 against tp 2 x dp 2 (each rank its
 # experts' halves of its tensor slice: a quarter of the experts' floats
 # whole), ep 2 x pp 2 against pp 2 x dp 2 (rank 0's stage, one of the two
@@ -354,8 +396,8 @@ refused() { # what args...: weft-train on 4 ranks exits non-zero saying what
     if [ $? -ne 0 ] && grep -q "$what" "$dir/r.out"; then ok; else bad "$* not refused"; fi
 }
 refused "must divide the data-parallel ranks" --ep 3
-refused "give --zero 0 or 1" --ep 2 --zero 2
-refused "give --zero 0 or 1" --ep 2 --tp 2 --zero 2
+refused "give --zero 0 or 1 to save" --ep 2 --zero 2 --save "$dir/r.wckpt"
+refused "give --zero 0 or 1 to save" --ep 2 --tp 2 --zero 3 --save "$dir/r.wckpt"
 
 echo "summary: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
