@@ -13,7 +13,8 @@
 # run's saves after a shrink resume at the new world; the memory-wall GPT saves,
 # resumes at another layout and evaluates under its --mem-limit (each
 # rank's peak resident set checked), each rank reading well under half the
-# checkpoint; weft-ckpt inspects and consolidates.
+# checkpoint; weft-ckpt inspects and consolidates; with the experts
+# divided (--ep) each is saved once and the resume is bit-exact.
 # Under sanitizers (TEST_SCALE > 1) fewer layouts and kills.
 # TEST_TIMEOUT(600)
 B=${BUILD:-build}
@@ -361,9 +362,10 @@ fi
 # tensor slices under --tp) only where it is the first of their replicas,
 # so the save holds each element once (its files' bytes are one process's
 # save's); at its own layout the resume is bit-exact (ep 2 with ZeRO 0
-# and 1, ep 2 x tp 2, ep 2 x pp 2), at another (one process, ep 4,
-# ep 2 x tp 2 from a pipeline's, one process from ep 2 x pp 2 x dp 4,
-# where the experts have replicas) within 1e-5 of one process
+# and 1, ep 2 x tp 2, ep 2 x pp 2; from a background save too), at
+# another (one process, ep 4, ep 2 x tp 2 from a pipeline's, one process
+# from ep 2 x pp 2 x dp 4, where the experts have replicas) within 1e-5
+# of one process
 moe="--model llama:vocab=256,ctx=32,layers=2,heads=4,kv_heads=2,dim=32,ffn=48,experts=8,topk=2"
 moe="$moe --data builtin --batch 8"
 # bytes dir: the sum of the files of dir's latest save
@@ -374,7 +376,7 @@ run eref 1 $moe --save "$dir/eref/"
 for c in $eps; do
     e=${c%%:*}
     set -- $(echo "${c#*:}" | tr _ ' ')
-    run ${e}f 4 $moe "$@" --save "$dir/${e}f/" &&
+    run ${e}f 4 $moe "$@" --save-every 4 --save "$dir/${e}f/" &&
         run ${e}h 4 $moe "$@" --stop-at 4 --save "$dir/${e}h/" &&
         run ${e}h 4 --resume "$dir/${e}h" "$@" --save "$dir/${e}r/" &&
         exact ${e}h ${e}f && params ${e}r ${e}f
@@ -383,6 +385,9 @@ for c in $eps; do
             bad "${e}f: $(bytes "$dir/${e}f") bytes of files, one process's save $(bytes "$dir/eref")"
     }
 done
+# a background save's (--save-every) resume goes on as the run did
+[ -d "$dir/ez1f" ] && run ez1b 4 --resume "$(ls -d "$dir"/ez1f/step-00000004-*)" --ep 2 \
+    --zero 1 && later ez1b ez1f 4
 # at 8 ranks each rank's experts have a replica (dp 4 in each stage)
 run e8 8 $moe --ep 2 --pp 2 --zero 1 --stop-at 6 --save "$dir/e8/" && {
     [ "$(bytes "$dir/e8")" = "$(bytes "$dir/eref")" ] && ok ||
