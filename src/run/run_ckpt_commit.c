@@ -78,6 +78,10 @@ static int put_run(weft_run *t, weft_ckpt *man, int jw)
     int n = snprintf(layout, sizeof layout, "world=%d tp=%d pp=%d dp=%d zero=%d sync=%.64s "
                      "compress=%.64s", jw, tp, pp, jw / (tp * pp), o->zero,
                      o->sync[0] ? o->sync : "full", o->compress[0] ? o->compress : "none");
+    /* the expert groups the experts were divided over (only where they
+     * were: the line of other saves is as it was) */
+    if (o->ep > 1 && n > 0 && (size_t)n < sizeof layout)
+        n += snprintf(layout + n, sizeof layout - (size_t)n, " ep=%d", o->ep);
     if (o->elastic && n > 0 && (size_t)n < sizeof layout)
         snprintf(layout + n, sizeof layout - (size_t)n, " elastic=%lld launch=%d",
                  (long long)t->el.view, t->el.world0);

@@ -11,7 +11,8 @@
  *                          and the shard/ records below
  *
  * shard/ records: "shard/format" ("weft-shards 1"), "shard/layout"
- * ("world=W tp=T pp=P dp=D zero=Z sync=S"), "shard/vectors" (the vector
+ * ("world=W tp=T pp=P dp=D zero=Z sync=S compress=C", then " ep=E" where
+ * the experts were divided), "shard/vectors" (the vector
  * names, one a line: "param", then the optimiser states), "shard/files"
  * (file names, one a line), "shard/file_info" (i64 [files, 2]: bytes,
  * CRC-32) and "shard/slices" (i64 [n, 7]: the fields of ckpt_slice; the
@@ -73,7 +74,8 @@ int ckpt_shard_write(int fd, const weft_model *m, const ckpt_piece *p, int np,
 
 /* This rank's pieces of z's state (parameters, then each optimiser
  * state; malloc'ed, pointing into z's buffers), none where it owns
- * nothing. */
+ * nothing. With the experts divided (--ep) the expert tensors are in the
+ * pieces of the first of their replicas only, whole. */
 int ckpt_shard_zero_pieces(weft_zero *z, ckpt_piece **out, int *np);
 
 /* Line k of a manifest's text (lines end in \n or the end) into buf; 0 if

@@ -1,7 +1,8 @@
 /* What a rank owns of its ZeRO state, as pieces for its checkpoint file
  * (train/ckpt_shard.h): stage 0's whole state is every rank's, so the
  * ranks split it evenly; stages 1-3 own their part of each bucket (ZeRO-3
- * holds only those parameters between steps). And the resume of stages
+ * holds only those parameters between steps); divided experts (--ep)
+ * are written by the first of their replicas. And the resume of stages
  * 1-3 from those pieces: a rank reads only what it owns (parameters and
  * optimiser state, its own file at the saved layout) into a model made
  * untouched, then the parameters are all-gathered (stages 1-2) or left
