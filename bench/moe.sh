@@ -63,6 +63,10 @@ for ep in 2 4; do
     mb=$1 ms=$2
     printf "ep %d: dispatch + combine %.3f MB a step a rank, %.2f ms a step in the counters (the data's movement and the wait for the slowest rank)\n" \
         "$ep" "$mb" "$ms"
+    # what a rank copies in memory around those calls (the rows' gather,
+    # any staging or regrouping): bytes, not time, so load does not move it
+    sed -n 's/.*copied in memory around it \([0-9.]*\) MB a step.*/\1/p' "$dir/ep$ep.out" |
+        awk -v ep="$ep" '{ c += $1; n++ } END { if (n) printf "  copied in memory around them: %.3f MB a step a rank (mean)\n", c / n }'
     grep "tokens per expert max/mean" "$dir/ep$ep.out" | grep "group" | head -n 1 |
         sed 's/.*group/  the group/'
     # The movement alone, in the same run: weft_alltoallv over ep ranks at

@@ -128,8 +128,9 @@ int run_ep_line(const weft_run *t, long steps, char *buf, size_t len)
     int E = t->m->cfg.experts;
     double mean = n.calls ? (double)n.rows / ((double)n.calls * E) : 0;
     snprintf(buf, len, "all-to-all %.3f MB and %.2f ms a step (mean); the group's tokens per "
-             "expert max/mean %.3f", (double)n.bytes / 1e6 / (double)steps,
-             n.seconds * 1e3 / (double)steps,
-             mean > 0 ? (double)n.rows_max / (double)n.calls / mean : 0.0);
+             "expert max/mean %.3f; copied in memory around it %.3f MB a step",
+             (double)n.bytes / 1e6 / (double)steps, n.seconds * 1e3 / (double)steps,
+             mean > 0 ? (double)n.rows_max / (double)n.calls / mean : 0.0,
+             (double)n.copied / 1e6 / (double)steps);
     return 1;
 }

@@ -196,8 +196,10 @@ int train_moe_forward(mm_ctx *mm, const moe_dims *d, moe_acts *a, float *out, co
     cnt->aux = aux_value(d, a);
     for (int r = 0; r < a->start[E]; r++)
         memcpy(a->xe + (size_t)r * D, x + (size_t)a->tok[r] * D, sizeof(float) * (size_t)D);
-    if (d->ep && train_moe_ep_size(d->ep) > 1)
+    if (d->ep && train_moe_ep_size(d->ep) > 1) {
+        train_moe_ep_copied(d->ep, sizeof(float) * (size_t)a->start[E] * D);
         rc = train_moe_ep_forward(d->ep, mm, d, a, wgu, wd);
+    }
     else
         train_moe_experts_forward(mm, d, 0, E, a->start, a->xe, a->gu, a->h, a->ye, wgu, wd);
     if (rc)

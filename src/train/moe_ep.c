@@ -174,6 +174,12 @@ void train_moe_ep_counters(const moe_ep *p, moe_ep_count *out)
     *out = p ? p->n : none;
 }
 
+void train_moe_ep_copied(moe_ep *p, size_t bytes)
+{
+    if (p)
+        p->n.copied += bytes;
+}
+
 /* n floats at *buf, grown (contents dropped) when short; at least one so
  * that an empty block still has an address. */
 static int room(float **buf, size_t n)
@@ -234,6 +240,7 @@ static const float *outgoing(moe_ep *p, const float *src, size_t n, size_t w, in
     if (*rc)
         return NULL;
     memcpy(p->out, src, sizeof(float) * n * w);
+    p->n.copied += sizeof(float) * n * w;
     return p->out;
 }
 
@@ -312,7 +319,7 @@ static size_t plan(moe_ep *p, const int32_t *start, const int32_t *cnt, size_t w
 /* Rows between source-major (src: from each source its rows for our
  * experts, expert by expert) and expert-major (each expert's rows, source
  * by source); back: the other way. */
-static void regroup(const moe_ep *p, const ep_rec *r, const float *src, float *dst, size_t w,
+static void regroup(moe_ep *p, const ep_rec *r, const float *src, float *dst, size_t w,
                     int back)
 {
     int El = p->El, E = p->E;
@@ -331,6 +338,7 @@ static void regroup(const moe_ep *p, const ep_rec *r, const float *src, float *d
             at += n;
         }
     }
+    p->n.copied += sizeof(float) * at;
 }
 
 static int exchange(moe_ep *p, const float *send, float *recv, int reverse)

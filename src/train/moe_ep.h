@@ -62,15 +62,18 @@ int train_moe_ep_backward(moe_ep *p, mm_ctx *mm, const moe_dims *d, const moe_ac
                           const float *wd);
 
 /* Since the context opened: bytes this rank sent in the token
- * all-to-all-v (forward and backward), their seconds, the calls, and the
+ * all-to-all-v (forward and backward), their seconds, the calls, the
  * rows its experts took (max over its experts of each call's, summed; and
- * their mean), for the counters. */
+ * their mean), and the bytes it copied in memory around those calls
+ * (gathers, staging, regrouping), for the counters. */
 typedef struct {
-    uint64_t bytes;
+    uint64_t bytes, copied;
     double seconds;
     int64_t calls;
     int64_t rows_max, rows;   /* over the group's experts: busiest's, and all of them */
 } moe_ep_count;
 void train_moe_ep_counters(const moe_ep *p, moe_ep_count *out);
+/* Bytes the layer copied for the dispatch, added to the counters. */
+void train_moe_ep_copied(moe_ep *p, size_t bytes);
 
 #endif
