@@ -48,6 +48,7 @@ typedef struct {
     int cma_wait;              /* the head send waits for its single copy's acknowledgement */
     int cma_rd;                /* the message being read comes by single copy, as cd says */
     shm_cma_desc cd;
+    int held;                  /* its whole head is in, matched at the next pass (p2p_shm.c) */
     int reg_wait;              /* the head send waited on is a registered one (p2p_reg.h) */
     int reg_off;               /* sender: the peer refused registered regions: use the ring */
     int reg_refuse;            /* receiver: this side cannot map the peer's regions */
@@ -102,6 +103,7 @@ struct p2p_engine {
     int cma_said;              /* a refused single copy was logged */
     struct p2p_reg *reg;       /* weft_mem_alloc's regions, peers' mapped (p2p_reg.h) */
     int reg_said;              /* a refused registered copy was logged */
+    uint64_t reg_parked;       /* registered payloads copied twice: early, then at the receive */
     int pid;
     atomic_int poked;          /* a byte is in the wake pipe */
     p2p_pollset ps[2];         /* the thread's, a waiting caller's */

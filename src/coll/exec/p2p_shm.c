@@ -363,8 +363,10 @@ static int read_reg(p2p_engine *e, int q, int fd)
         p->got += want;
         visit += want;
     }
-    if (p->got == p->h.len || (p->park && p->park->drop))
+    if (p->got == p->h.len || (p->park && p->park->drop)) {
+        e->reg_parked += p->park && !p->park->drop;
         copy_done(e, q, fd, 0);
+    }
     return 1;
 }
 
@@ -440,6 +442,20 @@ static int head_in(p2p_engine *e, int q)
     return 0;
 }
 
+/* A whole head in that names a registered region while no receive from
+ * its sender is posted: matching it now would copy the payload into a
+ * buffer of its own and again at the receive. A caller whose wait ends
+ * in this pass (a blocking send's acknowledgement came in with the
+ * peer's answer behind it: a third of 1 MiB ping-pongs here) posts that
+ * receive next, so the head waits one pass: whoever drives next matches
+ * it, or parks it as before (every driver passes again after a pass
+ * that moved something), and the sender keeps waiting for its
+ * acknowledgement meanwhile. */
+static int hold(const p2p_peer *p)
+{
+    return !p->held && p->hdr > sizeof p->h && p->cd.cma == P2P_REG_DESC && !p->recvs.head;
+}
+
 /* Read peer q's ring as far as it goes. 1: moved. */
 static int read_ring(p2p_engine *e, int q, int fd)
 {
@@ -447,6 +463,12 @@ static int read_ring(p2p_engine *e, int q, int fd)
     shm_link *lk = &p->in;
     uint64_t visit = 0;
     int progressed = 0, bell = 0;
+    if (p->held) { /* the pass after the one that held it */
+        p->held = 0;
+        if (head_in(e, q))
+            return 1;
+        progressed = 1;
+    }
     while (!p->gone && visit < VISIT_BYTES) {
         if (p->cma_rd) {
             progressed |= read_cma(e, q, fd);
@@ -463,8 +485,12 @@ static int read_ring(p2p_engine *e, int q, int fd)
             size_t want = p->hdr < sizeof p->h ? sizeof p->h - p->hdr : HDR_MAX - p->hdr;
             n = shm_ring_read(&lk->ring, to, want, &bell);
             p->hdr += (uint32_t)n;
-            if (n && p->hdr >= sizeof p->h && p->hdr == head_len(p->h.len) && head_in(e, q))
-                return 1;
+            if (n && p->hdr >= sizeof p->h && p->hdr == head_len(p->h.len)) {
+                if (hold(p))
+                    p->held = 1;
+                else if (head_in(e, q))
+                    return 1;
+            }
         } else {
             uint64_t left = p->h.len - p->got;
             char *to = (p->into ? (char *)p->into->a.recv : p->park->buf) + p->got;
@@ -479,6 +505,8 @@ static int read_ring(p2p_engine *e, int q, int fd)
             break;
         visit += n;
         progressed = 1;
+        if (p->held)
+            break;
     }
     return progressed;
 }
@@ -509,7 +537,7 @@ int p2p_shm_read(p2p_engine *e, int q)
     }
     progressed |= read_ring(e, q, fd);
     /* what the peer put in before it left is still read */
-    if (lk->closed && !p->gone && !shm_ring_can_read(&lk->ring) && !p->cma_rd)
+    if (lk->closed && !p->gone && !shm_ring_can_read(&lk->ring) && !p->cma_rd && !p->held)
         died(e, q, "closed");
     return progressed;
 }
@@ -520,7 +548,7 @@ int p2p_shm_ready(const p2p_engine *e)
         const p2p_peer *p = &e->peer[q];
         if (p->gone)
             continue;
-        if (p->in.state == SHM_LINK_RING && shm_ring_can_read(&p->in.ring))
+        if (p->held || (p->in.state == SHM_LINK_RING && shm_ring_can_read(&p->in.ring)))
             return 1;
         if (p->out.state == SHM_LINK_RING && p->sends.head &&
             shm_ring_can_move(&p->out.ring, p->cma_wait ? 2 : 1))
@@ -575,7 +603,8 @@ int p2p_shm_sleep(p2p_engine *e)
         p2p_peer *p = &e->peer[q];
         if (p->gone)
             continue;
-        if ((p->in.state == SHM_LINK_RING && !p->cma_rd && !shm_ring_sleep(&p->in.ring, 0)) ||
+        if (p->held ||
+            (p->in.state == SHM_LINK_RING && !p->cma_rd && !shm_ring_sleep(&p->in.ring, 0)) ||
             (p->out.state == SHM_LINK_RING && p->sends.head &&
              !shm_ring_sleep(&p->out.ring, p->cma_wait ? 2 : 1))) {
             p2p_shm_wake(e);
@@ -602,6 +631,7 @@ void p2p_shm_gone(p2p_engine *e, int q)
     shm_ring_unlink(&p->out.ring);
     p->cma_wait = 0;
     p->cma_rd = 0;
+    p->held = 0;
     p2p_reg_forget(e->reg, q);
 }
 
