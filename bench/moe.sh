@@ -68,7 +68,7 @@ for ep in 2 4; do
     sed -n 's/.*copied in memory around it \([0-9.]*\) MB a step.*/\1/p' "$dir/ep$ep.out" |
         awk -v ep="$ep" '{ c += $1; n++ } END { if (n) printf "  copied in memory around them: %.3f MB a step a rank (mean)\n", c / n }'
     grep "tokens per expert max/mean" "$dir/ep$ep.out" | grep "group" | head -n 1 |
-        sed 's/.*group/  the group/'
+        sed 's/.*group/  the group/; s/; copied.*//'
     # The movement alone, in the same run: weft_alltoallv over ep ranks at
     # one call's bytes (the counters' bytes are what a rank sends others:
     # its own block added back, ep/(ep-1)), equal blocks, every call

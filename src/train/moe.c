@@ -194,13 +194,17 @@ int train_moe_forward(mm_ctx *mm, const moe_dims *d, moe_acts *a, float *out, co
     scores(d, a, cnt);
     route(d, a, bias, load, cnt);
     cnt->aux = aux_value(d, a);
+    /* under --ep the rows are gathered where the all-to-all-v sends from */
+    int ep = d->ep && train_moe_ep_size(d->ep) > 1;
+    float *xe = ep ? train_moe_ep_send_rows(d->ep, (size_t)a->start[E], (size_t)D, &rc) : a->xe;
+    if (!xe)
+        return rc;
     for (int r = 0; r < a->start[E]; r++)
-        memcpy(a->xe + (size_t)r * D, x + (size_t)a->tok[r] * D, sizeof(float) * (size_t)D);
-    if (d->ep && train_moe_ep_size(d->ep) > 1) {
+        memcpy(xe + (size_t)r * D, x + (size_t)a->tok[r] * D, sizeof(float) * (size_t)D);
+    if (ep) {
         train_moe_ep_copied(d->ep, sizeof(float) * (size_t)a->start[E] * D);
-        rc = train_moe_ep_forward(d->ep, mm, d, a, wgu, wd);
-    }
-    else
+        rc = train_moe_ep_forward(d->ep, mm, d, a, xe, wgu, wd);
+    } else
         train_moe_experts_forward(mm, d, 0, E, a->start, a->xe, a->gu, a->h, a->ye, wgu, wd);
     if (rc)
         return rc;
@@ -221,14 +225,14 @@ int train_moe_forward(mm_ctx *mm, const moe_dims *d, moe_acts *a, float *out, co
  * here or on their ranks, their input gradients added to dx in each
  * token's top-k order. */
 static int experts_backward(mm_ctx *mm, const moe_dims *d, const moe_acts *a, moe_scratch *s,
-                            float *dx, float *dwgu, float *dwd, const float *wgu,
-                            const float *wd)
+                            const float *dye, float *dx, float *dwgu, float *dwd,
+                            const float *wgu, const float *wd)
 {
     int D = d->D, K = d->K, rc = 0;
     if (d->ep && train_moe_ep_size(d->ep) > 1)
-        rc = train_moe_ep_backward(d->ep, mm, d, a, s, dwgu, dwd, wgu, wd);
+        rc = train_moe_ep_backward(d->ep, mm, d, a, s, dye, dwgu, dwd, wgu, wd);
     else
-        train_moe_experts_backward(mm, d, 0, d->E, a->start, s->dye, a->xe, a->gu, a->h, s->dh,
+        train_moe_experts_backward(mm, d, 0, d->E, a->start, dye, a->xe, a->gu, a->h, s->dh,
                                    s->dgu, s->dxe, dwgu, dwd, wgu, wd);
     if (rc)
         return rc;
@@ -305,21 +309,27 @@ int train_moe_backward_experts(mm_ctx *mm, const moe_dims *d, const moe_acts *a,
                                moe_scratch *s, float *dx, float *dwgu, float *dwd,
                                const float *dout, const float *wgu, const float *wd)
 {
-    int N = d->N, D = d->D, K = d->K;
+    int N = d->N, D = d->D, K = d->K, rc = 0;
+    /* under --ep written where the all-to-all-v sends from */
+    float *dye = d->ep && train_moe_ep_size(d->ep) > 1
+                     ? train_moe_ep_send_rows(d->ep, (size_t)a->start[d->E], (size_t)D, &rc)
+                     : s->dye;
+    if (!dye)
+        return rc;
     for (int t = 0; t < N; t++)
         for (int j = 0; j < K; j++) {
             size_t i = (size_t)t * K + j;
             int r = a->row[i];
             float dg = 0.0f;
             const float *g = dout + (size_t)t * D, *y = a->ye + (size_t)(r < 0 ? 0 : r) * D;
-            float *dy = s->dye + (size_t)(r < 0 ? 0 : r) * D;
+            float *dy = dye + (size_t)(r < 0 ? 0 : r) * D;
             for (int c = 0; c < D && r >= 0; c++) {
                 dg += g[c] * y[c];
                 dy[c] = a->gate[i] * g[c];
             }
             s->dg[i] = dg;
         }
-    return experts_backward(mm, d, a, s, dx, dwgu, dwd, wgu, wd);
+    return experts_backward(mm, d, a, s, dye, dx, dwgu, dwd, wgu, wd);
 }
 
 void train_moe_backward_router(mm_ctx *mm, const moe_dims *d, const moe_acts *a,

@@ -14,9 +14,9 @@
  * host the all-to-all-v then has each rank copy its blocks once, with
  * memcpy, out of the senders' pages (coll/local/direct_av.c), where the
  * shared-memory ring took two copies or one at process_vm_readv's rate.
- * The outputs and input gradients are regrouped straight into it; the
- * rows and output gradients the layer gathered are copied into it first
- * (the gather is the layer's). The buffers stay from step to step, so
+ * The layer gathers its rows, and writes its output gradients, straight
+ * into it (train_moe_ep_send_rows); the outputs and input gradients are
+ * regrouped straight into it. The buffers stay from step to step, so
  * their pages fault in once. */
 #include <stdlib.h>
 #include <string.h>
@@ -52,8 +52,8 @@ struct moe_ep {
     float *stage, *back;     /* rows source-major: as received, and to send */
     float *dy, *dh, *dgu;    /* backward's expert-major scratch */
     size_t room;             /* rows in each of those */
-    float *out;              /* the gathered rows or output gradients, to send */
-    size_t out_room;         /* rows in out */
+    float *out;              /* the rows or output gradients the layer sends */
+    size_t out_room;         /* floats in out */
     size_t *sc, *sd, *rc, *rd;
     int32_t *hdr;
     moe_ep_count n;
@@ -224,24 +224,12 @@ static int scratch(moe_ep *p, size_t rows, const moe_dims *d)
     return rc;
 }
 
-/* weft_mem_alloc gives a region peers map from this size on
- * (include/weft.h); below, a copy into out would gain nothing */
-#define REGION_MIN (256u << 10)
-
-/* What leaves for the experts' ranks, n rows of width w at src: from
- * out, where out is a region, else from src itself. */
-static const float *outgoing(moe_ep *p, const float *src, size_t n, size_t w, int *rc)
+float *train_moe_ep_send_rows(moe_ep *p, size_t n, size_t w, int *rc)
 {
     *rc = 0;
-    if (sizeof(float) * n * w < REGION_MIN)
-        return src;
-    if ((n > p->out_room || !p->out) && (*rc = sent_room(p, &p->out, ahead(n) * w)) == 0)
-        p->out_room = ahead(n);
-    if (*rc)
-        return NULL;
-    memcpy(p->out, src, sizeof(float) * n * w);
-    p->n.copied += sizeof(float) * n * w;
-    return p->out;
+    if ((n * w > p->out_room || !p->out) && (*rc = sent_room(p, &p->out, ahead(n) * w)) == 0)
+        p->out_room = ahead(n) * w;
+    return *rc ? NULL : p->out;
 }
 
 /* The record of a (found, or added empty). */
@@ -383,7 +371,7 @@ static int grow_record(ep_rec *r, size_t rows, const moe_dims *d)
 }
 
 int train_moe_ep_forward(moe_ep *p, mm_ctx *mm, const moe_dims *d, moe_acts *a,
-                         const float *wgu, const float *wd)
+                         const float *xe, const float *wgu, const float *wd)
 {
     int E = p->E, El = p->El, rc;
     size_t D = (size_t)d->D;
@@ -414,8 +402,7 @@ int train_moe_ep_forward(moe_ep *p, mm_ctx *mm, const moe_dims *d, moe_acts *a,
     /* one expert a rank: the rows arrive expert-major already, and leave
      * from where the expert wrote them */
     int one = El == 1;
-    const float *xe = outgoing(p, a->xe, (size_t)a->start[E], D, &rc);
-    if (rc || (rc = exchange(p, xe, one ? r->xe : p->stage, 0)) != 0)
+    if ((rc = exchange(p, xe, one ? r->xe : p->stage, 0)) != 0)
         return rc;
     if (!one)
         regroup(p, r, p->stage, r->xe, D, 0);
@@ -427,8 +414,8 @@ int train_moe_ep_forward(moe_ep *p, mm_ctx *mm, const moe_dims *d, moe_acts *a,
 }
 
 int train_moe_ep_backward(moe_ep *p, mm_ctx *mm, const moe_dims *d, const moe_acts *a,
-                          moe_scratch *s, float *dwgu, float *dwd, const float *wgu,
-                          const float *wd)
+                          moe_scratch *s, const float *dye, float *dwgu, float *dwd,
+                          const float *wgu, const float *wd)
 {
     size_t D = (size_t)d->D;
     ep_rec *r = record(p, a);
@@ -437,7 +424,6 @@ int train_moe_ep_backward(moe_ep *p, mm_ctx *mm, const moe_dims *d, const moe_ac
     plan(p, a->start, r->cnt, D);
     int one = p->El == 1; /* as forward: no regrouping */
     int rc = scratch(p, r->rows, d);
-    const float *dye = rc ? NULL : outgoing(p, s->dye, (size_t)a->start[p->E], D, &rc);
     rc = rc ? rc : exchange(p, dye, one ? p->dy : p->stage, 0);
     if (rc)
         return rc;

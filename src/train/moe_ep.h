@@ -48,18 +48,28 @@ int train_moe_ep_size(const moe_ep *p);
 /* The test skew added to logits[N,E]. */
 void train_moe_ep_skew(const moe_ep *p, float *logits, int N, int E);
 
-/* Forward of one layer's experts for a's routed rows (a->xe gathered,
- * grouped by expert in token order): the per-expert counts gathered over
- * the group and checked, the rows sent to their experts' ranks, this
- * rank's experts run on what came, the outputs sent back into a->ye. The
- * record of what came is kept (one per a) for backward. */
+/* Where the layer places n rows of width w that leave for the experts'
+ * ranks (the rows it routed, or their output gradients): memory of
+ * weft_mem_alloc on the group, kept from call to call, from which the
+ * all-to-all-v sends as it is. Valid until the next call; NULL and *rc
+ * on failure. */
+float *train_moe_ep_send_rows(moe_ep *p, size_t n, size_t w, int *rc);
+
+/* Forward of one layer's experts for a's routed rows (xe: gathered into
+ * train_moe_ep_send_rows's memory, grouped by expert in token order): the
+ * per-expert counts gathered over the group and checked, the rows sent to
+ * their experts' ranks, this rank's experts run on what came, the outputs
+ * sent back into a->ye. The record of what came is kept (one per a) for
+ * backward. */
 int train_moe_ep_forward(moe_ep *p, mm_ctx *mm, const moe_dims *d, moe_acts *a,
-                         const float *wgu, const float *wd);
-/* Backward's mirror: s->dye to the experts' ranks, their input gradients
- * back into s->dxe; this rank's experts' weight gradients added. */
+                         const float *xe, const float *wgu, const float *wd);
+/* Backward's mirror: dye (the gate-weighted output gradients, in
+ * train_moe_ep_send_rows's memory) to the experts' ranks, their input
+ * gradients back into s->dxe; this rank's experts' weight gradients
+ * added. */
 int train_moe_ep_backward(moe_ep *p, mm_ctx *mm, const moe_dims *d, const moe_acts *a,
-                          moe_scratch *s, float *dwgu, float *dwd, const float *wgu,
-                          const float *wd);
+                          moe_scratch *s, const float *dye, float *dwgu, float *dwd,
+                          const float *wgu, const float *wd);
 
 /* Since the context opened: bytes this rank sent in the token
  * all-to-all-v (forward and backward), their seconds, the calls, the
