@@ -8,7 +8,8 @@
  * with --elastic and diloco:H (or hier) a lost cluster is dropped at the
  * next outer step (docs/WAN.md, "Churn"); without it the job fails. It
  * re-plans when a part is lost, falls silent, when the job's outer sync
- * is slower than planned, and when a cluster that makes the plan faster
+ * is slower than planned, when the parts' speeds differ from the plan's
+ * (the shares by the measured rates), and when a cluster that makes the plan faster
  * appears (cpn_watch.c), whose part it starts to join the running job. */
 #include "cpn/cpn_joined.h"
 #include "cpn/cpn_launch.h"
@@ -54,8 +55,10 @@ static void usage(FILE *f)
         "  parts' output and progress (weft-cpn status). --ifname: WEFT_SOCKET_IFNAME,\n"
         "  --wan: WEFT_WAN for the ranks. Re-plans when a part ends early, when one's\n"
         "  progress stands still S s (60; 0: never; it is ended as lost), when the\n"
-        "  measured outer sync is F times the plan's (2; 0: never), and when a cluster\n"
-        "  appears in C.json that makes the step M faster (0.1): it joins the job.\n"
+        "  measured outer sync is F times the plan's (2; 0: never), when the parts'\n"
+        "  measured seconds a step are F times apart against the plan's (the shares\n"
+        "  by the measured rates), and when a cluster appears in C.json that makes\n"
+        "  the step M faster (0.1): it joins the job.\n"
         "  Tests: --kill-at ends part CLUSTER once the job reaches STEP, --stall-at\n"
         "  stops its processes there (local parts).\n");
 }
@@ -250,6 +253,37 @@ static void replan_drift(const run_args *a, const cpn_plan *p, cpn_watch *w, dou
                "while it runs under --elastic with diloco)\n", h);
 }
 
+/* The parts' own seconds a step differ from the plan's by more than the
+ * drift factor (a part slower or faster than planned): the shares by the
+ * measured rates, the period kept. The training takes them at its next
+ * outer step (--elastic diloco), else they are the next launch's. Shares
+ * the rounding leaves as they are make no re-plan. */
+static void replan_speed(const run_args *a, const cpn_plan *p, cpn_watch *w, const double *rate,
+                         double off, int slow)
+{
+    double t0 = clock_now();
+    int batch[CPN_REPLAN_MAX];
+    char why[200], extra[64 + CPN_REPLAN_MAX * 16];
+    if (cpn_replan_shares(p, rate, batch) != 0 ||
+        !memcmp(batch, w->batch, (size_t)p->nparts * sizeof *batch))
+        return;
+    snprintf(why, sizeof why, "the parts' speeds measured %.3gx apart against the plan's: "
+             "part %s the slowest", off, p->parts[slow].cluster);
+    size_t len = (size_t)snprintf(extra, sizeof extra, ", \"samples_per_s\": [");
+    for (int k = 0; k < p->nparts && k < CPN_REPLAN_MAX && len < sizeof extra; k++)
+        len += (size_t)snprintf(extra + len, sizeof extra - len, "%s%.6g", k ? ", " : "",
+                                rate[k]);
+    if (len < sizeof extra)
+        snprintf(extra + len, sizeof extra - len, "]");
+    if (replan(a, p, w, batch, why, extra, t0) != 0)
+        return;
+    if (takes_changes(p))
+        printf("weft-cpn run: the running job takes the new shares at its next outer step\n");
+    else
+        printf("weft-cpn run: the new shares are the next launch's (the training takes them "
+               "while it runs under --elastic with diloco)\n");
+}
+
 /* Which part --kill-at or --stall-at names ("b:20"); -1 none. */
 static int named(const cpn_plan *p, const char *what)
 {
@@ -307,6 +341,7 @@ static void join(const run_args *a, cpn_plan *p, cpn_launched *ls, cpn_watch *w,
         p->parts[i].batch = batch[i]; /* the joiner's --batch-shares */
         base += i < k ? p->parts[i].ranks : 0;
     }
+    watch_speed_reset(w, p); /* the joiner's speed is the plan's: the others' again too */
     int rc = cpn_joined_write(a->dir, p); /* for weft-cpn status, which reads the plan */
     if (rc)
         printf("weft-cpn run: %s/joined.json not written (%s): weft-cpn status will not show "
@@ -322,8 +357,8 @@ static void join(const run_args *a, cpn_plan *p, cpn_launched *ls, cpn_watch *w,
 static void triggers(const run_args *a, cpn_plan *p, cpn_launched *ls, cpn_watch *w,
                      const cpn_job_env *e, double *joined_at, int *silenced, double *silent_at)
 {
-    double now = clock_now(), meas = 0;
-    int k = watch_silent(w, p, ls, now);
+    double now = clock_now(), meas = 0, rate[CPN_REPLAN_MAX], off = 0;
+    int k = watch_silent(w, p, ls, now), slow = 0;
     if (k >= 0) {
         printf("weft-cpn run: part %s silent for %.1f s (no progress past step %ld): "
                "ended as lost\n", p->parts[k].cluster, a->silent_after, w->seen[k]);
@@ -335,6 +370,8 @@ static void triggers(const run_args *a, cpn_plan *p, cpn_launched *ls, cpn_watch
     }
     if (watch_drift(w, p, ls, &meas))
         replan_drift(a, p, w, meas);
+    if (watch_speed(w, p, ls, rate, &off, &slow))
+        replan_speed(a, p, w, rate, off, slow);
     if (a->clusters && now - *joined_at >= 1) {
         *joined_at = now;
         join(a, p, ls, w, e);

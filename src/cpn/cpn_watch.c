@@ -19,6 +19,17 @@
  * the plan expected (its wan_s times H, the step's share of the outer
  * sync), the link is slower than planned (a halved bandwidth doubles it).
  *
+ * Speed: a part's own seconds a step are its progress's seconds less
+ * those its first rank was blocked on outer steps (where a faster part
+ * waits for a slower), over a window of two outer steps and half a
+ * second at least (a few ms of scheduling on a loaded host must not read
+ * as a slow cluster), and only where a part is busy with its own steps a
+ * quarter of the time or more. The plan gave each part its share for its speed,
+ * so its seconds a step go as its samples a rank over its speed; where
+ * the parts' measured seconds against those differ by drift times or
+ * more, a part is slower or faster than planned, and the shares are
+ * re-planned by the measured rates (samples a second).
+ *
  * Join: the clusters file (what weft-cpn plan --clusters reads, where a
  * cluster that probes or registers appears) is read again when it
  * changes; a cluster the plan lacks is priced with the running parts at
@@ -72,7 +83,90 @@ void watch_init(cpn_watch *w, const cpn_plan *p, double now)
         w->per[k] = -1;
     }
     w->sync_ref = p->wan_s * (p->H > 0 ? p->H : 1);
+    watch_speed_reset(w, p);
     known_at_start(w);
+}
+
+void watch_speed_reset(cpn_watch *w, const cpn_plan *p)
+{
+    for (int k = 0; k < CPN_REPLAN_MAX; k++) {
+        w->speed[k] = k < p->nparts && p->parts[k].speed > 0 ? p->parts[k].speed : 1;
+        w->sstep0[k] = -1;
+        w->stime[k] = -1;
+    }
+}
+
+/* Part k's seconds a step of its own over its last window, once one of
+ * two outer steps and SPEED_WINDOW_S has passed (-1 until then). */
+#define SPEED_WINDOW_S 0.5
+#define SPEED_BUSY 0.25
+static void speed_window(cpn_watch *w, int k, const cpn_progress *pr)
+{
+    if (w->sstep0[k] < 0 || pr->step < w->sstep0[k] || pr->outer < w->souter0[k]) {
+        w->sstep0[k] = pr->step;
+        w->souter0[k] = pr->outer;
+        w->sel0[k] = pr->elapsed;
+        w->swait0[k] = pr->wait;
+        return;
+    }
+    if (pr->outer < w->souter0[k] + 2 || pr->elapsed - w->sel0[k] < SPEED_WINDOW_S ||
+        pr->step <= w->sstep0[k])
+        return;
+    double all = pr->elapsed - w->sel0[k], own = all - (pr->wait - w->swait0[k]);
+    w->stime[k] = (own > 1e-6 ? own : 1e-6) / (double)(pr->step - w->sstep0[k]);
+    w->sbusy[k] = own / all;
+    w->sstep0[k] = pr->step;
+    w->souter0[k] = pr->outer;
+    w->sel0[k] = pr->elapsed;
+    w->swait0[k] = pr->wait;
+}
+
+int watch_speed(cpn_watch *w, const cpn_plan *p, const cpn_launched *ls, double *rate,
+                double *off, int *slow)
+{
+    double lo = -1, hi = -1, busy = 0;
+    int parts = 0, missing = 0;
+    if (w->drift <= 0)
+        return 0;
+    for (int k = 0; k < p->nparts && k < CPN_REPLAN_MAX; k++) {
+        cpn_progress pr;
+        rate[k] = 0;
+        if (w->batch[k] <= 0 || ls[k].state != PART_RUNNING)
+            continue;
+        if (status_progress(w->dir, k, &pr) == 0 && pr.outer >= 0)
+            speed_window(w, k, &pr);
+        if (w->stime[k] < 0) {
+            missing++;
+            continue;
+        }
+        /* measured against planned: a share a rank over the speed */
+        double r = p->parts[k].ranks > 0 ? p->parts[k].ranks : 1;
+        double x = w->stime[k] / ((double)w->batch[k] / r / w->speed[k]);
+        rate[k] = (double)w->batch[k] / w->stime[k];
+        lo = lo < 0 || x < lo ? x : lo;
+        busy = w->sbusy[k] > busy ? w->sbusy[k] : busy;
+        if (hi < 0 || x > hi) {
+            hi = x;
+            *slow = k;
+        }
+        parts++;
+    }
+    /* every running part measured, two at least, to compare; and one busy
+     * with its own steps a quarter of the time at least: where the outer
+     * sync's waits fill the time, a part's own seconds are a remainder
+     * too small to compare (and the shares too little to gain) */
+    if (missing || parts < 2 || !(lo > 0) || hi < w->drift * lo || busy < SPEED_BUSY)
+        return 0;
+    *off = hi / lo;
+    /* the measured speeds are the plan's from here on; new windows */
+    for (int k = 0; k < p->nparts && k < CPN_REPLAN_MAX; k++) {
+        double r = p->parts[k].ranks > 0 ? p->parts[k].ranks : 1;
+        if (rate[k] > 0)
+            w->speed[k] = rate[k] / r;
+        w->stime[k] = -1;
+        w->sstep0[k] = -1;
+    }
+    return 1;
 }
 
 int watch_silent(cpn_watch *w, const cpn_plan *p, const cpn_launched *ls, double now)

@@ -5,6 +5,9 @@
  *           while its launcher says it runs: a cluster cut off or hung
  *   drift   the job's measured outer sync (the parts' own seconds blocked
  *           on the outer reduction) past drift times the plan's
+ *   speed   the parts' measured seconds a step (their own, the outer
+ *           steps' waits left out) against one another drift times off
+ *           the plan's (a part slower or faster than planned)
  *   join    a cluster in the clusters file that the plan lacks, with
  *           which the planner's step is faster by the margin */
 #ifndef WEFT_CPN_CPN_WATCH_H
@@ -29,6 +32,14 @@ typedef struct {
     long outer0[CPN_REPLAN_MAX];        /* drift: outer steps and wait at the */
     double wait0[CPN_REPLAN_MAX];       /* window's start */
     double per[CPN_REPLAN_MAX];         /* seconds an outer step in the last window */
+    /* speed: each part's samples a second a rank as the plan (or the last
+     * speed re-plan) has it, the window's start (step, seconds, seconds
+     * blocked on outer steps, outer steps), and the last window's seconds
+     * a step of its own (-1: none yet) and the share of its time they took */
+    double speed[CPN_REPLAN_MAX];
+    long sstep0[CPN_REPLAN_MAX], souter0[CPN_REPLAN_MAX];
+    double sel0[CPN_REPLAN_MAX], swait0[CPN_REPLAN_MAX], stime[CPN_REPLAN_MAX];
+    double sbusy[CPN_REPLAN_MAX];       /* the window's share of its own steps */
     double sync_ref;         /* an outer sync's seconds as the plan (or the
                                 last re-plan) expects; 0: the plan says none */
     int H;                   /* the outer period a drift re-planned; 0: the plan's */
@@ -42,6 +53,13 @@ void watch_init(cpn_watch *w, const cpn_plan *p, double now);
 int watch_silent(cpn_watch *w, const cpn_plan *p, const cpn_launched *ls, double now);
 /* 1 when the measured outer sync drifted: *meas its seconds an outer step. */
 int watch_drift(cpn_watch *w, const cpn_plan *p, const cpn_launched *ls, double *meas);
+/* 1 when the parts' speeds drifted from the plan's: rate[k] each running
+ * part's measured samples a second (0 for the others), *off how far the
+ * furthest apart are against the plan, *slow the part slowest against it. */
+int watch_speed(cpn_watch *w, const cpn_plan *p, const cpn_launched *ls, double *rate,
+                double *off, int *slow);
+/* The plan's speeds again, every window restarted (after a join). */
+void watch_speed_reset(cpn_watch *w, const cpn_plan *p);
 /* 1 when a cluster should join: *pt the new part (launcher, ranks, batch,
  * speed), batch[] every part's new share (the new one's at p->nparts),
  * why the reason. */

@@ -9,6 +9,8 @@
 
 #include "run/run_int.h"
 
+#include "run/run_shares.h"
+
 #include "train/sync_outer.h"
 
 struct sync_churn {
@@ -18,6 +20,11 @@ struct sync_churn {
     long from;   /* the step of the last outer step (the period's start) */
     long outers; /* outer steps taken, the launch's and the joiners' alike */
     long since;  /* the step the period now took effect at (0: the launch's) */
+    /* the batch shares held (run_elastic_shares.c): by cluster (all 0: an
+     * even split), the re-plan they came from (0: the launch's), and
+     * those a re-plan changed at an outer step, the last at shares_step */
+    long share[SHARES_MAX], shares_gen, shares_step;
+    int shares_taken;
     weft_model *m;
 };
 

@@ -23,6 +23,7 @@
 #include "run/run_elastic_shares.h"
 #include "run/run_sync.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,6 +102,7 @@ static int churn_open(train_sync *s, weft_model *m, const weft_optim_config *oc,
     s->churn = ch;
     ch->period = s->cfg.period;
     ch->m = m;
+    shares_launch(ch, s->o);
     int rc = whole_clusters(s);
     /* each call of the outer_sync is an outer step: the clock is ours */
     weft_sync_config one = s->cfg;
@@ -134,40 +136,42 @@ static void churn_describe(const train_sync *s)
                 "at the outer step)\n", s->world, s->o->sync);
 }
 
-/* After an outer step, every rank: the period from here on, rank 0's look
- * at the re-plan broadcast (--progress: weft-cpn run's channel; without
- * it nobody re-plans and nothing is asked). A broadcast that fails is the
- * step's failure; the survivors then agree on the root's clock. */
-static int period_agree(train_sync *s)
+/* After an outer step, every rank: the period and the batch shares from
+ * here on, rank 0's look at the re-plan broadcast (--progress: weft-cpn
+ * run's channel; without it nobody re-plans and nothing is asked). A
+ * broadcast that fails is the step's failure; the survivors then agree
+ * on the root's clock. shares: 0 in a membership change's outer step,
+ * whose hand-over takes them (shares_change). */
+static int period_agree(train_sync *s, int shares)
 {
     struct sync_churn *ch = s->churn;
-    long gen = 0;
-    int64_t h[2] = { 0, 0 };
+    int64_t h[SHARES_LOOK] = { 0 };
     if (!s->o->progress[0])
         return 0;
-    if (weft_comm_rank(s->comm) == 0) {
-        h[0] = shares_replan_period(s->o, &gen);
-        h[1] = gen;
-    }
-    int rc = weft_broadcast(s->comm, h, 2, WEFT_I64, 0);
-    if (rc || h[0] < 1 || h[0] == ch->period)
-        return rc;
     if (weft_comm_rank(s->comm) == 0)
-        run_say(s->run, WEFT_RUN_OUT, "elastic: step %ld: outer period %lld from here on, "
-                "%d before (re-plan %lld)\n", ch->steps, (long long)h[0], ch->period,
-                (long long)h[1]);
-    ch->period = (int)h[0];
-    ch->since = ch->steps;
-    return 0;
+        shares_look(s, h);
+    if (!shares)
+        h[2] = 0;
+    int rc = weft_broadcast(s->comm, h, SHARES_LOOK, WEFT_I64, 0);
+    if (rc == 0 && h[0] >= 1 && h[0] != ch->period) {
+        if (weft_comm_rank(s->comm) == 0)
+            run_say(s->run, WEFT_RUN_OUT, "elastic: step %ld: outer period %lld from here on, "
+                    "%d before (re-plan %lld)\n", ch->steps, (long long)h[0], ch->period,
+                    (long long)h[1]);
+        ch->period = (int)h[0];
+        ch->since = ch->steps;
+    }
+    return rc ? rc : shares_take(s, h);
 }
 
-/* The outer step just taken: the clock moves on, the period is agreed. */
-static int outer_taken(train_sync *s)
+/* The outer step just taken: the clock moves on, the period (and in a
+ * step of the loop, shares) agreed. */
+static int outer_taken(train_sync *s, int shares)
 {
     struct sync_churn *ch = s->churn;
     ch->from = ch->steps;
     ch->outers++;
-    return period_agree(s);
+    return period_agree(s, shares);
 }
 
 static int churn_step(train_sync *s, train_step *st, float lr)
@@ -176,7 +180,7 @@ static int churn_step(train_sync *s, train_step *st, float lr)
     int rc = sync_optim_step(s, lr, &st->gnorm);
     if (rc == 0 && ++ch->steps == ch->from + ch->period &&
         (rc = outer_after_step(ch->outer, ch->steps)) == 0)
-        rc = outer_taken(s);
+        rc = outer_taken(s, 1);
     return rc;
 }
 
@@ -198,6 +202,18 @@ static int churn_finish(train_sync *s)
         run_say(s->run, WEFT_RUN_OUT, "elastic: rank %d: %ld outer steps in the loop, "
                 "period %d from step %ld\n", weft_comm_rank(s->comm), s->churn->outers,
                 s->churn->period, s->churn->since);
+    if (rc == 0 && s->churn->shares_taken > 0) {
+        char list[SHARES_MAX * 8] = "";
+        size_t len = 0;
+        for (int k = 0; k < SHARES_MAX && len < sizeof list; k++)
+            if (s->churn->share[k] > 0)
+                len += (size_t)snprintf(list + len, sizeof list - len, "%s%d:%ld",
+                                        len ? "," : "", k, s->churn->share[k]);
+        run_say(s->run, WEFT_RUN_OUT, "elastic: rank %d: batch shares re-planned %d time(s) "
+                "while running, the last from step %ld (re-plan %ld): %s; outer weight %.3g\n",
+                weft_comm_rank(s->comm), s->churn->shares_taken, s->churn->shares_step,
+                s->churn->shares_gen, list, s->cfg.weight);
+    }
     return rc;
 }
 
@@ -270,7 +286,7 @@ int churn_outer_now(train_sync *s, float weight)
     outer_weigh(s->churn->outer, weight);
     int rc = outer_finish(s->churn->outer, s->churn->steps);
     outer_weigh(s->churn->outer, 1);
-    return rc ? rc : outer_taken(s);
+    return rc ? rc : outer_taken(s, 0);
 }
 
 void churn_abort(train_sync *s)

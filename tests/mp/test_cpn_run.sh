@@ -106,6 +106,8 @@ fi
 # training takes those shares (not an even 12:12) from the re-plan, or
 # where it reached the loss first, from the same rule; the outer step
 # weighs each rank by its samples (a's 16 of 24 over 2 ranks: 1.33).
+# a is the slow one here (--straggle): --drift 0 keeps the speed re-plan
+# (its own case below) out of this one.
 cat >"$dir/three.json" <<EOF
 {"schema": "weft-cpn-plan/1",
  "job": {"schema": "weft-cpn-job/1", "model": "mlp:784-64-10", "data": "builtin",
@@ -119,7 +121,7 @@ cat >"$dir/three.json" <<EOF
   {"cluster": "c", "launcher": "local", "ranks": 1, "batch": 6, "speed": 0.5}]}
 EOF
 timeout -s KILL 120 "$B/weft-cpn" run --plan "$dir/three.json" --dir "$dir/th" \
-    --train "$B/weft-train" --kill-at c:20 >"$dir/th.out" 2>&1
+    --train "$B/weft-train" --kill-at c:20 --drift 0 >"$dir/th.out" 2>&1
 if grep -q "part c lost" "$dir/th.out" && grep -q "part a done (exit 0)" "$dir/th.out" &&
     grep -q "part b done (exit 0)" "$dir/th.out" &&
     grep -q '"cluster": "a", "ranks": 1, "batch": 16, .*"cluster": "b", "ranks": 1, "batch": 8,' \
@@ -174,17 +176,54 @@ from=$(sed -n "s/.*elastic: step \([0-9]*\): outer period $H from here on, 4 bef
     "$dir/dr-fast/part-a.out")
 ra=$(sed -n 's/.*elastic: rank 0: \(.*\)$/\1/p' "$dir/dr-fast/part-a.out")
 rb=$(sed -n 's/.*elastic: rank 1: \(.*\)$/\1/p' "$dir/dr-fast/part-b.out")
-if [ -n "$from" ] && [ -n "$at" ] && [ "$from" -ge "$at" ] && [ $((from % 4)) = 0 ] &&
+# taken at an outer-step boundary (H = 4) at or after the re-plan
+after() { [ -n "$1" ] && [ -n "$2" ] && [ "$1" -ge "$2" ] && [ $(($1 % 4)) = 0 ]; }
+# both parts ended with one model
+both_end() { grep -q "part b done (exit 0)" "$1.out" &&
+    grep -q "parameters bit-identical on every rank of 2" "$1/part-a.out"; }
+if after "$from" "$at" &&
     grep -q "the running job takes period $H at its next outer step" "$dir/dr-fast.out" &&
     grep -q "^1 16,8 period=$H$" "$dir/dr-fast/progress.shares" &&
     [ "$ra" = "$rb" ] && [ "$ra" = "$((from / 4 + (1200 - from) / H)) outer steps in the loop, period $H from step $from" ] &&
-    grep -q "part b done (exit 0)" "$dir/dr-fast.out" &&
-    grep -q "parameters bit-identical on every rank of 2" "$dir/dr-fast/part-a.out"; then
+    both_end "$dir/dr-fast"; then
     ok
     echo "    drift: period 4 to $H from step $from (re-planned at step $at); rank 0: $ra; rank 1: $rb"
 else
     bad "the running job's new period (H '$H', re-planned at '$at', from '$from'; rank 0 '$ra', rank 1 '$rb')"
     sed 's/^/    /' "$dir/dr-fast.out"; grep -h "elastic" "$dir/dr-fast"/part-*.out | sed 's/^/    /'
+fi
+
+# A part slower than planned, with no membership change: b (one rank,
+# 8 samples at speed 0.5, as the plan's 16 at speed 1 on a, the same
+# seconds a step) sleeps 20 ms a step (--straggle, the same math), so its
+# own seconds a step (its progress less its waits at the outer steps) are
+# far past --drift's factor against a's. weft-cpn run re-plans the shares
+# by the measured rates (b keeps one sample: a rank cannot step without
+# one), and the running job takes them at an outer-step boundary (a
+# multiple of H = 4) after the re-plan, every rank at the same step (each
+# says its own), the outer step weighing each rank by its samples (a 23 of
+# a mean 12: 1.92, b 1 of 12: 0.0833); both end with one model. 200 steps
+# of b take 4 s at least, whatever the machine: the measure needs half a
+# second and two outer steps.
+plan "$dir/speed.json" 200 8 ', "--elastic", "--straggle", "1:20"' 1
+timeout -s KILL 120 "$B/weft-cpn" run --plan "$dir/speed.json" --dir "$dir/sp" \
+    --train "$B/weft-train" >"$dir/sp.out" 2>&1
+rc=$?
+at=$(sed -n "s/.*re-planned at step \([0-9]*\) in .*(the parts' speeds measured [0-9.]*x apart against the plan's: part b the slowest).*/\1/p" "$dir/sp.out")
+from=$(sed -n 's/.*elastic: step \([0-9]*\): batch shares by cluster 23,1 from here on (re-plan 1, the same clusters); this rank.s outer weight 1.92$/\1/p' "$dir/sp/part-a.out")
+ra=$(sed -n 's/.*elastic: rank 0: batch shares \(.*\); outer weight 1.92$/\1/p' "$dir/sp/part-a.out")
+rb=$(sed -n 's/.*elastic: rank 1: batch shares \(.*\); outer weight 0.0833$/\1/p' "$dir/sp/part-b.out")
+if [ $rc = 0 ] && after "$from" "$at" &&
+    grep -q "the running job takes the new shares at its next outer step" "$dir/sp.out" &&
+    grep -q "^1 23,1$" "$dir/sp/progress.shares" &&
+    grep -q '"cluster": "a", "ranks": 1, "batch": 23, .*"cluster": "b", "ranks": 1, "batch": 1,' "$dir/sp/replan.json" &&
+    [ "$ra" = "$rb" ] && [ "$ra" = "re-planned 1 time(s) while running, the last from step $from (re-plan 1): 0:23,1:1" ] &&
+    both_end "$dir/sp"; then
+    ok
+    echo "    speed: shares 16,8 to 23,1 from step $from (re-planned at step $at)"
+else
+    bad "a part slower than planned (exit $rc, re-planned at '$at', taken from '$from'; rank 0 '$ra', rank 1 '$rb')"
+    sed 's/^/    /' "$dir/sp.out"; grep -h "elastic" "$dir/sp"/part-*.out | sed 's/^/    /'
 fi
 
 # A cluster that joins while the job runs: c appears in the clusters file
@@ -209,7 +248,7 @@ echo '{"schema": "weft-cpn-job/1", "model": "mlp:784-64-10", "data": "builtin", 
 plan "$dir/join.json" $js 8 ', "--elastic"' 1
 timeout -s KILL 120 "$B/weft-cpn" run --plan "$dir/join.json" --dir "$dir/jn" \
     --train "$B/weft-train" --clusters "$dir/clusters.json" --job "$dir/job.json" \
-    --links "$dir/links.json" >"$dir/jn.out" 2>&1 &
+    --links "$dir/links.json" --drift 0 >"$dir/jn.out" 2>&1 &
 runner=$!
 n=0 # until the job is past step 40 (or 20 s), then c registers
 while [ $n -lt 200 ] && ! awk '$2 > 40 { ok = 1 } END { exit !ok }' "$dir/jn/progress.0" 2>/dev/null; do
