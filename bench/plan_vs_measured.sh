@@ -13,9 +13,10 @@
 #
 # Self-contained: the calibration is made fresh in a temporary folder
 # (weft-tune's constants by `weftrun -n 2xCORES weft-tune`, what a
-# synchronisation waits on the shared cores by `weftrun -n N weft-sim
-# sync`, then `weft-sim plan --calibrate`: the cores, the optimiser's
-# update and the engine probed for every block shape the plan needs), so
+# synchronisation waits on the shared cores and a tensor group's rank's
+# slice of each block by `weftrun -n N weft-sim sync --model`, then
+# `weft-sim plan --calibrate`: the cores, a step's work after backward
+# and the engine probed for every block shape the plan needs), so
 # nothing of an earlier run is used.
 # No figure is fitted to the measured runs.
 #
@@ -69,10 +70,12 @@ echo "# weft-tune: $(cat "$WEFT_TUNE_FILE")"
 
 CAL="$TMP/calib"
 for N in $RANKS; do
-    # what a synchronisation waits on the shared cores at N ranks, and the
-    # cores a chain of them handing work on gets
-    flock "$LOCK" "$B/weftrun" -n "$N" "$B/weft-sim" sync </dev/null 2>/dev/null |
-        sed -n 's/^\[0\] //; /^sync /p; /^chain /p' >>"$CAL"
+    # what a synchronisation waits on the shared cores at N ranks, the
+    # cores a chain of them handing work on gets, and a tensor group's
+    # rank's CPU for its slice of each block, every group at once
+    flock "$LOCK" "$B/weftrun" -n "$N" "$B/weft-sim" sync --model "$MODEL" --batch "$BATCH" \
+        --seq "$SEQ" </dev/null 2>/dev/null |
+        sed -n 's/^\[0\] //; /^sync /p; /^chain /p; /^tpblock /p' >>"$CAL"
     # the layouts weft-train runs here: tp x pp x dp (no context or expert
     # parallelism)
     flock "$LOCK" "$B/weft-sim" plan --model "$MODEL" --batch "$BATCH" --ranks "$N" --topo host \

@@ -603,7 +603,8 @@ static void burn(double sec)
 static void sync_usage(FILE *f)
 {
     fprintf(f,
-        "usage: weftrun -n N weft-sim sync [--work-us W] [--iters K]\n"
+        "usage: weftrun -n N weft-sim sync [--work-us W] [--iters K] [--model SPEC\n"
+        "                                  --batch B [--seq T]]\n"
         "  Each rank computes W us of its own CPU (default 500), then swaps 4 KiB\n"
         "  with its pair (ranks 2i and 2i+1), K times (default 40), in 5 blocks.\n"
         "  With more ranks than cores, a pair's exchange waits while the other\n"
@@ -613,7 +614,14 @@ static void sync_usage(FILE *f)
         "  reads (docs/SIMULATION.md). Then the ranks as one chain, each piece of\n"
         "  work handed on from rank to rank as a pipeline's stages do: the cores\n"
         "  its work got (the cores times its time on its own over its time in the\n"
-        "  chain), as the line \"chain N CORES\".\n");
+        "  chain), as the line \"chain N CORES\".\n"
+        "  --model SPEC --batch B [--seq T]: then each tensor-parallel degree tp\n"
+        "  that divides N and the model, the ranks in groups of tp, all at once:\n"
+        "  a rank's CPU seconds for its slice of the embedding, a block and the\n"
+        "  head, collectives included, at each micro-batch size the plan's layouts\n"
+        "  of B sequences use, with and without sequence parallelism (SP 1, 0), as\n"
+        "  lines \"tpblock SPEC TP SP ROWS SEQ KIND FWD BWD_I BWD_W\" (the fastest\n"
+        "  of 4 passes, the ranks' mean).\n");
 }
 
 /* One block of rounds: *t the slowest rank's wall time, *waited the ranks'
@@ -680,6 +688,143 @@ static int chain_block(weft_comm *c, double work_us, int rounds, int chain, doub
     return rc ? rc : weft_allreduce(c, t, t, 1, WEFT_F64, WEFT_MAX);
 }
 
+/* One rank's fastest forward, input backward and weight backward of its
+ * slice of block kind (0 the embedding, 1 a transformer block, 2 the head
+ * with its count of right answers) as tensor group g runs it, on rows
+ * sequences of seq tokens, after one pass to warm up: seconds of this
+ * thread's CPU, its share of the group's collectives with it, so that
+ * what other ranks run on the cores meanwhile does not count. */
+static int tp_block(weft_comm *g, const weft_model_config *cfg, int kind, int rows, int seq,
+                    int sp, double best[3])
+{
+    int nb = weft_model_block_count(cfg);
+    weft_block_range one = { kind == 0 ? 0 : kind == 1 ? 1 : nb - 1, 1 };
+    weft_model *m;
+    unsigned flags = WEFT_STAGE_SPLIT_BACKWARD | (sp ? WEFT_STAGE_SEQUENCE_PARALLEL : 0);
+    int rc = weft_model_create_tp(&m, cfg, 1, &one, 1, flags, g, 0, 0);
+    if (rc)
+        return rc;
+    rc = weft_model_set_threads(m, 1);
+    size_t in_n = 0, out_n = 0, toks = (size_t)rows * (size_t)seq;
+    if (!rc)
+        rc = weft_model_chunk_io(m, 0, rows, seq, &in_n, &out_n);
+    size_t xin = kind == 0 ? toks : in_n;
+    float *x = calloc(xin ? xin : 1, sizeof *x), *d = calloc(out_n ? out_n : 1, sizeof *d);
+    int32_t *y = calloc(toks ? toks : 1, sizeof *y);
+    if (!rc && (!x || !d || !y))
+        rc = WEFT_ENOMEM;
+    for (size_t i = 0; !rc && i < toks; i++)
+        y[i] = (int32_t)((i * 2654435761u) % (unsigned)cfg->vocab);
+    if (!rc && kind == 0)
+        memcpy(x, y, toks * sizeof *y);
+    for (size_t i = 0; !rc && kind && i < xin; i++)
+        x[i] = (float)((i * 40503u) % 1000) * 1e-3f - 0.5f;
+    for (size_t i = 0; !rc && i < out_n; i++)
+        d[i] = 1e-4f * (float)((i * 7919u) % 100);
+    best[0] = best[1] = best[2] = 1e30;
+    for (int rep = 0; !rc && rep < 5; rep++) {
+        double t[4];
+        t[0] = clock_s(CLOCK_THREAD_CPUTIME_ID);
+        rc = weft_model_chunk_forward(m, 0, 0, x, y, rows, seq, NULL);
+        if (!rc && kind == 2) {
+            int ok = weft_model_count_correct(m, y);
+            rc = ok < 0 ? ok : 0;
+        }
+        t[1] = clock_s(CLOCK_THREAD_CPUTIME_ID);
+        if (!rc)
+            rc = weft_model_chunk_backward(m, 0, 0, out_n ? d : NULL, 1.0f, WEFT_BACKWARD_INPUT,
+                                           0);
+        t[2] = clock_s(CLOCK_THREAD_CPUTIME_ID);
+        if (!rc)
+            rc = weft_model_chunk_backward(m, 0, 0, NULL, 1.0f, WEFT_BACKWARD_WEIGHT, 0);
+        t[3] = clock_s(CLOCK_THREAD_CPUTIME_ID);
+        for (int j = 0; rep > 0 && j < 3; j++)
+            if (t[j + 1] - t[j] < best[j])
+                best[j] = t[j + 1] - t[j];
+    }
+    free(x);
+    free(d);
+    free(y);
+    weft_model_destroy(m);
+    return rc;
+}
+
+/* The micro-batch sizes (sequences) a tensor group of tp ranks runs in the
+ * layouts weft-sim plan lists for n ranks and a batch of batch: dp =
+ * n / (tp pp), a rank's ceil(batch / dp) sequences cut into m = pp, 2 pp
+ * or 4 pp micro-batches (1 without a pipeline). rows[] gets each once;
+ * returns how many. */
+static int tp_rows(int n, int tp, int batch, int blocks, int rows[16])
+{
+    int k = 0;
+    for (int pp = 1; pp <= n / tp; pp++) {
+        if ((n / tp) % pp || pp > blocks)
+            continue;
+        int dp = n / (tp * pp), b = (batch + dp - 1) / dp;
+        for (int m = pp; m <= 4 * pp && m <= b; m *= 2) {
+            int mb = (b + m - 1) / m, seen = 0;
+            for (int i = 0; i < k; i++)
+                seen |= rows[i] == mb;
+            if (!seen && k < 16)
+                rows[k++] = mb;
+            if (pp == 1)
+                break;
+        }
+    }
+    return k;
+}
+
+/* weft-sim sync --model: for each tensor-parallel degree tp > 1 that
+ * divides the ranks and the model, the ranks in groups of tp neighbours
+ * (weft_layout's tensor-fastest order), every group at once as a layout's
+ * run them, each block kind timed at each micro-batch size; rank 0 prints
+ * the ranks' mean as "tpblock SPEC TP SP ROWS SEQ KIND FWD BWD_I BWD_W"
+ * lines for the plan's calibration, without and with sequence
+ * parallelism (SP 0, 1). */
+static int tp_probe(weft_comm *c, const char *spec, int batch, int seq)
+{
+    weft_model_config cfg;
+    if (weft_model_config_parse(spec, &cfg))
+        return WEFT_EINVAL;
+    if (seq <= 0)
+        seq = cfg.ctx;
+    int n = weft_comm_size(c), r = weft_comm_rank(c), rc = 0;
+    int blocks = weft_model_block_count(&cfg);
+    for (int tp = 2; tp <= n && !rc; tp++) {
+        if (n % tp || (cfg.type == WEFT_MODEL_GPT && cfg.n_head % tp))
+            continue;
+        weft_comm *g;
+        if ((rc = weft_comm_split(c, r / tp, r, &g)))
+            break;
+        int rows[16], nr = tp_rows(n, tp, batch, blocks, rows);
+        for (int i = 0; i < 2 * nr && !rc; i++)
+            for (int kind = 0, sp = i % 2; kind < 3 && !rc; kind++) {
+                double best[3];
+                if (sp && ((long)rows[i / 2] * seq) % tp)
+                    break;
+                rc = tp_block(g, &cfg, kind, rows[i / 2], seq, sp, best);
+                /* a model the group cannot split (a Llama's widths): none */
+                int ok = !rc;
+                if (rc == WEFT_EINVAL)
+                    rc = 0;
+                int all = ok;
+                if (!rc)
+                    rc = weft_allreduce(c, &all, &all, 1, WEFT_I32, WEFT_MIN);
+                if (!rc && !all)
+                    break;
+                if (!rc)
+                    rc = weft_allreduce(c, best, best, 3, WEFT_F64, WEFT_SUM);
+                if (!rc && r == 0)
+                    printf("tpblock %s %d %d %d %d %d %.6g %.6g %.6g # weft-sim sync: a rank's "
+                           "CPU, the mean of %d ranks in groups of %d\n", spec, tp, sp,
+                           rows[i / 2], seq, kind, best[0] / n, best[1] / n, best[2] / n, n, tp);
+            }
+        weft_comm_destroy(g);
+    }
+    fflush(stdout);
+    return rc;
+}
+
 /* weft-sim sync: the delay of a synchronisation between two ranks of an
  * oversubscribed host while the others compute, measured with the
  * library's own point-to-point: a block's wall time over its rounds, less
@@ -689,7 +834,8 @@ static int chain_block(weft_comm *c, double work_us, int rounds, int chain, doub
 static int cmd_sync(int argc, char **argv)
 {
     double work_us = 500;
-    int iters = 40;
+    int iters = 40, batch = 0, seq = 0;
+    const char *model = NULL;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v;
         int got = option_value(argc, argv, &i, sync_usage, &v);
@@ -698,6 +844,17 @@ static int cmd_sync(int argc, char **argv)
         if (!strcmp(a, "--work-us") && (work_us = atof(v)) > 0)
             continue;
         if (!strcmp(a, "--iters") && (iters = atoi(v)) > 0)
+            continue;
+        if (!strcmp(a, "--model")) {
+            weft_model_config cfg;
+            model = v;
+            if (!weft_model_config_parse(v, &cfg) &&
+                (cfg.type == WEFT_MODEL_GPT || cfg.type == WEFT_MODEL_LLAMA))
+                continue;
+        }
+        if (!strcmp(a, "--batch") && (batch = atoi(v)) > 0)
+            continue;
+        if (!strcmp(a, "--seq") && (seq = atoi(v)) > 0)
             continue;
         sync_usage(stderr);
         return 2;
@@ -755,6 +912,14 @@ static int cmd_sync(int argc, char **argv)
         printf("chain %d %.4g # weft-sim sync: %d ranks handing on %d pieces of %.0f us took "
                "%.3f ms, on their own %.3f ms\n", n, got < cores ? got : cores, n, iters,
                work_us, 1e3 * chain, 1e3 * alone);
+    fflush(stdout);
+    if (model && (rc = tp_probe(c, model, batch > 0 ? batch : n, seq))) {
+        fprintf(stderr, "weft-sim sync: rank %d: the tensor-parallel blocks: %s: %s\n",
+                weft_comm_rank(c), weft_strerror(rc), weft_comm_error(c));
+        weft_comm_abort(c);
+        weft_comm_destroy(c);
+        return 1;
+    }
     weft_comm_destroy(c);
     return 0;
 }

@@ -218,17 +218,20 @@ typedef struct {
     double ep_fwd, ep_bwd, ep_bytes;  /* the experts' all-to-alls a micro-batch */
     double cp_fwd, cp_bwd, cp_bytes;  /* the context ring's unhidden waits */
     double ring;                      /* the ring's buffers (bytes, once a rank) */
+    int tp_measured;                  /* the calibration measured the rank's slice
+                                         as its group runs it: its collectives'
+                                         time is in the work, not a wait */
 } block_part;
 
 /* Waits of a block's forward and input backward that hold no core. */
 static double wait_fwd(const block_part *b)
 {
-    return b->tp_fwd + b->ep_fwd + b->cp_fwd;
+    return (b->tp_measured ? 0 : b->tp_fwd) + b->ep_fwd + b->cp_fwd;
 }
 
 static double wait_bwd(const block_part *b)
 {
-    return b->tp_bwd + b->ep_bwd + b->cp_bwd;
+    return (b->tp_measured ? 0 : b->tp_bwd) + b->ep_bwd + b->cp_bwd;
 }
 
 static int is_llama(const planner *pl)
@@ -569,13 +572,29 @@ static void pp_link(const planner *pl, int stride, int pp, double *lat, double *
 
 /* The blocks' measured seconds in place of the FLOP estimate, where the
  * calibration has them (one thread's, divided by the threads a rank runs
- * as the rate is); the GFLOP/s a core they imply, for the report. */
-static int calib_blocks(planner *pl, sim_block_costs *bc, int mb)
+ * as the rate is); the GFLOP/s a core they imply, for the report. At tp >
+ * 1, where the calibration measured a rank's slice as its group runs it
+ * (a tpblock line), that slice's seconds times tp, so that price_blocks'
+ * division by tp gives them back: the LayerNorms, the residuals, the
+ * row-parallel biases and the cross-entropy's rows that every rank of the
+ * group computes whole, and each layer's fixed cost, do not split, and
+ * at small widths they are much of a block (sp: the slice measured
+ * with sequence parallelism). measured[k]: kind k so. */
+static int calib_blocks(planner *pl, sim_block_costs *bc, int mb, int tp, int sp,
+                        int measured[3])
 {
     const sim_plan_query *q = pl->q;
     double t[3][3], threads = pl->rate / q->gflops;
     int have[3];
     for (int k = 0; k < 3; k++) {
+        measured[k] = tp > 1 && sim_calib_tp_block_get(q->calib, &q->model, mb, (int)pl->T, k,
+                                                       tp, sp, t[k]);
+        if (measured[k]) {
+            have[k] = 1;
+            for (int j = 0; j < 3; j++)
+                t[k][j] *= tp;
+            continue;
+        }
         have[k] = sim_calib_block_get(q->calib, &q->model, mb, (int)pl->T, k, t[k]);
         if (have[k] < 0)
             return -have[k];
@@ -585,7 +604,7 @@ static int calib_blocks(planner *pl, sim_block_costs *bc, int mb)
         if (!have[k])
             continue;
         sim_block_cost *b = &bc->b[i];
-        if (k == 1 && t[1][0] > 0)
+        if (k == 1 && t[1][0] > 0 && !measured[1])
             q->calib->gflops = b->fwd * pl->rate / t[1][0];
         b->fwd = t[k][0] / threads;
         b->bwd_i = t[k][1] / threads;
@@ -658,13 +677,14 @@ static int share_replay(const planner *pl, sim_pipe_plan *pp, const block_part *
  * step, rows its tokens of a micro-batch (its 1/cp of the sequences'
  * under context parallelism, whose costs bc holds whole). */
 static int price_blocks(planner *pl, int tp, int sp, int pp, double rows, int m,
-                        sim_block_costs *bc, block_part *part)
+                        const int measured[3], sim_block_costs *bc, block_part *part)
 {
     int nb = bc->n, rc = 0;
     double div = (double)tp * pl->cp;
     for (int i = 0; i < nb && !rc; i++) {
         int kind = i == 0 ? 0 : i == nb - 1 ? 2 : 1;
         block_shape(pl, tp, sp, pp, kind, rows, &part[i]);
+        part[i].tp_measured = measured[kind];
         rc = block_tp(pl, tp, sp, kind, rows, &part[i]);
         if (!rc && kind == 1)
             rc = ep_block(pl, tp * pl->cp, rows, &part[i]);
@@ -765,9 +785,10 @@ static int plan_pipeline(planner *pl, int tp, int pp, int dp, const pipe_spec *s
     double rows = (double)mb * pl->T / cp;
     sim_block_costs bc;
     char err[256];
+    int measured[3] = { 0, 0, 0 };
     int rc = sim_block_costs_estimate(&q->model, mb, (int)pl->T, pl->rate, &bc, err, sizeof err);
     if (!rc && q->calib)
-        rc = calib_blocks(pl, &bc, mb);
+        rc = calib_blocks(pl, &bc, mb, tp, sp, measured);
     if (rc)
         return rc;
     int nb = bc.n;
@@ -776,7 +797,7 @@ static int plan_pipeline(planner *pl, int tp, int pp, int dp, const pipe_spec *s
         sim_block_costs_free(&bc);
         return WEFT_ENOMEM;
     }
-    rc = price_blocks(pl, tp, sp, pp, rows, spec->m, &bc, part);
+    rc = price_blocks(pl, tp, sp, pp, rows, spec->m, measured, &bc, part);
     double lat, bw;
     int pstride = tp * cp * dp, dstride = tp * cp;
     pp_link(pl, pstride, pp, &lat, &bw);

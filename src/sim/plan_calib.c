@@ -3,6 +3,7 @@
 #include "sim/plan_calib.h"
 
 #include <errno.h>
+#include <math.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,13 +87,30 @@ static int parse_line(sim_calib *c, char *s, const char *path, int line, char *e
         c->have_coll = 1;
         snprintf(c->coll_from, sizeof c->coll_from, "%.299s", path);
     } else if (!strcmp(word, "block")) {
-        sim_calib_block b = { 0 };
+        sim_calib_block b = { .tp = 1 };
         if (sscanf(s + at, "%95s %d %d %d %lf %lf %lf", b.model, &b.rows, &b.seq, &b.kind, &b.fwd,
                    &b.bwd_i, &b.bwd_w) != 7 ||
             b.rows < 1 || b.kind < 0 || b.kind > 2 || b.fwd < 0 || b.bwd_i < 0 || b.bwd_w < 0)
             return say(err, len, WEFT_ECONFIG,
                        "block: want MODEL ROWS SEQ KIND(0-2) FWD_S BWD_INPUT_S BWD_WEIGHT_S",
                        path, line);
+        return add_block(c, &b);
+    } else if (!strcmp(word, "tpblock")) {
+        sim_calib_block b = { 0 };
+        if (sscanf(s + at, "%95s %d %d %d %d %d %lf %lf %lf", b.model, &b.tp, &b.sp, &b.rows,
+                   &b.seq, &b.kind, &b.fwd, &b.bwd_i, &b.bwd_w) != 9 ||
+            b.tp < 2 || (b.sp != 0 && b.sp != 1) || b.rows < 1 || b.kind < 0 || b.kind > 2 ||
+            b.fwd < 0 || b.bwd_i < 0 || b.bwd_w < 0)
+            return say(err, len, WEFT_ECONFIG,
+                       "tpblock: want MODEL TP(>= 2) SP(0-1) ROWS SEQ KIND(0-2) FWD_S "
+                       "BWD_INPUT_S BWD_WEIGHT_S", path, line);
+        /* weft-sim sync names the model as weft-train does: its key here */
+        weft_model_config m;
+        if (strchr(b.model, '=')) {
+            if (weft_model_config_parse(b.model, &m))
+                return say(err, len, WEFT_ECONFIG, "tpblock: not a model", path, line);
+            sim_calib_model_key(&m, b.model, sizeof b.model);
+        }
         return add_block(c, &b);
     } else if (!strcmp(word, "sync")) {
         int n;
@@ -114,7 +132,8 @@ static int parse_line(sim_calib *c, char *s, const char *path, int line, char *e
                        path, line);
         c->update_s[k / 4] = sec;
     } else {
-        return say(err, len, WEFT_ECONFIG, "unknown line (cores, tune, block, update, sync or chain)", path,
+        return say(err, len, WEFT_ECONFIG,
+                   "unknown line (cores, tune, block, tpblock, update, sync or chain)", path,
                    line);
     }
     return 0;
@@ -214,8 +233,12 @@ int sim_calib_save(const sim_calib *c, const char *path, char *err, size_t len)
             fprintf(f, "update %d %.9g\n", 4 * k, c->update_s[k]);
     for (int i = 0; i < c->nb; i++) {
         const sim_calib_block *b = &c->b[i];
-        fprintf(f, "block %s %d %d %d %.9g %.9g %.9g\n", b->model, b->rows, b->seq, b->kind,
-                b->fwd, b->bwd_i, b->bwd_w);
+        if (b->tp > 1)
+            fprintf(f, "tpblock %s %d %d %d %d %d %.9g %.9g %.9g\n", b->model, b->tp, b->sp,
+                    b->rows, b->seq, b->kind, b->fwd, b->bwd_i, b->bwd_w);
+        else
+            fprintf(f, "block %s %d %d %d %.9g %.9g %.9g\n", b->model, b->rows, b->seq, b->kind,
+                    b->fwd, b->bwd_i, b->bwd_w);
     }
     /* a whole file or none: another planner may be reading it */
     if (fclose(f) != 0 || rename(tmp, path) != 0) {
@@ -259,6 +282,7 @@ static int probe(const weft_model_config *cfg, int rows, int seq, int kind, doub
     size_t xin = kind == 0 ? toks : in_n;
     float *x = calloc(xin ? xin : 1, sizeof(float)), *g = calloc(out_n ? out_n : 1, sizeof(float));
     int32_t *y = calloc(toks ? toks : 1, sizeof(int32_t));
+    double best_cc = 0;
     if (!rc && (!x || !g || !y))
         rc = WEFT_ENOMEM;
     if (!rc) {
@@ -273,6 +297,18 @@ static int probe(const weft_model_config *cfg, int rows, int seq, int kind, doub
             g[i] = 1e-4f * (float)((i * 7919u) % 100);
         rc = time_chunk(m, x, y, out_n ? g : NULL, rows, seq, out);
     }
+    /* the head's forward is followed by the count of right answers a
+     * micro-batch (weft-train's accuracy): an argmax over the logits */
+    for (int r = 0; !rc && kind == 2 && r < 5; r++) {
+        double t0 = clock_now();
+        int ok = weft_model_count_correct(m, y);
+        double t = clock_now() - t0;
+        rc = ok < 0 ? ok : 0;
+        if (r == 0 || t < best_cc)
+            best_cc = t;
+    }
+    if (!rc && kind == 2)
+        out[0] += best_cc;
     free(x);
     free(g);
     free(y);
@@ -283,11 +319,12 @@ static int probe(const weft_model_config *cfg, int rows, int seq, int kind, doub
 int sim_calib_block_get(sim_calib *c, const weft_model_config *m, int rows, int seq, int kind,
                         double out[3])
 {
-    sim_calib_block b = { .rows = rows, .seq = seq, .kind = kind };
+    sim_calib_block b = { .rows = rows, .seq = seq, .kind = kind, .tp = 1 };
     sim_calib_model_key(m, b.model, sizeof b.model);
     for (int i = 0; i < c->nb; i++) {
         const sim_calib_block *h = &c->b[i];
-        if (h->rows == rows && h->seq == seq && h->kind == kind && !strcmp(h->model, b.model)) {
+        if (h->tp <= 1 && h->rows == rows && h->seq == seq && h->kind == kind &&
+            !strcmp(h->model, b.model)) {
             out[0] = h->fwd, out[1] = h->bwd_i, out[2] = h->bwd_w;
             c->hits++;
             return 1;
@@ -310,8 +347,27 @@ int sim_calib_block_get(sim_calib *c, const weft_model_config *m, int rows, int 
     return 1;
 }
 
-/* The fastest of five updates of n parameters after one to warm up, one
- * thread, as weft-train's optimiser runs them a rank. */
+int sim_calib_tp_block_get(const sim_calib *c, const weft_model_config *m, int rows, int seq,
+                           int kind, int tp, int sp, double out[3])
+{
+    char key[96];
+    sim_calib_model_key(m, key, sizeof key);
+    for (int i = 0; i < c->nb; i++) {
+        const sim_calib_block *h = &c->b[i];
+        if (h->tp == tp && h->sp == sp && h->rows == rows && h->seq == seq &&
+            h->kind == kind && !strcmp(h->model, key)) {
+            out[0] = h->fwd, out[1] = h->bwd_i, out[2] = h->bwd_w;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The fastest of five steps' work after backward on n parameters, after
+ * one to warm up, one thread, as weft-train runs it a rank (weft_zero_step
+ * with its default clip): the squares of the gradients for the norm, the
+ * gradients scaled by the clip, the optimiser's update, and the gradients
+ * zeroed before the next step's backward adds into them. */
 static int probe_update(int optim_bytes, size_t n, double *sec)
 {
     weft_optim_config oc;
@@ -324,12 +380,16 @@ static int probe_update(int optim_bytes, size_t n, double *sec)
         return rc;
     float *p = calloc(n, sizeof *p), *g = calloc(n, sizeof *g);
     rc = p && g ? weft_optim_set_threads(o, 1) : WEFT_ENOMEM;
-    for (size_t i = 0; !rc && i < n; i++)
-        g[i] = 1e-3f * (float)(i % 97) - 0.05f;
     double best = -1;
     for (int r = 0; !rc && r < 6; r++) {
+        for (size_t i = 0; i < n; i++)
+            g[i] = 1e-3f * (float)(i % 97) - 0.05f;
         double t0 = clock_now();
+        double ss = weft_sumsq(g, n);
+        /* a norm above the clip, as early steps have: the scaling runs */
+        weft_scale(g, n, weft_clip_scale(sqrt(ss) + 2, 1.0f));
         rc = weft_optim_step(o, p, g, 1e-3f);
+        memset(g, 0, n * sizeof *g);
         double t = clock_now() - t0;
         if (r && (best < 0 || t < best))
             best = t;
@@ -413,8 +473,14 @@ int sim_calib_describe(const sim_calib *c, char *buf, size_t len)
             snprintf(syn + at, sizeof syn - at, "%s%.3g ms, a chain %.3g cores at %d ranks",
                      at ? "; " : "", 1e3 * c->sync_s[n], c->chain[n], n);
         }
+    int ntp = 0;
+    for (int i = 0; i < c->nb; i++)
+        ntp += c->b[i].tp > 1;
+    char tps[80] = "not measured (weft-sim sync --model)";
+    if (ntp)
+        snprintf(tps, sizeof tps, "%d shapes measured", ntp);
     return snprintf(buf, len, "block costs: %s; collectives: %s; cores: %s; update a "
-                    "parameter: %s; sync on shared cores: %s", blocks, coll, cores,
-                    upd[0] ? upd : "not measured",
-                    syn[0] ? syn : "not measured (weft-sim sync)");
+                    "parameter: %s; sync on shared cores: %s; tensor-parallel slices: %s", blocks,
+                    coll, cores, upd[0] ? upd : "not measured",
+                    syn[0] ? syn : "not measured (weft-sim sync)", tps);
 }

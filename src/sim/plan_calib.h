@@ -9,8 +9,13 @@
  *     at each micro-batch shape a layout uses, from a short probe of the
  *     engine on one thread (weft-train's own pipeline measurement),
  *     cached per host (plan-HOST beside the peak cache) and per model;
- *   - the optimiser's update a parameter, timed on the library's own
- *     optimiser over the model's parameter count;
+ *   - a step's work a parameter after its backward (the clipping norm's
+ *     squares, the scaling, the optimiser's update, the gradients zeroed),
+ *     timed on the library's own functions over the model's parameter count;
+ *   - with a tensor group, one rank's slice of each block as the group
+ *     runs it ("tpblock", measured by `weftrun -n N weft-sim sync --model`):
+ *     the LayerNorms, residuals and row-parallel biases that every rank
+ *     computes whole, and the group's collectives, are not 1/tp;
  *   - with more ranks than cores, what a synchronisation between two ranks
  *     waits while the others compute ("sync N SECONDS") and the cores a
  *     chain of ranks handing work on gets ("chain N CORES"), both measured
@@ -30,6 +35,12 @@
 typedef struct {
     char model[96];  /* sim_calib_model_key's, the layer count left out */
     int rows, seq, kind;
+    int tp;          /* 1: the whole block on one thread ("block" lines); > 1: one
+                        rank's slice of a tensor group of tp, its CPU seconds with
+                        the group's collectives, every group of the node running
+                        at once ("tpblock" lines, weftrun -n N weft-sim sync
+                        --model) */
+    int sp;          /* tp > 1: with sequence parallelism */
     double fwd, bwd_i, bwd_w;
 } sim_calib_block;
 
@@ -51,9 +62,10 @@ typedef struct {
     double chain[65];     /* [n]: the cores n ranks handing work on from one to
                              the next get, as a pipeline's stages (weft-sim
                              sync); 0: not measured */
-    double update_s[3];   /* seconds an optimiser update takes a parameter, one
-                             thread: [0] SGD, [1] SGD with momentum, [2] AdamW
-                             (0: not measured) */
+    double update_s[3];   /* seconds a step's work after backward takes a
+                             parameter (sim_calib_update_get), one thread: [0]
+                             SGD, [1] SGD with momentum, [2] AdamW (0: not
+                             measured) */
 } sim_calib;
 
 /* The host's calibration cache (plan-HOST in weft's host cache folder,
@@ -77,10 +89,17 @@ void sim_calib_model_key(const weft_model_config *m, char *buf, size_t len);
  * 0 when not there (counted in c->missed), < 0 a WEFT_E* code. */
 int sim_calib_block_get(sim_calib *c, const weft_model_config *m, int rows, int seq, int kind,
                         double out[3]);
-/* Seconds an update takes a parameter with K optimiser bytes each (0 SGD,
- * 4 momentum, 8 AdamW): from the file ("update K SECONDS"), or measured
- * now on n parameters when c->probe is set. 1 found or measured, 0 not
- * there, < 0 a WEFT_E* code. */
+/* One rank's seconds of block kind at (rows, seq) as a tensor group of tp
+ * runs it (sp: with sequence parallelism) (a "tpblock" line; never probed here: the group's ranks measure
+ * it under weftrun). 1 when found, 0 when not. */
+int sim_calib_tp_block_get(const sim_calib *c, const weft_model_config *m, int rows, int seq,
+                           int kind, int tp, int sp, double out[3]);
+/* Seconds a step's work after its backward takes a parameter with K
+ * optimiser bytes each (0 SGD, 4 momentum, 8 AdamW) as weft-train does it:
+ * the gradients' squares for the clipping norm, their scaling, the
+ * optimiser's update and the gradients zeroed for the next step. From the
+ * file ("update K SECONDS"), or measured now on n parameters when c->probe
+ * is set. 1 found or measured, 0 not there, < 0 a WEFT_E* code. */
 int sim_calib_update_get(sim_calib *c, int optim_bytes, double n, double *sec);
 /* The synchronisation delay measured at n ranks on the host, else at the
  * nearest count measured; 0 when none was. */

@@ -242,7 +242,7 @@ const char *weft_sim_pipeline_block_name(const weft_sim_pipeline *pl, int block)
 
 struct weft_sim_plan {
     sim_plan p;
-    char inputs[768]; /* sim_calib_describe's line */
+    char inputs[1024]; /* sim_calib_describe's line */
 };
 
 int weft_sim_plan_calib_path(char *buf, size_t len)

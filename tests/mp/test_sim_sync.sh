@@ -4,6 +4,10 @@
 # weft-sim plan --calib reads, "sync N SECONDS" (>= 0) and "chain N CORES"
 # (more than 0, no more than the cores this process may use), and a plan
 # from a file holding them says it used them; one rank alone is refused.
+# With --model, a tensor group's slices: a GPT of 2 heads at batch 4 on 4
+# ranks is cut by tp 2 only, its groups' micro-batches of 2 sequences (dp
+# 2) and of 2 and 1 (pp 2, m 2 and 4), with and without sequence
+# parallelism, 3 kinds each: 12 "tpblock" lines; on 3 ranks none.
 # Tiny pieces of work: the figures are not judged, only their form.
 # TEST_TIMEOUT(120)
 B=${BUILD:-build}
@@ -14,14 +18,28 @@ ok() { passed=$((passed + 1)); }
 bad() { failed=$((failed + 1)); echo "FAIL $*"; }
 cores=$(nproc)
 
+M=gpt:vocab=64,ctx=8,layers=1,heads=2,dim=16
 for n in 4 3; do
-    if "$B/weftrun" -n $n "$B/weft-sim" sync --work-us 100 --iters 4 </dev/null \
-            >"$dir/out$n" 2>&1; then
+    if "$B/weftrun" -n $n "$B/weft-sim" sync --work-us 100 --iters 4 --model $M --batch 4 \
+            </dev/null >"$dir/out$n" 2>&1; then
         ok
     else
         bad "weft-sim sync at $n ranks: exit $?"; tail -n 5 "$dir/out$n" | sed 's/^/    /'
     fi
-    sed -n 's/^\[0\] //; /^sync /p; /^chain /p' "$dir/out$n" >"$dir/cal$n"
+    sed -n 's/^\[0\] //; /^sync /p; /^chain /p; /^tpblock /p' "$dir/out$n" >"$dir/cal$n"
+    want=0
+    [ $n = 4 ] && want=12
+    if awk -v want=$want -v m=$M '
+            $1 == "tpblock" && $2 == m && $3 == 2 && ($4 == 0 || $4 == 1) &&
+                ($5 == 1 || $5 == 2) && $6 == 8 && $7 >= 0 && $7 <= 2 &&
+                $8 + 0 > 0 && $9 + 0 >= 0 && $10 + 0 >= 0 { k[$4 " " $5 " " $7]++ }
+            $1 == "tpblock" { all++ }
+            END { exit !(all == want && length(k) == want) }' "$dir/cal$n"; then
+        ok
+    else
+        bad "weft-sim sync --model at $n ranks: not $want tpblock lines of tp 2"
+        grep tpblock "$dir/out$n" | sed 's/^/    /'
+    fi
     if awk -v n=$n -v cores="$cores" '
             $1 == "sync" && $2 == n && $3 + 0 >= 0 { s++ }
             $1 == "chain" && $2 == n && $3 + 0 > 0 && $3 + 0 <= cores { c++ }
@@ -35,7 +53,7 @@ done
 
 if "$B/weft-sim" plan --model gpt:vocab=64,ctx=8,layers=1,heads=2,dim=16 --batch 4 --ranks 4 \
         --calib "$dir/cal4" >"$dir/plan" 2>&1 &&
-        grep -q "^# inputs: .*cores: [0-9]* measured.*sync on shared cores: [0-9.e-]* ms, a chain [0-9.e-]* cores at 4 ranks" "$dir/plan"; then
+        grep -q "^# inputs: .*cores: [0-9]* measured.*sync on shared cores: [0-9.e-]* ms, a chain [0-9.e-]* cores at 4 ranks; tensor-parallel slices: 12 shapes measured" "$dir/plan"; then
     ok
 else
     bad "weft-sim plan did not read the probe's lines"; head -n 3 "$dir/plan" | sed 's/^/    /'

@@ -41,6 +41,8 @@ static const char *write_calib(const char *name, int cores, const char *tune, do
     return path;
 }
 
+static const char *with_lines(const char *f, const char *name, const char *lines);
+
 typedef struct {
     weft_sim_plan *pl;
     weft_sim_layout best;
@@ -91,6 +93,67 @@ TEST(one_rank_is_the_files_block_costs)
                strstr(o.inputs, "cores: 1 measured"),
            "%s", o.inputs);
     weft_sim_plan_free(o.pl);
+}
+
+TEST(update_is_charged_a_parameter)
+{
+    /* the same rank with a step's work after backward of 1 ns a parameter
+     * (update 8: AdamW's, as the plan's optimiser): the step grows by the
+     * model's 118528 parameters' nanoseconds (embedding 256 x 64 + 32 x
+     * 64, two blocks of 12 x 64^2 + 13 x 64, the final LayerNorm 2 x 64) */
+    const char *f = write_calib("upd", 1, "alpha=1e-6,beta=1e-10,gamma=1e-10", 1e-4, 1e-3, 2e-4);
+    const char *path = with_lines(f, "upd2", "update 8 1e-9\n");
+    plan_out o;
+    CHECK(path != NULL);
+    CHECKF(plan(path, 0, 1, &o) == 0, "%s", o.inputs);
+    double want = 16 * (2 * 1e-4 + 2 * 3 * 1e-3 + 3 * 2e-4) + 118528 * 1e-9;
+    CHECKF(fabs(o.best.step_s - want) < 1e-9, "%.9f want %.9f", o.best.step_s, want);
+    CHECKF(strstr(o.inputs, "update a parameter: adamw 1 ns") != NULL, "%s", o.inputs);
+    weft_sim_plan_free(o.pl);
+}
+
+/* 2 ranks on 2 cores, communication nearly free: tp 2's step is half the
+ * whole blocks' seconds until the calibration has a tensor group's own
+ * slices (tpblock lines, as weftrun -n 2 weft-sim sync --model measures
+ * them), then exactly those slices' seconds, which the group's
+ * collectives are inside of (no wait added): the embedding 1e-4 + 2e-5,
+ * two blocks of 3e-3 + 4e-3 + 2e-3, the head 1e-3 + 5e-4 + 2e-4. A line
+ * naming the model as weft-train does counts as its key. */
+TEST(tensor_slices_measured)
+{
+    const char *tune = "alpha=1e-9,alpha_over=1e-9,beta=1e-15,gamma=1e-15,msg=0,msg_over=0";
+    const char *f = write_calib("tp0", 2, tune, 1e-5, 1e-3, 1e-4);
+    plan_out a, b;
+    CHECKF(plan(f, 0, 2, &a) == 0, "%s", a.inputs);
+    CHECKF(strstr(a.inputs, "tensor-parallel slices: not measured") != NULL, "%s", a.inputs);
+    double half = 16 * (2 * 1e-5 + 2 * 3 * 1e-3 + 3 * 1e-4) / 2;
+    CHECKF(fabs(step_of(&a, 2, 1, 1) - half) < 1e-5 * half, "%.9f want %.9f",
+           step_of(&a, 2, 1, 1), half);
+    char lines[1024];
+    int at = 0;
+    for (int sp = 0; sp <= 1; sp++)
+        at += snprintf(lines + at, sizeof lines - (size_t)at,
+                       "tpblock " KEY " 2 %d 16 32 0 1e-4 0 2e-5\n"
+                       "tpblock " MODEL " 2 %d 16 32 1 3e-3 4e-3 2e-3\n"
+                       "tpblock " KEY " 2 %d 16 32 2 1e-3 5e-4 2e-4\n", sp, sp, sp);
+    const char *path = with_lines(f, "tp1", lines);
+    CHECK(path != NULL);
+    CHECKF(plan(path, 0, 2, &b) == 0, "%s", b.inputs);
+    CHECKF(strstr(b.inputs, "tensor-parallel slices: 6 shapes measured") != NULL, "%s",
+           b.inputs);
+    double want = 1.2e-4 + 2 * 9e-3 + 1.7e-3;
+    CHECKF(fabs(step_of(&b, 2, 1, 1) - want) < 1e-9, "%.9f want %.9f", step_of(&b, 2, 1, 1),
+           want);
+    /* one rank's layout keeps the whole blocks' seconds */
+    CHECKF(fabs(step_of(&b, 1, 1, 2) - step_of(&a, 1, 1, 2)) < 1e-12, "%.9f %.9f",
+           step_of(&a, 1, 1, 2), step_of(&b, 1, 1, 2));
+    weft_sim_plan_free(a.pl);
+    weft_sim_plan_free(b.pl);
+    /* a slice line without its sp column is refused by number */
+    path = with_lines(f, "tpbad", "tpblock " KEY " 2 16 32 1 3e-3 4e-3 2e-3\n");
+    CHECK(path != NULL);
+    CHECK(plan(path, 0, 2, &a) == WEFT_ECONFIG);
+    CHECKF(strstr(a.inputs, ": tpblock") != NULL, "%s", a.inputs);
 }
 
 TEST(communication_prices_rank_the_layouts)
