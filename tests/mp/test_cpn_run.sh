@@ -286,6 +286,55 @@ else
     bad "weft-cpn status after a join: $(cat "$dir/jnstatus.out" "$dir/jn/joined.json" 2>&1)"
 fi
 
+# A period change together with a joiner: the join case over the drift
+# case's link (20 Mbit/s, a plan that priced the outer sync at a
+# fiftieth). The drift re-plan (1) gives the running job period H' (200
+# or 500); c registers once it is written and the job is past step 40,
+# and its re-plan (2) keeps H' in the shares' line. The joiner takes the
+# period's clock in the hand-over: it is admitted at an outer-step
+# boundary of H' (a multiple of it after the step the period changed
+# at), and every rank, the joiner too, ends with the same outer steps,
+# period and step it changed at, and one model. One rank a step sleeps 2
+# ms (--straggle any:2, the same losses, the ranks alike against the
+# plan: no speed re-plan), so that 3000 steps outlast the join whatever
+# the machine.
+js=3000
+plan "$dir/jp.json" $js 8 ', "--elastic", "--straggle", "any:2"' 1 4 0.00041
+echo "[$(cl a 1), $(cl b 0.5)]" >"$dir/clusters.json"
+timeout -s KILL 120 "$B/weft-cpn" run --plan "$dir/jp.json" --dir "$dir/jp" \
+    --train "$B/weft-train" --wan rate=20mbit --drift 10 --clusters "$dir/clusters.json" \
+    --job "$dir/job.json" --links "$dir/links.json" >"$dir/jp.out" 2>&1 &
+runner=$!
+n=0 # until the drift's re-plan is written and the job is past step 40 (or 20 s)
+while [ $n -lt 200 ] && ! { [ -f "$dir/jp/replan.json" ] &&
+        awk '$2 > 40 { ok = 1 } END { exit !ok }' "$dir/jp/progress.0" 2>/dev/null; }; do
+    sleep 0.1; n=$((n + 1))
+done
+echo "[$(cl a 1), $(cl b 0.5), $(cl c 1)]" >"$dir/clusters.tmp" && mv "$dir/clusters.tmp" "$dir/clusters.json"
+wait $runner
+rc=$?
+H=$(sed -n 's/.* period=\([0-9]*\)$/\1/p' "$dir/jp/progress.shares")
+from=$(sed -n "s/.*elastic: step \([0-9]*\): outer period $H from here on, 4 before (re-plan 1)$/\1/p" "$dir/jp/part-a.out")
+replan=$(sed -n 's/.*re-planned at step \([0-9]*\) in .*(cluster c joins: .*/\1/p' "$dir/jp.out")
+joined=$(sed -n 's/.*elastic: step \([0-9]*\): cluster 2 rejoined; 1 rank(s) joined as rank 2.*/\1/p' "$dir/jp/part-a.out")
+want="$((${from:-0} / 4 + ($js - ${from:-0}) / ${H:-1})) outer steps in the loop, period $H from step $from"
+same=1
+for r in a:0 b:1 c:2; do
+    [ "$(sed -n "s/.*elastic: rank ${r#*:}: \(.*period.*\)$/\1/p" "$dir/jp/part-${r%:*}.out")" = "$want" ] || same=0
+done
+if [ $rc = 0 ] && [ -n "$H" ] && [ -n "$from" ] && [ -n "$replan" ] && [ -n "$joined" ] &&
+    [ "$joined" -gt "$replan" ] && [ "$joined" -gt "$from" ] && [ $(((joined - from) % H)) = 0 ] &&
+    [ $same = 1 ] && grep -q "^2 10,5,9 period=$H$" "$dir/jp/progress.shares" &&
+    grep -q "elastic: step $joined: batch shares by cluster 10,5,9 (re-plan 2)" "$dir/jp/part-a.out" &&
+    grep -q "part c done (exit 0)" "$dir/jp.out" &&
+    grep -q "parameters bit-identical on every rank of 3" "$dir/jp/part-a.out"; then
+    ok
+    echo "    period and join: period 4 to $H from step $from, c admitted at step $joined; each rank: $want"
+else
+    bad "a period change with a joiner (exit $rc, H '$H' from '$from', join re-plan at '$replan', joined at '$joined', want '$want')"
+    sed 's/^/    /' "$dir/jp.out"; grep -h elastic "$dir/jp"/part-*.out | sed 's/^/    /'
+fi
+
 refused() { # what file expected-text
     if "$B/weft-cpn" run --plan "$2" --dir "$dir/no" >"$dir/no.out" 2>&1; then
         bad "$1: taken"
