@@ -11,7 +11,8 @@
 # parts exit 0, the loss falls, weft-cpn status shows both done. Then the
 # same with --elastic (600 steps) and part b cancelled (scancel) mid-run: docs/CPN.md
 # says cluster a goes on alone from the next outer step and finishes, and
-# the status shows b failed. Needs root, Slurm and munge (Debian:
+# the status shows b failed; and b made slow (--straggle), whose re-planned
+# shares the running job takes at an outer step. Needs root, Slurm and munge (Debian:
 # slurmctld slurmd slurm-client munge); prints a skip otherwise. The
 # daemons are started and stopped here.
 # TEST_TIMEOUT(180)
@@ -116,6 +117,31 @@ if grep -q "^b .*failed" "$dir/status_lost.out" && grep -q "^a .*done (exit 0) .
     ok
 else
     bad "weft-cpn status after the loss: $(cat "$dir/status_lost.out")"
+fi
+
+# the speed trigger through Slurm: b's rank (rank 2) sleeps 50 ms a step
+# (--straggle, the same math), far slower than the plan says against a;
+# weft-cpn run re-plans the shares by the measured rates (b's falls) and
+# the running job takes them at an outer-step boundary, every rank at the
+# same step (each says its own), the outer step weighing each by its
+# samples. 100 steps of b take 5 s at least, whatever the machine.
+plan "$dir/plan_sp.json" 100 ', "--elastic", "--straggle", "2:50"'
+cpnrun speed "$dir/plan_sp.json"
+line() { sed -n "s/.*elastic: rank $1: batch shares re-planned [0-9]* time(s) while running, \(.*\); outer weight .*/\1/p" "$dir/speed/part-$2.out"; }
+r0=$(line 0 a) r1=$(line 1 a) r2=$(line 2 b)
+G=$(sed -n 's/^\([0-9]*\) [0-9]*,[0-9]*$/\1/p' "$dir/speed/progress.shares")
+sa=$(sed -n 's/^[0-9]* \([0-9]*\),[0-9]*$/\1/p' "$dir/speed/progress.shares")
+sb=$(sed -n 's/^[0-9]* [0-9]*,\([0-9]*\)$/\1/p' "$dir/speed/progress.shares")
+from=$(sed -n "s/.*elastic: step \([0-9]*\): batch shares by cluster $sa,$sb from here on (re-plan $G, the same clusters).*/\1/p" "$dir/speed/part-a.out")
+if grep -q "re-planned at step [0-9]* in .*(the parts' speeds measured [0-9.]*x apart against the plan's: part b the slowest)" "$dir/speed.out" &&
+    [ -n "$sb" ] && [ "$sb" -lt 4 ] && [ $((sa + sb)) = 16 ] && [ -n "$from" ] && [ $((from % 4)) = 0 ] &&
+    [ "$r0" = "the last from step $from (re-plan $G): 0:$sa,1:$sb" ] &&
+    [ "$r1" = "$r0" ] && [ "$r2" = "$r0" ] && grep -q "part b done (exit 0)" "$dir/speed.out" &&
+    grep -q "parameters bit-identical on every rank of 3" "$dir/speed/part-a.out"; then
+    ok
+    echo "    speed: shares 12,4 to $sa,$sb from step $from (re-plan $G)"
+else
+    bad "a part slower than planned, through Slurm (shares '$sa,$sb', from '$from'; ranks '$r0' '$r1' '$r2')"; show speed
 fi
 cat "$dir/status.out" "$dir/status_lost.out"
 echo "summary: $passed passed, $failed failed"
