@@ -219,8 +219,9 @@ typedef struct {
     double cp_fwd, cp_bwd, cp_bytes;  /* the context ring's unhidden waits */
     double ring;                      /* the ring's buffers (bytes, once a rank) */
     int tp_measured;                  /* the calibration measured the rank's slice
-                                         as its group runs it: its collectives'
-                                         time is in the work, not a wait */
+                                         as its group runs it and the group fits
+                                         the cores: its collectives' time is in
+                                         the work, not a wait */
 } block_part;
 
 /* Waits of a block's forward and input backward that hold no core. */
@@ -684,7 +685,11 @@ static int price_blocks(planner *pl, int tp, int sp, int pp, double rows, int m,
     for (int i = 0; i < nb && !rc; i++) {
         int kind = i == 0 ? 0 : i == nb - 1 ? 2 : 1;
         block_shape(pl, tp, sp, pp, kind, rows, &part[i]);
-        part[i].tp_measured = measured[kind];
+        /* the measured slice holds its collectives' CPU; a group larger
+         * than the cores also sleeps at its rounds, woken onto a core,
+         * which no CPU clock sees: that wait stays (calib_coll) */
+        double cores = pl->q->topo->cpu_cores;
+        part[i].tp_measured = measured[kind] && (cores <= 0 || tp <= cores);
         rc = block_tp(pl, tp, sp, kind, rows, &part[i]);
         if (!rc && kind == 1)
             rc = ep_block(pl, tp * pl->cp, rows, &part[i]);

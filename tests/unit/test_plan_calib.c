@@ -70,6 +70,8 @@ static int plan(const char *calib, int calibrate, int ranks, plan_out *o)
     return weft_sim_plan_layout(o->pl, weft_sim_plan_best(o->pl), &o->best);
 }
 
+static int layout_of(const plan_out *o, int tp, int pp, int dp, weft_sim_layout *l);
+
 /* The predicted step of the first listed layout with tp, pp (any schedule). */
 static double step_of(const plan_out *o, int tp, int pp, int dp)
 {
@@ -154,6 +156,47 @@ TEST(tensor_slices_measured)
     CHECK(path != NULL);
     CHECK(plan(path, 0, 2, &a) == WEFT_ECONFIG);
     CHECKF(strstr(a.inputs, ": tpblock") != NULL, "%s", a.inputs);
+}
+
+/* 4 ranks on 2 cores with the slices of tp 2 (micro-batches of 8, dp 2)
+ * and tp 4 (16) measured: a pair's collectives are inside its slices'
+ * CPU, so a slower round (alpha 10 ms) leaves tp 2 x dp 2's pipeline as
+ * it was; a group of 4 on 2 cores also sleeps at each round, woken, which
+ * no CPU clock holds, so tp 4's rounds at alpha_over 10 ms still
+ * lengthen its pipeline, by more than its 10 collectives a block pass
+ * could hide. */
+TEST(tensor_slices_keep_the_sleepers_waits)
+{
+    char lines[2048];
+    int at = 0;
+    for (int tp = 2; tp <= 4; tp *= 2)
+        for (int sp = 0; sp <= 1; sp++)
+            at += snprintf(lines + at, sizeof lines - (size_t)at,
+                           "tpblock " KEY " %d %d %d 32 0 1e-5 0 1e-5\n"
+                           "tpblock " KEY " %d %d %d 32 1 1e-3 1e-3 1e-3\n"
+                           "tpblock " KEY " %d %d %d 32 2 1e-4 1e-4 1e-4\n", tp, sp, 4 * tp,
+                           tp, sp, 4 * tp, tp, sp, 4 * tp);
+    /* write_calib and with_lines return the same buffers: one at a time */
+    const char *fast = write_calib("fast", 2, "alpha=1e-9,alpha_over=1e-9,beta=1e-15,"
+                                   "gamma=1e-15,msg=0,msg_over=0", 1e-5, 1e-3, 1e-4);
+    plan_out a, b;
+    weft_sim_layout la, lb;
+    const char *pf = with_lines(fast, "fast-tp", lines);
+    CHECK(pf != NULL);
+    CHECKF(plan(pf, 0, 4, &a) == 0, "%s", a.inputs);
+    const char *slow = write_calib("slowr", 2, "alpha=1e-2,alpha_over=1e-2,beta=1e-15,"
+                                   "gamma=1e-15,msg=0,msg_over=0", 1e-5, 1e-3, 1e-4);
+    const char *ps = with_lines(slow, "slow-tp", lines);
+    CHECK(ps != NULL);
+    CHECKF(plan(ps, 0, 4, &b) == 0, "%s", b.inputs);
+    CHECK(layout_of(&a, 2, 1, 2, &la) == 0 && layout_of(&b, 2, 1, 2, &lb) == 0);
+    CHECKF(fabs(la.pipe_s - lb.pipe_s) < 1e-12, "tp 2: %.9f %.9f", la.pipe_s, lb.pipe_s);
+    CHECK(layout_of(&a, 4, 1, 1, &la) == 0 && layout_of(&b, 4, 1, 1, &lb) == 0);
+    /* fast: the node's work, 4 ranks' slices (2e-5 + 2 x 3e-3 + 3e-4) on 2 cores */
+    CHECKF(fabs(la.pipe_s - 4 * 6.32e-3 / 2) < 1e-9, "tp 4: %.9f", la.pipe_s);
+    CHECKF(lb.pipe_s > la.pipe_s + 10 * 1e-2, "tp 4: %.9f %.9f", la.pipe_s, lb.pipe_s);
+    weft_sim_plan_free(a.pl);
+    weft_sim_plan_free(b.pl);
 }
 
 TEST(communication_prices_rank_the_layouts)
