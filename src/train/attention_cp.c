@@ -8,7 +8,9 @@
  * that came from its predecessor (computed on the same block one step
  * before) and passes it on; after C steps the sum of every rank's part
  * reaches the block's owner. Messages of one (peer, tag) keep their
- * order, so two tags carry the two streams. */
+ * order, so two tags carry the two streams. In bf16 the K/V blocks
+ * travel rounded to bf16, as the products take them (half the bytes);
+ * the dK/dV sums stay fp32. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,14 +132,16 @@ static int reserve(attn_cp *cp, size_t n)
 }
 
 /* The next block's receive and this one's send, posted before the work
- * on this one. */
-static int ring_post(attn_cp *cp, const float *cur, float *next, size_t n, weft_request **rq)
+ * on this one: n elements, bf16 (the block rounded) or fp32. */
+static int ring_post(attn_cp *cp, const void *cur, void *next, size_t n, int bf16,
+                     weft_request **rq)
 {
     int prev = (cp->r + cp->C - 1) % cp->C, succ = (cp->r + 1) % cp->C;
-    int rc = weft_irecv_tag(cp->g, next, n, WEFT_F32, prev, TAG_KV, &rq[0]);
+    weft_dtype t = bf16 ? WEFT_BF16 : WEFT_F32;
+    int rc = weft_irecv_tag(cp->g, next, n, t, prev, TAG_KV, &rq[0]);
     if (rc == 0)
-        rc = weft_isend_tag(cp->g, cur, n, WEFT_F32, succ, TAG_KV, &rq[1]);
-    cp->bytes += rc == 0 ? sizeof(float) * n : 0;
+        rc = weft_isend_tag(cp->g, cur, n, t, succ, TAG_KV, &rq[1]);
+    cp->bytes += rc == 0 ? (bf16 ? sizeof(uint16_t) : sizeof(float)) * n : 0;
     return rc;
 }
 
@@ -198,7 +202,7 @@ int train_attn_cp_forward(attn_cp *cp, mm_ctx *mm, float *out, float *att, const
  * from the predecessor (step s > 0), passed on to the successor. */
 static int bwd_step(attn_cp *cp, mm_ctx *mm, const cp_dims *d, int s, float *dq, int qs,
                     const float *q, const float *dout, const float *lse, const float *delta,
-                    const float *kv, size_t n)
+                    const float *kv, const uint16_t *kv16, size_t n)
 {
     int prev = (cp->r + cp->C - 1) % cp->C, succ = (cp->r + 1) % cp->C, rc = 0;
     int kr = (cp->r - s + cp->C) % cp->C;
@@ -207,7 +211,8 @@ static int bwd_step(attn_cp *cp, mm_ctx *mm, const cp_dims *d, int s, float *dq,
         rc = weft_irecv_tag(cp->g, cp->acc, n, WEFT_F32, prev, TAG_DKV, &in);
     memset(cp->part, 0, sizeof(float) * n);
     if (rc == 0)
-        rc = train_cp_bwd_step(mm, d, dq, qs, cp->part, q, dout, lse, delta, kv, cp->r, kr);
+        rc = train_cp_bwd_step16(mm, d, dq, qs, cp->part, q, dout, lse, delta, kv, kv16, cp->r,
+                                 kr);
     if (in) {
         int r = weft_wait(in);
         rc = rc ? rc : r;
@@ -225,32 +230,40 @@ static int bwd_step(attn_cp *cp, mm_ctx *mm, const cp_dims *d, int s, float *dq,
     return rc;
 }
 
-/* One step's work on the block of rank r - s (kv). */
-static int ring_step(attn_cp *cp, const ring_work *w, int s, const float *kv)
+/* One step's work on the block of rank r - s (cur: fp32, or in bf16 the
+ * block rounded). */
+static int ring_step(attn_cp *cp, const ring_work *w, int s, const void *cur)
 {
     int kr = (cp->r - s + cp->C) % cp->C;
+    const float *kv = w->d->bf16 ? NULL : cur;
+    const uint16_t *kv16 = w->d->bf16 ? cur : NULL;
     if (w->kind == WORK_FWD)
-        return train_cp_fwd_step(w->mm, w->d, w->st, w->q, w->qs, kv, cp->r, kr);
+        return kv16 ? train_cp_fwd_step16(w->mm, w->d, w->st, w->q, w->qs, kv16, cp->r, kr)
+                    : train_cp_fwd_step(w->mm, w->d, w->st, w->q, w->qs, kv, cp->r, kr);
     if (w->kind == WORK_DELTA)
-        return train_cp_bwd_delta_step(w->mm, w->d, w->delta, w->q, w->qs, w->dout, w->lse, kv,
-                                       cp->r, kr);
+        return train_cp_bwd_delta_step16(w->mm, w->d, w->delta, w->q, w->qs, w->dout, w->lse,
+                                         kv, kv16, cp->r, kr);
     return bwd_step(cp, w->mm, w->d, s, w->dq, w->qs, w->q, w->dout, w->lse, w->delta, kv,
-                    w->n);
+                    kv16, w->n);
 }
 
-/* Once around the ring: this rank's K/V block packed, then C steps, each
- * posting the next block's transfer before its work on the current one
- * and waiting for it after. */
+/* Once around the ring: this rank's K/V block packed (in bf16 rounded,
+ * so that half the bytes travel: the products would round it anyway),
+ * then C steps, each posting the next block's transfer before its work
+ * on the current one and waiting for it after. */
 static int ring_pass(attn_cp *cp, const ring_work *w, const float *k, const float *v, int ks,
                      int vs)
 {
-    int rc = 0;
-    train_cp_pack(w->d, cp->buf[0], k, v, ks, vs);
+    int rc = 0, bf16 = w->d->bf16;
+    if (bf16) /* the buffers hold n floats: room for n bf16 */
+        train_cp_pack16(w->mm, w->d, (uint16_t *)(void *)cp->buf[0], k, v, ks, vs);
+    else
+        train_cp_pack(w->d, cp->buf[0], k, v, ks, vs);
     for (int s = 0; s < cp->C && rc == 0; s++) {
         weft_request *rq[2] = { NULL, NULL };
-        float *cur = cp->buf[s % 2];
+        void *cur = cp->buf[s % 2];
         if (s + 1 < cp->C)
-            rc = ring_post(cp, cur, cp->buf[(s + 1) % 2], w->n, rq);
+            rc = ring_post(cp, cur, cp->buf[(s + 1) % 2], w->n, bf16, rq);
         if (rc == 0)
             rc = ring_step(cp, w, s, cur);
         rc = ring_wait(rq, rc);

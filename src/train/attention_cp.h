@@ -11,7 +11,9 @@
  * current one is computed on. Partial results merge with an online
  * softmax (running max and sum per query row, fp32), so the products are
  * those of one process in another order: equal to about 1e-6, not bit for
- * bit. With grouped-query attention only the NKV kv heads travel. */
+ * bit. With grouped-query attention only the NKV kv heads travel; in bf16
+ * they travel rounded to bf16 (the products' operands there), the dK/dV
+ * sums in fp32. */
 #ifndef TRAIN_ATTENTION_CP_H
 #define TRAIN_ATTENTION_CP_H
 
@@ -115,6 +117,21 @@ int train_cp_bwd_step(mm_ctx *mm, const cp_dims *d, float *dq, int qs, float *dk
 
 /* The block of rank-local k and v (strides ks, vs) as kv's layout. */
 void train_cp_pack(const cp_dims *d, float *kv, const float *k, const float *v, int ks, int vs);
+
+/* In bf16 the block travels rounded (half the bytes): packed so by its
+ * owner with mm's rounding, the same bits each step would have rounded
+ * it to, and the steps take it as such (kv NULL), for the same
+ * products. The _16 steps with kv16 NULL are the fp32 block's above. */
+void train_cp_pack16(mm_ctx *mm, const cp_dims *d, uint16_t *kv16, const float *k,
+                     const float *v, int ks, int vs);
+int train_cp_fwd_step16(mm_ctx *mm, const cp_dims *d, cp_fwd_state *st, const float *q,
+                        int qs, const uint16_t *kv16, int qr, int kr);
+int train_cp_bwd_delta_step16(mm_ctx *mm, const cp_dims *d, float *delta, const float *q,
+                              int qs, const float *dout, const float *lse, const float *kv,
+                              const uint16_t *kv16, int qr, int kr);
+int train_cp_bwd_step16(mm_ctx *mm, const cp_dims *d, float *dq, int qs, float *dkv,
+                        const float *q, const float *dout, const float *lse, const float *delta,
+                        const float *kv, const uint16_t *kv16, int qr, int kr);
 /* dkv's two halves back into dk and dv (strides ks, vs). */
 void train_cp_unpack(const cp_dims *d, float *dk, float *dv, int ks, int vs, const float *dkv);
 

@@ -37,7 +37,7 @@ typedef struct {
     /* backward */
     float *dq, *dkv;
     const float *dout, *lse, *delta;
-    const float *q, *kv;
+    const float *q, *kv; /* kv NULL when the block came rounded (kv16) */
     int qs, qr, kr;
     /* bf16: the block rounded (kv's layout), and per thread S16 (s16_per)
      * elements: a query block's Q and dO (QB x hs), its P and dS (QB x cs) */
@@ -89,10 +89,12 @@ static void prod(const cp_job *j, int tid, int ta, int tb, int M, int N, int K, 
         train_mmp_gemm_on(j->mm, tid, ta, tb, M, N, K, A.f, A.ld, B.f, B.ld, beta, C, ldc);
 }
 
-/* The bf16 form of a pointer into the block (NULL in fp32). */
-static const uint16_t *in16(const cp_job *j, const float *p)
+/* The block from element off on, as an operand: fp32, its bf16 form, or
+ * both. */
+static cp_opd blk(const cp_job *j, size_t off)
 {
-    return j->kv16 ? j->kv16 + (p - j->kv) : NULL;
+    int KVW = j->d->NKV * j->d->hs;
+    return (cp_opd){ j->kv ? j->kv + off : NULL, KVW, j->kv16 ? j->kv16 + off : NULL, KVW };
 }
 
 enum { PAIR_SKIP, PAIR_DIAG, PAIR_FULL };
@@ -130,8 +132,8 @@ static void fwd_pair(const cp_job *j, int tid, int b, int h, int a, int c, int k
     int g = h / (d->NH / d->NKV);
     float scale = 1.0f / sqrtf((float)hs), *S = j->scr + (size_t)tid * 2 * QB * cs;
     const float *qp = j->q + ((size_t)b * d->Tl + (size_t)a * cs) * j->qs + (size_t)h * hs;
-    const float *kp = j->kv + ((size_t)b * d->Tl + (size_t)c * cs) * KVW + (size_t)g * hs;
-    const float *vp = kp + (size_t)d->B * d->Tl * KVW;
+    size_t ko = ((size_t)b * d->Tl + (size_t)c * cs) * KVW + (size_t)g * hs;
+    size_t vo = ko + (size_t)d->B * d->Tl * KVW;
     float *op = j->st->out + ((size_t)b * d->Tl + (size_t)a * cs) * OW + (size_t)h * hs;
     size_t ro = ((size_t)b * d->NH + h) * d->Tl + (size_t)a * cs;
     uint16_t *q16 = NULL, *o16 = NULL, *p16 = NULL, *s16 = NULL;
@@ -143,8 +145,7 @@ static void fwd_pair(const cp_job *j, int tid, int b, int h, int a, int c, int k
         const float *qb = qp + (size_t)i0 * j->qs;
         if (q16)
             round_rows(j, q16, qb, j->qs, m, hs);
-        prod(j, tid, 0, 1, m, nk, hs, (cp_opd){ qb, j->qs, q16, hs },
-             (cp_opd){ kp, KVW, in16(j, kp), KVW }, 0.0f, S, nk);
+        prod(j, tid, 0, 1, m, nk, hs, (cp_opd){ qb, j->qs, q16, hs }, blk(j, ko), 0.0f, S, nk);
         for (int i = 0; i < m; i++) {
             float *row = S + (size_t)i * nk, *o = op + (size_t)(i0 + i) * OW;
             int n = k == PAIR_DIAG ? i0 + i + 1 : nk;
@@ -164,8 +165,8 @@ static void fwd_pair(const cp_job *j, int tid, int b, int h, int a, int c, int k
         /* P unnormalised (each at most 1): the sums rescale in fp32 */
         if (p16)
             round_rows(j, p16, S, nk, m, nk);
-        prod(j, tid, 0, 0, m, hs, nk, (cp_opd){ S, nk, p16, nk },
-             (cp_opd){ vp, KVW, in16(j, vp), KVW }, 1.0f, op + (size_t)i0 * OW, OW);
+        prod(j, tid, 0, 0, m, hs, nk, (cp_opd){ S, nk, p16, nk }, blk(j, vo), 1.0f,
+             op + (size_t)i0 * OW, OW);
     }
 }
 
@@ -205,13 +206,13 @@ static int run(mm_ctx *mm, pool_fn fn, cp_job *j)
 #endif
     j->scr = malloc(sizeof(float) * 2 * QB * cs * nt);
     uint16_t *kv16 = NULL;
-    if (d->bf16) {
-        kv16 = malloc(sizeof(uint16_t) * nkv);
+    if (d->bf16) { /* the block itself when it came rounded */
+        kv16 = j->kv16 ? NULL : malloc(sizeof(uint16_t) * nkv);
         j->scr16 = malloc(sizeof(uint16_t) * s16_per(d) * nt);
         j->round = train_mm_rounder(mm);
     }
-    int rc = !j->scr || (d->bf16 && (!kv16 || !j->scr16)) ? WEFT_ENOMEM : 0;
-    if (rc == 0 && kv16) {
+    int rc = !j->scr || (d->bf16 && ((!kv16 && !j->kv16) || !j->scr16)) ? WEFT_ENOMEM : 0;
+    if (rc == 0 && kv16 && !j->kv16) {
         j->round(kv16, j->kv, nkv);
         j->kv16 = kv16;
     }
@@ -238,6 +239,13 @@ int train_cp_fwd_step(mm_ctx *mm, const cp_dims *d, cp_fwd_state *st, const floa
 {
     cp_job j = { .d = d, .st = st, .q = q, .kv = kv, .qs = qs, .qr = qr, .kr = kr };
     return run(mm, fwd_worker, &j);
+}
+
+int train_cp_fwd_step16(mm_ctx *mm, const cp_dims *d, cp_fwd_state *st, const float *q,
+                        int qs, const uint16_t *kv16, int qr, int kr)
+{
+    cp_job j = { .d = d, .st = st, .q = q, .kv16 = kv16, .qs = qs, .qr = qr, .kr = kr };
+    return d->bf16 ? run(mm, fwd_worker, &j) : WEFT_EINVAL;
 }
 
 void train_cp_fwd_finish(const cp_dims *d, cp_fwd_state *st)
@@ -273,18 +281,16 @@ void train_cp_bwd_delta(const cp_dims *d, float *delta, const float *dout, const
  * dP = dO V^T against the block's keys (m x nk each); in bf16 its Q and
  * dO rounded into q16 and o16 first (o16 kept for dV's product). */
 static void pair_scores(const cp_job *j, int tid, const float *qp, const float *dop,
-                        const float *kp, const float *vp, int m, int nk, uint16_t *q16,
-                        uint16_t *o16, float *P, float *dP)
+                        size_t ko, size_t vo, int m, int nk, uint16_t *q16, uint16_t *o16,
+                        float *P, float *dP)
 {
-    int hs = j->d->hs, KVW = j->d->NKV * hs, OW = j->d->NH * hs;
+    int hs = j->d->hs, OW = j->d->NH * hs;
     if (q16) {
         round_rows(j, q16, qp, j->qs, m, hs);
         round_rows(j, o16, dop, OW, m, hs);
     }
-    prod(j, tid, 0, 1, m, nk, hs, (cp_opd){ qp, j->qs, q16, hs },
-         (cp_opd){ kp, KVW, in16(j, kp), KVW }, 0.0f, P, nk);
-    prod(j, tid, 0, 1, m, nk, hs, (cp_opd){ dop, OW, o16, hs },
-         (cp_opd){ vp, KVW, in16(j, vp), KVW }, 0.0f, dP, nk);
+    prod(j, tid, 0, 1, m, nk, hs, (cp_opd){ qp, j->qs, q16, hs }, blk(j, ko), 0.0f, P, nk);
+    prod(j, tid, 0, 1, m, nk, hs, (cp_opd){ dop, OW, o16, hs }, blk(j, vo), 0.0f, dP, nk);
 }
 
 /* Query chunk a of head h against key chunk c: its part of dQ, and of
@@ -300,8 +306,8 @@ static void bwd_pair(const cp_job *j, int tid, int b, int h, int a, int c, int k
     float *P = j->scr + (size_t)tid * 2 * QB * cs, *dP = P + (size_t)QB * cs;
     size_t qrow = (size_t)b * d->Tl + (size_t)a * cs, krow = (size_t)b * d->Tl + (size_t)c * cs;
     size_t half = (size_t)d->B * d->Tl * KVW;
-    const float *kp = j->kv + krow * KVW + (size_t)g * hs, *vp = kp + half;
-    float *dkp = j->dkv ? j->dkv + krow * KVW + (size_t)g * hs : NULL;
+    size_t ko = krow * KVW + (size_t)g * hs, vo = ko + half;
+    float *dkp = j->dkv ? j->dkv + ko : NULL;
     float *dvp = dkp ? dkp + half : NULL;
     size_t ro = ((size_t)b * d->NH + h) * d->Tl + (size_t)a * cs;
     uint16_t *q16 = NULL, *o16 = NULL, *p16 = NULL, *s16 = NULL;
@@ -312,7 +318,7 @@ static void bwd_pair(const cp_job *j, int tid, int b, int h, int a, int c, int k
         const float *qp = j->q + (qrow + i0) * j->qs + (size_t)h * hs;
         const float *dop = j->dout + (qrow + i0) * OW + (size_t)h * hs;
         const float *lse = j->lse + ro + i0;
-        pair_scores(j, tid, qp, dop, kp, vp, m, nk, q16, o16, P, dP);
+        pair_scores(j, tid, qp, dop, ko, vo, m, nk, q16, o16, P, dP);
         if (!dkp) {
             for (int i = 0; i < m; i++) {
                 float *p = P + (size_t)i * nk, *dp = dP + (size_t)i * nk, sum = 0.0f;
@@ -343,8 +349,8 @@ static void bwd_pair(const cp_job *j, int tid, int b, int h, int a, int c, int k
         /* dV += P^T dO, dQ += dS K, dK += dS^T Q (fp32: see the top) */
         prod(j, tid, 1, 0, nk, hs, m, (cp_opd){ P, nk, p16, nk }, (cp_opd){ dop, OW, o16, hs },
              1.0f, dvp, KVW);
-        prod(j, tid, 0, 0, m, hs, nk, (cp_opd){ dP, nk, s16, nk },
-             (cp_opd){ kp, KVW, in16(j, kp), KVW }, 1.0f, dqp, j->qs);
+        prod(j, tid, 0, 0, m, hs, nk, (cp_opd){ dP, nk, s16, nk }, blk(j, ko), 1.0f, dqp,
+             j->qs);
         train_mmp_gemm_on(j->mm, tid, 1, 0, nk, hs, m, dP, nk, qp, j->qs, 1.0f, dkp, KVW);
     }
 }
@@ -370,18 +376,32 @@ static void bwd_worker(void *v, int tid, int nt)
 int train_cp_bwd_delta_step(mm_ctx *mm, const cp_dims *d, float *delta, const float *q, int qs,
                             const float *dout, const float *lse, const float *kv, int qr, int kr)
 {
-    cp_job j = { .d = d, .dq = delta, .dout = dout, .lse = lse, .q = q, .kv = kv, .qs = qs,
-                 .qr = qr, .kr = kr };
-    return run(mm, bwd_worker, &j);
+    return train_cp_bwd_delta_step16(mm, d, delta, q, qs, dout, lse, kv, NULL, qr, kr);
+}
+
+int train_cp_bwd_delta_step16(mm_ctx *mm, const cp_dims *d, float *delta, const float *q,
+                              int qs, const float *dout, const float *lse, const float *kv,
+                              const uint16_t *kv16, int qr, int kr)
+{
+    cp_job j = { .d = d, .dq = delta, .dout = dout, .lse = lse, .q = q, .kv = kv, .kv16 = kv16,
+                 .qs = qs, .qr = qr, .kr = kr };
+    return (kv16 && !d->bf16) || (!kv == !kv16) ? WEFT_EINVAL : run(mm, bwd_worker, &j);
 }
 
 int train_cp_bwd_step(mm_ctx *mm, const cp_dims *d, float *dq, int qs, float *dkv,
                       const float *q, const float *dout, const float *lse, const float *delta,
                       const float *kv, int qr, int kr)
 {
+    return train_cp_bwd_step16(mm, d, dq, qs, dkv, q, dout, lse, delta, kv, NULL, qr, kr);
+}
+
+int train_cp_bwd_step16(mm_ctx *mm, const cp_dims *d, float *dq, int qs, float *dkv,
+                        const float *q, const float *dout, const float *lse, const float *delta,
+                        const float *kv, const uint16_t *kv16, int qr, int kr)
+{
     cp_job j = { .d = d, .dq = dq, .dkv = dkv, .dout = dout, .lse = lse, .delta = delta,
-                 .q = q, .kv = kv, .qs = qs, .qr = qr, .kr = kr };
-    return run(mm, bwd_worker, &j);
+                 .q = q, .kv = kv, .kv16 = kv16, .qs = qs, .qr = qr, .kr = kr };
+    return (kv16 && !d->bf16) || (!kv == !kv16) ? WEFT_EINVAL : run(mm, bwd_worker, &j);
 }
 
 void train_cp_pack(const cp_dims *d, float *kv, const float *k, const float *v, int ks, int vs)
@@ -390,6 +410,17 @@ void train_cp_pack(const cp_dims *d, float *kv, const float *k, const float *v, 
     for (size_t r = 0; r < rows; r++) {
         memcpy(kv + r * KVW, k + r * ks, sizeof(float) * KVW);
         memcpy(kv + (rows + r) * KVW, v + r * vs, sizeof(float) * KVW);
+    }
+}
+
+void train_cp_pack16(mm_ctx *mm, const cp_dims *d, uint16_t *kv16, const float *k,
+                     const float *v, int ks, int vs)
+{
+    mmb_round_fn round = train_mm_rounder(mm);
+    size_t rows = (size_t)d->B * d->Tl, KVW = (size_t)d->NKV * d->hs;
+    for (size_t r = 0; r < rows; r++) {
+        round(kv16 + r * KVW, k + r * ks, KVW);
+        round(kv16 + (rows + r) * KVW, v + r * vs, KVW);
     }
 }
 

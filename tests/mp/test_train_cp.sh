@@ -17,7 +17,8 @@
 # prints one process's loss. bf16 (the
 # ring's products in bf16, its merge fp32) at cp 2 tracks bf16 at one
 # process: losses to 1e-4, and every final parameter nearer its own than
-# fp32 cp 2's are, by half. The ring's counters line is printed.
+# fp32 cp 2's are, by half; its K/V travel in bf16 (the ring's bytes
+# 14/16 of fp32's at cp 2). The ring's counters line is printed.
 # Refused, saying why: a --seq that 2C does not divide, --cp with --sp,
 # --ep, a job that cp x tp does not divide.
 # Under sanitizers (TEST_SCALE > 1) cp 2 alone for each model, the
@@ -142,7 +143,19 @@ for m in "g $gpt 32" "l $llama 64"; do
     run "${tag}b1" 1 --model "$model" --seq "$seq" --steps $steps --precision bf16 --no-eval \
         --save "$dir/${tag}b1.wckpt" &&
     run "${tag}b2" 2 --model "$model" --seq "$seq" --steps $steps --precision bf16 --no-eval \
-        --save "$dir/${tag}b2.wckpt" --cp 2 || continue
+        --save "$dir/${tag}b2.wckpt" --cp 2 --log-every 1 || continue
+    # the K/V blocks travel in bf16, the dK/dV sums in fp32: at cp 2 a
+    # layer's step sends 3 blocks of K/V (forward, backward's delta and
+    # gradients) at 2 bytes and 2 of dK/dV at 4 against fp32's 2 and 2 at
+    # 4, 14/16 of fp32's bytes (all in fp32 it would be 20/16)
+    mb() { sed -n 's/.*context ring: [0-9.]* steps and \([0-9.]*\) MB.*/\1/p' "$dir/$1.out" | tail -n 1; }
+    if [ -f "$dir/${tag}cp2.out" ] &&
+       awk -v a="$(mb "${tag}b2")" -v b="$(mb "${tag}cp2")" \
+           'BEGIN { r = b > 0 ? a / b : 0; exit !(r > 0.855 && r < 0.895) }'; then
+        ok
+    else
+        bad "${tag}b2: the ring's bytes in bf16, $(mb "${tag}b2") MB a step, are not 14/16 of fp32's $(mb "${tag}cp2") MB"
+    fi
     if awk -F, 'FNR == 1 { next } NR == FNR { l[$1] = $4; next } $3 == "train" { n++
                 d = $4 - l[$1]; if (d < 0) d = -d; if (!($1 in l) || d > 1e-4 * l[$1]) {
                 print "step " $1 ": " $4 " vs " l[$1]; bad = 1 } }
