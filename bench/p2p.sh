@@ -6,8 +6,10 @@
 # from 256 KiB the receiver copies once out of the sender's pages; the
 # 1 MiB and up sizes only), the ring's with single copy from 256 KiB
 # (WEFT_SHM_CMA=2: process_vm_readv; columns "cma") and over loopback TCP
-# (WEFT_P2P_SHM=0), runs taking turns, with memcpy's bandwidth on
-# rank 0 measured in every run (bench/p2p_bw.c: lat is half a
+# (WEFT_P2P_SHM=0), runs taking turns, with one copy's bandwidth on
+# rank 0 measured in every run (column "copy": the faster of memcpy and
+# a copy with non-temporal stores, as weft's own from half the
+# last-level cache on; bench/p2p_bw.c: lat is half a
 # ping-pong's round trip, bw its size / lat, bibw an exchange's both
 # ways; each the median of 5 passes within the run). Prints the medians
 # of the runs per size, then the same run's bounds for
@@ -66,7 +68,7 @@ div() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else p
 f="%10s | %8s %8s %8s | %8s %8s %8s | %8s %8s %8s | %8s %8s %8s | %8s | %7s %7s %7s\n"
 # shellcheck disable=SC2059
 printf "$f" size "shm lat" "shm bw" "bibw" "reg lat" "reg bw" "bibw" "cma lat" "cma bw" "bibw" \
-    "tcp lat" "tcp bw" "bibw" memcpy "shm/cp" "reg/cp" "cma/cp"
+    "tcp lat" "tcp bw" "bibw" copy "shm/cp" "reg/cp" "cma/cp"
 # shellcheck disable=SC2059
 printf "$f" "(B)" "(us)" "(GB/s)" "(GB/s)" "(us)" "(GB/s)" "(GB/s)" "(us)" "(GB/s)" "(GB/s)" \
     "(us)" "(GB/s)" "(GB/s)" "(GB/s)" "" "" ""

@@ -9,6 +9,7 @@
 #include "mp.h"
 #include "coll/comm.h"
 #include "coll/exec/p2p_int.h"
+#include "coll/exec/p2p_reg.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -834,6 +835,36 @@ BOTH(registered)
         CHECKF(mp_run(2, 60, registered_denied, NULL) == 0, "registered memory refused");
     CHECKF(mp_run(1, 20, registered_alone, NULL) == 0, "registered memory, one rank");
     setenv("WEFT_SHM_CMA", "2", 1);
+}
+
+/* The receiver's copy out of a region, streamed (from 4 KiB here, half
+ * the last-level cache by default) and not: every byte, none beyond,
+ * whatever the two ends' alignment and the length's tail. */
+TEST(reg_copy)
+{
+    p2p_reg *g = p2p_reg_new(2);
+    size_t cap = (256u << 10) + 256;
+    unsigned char *src = malloc(cap), *dst = malloc(cap + 128);
+    CHECK(g && src && dst);
+    for (size_t i = 0; i < cap; i++)
+        src[i] = (unsigned char)(i * 131 + 7);
+    static const size_t len[] = { 100, 4096, 4097, 65536 + 63, 256u << 10 };
+    for (int stream = 0; stream < 2; stream++) {
+        p2p_reg_stream_from(g, stream ? 4096 : 0);
+        for (int k = 0; k < 5; k++)
+            for (size_t so = 0; so < 64; so += 13)
+                for (size_t d = 0; d < 64; d += 9) {
+                    memset(dst, 0xee, cap + 128);
+                    p2p_reg_copy(g, dst + d, src + so, len[k], len[k]);
+                    int ok = !memcmp(dst + d, src + so, len[k]) && dst[d + len[k]] == 0xee &&
+                             (d == 0 || dst[d - 1] == 0xee);
+                    CHECKF(ok, "%s copy of %zu bytes, source +%zu, destination +%zu",
+                           stream ? "streamed" : "plain", len[k], so, d);
+                }
+    }
+    p2p_reg_free_all(g);
+    free(src);
+    free(dst);
 }
 
 /* (libfabric's shm provider reads other processes too: not there) */

@@ -58,6 +58,16 @@ int p2p_reg_find(p2p_reg *g, const void *buf, uint64_t len, int pid, shm_cma_des
  * file, out of range). */
 int p2p_reg_src(p2p_reg *g, int q, const shm_cma_desc *d, uint64_t len, const char **src,
                 char *why, size_t whylen);
+/* Receiver: n bytes of a payload of len out of a peer's region. From
+ * half the last-level cache (sysfs) on, with non-temporal stores on
+ * x86-64: the C library's own threshold follows the cache size it reads,
+ * 320 MiB on the 2-vCPU EPYC guest against the kernel's 32 MiB, and a
+ * 16 MiB registered message there moved ~15% more streamed
+ * (docs/BENCHMARKS.md, "Small messages"); below, and elsewhere, memcpy. */
+void p2p_reg_copy(const p2p_reg *g, void *dst, const void *src, size_t n, uint64_t len);
+/* Payloads from bytes on stream (0: none); a test's, to reach the
+ * streamed copy on any machine. */
+void p2p_reg_stream_from(p2p_reg *g, size_t bytes);
 /* Peer q failed: unmap its regions. */
 void p2p_reg_forget(p2p_reg *g, int q);
 

@@ -359,7 +359,7 @@ static int read_reg(p2p_engine *e, int q, int fd)
     while (p->got < p->h.len && visit < VISIT_BYTES && !(p->park && p->park->drop)) {
         uint64_t left = p->h.len - p->got;
         size_t want = left < VISIT_BYTES ? (size_t)left : VISIT_BYTES;
-        memcpy(to + p->got, src + p->got, want);
+        p2p_reg_copy(e->reg, to + p->got, src + p->got, want, p->h.len);
         p->got += want;
         visit += want;
     }
