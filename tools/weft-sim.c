@@ -13,6 +13,7 @@
  *   weftrun -n 4 weft-sim sync    what ranks sharing the cores wait at an
  *                                 exchange and the cores a chain of them
  *                                 gets: lines for plan's calibration file
+ *                                 (with --model, a tensor group's slices)
  */
 #include "weft.h"
 
