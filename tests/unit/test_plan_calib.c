@@ -151,6 +151,26 @@ TEST(tensor_slices_measured)
            step_of(&a, 1, 1, 2), step_of(&b, 1, 1, 2));
     weft_sim_plan_free(a.pl);
     weft_sim_plan_free(b.pl);
+    /* a later line for the same slice replaces the earlier (the bench
+     * appends its 8-rank probe after its 4-rank one): without sequence
+     * parallelism blocks of 1e-3 each pass, 6e-3 less a block; with it,
+     * as before */
+    char later[2048];
+    snprintf(later, sizeof later, "%stpblock " KEY " 2 0 16 32 1 1e-3 1e-3 1e-3\n", lines);
+    path = with_lines(f, "tp2", later);
+    CHECK(path != NULL);
+    CHECKF(plan(path, 0, 2, &b) == 0, "%s", b.inputs);
+    weft_sim_layout l0, l1 = { .step_s = -1 };
+    for (int i = 0, n0 = 0, n1 = 0; i < weft_sim_plan_count(b.pl); i++)
+        if (weft_sim_plan_layout(b.pl, i, &l0) == 0 && l0.tp == 2 && l0.pp == 1 && l0.zero == 0) {
+            if (!l0.sp && !n0++)
+                l1 = l0;
+            if (l0.sp && !n1++)
+                CHECKF(fabs(l0.step_s - want) < 1e-9, "sp 1: %.9f", l0.step_s);
+        }
+    CHECKF(fabs(l1.step_s - (want - 2 * 6e-3)) < 1e-9, "sp 0: %.9f want %.9f", l1.step_s,
+           want - 2 * 6e-3);
+    weft_sim_plan_free(b.pl);
     /* a slice line without its sp column is refused by number */
     path = with_lines(f, "tpbad", "tpblock " KEY " 2 16 32 1 3e-3 4e-3 2e-3\n");
     CHECK(path != NULL);
