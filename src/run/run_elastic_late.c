@@ -158,20 +158,26 @@ int late_admit(weft_run *t, long *step)
     double t0 = clock_now();
     int was = e->late_was, same = 0;
     uint64_t h = 0;
+    /* The grow made the outer step anew: its one outer step so far is
+     * k+1's, and its seconds blocked are what k+1 held this rank, the
+     * joiner's take-up of the state included where it outlasted the
+     * period. */
+    outer_times ot = { 0, 0, 0 };
+    outer_time(t->sync.churn->outer, &ot);
     int rc = admitted(t, step);
     if (rc == 0)
         rc = member_params_agree(t, &h, &same);
     late_drop(t); /* the joiners have the state: the sends are done */
     if (rc)
         return rc;
-    char what[320], cl[64] = "";
+    char what[360], cl[64] = "";
     member_joined_clusters(t, was, cl, sizeof cl);
     snprintf(what, sizeof what, "%s%d rank(s) joined as rank %d..%d; parameters %s "
              "(hash %016llx); the state of the outer step before taken in the background, "
-             "this outer step at weight 0; the grow held the others %.3f s",
-             cl, t->world - was, was, t->world - 1,
+             "this outer step at weight 0; the grow held the others %.3f s, this outer "
+             "step %.3f s", cl, t->world - was, was, t->world - 1,
              same ? "bit-identical on every rank" : "DIFFER between ranks",
-             (unsigned long long)h, e->late_s);
+             (unsigned long long)h, e->late_s, ot.wait_s);
     member_report_change(t, *step, "grow", what, e->late_s + clock_now() - t0);
     return 0;
 }

@@ -176,6 +176,8 @@ from=$(sed -n "s/.*elastic: step \([0-9]*\): outer period $H from here on, 4 bef
     "$dir/dr-fast/part-a.out")
 ra=$(sed -n 's/.*elastic: rank 0: \(.*\)$/\1/p' "$dir/dr-fast/part-a.out")
 rb=$(sed -n 's/.*elastic: rank 1: \(.*\)$/\1/p' "$dir/dr-fast/part-b.out")
+# a failed case's run: weft-cpn run's lines and the parts' elastic ones
+shown() { sed 's/^/    /' "$1.out"; grep -h elastic "$1"/part-*.out | sed 's/^/    /'; }
 # taken at an outer-step boundary (H = 4) at or after the re-plan
 after() { [ -n "$1" ] && [ -n "$2" ] && [ "$1" -ge "$2" ] && [ $(($1 % 4)) = 0 ]; }
 # both parts ended with one model
@@ -190,7 +192,7 @@ if after "$from" "$at" &&
     echo "    drift: period 4 to $H from step $from (re-planned at step $at); rank 0: $ra; rank 1: $rb"
 else
     bad "the running job's new period (H '$H', re-planned at '$at', from '$from'; rank 0 '$ra', rank 1 '$rb')"
-    sed 's/^/    /' "$dir/dr-fast.out"; grep -h "elastic" "$dir/dr-fast"/part-*.out | sed 's/^/    /'
+    shown "$dir/dr-fast"
 fi
 
 # A part slower than planned, with no membership change: b (one rank,
@@ -229,7 +231,7 @@ if [ $rc = 0 ] && [ -n "$sb" ] && [ "$sb" -ge 1 ] && [ "$sb" -lt 8 ] && [ $((sa 
     echo "    speed: shares 16,8 to $sa,$sb from step $from (re-planned at step $at), outer weights $wa and $wb"
 else
     bad "a part slower than planned (exit $rc, shares '$sa,$sb', re-planned at '$at', taken from '$from'; rank 0 '$ra', rank 1 '$rb')"
-    sed 's/^/    /' "$dir/sp.out"; grep -h "elastic" "$dir/sp"/part-*.out | sed 's/^/    /'
+    shown "$dir/sp"
 fi
 
 # A cluster that joins while the job runs: c appears in the clusters file
@@ -274,10 +276,10 @@ if [ $rc = 0 ] && [ -n "$replan" ] && [ -n "$joined" ] && [ "$joined" -gt "$repl
     grep -q "parameters bit-identical on every rank of 3" "$dir/jn/part-a.out"; then
     ok
     # what the members stood still for at the admission (load-dependent: printed, not tested)
-    sed -n 's/.*the grow held the others \([0-9.]*\) s.*admitted in \([0-9.]*\) s$/    join: the others held \1 s at the grow, \2 s in all/p' "$dir/jn/part-a.out"
+    sed -n 's/.*the grow held the others \([0-9.]*\) s, this outer step \([0-9.]*\) s.*admitted in \([0-9.]*\) s$/    join: the others held \1 s at the grow, \3 s in all; rank 0 blocked \2 s in the outer step that admitted c/p' "$dir/jn/part-a.out"
 else
     bad "a cluster joining (exit $rc, re-plan at '$replan', joined at '$joined')"
-    sed 's/^/    /' "$dir/jn.out"; grep -h elastic "$dir/jn"/part-*.out | sed 's/^/    /'
+    shown "$dir/jn"
 fi
 # weft-cpn status, from the plan file and the run's folder, shows the
 # joined part too (its progress, as its own part's), and every part at the
@@ -338,7 +340,7 @@ if [ $rc = 0 ] && [ -n "$H" ] && [ -n "$from" ] && [ -n "$replan" ] && [ -n "$jo
     echo "    period and join: period 4 to $H from step $from, c admitted at step $joined; each rank: $want"
 else
     bad "a period change with a joiner (exit $rc, H '$H' from '$from', join re-plan at '$replan', joined at '$joined', want '$want')"
-    sed 's/^/    /' "$dir/jp.out"; grep -h elastic "$dir/jp"/part-*.out | sed 's/^/    /'
+    shown "$dir/jp"
 fi
 
 refused() { # what file expected-text
