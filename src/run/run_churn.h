@@ -9,9 +9,12 @@
 
 #include "run/run_int.h"
 
-#include "run/run_shares.h"
-
 #include "train/sync_outer.h"
+
+/* the clusters a share is kept for: run_shares.h's SHARES_MAX, which
+ * run_elastic_shares.c checks it against (run_shares.c includes this
+ * header, so this one does not include that) */
+enum { CHURN_SHARES = 64 };
 
 struct sync_churn {
     outer_sync *outer;
@@ -23,7 +26,7 @@ struct sync_churn {
     /* the batch shares held (run_elastic_shares.c): by cluster (all 0: an
      * even split), the re-plan they came from (0: the launch's), and
      * those a re-plan changed at an outer step, the last at shares_step */
-    long share[SHARES_MAX], shares_gen, shares_step;
+    long share[CHURN_SHARES], shares_gen, shares_step;
     int shares_taken;
     weft_model *m;
 };

@@ -27,6 +27,7 @@
 #include <string.h>
 
 enum { FROM_NONE = 0, FROM_REPLAN, FROM_LAUNCH };
+_Static_assert((int)CHURN_SHARES == (int)SHARES_MAX, "the churn mode keeps a share a cluster");
 
 /* The ranks of each cluster of c (ids < SHARES_MAX), into ranks[]. */
 static void cluster_ranks(weft_comm *c, long *ranks)
