@@ -446,7 +446,7 @@ static int head_in(p2p_engine *e, int q)
  * its sender is posted: matching it now would copy the payload into a
  * buffer of its own and again at the receive. A caller whose wait ends
  * in this pass (a blocking send's acknowledgement came in with the
- * peer's answer behind it: a third of 1 MiB ping-pongs here) posts that
+ * peer's answer behind it: 2-33% of a rank's 1-4 MiB answers) posts that
  * receive next, so the head waits one pass: whoever drives next matches
  * it, or parks it as before (every driver passes again after a pass
  * that moved something), and the sender keeps waiting for its
