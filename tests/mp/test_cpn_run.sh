@@ -302,12 +302,12 @@ fi
 # period's clock in the hand-over: it is admitted at an outer-step
 # boundary of H' (a multiple of it after the step the period changed
 # at), and every rank, the joiner too, ends with the same outer steps,
-# period and step it changed at, and one model. One rank a step sleeps 2
-# ms (--straggle any:2, the same losses, the ranks alike against the
-# plan: no speed re-plan), so that 3000 steps outlast the join whatever
-# the machine.
+# period and step it changed at, and one model. One rank a step sleeps 4
+# ms (--straggle any:4, the same losses, the ranks alike against the
+# plan: no speed re-plan), so that 3000 steps (6 s a rank at least)
+# outlast the join, which needs the joiner started within some 4 s.
 js=3000
-plan "$dir/jp.json" $js 8 ', "--elastic", "--straggle", "any:2"' 1 4 0.00041
+plan "$dir/jp.json" $js 8 ', "--elastic", "--straggle", "any:4"' 1 4 0.00041
 echo "[$(cl a 1), $(cl b 0.5)]" >"$dir/clusters.json"
 timeout -s KILL 120 "$B/weft-cpn" run --plan "$dir/jp.json" --dir "$dir/jp" \
     --train "$B/weft-train" --wan rate=20mbit --drift 10 --clusters "$dir/clusters.json" \
