@@ -63,7 +63,9 @@ args() {
 }
 
 torch_run() {   # spec batch seq optim steps (PREC=fp32|bf16 NT=threads)
-    SPEC=$1 B=$2 T=$3 OPT=$4 STEPS=$5 PREC=${PREC:-fp32} NT=${NT:-1} flock "$LOCK" "$PY" - <<'PYEOF'
+    # OpenBLAS keeps its own thread count (one a core) whatever torch sets
+    SPEC=$1 B=$2 T=$3 OPT=$4 STEPS=$5 PREC=${PREC:-fp32} NT=${NT:-1} OPENBLAS_NUM_THREADS=${NT:-1} \
+        flock "$LOCK" "$PY" - <<'PYEOF'
 import contextlib, os, sys, time, torch
 import torch.nn as nn
 import torch.nn.functional as F
