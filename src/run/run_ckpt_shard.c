@@ -1,8 +1,9 @@
 /* Sharded checkpoints of the run: job rank 0 makes a new save directory
  * and names it to all; every rank writes what it owns (its ZeRO shard of
  * its stage's and tensor rank's part, and under --ep its experts where it
- * is the first of their replicas; whole-model sync modes: the first
- * data-parallel rank's model) to its own file and syncs it; a reduction
+ * is the first of their replicas, or its shard of them at ZeRO 2-3;
+ * whole-model sync modes: the first data-parallel rank's model) to its
+ * own file and syncs it; a reduction
  * tells every rank whether all did; only then rank 0 gathers the slice
  * tables (small) and commits (run_ckpt_commit.c). An asynchronous save
  * copies the rank's share into a snapshot and writes it from a thread,

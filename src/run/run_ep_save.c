@@ -1,7 +1,8 @@
 /* A save with the experts divided (--ep without a pipeline): job rank 0
  * assembles the whole model and optimiser, its expert group's other
  * ranks sending their experts (the first expert group holds every expert
- * once), so the file is the one a run without --ep writes and loads at any
+ * once; under ZeRO 2-3 each gathers its experts' state from their
+ * replicas first, a tensor at a time), so the file is the one a run without --ep writes and loads at any
  * --ep or on one process. */
 #include "run/run_ep.h"
 
@@ -22,21 +23,33 @@ static float *place(weft_model *w, const weft_model *m, int j, int q, float *buf
 }
 
 /* Rank q (> 0) of the first expert group: its experts' weights, then each
- * optimiser state of them, tensor by tensor, to rank 0. */
-static int send_experts(weft_run *t, weft_comm *g, int nstate)
+ * optimiser state of them, tensor by tensor, to rank 0; each state
+ * gathered from its replicas first where ZeRO 2-3 shard it over them
+ * (send is NULL on their other ranks, which give their shards only). */
+static int send_experts(weft_run *t, weft_comm *send, int nstate)
 {
     weft_model *m = t->m;
-    int rc = 0;
-    for (int j = 0; j < m->ntensors && rc == 0; j++) {
+    size_t most = 0;
+    for (int j = 0; j < m->ntensors; j++)
+        if (m->tensors[j].split == SPLIT_EXPERT && m->tensors[j].info.numel > most)
+            most = m->tensors[j].info.numel;
+    float *buf = send ? malloc((most ? most : 1) * sizeof *buf) : NULL;
+    int rc = send && !buf ? WEFT_ENOMEM : 0;
+    for (int j = 0; j < m->ntensors; j++) {
         const model_tensor *x = &m->tensors[j];
         if (x->split != SPLIT_EXPERT)
             continue;
-        rc = weft_send(g, m->params + x->info.offset, x->info.numel, WEFT_F32, 0);
-        for (int i = 0; i < nstate && rc == 0; i++) {
-            float *s = train_zero_state_at(t->sync.z, i, x->info.offset);
-            rc = s ? weft_send(g, s, x->info.numel, WEFT_F32, 0) : WEFT_EINVAL;
+        if (send && rc == 0)
+            rc = weft_send(send, m->params + x->info.offset, x->info.numel, WEFT_F32, 0);
+        /* the replicas' gathers go on after a failure: none of them waits */
+        for (int i = 0; i < nstate; i++) {
+            int r = train_zero_gather_range(t->sync.z, i, x->info.offset, x->info.numel, buf);
+            rc = rc ? rc : r;
+            if (send && rc == 0)
+                rc = weft_send(send, buf, x->info.numel, WEFT_F32, 0);
         }
     }
+    free(buf);
     return rc;
 }
 
@@ -94,10 +107,16 @@ int run_ep_gather(weft_run *t, weft_optim **whole_opt, weft_model **whole)
     int rc = train_zero_full_optim(t->sync.z, &full); /* collective over the job */
     int nstate = weft_optim_state_count(weft_zero_optim(t->sync.z));
     weft_comm *g = train_moe_ep_group(m->ep);
-    if (t->rank >= m->ep_size) /* the first expert group holds every expert */
-        return rc ? rc : 1;
-    if (t->rank > 0)
-        return rc ? rc : (rc = send_experts(t, g, nstate)) ? rc : 1;
+    /* the first expert group holds every expert (rank 0's own gathered
+     * above); the others' replicas give their shards to it */
+    if (t->rank >= m->ep_size) {
+        int r = m->ep_rank != 0 ? send_experts(t, NULL, nstate) : 0;
+        return rc ? rc : r ? r : 1;
+    }
+    if (t->rank > 0) { /* its replicas wait on it even where it failed */
+        int r = send_experts(t, rc ? NULL : g, nstate);
+        return rc ? rc : r ? r : 1;
+    }
     if (rc == 0 && (rc = weft_model_create(&w, &m->cfg, 0)) == 0)
         rc = weft_optim_create(&wo, weft_optim_config_of(full), 0, w->nparams);
     if (rc == 0)

@@ -12,6 +12,7 @@
 #include "run/run_model.h"
 
 #include "sim/pipe_costs.h"
+#include "train/model.h"
 #include "train/moe_split.h"
 #include "train/zero_full.h"
 
@@ -622,6 +623,41 @@ static int own_vector(const gather_ctx *g, int j, const float **out)
     return 0;
 }
 
+/* g->buf at least n floats long. */
+static int grow(gather_ctx *g, size_t n)
+{
+    if (n <= g->cap)
+        return 0;
+    free(g->buf);
+    g->cap = n;
+    if (!(g->buf = malloc(g->cap * sizeof(float)))) {
+        g->cap = 0;
+        return WEFT_ENOMEM;
+    }
+    return 0;
+}
+
+/* A replica past the first expert group, holding another expert rank's
+ * experts: its shards of their optimiser state to the first of their
+ * replicas, in send_part's order (ZeRO 2-3; nothing moves at 0-1). */
+static int give_shards(gather_ctx *g)
+{
+    int rc = 0;
+    for (int i = 0; i < weft_model_tensor_count(g->m); i++) {
+        weft_tensor_info ti;
+        weft_model_tensor_info(g->m, i, &ti);
+        if (sent_by_other(g->m, i, g->pl->stage, g->pl->tp_rank) ||
+            !train_moe_split_is_expert(g->m, i))
+            continue;
+        for (int j = 1; j <= g->nstate; j++) {
+            int r = train_zero_gather_range(g->z, j - 1, ti.offset, ti.numel, NULL);
+            rc = rc ? rc : r;
+        }
+    }
+    return rc ? run_fail(g->pl->run, rc, "giving the experts' optimiser state: %s",
+                         weft_strerror(rc)) : 0;
+}
+
 /* Not the lead: every tensor this part is the one to send, then its
  * optimiser states. */
 static int send_part(gather_ctx *g)
@@ -636,10 +672,16 @@ static int send_part(gather_ctx *g)
             continue;
         for (int j = 0; j <= g->nstate && rc == 0; j++) {
             const float *src;
-            /* another expert rank's experts: their state is this rank's own */
-            if (pl->replica > 0 && j > 0)
-                src = train_zero_state_at(g->z, j - 1, ti.offset);
-            else if ((rc = own_vector(g, j, &src)))
+            /* another expert rank's experts: their state is this rank's
+             * own, gathered from their replicas where ZeRO 2-3 shard it */
+            if (pl->replica > 0 && j > 0) {
+                rc = grow(g, ti.numel);
+                src = rc ? NULL : g->buf;
+                if (rc == 0 &&
+                    (rc = train_zero_gather_range(g->z, j - 1, ti.offset, ti.numel, g->buf)))
+                    return run_fail(pl->run, rc, "gathering the experts' optimiser state: %s",
+                                    weft_strerror(rc));
+            } else if ((rc = own_vector(g, j, &src)))
                 return rc;
             else
                 src += ti.offset;
@@ -673,14 +715,8 @@ static int take_vector(gather_ctx *g, const weft_model *shell, int i, int j, int
             return rc;
         src += ti.offset;
     } else {
-        if (ti.numel > g->cap) {
-            free(g->buf);
-            g->cap = ti.numel;
-            if (!(g->buf = malloc(g->cap * sizeof(float)))) {
-                g->cap = 0;
-                return run_fail(pl->run, WEFT_ENOMEM, "out of memory");
-            }
-        }
+        if (grow(g, ti.numel))
+            return run_fail(pl->run, WEFT_ENOMEM, "out of memory");
         weft_request *rq;
         rc = weft_irecv_tag(pl->job, g->buf, ti.numel, WEFT_F32, from,
                             gather_tag(i, j, g->nstate), &rq);
@@ -817,6 +853,10 @@ int pipeline_gather(const pipeline *pl, weft_model *m, weft_zero *z, weft_optim 
      * group send theirs */
     if (pl->replica < g.E)
         rc = pl->job_rank != 0 ? send_part(&g) : assemble(&g, opt, out);
+    else if (g.E > 1 && m->ep_rank != 0)
+        rc = give_shards(&g);
+    if (pl->job_rank != 0)
+        free(g.buf);
     weft_ckpt_free(g.ck);
     return rc;
 }

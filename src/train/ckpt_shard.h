@@ -75,7 +75,8 @@ int ckpt_shard_write(int fd, const weft_model *m, const ckpt_piece *p, int np,
 /* This rank's pieces of z's state (parameters, then each optimiser
  * state; malloc'ed, pointing into z's buffers), none where it owns
  * nothing. With the experts divided (--ep) the expert tensors are in the
- * pieces of the first of their replicas only, whole. */
+ * pieces of the first of their replicas only, whole (ZeRO 0-1), or in
+ * each replica's pieces its shard of them (ZeRO 2-3). */
 int ckpt_shard_zero_pieces(weft_zero *z, ckpt_piece **out, int *np);
 
 /* Line k of a manifest's text (lines end in \n or the end) into buf; 0 if

@@ -2,7 +2,8 @@
  * (train/ckpt_shard.h): stage 0's whole state is every rank's, so the
  * ranks split it evenly; stages 1-3 own their part of each bucket (ZeRO-3
  * holds only those parameters between steps); divided experts (--ep)
- * are written by the first of their replicas. And the resume of stages
+ * are written by the first of their replicas at stages 0-1, by each
+ * replica its shard of them at stages 2-3. And the resume of stages
  * 1-3 from those pieces: a rank reads only what it owns (parameters and
  * optimiser state, its own file at the saved layout) into a model made
  * untouched, then the parameters are all-gathered (stages 1-2) or left
@@ -112,7 +113,11 @@ int ckpt_shard_zero_pieces(weft_zero *z, ckpt_piece **out, int *np)
                 add_range(p, np, params, z->b[k].opt, z->b[k].mlo, z->b[k].mcnt);
     }
     *out = p;
-    int rc = train_moe_split_size(z->model) > 1 ? cut_experts(z, out, np) : 0;
+    /* from stage 2 the experts' buckets are sharded over their replicas:
+     * each rank's share of them is its own (the replicas' shards of one
+     * expert are disjoint, and no other expert rank holds that expert), as
+     * it is of the rest, so the pieces as cut write every element once */
+    int rc = train_moe_split_size(z->model) > 1 && z->stage < 2 ? cut_experts(z, out, np) : 0;
     if (rc) {
         free(*out);
         *out = NULL;

@@ -46,6 +46,7 @@
  * with mincore); during forward/backward the full buffers are resident
  * again, as one transient copy of the model. */
 #include "train/ckpt_stage.h"
+#include "train/model.h"
 #include "train/moe_split.h"
 #include "train/zero_full.h"
 #include "train/zero_impl.h"
@@ -819,24 +820,26 @@ int weft_zero_memory(const weft_zero *z, weft_zero_mem *m)
 
 /* One state buffer of bucket b: S from every rank into [lo, lo + p*S) of
  * full on root 0, the tail from the last rank. */
-static int gather_state(weft_zero *z, const zbucket *b, int i, float *full)
+/* State i of bucket b to rank 0 of the group it is sharded over (the
+ * engine's, or its experts' replicas), into full + b->lo there. */
+static int gather_state(const zbucket *b, int i, float *full)
 {
     float *mine = b->opt ? weft_optim_state(b->opt, i, NULL) : NULL;
     int rc = 0;
     if (b->S)
-        rc = weft_gather(z->comm, mine, full ? full + b->lo : NULL, b->S, WEFT_F32, 0);
+        rc = weft_gather(b->comm, mine, full ? full + b->lo : NULL, b->S, WEFT_F32, 0);
     if (rc || !b->tail)
         return rc;
-    if (z->rank == z->world - 1)
-        return weft_send(z->comm, mine + b->S, b->tail, WEFT_F32, 0);
-    if (z->rank != 0)
+    if (b->rank == b->world - 1)
+        return weft_send(b->comm, mine + b->S, b->tail, WEFT_F32, 0);
+    if (b->rank != 0)
         return 0;
     float *t = malloc(b->tail * sizeof *t);
     if (!t)
         return WEFT_ENOMEM;
-    rc = weft_recv(z->comm, t, b->tail, WEFT_F32, z->world - 1);
+    rc = weft_recv(b->comm, t, b->tail, WEFT_F32, b->world - 1);
     if (rc == 0 && full)
-        memcpy(full + b->lo + b->S * (size_t)z->world, t, b->tail * sizeof *t);
+        memcpy(full + b->lo + b->S * (size_t)b->world, t, b->tail * sizeof *t);
     free(t);
     return rc;
 }
@@ -865,7 +868,7 @@ int weft_zero_put_optim(weft_zero *z, weft_ckpt *ck)
     for (int i = 0; i < nstate; i++)
         for (int k = 0; k < z->nb; k++) {
             float *dst = full ? weft_optim_state(full, i, NULL) : NULL;
-            int r = z->comm && z->world > 1 ? gather_state(z, &z->b[k], i, dst) : 0;
+            int r = z->comm && z->world > 1 ? gather_state(&z->b[k], i, dst) : 0;
             if (r == 0 && (!z->comm || z->world == 1) && dst)
                 memcpy(dst + z->b[k].lo, weft_optim_state(z->b[k].opt, i, NULL),
                        z->b[k].n * sizeof *dst);
@@ -924,13 +927,16 @@ int train_zero_full_optim(weft_zero *z, weft_optim **out)
         for (int k = 0; k < z->nb; k++) {
             const zbucket *b = &z->b[k];
             int r = 0;
-            if (b->experts && b->mcnt < b->n) {
-                r = WEFT_ENOTSUP; /* sharded over the replicas: not gathered here */
+            if (b->experts && b->world > 1) {
+                /* sharded over the replicas: those of rank 0's experts
+                 * gather them, the others' are train_zero_gather_range's */
+                if (z->model->ep_rank == 0)
+                    r = gather_state(b, i, dst);
             } else if (b->experts || !z->comm || z->world == 1) {
                 if (dst && b->opt)
                     memcpy(dst + b->lo, weft_optim_state(b->opt, i, NULL), b->n * sizeof *dst);
             } else {
-                r = gather_state(z, b, i, dst);
+                r = gather_state(b, i, dst);
             }
             rc = rc ? rc : r;
         }
@@ -952,4 +958,61 @@ float *train_zero_state_at(weft_zero *z, int i, size_t off)
             return weft_optim_state(b->opt, i, NULL) + (off - b->mlo);
     }
     return NULL;
+}
+
+/* The members' shards of [lo, hi) of b: member r holds [b->lo + S r,
+ * + S) (the last the tail too); *a and *e its part of [lo, hi). */
+static void part_of(const zbucket *b, int r, size_t lo, size_t hi, size_t *a, size_t *e)
+{
+    size_t from = b->lo + b->S * (size_t)r;
+    size_t to = from + b->S + (r == b->world - 1 ? b->tail : 0);
+    *a = from > lo ? from : lo;
+    *e = to < hi ? to : hi;
+    if (*e < *a)
+        *e = *a;
+}
+
+int train_zero_gather_range(weft_zero *z, int i, size_t off, size_t n, float *dst)
+{
+    const zbucket *b = NULL;
+    for (int k = 0; z->stage > 0 && k < z->nb && !b; k++)
+        if (off >= z->b[k].lo && off + n <= z->b[k].lo + z->b[k].n)
+            b = &z->b[k];
+    if (!b) { /* stage 0, or a range not in one bucket */
+        const float *s = train_zero_state_at(z, i, off);
+        if (!s || (z->stage > 0))
+            return WEFT_EINVAL;
+        if (dst)
+            memcpy(dst, s, n * sizeof *dst);
+        return 0;
+    }
+    const float *mine = b->opt ? weft_optim_state(b->opt, i, NULL) : NULL;
+    if (b->world == 1 || !b->comm) { /* whole here */
+        if (dst && mine)
+            memcpy(dst, mine + (off - b->mlo), n * sizeof *dst);
+        return mine ? 0 : WEFT_EINVAL;
+    }
+    size_t a, e;
+    if (b->rank != 0) {
+        part_of(b, b->rank, off, off + n, &a, &e);
+        return e > a ? weft_send(b->comm, mine + (a - b->mlo), e - a, WEFT_F32, 0) : 0;
+    }
+    int rc = 0;
+    for (int r = 0; r < b->world; r++) {
+        part_of(b, r, off, off + n, &a, &e);
+        if (e == a)
+            continue;
+        int x = 0;
+        if (r == 0 && dst)
+            memcpy(dst + (a - off), mine + (a - b->mlo), (e - a) * sizeof *dst);
+        else if (r > 0 && dst)
+            x = weft_recv(b->comm, dst + (a - off), e - a, WEFT_F32, r);
+        else if (r > 0) { /* no buffer: the sender is still taken */
+            float *sink = malloc((e - a) * sizeof *sink);
+            x = sink ? weft_recv(b->comm, sink, e - a, WEFT_F32, r) : WEFT_ENOMEM;
+            free(sink);
+        }
+        rc = rc ? rc : x;
+    }
+    return rc;
 }

@@ -14,7 +14,8 @@
 # resumes at another layout and evaluates under its --mem-limit (each
 # rank's peak resident set checked), each rank reading well under half the
 # checkpoint; weft-ckpt inspects and consolidates; with the experts
-# divided (--ep) each is saved once and the resume is bit-exact.
+# divided (--ep) each is saved once and the resume is bit-exact, ZeRO 2
+# and 3 included (sharded directory and single file).
 # Under sanitizers (TEST_SCALE > 1) fewer layouts and kills.
 # TEST_TIMEOUT(600)
 B=${BUILD:-build}
@@ -362,7 +363,7 @@ fi
 # tensor slices under --tp) only where it is the first of their replicas,
 # so the save holds each element once (its files' bytes are one process's
 # save's); at its own layout the resume is bit-exact (ep 2 with ZeRO 0
-# and 1, ep 2 x tp 2, ep 2 x pp 2; from a background save too), at
+# to 3, ep 2 x tp 2, ep 2 x pp 2; from a background save too), at
 # another (one process, ep 4, ep 2 x tp 2 from a pipeline's, one process
 # from ep 2 x pp 2 x dp 4, where the experts have replicas) within 1e-5
 # of one process
@@ -371,7 +372,8 @@ moe="$moe --data builtin --batch 8"
 # bytes dir: the sum of the files of dir's latest save
 bytes() { cat "$1/$(cat "$1/latest")"/rank-*.bin | wc -c; }
 eps="ez0:--ep_2 ez1:--ep_2_--zero_1 etp:--ep_2_--tp_2 epp:--ep_2_--pp_2"
-[ $thin = 1 ] && eps="ez1:--ep_2_--zero_1 epp:--ep_2_--pp_2"
+eps="$eps ez2:--ep_2_--zero_2 ez3:--ep_2_--zero_3"
+[ $thin = 1 ] && eps="ez1:--ep_2_--zero_1 epp:--ep_2_--pp_2 ez3:--ep_2_--zero_3"
 run eref 1 $moe --save "$dir/eref/"
 for c in $eps; do
     e=${c%%:*}
@@ -388,6 +390,8 @@ done
 # a background save's (--save-every) resume goes on as the run did
 [ -d "$dir/ez1f" ] && run ez1b 4 --resume "$(ls -d "$dir"/ez1f/step-00000004-*)" --ep 2 \
     --zero 1 && later ez1b ez1f 4
+[ $thin = 0 ] && [ -d "$dir/ez3f" ] && run ez3b 4 --resume "$(ls -d "$dir"/ez3f/step-00000004-*)" --ep 2 \
+    --zero 3 && later ez3b ez3f 4
 # at 8 ranks each rank's experts have a replica (dp 4 in each stage)
 run e8 8 $moe --ep 2 --pp 2 --zero 1 --stop-at 6 --save "$dir/e8/" && {
     [ "$(bytes "$dir/e8")" = "$(bytes "$dir/eref")" ] && ok ||
@@ -397,6 +401,31 @@ run e8 8 $moe --ep 2 --pp 2 --zero 1 --stop-at 6 --save "$dir/e8/" && {
 [ -d "$dir/ez1h" ] && run ex1 1 --resume "$dir/ez1h" && same ex1 eref
 [ -d "$dir/etph" ] && run ex4 4 --resume "$dir/etph" --ep 4 && same ex4 eref
 [ -d "$dir/epph" ] && run ext 4 --resume "$dir/epph" --ep 2 --tp 2 && same ext eref
+
+# ---- divided experts under ZeRO 2 and 3 (ez2, ez3 above): at ep 2 over
+# 4 ranks each expert has two replicas, which shard its state; each
+# writes its shard (the files' bytes are one process's save's: every
+# element once), the resume reads them back into each rank's shards
+# bit-exact, also from a background save; a single file
+# (.wckpt) gathers each expert's shards from its replicas to the writer,
+# and resumes bit-exact at its layout, within 1e-5 at one process and at
+# ep 2 with ZeRO 1; through a pipeline (ep 2 x pp 2 x dp 4, 8 ranks) the
+# replicas of each stage give their shards too
+for c in ez2:--ep_2_--zero_2 ez3:--ep_2_--zero_3; do
+    [ $thin = 1 ] && break
+    e=${c%%:*}
+    set -- $(echo "${c#*:}" | tr _ ' ')
+    run ${e}w 4 $moe "$@" --stop-at 4 --save "$dir/${e}w.wckpt" &&
+        run ${e}w 4 --resume "$dir/${e}w.wckpt" "$@" --save "$dir/${e}wr/" &&
+        exact ${e}w ${e}f && params ${e}wr ${e}f &&
+        run ${e}w1 1 --resume "$dir/${e}w.wckpt" && same ${e}w1 eref &&
+        run ${e}wz 4 --resume "$dir/${e}w.wckpt" --ep 2 --zero 1 && same ${e}wz eref
+done
+[ -d "$dir/ez3h" ] && run ez3x 1 --resume "$dir/ez3h" && same ez3x eref
+if [ $thin = 0 ] && run epz3 8 $moe --ep 2 --pp 2 --zero 3 --stop-at 6 --save "$dir/epz3.wckpt"
+then
+    run epz31 1 --resume "$dir/epz3.wckpt" && same epz31 eref
+fi
 
 echo "summary: $passed passed, $failed failed"
 [ $failed -eq 0 ]
