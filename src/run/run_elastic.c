@@ -169,7 +169,9 @@ static int join(weft_run *t, long *step)
         rc = reshard(t, hd, full, step);
         free(full);
     }
-    if (rc == 0)
+    /* a flat late joiner that the run's end overtook is in the members'
+     * finish, whose own check says whether it caught up */
+    if (rc == 0 && *step < t->end)
         rc = member_params_agree(t, &h, &same);
     if (rc)
         return run_fail(t, rc, "elastic: joining: %s: %s", weft_strerror(rc),
@@ -319,14 +321,14 @@ int elastic_boundary(weft_run *t, long *step)
     }
     double t0 = clock_now();
     weft_comm *g = NULL;
-    if (e->late_was) { /* joiners caught up in the outer step just taken */
-        int rc = late_admit(t, step);
+    if (e->late_was) { /* joiners catching up: admitted once they all have */
+        int in = 0, rc = late_admit(t, step, &in);
         if (rc && t->code)
             return rc;
         if (rc) /* as a failed grow's */
             return elastic_recover(t, step, rc);
         kill_point(t, *step, 0);
-        return ELASTIC_RELOAD;
+        return in ? ELASTIC_RELOAD : ELASTIC_NONE;
     }
     int rc = weft_comm_grow(t->comm, 0, &g), was = t->world;
     if (rc == WEFT_ENOTSUP && weft_comm_size(t->comm) == 1)

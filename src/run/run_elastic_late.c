@@ -5,17 +5,21 @@
  * The members grow the job at the boundary of outer step k, as ever, but
  * hand nothing big over there: rank 0 posts the state of step k (anchor
  * theta_k, Nesterov momentum, its inner optimiser state) to each joiner as
- * point-to-point sends, which move on their own while every member takes
- * the inner steps of the next period on its own stream, as before the
- * grow. The joiner waits for that state alone, takes no inner step, and
- * meets the members at outer step k+1 with weight 0: its pseudo-gradient
- * is nothing, the members' weigh world/was each, so the mean is theirs,
- * and every rank applies the same update to the same anchor and momentum:
- * the joiner ends the outer step with the members' theta_{k+1}, bit for
- * bit. Only there is it admitted: the stream, the batch shares and the
- * lead's report are the new job's from step k+1 on. What the grow holds
- * the members for is the grow and a header; a state transfer slower than
- * a period holds them at outer step k+1 for the rest. */
+ * point-to-point sends, which move on their own while every member goes
+ * on training on its own stream, as before the grow. The joiner takes no
+ * inner step: it meets the members at every outer step from k+1 on with
+ * weight 0, whether its state has come or not, so that nobody waits for
+ * the transfer. Its pseudo-gradient is nothing, the members' weigh
+ * world/was each, so the mean is theirs; the joiner keeps that mean of
+ * each outer step it took without the state. Once the state is in, it
+ * replays them in order on theta_k and the momentum (outer_replay, the
+ * reduction's own arithmetic) and holds the members' anchor bit for bit.
+ * After each outer step every rank says whether the joiners caught up;
+ * the first outer step after which they all have admits them: the
+ * stream, the batch shares and the lead's report are the new job's from
+ * there on. What the grow holds the members for is the grow and a header;
+ * a transfer slower than a period costs them one small reduction an
+ * outer step until it lands. */
 #include "run/run_elastic_late.h"
 
 #include "run/run_churn.h"
@@ -29,6 +33,12 @@
 #include <string.h>
 
 #define LATE_TAG 0x4a4f494e /* the state's sends to the joiners */
+#define LATE_HEAD 9         /* the grow's header (grow_header) */
+/* A joiner keeps the mean pseudo-gradient of each outer step it took
+ * without its state, a copy of the parameters each: past this many it
+ * fails rather than grow without bound (a link that cannot carry the
+ * state in 64 periods is too slow for this job anyway). */
+#define LATE_MAX 64
 
 int late_wanted(const weft_run *t)
 {
@@ -79,14 +89,27 @@ void late_drop(weft_run *t)
     e->late_was = 0;
 }
 
-/* The header of the grow: step k, the optimiser's count and the outer
- * clock { steps, synced } (h[6], h[7]); rank 0's for everyone. */
-static int grow_header(weft_run *t, long k, const int64_t cnt[2], int64_t h[8])
+/* The header of the grow: step k, the optimiser's count, the outer
+ * clock { steps, synced } (h[6], h[7]) and the period (h[8]); rank 0's
+ * for everyone. */
+static int grow_header(weft_run *t, long k, const int64_t cnt[2], int64_t h[LATE_HEAD])
 {
     member_header(t, k, weft_optim_steps(t->opt), h);
     h[6] = cnt[0];
     h[7] = cnt[1];
-    return weft_broadcast(t->comm, h, 8, WEFT_I64, 0);
+    h[8] = t->sync.churn->period;
+    return weft_broadcast(t->comm, h, LATE_HEAD, WEFT_I64, 0);
+}
+
+/* After each outer step while joiners catch up, every rank: whether they
+ * all have (members say so), and how many outer steps they replayed. */
+static int caught_up(weft_run *t, int mine, long replayed, int *all, long *most)
+{
+    int64_t v[2] = { !mine, replayed };
+    int rc = weft_allreduce(t->comm, v, v, 2, WEFT_I64, WEFT_MAX);
+    *all = rc == 0 && v[0] == 0;
+    *most = (long)v[1];
+    return rc;
 }
 
 int late_grow(weft_run *t, weft_comm *g, long *step)
@@ -95,7 +118,7 @@ int late_grow(weft_run *t, weft_comm *g, long *step)
     double t0 = clock_now();
     float *outer = malloc(churn_floats(&t->sync) * sizeof *outer);
     float w = t->sync.cfg.weight > 0 ? t->sync.cfg.weight : 1;
-    int64_t cnt[2], h[8];
+    int64_t cnt[2], h[LATE_HEAD];
     int was = t->world, rc;
     weft_loader *mine = t->loader;
     if (!outer)
@@ -116,7 +139,8 @@ int late_grow(weft_run *t, weft_comm *g, long *step)
     t->loader = mine;
     if (rc == 0) {
         churn_import(&t->sync, outer, cnt);
-        /* outer step k+1: the members' mean, the joiners' weight 0 */
+        /* the outer steps until the joiners are admitted: the members'
+         * mean, the joiners' weight 0 */
         t->sync.cfg.weight = w * (float)t->world / (float)was;
         outer_weigh(t->sync.churn->outer, t->sync.cfg.weight);
         rc = grow_header(t, *step, cnt, h);
@@ -133,11 +157,11 @@ int late_grow(weft_run *t, weft_comm *g, long *step)
     return rc;
 }
 
-/* Every rank of the grown job after outer step k+1: the new job's header,
- * stream and shares from step *step on. */
+/* Every rank of the grown job after the outer step that found the joiners
+ * caught up: the new job's header, stream and shares from step *step on. */
 static int admitted(weft_run *t, long *step)
 {
-    int64_t h[8], cnt[2];
+    int64_t h[LATE_HEAD], cnt[2];
     float *outer = malloc(churn_floats(&t->sync) * sizeof *outer);
     if (!outer)
         return run_fail(t, WEFT_ENOMEM, "out of memory");
@@ -152,60 +176,160 @@ static int admitted(weft_run *t, long *step)
     return rc ? rc : shares_change(t, *step);
 }
 
-int late_admit(weft_run *t, long *step)
+int late_admit(weft_run *t, long *step, int *in)
 {
     elastic_state *e = &t->el;
     double t0 = clock_now();
-    int was = e->late_was, same = 0;
+    int was = e->late_was, same = 0, all = 0;
+    long m = 0;
     uint64_t h = 0;
-    /* The grow made the outer step anew: its one outer step so far is
-     * k+1's, and its seconds blocked are what k+1 held this rank, the
-     * joiner's take-up of the state included where it outlasted the
-     * period. */
+    *in = 0;
+    int rc = caught_up(t, 1, 0, &all, &m);
+    if (rc || !all)
+        return rc; /* the members go on; nobody waited for the state */
+    /* The grow made the outer step anew: its outer steps so far are the
+     * ones since the grow, and its seconds blocked what they held this
+     * rank, a joiner's take-up of the state included where it made one
+     * late to an outer step. */
     outer_times ot = { 0, 0, 0 };
     outer_time(t->sync.churn->outer, &ot);
-    int rc = admitted(t, step);
+    rc = admitted(t, step);
     if (rc == 0)
         rc = member_params_agree(t, &h, &same);
     late_drop(t); /* the joiners have the state: the sends are done */
     if (rc)
         return rc;
-    char what[360], cl[64] = "";
+    *in = 1;
+    char what[400], cl[64] = "";
     member_joined_clusters(t, was, cl, sizeof cl);
     snprintf(what, sizeof what, "%s%d rank(s) joined as rank %d..%d; parameters %s "
-             "(hash %016llx); the state of the outer step before taken in the background, "
-             "this outer step at weight 0; the grow held the others %.3f s, this outer "
-             "step %.3f s", cl, t->world - was, was, t->world - 1,
-             same ? "bit-identical on every rank" : "DIFFER between ranks",
-             (unsigned long long)h, e->late_s, ot.wait_s);
+             "(hash %016llx); the state of the outer step before the grow taken in the "
+             "background, %ld outer step(s) at weight 0 replayed on it; the grow held the "
+             "others %.3f s, the %ld outer step(s) since %.3f s in all", cl, t->world - was, was,
+             t->world - 1, same ? "bit-identical on every rank" : "DIFFER between ranks",
+             (unsigned long long)h, m, e->late_s, m, ot.wait_s);
     member_report_change(t, *step, "grow", what, e->late_s + clock_now() - t0);
     return 0;
 }
 
+/* A test's hook: WEFT_TEST_JOIN_DELAY_OUTERS=N makes a joiner look at its
+ * state only after N outer steps at weight 0, and then wait for it, so a
+ * test sees replays whatever the machine's speed. */
+static int delay_outers(void)
+{
+    const char *v = getenv("WEFT_TEST_JOIN_DELAY_OUTERS");
+    int n = v ? atoi(v) : 0;
+    return n > 0 ? n : 0;
+}
+
+/* The joiner's outer steps without the state: the mean of each, in order. */
+typedef struct {
+    float *d;
+    long m;
+} late_log;
+
+static int log_outer(weft_run *t, late_log *lg)
+{
+    size_t n = t->nparams;
+    float *d = realloc(lg->d, (size_t)(lg->m + 1) * n * sizeof *d);
+    if (!d)
+        return run_fail(t, WEFT_ENOMEM, "out of memory");
+    lg->d = d;
+    int rc = outer_delta(t->sync.churn->outer, d + (size_t)lg->m * n);
+    if (rc == 0)
+        lg->m++;
+    return rc;
+}
+
+/* The state of step k came: taken in, the outer steps since replayed on
+ * it. The clock stays as the outer steps here kept it (the members' from
+ * the header on), but for the outer count, the state's plus the replays,
+ * and the period's start, the state's unless it changed since. */
+static int catch_up(weft_run *t, const float *buf, const int64_t *h, const late_log *lg,
+                    long since0)
+{
+    struct sync_churn *ch = t->sync.churn;
+    size_t no = churn_floats(&t->sync), n = t->nparams;
+    long steps = ch->steps, from = ch->from, since = ch->since;
+    int period = ch->period;
+    for (int i = 0; i < weft_optim_state_count(t->opt); i++)
+        memcpy(weft_optim_state(t->opt, i, NULL), buf + no + (size_t)i * n, n * sizeof *buf);
+    churn_import(&t->sync, buf, h + 6);
+    memcpy(weft_model_params(t->m, &n), buf, n * sizeof *buf); /* theta_k */
+    ch->outers += lg->m;
+    if (since != since0)
+        ch->since = since;
+    ch->steps = steps;
+    ch->from = from;
+    ch->period = period;
+    int rc = 0;
+    for (long i = 0; rc == 0 && i < lg->m; i++)
+        rc = outer_replay(ch->outer, lg->d + (size_t)i * n, from);
+    return rc;
+}
+
 int late_join(weft_run *t, long *step)
 {
-    int64_t h[8];
-    size_t no = churn_floats(&t->sync), n = t->nparams, count = late_count(t);
+    struct sync_churn *ch = t->sync.churn;
+    int64_t h[LATE_HEAD];
+    size_t count = late_count(t);
     float *buf = malloc(count * sizeof *buf);
     weft_request *req = NULL;
+    late_log lg = { NULL, 0 };
+    long since0 = ch->since, most = 0;
+    int delay = delay_outers(), got = 0, all = 0;
+    double t0 = clock_now();
     if (!buf)
         return run_fail(t, WEFT_ENOMEM, "out of memory");
     int rc = grow_header(t, -1, (int64_t[2]){ 0, 0 }, h);
     if (rc == 0)
         rc = weft_irecv_tag(t->comm, buf, count, WEFT_F32, 0, LATE_TAG, &req);
-    if (rc == 0)
-        rc = weft_wait(req); /* this rank alone waits: the members step on */
-    if (rc == 0) {
-        memcpy(weft_model_params(t->m, &n), buf, n * sizeof *buf); /* theta_k */
-        for (int i = 0; i < weft_optim_state_count(t->opt); i++)
-            memcpy(weft_optim_state(t->opt, i, NULL), buf + no + (size_t)i * n,
-                   n * sizeof *buf);
-        weft_optim_set_steps(t->opt, h[1]);
-        churn_import(&t->sync, buf, h + 6);
-        /* the members' clock at outer step k+1, where this rank weighs 0 */
-        t->sync.churn->steps = (long)h[6] + t->sync.churn->period;
-        rc = churn_outer_now(&t->sync, 0.0f);
+    if (rc == 0) { /* the members' clock at the grow */
+        ch->steps = ch->from = (long)h[6];
+        ch->period = (int)h[8];
+    }
+    while (rc == 0 && !all) {
+        if (ch->steps + ch->period > t->end)
+            break; /* the run ends first: see below */
+        ch->steps += ch->period;
+        if ((rc = churn_outer_now(&t->sync, 0.0f)) || (!got && (rc = log_outer(t, &lg))))
+            break;
+        /* only here does this rank look at its state: nobody waits for it */
+        if (!got && lg.m >= delay) {
+            int done = 1;
+            rc = delay ? weft_wait(req) : weft_test(req, &done);
+            req = done ? NULL : req; /* released */
+            got = done && rc == 0;
+            if (got)
+                rc = catch_up(t, buf, h, &lg, since0);
+        }
+        if (rc || ch->steps >= t->end)
+            break; /* the run's end: nobody asks */
+        if ((rc = caught_up(t, got, lg.m, &all, &most)) == 0 && !all && !got &&
+            lg.m >= LATE_MAX) {
+            run_fail(t, WEFT_ETIMEDOUT, "elastic: joining: the state of step %lld had not "
+                     "come after %d outer steps at weight 0 (a link too slow for it): "
+                     "giving up", (long long)h[6], LATE_MAX);
+            weft_comm_abort(t->comm); /* the members drop this rank at once */
+            rc = WEFT_ETIMEDOUT;
+        }
+    }
+    if (rc && req)
+        weft_wait(req); /* at once on a failed communicator: buf is free after */
+    if (rc == 0 && !got) { /* the run ended first: its final outer step needs the state */
+        rc = weft_wait(req);
+        if (rc == 0)
+            rc = catch_up(t, buf, h, &lg, since0);
     }
     free(buf);
-    return rc ? rc : admitted(t, step);
+    free(lg.d);
+    if (rc == 0)
+        run_say(t, WEFT_RUN_OUT, "elastic: rank %d: the state of step %lld taken after %ld "
+                "outer step(s) at weight 0, which it replayed, %.3f s after the grow\n",
+                t->rank, (long long)h[6], lg.m, clock_now() - t0);
+    if (rc || all)
+        return rc ? rc : admitted(t, step);
+    ch->steps = t->end; /* no admission: the members are in their finish */
+    *step = t->end;
+    return 0;
 }

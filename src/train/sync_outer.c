@@ -247,15 +247,26 @@ static void *reduce_thread(void *arg)
     return NULL;
 }
 
-/* The outer step on the reduced pseudo-gradient (torch.optim.SGD with
- * nesterov=True, as diloco:H). */
+/* The outer step on the reduced pseudo-gradient d (torch.optim.SGD with
+ * nesterov=True, as diloco:H): one loop for the reduction's step and a
+ * replay's (outer_replay), so that both round alike. */
+static void nesterov(const outer_sync *o, frag *f, const float *d, float *x, int mixed)
+{
+    float mu = o->mu, lr = o->lr, *v = f->vel, *a = f->anchor;
+    for (size_t i = 0; i < f->len; i++) {
+        v[i] = mu * v[i] + d[i];
+        a[i] -= lr * (d[i] + mu * v[i]);
+        x[i] = mixed ? o->mix * x[i] + (1 - o->mix) * a[i] : a[i];
+    }
+}
+
 static int merge_timed(outer_sync *o, frag *f, float *p, int mixed)
 {
     const float *d = f->d;
     uint64_t raw;
     if (f->z) /* the reduction is over: its bytes may be read */
         weft_compressor_bytes(f->z, &f->sent, &raw);
-    float mu = o->mu, lr = o->lr, *v = f->vel, *a = f->anchor, *x = p + f->off;
+    float *x = p + f->off;
     if (o->inner && o->leader) {
         int rc = weft_broadcast(o->inner, f->d, f->len, WEFT_F32, 0);
         if (rc)
@@ -268,11 +279,7 @@ static int merge_timed(outer_sync *o, frag *f, float *p, int mixed)
         o->inside += (uint64_t)(o->L - 1) * f->slice * sizeof(float);
         d = f->g;
     }
-    for (size_t i = 0; i < f->len; i++) {
-        v[i] = mu * v[i] + d[i];
-        a[i] -= lr * (d[i] + mu * v[i]);
-        x[i] = mixed ? o->mix * x[i] + (1 - o->mix) * a[i] : a[i];
-    }
+    nesterov(o, f, d, x, mixed);
     return 0;
 }
 
@@ -461,6 +468,36 @@ void outer_import(outer_sync *o, const float *anchor, const float *vel, long syn
         memcpy(f->vel, vel + f->off, f->len * sizeof(float));
         f->synced = synced;
     }
+}
+
+/* Flat only: there every rank reduces whole fragments, so d is the mean
+ * itself (hier's d is a slice, PowerSGD's not the mean's numbers). */
+static int replayable(const outer_sync *o)
+{
+    return o->inner || o->compressed ? WEFT_ENOTSUP : 0;
+}
+
+int outer_delta(const outer_sync *o, float *d)
+{
+    int rc = replayable(o);
+    for (int k = 0; rc == 0 && k < o->nf; k++)
+        memcpy(d + o->f[k].off, o->f[k].d, o->f[k].len * sizeof(float));
+    return rc;
+}
+
+int outer_replay(outer_sync *o, const float *d, long synced)
+{
+    size_t n;
+    float *p = weft_model_params(o->m, &n);
+    int rc = replayable(o);
+    for (int k = 0; rc == 0 && k < o->nf; k++) {
+        frag *f = &o->f[k];
+        if (f->due)
+            return WEFT_EINVAL; /* a reduction in flight: not a blocking outer step */
+        nesterov(o, f, d + f->off, p + f->off, 0);
+        f->synced = synced;
+    }
+    return rc;
 }
 
 void outer_weigh(outer_sync *o, float w)

@@ -47,6 +47,16 @@ void outer_import(outer_sync *o, const float *anchor, const float *vel, long syn
  * period's inner steps and ranks / contributors on the others make the
  * mean the contributors'. */
 void outer_weigh(outer_sync *o, float w);
+/* Flat, uncompressed blocking outer steps (else WEFT_ENOTSUP): the mean
+ * pseudo-gradient of the last outer step, which every rank applied, into
+ * d (the parameters' length); and that outer step applied to the anchor
+ * and momentum as they stand (outer_import's), outside the reduction and
+ * bit for bit as in it, the parameters made the anchor, synced the inner
+ * step count it stands for. A rank that took outer steps without the
+ * state (a late joiner at weight 0) keeps their d and replays them in
+ * order once the state comes. */
+int outer_delta(const outer_sync *o, float *d);
+int outer_replay(outer_sync *o, const float *d, long synced);
 /* Aborts the communicators it made, so that destroying them waits for no
  * peer (some are gone) and the peers still in them fail at once. */
 void outer_abort(outer_sync *o);

@@ -276,7 +276,7 @@ if [ $rc = 0 ] && [ -n "$replan" ] && [ -n "$joined" ] && [ "$joined" -gt "$repl
     grep -q "parameters bit-identical on every rank of 3" "$dir/jn/part-a.out"; then
     ok
     # what the members stood still for at the admission (load-dependent: printed, not tested)
-    sed -n 's/.*the grow held the others \([0-9.]*\) s, this outer step \([0-9.]*\) s.*admitted in \([0-9.]*\) s$/    join: the others held \1 s at the grow, \3 s in all; rank 0 blocked \2 s in the outer step that admitted c/p' "$dir/jn/part-a.out"
+    sed -n 's/.*\([0-9][0-9]*\) outer step(s) at weight 0 replayed on it; the grow held the others \([0-9.]*\) s, the [0-9]* outer step(s) since \([0-9.]*\) s in all.*admitted in \([0-9.]*\) s$/    join: the others held \2 s at the grow, \4 s in all; c replayed \1 outer step(s), over which rank 0 blocked \3 s/p' "$dir/jn/part-a.out"
 else
     bad "a cluster joining (exit $rc, re-plan at '$replan', joined at '$joined')"
     shown "$dir/jn"

@@ -10,7 +10,9 @@
 # the cluster rejoins at a later outer-step boundary and the job ends with
 # all 6 ranks bit-identical. hier drops a cluster that lost one of its
 # ranks too (its survivor leaves as a failed rank, and both rejoin), and a
-# death during the recovery is a part of it. Streaming DiLoCo is refused
+# death during the recovery is a part of it. Flat joiners whose state is
+# held back two outer steps (a test hook) are admitted two periods after
+# the grow, having replayed those outer steps. Streaming DiLoCo is refused
 # with a clear message. Under sanitizers (TEST_SCALE >= 10) flat DiLoCo only.
 B=${BUILD:-build}
 dir=$(mktemp -d)
@@ -76,6 +78,27 @@ for m in $modes; do
         says "${n}_rejoin" "elastic: the end: parameters bit-identical on every rank of 6"
     fi
 done
+
+# A flat joiner whose state comes late: WEFT_TEST_JOIN_DELAY_OUTERS=2
+# makes each joiner look at it only after two outer steps at weight 0 (a
+# count, not a timing). The members go on without it: they admit the
+# joiners two periods after the grow (the joiners' own line says the step
+# of the state), not one; the joiners replayed both outer steps on the
+# state and every rank ends bit-identical. 96 steps leave room for a
+# restart slow to start on a loaded machine.
+if WEFT_TEST_JOIN_DELAY_OUTERS=2 crun late --restarts 2 -- --sync diloco:6 --steps 96 \
+    --kill-at 2:8,3:8; then
+    adm=$(sed -n 's/.*elastic: step \([0-9]*\): cluster 1 rejoined; .*, 2 outer step(s) at weight 0 replayed on it;.*/\1/p' "$dir/late.out" | head -n 1)
+    grew=$(sed -n 's/.*elastic: rank [45]: the state of step \([0-9]*\) taken after 2 outer step(s) at weight 0, which it replayed.*/\1/p' "$dir/late.out" | head -n 1)
+    echo "    late state: grown in at step ${grew:-?}, admitted at step ${adm:-?} (2 outer steps replayed)"
+    if [ -n "$adm" ] && [ -n "$grew" ] && [ $((adm - grew)) = 12 ]; then
+        ok
+    else
+        bad "late: grown in at '$grew', admitted at '$adm': not two periods (H = 6) apart"
+        tail -n 30 "$dir/late.out" | sed 's/^/    /'
+    fi
+    says late "elastic: the end: parameters bit-identical on every rank of 6"
+fi
 
 # hier keeps whole clusters: one rank of cluster 1 killed, its survivor
 # (rank 2) leaves as a failure, the cluster is dropped all the same, and
