@@ -310,7 +310,7 @@ int late_join(weft_run *t, long *step)
             run_fail(t, WEFT_ETIMEDOUT, "elastic: joining: the state of step %lld had not "
                      "come after %d outer steps at weight 0 (a link too slow for it): "
                      "giving up", (long long)h[6], LATE_MAX);
-            weft_comm_abort(t->comm); /* the members drop this rank at once */
+            weft_comm_abort(t->comm); /* the members drop it at their next collective */
             rc = WEFT_ETIMEDOUT;
         }
     }
