@@ -36,7 +36,7 @@ typedef struct {
     const char *clusters, *job, *links;
     int port;
     long kill_step, stall_step;
-    double timeout, silent_after, drift, margin;
+    double timeout, silent_after, drift, speed_drift, margin;
     char *const *extra;
 } run_args;
 
@@ -45,7 +45,8 @@ static void usage(FILE *f)
     fprintf(f,
         "usage: weft-cpn run --plan PLAN.json --dir RUNDIR [--host ADDR] [--port N]\n"
         "                    [--train PATH] [--ifname IF] [--wan SPEC] [--timeout S]\n"
-        "                    [--silent-after S] [--drift F] [--clusters C.json --job J.json\n"
+        "                    [--silent-after S] [--drift F] [--speed-drift F]\n"
+        "                    [--clusters C.json --job J.json\n"
         "                    [--links L.json] [--join-margin M]] [--kill-at CLUSTER:STEP]\n"
         "                    [--stall-at CLUSTER:STEP] [-- more weft-train arguments]\n"
         "  Starts each part of the plan through its launcher (local, slurm, ssh) as one\n"
@@ -55,9 +56,9 @@ static void usage(FILE *f)
         "  parts' output and progress (weft-cpn status). --ifname: WEFT_SOCKET_IFNAME,\n"
         "  --wan: WEFT_WAN for the ranks. Re-plans when a part ends early, when one's\n"
         "  progress stands still S s (60; 0: never; it is ended as lost), when the\n"
-        "  measured outer sync is F times the plan's (2; 0: never), when the parts'\n"
-        "  measured seconds a step are F times apart against the plan's (the shares\n"
-        "  by the measured rates), and when a cluster appears in C.json that makes\n"
+        "  measured outer sync is F times the plan's (--drift, 2; 0: never), when the\n"
+        "  parts' measured seconds a step are F times apart against the plan's (the\n"
+        "  shares by the measured rates; --speed-drift, 2; 0: never), and when a cluster appears in C.json that makes\n"
         "  the step M faster (0.1): it joins the job.\n"
         "  Tests: --kill-at ends part CLUSTER once the job reaches STEP, --stall-at\n"
         "  stops its processes there (local parts).\n");
@@ -69,6 +70,7 @@ static int parse(int argc, char **argv, run_args *a)
     a->host = "127.0.0.1";
     a->silent_after = 60;
     a->drift = 2;
+    a->speed_drift = 2;
     a->margin = 0.1;
     for (int i = 1; i < argc; i += 2) {
         const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -88,6 +90,7 @@ static int parse(int argc, char **argv, run_args *a)
         else if (!strcmp(k, "--timeout")) a->timeout = atof(v);
         else if (!strcmp(k, "--silent-after")) a->silent_after = atof(v);
         else if (!strcmp(k, "--drift")) a->drift = atof(v);
+        else if (!strcmp(k, "--speed-drift")) a->speed_drift = atof(v);
         else if (!strcmp(k, "--join-margin")) a->margin = atof(v);
         else if (!strcmp(k, "--clusters")) a->clusters = v;
         else if (!strcmp(k, "--job")) a->job = v;
@@ -407,6 +410,7 @@ static int watch(const run_args *a, cpn_plan *p, cpn_launched *ls, const cpn_job
     int killed = -1, stalled = -1, silenced = -1;
     loss_watch lw = { .at = -1 };
     cpn_watch w = { .dir = a->dir, .silent_after = a->silent_after, .drift = a->drift,
+                    .speed_drift = a->speed_drift,
                     .clusters = a->clusters, .job = a->job, .links = a->links,
                     .margin = a->margin };
     watch_init(&w, p, clock_now());

@@ -26,8 +26,8 @@
  * as a slow cluster), and only where a part is busy with its own steps a
  * quarter of the time or more. The plan gave each part its share for its speed,
  * so its seconds a step go as its samples a rank over its speed; where
- * the parts' measured seconds against those differ by drift times or
- * more, a part is slower or faster than planned, and the shares are
+ * the parts' measured seconds against those differ by speed_drift times
+ * or more, a part is slower or faster than planned, and the shares are
  * re-planned by the measured rates (samples a second).
  *
  * Join: the clusters file (what weft-cpn plan --clusters reads, where a
@@ -126,7 +126,7 @@ int watch_speed(cpn_watch *w, const cpn_plan *p, const cpn_launched *ls, double 
 {
     double lo = -1, hi = -1, busy = 0;
     int parts = 0, missing = 0;
-    if (w->drift <= 0)
+    if (w->speed_drift <= 0)
         return 0;
     for (int k = 0; k < p->nparts && k < CPN_REPLAN_MAX; k++) {
         cpn_progress pr;
@@ -155,7 +155,7 @@ int watch_speed(cpn_watch *w, const cpn_plan *p, const cpn_launched *ls, double 
      * with its own steps a quarter of the time at least: where the outer
      * sync's waits fill the time, a part's own seconds are a remainder
      * too small to compare (and the shares too little to gain) */
-    if (missing || parts < 2 || !(lo > 0) || hi < w->drift * lo || busy < SPEED_BUSY)
+    if (missing || parts < 2 || !(lo > 0) || hi < w->speed_drift * lo || busy < SPEED_BUSY)
         return 0;
     *off = hi / lo;
     /* the measured speeds are the plan's from here on; new windows */

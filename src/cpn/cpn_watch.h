@@ -6,8 +6,8 @@
  *   drift   the job's measured outer sync (the parts' own seconds blocked
  *           on the outer reduction) past drift times the plan's
  *   speed   the parts' measured seconds a step (their own, the outer
- *           steps' waits left out) against one another drift times off
- *           the plan's (a part slower or faster than planned)
+ *           steps' waits left out) against one another speed_drift times
+ *           off the plan's (a part slower or faster than planned)
  *   join    a cluster in the clusters file that the plan lacks, with
  *           which the planner's step is faster by the margin */
 #ifndef WEFT_CPN_CPN_WATCH_H
@@ -21,6 +21,7 @@ typedef struct {
     const char *dir;
     double silent_after;     /* seconds; <= 0: not watched */
     double drift;            /* factor; <= 0: not watched */
+    double speed_drift;      /* the speed trigger's; <= 0: not watched */
     const char *clusters, *job, *links; /* --clusters: watched for joiners */
     double margin;           /* a joiner's plan must be this much faster */
     /* what the looks keep */
