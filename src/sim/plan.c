@@ -469,15 +469,18 @@ static void block_shape(const planner *pl, int tp, int sp, int pp, int kind, dou
         moe_block(pl, tp, rows, sim_expert_width(&pl->q->model), b);
     } else if (kind == 1) {
         b->params = 12 * C * C / tp + 7 * C / tp + 6 * C;
-        b->act = 4 * (rows * C * (4 * rep + 12.0 / tp) + rows * H / tp);
+        /* under --sp the LayerNorms' outputs are kept gathered, whole, and
+         * as this rank's rows (train_gpt_layout) */
+        b->act = sp ? 4 * rows * (2 * C + 16 * C / tp + 4.0 / tp + 2 * H / tp)
+                    : 4 * (rows * C * (4 * rep + 12.0 / tp) + rows * H / tp);
     } else {
         b->params = (llama ? C : 2 * C) + tied_copy(pl, tp, pp);
         if (llama && !pl->q->model.tied)
             b->params += vp * C;
         /* a Llama's (train_llama_layout): the final norm's output,
          * its rows' scale, logits and probabilities */
-        b->act = llama ? 4 * rows * (C + (sp ? C / tp : 0) + rep + 2 * vp)
-                       : 4 * rows * (2 * C * rep + 2 * vp);
+        b->act = llama || sp ? 4 * rows * (C + (sp ? C / tp : 0) + rep + 2 * vp)
+                             : 4 * rows * (2 * C * rep + 2 * vp);
     }
 }
 
@@ -497,10 +500,18 @@ static double llama_chunk_extra(const planner *pl, int tp, int sp, double rows, 
     const weft_model_config *c = &pl->q->model;
     double fe = sim_expert_width(c);
     if (!is_llama(pl)) {
-        double K = c->topk, C = pl->C;
-        if (fe <= 0 || !layers)
-            return 0;
-        return 4 * rows * (K * (2 * C + 3 * fe / tp) + c->experts + 2 * K + (sp ? 2 * C : 0));
+        /* train_gpt_layout: the residual's and the branch's gradients, the
+         * chunk's input where it has no embedding, the gathered input
+         * under --sp, and with layers q, k, v's, attention's statistics',
+         * the MLP's and (split) attention's output gradients */
+        double K = c->topk, C = pl->C, rep = sp ? 1.0 / tp : 1;
+        double tok = 2 * C * rep + (embed ? 0 : C * rep) + (sp ? C : 0);
+        if (layers) {
+            tok += 3 * C / tp + 2 * pl->H / tp + (fe > 0 ? 0 : 4 * C / tp) + (tp > 1 ? C / tp : 0);
+            if (fe > 0)
+                tok += K * (2 * C + 3 * fe / tp) + c->experts + 2 * K + (sp ? 2 * C : 0);
+        }
+        return 4 * rows * tok;
     }
     double C = pl->C, rep = sp ? 1.0 / tp : 1, kvd, hold, use;
     double F = fe > 0 ? c->shared * fe : c->ffn, K = fe > 0 ? c->topk : 0;

@@ -137,7 +137,10 @@ TEST(memory_formula)
     /* tp 1, pp 1, dp 8: the whole model on every rank, one sequence each */
     double psi = gpt_params(V, 32, L, C, 1, 0);
     CHECK(psi == 257 * 64 + 32 * 64 + 2 * (12 * 64 * 64 + 13 * 64) + 2 * 64);
-    double act = 4 * rows * C + L * 4 * (16 * rows * C + rows * H) + 4 * rows * (2 * C + 2 * V);
+    /* backward's scratch, once: the residual's, the branch's, q k v's,
+     * attention's statistics' and the MLP's gradients (train_gpt_layout) */
+    double act = 4 * rows * C + L * 4 * (16 * rows * C + rows * H) + 4 * rows * (2 * C + 2 * V) +
+                 4 * rows * (9 * C + 2 * H);
     double want_state[4] = { 16 * psi, 8 * psi + 8 * psi / 8, 4 * psi + 12 * psi / 8,
                              16 * psi / 8 };
     for (int z = 0; z < 4; z++) {
@@ -633,7 +636,7 @@ TEST(cp_pricing)
         CHECK(e->dp == 2 && e->micro_rows == rows);
         CHECK(near(e->state_bytes, sim_plan_zero_bytes(psi, z, 4, 8)));
         double act = 4 * rows * C + L * 4 * (16 * rows * C + rows * H) +
-                     4 * rows * (2 * C + 2 * V) + 4 * kvb;
+                     4 * rows * (2 * C + 2 * V) + 4 * rows * (9 * C + 2 * H) + 4 * kvb;
         CHECKF(near(e->act_bytes, act), "act %.0f want %.0f", e->act_bytes, act);
         CHECKF(near(e->bytes[SIM_PLAN_CP], L * kvb * (3 * 2 - 2) + 4), "%.0f",
                e->bytes[SIM_PLAN_CP]);
