@@ -1,8 +1,11 @@
 /* shm_reap_orphans (transport/shm.h): a ring or flat board whose creator
  * is gone and which is old enough is removed from /dev/shm; one whose
  * creator lives, a calls board (whose name says no process), a younger
- * one and names that are not weft's stay. */
+ * one and names that are not weft's stay. callboard_reap
+ * (coll/exec/callboard.h): a calls board every process of which is gone
+ * goes, one that a live process mapped stays. */
 #include "test.h"
+#include "coll/exec/callboard.h"
 #include "transport/shm.h"
 
 #include <fcntl.h>
@@ -60,5 +63,46 @@ TEST(reap)
     CHECK(!exists(ring) && !exists(board) && !exists(pipe_board));
     CHECK(exists(live) && exists(calls) && exists(other));
     for (int i = 0; i < 6; i++)
+        shm_unlink(all[i]);
+}
+
+/* Map calls board name as rank `rank` of 4 in a child that then exits. */
+static void map_and_die(const char *name, int rank)
+{
+    pid_t p = fork();
+    if (p == 0) {
+        void *m;
+        size_t len;
+        _exit(callboard_map(name, 4, rank, &m, &len) ? 1 : 0);
+    }
+    int st = 0;
+    waitpid(p, &st, 0);
+    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s not made", name);
+}
+
+TEST(reap_calls)
+{
+    long me = (long)getpid();
+    unsigned long long id = 0x7e58000000000000ull | (unsigned long long)me;
+    char dead[80], mixed[80], mine[80];
+    snprintf(dead, sizeof dead, "/weft-%016llx-calls-0-%016llx", id, 1ull);
+    snprintf(mixed, sizeof mixed, "/weft-%016llx-calls-0-%016llx", id, 2ull);
+    snprintf(mine, sizeof mine, "/weft-%016llx-calls-0-%016llx", id, 3ull);
+    map_and_die(dead, 0);
+    map_and_die(dead, 2);
+    map_and_die(mixed, 0);
+    void *m[2];
+    size_t len[2];
+    CHECK(callboard_map(mixed, 4, 1, &m[0], &len[0]) == 0);
+    CHECK(callboard_map(mine, 4, 3, &m[1], &len[1]) == 0);
+    callboard_reap(CALLBOARD_ORPHAN_AGE); /* all made just now: too young */
+    CHECK(exists(dead) && exists(mixed) && exists(mine));
+    callboard_reap(0);
+    CHECKF(!exists(dead), "%s: every process gone, still there", dead);
+    CHECK(exists(mixed) && exists(mine));
+    for (int i = 0; i < 2; i++)
+        munmap(m[i], len[i]);
+    const char *all[] = {dead, mixed, mine};
+    for (int i = 0; i < 3; i++)
         shm_unlink(all[i]);
 }

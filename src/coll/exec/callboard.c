@@ -1,7 +1,8 @@
 /* The call board (callboard.h). Layout of the segment:
  *
  *   head    how many of the host's ranks mapped it
- *   rank r  CALLBOARD_HIST entries, the entry of operation s at s % HIST
+ *   rank r  CALLBOARD_HIST entries, the entry of operation s at s % HIST,
+ *           then its pid and pid namespace once it mapped the board
  *
  * An entry is four words, each stored and loaded atomically; its seq word
  * is cleared before the others change and set after, so a reader that
@@ -17,7 +18,10 @@
  * and a rank that leaves before then unlinks it as it goes (one arriving
  * after that makes a board of its own and goes unchecked, no worse than
  * without). A name whose whole host died before all mapped it is removed
- * by the next board of that communicator id on the host. */
+ * by the next board of that communicator id on the host, and by any
+ * job's first board once every process that mapped it is gone
+ * (callboard_reap: the name cannot carry a pid, every rank derives it
+ * alone, so the pids are in the segment). */
 #include "coll/exec/callboard.h"
 
 #include "coll/exec/mismatch.h"
@@ -26,11 +30,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CALLBOARD_HIST 8 /* a peer up to this many operations ahead is still seen */
@@ -51,6 +57,8 @@ typedef struct {
 
 typedef struct {
     _Alignas(64) cb_entry e[CALLBOARD_HIST];
+    _Atomic int32_t pid;    /* 0 until the rank mapped the board */
+    _Atomic uint64_t pidns; /* inode of its pid namespace; 0: unknown */
 } cb_rank;
 
 struct callboard {
@@ -90,6 +98,104 @@ static void unlink_stale(const weft_comm *c, const char *name)
         closedir(d);
 }
 
+static uint64_t my_pidns(void)
+{
+    struct stat sb;
+    return stat("/proc/self/ns/pid", &sb) ? 0 : (uint64_t)sb.st_ino;
+}
+
+static size_t board_len(int nranks)
+{
+    return sizeof(cb_head) + (size_t)nranks * sizeof(cb_rank);
+}
+
+int callboard_map(const char *name, int nranks, int rank, void **map, size_t *len)
+{
+    size_t want = board_len(nranks);
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_CLOEXEC, 0600), e = 0;
+    if (fd < 0)
+        return errno;
+    struct stat sb;
+    /* every rank sizes it alike; a board of another size is not this one */
+    if (ftruncate(fd, (off_t)want) || fstat(fd, &sb))
+        e = errno;
+    else if ((size_t)sb.st_size != want)
+        e = EEXIST;
+    else
+        e = posix_fallocate(fd, 0, (off_t)want);
+    void *m = e ? MAP_FAILED : mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (!e && m == MAP_FAILED)
+        e = errno;
+    close(fd);
+    if (e)
+        return e;
+    cb_rank *me = (cb_rank *)(void *)((char *)m + sizeof(cb_head)) + rank;
+    atomic_store_explicit(&me->pidns, my_pidns(), memory_order_relaxed);
+    atomic_store_explicit(&me->pid, (int32_t)getpid(), memory_order_release);
+    *map = m;
+    *len = want;
+    return 0;
+}
+
+/* May the board at path go: none of the processes that mapped it lives?
+ * A pid of another pid namespace (or of an unknown one) counts as alive:
+ * kill cannot tell there. */
+static int board_orphaned(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC), gone = 0;
+    struct stat sb;
+    if (fd < 0)
+        return 0;
+    void *m = MAP_FAILED;
+    size_t len = 0;
+    if (!fstat(fd, &sb) && (size_t)sb.st_size > sizeof(cb_head) &&
+        ((size_t)sb.st_size - sizeof(cb_head)) % sizeof(cb_rank) == 0) {
+        len = (size_t)sb.st_size;
+        m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+    }
+    close(fd);
+    if (m == MAP_FAILED)
+        return 0;
+    const cb_rank *r = (const cb_rank *)(const void *)((const char *)m + sizeof(cb_head));
+    size_t n = (len - sizeof(cb_head)) / sizeof(cb_rank);
+    uint64_t ns = my_pidns();
+    gone = 1;
+    for (size_t i = 0; i < n && gone; i++) {
+        int32_t pid = atomic_load_explicit(&r[i].pid, memory_order_acquire);
+        if (!pid)
+            continue; /* never mapped it */
+        uint64_t theirs = atomic_load_explicit(&r[i].pidns, memory_order_relaxed);
+        if (!ns || theirs != ns || !(kill((pid_t)pid, 0) && errno == ESRCH))
+            gone = 0;
+    }
+    munmap(m, len);
+    return gone;
+}
+
+void callboard_reap(int min_age_s)
+{
+    DIR *d = opendir("/dev/shm");
+    struct dirent *e;
+    time_t now = time(NULL);
+    while (d && (e = readdir(d))) {
+        unsigned long long id, token;
+        int host, used = 0;
+        char path[300];
+        struct stat sb;
+        if (sscanf(e->d_name, "weft-%16llx-calls-%d-%16llx%n", &id, &host, &token, &used) != 3 ||
+            e->d_name[used])
+            continue;
+        snprintf(path, sizeof path, "/dev/shm/%s", e->d_name);
+        /* an age as shm_reap_orphans: a name of a live job lasts only
+         * until its host's ranks have all reached their first collective */
+        if (stat(path, &sb) || now - sb.st_ctime < min_age_s || !board_orphaned(path))
+            continue;
+        shm_unlink(path + strlen("/dev/shm"));
+    }
+    if (d)
+        closedir(d);
+}
+
 /* Map (or make) the host's board; 0 or an errno. */
 static int open_board(weft_comm *c, struct callboard *b)
 {
@@ -98,22 +204,9 @@ static int open_board(weft_comm *c, struct callboard *b)
         token = mix(token, c->net.addr[r], strlen(c->net.addr[r]) + 1);
     snprintf(b->name, sizeof b->name, "/weft-%016llx-calls-%d-%016llx",
              (unsigned long long)c->id, (int)c->host[c->rank], (unsigned long long)token);
-    b->len = sizeof(cb_head) + (size_t)c->size * sizeof(cb_rank);
-    int fd = shm_open(b->name, O_RDWR | O_CREAT | O_CLOEXEC, 0600), e = 0;
-    if (fd < 0)
-        return errno;
-    struct stat sb;
-    /* every rank sizes it alike; a board of another size is not this one */
-    if (ftruncate(fd, (off_t)b->len) || fstat(fd, &sb))
-        e = errno;
-    else if ((size_t)sb.st_size != b->len)
-        e = EEXIST;
-    else
-        e = posix_fallocate(fd, 0, (off_t)b->len);
-    void *m = e ? MAP_FAILED : mmap(NULL, b->len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (!e && m == MAP_FAILED)
-        e = errno;
-    close(fd);
+    callboard_reap(CALLBOARD_ORPHAN_AGE);
+    void *m;
+    int e = callboard_map(b->name, c->size, c->rank, &m, &b->len);
     if (e)
         return e;
     b->head = m;

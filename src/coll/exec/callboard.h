@@ -37,5 +37,14 @@ const frame_hdr *callboard_past(const weft_comm *c, uint64_t seq);
 int callboard_mismatch(weft_comm *c, int peer, const frame_hdr *theirs, const frame_hdr *mine);
 /* Unmap it, unlinking the name if this rank still holds it. */
 void callboard_free(weft_comm *c);
+/* Map board `name` for nranks ranks as rank `rank` (made if missing),
+ * recording this process's pid in it; 0 or an errno. */
+int callboard_map(const char *name, int nranks, int rank, void **map, size_t *len);
+/* Unlink every calls board in /dev/shm at least min_age_s old of which
+ * every process that mapped it is gone: a host's rank killed before all
+ * of its host's ranks mapped the board leaves the name otherwise.
+ * Called as a board is made, with CALLBOARD_ORPHAN_AGE. */
+#define CALLBOARD_ORPHAN_AGE 60
+void callboard_reap(int min_age_s);
 
 #endif
