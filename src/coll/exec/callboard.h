@@ -26,6 +26,10 @@
  * which may have completed on both sides of a mismatch without a message
  * between them. 0, or WEFT_EMISMATCH recorded on c. */
 int callboard_post(weft_comm *c, const frame_hdr *fp);
+/* Every rank of the communicator posted operation seq as the same call,
+ * and this rank compared the posts itself (the flat board's): the next
+ * post leaves that operation alone. */
+void callboard_verified(weft_comm *c, uint64_t seq);
 /* Is every same-host peer that posted this rank's current operation in
  * the same call? 0, or WEFT_EMISMATCH recorded on c. */
 int callboard_check(weft_comm *c);

@@ -29,6 +29,7 @@
  * were most of a call's time (docs/BENCHMARKS.md, "Small messages"). */
 #include "coll/exec/small.h"
 
+#include "coll/exec/callboard.h"
 #include "coll/local/flat.h"
 #include "coll/local/flat_int.h"
 #include "coll/reduce.h"
@@ -149,5 +150,6 @@ int small_run(weft_comm *c, const weft_coll_args *a, const frame_hdr *fp)
     }
     if ((rc = flat_check_posts(c, fs, k, fp)))
         return rc;
+    callboard_verified(c, fp->seq);
     return reduce_posts(c, &fs->b, q, a);
 }
