@@ -3,6 +3,7 @@
  * store of the caller's (here: files in a folder). */
 #include "mp.h"
 
+#include "coll/local/direct.h"
 #include "coll/local/direct_int.h"
 
 #include <errno.h>
@@ -189,8 +190,8 @@ static void overlapping(weft_comm *c, void *arg)
 static void counts_disagree(weft_comm *c, void *arg)
 {
     int r = weft_comm_rank(c), n = weft_comm_size(c);
-    size_t sc[8], sd[8], rc[8], rd[8];
-    int32_t s[64] = { 0 }, d[64];
+    size_t sc[64], sd[64], rc[64], rd[64];
+    int32_t s[200] = { 0 }, d[200];
     (void)arg;
     for (int j = 0; j < n; j++) {
         sc[j] = rc[j] = 2;
@@ -202,6 +203,15 @@ static void counts_disagree(weft_comm *c, void *arg)
     const char *e = weft_comm_error(c);
     CHECK(strstr(e, "rank 0") && strstr(e, "rank 1") && strstr(e, "8 bytes") &&
           strstr(e, "12"));
+}
+
+/* Beyond DIRECT_MESH_MAX ranks the pairs are read out of the peers'
+ * memory rather than sent with the descriptors: the same results, and
+ * the same error for counts that disagree. */
+static void beyond_mesh(weft_comm *c, void *arg)
+{
+    body(c, arg);
+    counts_disagree(c, arg);
 }
 
 static void alltoallv_only(weft_comm *c, void *arg)
@@ -224,6 +234,7 @@ TEST(direct) { with_env("WEFT_ALGO", "direct", 3, body); }
 TEST(direct_large) { with_env("WEFT_ALGO", "direct", 3, large); }
 TEST(direct_overlapping) { with_env("WEFT_ALGO", "direct", 3, overlapping); }
 TEST(direct_counts_disagree) { with_env("WEFT_ALGO", "direct", 3, counts_disagree); }
+TEST(direct_beyond_mesh) { with_env("WEFT_ALGO", "direct", DIRECT_MESH_MAX + 2, beyond_mesh); }
 TEST(registered) { CHECK(mp_run(3, 60, registered, "auto") == 0); }
 TEST(direct_registered) { with_env("WEFT_ALGO", "direct", 3, registered); }
 /* asked for, but not possible: the schedule runs */

@@ -73,6 +73,9 @@ void direct_free(weft_comm *c)
     free(d->piece);
     free(d->scratch);
     free(d->pairs);
+    sched_free(&d->avx);
+    free(d->av_out);
+    free(d->av_in);
     direct_map_free(d->maps);
     free(d);
     c->direct = NULL;
@@ -154,6 +157,7 @@ int direct_state_get(weft_comm *c, struct direct_state **out)
     }
     d->per_peer = per;
     d->bad_peer = -1;
+    d->pid = (int32_t)getpid();
     sched_init(&d->xchg);
     sched_init(&d->bar);
     xchg_build(&d->xchg, r, P);
@@ -179,7 +183,7 @@ int direct_state_get(weft_comm *c, struct direct_state **out)
  * field the kind leaves unused and frame_describe does not print (the
  * root of a collective without one, the op of one that does not reduce),
  * so that messages of different steps never match each other. */
-static frame_hdr step_fp(const frame_hdr *fp, int step)
+frame_hdr direct_step_fp(const frame_hdr *fp, int step)
 {
     frame_hdr h = *fp;
     if (h.root == -1)
@@ -193,7 +197,7 @@ int direct_exchange(weft_comm *c, struct direct_state *d, desc *mine, const fram
                     int step)
 {
     char *bufs[SB_COUNT] = { (char *)mine, (char *)d->peers, (char *)&d->zero };
-    frame_hdr h = step_fp(fp, step);
+    frame_hdr h = direct_step_fp(fp, step);
     d->peers[c->rank] = *mine;
     return exec_run(c, &d->xchg, bufs, &h);
 }
@@ -202,7 +206,7 @@ static int barrier(weft_comm *c, struct direct_state *d, const frame_hdr *fp, in
 {
     char *z = (char *)&d->zero;
     char *bufs[SB_COUNT] = { z, z, z };
-    frame_hdr h = step_fp(fp, step);
+    frame_hdr h = direct_step_fp(fp, step);
     return exec_run(c, &d->bar, bufs, &h);
 }
 
@@ -245,7 +249,7 @@ static int ring(weft_comm *c, const weft_coll_args *a, const frame_hdr *fp);
 int direct_settle(weft_comm *c, struct direct_state *d, const weft_coll_args *a,
                   const frame_hdr *fp, int step, int intact)
 {
-    desc mine = { .pid = (int32_t)getpid(),
+    desc mine = { .pid = d->pid,
                   .ok = d->bad_peer < 0,
                   .send = (uint64_t)(d->bad_peer < 0 ? 0 : d->bad_peer),
                   .recv = (uint64_t)!!intact,
@@ -253,7 +257,7 @@ int direct_settle(weft_comm *c, struct direct_state *d, const weft_coll_args *a,
                   .cookie_addr = d->bad_sent,
                   .cookie = d->bad_want };
     char *bufs[SB_COUNT] = { (char *)&mine, (char *)d->status, (char *)&d->zero };
-    frame_hdr h = step_fp(fp, step);
+    frame_hdr h = direct_step_fp(fp, step);
     d->status[c->rank] = mine; /* the exchange passes it on from there */
     int rc = exec_run(c, &d->xchg, bufs, &h), who = -1, redo = 1;
     if (rc)
@@ -600,7 +604,7 @@ int direct_run(weft_comm *c, const weft_coll_args *a, const frame_hdr *fp)
                (rc = coll_scratch(c, &d->scratch, &d->scratch_cap, (size_t)c->size * bytes))) {
         return rc;
     }
-    desc mine = { .pid = (int32_t)getpid(),
+    desc mine = { .pid = d->pid,
                   .send = (uint64_t)(uintptr_t)send,
                   .recv = (uint64_t)(uintptr_t)a->recv,
                   .aux = (uint64_t)(uintptr_t)d->scratch,

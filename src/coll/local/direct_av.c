@@ -1,14 +1,21 @@
 /* All-to-all with per-peer counts by single copy (direct.h): each rank
- * publishes where its send buffer is and, for every peer, the bytes it
- * sends that peer and their offset; each rank then reads, from every
- * peer, that pair and the block it names, straight into its receive
- * buffer. Every byte crosses memory once, and no rank needs the others'
- * counts beforehand: the pair each one reads is the exchange of counts,
- * 16 bytes a peer, and a pair that disagrees with what the reader expects
- * fails the call on every rank with both ranks and sizes named.
+ * tells every peer where its send buffer is and the bytes it sends that
+ * peer with their offset; each rank then reads, from every peer, the
+ * block so named, straight into its receive buffer. Every byte crosses
+ * memory once, and no rank needs the others' counts beforehand: the
+ * pairs are the exchange of counts, 16 bytes a peer, and a pair that
+ * disagrees with what the reader expects fails the call on every rank
+ * with both ranks and sizes named.
  *
- * The steps are direct.c's: the descriptor exchange, the reads, and the
- * status exchange after which nobody reads another's buffers any more.
+ * A call is two notices a peer each way: the descriptor (with, up to
+ * DIRECT_MESH_MAX ranks, the pair for that peer: "my send buffer is
+ * ready"), and the status after the reads ("I am done reading yours",
+ * direct_settle), after which nobody reads another's buffers any more.
+ * Beyond DIRECT_MESH_MAX the descriptors go round in log2 P rounds, and
+ * each rank reads its pairs out of the peers' memory instead, one
+ * process_vm_readv a peer (about 3 us each on this VM: more than the
+ * 16 bytes' worth of a message, so not done where a message can carry
+ * them).
  *
  * Where a rank's blocks for its peers lie in one region of weft_mem_alloc
  * (a memfd), its descriptor names the region, and each peer maps it once
@@ -17,8 +24,10 @@
 #include "coll/local/direct_av.h"
 
 #include "coll/coll_sched.h"
+#include "coll/exec/exec.h"
 #include "coll/exec/p2p.h"
 #include "coll/exec/p2p_reg.h"
+#include "coll/local/direct.h"
 #include "coll/local/direct_int.h"
 #include "core/log.h"
 
@@ -106,8 +115,9 @@ static int read_block(weft_comm *c, struct direct_state *d, int q, char *dst, ui
 }
 
 /* From each peer in turn (from r + 1, so that the peers are read evenly)
- * its pair for this rank, then its block. dst stands for the receive
- * buffer from byte base on. */
+ * its pair for this rank (come with its descriptor, or else read out of
+ * its memory), then its block. dst stands for the receive buffer from
+ * byte base on. */
 static int read_blocks(weft_comm *c, struct direct_state *d, const av_args *v, size_t es,
                        char *dst, size_t base, const frame_hdr *fp)
 {
@@ -115,8 +125,10 @@ static int read_blocks(weft_comm *c, struct direct_state *d, const av_args *v, s
     for (int k = 1; k < P && d->bad_peer < 0; k++) {
         int q = (r + k) % P;
         uint64_t pair[2] = { 0, 0 }, want = (uint64_t)(v->rc[q] * es);
-        if ((rc = direct_pull(c, d, q, pair, d->peers[q].aux + 16 * (uint64_t)r, sizeof pair,
-                              fp)))
+        if (P <= DIRECT_MESH_MAX)
+            memcpy(pair, d->av_in[q].pair, sizeof pair);
+        else if ((rc = direct_pull(c, d, q, pair, d->peers[q].aux + 16 * (uint64_t)r,
+                                   sizeof pair, fp)))
             return rc;
         if (d->bad_peer >= 0)
             break;
@@ -131,6 +143,42 @@ static int read_blocks(weft_comm *c, struct direct_state *d, const av_args *v, s
                                      (size_t)want, fp)))
             return rc;
     }
+    return 0;
+}
+
+/* The call's first step: every rank's descriptor into d->peers. Up to
+ * DIRECT_MESH_MAX ranks each peer gets its own message, the descriptor
+ * with this rank's pair for it (one message a peer, as the descriptors
+ * alone); beyond, the descriptors go round as for the other
+ * collectives and the pairs are read where they lie. */
+static int av_exchange(weft_comm *c, struct direct_state *d, desc *mine, const frame_hdr *fp)
+{
+    int P = c->size, r = c->rank;
+    if (P > DIRECT_MESH_MAX)
+        return direct_exchange(c, d, mine, fp, 0);
+    if (!d->av_out) {
+        if (!(d->av_out = calloc((size_t)P, sizeof *d->av_out)) ||
+            !(d->av_in = calloc((size_t)P, sizeof *d->av_in)))
+            return comm_fail(c, WEFT_ENOMEM, "alltoallv: out of memory");
+        for (int q = 0; q < P; q++) {
+            if (q == r)
+                continue;
+            sched_send(&d->avx, q, SB_SEND, (uint64_t)q * sizeof(av_hello), sizeof(av_hello));
+            sched_recv(&d->avx, q, SB_RECV, (uint64_t)q * sizeof(av_hello), sizeof(av_hello));
+        }
+        sched_end_round(&d->avx);
+        if (d->avx.err)
+            return comm_fail(c, WEFT_ENOMEM, "alltoallv: out of memory");
+    }
+    for (int q = 0; q < P; q++)
+        d->av_out[q] = (av_hello){ *mine, { d->pairs[2 * q], d->pairs[2 * q + 1] } };
+    char *bufs[SB_COUNT] = { (char *)d->av_out, (char *)d->av_in, (char *)&d->zero };
+    frame_hdr h = direct_step_fp(fp, 0);
+    int rc = exec_run(c, &d->avx, bufs, &h);
+    if (rc)
+        return rc;
+    for (int q = 0; q < P; q++)
+        d->peers[q] = q == r ? *mine : d->av_in[q].d;
     return 0;
 }
 
@@ -181,14 +229,14 @@ int direct_alltoallv(weft_comm *c, const void *send, void *recv, weft_dtype t,
         dst = d->scratch;
         base = rlo;
     }
-    desc mine = { .pid = (int32_t)getpid(),
+    desc mine = { .pid = d->pid,
                   .send = (uint64_t)(uintptr_t)v->send,
                   .recv = (uint64_t)(uintptr_t)v->recv,
                   .aux = (uint64_t)(uintptr_t)d->pairs,
                   .cookie_addr = (uint64_t)(uintptr_t)&d->cookie,
                   .cookie = d->cookie };
     find_region(c, v, es, &mine.reg);
-    if ((rc = direct_exchange(c, d, &mine, fp, 0)) || (rc = direct_agree(c, d, &mine, fp)))
+    if ((rc = av_exchange(c, d, &mine, fp)) || (rc = direct_agree(c, d, &mine, fp)))
         return rc < 0 ? rc : DIRECT_AGAIN;
     if (c->algo != WEFT_ALGO_DIRECT && !all_registered(d, P))
         return DIRECT_AGAIN;

@@ -27,10 +27,21 @@ typedef struct {
                              are then the region's */
 } desc;
 
+/* All-to-all-v up to DIRECT_MESH_MAX ranks: what a rank sends each peer
+ * at the start of a call, its descriptor with its (bytes, offset) pair
+ * for that peer, so that the counts travel with the notice that its send
+ * buffer is ready and no peer reads them out of its memory. */
+typedef struct {
+    desc d;
+    uint64_t pair[2];
+} av_hello;
+
 struct direct_state {
     weft_sched xchg;   /* every rank's descriptor to every rank (xchg_build) */
     weft_sched bar;    /* dissemination barrier */
     int verdict;       /* 0: not yet known; 1: every rank reads every other; -1: not */
+    int32_t pid;       /* this process's, read once: getpid is a system call, and a call
+                          of these would otherwise make two */
     uint64_t cookie;   /* read by peers to check they read this process */
     desc *peers;       /* per rank, filled by the exchange */
     desc *status;      /* per rank, filled by settle */
@@ -48,8 +59,12 @@ struct direct_state {
     int av_reg;        /* all-to-all-v under auto: at the last look every rank's blocks lay
                           in registered memory (1) or not (-1); 0: never looked */
     unsigned av_since; /* all-to-all-v calls since that look found them not */
+    weft_sched avx;    /* all-to-all-v's exchange of av_hello (made on its first call) */
+    av_hello *av_out, *av_in; /* per peer: this rank's, and the peer's */
 };
 
+/* The fingerprint of a call's sub-operation step (direct.c). */
+frame_hdr direct_step_fp(const frame_hdr *fp, int step);
 /* c's state, made on first use. Errors recorded on c. */
 int direct_state_get(weft_comm *c, struct direct_state **out);
 /* mine to every rank, every rank's into d->peers (step: the call's
