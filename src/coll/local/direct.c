@@ -158,6 +158,7 @@ int direct_state_get(weft_comm *c, struct direct_state **out)
     d->per_peer = per;
     d->bad_peer = -1;
     d->pid = (int32_t)getpid();
+    d->mesh = P <= DIRECT_MESH_MAX;
     sched_init(&d->xchg);
     sched_init(&d->bar);
     xchg_build(&d->xchg, r, P);

@@ -27,7 +27,6 @@
 #include "coll/exec/exec.h"
 #include "coll/exec/p2p.h"
 #include "coll/exec/p2p_reg.h"
-#include "coll/local/direct.h"
 #include "coll/local/direct_int.h"
 #include "core/log.h"
 
@@ -125,7 +124,7 @@ static int read_blocks(weft_comm *c, struct direct_state *d, const av_args *v, s
     for (int k = 1; k < P && d->bad_peer < 0; k++) {
         int q = (r + k) % P;
         uint64_t pair[2] = { 0, 0 }, want = (uint64_t)(v->rc[q] * es);
-        if (P <= DIRECT_MESH_MAX)
+        if (d->mesh)
             memcpy(pair, d->av_in[q].pair, sizeof pair);
         else if ((rc = direct_pull(c, d, q, pair, d->peers[q].aux + 16 * (uint64_t)r,
                                    sizeof pair, fp)))
@@ -154,7 +153,7 @@ static int read_blocks(weft_comm *c, struct direct_state *d, const av_args *v, s
 static int av_exchange(weft_comm *c, struct direct_state *d, desc *mine, const frame_hdr *fp)
 {
     int P = c->size, r = c->rank;
-    if (P > DIRECT_MESH_MAX)
+    if (!d->mesh)
         return direct_exchange(c, d, mine, fp, 0);
     if (!d->av_out) {
         if (!(d->av_out = calloc((size_t)P, sizeof *d->av_out)) ||

@@ -40,6 +40,7 @@ struct direct_state {
     weft_sched xchg;   /* every rank's descriptor to every rank (xchg_build) */
     weft_sched bar;    /* dissemination barrier */
     int verdict;       /* 0: not yet known; 1: every rank reads every other; -1: not */
+    int mesh;          /* the exchanges are one round with every peer (DIRECT_MESH_MAX) */
     int32_t pid;       /* this process's, read once: getpid is a system call, and a call
                           of these would otherwise make two */
     uint64_t cookie;   /* read by peers to check they read this process */
