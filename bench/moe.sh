@@ -14,7 +14,12 @@
 # weft_mem_alloc's memory, as the training sends, and from plain memory
 # under auto and under single copy); one
 # memcpy of the same bytes, measured by the same weft-bench; and the
-# waiting, the counters' time less the movement. Last, a rank's parameter,
+# waiting, the counters' time less the movement. The movement from
+# weft_mem_alloc's memory runs twice: placed by the kernel, and with
+# rank r bound to core r mod the cores (taskset): where the kernel keeps
+# two ranks on one core (the "one CPU" share weft-bench prints), they take
+# turns at their copies and a call takes about twice the copying, which
+# is what made the unbound figure bimodal from run to run. Last, a rank's parameter,
 # gradient and optimiser bytes (AdamW) at ep 1, 2 and 4 (each rank holds
 # its own experts only). About three minutes.
 #
@@ -49,6 +54,14 @@ one text_bias "$base,ffn=64,experts=8,topk=2,router=sigmoid,bias=1" "$dir/text.t
 # expert parallelism on this host, ep ranks (ep 2: one a core), 8 experts
 # of width 256 (dim 128), 8 samples of 64 tokens a rank
 echo "# expert parallelism, ep ranks on this host ($EP_STEPS steps each)"
+# rank r of a run on core r mod the cores, for the bound movement
+ncores=$(nproc 2>/dev/null || echo 1)
+bind=
+if command -v taskset >/dev/null 2>&1; then
+    bind="$dir/bind.sh"
+    printf '#!/bin/sh\nexec taskset -c $((${WEFT_LOCAL_RANK:-0} %% %d)) "$@"\n' "$ncores" >"$bind"
+    chmod +x "$bind"
+fi
 epm="llama:vocab=256,ctx=64,layers=2,heads=4,dim=128,ffn=256,experts=8,topk=2"
 for ep in 2 4; do
     "$B/weftrun" -n $ep "$B/weft-train" --model "$epm" --data builtin --batch $((8 * ep)) \
@@ -82,10 +95,13 @@ for ep in 2 4; do
     # copy out of the senders' regions), then plain memory under auto (the
     # schedule over shared memory) and WEFT_ALGO=direct (process_vm_readv)
     # for comparison; the waiting from the first.
-    for algo in registered auto direct; do
-        reg= a=$algo label="plain memory, WEFT_ALGO=$algo"
+    for algo in registered bound auto direct; do
+        reg= a=$algo label="plain memory, WEFT_ALGO=$algo" wrap=
         [ $algo = registered ] && reg=-R a=auto label="weft_mem_alloc's memory, WEFT_ALGO=auto"
-        WEFT_ALGO=$a "$B/weftrun" -n "$ep" "$B/weft-bench" alltoall -V -S -M $reg -l "$per" \
+        [ $algo = bound ] && reg=-R a=auto wrap=$bind \
+            label="weft_mem_alloc's memory, WEFT_ALGO=auto, rank r bound to core r mod $ncores"
+        [ $algo = bound ] && [ -z "$bind" ] && { echo "  (no taskset: the bound run left out)"; continue; }
+        WEFT_ALGO=$a "$B/weftrun" -n "$ep" $wrap "$B/weft-bench" alltoall -V -S -M $reg -l "$per" \
             -w 20 -n 200 -c 1 2>&1 | awk -v b="$per" '$2 == b' >"$dir/mv$ep$algo"
         [ -s "$dir/mv$ep$algo" ] || { echo "  weft-bench alltoall -V $reg, WEFT_ALGO=$a: failed"; continue; }
         awk -v ep="$ep" -v b="$per" -v ms="$ms" -v algo="$algo" -v label="$label" '{
@@ -93,9 +109,11 @@ for ep in 2 4; do
                 if ($i == "wait") w = $(i + 1)
                 if ($i == "least") lt = $(i + 1)
                 if ($i == "copy") k = i
+                if ($i == "onecpu") { one = $(i + 1); t1 = $(i + 2); t2 = $(i + 3) }
             }
             us = $7; c1 = $(k + 1); cp = $(k + 2); wrong = $10
-            printf "  movement alone, %s (weft-bench alltoall -V -S -M%s, %d ranks, %d B a call, %s wrong): %.2f us a call (fastest %.2f), %.3f ms for 8\n", label, (algo == "registered" ? " -R" : ""), ep, b, wrong, us, lt, 8 * us / 1e3
+            printf "  movement alone, %s (weft-bench alltoall -V -S -M%s, %d ranks, %d B a call, %s wrong): %.2f us a call (fastest %.2f), %.3f ms for 8\n", label, (algo == "registered" || algo == "bound" ? " -R" : ""), ep, b, wrong, us, lt, 8 * us / 1e3
+            printf "    calls with two ranks on one CPU: %.0f%% (mean %.2f us), with every rank on its own: %.0f%% (mean %.2f us)\n", 100 * one, t1, 100 - 100 * one, t2
             printf "    one memcpy of a rank'"'"'s receive buffer (the fastest): %.2f us (rank 0 alone), %.2f us (all ranks at once); the movement: %.2fx and %.2fx that (the fastest call: %.2fx and %.2fx)\n", c1, cp, (c1 > 0 ? us / c1 : 0), (cp > 0 ? us / cp : 0), (c1 > 0 ? lt / c1 : 0), (cp > 0 ? lt / cp : 0)
             if (algo == "registered")
                 printf "    waiting: the counters'"'"' %.2f ms a step less the movement'"'"'s %.3f ms = %.2f ms (%.0f%%); in weft-bench a call'"'"'s barrier waited %.2f us\n", ms, 8 * us / 1e3, ms - 8 * us / 1e3, (ms > 0 ? 100 * (ms - 8 * us / 1e3) / ms : 0), w }' \

@@ -22,13 +22,19 @@
  * memcpy of the bytes a rank receives (the whole receive buffer; the
  * fastest of the iterations) and the call's time over it, measured in the
  * same run; -R takes the send buffer from weft_mem_alloc, which peers on
- * this host map and copy out of once. */
+ * this host map and copy out of once. With -S each rank also notes the
+ * CPU it starts every call on (sched_getcpu), and the line says how many
+ * calls found two ranks on one CPU and their mean time apart from the
+ * others': two ranks that share a core take turns at their copies, so
+ * such calls take about twice the copying, and a run the kernel keeps so
+ * is slower whatever the collective does. */
 #include "cli_args.h"
 #include "weft.h"
 
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -277,9 +283,11 @@ static int call(weft_comm *c, const opts *o, const bufs *b)
 /* o->iters calls; *dt: a call's mean seconds. With -S each call starts
  * after a barrier and is timed alone; *waited: the mean seconds this rank
  * waited in those barriers for the others, *least: its fastest call (on a
- * loaded machine the call least delayed by others' work; 0 without -S). */
+ * loaded machine the call least delayed by others' work; 0 without -S).
+ * With -S, cpu[i] and took[i] (o->iters each) get the CPU this rank
+ * started call i on and the call's seconds. */
 static int timed_calls(weft_comm *c, const opts *o, const bufs *b, double *dt, double *waited,
-                       double *least)
+                       double *least, int32_t *cpu, double *took)
 {
     double t0 = cli_now(), incall = 0, wait = 0;
     *least = 0;
@@ -289,11 +297,13 @@ static int timed_calls(weft_comm *c, const opts *o, const bufs *b, double *dt, d
             double w0 = cli_now();
             if ((rc = weft_barrier(c)))
                 return rc;
+            cpu[i] = sched_getcpu();
             double w1 = cli_now();
             wait += w1 - w0;
             if ((rc = call(c, o, b)))
                 return rc;
             double one = cli_now() - w1;
+            took[i] = one;
             incall += one;
             *least = i == 0 || one < *least ? one : *least;
         } else if ((rc = call(c, o, b))) {
@@ -303,6 +313,49 @@ static int timed_calls(weft_comm *c, const opts *o, const bufs *b, double *dt, d
     *dt = (o->sync ? incall : cli_now() - t0) / o->iters;
     *waited = wait / o->iters;
     return 0;
+}
+
+/* -S: where the ranks ran. Of the timed calls, the share that some two
+ * ranks started on the same CPU (*shared), and the slowest rank's mean
+ * seconds a call over those calls (*t_shared) and over the others
+ * (*t_apart; 0 where there were none). Two ranks on one core take turns
+ * at the copies their call makes, so a run that keeps them together is
+ * slower by about the copies' time, whatever the code does. */
+static int placement(weft_comm *c, const opts *o, const int32_t *cpu, const double *took,
+                     double *shared, double *t_shared, double *t_apart)
+{
+    int n = weft_comm_size(c), rc;
+    size_t it = (size_t)o->iters;
+    int32_t *all = malloc(it * (size_t)n * sizeof *all);
+    double *slow = malloc(it * sizeof *slow);
+    if (!all || !slow) {
+        free(all);
+        free(slow);
+        return WEFT_ENOMEM;
+    }
+    if (!(rc = weft_allgather(c, cpu, all, it, WEFT_I32)) &&
+        !(rc = weft_allreduce(c, took, slow, it, WEFT_F64, WEFT_MAX))) {
+        double ts = 0, ta = 0;
+        size_t ns = 0;
+        for (size_t i = 0; i < it; i++) {
+            int same = 0;
+            for (int p = 0; p < n && !same; p++)
+                for (int q = p + 1; q < n && !same; q++)
+                    same = all[(size_t)p * it + i] >= 0 &&
+                           all[(size_t)p * it + i] == all[(size_t)q * it + i];
+            ns += (size_t)same;
+            if (same)
+                ts += slow[i];
+            else
+                ta += slow[i];
+        }
+        *shared = (double)ns / (double)it;
+        *t_shared = ns ? ts / (double)ns : 0;
+        *t_apart = ns < it ? ta / (double)(it - ns) : 0;
+    }
+    free(all);
+    free(slow);
+    return rc;
 }
 
 /* -M: the seconds of one memcpy of bytes, the fastest of o->iters (on a
@@ -403,7 +456,9 @@ static void usage(void)
             "  alltoall: -V as weft_alltoallv (equal counts; out of place only; its path\n"
             "               follows WEFT_ALGO, not -a)\n"
             "            -S each call after a barrier, timed alone (\"wait\": the barrier's us;\n"
-            "               \"least\": the slowest rank's fastest call, us)\n"
+            "               \"least\": the slowest rank's fastest call, us; \"onecpu\": the share\n"
+            "               of calls some two ranks started on one CPU, then the slowest\n"
+            "               rank's mean us over those calls and over the others)\n"
             "            -M one memcpy of a rank's receive buffer, the fastest, rank 0 alone\n"
             "               and all at once (\"copy\" us us, then the call's time over each)\n"
             "            -R the send buffer from weft_mem_alloc (registered memory)\n"
@@ -606,6 +661,12 @@ int main(int argc, char **argv)
     }
     if (o.reg)
         memset(b.want, 0, maxel * es + 64);
+    int32_t *cpus = malloc((size_t)o.iters * sizeof *cpus);
+    double *took = malloc((size_t)o.iters * sizeof *took);
+    if (!cpus || !took) {
+        fprintf(stderr, "weft-bench: out of memory\n");
+        return 1;
+    }
     double busbw_sum = 0;
     int nsizes = 0, first = 1;
     long long wrong_total = 0;
@@ -616,6 +677,7 @@ int main(int argc, char **argv)
         double t_us[2] = { 0, 0 }, algbw[2] = { 0, 0 }, busbw[2] = { 0, 0 }, wan_rank = 0;
         long long wrong[2] = { 0, 0 };
         double wait_max = 0, least_max = 0, copy1 = 0, copyp = 0;
+        double shared = 0, t_shared = 0, t_apart = 0;
         b.count = count;
         for (int j = 0; o.vform && j < n; j++) {
             o.v[j] = (size_t)count;
@@ -639,9 +701,11 @@ int main(int argc, char **argv)
             uint64_t w0 = 0, w1 = 0;
             weft_comm_wan_bytes(c, &w0);
             double dt, slowest, waited, least;
-            if ((rc = timed_calls(c, &o, &b, &dt, &waited, &least)) ||
+            if ((rc = timed_calls(c, &o, &b, &dt, &waited, &least, cpus, took)) ||
                 (rc = weft_allreduce(c, &waited, &wait_max, 1, WEFT_F64, WEFT_MAX)) ||
-                (rc = weft_allreduce(c, &least, &least_max, 1, WEFT_F64, WEFT_MAX)))
+                (rc = weft_allreduce(c, &least, &least_max, 1, WEFT_F64, WEFT_MAX)) ||
+                (o.sync && (!inplace || o.places == 2) &&
+                 (rc = placement(c, &o, cpus, took, &shared, &t_shared, &t_apart))))
                 goto fail;
             /* the pumps may still hold the last call's bytes: a barrier
              * waits for them to arrive (its own few bytes are noise) */
@@ -682,13 +746,14 @@ int main(int argc, char **argv)
                     snprintf(col[k], sizeof col[k], "%9.2f %7.3f %7.3f %6lld", t_us[k], algbw[k],
                              busbw[k], wrong[k]);
             }
-            char wcol[128] = "";
+            char wcol[192] = "";
             int at = 0;
             if (wan_col)
                 at = snprintf(wcol, sizeof wcol, "%s%.0f", autosel ? " " : "", wan_rank);
             if (o.sync)
-                at += snprintf(wcol + at, sizeof wcol - (size_t)at, " wait %.2f least %.2f",
-                               wait_max * 1e6, least_max * 1e6);
+                at += snprintf(wcol + at, sizeof wcol - (size_t)at,
+                               " wait %.2f least %.2f onecpu %.2f %.2f %.2f", wait_max * 1e6,
+                               least_max * 1e6, shared, t_shared * 1e6, t_apart * 1e6);
             if (o.copy) /* against the out-of-place call, or the in-place one with -I 2 */
                 snprintf(wcol + at, sizeof wcol - (size_t)at, " copy %.2f %.2f x %.2f %.2f",
                          copy1 * 1e6, copyp * 1e6,
@@ -735,6 +800,8 @@ int main(int argc, char **argv)
         free(b.in);
     free(b.out);
     free(b.want);
+    free(cpus);
+    free(took);
     free(o.list);
     free(o.v);
     weft_cluster_comm_destroy(o.clusters);
