@@ -41,7 +41,10 @@ void flat_post_call(struct flat_state *fs, int me, uint64_t k, const frame_hdr *
     x->flags = (uint8_t)fp->flags;
     atomic_store(&x->seq, k);
     /* Sequentially consistent: of ranks posting at once, the one whose
-     * store comes last sees every post here and rings (if anyone sleeps) */
-    if (flat_posted(fs, k))
+     * store comes last sees every post here and rings (if anyone sleeps).
+     * The sleepers first: one line every rank only reads, where the posts
+     * are p lines, half of them written on another core; a rank that
+     * declares itself asleep after this load looks at the posts after */
+    if (atomic_load(&fs->b.head->sleepers) && flat_posted(fs, k))
         flat_ring(fs);
 }
