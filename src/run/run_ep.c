@@ -37,15 +37,6 @@ static int refuse(weft_run *t, const opts *o, const weft_model_config *c, int dp
     if (dp % E || c->experts % E)
         return run_fail(t, WEFT_ECONFIG, "--ep %d: it must divide the data-parallel ranks "
                         "(%d) and the experts (%d)", E, dp, c->experts);
-    /* ZeRO 2-3 shard each expert's state over the ranks holding it (its
-     * replicas, zero.c): a save writes or gathers those shards, a resume
-     * reads each rank's own; an export of them is not written (and no
-     * mixture of experts exports yet: the router has no Hugging Face
-     * name), so it is refused before the run rather than after it */
-    if (o->zero >= 2 && o->export_dir[0])
-        return run_fail(t, WEFT_ECONFIG, "--ep %d with --zero %d: --export does not write "
-                        "the experts' state sharded over their replicas (nor a mixture of "
-                        "experts' router); give --zero 0 or 1", E, o->zero);
     return 0;
 }
 

@@ -5,6 +5,7 @@
 #include "run/run_hf.h"
 
 #include "run/run_paths.h"
+#include "train/hf_config.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -29,16 +30,18 @@ int hf_run_options(weft_run *t, opts *o)
 int hf_run_check(weft_run *t, const weft_model_config *cfg, const char *spec)
 {
     const char *dir = t->o->init_from;
+    char err[1024], a[512], b[512];
+    /* what --export cannot write is refused before the run, not after it */
+    int rc = t->o->export_dir[0] ? hf_config_supported(cfg, err, sizeof err) : 0;
+    if (rc != 0)
+        return run_fail(t, WEFT_ECONFIG, "--export %s: --model %s: %s", t->o->export_dir,
+                        spec, err);
     if (!dir[0])
         return 0;
     weft_model_config hc;
-    char err[1024], a[512], b[512];
-    int rc = weft_hf_config_read(dir, &hc, err, sizeof err);
-    if (rc != 0)
+    if ((rc = weft_hf_config_read(dir, &hc, err, sizeof err)) != 0)
         return run_fail(t, rc, "--init-from %s: %s", dir, err);
-    weft_model_config_format(cfg, a, sizeof a);
-    weft_model_config_format(&hc, b, sizeof b);
-    if (strcmp(a, b) != 0)
+    if (!hf_config_same(cfg, &hc, a, b, sizeof a))
         return run_fail(t, WEFT_ECONFIG,
                         "--model %s (%s) disagrees with --init-from %s, whose config.json "
                         "describes %s: leave --model out, or give that one", spec, a, dir, b);

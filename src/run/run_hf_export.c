@@ -4,12 +4,16 @@
  * rank writes what it owns at its offsets (train/hf_save.h) and nobody
  * holds the whole model. Each element is written once: a pipeline's tied
  * copy by the first stage, a tensor replicated over the tensor group by
- * its rank 0, a replica's parameters by replica 0 (or at ZeRO-3 each
- * shard by its owner). */
+ * its rank 0, a replica's parameters by replica 0, experts divided by
+ * --ep by the first of each expert's replicas (or at ZeRO-3 each shard by
+ * its owner). */
 #include "run/run_hf.h"
 
 #include "run/run_pipeline.h"
 #include "train/hf_save.h"
+#include "train/model.h"
+#include "train/moe_ep.h"
+#include "train/moe_split.h"
 
 #include <stdlib.h>
 
@@ -30,25 +34,38 @@ static int replicated(const weft_model *m, int i)
     return ti.numel == ti.whole_numel;
 }
 
+/* Whether this rank writes the divided experts it holds (--ep) below
+ * ZeRO 3: the first of their replicas, as a save does. */
+static int expert_writer(const weft_run *t)
+{
+    weft_comm *rep = train_moe_ep_replicas(t->m->ep);
+    return !rep || weft_comm_rank(rep) == 0;
+}
+
 /* What this rank writes: *skip the tensors another rank has, *r the
- * ranges of the flat buffer it owns (none: *nr 0). */
+ * ranges of the flat buffer it owns (none: *nr 0). Below ZeRO 3 every
+ * holder has its parameters whole: replica 0 writes them, and divided
+ * experts (each expert rank its own) the first of their replicas; at
+ * ZeRO 3 each rank its shards, the experts' shards being over their
+ * replicas. */
 static int my_share(weft_run *t, unsigned char **skip, hf_range **r, int *nr)
 {
     int nt = weft_model_tensor_count(t->m), replica = 0, nb = 1;
     *skip = calloc((size_t)nt + 1, 1);
     if (!*skip)
         return WEFT_ENOMEM;
-    if (t->pl) {
-        pipeline_view v;
+    int stage3 = weft_zero_stage(t->sync.z) == 3, xw = expert_writer(t), any = 0;
+    pipeline_view v = { 0 };
+    if (t->pl)
         pipeline_view_of(t->pl, &v);
-        int tied = weft_model_tied_tensor(t->m);
-        for (int i = 0; i < nt; i++)
-            (*skip)[i] = (i == tied && v.stage != 0) || (v.tp_rank != 0 && replicated(t->m, i));
-        replica = v.replica;
-    } else {
-        replica = t->job ? weft_comm_rank(t->job) : 0;
+    int tied = t->pl ? weft_model_tied_tensor(t->m) : -1;
+    replica = t->pl ? v.replica : t->job ? weft_comm_rank(t->job) : 0;
+    for (int i = 0; i < nt; i++) {
+        int writer = train_moe_split_is_expert(t->m, i) ? xw : replica == 0;
+        (*skip)[i] = (i == tied && v.stage != 0) || (v.tp_rank != 0 && replicated(t->m, i)) ||
+                     (!stage3 && !writer);
+        any |= !(*skip)[i];
     }
-    int stage3 = weft_zero_stage(t->sync.z) == 3;
     if (stage3)
         nb = weft_zero_bucket_count(t->sync.z);
     *r = calloc((size_t)nb, sizeof **r);
@@ -59,7 +76,7 @@ static int my_share(weft_run *t, unsigned char **skip, hf_range **r, int *nr)
         for (int k = 0; k < nb; k++)
             if (weft_zero_owned(t->sync.z, k, &(*r)[*nr].lo, &(*r)[*nr].n) == 0 && (*r)[*nr].n)
                 (*nr)++;
-    } else if (replica == 0) {
+    } else if (any) {
         weft_model_params(t->m, &(*r)[0].n);
         *nr = 1;
     }

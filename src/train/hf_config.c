@@ -96,7 +96,9 @@ static int gpt2_spec(const conf *c, char *spec, size_t n)
     return rc;
 }
 
-static int llama_spec(const conf *c, char *spec, size_t n)
+/* A Llama, or (moe) Mixtral: the same blocks with a sparse MLP, its own
+ * defaults (MixtralConfig's) for what config.json leaves out. */
+static int llama_spec(const conf *c, char *spec, size_t n, int moe)
 {
     int V = 0, T = 0, C = 0, F = 0, L = 0, H = 0, KV = 0, tied = 0;
     double theta, eps;
@@ -116,9 +118,9 @@ static int llama_spec(const conf *c, char *spec, size_t n)
         rc = errmsg(c->err, c->cap, WEFT_ENOTSUP, "%s: \"head_dim\" %d: weft's Llama has "
                     "hidden_size / num_attention_heads", c->path, hd);
     if (rc == 0)
-        rc = get_num(c, "rope_theta", 10000.0, &theta);
+        rc = get_num(c, "rope_theta", moe ? 1e6 : 10000.0, &theta);
     if (rc == 0)
-        rc = get_num(c, "rms_norm_eps", 1e-6, &eps);
+        rc = get_num(c, "rms_norm_eps", moe ? 1e-5 : 1e-6, &eps);
     const json_value *rs = json_get(c->v, "rope_scaling"), *tw;
     if (rc == 0 && rs && rs->type != JSON_NULL)
         rc = errmsg(c->err, c->cap, WEFT_ENOTSUP, "%s: \"rope_scaling\" is set; weft's Llama "
@@ -135,20 +137,49 @@ static int llama_spec(const conf *c, char *spec, size_t n)
     const json_value *ptp = json_get(c->v, "pretraining_tp");
     if (rc == 0 && ptp && ptp->type != JSON_NULL && (json_int(ptp, 1, 1 << 20, &tp) || tp != 1))
         rc = errmsg(c->err, c->cap, WEFT_ENOTSUP, "%s: \"pretraining_tp\" must be 1", c->path);
+    int len = 0;
     if (rc == 0)
-        snprintf(spec, n, "llama:vocab=%d,ctx=%d,layers=%d,heads=%d,kv_heads=%d,dim=%d,ffn=%d,"
-                 "theta=%.9g,eps=%.9g,tied=%d", V, T, L, H, KV, C, F, theta, eps, tied);
+        len = snprintf(spec, n, "llama:vocab=%d,ctx=%d,layers=%d,heads=%d,kv_heads=%d,dim=%d,"
+                       "ffn=%d,theta=%.9g,eps=%.9g,tied=%d", V, T, L, H, KV, C, F, theta, eps,
+                       tied);
+    if (rc != 0 || !moe)
+        return rc;
+    /* the sparse block: every token's top k of a softmax over the experts,
+     * renormalised, as weft's router=softmax */
+    int E = 0, K = 0, sw = 0;
+    double aux, z, capf, jitter;
+    if ((rc = get_int(c, "num_local_experts", 8, &E)) == 0)
+        rc = get_int(c, "num_experts_per_tok", 2, &K);
+    if (rc == 0)
+        rc = get_num(c, "router_aux_loss_coef", 0.001, &aux);
+    if (rc == 0)
+        rc = get_num(c, "router_z_loss_coef", 0.0, &z);
+    if (rc == 0)
+        rc = get_num(c, "capacity_factor", 0.0, &capf);
+    if (rc == 0 && (rc = get_num(c, "router_jitter_noise", 0.0, &jitter)) == 0 && jitter != 0)
+        rc = errmsg(c->err, c->cap, WEFT_ENOTSUP, "%s: \"router_jitter_noise\" %g: weft's "
+                    "router adds no noise", c->path, jitter);
+    const json_value *w = json_get(c->v, "sliding_window");
+    if (rc == 0 && w && w->type != JSON_NULL &&
+        ((rc = get_int(c, "sliding_window", 1, &sw)) != 0 || sw < T))
+        rc = errmsg(c->err, c->cap, WEFT_ENOTSUP, "%s: \"sliding_window\" is set below "
+                    "max_position_embeddings; weft's attention sees the whole context", c->path);
+    if (rc == 0 && (size_t)len < n)
+        snprintf(spec + len, n - (size_t)len, ",experts=%d,topk=%d,aux=%.9g,zloss=%.9g,"
+                 "capacity=%.9g", E, K, aux, z, capf);
     return rc;
 }
 
-/* "gpt2" or "llama" from architectures[0], else model_type; NULL. */
+/* "gpt2", "llama" or "mixtral" from architectures[0], else model_type;
+ * NULL. */
 static const char *arch_of(const json_value *v)
 {
     const json_value *a = json_get(v, "architectures"), *t = json_get(v, "model_type");
     if (a && a->type == JSON_ARR && a->n >= 1 && a->items[0].type == JSON_STR) {
         const char *s = a->items[0].str;
-        return strcmp(s, "GPT2LMHeadModel") == 0 ? "gpt2"
-               : strcmp(s, "LlamaForCausalLM") == 0 ? "llama" : s;
+        return strcmp(s, "GPT2LMHeadModel") == 0    ? "gpt2"
+               : strcmp(s, "LlamaForCausalLM") == 0 ? "llama"
+               : strcmp(s, "MixtralForCausalLM") == 0 ? "mixtral" : s;
     }
     return t && t->type == JSON_STR ? t->str : NULL;
 }
@@ -174,11 +205,11 @@ int hf_config_read(const char *dir, weft_model_config *cfg, char *err, size_t ca
         rc = errmsg(err, cap, WEFT_EIO, "%s: no \"architectures\" or \"model_type\"", path);
     else if (strcmp(arch, "gpt2") == 0)
         rc = gpt2_spec(&c, spec, sizeof spec);
-    else if (strcmp(arch, "llama") == 0)
-        rc = llama_spec(&c, spec, sizeof spec);
+    else if (strcmp(arch, "llama") == 0 || strcmp(arch, "mixtral") == 0)
+        rc = llama_spec(&c, spec, sizeof spec, strcmp(arch, "mixtral") == 0);
     else
-        rc = errmsg(err, cap, WEFT_ENOTSUP, "%s: architecture %s; weft reads GPT2LMHeadModel and "
-                    "LlamaForCausalLM", path, arch);
+        rc = errmsg(err, cap, WEFT_ENOTSUP, "%s: architecture %s; weft reads GPT2LMHeadModel, "
+                    "LlamaForCausalLM and MixtralForCausalLM", path, arch);
     json_free(v);
     if (rc == 0 && (weft_model_config_parse(spec, cfg) != 0 || weft_model_config_check(cfg)))
         rc = errmsg(err, cap, WEFT_ENOTSUP, "%s: weft cannot build this model (%s)", path, spec);
@@ -193,6 +224,59 @@ static void short_float(float x, char *buf, size_t cap)
         if (strtof(buf, NULL) == x)
             return;
     }
+}
+
+int hf_config_supported(const weft_model_config *c, char *err, size_t cap)
+{
+    if (!c)
+        return WEFT_EINVAL;
+    if (c->type != WEFT_MODEL_GPT && c->type != WEFT_MODEL_LLAMA)
+        return errmsg(err, cap, WEFT_ENOTSUP, "weft's MLP has no Hugging Face architecture");
+    if (c->experts <= 0)
+        return 0;
+    if (c->type == WEFT_MODEL_GPT)
+        return errmsg(err, cap, WEFT_ENOTSUP, "a GPT's GELU experts have no transformers "
+                      "architecture (Mixtral's, which weft writes, are a Llama's SwiGLU)");
+    if (c->router == 1)
+        return errmsg(err, cap, WEFT_ENOTSUP, "router=sigmoid: Mixtral's router is a softmax "
+                      "(transformers' sigmoid routers, DeepSeek-V3's, come with its own "
+                      "attention and grouped selection); give router=softmax");
+    if (c->moe_bias)
+        return errmsg(err, cap, WEFT_ENOTSUP, "bias=1: the balancing bias steers which experts "
+                      "a token takes, and Mixtral's router has none (leaving it out would "
+                      "route differently); give bias=0");
+    if (c->shared > 0)
+        return errmsg(err, cap, WEFT_ENOTSUP, "shared=%d: weft adds its shared experts' output "
+                      "as it is, Qwen2-MoE scales its shared expert by sigmoid(shared_expert_gate "
+                      "x) and adds q, k and v biases, so no transformers model computes weft's; "
+                      "give shared=0", c->shared);
+    return 0;
+}
+
+/* The width Mixtral's intermediate_size holds: the experts'. */
+static int expert_width(const weft_model_config *c)
+{
+    return c->moe_ffn > 0 ? c->moe_ffn : c->ffn;
+}
+
+void hf_config_canon(weft_model_config *c)
+{
+    /* without shared experts the dense width is the experts' default only */
+    if (c && c->type == WEFT_MODEL_LLAMA && c->experts > 0 && c->shared == 0) {
+        c->ffn = expert_width(c);
+        c->moe_ffn = 0;
+    }
+}
+
+int hf_config_same(const weft_model_config *a, const weft_model_config *b, char *fa, char *fb,
+                   size_t cap)
+{
+    weft_model_config x = *a, y = *b;
+    hf_config_canon(&x);
+    hf_config_canon(&y);
+    weft_model_config_format(&x, fa, cap);
+    weft_model_config_format(&y, fb, cap);
+    return strcmp(fa, fb) == 0;
 }
 
 int hf_config_text(const weft_model_config *c, char *buf, size_t cap)
@@ -210,11 +294,37 @@ int hf_config_text(const weft_model_config *c, char *buf, size_t cap)
                         "  \"embd_pdrop\": 0.0,\n  \"attn_pdrop\": 0.0,\n"
                         "  \"tie_word_embeddings\": true,\n  \"torch_dtype\": \"float32\"\n}\n",
                         c->vocab, c->ctx, c->ctx, c->d_model, c->n_layer, c->n_head);
-    if (c->type != WEFT_MODEL_LLAMA)
+    if (c->type != WEFT_MODEL_LLAMA || hf_config_supported(c, NULL, 0) != 0)
         return WEFT_EINVAL;
     char theta[32], eps[32];
     short_float(c->rope_theta, theta, sizeof theta);
     short_float(c->rms_eps, eps, sizeof eps);
+    if (c->experts > 0) {
+        char aux[32], z[32], capf[32];
+        short_float(c->aux_loss, aux, sizeof aux);
+        short_float(c->z_loss, z, sizeof z);
+        short_float(c->capacity, capf, sizeof capf);
+        /* router_z_loss_coef and capacity_factor are weft's training keys,
+         * kept so that --init-from gives back the same model; transformers
+         * keeps them as attributes and never drops a token */
+        return snprintf(buf, cap,
+                        "{\n  \"architectures\": [\"MixtralForCausalLM\"],\n"
+                        "  \"model_type\": \"mixtral\",\n  \"vocab_size\": %d,\n"
+                        "  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n"
+                        "  \"num_hidden_layers\": %d,\n  \"num_attention_heads\": %d,\n"
+                        "  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n"
+                        "  \"max_position_embeddings\": %d,\n"
+                        "  \"rope_theta\": %s,\n  \"rms_norm_eps\": %s,\n"
+                        "  \"hidden_act\": \"silu\",\n  \"sliding_window\": null,\n"
+                        "  \"attention_dropout\": 0.0,\n  \"num_local_experts\": %d,\n"
+                        "  \"num_experts_per_tok\": %d,\n  \"output_router_logits\": false,\n"
+                        "  \"router_aux_loss_coef\": %s,\n  \"router_jitter_noise\": 0.0,\n"
+                        "  \"router_z_loss_coef\": %s,\n  \"capacity_factor\": %s,\n"
+                        "  \"tie_word_embeddings\": %s,\n  \"torch_dtype\": \"float32\"\n}\n",
+                        c->vocab, c->d_model, expert_width(c), c->n_layer, c->n_head,
+                        c->n_kv_head, c->d_model / c->n_head, c->ctx, theta, eps, c->experts,
+                        c->topk, aux, z, capf, c->tied ? "true" : "false");
+    }
     return snprintf(buf, cap,
                     "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n"
                     "  \"model_type\": \"llama\",\n  \"vocab_size\": %d,\n"

@@ -120,10 +120,13 @@ static int read_transposed(const st_file *f, int k, float *dst, char *err, size_
 }
 
 /* The same, when the part's elements come in runs of consecutive ones
- * (a row split, a column split, a vocabulary part): one read a run. */
+ * (a row split, a column split, a vocabulary part): one read a run. A
+ * stack of experts (hf_names.h) is pieces of pn elements, each its own
+ * tensor, maybe in its own file: a run is cut where a piece ends. */
 typedef struct {
-    const st_file *f;
-    int k;
+    const st_file **f;
+    const int *k;
+    size_t pn;
     float *dst;
     char *err;
     size_t cap;
@@ -132,17 +135,57 @@ typedef struct {
 static int read_one_run(void *arg, size_t e, size_t at, size_t len)
 {
     run_read *r = arg;
-    return st_read(r->f, r->k, at, len, r->dst + e, r->err, r->cap);
+    int rc = 0;
+    while (rc == 0 && len) {
+        size_t p = at / r->pn, off = at % r->pn, n = r->pn - off < len ? r->pn - off : len;
+        rc = st_read(r->f[p], r->k[p], off, n, r->dst + e, r->err, r->cap);
+        e += n;
+        at += n;
+        len -= n;
+    }
+    return rc;
 }
 
-static int read_runs(const weft_model *m, int i, const st_file *f, int k, float *dst,
-                     char *err, size_t cap)
+static int read_runs(const weft_model *m, int i, run_read *r)
 {
     weft_tensor_info ti;
     weft_model_tensor_info(m, i, &ti);
-    memset(dst, 0, ti.numel * sizeof *dst); /* vocabulary padding stays zero */
-    run_read r = { f, k, dst, err, cap };
-    return train_part_runs(m, i, 0, ti.numel, read_one_run, &r);
+    memset(r->dst, 0, ti.numel * sizeof *r->dst); /* vocabulary padding stays zero */
+    return train_part_runs(m, i, 0, ti.numel, read_one_run, r);
+}
+
+static int read_pieces(const weft_model *m, int i, const st_set *s, int np, float *dst,
+                       char *err, size_t cap)
+{
+    weft_tensor_info ti;
+    weft_model_tensor_info(m, i, &ti);
+    const weft_model_config *cfg = weft_model_config_of(m);
+    const st_file **f = calloc((size_t)np, sizeof *f);
+    int *k = calloc((size_t)np, sizeof *k);
+    run_read r = { f, k, ti.whole_numel / (size_t)np, dst, err, cap };
+    int rc = f && k ? 0 : WEFT_ENOMEM;
+    int64_t rows = 0, cols = 0;
+    if (hf_piece_shape(cfg, ti.name, &rows, &cols) != 0 || (size_t)(rows * cols) != r.pn)
+        rc = errmsg(err, cap, WEFT_EINVAL, "weft's %s: no expert's shape", ti.name);
+    for (int p = 0; rc == 0 && p < np; p++) {
+        char hf[256];
+        hf_piece_name(cfg, ti.name, p, hf, sizeof hf, NULL, NULL);
+        k[p] = st_set_find(s, hf, &f[p]);
+        const st_tensor *t = k[p] >= 0 ? &f[p]->t[k[p]] : NULL;
+        if (!t)
+            rc = errmsg(err, cap, WEFT_EIO, "no tensor %s (weft's %s) in the weights", hf,
+                        ti.name);
+        else if (t->ndim != 2 || t->shape[0] != rows || t->shape[1] != cols)
+            rc = errmsg(err, cap, WEFT_EIO, "%s: %s is [%lld, %lld], weft's %s holds [%lld, "
+                        "%lld] of each expert", f[p]->path, hf, (long long)t->shape[0],
+                        (long long)(t->ndim > 1 ? t->shape[1] : 0), ti.name, (long long)rows,
+                        (long long)cols);
+    }
+    if (rc == 0)
+        rc = read_runs(m, i, &r);
+    free(f);
+    free(k);
+    return rc;
 }
 
 /* The file's tensor for our tensor i, its shape checked against ours. */
@@ -208,9 +251,7 @@ int weft_model_load_hf(weft_model *m, const char *dir, char *err, size_t cap)
     int rc = hf_config_read(dir, &hc, err, cap);
     if (rc)
         return rc;
-    weft_model_config_format(cfg, a, sizeof a);
-    weft_model_config_format(&hc, b, sizeof b);
-    if (strcmp(a, b) != 0)
+    if (!hf_config_same(cfg, &hc, a, b, sizeof a))
         return errmsg(err, cap, WEFT_ECONFIG, "%s/config.json describes %s, the model is %s",
                       dir, b, a);
     st_set *s;
@@ -221,12 +262,18 @@ int weft_model_load_hf(weft_model *m, const char *dir, char *err, size_t cap)
     for (int i = 0; rc == 0 && i < weft_model_tensor_count(m); i++) {
         weft_tensor_info ti;
         const st_file *f;
-        int k = -1, transpose = 0;
+        int k = -1, transpose = 0, np = 1;
         weft_model_tensor_info(m, i, &ti);
+        char hf[256];
+        if (hf_piece_name(cfg, ti.name, 0, hf, sizeof hf, NULL, &np) == 0 && np > 1) {
+            rc = read_pieces(m, i, s, np, p + ti.offset, err, cap);
+            continue;
+        }
         if ((rc = find_tensor(m, i, s, &f, &k, &transpose, err, cap)) != 0)
             break;
+        run_read r = { &f, &k, ti.whole_numel, p + ti.offset, err, cap };
         if (!transpose)
-            rc = read_runs(m, i, f, k, p + ti.offset, err, cap);
+            rc = read_runs(m, i, &r);
         else if (ti.numel == ti.whole_numel && ti.ndim == 2)
             rc = read_transposed(f, k, p + ti.offset, err, cap);
         else

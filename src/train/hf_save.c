@@ -55,23 +55,90 @@ static int write_config(const weft_model_config *cfg, const char *dir, char *err
     return 0;
 }
 
-/* Each tensor's name and shape in the file. */
-static int specs_of(const weft_model *m, st_spec *sp, char (*names)[256], int *tr, char *err,
-                    size_t cap)
+/* Tensor `name` of weft's shape [d0, d1] (ndim 1 or 2) as the file holds
+ * it, appended at sp[*n], names[*n]: one tensor, transposed or not (*tr),
+ * or a stack's pieces, each d0 / pieces rows, in the order of weft's rows
+ * (so weft's buffer written in order fills them). NULL sp: *n counted. */
+static int add_specs(const weft_model_config *cfg, const char *name, int ndim, int64_t d0,
+                     int64_t d1, st_spec *sp, char (*names)[256], int *n, int *tr, char *err,
+                     size_t cap)
 {
-    const weft_model_config *cfg = weft_model_config_of(m);
-    for (int i = 0; i < weft_model_tensor_count(m); i++) {
-        weft_tensor_info ti;
-        weft_model_tensor_info(m, i, &ti);
-        if (hf_name_of(cfg, ti.name, names[i], sizeof names[i], &tr[i]) != 0)
-            return errmsg(err, cap, WEFT_ENOTSUP, "weft's tensor %s has no Hugging Face name",
-                          ti.name);
-        sp[i].name = names[i];
-        sp[i].ndim = ti.ndim;
-        for (int d = 0; d < ti.ndim; d++)
-            sp[i].shape[d] = ti.shape[tr[i] ? ti.ndim - 1 - d : d];
+    int pieces = 1, t = 0;
+    char first[256];
+    if (hf_piece_name(cfg, name, 0, first, sizeof first, &t, &pieces) != 0)
+        return errmsg(err, cap, WEFT_ENOTSUP, "weft's tensor %s has no Hugging Face name", name);
+    if (tr)
+        *tr = t;
+    for (int p = 0; sp && p < pieces; p++) {
+        st_spec *x = &sp[*n + p];
+        hf_piece_name(cfg, name, p, names[*n + p], sizeof names[*n + p], NULL, NULL);
+        x->name = names[*n + p];
+        x->ndim = ndim;
+        x->shape[0] = ndim == 2 && t ? d1 : d0 / pieces;
+        if (ndim == 2)
+            x->shape[1] = t ? d0 : d1;
     }
+    *n += pieces;
     return 0;
+}
+
+/* The file's tensors for the n weft tensors (name, ndim, d0, d1 of each
+ * from get): *sp and *names allocated, *ns of them, tr[i] each weft
+ * tensor's transpose (tr may be NULL). */
+typedef void (*shape_fn)(const void *arg, int i, const char **name, int *ndim, int64_t *d0,
+                         int64_t *d1);
+static int file_specs(const weft_model_config *cfg, int n, shape_fn get, const void *arg,
+                      st_spec **sp, char (**names)[256], int *ns, int *tr, char *err,
+                      size_t cap)
+{
+    *sp = NULL;
+    *names = NULL;
+    *ns = 0;
+    int rc = hf_config_supported(cfg, err, cap), total = 0;
+    for (int i = 0; rc == 0 && i < n; i++) {
+        const char *name;
+        int ndim;
+        int64_t d0, d1;
+        get(arg, i, &name, &ndim, &d0, &d1);
+        rc = add_specs(cfg, name, ndim, d0, d1, NULL, NULL, &total, NULL, err, cap);
+    }
+    if (rc)
+        return rc;
+    *sp = calloc((size_t)total + 1, sizeof **sp);
+    *names = calloc((size_t)total + 1, sizeof **names);
+    if (!*sp || !*names)
+        return WEFT_ENOMEM;
+    for (int i = 0; rc == 0 && i < n; i++) {
+        const char *name;
+        int ndim;
+        int64_t d0, d1;
+        get(arg, i, &name, &ndim, &d0, &d1);
+        rc = add_specs(cfg, name, ndim, d0, d1, *sp, *names, ns, tr ? &tr[i] : NULL, err, cap);
+    }
+    return rc;
+}
+
+/* a whole model's tensor */
+static void model_shape(const void *arg, int i, const char **name, int *ndim, int64_t *d0,
+                        int64_t *d1)
+{
+    weft_tensor_info ti;
+    weft_model_tensor_info(arg, i, &ti);
+    *name = ti.name;
+    *ndim = ti.ndim;
+    *d0 = ti.shape[0];
+    *d1 = ti.ndim == 2 ? ti.shape[1] : 0;
+}
+
+/* the whole model's table's */
+static void table_shape(const void *arg, int i, const char **name, int *ndim, int64_t *d0,
+                        int64_t *d1)
+{
+    const model_spec *t = &((const spec_list *)arg)->t[i];
+    *name = t->name;
+    *ndim = t->ndim;
+    *d0 = t->d0;
+    *d1 = t->ndim == 2 ? t->d1 : 0;
 }
 
 static int write_tensors(weft_model *m, st_writer *w, const int *tr)
@@ -113,22 +180,26 @@ int weft_model_save_hf(weft_model *m, const char *dir, char *err, size_t cap)
     if (!is_whole(m))
         return errmsg(err, cap, WEFT_EINVAL,
                       "%s: a stage or tensor-parallel part is no whole model", dir);
+    int sup = hf_config_supported(weft_model_config_of(m), err, cap);
+    if (sup != 0)
+        return sup;
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return errmsg(err, cap, WEFT_EIO, "%s: cannot create: %s", dir, strerror(errno));
-    int n = weft_model_tensor_count(m);
-    st_spec *sp = calloc((size_t)n + 1, sizeof *sp);
-    char(*names)[256] = calloc((size_t)n + 1, sizeof *names);
+    int n = weft_model_tensor_count(m), ns = 0;
+    st_spec *sp = NULL;
+    char(*names)[256] = NULL;
     int *tr = calloc((size_t)n + 1, sizeof *tr);
-    int rc = sp && names && tr ? 0 : WEFT_ENOMEM;
+    int rc = tr ? 0 : WEFT_ENOMEM;
+    if (rc == 0)
+        rc = file_specs(weft_model_config_of(m), n, model_shape, m, &sp, &names, &ns, tr, err,
+                        cap);
     if (rc == 0)
         rc = write_config(weft_model_config_of(m), dir, err, cap);
-    if (rc == 0)
-        rc = specs_of(m, sp, names, tr, err, cap);
     char path[4096];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     st_writer *w = NULL;
     if (rc == 0)
-        rc = st_writer_open(&w, path, sp, n, ST_F32, err, cap);
+        rc = st_writer_open(&w, path, sp, ns, ST_F32, err, cap);
     if (rc == 0) {
         int wrc = write_tensors(m, w, tr);
         rc = st_writer_close(w, err, cap);
@@ -152,29 +223,13 @@ static void part_path(char *buf, size_t cap, const char *dir)
 
 /* The whole model's tensors as the file names and shapes them. */
 static int whole_specs(const weft_model_config *cfg, spec_list *l, st_spec **sp,
-                       char (**names)[256], char *err, size_t cap)
+                       char (**names)[256], int *ns, char *err, size_t cap)
 {
     memset(l, 0, sizeof *l);
     int rc = cfg->type == WEFT_MODEL_MLP     ? train_mlp_tensors(cfg, l)
            : cfg->type == WEFT_MODEL_LLAMA ? train_llama_tensors(cfg, l)
                                              : train_gpt_tensors(cfg, l);
-    *sp = calloc((size_t)l->n + 1, sizeof **sp);
-    *names = calloc((size_t)l->n + 1, sizeof **names);
-    if (rc == 0 && (!*sp || !*names))
-        rc = WEFT_ENOMEM;
-    for (int i = 0; rc == 0 && i < l->n; i++) {
-        const model_spec *t = &l->t[i];
-        int tr = 0;
-        if (hf_name_of(cfg, t->name, (*names)[i], sizeof (*names)[i], &tr) != 0)
-            return errmsg(err, cap, WEFT_ENOTSUP, "weft's tensor %s has no Hugging Face name",
-                          t->name);
-        (*sp)[i].name = (*names)[i];
-        (*sp)[i].ndim = t->ndim;
-        (*sp)[i].shape[0] = t->ndim == 2 && tr ? t->d1 : t->d0;
-        if (t->ndim == 2)
-            (*sp)[i].shape[1] = tr ? t->d0 : t->d1;
-    }
-    return rc;
+    return rc ? rc : file_specs(cfg, l->n, table_shape, l, sp, names, ns, NULL, err, cap);
 }
 
 int hf_export_prepare(const weft_model_config *cfg, const char *dir, char *err, size_t cap)
@@ -183,19 +238,23 @@ int hf_export_prepare(const weft_model_config *cfg, const char *dir, char *err, 
         err[0] = 0;
     if (!cfg || !dir || !dir[0])
         return WEFT_EINVAL;
+    int sup = hf_config_supported(cfg, err, cap);
+    if (sup != 0)
+        return sup;
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return errmsg(err, cap, WEFT_EIO, "%s: cannot create: %s", dir, strerror(errno));
     spec_list l;
     st_spec *sp = NULL;
     char(*names)[256] = NULL;
-    int rc = write_config(cfg, dir, err, cap);
+    int ns = 0;
+    int rc = whole_specs(cfg, &l, &sp, &names, &ns, err, cap);
     if (rc == 0)
-        rc = whole_specs(cfg, &l, &sp, &names, err, cap);
+        rc = write_config(cfg, dir, err, cap);
     char path[4096];
     part_path(path, sizeof path, dir);
     st_writer *w = NULL;
     if (rc == 0)
-        rc = st_writer_open(&w, path, sp, l.n, ST_F32, err, cap);
+        rc = st_writer_open(&w, path, sp, ns, ST_F32, err, cap);
     if (rc == 0) {
         /* zeros where the parts go: the ranks write into a file of its
          * final size */
@@ -223,7 +282,9 @@ int hf_export_prepare(const weft_model_config *cfg, const char *dir, char *err, 
 typedef struct {
     int fd, tr;
     const float *x;   /* the tensor's first element in the part */
-    uint64_t base;    /* the tensor's first byte in the file */
+    uint64_t *base;   /* each piece's first byte in the file (one but for a stack) */
+    size_t pn;        /* a piece's elements */
+    int np;
     size_t in, out;   /* the whole weight's weft shape [out, in] */
     struct te {
         uint64_t at;
@@ -235,9 +296,16 @@ typedef struct {
 static int put_run(void *arg, size_t e, size_t at, size_t len)
 {
     part_ctx *c = arg;
+    while (!c->tr && len) { /* a run may cross from one piece to the next */
+        size_t p = at / c->pn, off = at % c->pn, k = c->pn - off < len ? c->pn - off : len;
+        if (train_pwrite_all(c->fd, c->x + e, k * sizeof(float), c->base[p] + off * 4))
+            return WEFT_EIO;
+        e += k;
+        at += k;
+        len -= k;
+    }
     if (!c->tr)
-        return train_pwrite_all(c->fd, c->x + e, len * sizeof(float), c->base + at * 4) ? WEFT_EIO
-                                                                                          : 0;
+        return 0;
     if (c->nt + len > c->cap) {
         size_t cap = (c->nt + len) * 2;
         struct te *t = realloc(c->t, cap * sizeof *t);
@@ -272,7 +340,7 @@ static int flush_transposed(part_ctx *c)
             buf[n] = c->t[i + n].v;
             n++;
         }
-        if (train_pwrite_all(c->fd, buf, n * sizeof(float), c->base + c->t[i].at * 4))
+        if (train_pwrite_all(c->fd, buf, n * sizeof(float), c->base[0] + c->t[i].at * 4))
             rc = WEFT_EIO;
         i += n;
     }
@@ -285,17 +353,31 @@ static int part_tensor(weft_model *m, int i, const st_file *f, part_ctx *c, cons
 {
     weft_tensor_info ti;
     weft_model_tensor_info(m, i, &ti);
+    const weft_model_config *cfg = weft_model_config_of(m);
     char name[256];
-    if (hf_name_of(weft_model_config_of(m), ti.name, name, sizeof name, &c->tr) != 0)
+    int np = 1;
+    if (hf_piece_name(cfg, ti.name, 0, name, sizeof name, &c->tr, &np) != 0)
         return errmsg(err, cap, WEFT_ENOTSUP, "weft's tensor %s has no Hugging Face name",
                       ti.name);
-    int k = st_find(f, name);
-    if (k < 0 || f->t[k].numel != ti.whole_numel)
-        return errmsg(err, cap, WEFT_EIO, "%s: no tensor %s of %zu elements", f->path, name,
-                      ti.whole_numel);
+    if (np > c->np) {
+        uint64_t *b = realloc(c->base, (size_t)np * sizeof *b);
+        if (!b)
+            return WEFT_ENOMEM;
+        c->base = b;
+        c->np = np;
+    }
+    c->pn = ti.whole_numel / (size_t)np;
+    int k = -1;
+    for (int p = 0; p < np; p++) {
+        hf_piece_name(cfg, ti.name, p, name, sizeof name, NULL, NULL);
+        k = st_find(f, name);
+        if (k < 0 || f->t[k].numel != c->pn)
+            return errmsg(err, cap, WEFT_EIO, "%s: no tensor %s of %zu elements", f->path, name,
+                          c->pn);
+        c->base[p] = f->data_start + f->t[k].begin;
+    }
     c->tr = c->tr && ti.ndim == 2;
     c->x = weft_model_params(m, NULL) + ti.offset;
-    c->base = f->data_start + f->t[k].begin;
     c->in = c->tr ? (size_t)f->t[k].shape[0] : 0;
     c->out = c->tr ? (size_t)f->t[k].shape[1] : 0;
     int rc = 0;
@@ -341,6 +423,7 @@ int hf_export_part(weft_model *m, const char *dir, const unsigned char *skip, co
     if (c.fd >= 0)
         close(c.fd);
     free(c.t);
+    free(c.base);
     st_close(f);
     return rc;
 }

@@ -40,8 +40,8 @@
 # layout and one process. ZeRO 2 and 3 with --ep (each expert's state
 # sharded over its replicas): losses and gradient norms as one process's
 # at ep 2, ep 4, ep 2 x tp 2 and ep 2 x pp 2, a rank's bytes at ep 2
-# ZeRO 3 those of dp 4 ZeRO 3, and an export with them refused (their
-# saves: test_train_ckpt_shard.sh).
+# ZeRO 3 those of dp 4 ZeRO 3 (their saves: test_train_ckpt_shard.sh; their
+# exports: test_train_eval_layout.sh).
 # TEST_TIMEOUT(300)
 B=${BUILD:-build}
 dir=$(mktemp -d)
@@ -397,10 +397,8 @@ refused() { # what args...: weft-train on 4 ranks exits non-zero saying what
     if [ $? -ne 0 ] && grep -q "$what" "$dir/r.out"; then ok; else bad "$* not refused"; fi
 }
 refused "must divide the data-parallel ranks" --ep 3
-# saves and resumes at ZeRO 2-3 with --ep: test_train_ckpt_shard.sh; an
-# export of the experts' shards is refused before the run
-refused "does not write the experts' state sharded" --ep 2 --zero 2 --export "$dir/rx"
-refused "does not write the experts' state sharded" --ep 2 --tp 2 --zero 3 --export "$dir/rx"
+# saves and resumes at ZeRO 2-3 with --ep: test_train_ckpt_shard.sh; their
+# exports: test_train_eval_layout.sh
 
 echo "summary: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
