@@ -19,7 +19,14 @@
 #
 # 4. Per-call overhead: a synchronous dist.all_reduce (8 B, 4 KiB, 64 KiB)
 #    against weft's own call (ctypes to weft_allreduce) on a communicator
-#    of the same processes, alternating rounds (OVER_RANKS).
+#    of the same processes, alternating rounds (OVER_RANKS). Then where it
+#    goes: the same two from C++ with no Python (weft_allreduce on the
+#    group's communicator, and the backend's allreduce + Work::wait:
+#    _weft_torch.call_cost), so "C above" is the backend's own share and
+#    the rest is torch's Python and pybind; and the asynchronous path,
+#    dist.all_reduce(async_op=True).get_future().wait(), with the
+#    voluntary context switches per call of the whole process (the
+#    slowest rank's; each is a thread put to sleep and woken).
 #
 #   sh bench/torch_backend.sh   (BUILD=build RANKS="2 4 8" DDP_RANKS="2 4"
 #                                OVER_RANKS="2 4"
@@ -60,9 +67,12 @@ if mode == "overhead":
     # processes, ctypes straight to weft_allreduce with its arguments made
     # once), alternating rounds so that both see the same load; the
     # slowest rank's mean of each round, the median round reported.
+    import resource
     import weft
-    from weft import lib
+    from weft import lib, _weft_torch
     c = weft.Comm()
+    pg = dist.distributed_c10d._get_default_group()
+    switches = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
     for size in (8, 4096, 65536):
         t = torch.ones(size // 4)
         a = t.data_ptr()
@@ -71,21 +81,38 @@ if mode == "overhead":
             assert rc == 0
         def through():
             dist.all_reduce(t)
-        iters, res = 400 if size <= 4096 else 100, {"torch": [], "native": []}
-        for f in (native, through):
-            for _ in range(20):
-                f()
+        def future():
+            dist.all_reduce(t, async_op=True).get_future().wait()
+        def timed(f):
+            def run(k):
+                t0 = time.perf_counter()
+                for _ in range(k):
+                    f()
+                return (time.perf_counter() - t0) / k * 1e6
+            return run
+        ways = {"native": timed(native), "torch": timed(through),
+                "cnative": lambda k: _weft_torch.call_cost(pg, t, k, False),
+                "cbackend": lambda k: _weft_torch.call_cost(pg, t, k, True),
+                "future": timed(future)}
+        iters = 400 if size <= 4096 else 100
+        res = {k: [] for k in ways}
+        res["sw"] = []
+        for f in ways.values():
+            f(20)
         for rnd in range(5):
-            for name, f in (("native", native), ("torch", through)):
+            for name, f in ways.items():
                 dist.barrier()
                 c.barrier()
-                t0 = time.perf_counter()
-                for _ in range(iters):
-                    f()
-                res[name].append(slowest((time.perf_counter() - t0) / iters * 1e6))
+                s0 = switches()
+                us = f(iters)
+                res[name].append(slowest(us))
+                if name == "future":
+                    res["sw"].append(slowest((switches() - s0) / iters))
         med = lambda v: sorted(v)[len(v) // 2]
         if rank == 0:
-            print(f"{size} {med(res['native']):.2f} {med(res['torch']):.2f}", flush=True)
+            print(size, " ".join(f"{med(res[k]):.2f}" for k in
+                                 ("native", "torch", "cnative", "cbackend", "future", "sw")),
+                  flush=True)
     c.close()
 elif mode == "allreduce":
     size = 8
@@ -205,9 +232,13 @@ for n in $OVER_RANKS; do
     echo
     echo "per-call overhead, synchronous all_reduce float32 sum, $n ranks: weft's own call"
     echo "(ctypes to weft_allreduce) and dist.all_reduce through backend weft, same processes,"
-    echo "alternating rounds; us per call, median of 5 rounds of the slowest rank's mean"
-    printf "%10s %10s %10s %10s\n" bytes "native us" "torch us" "above us"
-    job overhead weft "$n" | awk '{ printf "%10d %10.2f %10.2f %10.2f\n", $1, $2, $3, $3 - $2 }'
+    echo "alternating rounds; us per call, median of 5 rounds of the slowest rank's mean;"
+    echo "C: the same two from C++ (no Python); future: async_op=True, get_future().wait(),"
+    echo "and its voluntary context switches per call (the process's threads)"
+    printf "%10s %10s %10s %10s %10s %10s %10s %10s %8s\n" bytes "native us" "torch us" "above us" \
+        "C weft" "C backend" "C above" "future us" "sw/call"
+    job overhead weft "$n" | awk '{ printf "%10d %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %8.2f\n",
+                                    $1, $2, $3, $3 - $2, $4, $5, $5 - $4, $6, $7 }'
 done
 echo
 echo "DDP MLP 784-512-512-10, global batch 256, 1 thread per rank, $STEPS steps"

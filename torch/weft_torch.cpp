@@ -21,6 +21,7 @@
 #include <pybind11/chrono.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
@@ -32,6 +33,8 @@
 #include <string>
 #include <thread>
 #include <utility>
+
+#include <sched.h>
 
 #include "weft.h"
 
@@ -161,6 +164,68 @@ void wait_future(Fut &f, std::chrono::milliseconds timeout, const char *what)
         waited_too_long(what, timeout);
 }
 
+// What a collective's job leaves behind: its outputs or its error, and a
+// Future made only when one is asked for (getFuture: DDP's buckets, comm
+// hooks). A synchronous call never asks, so it builds no Future, no list
+// value for one and no notification: a smaller part of each call's cost,
+// which with more ranks than cores every rank pays again while it waits
+// for the others to be scheduled.
+class Outcome : public c10::intrusive_ptr_target {
+  public:
+    explicit Outcome(std::vector<at::Tensor> outs) : outs_(std::move(outs)) {}
+    bool done() const { return done_.load(std::memory_order_acquire); }
+    // err_ is written once, before done_ is set (release), read after it.
+    std::exception_ptr error() const { return done() ? err_ : nullptr; }
+    const std::vector<at::Tensor> &outputs() const { return outs_; }
+
+    // On the thread that ran the job, once.
+    void finish(std::exception_ptr e)
+    {
+        c10::intrusive_ptr<Fut> f;
+        {
+            std::lock_guard<std::mutex> g(mu_);
+            err_ = std::move(e);
+            done_.store(true, std::memory_order_release);
+            f = fut_;
+        }
+        if (f)
+            settle(*f); /* outside the lock: it runs the Future's callbacks */
+    }
+
+    // The one Future of this job; completed by whichever of finish and
+    // this comes second.
+    c10::intrusive_ptr<Fut> future()
+    {
+        c10::intrusive_ptr<Fut> f;
+        bool finished;
+        {
+            std::lock_guard<std::mutex> g(mu_);
+            if (fut_)
+                return fut_;
+            fut_ = c10::make_intrusive<Fut>(c10::ListType::ofTensors());
+            f = fut_;
+            finished = done();
+        }
+        if (finished)
+            settle(*f);
+        return f;
+    }
+
+  private:
+    void settle(Fut &f)
+    {
+        if (err_)
+            f.setError(err_);
+        else
+            f.markCompleted(c10::IValue(outs_));
+    }
+    std::mutex mu_;
+    std::vector<at::Tensor> outs_;
+    std::exception_ptr err_;
+    std::atomic<bool> done_{ false };
+    c10::intrusive_ptr<Fut> fut_;
+};
+
 // The group's collectives, run in issue order (torch issues them in the
 // same order on every rank). A worker thread runs them, so async_op calls
 // and DDP's buckets go on while the caller computes. A caller that waits
@@ -177,16 +242,25 @@ void wait_future(Fut &f, std::chrono::milliseconds timeout, const char *what)
 // synchronous call wakes no thread and makes no system call of its own,
 // and a job nobody waits on starts within kTick. One job at a time, on
 // whichever thread: a weft communicator is used by one thread at a time.
+//
+// Asynchronous work: after each job it ran, the worker polls the queue,
+// yielding its core, for spin (WEFT_SPIN_US, as weft's own waits) before
+// it sleeps, so a stream of Futures (DDP's buckets, a hook per call) is
+// picked up without a wake-up; and a caller waiting on a job the worker
+// runs polls the same way before it sleeps. Each wake-up avoided is a
+// futex call on one side and a sleeping thread scheduled on the other.
 class CollQueue {
   public:
     using clock = std::chrono::steady_clock;
     static constexpr std::chrono::microseconds kGrace{ 300 };
     static constexpr std::chrono::milliseconds kTick{ 2 }, kActive{ 200 };
 
-    uint64_t push(std::function<void()> job)
+    explicit CollQueue(std::chrono::microseconds spin) : spin_(spin) {}
+
+    uint64_t push(std::function<void()> fn, c10::intrusive_ptr<Outcome> out)
     {
         uint64_t seq;
-        std::deque<std::function<void()>> finished; /* freed here, outside the lock */
+        std::deque<Job> finished; /* freed here, outside the lock */
         {
             std::lock_guard<std::mutex> g(mu_);
             seq = next_++;
@@ -196,7 +270,7 @@ class CollQueue {
                 urgent_ = q_.back().seq + 1; /* not being waited on at once */
                 wake = sleeping_;
             }
-            q_.push_back(Job{ seq, std::move(job), now + kGrace });
+            q_.push_back(Job{ seq, std::move(fn), std::move(out), now + kGrace });
             last_push_ = now;
             finished.swap(done_);
             if (wake)
@@ -216,28 +290,57 @@ class CollQueue {
             worker_cv_.notify_one();
     }
 
-    // On the caller's thread: run every job up to seq, waiting while
-    // another thread runs one; returns once they have all been taken.
-    // The worker leaves them to this thread from now on.
-    void help(uint64_t seq)
+    // On the caller's thread: run every job up to seq that no thread has
+    // taken, and return once job seq (whose outcome is o) has finished,
+    // wherever it ran. The worker leaves them to this thread from now on.
+    void help(uint64_t seq, const Outcome &o)
     {
         std::unique_lock<std::mutex> g(mu_);
         waited_ = std::max(waited_, seq + 1);
-        while (!q_.empty() && q_.front().seq <= seq) {
-            if (busy_) {
-                callers_++;
-                callers_cv_.wait(g);
-                callers_--;
-            } else {
+        clock::time_point poll_end{};
+        bool polled = false;
+        while (!o.done()) {
+            if (!busy_ && !q_.empty() && q_.front().seq <= seq) {
                 run_front(g);
+                continue;
             }
+            // the worker runs it, or one before it
+            if (!polled) {
+                poll_end = clock::now() + spin_;
+                polled = true;
+            }
+            if (clock::now() < poll_end) {
+                g.unlock();
+                sched_yield();
+                g.lock();
+                continue;
+            }
+            callers_++;
+            callers_cv_.wait(g);
+            callers_--;
         }
+    }
+
+    // Wait, without running anything, until o has finished (true) or end
+    // has passed (false).
+    bool wait_until(const Outcome &o, clock::time_point end)
+    {
+        std::unique_lock<std::mutex> g(mu_);
+        while (!o.done()) {
+            callers_++;
+            bool late = callers_cv_.wait_until(g, end) == std::cv_status::timeout;
+            callers_--;
+            if (late && !o.done())
+                return false;
+        }
+        return true;
     }
 
     // The worker's loop; returns once stopped and drained.
     void serve()
     {
         std::unique_lock<std::mutex> g(mu_);
+        clock::time_point poll_end{};
         for (;;) {
             if (stop_ && q_.empty() && !busy_)
                 return;
@@ -246,9 +349,16 @@ class CollQueue {
                 const Job &j = q_.front();
                 if (stop_ || j.seq < urgent_ || now >= j.ready) {
                     run_front(g);
+                    poll_end = clock::now() + spin_;
                     continue;
                 }
                 until = j.ready; /* a caller may be about to wait on it */
+            }
+            if (now < poll_end) { /* asynchronous work may follow at once */
+                g.unlock();
+                sched_yield();
+                g.lock();
+                continue;
             }
             sleeping_ = true;
             ticking_ = now - last_push_ < kActive || until < now + kTick;
@@ -270,17 +380,24 @@ class CollQueue {
   private:
     struct Job {
         uint64_t seq;
-        std::function<void()> fn;
+        std::function<void()> fn; /* the weft call; throws on failure */
+        c10::intrusive_ptr<Outcome> out;
         clock::time_point ready; /* the worker's from then on */
     };
 
     void run_front(std::unique_lock<std::mutex> &g)
     {
-        auto job = std::move(q_.front().fn);
+        Job job = std::move(q_.front());
         q_.pop_front();
         busy_ = true;
         g.unlock();
-        job(); /* completes its future, never throws */
+        std::exception_ptr err;
+        try {
+            job.fn();
+        } catch (...) {
+            err = std::current_exception();
+        }
+        job.out->finish(std::move(err));
         g.lock();
         // The job may hold the last reference to a tensor Python has let go of.
         // Freeing it on the worker would take the GIL, which a caller joining
@@ -296,48 +413,54 @@ class CollQueue {
             worker_cv_.notify_one();
     }
 
+    const std::chrono::microseconds spin_;
     std::mutex mu_;
     std::condition_variable worker_cv_, callers_cv_;
     std::deque<Job> q_;
-    std::deque<std::function<void()>> done_;
+    std::deque<Job> done_;
     clock::time_point last_push_{};
     uint64_t next_ = 0;
     uint64_t urgent_ = 0; /* the worker takes jobs below it at once */
     uint64_t waited_ = 0; /* and leaves those below it to a waiting caller */
-    int callers_ = 0;     /* in help, waiting for busy_ to clear */
+    int callers_ = 0;     /* in help or wait_until, waiting for a job to end */
     bool busy_ = false, stop_ = false, sleeping_ = false, ticking_ = false;
 };
 
 class WeftWork : public c10d::Work {
   public:
-    WeftWork(OpType t, c10::intrusive_ptr<Fut> f, std::shared_ptr<CollQueue> q, uint64_t seq)
-        : Work(-1, t), fut_(std::move(f)), q_(std::move(q)), seq_(seq)
+    WeftWork(OpType t, c10::intrusive_ptr<Outcome> o, std::shared_ptr<CollQueue> q, uint64_t seq)
+        : Work(-1, t), out_(std::move(o)), q_(std::move(q)), seq_(seq)
     {
     }
     bool isCompleted() override
     {
-        if (fut_->completed())
+        if (out_->done())
             return true;
         q_->hurry(seq_); /* polled: nobody runs it on their own thread */
         return false;
     }
-    bool isSuccess() const override { return fut_->completed() && !fut_->hasError(); }
-    std::exception_ptr exception() const override { return fut_->exception_ptr(); }
+    bool isSuccess() const override { return out_->done() && !out_->error(); }
+    std::exception_ptr exception() const override { return out_->error(); }
     std::vector<at::Tensor> result() override
     {
         wait(::kNoTimeout);
-        return fut_->value().toTensorVector();
+        return out_->outputs();
     }
     bool wait(std::chrono::milliseconds timeout) override
     {
-        // with a timeout the caller must stay free to give up, so it only waits
-        if (timeout != ::kNoTimeout)
-            q_->hurry(seq_);
-        else if (!fut_->completed())
-            q_->help(seq_);
-        wait_future(*fut_, timeout, c10d::opTypeToString(opType_).c_str());
-        if (fut_->hasError())
-            std::rethrow_exception(fut_->exception_ptr());
+        if (!out_->done()) {
+            if (timeout == ::kNoTimeout) {
+                q_->help(seq_, *out_);
+            } else {
+                // the caller must stay free to give up, so it only waits
+                q_->hurry(seq_);
+                auto most = std::chrono::milliseconds(std::chrono::hours(24 * 365));
+                if (!q_->wait_until(*out_, CollQueue::clock::now() + std::min(timeout, most)))
+                    waited_too_long(c10d::opTypeToString(opType_).c_str(), timeout);
+            }
+        }
+        if (auto e = out_->error())
+            std::rethrow_exception(e);
         return true;
     }
     void synchronize() override {}
@@ -345,12 +468,13 @@ class WeftWork : public c10d::Work {
     // worker runs the job at once and completes it.
     c10::intrusive_ptr<Fut> getFuture() override
     {
+        auto f = out_->future();
         q_->hurry(seq_);
-        return fut_;
+        return f;
     }
 
   private:
-    c10::intrusive_ptr<Fut> fut_;
+    c10::intrusive_ptr<Outcome> out_;
     std::shared_ptr<CollQueue> q_;
     uint64_t seq_;
 };
@@ -475,6 +599,20 @@ class WeftP2PWork : public c10d::Work {
     std::exception_ptr err_;
     c10::intrusive_ptr<Fut> fut_;
 };
+
+// How long a thread of the backend polls, yielding, before it sleeps:
+// WEFT_SPIN_US, as weft's own waits read it (default 50; 0: sleep at once).
+std::chrono::microseconds spin_of_env()
+{
+    const char *s = getenv("WEFT_SPIN_US");
+    if (!s || !*s)
+        return std::chrono::microseconds(50);
+    char *end;
+    double us = strtod(s, &end);
+    if (*end || !(us >= 0) || us > 1e9)
+        fail(std::string("WEFT_SPIN_US=") + s + ": not a number of microseconds from 0 to 1e9");
+    return std::chrono::microseconds((int64_t)us);
+}
 
 // torch's Store as weft's key-value store (weft_comm_init_kv).
 struct StoreKV {
@@ -905,6 +1043,38 @@ class WeftPG : public c10d::ProcessGroup {
              "tag); pass src=");
     }
 
+    // Wall time per call, in microseconds, of iters synchronous sum
+    // all-reduces of t (contiguous float32): weft's own call on the group's
+    // communicator, or this backend's allreduce and Work::wait, both from
+    // C++, so that the backend's share of a call is told apart from
+    // Python's (bench/torch_backend.sh). Every rank of the group calls it
+    // alike. The weft calls run as one queued job, so that nothing else
+    // uses the communicator meanwhile.
+    double call_cost(const at::Tensor &t, int iters, bool backend)
+    {
+        if (!t.device().is_cpu() || t.scalar_type() != at::kFloat || !t.is_contiguous())
+            fail("call_cost: a contiguous float32 CPU tensor");
+        using clock = std::chrono::steady_clock;
+        std::vector<at::Tensor> ts{ t };
+        c10d::AllreduceOptions o;
+        if (backend) {
+            auto t0 = clock::now();
+            for (int i = 0; i < iters; i++)
+                allreduce(ts, o)->wait(::kNoTimeout);
+            return std::chrono::duration<double, std::micro>(clock::now() - t0).count() / iters;
+        }
+        double us = 0;
+        enqueue(OpType::ALLREDUCE, {}, [&] {
+            auto t0 = clock::now();
+            for (int i = 0; i < iters; i++)
+                check(coll_, weft_allreduce(coll_, t.data_ptr(), t.data_ptr(), (size_t)t.numel(),
+                                            WEFT_F32, WEFT_SUM),
+                      "all_reduce");
+            us = std::chrono::duration<double, std::micro>(clock::now() - t0).count() / iters;
+        })->wait(::kNoTimeout);
+        return us;
+    }
+
   private:
     at::Tensor one(std::vector<at::Tensor> &ts, const char *name)
     {
@@ -948,22 +1118,14 @@ class WeftPG : public c10d::ProcessGroup {
     c10::intrusive_ptr<c10d::Work> enqueue(OpType type, std::vector<at::Tensor> outs,
                                            std::function<void()> fn)
     {
-        auto fut = c10::make_intrusive<Fut>(c10::ListType::create(c10::TensorType::get()));
-        uint64_t seq = queue_->push([fut, outs, fn] {
-            try {
-                fn();
-            } catch (...) {
-                fut->setError(std::current_exception());
-                return;
-            }
-            fut->markCompleted(c10::IValue(outs));
-        });
-        return c10::make_intrusive<WeftWork>(type, fut, queue_, seq);
+        auto out = c10::make_intrusive<Outcome>(std::move(outs));
+        uint64_t seq = queue_->push(std::move(fn), out);
+        return c10::make_intrusive<WeftWork>(type, std::move(out), queue_, seq);
     }
 
     weft_comm *coll_ = nullptr, *p2p_ = nullptr;
     std::mutex p2p_mu_;
-    std::shared_ptr<CollQueue> queue_ = std::make_shared<CollQueue>();
+    std::shared_ptr<CollQueue> queue_ = std::make_shared<CollQueue>(spin_of_env());
     std::thread worker_;
 };
 
@@ -982,4 +1144,19 @@ PYBIND11_MODULE(_weft_torch, m)
     m.def("create_process_group", &create, py::arg("store"), py::arg("rank"), py::arg("size"),
           py::arg("timeout"), py::call_guard<py::gil_scoped_release>());
     m.def("version", [] { return std::string(weft_version()); });
+    m.def(
+        "call_cost",
+        [](const c10::intrusive_ptr<c10d::ProcessGroup> &pg, const at::Tensor &t, int iters,
+           bool backend) {
+            auto *w = dynamic_cast<WeftPG *>(pg.get());
+            if (!w)
+                fail("call_cost: not a weft process group");
+            if (iters < 1)
+                fail("call_cost: iters must be positive");
+            return w->call_cost(t, iters, backend);
+        },
+        "microseconds per synchronous float32 sum all_reduce of t, from C++: weft's own "
+        "call (backend=False) or through the backend's Work (backend=True)",
+        py::arg("group"), py::arg("tensor"), py::arg("iters"), py::arg("backend"),
+        py::call_guard<py::gil_scoped_release>());
 }

@@ -49,6 +49,32 @@ def body(rank, size, check):
     fut = dist.all_reduce(t(1), async_op=True).get_future().then(lambda f: f.value()[0] * 2)
     check("a chained future", torch.all(fut.wait() == 2 * size).item())
 
+    # a future asked for after its call ran on the caller's thread is made
+    # completed, with the outputs; asked twice, it is the same one
+    y = t(rank + 1)
+    w = dist.all_reduce(y, async_op=True)
+    w.wait()
+    f1, f2 = w.get_future(), w.get_future()
+    check("future after the wait: done at once", f1.done() and f2.done())
+    check("future after the wait: its value",
+          torch.all(f1.wait()[0] == S).item() and f2.wait()[0] is not None
+          and torch.all(f2.wait()[0] == S).item())
+    check("result() is the outputs", torch.all(w.result()[0] == S).item())
+
+    # a stream of futures (the worker polls between them rather than
+    # sleeping), and a wait on work the worker has taken
+    ok = True
+    for i in range(100):
+        y = t(rank + i)
+        w = dist.all_reduce(y, async_op=True)
+        if i % 2:
+            ok = ok and torch.all(w.get_future().wait()[0] == S - size + size * i).item()
+        else:
+            w.get_future()
+            w.wait()
+            ok = ok and torch.all(y == S - size + size * i).item()
+    check("100 futures and waits on the worker's jobs", ok)
+
     # polled until done without a wait: the worker takes it at once
     z = t(rank + 1)
     w = dist.all_reduce(z, async_op=True)
@@ -79,6 +105,20 @@ def body(rank, size, check):
             dist.all_reduce(a)
         ok = ok and torch.all(a == S - size + size * i).item()
     check("200 mixed calls", ok)
+
+    # the bench's per-call probe from C++: weft's own call, then the
+    # backend's, each really reducing (ones: size ** calls)
+    from weft import _weft_torch
+    pg = dist.distributed_c10d._get_default_group()
+    one = torch.ones(2)
+    us = [_weft_torch.call_cost(pg, one, 3, b) for b in (False, True)]
+    check("call_cost times both", all(u > 0 for u in us), str(us))
+    check("call_cost reduces", torch.all(one == float(size) ** 6).item(), str(one))
+    try:
+        _weft_torch.call_cost(pg, torch.ones(2, dtype=torch.int32), 1, True)
+        check("call_cost refuses int32", False)
+    except RuntimeError as e:
+        check("call_cost refuses int32", "float32" in str(e), str(e))
     dist.barrier()
     dist.destroy_process_group()
 

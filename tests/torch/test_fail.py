@@ -43,6 +43,21 @@ def body(rank, size, check):
         else:
             check("says it timed out", "timed out" in msg or "timeout" in msg.lower(), msg)
         check("names the operation", "all_reduce" in msg or "allreduce" in msg, msg)
+    if mode == "kill":
+        # a later call fails too; the Future asked for after it failed
+        # carries the same error
+        w = dist.all_reduce(t, async_op=True)
+        try:
+            w.wait()
+            check("a later call raised", False)
+        except RuntimeError as e:
+            check("a later call raised", "all_reduce" in str(e), str(e))
+        check("its Work failed", w.is_completed() and not w.is_success())
+        try:
+            w.get_future().wait()
+            check("its Future raises", False)
+        except RuntimeError as e:
+            check("its Future raises", "all_reduce" in str(e), str(e))
     # leave without destroy_process_group: the group is broken
 
 
