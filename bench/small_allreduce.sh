@@ -20,19 +20,24 @@
 #   -a "A ..."  weft's algorithms, a column each [auto]; e.g. "auto flat":
 #               flat by name runs the engine's whole path, what auto ran
 #               for 8 B before the small path
+#   -P          pin rank r (weft's and Open MPI's alike) to CPU r % CPUs,
+#               so both run the same even placement (taskset)
+#   -F          run both at real-time priority (chrt -f 1; root): the
+#               other jobs of a loaded machine then do not take the
+#               ranks' turns, which makes figures comparable under load
 # BUILD=dir picks weft's build directory [build]. Installs Open MPI from
 # Debian (openmpi-bin libopenmpi-dev) when run as root and it is missing.
 set -u
 
-RANKS="4 8" REPS=5 ITERS=2000 WARM=200 SMALL=8 LARGE=1 ALGOS=auto
+RANKS="4 8" REPS=5 ITERS=2000 WARM=200 SMALL=8 LARGE=1 ALGOS=auto PIN=0 RT=0
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 B=${BUILD:-build}
 usage() { sed -n '2,/^set -u/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//' >&2; exit 2; }
-while getopts "r:R:n:w:s:a:Lh" opt; do
+while getopts "r:R:n:w:s:a:LPFh" opt; do
     case $opt in
     r) RANKS=$OPTARG ;; R) REPS=$OPTARG ;; n) ITERS=$OPTARG ;; w) WARM=$OPTARG ;;
-    s) SMALL=$OPTARG ;; a) ALGOS=$OPTARG ;; L) LARGE=0 ;; *) usage ;;
+    s) SMALL=$OPTARG ;; a) ALGOS=$OPTARG ;; L) LARGE=0 ;; P) PIN=1 ;; F) RT=1 ;; *) usage ;;
     esac
 done
 say() { echo "small_allreduce: $*" >&2; }
@@ -59,15 +64,30 @@ make -s -C "$ROOT" -j2 BUILD="$B" "$B/weftrun" "$B/weft-bench" >"$work/make.log"
 WB=$(cd "$ROOT/$B" && pwd)
 mpicc.openmpi -O2 -o "$work/mpi" "$HERE/peers/mpi_allreduce.c" || exit 1
 cc -O2 -o "$work/rtt" "$HERE/cacheline_rtt.c" || exit 1
+# what each rank runs under: its launcher's rank picks the CPU
+PRE="" WRAP=""
+if [ "$RT" = 1 ]; then
+    chrt -f 1 true 2>/dev/null || { say "-F: chrt -f 1 refused (root needed)"; exit 1; }
+    PRE="chrt -f 1"
+fi
+if [ "$PIN" = 1 ]; then
+    WRAP="$work/pin"
+    printf '#!/bin/sh
+r=${WEFT_RANK:-${OMPI_COMM_WORLD_RANK:-0}}
+exec taskset -c $((r %% %d)) "$@"
+' \
+        "$(nproc)" >"$WRAP"
+    chmod +x "$WRAP"
+fi
 
 # one run: prints the out-of-place microseconds per call of the size
 run() { # prog ranks bytes warm iters (prog: weft-ALGO or openmpi)
     local out
     if [ "$1" != openmpi ]; then
-        out=$(timeout -k 5 300 "$WB/weftrun" -n "$2" "$WB/weft-bench" allreduce -b "$3" -e "$3" \
+        out=$(timeout -k 5 300 $PRE "$WB/weftrun" -n "$2" $WRAP "$WB/weft-bench" allreduce -b "$3" -e "$3" \
             -w "$4" -n "$5" -a "${1#weft-}" 2>&1)
     else
-        out=$(timeout -k 5 300 mpirun.openmpi $OMPI_FLAGS -np "$2" "$work/mpi" -b "$3" -e "$3" \
+        out=$(timeout -k 5 300 $PRE mpirun.openmpi $OMPI_FLAGS -np "$2" $WRAP "$work/mpi" -b "$3" -e "$3" \
             -w "$4" -n "$5" 2>&1)
     fi
     echo "$out" | sed 's/^\[[0-9]*\] //' | awk '!/^#/ && NF >= 6 && $1 ~ /^[0-9]+$/ {
@@ -75,8 +95,8 @@ run() { # prog ranks bytes warm iters (prog: weft-ALGO or openmpi)
 }
 
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
-RTT=$("$work/rtt" -n 100000 -r 5 -c 0,1 2>&1)
-RTTY=$("$work/rtt" -n 10000 -r 5 -c 0,0 -y 2>&1)
+RTT=$($PRE "$work/rtt" -n 100000 -r 5 -c 0,1 2>&1)
+RTTY=$($PRE "$work/rtt" -n 10000 -r 5 -c 0,0 -y 2>&1)
 cases=""
 for n in $RANKS; do
     for s in $SMALL; do cases="$cases $n:$s:$WARM:$ITERS"; done
@@ -121,4 +141,5 @@ done
 echo
 echo "- floor: $RTT; $RTTY"
 echo "- weft: \`weftrun -n N weft-bench allreduce -b S -e S -w W -n I -a ALGO\` ($ALGOS); Open MPI: \`mpirun.openmpi $OMPI_FLAGS -np N mpi_allreduce -b S -e S -w W -n I\` ($(mpirun.openmpi --version 2>/dev/null | head -1)); 8 B: -w $WARM -n $ITERS, 64 MiB: -w 2 -n 5; median of $REPS, order alternating"
+[ "$PIN$RT" != 00 ] && echo "- both launched$([ "$RT" = 1 ] && echo " at real-time priority (chrt -f 1)")$([ "$PIN" = 1 ] && echo ", rank r pinned to CPU r % $(nproc) (taskset)")"
 echo "- $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) CPUs; load average $LOAD0 before, $LOAD1 after"

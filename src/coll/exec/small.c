@@ -113,6 +113,21 @@ static int spin(weft_comm *c, const struct flat_state *fs, const flat_ctr *w, ui
     return flat_reached(w);
 }
 
+/* Ask for this rank's post line of the next call in the exclusive state
+ * now: its peers read it (shared) while they waited on this call, and the
+ * sequentially consistent store that publishes the next post otherwise
+ * waits for the line to come back from their cores (half a cache line's
+ * round trip) on every call. */
+static inline void own_line(const flat_post *x)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    /* a no-op hint where the CPU lacks it */
+    __asm__ __volatile__("prefetchw %0" : : "m"(*(const char *)x));
+#else
+    __builtin_prefetch(x, 1, 3);
+#endif
+}
+
 static int reduce_posts(weft_comm *c, const flat_board *b, int q, const weft_coll_args *a)
 {
     size_t bytes = a->count * weft_dtype_size(a->dtype);
@@ -151,5 +166,7 @@ int small_run(weft_comm *c, const weft_coll_args *a, const frame_hdr *fp)
     if ((rc = flat_check_posts(c, fs, k, fp)))
         return rc;
     callboard_verified(c, fp->seq);
-    return reduce_posts(c, &fs->b, q, a);
+    rc = reduce_posts(c, &fs->b, q, a);
+    own_line(&fs->b.ranks[c->rank].post[q ^ 1]);
+    return rc;
 }
