@@ -251,22 +251,74 @@ def families():
     ]
 
 
-def main():
-    build = os.environ.get("BUILD", "build")
-    weftrun, tool = os.path.join(build, "weftrun"), os.path.join(build, "weft-train")
-    env = dict(os.environ, **ENV)
-    passed = failed = 0
+class Checks:
+    """The checks' counts, and weft-train run on 1 or more ranks."""
 
-    def check(name, ok, detail=""):
-        nonlocal passed, failed
+    def __init__(self):
+        build = os.environ.get("BUILD", "build")
+        self.weftrun, self.tool = os.path.join(build, "weftrun"), os.path.join(build, "weft-train")
+        self.env = dict(os.environ, **ENV)
+        self.passed = self.failed = 0
+
+    def check(self, name, ok, detail=""):
         print(f"{'ok  ' if ok else 'FAIL'} {name}" + ("" if ok else f": {detail}"), flush=True)
-        passed, failed = passed + bool(ok), failed + (not ok)
+        self.passed, self.failed = self.passed + bool(ok), self.failed + (not ok)
 
-    def train(args, ranks=1):
-        launch = [weftrun, "-n", str(ranks), tool] if ranks > 1 else [tool]
+    def train(self, args, ranks=1):
+        launch = [self.weftrun, "-n", str(ranks), self.tool] if ranks > 1 else [self.tool]
         return subprocess.run(launch + args, capture_output=True, text=True, timeout=300,
-                              env=env)
+                              env=self.env)
 
+    def summary(self):
+        print(f"checks: {self.passed} passed, {self.failed} failed")
+        return 1 if self.failed else 0
+
+
+def in_and_out(c, name, a, w, config, kw, common, loss, windows):
+    """(a) and (b): directory a written from w, read with --init-from,
+    evaluated and exported again: the tensors bit for bit (as f32), the
+    config's keys, the validation loss against the reference's."""
+    b, csv = a + ".out", a + ".csv"
+    write_dir(a, w, config, **kw)
+    r = c.train(common + ["--init-from", a, "--steps", "0", "--export", b, "--metrics", csv])
+    c.check(f"{name}: --init-from --steps 0 --export runs", r.returncode == 0, r.stdout + r.stderr)
+    if r.returncode != 0:
+        return
+    out = st_read(os.path.join(b, "model.safetensors"))
+    fl = DTYPES[kw["dtype"]][0]
+    want = {k: v.to(fl).to(torch.float64) for k, v in w.items()}
+    same = set(out) == set(want) and all(
+        out[k][1] == "F32" and out[k][0].shape == want[k].shape and
+        torch.equal(out[k][0], want[k]) for k in want)
+    c.check(f"{name}: exported tensors equal the input's bit for bit (f32)", same,
+            f"{sorted(set(out) ^ set(want))[:4]}")
+    with open(os.path.join(b, "config.json")) as f:
+        cj = json.load(f)
+    c.check(f"{name}: exported config.json",
+            all(cj[k] == v for k, v in config.items() if k != "n_ctx"), str(cj))
+    ref, got = loss(want, windows), val_loss(csv)
+    c.check(f"{name}: loaded model's validation loss {got} = reference {ref:.6f}",
+            got is not None and abs(got - ref) < 1e-5)
+
+
+def trained(c, name, a, w, b, ranks, args, loss, windows):
+    """(c): trained from directory a on ranks, exported to b: every tensor
+    moved, and the export's reference loss is the one weft evaluated."""
+    csv = b + ".csv"
+    r = c.train(args + ["--init-from", a, "--export", b, "--metrics", csv], ranks)
+    c.check(f"{name}: train 3 steps from --init-from, --export", r.returncode == 0,
+            r.stdout + r.stderr)
+    if r.returncode != 0:
+        return
+    out = {k: v for k, (v, _) in st_read(os.path.join(b, "model.safetensors")).items()}
+    moved = all(not torch.equal(out[k], w[k].to(torch.float64)) for k in w)
+    ref, got = loss(out, windows), val_loss(csv)
+    c.check(f"{name}: every tensor moved; the exported model's reference loss "
+            f"{ref:.6f} = weft's {got}", moved and got is not None and abs(got - ref) < 1e-5)
+
+
+def main():
+    c = Checks()
     with tempfile.TemporaryDirectory() as tmp:
         g = torch.Generator().manual_seed(7)
         tokens = torch.randint(0, VOCAB, (4000,), generator=g).tolist()
@@ -275,53 +327,16 @@ def main():
         windows = val_windows(tokens, SEQ)
         common = ["--data", data, "--seq", str(SEQ), "--threads", "1", "--quiet"]
         for fam, config, w, loss, variants in families():
-            # (a) and (b): in, evaluated, out again
             for name, kw in variants.items():
-                name = f"{fam} {name}"
-                a = os.path.join(tmp, name.replace(" ", "-"))
-                b, csv = a + ".out", a + ".csv"
-                write_dir(a, w, config, **kw)
-                r = train(common + ["--init-from", a, "--steps", "0", "--export", b,
-                                    "--metrics", csv])
-                check(f"{name}: --init-from --steps 0 --export runs", r.returncode == 0,
-                      r.stdout + r.stderr)
-                if r.returncode != 0:
-                    continue
-                out = st_read(os.path.join(b, "model.safetensors"))
-                fl = DTYPES[kw["dtype"]][0]
-                want = {k: v.to(fl).to(torch.float64) for k, v in w.items()}
-                same = set(out) == set(want) and all(
-                    out[k][1] == "F32" and out[k][0].shape == want[k].shape and
-                    torch.equal(out[k][0], want[k]) for k in want)
-                check(f"{name}: exported tensors equal the input's bit for bit (f32)", same,
-                      f"{sorted(set(out) ^ set(want))}")
-                with open(os.path.join(b, "config.json")) as f:
-                    cj = json.load(f)
-                check(f"{name}: exported config.json",
-                      all(cj[k] == v for k, v in config.items() if k != "n_ctx"), str(cj))
-                ref, got = loss(want, windows), val_loss(csv)
-                check(f"{name}: loaded model's validation loss {got} = reference {ref:.6f}",
-                      got is not None and abs(got - ref) < 1e-5)
-            # (c) training, then the exported model in the reference
+                in_and_out(c, f"{fam} {name}", os.path.join(tmp, f"{fam}-{name}"), w, config,
+                           kw, common, loss, windows)
             a = os.path.join(tmp, f"{fam}-f32")
             steps = ["--steps", "3", "--batch", "8", "--lr", "0.01", "--warmup", "0"]
             for label, ranks, extra in (("1 process", 1, []),
                                         ("dp 2 with ZeRO-3", 2, ["--zero", "3"]),
                                         ("tp 2 x pp 2", 4, ["--tp", "2", "--pp", "2"])):
-                b = os.path.join(tmp, f"{fam}-trained{ranks}")
-                csv = b + ".csv"
-                r = train(common + steps + extra + ["--init-from", a, "--export", b,
-                                                     "--metrics", csv], ranks)
-                check(f"{fam} {label}: train 3 steps from --init-from, --export",
-                      r.returncode == 0, r.stdout + r.stderr)
-                if r.returncode != 0:
-                    continue
-                out = {k: v for k, (v, _) in st_read(os.path.join(b, "model.safetensors")).items()}
-                moved = all(not torch.equal(out[k], w[k].to(torch.float64)) for k in w)
-                ref, got = loss(out, windows), val_loss(csv)
-                check(f"{fam} {label}: every tensor moved; the exported model's reference loss "
-                      f"{ref:.6f} = weft's {got}",
-                      moved and got is not None and abs(got - ref) < 1e-5)
+                trained(c, f"{fam} {label}", a, w, os.path.join(tmp, f"{fam}-trained{ranks}"),
+                        ranks, common + steps + extra, loss, windows)
 
         # refusals, each naming its cause
         gw, lw = families()[0][2], families()[1][2]
@@ -340,11 +355,10 @@ def main():
         for why, (cfg, weights, more) in cases.items():
             d = os.path.join(tmp, "bad-" + why.replace(" ", "-").replace("'", ""))
             write_dir(d, weights, cfg)
-            r = train(common + more + ["--init-from", d, "--steps", "0"])
-            check(f"refused: {why}", r.returncode != 0 and why in r.stderr + r.stdout,
-                  r.stdout + r.stderr)
-    print(f"checks: {passed} passed, {failed} failed")
-    return 1 if failed else 0
+            r = c.train(common + more + ["--init-from", d, "--steps", "0"])
+            c.check(f"refused: {why}", r.returncode != 0 and why in r.stderr + r.stdout,
+                    r.stdout + r.stderr)
+    return c.summary()
 
 
 if __name__ == "__main__":

@@ -9,15 +9,13 @@ through --init-from --steps 0 --export, and the reference's loss on the
 validation windows equals weft's (1e-5); after a few training steps at
 1 process and at ep 2 (each rank exporting its own experts) the exported
 model's reference loss equals the loss weft evaluated at the end."""
-import json
 import os
-import subprocess
 import sys
 import tempfile
 
 import torch
 
-from test_hf import ENV, DTYPES, st_read, tokshard, val_loss, val_windows, write_dir
+from test_hf import Checks, in_and_out, tokshard, trained, val_windows
 from test_llama_ref import repeat_kv, rms_norm, rope_cos_sin, rotate_half
 
 VOCAB, CTX, DIM, LAYERS, HEADS, KV, FFN, EXPERTS, TOPK, SEQ = 64, 32, 32, 2, 4, 2, 24, 4, 2, 16
@@ -102,21 +100,7 @@ def mixtral_loss(weights, tokens):
 
 
 def main():
-    build = os.environ.get("BUILD", "build")
-    weftrun, tool = os.path.join(build, "weftrun"), os.path.join(build, "weft-train")
-    env = dict(os.environ, **ENV)
-    passed = failed = 0
-
-    def check(name, ok, detail=""):
-        nonlocal passed, failed
-        print(f"{'ok  ' if ok else 'FAIL'} {name}" + ("" if ok else f": {detail}"), flush=True)
-        passed, failed = passed + bool(ok), failed + (not ok)
-
-    def train(args, ranks=1):
-        launch = [weftrun, "-n", str(ranks), tool] if ranks > 1 else [tool]
-        return subprocess.run(launch + args, capture_output=True, text=True, timeout=300,
-                              env=env)
-
+    c = Checks()
     with tempfile.TemporaryDirectory() as tmp:
         g = torch.Generator().manual_seed(11)
         tokens = torch.randint(0, VOCAB, (4000,), generator=g).tolist()
@@ -126,48 +110,16 @@ def main():
         common = ["--data", data, "--seq", str(SEQ), "--threads", "1", "--quiet",
                   "--eval-prompts", "0"]
         w = mixtral_weights(5)
-        # (a) and (b): a hand-made directory in, evaluated, out again
         for name, kw in {"f32": dict(dtype="F32"),
                          "bf16 in two shards": dict(dtype="BF16", shards=2)}.items():
-            a = os.path.join(tmp, "in-" + name.replace(" ", "-"))
-            b, csv = a + ".out", a + ".csv"
-            write_dir(a, w, mixtral_config(), **kw)
-            r = train(common + ["--init-from", a, "--steps", "0", "--export", b,
-                                "--metrics", csv])
-            check(f"{name}: --init-from --steps 0 --export runs", r.returncode == 0,
-                  r.stdout + r.stderr)
-            if r.returncode != 0:
-                continue
-            out = st_read(os.path.join(b, "model.safetensors"))
-            fl = DTYPES[kw["dtype"]][0]
-            want = {k: v.to(fl).to(torch.float64) for k, v in w.items()}
-            same = set(out) == set(want) and all(
-                out[k][1] == "F32" and out[k][0].shape == want[k].shape and
-                torch.equal(out[k][0], want[k]) for k in want)
-            check(f"{name}: exported tensors equal the input's bit for bit (f32)", same,
-                  f"{sorted(set(out) ^ set(want))[:4]}")
-            ref, got = mixtral_loss(want, windows), val_loss(csv)
-            check(f"{name}: loaded model's validation loss {got} = reference {ref:.6f}",
-                  got is not None and abs(got - ref) < 1e-5)
-        # (c) trained, then the exported model in the reference
-        a = os.path.join(tmp, "in-f32")
+            in_and_out(c, name, os.path.join(tmp, "in-" + name.replace(" ", "-")), w,
+                       mixtral_config(), kw, common, mixtral_loss, windows)
         steps = ["--steps", "3", "--batch", "8", "--lr", "0.01", "--warmup", "0"]
         for label, ranks, extra in (("1 process", 1, []), ("ep 2", 2, ["--ep", "2"])):
-            b = os.path.join(tmp, f"trained{ranks}")
-            csv = b + ".csv"
-            r = train(common + steps + extra + ["--init-from", a, "--export", b,
-                                                 "--metrics", csv], ranks)
-            check(f"{label}: train 3 steps from --init-from, --export", r.returncode == 0,
-                  r.stdout + r.stderr)
-            if r.returncode != 0:
-                continue
-            out = {k: v for k, (v, _) in st_read(os.path.join(b, "model.safetensors")).items()}
-            moved = all(not torch.equal(out[k], w[k].to(torch.float64)) for k in w)
-            ref, got = mixtral_loss(out, windows), val_loss(csv)
-            check(f"{label}: every tensor moved; the exported model's reference loss "
-                  f"{ref:.6f} = weft's {got}", moved and got is not None and abs(got - ref) < 1e-5)
-    print(f"checks: {passed} passed, {failed} failed")
-    return 1 if failed else 0
+            trained(c, label, os.path.join(tmp, "in-f32"), w,
+                    os.path.join(tmp, f"trained{ranks}"), ranks, common + steps + extra,
+                    mixtral_loss, windows)
+    return c.summary()
 
 
 if __name__ == "__main__":
