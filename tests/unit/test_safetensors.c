@@ -347,6 +347,10 @@ TEST(hf_model_parts)
     parts_of("llama:vocab=37,ctx=8,layers=2,heads=4,kv_heads=2,dim=16,ffn=24", "llama");
     parts_of("llama:vocab=37,ctx=8,layers=1,heads=4,kv_heads=2,dim=16,ffn=24,tied=1,theta=500,"
              "eps=1e-6", "llama-tied");
+    /* Mixtral: each expert's projections a tensor of their own, read into
+     * tensor-parallel shells that hold a share of every expert's width */
+    parts_of("llama:vocab=37,ctx=8,layers=2,heads=4,kv_heads=2,dim=16,ffn=24,experts=4,topk=2,"
+             "moe_ffn=8,aux=0.01", "mixtral");
     /* GPT-2's Conv1D layout in the file: c_attn is [in, out] */
     st_set *s;
     const st_file *f;
@@ -359,6 +363,29 @@ TEST(hf_model_parts)
     char err[256];
     CHECK(weft_hf_config_read(at("llama-tied"), &c, err, sizeof err) == 0 && c.tied == 1 &&
           c.rms_eps == 1e-6f && c.rope_theta == 500.0f && c.n_kv_head == 2 && c.ffn == 24);
+    /* Mixtral's width is the experts': moe_ffn comes back as ffn */
+    CHECK(weft_hf_config_read(at("mixtral"), &c, err, sizeof err) == 0 && c.experts == 4 &&
+          c.topk == 2 && c.ffn == 8 && c.moe_ffn == 0 && c.aux_loss == 0.01f && c.router == 0);
+    CHECK(st_set_open(&s, at("mixtral"), NULL, 0) == 0);
+    i = st_set_find(s, "model.layers.1.block_sparse_moe.experts.3.w2.weight", &f);
+    CHECK(i >= 0 && f->t[i].shape[0] == 16 && f->t[i].shape[1] == 8);
+    i = st_set_find(s, "model.layers.0.block_sparse_moe.experts.0.w3.weight", &f);
+    CHECK(i >= 0 && f->t[i].shape[0] == 8 && f->t[i].shape[1] == 16);
+    CHECK(st_set_find(s, "model.layers.0.block_sparse_moe.gate.weight", &f) >= 0);
+    CHECK(st_set_find(s, "model.layers.0.mlp.gate_proj.weight", &f) < 0);
+    st_set_close(s);
+    /* what Mixtral has not is not written */
+    const char *no[] = { "router=sigmoid", "bias=1", "shared=1" };
+    for (int k = 0; k < 3; k++) {
+        char spec[256];
+        weft_model *m = NULL;
+        snprintf(spec, sizeof spec, "llama:vocab=37,ctx=8,layers=1,heads=4,dim=16,ffn=24,"
+                 "experts=4,topk=2,%s", no[k]);
+        CHECK(weft_model_config_parse(spec, &c) == 0 && weft_model_create(&m, &c, 1) == 0);
+        CHECKF(m && weft_model_save_hf(m, at("no"), err, sizeof err) == WEFT_ENOTSUP &&
+               strstr(err, no[k]) && access(at("no"), F_OK) != 0, "%s: %s", no[k], err);
+        weft_model_destroy(m);
+    }
 }
 
 /* config.json: what weft reads, and what it refuses naming the field. */
@@ -432,6 +459,32 @@ TEST(hf_config_fields)
             CHECKF(rc == WEFT_ENOTSUP && strstr(err, l[i].why), "%s: rc %d, '%s'", l[i].extra,
                    rc, err);
     }
+    /* Mixtral: MixtralConfig's defaults (theta 1e6, eps 1e-5, 8 experts, top 2, aux
+     * 0.001) for what it leaves out */
+    const char *mix = "{\"architectures\":[\"MixtralForCausalLM\"],\"vocab_size\":50,"
+                      "\"max_position_embeddings\":16,\"hidden_size\":24,"
+                      "\"intermediate_size\":40,\"num_hidden_layers\":2,"
+                      "\"num_attention_heads\":4%s}";
+    const struct {
+        const char *extra, *why;
+    } x[] = {
+        { "", NULL },
+        { ",\"sliding_window\":16,\"router_jitter_noise\":0.0", NULL },
+        { ",\"router_jitter_noise\":0.01", "router_jitter_noise" },
+        { ",\"sliding_window\":8", "sliding_window" },
+        { ",\"num_experts_per_tok\":9", "weft cannot build" },
+    };
+    for (size_t i = 0; i < sizeof x / sizeof x[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text, mix, x[i].extra);
+        int rc = config_says(text, err, sizeof err, &c);
+        if (!x[i].why)
+            CHECKF(rc == 0 && c.experts == 8 && c.topk == 2 && c.ffn == 40 &&
+                   c.rope_theta == 1e6f && c.rms_eps == 1e-5f && c.aux_loss == 0.001f &&
+                   c.capacity == 0.0f && c.router == 0 && c.shared == 0, "%s", err);
+        else
+            CHECKF(rc != 0 && strstr(err, x[i].why), "%s: rc %d, '%s'", x[i].extra, rc, err);
+    }
     CHECK(config_says("{\"architectures\":[\"BertModel\"]}", err, sizeof err, &c) ==
               WEFT_ENOTSUP && strstr(err, "BertModel"));
     CHECK(config_says("{\"vocab_size\":5}", err, sizeof err, &c) == WEFT_EIO &&
@@ -455,4 +508,29 @@ TEST(hf_config_fields)
           strcmp(name, "lm_head.weight") == 0);
     CHECK(hf_name_of(&c, "blocks.1.mlp.down.weight", name, sizeof name, &tr) == 0 && tr == 0 &&
           strcmp(name, "model.layers.1.mlp.down_proj.weight") == 0);
+    /* Mixtral's: a stack's pieces, the expert numbered below experts */
+    weft_model_config_parse("llama:vocab=50,ctx=16,layers=2,heads=4,dim=24,ffn=40,experts=3,"
+                            "topk=2", &c);
+    int np = 0;
+    CHECK(hf_name_of(&c, "blocks.1.mlp.experts.gate_up.weight", name, sizeof name, &tr) ==
+          WEFT_EINVAL);
+    CHECK(hf_piece_name(&c, "blocks.1.mlp.experts.gate_up.weight", 3, name, sizeof name, &tr,
+                        &np) == 0 && np == 6 && tr == 0 &&
+          strcmp(name, "model.layers.1.block_sparse_moe.experts.1.w3.weight") == 0);
+    CHECK(hf_piece_name(&c, "blocks.0.mlp.experts.down.weight", 2, name, sizeof name, &tr,
+                        &np) == 0 && np == 3 &&
+          strcmp(name, "model.layers.0.block_sparse_moe.experts.2.w2.weight") == 0);
+    CHECK(hf_piece_name(&c, "blocks.0.mlp.experts.down.weight", 3, name, sizeof name, &tr,
+                        &np) == WEFT_EINVAL);
+    CHECK(hf_name_of(&c, "blocks.0.mlp.router.weight", name, sizeof name, &tr) == 0 &&
+          strcmp(name, "model.layers.0.block_sparse_moe.gate.weight") == 0);
+    CHECK(hf_name_of(&c, "blocks.0.mlp.gate.weight", name, sizeof name, &tr) == WEFT_EINVAL);
+    CHECK(hf_weft_name(&c, "model.layers.1.block_sparse_moe.experts.2.w1.weight", name,
+                       sizeof name) == 0 &&
+          strcmp(name, "blocks.1.mlp.experts.gate_up.weight") == 0);
+    CHECK(hf_weft_name(&c, "model.layers.1.block_sparse_moe.experts.3.w1.weight", name,
+                       sizeof name) < 0);
+    CHECK(hf_weft_name(&c, "model.layers.1.block_sparse_moe.experts.01.w2.weight", name,
+                       sizeof name) < 0);
+    CHECK(hf_weft_name(&c, "model.layers.0.mlp.up_proj.weight", name, sizeof name) < 0);
 }
