@@ -100,8 +100,9 @@ int ckpt_shard_load_whole(const char *dir, weft_ckpt **out);
  * "shard/bytes_need" (u64, this rank's share of what it holds: parameters
  * that a group holds alike count 1/|group| on each of its ranks) and
  * "shard/phase_s" (f64 [CKPT_PHASES], the load's time by phase),
- * "shard/own_params" (u64, ckpt_shard_own_params_set) and "shard/t0" (f64,
- * clock_now() as the manifest was opened). */
+ * "shard/own_params" (u64, ckpt_shard_own_params_set), "shard/t0" (f64,
+ * clock_now() as the manifest was opened) and "shard/cpu0" (f64, the
+ * process's CPU seconds then). */
 int ckpt_shard_open_records(const char *dir, weft_ckpt **out);
 /* A rank's load by phase, in seconds: the manifest read and checked
  * (CKPT_PH_OPEN), the model and optimiser made (INIT), the preads (READ),
@@ -117,6 +118,8 @@ void ckpt_shard_phase(const weft_ckpt *c, int ph, double s);
 int ckpt_shard_phases(const weft_ckpt *c, double s[CKPT_PHASES]);
 /* Seconds since c was opened by ckpt_shard_open_records (0 elsewhere). */
 double ckpt_shard_since_open(const weft_ckpt *c);
+/* The process's CPU seconds (all its threads) since then, likewise. */
+double ckpt_shard_cpu_since_open(const weft_ckpt *c);
 /* Adds bytes to c's "shard/bytes_need". */
 void ckpt_shard_need(const weft_ckpt *c, uint64_t bytes);
 /* 1 when c is such a manifest: its tensors are read from the files. */
@@ -162,6 +165,14 @@ void ckpt_shard_prefetch_file(const weft_ckpt *c, const char *name);
 int ckpt_shard_get_params(const weft_ckpt *c, weft_model *m);
 int ckpt_shard_get_optim_stage(const weft_ckpt *c, const weft_model *m, size_t base, size_t n,
                                weft_optim **out);
+/* State vector vec of [base, base + n) of m's buffers (m NULL: the whole
+ * model's layout) into dst, tensor by tensor. */
+int ckpt_shard_read_state(ckpt_shard_reader *r, int vec, const weft_model *m, size_t base,
+                          size_t n, float *dst);
+/* The file bytes ckpt_shard_read_state will read, asked of the disk
+ * ahead of it. */
+void ckpt_shard_prefetch_state(ckpt_shard_reader *r, int vec, const weft_model *m, size_t base,
+                               size_t n);
 /* Collective over g (NULL: one rank): m's parameters as
  * ckpt_shard_get_params reads them, where every rank of g holds the same
  * part of the model (its replicas): each reads 1/|g| of m's buffer and
@@ -175,16 +186,19 @@ int ckpt_shard_get_params_group(const weft_ckpt *c, weft_model *m, weft_comm *g)
  * (garbage until the load and the first step write them). */
 int ckpt_shard_zero_model(const weft_model_config *cfg, weft_model **out);
 /* The state of lazy manifest c's "shard/own_params": CKPT_OWN_PENDING
- * once marked, so that each optimiser range ckpt_shard_get_optim_stage
- * reads brings the parameters of its range too (those a ZeRO rank of
- * stage 1-3 owns); CKPT_OWN_DONE once ckpt_shard_zero_finish completed
- * them. States only go up. */
+ * once marked, so that ckpt_shard_get_optim_stage makes each optimiser
+ * range and leaves its reading, with the parameters of its range (those
+ * a ZeRO rank of stage 1-3 owns), to ckpt_shard_zero_finish;
+ * CKPT_OWN_DONE once that completed them. States only go up. */
 enum { CKPT_OWN_NONE, CKPT_OWN_PENDING, CKPT_OWN_DONE };
 void ckpt_shard_own_params_set(const weft_ckpt *c, int state);
 int ckpt_shard_own_params(const weft_ckpt *c);
 /* Collective over z's group, after weft_zero_load_optim(z, c) with c
- * marked: stages 1-2 all-gather the parameters, stage 3 keeps only its
- * own (the others zero pages, gathered by the step's passes). */
+ * marked: reads this rank's parameters and optimiser state; stages 1-2
+ * all-gather the parameters (each bucket's as soon as its part is read,
+ * while the states are read), stage 3 keeps only its own (the others
+ * zero pages, gathered by the step's passes). A failed read fails every
+ * rank; the one that failed keeps the account. */
 int ckpt_shard_zero_finish(weft_zero *z, const weft_ckpt *c);
 
 #endif

@@ -44,9 +44,8 @@ static int read_tensor(ckpt_shard_reader *r, int vec, const weft_model *m, int i
     return train_part_runs(m, i, lo, hi, fill_run, &f);
 }
 
-/* The file bytes read_state will read, asked of the disk ahead of it. */
-static void prefetch_state(ckpt_shard_reader *r, int vec, const weft_model *m, size_t base,
-                           size_t n)
+void ckpt_shard_prefetch_state(ckpt_shard_reader *r, int vec, const weft_model *m, size_t base,
+                               size_t n)
 {
     for (int i = 0; m && i < weft_model_tensor_count(m); i++) {
         weft_tensor_info t;
@@ -74,7 +73,7 @@ int ckpt_shard_get_params(const weft_ckpt *c, weft_model *m)
     int vec = ckpt_shard_reader_vector(r, "param");
     size_t n;
     float *p = weft_model_params(m, &n);
-    prefetch_state(r, vec, m, 0, n);
+    ckpt_shard_prefetch_state(r, vec, m, 0, n);
     for (int i = 0; rc == 0 && i < weft_model_tensor_count(m); i++) {
         weft_tensor_info ti;
         if ((rc = weft_model_tensor_info(m, i, &ti)) == 0)
@@ -85,9 +84,8 @@ int ckpt_shard_get_params(const weft_ckpt *c, weft_model *m)
     return rc;
 }
 
-/* State vector vec of [base, base + n) of m's buffers into dst. */
-static int read_state(ckpt_shard_reader *r, int vec, const weft_model *m, size_t base,
-                      size_t n, float *dst)
+int ckpt_shard_read_state(ckpt_shard_reader *r, int vec, const weft_model *m, size_t base,
+                          size_t n, float *dst)
 {
     if (!m) /* the whole model's layout: one range */
         return ckpt_shard_read(r, vec, base, n, dst);
@@ -133,11 +131,11 @@ int ckpt_shard_get_params_group(const weft_ckpt *c, weft_model *m, weft_comm *g)
      * all-gather's one copy from rank to rank (process_vm_readv) costs
      * less than a copy out of the page cache and a CRC of the whole part
      * on every rank. */
-    prefetch_state(r, vec, m, (size_t)me * each, each);
+    ckpt_shard_prefetch_state(r, vec, m, (size_t)me * each, each);
     if (each)
-        rc = read_state(r, vec, m, (size_t)me * each, each, p + (size_t)me * each);
+        rc = ckpt_shard_read_state(r, vec, m, (size_t)me * each, each, p + (size_t)me * each);
     if (rc == 0 && tail < n)
-        rc = read_state(r, vec, m, tail, n - tail, p + tail);
+        rc = ckpt_shard_read_state(r, vec, m, tail, n - tail, p + tail);
     /* every rank learns whether all read their part before any trusts the
      * others' bytes; the failing rank's own account names the file */
     int32_t bad = rc != 0, any = 0;
@@ -168,29 +166,24 @@ int ckpt_shard_get_optim_stage(const weft_ckpt *c, const weft_model *m, size_t b
         rc = weft_ckpt_get_u64(c, "optim/steps", &steps);
     if (rc == 0)
         rc = weft_optim_create(&o, &oc, base, n);
-    ckpt_shard_phase(c, CKPT_PH_INIT, clock_now() - t0);
-    if (rc == 0)
-        rc = ckpt_shard_reader_open(c, &r);
     int count = rc == 0 ? weft_optim_state_count(o) : 0;
-    /* a ZeRO rank's own parameters come with its state: the range's
-     * parameters, then each state, the order its own file has them in */
+    ckpt_shard_phase(c, CKPT_PH_INIT, clock_now() - t0);
+    /* a ZeRO rank's own parameters come with its state, and both are read
+     * by ckpt_shard_zero_finish, which has the buckets: the parameters
+     * first, each bucket's all-gather going while the states are read */
     int own = rc == 0 && m && ckpt_shard_own_params(c) == CKPT_OWN_PENDING;
-    float *params = own ? weft_model_params((weft_model *)m, NULL) : NULL;
-    int pvec = own ? ckpt_shard_reader_vector(r, "param") : -1;
+    if (rc == 0 && !own)
+        rc = ckpt_shard_reader_open(c, &r);
     /* the disk reads ahead of the preads */
-    if (own)
-        prefetch_state(r, pvec, m, base, n);
-    for (int i = 0; rc == 0 && i < count; i++) {
+    for (int i = 0; r && i < count; i++) {
         const char *sname;
         weft_optim_state(o, i, &sname);
-        prefetch_state(r, ckpt_shard_reader_vector(r, sname), m, base, n);
+        ckpt_shard_prefetch_state(r, ckpt_shard_reader_vector(r, sname), m, base, n);
     }
-    if (rc == 0 && own)
-        rc = read_state(r, pvec, m, base, n, params + base);
-    for (int i = 0; rc == 0 && i < count; i++) {
+    for (int i = 0; r && rc == 0 && i < count; i++) {
         const char *sname;
         float *s = weft_optim_state(o, i, &sname);
-        rc = read_state(r, ckpt_shard_reader_vector(r, sname), m, base, n, s);
+        rc = ckpt_shard_read_state(r, ckpt_shard_reader_vector(r, sname), m, base, n, s);
     }
     ckpt_shard_reader_close(r);
     ckpt_shard_need(c, (uint64_t)(count + own) * n * sizeof(float));

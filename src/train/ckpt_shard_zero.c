@@ -138,21 +138,82 @@ int ckpt_shard_zero_model(const weft_model_config *cfg, weft_model **out)
                                    WEFT_STAGE_NO_INIT | TRAIN_STAGE_UNTOUCHED);
 }
 
+/* Bucket b's parameters all-gathered over its group, started (as the
+ * step's own gathers are: the shards in place, the last rank's tail
+ * broadcast); nothing where it is not sharded. */
+static int gather_start(weft_zero *z, zbucket *b)
+{
+    float *p = weft_model_params(z->model, NULL);
+    int rc = 0;
+    if (!b->comm || b->world == 1)
+        return 0;
+    if (b->S)
+        rc = weft_iallgather(b->comm, p + b->lo + b->S * (size_t)b->rank, p + b->lo, b->S,
+                             WEFT_F32, &b->greq[0]);
+    if (rc == 0 && b->tail)
+        rc = weft_ibroadcast(b->comm, p + b->lo + b->S * (size_t)b->world, b->tail, WEFT_F32,
+                             b->world - 1, &b->greq[1]);
+    b->state = PARAMS_INFLIGHT;
+    return rc;
+}
+
+/* This rank's parameters of every bucket, then its optimiser state: a
+ * stage 1-2 bucket's all-gather starts once its part is in, so the
+ * copies from the other ranks go on while the states are read. */
+static int read_own(weft_zero *z, const weft_ckpt *c)
+{
+    ckpt_shard_reader *r;
+    int rc = ckpt_shard_reader_open(c, &r), grc = 0;
+    const weft_model *m = z->model;
+    float *p = weft_model_params(z->model, NULL);
+    int pvec = rc == 0 ? ckpt_shard_reader_vector(r, "param") : -1;
+    int count = weft_optim_state_count(weft_zero_optim(z));
+    for (int k = 0; rc == 0 && k < z->nb; k++) {
+        const zbucket *b = &z->b[k];
+        if (!b->mcnt || !b->opt)
+            continue;
+        ckpt_shard_prefetch_state(r, pvec, m, b->mlo, b->mcnt);
+        for (int i = 0; i < count; i++) {
+            const char *sname;
+            weft_optim_state(b->opt, i, &sname);
+            ckpt_shard_prefetch_state(r, ckpt_shard_reader_vector(r, sname), m, b->mlo,
+                                      b->mcnt);
+        }
+    }
+    /* every rank starts every gather, read or not, so that none waits on
+     * one that failed: the bytes are trusted only once all agree below */
+    for (int k = 0; k < z->nb; k++) {
+        zbucket *b = &z->b[k];
+        if (rc == 0 && b->mcnt && b->opt)
+            rc = ckpt_shard_read_state(r, pvec, m, b->mlo, b->mcnt, p + b->mlo);
+        if (z->stage <= 2 && grc == 0)
+            grc = gather_start(z, b);
+    }
+    for (int k = 0; rc == 0 && k < z->nb; k++) {
+        const zbucket *b = &z->b[k];
+        for (int i = 0; rc == 0 && b->mcnt && b->opt && i < count; i++) {
+            const char *sname;
+            float *st = weft_optim_state(b->opt, i, &sname);
+            rc = ckpt_shard_read_state(r, ckpt_shard_reader_vector(r, sname), m, b->mlo,
+                                       b->mcnt, st);
+        }
+    }
+    ckpt_shard_reader_close(r);
+    return rc ? rc : grc;
+}
+
 int ckpt_shard_zero_finish(weft_zero *z, const weft_ckpt *c)
 {
     if (!z || !c || z->stage < 1 || ckpt_shard_own_params(c) != CKPT_OWN_PENDING)
         return WEFT_EINVAL;
     ckpt_shard_own_params_set(c, CKPT_OWN_DONE);
-    if (!z->comm || z->world == 1)
-        return 0; /* every element was this rank's to read */
-    double t0 = clock_now();
     float *p = weft_model_params(z->model, NULL);
-    int rc = 0;
+    int multi = z->comm && z->world > 1;
     /* the other ranks' parameters are garbage until gathered: stage 3
      * keeps none of them (as after a step: gathered block by block when a
      * pass needs them, the rest zero pages), stages 1 and 2 gather them
      * all now, as their step's end does */
-    for (int k = 0; z->stage == 3 && k < z->nb; k++) {
+    for (int k = 0; multi && z->stage == 3 && k < z->nb; k++) {
         zbucket *b = &z->b[k];
         huge_release(p + b->lo, (b->mlo - b->lo) * sizeof *p);
         huge_release(p + b->mlo + b->mcnt, (b->lo + b->n - b->mlo - b->mcnt) * sizeof *p);
@@ -160,8 +221,26 @@ int ckpt_shard_zero_finish(weft_zero *z, const weft_ckpt *c)
         b->refs = 0;
     }
     z->gathered = 0;
-    if (z->stage <= 2)
-        rc = weft_zero_gather_params(z);
+    int rc = read_own(z, c);
+    double t0 = clock_now();
+    for (int k = 0; k < z->nb; k++) {
+        zbucket *b = &z->b[k];
+        for (int j = 0; j < 2; j++)
+            if (b->greq[j]) {
+                int w = weft_wait(b->greq[j]);
+                rc = rc ? rc : w;
+                b->greq[j] = NULL;
+            }
+        if (z->stage <= 2)
+            b->state = PARAMS_PRESENT;
+    }
+    /* every rank learns whether all read their part before any trusts the
+     * others' bytes */
+    int32_t bad = rc != 0, any = bad;
+    int arc = multi ? weft_allreduce(z->comm, &bad, &any, 1, WEFT_I32, WEFT_MAX) : 0;
+    if (arc == 0 && any)
+        arc = rc ? rc : WEFT_EIO;
+    z->gathered = arc == 0 && z->stage <= 2;
     ckpt_shard_phase(c, CKPT_PH_GATHER, clock_now() - t0);
-    return rc;
+    return arc;
 }

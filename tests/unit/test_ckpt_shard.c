@@ -8,6 +8,7 @@
 #include "core/crc32.h"
 #include "train/ckpt.h"
 #include "train/ckpt_shard.h"
+#include "train/zero_full.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -464,16 +465,21 @@ TEST(own_params)
     CHECK(P[lo] != W[lo]);
     ckpt_shard_own_params_set(man, CKPT_OWN_PENDING);
     CHECK(ckpt_shard_own_params(man) == CKPT_OWN_PENDING);
+    /* marked: the range's optimiser made, its state and parameters left
+     * to the finish, which has the buckets */
     CHECK(ckpt_shard_get_optim_stage(man, m, lo, n, &o) == 0 && o);
     CHECK(o && weft_optim_steps(o) == 3);
-    CHECK(o && memcmp(weft_optim_state(o, 0, NULL), W + lo, n * sizeof *P) == 0);
     weft_optim_destroy(o);
-    CHECK(memcmp(P + lo, W + lo, n * sizeof *P) == 0);
     float fill;
     memset(&fill, 0x7f, sizeof fill);
-    CHECK(P[lo - 1] == fill && P[lo + n] == fill);
+    CHECK(P[lo] == fill && P[lo + n - 1] == fill);
+    /* one process: its one bucket is all its own, read whole */
     CHECK(weft_zero_create(&z, NULL, m, &oc, 1, 0) == 0);
+    CHECK(z && weft_zero_load_optim(z, man) == 0);
     CHECK(ckpt_shard_zero_finish(z, man) == 0);
+    CHECK(memcmp(P, W, N * sizeof *P) == 0);
+    const float *st = z ? train_zero_state_at(z, 0, lo) : NULL;
+    CHECK(st && memcmp(st, W + lo, n * sizeof *P) == 0);
     CHECK(ckpt_shard_own_params(man) == CKPT_OWN_DONE);
     ckpt_shard_own_params_set(man, CKPT_OWN_PENDING); /* states only go up */
     CHECK(ckpt_shard_zero_finish(z, man) == WEFT_EINVAL);
