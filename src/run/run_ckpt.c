@@ -266,11 +266,11 @@ int ckpt_restore_data(weft_run *t, weft_ckpt *ck, const char *path, weft_loader 
                       ph[CKPT_PH_READ] - ph[CKPT_PH_CRC] - ph[CKPT_PH_GATHER];
         run_say(t, WEFT_RUN_NOTE, "resume: rank %d read %llu of the checkpoint's %llu bytes "
                 "(its share %llu) in %.3f s: manifest %.3f, model and optimiser made %.3f, "
-                "reads %.3f, CRCs %.3f, all-gather %.3f, the rest %.3f\n",
+                "reads %.3f, CRCs %.3f, all-gather %.3f, the rest %.3f; CPU %.3f s\n",
                 t->job ? weft_comm_rank(t->job) : 0, (unsigned long long)got,
                 (unsigned long long)all, (unsigned long long)need, ph[CKPT_PH_LOAD],
                 ph[CKPT_PH_OPEN], ph[CKPT_PH_INIT], ph[CKPT_PH_READ], ph[CKPT_PH_CRC],
-                ph[CKPT_PH_GATHER], rest > 0 ? rest : 0.0);
+                ph[CKPT_PH_GATHER], rest > 0 ? rest : 0.0, ckpt_shard_cpu_since_open(ck));
     }
     char layout[512], view[32];
     /* --elastic: the membership changes go on counting from the saved

@@ -6,6 +6,8 @@
  * --ep or on one process. */
 #include "run/run_ep.h"
 
+#include "run/run_ckpt_agree.h"
+
 #include "train/model.h"
 #include "train/moe_ep.h"
 #include "train/zero_full.h"
@@ -34,23 +36,28 @@ static int send_experts(weft_run *t, weft_comm *send, int nstate)
         if (m->tensors[j].split == SPLIT_EXPERT && m->tensors[j].info.numel > most)
             most = m->tensors[j].info.numel;
     float *buf = send ? malloc((most ? most : 1) * sizeof *buf) : NULL;
-    int rc = send && !buf ? WEFT_ENOMEM : 0;
+    int rc = send && !buf ? WEFT_ENOMEM : 0, moved = 0;
     for (int j = 0; j < m->ntensors; j++) {
         const model_tensor *x = &m->tensors[j];
+        const float *w = m->params + x->info.offset;
         if (x->split != SPLIT_EXPERT)
             continue;
-        if (send && rc == 0)
-            rc = weft_send(send, m->params + x->info.offset, x->info.numel, WEFT_F32, 0);
-        /* the replicas' gathers go on after a failure: none of them waits */
+        if (send && moved == 0)
+            moved = weft_send(send, w, x->info.numel, WEFT_F32, 0);
+        /* after a failure the replicas' gathers go on, and rank 0 is sent
+         * as many values (the weights stand in for a state not gathered),
+         * so that none waits; the save fails at the agreement after */
         for (int i = 0; i < nstate; i++) {
             int r = train_zero_gather_range(t->sync.z, i, x->info.offset, x->info.numel, buf);
+            if (r == 0 && send && ckpt_test_fail(t, "send"))
+                r = WEFT_EIO;
             rc = rc ? rc : r;
-            if (send && rc == 0)
-                rc = weft_send(send, buf, x->info.numel, WEFT_F32, 0);
+            if (send && moved == 0)
+                moved = weft_send(send, rc || !buf ? w : buf, x->info.numel, WEFT_F32, 0);
         }
     }
     free(buf);
-    return rc;
+    return rc ? rc : moved;
 }
 
 /* Rank 0: its own tensors into w and wo, then every other rank's experts. */
@@ -105,19 +112,29 @@ int run_ep_gather(weft_run *t, weft_optim **whole_opt, weft_model **whole)
     weft_optim *full = NULL, *wo = NULL;
     weft_model *w = NULL;
     int rc = train_zero_full_optim(t->sync.z, &full); /* collective over the job */
+    if (rc == 0 && ckpt_test_fail(t, "optim"))
+        rc = WEFT_EIO;
+    /* a rank whose gather failed sends nothing that rank 0 would wait for:
+     * every rank learns of it before any sends */
+    weft_comm *job = t->job ? t->job : t->comm;
+    if ((rc = ckpt_agree(job, rc)) != 0) {
+        weft_optim_destroy(full);
+        return rc;
+    }
     int nstate = weft_optim_state_count(weft_zero_optim(t->sync.z));
     weft_comm *g = train_moe_ep_group(m->ep);
     /* the first expert group holds every expert (rank 0's own gathered
-     * above); the others' replicas give their shards to it */
+     * above); the others' replicas give their shards to it; and all agree
+     * again before rank 0 writes what it took */
     if (t->rank >= m->ep_size) {
         int r = m->ep_rank != 0 ? send_experts(t, NULL, nstate) : 0;
-        return rc ? rc : r ? r : 1;
+        return (r = ckpt_agree(job, r)) ? r : 1;
     }
-    if (t->rank > 0) { /* its replicas wait on it even where it failed */
-        int r = send_experts(t, rc ? NULL : g, nstate);
-        return rc ? rc : r ? r : 1;
+    if (t->rank > 0) {
+        int r = send_experts(t, g, nstate);
+        return (r = ckpt_agree(job, r)) ? r : 1;
     }
-    if (rc == 0 && (rc = weft_model_create(&w, &m->cfg, 0)) == 0)
+    if ((rc = weft_model_create(&w, &m->cfg, 0)) == 0)
         rc = weft_optim_create(&wo, weft_optim_config_of(full), 0, w->nparams);
     if (rc == 0)
         rc = weft_optim_set_steps(wo, weft_optim_steps(full));
@@ -126,6 +143,7 @@ int run_ep_gather(weft_run *t, weft_optim **whole_opt, weft_model **whole)
     else
         drain(t, g, nstate);
     weft_optim_destroy(full);
+    rc = ckpt_agree(job, rc);
     if (rc != 0) {
         weft_model_destroy(w);
         weft_optim_destroy(wo);

@@ -9,6 +9,8 @@
  * any layout. */
 #include "run/run_pipeline.h"
 
+#include "run/run_ckpt_agree.h"
+
 #include "run/run_model.h"
 
 #include "sim/pipe_costs.h"
@@ -663,7 +665,7 @@ static int give_shards(gather_ctx *g)
 static int send_part(gather_ctx *g)
 {
     const pipeline *pl = g->pl;
-    int rc = 0;
+    int rc = 0, bad = 0; /* bad: a vector not had, which the save fails on after */
     for (int i = 0; i < weft_model_tensor_count(g->m) && rc == 0; i++) {
         weft_tensor_info ti;
         weft_model_tensor_info(g->m, i, &ti);
@@ -671,22 +673,31 @@ static int send_part(gather_ctx *g)
             (pl->replica > 0 && !train_moe_split_is_expert(g->m, i)))
             continue;
         for (int j = 0; j <= g->nstate && rc == 0; j++) {
-            const float *src;
+            const float *src = NULL;
             /* another expert rank's experts: their state is this rank's
-             * own, gathered from their replicas where ZeRO 2-3 shard it */
+             * own, gathered from their replicas where ZeRO 2-3 shard it
+             * (their gathers go on after a failure: none of them waits) */
             if (pl->replica > 0 && j > 0) {
-                rc = grow(g, ti.numel);
-                src = rc ? NULL : g->buf;
-                if (rc == 0 &&
-                    (rc = train_zero_gather_range(g->z, j - 1, ti.offset, ti.numel, g->buf)))
-                    return run_fail(pl->run, rc, "gathering the experts' optimiser state: %s",
-                                    weft_strerror(rc));
-            } else if ((rc = own_vector(g, j, &src)))
-                return rc;
-            else
+                int r = grow(g, ti.numel);
+                int q = train_zero_gather_range(g->z, j - 1, ti.offset, ti.numel,
+                                                r ? NULL : g->buf);
+                r = r ? r : q;
+                if (r == 0 && ckpt_test_fail(pl->run, "send"))
+                    r = WEFT_EIO;
+                if (r && !bad)
+                    bad = run_fail(pl->run, r, "gathering the experts' optimiser state: %s",
+                                   weft_strerror(r));
+                src = r ? NULL : g->buf;
+            } else if (own_vector(g, j, &src) == 0) {
                 src += ti.offset;
+            } else {
+                bad = bad ? bad : WEFT_EIO;
+                src = NULL;
+            }
+            /* rank 0 takes as many values whatever this rank had: the
+             * parameters stand in for a vector it has not */
             if (!src)
-                return run_fail(pl->run, WEFT_EIO, "gathering the experts' optimiser state");
+                src = g->P + ti.offset;
             weft_request *rq;
             rc = weft_isend_tag(pl->job, src, ti.numel, WEFT_F32, 0,
                                 gather_tag(i, j, g->nstate), &rq);
@@ -697,7 +708,7 @@ static int send_part(gather_ctx *g)
     if (rc)
         return run_fail(pl->run, rc, "sending stage %d (tensor rank %d) to rank 0: %s: %s",
                         pl->stage, pl->tp_rank, weft_strerror(rc), weft_comm_error(pl->job));
-    return 0;
+    return bad;
 }
 
 /* Tensor i's vector j of the part shell (stage s, tensor rank t, on job
@@ -842,7 +853,14 @@ int pipeline_gather(const pipeline *pl, weft_model *m, weft_zero *z, weft_optim 
         *opt = NULL;
         if (pl->replica == 0 && (rc = weft_ckpt_new(&g.ck)))
             return run_fail(pl->run, rc, "out of memory");
-        if ((rc = put_optim(&g))) {
+        rc = put_optim(&g);
+        if (rc == 0 && ckpt_test_fail(pl->run, "optim"))
+            rc = WEFT_EIO;
+        if (rc)
+            run_fail(pl->run, rc, "gathering the optimiser state: %s", weft_strerror(rc));
+        /* a part not gathered would not be sent: every rank learns of it
+         * before rank 0 waits for the parts */
+        if ((rc = ckpt_agree(pl->job, rc)) != 0) {
             weft_ckpt_free(g.ck);
             return run_fail(pl->run, rc, "gathering the optimiser state: %s",
                             weft_strerror(rc));
@@ -858,6 +876,17 @@ int pipeline_gather(const pipeline *pl, weft_model *m, weft_zero *z, weft_optim 
     if (pl->job_rank != 0)
         free(g.buf);
     weft_ckpt_free(g.ck);
+    /* a save's parts were all sent even where one failed: all agree before
+     * rank 0 writes what it took */
+    if (opt && (rc = ckpt_agree(pl->job, rc)) != 0) {
+        if (pl->job_rank == 0) {
+            weft_optim_destroy(*opt);
+            weft_model_destroy(*out);
+            *opt = NULL;
+            *out = NULL;
+        }
+        rc = run_fail(pl->run, rc, "a rank failed its part of the save: %s", weft_strerror(rc));
+    }
     return rc;
 }
 

@@ -15,7 +15,9 @@
 # rank's peak resident set checked), each rank reading well under half the
 # checkpoint; weft-ckpt inspects and consolidates; with the experts
 # divided (--ep) each is saved once and the resume is bit-exact, ZeRO 2
-# and 3 included (sharded directory and single file).
+# and 3 included (sharded directory and single file; ep 2 x tp 2 at
+# ZeRO 2); a single-file save whose gather fails on one rank fails every
+# rank with its own error.
 # Under sanitizers (TEST_SCALE > 1) fewer layouts and kills.
 # TEST_TIMEOUT(600)
 B=${BUILD:-build}
@@ -423,6 +425,47 @@ if [ $thin = 0 ] && run epz3 8 $moe --ep 2 --pp 2 --zero 3 --stop-at 6 --save "$
 then
     run epz31 1 --resume "$dir/epz3.wckpt" && same epz31 eref
 fi
+
+# a single-file save whose gather fails on one rank (WEFT_TEST_SAVE_FAIL:
+# the optimiser state's gather over the job, or a gather on the way to
+# rank 0, without and with a pipeline) fails on every rank, each with an
+# error of its own (no rank left waiting on another's data until that one
+# is gone) and nothing written
+# failed name ranks expect: every rank's error line and no file
+failed() {
+    if [ "$(grep -c "^\[[0-9]*\] weft-train: " "$dir/$1.out")" = "$2" ] &&
+        grep -q "^\[0\] weft-train: $3" "$dir/$1.out" && [ ! -e "$dir/$1.wckpt" ]; then
+        ok
+    else
+        bad "$1: a failed gather on one rank did not fail each rank with its own error"
+        grep '^\[' "$dir/$1.out" | tail -n 6
+    fi
+}
+for c in fo:1:optim:--zero_3 fs:1:send:--zero_3 fpo:2:optim:--pp_2_--zero_3 fps:1:send:--pp_2_--zero_3; do
+    e=${c%%:*}; f=${c#*:}; f=${f%:*}
+    set -- $(echo "${c##*:}" | tr _ ' ')
+    if WEFT_TEST_SAVE_FAIL=$f timeout 300 "$B/weftrun" -n 4 "$B/weft-train" $common $moe --ep 2 \
+        "$@" --stop-at 4 --save "$dir/$e.wckpt" >"$dir/$e.out" 2>&1; then
+        bad "$e: the save passed with a failed gather"
+    else
+        case $e in
+        fps) failed $e 4 "a rank failed its part of the save" ;;
+        fpo) failed $e 4 "gathering the optimiser state" ;;
+        *) failed $e 4 "cannot gather the training state" ;;
+        esac
+    fi
+done
+
+# ZeRO 2 with divided experts and tensor slices (ep 2 x tp 2): the
+# sharded save's files hold one process's bytes, the resume at its layout
+# is bit-exact
+run etz2f 4 $moe --ep 2 --tp 2 --zero 2 --save "$dir/etz2f/" &&
+    run etz2h 4 $moe --ep 2 --tp 2 --zero 2 --stop-at 4 --save "$dir/etz2h/" &&
+    run etz2h 4 --resume "$dir/etz2h" --ep 2 --tp 2 --zero 2 --save "$dir/etz2r/" &&
+    exact etz2h etz2f && params etz2r etz2f && {
+        [ "$(bytes "$dir/etz2f")" = "$(bytes "$dir/eref")" ] && ok ||
+            bad "etz2f: $(bytes "$dir/etz2f") bytes of files, one process's save $(bytes "$dir/eref")"
+    }
 
 echo "summary: $passed passed, $failed failed"
 [ $failed -eq 0 ]
