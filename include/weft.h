@@ -1198,8 +1198,9 @@ int weft_ckpt_get_model(const weft_ckpt *c, weft_model **out);
 /* -- Hugging Face weights (src/train/hf_load.c, hf_save.c) --
  * A directory as transformers' save_pretrained writes it: config.json and
  * model.safetensors (or shards named by model.safetensors.index.json).
- * GPT is GPT2LMHeadModel, Llama LlamaForCausalLM; docs/TRAINING.md maps
- * the names. err (may be NULL) gets the reason on failure. */
+ * GPT is GPT2LMHeadModel, Llama LlamaForCausalLM, a Llama with experts
+ * MixtralForCausalLM; docs/TRAINING.md maps the names. err (may be NULL)
+ * gets the reason on failure. */
 /* config.json as weft's model config; WEFT_ENOTSUP for what weft's
  * models cannot represent (the field named in err). */
 int weft_hf_config_read(const char *dir, weft_model_config *cfg, char *err, size_t cap);
@@ -1208,7 +1209,9 @@ int weft_hf_config_read(const char *dir, weft_model_config *cfg, char *err, size
  * bf16 or f16; config.json must describe m's config (WEFT_ECONFIG). */
 int weft_model_load_hf(weft_model *m, const char *dir, char *err, size_t cap);
 /* Writes a whole model's config.json and f32 model.safetensors into dir
- * (made if missing), tensor by tensor. */
+ * (made if missing), tensor by tensor; WEFT_ENOTSUP, writing nothing, for
+ * a model no transformers architecture computes (an MLP, a GPT's experts,
+ * a sigmoid router, the balancing bias, shared experts). */
 int weft_model_save_hf(weft_model *m, const char *dir, char *err, size_t cap);
 int weft_ckpt_put_optim(weft_ckpt *c, weft_optim *o);
 int weft_ckpt_optim_config(const weft_ckpt *c, weft_optim_config *oc);
