@@ -86,6 +86,10 @@ load=$(grep 'resume: rank .* read' "$out/load.out" | sed 's/[,:]//g' | awk '
     { for (i = 1; i < NF; i++) { if ($i == "share") b += $(i + 1); if ($i == "in") s = $(i + 1) }
       if (s > hi) hi = s }
     END { if (hi > 0) printf "%.1f %.3f", b / 1e6, hi }')
+# the ranks' CPU seconds in their load windows, all together: the load's
+# cost apart from what other processes take of the wall time
+load_cpu=$(grep 'resume: rank .* read' "$out/load.out" | sed 's/[,:;]//g' | awk '
+    { for (i = 1; i < NF; i++) if ($i == "CPU") c += $(i + 1) } END { printf "%.3f", c }')
 load_mb=${load% *}
 load_s=${load#* }
 load_mbs=$(echo "$load_mb $load_s" | awk '{ printf "%.0f", ($2 > 0 ? $1 / $2 : 0) }')
@@ -99,7 +103,8 @@ bg=$(grep "written in the background" "$out/async.out" | sed 's/^\[0\] //')
 each=$(echo "$bg" | sed -n 's/.*, \([0-9.]*\) s and .*/\1/p')
 stall=$(echo "$bg" | sed -n 's/.*stalled \([0-9.]*\) s each (\([0-9.]*\)%).*/\1 \2/p')
 
-echo "model $model, $ranks ranks, ZeRO-$zero: a save is $mb MB; the load's shares $load_mb MB in $load_s s"
+echo "model $model, $ranks ranks, ZeRO-$zero: a save is $mb MB; the load's shares $load_mb MB in $load_s s" \
+     "(CPU $load_cpu s, all ranks)"
 grep 'resume: rank .* read' "$out/load.out" | sed 's/^\[[0-9]*\] resume: /  /'
 
 printf "%s" "$rows"
