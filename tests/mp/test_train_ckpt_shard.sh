@@ -9,7 +9,8 @@
 # repeated saves leaves a loadable checkpoint every time; a directory that
 # cannot be written (a file in its place, moved away, a full file system)
 # fails every rank naming it; a changed or short file fails the resume
-# naming the file, slice and tensor; another sync mode warns; an elastic
+# naming the file, slice and tensor (also each rank of a resume from its
+# own ZeRO shard); another sync mode warns; an elastic
 # run's saves after a shrink resume at the new world; the memory-wall GPT saves,
 # resumes at another layout and evaluates under its --mem-limit (each
 # rank's peak resident set checked), each rank reading well under half the
@@ -455,6 +456,27 @@ for c in fo:1:optim:--zero_3 fs:1:send:--zero_3 fpo:2:optim:--pp_2_--zero_3 fps:
         esac
     fi
 done
+
+# the ZeRO resume from each rank's own shard (the parameters' gathers
+# going on while the optimiser state is read): a byte changed in rank 1's
+# file fails both ranks, rank 1 naming the file, slice and tensor
+bz=1
+[ $thin = 1 ] && bz=3
+if [ -d "$dir/half$bz" ]; then
+    cp -r "$dir/half$bz" "$dir/bent1"
+    f=$(ls "$dir"/bent1/step-*/rank-00001.bin)
+    printf 'x' | dd of="$f" bs=1 seek=100 conv=notrunc 2>/dev/null
+    if timeout 300 "$B/weftrun" -n 2 "$B/weft-train" $common --resume "$dir/bent1" --zero $bz \
+        >"$dir/bent1.out" 2>&1; then
+        bad "an own-shard resume from a changed file passed"
+    elif grep -q "^\[1\] weft-train: .*rank-00001.bin: slice [0-9]* (bytes .*) fails its CRC" \
+        "$dir/bent1.out" && grep -q "^\[0\] weft-train: data parallel set-up: " "$dir/bent1.out"; then
+        ok
+    else
+        bad "own-shard resume from a changed file: not an error on each rank naming the file"
+        grep '^\[' "$dir/bent1.out" | tail -n 4
+    fi
+fi
 
 # ZeRO 2 with divided experts and tensor slices (ep 2 x tp 2): the
 # sharded save's files hold one process's bytes, the resume at its layout
