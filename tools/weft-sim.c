@@ -621,7 +621,7 @@ static void sync_usage(FILE *f)
         "  a rank's CPU seconds for its slice of the embedding, a block and the\n"
         "  head, collectives included, at each micro-batch size the plan's layouts\n"
         "  of B sequences use, with and without sequence parallelism (SP 1, 0), as\n"
-        "  lines \"tpblock SPEC TP SP ROWS SEQ KIND FWD BWD_I BWD_W\" (the fastest\n"
+        "  lines \"tpblock SPEC TP SP ROWS SEQ KIND FWD BWD_I BWD_W N\" (the fastest\n"
         "  of 4 passes, the ranks' mean).\n");
 }
 
@@ -779,7 +779,7 @@ static int tp_rows(int n, int tp, int batch, int blocks, int rows[16])
  * divides the ranks and the model, the ranks in groups of tp neighbours
  * (weft_layout's tensor-fastest order), every group at once as a layout's
  * run them, each block kind timed at each micro-batch size; rank 0 prints
- * the ranks' mean as "tpblock SPEC TP SP ROWS SEQ KIND FWD BWD_I BWD_W"
+ * the ranks' mean as "tpblock SPEC TP SP ROWS SEQ KIND FWD BWD_I BWD_W N"
  * lines for the plan's calibration, without and with sequence
  * parallelism (SP 0, 1). */
 static int tp_probe(weft_comm *c, const char *spec, int batch, int seq)
@@ -816,9 +816,10 @@ static int tp_probe(weft_comm *c, const char *spec, int batch, int seq)
                 if (!rc)
                     rc = weft_allreduce(c, best, best, 3, WEFT_F64, WEFT_SUM);
                 if (!rc && r == 0)
-                    printf("tpblock %s %d %d %d %d %d %.6g %.6g %.6g # weft-sim sync: a rank's "
-                           "CPU, the mean of %d ranks in groups of %d\n", spec, tp, sp,
-                           rows[i / 2], seq, kind, best[0] / n, best[1] / n, best[2] / n, n, tp);
+                    printf("tpblock %s %d %d %d %d %d %.6g %.6g %.6g %d # weft-sim sync: a "
+                           "rank's CPU, the mean of %d ranks in groups of %d\n", spec, tp, sp,
+                           rows[i / 2], seq, kind, best[0] / n, best[1] / n, best[2] / n, n, n,
+                           tp);
             }
         weft_comm_destroy(g);
     }

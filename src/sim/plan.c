@@ -600,7 +600,7 @@ static int calib_blocks(planner *pl, sim_block_costs *bc, int mb, int tp, int sp
     int have[3];
     for (int k = 0; k < 3; k++) {
         measured[k] = tp > 1 && sim_calib_tp_block_get(q->calib, &q->model, mb, (int)pl->T, k,
-                                                       tp, sp, t[k]);
+                                                       tp, sp, pl->on_node, t[k]);
         if (measured[k]) {
             have[k] = 1;
             for (int j = 0; j < 3; j++)

@@ -54,12 +54,12 @@ void sim_calib_model_key(const weft_model_config *m, char *buf, size_t len)
 
 static int add_block(sim_calib *c, const sim_calib_block *b)
 {
-    /* a later line for the same shape replaces the earlier: the bench's
-     * tensor slices probed at 8 ranks come after those at 4 */
+    /* a later line for the same shape at the same rank count replaces the
+     * earlier; those of other rank counts are kept beside it */
     for (int i = 0; i < c->nb; i++) {
         sim_calib_block *h = &c->b[i];
         if (h->rows == b->rows && h->seq == b->seq && h->kind == b->kind && h->tp == b->tp &&
-            h->sp == b->sp && !strcmp(h->model, b->model)) {
+            h->sp == b->sp && h->ranks == b->ranks && !strcmp(h->model, b->model)) {
             *h = *b;
             return 0;
         }
@@ -107,13 +107,15 @@ static int parse_line(sim_calib *c, char *s, const char *path, int line, char *e
         return add_block(c, &b);
     } else if (!strcmp(word, "tpblock")) {
         sim_calib_block b = { 0 };
-        if (sscanf(s + at, "%95s %d %d %d %d %d %lf %lf %lf", b.model, &b.tp, &b.sp, &b.rows,
-                   &b.seq, &b.kind, &b.fwd, &b.bwd_i, &b.bwd_w) != 9 ||
-            b.tp < 2 || (b.sp != 0 && b.sp != 1) || b.rows < 1 || b.kind < 0 || b.kind > 2 ||
-            b.fwd < 0 || b.bwd_i < 0 || b.bwd_w < 0)
+        /* RANKS, the node's ranks at the probe, may be left out (0) */
+        int got = sscanf(s + at, "%95s %d %d %d %d %d %lf %lf %lf %d", b.model, &b.tp, &b.sp,
+                         &b.rows, &b.seq, &b.kind, &b.fwd, &b.bwd_i, &b.bwd_w, &b.ranks);
+        if ((got != 9 && got != 10) || b.tp < 2 || (b.sp != 0 && b.sp != 1) || b.rows < 1 ||
+            b.kind < 0 || b.kind > 2 || b.fwd < 0 || b.bwd_i < 0 || b.bwd_w < 0 ||
+            (got == 10 && b.ranks < b.tp))
             return say(err, len, WEFT_ECONFIG,
                        "tpblock: want MODEL TP(>= 2) SP(0-1) ROWS SEQ KIND(0-2) FWD_S "
-                       "BWD_INPUT_S BWD_WEIGHT_S", path, line);
+                       "BWD_INPUT_S BWD_WEIGHT_S [RANKS(>= TP)]", path, line);
         /* weft-sim sync names the model as weft-train does: its key here */
         weft_model_config m;
         if (strchr(b.model, '=')) {
@@ -243,7 +245,10 @@ int sim_calib_save(const sim_calib *c, const char *path, char *err, size_t len)
             fprintf(f, "update %d %.9g\n", 4 * k, c->update_s[k]);
     for (int i = 0; i < c->nb; i++) {
         const sim_calib_block *b = &c->b[i];
-        if (b->tp > 1)
+        if (b->tp > 1 && b->ranks > 0)
+            fprintf(f, "tpblock %s %d %d %d %d %d %.9g %.9g %.9g %d\n", b->model, b->tp, b->sp,
+                    b->rows, b->seq, b->kind, b->fwd, b->bwd_i, b->bwd_w, b->ranks);
+        else if (b->tp > 1)
             fprintf(f, "tpblock %s %d %d %d %d %d %.9g %.9g %.9g\n", b->model, b->tp, b->sp,
                     b->rows, b->seq, b->kind, b->fwd, b->bwd_i, b->bwd_w);
         else
@@ -358,19 +363,30 @@ int sim_calib_block_get(sim_calib *c, const weft_model_config *m, int rows, int 
 }
 
 int sim_calib_tp_block_get(const sim_calib *c, const weft_model_config *m, int rows, int seq,
-                           int kind, int tp, int sp, double out[3])
+                           int kind, int tp, int sp, int ranks, double out[3])
 {
     char key[96];
     sim_calib_model_key(m, key, sizeof key);
+    const sim_calib_block *best = NULL;
+    long best_d = 0;
     for (int i = 0; i < c->nb; i++) {
         const sim_calib_block *h = &c->b[i];
-        if (h->tp == tp && h->sp == sp && h->rows == rows && h->seq == seq &&
-            h->kind == kind && !strcmp(h->model, key)) {
-            out[0] = h->fwd, out[1] = h->bwd_i, out[2] = h->bwd_w;
-            return 1;
+        if (h->tp != tp || h->sp != sp || h->rows != rows || h->seq != seq ||
+            h->kind != kind || strcmp(h->model, key))
+            continue;
+        /* the slice's CPU grows with the ranks sharing the cores (their
+         * caches, switches and waits): the nearest count measured; a line
+         * that does not say comes last */
+        long d = h->ranks > 0 ? labs((long)h->ranks - ranks) : 1L << 30;
+        if (!best || d < best_d) {
+            best = h;
+            best_d = d;
         }
     }
-    return 0;
+    if (!best)
+        return 0;
+    out[0] = best->fwd, out[1] = best->bwd_i, out[2] = best->bwd_w;
+    return 1;
 }
 
 /* The fastest of five steps' work after backward on n parameters, after

@@ -41,6 +41,9 @@ typedef struct {
                         at once ("tpblock" lines, weftrun -n N weft-sim sync
                         --model) */
     int sp;          /* tp > 1: with sequence parallelism */
+    int ranks;       /* tp > 1: the ranks of the node that ran at once when it
+                        was measured (a rank's CPU for the same slice is more
+                        with more ranks sharing the cores); 0: not said */
     double fwd, bwd_i, bwd_w;
 } sim_calib_block;
 
@@ -90,10 +93,12 @@ void sim_calib_model_key(const weft_model_config *m, char *buf, size_t len);
 int sim_calib_block_get(sim_calib *c, const weft_model_config *m, int rows, int seq, int kind,
                         double out[3]);
 /* One rank's seconds of block kind at (rows, seq) as a tensor group of tp
- * runs it (sp: with sequence parallelism) (a "tpblock" line; never probed here: the group's ranks measure
- * it under weftrun). 1 when found, 0 when not. */
+ * runs it (sp: with sequence parallelism) with ranks ranks on the node (a
+ * "tpblock" line; never probed here: the group's ranks measure it under
+ * weftrun): the line measured at that rank count, else at the nearest
+ * count, else one that does not say. 1 when found, 0 when not. */
 int sim_calib_tp_block_get(const sim_calib *c, const weft_model_config *m, int rows, int seq,
-                           int kind, int tp, int sp, double out[3]);
+                           int kind, int tp, int sp, int ranks, double out[3]);
 /* Seconds a step's work after its backward takes a parameter with K
  * optimiser bytes each (0 SGD, 4 momentum, 8 AdamW) as weft-train does it:
  * the gradients' squares for the clipping norm, their scaling, the

@@ -178,6 +178,47 @@ TEST(tensor_slices_measured)
     CHECKF(strstr(a.inputs, ": tpblock") != NULL, "%s", a.inputs);
 }
 
+/* A rank's CPU for the same slice is more with more ranks sharing the
+ * cores, so each slice line says the ranks of its probe and a plan takes
+ * the line of its own rank count, else the nearest: 2 ranks with a block
+ * of 3e-3 + 4e-3 + 2e-3 measured at 2 (or 4) ranks and of 1e-3 each pass
+ * at 8 price tp 2 at the embedding 1e-4 + 2e-5, two blocks of 9e-3, the
+ * head 1e-3 + 5e-4 + 2e-4, whichever line comes last. */
+TEST(tensor_slices_of_the_plans_rank_count)
+{
+    const char *tune = "alpha=1e-9,alpha_over=1e-9,beta=1e-15,gamma=1e-15,msg=0,msg_over=0";
+    double want = 1.2e-4 + 2 * 9e-3 + 1.7e-3;
+    static const int at_ranks[3][2] = { { 2, 8 }, { 8, 2 }, { 4, 8 } };
+    for (int c = 0; c < 3; c++) {
+        char lines[2048];
+        int at = 0;
+        for (int sp = 0; sp <= 1; sp++)
+            at += snprintf(lines + at, sizeof lines - (size_t)at,
+                           "tpblock " KEY " 2 %d 16 32 0 1e-4 0 2e-5\n"
+                           "tpblock " KEY " 2 %d 16 32 2 1e-3 5e-4 2e-4\n", sp, sp);
+        for (int i = 0; i < 2; i++)
+            for (int sp = 0; sp <= 1; sp++)
+                at += snprintf(lines + at, sizeof lines - (size_t)at,
+                               at_ranks[c][i] == 8 ? "tpblock " KEY " 2 %d 16 32 1 1e-3 1e-3 1e-3 %d\n"
+                                                   : "tpblock " KEY " 2 %d 16 32 1 3e-3 4e-3 2e-3 %d\n",
+                               sp, at_ranks[c][i]);
+        const char *f = write_calib("tpn0", 2, tune, 1e-5, 1e-3, 1e-4);
+        const char *path = with_lines(f, "tpn1", lines);
+        plan_out o;
+        CHECK(path != NULL);
+        CHECKF(plan(path, 0, 2, &o) == 0, "%s", o.inputs);
+        CHECKF(fabs(step_of(&o, 2, 1, 1) - want) < 1e-9, "ranks %d, %d: %.9f want %.9f",
+               at_ranks[c][0], at_ranks[c][1], step_of(&o, 2, 1, 1), want);
+        weft_sim_plan_free(o.pl);
+    }
+    /* a count below the group's is refused */
+    const char *f = write_calib("tpn2", 2, tune, 1e-5, 1e-3, 1e-4);
+    const char *path = with_lines(f, "tpn3", "tpblock " KEY " 2 0 16 32 1 3e-3 4e-3 2e-3 1\n");
+    plan_out o;
+    CHECK(path != NULL);
+    CHECK(plan(path, 0, 2, &o) == WEFT_ECONFIG);
+}
+
 /* 4 ranks on 2 cores with the slices of tp 2 (micro-batches of 8, dp 2)
  * and tp 4 (16) measured: a pair's collectives are inside its slices'
  * CPU, so a slower round (alpha 10 ms) leaves tp 2 x dp 2's pipeline as
