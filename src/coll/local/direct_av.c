@@ -155,10 +155,8 @@ static int av_exchange(weft_comm *c, struct direct_state *d, desc *mine, const f
     int P = c->size, r = c->rank;
     if (!d->mesh)
         return direct_exchange(c, d, mine, fp, 0);
-    if (!d->av_out) {
-        if (!(d->av_out = calloc((size_t)P, sizeof *d->av_out)) ||
-            !(d->av_in = calloc((size_t)P, sizeof *d->av_in)))
-            return comm_fail(c, WEFT_ENOMEM, "alltoallv: out of memory");
+    if (!d->av_out) { /* made whole or not at all, so that a later call tries again */
+        av_hello *out = calloc((size_t)P, sizeof *out), *in = calloc((size_t)P, sizeof *in);
         for (int q = 0; q < P; q++) {
             if (q == r)
                 continue;
@@ -166,8 +164,14 @@ static int av_exchange(weft_comm *c, struct direct_state *d, desc *mine, const f
             sched_recv(&d->avx, q, SB_RECV, (uint64_t)q * sizeof(av_hello), sizeof(av_hello));
         }
         sched_end_round(&d->avx);
-        if (d->avx.err)
+        if (!out || !in || d->avx.err) {
+            free(out);
+            free(in);
+            sched_free(&d->avx);
             return comm_fail(c, WEFT_ENOMEM, "alltoallv: out of memory");
+        }
+        d->av_out = out;
+        d->av_in = in;
     }
     for (int q = 0; q < P; q++)
         d->av_out[q] = (av_hello){ *mine, { d->pairs[2 * q], d->pairs[2 * q + 1] } };
