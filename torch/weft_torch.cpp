@@ -243,12 +243,12 @@ class Outcome : public c10::intrusive_ptr_target {
 // and a job nobody waits on starts within kTick. One job at a time, on
 // whichever thread: a weft communicator is used by one thread at a time.
 //
-// Asynchronous work: after each job it ran, the worker polls the queue,
-// yielding its core, for spin (WEFT_SPIN_US, as weft's own waits) before
-// it sleeps, so a stream of Futures (DDP's buckets, a hook per call) is
-// picked up without a wake-up; and a caller waiting on a job the worker
-// runs polls the same way before it sleeps. Each wake-up avoided is a
-// futex call on one side and a sleeping thread scheduled on the other.
+// Asynchronous work: while jobs reach the worker back to back, it polls
+// the queue after each, yielding its core, for spin (WEFT_SPIN_US, as
+// weft's own waits) before it sleeps, so a stream of Futures is picked up
+// without a wake-up; and a caller waiting on a job the worker runs polls
+// the same way before it sleeps. Each wake-up avoided is a futex call on
+// one side and a sleeping thread scheduled on the other.
 class CollQueue {
   public:
     using clock = std::chrono::steady_clock;
@@ -286,6 +286,7 @@ class CollQueue {
         if (seq < urgent_)
             return;
         urgent_ = seq + 1;
+        last_hurry_ = clock::now();
         if (sleeping_)
             worker_cv_.notify_one();
     }
@@ -340,7 +341,7 @@ class CollQueue {
     void serve()
     {
         std::unique_lock<std::mutex> g(mu_);
-        clock::time_point poll_end{};
+        clock::time_point poll_end{}, last_end{};
         for (;;) {
             if (stop_ && q_.empty() && !busy_)
                 return;
@@ -348,8 +349,17 @@ class CollQueue {
             if (!busy_ && !q_.empty() && (stop_ || q_.front().seq >= waited_)) {
                 const Job &j = q_.front();
                 if (stop_ || j.seq < urgent_ || now >= j.ready) {
+                    // Poll after this job only when jobs come back to back:
+                    // this one found by polling, or asked for soon after
+                    // the last one ended. DDP's buckets (one asked for
+                    // while the other runs, the next step's milliseconds
+                    // later) would only pay for the polls, taking turns on
+                    // the cores with compute.
+                    bool stream = now < poll_end ||
+                                  (last_hurry_ > last_end && last_hurry_ - last_end < 2 * spin_);
                     run_front(g);
-                    poll_end = clock::now() + spin_;
+                    last_end = clock::now();
+                    poll_end = stream ? last_end + spin_ : clock::time_point{};
                     continue;
                 }
                 until = j.ready; /* a caller may be about to wait on it */
@@ -418,7 +428,7 @@ class CollQueue {
     std::condition_variable worker_cv_, callers_cv_;
     std::deque<Job> q_;
     std::deque<Job> done_;
-    clock::time_point last_push_{};
+    clock::time_point last_push_{}, last_hurry_{};
     uint64_t next_ = 0;
     uint64_t urgent_ = 0; /* the worker takes jobs below it at once */
     uint64_t waited_ = 0; /* and leaves those below it to a waiting caller */
