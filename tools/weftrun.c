@@ -50,6 +50,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -93,6 +94,8 @@ typedef struct {
     int el_min, el_max;   /* --elastic MIN:MAX; el_max 0: not elastic */
     int clusters;         /* --clusters C; 0: WEFT_CLUSTER left as it is */
     int restarts, restarted;
+    int bind;             /* --bind-to core: each local rank on its own cores */
+    int ncpu, *cpu;       /* the CPUs weftrun may use, in order (--bind-to) */
     weft_store_server *store;  /* elastic: the job's store, here, outside every rank */
     rank_info *r;
 } job;
@@ -123,7 +126,8 @@ static void usage(FILE *f)
 {
     fputs("usage: weftrun -n N [--hosts h1,h2,...] [--port P] [--timeout S]\n"
           "               [--no-prefix] [--servers K] [--elastic MIN:MAX [--restarts N]]\n"
-          "               [--clusters C] [-x VAR=VAL]... [--] prog args...\n"
+          "               [--clusters C] [--bind-to core|none] [-x VAR=VAL]...\n"
+          "               [--] prog args...\n"
           "\n"
           "Starts N ranks of prog (N workers and K servers with --servers) with\n"
           "WEFT_RANK, WEFT_WORLD_SIZE, WEFT_LOCAL_RANK, WEFT_LOCAL_SIZE,\n"
@@ -146,6 +150,9 @@ static void usage(FILE *f)
           "                WEFT_JOIN=1 (they join at the others' next weft_comm_grow)\n"
           "  --clusters C  place ranks in C clusters, in blocks of consecutive ranks\n"
           "                (WEFT_CLUSTER=0..C-1; docs/WAN.md)\n"
+          "  --bind-to core  local rank r of L runs on the r-th of L equal slices of the\n"
+          "                CPUs weftrun may use (on CPU r mod the CPUs where L is more);\n"
+          "                none (the default) leaves placement to the kernel\n"
           "  -x VAR=VAL    set VAR for every rank (-x VAR: pass this VAR on)\n"
           "\n"
           "Output is passed on a line at a time, prefixed \"[R] \". If a rank fails,\n"
@@ -252,6 +259,10 @@ static void parse_args(job *j, int argc, char **argv)
             j->restarts = parse_int(v, "restart count", 0, MAX_RANKS);
         } else if ((v = opt_value(argc, argv, &i, "--clusters"))) {
             j->clusters = parse_int(v, "cluster count", 1, MAX_RANKS);
+        } else if ((v = opt_value(argc, argv, &i, "--bind-to"))) {
+            if (strcmp(v, "core") && strcmp(v, "none"))
+                die("bad --bind-to '%s' (want core or none)", v);
+            j->bind = !strcmp(v, "core");
         } else if (!strcmp(argv[i], "--no-prefix")) {
             j->prefix = 0;
         } else if ((v = opt_value(argc, argv, &i, "-x"))) {
@@ -322,6 +333,41 @@ static void make_secret(job *j)
     j->secret = hex;
 }
 
+/* --bind-to: the CPUs this weftrun may run on (a taskset or a cgroup's
+ * cpuset narrows them), which its ranks share out. */
+static void allowed_cpus(job *j)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        die("--bind-to: cannot read this process's CPUs: %s", strerror(errno));
+    if (!(j->cpu = calloc(CPU_SETSIZE, sizeof *j->cpu)))
+        die("out of memory");
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set))
+            j->cpu[j->ncpu++] = c;
+    if (j->ncpu == 0)
+        die("--bind-to: no CPU to bind to");
+}
+
+/* In the child. A rank that fits gets a slice of the CPUs, not one CPU, so
+ * that its threads (weft-train's default is the host's cores over its
+ * ranks) keep a core each; more ranks than CPUs go round them, as
+ * Open MPI's --bind-to core --oversubscribe places them. */
+static int bind_rank(const job *j, const rank_info *r)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (r->local_size <= j->ncpu) {
+        int lo = (int)((long)r->local_rank * j->ncpu / r->local_size);
+        int hi = (int)((long)(r->local_rank + 1) * j->ncpu / r->local_size);
+        for (int c = lo; c < hi; c++)
+            CPU_SET(j->cpu[c], &set);
+    } else {
+        CPU_SET(j->cpu[r->local_rank % j->ncpu], &set);
+    }
+    return sched_setaffinity(0, sizeof set, &set);
+}
+
 static void place(job *j)
 {
     j->r = calloc((size_t)j->world, sizeof *j->r);
@@ -348,6 +394,8 @@ static void place(job *j)
     }
     if (j->port < 0)
         j->port = free_port();
+    if (j->bind)
+        allowed_cpus(j);
 }
 
 /* ---- launching --------------------------------------------------------------- */
@@ -415,6 +463,11 @@ static void exec_rank(const job *j, int rank)
     if (!env)
         _exit(127);
     if (!r->remote) {
+        if (j->bind && bind_rank(j, r) != 0) {
+            fprintf(stderr, "weftrun: rank %d: cannot bind to its CPUs: %s\n", rank,
+                    strerror(errno));
+            _exit(127);
+        }
         for (char **e = env; *e; e++)
             putenv(*e);
         execvp(j->prog[0], j->prog);

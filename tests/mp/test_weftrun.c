@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <libgen.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -309,3 +310,86 @@ TEST(misc)
     done(&r);
 }
 
+
+/* "0-2,5" (a /proc status list) into a set */
+static int parse_cpu_list(const char *s, cpu_set_t *set)
+{
+    CPU_ZERO(set);
+    while (*s && *s != '\n') {
+        char *end;
+        long lo = strtol(s, &end, 10), hi = lo;
+        if (end == s)
+            return -1;
+        if (*end == '-')
+            hi = strtol(end + 1, &end, 10);
+        for (long c = lo; c <= hi && c < CPU_SETSIZE; c++)
+            CPU_SET((int)c, set);
+        s = *end == ',' ? end + 1 : end;
+    }
+    return 0;
+}
+
+/* The CPUs each of n ranks runs on, from their /proc status; 0 when all
+ * n answered. */
+static int ranks_cpus(int n, int bind, cpu_set_t *got)
+{
+    char nbuf[16];
+    snprintf(nbuf, sizeof nbuf, "%d", n);
+    const char *script = "grep Cpus_allowed_list /proc/self/status";
+    result r = bind ? run(NULL, (const char *[]){ "-n", nbuf, "--bind-to", "core", "/bin/sh",
+                                                  "-c", script, NULL })
+                    : run(NULL, (const char *[]){ "-n", nbuf, "/bin/sh", "-c", script, NULL });
+    int seen = 0;
+    CHECKF(exited(&r, 0), "status %d, stderr: %s", r.status, r.err ? r.err : "");
+    for (char *l = r.out; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        int rank;
+        const char *tab = strchr(l, '\t');
+        if (sscanf(l, "[%d] Cpus_allowed_list:", &rank) == 1 && rank >= 0 && rank < n && tab &&
+            parse_cpu_list(tab + 1, &got[rank]) == 0)
+            seen++;
+    }
+    done(&r);
+    return seen == n ? 0 : -1;
+}
+
+/* --bind-to core: local rank r on the r-th equal slice of the CPUs weftrun
+ * may use, going round them where the ranks are more; none leaves them all */
+TEST(bind)
+{
+    if (!found)
+        return;
+    cpu_set_t mine, got[17];
+    CHECK(sched_getaffinity(0, sizeof mine, &mine) == 0);
+    int cpu[CPU_SETSIZE], ncpu = 0;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &mine))
+            cpu[ncpu++] = c;
+    int sizes[] = { 2, ncpu < 16 ? ncpu + 1 : 17 };
+    for (int k = 0; k < 2; k++) {
+        int n = sizes[k];
+        int ok = ranks_cpus(n, 1, got) == 0;
+        CHECKF(ok, "%d bound ranks: not every rank answered", n);
+        if (!ok)
+            continue;
+        for (int r = 0; r < n; r++) {
+            cpu_set_t want;
+            CPU_ZERO(&want);
+            if (n <= ncpu)
+                for (int c = r * ncpu / n; c < (r + 1) * ncpu / n; c++)
+                    CPU_SET(cpu[c], &want);
+            else
+                CPU_SET(cpu[r % ncpu], &want);
+            CHECKF(CPU_EQUAL(&want, &got[r]), "%d ranks: rank %d bound to %d CPUs, want %d", n,
+                   r, CPU_COUNT(&got[r]), CPU_COUNT(&want));
+        }
+    }
+    int ok = ranks_cpus(2, 0, got) == 0;
+    CHECK(ok);
+    for (int r = 0; ok && r < 2; r++)
+        CHECKF(CPU_EQUAL(&mine, &got[r]), "unbound rank %d on %d CPUs, weftrun's %d", r,
+               CPU_COUNT(&got[r]), CPU_COUNT(&mine));
+    result r = run(NULL, (const char *[]){ "-n", "1", "--bind-to", "socket", "/bin/true", NULL });
+    CHECKF(exited(&r, 2) && r.err && strstr(r.err, "--bind-to"), "bad --bind-to: status %d",
+           r.status);
+    done(&r);
+}
