@@ -16,7 +16,7 @@
 # memcpy of the same bytes, measured by the same weft-bench; and the
 # waiting, the counters' time less the movement. The movement from
 # weft_mem_alloc's memory runs twice: placed by the kernel, and with
-# rank r bound to core r mod the cores (taskset): where the kernel keeps
+# rank r bound to core r mod the cores (weftrun --bind-to core): where the kernel keeps
 # two ranks on one core (the "one CPU" share weft-bench prints), they take
 # turns at their copies and a call takes about twice the copying, which
 # is what made the unbound figure bimodal from run to run. Last, a rank's parameter,
@@ -56,12 +56,6 @@ one text_bias "$base,ffn=64,experts=8,topk=2,router=sigmoid,bias=1" "$dir/text.t
 echo "# expert parallelism, ep ranks on this host ($EP_STEPS steps each)"
 # rank r of a run on core r mod the cores, for the bound movement
 ncores=$(nproc 2>/dev/null || echo 1)
-bind=
-if command -v taskset >/dev/null 2>&1; then
-    bind="$dir/bind.sh"
-    printf '#!/bin/sh\nexec taskset -c $((${WEFT_LOCAL_RANK:-0} %% %d)) "$@"\n' "$ncores" >"$bind"
-    chmod +x "$bind"
-fi
 epm="llama:vocab=256,ctx=64,layers=2,heads=4,dim=128,ffn=256,experts=8,topk=2"
 for ep in 2 4; do
     "$B/weftrun" -n $ep "$B/weft-train" --model "$epm" --data builtin --batch $((8 * ep)) \
@@ -98,9 +92,8 @@ for ep in 2 4; do
     for algo in registered bound auto direct; do
         reg= a=$algo label="plain memory, WEFT_ALGO=$algo" wrap=
         [ $algo = registered ] && reg=-R a=auto label="weft_mem_alloc's memory, WEFT_ALGO=auto"
-        [ $algo = bound ] && reg=-R a=auto wrap=$bind \
+        [ $algo = bound ] && reg=-R a=auto wrap="--bind-to core" \
             label="weft_mem_alloc's memory, WEFT_ALGO=auto, rank r bound to core r mod $ncores"
-        [ $algo = bound ] && [ -z "$bind" ] && { echo "  (no taskset: the bound run left out)"; continue; }
         WEFT_ALGO=$a "$B/weftrun" -n "$ep" $wrap "$B/weft-bench" alltoall -V -S -M $reg -l "$per" \
             -w 20 -n 200 -c 1 2>&1 | awk -v b="$per" '$2 == b' >"$dir/mv$ep$algo"
         [ -s "$dir/mv$ep$algo" ] || { echo "  weft-bench alltoall -V $reg, WEFT_ALGO=$a: failed"; continue; }
