@@ -50,7 +50,7 @@ static int expert_writer(const weft_run *t)
  * replicas. */
 static int my_share(weft_run *t, unsigned char **skip, hf_range **r, int *nr)
 {
-    int nt = weft_model_tensor_count(t->m), replica = 0, nb = 1;
+    int nt = weft_model_tensor_count(t->m), nb = 1;
     *skip = calloc((size_t)nt + 1, 1);
     if (!*skip)
         return WEFT_ENOMEM;
@@ -59,7 +59,7 @@ static int my_share(weft_run *t, unsigned char **skip, hf_range **r, int *nr)
     if (t->pl)
         pipeline_view_of(t->pl, &v);
     int tied = t->pl ? weft_model_tied_tensor(t->m) : -1;
-    replica = t->pl ? v.replica : t->job ? weft_comm_rank(t->job) : 0;
+    int replica = t->pl ? v.replica : t->job ? weft_comm_rank(t->job) : 0;
     for (int i = 0; i < nt; i++) {
         int writer = train_moe_split_is_expert(t->m, i) ? xw : replica == 0;
         (*skip)[i] = (i == tied && v.stage != 0) || (v.tp_rank != 0 && replicated(t->m, i)) ||
