@@ -151,8 +151,8 @@ TEST(tensor_slices_measured)
            step_of(&a, 1, 1, 2), step_of(&b, 1, 1, 2));
     weft_sim_plan_free(a.pl);
     weft_sim_plan_free(b.pl);
-    /* a later line for the same slice replaces the earlier (the bench
-     * appends its 8-rank probe after its 4-rank one): without sequence
+    /* a later line for the same slice at the same rank count (here
+     * neither says one) replaces the earlier: without sequence
      * parallelism blocks of 1e-3 each pass, 6e-3 less a block; with it,
      * as before */
     char later[2048];
