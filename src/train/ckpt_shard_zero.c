@@ -143,18 +143,9 @@ int ckpt_shard_zero_model(const weft_model_config *cfg, weft_model **out)
  * broadcast); nothing where it is not sharded. */
 static int gather_start(weft_zero *z, zbucket *b)
 {
-    float *p = weft_model_params(z->model, NULL);
-    int rc = 0;
     if (!b->comm || b->world == 1)
         return 0;
-    if (b->S)
-        rc = weft_iallgather(b->comm, p + b->lo + b->S * (size_t)b->rank, p + b->lo, b->S,
-                             WEFT_F32, &b->greq[0]);
-    if (rc == 0 && b->tail)
-        rc = weft_ibroadcast(b->comm, p + b->lo + b->S * (size_t)b->world, b->tail, WEFT_F32,
-                             b->world - 1, &b->greq[1]);
-    b->state = PARAMS_INFLIGHT;
-    return rc;
+    return train_zero_gather_launch(z, b);
 }
 
 /* This rank's parameters of every bucket, then its optimiser state: a

@@ -168,7 +168,7 @@ static int make_buckets(weft_zero *z, size_t bucket_bytes)
 
 /* ---- stage 3 layer by layer ---- */
 
-static int gather_launch(weft_zero *z, zbucket *b)
+int train_zero_gather_launch(weft_zero *z, zbucket *b)
 {
     float *p = weft_model_params(z->model, NULL);
     int rc = 0;
@@ -245,10 +245,10 @@ static int bucket_need(weft_zero *z, int k)
     zbucket *b = &z->b[k];
     int rc = record_need(z, k), next = next_needed(z, k);
     if (rc == 0 && b->state == PARAMS_RELEASED)
-        rc = gather_launch(z, b);
+        rc = train_zero_gather_launch(z, b);
     /* the next block's gather runs while this one computes */
     if (rc == 0 && next >= 0 && z->b[next].state == PARAMS_RELEASED)
-        rc = gather_launch(z, &z->b[next]);
+        rc = train_zero_gather_launch(z, &z->b[next]);
     if (rc == 0 && b->state == PARAMS_INFLIGHT) {
         rc = gather_wait(b);
         measure_peak(z);
@@ -467,7 +467,7 @@ static int gather_params(weft_zero *z)
     if (!z->comm || z->world == 1)
         return 0;
     for (int k = 0; rc == 0 && k < z->nb; k++)
-        rc = gather_launch(z, &z->b[k]);
+        rc = train_zero_gather_launch(z, &z->b[k]);
     for (int k = 0; k < z->nb; k++) {
         int w = gather_wait(&z->b[k]);
         rc = rc ? rc : w;

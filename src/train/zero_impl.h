@@ -53,4 +53,8 @@ struct weft_zero {
 /* The replicas' part of weft_zero_destroy. */
 void train_zero_replicas_drop(weft_zero *z);
 
+/* Starts bucket b's parameter gather (its shards all-gathered in place,
+ * the last rank's tail broadcast) and marks it in flight. */
+int train_zero_gather_launch(weft_zero *z, zbucket *b);
+
 #endif
