@@ -130,12 +130,15 @@ int ckpt_resume(weft_run *t, opts *o, long *start_step, weft_ckpt **out)
     int dir = stat(o->resume, &st) == 0 && S_ISDIR(st.st_mode);
     /* a directory's manifest alone: each rank reads the slices it holds */
     rc = dir ? ckpt_shard_open_records(o->resume, &ck) : weft_ckpt_load(&ck, o->resume);
+    /* the disk starts on this rank's file before the coverage check's
+     * passes over the slice table: a checkpoint that fails it has only
+     * cost a read-ahead */
+    if (rc == 0 && dir)
+        ckpt_prefetch_own(t, o, ck);
     if (rc == 0 && dir && (rc = ckpt_covered(t, ck, o->resume)) != 0)
         weft_ckpt_free(ck);
-    if (rc == 0 && dir) {
-        ckpt_prefetch_own(t, o, ck);
+    if (rc == 0 && dir)
         ckpt_shard_phase(ck, CKPT_PH_OPEN, clock_now() - t0);
-    }
     if (rc != 0 && t->code)
         return rc; /* the coverage check said why */
     if (rc != 0 && dir)
