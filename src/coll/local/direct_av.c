@@ -239,14 +239,19 @@ int direct_alltoallv(weft_comm *c, const void *send, void *recv, weft_dtype t,
                   .cookie_addr = (uint64_t)(uintptr_t)&d->cookie,
                   .cookie = d->cookie };
     find_region(c, v, es, &mine.reg);
+    /* this rank's own block first: it needs no peer, and copied while
+     * the peers come to the call (and their descriptors come in) it
+     * takes the place of the wait for them. Its destination is this
+     * rank's alone (no peer reads a receive buffer or scratch), and a
+     * schedule that runs the call instead copies the same bytes again. */
+    if (v->sc[r])
+        memmove(dst + (v->rd[r] * es - base), sv + v->sd[r] * es, v->sc[r] * es);
     if ((rc = av_exchange(c, d, &mine, fp)) || (rc = direct_agree(c, d, &mine, fp)))
         return rc < 0 ? rc : DIRECT_AGAIN;
     if (c->algo != WEFT_ALGO_DIRECT && !all_registered(d, P))
         return DIRECT_AGAIN;
     if ((rc = read_blocks(c, d, v, es, dst, base, fp)))
         return rc;
-    if (v->sc[r] && d->bad_peer < 0)
-        memmove(dst + (v->rd[r] * es - base), sv + v->sd[r] * es, v->sc[r] * es);
     /* nothing of the input is written before this: a withdrawn permission
      * lets the schedule run the call again */
     if ((rc = direct_settle(c, d, NULL, fp, 2, 1)))
