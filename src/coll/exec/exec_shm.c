@@ -464,6 +464,26 @@ int exec_shm_ready(const opstate *st, const int *shw, int nsh)
     return 0;
 }
 
+/* between looks: the core's sibling thread, if any, gets the pipeline */
+#if defined(__x86_64__) || defined(__i386__)
+#define LOOK_PAUSE() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define LOOK_PAUSE() __asm__ __volatile__("yield")
+#else
+#define LOOK_PAUSE() ((void)0)
+#endif
+
+int exec_shm_look(const opstate *st, const int *shw, int nsh, int looks)
+{
+    for (int i = 0; i < looks; i++) {
+        if (exec_shm_ready(st, shw, nsh))
+            return 1;
+        if (i + 1 < looks)
+            LOOK_PAUSE();
+    }
+    return 0;
+}
+
 int exec_shm_sleep(opstate *st, const int *shw, int nsh)
 {
     int k = 0;

@@ -20,6 +20,9 @@ int exec_shm_hello_tcp(weft_comm *c, int peer, int fd, int out, const frame_hdr 
 
 /* Of the ops st[shw[0..nsh)] that wait on rings: can any move now? */
 int exec_shm_ready(const opstate *st, const int *shw, int nsh);
+/* The same, looked at up to looks times with a pause between: 1 as soon
+ * as one can move. */
+int exec_shm_look(const opstate *st, const int *shw, int nsh, int looks);
 /* Declare them all asleep; 1: the caller may block (each peer now rings
  * on its next move), 0: one can move already (no flag is left set). */
 int exec_shm_sleep(opstate *st, const int *shw, int nsh);
