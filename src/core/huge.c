@@ -45,16 +45,3 @@ void huge_release(void *p, size_t bytes)
     memset(p, 0, lo - a);
     memset((void *)hi, 0, e - hi);
 }
-
-void huge_populate(void *p, size_t bytes)
-{
-#ifdef MADV_POPULATE_WRITE
-    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)p,
-              lo = (a + pg - 1) & ~(pg - 1), hi = (a + bytes) & ~(pg - 1);
-    if (hi > lo)
-        (void)madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE);
-#else
-    (void)p;
-    (void)bytes;
-#endif
-}

@@ -14,13 +14,6 @@ void *huge_alloc(size_t bytes);
 /* Advise the whole 2 MiB pages inside [p, p + bytes). */
 void huge_advise(void *p, size_t bytes);
 
-/* The whole pages inside [p, p + bytes) of private anonymous memory
- * faulted in writable now (fresh ones zeroed) rather than at their first
- * write: a reader that waits on the disk then pays for the zeroing in its
- * wait, not after the bytes came. Advice only: a kernel without
- * MADV_POPULATE_WRITE (before Linux 5.14) leaves them to the writes. */
-void huge_populate(void *p, size_t bytes);
-
 /* Zeroes [p, p + bytes) of private anonymous memory: its whole pages go
  * back to the kernel (they read as zeros and cost nothing until touched
  * again), the edges are cleared. */

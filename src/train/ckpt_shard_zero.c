@@ -171,20 +171,6 @@ static int read_own(weft_zero *z, const weft_ckpt *c)
                                       b->mcnt);
         }
     }
-    /* the memory the reads and the gathers write, faulted in while the
-     * disk reads this rank's file (asked for when the manifest opened):
-     * else each page is zeroed in the pread or the gather's copy that
-     * first writes it, once its bytes are there, on cores that the
-     * ranks share. Each page once: the writes below find them present. */
-    for (int k = 0; rc == 0 && k < z->nb; k++) {
-        const zbucket *b = &z->b[k];
-        if (z->stage <= 2)
-            huge_populate(p + b->lo, b->n * sizeof *p);
-        else if (b->mcnt && b->opt)
-            huge_populate(p + b->mlo, b->mcnt * sizeof *p);
-        for (int i = 0; b->mcnt && b->opt && i < count; i++)
-            huge_populate(weft_optim_state(b->opt, i, NULL), b->mcnt * sizeof(float));
-    }
     /* every rank starts every gather, read or not, so that none waits on
      * one that failed: the bytes are trusted only once all agree below */
     for (int k = 0; k < z->nb; k++) {
