@@ -397,7 +397,11 @@ void shm_reap_orphans(int min_age_s)
 {
     DIR *d = opendir("/dev/shm");
     struct dirent *e;
-    time_t now = time(NULL);
+    /* the fine clock: tmpfs stamps a new name from it, so time()'s coarse
+     * second can still be the one before the name's ctime */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    time_t now = ts.tv_sec;
     while (d && (e = readdir(d))) {
         char full[300];
         struct stat sb;
@@ -408,7 +412,7 @@ void shm_reap_orphans(int min_age_s)
         /* an age: where /dev/shm is shared with another pid namespace,
          * kill can say ESRCH of a live creator, whose peers map and remove
          * a working segment's name within moments */
-        if (stat(full, &sb) || now - sb.st_ctime < min_age_s)
+        if (stat(full, &sb) || (min_age_s > 0 && now - sb.st_ctime < min_age_s))
             continue;
         shm_unlink(full + strlen("/dev/shm"));
     }

@@ -177,7 +177,11 @@ void callboard_reap(int min_age_s)
 {
     DIR *d = opendir("/dev/shm");
     struct dirent *e;
-    time_t now = time(NULL);
+    /* the fine clock: tmpfs stamps a new name from it, so time()'s coarse
+     * second can still be the one before the name's ctime */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    time_t now = ts.tv_sec;
     while (d && (e = readdir(d))) {
         unsigned long long id, token;
         int host, used = 0;
@@ -189,7 +193,7 @@ void callboard_reap(int min_age_s)
         snprintf(path, sizeof path, "/dev/shm/%s", e->d_name);
         /* an age as shm_reap_orphans: a name of a live job lasts only
          * until its host's ranks have all reached their first collective */
-        if (stat(path, &sb) || now - sb.st_ctime < min_age_s || !board_orphaned(path))
+        if (stat(path, &sb) || (min_age_s > 0 && now - sb.st_ctime < min_age_s) || !board_orphaned(path))
             continue;
         shm_unlink(path + strlen("/dev/shm"));
     }
