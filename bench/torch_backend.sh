@@ -240,6 +240,7 @@ for n in $OVER_RANKS; do
     job overhead weft "$n" | awk '{ printf "%10d %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %8.2f\n",
                                     $1, $2, $3, $3 - $2, $4, $5, $5 - $4, $6, $7 }'
 done
+[ -n "$DDP_RANKS" ] || exit 0
 echo
 echo "DDP MLP 784-512-512-10, global batch 256, 1 thread per rank, $STEPS steps"
 printf "%6s %14s %14s %9s %12s %12s\n" ranks "weft samp/s" "gloo samp/s" weft/gloo "weft loss" "gloo loss"
