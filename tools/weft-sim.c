@@ -621,8 +621,9 @@ static void sync_usage(FILE *f)
         "  a rank's CPU seconds for its slice of the embedding, a block and the\n"
         "  head, collectives included, at each micro-batch size the plan's layouts\n"
         "  of B sequences use, with and without sequence parallelism (SP 1, 0), as\n"
-        "  lines \"tpblock SPEC TP SP ROWS SEQ KIND FWD BWD_I BWD_W N\" (the fastest\n"
-        "  of 4 passes, the ranks' mean).\n");
+        "  lines \"tpblock SPEC TP SP ROWS SEQ KIND FWD BWD_I BWD_W N\" (the mean\n"
+        "  of 8 passes after one to warm up, the ranks' mean); where the ranks\n"
+        "  outnumber the cores, also TP 1: each rank's whole blocks, all at once.\n");
 }
 
 /* One block of rounds: *t the slowest rank's wall time, *waited the ranks'
@@ -689,12 +690,21 @@ static int chain_block(weft_comm *c, double work_us, int rounds, int chain, doub
     return rc ? rc : weft_allreduce(c, t, t, 1, WEFT_F64, WEFT_MAX);
 }
 
-/* One rank's fastest forward, input backward and weight backward of its
+/* The timed passes of a slice, after one to warm up. */
+#define TP_PASSES 8
+
+/* One rank's mean forward, input backward and weight backward of its
  * slice of block kind (0 the embedding, 1 a transformer block, 2 the head
- * with its count of right answers) as tensor group g runs it, on rows
- * sequences of seq tokens, after one pass to warm up: seconds of this
- * thread's CPU, its share of the group's collectives with it, so that
- * what other ranks run on the cores meanwhile does not count. */
+ * with its count of right answers) as tensor group g runs it (a group of
+ * one: the whole block), on rows sequences of seq tokens, over TP_PASSES
+ * passes after one to warm up: seconds of this thread's CPU, its share of
+ * the group's collectives with it, so that what other ranks run on the
+ * cores meanwhile does not count. The mean, not the fastest pass: with
+ * more ranks than cores, what a collective's member spends waiting for
+ * the others to get a core (its polls and yields) differs from pass to
+ * pass, and training pays it on every one; the fastest is the pass where
+ * the group happened to run side by side (at 8 ranks on 2 cores, tp 2's
+ * block at 4 sequences: the fastest 409 us, the mean 517). */
 static int tp_block(weft_comm *g, const weft_model_config *cfg, int kind, int rows, int seq,
                     int sp, double best[3])
 {
@@ -722,8 +732,8 @@ static int tp_block(weft_comm *g, const weft_model_config *cfg, int kind, int ro
         x[i] = (float)((i * 40503u) % 1000) * 1e-3f - 0.5f;
     for (size_t i = 0; !rc && i < out_n; i++)
         d[i] = 1e-4f * (float)((i * 7919u) % 100);
-    best[0] = best[1] = best[2] = 1e30;
-    for (int rep = 0; !rc && rep < 5; rep++) {
+    best[0] = best[1] = best[2] = 0;
+    for (int rep = 0; !rc && rep <= TP_PASSES; rep++) {
         double t[4];
         t[0] = clock_s(CLOCK_THREAD_CPUTIME_ID);
         rc = weft_model_chunk_forward(m, 0, 0, x, y, rows, seq, NULL);
@@ -740,8 +750,7 @@ static int tp_block(weft_comm *g, const weft_model_config *cfg, int kind, int ro
             rc = weft_model_chunk_backward(m, 0, 0, NULL, 1.0f, WEFT_BACKWARD_WEIGHT, 0);
         t[3] = clock_s(CLOCK_THREAD_CPUTIME_ID);
         for (int j = 0; rep > 0 && j < 3; j++)
-            if (t[j + 1] - t[j] < best[j])
-                best[j] = t[j + 1] - t[j];
+            best[j] += (t[j + 1] - t[j]) / TP_PASSES;
     }
     free(x);
     free(d);
@@ -776,13 +785,14 @@ static int tp_rows(int n, int tp, int batch, int blocks, int rows[16])
 }
 
 /* weft-sim sync --model: for each tensor-parallel degree tp > 1 that
- * divides the ranks and the model, the ranks in groups of tp neighbours
+ * divides the ranks and the model (and tp 1, each rank its whole blocks,
+ * where the ranks outnumber the cores), the ranks in groups of tp neighbours
  * (weft_layout's tensor-fastest order), every group at once as a layout's
  * run them, each block kind timed at each micro-batch size; rank 0 prints
  * the ranks' mean as "tpblock SPEC TP SP ROWS SEQ KIND FWD BWD_I BWD_W N"
  * lines for the plan's calibration, without and with sequence
  * parallelism (SP 0, 1). */
-static int tp_probe(weft_comm *c, const char *spec, int batch, int seq)
+static int tp_probe(weft_comm *c, const char *spec, int batch, int seq, int cores)
 {
     weft_model_config cfg;
     if (weft_model_config_parse(spec, &cfg))
@@ -791,7 +801,13 @@ static int tp_probe(weft_comm *c, const char *spec, int batch, int seq)
         seq = cfg.ctx;
     int n = weft_comm_size(c), r = weft_comm_rank(c), rc = 0;
     int blocks = weft_model_block_count(&cfg);
-    for (int tp = 2; tp <= n && !rc; tp++) {
+    /* tp 1 too where the ranks outnumber the cores: each rank's whole
+     * block, every rank at once (sharing a core's caches with the others
+     * between its turns), which the plan's probe of one process alone
+     * does not see */
+    int many = cores < n;
+    rc = weft_allreduce(c, &many, &many, 1, WEFT_I32, WEFT_MAX);
+    for (int tp = many ? 1 : 2; tp <= n && !rc; tp++) {
         if (n % tp || (cfg.type == WEFT_MODEL_GPT && cfg.n_head % tp))
             continue;
         weft_comm *g;
@@ -801,7 +817,7 @@ static int tp_probe(weft_comm *c, const char *spec, int batch, int seq)
         for (int i = 0; i < 2 * nr && !rc; i++)
             for (int kind = 0, sp = i % 2; kind < 3 && !rc; kind++) {
                 double best[3];
-                if (sp && ((long)rows[i / 2] * seq) % tp)
+                if (sp && (tp == 1 || ((long)rows[i / 2] * seq) % tp))
                     break;
                 rc = tp_block(g, &cfg, kind, rows[i / 2], seq, sp, best);
                 /* a model the group cannot split (a Llama's widths): none */
@@ -915,7 +931,7 @@ static int cmd_sync(int argc, char **argv)
                "%.3f ms, on their own %.3f ms\n", n, got < cores ? got : cores, n, iters,
                work_us, 1e3 * chain, 1e3 * alone);
     fflush(stdout);
-    if (model && (rc = tp_probe(c, model, batch > 0 ? batch : n, seq))) {
+    if (model && (rc = tp_probe(c, model, batch > 0 ? batch : n, seq, cores))) {
         fprintf(stderr, "weft-sim sync: rank %d: the tensor-parallel blocks: %s: %s\n",
                 weft_comm_rank(c), weft_strerror(rc), weft_comm_error(c));
         weft_comm_abort(c);

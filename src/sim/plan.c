@@ -598,11 +598,17 @@ static int calib_blocks(planner *pl, sim_block_costs *bc, int mb, int tp, int sp
     const sim_plan_query *q = pl->q;
     double t[3][3], threads = pl->rate / q->gflops;
     int have[3];
+    /* with the ranks outnumbering the cores, even a whole block is taken
+     * as every rank of the node ran it at once, if measured so (a tpblock
+     * line of TP 1): a rank shares its core's caches with the others
+     * between its turns, which a block probed alone does not pay */
+    int shared = tp > 1 || pl->cores > 0;
     for (int k = 0; k < 3; k++) {
-        measured[k] = tp > 1 && sim_calib_tp_block_get(q->calib, &q->model, mb, (int)pl->T, k,
-                                                       tp, sp, pl->on_node, t[k]);
+        measured[k] = shared && sim_calib_tp_block_get(q->calib, &q->model, mb, (int)pl->T, k,
+                                                       tp, tp > 1 ? sp : 0, pl->on_node, t[k]);
         if (measured[k]) {
             have[k] = 1;
+            q->calib->hits++;
             for (int j = 0; j < 3; j++)
                 t[k][j] *= tp;
             continue;

@@ -110,12 +110,16 @@ static int parse_line(sim_calib *c, char *s, const char *path, int line, char *e
         /* RANKS, the node's ranks at the probe, may be left out (0) */
         int got = sscanf(s + at, "%95s %d %d %d %d %d %lf %lf %lf %d", b.model, &b.tp, &b.sp,
                          &b.rows, &b.seq, &b.kind, &b.fwd, &b.bwd_i, &b.bwd_w, &b.ranks);
-        if ((got != 9 && got != 10) || b.tp < 2 || (b.sp != 0 && b.sp != 1) || b.rows < 1 ||
+        /* TP 1: a whole block, each rank its own, every rank of the node at
+         * once (so RANKS must say how many, and SP is 0) */
+        if ((got != 9 && got != 10) || b.tp < 1 || (b.sp != 0 && b.sp != 1) || b.rows < 1 ||
             b.kind < 0 || b.kind > 2 || b.fwd < 0 || b.bwd_i < 0 || b.bwd_w < 0 ||
-            (got == 10 && b.ranks < b.tp))
+            (got == 10 && b.ranks < b.tp) ||
+            (b.tp == 1 && (got != 10 || b.ranks < 2 || b.sp)))
             return say(err, len, WEFT_ECONFIG,
-                       "tpblock: want MODEL TP(>= 2) SP(0-1) ROWS SEQ KIND(0-2) FWD_S "
-                       "BWD_INPUT_S BWD_WEIGHT_S [RANKS(>= TP)]", path, line);
+                       "tpblock: want MODEL TP SP(0-1) ROWS SEQ KIND(0-2) FWD_S "
+                       "BWD_INPUT_S BWD_WEIGHT_S [RANKS(>= TP)]; TP 1 with SP 0 and RANKS >= 2",
+                       path, line);
         /* weft-sim sync names the model as weft-train does: its key here */
         weft_model_config m;
         if (strchr(b.model, '=')) {
@@ -245,7 +249,7 @@ int sim_calib_save(const sim_calib *c, const char *path, char *err, size_t len)
             fprintf(f, "update %d %.9g\n", 4 * k, c->update_s[k]);
     for (int i = 0; i < c->nb; i++) {
         const sim_calib_block *b = &c->b[i];
-        if (b->tp > 1 && b->ranks > 0)
+        if (b->ranks > 0)
             fprintf(f, "tpblock %s %d %d %d %d %d %.9g %.9g %.9g %d\n", b->model, b->tp, b->sp,
                     b->rows, b->seq, b->kind, b->fwd, b->bwd_i, b->bwd_w, b->ranks);
         else if (b->tp > 1)
@@ -338,7 +342,7 @@ int sim_calib_block_get(sim_calib *c, const weft_model_config *m, int rows, int 
     sim_calib_model_key(m, b.model, sizeof b.model);
     for (int i = 0; i < c->nb; i++) {
         const sim_calib_block *h = &c->b[i];
-        if (h->tp <= 1 && h->rows == rows && h->seq == seq && h->kind == kind &&
+        if (h->tp <= 1 && !h->ranks && h->rows == rows && h->seq == seq && h->kind == kind &&
             !strcmp(h->model, b.model)) {
             out[0] = h->fwd, out[1] = h->bwd_i, out[2] = h->bwd_w;
             c->hits++;
@@ -372,7 +376,7 @@ int sim_calib_tp_block_get(const sim_calib *c, const weft_model_config *m, int r
     for (int i = 0; i < c->nb; i++) {
         const sim_calib_block *h = &c->b[i];
         if (h->tp != tp || h->sp != sp || h->rows != rows || h->seq != seq ||
-            h->kind != kind || strcmp(h->model, key))
+            h->kind != kind || strcmp(h->model, key) || (tp == 1 && !h->ranks))
             continue;
         /* the slice's CPU grows with the ranks sharing the cores (their
          * caches, switches and waits): the nearest count measured; a line
@@ -499,12 +503,15 @@ int sim_calib_describe(const sim_calib *c, char *buf, size_t len)
             snprintf(syn + at, sizeof syn - at, "%s%.3g ms, a chain %.3g cores at %d ranks",
                      at ? "; " : "", 1e3 * c->sync_s[n], c->chain[n], n);
         }
-    int ntp = 0;
-    for (int i = 0; i < c->nb; i++)
+    int ntp = 0, nsh = 0;
+    for (int i = 0; i < c->nb; i++) {
         ntp += c->b[i].tp > 1;
-    char tps[80] = "not measured (weft-sim sync --model)";
-    if (ntp)
-        snprintf(tps, sizeof tps, "%d shapes measured", ntp);
+        nsh += c->b[i].tp == 1 && c->b[i].ranks > 0;
+    }
+    char tps[120] = "not measured (weft-sim sync --model)";
+    if (ntp || nsh)
+        snprintf(tps, sizeof tps, "%d shapes measured; whole blocks on the shared cores: %d "
+                 "shapes measured", ntp, nsh);
     return snprintf(buf, len, "block costs: %s; collectives: %s; cores: %s; update a "
                     "parameter: %s; sync on shared cores: %s; tensor-parallel slices: %s", blocks,
                     coll, cores, upd[0] ? upd : "not measured",

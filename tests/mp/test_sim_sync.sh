@@ -7,7 +7,8 @@
 # With --model, a tensor group's slices: a GPT of 2 heads at batch 4 on 4
 # ranks is cut by tp 2 only, its groups' micro-batches of 2 sequences (dp
 # 2) and of 2 and 1 (pp 2, m 2 and 4), with and without sequence
-# parallelism, 3 kinds each: 12 "tpblock" lines; on 3 ranks none.
+# parallelism, 3 kinds each: 12 "tpblock" lines; on 3 ranks none. Where
+# the ranks outnumber the cores, also each rank's whole blocks (TP 1).
 # Tiny pieces of work: the figures are not judged, only their form.
 # TEST_TIMEOUT(120)
 B=${BUILD:-build}
@@ -33,11 +34,26 @@ for n in 4 3; do
             $1 == "tpblock" && $2 == m && $3 == 2 && ($4 == 0 || $4 == 1) &&
                 ($5 == 1 || $5 == 2) && $6 == 8 && $7 >= 0 && $7 <= 2 &&
                 $8 + 0 > 0 && $9 + 0 >= 0 && $10 + 0 >= 0 { k[$4 " " $5 " " $7]++ }
-            $1 == "tpblock" { all++ }
+            $1 == "tpblock" && $3 == 2 { all++ }
             END { exit !(all == want && length(k) == want) }' "$dir/cal$n"; then
         ok
     else
         bad "weft-sim sync --model at $n ranks: not $want tpblock lines of tp 2"
+        grep tpblock "$dir/out$n" | sed 's/^/    /'
+    fi
+    # more ranks than cores: each rank's whole blocks too (TP 1, SP 0), at
+    # the one micro-batch size the layouts of tp 1 use (1 sequence at 4
+    # ranks, 2 at 3), the 3 kinds, RANKS n
+    want=0
+    [ $n -gt "$cores" ] && want=3
+    if awk -v want=$want -v m=$M -v n=$n '
+            $1 == "tpblock" && $3 == 1 { all++ }
+            $1 == "tpblock" && $2 == m && $3 == 1 && $4 == 0 && $5 == (n == 4 ? 1 : 2) &&
+                $6 == 8 && $7 >= 0 && $7 <= 2 && $8 + 0 > 0 && $11 == n { k[$7]++ }
+            END { exit !(all == want && length(k) == want) }' "$dir/cal$n"; then
+        ok
+    else
+        bad "weft-sim sync --model at $n ranks, $cores cores: not $want tpblock lines of tp 1"
         grep tpblock "$dir/out$n" | sed 's/^/    /'
     fi
     if awk -v n=$n -v cores="$cores" '

@@ -394,6 +394,53 @@ static int layout_of(const plan_out *o, int tp, int pp, int dp, weft_sim_layout 
     return -1;
 }
 
+/* 4 ranks on 2 cores at dp 4 (4 sequences a rank), communication nearly
+ * free: the whole blocks probed alone give the node's work 4 x 4 x (2e-5 +
+ * 2 x 3e-3 + 3e-4) over 2 cores; with the blocks measured as every rank
+ * of the node ran them at once (tpblock lines of TP 1, here at 8 ranks,
+ * the nearest count) a rank's is 1e-4 + 2e-5, two blocks of 3 x 2e-3 and
+ * the head 1e-3 + 5e-4 + 2e-4, so the step 4 x 13.82e-3 over 2 cores. With
+ * a core a rank (4 cores) the lines do not apply: the blocks alone. A TP 1
+ * line must say its RANKS (>= 2) and has no SP. */
+TEST(whole_blocks_on_shared_cores)
+{
+    const char *tune = "alpha=1e-9,alpha_over=1e-9,beta=1e-15,gamma=1e-15,msg=0,msg_over=0";
+    const char *lines = "tpblock " KEY " 1 0 4 32 0 1e-4 0 2e-5 8\n"
+                        "tpblock " MODEL " 1 0 4 32 1 2e-3 2e-3 2e-3 8\n"
+                        "tpblock " KEY " 1 0 4 32 2 1e-3 5e-4 2e-4 8\n";
+    plan_out a, b, c;
+    weft_sim_layout la, lb, lc;
+    const char *f = write_calib("sh0", 2, tune, 1e-5, 1e-3, 1e-4);
+    CHECKF(plan(f, 0, 4, &a) == 0, "%s", a.inputs);
+    const char *p2 = with_lines(f, "sh1", lines);
+    CHECK(p2 != NULL);
+    CHECKF(plan(p2, 0, 4, &b) == 0, "%s", b.inputs);
+    CHECKF(strstr(b.inputs, "whole blocks on the shared cores: 3 shapes measured") != NULL, "%s",
+           b.inputs);
+    CHECK(layout_of(&a, 1, 1, 4, &la) == 0 && layout_of(&b, 1, 1, 4, &lb) == 0);
+    double alone = 4 * 4 * 6.32e-3 / 2, shared = 4 * 13.82e-3 / 2;
+    CHECKF(fabs(la.pipe_s - alone) < 1e-9, "alone %.9f want %.9f", la.pipe_s, alone);
+    CHECKF(fabs(lb.pipe_s - shared) < 1e-9, "shared %.9f want %.9f", lb.pipe_s, shared);
+    const char *f4 = write_calib("sh2", 4, tune, 1e-5, 1e-3, 1e-4);
+    const char *p4 = with_lines(f4, "sh3", lines);
+    CHECK(p4 != NULL);
+    CHECKF(plan(p4, 0, 4, &c) == 0, "%s", c.inputs);
+    CHECK(layout_of(&c, 1, 1, 4, &lc) == 0);
+    CHECKF(fabs(lc.pipe_s - 4 * 6.32e-3) < 1e-9, "4 cores %.9f", lc.pipe_s);
+    weft_sim_plan_free(a.pl);
+    weft_sim_plan_free(b.pl);
+    weft_sim_plan_free(c.pl);
+    static const char *bad[] = { "tpblock " KEY " 1 0 4 32 1 2e-3 2e-3 2e-3\n",
+                                 "tpblock " KEY " 1 0 4 32 1 2e-3 2e-3 2e-3 1\n",
+                                 "tpblock " KEY " 1 1 4 32 1 2e-3 2e-3 2e-3 8\n" };
+    for (int i = 0; i < 3; i++) {
+        const char *pb = with_lines(write_calib("sh4", 2, tune, 1e-5, 1e-3, 1e-4), "sh5", bad[i]);
+        plan_out o;
+        CHECK(pb != NULL);
+        CHECKF(plan(pb, 0, 4, &o) == WEFT_ECONFIG, "%s", bad[i]);
+    }
+}
+
 /* 4 ranks on 2 cores at tp 2 x dp 2: a group's waits in its collectives
  * hold no core, and the other group computes meanwhile, so a longer wait
  * lengthens the step by less than itself while the node's work over its
