@@ -75,7 +75,7 @@ for N in $RANKS; do
     # rank's CPU for its slice of each block, every group at once
     flock "$LOCK" "$B/weftrun" -n "$N" "$B/weft-sim" sync --model "$MODEL" --batch "$BATCH" \
         --seq "$SEQ" </dev/null 2>/dev/null |
-        sed -n 's/^\[0\] //; /^sync /p; /^chain /p; /^tpblock /p' >>"$CAL"
+        sed -n 's/^\[0\] //; /^sync /p; /^chain /p; /^msgcpu /p; /^tpblock /p' >>"$CAL"
     # the layouts weft-train runs here: tp x pp x dp (no context or expert
     # parallelism)
     flock "$LOCK" "$B/weft-sim" plan --model "$MODEL" --batch "$BATCH" --ranks "$N" --topo host \

@@ -34,6 +34,9 @@ typedef struct {
                                    sender's work, woken onto cores other ranks hold */
     double chain;               /* > 0: the cores ranks handing work on get (weft-sim
                                    sync), where fewer than the node's */
+    double msg_cpu;             /* > 0: CPU seconds a pipeline message's end (its
+                                   send, its receive) costs on the shared cores
+                                   (weft-sim sync) */
     double slow;                /* a rank's work with every rank working: its
                                    threads' share of the cores, as a factor */
     int ep, cp, pp;             /* the layout being priced: expert, context and
@@ -660,6 +663,14 @@ static int share_replay(const planner *pl, sim_pipe_plan *pp, const block_part *
         fw[j] = pp->fwd[j] - fh[j];
         iw[j] = pp->bwd_i[j] - ih[j];
         ww[j] = pp->bwd_w[j] - wh[j];
+        /* a chunk's messages, each way a micro-batch: its input received
+         * and its output sent in the forward, their gradients in the
+         * backward. Each end costs CPU on the shared cores beyond the
+         * copy (the receive is posted ahead and the progress thread polls
+         * and yields until it comes): work, holding a core */
+        double ends = (j > 0) + (j + 1 < k);
+        fw[j] += ends * pl->msg_cpu;
+        iw[j] += ends * pl->msg_cpu;
     }
     /* a pipeline's stages hand their micro-batches on: they get the cores
      * weft-sim sync measured such a chain to get (the scheduler may run a
@@ -1020,6 +1031,7 @@ int sim_plan_run(const sim_plan_query *q, sim_plan *out, char *err, size_t len)
     if (q->calib && pl.cores > 0) {
         pl.sync = sim_calib_sync(q->calib, on_node);
         pl.chain = sim_calib_chain(q->calib, on_node);
+        pl.msg_cpu = sim_calib_msg_cpu(q->calib, on_node);
     }
     if (q->calib) {
         rc = sim_calib_update_get(q->calib, q->optim_bytes, train_model_param_count(&q->model),

@@ -134,6 +134,12 @@ static int parse_line(sim_calib *c, char *s, const char *path, int line, char *e
         if (sscanf(s + at, "%d %lf", &n, &sec) != 2 || n < 2 || n > 64 || sec < 0)
             return say(err, len, WEFT_ECONFIG, "sync: want RANKS(2-64) SECONDS", path, line);
         c->sync_s[n] = sec;
+    } else if (!strcmp(word, "msgcpu")) {
+        int n;
+        double sec;
+        if (sscanf(s + at, "%d %lf", &n, &sec) != 2 || n < 2 || n > 64 || sec < 0)
+            return say(err, len, WEFT_ECONFIG, "msgcpu: want RANKS(2-64) SECONDS", path, line);
+        c->msg_cpu[n] = sec;
     } else if (!strcmp(word, "chain")) {
         int n;
         double cores;
@@ -149,7 +155,7 @@ static int parse_line(sim_calib *c, char *s, const char *path, int line, char *e
         c->update_s[k / 4] = sec;
     } else {
         return say(err, len, WEFT_ECONFIG,
-                   "unknown line (cores, tune, block, tpblock, update, sync or chain)", path,
+                   "unknown line (cores, tune, block, tpblock, update, sync, chain or msgcpu)", path,
                    line);
     }
     return 0;
@@ -243,6 +249,8 @@ int sim_calib_save(const sim_calib *c, const char *path, char *err, size_t len)
             fprintf(f, "sync %d %.9g\n", n, c->sync_s[n]);
         if (c->chain[n] > 0)
             fprintf(f, "chain %d %.9g\n", n, c->chain[n]);
+        if (c->msg_cpu[n] > 0)
+            fprintf(f, "msgcpu %d %.9g\n", n, c->msg_cpu[n]);
     }
     for (int k = 0; k < 3; k++)
         if (c->update_s[k] > 0)
@@ -466,6 +474,11 @@ double sim_calib_chain(const sim_calib *c, int n)
     return nearest(c->chain, n);
 }
 
+double sim_calib_msg_cpu(const sim_calib *c, int n)
+{
+    return nearest(c->msg_cpu, n);
+}
+
 int sim_calib_describe(const sim_calib *c, char *buf, size_t len)
 {
     char coll[360], blocks[200], gf[48] = "";
@@ -496,12 +509,16 @@ int sim_calib_describe(const sim_calib *c, char *buf, size_t len)
             snprintf(upd + at, sizeof upd - at, "%s%s %.3g ns", at ? ", " : "",
                      k == 2 ? "adamw" : k ? "sgd+momentum" : "sgd", 1e9 * c->update_s[k]);
         }
-    char syn[200] = "";
+    char syn[400] = "";
     for (int n = 2; n <= 64; n++)
-        if (c->sync_s[n] > 0 || c->chain[n] > 0) {
+        if (c->sync_s[n] > 0 || c->chain[n] > 0 || c->msg_cpu[n] > 0) {
             size_t at = strlen(syn);
             snprintf(syn + at, sizeof syn - at, "%s%.3g ms, a chain %.3g cores at %d ranks",
                      at ? "; " : "", 1e3 * c->sync_s[n], c->chain[n], n);
+            at = strlen(syn);
+            if (c->msg_cpu[n] > 0)
+                snprintf(syn + at, sizeof syn - at, ", %.3g us of CPU a message's end",
+                         1e6 * c->msg_cpu[n]);
         }
     int ntp = 0, nsh = 0;
     for (int i = 0; i < c->nb; i++) {

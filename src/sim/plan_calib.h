@@ -18,7 +18,8 @@
  *     computes whole, and the group's collectives, are not 1/tp;
  *   - with more ranks than cores, what a synchronisation between two ranks
  *     waits while the others compute ("sync N SECONDS") and the cores a
- *     chain of ranks handing work on gets ("chain N CORES"), both measured
+ *     chain of ranks handing work on gets ("chain N CORES"), and the CPU
+ *     each message's end costs that chain's threads ("msgcpu N SECONDS"), all measured
  *     by `weftrun -n N weft-sim sync`.
  * Anything not measured is assumed as before: FLOPs at --gflops, the
  * topology's simulated links and cores. */
@@ -62,6 +63,12 @@ typedef struct {
     double sync_s[65];    /* [n]: seconds a synchronisation of two ranks waits
                              on this host with n ranks while the others compute
                              (weft-sim sync); 0: not measured */
+    double msg_cpu[65];   /* [n]: CPU seconds a message's end (its send or its
+                             receive) costs the ranks of such a chain beyond
+                             their work, every thread (the progress thread's
+                             polls and yields while a receive posted ahead
+                             waits), with n ranks on the cores (weft-sim
+                             sync); 0: not measured */
     double chain[65];     /* [n]: the cores n ranks handing work on from one to
                              the next get, as a pipeline's stages (weft-sim
                              sync); 0: not measured */
@@ -111,6 +118,9 @@ int sim_calib_update_get(sim_calib *c, int optim_bytes, double n, double *sec);
 double sim_calib_sync(const sim_calib *c, int n);
 /* The same for the cores a chain of n ranks gets; 0 when none measured. */
 double sim_calib_chain(const sim_calib *c, int n);
+/* The same for the CPU a message's end costs such a chain ("msgcpu N
+ * SECONDS"); 0 when none measured. */
+double sim_calib_msg_cpu(const sim_calib *c, int n);
 /* One line on where the planner's inputs come from: measured (and from
  * which file) or assumed. */
 int sim_calib_describe(const sim_calib *c, char *buf, size_t len);

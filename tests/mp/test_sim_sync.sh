@@ -1,8 +1,9 @@
 #!/bin/sh
 # weftrun -n N weft-sim sync, the planner's probe of shared cores: at 4
 # ranks and at 3 (one without a pair) it prints the two calibration lines
-# weft-sim plan --calib reads, "sync N SECONDS" (>= 0) and "chain N CORES"
-# (more than 0, no more than the cores this process may use), and a plan
+# weft-sim plan --calib reads, "sync N SECONDS" (>= 0), "chain N CORES"
+# (more than 0, no more than the cores this process may use) and "msgcpu N
+# SECONDS" (>= 0), and a plan
 # from a file holding them says it used them; one rank alone is refused.
 # With --model, a tensor group's slices: a GPT of 2 heads at batch 4 on 4
 # ranks is cut by tp 2 only, its groups' micro-batches of 2 sequences (dp
@@ -27,7 +28,7 @@ for n in 4 3; do
     else
         bad "weft-sim sync at $n ranks: exit $?"; tail -n 5 "$dir/out$n" | sed 's/^/    /'
     fi
-    sed -n 's/^\[0\] //; /^sync /p; /^chain /p; /^tpblock /p' "$dir/out$n" >"$dir/cal$n"
+    sed -n 's/^\[0\] //; /^sync /p; /^chain /p; /^msgcpu /p; /^tpblock /p' "$dir/out$n" >"$dir/cal$n"
     want=0
     [ $n = 4 ] && want=12
     if awk -v want=$want -v m=$M '
@@ -59,17 +60,18 @@ for n in 4 3; do
     if awk -v n=$n -v cores="$cores" '
             $1 == "sync" && $2 == n && $3 + 0 >= 0 { s++ }
             $1 == "chain" && $2 == n && $3 + 0 > 0 && $3 + 0 <= cores { c++ }
-            END { exit !(s == 1 && c == 1) }' "$dir/cal$n"; then
+            $1 == "msgcpu" && $2 == n && $3 + 0 >= 0 { m++ }
+            END { exit !(s == 1 && c == 1 && m == 1) }' "$dir/cal$n"; then
         ok
     else
-        bad "weft-sim sync at $n ranks: not one sync and one chain line"
+        bad "weft-sim sync at $n ranks: not one sync, one chain and one msgcpu line"
         sed 's/^/    /' "$dir/out$n"
     fi
 done
 
 if "$B/weft-sim" plan --model gpt:vocab=64,ctx=8,layers=1,heads=2,dim=16 --batch 4 --ranks 4 \
         --calib "$dir/cal4" >"$dir/plan" 2>&1 &&
-        grep -q "^# inputs: .*cores: [0-9]* measured.*sync on shared cores: [0-9.e-]* ms, a chain [0-9.e-]* cores at 4 ranks; tensor-parallel slices: 12 shapes measured" "$dir/plan"; then
+        grep -Eq "^# inputs: .*cores: [0-9]* measured.*sync on shared cores: [0-9.e-]* ms, a chain [0-9.e-]* cores at 4 ranks(, [0-9.e+-]* us of CPU a message's end)?; tensor-parallel slices: 12 shapes measured" "$dir/plan"; then
     ok
 else
     bad "weft-sim plan did not read the probe's lines"; head -n 3 "$dir/plan" | sed 's/^/    /'

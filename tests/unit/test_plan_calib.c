@@ -441,6 +441,44 @@ TEST(whole_blocks_on_shared_cores)
     }
 }
 
+/* The pipe_s of the layout tp x pp x dp with schedule sched and m
+ * micro-batches; -1 when not listed. */
+static double pipe_of(const plan_out *o, int tp, int pp, int dp, const char *sched, int m)
+{
+    weft_sim_layout l;
+    for (int i = 0; i < weft_sim_plan_count(o->pl); i++)
+        if (weft_sim_plan_layout(o->pl, i, &l) == 0 && l.tp == tp && l.pp == pp && l.dp == dp &&
+            !strcmp(l.schedule, sched) && l.m == m)
+            return l.pipe_s;
+    return -1;
+}
+
+/* 2 ranks on 1 core, communication nearly free: one core runs both
+ * stages' work, so pp 2's step (1f1b, m = 2) is all of it. A message's
+ * end costing 1 ms of CPU on the shared cores (msgcpu 2 1e-3) adds, for
+ * each of the 2 micro-batches, the first stage's send and the second's
+ * receive in the forward and the same in the backward: 8 ms. dp 2 sends
+ * nothing through a pipeline and stays as it was. */
+TEST(pipeline_messages_cost_cpu)
+{
+    const char *tune = "alpha=1e-9,alpha_over=1e-9,beta=1e-15,gamma=1e-15,msg=0,msg_over=0";
+    plan_out a, b;
+    const char *f = write_calib("msg0", 1, tune, 1e-5, 1e-3, 1e-4);
+    CHECKF(plan(f, 0, 2, &a) == 0, "%s", a.inputs);
+    const char *p = with_lines(f, "msg1", "msgcpu 2 1e-3\n");
+    CHECK(p != NULL);
+    CHECKF(plan(p, 0, 2, &b) == 0, "%s", b.inputs);
+    CHECKF(strstr(b.inputs, "1e+03 us of CPU a message's end") != NULL, "%s", b.inputs);
+    double pa = pipe_of(&a, 1, 2, 1, "1f1b", 2), pb = pipe_of(&b, 1, 2, 1, "1f1b", 2);
+    double work = 16 * (2 * 1e-5 + 2 * 3 * 1e-3 + 3 * 1e-4);
+    CHECKF(fabs(pa - work) < 1e-6, "without %.9f, the work %.9f", pa, work);
+    CHECKF(fabs(pb - pa - 8e-3) < 1e-6, "with %.9f without %.9f", pb, pa);
+    double da = pipe_of(&a, 1, 1, 2, "1f1b", 1), db = pipe_of(&b, 1, 1, 2, "1f1b", 1);
+    CHECKF(da > 0 && fabs(da - db) < 1e-12, "dp 2: %.9f %.9f", da, db);
+    weft_sim_plan_free(a.pl);
+    weft_sim_plan_free(b.pl);
+}
+
 /* 4 ranks on 2 cores at tp 2 x dp 2: a group's waits in its collectives
  * hold no core, and the other group computes meanwhile, so a longer wait
  * lengthens the step by less than itself while the node's work over its
