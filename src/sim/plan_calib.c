@@ -128,18 +128,15 @@ static int parse_line(sim_calib *c, char *s, const char *path, int line, char *e
             sim_calib_model_key(&m, b.model, sizeof b.model);
         }
         return add_block(c, &b);
-    } else if (!strcmp(word, "sync")) {
+    } else if (!strcmp(word, "sync") || !strcmp(word, "msgcpu")) {
         int n;
         double sec;
+        int sync = word[0] == 's';
         if (sscanf(s + at, "%d %lf", &n, &sec) != 2 || n < 2 || n > 64 || sec < 0)
-            return say(err, len, WEFT_ECONFIG, "sync: want RANKS(2-64) SECONDS", path, line);
-        c->sync_s[n] = sec;
-    } else if (!strcmp(word, "msgcpu")) {
-        int n;
-        double sec;
-        if (sscanf(s + at, "%d %lf", &n, &sec) != 2 || n < 2 || n > 64 || sec < 0)
-            return say(err, len, WEFT_ECONFIG, "msgcpu: want RANKS(2-64) SECONDS", path, line);
-        c->msg_cpu[n] = sec;
+            return say(err, len, WEFT_ECONFIG, sync ? "sync: want RANKS(2-64) SECONDS"
+                                                    : "msgcpu: want RANKS(2-64) SECONDS",
+                       path, line);
+        (sync ? c->sync_s : c->msg_cpu)[n] = sec;
     } else if (!strcmp(word, "chain")) {
         int n;
         double cores;

@@ -530,6 +530,12 @@ TEST(bad_line_refused)
     }
     CHECK(plan(path, 0, 2, &o) == WEFT_ECONFIG);
     CHECKF(strstr(o.inputs, ":2: update") != NULL, "%s", o.inputs);
+    if ((f = fopen(path, "w")) != NULL) {
+        fprintf(f, "cores 2\nsync 4 1e-3\nmsgcpu 1 1e-5\n"); /* a message needs 2 ranks */
+        fclose(f);
+    }
+    CHECK(plan(path, 0, 2, &o) == WEFT_ECONFIG);
+    CHECKF(strstr(o.inputs, ":3: msgcpu") != NULL, "%s", o.inputs);
 }
 
 TEST(probe_writes_the_shapes)
