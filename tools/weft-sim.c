@@ -724,7 +724,7 @@ static int chain_block(weft_comm *c, double work_us, int rounds, int chain, doub
  * the group happened to run side by side (at 8 ranks on 2 cores, tp 2's
  * block at 4 sequences: the fastest 409 us, the mean 517). */
 static int tp_block(weft_comm *g, const weft_model_config *cfg, int kind, int rows, int seq,
-                    int sp, double best[3])
+                    int sp, double mean[3])
 {
     int nb = weft_model_block_count(cfg);
     weft_block_range one = { kind == 0 ? 0 : kind == 1 ? 1 : nb - 1, 1 };
@@ -750,7 +750,7 @@ static int tp_block(weft_comm *g, const weft_model_config *cfg, int kind, int ro
         x[i] = (float)((i * 40503u) % 1000) * 1e-3f - 0.5f;
     for (size_t i = 0; !rc && i < out_n; i++)
         d[i] = 1e-4f * (float)((i * 7919u) % 100);
-    best[0] = best[1] = best[2] = 0;
+    mean[0] = mean[1] = mean[2] = 0;
     for (int rep = 0; !rc && rep <= TP_PASSES; rep++) {
         double t[4];
         t[0] = clock_s(CLOCK_THREAD_CPUTIME_ID);
@@ -768,7 +768,7 @@ static int tp_block(weft_comm *g, const weft_model_config *cfg, int kind, int ro
             rc = weft_model_chunk_backward(m, 0, 0, NULL, 1.0f, WEFT_BACKWARD_WEIGHT, 0);
         t[3] = clock_s(CLOCK_THREAD_CPUTIME_ID);
         for (int j = 0; rep > 0 && j < 3; j++)
-            best[j] += (t[j + 1] - t[j]) / TP_PASSES;
+            mean[j] += (t[j + 1] - t[j]) / TP_PASSES;
     }
     free(x);
     free(d);
