@@ -564,7 +564,8 @@ typedef struct {
     int32_t moe_ffn;
     int32_t shared;
     int32_t router;      /* 0 softmax (top k renormalised), 1 sigmoid */
-    int32_t moe_bias;    /* 1: aux-loss-free balancing bias (selection only) */
+    int32_t moe_bias;    /* aux-loss-free balancing bias (selection only): 1 stepped by
+                          * sign (DeepSeek-V3's), 2 by the load's deviation */
     float capacity;      /* tokens per expert ceil(N*topk/experts*capacity); 0: no drop */
     float aux_loss;      /* load-balancing loss weight */
     float z_loss;        /* router z-loss weight */

@@ -354,11 +354,17 @@ int train_moe_backward(mm_ctx *mm, const moe_dims *d, const moe_acts *a, moe_scr
     return rc;
 }
 
-void train_moe_bias_update(float *bias, const int64_t *load, int E, float rate)
+void train_moe_bias_update(float *bias, const int64_t *load, int E, int rule, float rate)
 {
     double mean = 0.0;
     for (int e = 0; e < E; e++)
         mean += (double)load[e] / E;
+    if (rule == MOE_BIAS_PROPORTIONAL) {
+        /* no tokens: no deviation to correct (and no division by zero) */
+        for (int e = 0; e < E && mean > 0.0; e++)
+            bias[e] += (float)((double)rate * (mean - (double)load[e]) / mean);
+        return;
+    }
     for (int e = 0; e < E; e++)
         bias[e] += (double)load[e] < mean ? rate : (double)load[e] > mean ? -rate : 0.0f;
 }

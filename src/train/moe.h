@@ -58,8 +58,14 @@ void train_moe_backward_router(mm_ctx *mm, const moe_dims *d, const moe_acts *a,
                                moe_scratch *s, float *dx, float *dwr, const float *x,
                                const float *wr, float weight);
 
-/* The aux-loss-free balancing step: bias[e] += rate * sign(mean - load[e]). */
-void train_moe_bias_update(float *bias, const int64_t *load, int E, float rate);
+/* The aux-loss-free balancing step from a step's loads (tokens that
+ * picked each expert), the config's bias=1 or 2:
+ *   MOE_BIAS_SIGN          bias[e] += rate * sign(mean - load[e])
+ *   MOE_BIAS_PROPORTIONAL  bias[e] += rate * (mean - load[e]) / mean
+ * Only the loads decide it, so ranks that count the same loads (the
+ * tensor group, which routes the same rows) step alike. */
+enum { MOE_BIAS_SIGN = 1, MOE_BIAS_PROPORTIONAL = 2 };
+void train_moe_bias_update(float *bias, const int64_t *load, int E, int rule, float rate);
 
 /* moe_config.c: one expert key at *s ("experts=8"; the caller moves past
  * the comma), advancing *s; the keys as ",experts=8,..." (nothing without

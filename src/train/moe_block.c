@@ -5,8 +5,12 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The aux-loss-free bias's step (DeepSeek-V3's gamma). */
+/* The aux-loss-free bias's step: bias=1 DeepSeek-V3's gamma, each bias
+ * moved by it every step; bias=2 the step at a load off the mean by all
+ * of the mean, so 1e-3 (bias=1's) at 10% off, more when far off (a
+ * router that collapsed onto few experts), less near balance. */
 #define MOE_BIAS_RATE 1e-3f
+#define MOE_BIAS_PROP_RATE 1e-2f
 
 int train_moe_expert_ffn(const weft_model_config *c)
 {
@@ -121,7 +125,9 @@ int train_moe_block_step_end(weft_model *m, int l, int rix)
     int ix = rix + 3;
     int rc = train_model_params(m, 0, ix, 1, 1);
     if (rc == 0)
-        train_moe_bias_update(train_model_tensor_ptr(m, m->params, ix), ld, E, MOE_BIAS_RATE);
+        train_moe_bias_update(train_model_tensor_ptr(m, m->params, ix), ld, E, c->moe_bias,
+                              c->moe_bias == MOE_BIAS_PROPORTIONAL ? MOE_BIAS_PROP_RATE
+                                                                  : MOE_BIAS_RATE);
     return train_model_params(m, rc, ix, 1, 0);
 }
 

@@ -82,7 +82,8 @@ int train_moe_check(const weft_model_config *c)
                    ? WEFT_EINVAL : 0;
     if (c->experts < 1 || c->experts > 4096 || c->topk < 1 || c->topk > c->experts ||
         c->moe_ffn < 0 || c->moe_ffn > (1 << 20) || c->shared < 0 || c->shared > 64 ||
-        (c->router != 0 && c->router != 1) || (c->moe_bias != 0 && c->moe_bias != 1))
+        (c->router != 0 && c->router != 1) || c->moe_bias < 0 ||
+        c->moe_bias > MOE_BIAS_PROPORTIONAL)
         return WEFT_EINVAL;
     if (!(c->capacity >= 0.0f) || !(c->capacity <= 1e6f) || !(c->aux_loss >= 0.0f) ||
         !(c->aux_loss <= 1e6f) || !(c->z_loss >= 0.0f) || !(c->z_loss <= 1e6f))

@@ -249,7 +249,7 @@ done
 # expert's fc and proj cut by the same rows), ep 2 (dp 4), ep 2 x tp 2 and
 # tp 2 with --sp (the router's input gradient joining one rank's part
 # before the reduce-scatter), and with --sp, dropping, the balancing
-# losses and the bias
+# losses and the bias (its proportional step, bias=2)
 g8="gpt:vocab=256,ctx=32,layers=2,heads=4,dim=32,experts=8,topk=2,moe_ffn=48"
 if run gref 1 --model "$g8" --steps $steps --save "$dir/gref.wckpt"; then
     for r in "gtp2 2 --tp 2" "gep2 4 --ep 2" "gep2tp2 4 --ep 2 --tp 2" "gsp2 2 --tp 2 --sp"; do
@@ -261,7 +261,7 @@ if run gref 1 --model "$g8" --steps $steps --save "$dir/gref.wckpt"; then
             close "$lay" gref
     done
 fi
-gd8="$g8,capacity=1,aux=0.01,zloss=0.01,bias=1"
+gd8="$g8,capacity=1,aux=0.01,zloss=0.01,bias=2"
 [ $thin = 0 ] && run gdref 1 --model "$gd8" --steps $steps --save "$dir/gdref.wckpt" &&
     run gdsp2 2 --model "$gd8" --steps $steps --tp 2 --sp --save "$dir/gdsp2.wckpt" &&
     close gdsp2 gdref

@@ -5,8 +5,8 @@
  * rounding; the config's keys (round trip, refusals, a width tensor
  * parallelism does not divide refused); each tensor-parallel rank's
  * expert parts mapping to the whole model's elements; recomputation and a split backward giving the same bits; and
- * the balancing bias alone taking a skewed router's max/mean load toward
- * 1; the experts run in two ranges as in one (what each expert-parallel
+ * the balancing bias's two steps by hand and each alone taking a skewed
+ * router's max/mean load toward 1; the experts run in two ranges as in one (what each expert-parallel
  * rank runs), and the test-only skew of the expert-parallel context on one
  * rank sending every token to experts 0 and 1. */
 #include <math.h>
@@ -279,6 +279,11 @@ TEST(config_keys)
     CHECK(weft_model_config_format(&c, buf, sizeof buf) < (int)sizeof buf);
     CHECK(weft_model_config_parse(buf, &back) == 0);
     CHECKF(memcmp(&c, &back, sizeof c) == 0, "round trip of %s", buf);
+    /* bias=2, the proportional step, is kept through the round trip */
+    CHECK(weft_model_config_parse("llama:vocab=11,ctx=8,layers=1,heads=2,dim=8,ffn=12,experts=4,"
+                                  "topk=1,bias=2", &c) == 0 && weft_model_config_check(&c) == 0);
+    CHECK(c.moe_bias == 2 && weft_model_config_format(&c, buf, sizeof buf) > 0 &&
+          strstr(buf, ",bias=2,") != NULL);
     CHECK(weft_model_config_parse("llama:vocab=11,ctx=8,layers=1,heads=2,dim=8,ffn=12", &c) == 0);
     CHECK(weft_model_config_format(&c, buf, sizeof buf) > 0 && !strstr(buf, "experts"));
     static const char *const bad[] = {
@@ -286,7 +291,7 @@ TEST(config_keys)
         "llama:vocab=11,ctx=8,layers=1,heads=2,dim=8,ffn=12,experts=4,topk=0",
         "llama:vocab=11,ctx=8,layers=1,heads=2,dim=8,ffn=12,experts=4,topk=1,router=tanh",
         "llama:vocab=11,ctx=8,layers=1,heads=2,dim=8,ffn=12,topk=1",
-        "llama:vocab=11,ctx=8,layers=1,heads=2,dim=8,ffn=12,experts=4,topk=1,bias=2",
+        "llama:vocab=11,ctx=8,layers=1,heads=2,dim=8,ffn=12,experts=4,topk=1,bias=3",
         "llama:vocab=11,ctx=8,layers=1,heads=2,dim=8,ffn=12,experts=4,topk=1,capacity=-1",
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -466,14 +471,43 @@ TEST(recompute_and_split)
     weft_model_destroy(m);
 }
 
+/* The two steps by hand. Loads 5, 35, 10, 30, 20 (mean 20): the sign
+ * step moves each bias by the rate toward the mean load (the expert at
+ * the mean stays); the proportional one by rate * (20 - load) / 20, so
+ * +0.75, -0.75, +0.5, -0.5 and 0 times the rate. No tokens at all: no
+ * step. */
+TEST(bias_rules)
+{
+    const int64_t load[5] = { 5, 35, 10, 30, 20 }, none[5] = { 0, 0, 0, 0, 0 };
+    const float start[5] = { 0.5f, -0.25f, 0.0f, 1.0f, 2.0f };
+    const double sign[5] = { 1, -1, 1, -1, 0 }, prop[5] = { 0.75, -0.75, 0.5, -0.5, 0 };
+    float b[5], c[5], z[5];
+    memcpy(b, start, sizeof b);
+    memcpy(c, start, sizeof c);
+    memcpy(z, start, sizeof z);
+    train_moe_bias_update(b, load, 5, MOE_BIAS_SIGN, 1e-3f);
+    train_moe_bias_update(c, load, 5, MOE_BIAS_PROPORTIONAL, 1e-2f);
+    train_moe_bias_update(z, none, 5, MOE_BIAS_PROPORTIONAL, 1e-2f);
+    for (int e = 0; e < 5; e++) {
+        CHECKF(fabs(b[e] - (start[e] + 1e-3 * sign[e])) < 1e-7, "sign step, expert %d: %.9g",
+               e, (double)b[e]);
+        CHECKF(fabs(c[e] - (start[e] + 1e-2 * prop[e])) < 1e-7,
+               "proportional step, expert %d: %.9g", e, (double)c[e]);
+        CHECKF(z[e] == start[e], "no tokens, expert %d: %.9g", e, (double)z[e]);
+    }
+}
+
 /* No optimiser: only the bias moves. A router of larger weights spreads
  * the tokens' scores; one expert starts favoured by 0.5 (max/mean load
- * above 2); the steps bring max/mean load within 1.25. */
-TEST(bias_balances)
+ * above 2); the steps of either rule (bias=1, bias=2) bring max/mean load
+ * within 1.25. */
+static void bias_balances(const char *rule)
 {
     enum { NB = 8 };
-    weft_model *m = make("llama:vocab=11,ctx=8,layers=1,heads=2,dim=8,ffn=12,experts=4,topk=1,"
-                         "router=sigmoid,bias=1", 2);
+    char spec[256];
+    snprintf(spec, sizeof spec, "llama:vocab=11,ctx=8,layers=1,heads=2,dim=8,ffn=12,experts=4,"
+             "topk=1,router=sigmoid,%s", rule);
+    weft_model *m = make(spec, 2);
     CHECK(m != NULL);
     if (!m)
         return;
@@ -511,9 +545,15 @@ TEST(bias_balances)
         if (s >= steps - 20 && r < best)
             best = r;
     }
-    CHECKF(first >= 2.0 && best <= 1.25, "max/mean load: first step %.3g, best of the last 20 %.3g",
-           first, best);
+    CHECKF(first >= 2.0 && best <= 1.25, "%s: max/mean load: first step %.3g, best of the last "
+           "20 %.3g", rule, first, best);
     weft_model_destroy(m);
+}
+
+TEST(bias_balances)
+{
+    bias_balances("bias=1");
+    bias_balances("bias=2");
 }
 
 /* Dividing the experts (one rank of an expert group of 2, no group
