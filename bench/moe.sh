@@ -3,9 +3,16 @@
 # token, one process: 8 experts of width 64 with 2 picked a token (plus the
 # router) against a dense MLP of width 128; steps a second of each, and
 # the balancing bias's effect: max/mean tokens per expert of the least
-# balanced block at the last step, with and without bias=1 (sigmoid
-# router, no balancing loss), on the builtin data and on real text (the
-# project's own docs as byte tokens). Then expert parallelism on this host,
+# balanced block (weft-train prints it every step), without the bias,
+# with bias=1 (DeepSeek-V3's sign step) and with bias=2 (the step
+# proportional to the load's deviation), sigmoid router, no balancing
+# loss, on the builtin data and on real text (the project's own docs as
+# byte tokens). Three figures a row: the last step's, and over the last
+# 10% of the steps the mean and the largest of each step's figure. One
+# step is one batch's sample (16 x 64 tokens, 2 picks each over 8
+# experts): even loads balanced on average read 1.1-1.2 in a single step
+# on real text, so the mean over the last tenth is the fairer figure.
+# Then expert parallelism on this host,
 # ep ranks at --ep 2 and --ep 4: the dispatch + combine all-to-all-v's
 # bytes and milliseconds a step (weft-train's counters, mean of the ranks:
 # the data's movement and the wait for the group's slowest rank, both);
@@ -21,7 +28,7 @@
 # turns at their copies and a call takes about twice the copying, which
 # is what made the unbound figure bimodal from run to run. Last, a rank's parameter,
 # gradient and optimiser bytes (AdamW) at ep 1, 2 and 4 (each rank holds
-# its own experts only). About three minutes.
+# its own experts only). About four minutes.
 #
 #   sh bench/moe.sh [STEPS] [EP_STEPS]     (600, 40)
 # BUILD=dir picks the build directory [build].
@@ -32,24 +39,33 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 base="llama:vocab=256,ctx=64,layers=2,heads=4,dim=64"
 args="--batch 16 --seq 64 --steps $STEPS --no-eval --optim adamw --lr 0.003"
-args="$args --log-every $STEPS --threads 1"
+args="$args --log-every 1 --threads 1"
 one() { # name model data: one run; prints steps/s, final loss, max/mean
     "$B/weft-train" --model "$2" --data "$3" $args --metrics "$dir/$1.csv" >"$dir/$1.out" 2>&1 ||
         { echo "$1: weft-train failed"; tail -n 5 "$dir/$1.out"; return 1; }
     awk -F, -v name="$1" -v steps="$STEPS" 'NR > 1 && $3 == "train" { l = $4; e = $9 }
         END { printf "%-12s %8.1f steps/s  loss %.4f", name, steps / e, l }' "$dir/$1.csv"
-    bal=$(sed -n 's/.*max\/mean \([0-9.]*\).*/\1/p' "$dir/$1.out" | tail -n 1)
-    echo "  max/mean ${bal:--}"
+    # each step's max/mean: the last, then the mean and the largest of
+    # the last tenth of the steps
+    sed -n 's/.*tokens per expert max\/mean \([0-9.]*\).*/\1/p' "$dir/$1.out" |
+        awk -v steps="$STEPS" '{ v[NR] = $1 } END {
+            if (!NR) { print "  max/mean -"; exit }
+            t = int(steps / 10); if (t < 1) t = 1; if (t > NR) t = NR
+            s = 0; mx = 0
+            for (i = NR - t + 1; i <= NR; i++) { s += v[i]; if (v[i] > mx) mx = v[i] }
+            printf "  max/mean last step %.3f, last %d steps mean %.3f largest %.3f\n", v[NR], t, s / t, mx }'
 }
 echo "# $(lscpu | sed -n 's/^Model name: *//p'), load $(cut -d' ' -f1-3 /proc/loadavg)"
 one dense "$base,ffn=128" builtin
 one moe "$base,ffn=64,experts=8,topk=2,router=sigmoid" builtin
 one moe_bias "$base,ffn=64,experts=8,topk=2,router=sigmoid,bias=1" builtin
+one moe_bias2 "$base,ffn=64,experts=8,topk=2,router=sigmoid,bias=2" builtin
 here=$(dirname "$0")/..
 "$B/weft-tokenize" -o "$dir/text.tok" "$here"/docs/*.md "$here"/README.md >/dev/null ||
     echo "weft-tokenize failed"
 one text_moe "$base,ffn=64,experts=8,topk=2,router=sigmoid" "$dir/text.tok"
 one text_bias "$base,ffn=64,experts=8,topk=2,router=sigmoid,bias=1" "$dir/text.tok"
+one text_bias2 "$base,ffn=64,experts=8,topk=2,router=sigmoid,bias=2" "$dir/text.tok"
 
 # expert parallelism on this host, ep ranks (ep 2: one a core), 8 experts
 # of width 256 (dim 128), 8 samples of 64 tokens a rank
