@@ -18,6 +18,13 @@
  * once, out of the sender's pages (include/weft.h). Built against a weft
  * without weft_mem_alloc (bench/vs_commit.sh), -r says so and stops.
  * -R: the registered buffers alone (their columns; the others read 0).
+ * With -r or -R a last column, copy2(GB/s): the same copy taking turns
+ * between two pairs of buffers, as a ping-pong's round trip copies two
+ * payloads into two destinations. At 16 MiB on the EPYC guest the two
+ * payloads no longer both stay in its 32 MiB L3, where copy's one source
+ * does, and copy2 is the ping-pong's like-for-like bound; copy stays the
+ * target's (docs/BENCHMARKS.md, "Same-host point-to-point at 1 and 16
+ * MiB"). At 4 MiB copy2 reads below what the two cores' ping-pong moves.
  * Usage: weftrun -n 2 p2p_bw [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-l] [-r|-R]   (bytes) */
 #include <weft.h>
 
@@ -62,10 +69,20 @@ static void copy(char *in, const char *out, size_t n, int stream)
     memcpy(in, out, n);
 }
 
+static double copy_turns(char *in, const char *out, char *in2, const char *out2, size_t n,
+                         int it);
+
 /* GB/s of the faster of memcpy(in, out, n) and a streamed copy, each the
  * second of two passes of it copies (the first warms up, as the
  * messages' first pass does). */
 static double copy_bw(char *in, const char *out, size_t n, int it)
+{
+    return copy_turns(in, out, in, out, n, it);
+}
+
+/* The same, the copies taking turns between (in, out) and (in2, out2). */
+static double copy_turns(char *in, const char *out, char *in2, const char *out2, size_t n,
+                         int it)
 {
     double best = 0;
     for (int stream = 0; stream < 2; stream++) {
@@ -73,8 +90,9 @@ static double copy_bw(char *in, const char *out, size_t n, int it)
         for (int pass = 0; pass < 2; pass++) {
             double t0 = now();
             for (int i = 0; i < it; i++) {
-                copy(in, out, n, stream);
-                __asm__ __volatile__("" : : "r"(in) : "memory"); /* every copy happens */
+                char *d = i & 1 ? in2 : in;
+                copy(d, i & 1 ? out2 : out, n, stream);
+                __asm__ __volatile__("" : : "r"(d) : "memory"); /* every copy happens */
             }
             t = now() - t0;
         }
@@ -184,20 +202,29 @@ int main(int argc, char **argv)
         weft_comm_destroy(c);
         return 2;
     }
-    char *out = malloc(hi), *in = malloc(hi), *rout = NULL;
+    char *out = malloc(hi), *in = malloc(hi), *rout = NULL, *out2 = NULL, *in2 = NULL;
     if (reg && (rc = weft_mem_alloc(c, hi, (void **)&rout))) {
         fprintf(stderr, "weft_mem_alloc: %s\n", weft_comm_error(c));
         weft_comm_destroy(c);
         return 1;
     }
+    if (reg && r == 0 && (!(out2 = malloc(hi)) || !(in2 = malloc(hi)))) {
+        fprintf(stderr, "out of memory for the second pair of copy buffers\n");
+        weft_comm_destroy(c);
+        return 1;
+    }
     memset(out, 1, hi);
     memset(in, 0, hi);
+    if (out2) {
+        memset(out2, 1, hi);
+        memset(in2, 0, hi);
+    }
     if (rout)
         memset(rout, 1, hi);
     if (r == 0)
         printf("%12s %10s %12s %12s %12s %13s%s\n", "size(B)", "iters", "lat(us)", "bw(GB/s)",
                "bibw(GB/s)", "copy(GB/s)",
-               reg ? "  reg_lat(us) reg_bw(GB/s) reg_bibw(GB/s)" : "");
+               reg ? "  reg_lat(us) reg_bw(GB/s) reg_bibw(GB/s) copy2(GB/s)" : "");
     for (size_t n = lo; n <= hi; n *= (size_t)factor) {
         /* 256 MiB a pass (2000 messages at most, 8 at least): a pass of
          * 40 1 MiB messages lasted 1 ms, short enough for one stall to
@@ -216,15 +243,17 @@ int main(int argc, char **argv)
         weft_barrier(c);
         double cp = r == 0 ? copy_bw(in, out, n, it) : 0;
         if (r == 0 && reg)
-            printf("%12zu %10d %12.2f %12.3f %12.3f %13.3f %12.2f %12.3f %14.3f\n", n, it,
-                   lat * 1e6, (double)n / lat / 1e9, bw, cp, rlat * 1e6,
-                   (double)n / rlat / 1e9, rbw);
+            printf("%12zu %10d %12.2f %12.3f %12.3f %13.3f %12.2f %12.3f %14.3f %11.3f\n", n,
+                   it, lat * 1e6, (double)n / lat / 1e9, bw, cp, rlat * 1e6,
+                   (double)n / rlat / 1e9, rbw, copy_turns(in, out, in2, out2, n, it));
         else if (r == 0)
             printf("%12zu %10d %12.2f %12.3f %12.3f %13.3f\n", n, it, lat * 1e6,
                    (double)n / lat / 1e9, bw, cp);
     }
     free(out);
     free(in);
+    free(out2);
+    free(in2);
     if (rout)
         weft_mem_free(c, rout);
     int drc = weft_comm_destroy(c);
