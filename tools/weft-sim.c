@@ -912,7 +912,7 @@ static int cmd_sync(int argc, char **argv)
     int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
     double best = -1, best_wait = 0, chain = -1, alone = -1, cpu_chain = 0, cpu_alone = 0;
     for (int b = 0; !rc && b < 5; b++) {
-        double t, waited, cpu;
+        double t, waited, cpu = 0;
         rc = sync_block(c, work_us, iters, &t, &waited);
         if (!rc && (best < 0 || t < best))
             best = t, best_wait = waited;
