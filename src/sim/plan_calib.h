@@ -36,7 +36,9 @@
 typedef struct {
     char model[96];  /* sim_calib_model_key's, the layer count left out */
     int rows, seq, kind;
-    int tp;          /* 1: the whole block on one thread ("block" lines); > 1: one
+    int tp;          /* 1: the whole block on one thread ("block" lines, ranks 0;
+                        "tpblock" lines of TP 1, ranks > 0: every rank of the node
+                        running its own at once, weft-sim sync --model); > 1: one
                         rank's slice of a tensor group of tp, its CPU seconds with
                         the group's collectives, every group of the node running
                         at once ("tpblock" lines, weftrun -n N weft-sim sync
@@ -103,7 +105,9 @@ int sim_calib_block_get(sim_calib *c, const weft_model_config *m, int rows, int 
  * runs it (sp: with sequence parallelism) with ranks ranks on the node (a
  * "tpblock" line; never probed here: the group's ranks measure it under
  * weftrun): the line measured at that rank count, else at the nearest
- * count, else one that does not say. 1 when found, 0 when not. */
+ * count, else one that does not say. tp 1: a rank's whole block with
+ * every rank running its own at once (lines that say their count only).
+ * 1 when found, 0 when not. */
 int sim_calib_tp_block_get(const sim_calib *c, const weft_model_config *m, int rows, int seq,
                            int kind, int tp, int sp, int ranks, double out[3]);
 /* Seconds a step's work after its backward takes a parameter with K
