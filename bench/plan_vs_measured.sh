@@ -13,8 +13,10 @@
 #
 # Self-contained: the calibration is made fresh in a temporary folder
 # (weft-tune's constants by `weftrun -n 2xCORES weft-tune`, what a
-# synchronisation waits on the shared cores and a tensor group's rank's
-# slice of each block by `weftrun -n N weft-sim sync --model`, then
+# synchronisation waits on the shared cores, what a pipeline message's end
+# costs their CPU, a tensor group's rank's slice of each block and (more
+# ranks than cores) each rank's whole blocks by `weftrun -n N weft-sim
+# sync --model`, then
 # `weft-sim plan --calibrate`: the cores, a step's work after backward
 # and the engine probed for every block shape the plan needs), so
 # nothing of an earlier run is used.
@@ -71,8 +73,9 @@ echo "# weft-tune: $(cat "$WEFT_TUNE_FILE")"
 CAL="$TMP/calib"
 for N in $RANKS; do
     # what a synchronisation waits on the shared cores at N ranks, the
-    # cores a chain of them handing work on gets, and a tensor group's
-    # rank's CPU for its slice of each block, every group at once
+    # cores a chain of them handing work on gets and the CPU each of its
+    # messages' ends costs, and a tensor group's rank's CPU for its slice
+    # of each block, every group at once (and each rank's whole blocks)
     flock "$LOCK" "$B/weftrun" -n "$N" "$B/weft-sim" sync --model "$MODEL" --batch "$BATCH" \
         --seq "$SEQ" </dev/null 2>/dev/null |
         sed -n 's/^\[0\] //; /^sync /p; /^chain /p; /^msgcpu /p; /^tpblock /p' >>"$CAL"
