@@ -250,7 +250,7 @@ int ckpt_restore_data(weft_run *t, weft_ckpt *ck, const char *path, weft_loader 
     if (ckpt_shard_own_params(ck) == CKPT_OWN_PENDING)
         return run_fail(t, WEFT_EINVAL, "%s: the ZeRO shards' load was not completed", path);
     weft_ckpt_entry info;
-    uint64_t got = 0, all = 0, need = 0;
+    uint64_t got = 0, all = 0, need = 0, direct = 0;
     double ph[CKPT_PHASES];
     /* by now every read of the files is done: what this rank's share cost,
      * from the manifest's opening to the optimiser's state in place */
@@ -261,6 +261,7 @@ int ckpt_restore_data(weft_run *t, weft_ckpt *ck, const char *path, weft_loader 
         for (size_t f = 0; f < info.nbytes / (2 * sizeof *fi); f++)
             all += (uint64_t)fi[2 * f];
         weft_ckpt_get_u64(ck, "shard/bytes_need", &need);
+        weft_ckpt_get_u64(ck, "shard/bytes_direct", &direct);
         /* the window: from the manifest's opening to now, with the state
          * in place; the rest is what the run did between (the data-parallel
          * set-up, waits for the other ranks) */
@@ -269,11 +270,13 @@ int ckpt_restore_data(weft_run *t, weft_ckpt *ck, const char *path, weft_loader 
                       ph[CKPT_PH_READ] - ph[CKPT_PH_CRC] - ph[CKPT_PH_GATHER];
         run_say(t, WEFT_RUN_NOTE, "resume: rank %d read %llu of the checkpoint's %llu bytes "
                 "(its share %llu) in %.3f s: manifest %.3f, model and optimiser made %.3f, "
-                "reads %.3f, CRCs %.3f, all-gather %.3f, the rest %.3f; CPU %.3f s\n",
+                "reads %.3f, CRCs %.3f, all-gather %.3f, the rest %.3f; CPU %.3f s; "
+                "%llu bytes of them past the page cache\n",
                 t->job ? weft_comm_rank(t->job) : 0, (unsigned long long)got,
                 (unsigned long long)all, (unsigned long long)need, ph[CKPT_PH_LOAD],
                 ph[CKPT_PH_OPEN], ph[CKPT_PH_INIT], ph[CKPT_PH_READ], ph[CKPT_PH_CRC],
-                ph[CKPT_PH_GATHER], rest > 0 ? rest : 0.0, ckpt_shard_cpu_since_open(ck));
+                ph[CKPT_PH_GATHER], rest > 0 ? rest : 0.0, ckpt_shard_cpu_since_open(ck),
+                (unsigned long long)direct);
     }
     char layout[512], view[32];
     /* --elastic: the membership changes go on counting from the saved

@@ -159,6 +159,26 @@ void ckpt_shard_prefetch(ckpt_shard_reader *r, int vec, uint64_t lo, uint64_t n)
  * it say why). */
 void ckpt_shard_prefetch_file(const weft_ckpt *c, const char *name);
 
+/* Long runs of a file read past the page cache (train/ckpt_shard_direct.c).
+ * ckpt_direct_able: 1 if file f (at path) opens O_DIRECT. ckpt_direct_ahead
+ * queues run [off, off + n) of file f (open as fd) to be read ahead, past
+ * the page cache, in the order of the calls: 1 if queued, 0 where it is left
+ * to the page cache (short, held there whole already, or no direct reads).
+ * ckpt_direct_copy copies up to n bytes of file f from off into dst from
+ * what was read ahead, *done of them (a window's end may come first),
+ * waiting for them if they are being read: 0; 1 where none of them was
+ * read ahead (the page cache then); WEFT_EIO where their read failed. */
+typedef struct ckpt_direct ckpt_direct;
+int ckpt_direct_open(ckpt_direct **out, size_t nfiles);
+void ckpt_direct_close(ckpt_direct *d);
+int ckpt_direct_able(ckpt_direct *d, uint64_t f, const char *path);
+int ckpt_direct_ahead(ckpt_direct *d, uint64_t f, const char *path, int fd, uint64_t off,
+                      uint64_t n);
+int ckpt_direct_copy(ckpt_direct *d, uint64_t f, uint64_t off, size_t n, void *dst,
+                     size_t *done);
+/* The bytes ckpt_direct_copy gave, all together. */
+uint64_t ckpt_direct_bytes(const ckpt_direct *d);
+
 /* m's parameters (a whole model, a stage or a tensor part) and an
  * optimiser for its [base, base + n) (m NULL: the whole model's layout),
  * read from the files of lazy manifest c (train/ckpt_shard_model.c). */

@@ -42,6 +42,7 @@ struct ckpt_shard_reader {
     unsigned char *own;
     unsigned char *buf;
     crc32_tables *k;
+    ckpt_direct *d;      /* the long runs' direct reads */
     int buf_slice;       /* the slice buf holds whole since its check, or -1 */
     uint64_t bytes;
     double read_s, crc_s; /* in the preads, in the CRCs */
@@ -88,6 +89,8 @@ int ckpt_shard_open_records(const char *dir, weft_ckpt **out)
         rc = weft_ckpt_put_u64(c, "shard/bytes_read", 0);
     if (rc == 0)
         rc = weft_ckpt_put_u64(c, "shard/bytes_need", 0);
+    if (rc == 0) /* of bytes_read, those read past the page cache */
+        rc = weft_ckpt_put_u64(c, "shard/bytes_direct", 0);
     if (rc == 0)
         rc = weft_ckpt_put_u64(c, "shard/own_params", 0);
     int64_t one = 1;
@@ -171,7 +174,7 @@ static int reader_records(ckpt_shard_reader *r)
     r->buf = malloc(CHECK_BUF);
     r->k = malloc(sizeof *r->k);
     r->buf_slice = -1;
-    if (!r->fd || !r->checked || !r->buf || !r->k)
+    if (!r->fd || !r->checked || !r->buf || !r->k || ckpt_direct_open(&r->d, r->nfiles) != 0)
         return WEFT_ENOMEM;
     crc32_tables_init(r->k);
     for (size_t i = 0; i < r->nfiles; i++)
@@ -289,12 +292,14 @@ void ckpt_shard_reader_close(ckpt_shard_reader *r)
         return;
     /* the records are this reading's own (ckpt_shard_open_records made them) */
     add_u64(r->c, "shard/bytes_read", r->bytes);
+    add_u64(r->c, "shard/bytes_direct", ckpt_direct_bytes(r->d));
     ckpt_shard_phase(r->c, CKPT_PH_READ, r->read_s);
     ckpt_shard_phase(r->c, CKPT_PH_CRC, r->crc_s);
     for (size_t i = 0; r->fd && i < r->nfiles; i++)
         if (r->fd[i] >= 0)
             close(r->fd[i]);
     free(r->fd);
+    ckpt_direct_close(r->d);
     free(r->own);
     free(r->buf);
     free(r->k);
@@ -396,6 +401,25 @@ static int crc_failed(ckpt_shard_reader *r, size_t k, const ckpt_slice *s, uint3
                 (unsigned long long)s->start, crc, (unsigned)s->crc);
 }
 
+/* n bytes of file f (open as fd) from off into dst: from what was read
+ * ahead past the page cache, else a pread. */
+static int fetch(ckpt_shard_reader *r, uint64_t f, int fd, void *dst, size_t n, uint64_t off)
+{
+    unsigned char *at = dst;
+    while (n) {
+        size_t done = 0;
+        int rc = ckpt_direct_copy(r->d, f, off, n, at, &done);
+        if (rc == 1)
+            return train_pread_all(fd, at, n, off);
+        if (rc)
+            return rc;
+        at += done;
+        off += done;
+        n -= done;
+    }
+    return 0;
+}
+
 /* Slice k's bytes against its CRC, once. */
 static int check_slice(ckpt_shard_reader *r, size_t k, const ckpt_slice *s, int fd)
 {
@@ -412,7 +436,7 @@ static int check_slice(ckpt_shard_reader *r, size_t k, const ckpt_slice *s, int 
     while (left) {
         size_t n = left < CHECK_BUF ? (size_t)left : CHECK_BUF;
         double t0 = clock_now();
-        int rc = train_pread_all(fd, r->buf, n, off);
+        int rc = fetch(r, s->file, fd, r->buf, n, off);
         double t1 = clock_now();
         r->read_s += t1 - t0;
         if (rc)
@@ -462,8 +486,9 @@ static size_t direct_end(const ckpt_shard_reader *r, size_t k, const ckpt_slice 
 }
 
 /* Slices k..j (one run each, consecutive in the file and the vector) read
- * into dst, CRC_CHUNK bytes a pread, each chunk added to its slice's CRC
- * as it comes in; *got: the elements read. */
+ * into dst, CRC_CHUNK bytes at a time, each chunk added to its slice's CRC
+ * as it comes in (a copy from what was read ahead past the page cache, else
+ * a pread); *got: the elements read. */
 static int read_checked(ckpt_shard_reader *r, size_t k, size_t j, const ckpt_slice *s, int fd,
                         float *dst, uint64_t *got)
 {
@@ -483,7 +508,7 @@ static int read_checked(ckpt_shard_reader *r, size_t k, size_t j, const ckpt_sli
         while (left) {
             size_t n = left < CRC_CHUNK ? left : CRC_CHUNK;
             double t0 = clock_now();
-            int rc = train_pread_all(fd, at, n, off);
+            int rc = fetch(r, s->file, fd, at, n, off);
             double t1 = clock_now();
             r->read_s += t1 - t0;
             if (rc)
@@ -589,14 +614,33 @@ int ckpt_shard_read(ckpt_shard_reader *r, int vec, uint64_t lo, uint64_t n, floa
     return rc;
 }
 
+/* Slice k may be read past the page cache (read_checked): advice to read
+ * it ahead would have the disk read it twice. */
+static int past_cache(ckpt_shard_reader *r, size_t k, const ckpt_slice *s, uint64_t lo,
+                      uint64_t hi)
+{
+    char path[4600];
+    /* read once: straight into place, or whole into buf for its check and
+     * copied from there (a longer slice's runs would be read again after
+     * its check, and then from the page cache) */
+    if (!direct_ok(r, k, s, lo, hi) &&
+        (r->checked[k] || r->fields != CKPT_SLICE_FIELDS ||
+         s->count * s->len * sizeof(float) > CHECK_BUF))
+        return 0;
+    file_path(r, s->file, path, sizeof path);
+    return ckpt_direct_able(r->d, s->file, path);
+}
+
 void ckpt_shard_prefetch(ckpt_shard_reader *r, int vec, uint64_t lo, uint64_t n)
 {
-    /* one advice per stretch of consecutive slices in a file; a file that
-     * cannot be opened is left to the read, whose account names the tensor */
-    char *error = r->error;
+    /* one request per stretch of consecutive slices in a file: read ahead
+     * past the page cache where all of it may be, else advice to the page
+     * cache; a file that cannot be opened is left to the read, whose
+     * account names the tensor */
+    char *error = r->error, path[4600];
     r->error = NULL;
-    int fd = -1;
-    uint64_t a = 0, b = 0;
+    int fd = -1, past = 0;
+    uint64_t a = 0, b = 0, file = 0;
     for (size_t k = 0; vec >= 0 && k <= r->nslices; k++) {
         ckpt_slice s = k < r->nslices ? slice_at(r, k) : (ckpt_slice){ .count = 0 };
         uint64_t stride = s.count > 1 ? s.stride : s.len;
@@ -605,14 +649,19 @@ void ckpt_shard_prefetch(ckpt_shard_reader *r, int vec, uint64_t lo, uint64_t n)
         int f = -1;
         if (meets && file_fd(r, s.file, &f) != 0)
             break;
+        int p = meets && past_cache(r, k, &s, lo, lo + n);
         uint64_t end = s.off + s.count * s.len * sizeof(float);
-        if (meets && f == fd && s.off == b) {
+        if (meets && f == fd && s.off == b && p == past) {
             b = end;
             continue;
         }
-        if (fd >= 0)
+        if (fd >= 0 && past)
+            file_path(r, file, path, sizeof path);
+        if (fd >= 0 && !(past && ckpt_direct_ahead(r->d, file, path, fd, a, b - a)))
             (void)posix_fadvise(fd, (off_t)a, (off_t)(b - a), POSIX_FADV_WILLNEED);
         fd = meets ? f : -1;
+        past = p;
+        file = s.file;
         a = s.off;
         b = end;
     }
@@ -629,8 +678,12 @@ void ckpt_shard_prefetch_file(const weft_ckpt *c, const char *name)
     for (size_t f = 0; f < r->nfiles && ckpt_shard_line(r->files, (int)f, line, sizeof line) == 0;
          f++) {
         int fd;
-        /* the disk goes on reading once the file is closed */
-        if (strcmp(line, name) == 0 && file_fd(r, f, &fd) == 0)
+        char path[4600];
+        file_path(r, f, path, sizeof path);
+        /* the disk goes on reading once the file is closed; a file read
+         * past the page cache is read from the disk once, then */
+        if (strcmp(line, name) == 0 && file_fd(r, f, &fd) == 0 &&
+            !ckpt_direct_able(r->d, f, path))
             (void)posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
     }
     r->error = error;

@@ -159,11 +159,15 @@ static int read_own(weft_zero *z, const weft_ckpt *c)
     float *p = weft_model_params(z->model, NULL);
     int pvec = rc == 0 ? ckpt_shard_reader_vector(r, "param") : -1;
     int count = weft_optim_state_count(weft_zero_optim(z));
+    /* asked for in the order read below: what is read ahead past the page
+     * cache is read in that order */
+    for (int k = 0; rc == 0 && k < z->nb; k++)
+        if (z->b[k].mcnt && z->b[k].opt)
+            ckpt_shard_prefetch_state(r, pvec, m, z->b[k].mlo, z->b[k].mcnt);
     for (int k = 0; rc == 0 && k < z->nb; k++) {
         const zbucket *b = &z->b[k];
         if (!b->mcnt || !b->opt)
             continue;
-        ckpt_shard_prefetch_state(r, pvec, m, b->mlo, b->mcnt);
         for (int i = 0; i < count; i++) {
             const char *sname;
             weft_optim_state(b->opt, i, &sname);
