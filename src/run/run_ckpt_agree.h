@@ -13,8 +13,9 @@
 int ckpt_agree(weft_comm *c, int rc);
 /* A test's hook: 1 where WEFT_TEST_SAVE_FAIL is "RANK:WHERE" with this
  * job rank and where ("optim": the optimiser state's gather over the
- * job; "send": a gather on the way to rank 0): that part of a
- * single-file save then fails as a failed gather would. */
+ * job; "send": a gather on the way to rank 0; "take": rank 0 assembling
+ * a pipeline's last part, after the others, as if out of memory): that
+ * part of a single-file save then fails as a failed gather would. */
 int ckpt_test_fail(const weft_run *t, const char *where);
 
 #endif

@@ -556,6 +556,10 @@ int pipeline_summary(pipeline *pl, const opts *o)
     return rc;
 }
 
+/* The tag of rank 0's word to a part's sender (send_part), above every
+ * tensor's. */
+#define GO_TAG WEFT_TAG_MAX
+
 /* Tags of the gather: tensor i's parameters (j = 0) and optimiser
  * states (j >= 1), above any schedule's. */
 static int gather_tag(int i, int j, int nstate)
@@ -611,6 +615,7 @@ typedef struct {
     int E;                  /* the expert group's size the experts are divided over (1: whole) */
     float *WP, *buf;
     size_t cap;
+    int missing;            /* the lead: a vector of its own part it had not */
 } gather_ctx;
 
 /* Vector j of this rank's part (0: parameters, j: optimiser state j - 1). */
@@ -666,6 +671,11 @@ static int send_part(gather_ctx *g)
 {
     const pipeline *pl = g->pl;
     int rc = 0, bad = 0; /* bad: a vector not had, which the save fails on after */
+    /* rank 0's word first: 0 where it cannot take this part (it failed
+     * before it), and then nothing is sent, which it would never receive;
+     * the experts' gathers below go on, their peers waiting on them */
+    int32_t go = 0;
+    rc = weft_recv_tag(pl->job, &go, 1, WEFT_I32, 0, GO_TAG);
     for (int i = 0; i < weft_model_tensor_count(g->m) && rc == 0; i++) {
         weft_tensor_info ti;
         weft_model_tensor_info(g->m, i, &ti);
@@ -698,6 +708,8 @@ static int send_part(gather_ctx *g)
              * parameters stand in for a vector it has not */
             if (!src)
                 src = g->P + ti.offset;
+            if (!go)
+                continue;
             weft_request *rq;
             rc = weft_isend_tag(pl->job, src, ti.numel, WEFT_F32, 0,
                                 gather_tag(i, j, g->nstate), &rq);
@@ -722,8 +734,11 @@ static int take_vector(gather_ctx *g, const weft_model *shell, int i, int j, int
     const float *src;
     int rc = 0;
     if (from == 0) {
-        if ((rc = own_vector(g, j, &src)))
-            return rc;
+        /* the parts' messages are still taken, as told (take_part) */
+        if ((rc = own_vector(g, j, &src))) {
+            g->missing = g->missing ? g->missing : rc;
+            return 0;
+        }
         src += ti.offset;
     } else {
         if (grow(g, ti.numel))
@@ -756,22 +771,59 @@ static int take_experts(gather_ctx *g, weft_model *shell, int i, int s, int t)
     return rc;
 }
 
-/* The lead: the part of stage s, tensor rank t, its own or received. */
-static int take_part(gather_ctx *g, int s, int t)
+/* The lead's word to the senders of the part of stage s, tensor rank t
+ * (send_part): go (1) or not (0). */
+static int tell_part(gather_ctx *g, int s, int t, int32_t go)
+{
+    int rc = 0;
+    for (int q = 0; q < g->E; q++) {
+        int to = weft_layout_rank(&g->pl->layout, t, q, s);
+        int r = to != 0 ? weft_send_tag(g->pl->job, &go, 1, WEFT_I32, to, GO_TAG) : 0;
+        rc = rc ? rc : r;
+    }
+    return rc;
+}
+
+/* The lead: the part of stage s, tensor rank t, its own or received; after
+ * a failure (failed), only the word not to send it. */
+static int take_part(gather_ctx *g, int s, int t, int failed)
 {
     const pipeline *pl = g->pl;
     weft_block_range ch[WEFT_STAGE_MAX_CHUNKS];
     stage_chunks(pl, s, ch);
     weft_model *shell = g->m;
     int from = weft_layout_rank(&pl->layout, t, 0, s), rc = 0;
+    if (failed) {
+        rc = tell_part(g, s, t, 0);
+        return rc ? run_fail(pl->run, rc, "stopping stage %d (tensor rank %d): %s: %s", s, t,
+                             weft_strerror(rc), weft_comm_error(pl->job)) : failed;
+    }
     /* with divided experts a shell of its own even for the lead's part: its
      * expert rank is moved to place each replica's experts */
-    if ((from != 0 || g->E > 1) &&
-        (rc = weft_model_create_tp(&shell, &pl->cfg, 0, ch, pl->v, 0, NULL, pl->tp, t)) == 0 &&
-        g->E > 1 && (rc = train_moe_split_table(shell, g->E)) != 0)
+    if (ckpt_test_fail(pl->run, "take") && s == pl->pp - 1 && t == pl->tp - 1 && s + t > 0)
+        rc = WEFT_ENOMEM;
+    else if ((from != 0 || g->E > 1) &&
+             (rc = weft_model_create_tp(&shell, &pl->cfg, 0, ch, pl->v, 0, NULL, pl->tp, t)) ==
+                 0 &&
+             g->E > 1 && (rc = train_moe_split_table(shell, g->E)) != 0)
         weft_model_destroy(shell);
+    /* the buffer for the largest of the part's tensors now: once its
+     * senders are told to go, every message they send is taken */
+    size_t most = 0;
+    for (int i = 0; rc == 0 && i < weft_model_tensor_count(shell); i++) {
+        weft_tensor_info ti;
+        weft_model_tensor_info(shell, i, &ti);
+        most = ti.numel > most ? ti.numel : most;
+    }
+    if (rc == 0 && grow(g, most)) {
+        rc = WEFT_ENOMEM;
+        if (shell != g->m)
+            weft_model_destroy(shell);
+    }
+    int told = tell_part(g, s, t, rc == 0);
     if (rc)
         return run_fail(pl->run, rc, "cannot assemble stage %d: %s", s, weft_strerror(rc));
+    rc = told;
     for (int i = 0; i < weft_model_tensor_count(shell) && rc == 0; i++) {
         if (sent_by_other(shell, i, s, t))
             continue;
@@ -784,6 +836,7 @@ static int take_part(gather_ctx *g, int s, int t)
     }
     if (shell != g->m)
         weft_model_destroy(shell);
+    rc = rc ? rc : g->missing;
     if (rc) /* the first failure's message stands (run_fail) */
         rc = run_fail(pl->run, rc, "receiving stage %d (tensor rank %d): %s: %s", s, t,
                       weft_strerror(rc), weft_comm_error(pl->job));
@@ -794,22 +847,25 @@ static int take_part(gather_ctx *g, int s, int t)
 static int assemble(gather_ctx *g, weft_optim **opt, weft_model **out)
 {
     const pipeline *pl = g->pl;
-    weft_model *whole;
+    weft_model *whole = NULL;
+    size_t N = 0;
     int rc = weft_model_create(&whole, &pl->cfg, 0);
     if (rc)
-        return run_fail(pl->run, rc, "cannot assemble the whole model: %s", weft_strerror(rc));
-    size_t N;
-    g->WP = weft_model_params(whole, &N);
-    if (opt) {
+        rc = run_fail(pl->run, rc, "cannot assemble the whole model: %s", weft_strerror(rc));
+    else
+        g->WP = weft_model_params(whole, &N);
+    if (opt && rc == 0) {
         uint64_t steps = 0;
         weft_ckpt_get_u64(g->ck, "optim/steps", &steps);
         if ((rc = weft_optim_create(&g->full, weft_optim_config_of(g->any), 0, N)) ||
             (rc = weft_optim_set_steps(g->full, (int64_t)steps)))
             rc = run_fail(pl->run, rc, "cannot assemble the optimiser: %s", weft_strerror(rc));
     }
-    for (int s = 0; s < pl->pp && rc == 0; s++)
-        for (int t = 0; t < pl->tp && rc == 0; t++)
-            rc = take_part(g, s, t);
+    /* a failure part-way still tells every later part's senders not to
+     * send: none waits for a receive that will not come */
+    for (int s = 0; s < pl->pp; s++)
+        for (int t = 0; t < pl->tp; t++)
+            rc = take_part(g, s, t, rc);
     free(g->buf);
     if (rc) {
         weft_optim_destroy(g->full);
