@@ -82,10 +82,34 @@ own() {
         bad "$1: a rank read other than its own shard"; grep 'resume: rank' "$dir/$1.out"
     fi
 }
+# cold DIR: its files written to the disk and dropped from the page cache,
+# so that a resume reads them from the disk (past the page cache where the
+# file system takes O_DIRECT)
+cold() {
+    for f in "$1"/step-*/rank-*.bin; do
+        sync "$f" && dd if="$f" iflag=nocache count=0 2>/dev/null
+    done
+}
+# past NAME DIR: where DIR's file system takes direct reads, every rank of
+# resume NAME read some of its bytes past the page cache
+past() {
+    f=$(ls "$2"/step-*/rank-00000.bin | head -n 1)
+    dd if="$f" of=/dev/null bs=4096 count=1 iflag=direct 2>/dev/null || { ok; return; }
+    if grep 'resume: rank' "$dir/$1.out" | sed 's/[;,]//g' |
+        awk '{ for (i = 1; i < NF; i++) if ($i == "bytes" && $(i + 1) == "of" && $(i + 2) == "them")
+                   d = $(i - 1)
+               if (d + 0 == 0) none = 1; n++ } END { exit none || n == 0 }'; then
+        ok
+    else
+        bad "$1: a rank's resume from files not in the page cache read none past it"
+        grep 'resume: rank' "$dir/$1.out"
+    fi
+}
 for z in 1 3; do
     run o3f$z 3 $gpt --zero $z --steps 8 && run o3h$z 3 $gpt --zero $z --steps 8 --stop-at 4 \
-        --save "$dir/o3h$z/" && run o3h$z 3 --resume "$dir/o3h$z" --zero $z --steps 8 &&
-        exact o3h$z o3f$z && own o3h$z
+        --save "$dir/o3h$z/" && cold "$dir/o3h$z" &&
+        run o3h$z 3 --resume "$dir/o3h$z" --zero $z --steps 8 &&
+        exact o3h$z o3f$z && own o3h$z && past o3h$z "$dir/o3h$z"
 done
 run pfull 2 $gpt --pp 2 --save "$dir/pfull/" &&
     run phalf 2 $gpt --pp 2 --stop-at 7 --save "$dir/phalf/" &&
@@ -442,7 +466,8 @@ failed() {
         grep '^\[' "$dir/$1.out" | tail -n 6
     fi
 }
-for c in fo:1:optim:--zero_3 fs:1:send:--zero_3 fpo:2:optim:--pp_2_--zero_3 fps:1:send:--pp_2_--zero_3; do
+for c in fo:1:optim:--zero_3 fs:1:send:--zero_3 fpo:2:optim:--pp_2_--zero_3 fps:1:send:--pp_2_--zero_3 \
+    fpt:0:take:--pp_2_--zero_3; do
     e=${c%%:*}; f=${c#*:}; f=${f%:*}
     set -- $(echo "${c##*:}" | tr _ ' ')
     if WEFT_TEST_SAVE_FAIL=$f timeout 300 "$B/weftrun" -n 4 "$B/weft-train" $common $moe --ep 2 \
@@ -451,6 +476,7 @@ for c in fo:1:optim:--zero_3 fs:1:send:--zero_3 fpo:2:optim:--pp_2_--zero_3 fps:
     else
         case $e in
         fps) failed $e 4 "a rank failed its part of the save" ;;
+        fpt) failed $e 4 "cannot assemble stage 1" ;;
         fpo) failed $e 4 "gathering the optimiser state" ;;
         *) failed $e 4 "cannot gather the training state" ;;
         esac
@@ -462,21 +488,24 @@ done
 # file fails both ranks, rank 1 naming the file, slice and tensor
 bz=1
 [ $thin = 1 ] && bz=3
-if [ -d "$dir/half$bz" ]; then
-    cp -r "$dir/half$bz" "$dir/bent1"
-    f=$(ls "$dir"/bent1/step-*/rank-00001.bin)
+# (bent2: the same from the disk, the files dropped from the page cache)
+for b in bent1 bent2; do
+    [ -d "$dir/half$bz" ] || break
+    cp -r "$dir/half$bz" "$dir/$b"
+    f=$(ls "$dir"/$b/step-*/rank-00001.bin)
     printf 'x' | dd of="$f" bs=1 seek=100 conv=notrunc 2>/dev/null
-    if timeout 300 "$B/weftrun" -n 2 "$B/weft-train" $common --resume "$dir/bent1" --zero $bz \
-        >"$dir/bent1.out" 2>&1; then
-        bad "an own-shard resume from a changed file passed"
+    [ $b = bent1 ] || cold "$dir/$b"
+    if timeout 300 "$B/weftrun" -n 2 "$B/weft-train" $common --resume "$dir/$b" --zero $bz \
+        >"$dir/$b.out" 2>&1; then
+        bad "$b: an own-shard resume from a changed file passed"
     elif grep -q "^\[1\] weft-train: .*rank-00001.bin: slice [0-9]* (bytes .*) fails its CRC" \
-        "$dir/bent1.out" && grep -q "^\[0\] weft-train: data parallel set-up: " "$dir/bent1.out"; then
+        "$dir/$b.out" && grep -q "^\[0\] weft-train: data parallel set-up: " "$dir/$b.out"; then
         ok
     else
-        bad "own-shard resume from a changed file: not an error on each rank naming the file"
-        grep '^\[' "$dir/bent1.out" | tail -n 4
+        bad "$b: own-shard resume from a changed file: not an error on each rank naming the file"
+        grep '^\[' "$dir/$b.out" | tail -n 4
     fi
-fi
+done
 
 # ZeRO 2 with divided experts and tensor slices (ep 2 x tp 2): the
 # sharded save's files hold one process's bytes, the resume at its layout
