@@ -8,8 +8,9 @@
 #
 #   make all && sh bench/ckpt.sh
 #
-# RANKS (4), ZERO (1), MODEL, OUT (a scratch folder, removed unless
-# given) and ARGS (more weft-train options, e.g. --save-cached) may be set.
+# RANKS (4), ZERO (1), MODEL, ROUNDS (3 saves), LOAD_ROUNDS (5 loads), OUT
+# (a scratch folder, removed unless given) and ARGS (more weft-train
+# options, e.g. --save-cached) may be set.
 set -eu
 B=${BUILD:-build}
 ranks=${RANKS:-4}
@@ -60,18 +61,15 @@ done
 save_mbs=$(echo "$save_b $save_s" | awk '{ printf "%.1f", ($2 > 0 ? $1 / $2 : 0) }')
 dd_w=$(echo "$dd_b $dd_s" | awk '{ printf "%.0f", ($2 > 0 ? $1 / $2 : 0) }')
 
-# dd's read of the same bytes (direct where the file system takes it,
-# else through the page cache, which the load also uses)
-if dd if="$out/dd.bin" of=/dev/null bs=4M iflag=direct >"$out/dd_r" 2>&1; then
-    dd_r=$(dd_mbs <"$out/dd_r")
-    how="O_DIRECT"
-else
-    dd_r=$(dd if="$out/dd.bin" of=/dev/null bs=4M 2>&1 | dd_mbs)
-    how="page cache"
-fi
-rm -f "$out/dd.bin"
-
-# the load: every rank resumes (CRCs checked) from the files with their
+# the load against dd's read of the same bytes, in turns (LOAD_ROUNDS of
+# each, 5): the disk's read speed moves from one moment to the next as its
+# write speed does (dd's O_DIRECT read of the same 129 MB took from 0.094
+# to 0.238 s in rounds a few seconds apart, on a loaded host), so each
+# round's load is set against the dd read just before it, and the figure
+# is the median of the rounds' ratios, all of them printed. dd reads direct where the file system takes it, else
+# through the page cache, which the load also uses.
+#
+# A load is every rank resuming (CRCs checked) from the files with their
 # pages dropped from the cache, as dd's O_DIRECT read has them. A rank's
 # load time is its wall window from opening the manifest to its
 # parameters and optimiser state in place (the model made, the reads, the
@@ -79,20 +77,42 @@ rm -f "$out/dd.bin"
 # between: its note gives each); the bytes are each rank's share of what
 # it holds (a group's replicated parameters counted once), over the
 # longest rank's time. The ranks load at the same time.
-for f in "$out"/sync/step-*/rank-*.bin; do dd if="$f" iflag=nocache count=0 2>/dev/null; done
-"$B/weftrun" -n "$ranks" "$B/weft-train" --resume "$out/sync" --zero "$zero" --steps 2 \
-    --no-eval >"$out/load.out" 2>&1
-load=$(grep 'resume: rank .* read' "$out/load.out" | sed 's/[,:]//g' | awk '
-    { for (i = 1; i < NF; i++) { if ($i == "share") b += $(i + 1); if ($i == "in") s = $(i + 1) }
-      if (s > hi) hi = s }
-    END { if (hi > 0) printf "%.1f %.3f", b / 1e6, hi }')
-# the ranks' CPU seconds in their load windows, all together: the load's
-# cost apart from what other processes take of the wall time
-load_cpu=$(grep 'resume: rank .* read' "$out/load.out" | sed 's/[,:;]//g' | awk '
-    { for (i = 1; i < NF; i++) if ($i == "CPU") c += $(i + 1) } END { printf "%.3f", c }')
-load_mb=${load% *}
-load_s=${load#* }
-load_mbs=$(echo "$load_mb $load_s" | awk '{ printf "%.0f", ($2 > 0 ? $1 / $2 : 0) }')
+lrounds=${LOAD_ROUNDS:-5}
+lrows=
+ratios=
+for i in $(seq "$lrounds"); do
+    if dd if="$out/dd.bin" of=/dev/null bs=4M iflag=direct >"$out/dd_r" 2>&1; then
+        how="O_DIRECT"
+    else
+        dd if="$out/dd.bin" of=/dev/null bs=4M >"$out/dd_r" 2>&1
+        how="page cache"
+    fi
+    one_r=$(dd_mbs <"$out/dd_r")
+    for f in "$out"/sync/step-*/rank-*.bin; do dd if="$f" iflag=nocache count=0 2>/dev/null; done
+    "$B/weftrun" -n "$ranks" "$B/weft-train" --resume "$out/sync" --zero "$zero" --steps 2 \
+        --no-eval >"$out/load.out" 2>&1
+    load=$(grep 'resume: rank .* read' "$out/load.out" | sed 's/[,:]//g' | awk '
+        { for (i = 1; i < NF; i++) { if ($i == "share") b += $(i + 1); if ($i == "in") s = $(i + 1) }
+          if (s > hi) hi = s }
+        END { if (hi > 0) printf "%.1f %.3f", b / 1e6, hi }')
+    # the ranks' CPU seconds in their load windows, all together: the
+    # load's cost apart from what other processes take of the wall time
+    load_cpu=$(grep 'resume: rank .* read' "$out/load.out" | sed 's/[,:;]//g' | awk '
+        { for (i = 1; i < NF; i++) if ($i == "CPU") c += $(i + 1) } END { printf "%.3f", c }')
+    load_mb=${load% *}
+    load_s=${load#* }
+    one_l=$(echo "$load_mb $load_s" | awk '{ printf "%.0f", ($2 > 0 ? $1 / $2 : 0) }')
+    ratio=$(echo "$one_l $one_r" | awk '{ printf "%.0f", ($2 > 0 ? 100 * $1 / $2 : 0) }')
+    ratios="$ratios $ratio"
+    lrows="$lrows  load round $i: dd read $one_r MB/s, load $load_s s = $one_l MB/s (CPU $load_cpu s): $ratio%
+"
+done
+rm -f "$out/dd.bin"
+# the median round (the lower middle of an even count)
+med=$(echo "$ratios" | tr ' ' '\n' | grep . | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+pick=$(printf "%s" "$lrows" | grep ": $med%\$" | head -n 1)
+dd_r=$(echo "$pick" | sed -n 's/.*dd read \([0-9]*\) MB.*/\1/p')
+load_mbs=$(echo "$pick" | sed -n 's/.*s = \([0-9]*\) MB.*/\1/p')
 
 # saves in the background every third step (a save's file has the steps
 # between to be written in; saves faster than the disk take them would
@@ -103,16 +123,17 @@ bg=$(grep "written in the background" "$out/async.out" | sed 's/^\[0\] //')
 each=$(echo "$bg" | sed -n 's/.*, \([0-9.]*\) s and .*/\1/p')
 stall=$(echo "$bg" | sed -n 's/.*stalled \([0-9.]*\) s each (\([0-9.]*\)%).*/\1 \2/p')
 
-echo "model $model, $ranks ranks, ZeRO-$zero: a save is $mb MB; the load's shares $load_mb MB in $load_s s" \
-     "(CPU $load_cpu s, all ranks)"
+echo "model $model, $ranks ranks, ZeRO-$zero: a save is $mb MB; the load's shares $load_mb MB;" \
+     "the last load's ranks:"
 grep 'resume: rank .* read' "$out/load.out" | sed 's/^\[[0-9]*\] resume: /  /'
 
 printf "%s" "$rows"
+printf "%s" "$lrows"
 printf "%-44s %10s\n" "" "MB/s"
 printf "%-44s %10s\n" "dd write (4 MiB blocks, fsync; $rounds rounds)" "$dd_w"
 printf "%-44s %10s\n" "sharded save, all ranks (files + manifest; $rounds)" "$save_mbs"
-printf "%-44s %10s\n" "dd read ($how)" "$dd_r"
-printf "%-44s %10s\n" "load, all ranks (resume, CRCs)" "$load_mbs"
+printf "%-44s %10s\n" "dd read ($how; the median round's)" "$dd_r"
+printf "%-44s %10s\n" "load, all ranks (resume, CRCs; the same round)" "$load_mbs"
 echo "save / dd write: $(echo "$save_mbs $dd_w" | awk '{ printf "%.0f%%", ($2 > 0 ? 100 * $1 / $2 : 0) }');" \
-     "load / dd read: $(echo "$load_mbs $dd_r" | awk '{ printf "%.0f%%", ($2 > 0 ? 100 * $1 / $2 : 0) }')"
+     "load / dd read: $med% (median of $lrounds rounds:$(echo "$ratios" | sed 's/\([0-9]\) /\1%, /g; s/\([0-9]\)$/\1%/'))"
 echo "background saves: $each s each (file and commit); loop stalled $(echo "$stall" | awk '{ printf "%s s (%s%%)", $1, $2 }')"
