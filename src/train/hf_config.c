@@ -242,9 +242,9 @@ int hf_config_supported(const weft_model_config *c, char *err, size_t cap)
                       "(transformers' sigmoid routers, DeepSeek-V3's, come with its own "
                       "attention and grouped selection); give router=softmax");
     if (c->moe_bias)
-        return errmsg(err, cap, WEFT_ENOTSUP, "bias=1: the balancing bias steers which experts "
+        return errmsg(err, cap, WEFT_ENOTSUP, "bias=%d: the balancing bias steers which experts "
                       "a token takes, and Mixtral's router has none (leaving it out would "
-                      "route differently); give bias=0");
+                      "route differently); give bias=0", c->moe_bias);
     if (c->shared > 0)
         return errmsg(err, cap, WEFT_ENOTSUP, "shared=%d: weft adds its shared experts' output "
                       "as it is, Qwen2-MoE scales its shared expert by sigmoid(shared_expert_gate "
