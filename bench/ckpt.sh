@@ -63,7 +63,7 @@ dd_w=$(echo "$dd_b $dd_s" | awk '{ printf "%.0f", ($2 > 0 ? $1 / $2 : 0) }')
 
 # the load against dd's read of the same bytes, in turns (LOAD_ROUNDS of
 # each, 5): the disk's read speed moves from one moment to the next as its
-# write speed does (dd's O_DIRECT read of the same 129 MB took from 0.094
+# write speed does (dd's O_DIRECT read of the same 129 MB took from 0.081
 # to 0.238 s in rounds a few seconds apart, on a loaded host), so each
 # round's load is set against the dd read just before it, and the figure
 # is the median of the rounds' ratios, all of them printed. dd reads direct where the file system takes it, else
