@@ -16,7 +16,11 @@
 #include "run/run_report.h"
 #include "run/run_sync.h"
 
+#include "train/moe_block.h"
+
 #include "core/clock.h"
+
+#include <stdlib.h>
 
 static int load_batch(weft_run *t, weft_batch *b, long step)
 {
@@ -69,6 +73,47 @@ static int forward_backward(weft_run *t, const weft_batch *b, train_step *st)
     return rc;
 }
 
+/* Full sync's replicas are one model, so the experts' balancing bias
+ * steps from the step's loads summed over them: the data-parallel group
+ * (with --ep its expert groups, under a pipeline the stage's replicas for
+ * the stage's layers; not the tensor group, whose ranks route the same
+ * rows). The other modes' replicas differ on purpose and step their own,
+ * as a lone process does; so does --elastic, whose group changes under a
+ * step. Returns the loads' length, 0: the model steps its own. */
+static size_t moe_share(weft_run *t)
+{
+    if (!t->comm || t->sync.cfg.mode != WEFT_SYNC_FULL || t->o->elastic)
+        return 0;
+    return train_moe_share(t->m);
+}
+
+/* The step's loads on their way to every replica: *ld the buffer (freed
+ * by moe_bias_step), *req the sum. */
+static int moe_loads_launch(weft_run *t, int64_t **ld, weft_request **req)
+{
+    size_t n = moe_share(t);
+    *ld = NULL;
+    *req = NULL;
+    if (!n)
+        return 0;
+    if (!(*ld = malloc(n * sizeof **ld)))
+        return WEFT_ENOMEM;
+    train_moe_share_take(t->m, *ld);
+    return weft_iallreduce(t->comm, *ld, *ld, n, WEFT_I64, WEFT_SUM, req);
+}
+
+/* The summed loads in, the bias stepped by them (as a lone process does
+ * at its backward's end: before the optimiser's step); rc: the step's. */
+static int moe_bias_step(weft_run *t, int64_t *ld, weft_request *req, int rc)
+{
+    int wrc = req ? weft_wait(req) : 0;
+    rc = rc ? rc : wrc;
+    if (rc == 0 && ld)
+        rc = train_moe_share_step(t->m, ld);
+    free(ld);
+    return rc;
+}
+
 /* The elastic outcomes as weft_run_step's (step: where the run goes on). */
 static int outcome(weft_run *t, int er, long step)
 {
@@ -91,11 +136,16 @@ static int step_body(weft_run *t, long step, train_step *st, int saving, double 
                      int *fatal)
 {
     const opts *o = t->o;
+    int64_t *ld = NULL;
+    weft_request *lreq = NULL;
     int rc = sync_begin(&t->sync, &st->skip);
     if (rc == 0 && !st->skip)
         straggle(o, step, t->rank, t->world);
+    moe_share(t); /* before the first backward, which would step the bias */
     if (rc == 0)
         rc = forward_backward(t, &t->b, st);
+    if (rc == 0)
+        rc = moe_loads_launch(t, &ld, &lreq);
     if (rc == 0)
         rc = sync_launch(&t->sync, st);
     /* While full sync (or hier's inside a cluster) reduces the gradients,
@@ -104,10 +154,11 @@ static int step_body(weft_run *t, long step, train_step *st, int saving, double 
     if (rc == 0 && (t->sync.shared || t->sync.prefetch) && step + 1 < t->end && !saving) {
         if ((rc = load_batch(t, &t->b, step + 1)) != 0) {
             *fatal = 1; /* the data, not a peer: nothing to recover from */
-            return rc;
+            return moe_bias_step(t, ld, lreq, rc);
         }
         t->prefetched = 1;
     }
+    rc = moe_bias_step(t, ld, lreq, rc);
     *lr = weft_lr_at(&t->sched, weft_optim_steps(t->opt));
     if (rc == 0)
         rc = sync_step(&t->sync, st, (float)*lr);

@@ -115,6 +115,7 @@ struct weft_model {
     struct moe_ep *ep;      /* experts over an expert group (moe_ep.h), owned; NULL: none */
     struct attn_cp *cp;     /* context parallelism (attention_cp.h), owned; NULL: none */
     int ep_size, ep_rank;   /* SPLIT_EXPERT tensors hold this rank's experts (1, 0: all) */
+    int moe_shared;         /* the run steps the balancing bias (train_moe_share) */
 };
 
 /* Arena carving: with base NULL only the size is counted. */

@@ -12,6 +12,18 @@
 #define MOE_BIAS_RATE 1e-3f
 #define MOE_BIAS_PROP_RATE 1e-2f
 
+/* The bias (tensor ix) moved by the step's loads. */
+static int bias_step(weft_model *m, int ix, const int64_t *ld)
+{
+    const weft_model_config *c = &m->cfg;
+    int rc = train_model_params(m, 0, ix, 1, 1);
+    if (rc == 0)
+        train_moe_bias_update(train_model_tensor_ptr(m, m->params, ix), ld, c->experts,
+                              c->moe_bias, c->moe_bias == MOE_BIAS_PROPORTIONAL
+                                               ? MOE_BIAS_PROP_RATE : MOE_BIAS_RATE);
+    return train_model_params(m, rc, ix, 1, 0);
+}
+
 int train_moe_expert_ffn(const weft_model_config *c)
 {
     if (c->moe_ffn > 0)
@@ -22,7 +34,7 @@ int train_moe_expert_ffn(const weft_model_config *c)
 size_t train_moe_book_bytes(const weft_model_config *c)
 {
     size_t L = (size_t)c->n_layer, E = c->experts > 0 ? (size_t)c->experts : 0;
-    return E ? sizeof(int64_t) * (2 * L * E + 4 * L) + sizeof(double) * 2 * L : 0;
+    return E ? sizeof(int64_t) * (3 * L * E + 5 * L) + sizeof(double) * 2 * L : 0;
 }
 
 void train_moe_book_at(moe_book *b, const weft_model_config *c, void *p)
@@ -34,7 +46,9 @@ void train_moe_book_at(moe_book *b, const weft_model_config *c, void *p)
     b->dropped = b->routed + L;
     b->last_routed = b->dropped + L;
     b->last_dropped = b->last_routed + L;
-    b->aux = (double *)(b->last_dropped + L);
+    b->pending = b->last_dropped + L;
+    b->bias_ix = b->pending + L * E;
+    b->aux = (double *)(b->bias_ix + L);
     b->z = b->aux + L;
 }
 
@@ -122,13 +136,72 @@ int train_moe_block_step_end(weft_model *m, int l, int rix)
     }
     if (!c->moe_bias)
         return 0;
-    int ix = rix + 3;
-    int rc = train_model_params(m, 0, ix, 1, 1);
-    if (rc == 0)
-        train_moe_bias_update(train_model_tensor_ptr(m, m->params, ix), ld, E, c->moe_bias,
-                              c->moe_bias == MOE_BIAS_PROPORTIONAL ? MOE_BIAS_PROP_RATE
-                                                                  : MOE_BIAS_RATE);
-    return train_model_params(m, rc, ix, 1, 0);
+    if (m->moe_shared) {
+        /* the run steps the bias from the loads of all its replicas */
+        for (int i = 0; i < ck->nslot; i++) {
+            moe_book *x = ck->slot[i].arch;
+            for (int e = 0; x && e < E; e++)
+                x->pending[(size_t)l * E + e] += ld[e];
+            if (x)
+                x->bias_ix[l] = rix + 3;
+        }
+        return 0;
+    }
+    return bias_step(m, rix + 3, ld);
+}
+
+size_t train_moe_share(weft_model *m)
+{
+    const weft_model_config *c = &m->cfg;
+    if (c->type == WEFT_MODEL_MLP || c->experts <= 0 || !c->moe_bias)
+        return 0;
+    m->moe_shared = 1;
+    return (size_t)c->n_layer * (size_t)c->experts;
+}
+
+/* The chunk's first book and its layers lo..hi. */
+static moe_book *chunk_book(const weft_model *m, const model_chunk *ck, int *lo, int *hi)
+{
+    int L = m->cfg.n_layer;
+    *lo = ck->first > 1 ? ck->first - 1 : 0;
+    *hi = ck->last < L ? ck->last - 1 : L - 1;
+    for (int i = 0; i < ck->nslot; i++)
+        if (ck->slot[i].arch)
+            return ck->slot[i].arch;
+    return NULL;
+}
+
+void train_moe_share_take(weft_model *m, int64_t *load)
+{
+    size_t E = (size_t)m->cfg.experts;
+    memset(load, 0, sizeof(int64_t) * E * (size_t)m->cfg.n_layer);
+    for (int k = 0; k < m->nchunk; k++) {
+        const model_chunk *ck = &m->chunk[k];
+        int lo, hi;
+        const moe_book *a = chunk_book(m, ck, &lo, &hi);
+        if (a && hi >= lo)
+            memcpy(load + (size_t)lo * E, a->pending + (size_t)lo * E,
+                   sizeof(int64_t) * E * (size_t)(hi - lo + 1));
+        for (int i = 0; i < ck->nslot; i++) {
+            moe_book *x = ck->slot[i].arch;
+            if (x && hi >= lo)
+                memset(x->pending + (size_t)lo * E, 0, sizeof(int64_t) * E * (size_t)(hi - lo + 1));
+        }
+    }
+}
+
+int train_moe_share_step(weft_model *m, const int64_t *load)
+{
+    int rc = 0;
+    size_t E = (size_t)m->cfg.experts;
+    for (int k = 0; k < m->nchunk && rc == 0; k++) {
+        int lo, hi;
+        const moe_book *a = chunk_book(m, &m->chunk[k], &lo, &hi);
+        for (int l = lo; a && l <= hi && rc == 0; l++)
+            if (a->bias_ix[l] > 0)
+                rc = bias_step(m, (int)a->bias_ix[l], load + (size_t)l * E);
+    }
+    return rc;
 }
 
 int weft_model_moe_stats(const weft_model *m, weft_moe_stats *out)

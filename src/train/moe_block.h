@@ -1,7 +1,8 @@
 /* What a model's mixture-of-experts blocks share, the GPT's and the
  * Llama's (moe_block.c): the experts' sizes from the config, one block's
  * forward with its counting, the step's end (the counts over the chunk's
- * slots, the balancing bias's step) and the counters weft_model_moe_stats
+ * slots, the balancing bias's step, here or by the run over its
+ * replicas) and the counters weft_model_moe_stats
  * reads. A block's tensors lie in the table as router, experts' first
  * projection, their second, then the bias (with bias=1). */
 #ifndef TRAIN_MOE_BLOCK_H
@@ -20,6 +21,8 @@
 typedef struct {
     int64_t *load, *routed, *dropped;
     int64_t *last_load, *last_routed, *last_dropped;
+    int64_t *pending;       /* shared bias: the loads the run has not taken */
+    int64_t *bias_ix;       /* shared bias: each layer's bias tensor (0: none seen) */
     double *aux, *z;        /* each layer's last forward */
     int stepped;            /* a step has ended: last_* hold it */
     int replay;             /* recomputation: forward again, counted once */
@@ -54,7 +57,24 @@ int train_moe_block_forward(weft_model *m, int l, int rix, moe_acts *mo, float *
 
 /* At the step's last backward (announce) of block l: its counts over the
  * chunk's slots become the last step's and the bias (rix + 3, with
- * bias=1) moves toward the mean load. */
+ * bias=1) moves toward the mean load, or, once train_moe_share was
+ * called, the counts wait for the run. */
 int train_moe_block_step_end(weft_model *m, int l, int rix);
+
+/* The balancing bias stepped by the run rather than by backward, so that
+ * replicas step it alike: from then on the step's end keeps each layer's
+ * loads (summed over the step's backwards) for train_moe_share_take
+ * instead of stepping the bias. The run sums the taken loads over the
+ * ranks the router is replicated over and hands the sums to
+ * train_moe_share_step. Returns the loads' length (n_layer * experts), 0
+ * when the model has no balancing bias (nothing changed). */
+size_t train_moe_share(weft_model *m);
+
+/* The kept loads into load[n_layer * experts] (layer-major; layers this
+ * model does not hold: zero), and kept no more. */
+void train_moe_share_take(weft_model *m, int64_t *load);
+
+/* Each bias this model holds moved by load (as train_moe_share_take's). */
+int train_moe_share_step(weft_model *m, const int64_t *load);
 
 #endif

@@ -41,7 +41,9 @@
 # sharded over its replicas): losses and gradient norms as one process's
 # at ep 2, ep 4, ep 2 x tp 2 and ep 2 x pp 2, a rank's bytes at ep 2
 # ZeRO 3 those of dp 4 ZeRO 3 (their saves: test_train_ckpt_shard.sh; their
-# exports: test_train_eval_layout.sh).
+# exports: test_train_eval_layout.sh). The balancing bias (bias=1) stepped
+# from the loads summed over the replicas: losses and every final
+# parameter, the bias too, as one process's at dp 2, ep 2 and pp 2 x dp 2.
 # TEST_TIMEOUT(300)
 B=${BUILD:-build}
 dir=$(mktemp -d)
@@ -131,6 +133,27 @@ for r in "eref 1" "ep2 4 --ep 2 --zero 1" "ep4 4 --ep 4" "ep2pp2 4 --ep 2 --pp 2
     run "$name" "$@" --model "$ep8" --steps $steps --save "$dir/$name.wckpt" &&
         [ "$name" != eref ] && close "$name" eref
 done
+
+# the balancing bias (bias=1) stepped from the loads summed over the
+# replicas the router is replicated over: losses and every final
+# parameter, the bias too, as one process's at dp 2, ep 2 (ZeRO 1) and
+# pp 2 x dp 2 (each stage over its own replicas); a replica stepping it
+# from its own loads leaves another bias (and then other routes)
+layouts() { # ref model skip "lay ranks args..." ...: each saved and close to ref
+    ref=$1 model=$2 skip=$3
+    shift 3
+    for r in "$@"; do
+        set -- $r
+        lay=$1
+        shift
+        [ $thin = 1 ] && [ "$lay" = "$skip" ] && continue
+        run "$lay" "$@" --model "$model" --steps $steps --save "$dir/$lay.wckpt" &&
+            close "$lay" "$ref"
+    done
+}
+b8="$ep8,bias=1"
+run bref 1 --model "$b8" --steps $steps --save "$dir/bref.wckpt" &&
+    layouts bref "$b8" bdp2 "bdp2 2" "bep2 2 --ep 2 --zero 1" "bpp2 4 --pp 2"
 
 # a save with the experts divided holds the whole model: it resumes on
 # one process (and at ep 2 with ZeRO 1) as the run that never stopped
@@ -251,16 +274,9 @@ done
 # before the reduce-scatter), and with --sp, dropping, the balancing
 # losses and the bias (its proportional step, bias=2)
 g8="gpt:vocab=256,ctx=32,layers=2,heads=4,dim=32,experts=8,topk=2,moe_ffn=48"
-if run gref 1 --model "$g8" --steps $steps --save "$dir/gref.wckpt"; then
-    for r in "gtp2 2 --tp 2" "gep2 4 --ep 2" "gep2tp2 4 --ep 2 --tp 2" "gsp2 2 --tp 2 --sp"; do
-        set -- $r
-        lay=$1
-        shift
-        [ $thin = 1 ] && [ "$lay" = gep2 ] && continue
-        run "$lay" "$@" --model "$g8" --steps $steps --save "$dir/$lay.wckpt" &&
-            close "$lay" gref
-    done
-fi
+run gref 1 --model "$g8" --steps $steps --save "$dir/gref.wckpt" &&
+    layouts gref "$g8" gep2 "gtp2 2 --tp 2" "gep2 4 --ep 2" "gep2tp2 4 --ep 2 --tp 2" \
+        "gsp2 2 --tp 2 --sp"
 gd8="$g8,capacity=1,aux=0.01,zloss=0.01,bias=2"
 [ $thin = 0 ] && run gdref 1 --model "$gd8" --steps $steps --save "$dir/gdref.wckpt" &&
     run gdsp2 2 --model "$gd8" --steps $steps --tp 2 --sp --save "$dir/gdsp2.wckpt" &&
