@@ -77,12 +77,13 @@ static int forward_backward(weft_run *t, const weft_batch *b, train_step *st)
  * steps from the step's loads summed over them: the data-parallel group
  * (with --ep its expert groups, under a pipeline the stage's replicas for
  * the stage's layers; not the tensor group, whose ranks route the same
- * rows). The other modes' replicas differ on purpose and step their own,
- * as a lone process does; so does --elastic, whose group changes under a
+ * rows), once a step from all its micro-batches, a lone process's run
+ * likewise. The other modes' replicas differ on purpose and step their
+ * own at each backward; so does --elastic, whose group changes under a
  * step. Returns the loads' length, 0: the model steps its own. */
 static size_t moe_share(weft_run *t)
 {
-    if (!t->comm || t->sync.cfg.mode != WEFT_SYNC_FULL || t->o->elastic)
+    if (t->sync.cfg.mode != WEFT_SYNC_FULL || t->o->elastic)
         return 0;
     return train_moe_share(t->m);
 }
@@ -99,7 +100,8 @@ static int moe_loads_launch(weft_run *t, int64_t **ld, weft_request **req)
     if (!(*ld = malloc(n * sizeof **ld)))
         return WEFT_ENOMEM;
     train_moe_share_take(t->m, *ld);
-    return weft_iallreduce(t->comm, *ld, *ld, n, WEFT_I64, WEFT_SUM, req);
+    /* a lone process too steps once a step, from all its micro-batches */
+    return t->comm ? weft_iallreduce(t->comm, *ld, *ld, n, WEFT_I64, WEFT_SUM, req) : 0;
 }
 
 /* The summed loads in, the bias stepped by them (as a lone process does
