@@ -715,9 +715,13 @@ static int price_blocks(planner *pl, int tp, int sp, int pp, double rows, int m,
         block_shape(pl, tp, sp, pp, kind, rows, &part[i]);
         /* the measured slice holds its collectives' CPU; a group larger
          * than the cores also sleeps at its rounds, woken onto a core,
-         * which no CPU clock sees: that wait stays (calib_coll) */
+         * which no CPU clock sees: that wait stays (calib_coll) where the
+         * group is every rank of the node, all asleep at once. A smaller
+         * group's sleep is the other ranks' compute, which the shared
+         * replay already counts (at 8 ranks on 2 cores tp 4 x dp 2's
+         * cores were 95% busy: no room for the waits on a rank's path) */
         double cores = pl->q->topo->cpu_cores;
-        part[i].tp_measured = measured[kind] && (cores <= 0 || tp <= cores);
+        part[i].tp_measured = measured[kind] && (cores <= 0 || tp <= cores || tp < pl->on_node);
         rc = block_tp(pl, tp, sp, kind, rows, &part[i]);
         if (!rc && kind == 1)
             rc = ep_block(pl, tp * pl->cp, rows, &part[i]);

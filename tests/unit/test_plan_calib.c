@@ -260,6 +260,38 @@ TEST(tensor_slices_keep_the_sleepers_waits)
     weft_sim_plan_free(b.pl);
 }
 
+/* 8 ranks on 2 cores with tp 4's slices measured (micro-batches of 8,
+ * dp 2): a group of 4 sleeps at its rounds while the other 4 ranks hold
+ * the cores, so its waits are their compute, which the node's work over
+ * the cores already counts: tp 4 x dp 2's pipeline is 8 ranks' slices
+ * over 2 cores whatever weft-sim sync's wait (1 or 10 ms). */
+TEST(tensor_slices_of_a_part_of_the_node)
+{
+    char lines[1024];
+    int at = 0;
+    for (int sp = 0; sp <= 1; sp++)
+        at += snprintf(lines + at, sizeof lines - (size_t)at,
+                       "tpblock " KEY " 4 %d 8 32 0 1e-5 0 1e-5 8\n"
+                       "tpblock " KEY " 4 %d 8 32 1 1e-3 1e-3 1e-3 8\n"
+                       "tpblock " KEY " 4 %d 8 32 2 1e-4 1e-4 1e-4 8\n", sp, sp, sp);
+    const char *tune = "alpha=1e-9,alpha_over=1e-9,beta=1e-15,gamma=1e-15,msg=0,msg_over=0";
+    plan_out o[2];
+    weft_sim_layout l[2];
+    for (int k = 0; k < 2; k++) {
+        char all[1200];
+        snprintf(all, sizeof all, "%ssync 8 %s\nchain 8 1\n", lines, k ? "0.01" : "0.001");
+        const char *f = write_calib(k ? "part10" : "part1", 2, tune, 1e-5, 1e-3, 1e-4);
+        const char *p = with_lines(f, k ? "part10-tp" : "part1-tp", all);
+        CHECK(p != NULL);
+        CHECKF(plan(p, 0, 8, &o[k]) == 0, "%s", o[k].inputs);
+        CHECK(layout_of(&o[k], 4, 1, 2, &l[k]) == 0);
+        CHECKF(fabs(l[k].pipe_s - 8 * 6.32e-3 / 2) < 1e-9, "sync %s: %.9f", k ? "10 ms" : "1 ms",
+               l[k].pipe_s);
+    }
+    for (int k = 0; k < 2; k++)
+        weft_sim_plan_free(o[k].pl);
+}
+
 TEST(communication_prices_rank_the_layouts)
 {
     /* the same blocks; weft-tune's constants nearly free, then a slow
