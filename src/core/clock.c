@@ -19,3 +19,10 @@ int clock_ms_until(double deadline)
         return INT_MAX;
     return (int)ms + 1; /* round up: never wake just before the deadline */
 }
+
+long long clock_wall_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec;
+}

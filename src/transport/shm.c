@@ -1,5 +1,6 @@
 #include "transport/shm.h"
 
+#include "core/clock.h"
 #include "transport/sock.h"
 #include "weft.h"
 
@@ -397,11 +398,7 @@ void shm_reap_orphans(int min_age_s)
 {
     DIR *d = opendir("/dev/shm");
     struct dirent *e;
-    /* the fine clock: tmpfs stamps a new name from it, so time()'s coarse
-     * second can still be the one before the name's ctime */
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    time_t now = ts.tv_sec;
+    long long now = clock_wall_s();
     while (d && (e = readdir(d))) {
         char full[300];
         struct stat sb;

@@ -25,6 +25,7 @@
 #include "coll/exec/callboard.h"
 
 #include "coll/exec/mismatch.h"
+#include "core/clock.h"
 #include "core/log.h"
 
 #include <dirent.h>
@@ -177,11 +178,7 @@ void callboard_reap(int min_age_s)
 {
     DIR *d = opendir("/dev/shm");
     struct dirent *e;
-    /* the fine clock: tmpfs stamps a new name from it, so time()'s coarse
-     * second can still be the one before the name's ctime */
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    time_t now = ts.tv_sec;
+    long long now = clock_wall_s();
     while (d && (e = readdir(d))) {
         unsigned long long id, token;
         int host, used = 0;
