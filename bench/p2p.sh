@@ -13,8 +13,11 @@
 # between two pairs of buffers, as a ping-pong's round trip copies two
 # payloads into two destinations, the like-for-like bound of "reg" where
 # two payloads outgrow the last-level cache and one does not (16 MiB on
-# the EPYC guest; at 4 MiB it reads below what the ping-pong moves); the
-# target compares with "copy", reg/cp2 is shown beside it;
+# the EPYC guest; at 4 MiB it reads below what the ping-pong moves);
+# column "xcopy": one copy whose source a thread on the other CPU has
+# just written, as a payload comes from the sender's core where copy's
+# comes from the copying core's own caches; the target compares with
+# "copy", reg/cp2 and reg/xcp are shown beside it;
 # bench/p2p_bw.c: lat is half a
 # ping-pong's round trip, bw its size / lat, bibw an exchange's both
 # ways; each the median of 5 passes within the run). Prints the medians
@@ -61,33 +64,34 @@ for rep in $(seq "$REPS"); do
             WEFT_P2P_SHM=$shm WEFT_SHM_CMA=$cma "$B/weftrun" -n 2 "$work/p2p_bw" $range $reg \
                 2>&1 | sed 's/^\[0\] //' |
                 awk -v w="$way" '$1 ~ /^[0-9]+$/ {
-                    if (w == "reg") print w, $1, $2, $7, $8, $9, $6, $10; else print w, $0 }' \
+                    if (w == "reg") print w, $1, $2, $7, $8, $9, $6, $10, $11; else print w, $0 }' \
                 >>"$work/all"
         done
     done
 done
 [ -s "$work/all" ] || { say "no figures (see a run by hand)"; exit 1; }
 
-# columns of all: way size iters lat bw bibw memcpy [copy2: reg's]
+# columns of all: way size iters lat bw bibw memcpy [copy2 xcopy: reg's]
 med() { sort -n | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "-" }'; }
 div() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
-f="%10s | %8s %8s %8s | %8s %8s %8s | %8s %8s %8s | %8s %8s %8s | %8s %8s | %7s %7s %7s %7s\n"
+f="%10s | %8s %8s %8s | %8s %8s %8s | %8s %8s %8s | %8s %8s %8s | %8s %8s %8s | %7s %7s %7s %7s %7s\n"
 # shellcheck disable=SC2059
 printf "$f" size "shm lat" "shm bw" "bibw" "reg lat" "reg bw" "bibw" "cma lat" "cma bw" "bibw" \
-    "tcp lat" "tcp bw" "bibw" copy copy2 "shm/cp" "reg/cp" "cma/cp" "reg/cp2"
+    "tcp lat" "tcp bw" "bibw" copy copy2 xcopy "shm/cp" "reg/cp" "cma/cp" "reg/cp2" "reg/xcp"
 # shellcheck disable=SC2059
 printf "$f" "(B)" "(us)" "(GB/s)" "(GB/s)" "(us)" "(GB/s)" "(GB/s)" "(us)" "(GB/s)" "(GB/s)" \
-    "(us)" "(GB/s)" "(GB/s)" "(GB/s)" "(GB/s)" "" "" "" ""
+    "(us)" "(GB/s)" "(GB/s)" "(GB/s)" "(GB/s)" "(GB/s)" "" "" "" "" ""
 for size in $(awk '{ print $2 }' "$work/all" | sort -n | uniq); do
     col() { awk -v w="$1" -v s="$size" -v c="$2" '$1 == w && $2 == s { print $c }' "$work/all" | med; }
     cp=$(awk -v s="$size" '$2 == s { print $7 }' "$work/all" | med)
     cp2=$(col reg 8)
+    xcp=$(col reg 9)
     # shellcheck disable=SC2059
     printf "$f" "$size" "$(col shm 4)" "$(col shm 5)" "$(col shm 6)" "$(col reg 4)" \
         "$(col reg 5)" "$(col reg 6)" "$(col cma 4)" "$(col cma 5)" "$(col cma 6)" \
-        "$(col tcp 4)" "$(col tcp 5)" "$(col tcp 6)" "$cp" "$cp2" \
+        "$(col tcp 4)" "$(col tcp 5)" "$(col tcp 6)" "$cp" "$cp2" "$xcp" \
         "$(div "$(col shm 5)" "$cp")" "$(div "$(col reg 5)" "$cp")" "$(div "$(col cma 5)" "$cp")" \
-        "$(div "$(col reg 5)" "$cp2")"
+        "$(div "$(col reg 5)" "$cp2")" "$(div "$(col reg 5)" "$xcp")"
 done
 # the ring's bound depends on where the host put the two CPUs: a cache
 # line's round trip between them says which placement this run had

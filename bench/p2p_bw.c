@@ -25,9 +25,17 @@
  * does, and copy2 is the ping-pong's like-for-like bound; copy stays the
  * target's (docs/BENCHMARKS.md, "Same-host point-to-point at 1 and 16
  * MiB"). At 4 MiB copy2 reads below what the two cores' ping-pong moves.
+ * And then xcopy(GB/s): one copy (the faster of the same two kinds) whose
+ * source a thread pinned to another CPU has just written, the copying
+ * thread pinned to its own, the median of as many copies: a payload
+ * comes from the sender's core, where copy's and copy2's sources are the
+ * copying core's own writes (0 where rank 0 may run on one CPU only).
  * Usage: weftrun -n 2 p2p_bw [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-l] [-r|-R]   (bytes) */
 #include <weft.h>
 
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +107,86 @@ static double copy_turns(char *in, const char *out, char *in2, const char *out2,
         double bw = (double)n * it / t / 1e9;
         best = bw > best ? bw : best;
     }
+    return best;
+}
+
+static int cmp(const void *a, const void *b);
+
+/* xcopy's writer: a thread on CPU cpu that fills src before each copy,
+ * between the two barriers, until stop. */
+typedef struct {
+    pthread_barrier_t go, done;
+    char *src;
+    size_t n;
+    int cpu, stop;
+    unsigned round;
+} writer;
+
+static void *write_src(void *arg)
+{
+    writer *w = arg;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(w->cpu, &one);
+    pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+    for (;;) {
+        pthread_barrier_wait(&w->go);
+        if (w->stop)
+            return NULL;
+        /* ordinary stores of values that change each round: the lines end
+         * modified in this core's caches, as a sender's payload does */
+        uint64_t *q = (uint64_t *)(void *)w->src, v = (uint64_t)++w->round << 40;
+        for (size_t k = 0; k < w->n / 8; k++)
+            q[k] = v + k;
+        pthread_barrier_wait(&w->done);
+    }
+}
+
+/* xcopy(GB/s): n bytes into in out of src, src written just before each
+ * copy by a thread on another CPU of this process's, the calling thread
+ * held on the CPU it is on meanwhile; of memcpy and the streamed copy
+ * the faster, each the median of it copies after one more. 0: one CPU. */
+static double xcopy_bw(char *in, char *src, size_t n, int it)
+{
+    cpu_set_t mask, one;
+    int me = sched_getcpu(), other = -1;
+    if (me < 0 || sched_getaffinity(0, sizeof mask, &mask))
+        return 0;
+    for (int k = 0; k < CPU_SETSIZE && other < 0; k++)
+        if (k != me && CPU_ISSET(k, &mask))
+            other = k;
+    CPU_ZERO(&one);
+    CPU_SET(me, &one);
+    if (other < 0 || sched_setaffinity(0, sizeof one, &one))
+        return 0;
+    writer w = { .src = src, .n = n, .cpu = other };
+    pthread_t th;
+    double *t = malloc((size_t)it * sizeof *t), best = 0;
+    pthread_barrier_init(&w.go, NULL, 2);
+    pthread_barrier_init(&w.done, NULL, 2);
+    if (t && !pthread_create(&th, NULL, write_src, &w)) {
+        for (int stream = 0; stream < 2; stream++) {
+            for (int i = -1; i < it; i++) {
+                pthread_barrier_wait(&w.go);
+                pthread_barrier_wait(&w.done);
+                double t0 = now();
+                copy(in, src, n, stream);
+                __asm__ __volatile__("" : : "r"(in) : "memory");
+                if (i >= 0)
+                    t[i] = now() - t0;
+            }
+            qsort(t, (size_t)it, sizeof *t, cmp);
+            double bw = (double)n / t[it / 2] / 1e9;
+            best = bw > best ? bw : best;
+        }
+        w.stop = 1;
+        pthread_barrier_wait(&w.go);
+        pthread_join(th, NULL);
+    }
+    pthread_barrier_destroy(&w.go);
+    pthread_barrier_destroy(&w.done);
+    free(t);
+    sched_setaffinity(0, sizeof mask, &mask);
     return best;
 }
 
@@ -224,7 +312,7 @@ int main(int argc, char **argv)
     if (r == 0)
         printf("%12s %10s %12s %12s %12s %13s%s\n", "size(B)", "iters", "lat(us)", "bw(GB/s)",
                "bibw(GB/s)", "copy(GB/s)",
-               reg ? "  reg_lat(us) reg_bw(GB/s) reg_bibw(GB/s) copy2(GB/s)" : "");
+               reg ? "  reg_lat(us) reg_bw(GB/s) reg_bibw(GB/s) copy2(GB/s) xcopy(GB/s)" : "");
     for (size_t n = lo; n <= hi; n *= (size_t)factor) {
         /* 256 MiB a pass (2000 messages at most, 8 at least): a pass of
          * 40 1 MiB messages lasted 1 ms, short enough for one stall to
@@ -242,10 +330,12 @@ int main(int argc, char **argv)
         }
         weft_barrier(c);
         double cp = r == 0 ? copy_bw(in, out, n, it) : 0;
-        if (r == 0 && reg)
-            printf("%12zu %10d %12.2f %12.3f %12.3f %13.3f %12.2f %12.3f %14.3f %11.3f\n", n,
-                   it, lat * 1e6, (double)n / lat / 1e9, bw, cp, rlat * 1e6,
-                   (double)n / rlat / 1e9, rbw, copy_turns(in, out, in2, out2, n, it));
+        if (r == 0 && reg) {
+            double cp2 = copy_turns(in, out, in2, out2, n, it);
+            printf("%12zu %10d %12.2f %12.3f %12.3f %13.3f %12.2f %12.3f %14.3f %11.3f %11.3f\n",
+                   n, it, lat * 1e6, (double)n / lat / 1e9, bw, cp, rlat * 1e6,
+                   (double)n / rlat / 1e9, rbw, cp2, xcopy_bw(in, out2, n, it));
+        }
         else if (r == 0)
             printf("%12zu %10d %12.2f %12.3f %12.3f %13.3f\n", n, it, lat * 1e6,
                    (double)n / lat / 1e9, bw, cp);

@@ -21,17 +21,25 @@
  * the others: that wait is printed apart), and -M adds the time of one
  * memcpy of the bytes a rank receives (the whole receive buffer; the
  * fastest of the iterations) and the call's time over it, measured in the
- * same run; -R takes the send buffer from weft_mem_alloc, which peers on
+ * same run. -M also prints a second reference, "xcopy": one memcpy of as
+ * many bytes whose source another rank has just written (a POSIX shared
+ * memory object the ranks of one host map): the lines come from that
+ * rank's core, as a peer's block does in the call, where "copy"'s come
+ * from the copying core's own caches. "copy" stays as it was. -R takes
+ * the send buffer from weft_mem_alloc, which peers on
  * this host map and copy out of once. With -S each rank also notes the
  * CPU it starts every call on (sched_getcpu), and the line says how many
  * calls found two ranks on one CPU and their mean time apart from the
  * others': two ranks that share a core take turns at their copies, so
  * such calls take about twice the copying, and a run the kernel keeps so
- * is slower whatever the collective does. */
+ * is slower whatever the collective does. -S also prints the median call
+ * (of the slowest rank's time at each call): the mean ("time") moves with
+ * the few calls a loaded host delays by a slice or more. */
 #include "cli_args.h"
 #include "weft.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <sched.h>
@@ -40,6 +48,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 typedef struct {
     weft_coll_kind kind;
@@ -388,6 +398,130 @@ static int copy_times(weft_comm *c, const opts *o, char *dst, const char *src, s
     return weft_allreduce(c, &t, all, 1, WEFT_F64, WEFT_MAX);
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* -S: the median over the timed calls of the slowest rank's seconds at
+ * each call (took: this rank's, o->iters of them). */
+static int call_median(weft_comm *c, const opts *o, const double *took, double *med)
+{
+    size_t it = (size_t)o->iters;
+    double *slow = malloc(it * sizeof *slow);
+    if (!slow)
+        return WEFT_ENOMEM;
+    int rc = weft_allreduce(c, took, slow, it, WEFT_F64, WEFT_MAX);
+    if (!rc) {
+        qsort(slow, it, sizeof *slow, cmp_double);
+        *med = it % 2 ? slow[it / 2] : (slow[it / 2 - 1] + slow[it / 2]) / 2;
+    }
+    free(slow);
+    return rc;
+}
+
+/* -M's second reference needs memory that every rank can write and every
+ * other rank read: a POSIX shared memory object of size stretches of
+ * bytes (rank q writes the q-th), made by rank 0 under a name it
+ * broadcasts, mapped by all, its name removed once all have it. *out is
+ * NULL on every rank when some rank could not map it (another host). */
+static int xcopy_map(weft_comm *c, size_t bytes, char **out)
+{
+    int r = weft_comm_rank(c), n = weft_comm_size(c), rc, fd = -1, ok, all_ok = 0;
+    char name[64] = "";
+    size_t len = bytes * (size_t)n;
+    char *m = NULL;
+    *out = NULL;
+    if (r == 0) {
+        snprintf(name, sizeof name, "/weft-bench-xcopy-%ld", (long)getpid());
+        fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+        if (fd >= 0 && ftruncate(fd, (off_t)len)) {
+            close(fd);
+            shm_unlink(name);
+            fd = -1;
+        }
+        if (fd < 0)
+            name[0] = 0;
+    }
+    if ((rc = weft_broadcast(c, name, sizeof name, WEFT_U8, 0))) {
+        if (fd >= 0) {
+            close(fd);
+            shm_unlink(name);
+        }
+        return rc;
+    }
+    if (r != 0 && name[0])
+        fd = shm_open(name, O_RDWR, 0);
+    if (fd >= 0) {
+        void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        close(fd);
+        m = p == MAP_FAILED ? NULL : p;
+    }
+    ok = m != NULL;
+    rc = weft_allreduce(c, &ok, &all_ok, 1, WEFT_I32, WEFT_MIN);
+    if (r == 0 && name[0])
+        shm_unlink(name); /* every rank has mapped it, or given up */
+    if (rc || !all_ok) {
+        if (m)
+            munmap(m, len);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
+/* Rank r's stretch of the shared region, written with ordinary stores
+ * (as a sender fills its buffer; a value that changes every time, so
+ * that no compiler turns it into a memset that may bypass the caches). */
+static void xcopy_fill(char *s, size_t bytes, uint64_t v)
+{
+    uint64_t *w = (uint64_t *)(void *)s;
+    size_t k = bytes / sizeof *w;
+    for (size_t j = 0; j < k; j++)
+        w[j] = v + j;
+    memset(s + k * sizeof *w, (int)(v & 0x7f), bytes - k * sizeof *w);
+}
+
+/* -M's second reference: the seconds of one memcpy of bytes whose source
+ * another rank wrote just before (rank r copies rank r + 1's stretch of
+ * shared, into its own dst), the fastest of o->iters after one more
+ * (whose copy also maps the pages): rank 0 alone (*alone: rank 1 writes,
+ * the others wait in a barrier) and every rank at once (*all: the
+ * slowest rank's). */
+static int xcopy_times(weft_comm *c, const opts *o, char *dst, char *shared, size_t bytes,
+                       double *alone, double *all)
+{
+    int rc, r = weft_comm_rank(c), n = weft_comm_size(c);
+    const char *src = shared + (size_t)((r + 1) % n) * bytes;
+    for (int every = 0; every < 2; every++) {
+        double t = 0;
+        for (int i = 0; i <= o->iters; i++) {
+            if ((rc = weft_barrier(c)))
+                return rc;
+            if (every || r == 1)
+                xcopy_fill(shared + (size_t)r * bytes, bytes, (uint64_t)i << 32 | (unsigned)r);
+            if ((rc = weft_barrier(c)))
+                return rc;
+            if (!every && r != 0)
+                continue;
+            double t0 = cli_now();
+            memcpy(dst, src, bytes);
+            double one = cli_now() - t0;
+            __asm__ __volatile__("" : : "r"(dst) : "memory"); /* the copy is not dropped */
+            if (i > 0)
+                t = i == 1 || one < t ? one : t;
+        }
+        rc = every ? weft_allreduce(c, &t, all, 1, WEFT_F64, WEFT_MAX)
+                   : weft_broadcast(c, &t, 1, WEFT_F64, 0);
+        if (rc)
+            return rc;
+        if (!every)
+            *alone = t;
+    }
+    return 0;
+}
+
 /* Sizes beyond this are no benchmark of this machine: 1 TiB. */
 #define MAX_BYTES ((uint64_t)1 << 40)
 
@@ -458,9 +592,12 @@ static void usage(void)
             "            -S each call after a barrier, timed alone (\"wait\": the barrier's us;\n"
             "               \"least\": the slowest rank's fastest call, us; \"onecpu\": the share\n"
             "               of calls some two ranks started on one CPU, then the slowest\n"
-            "               rank's mean us over those calls and over the others)\n"
+            "               rank's mean us over those calls and over the others;\n"
+            "               \"median\": the median over the calls of the slowest rank's, us)\n"
             "            -M one memcpy of a rank's receive buffer, the fastest, rank 0 alone\n"
-            "               and all at once (\"copy\" us us, then the call's time over each)\n"
+            "               and all at once (\"copy\" us us, then the call's time over each);\n"
+            "               \"xcopy\": the same with the source just written by another\n"
+            "               rank (rank r copies rank r+1's; N/A on one rank or many hosts)\n"
             "            -R the send buffer from weft_mem_alloc (registered memory)\n"
             "  BYTES: a byte count or a number with K, M, G or T, with or without iB\n"
             "  (powers of 1024): 4096, 64K, 2MiB, 1.5G\n");
@@ -676,7 +813,10 @@ int main(int argc, char **argv)
         uint64_t count = size / es / (uint64_t)blocks;
         double t_us[2] = { 0, 0 }, algbw[2] = { 0, 0 }, busbw[2] = { 0, 0 }, wan_rank = 0;
         long long wrong[2] = { 0, 0 };
-        double wait_max = 0, least_max = 0, copy1 = 0, copyp = 0;
+        double wait_max = 0, least_max = 0, med = 0, copy1 = 0, copyp = 0, xcopy1 = 0,
+               xcopyp = 0;
+        char *xshared = NULL;
+        size_t rbytes = (size_t)(count * es * (uint64_t)n);
         double shared = 0, t_shared = 0, t_apart = 0;
         b.count = count;
         for (int j = 0; o.vform && j < n; j++) {
@@ -689,6 +829,15 @@ int main(int argc, char **argv)
         if (o.copy && (rc = copy_times(c, &o, b.out, o.reg ? b.want : b.in,
                                        count * es * (uint64_t)n, &copy1, &copyp)))
             goto fail;
+        if (o.copy && n > 1 && rbytes > 0) {
+            if ((rc = xcopy_map(c, rbytes, &xshared)))
+                goto fail;
+            rc = xshared ? xcopy_times(c, &o, b.out, xshared, rbytes, &xcopy1, &xcopyp) : 0;
+            if (xshared)
+                munmap(xshared, rbytes * (size_t)n);
+            if (rc)
+                goto fail;
+        }
         for (int inplace = 0; inplace < 2; inplace++) {
             if ((o.places == 1 && inplace) || (o.places == 2 && !inplace))
                 continue;
@@ -705,7 +854,8 @@ int main(int argc, char **argv)
                 (rc = weft_allreduce(c, &waited, &wait_max, 1, WEFT_F64, WEFT_MAX)) ||
                 (rc = weft_allreduce(c, &least, &least_max, 1, WEFT_F64, WEFT_MAX)) ||
                 (o.sync && (!inplace || o.places == 2) &&
-                 (rc = placement(c, &o, cpus, took, &shared, &t_shared, &t_apart))))
+                 ((rc = placement(c, &o, cpus, took, &shared, &t_shared, &t_apart)) ||
+                  (rc = call_median(c, &o, took, &med)))))
                 goto fail;
             /* the pumps may still hold the last call's bytes: a barrier
              * waits for them to arrive (its own few bytes are noise) */
@@ -746,19 +896,26 @@ int main(int argc, char **argv)
                     snprintf(col[k], sizeof col[k], "%9.2f %7.3f %7.3f %6lld", t_us[k], algbw[k],
                              busbw[k], wrong[k]);
             }
-            char wcol[192] = "";
+            char wcol[320] = "";
             int at = 0;
             if (wan_col)
                 at = snprintf(wcol, sizeof wcol, "%s%.0f", autosel ? " " : "", wan_rank);
             if (o.sync)
                 at += snprintf(wcol + at, sizeof wcol - (size_t)at,
-                               " wait %.2f least %.2f onecpu %.2f %.2f %.2f", wait_max * 1e6,
-                               least_max * 1e6, shared, t_shared * 1e6, t_apart * 1e6);
-            if (o.copy) /* against the out-of-place call, or the in-place one with -I 2 */
-                snprintf(wcol + at, sizeof wcol - (size_t)at, " copy %.2f %.2f x %.2f %.2f",
-                         copy1 * 1e6, copyp * 1e6,
-                         copy1 > 0 ? t_us[o.places == 2] / (copy1 * 1e6) : 0,
-                         copyp > 0 ? t_us[o.places == 2] / (copyp * 1e6) : 0);
+                               " wait %.2f least %.2f median %.2f onecpu %.2f %.2f %.2f",
+                               wait_max * 1e6, least_max * 1e6, med * 1e6, shared,
+                               t_shared * 1e6, t_apart * 1e6);
+            double tc = t_us[o.places == 2]; /* the out-of-place call, or in place with -I 2 */
+            if (o.copy)
+                at += snprintf(wcol + at, sizeof wcol - (size_t)at, " copy %.2f %.2f x %.2f %.2f",
+                               copy1 * 1e6, copyp * 1e6, copy1 > 0 ? tc / (copy1 * 1e6) : 0,
+                               copyp > 0 ? tc / (copyp * 1e6) : 0);
+            if (o.copy && xcopy1 > 0)
+                snprintf(wcol + at, sizeof wcol - (size_t)at, " xcopy %.2f %.2f x %.2f %.2f",
+                         xcopy1 * 1e6, xcopyp * 1e6, tc / (xcopy1 * 1e6),
+                         xcopyp > 0 ? tc / (xcopyp * 1e6) : 0);
+            else if (o.copy)
+                snprintf(wcol + at, sizeof wcol - (size_t)at, " xcopy N/A N/A x N/A N/A");
             printf("  %10llu %12llu %8s %6s %6d %s %s%s%s%s\n", (unsigned long long)bytes,
                    (unsigned long long)(count * (uint64_t)blocks), nccl_type(o.t),
                    weft_op_name(o.op), rooted(o.kind) ? o.root : -1, col[0], col[1], asep,
