@@ -27,7 +27,11 @@
  * rank's core, as a peer's block does in the call, where "copy"'s come
  * from the copying core's own caches. "copy" stays as it was. -R takes
  * the send buffer from weft_mem_alloc, which peers on
- * this host map and copy out of once. With -S each rank also notes the
+ * this host map and copy out of once; -F (with -S) has each rank write
+ * its whole send buffer before every timed call's barrier, untimed, as an
+ * expert dispatch fills its buffer every step (without it the blocks are
+ * written once, and after the first call a peer reads clean lines, which
+ * is kinder than the dispatch). With -S each rank also notes the
  * CPU it starts every call on (sched_getcpu), and the line says how many
  * calls found two ranks on one CPU and their mean time apart from the
  * others': two ranks that share a core take turns at their copies, so
@@ -65,6 +69,7 @@ typedef struct {
     int codec;                  /* -z: weft_codec, -1: none */
     int hier;                   /* -H */
     int vform, sync, copy, reg; /* -V, -S, -M, -R (alltoall) */
+    int fresh;                  /* -F (alltoall with -S) */
     size_t *v;                  /* -V: every block's count, then its displacement */
     int nranks;
     weft_cluster_comm *clusters; /* made for -H */
@@ -290,6 +295,18 @@ static int call(weft_comm *c, const opts *o, const bufs *b)
     return weft_collective(c, &a);
 }
 
+/* bytes of s written with ordinary stores, as a sender fills its buffer
+ * (-F's send buffer, xcopy's source), with values that change with v, so
+ * that no compiler turns it into a memset that may bypass the caches. */
+static void fill_words(char *s, size_t bytes, uint64_t v)
+{
+    uint64_t *w = (uint64_t *)(void *)s;
+    size_t k = bytes / sizeof *w;
+    for (size_t j = 0; j < k; j++)
+        w[j] = v + j;
+    memset(s + k * sizeof *w, (int)(v & 0x7f), bytes - k * sizeof *w);
+}
+
 /* o->iters calls; *dt: a call's mean seconds. With -S each call starts
  * after a barrier and is timed alone; *waited: the mean seconds this rank
  * waited in those barriers for the others, *least: its fastest call (on a
@@ -304,6 +321,10 @@ static int timed_calls(weft_comm *c, const opts *o, const bufs *b, double *dt, d
     int rc;
     for (int i = 0; i < o->iters; i++) {
         if (o->sync) {
+            if (o->fresh)
+                fill_words((char *)(uintptr_t)b->send,
+                           (size_t)b->count * weft_dtype_size(o->t) * (size_t)o->nranks,
+                           (uint64_t)i << 32);
             double w0 = cli_now();
             if ((rc = weft_barrier(c)))
                 return rc;
@@ -471,18 +492,6 @@ static int xcopy_map(weft_comm *c, size_t bytes, char **out)
     return 0;
 }
 
-/* Rank r's stretch of the shared region, written with ordinary stores
- * (as a sender fills its buffer; a value that changes every time, so
- * that no compiler turns it into a memset that may bypass the caches). */
-static void xcopy_fill(char *s, size_t bytes, uint64_t v)
-{
-    uint64_t *w = (uint64_t *)(void *)s;
-    size_t k = bytes / sizeof *w;
-    for (size_t j = 0; j < k; j++)
-        w[j] = v + j;
-    memset(s + k * sizeof *w, (int)(v & 0x7f), bytes - k * sizeof *w);
-}
-
 /* -M's second reference: the seconds of one memcpy of bytes whose source
  * another rank wrote just before (rank r copies rank r + 1's stretch of
  * shared, into its own dst), the fastest of o->iters after one more
@@ -500,7 +509,7 @@ static int xcopy_times(weft_comm *c, const opts *o, char *dst, char *shared, siz
             if ((rc = weft_barrier(c)))
                 return rc;
             if (every || r == 1)
-                xcopy_fill(shared + (size_t)r * bytes, bytes, (uint64_t)i << 32 | (unsigned)r);
+                fill_words(shared + (size_t)r * bytes, bytes, (uint64_t)i << 32 | (unsigned)r);
             if ((rc = weft_barrier(c)))
                 return rc;
             if (!every && r != 0)
@@ -599,6 +608,9 @@ static void usage(void)
             "               \"xcopy\": the same with the source just written by another\n"
             "               rank (rank r copies rank r+1's; N/A on one rank or many hosts)\n"
             "            -R the send buffer from weft_mem_alloc (registered memory)\n"
+            "            -F with -S: each rank writes its whole send buffer before each\n"
+            "               call's barrier (not timed), as a dispatch fills it every step:\n"
+            "               the peers then read lines just written on another core\n"
             "  BYTES: a byte count or a number with K, M, G or T, with or without iB\n"
             "  (powers of 1024): 4096, 64K, 2MiB, 1.5G\n");
 }
@@ -624,7 +636,7 @@ int main(int argc, char **argv)
     }
     optind = 2;
     const char *me = "weft-bench";
-    while ((ch = getopt(argc, argv, "b:e:f:i:d:o:r:a:w:n:c:J:I:l:z:HVSMRh")) != -1) {
+    while ((ch = getopt(argc, argv, "b:e:f:i:d:o:r:a:w:n:c:J:I:l:z:HVSMRFh")) != -1) {
         int bad = 0;
         switch (ch) {
         case 'b': bad = cli_size(me, "-b", optarg, MAX_BYTES, &o.minb); break;
@@ -664,6 +676,7 @@ int main(int argc, char **argv)
         case 'S': o.sync = 1; break;
         case 'M': o.copy = 1; break;
         case 'R': o.reg = 1; break;
+        case 'F': o.fresh = 1; break;
         case 'h': usage(); return 0;
         default: usage(); return 2;
         }
@@ -695,8 +708,13 @@ int main(int argc, char **argv)
         free(o.list);
         return 2;
     }
-    if ((o.vform || o.sync || o.copy || o.reg) && o.kind != WEFT_COLL_ALLTOALL) {
-        fprintf(stderr, "weft-bench: -V, -S, -M and -R are for alltoall\n");
+    if ((o.vform || o.sync || o.copy || o.reg || o.fresh) && o.kind != WEFT_COLL_ALLTOALL) {
+        fprintf(stderr, "weft-bench: -V, -S, -M, -R and -F are for alltoall\n");
+        free(o.list);
+        return 2;
+    }
+    if (o.fresh && !o.sync) {
+        fprintf(stderr, "weft-bench: -F goes with -S (it writes between the timed calls)\n");
         free(o.list);
         return 2;
     }

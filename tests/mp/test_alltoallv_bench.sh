@@ -4,7 +4,8 @@
 # (the median call, never under the fastest), "copy" (one memcpy within a
 # rank's own caches, kept as it was) and "xcopy" (the same bytes with the
 # source just written by another rank, through a shared memory object),
-# each with the call's time over it; -R alike; one rank alone prints
+# each with the call's time over it; -R and -R -F (the send buffer written
+# again before each call) alike, -F without -S refused; one rank alone prints
 # "xcopy N/A" (nobody else to write); no shared memory object is left
 # behind in /dev/shm. Tiny sizes: the figures are not judged, only their
 # form and their order.
@@ -43,7 +44,7 @@ form() {
     fi
 }
 
-for reg in "" -R; do
+for reg in "" -R "-R -F"; do
     if "$B/weftrun" -n 2 "$B/weft-bench" alltoall -V -S -M $reg -l 4096 -w 2 -n 9 -c 1 \
             </dev/null >"$dir/out" 2>&1; then
         ok
@@ -53,6 +54,15 @@ for reg in "" -R; do
     sed -n 's/^\[0\] //p' "$dir/out" >"$dir/two"
     form "2 ranks $reg" "$dir/two" 1
 done
+
+# -F writes between the timed calls: without -S there are none
+if "$B/weft-bench" alltoall -V -F -l 4096 >"$dir/nos" 2>&1; then
+    bad "-F without -S accepted"
+elif grep -q -- "-F goes with -S" "$dir/nos"; then
+    ok
+else
+    bad "-F without -S: $(head -n 1 "$dir/nos")"
+fi
 
 if "$B/weftrun" -n 1 "$B/weft-bench" alltoall -V -S -M -l 4096 -w 1 -n 3 -c 1 \
         </dev/null >"$dir/one" 2>&1; then
