@@ -5,18 +5,24 @@
 # (1f1b, m = pp, ZeRO 0, no sp) REPS times, the layouts taking turns (one
 # run of each, then the next round), and its median step set beside the
 # plan's prediction for the same layout; then both rankings, the pairs
-# they order differently beyond the noise (the two layouts' measured
-# ranges apart), and the plan's choice among these layouts against the
-# measured best. A run's step is its mean after the first 2 steps
-# (weft-train's clock has millisecond steps; a mean over STEPS-2 of them
-# resolves less than that).
+# they order differently beyond the noise, and the plan's choice among
+# these layouts against the measured best. The noise is the measured
+# repeat spread, not a fixed percentage: two layouts are within it when
+# the ranges of their REPS runs (lowest to highest step, the runs taken in
+# turns) overlap, and a pair the plan orders against the medians counts
+# as off only when the ranges are apart. A run's step is its mean after
+# the first 2 steps (weft-train's clock has millisecond steps; a mean over
+# STEPS-2 of them resolves less than that). REPS=0 calibrates and prints
+# the predictions only (two such runs a minute apart show how far the
+# calibration alone moves them).
 #
 # Self-contained: the calibration is made fresh in a temporary folder
-# (weft-tune's constants by `weftrun -n 2xCORES weft-tune`, what a
-# synchronisation waits on the shared cores, what a pipeline message's end
+# (weft-tune's constants by `weftrun -n 2xCORES weft-tune`, each the
+# median of three runs, what a synchronisation waits on the shared
+# cores, what a pipeline message's end
 # costs their CPU, a tensor group's rank's slice of each block and (more
-# ranks than cores) each rank's whole blocks by `weftrun -n N weft-sim
-# sync --model`, then
+# ranks than cores) each rank's whole blocks and a rank's CPU in the
+# gradients' all-reduce by `weftrun -n N weft-sim sync --model`, then
 # `weft-sim plan --calibrate`: the cores, a step's work after backward
 # and the engine probed for every block shape the plan needs), so
 # nothing of an earlier run is used.
@@ -65,10 +71,25 @@ summary() { # ranks tp pp -> "median min max" ms a step over its runs
 
 echo "# $(date -u +%Y-%m-%dT%H:%MZ), $CORES cores ($(lscpu | sed -n 's/^Model name: *//p')), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# $MODEL batch $BATCH, $STEPS steps, median of $REPS runs"
-# weft-tune's constants for this host, measured now
+# weft-tune's constants for this host, measured now: three runs, each
+# constant the median of its three (one run's beta moved 1.0-2.6e-10 s/B
+# between runs a minute apart, loaded)
 export WEFT_TUNE_FILE="$TMP/tune"
-flock "$LOCK" "$B/weftrun" -n $((2 * CORES)) "$B/weft-tune" -t 5 -o "$WEFT_TUNE_FILE" >/dev/null
-echo "# weft-tune: $(cat "$WEFT_TUNE_FILE")"
+for k in 1 2 3; do
+    flock "$LOCK" "$B/weftrun" -n $((2 * CORES)) "$B/weft-tune" -t 5 -o "$TMP/tune$k" >/dev/null
+done
+cat "$TMP/tune1" "$TMP/tune2" "$TMP/tune3" | grep -v '^#' | tr ',' '\n' | awk -F= '
+    NF == 2 { v[$1] = v[$1] " " $2; if (!($1 in seen)) { seen[$1] = 1; order[++n] = $1 } }
+    END {
+        for (i = 1; i <= n; i++) {
+            k = split(substr(v[order[i]], 2), x, " ")
+            # sort the k values, keep the middle one
+            for (a = 1; a <= k; a++) for (b = a + 1; b <= k; b++) if (x[b] + 0 < x[a] + 0) { t = x[a]; x[a] = x[b]; x[b] = t }
+            printf "%s%s=%s", (i > 1 ? "," : ""), order[i], x[int((k + 1) / 2)]
+        }
+        print ""
+    }' >"$WEFT_TUNE_FILE"
+echo "# weft-tune, the median of 3 runs: $(cat "$WEFT_TUNE_FILE")"
 
 CAL="$TMP/calib"
 for N in $RANKS; do
@@ -78,7 +99,7 @@ for N in $RANKS; do
     # of each block, every group at once (and each rank's whole blocks)
     flock "$LOCK" "$B/weftrun" -n "$N" "$B/weft-sim" sync --model "$MODEL" --batch "$BATCH" \
         --seq "$SEQ" </dev/null 2>/dev/null |
-        sed -n 's/^\[0\] //; /^sync /p; /^chain /p; /^msgcpu /p; /^tpblock /p' >>"$CAL"
+        sed -n 's/^\[0\] //; /^sync /p; /^chain /p; /^msgcpu /p; /^tpblock /p; /^arcpu /p' >>"$CAL"
     # the layouts weft-train runs here: tp x pp x dp (no context or expert
     # parallelism)
     flock "$LOCK" "$B/weft-sim" plan --model "$MODEL" --batch "$BATCH" --ranks "$N" --topo host \
@@ -87,7 +108,6 @@ for N in $RANKS; do
     echo "## $N ranks"
     grep '^# inputs:' "$TMP/plan$N"
     grep '^best ' "$TMP/plan$N" | sed 's/^/# plan, every schedule: /'
-    echo "#  tp pp dp predicted_ms measured_ms (min..max) error"
     : >"$TMP/layouts"
     for tp in 1 2 4 8; do
         [ $((N % tp)) = 0 ] && [ $((HEADS % tp)) = 0 ] || continue
@@ -103,6 +123,13 @@ for N in $RANKS; do
             : >"$TMP/reps_${N}_${tp}_$pp"
         done
     done
+    if [ "$REPS" = 0 ]; then
+        echo "#  tp pp dp predicted_ms"
+        awk '{ printf "  %3d %2d %2d %12.2f\n", $1, $2, $3, $4 }' "$TMP/layouts"
+        echo "# the plan picks $(sort -k4 -g "$TMP/layouts" | awk 'NR == 1 { printf "tp %s pp %s dp %s", $1, $2, $3 }')"
+        continue
+    fi
+    echo "#  tp pp dp predicted_ms measured_ms (min..max) error"
     # the layouts take turns, so that a change of load falls on all of them
     r=0
     while [ $r -lt "$REPS" ]; do
@@ -126,7 +153,9 @@ for N in $RANKS; do
             for (i = 1; i <= NR; i++) for (j = i + 1; j <= NR; j++) {
                 pairs++
                 if ((p[i] - p[j]) * (m[i] - m[j]) >= 0) continue
-                # apart beyond the noise: the two runs ranges do not overlap
+                # apart beyond the noise: the two layouts ranges over their
+                # REPS runs (lowest..highest, taken in turns) do not overlap;
+                # overlapping, their order is within the repeat spread measured
                 if (lo[i] > hi[j] || lo[j] > hi[i]) {
                     bad++
                     list = list sprintf(" %sx%sx%s/%sx%sx%s", tp[i], pp[i], dp[i], tp[j], pp[j], dp[j])

@@ -615,15 +615,20 @@ static void sync_usage(FILE *f)
         "  reads (docs/SIMULATION.md). Then the ranks as one chain, each piece of\n"
         "  work handed on from rank to rank as a pipeline's stages do: the cores\n"
         "  its work got (the cores times its time on its own over its time in the\n"
-        "  chain), as the line \"chain N CORES\".\n"
+        "  chain), as the line \"chain N CORES\", and the CPU a message's end costs\n"
+        "  all threads (\"msgcpu N SECONDS\"); each the median of 7 blocks, each\n"
+        "  block judged against its own work without messages.\n"
         "  --model SPEC --batch B [--seq T]: then each tensor-parallel degree tp\n"
         "  that divides N and the model, the ranks in groups of tp, all at once:\n"
         "  a rank's CPU seconds for its slice of the embedding, a block and the\n"
         "  head, collectives included, at each micro-batch size the plan's layouts\n"
         "  of B sequences use, with and without sequence parallelism (SP 1, 0), as\n"
-        "  lines \"tpblock SPEC TP SP ROWS SEQ KIND FWD BWD_I BWD_W N\" (the mean\n"
+        "  lines \"tpblock SPEC TP SP ROWS SEQ KIND FWD BWD_I BWD_W N\" (the median\n"
         "  of 8 passes after one to warm up, the ranks' mean); where the ranks\n"
-        "  outnumber the cores, also TP 1: each rank's whole blocks, all at once.\n");
+        "  outnumber the cores, also TP 1: each rank's whole blocks, all at once,\n"
+        "  and for each data-parallel group size DP a rank's CPU (all threads) in\n"
+        "  the gradients' all-reduce of FLOATS, every rank in one at once, at a\n"
+        "  rank's share of the model and a quarter of it: \"arcpu N DP FLOATS S\".\n");
 }
 
 /* One block of rounds: *t the slowest rank's wall time, *waited the ranks'
@@ -708,21 +713,57 @@ static int chain_block(weft_comm *c, double work_us, int rounds, int chain, doub
     return rc ? rc : weft_allreduce(c, t, t, 1, WEFT_F64, WEFT_MAX);
 }
 
+/* The blocks weft-sim sync judges its measurements on (after one to warm
+ * up): an odd count, so that the median is one block's. */
+#define SYNC_BLOCKS 7
 /* The timed passes of a slice, after one to warm up. */
 #define TP_PASSES 8
 
-/* One rank's mean forward, input backward and weight backward of its
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(const double *v, int n)
+{
+    double s[SYNC_BLOCKS > TP_PASSES ? SYNC_BLOCKS : TP_PASSES];
+    memcpy(s, v, (size_t)n * sizeof *s);
+    qsort(s, (size_t)n, sizeof *s, by_value);
+    return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+static double lowest(const double *v, int n)
+{
+    double m = v[0];
+    for (int i = 1; i < n; i++)
+        m = v[i] < m ? v[i] : m;
+    return m;
+}
+
+static double highest(const double *v, int n)
+{
+    double m = v[0];
+    for (int i = 1; i < n; i++)
+        m = v[i] > m ? v[i] : m;
+    return m;
+}
+
+
+/* One rank's median forward, input backward and weight backward of its
  * slice of block kind (0 the embedding, 1 a transformer block, 2 the head
  * with its count of right answers) as tensor group g runs it (a group of
  * one: the whole block), on rows sequences of seq tokens, over TP_PASSES
  * passes after one to warm up: seconds of this thread's CPU, its share of
  * the group's collectives with it, so that what other ranks run on the
- * cores meanwhile does not count. The mean, not the fastest pass: with
+ * cores meanwhile does not count. The median pass, not the fastest: with
  * more ranks than cores, what a collective's member spends waiting for
  * the others to get a core (its polls and yields) differs from pass to
  * pass, and training pays it on every one; the fastest is the pass where
  * the group happened to run side by side (at 8 ranks on 2 cores, tp 2's
- * block at 4 sequences: the fastest 409 us, the mean 517). */
+ * block at 4 sequences: the fastest 409 us, the mean 517). The median
+ * rather than the mean, so that one pass that another job's burst
+ * slowed (its caches emptied) does not move a calibration. */
 static int tp_block(weft_comm *g, const weft_model_config *cfg, int kind, int rows, int seq,
                     int sp, double mean[3])
 {
@@ -751,6 +792,7 @@ static int tp_block(weft_comm *g, const weft_model_config *cfg, int kind, int ro
     for (size_t i = 0; !rc && i < out_n; i++)
         d[i] = 1e-4f * (float)((i * 7919u) % 100);
     mean[0] = mean[1] = mean[2] = 0;
+    double pass[3][TP_PASSES];
     for (int rep = 0; !rc && rep <= TP_PASSES; rep++) {
         double t[4];
         t[0] = clock_s(CLOCK_THREAD_CPUTIME_ID);
@@ -768,8 +810,10 @@ static int tp_block(weft_comm *g, const weft_model_config *cfg, int kind, int ro
             rc = weft_model_chunk_backward(m, 0, 0, NULL, 1.0f, WEFT_BACKWARD_WEIGHT, 0);
         t[3] = clock_s(CLOCK_THREAD_CPUTIME_ID);
         for (int j = 0; rep > 0 && j < 3; j++)
-            mean[j] += (t[j + 1] - t[j]) / TP_PASSES;
+            pass[j][rep - 1] = t[j + 1] - t[j];
     }
+    for (int j = 0; !rc && j < 3; j++)
+        mean[j] = median(pass[j], TP_PASSES);
     free(x);
     free(d);
     free(y);
@@ -861,12 +905,82 @@ static int tp_probe(weft_comm *c, const char *spec, int batch, int seq, int core
     return rc;
 }
 
+/* The all-reduces timed a size in dp_probe, after one to warm up. */
+#define DP_CALLS 8
+
+/* weft-sim sync --model, where the ranks outnumber the cores: what a
+ * data-parallel gradient all-reduce costs a rank's CPU, every thread (the
+ * library's progress thread included), with every rank of the node in such
+ * a group at once, as weft-train's ranks sum their gradients together
+ * after backward. For each group size dp > 1 dividing the ranks, groups of
+ * dp ranks N/dp apart, at two sizes: the model's parameters over N/dp (a
+ * rank's share at tp x pp = N/dp) and a quarter of that; each call
+ * weft_iallreduce then weft_wait (weft-train's bucket), the median of
+ * DP_CALLS calls' process CPU, the ranks' mean: "arcpu N DP FLOATS
+ * SECONDS". The planner's closed forms price the all-reduce's wall time
+ * on an idle node; this is the work its rounds take the shared cores
+ * (copies, sums, polls and yields of all dp ranks, N at once), which
+ * weft-train's comm threads showed at 0.35-0.6 ms a step at dp 4 on 2
+ * cores. */
+static int dp_probe(weft_comm *c, const char *spec, int cores)
+{
+    weft_model_config cfg;
+    if (weft_model_config_parse(spec, &cfg))
+        return WEFT_EINVAL;
+    int n = weft_comm_size(c), r = weft_comm_rank(c), many = cores < n;
+    int rc = weft_allreduce(c, &many, &many, 1, WEFT_I32, WEFT_MAX);
+    if (rc || !many)
+        return rc;
+    weft_model *m;
+    if ((rc = weft_model_create(&m, &cfg, 1)))
+        return rc;
+    size_t params = 0;
+    weft_model_params(m, &params);
+    weft_model_destroy(m);
+    for (int dp = 2; dp <= n && !rc; dp++) {
+        if (n % dp)
+            continue;
+        weft_comm *g;
+        if ((rc = weft_comm_split(c, r % (n / dp), r, &g)))
+            break;
+        for (int q = 1; q <= 4 && !rc; q += 3) {
+            size_t count = params / (size_t)(n / dp) / (size_t)q;
+            float *buf = calloc(count ? count : 1, sizeof *buf);
+            double cpu[DP_CALLS];
+            if (!buf)
+                rc = WEFT_ENOMEM;
+            for (int k = -1; !rc && k < DP_CALLS; k++) {
+                weft_request *rq = NULL;
+                rc = weft_barrier(c);
+                double c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+                if (!rc)
+                    rc = weft_iallreduce(g, buf, buf, count, WEFT_F32, WEFT_AVG, &rq);
+                if (!rc)
+                    rc = weft_wait(rq);
+                if (k >= 0)
+                    cpu[k] = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+            }
+            free(buf);
+            double mine = rc ? 0 : median(cpu, DP_CALLS), sum = mine;
+            if (!rc)
+                rc = weft_allreduce(c, &sum, &sum, 1, WEFT_F64, WEFT_SUM);
+            if (!rc && r == 0)
+                printf("arcpu %d %d %zu %.6g # weft-sim sync: a rank's CPU, all threads, in a "
+                       "gradient all-reduce of %zu floats over %d ranks, every rank in one at "
+                       "once (the median of %d calls, the ranks' mean)\n", n, dp, count,
+                       sum / n, count, dp, DP_CALLS);
+        }
+        weft_comm_destroy(g);
+    }
+    fflush(stdout);
+    return rc;
+}
+
 /* weft-sim sync: the delay of a synchronisation between two ranks of an
  * oversubscribed host while the others compute, measured with the
  * library's own point-to-point: a block's wall time over its rounds, less
- * the work every rank does in a round at its share of the cores; the
- * fastest of 5 blocks, as the planner's probes keep a block's fastest
- * pass (other work on the machine only lengthens a block). */
+ * the same block's work without the exchange; the median of
+ * SYNC_BLOCKS blocks (cmd_sync says why). */
 static int cmd_sync(int argc, char **argv)
 {
     double work_us = 500;
@@ -910,22 +1024,35 @@ static int cmd_sync(int argc, char **argv)
     cpu_set_t set;
     CPU_ZERO(&set);
     int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
-    double best = -1, best_wait = 0, chain = -1, alone = -1, cpu_chain = 0, cpu_alone = 0;
-    for (int b = 0; !rc && b < 5; b++) {
-        double t, waited, cpu = 0;
+    /* Each block runs the three measurements back to back and is judged
+     * on its own: the exchange's and the chain's against the same block's
+     * work alone, so that a change of the machine's load between blocks
+     * falls on both sides of each difference. The median of the blocks,
+     * after one to warm up: the fastest of each kind taken from different
+     * blocks made the sync swing from 0 to 1.2 ms between calibrations a
+     * minute apart (4 ranks on 2 cores, loaded). */
+    double sync_b[SYNC_BLOCKS], chain_b[SYNC_BLOCKS], msg_b[SYNC_BLOCKS], wait_b[SYNC_BLOCKS];
+    double round_b[SYNC_BLOCKS], alone_b[SYNC_BLOCKS], tchain_b[SYNC_BLOCKS];
+    double cpu_chain_b[SYNC_BLOCKS], cpu_alone_b[SYNC_BLOCKS];
+    double ends = 2.0 * (n - 1) * iters;
+    for (int b = -1; !rc && b < SYNC_BLOCKS; b++) {
+        double t, waited, tc = 0, ta = 0, cc = 0, ca = 0;
         rc = sync_block(c, work_us, iters, &t, &waited);
-        if (!rc && (best < 0 || t < best))
-            best = t, best_wait = waited;
         if (!rc)
-            rc = chain_block(c, work_us, iters, 1, &t, &cpu);
-        if (!rc && (chain < 0 || t < chain))
-            chain = t;
-        cpu_chain += cpu / 5;
+            rc = chain_block(c, work_us, iters, 1, &tc, &cc);
         if (!rc)
-            rc = chain_block(c, work_us, iters, 0, &t, &cpu);
-        if (!rc && (alone < 0 || t < alone))
-            alone = t;
-        cpu_alone += cpu / 5;
+            rc = chain_block(c, work_us, iters, 0, &ta, &ca);
+        if (rc || b < 0)
+            continue;
+        sync_b[b] = (t - ta) / iters;
+        wait_b[b] = waited / iters;
+        round_b[b] = t / iters;
+        alone_b[b] = ta / iters;
+        tchain_b[b] = tc;
+        chain_b[b] = cores * ta / tc;
+        msg_b[b] = (cc - ca) / ends;
+        cpu_chain_b[b] = cc;
+        cpu_alone_b[b] = ca;
     }
     if (rc) {
         fprintf(stderr, "weft-sim sync: rank %d: %s: %s\n", weft_comm_rank(c),
@@ -936,32 +1063,39 @@ static int cmd_sync(int argc, char **argv)
     }
     /* the round above the same work done on its own (which is the work
      * at the cores' share on an idle machine; other work slows both) */
-    double sync = (best - alone) / iters;
+    double sync = median(sync_b, SYNC_BLOCKS);
     if (weft_comm_rank(c) == 0)
-        printf("sync %d %.6g # weft-sim sync: %d cores, %.0f us of work, the fastest of 5 blocks "
+        printf("sync %d %.6g # weft-sim sync: %d cores, %.0f us of work, the median of %d blocks "
                "of %d rounds: %.3f ms a round (%.3f ms without the exchange), %.3f ms a rank's "
-               "wait at the exchange\n", n, sync > 0 ? sync : 0, cores, work_us, iters,
-               1e3 * best / iters, 1e3 * alone / iters, 1e3 * best_wait / iters);
+               "wait at the exchange; the blocks' %.3f-%.3f ms\n", n, sync > 0 ? sync : 0, cores,
+               work_us, SYNC_BLOCKS, iters, 1e3 * median(round_b, SYNC_BLOCKS),
+               1e3 * median(alone_b, SYNC_BLOCKS), 1e3 * median(wait_b, SYNC_BLOCKS),
+               1e3 * lowest(sync_b, SYNC_BLOCKS), 1e3 * highest(sync_b, SYNC_BLOCKS));
     /* the cores the chain's work got, as a share of what the same work
      * got with no hand-offs (so that other work on the machine, which
      * slows both, does not count) */
-    double got = cores * alone / chain;
+    double got = median(chain_b, SYNC_BLOCKS);
     if (weft_comm_rank(c) == 0)
         printf("chain %d %.4g # weft-sim sync: %d ranks handing on %d pieces of %.0f us took "
-               "%.3f ms, on their own %.3f ms\n", n, got < cores ? got : cores, n, iters,
-               work_us, 1e3 * chain, 1e3 * alone);
+               "%.3f ms, on their own %.3f ms (medians of %d blocks); the blocks' %.3g-%.3g "
+               "cores\n", n, got < cores ? got : cores, n, iters, work_us,
+               1e3 * median(tchain_b, SYNC_BLOCKS), 1e3 * iters * median(alone_b, SYNC_BLOCKS),
+               SYNC_BLOCKS, lowest(chain_b, SYNC_BLOCKS), highest(chain_b, SYNC_BLOCKS));
     /* what a hand-off costs the ranks' CPU beyond the work, all threads
      * (the receiver's polls and yields while it waits, the copies, the
      * wake-ups): the chain's CPU less the same work's alone, over the
-     * messages' ends (each sent and received once), the blocks' mean, for
-     * it is paid on every message */
-    double ends = 2.0 * (n - 1) * iters, msg = (cpu_chain - cpu_alone) / ends;
+     * messages' ends (each sent and received once), the blocks' median */
+    double msg = median(msg_b, SYNC_BLOCKS);
     if (weft_comm_rank(c) == 0)
         printf("msgcpu %d %.6g # weft-sim sync: %d ranks' CPU in the chain %.3f ms, the same work "
-               "alone %.3f ms, over %.0f message ends\n", n, msg > 0 ? msg : 0, n,
-               1e3 * cpu_chain, 1e3 * cpu_alone, ends);
+               "alone %.3f ms, over %.0f message ends (medians of %d blocks); the blocks' "
+               "%.3g-%.3g us\n", n, msg > 0 ? msg : 0, n, 1e3 * median(cpu_chain_b, SYNC_BLOCKS),
+               1e3 * median(cpu_alone_b, SYNC_BLOCKS), ends, SYNC_BLOCKS,
+               1e6 * lowest(msg_b, SYNC_BLOCKS), 1e6 * highest(msg_b, SYNC_BLOCKS));
     fflush(stdout);
-    if (model && (rc = tp_probe(c, model, batch > 0 ? batch : n, seq, cores))) {
+    if (model && !(rc = tp_probe(c, model, batch > 0 ? batch : n, seq, cores)))
+        rc = dp_probe(c, model, cores);
+    if (rc) {
         fprintf(stderr, "weft-sim sync: rank %d: the tensor-parallel blocks: %s: %s\n",
                 weft_comm_rank(c), weft_strerror(rc), weft_comm_error(c));
         weft_comm_abort(c);

@@ -549,6 +549,22 @@ static int dp_cost(planner *pl, int stride, int dp, int zero, double psi, double
                        : coll_sec(pl, WEFT_COLL_ALLREDUCE, stride, dp, psi, &red);
     if (!rc && zero >= 1)
         rc = coll_sec(pl, WEFT_COLL_ALLGATHER, stride, dp, ceil(psi / dp), &ag);
+    /* Ranks outnumbering the cores: every rank of the node sums its
+     * gradients at the step's end, and the rounds' copies, sums, polls and
+     * yields of all of them are work the shared cores must do, which the
+     * closed form (one group's wall time, the node otherwise idle) leaves
+     * out: the all-reduce takes at least the node's CPU in it (arcpu, as
+     * measured with every rank in one) over the cores. From stage 2 its
+     * reduce-scatter and the all-gather after the step move what one
+     * all-reduce does (a ring all-reduce is the two): the pair at least
+     * that. */
+    double cpu = 0;
+    if (!rc && pl->cores > 0 && pl->q->calib)
+        cpu = pl->on_node * sim_calib_ar_cpu(pl->q->calib, pl->on_node, dp, psi) / pl->cores;
+    if (zero < 2 && cpu > red)
+        red = cpu;
+    if (zero >= 2 && cpu > red + ag)
+        red = cpu - ag;
     *sec = (red > hide ? red - hide : 0) + ag;
     *bytes = dp > 1 ? 4 * psi * (zero >= 1 ? 2 : 1) : 0;
     return rc;

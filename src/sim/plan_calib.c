@@ -137,6 +137,20 @@ static int parse_line(sim_calib *c, char *s, const char *path, int line, char *e
                                                     : "msgcpu: want RANKS(2-64) SECONDS",
                        path, line);
         (sync ? c->sync_s : c->msg_cpu)[n] = sec;
+    } else if (!strcmp(word, "arcpu")) {
+        int n, dp;
+        double floats, sec;
+        if (sscanf(s + at, "%d %d %lf %lf", &n, &dp, &floats, &sec) != 4 || n < 2 || n > 64 ||
+            dp < 2 || dp > n || !(floats > 0) || sec < 0)
+            return say(err, len, WEFT_ECONFIG,
+                       "arcpu: want RANKS(2-64) DP(2-RANKS) FLOATS(> 0) SECONDS", path, line);
+        int i = 0;
+        while (i < c->nar && !(c->ar[i].n == n && c->ar[i].dp == dp && c->ar[i].floats == floats))
+            i++;
+        if (i == SIM_CALIB_AR_MAX)
+            return say(err, len, WEFT_ECONFIG, "arcpu: too many sizes", path, line);
+        c->ar[i].n = n, c->ar[i].dp = dp, c->ar[i].floats = floats, c->ar[i].s = sec;
+        c->nar += i == c->nar;
     } else if (!strcmp(word, "chain")) {
         int n;
         double cores;
@@ -152,7 +166,8 @@ static int parse_line(sim_calib *c, char *s, const char *path, int line, char *e
         c->update_s[k / 4] = sec;
     } else {
         return say(err, len, WEFT_ECONFIG,
-                   "unknown line (cores, tune, block, tpblock, update, sync, chain or msgcpu)", path,
+                   "unknown line (cores, tune, block, tpblock, update, sync, chain, msgcpu or "
+                   "arcpu)", path,
                    line);
     }
     return 0;
@@ -249,6 +264,9 @@ int sim_calib_save(const sim_calib *c, const char *path, char *err, size_t len)
         if (c->msg_cpu[n] > 0)
             fprintf(f, "msgcpu %d %.9g\n", n, c->msg_cpu[n]);
     }
+    for (int i = 0; i < c->nar; i++)
+        fprintf(f, "arcpu %d %d %.9g %.9g\n", c->ar[i].n, c->ar[i].dp, c->ar[i].floats,
+                c->ar[i].s);
     for (int k = 0; k < 3; k++)
         if (c->update_s[k] > 0)
             fprintf(f, "update %d %.9g\n", 4 * k, c->update_s[k]);
@@ -476,6 +494,34 @@ double sim_calib_msg_cpu(const sim_calib *c, int n)
     return nearest(c->msg_cpu, n);
 }
 
+double sim_calib_ar_cpu(const sim_calib *c, int n, int dp, double floats)
+{
+    int near = 0;
+    for (int i = 0; i < c->nar; i++)
+        if (c->ar[i].dp == dp && (!near || abs(c->ar[i].n - n) < abs(near - n)))
+            near = c->ar[i].n;
+    if (!near || floats <= 0)
+        return 0;
+    /* the sizes measured at that count, with nothing at 0 floats: the
+     * stretch holding floats, else the last one extended */
+    double x0 = 0, y0 = 0, x1 = 0, y1 = 0;
+    for (;;) {
+        int next = -1;
+        for (int i = 0; i < c->nar; i++)
+            if (c->ar[i].n == near && c->ar[i].dp == dp && c->ar[i].floats > x1 &&
+                (next < 0 || c->ar[i].floats < c->ar[next].floats))
+                next = i;
+        if (next < 0)
+            break;
+        x0 = x1, y0 = y1;
+        x1 = c->ar[next].floats, y1 = c->ar[next].s;
+        if (x1 >= floats)
+            break;
+    }
+    double s = y0 + (y1 - y0) * (floats - x0) / (x1 - x0);
+    return s > 0 ? s : 0;
+}
+
 int sim_calib_describe(const sim_calib *c, char *buf, size_t len)
 {
     char coll[360], blocks[200], gf[48] = "";
@@ -526,8 +572,12 @@ int sim_calib_describe(const sim_calib *c, char *buf, size_t len)
     if (ntp || nsh)
         snprintf(tps, sizeof tps, "%d shapes measured; whole blocks on the shared cores: %d "
                  "shapes measured", ntp, nsh);
+    char ars[64] = "";
+    if (c->nar)
+        snprintf(ars, sizeof ars, "; a data-parallel all-reduce's CPU: %d sizes measured",
+                 c->nar);
     return snprintf(buf, len, "block costs: %s; collectives: %s; cores: %s; update a "
-                    "parameter: %s; sync on shared cores: %s; tensor-parallel slices: %s", blocks,
-                    coll, cores, upd[0] ? upd : "not measured",
-                    syn[0] ? syn : "not measured (weft-sim sync)", tps);
+                    "parameter: %s; sync on shared cores: %s; tensor-parallel slices: %s%s",
+                    blocks, coll, cores, upd[0] ? upd : "not measured",
+                    syn[0] ? syn : "not measured (weft-sim sync)", tps, ars);
 }

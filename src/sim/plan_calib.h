@@ -19,8 +19,9 @@
  *   - with more ranks than cores, what a synchronisation between two ranks
  *     waits while the others compute ("sync N SECONDS") and the cores a
  *     chain of ranks handing work on gets ("chain N CORES"), and the CPU
- *     each message's end costs that chain's threads ("msgcpu N SECONDS"), all measured
- *     by `weftrun -n N weft-sim sync`.
+ *     each message's end costs that chain's threads ("msgcpu N SECONDS"), and the
+ *     CPU a rank spends in a gradient all-reduce with every rank in one ("arcpu N DP
+ *     FLOATS SECONDS"), all measured by `weftrun -n N weft-sim sync`.
  * Anything not measured is assumed as before: FLOPs at --gflops, the
  * topology's simulated links and cores. */
 #ifndef WEFT_SIM_PLAN_CALIB_H
@@ -50,6 +51,8 @@ typedef struct {
     double fwd, bwd_i, bwd_w;
 } sim_calib_block;
 
+#define SIM_CALIB_AR_MAX 64
+
 typedef struct {
     int cores;            /* > 0: the ranks' cores, measured or from the file */
     int have_coll;        /* coll holds weft-tune's constants */
@@ -74,6 +77,14 @@ typedef struct {
     double chain[65];     /* [n]: the cores n ranks handing work on from one to
                              the next get, as a pipeline's stages (weft-sim
                              sync); 0: not measured */
+    struct {
+        int n, dp;        /* the node's ranks at the probe, the group's */
+        double floats, s; /* the all-reduce's size, a rank's CPU seconds */
+    } ar[SIM_CALIB_AR_MAX]; /* "arcpu N DP FLOATS SECONDS": a rank's CPU, every
+                             thread, in a gradient all-reduce of dp ranks with
+                             every rank of the node in one at once (weft-sim
+                             sync --model, ranks outnumbering the cores) */
+    int nar;
     double update_s[3];   /* seconds a step's work after backward takes a
                              parameter (sim_calib_update_get), one thread: [0]
                              SGD, [1] SGD with momentum, [2] AdamW (0: not
@@ -125,6 +136,12 @@ double sim_calib_chain(const sim_calib *c, int n);
 /* The same for the CPU a message's end costs such a chain ("msgcpu N
  * SECONDS"); 0 when none measured. */
 double sim_calib_msg_cpu(const sim_calib *c, int n);
+/* A rank's CPU seconds in a data-parallel all-reduce of floats over dp
+ * ranks with every rank of the node in one at once ("arcpu" lines): at
+ * the nearest count of ranks measured with a group of dp, linear between
+ * the sizes measured (and from nothing at 0 floats), the last stretch's
+ * rate beyond them; 0 when none measured. */
+double sim_calib_ar_cpu(const sim_calib *c, int n, int dp, double floats);
 /* One line on where the planner's inputs come from: measured (and from
  * which file) or assumed. */
 int sim_calib_describe(const sim_calib *c, char *buf, size_t len);

@@ -543,6 +543,63 @@ TEST(waits_overlap_other_ranks_work)
     weft_sim_plan_free(c.pl);
 }
 
+/* The data-parallel seconds of the first listed layout with tp, pp, dp at
+ * ZeRO stage zero. */
+static double dp_of(const plan_out *o, int tp, int pp, int dp, int zero)
+{
+    weft_sim_layout l;
+    for (int i = 0; i < weft_sim_plan_count(o->pl); i++)
+        if (weft_sim_plan_layout(o->pl, i, &l) == 0 && l.tp == tp && l.pp == pp && l.dp == dp &&
+            l.zero == zero)
+            return l.dp_s;
+    return -1;
+}
+
+/* 4 ranks on 2 cores at dp 4, communication nearly free: every rank sums
+ * the model's 118,528 gradients at once, and a rank's CPU in that
+ * all-reduce (arcpu 4 4 118528 1e-3) is work the 2 cores must do for all
+ * 4: the data-parallel part is 4 x 1 ms over 2 cores = 2 ms, at ZeRO 0 and
+ * for ZeRO 3's reduce-scatter and all-gather together. Measured at 59,264
+ * and 237,056 floats (0.2 and 2 ms) the rank's 118,528 are a third of the
+ * way: 0.8 ms, so 1.6 ms. On 4 cores (a core a rank) the line changes
+ * nothing. */
+TEST(allreduce_cpu_on_shared_cores)
+{
+    const char *tune = "alpha=1e-9,alpha_over=1e-9,beta=1e-15,gamma=1e-15,msg=0,msg_over=0";
+    plan_out a, b, c, d, e;
+    const char *f = write_calib("ar0", 2, tune, 1e-5, 1e-3, 1e-4);
+    CHECKF(plan(f, 0, 4, &a) == 0, "%s", a.inputs);
+    const char *p = with_lines(f, "ar1", "arcpu 4 4 118528 1e-3\n");
+    CHECK(p != NULL);
+    CHECKF(plan(p, 0, 4, &b) == 0, "%s", b.inputs);
+    CHECKF(strstr(b.inputs, "a data-parallel all-reduce's CPU: 1 sizes measured") != NULL, "%s",
+           b.inputs);
+    double a0 = dp_of(&a, 1, 1, 4, 0), b0 = dp_of(&b, 1, 1, 4, 0), b3 = dp_of(&b, 1, 1, 4, 3);
+    CHECKF(a0 >= 0 && a0 < 1e-4, "without: %.9f", a0);
+    CHECKF(fabs(b0 - 2e-3) < 1e-9, "ZeRO 0: %.9f, want 2 ms", b0);
+    CHECKF(fabs(b3 - 2e-3) < 1e-9, "ZeRO 3: %.9f, want 2 ms", b3);
+    /* the step is the pipeline's, unchanged, and these seconds */
+    double sa = step_of(&a, 1, 1, 4), sb = step_of(&b, 1, 1, 4);
+    CHECKF(fabs(sb - sa - (b0 - a0)) < 1e-9, "steps %.9f %.9f", sb, sa);
+    p = with_lines(f, "ar2", "arcpu 4 4 237056 2e-3\narcpu 4 4 59264 2e-4\n");
+    CHECK(p != NULL);
+    CHECKF(plan(p, 0, 4, &c) == 0, "%s", c.inputs);
+    double c0 = dp_of(&c, 1, 1, 4, 0);
+    CHECKF(fabs(c0 - 1.6e-3) < 1e-9, "between two sizes: %.9f, want 1.6 ms", c0);
+    const char *f4 = write_calib("ar4", 4, tune, 1e-5, 1e-3, 1e-4);
+    CHECKF(plan(f4, 0, 4, &d) == 0, "%s", d.inputs);
+    p = with_lines(f4, "ar5", "arcpu 4 4 118528 1e-3\n");
+    CHECK(p != NULL);
+    CHECKF(plan(p, 0, 4, &e) == 0, "%s", e.inputs);
+    double d0 = dp_of(&d, 1, 1, 4, 0), e0 = dp_of(&e, 1, 1, 4, 0);
+    CHECKF(d0 >= 0 && fabs(d0 - e0) < 1e-12, "4 cores: %.9f %.9f", d0, e0);
+    weft_sim_plan_free(a.pl);
+    weft_sim_plan_free(b.pl);
+    weft_sim_plan_free(c.pl);
+    weft_sim_plan_free(d.pl);
+    weft_sim_plan_free(e.pl);
+}
+
 TEST(bad_line_refused)
 {
     char path[128];
@@ -568,6 +625,12 @@ TEST(bad_line_refused)
     }
     CHECK(plan(path, 0, 2, &o) == WEFT_ECONFIG);
     CHECKF(strstr(o.inputs, ":3: msgcpu") != NULL, "%s", o.inputs);
+    if ((f = fopen(path, "w")) != NULL) {
+        fprintf(f, "cores 2\narcpu 4 5 100 1e-3\n"); /* a group of 5 of 4 ranks */
+        fclose(f);
+    }
+    CHECK(plan(path, 0, 2, &o) == WEFT_ECONFIG);
+    CHECKF(strstr(o.inputs, ":2: arcpu") != NULL, "%s", o.inputs);
 }
 
 TEST(probe_writes_the_shapes)
