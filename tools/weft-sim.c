@@ -616,8 +616,10 @@ static void sync_usage(FILE *f)
         "  work handed on from rank to rank as a pipeline's stages do: the cores\n"
         "  its work got (the cores times its time on its own over its time in the\n"
         "  chain), as the line \"chain N CORES\", and the CPU a message's end costs\n"
-        "  all threads (\"msgcpu N SECONDS\"); each the median of 7 blocks, each\n"
-        "  block judged against its own work without messages.\n"
+        "  all threads, a fixed part and a part a second of the piece it waits\n"
+        "  for (from pieces of W and 4 W: \"msgcpu N SECONDS PER_SECOND\"); each\n"
+        "  the median of 7 blocks, each block judged against its own work without\n"
+        "  messages.\n"
         "  --model SPEC --batch B [--seq T]: then each tensor-parallel degree tp\n"
         "  that divides N and the model, the ranks in groups of tp, all at once:\n"
         "  a rank's CPU seconds for its slice of the embedding, a block and the\n"
@@ -1034,16 +1036,26 @@ static int cmd_sync(int argc, char **argv)
     double sync_b[SYNC_BLOCKS], chain_b[SYNC_BLOCKS], msg_b[SYNC_BLOCKS], wait_b[SYNC_BLOCKS];
     double round_b[SYNC_BLOCKS], alone_b[SYNC_BLOCKS], tchain_b[SYNC_BLOCKS];
     double cpu_chain_b[SYNC_BLOCKS], cpu_alone_b[SYNC_BLOCKS];
-    double ends = 2.0 * (n - 1) * iters;
+    /* the chain again with pieces 4 times as long (a quarter as many): a
+     * receive posted ahead is polled for, yielding, while its sender
+     * computes, so a message's CPU grows with the piece it waits for */
+    double msg4_b[SYNC_BLOCKS];
+    int iters4 = iters / 4 > 2 ? iters / 4 : 2;
+    double ends = 2.0 * (n - 1) * iters, ends4 = 2.0 * (n - 1) * iters4;
     for (int b = -1; !rc && b < SYNC_BLOCKS; b++) {
-        double t, waited, tc = 0, ta = 0, cc = 0, ca = 0;
+        double t, waited, tc = 0, ta = 0, cc = 0, ca = 0, t4, c4 = 0, a4 = 0;
         rc = sync_block(c, work_us, iters, &t, &waited);
         if (!rc)
             rc = chain_block(c, work_us, iters, 1, &tc, &cc);
         if (!rc)
             rc = chain_block(c, work_us, iters, 0, &ta, &ca);
+        if (!rc)
+            rc = chain_block(c, 4 * work_us, iters4, 1, &t4, &c4);
+        if (!rc)
+            rc = chain_block(c, 4 * work_us, iters4, 0, &t4, &a4);
         if (rc || b < 0)
             continue;
+        msg4_b[b] = (c4 - a4) / ends4;
         sync_b[b] = (t - ta) / iters;
         wait_b[b] = waited / iters;
         round_b[b] = t / iters;
@@ -1085,13 +1097,21 @@ static int cmd_sync(int argc, char **argv)
      * (the receiver's polls and yields while it waits, the copies, the
      * wake-ups): the chain's CPU less the same work's alone, over the
      * messages' ends (each sent and received once), the blocks' median */
-    double msg = median(msg_b, SYNC_BLOCKS);
+    double msg = median(msg_b, SYNC_BLOCKS), msg4 = median(msg4_b, SYNC_BLOCKS);
+    /* an end's CPU as a fixed part and a part a second of the piece it
+     * waits for, through the two lengths of piece */
+    double per = (msg4 - msg) / (3e-6 * work_us);
+    per = per > 0 ? per : 0;
+    double fixed = msg - per * 1e-6 * work_us;
+    fixed = fixed > 0 ? fixed : 0;
     if (weft_comm_rank(c) == 0)
-        printf("msgcpu %d %.6g # weft-sim sync: %d ranks' CPU in the chain %.3f ms, the same work "
-               "alone %.3f ms, over %.0f message ends (medians of %d blocks); the blocks' "
-               "%.3g-%.3g us\n", n, msg > 0 ? msg : 0, n, 1e3 * median(cpu_chain_b, SYNC_BLOCKS),
-               1e3 * median(cpu_alone_b, SYNC_BLOCKS), ends, SYNC_BLOCKS,
-               1e6 * lowest(msg_b, SYNC_BLOCKS), 1e6 * highest(msg_b, SYNC_BLOCKS));
+        printf("msgcpu %d %.6g %.6g # weft-sim sync: %d ranks' CPU in the chain %.3f ms, the same "
+               "work alone %.3f ms, over %.0f message ends: %.3g us an end (the blocks' "
+               "%.3g-%.3g us), %.3g us with pieces of %.0f us (medians of %d blocks)\n", n, fixed,
+               per, n, 1e3 * median(cpu_chain_b, SYNC_BLOCKS),
+               1e3 * median(cpu_alone_b, SYNC_BLOCKS), ends, 1e6 * msg,
+               1e6 * lowest(msg_b, SYNC_BLOCKS), 1e6 * highest(msg_b, SYNC_BLOCKS), 1e6 * msg4,
+               4 * work_us, SYNC_BLOCKS);
     fflush(stdout);
     if (model && !(rc = tp_probe(c, model, batch > 0 ? batch : n, seq, cores)))
         rc = dp_probe(c, model, cores);

@@ -37,6 +37,8 @@ typedef struct {
     double msg_cpu;             /* > 0: CPU seconds a pipeline message's end (its
                                    send, its receive) costs on the shared cores
                                    (weft-sim sync) */
+    double msg_per;             /* its part a second of the piece a message
+                                   carries (its sender's work on it) */
     double slow;                /* a rank's work with every rank working: its
                                    threads' share of the cores, as a factor */
     int ep, cp, pp;             /* the layout being priced: expert, context and
@@ -688,6 +690,19 @@ static int share_replay(const planner *pl, sim_pipe_plan *pp, const block_part *
         fw[j] += ends * pl->msg_cpu;
         iw[j] += ends * pl->msg_cpu;
     }
+    /* and the progress thread polls, yielding, as long as the piece a
+     * message carries takes its sender: each end costs msg_per of that
+     * piece's work (the forward's output of chunk j, received by j + 1;
+     * the input gradient of j + 1, received by j), sender and receiver
+     * alike. Read from the pieces as they were before this pass added to
+     * them. */
+    for (int j = 0; pl->msg_per > 0 && j + 1 < k; j++) {
+        double f = pp->fwd[j] - fh[j], b = pp->bwd_i[j + 1] - ih[j + 1];
+        fw[j] += pl->msg_per * f;
+        fw[j + 1] += pl->msg_per * f;
+        iw[j] += pl->msg_per * b;
+        iw[j + 1] += pl->msg_per * b;
+    }
     /* a pipeline's stages hand their micro-batches on: they get the cores
      * weft-sim sync measured such a chain to get (the scheduler may run a
      * woken stage where its waker ran) */
@@ -1052,6 +1067,7 @@ int sim_plan_run(const sim_plan_query *q, sim_plan *out, char *err, size_t len)
         pl.sync = sim_calib_sync(q->calib, on_node);
         pl.chain = sim_calib_chain(q->calib, on_node);
         pl.msg_cpu = sim_calib_msg_cpu(q->calib, on_node);
+        pl.msg_per = sim_calib_msg_cpu_per(q->calib, on_node);
     }
     if (q->calib) {
         rc = sim_calib_update_get(q->calib, q->optim_bytes, train_model_param_count(&q->model),

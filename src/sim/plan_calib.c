@@ -130,13 +130,19 @@ static int parse_line(sim_calib *c, char *s, const char *path, int line, char *e
         return add_block(c, &b);
     } else if (!strcmp(word, "sync") || !strcmp(word, "msgcpu")) {
         int n;
-        double sec;
+        double sec, per = 0;
         int sync = word[0] == 's';
-        if (sscanf(s + at, "%d %lf", &n, &sec) != 2 || n < 2 || n > 64 || sec < 0)
+        /* msgcpu: a third number, the part a second of the piece waited
+         * for, which older files leave out */
+        int got = sscanf(s + at, "%d %lf %lf", &n, &sec, &per);
+        if (got < 2 || (sync && got != 2) || n < 2 || n > 64 || sec < 0 || per < 0)
             return say(err, len, WEFT_ECONFIG, sync ? "sync: want RANKS(2-64) SECONDS"
-                                                    : "msgcpu: want RANKS(2-64) SECONDS",
+                                                    : "msgcpu: want RANKS(2-64) SECONDS "
+                                                      "[PER_SECOND_WAITED]",
                        path, line);
         (sync ? c->sync_s : c->msg_cpu)[n] = sec;
+        if (!sync)
+            c->msg_per[n] = per;
     } else if (!strcmp(word, "arcpu")) {
         int n, dp;
         double floats, sec;
@@ -261,8 +267,8 @@ int sim_calib_save(const sim_calib *c, const char *path, char *err, size_t len)
             fprintf(f, "sync %d %.9g\n", n, c->sync_s[n]);
         if (c->chain[n] > 0)
             fprintf(f, "chain %d %.9g\n", n, c->chain[n]);
-        if (c->msg_cpu[n] > 0)
-            fprintf(f, "msgcpu %d %.9g\n", n, c->msg_cpu[n]);
+        if (c->msg_cpu[n] > 0 || c->msg_per[n] > 0)
+            fprintf(f, "msgcpu %d %.9g %.9g\n", n, c->msg_cpu[n], c->msg_per[n]);
     }
     for (int i = 0; i < c->nar; i++)
         fprintf(f, "arcpu %d %d %.9g %.9g\n", c->ar[i].n, c->ar[i].dp, c->ar[i].floats,
@@ -489,9 +495,26 @@ double sim_calib_chain(const sim_calib *c, int n)
     return nearest(c->chain, n);
 }
 
+/* The count nearest n with a msgcpu line (either part); 0: none. */
+static int msg_at(const sim_calib *c, int n)
+{
+    int best = 0;
+    for (int k = 2; k <= 64; k++)
+        if ((c->msg_cpu[k] > 0 || c->msg_per[k] > 0) && (!best || abs(k - n) < abs(best - n)))
+            best = k;
+    return best;
+}
+
 double sim_calib_msg_cpu(const sim_calib *c, int n)
 {
-    return nearest(c->msg_cpu, n);
+    int k = msg_at(c, n);
+    return k ? c->msg_cpu[k] : 0;
+}
+
+double sim_calib_msg_cpu_per(const sim_calib *c, int n)
+{
+    int k = msg_at(c, n);
+    return k ? c->msg_per[k] : 0;
 }
 
 double sim_calib_ar_cpu(const sim_calib *c, int n, int dp, double floats)
@@ -554,7 +577,7 @@ int sim_calib_describe(const sim_calib *c, char *buf, size_t len)
         }
     char syn[400] = "";
     for (int n = 2; n <= 64; n++)
-        if (c->sync_s[n] > 0 || c->chain[n] > 0 || c->msg_cpu[n] > 0) {
+        if (c->sync_s[n] > 0 || c->chain[n] > 0 || c->msg_cpu[n] > 0 || c->msg_per[n] > 0) {
             size_t at = strlen(syn);
             snprintf(syn + at, sizeof syn - at, "%s%.3g ms, a chain %.3g cores at %d ranks",
                      at ? "; " : "", 1e3 * c->sync_s[n], c->chain[n], n);
@@ -562,6 +585,7 @@ int sim_calib_describe(const sim_calib *c, char *buf, size_t len)
             if (c->msg_cpu[n] > 0)
                 snprintf(syn + at, sizeof syn - at, ", %.3g us of CPU a message's end",
                          1e6 * c->msg_cpu[n]);
+
         }
     int ntp = 0, nsh = 0;
     for (int i = 0; i < c->nb; i++) {
@@ -572,10 +596,16 @@ int sim_calib_describe(const sim_calib *c, char *buf, size_t len)
     if (ntp || nsh)
         snprintf(tps, sizeof tps, "%d shapes measured; whole blocks on the shared cores: %d "
                  "shapes measured", ntp, nsh);
-    char ars[64] = "";
+    char ars[160] = "";
     if (c->nar)
         snprintf(ars, sizeof ars, "; a data-parallel all-reduce's CPU: %d sizes measured",
                  c->nar);
+    for (int n = 2; n <= 64; n++)
+        if (c->msg_per[n] > 0) {
+            size_t at = strlen(ars);
+            snprintf(ars + at, sizeof ars - at, "; a message's end also %.3g of its wait at %d "
+                     "ranks", c->msg_per[n], n);
+        }
     return snprintf(buf, len, "block costs: %s; collectives: %s; cores: %s; update a "
                     "parameter: %s; sync on shared cores: %s; tensor-parallel slices: %s%s",
                     blocks, coll, cores, upd[0] ? upd : "not measured",

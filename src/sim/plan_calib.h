@@ -74,6 +74,10 @@ typedef struct {
                              polls and yields while a receive posted ahead
                              waits), with n ranks on the cores (weft-sim
                              sync); 0: not measured */
+    double msg_per[65];   /* [n]: beyond msg_cpu, CPU seconds a message's end
+                             costs a second of the piece its receiver waits
+                             for (the progress thread polls the whole wait;
+                             the line's third number, 0 when left out) */
     double chain[65];     /* [n]: the cores n ranks handing work on from one to
                              the next get, as a pipeline's stages (weft-sim
                              sync); 0: not measured */
@@ -136,6 +140,9 @@ double sim_calib_chain(const sim_calib *c, int n);
 /* The same for the CPU a message's end costs such a chain ("msgcpu N
  * SECONDS"); 0 when none measured. */
 double sim_calib_msg_cpu(const sim_calib *c, int n);
+/* Its part a second of the piece waited for, at the count msg_cpu came
+ * from ("msgcpu N SECONDS PER_SECOND"); 0 when not measured. */
+double sim_calib_msg_cpu_per(const sim_calib *c, int n);
 /* A rank's CPU seconds in a data-parallel all-reduce of floats over dp
  * ranks with every rank of the node in one at once ("arcpu" lines): at
  * the nearest count of ranks measured with a group of dp, linear between

@@ -507,8 +507,24 @@ TEST(pipeline_messages_cost_cpu)
     CHECKF(fabs(pb - pa - 8e-3) < 1e-6, "with %.9f without %.9f", pb, pa);
     double da = pipe_of(&a, 1, 1, 2, "1f1b", 1), db = pipe_of(&b, 1, 1, 2, "1f1b", 1);
     CHECKF(da > 0 && fabs(da - db) < 1e-12, "dp 2: %.9f %.9f", da, db);
+    /* an end's part a second of the piece waited for (msgcpu 2 0 0.5):
+     * the stages are the embedding and a block, a block and the head, so
+     * a micro-batch of 8 sequences sends the first's forward, 8 x (1e-5 +
+     * 1e-3) s, and the second's input gradient, 8 x (1e-3 + 1e-4) s, each
+     * charged half at both ends: the 2 micro-batches add 2 x (8.08 + 8.8)
+     * ms */
+    plan_out c;
+    p = with_lines(f, "msg2", "msgcpu 2 0 0.5\n");
+    CHECK(p != NULL);
+    CHECKF(plan(p, 0, 2, &c) == 0, "%s", c.inputs);
+    CHECKF(strstr(c.inputs, "a message's end also 0.5 of its wait at 2 ranks") != NULL, "%s",
+           c.inputs);
+    double pc = pipe_of(&c, 1, 2, 1, "1f1b", 2), dc = pipe_of(&c, 1, 1, 2, "1f1b", 1);
+    CHECKF(fabs(pc - pa - 2 * (8.08e-3 + 8.8e-3)) < 1e-6, "with %.9f without %.9f", pc, pa);
+    CHECKF(fabs(dc - da) < 1e-12, "dp 2: %.9f %.9f", dc, da);
     weft_sim_plan_free(a.pl);
     weft_sim_plan_free(b.pl);
+    weft_sim_plan_free(c.pl);
 }
 
 /* 4 ranks on 2 cores at tp 2 x dp 2: a group's waits in its collectives
@@ -625,6 +641,12 @@ TEST(bad_line_refused)
     }
     CHECK(plan(path, 0, 2, &o) == WEFT_ECONFIG);
     CHECKF(strstr(o.inputs, ":3: msgcpu") != NULL, "%s", o.inputs);
+    if ((f = fopen(path, "w")) != NULL) {
+        fprintf(f, "cores 2\nmsgcpu 4 1e-5 -1\n"); /* no CPU given back */
+        fclose(f);
+    }
+    CHECK(plan(path, 0, 2, &o) == WEFT_ECONFIG);
+    CHECKF(strstr(o.inputs, ":2: msgcpu") != NULL, "%s", o.inputs);
     if ((f = fopen(path, "w")) != NULL) {
         fprintf(f, "cores 2\narcpu 4 5 100 1e-3\n"); /* a group of 5 of 4 ranks */
         fclose(f);
