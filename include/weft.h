@@ -582,7 +582,12 @@ int weft_model_config_format(const weft_model_config *cfg, char *buf, size_t len
 int weft_model_config_check(const weft_model_config *cfg);
 
 /* A mixture-of-experts Llama's counters for the last step (ended by the
- * backward that announces), over the blocks this rank holds. */
+ * backward that announces), over the blocks this rank holds. The loads
+ * (load_max, load_mean) are those the balancing bias stepped from: under a
+ * weft_run in full sync with a bias, the step's loads summed over the
+ * replicas and its micro-batches (one process's over the whole batch);
+ * otherwise this rank's own, over its forwards since the step before.
+ * routed and dropped are this rank's own. */
 typedef struct {
     int64_t routed;         /* token-expert pairs picked */
     int64_t dropped;        /* of them past an expert's capacity */

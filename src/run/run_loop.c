@@ -80,19 +80,19 @@ static int forward_backward(weft_run *t, const weft_batch *b, train_step *st)
  * rows), once a step from all its micro-batches, a lone process's run
  * likewise. The other modes' replicas differ on purpose and step their
  * own at each backward; so does --elastic, whose group changes under a
- * step. Returns the loads' length, 0: the model steps its own. */
-static size_t moe_share(weft_run *t)
+ * step. The model keeps the choice: it is made once, at the run's first
+ * step. */
+static void moe_share(weft_run *t)
 {
-    if (t->sync.cfg.mode != WEFT_SYNC_FULL || t->o->elastic)
-        return 0;
-    return train_moe_share(t->m);
+    if (t->sync.cfg.mode == WEFT_SYNC_FULL && !t->o->elastic)
+        train_moe_share(t->m);
 }
 
 /* The step's loads on their way to every replica: *ld the buffer (freed
  * by moe_bias_step), *req the sum. */
 static int moe_loads_launch(weft_run *t, int64_t **ld, weft_request **req)
 {
-    size_t n = moe_share(t);
+    size_t n = train_moe_shared(t->m);
     *ld = NULL;
     *req = NULL;
     if (!n)
@@ -143,7 +143,8 @@ static int step_body(weft_run *t, long step, train_step *st, int saving, double 
     int rc = sync_begin(&t->sync, &st->skip);
     if (rc == 0 && !st->skip)
         straggle(o, step, t->rank, t->world);
-    moe_share(t); /* before the first backward, which would step the bias */
+    if (step == t->start_step)
+        moe_share(t); /* before the first backward, which would step the bias */
     if (rc == 0)
         rc = forward_backward(t, &t->b, st);
     if (rc == 0)

@@ -11,6 +11,7 @@
  * router that collapsed onto few experts), less near balance. */
 #define MOE_BIAS_RATE 1e-3f
 #define MOE_BIAS_PROP_RATE 1e-2f
+#define MOE_BIAS_NAME "blocks.%d.mlp.router.bias"
 
 /* The bias (tensor ix) moved by the step's loads. */
 static int bias_step(weft_model *m, int ix, const int64_t *ld)
@@ -24,6 +25,18 @@ static int bias_step(weft_model *m, int ix, const int64_t *ld)
     return train_model_params(m, rc, ix, 1, 0);
 }
 
+/* Block l's bias in the whole model's table (its name is
+ * train_moe_tensors's), -1 where this model does not hold it. */
+static int bias_of(const weft_model *m, int l)
+{
+    char name[MODEL_NAME_MAX];
+    snprintf(name, sizeof name, MOE_BIAS_NAME, l);
+    for (int i = 0; i < m->nglobal; i++)
+        if (m->gmap[i] >= 0 && strcmp(m->tensors[m->gmap[i]].name, name) == 0)
+            return i;
+    return -1;
+}
+
 int train_moe_expert_ffn(const weft_model_config *c)
 {
     if (c->moe_ffn > 0)
@@ -34,7 +47,7 @@ int train_moe_expert_ffn(const weft_model_config *c)
 size_t train_moe_book_bytes(const weft_model_config *c)
 {
     size_t L = (size_t)c->n_layer, E = c->experts > 0 ? (size_t)c->experts : 0;
-    return E ? sizeof(int64_t) * (3 * L * E + 5 * L) + sizeof(double) * 2 * L : 0;
+    return E ? sizeof(int64_t) * (3 * L * E + 4 * L) + sizeof(double) * 2 * L : 0;
 }
 
 void train_moe_book_at(moe_book *b, const weft_model_config *c, void *p)
@@ -47,8 +60,7 @@ void train_moe_book_at(moe_book *b, const weft_model_config *c, void *p)
     b->last_routed = b->dropped + L;
     b->last_dropped = b->last_routed + L;
     b->pending = b->last_dropped + L;
-    b->bias_ix = b->pending + L * E;
-    b->aux = (double *)(b->bias_ix + L);
+    b->aux = (double *)(b->pending + L * E);
     b->z = b->aux + L;
 }
 
@@ -67,7 +79,7 @@ int train_moe_tensors(const weft_model_config *c, spec_list *l, int k, float pro
     rc = rc ? rc : train_spec_add(l, name, 1 + k, 2, E * (gpt ? F : D), gpt ? D : F,
                                   INIT_NORMAL, proj_sd);
     train_spec_split(l, gpt ? SPLIT_EXPERT_GU : SPLIT_EXPERT_DOWN);
-    snprintf(name, sizeof name, "blocks.%d.mlp.router.bias", k);
+    snprintf(name, sizeof name, MOE_BIAS_NAME, k);
     if (c->moe_bias)
         rc = rc ? rc : train_spec_add(l, name, 1 + k, 1, E, 0, INIT_ZERO, 0);
     return rc;
@@ -142,8 +154,6 @@ int train_moe_block_step_end(weft_model *m, int l, int rix)
             moe_book *x = ck->slot[i].arch;
             for (int e = 0; x && e < E; e++)
                 x->pending[(size_t)l * E + e] += ld[e];
-            if (x)
-                x->bias_ix[l] = rix + 3;
         }
         return 0;
     }
@@ -156,7 +166,12 @@ size_t train_moe_share(weft_model *m)
     if (c->type == WEFT_MODEL_MLP || c->experts <= 0 || !c->moe_bias)
         return 0;
     m->moe_shared = 1;
-    return (size_t)c->n_layer * (size_t)c->experts;
+    return train_moe_shared(m);
+}
+
+size_t train_moe_shared(const weft_model *m)
+{
+    return m->moe_shared ? (size_t)m->cfg.n_layer * (size_t)m->cfg.experts : 0;
 }
 
 /* The chunk's first book and its layers lo..hi. */
@@ -195,11 +210,21 @@ int train_moe_share_step(weft_model *m, const int64_t *load)
     int rc = 0;
     size_t E = (size_t)m->cfg.experts;
     for (int k = 0; k < m->nchunk && rc == 0; k++) {
+        const model_chunk *ck = &m->chunk[k];
         int lo, hi;
-        const moe_book *a = chunk_book(m, &m->chunk[k], &lo, &hi);
-        for (int l = lo; a && l <= hi && rc == 0; l++)
-            if (a->bias_ix[l] > 0)
-                rc = bias_step(m, (int)a->bias_ix[l], load + (size_t)l * E);
+        const moe_book *a = chunk_book(m, ck, &lo, &hi);
+        for (int l = lo; a && l <= hi && rc == 0; l++) {
+            int ix = bias_of(m, l);
+            if (ix >= 0)
+                rc = bias_step(m, ix, load + (size_t)l * E);
+            /* the counters report what the bias stepped from */
+            for (int i = 0; i < ck->nslot; i++) {
+                moe_book *x = ck->slot[i].arch;
+                if (x)
+                    memcpy(x->last_load + (size_t)l * E, load + (size_t)l * E,
+                           sizeof(int64_t) * E);
+            }
+        }
     }
     return rc;
 }

@@ -22,7 +22,6 @@ typedef struct {
     int64_t *load, *routed, *dropped;
     int64_t *last_load, *last_routed, *last_dropped;
     int64_t *pending;       /* shared bias: the loads the run has not taken */
-    int64_t *bias_ix;       /* shared bias: each layer's bias tensor (0: none seen) */
     double *aux, *z;        /* each layer's last forward */
     int stepped;            /* a step has ended: last_* hold it */
     int replay;             /* recomputation: forward again, counted once */
@@ -69,12 +68,17 @@ int train_moe_block_step_end(weft_model *m, int l, int rix);
  * train_moe_share_step. Returns the loads' length (n_layer * experts), 0
  * when the model has no balancing bias (nothing changed). */
 size_t train_moe_share(weft_model *m);
+/* The same length once train_moe_share was called, else 0 (changes nothing). */
+size_t train_moe_shared(const weft_model *m);
 
 /* The kept loads into load[n_layer * experts] (layer-major; layers this
  * model does not hold: zero), and kept no more. */
 void train_moe_share_take(weft_model *m, int64_t *load);
 
-/* Each bias this model holds moved by load (as train_moe_share_take's). */
+/* Each bias this model holds moved by load (as train_moe_share_take's),
+ * and load kept as the last step's (weft_model_moe_stats reports what the
+ * bias stepped from: the loads summed over the replicas and the step's
+ * micro-batches). */
 int train_moe_share_step(weft_model *m, const int64_t *load);
 
 #endif

@@ -5,7 +5,9 @@
  * rounding; the config's keys (round trip, refusals, a width tensor
  * parallelism does not divide refused); each tensor-parallel rank's
  * expert parts mapping to the whole model's elements; recomputation and a split backward giving the same bits; and
- * the balancing bias's two steps by hand and each alone taking a skewed
+ * the balancing bias's two steps by hand, the run's step of it (each
+ * layer's bias, the counters reporting the loads it stepped from), and
+ * each rule alone taking a skewed
  * router's max/mean load toward 1; the experts run in two ranges as in one (what each expert-parallel
  * rank runs), and the test-only skew of the expert-parallel context on one
  * rank sending every token to experts 0 and 1. */
@@ -18,6 +20,7 @@
 #include "train/flops.h"
 #include "train/model.h"
 #include "train/moe.h"
+#include "train/moe_block.h"
 #include "train/moe_ep.h"
 #include "train/moe_split.h"
 #include "train/moe_experts.h"
@@ -495,6 +498,52 @@ TEST(bias_rules)
                "proportional step, expert %d: %.9g", e, (double)c[e]);
         CHECKF(z[e] == start[e], "no tokens, expert %d: %.9g", e, (double)z[e]);
     }
+}
+
+/* The bias stepped by the run (train_moe_share): backward leaves it and
+ * keeps the step's loads (every token's one pick, 16 a layer); the step
+ * from loads the run hands in (layer 0: 8, 4, 4, 0; layer 1: 1, 2, 3, 10;
+ * mean 4) moves each layer's own bias by the sign rule, and the counters
+ * report those loads (the least balanced block 10 of mean 4), not the
+ * ones this model counted. */
+TEST(bias_shared_step)
+{
+    weft_model *m = make("llama:vocab=11,ctx=8,layers=2,heads=2,dim=8,ffn=12,experts=4,topk=1,"
+                         "bias=1", 5);
+    CHECK(m != NULL);
+    if (!m)
+        return;
+    int32_t tok[B * T], nxt[B * T];
+    data(tok, nxt, 11, 6);
+    weft_tensor_info b0, b1;
+    CHECK(weft_model_tensor_info(m, weft_model_tensor_find(m, "blocks.0.mlp.router.bias"),
+                                 &b0) == 0);
+    CHECK(weft_model_tensor_info(m, weft_model_tensor_find(m, "blocks.1.mlp.router.bias"),
+                                 &b1) == 0);
+    float *p = weft_model_params(m, NULL), loss;
+    CHECK(train_moe_shared(m) == 0 && train_moe_share(m) == 8 && train_moe_shared(m) == 8);
+    CHECK(weft_model_forward(m, tok, nxt, B, T, &loss) == 0 && weft_model_backward(m) == 0);
+    int64_t kept[8], hand[8] = { 8, 4, 4, 0, 1, 2, 3, 10 };
+    int still = 1;
+    for (int e = 0; e < 4; e++)
+        still &= p[b0.offset + e] == 0.0f && p[b1.offset + e] == 0.0f;
+    train_moe_share_take(m, kept);
+    CHECKF(still && kept[0] + kept[1] + kept[2] + kept[3] == B * T &&
+           kept[4] + kept[5] + kept[6] + kept[7] == B * T, "bias untouched %d, loads %lld %lld",
+           still, (long long)(kept[0] + kept[1] + kept[2] + kept[3]),
+           (long long)(kept[4] + kept[5] + kept[6] + kept[7]));
+    CHECK(train_moe_share_step(m, hand) == 0);
+    const float want[8] = { -1e-3f, 0, 0, 1e-3f, 1e-3f, 1e-3f, 1e-3f, -1e-3f };
+    for (int e = 0; e < 4; e++) {
+        CHECKF(p[b0.offset + e] == want[e], "layer 0 bias %d: %.9g", e, (double)p[b0.offset + e]);
+        CHECKF(p[b1.offset + e] == want[4 + e], "layer 1 bias %d: %.9g", e,
+               (double)p[b1.offset + e]);
+    }
+    weft_moe_stats st;
+    CHECK(weft_model_moe_stats(m, &st) == 0);
+    CHECKF(st.load_max == 10.0 && st.load_mean == 4.0, "counters: max %g mean %g", st.load_max,
+           st.load_mean);
+    weft_model_destroy(m);
 }
 
 /* No optimiser: only the bias moves. A router of larger weights spreads
