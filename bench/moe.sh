@@ -12,6 +12,16 @@
 # step is one batch's sample (16 x 64 tokens, 2 picks each over 8
 # experts): even loads balanced on average read 1.1-1.2 in a single step
 # on real text, so the mean over the last tenth is the fairer figure.
+# Beside them, what one batch allows (bench/moe_balance.c): the figure for
+# the ideal router (each token's picks uniform: sampling alone), once; and
+# for each real-text run with a bias, its trained model with the bias
+# frozen at its last value over the training stream's next tenth of
+# batches (each batch's figure, and the loads summed over them: how well
+# the bias balances on average), and with a bias set anew for the
+# trained weights (the proportional step over 600 further batches,
+# averaged over the latter half: the balance a constant bias reaches),
+# frozen, over 300 more: the per-step figure no bias stepped once a step
+# can beat on this data.
 # Then expert parallelism on this host,
 # ep ranks at --ep 2 and --ep 4: the dispatch + combine all-to-all-v's
 # bytes and milliseconds a step (weft-train's counters, mean of the ranks:
@@ -28,7 +38,7 @@
 # turns at their copies and a call takes about twice the copying, which
 # is what made the unbound figure bimodal from run to run. Last, a rank's parameter,
 # gradient and optimiser bytes (AdamW) at ep 1, 2 and 4 (each rank holds
-# its own experts only). About four minutes.
+# its own experts only). About six minutes.
 #
 #   sh bench/moe.sh [STEPS] [EP_STEPS]     (600, 40)
 # BUILD=dir picks the build directory [build].
@@ -40,8 +50,15 @@ trap 'rm -rf "$dir"' EXIT
 base="llama:vocab=256,ctx=64,layers=2,heads=4,dim=64"
 args="--batch 16 --seq 64 --steps $STEPS --no-eval --optim adamw --lr 0.003"
 args="$args --log-every 1 --threads 1"
+libs="-lpthread -lm"
+for p in openblas libfabric libssl libcrypto; do
+    pkg-config --exists $p 2>/dev/null && libs="$libs $(pkg-config --libs $p)"
+done
+${CC:-cc} -std=c11 -D_GNU_SOURCE -O2 -I"$(dirname "$0")/../include" "$(dirname "$0")/moe_balance.c" \
+    "$B/libweft.a" $libs -o "$dir/moe_balance" || echo "moe_balance did not build"
 one() { # name model data: one run; prints steps/s, final loss, max/mean
-    "$B/weft-train" --model "$2" --data "$3" $args --metrics "$dir/$1.csv" >"$dir/$1.out" 2>&1 ||
+    "$B/weft-train" --model "$2" --data "$3" $args --metrics "$dir/$1.csv" \
+        --save "$dir/$1.ckpt" >"$dir/$1.out" 2>&1 ||
         { echo "$1: weft-train failed"; tail -n 5 "$dir/$1.out"; return 1; }
     awk -F, -v name="$1" -v steps="$STEPS" 'NR > 1 && $3 == "train" { l = $4; e = $9 }
         END { printf "%-12s %8.1f steps/s  loss %.4f", name, steps / e, l }' "$dir/$1.csv"
@@ -54,8 +71,18 @@ one() { # name model data: one run; prints steps/s, final loss, max/mean
             s = 0; mx = 0
             for (i = NR - t + 1; i <= NR; i++) { s += v[i]; if (v[i] > mx) mx = v[i] }
             printf "  max/mean last step %.3f, last %d steps mean %.3f largest %.3f\n", v[NR], t, s / t, mx }'
+    # a run with a bias on a token file: what its router does with the bias frozen
+    case "$2" in *bias=*) ;; *) return 0 ;; esac
+    [ -f "$3" ] && [ -x "$dir/moe_balance" ] || return 0
+    tenth=$((STEPS / 10 > 0 ? STEPS / 10 : 1))
+    "$dir/moe_balance" frozen "$dir/$1.ckpt" "$3" 16 64 $tenth train "$STEPS" |
+        sed 's/^/  /; s/ the training stream.s next batches,/ the next batches,/'
+    "$dir/moe_balance" frozen "$dir/$1.ckpt" "$3" 16 64 300 train "$STEPS" 600 |
+        sed 's/^/  /; s/ the training stream.s next batches,/ the next batches,/'
 }
 echo "# $(lscpu | sed -n 's/^Model name: *//p'), load $(cut -d' ' -f1-3 /proc/loadavg)"
+[ -x "$dir/moe_balance" ] &&
+    "$dir/moe_balance" floor 8 2 1024 2 2000 $((STEPS / 10 > 0 ? STEPS / 10 : 1)) 1
 one dense "$base,ffn=128" builtin
 one moe "$base,ffn=64,experts=8,topk=2,router=sigmoid" builtin
 one moe_bias "$base,ffn=64,experts=8,topk=2,router=sigmoid,bias=1" builtin
