@@ -101,8 +101,8 @@ int ckpt_shard_load_whole(const char *dir, weft_ckpt **out);
  * that a group holds alike count 1/|group| on each of its ranks) and
  * "shard/phase_s" (f64 [CKPT_PHASES], the load's time by phase),
  * "shard/own_params" (u64, ckpt_shard_own_params_set), "shard/t0" (f64,
- * clock_now() as the manifest was opened) and "shard/cpu0" (f64, the
- * process's CPU seconds then). */
+ * clock_now() as the manifest was opened), "shard/cpu0" (f64, the
+ * process's CPU seconds then) and "shard/sys0" (f64, those in the kernel). */
 int ckpt_shard_open_records(const char *dir, weft_ckpt **out);
 /* A rank's load by phase, in seconds: the manifest read and checked
  * (CKPT_PH_OPEN), the model and optimiser made (INIT), the preads (READ),
@@ -120,6 +120,8 @@ int ckpt_shard_phases(const weft_ckpt *c, double s[CKPT_PHASES]);
 double ckpt_shard_since_open(const weft_ckpt *c);
 /* The process's CPU seconds (all its threads) since then, likewise. */
 double ckpt_shard_cpu_since_open(const weft_ckpt *c);
+/* Of those, the seconds in the kernel (page faults above all). */
+double ckpt_shard_sys_since_open(const weft_ckpt *c);
 /* Adds bytes to c's "shard/bytes_need". */
 void ckpt_shard_need(const weft_ckpt *c, uint64_t bytes);
 /* 1 when c is such a manifest: its tensors are read from the files. */
@@ -178,6 +180,19 @@ int ckpt_direct_copy(ckpt_direct *d, uint64_t f, uint64_t off, size_t n, void *d
                      size_t *done);
 /* The bytes ckpt_direct_copy gave, all together. */
 uint64_t ckpt_direct_bytes(const ckpt_direct *d);
+
+/* Memory a load will write, its pages faulted in ahead of the writes by a
+ * helper thread (train/ckpt_shard_fault.c), span by span in the order
+ * given; the contents are left as they are. ckpt_fault_stop ends it where
+ * it has got to (the writes fault in the rest) and frees it; *out may be
+ * NULL (nothing to do ahead), which ckpt_fault_stop takes. */
+typedef struct {
+    void *p;
+    size_t bytes;
+} ckpt_span;
+typedef struct ckpt_fault ckpt_fault;
+int ckpt_fault_start(ckpt_fault **out, const ckpt_span *at, int n);
+void ckpt_fault_stop(ckpt_fault *f);
 
 /* m's parameters (a whole model, a stage or a tensor part) and an
  * optimiser for its [base, base + n) (m NULL: the whole model's layout),

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -68,10 +69,19 @@ static double process_cpu(void)
                                                              : 0.0;
 }
 
+/* Of those, the seconds in the kernel (page faults, copies between
+ * processes, the reads' set-up), all threads */
+static double process_sys(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_stime.tv_sec + 1e-6 * ru.ru_stime.tv_usec
+                                            : 0.0;
+}
+
 int ckpt_shard_open_records(const char *dir, weft_ckpt **out)
 {
     char at[4200], path[4400], fmt[64];
-    double start[1] = { clock_now() }, cpu[1] = { process_cpu() };
+    double start[1] = { clock_now() }, cpu[1] = { process_cpu() }, sys[1] = { process_sys() };
     *out = NULL;
     int rc = ckpt_shard_resolve(dir, at, sizeof at);
     if (rc)
@@ -98,6 +108,8 @@ int ckpt_shard_open_records(const char *dir, weft_ckpt **out)
         rc = weft_ckpt_put_tensor(c, "shard/t0", WEFT_F64, start, 1, &one);
     if (rc == 0)
         rc = weft_ckpt_put_tensor(c, "shard/cpu0", WEFT_F64, cpu, 1, &one);
+    if (rc == 0)
+        rc = weft_ckpt_put_tensor(c, "shard/sys0", WEFT_F64, sys, 1, &one);
     double none_s[CKPT_PHASES] = { 0 };
     int64_t phases = CKPT_PHASES;
     if (rc == 0)
@@ -233,6 +245,12 @@ double ckpt_shard_cpu_since_open(const weft_ckpt *c)
 {
     double c0 = record_f64(c, "shard/cpu0");
     return isnan(c0) ? 0 : process_cpu() - c0;
+}
+
+double ckpt_shard_sys_since_open(const weft_ckpt *c)
+{
+    double s0 = record_f64(c, "shard/sys0");
+    return isnan(s0) ? 0 : process_sys() - s0;
 }
 
 void ckpt_shard_phase(const weft_ckpt *c, int ph, double s)
