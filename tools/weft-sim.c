@@ -751,7 +751,6 @@ static double highest(const double *v, int n)
     return m;
 }
 
-
 /* One rank's median forward, input backward and weight backward of its
  * slice of block kind (0 the embedding, 1 a transformer block, 2 the head
  * with its count of right answers) as tensor group g runs it (a group of
@@ -767,7 +766,7 @@ static double highest(const double *v, int n)
  * rather than the mean, so that one pass that another job's burst
  * slowed (its caches emptied) does not move a calibration. */
 static int tp_block(weft_comm *g, const weft_model_config *cfg, int kind, int rows, int seq,
-                    int sp, double mean[3])
+                    int sp, double mid[3])
 {
     int nb = weft_model_block_count(cfg);
     weft_block_range one = { kind == 0 ? 0 : kind == 1 ? 1 : nb - 1, 1 };
@@ -793,7 +792,7 @@ static int tp_block(weft_comm *g, const weft_model_config *cfg, int kind, int ro
         x[i] = (float)((i * 40503u) % 1000) * 1e-3f - 0.5f;
     for (size_t i = 0; !rc && i < out_n; i++)
         d[i] = 1e-4f * (float)((i * 7919u) % 100);
-    mean[0] = mean[1] = mean[2] = 0;
+    mid[0] = mid[1] = mid[2] = 0;
     double pass[3][TP_PASSES];
     for (int rep = 0; !rc && rep <= TP_PASSES; rep++) {
         double t[4];
@@ -815,7 +814,7 @@ static int tp_block(weft_comm *g, const weft_model_config *cfg, int kind, int ro
             pass[j][rep - 1] = t[j + 1] - t[j];
     }
     for (int j = 0; !rc && j < 3; j++)
-        mean[j] = median(pass[j], TP_PASSES);
+        mid[j] = median(pass[j], TP_PASSES);
     free(x);
     free(d);
     free(y);
