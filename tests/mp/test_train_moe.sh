@@ -43,7 +43,8 @@
 # ZeRO 3 those of dp 4 ZeRO 3 (their saves: test_train_ckpt_shard.sh; their
 # exports: test_train_eval_layout.sh). The balancing bias (bias=1) stepped
 # from the loads summed over the replicas: losses and every final
-# parameter, the bias too, as one process's at dp 2, ep 2 and pp 2 x dp 2.
+# parameter, the bias too, as one process's at dp 2, ep 2 and pp 2 x dp 2,
+# and the balance figure rank 0 prints at dp 2 and ep 2 one process's.
 # TEST_TIMEOUT(300)
 B=${BUILD:-build}
 dir=$(mktemp -d)
@@ -154,6 +155,23 @@ layouts() { # ref model skip "lay ranks args..." ...: each saved and close to re
 b8="$ep8,bias=1"
 run bref 1 --model "$b8" --steps $steps --save "$dir/bref.wckpt" &&
     layouts bref "$b8" bdp2 "bdp2 2" "bep2 2 --ep 2 --zero 1" "bpp2 4 --pp 2"
+# and the balance rank 0 prints each step (weft_model_moe_stats) is that of
+# the summed loads the bias stepped from: one process's, not its own half
+balance() { # out: rank 0's max/mean figures, one a line
+    grep "experts at step [0-9]*: tokens per expert" "$1" | grep -v '^\[[1-9]' |
+        sed 's/.*max\/mean \([0-9.]*\).*/\1/'
+}
+for lay in bdp2 bep2; do
+    [ -f "$dir/$lay.out" ] && [ -f "$dir/bref.out" ] || continue
+    if [ -n "$(balance "$dir/bref.out")" ] &&
+        [ "$(balance "$dir/$lay.out")" = "$(balance "$dir/bref.out")" ]; then
+        ok
+    else
+        bad "$lay: its balance figures differ from one process's"
+        balance "$dir/bref.out" >"$dir/bal.ref"
+        balance "$dir/$lay.out" | paste - "$dir/bal.ref" | head -n 5
+    fi
+done
 
 # a save with the experts divided holds the whole model: it resumes on
 # one process (and at ep 2 with ZeRO 1) as the run that never stopped
