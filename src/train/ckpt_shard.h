@@ -181,19 +181,6 @@ int ckpt_direct_copy(ckpt_direct *d, uint64_t f, uint64_t off, size_t n, void *d
 /* The bytes ckpt_direct_copy gave, all together. */
 uint64_t ckpt_direct_bytes(const ckpt_direct *d);
 
-/* Memory a load will write, its pages faulted in ahead of the writes by a
- * helper thread (train/ckpt_shard_fault.c), span by span in the order
- * given; the contents are left as they are. ckpt_fault_stop ends it where
- * it has got to (the writes fault in the rest) and frees it; *out may be
- * NULL (nothing to do ahead), which ckpt_fault_stop takes. */
-typedef struct {
-    void *p;
-    size_t bytes;
-} ckpt_span;
-typedef struct ckpt_fault ckpt_fault;
-int ckpt_fault_start(ckpt_fault **out, const ckpt_span *at, int n);
-void ckpt_fault_stop(ckpt_fault *f);
-
 /* m's parameters (a whole model, a stage or a tensor part) and an
  * optimiser for its [base, base + n) (m NULL: the whole model's layout),
  * read from the files of lazy manifest c (train/ckpt_shard_model.c). */

@@ -148,37 +148,6 @@ static int gather_start(weft_zero *z, zbucket *b)
     return train_zero_gather_launch(z, b);
 }
 
-/* The memory read_own and the gathers write, faulted in ahead in the
- * order they write it: this rank's parameters, then bucket by bucket the
- * other ranks' (stages 1-2, multi: the gather's) and this rank's optimiser
- * state. NULL where that cannot start: the writes fault the pages in. */
-static ckpt_fault *fault_ahead(weft_zero *z, int multi)
-{
-    int count = weft_optim_state_count(weft_zero_optim(z)), n = 0;
-    float *p = weft_model_params(z->model, NULL);
-    ckpt_span *at = calloc((size_t)z->nb * (size_t)(3 + count) + 1, sizeof *at);
-    ckpt_fault *f = NULL;
-    if (!at)
-        return NULL;
-    for (int k = 0; k < z->nb; k++)
-        if (z->b[k].mcnt && z->b[k].opt)
-            at[n++] = (ckpt_span){ p + z->b[k].mlo, z->b[k].mcnt * sizeof *p };
-    for (int k = 0; k < z->nb; k++) {
-        const zbucket *b = &z->b[k];
-        if (multi && z->stage <= 2 && b->comm && b->world > 1) {
-            at[n++] = (ckpt_span){ p + b->lo, (b->mlo - b->lo) * sizeof *p };
-            at[n++] = (ckpt_span){ p + b->mlo + b->mcnt,
-                                   (b->lo + b->n - b->mlo - b->mcnt) * sizeof *p };
-        }
-        for (int i = 0; b->mcnt && b->opt && i < count; i++)
-            at[n++] = (ckpt_span){ weft_optim_state(b->opt, i, NULL), b->mcnt * sizeof *p };
-    }
-    if (ckpt_fault_start(&f, at, n) != 0)
-        f = NULL;
-    free(at);
-    return f;
-}
-
 /* This rank's parameters of every bucket, then its optimiser state: a
  * stage 1-2 bucket's all-gather starts once its part is in, so the
  * copies from the other ranks go on while the states are read. */
@@ -247,10 +216,7 @@ int ckpt_shard_zero_finish(weft_zero *z, const weft_ckpt *c)
         b->refs = 0;
     }
     z->gathered = 0;
-    /* the pages faulted in while the disk works, not after each read */
-    ckpt_fault *ahead = fault_ahead(z, multi);
     int rc = read_own(z, c);
-    ckpt_fault_stop(ahead);
     double t0 = clock_now();
     for (int k = 0; k < z->nb; k++) {
         zbucket *b = &z->b[k];
