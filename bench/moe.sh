@@ -30,8 +30,11 @@
 # of one call's bytes, each call after a barrier and timed alone: from
 # weft_mem_alloc's memory, as the training sends, and from plain memory
 # under auto and under single copy); one
-# memcpy of the same bytes, measured by the same weft-bench; and the
-# waiting, the counters' time less the movement. The movement from
+# memcpy of the same bytes, measured by the same weft-bench, twice: from a
+# buffer in the copying core's own cache (copy) and from one another rank
+# has just written (xcopy: the lines come from the other core, as a
+# peer's block does); the mean, median and fastest call against each;
+# and the waiting, the counters' time less the movement. The movement from
 # weft_mem_alloc's memory runs twice: placed by the kernel, and with
 # rank r bound to core r mod the cores (weftrun --bind-to core): where the kernel keeps
 # two ranks on one core (the "one CPU" share weft-bench prints), they take
@@ -132,11 +135,16 @@ for ep in 2 4; do
     # copy out of the senders' regions), then plain memory under auto (the
     # schedule over shared memory) and WEFT_ALGO=direct (process_vm_readv)
     # for comparison; the waiting from the first.
-    for algo in registered bound auto direct; do
+    # "fresh" is the bound run with each rank's send buffer written again
+    # before every call (-F, untimed), as a dispatch's rows are just
+    # computed: its peers then read lines last written on the other core.
+    for algo in registered bound fresh auto direct; do
         reg= a=$algo label="plain memory, WEFT_ALGO=$algo" wrap=
         [ $algo = registered ] && reg=-R a=auto label="weft_mem_alloc's memory, WEFT_ALGO=auto"
         [ $algo = bound ] && reg=-R a=auto wrap="--bind-to core" \
             label="weft_mem_alloc's memory, WEFT_ALGO=auto, rank r bound to core r mod $ncores"
+        [ $algo = fresh ] && reg="-R -F" a=auto wrap="--bind-to core" \
+            label="weft_mem_alloc's memory written before each call, WEFT_ALGO=auto, bound"
         WEFT_ALGO=$a "$B/weftrun" -n "$ep" $wrap "$B/weft-bench" alltoall -V -S -M $reg -l "$per" \
             -w 20 -n 200 -c 1 2>&1 | awk -v b="$per" '$2 == b' >"$dir/mv$ep$algo"
         [ -s "$dir/mv$ep$algo" ] || { echo "  weft-bench alltoall -V $reg, WEFT_ALGO=$a: failed"; continue; }
@@ -145,12 +153,16 @@ for ep in 2 4; do
                 if ($i == "wait") w = $(i + 1)
                 if ($i == "least") lt = $(i + 1)
                 if ($i == "copy") k = i
+                if ($i == "median") md = $(i + 1)
+                if ($i == "xcopy") { xa = $(i + 1); xp = $(i + 2) }
                 if ($i == "onecpu") { one = $(i + 1); t1 = $(i + 2); t2 = $(i + 3) }
             }
             us = $7; c1 = $(k + 1); cp = $(k + 2); wrong = $10
-            printf "  movement alone, %s (weft-bench alltoall -V -S -M%s, %d ranks, %d B a call, %s wrong): %.2f us a call (fastest %.2f), %.3f ms for 8\n", label, (algo == "registered" || algo == "bound" ? " -R" : ""), ep, b, wrong, us, lt, 8 * us / 1e3
+            printf "  movement alone, %s (weft-bench alltoall -V -S -M%s, %d ranks, %d B a call, %s wrong): %.2f us a call (median %.2f, fastest %.2f), %.3f ms for 8\n", label, (algo == "fresh" ? " -R -F" : (algo == "registered" || algo == "bound" ? " -R" : "")), ep, b, wrong, us, md, lt, 8 * us / 1e3
             printf "    calls with two ranks on one CPU: %.0f%% (mean %.2f us), with every rank on its own: %.0f%% (mean %.2f us)\n", 100 * one, t1, 100 - 100 * one, t2
-            printf "    one memcpy of a rank'"'"'s receive buffer (the fastest): %.2f us (rank 0 alone), %.2f us (all ranks at once); the movement: %.2fx and %.2fx that (the fastest call: %.2fx and %.2fx)\n", c1, cp, (c1 > 0 ? us / c1 : 0), (cp > 0 ? us / cp : 0), (c1 > 0 ? lt / c1 : 0), (cp > 0 ? lt / cp : 0)
+            printf "    one memcpy of a rank'"'"'s receive buffer (the fastest): %.2f us (rank 0 alone), %.2f us (all ranks at once); the movement: %.2fx and %.2fx that (the median call: %.2fx and %.2fx; the fastest: %.2fx and %.2fx)\n", c1, cp, (c1 > 0 ? us / c1 : 0), (cp > 0 ? us / cp : 0), (c1 > 0 ? md / c1 : 0), (cp > 0 ? md / cp : 0), (c1 > 0 ? lt / c1 : 0), (cp > 0 ? lt / cp : 0)
+            if (xa != "" && xa != "N/A")
+                printf "    the same memcpy from a source another rank has just written (xcopy, the fastest): %.2f us (rank 0 alone), %.2f us (all ranks at once); the movement: %.2fx and %.2fx that (the median call: %.2fx and %.2fx; the fastest: %.2fx and %.2fx)\n", xa, xp, us / xa, (xp > 0 ? us / xp : 0), md / xa, (xp > 0 ? md / xp : 0), lt / xa, (xp > 0 ? lt / xp : 0)
             if (algo == "registered")
                 printf "    waiting: the counters'"'"' %.2f ms a step less the movement'"'"'s %.3f ms = %.2f ms (%.0f%%); in weft-bench a call'"'"'s barrier waited %.2f us\n", ms, 8 * us / 1e3, ms - 8 * us / 1e3, (ms > 0 ? 100 * (ms - 8 * us / 1e3) / ms : 0), w }' \
             "$dir/mv$ep$algo"
