@@ -3,13 +3,14 @@
 # ranks and at 3 (one without a pair) it prints the two calibration lines
 # weft-sim plan --calib reads, "sync N SECONDS" (>= 0), "chain N CORES"
 # (more than 0, no more than the cores this process may use) and "msgcpu N
-# SECONDS" (>= 0), and a plan
+# SECONDS PER_SECOND" (>= 0), and a plan
 # from a file holding them says it used them; one rank alone is refused.
 # With --model, a tensor group's slices: a GPT of 2 heads at batch 4 on 4
 # ranks is cut by tp 2 only, its groups' micro-batches of 2 sequences (dp
 # 2) and of 2 and 1 (pp 2, m 2 and 4), with and without sequence
 # parallelism, 3 kinds each: 12 "tpblock" lines; on 3 ranks none. Where
-# the ranks outnumber the cores, also each rank's whole blocks (TP 1).
+# the ranks outnumber the cores, also each rank's whole blocks (TP 1) and
+# a rank's CPU in a gradient all-reduce ("arcpu N DP FLOATS SECONDS").
 # Tiny pieces of work: the figures are not judged, only their form.
 # TEST_TIMEOUT(120)
 B=${BUILD:-build}
@@ -60,12 +61,26 @@ for n in 4 3; do
     if awk -v n=$n -v cores="$cores" '
             $1 == "sync" && $2 == n && $3 + 0 >= 0 { s++ }
             $1 == "chain" && $2 == n && $3 + 0 > 0 && $3 + 0 <= cores { c++ }
-            $1 == "msgcpu" && $2 == n && $3 + 0 >= 0 { m++ }
+            $1 == "msgcpu" && $2 == n && $3 + 0 >= 0 && $4 + 0 >= 0 { m++ }
             END { exit !(s == 1 && c == 1 && m == 1) }' "$dir/cal$n"; then
         ok
     else
         bad "weft-sim sync at $n ranks: not one sync, one chain and one msgcpu line"
         sed 's/^/    /' "$dir/out$n"
+    fi
+    # more ranks than cores: a rank's CPU in a gradient all-reduce, for
+    # each data-parallel size dividing the ranks (2 and 4 at 4 ranks, 3 at
+    # 3), at two sizes each
+    want=0
+    [ $n -gt "$cores" ] && want=$([ $n = 4 ] && echo 4 || echo 2)
+    if sed -n 's/^\[0\] //; /^arcpu /p' "$dir/out$n" | awk -v want=$want -v n=$n '
+            { all++ }
+            $2 == n && $3 >= 2 && $3 <= n && n % $3 == 0 && $4 + 0 > 0 && $5 + 0 >= 0 { k[$3 " " $4]++ }
+            END { exit !(all == want && length(k) == want) }'; then
+        ok
+    else
+        bad "weft-sim sync --model at $n ranks, $cores cores: not $want arcpu lines"
+        grep arcpu "$dir/out$n" | sed 's/^/    /'
     fi
 done
 
