@@ -76,7 +76,9 @@ echo "# $MODEL batch $BATCH, $STEPS steps, median of $REPS runs"
 # between runs a minute apart, loaded)
 export WEFT_TUNE_FILE="$TMP/tune"
 for k in 1 2 3; do
-    flock "$LOCK" "$B/weftrun" -n $((2 * CORES)) "$B/weft-tune" -t 5 -o "$TMP/tune$k" >/dev/null
+    # its progress lines kept apart, shown only if it fails
+    flock "$LOCK" "$B/weftrun" -n $((2 * CORES)) "$B/weft-tune" -t 5 -o "$TMP/tune$k" \
+        >"$TMP/tune$k.log" 2>&1 || { tail -n 20 "$TMP/tune$k.log" >&2; exit 1; }
 done
 cat "$TMP/tune1" "$TMP/tune2" "$TMP/tune3" | grep -v '^#' | tr ',' '\n' | awk -F= '
     NF == 2 { v[$1] = v[$1] " " $2; if (!($1 in seen)) { seen[$1] = 1; order[++n] = $1 } }
