@@ -720,6 +720,12 @@ static int chain_block(weft_comm *c, double work_us, int rounds, int chain, doub
 #define SYNC_BLOCKS 7
 /* The timed passes of a slice, after one to warm up. */
 #define TP_PASSES 8
+/* The all-reduces timed a size in dp_probe, after one to warm up. */
+#define DP_CALLS 8
+/* The most values median() takes: every count above. */
+#define MEDIAN_MAX 16
+_Static_assert(SYNC_BLOCKS <= MEDIAN_MAX && TP_PASSES <= MEDIAN_MAX && DP_CALLS <= MEDIAN_MAX,
+               "median() holds its values on the stack");
 
 static int by_value(const void *a, const void *b)
 {
@@ -729,7 +735,7 @@ static int by_value(const void *a, const void *b)
 
 static double median(const double *v, int n)
 {
-    double s[SYNC_BLOCKS > TP_PASSES ? SYNC_BLOCKS : TP_PASSES];
+    double s[MEDIAN_MAX];
     memcpy(s, v, (size_t)n * sizeof *s);
     qsort(s, (size_t)n, sizeof *s, by_value);
     return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
@@ -905,9 +911,6 @@ static int tp_probe(weft_comm *c, const char *spec, int batch, int seq, int core
     fflush(stdout);
     return rc;
 }
-
-/* The all-reduces timed a size in dp_probe, after one to warm up. */
-#define DP_CALLS 8
 
 /* weft-sim sync --model, where the ranks outnumber the cores: what a
  * data-parallel gradient all-reduce costs a rank's CPU, every thread (the
@@ -1124,7 +1127,7 @@ static int cmd_sync(int argc, char **argv)
     if (model && !(rc = tp_probe(c, model, batch > 0 ? batch : n, seq, cores)))
         rc = dp_probe(c, model, cores);
     if (rc) {
-        fprintf(stderr, "weft-sim sync: rank %d: the tensor-parallel blocks: %s: %s\n",
+        fprintf(stderr, "weft-sim sync: rank %d: the model's probes: %s: %s\n",
                 weft_comm_rank(c), weft_strerror(rc), weft_comm_error(c));
         weft_comm_abort(c);
         weft_comm_destroy(c);

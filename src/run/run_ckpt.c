@@ -275,7 +275,8 @@ int ckpt_restore_data(weft_run *t, weft_ckpt *ck, const char *path, weft_loader 
                 t->job ? weft_comm_rank(t->job) : 0, (unsigned long long)got,
                 (unsigned long long)all, (unsigned long long)need, ph[CKPT_PH_LOAD],
                 ph[CKPT_PH_OPEN], ph[CKPT_PH_INIT], ph[CKPT_PH_READ], ph[CKPT_PH_CRC],
-                ph[CKPT_PH_GATHER], rest > 0 ? rest : 0.0, ckpt_shard_cpu_since_open(ck), ckpt_shard_sys_since_open(ck),
+                ph[CKPT_PH_GATHER], rest > 0 ? rest : 0.0, ckpt_shard_cpu_since_open(ck),
+                ckpt_shard_sys_since_open(ck),
                 (unsigned long long)direct);
     }
     char layout[512], view[32];

@@ -422,11 +422,6 @@ int sim_calib_tp_block_get(const sim_calib *c, const weft_model_config *m, int r
     return 1;
 }
 
-/* The fastest of UPDATE_PASSES steps' work after backward on n
- * parameters, after one to warm up, one thread, as weft-train runs it a rank (weft_zero_step
- * with its default clip): the squares of the gradients for the norm, the
- * gradients scaled by the clip, the optimiser's update, and the gradients
- * zeroed before the next step's backward adds into them. */
 /* Other work on the machine only lengthens a pass, and a burst of it
  * can cover a few in a row: the fastest of five read 1.31-1.97 ns a
  * parameter in calibrations minutes apart (loaded), which moved dp 8's
@@ -434,6 +429,12 @@ int sim_calib_tp_block_get(const sim_calib *c, const weft_model_config *m, int r
  * GPT; a model whose passes pass a second in all stops after five. */
 #define UPDATE_PASSES 20
 
+/* The fastest of UPDATE_PASSES steps' work after backward on n
+ * parameters, after one to warm up, one thread, as weft-train runs it a
+ * rank (weft_zero_step with its default clip): the squares of the
+ * gradients for the norm, the gradients scaled by the clip, the
+ * optimiser's update, and the gradients zeroed before the next step's
+ * backward adds into them. */
 static int probe_update(int optim_bytes, size_t n, double *sec)
 {
     weft_optim_config oc;
@@ -594,7 +595,6 @@ int sim_calib_describe(const sim_calib *c, char *buf, size_t len)
             if (c->msg_cpu[n] > 0)
                 snprintf(syn + at, sizeof syn - at, ", %.3g us of CPU a message's end",
                          1e6 * c->msg_cpu[n]);
-
         }
     int ntp = 0, nsh = 0;
     for (int i = 0; i < c->nb; i++) {
