@@ -4,7 +4,9 @@
 # together (--save DIR/, the loop waiting), its load
 # by all ranks (a resume, each rank reading its share), and
 # saves in the background (--save-every 3), the loop's stall against each
-# save's duration (its file and its commit). One self-contained run, about a minute.
+# save's duration (its file and its commit); last, the first touch of as
+# much fresh memory as the load fills (bench/fresh_pages.c), a floor of
+# its CPU. One self-contained run, about a minute.
 #
 #   make all && sh bench/ckpt.sh
 #
@@ -141,3 +143,21 @@ printf "%-44s %10s\n" "load, all ranks (resume, CRCs; the same round)" "$load_mb
 echo "save / dd write: $(echo "$save_mbs $dd_w" | awk '{ printf "%.0f%%", ($2 > 0 ? 100 * $1 / $2 : 0) }');" \
      "load / dd read: $med% (median of $lrounds rounds:$(echo "$ratios" | sed 's/\([0-9]\) /\1%, /g; s/\([0-9]\)$/\1%/'))"
 echo "background saves: $each s each (file and commit); loop stalled $(echo "$stall" | awk '{ printf "%s s (%s%%)", $1, $2 }')"
+
+# The load's floor that dd's figure does not show: every byte of the
+# state it fills is memory its processes have not touched before (AdamW:
+# a save is the parameters and two moments; below ZeRO-3 every rank holds
+# all the parameters, at ZeRO-0 the moments too), where dd reuses one
+# buffer. Its first touch is the kernel's zeroing, and on a virtual
+# machine also the host's fault where it took the memory back
+# (bench/fresh_pages.c): at its fastest here, as seconds of CPU over this
+# machine's cores, against dd's read of the load's bytes.
+fresh=$(echo "$mb $ranks $zero" | awk '{ p = $1 / 3; printf "%.0f", p * ($3 < 3 ? $2 : 1) + 2 * p * ($3 == 0 ? $2 : 1) }')
+if ${CC:-cc} -std=c11 -O2 -o "$out/fresh_pages" "$(dirname "$0")/fresh_pages.c" 2>/dev/null; then
+    "$out/fresh_pages" "$fresh" 4 | sed 's/^/  /' >"$out/fresh"
+    cat "$out/fresh"
+    best=$(sed -n 's/.*(\([0-9.]*\) s), after.*(\([0-9.]*\) s)$/\1 \2/p' "$out/fresh" | tr ' ' '\n' | sort -n | head -n 1)
+    echo "the load's fresh memory: $fresh MB; at its fastest first touch above, $best s of CPU," \
+         "$(echo "$best $(nproc)" | awk '{ printf "%.3f", $1 / $2 }') s on $(nproc) cores;" \
+         "dd reads the load's $load_mb MB in $(echo "$load_mb $dd_r" | awk '{ printf "%.3f", ($2 > 0 ? $1 / $2 : 0) }') s (the median round's)"
+fi
