@@ -17,7 +17,8 @@
 # Expert parallelism (--ep, dp 4; SGD, whose update is linear in the
 # gradient, so that a wrong gradient shows in the parameters): losses to
 # 1e-6 relative and every final parameter to 1e-6 of its tensor's largest
-# at ep 2 (with ZeRO 1), ep 4, and ep 2 x pp 2; after one step every
+# at ep 2 (with ZeRO 1), ep 4, ep 2 x pp 2, ep 4 x tp 2, ep 4 x pp 2,
+# ep 2 x tp 2 x pp 2 and ep 4 x tp 2 x pp 2 (16 ranks); after one step every
 # tensor but the experts' bit-identical to dp 4 without --ep (the dispatch
 # adds nothing up: the experts' rows only move); skewed routing (all tokens
 # to experts 0 and 1: three ranks of four have none) for 1,000 steps at
@@ -126,10 +127,15 @@ thin=0
 [ "${TEST_SCALE:-1}" -gt 1 ] && thin=1
 steps=8
 [ $thin = 1 ] && steps=4
-for r in "eref 1" "ep2 4 --ep 2 --zero 1" "ep4 4 --ep 4" "ep2pp2 4 --ep 2 --pp 2"; do
+# ep 2 and 4 against one process, alone and with tp 2 and pp 2 (the 8-
+# and 16-rank layouts, a second each here, left to the plain build)
+for r in "eref 1" "ep2 4 --ep 2 --zero 1" "ep4 4 --ep 4" "ep2pp2 4 --ep 2 --pp 2" \
+    "ep4tp2 8 --ep 4 --tp 2" "ep4pp2 8 --ep 4 --pp 2" "ep2tp2pp2 8 --ep 2 --tp 2 --pp 2" \
+    "ep4tp2pp2 16 --ep 4 --tp 2 --pp 2"; do
     set -- $r
     name=$1
     shift
+    [ $thin = 1 ] && [ "$1" -gt 4 ] && continue
     [ $thin = 1 ] && [ "$name" = ep2 ] && continue
     run "$name" "$@" --model "$ep8" --steps $steps --save "$dir/$name.wckpt" &&
         [ "$name" != eref ] && close "$name" eref
