@@ -7,8 +7,8 @@
 # over the cp ranks, which hold one replica), cp 2 x tp 2 (the ring on
 # each tensor rank's heads), cp 2 x pp 2 (the GPT's tied embedding on
 # both stages) and, for the Llama, cp 2 x tp 2 x dp 2 with ZeRO 1,
-# cp 2 x tp 2 x pp 2 and cp 4 x tp 2 (the builtin additions train on
-# their answers only, so the ranks' chunks count different numbers of
+# cp 2 x tp 2 x pp 2, cp 4 x tp 2 and cp 4 x pp 2 (the builtin additions
+# train on their answers only, so the ranks' chunks count different numbers of
 # targets: the loss is the group's mean over its tokens), cp 2 x pp 2
 # with ZeRO 3. The final evaluation in the training layout (each group a
 # batch's windows, each rank its zig-zag rows) gives one process's
@@ -88,13 +88,13 @@ for m in "g $gpt 32" "l $llama 64"; do
     tag=$1 model=$2 seq=$3
     run "${tag}ref" 1 --model "$model" --seq "$seq" --steps $steps --save "$dir/${tag}ref.wckpt" \
         --no-eval || continue
-    # the 8-rank layouts (tp 2 with cp 4, with dp 2 or with pp 2) on the
-    # Llama alone; under sanitizers cp 2 alone and the Llama's cp 2 with
-    # tp 2 and with pp 2
+    # the 8-rank layouts (cp 4 with tp 2 or pp 2, cp 2 x tp 2 with dp 2 or
+    # pp 2) on the Llama alone; under sanitizers cp 2 alone and the
+    # Llama's cp 2 with tp 2 and with pp 2
     for r in "cp2 2 --cp 2" "cp4 4 --cp 4" "cp2dp2 4 --cp 2 --zero 1" "cp2z3 2 --cp 2 --zero 3" \
              "cp2tp2 4 --cp 2 --tp 2" "cp2pp2 4 --cp 2 --pp 2" "cp2pp2z3 4 --cp 2 --pp 2 --zero 3" \
              "cp2tp2dp2 8 --cp 2 --tp 2 --zero 1" "cp2tp2pp2 8 --cp 2 --tp 2 --pp 2" \
-             "cp4tp2 8 --cp 4 --tp 2"; do
+             "cp4tp2 8 --cp 4 --tp 2" "cp4pp2 8 --cp 4 --pp 2"; do
         set -- $r
         name=$tag$1 n=$2
         shift 2
