@@ -135,6 +135,7 @@ static void usage(FILE *f)
           "digits, or weftrun's own WEFT_JOB_SECRET if set) in the environment; with\n"
           "--servers also WEFT_ROLE=worker|server, WEFT_ROLE_RANK, WEFT_NUM_WORKERS\n"
           "and WEFT_NUM_SERVERS (workers are ranks 0..N-1, servers N..N+K-1).\n"
+          "OPENBLAS_NUM_THREADS=1 unless set: weft runs OpenBLAS on one thread.\n"
           "\n"
           "  -n N          number of ranks (workers)\n"
           "  --hosts LIST  place ranks in blocks of ceil(world/hosts) per host; ranks on\n"
@@ -430,6 +431,12 @@ static char **rank_env(const job *j, int rank)
         PUT("WEFT_STORE_EXTERNAL=1");
     if (r->joins)
         PUT("WEFT_JOIN=1");
+    /* weft calls OpenBLAS on one thread (its own pool splits the work);
+     * OpenBLAS's threads, started when the library loads, would spin on
+     * sched_yield for about 0.1 s first, taking the cores from ranks'
+     * start-up and a resume's reads. Set to start none (-x overrides). */
+    if (!getenv("OPENBLAS_NUM_THREADS"))
+        PUT("OPENBLAS_NUM_THREADS=1");
     if (j->nservers > 0) {
         PUT("WEFT_ROLE=%s", server ? "server" : "worker");
         PUT("WEFT_ROLE_RANK=%d", server ? rank - j->nworkers : rank);

@@ -12,8 +12,12 @@
 
 #ifdef WEFT_HAVE_OPENBLAS
 #include <cblas.h>
-#endif
 
+/* OpenBLAS's pthreads builds export this (their fork handler's): it stops
+ * the library's threads, which a later threaded call would start again.
+ * Weak, so that a build without it links and skips the call. */
+extern int blas_thread_shutdown_(void) __attribute__((weak));
+#endif
 
 int train_mm_default_threads(void)
 {
@@ -61,8 +65,14 @@ int train_mm_create_fixed(mm_ctx **out, int threads, int backend)
 #ifdef WEFT_HAVE_OPENBLAS
     /* OpenBLAS runs on one thread per call: several threads split C over
      * the pool (blas_piece), so ranks on one host do not oversubscribe
-     * the cores and OpenBLAS's own threads never spin */
+     * the cores. Its own threads, started when it loaded, spin on
+     * sched_yield for about 0.1 s before they sleep (a 4-rank resume on
+     * 2 cores: 343,000 calls, and a median 0.28 s of CPU in the load
+     * against 0.15 s without them). Stop them (none where
+     * OPENBLAS_NUM_THREADS=1, as weftrun sets). */
     openblas_set_num_threads(1);
+    if (blas_thread_shutdown_)
+        blas_thread_shutdown_();
 #endif
     *out = c;
     return 0;

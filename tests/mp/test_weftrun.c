@@ -284,6 +284,19 @@ TEST(env)
     CHECK(r.out && strstr(r.out, "[0] 0/2 29999\n") && strstr(r.out, "[1] 1/2 29999\n") &&
           strstr(r.out, "[2] 0/2 29999\n") && strstr(r.out, "[3] 1/2 29999\n"));
     done(&r);
+
+    /* OpenBLAS on one thread unless the caller said otherwise (-x here) */
+    const char *blas = getenv("OPENBLAS_NUM_THREADS");
+    char want[64];
+    snprintf(want, sizeof want, "[1] blas=%s\n", blas ? blas : "1");
+    r = run(NULL, (const char *[]){ "-n", "2", "/bin/sh", "-c",
+                                    "echo \"blas=$OPENBLAS_NUM_THREADS\"", NULL });
+    CHECKF(exited(&r, 0) && r.out && strstr(r.out, want), "%s", r.out ? r.out : "");
+    done(&r);
+    r = run(NULL, (const char *[]){ "-n", "2", "-x", "OPENBLAS_NUM_THREADS=3", "/bin/sh", "-c",
+                                    "echo \"blas=$OPENBLAS_NUM_THREADS\"", NULL });
+    CHECKF(exited(&r, 0) && r.out && strstr(r.out, "[1] blas=3\n"), "%s", r.out ? r.out : "");
+    done(&r);
 }
 
 TEST(misc)
