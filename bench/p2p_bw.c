@@ -13,9 +13,10 @@
  * memcpy alone would be a reference that weft's own copy beats.
  * -l: the ping-pong alone (no exchange: its isends wake the engine's thread,
  * whose system calls would blur a count of the blocking path's).
- * -r: the same again, in the same run, sending from weft_mem_alloc'd
- * buffers (columns reg_*): the receiver of a same-host pair copies them
- * once, out of the sender's pages (include/weft.h). Built against a weft
+ * -r: the same again, in the same run, sending from and receiving into
+ * weft_mem_alloc'd buffers (columns reg_*): a same-host pair copies them
+ * once, out of the sender's pages, the receiver and (from WEFT_P2P_SHARE,
+ * while it waits) the sender each copying chunks of it (include/weft.h). Built against a weft
  * without weft_mem_alloc (bench/vs_commit.sh), -r says so and stops.
  * -R: the registered buffers alone (their columns; the others read 0).
  * With -r or -R a last column, copy2(GB/s): the same copy taking turns
@@ -290,8 +291,10 @@ int main(int argc, char **argv)
         weft_comm_destroy(c);
         return 2;
     }
-    char *out = malloc(hi), *in = malloc(hi), *rout = NULL, *out2 = NULL, *in2 = NULL;
-    if (reg && (rc = weft_mem_alloc(c, hi, (void **)&rout))) {
+    char *out = malloc(hi), *in = malloc(hi), *rout = NULL, *rin = NULL, *out2 = NULL,
+         *in2 = NULL;
+    if (reg && ((rc = weft_mem_alloc(c, hi, (void **)&rout)) ||
+                (rc = weft_mem_alloc(c, hi, (void **)&rin)))) {
         fprintf(stderr, "weft_mem_alloc: %s\n", weft_comm_error(c));
         weft_comm_destroy(c);
         return 1;
@@ -307,8 +310,10 @@ int main(int argc, char **argv)
         memset(out2, 1, hi);
         memset(in2, 0, hi);
     }
-    if (rout)
+    if (rout) {
         memset(rout, 1, hi);
+        memset(rin, 0, hi);
+    }
     if (r == 0)
         printf("%12s %10s %12s %12s %12s %13s%s\n", "size(B)", "iters", "lat(us)", "bw(GB/s)",
                "bibw(GB/s)", "copy(GB/s)",
@@ -323,7 +328,7 @@ int main(int argc, char **argv)
         if (reg < 2)
             rc = measure(c, out, in, n, it, lat_only, &lat, &bw);
         if (!rc && reg)
-            rc = measure(c, rout, in, n, it, lat_only, &rlat, &rbw);
+            rc = measure(c, rout, rin, n, it, lat_only, &rlat, &rbw);
         if (rc) {
             fprintf(stderr, "rank %d: %s: %s\n", r, weft_strerror(rc), weft_comm_error(c));
             break;
@@ -344,8 +349,10 @@ int main(int argc, char **argv)
     free(in);
     free(out2);
     free(in2);
-    if (rout)
+    if (rout) {
         weft_mem_free(c, rout);
+        weft_mem_free(c, rin);
+    }
     int drc = weft_comm_destroy(c);
     return rc || drc;
 }

@@ -79,6 +79,8 @@ PARAM_INT(shm_cma, "WEFT_SHM_CMA", "1", 0, 2, "", 0,
           "single copy (process_vm_readv) from 256 KiB: 0 never, 1 unreduced collectives, 2 all")
 PARAM_INT(p2p_shm, "WEFT_P2P_SHM", "1", 0, 1, "", 0,
           "0: point-to-point inside a host over loopback TCP; 1: shared memory (where WEFT_SHM=1)")
+PARAM_INT(p2p_share, "WEFT_P2P_SHARE", "1M", 0, 1 << 30, "", PARAM_BYTES,
+          "from this size a message between weft_mem_alloc'd buffers of one host is copied by both sides at once; 0: by the receiver alone")
 
 /* collectives */
 PARAM_ALGO(algo, "WEFT_ALGO", "auto", "", 0,

@@ -20,7 +20,7 @@
 #define SYS_pidfd_getfd 438
 #endif
 
-int peer_map(int32_t pid, int slot, uint32_t ino, const char **at, size_t *len, char *why,
+int peer_map(int32_t pid, int slot, uint32_t ino, int write, char **at, size_t *len, char *why,
              size_t whylen)
 {
     int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
@@ -44,7 +44,8 @@ int peer_map(int32_t pid, int slot, uint32_t ino, const char **at, size_t *len, 
     }
     /* MAP_POPULATE: the page tables are filled here, once, not by faults
      * in the middle of each first copy */
-    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+    void *map = mmap(NULL, (size_t)st.st_size, write ? PROT_READ | PROT_WRITE : PROT_READ,
+                     MAP_SHARED | MAP_POPULATE, fd, 0);
     e = errno;
     close(fd);
     if (map == MAP_FAILED) {

@@ -12,7 +12,7 @@
  * WEFT_EPEER (the process is gone), WEFT_EPROTO (that descriptor is not
  * the file named), WEFT_ESYS, each with why. pidfd_getfd asks the same
  * permission as process_vm_readv. */
-int peer_map(int32_t pid, int slot, uint32_t ino, const char **at, size_t *len, char *why,
+int peer_map(int32_t pid, int slot, uint32_t ino, int write, char **at, size_t *len, char *why,
              size_t whylen);
 
 #endif

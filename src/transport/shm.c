@@ -364,6 +364,63 @@ int shm_cma_ack(shm_ring *r, int refused)
     return must_ring(&r->ctl->writer_asleep);
 }
 
+void shm_share_offer(shm_ring *r, const shm_cma_desc *dst, uint64_t len)
+{
+    shm_share *s = &r->ctl->share;
+    s->dst = *dst;
+    s->len = len;
+    atomic_store_explicit(&s->next, 0, memory_order_relaxed);
+    atomic_store_explicit(&s->done, 0, memory_order_relaxed);
+    /* this copy is the one after those acknowledged */
+    uint64_t seq = atomic_load_explicit(&r->ctl->cma_acks, memory_order_relaxed) + 1;
+    atomic_store_explicit(&s->seq, seq, memory_order_release);
+}
+
+int shm_share_offered(const shm_ring *r, shm_cma_desc *dst, uint64_t *len)
+{
+    const shm_share *s = &r->ctl->share;
+    if (atomic_load_explicit(&s->seq, memory_order_acquire) != r->cma_sent)
+        return 0;
+    *dst = s->dst;
+    *len = s->len;
+    return atomic_load_explicit(&s->next, memory_order_relaxed) * SHM_SHARE_CHUNK < *len;
+}
+
+uint64_t shm_share_claim(shm_ring *r, uint64_t len, uint64_t *off)
+{
+    uint64_t c = atomic_fetch_add_explicit(&r->ctl->share.next, 1, memory_order_relaxed);
+    if (c >= (len + SHM_SHARE_CHUNK - 1) / SHM_SHARE_CHUNK)
+        return 0;
+    *off = c * SHM_SHARE_CHUNK;
+    return len - *off < SHM_SHARE_CHUNK ? len - *off : SHM_SHARE_CHUNK;
+}
+
+int shm_share_done(shm_ring *r, uint64_t n)
+{
+    atomic_fetch_add_explicit(&r->ctl->share.done, n, memory_order_seq_cst);
+    return must_ring(&r->ctl->reader_asleep);
+}
+
+uint64_t shm_share_copied(const shm_ring *r)
+{
+    return atomic_load_explicit(&r->ctl->share.done, memory_order_acquire);
+}
+
+int shm_share_sleep(shm_ring *r, uint64_t want)
+{
+    atomic_store_explicit(&r->ctl->reader_asleep, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&r->ctl->share.done, memory_order_seq_cst) >= want) {
+        atomic_store_explicit(&r->ctl->reader_asleep, 0, memory_order_relaxed);
+        return 0;
+    }
+    return 1;
+}
+
+void shm_share_end(shm_ring *r)
+{
+    atomic_store_explicit(&r->ctl->share.seq, 0, memory_order_relaxed);
+}
+
 long shm_cma_read(int pid, void *dst, uint64_t addr, size_t n)
 {
     struct iovec l = { dst, n }, rm = { (void *)(uintptr_t)addr, n };

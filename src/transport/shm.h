@@ -41,7 +41,7 @@
 
 #define SHM_HELLO_MAGIC 0x4d544657u /* "WFTM" */
 #define SHM_NAME_MAX 72
-#define SHM_VERSION 2 /* of the hello and the segment: 2 added single copy */
+#define SHM_VERSION 3 /* of the hello and the segment: 2 added single copy, 3 its share */
 #define SHM_CMA_MIN (256u << 10) /* smaller payloads go through the ring */
 
 enum { SHM_MODE_TCP = 0, SHM_MODE_RING = 1 };
@@ -64,6 +64,18 @@ typedef struct {
     uint64_t cookie_addr;
 } shm_cma_desc;
 
+/* A single copy shared (shm_share_*): a receiver whose destination
+ * lies in a region of its own weft_mem_alloc offers it, and a sender
+ * waiting for the acknowledgement copies chunks of the payload into it
+ * too, each side claiming chunks from next. */
+typedef struct {
+    _Atomic uint64_t seq;  /* the single copy offered (1: the first announced); 0: none */
+    shm_cma_desc dst;      /* the receiver's destination */
+    uint64_t len;
+    _Alignas(64) _Atomic uint64_t next; /* chunks claimed, by either side */
+    _Alignas(64) _Atomic uint64_t done; /* bytes the sender has copied */
+} shm_share;
+
 /* Head of the segment; the ring's bytes follow at SHM_DATA_OFF. Each
  * cache line is written by one side only (the sleeping flags excepted:
  * the other side clears them when it rings). */
@@ -77,6 +89,7 @@ typedef struct {
     _Atomic uint32_t reader_asleep;         /* receiver blocks on an empty ring */
     _Atomic uint32_t cma_refused;           /* with the last acknowledgement: send it in the ring */
     _Atomic uint64_t cma_acks;              /* single-copy messages the receiver has read */
+    _Alignas(64) shm_share share;           /* the receiver's offer, and both sides' claims */
 } shm_ctl;
 
 #define SHM_DATA_OFF 4096u
@@ -197,6 +210,29 @@ int shm_cma_acked(const shm_ring *r, int *refused);
 /* Receiver: acknowledge a single copy (refused: send it in the ring).
  * Returns 1 when the sender was asleep: ring its doorbell. */
 int shm_cma_ack(shm_ring *r, int refused);
+/* The share of one single copy, in chunks of SHM_SHARE_CHUNK bytes: large
+ * enough that claiming one costs nothing beside its copy, small enough
+ * that the side that joins late still takes half of a 1 MiB payload. */
+#define SHM_SHARE_CHUNK (128u << 10)
+/* Receiver, before its first chunk of the single copy it is reading:
+ * offer dst (len bytes) to the sender. */
+void shm_share_offer(shm_ring *r, const shm_cma_desc *dst, uint64_t len);
+/* Sender, waiting for its single copy's acknowledgement: 1 with *dst and
+ * *len when the receiver offers to share it and chunks are left. */
+int shm_share_offered(const shm_ring *r, shm_cma_desc *dst, uint64_t *len);
+/* Either side: claim the next chunk of a payload of len; its bytes (0:
+ * none left) and *off. */
+uint64_t shm_share_claim(shm_ring *r, uint64_t len, uint64_t *off);
+/* Sender: n more bytes copied. Returns 1 when the receiver was asleep:
+ * ring its doorbell. */
+int shm_share_done(shm_ring *r, uint64_t n);
+/* Receiver: the bytes the sender has copied. */
+uint64_t shm_share_copied(const shm_ring *r);
+/* Receiver about to block on its doorbell until the sender has copied
+ * want bytes: 1 when it may (its flag is up), 0 when they are in. */
+int shm_share_sleep(shm_ring *r, uint64_t want);
+/* Receiver: the offer is over (every chunk copied). */
+void shm_share_end(shm_ring *r);
 /* Receiver: read n bytes at addr in process pid into dst. Returns the
  * bytes read (maybe fewer), or -errno. */
 long shm_cma_read(int pid, void *dst, uint64_t addr, size_t n);

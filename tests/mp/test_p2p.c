@@ -621,6 +621,114 @@ static void registered_both_ways(weft_comm *c, void *arg)
     free(in);
 }
 
+static uint64_t shared_bytes(weft_comm *c)
+{
+    p2p_engine *e = c->p2p;
+    pthread_mutex_lock(&e->drive);
+    uint64_t n = e->shared;
+    pthread_mutex_unlock(&e->drive);
+    return n;
+}
+
+static void share_lazy(weft_comm *c, int on)
+{
+    pthread_mutex_lock(&c->p2p->drive);
+    c->p2p->share_lazy = on;
+    pthread_mutex_unlock(&c->p2p->drive);
+}
+
+/* Both sides' buffers from weft_mem_alloc: from WEFT_P2P_SHARE on the
+ * receiver offers its destination, and the sender, while it waits for
+ * the acknowledgement, copies chunks into it too. Blocking ping-pongs at
+ * sizes around the chunks (one not a multiple of them), then both ways
+ * at once; then rank 1 copies nothing of its own (the test's switch), so
+ * rank 0 copies a whole message into it and rings it awake. Through TCP
+ * nothing is shared. */
+static void registered_shared(weft_comm *c, void *arg)
+{
+    (void)arg;
+    int r = weft_comm_rank(c), peer = r ^ 1;
+    const char *net = getenv("WEFT_NET");
+    int ring = shm_offered() && !(net && !strcmp(net, "ofi"));
+    size_t big = (8u << 20) / 4, sizes[] = { (1u << 20) / 4, (3u << 20) / 4 + 3, big };
+    float *out = NULL, *in = NULL;
+    CHECK(weft_mem_alloc(c, big * 4, (void **)&out) == 0 && weft_mem_alloc(c, big * 4,
+                                                                         (void **)&in) == 0);
+    for (int s = 0; s < 3; s++) {
+        size_t n = sizes[s];
+        for (int k = 0; k < 6; k++) {
+            int t = 10 * s + k;
+            fill(out, n, r, peer, t);
+            if (r == 0) {
+                CHECK(weft_send_tag(c, out, n, WEFT_F32, peer, t) == 0);
+                CHECK(weft_recv_tag(c, in, n, WEFT_F32, peer, t) == 0);
+            } else {
+                CHECK(weft_recv_tag(c, in, n, WEFT_F32, peer, t) == 0);
+                CHECK(weft_send_tag(c, out, n, WEFT_F32, peer, t) == 0);
+            }
+            CHECKF(same(in, n, peer, r, t), "%zu floats, round trip %d", n, k);
+        }
+        weft_request *q[2];
+        fill(out, n, r, peer, 100 + s);
+        CHECK(weft_irecv_tag(c, in, n, WEFT_F32, peer, 100 + s, &q[0]) == 0);
+        CHECK(weft_isend_tag(c, out, n, WEFT_F32, peer, 100 + s, &q[1]) == 0);
+        CHECK(weft_wait_all(q, 2) == 0);
+        CHECKF(same(in, n, peer, r, 100 + s), "%zu floats both ways", n);
+    }
+    uint64_t before = shared_bytes(c);
+    if (r == 1)
+        share_lazy(c, 1);
+    CHECK(weft_barrier(c) == 0);
+    if (r == 0) {
+        fill(out, big, 0, 1, 200);
+        CHECK(weft_send_tag(c, out, big, WEFT_F32, 1, 200) == 0);
+        uint64_t got = shared_bytes(c) - before;
+        CHECKF(ring ? got == big * 4 : got == 0, "rank 0 copied %llu of %zu bytes",
+               (unsigned long long)got, big * 4);
+    } else {
+        CHECK(weft_recv_tag(c, in, big, WEFT_F32, 0, 200) == 0);
+        CHECK(same(in, big, 0, 1, 200));
+        share_lazy(c, 0);
+    }
+    CHECK(weft_mem_free(c, out) == 0 && weft_mem_free(c, in) == 0);
+}
+
+/* Rank 1 offers to share a message into its region and copies none of
+ * it (the test's switch); rank 0 does not copy either (as if it could
+ * not map the region), and dies: rank 1 must learn, naming rank 0, not wait for the
+ * chunks forever. */
+static void registered_shared_dead(weft_comm *c, void *arg)
+{
+    (void)arg;
+    int r = weft_comm_rank(c);
+    size_t n = (4u << 20) / 4;
+    const char *net = getenv("WEFT_NET");
+    int ring = shm_offered() && !(net && !strcmp(net, "ofi"));
+    float *buf = NULL;
+    CHECK(weft_mem_alloc(c, n * 4, (void **)&buf) == 0);
+    fill(buf, n, r, r ^ 1, 1);
+    if (r == 0) {
+        weft_request *q;
+        pthread_mutex_lock(&c->p2p->drive);
+        c->p2p->peer[1].share_off = 1; /* as if it could not map rank 1's region */
+        pthread_mutex_unlock(&c->p2p->drive);
+        CHECK(weft_barrier(c) == 0);
+        CHECK(weft_isend(c, buf, n, WEFT_F32, 1, &q) == 0);
+        usleep(300 * 1000);
+        fflush(NULL);
+        _exit(0);
+    }
+    share_lazy(c, 1);
+    CHECK(weft_barrier(c) == 0);
+    int rc = weft_recv(c, buf, n, WEFT_F32, 0);
+    CHECKF(rc == WEFT_EPEER || (!ring && rc == 0), "got %s", weft_strerror(rc));
+    if (rc)
+        CHECKF(strstr(weft_comm_error(c), "rank 0") != NULL, "%s", weft_comm_error(c));
+    share_lazy(c, 0);
+    CHECK(weft_mem_free(c, buf) == 0);
+    weft_comm_abort(c);
+}
+
 /* Rank 1 takes one message from rank 0's region (it keeps the region
  * mapped), then keeps its engine from reading (it holds the drive lock)
  * and dies a little after the barrier, while rank 0's next registered
@@ -689,15 +797,18 @@ static int deny_peek(void)
 
 /* Odd ranks may not reach into another process: registered messages to
  * them are refused once and come through the ring, correct; the even
- * ranks still copy straight out of the odd ones' regions. */
+ * ranks still copy straight out of the odd ones' regions, and copy them
+ * alone (the odd senders cannot map the even ranks' buffers to share
+ * the copy). */
 static void registered_denied(weft_comm *c, void *arg)
 {
     (void)arg;
     int r = weft_comm_rank(c), peer = r ^ 1, off = 0;
     size_t n = (1u << 20) / 4;
     CHECKF(!(r & 1) || deny_peek() == 0, "rank %d: seccomp filter not installed", r);
-    float *reg = NULL, *in = malloc(n * 4);
+    float *reg = NULL, *in = NULL;
     CHECK(weft_mem_alloc(c, n * 4, (void **)&reg) == 0);
+    CHECK(weft_mem_alloc(c, n * 4, (void **)&in) == 0);
     for (int k = 0; k < 3; k++) {
         weft_request *q[2];
         fill(reg, n, r, peer, k);
@@ -717,8 +828,7 @@ static void registered_denied(weft_comm *c, void *arg)
      * side, which refuses, was read every time */
     CHECKF(!ring || (r & 1 ? !off && sent == 3 && refuse : off && sent == 1 && !refuse),
            "rank %d: %llu asked, off %d, refusing %d", r, (unsigned long long)sent, off, refuse);
-    CHECK(weft_mem_free(c, reg) == 0);
-    free(in);
+    CHECK(weft_mem_free(c, reg) == 0 && weft_mem_free(c, in) == 0);
 }
 
 static size_t small_count = SMALL, large_count = LARGE;
@@ -829,6 +939,9 @@ BOTH(registered)
     CHECKF(mp_run(2, 60, registered, NULL) == 0, "registered memory");
     CHECKF(mp_run(2, 60, registered_both_ways, NULL) == 0, "registered memory both ways");
     CHECKF(mp_run(2, 20, registered_dead, NULL) == 0, "registered memory, dead peer");
+    CHECKF(mp_run(2, 60, registered_shared, NULL) == 0, "registered memory, shared copies");
+    CHECKF(mp_run(2, 20, registered_shared_dead, NULL) == 0,
+           "registered memory, shared copy, dead peer");
     /* (the filter that refuses the sender's fd breaks libfabric's shm
      * provider, which reads other processes too, as under cma_denied) */
     if (!ofi_run())

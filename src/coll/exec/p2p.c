@@ -479,6 +479,7 @@ int p2p_create(p2p_engine **out, weft_comm *c, const char *ip, char addr_out[SOC
     e->net.secret = c->secret;
     e->spin_s = c->spin_s;
     e->shm_on = c->params.p2p_shm && c->params.shm;
+    e->share_min = (uint64_t)c->params.p2p_share;
     e->pid = (int)getpid();
     e->last = clock_now();
     e->next_probe = e->last + PROBE_S;

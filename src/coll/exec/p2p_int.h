@@ -52,6 +52,9 @@ typedef struct {
     int reg_wait;              /* the head send waited on is a registered one (p2p_reg.h) */
     int reg_off;               /* sender: the peer refused registered regions: use the ring */
     int reg_refuse;            /* receiver: this side cannot map the peer's regions */
+    int share;                 /* receiver: the single copy being read is offered to share */
+    uint64_t share_mine;       /* ... and the bytes of it this side has copied */
+    int share_off;             /* sender: this side cannot map the peer's regions */
     int gone;                  /* its stream ended or failed: nothing more moves */
     int gone_rc;
     char gone_why[200];
@@ -104,6 +107,9 @@ struct p2p_engine {
     struct p2p_reg *reg;       /* weft_mem_alloc's regions, peers' mapped (p2p_reg.h) */
     int reg_said;              /* a refused registered copy was logged */
     uint64_t reg_parked;       /* registered payloads copied twice: early, then at the receive */
+    uint64_t share_min;        /* WEFT_P2P_SHARE: registered payloads shared from this size; 0 never */
+    uint64_t shared;           /* bytes this side copied of its sends into receivers' regions */
+    int share_lazy;            /* a test's: offer to share, but copy none of it on this side */
     int pid;
     atomic_int poked;          /* a byte is in the wake pipe */
     p2p_pollset ps[2];         /* the thread's, a waiting caller's */

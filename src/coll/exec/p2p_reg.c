@@ -27,9 +27,10 @@ typedef struct {
 } reg_region;
 
 typedef struct {
-    const char *map;   /* NULL: a free slot */
+    char *map;         /* NULL: a free slot */
     size_t len;
     int pid, fd;
+    int rw;            /* mapped writable: a receiver's region its sender copies into */
     uint64_t gen;
     uint64_t used;     /* the cache's clock when last used: the oldest goes first */
 } reg_mapping;
@@ -266,31 +267,34 @@ int p2p_reg_find(p2p_reg *g, const void *buf, uint64_t len, int pid, shm_cma_des
     return found;
 }
 
-/* Peer q's region as d names it, mapped now into m. */
-static int map_peer(reg_mapping *m, const shm_cma_desc *d, char *why, size_t whylen)
+/* Peer q's region as d names it, mapped now into m (writable: rw). */
+static int map_peer(reg_mapping *m, const shm_cma_desc *d, int rw, char *why, size_t whylen)
 {
     int slot = (int)(uint32_t)d->cookie_addr;
-    int rc = peer_map(d->pid, slot, (uint32_t)(d->cookie_addr >> 32), &m->map, &m->len, why,
-                      whylen);
+    int rc = peer_map(d->pid, slot, (uint32_t)(d->cookie_addr >> 32), rw, &m->map, &m->len,
+                      why, whylen);
     if (rc)
         return rc;
     m->pid = d->pid;
     m->fd = slot;
     m->gen = d->cookie;
+    m->rw = rw;
     return 0;
 }
 
-int p2p_reg_src(p2p_reg *g, int q, const shm_cma_desc *d, uint64_t len, const char **src,
-                char *why, size_t whylen)
+/* Where len bytes of peer q's region at d lie here, mapped (writable
+ * where rw asks) on first use. */
+static int peer_bytes(p2p_reg *g, int q, const shm_cma_desc *d, uint64_t len, int rw,
+                      char **at, char *why, size_t whylen)
 {
     reg_mapping *c = &g->peer[(size_t)q * P2P_REG_CACHE], *m = NULL, *old = c;
     int slot = (int)(uint32_t)d->cookie_addr;
     for (int i = 0; i < P2P_REG_CACHE && !m; i++) {
         if (c[i].map && c[i].fd == slot) {
-            if (c[i].gen == d->cookie && c[i].pid == d->pid)
-                m = &c[i];
-            else
+            if (c[i].gen != d->cookie || c[i].pid != d->pid)
                 mapping_drop(&c[i]); /* freed there, and the slot reused */
+            else if (c[i].rw || !rw)
+                m = &c[i];
         }
     }
     if (!m) {
@@ -301,7 +305,7 @@ int p2p_reg_src(p2p_reg *g, int q, const shm_cma_desc *d, uint64_t len, const ch
             if (!c[i].map)
                 old = &c[i];
         mapping_drop(old);
-        int rc = map_peer(old, d, why, whylen);
+        int rc = map_peer(old, d, rw, why, whylen);
         if (rc)
             return rc;
         m = old;
@@ -312,8 +316,23 @@ int p2p_reg_src(p2p_reg *g, int q, const shm_cma_desc *d, uint64_t len, const ch
         return WEFT_EPROTO;
     }
     m->used = ++g->clock;
-    *src = m->map + d->addr;
+    *at = m->map + d->addr;
     return 0;
+}
+
+int p2p_reg_src(p2p_reg *g, int q, const shm_cma_desc *d, uint64_t len, const char **src,
+                char *why, size_t whylen)
+{
+    char *at = NULL;
+    int rc = peer_bytes(g, q, d, len, 0, &at, why, whylen);
+    *src = at;
+    return rc;
+}
+
+int p2p_reg_dst(p2p_reg *g, int q, const shm_cma_desc *d, uint64_t len, char **dst, char *why,
+                size_t whylen)
+{
+    return peer_bytes(g, q, d, len, 1, dst, why, whylen);
 }
 
 void p2p_reg_forget(p2p_reg *g, int q)

@@ -9,7 +9,8 @@
  * The sender side is the registry (alloc, free, find). The receiver side
  * is a cache of peers' regions it mapped: it takes the memfd from the
  * sender with pidfd_getfd (the permission process_vm_readv needs), maps
- * it read-only once, and keeps it until the sender's descriptor names
+ * it read-only once (writable where a sender shares the copy into a
+ * receiver's region: p2p_reg_dst), and keeps it until the sender's descriptor names
  * another generation in the same fd slot (the region was freed and the
  * slot reused), the cache is full, the peer fails or the engine ends.
  * Both sides lock the registry's own mutex: alloc and free come from the
@@ -58,6 +59,11 @@ int p2p_reg_find(p2p_reg *g, const void *buf, uint64_t len, int pid, shm_cma_des
  * file, out of range). */
 int p2p_reg_src(p2p_reg *g, int q, const shm_cma_desc *d, uint64_t len, const char **src,
                 char *why, size_t whylen);
+/* Sender sharing a single copy (shm_share_*): where the receiver's
+ * destination that peer q's offer d names lies in this process, mapped
+ * writable on first use; returns as p2p_reg_src. */
+int p2p_reg_dst(p2p_reg *g, int q, const shm_cma_desc *d, uint64_t len, char **dst, char *why,
+                size_t whylen);
 /* Receiver: n bytes of a payload of len out of a peer's region. From
  * half the last-level cache (sysfs) on, with non-temporal stores on
  * x86-64: the C library's own threshold follows the cache size it reads,

@@ -212,6 +212,37 @@ static int put_head(p2p_engine *e, p2p_peer *p, weft_request *r, uint64_t *visit
     return 1;
 }
 
+/* The sender's side of a shared copy: where the receiver offers to share
+ * the copy of r's registered payload, copy the chunks left into its
+ * destination too, from this side's own memory. A receiver's region this
+ * side cannot map (its memfd refused) leaves the copy to the receiver,
+ * for this pair from then on. 1: copied some. */
+static int share_send(p2p_engine *e, int q, weft_request *r, int fd)
+{
+    p2p_peer *p = &e->peer[q];
+    shm_ring *ring = &p->out.ring;
+    shm_cma_desc d;
+    uint64_t len, off = 0, n, mine = 0;
+    char *dst = NULL, why[200];
+    if (p->share_off || !shm_share_offered(ring, &d, &len))
+        return 0;
+    if (len != r->bytes || p2p_reg_dst(e->reg, q, &d, len, &dst, why, sizeof why)) {
+        log_sub(e->c->loglevel, LOG_INFO, LOG_SUB_SHM, e->rank,
+                "point-to-point: rank %d's registered memory not shared (%s): it copies "
+                "its messages alone", q, len != r->bytes ? "a length that differs" : why);
+        p->share_off = 1;
+        return 0;
+    }
+    while ((n = shm_share_claim(ring, len, &off)) > 0) {
+        p2p_reg_copy(e->reg, dst + off, (const char *)r->a.send + off, (size_t)n, len);
+        mine += n;
+    }
+    if (mine && shm_share_done(ring, mine))
+        doorbell(fd);
+    e->shared += mine;
+    return mine > 0;
+}
+
 /* Move peer q's head sends into the ring; the caller publishes. 1: moved. */
 static int send_ring(p2p_engine *e, int q, int fd)
 {
@@ -224,7 +255,8 @@ static int send_ring(p2p_engine *e, int q, int fd)
         p2p_started(e, r);
         if (p->cma_wait) {
             int refused = 0;
-            if (!shm_cma_acked(&lk->ring, &refused))
+            if (!shm_cma_acked(&lk->ring, &refused) &&
+                !(p->reg_wait && share_send(e, q, r, fd) && shm_cma_acked(&lk->ring, &refused)))
                 break;
             p->cma_wait = 0;
             progressed = 1;
@@ -331,6 +363,47 @@ static int copy_done(p2p_engine *e, int q, int fd, int refused)
     return 1;
 }
 
+/* Offer the sender to share the copy of p's registered payload into to:
+ * only a posted receive of WEFT_P2P_SHARE bytes or more whose buffer lies
+ * in a region of this side's weft_mem_alloc, where the sender can map
+ * it. 1: offered. */
+static int share_offer(p2p_engine *e, p2p_peer *p, char *to)
+{
+    shm_cma_desc d;
+    if (!e->share_min || p->h.len < e->share_min || !p->into || p->got ||
+        !p2p_reg_find(e->reg, to, p->h.len, e->pid, &d))
+        return 0;
+    shm_share_offer(&p->in.ring, &d, p->h.len);
+    p->share = 1;
+    p->share_mine = 0;
+    return 1;
+}
+
+/* The receiver's side of a shared copy: claim chunks and copy them until
+ * none is left, then wait (the engine's wait: the sender rings when it
+ * is done and this side sleeps) for the chunks the sender claimed. 1:
+ * moved. */
+static int read_shared(p2p_engine *e, int q, int fd, char *to, const char *src)
+{
+    p2p_peer *p = &e->peer[q];
+    uint64_t off = 0, n, visit = 0;
+    while (!e->share_lazy && visit < VISIT_BYTES &&
+           (n = shm_share_claim(&p->in.ring, p->h.len, &off)) > 0) {
+        p2p_reg_copy(e->reg, to + off, src + off, (size_t)n, p->h.len);
+        p->share_mine += n;
+        visit += n;
+    }
+    if (p->share_mine + shm_share_copied(&p->in.ring) < p->h.len) {
+        /* a sender gone in the middle of its chunks never finishes them */
+        if (p->in.closed)
+            died(e, q, "ended");
+        return visit > 0 || p->in.closed;
+    }
+    shm_share_end(&p->in.ring);
+    p->share = 0;
+    return copy_done(e, q, fd, 0);
+}
+
 /* The payload of p's message lies in a region of the sender's
  * weft_mem_alloc: copy it out of the region's mapping (or, refused, say
  * so once: it follows in the ring, and so do the pair's later ones). 1:
@@ -356,6 +429,8 @@ static int read_reg(p2p_engine *e, int q, int fd)
         return copy_done(e, q, fd, 1);
     }
     char *to = p->into ? (char *)p->into->a.recv : p->park->buf;
+    if (p->share || share_offer(e, p, to))
+        return read_shared(e, q, fd, to, src);
     while (p->got < p->h.len && visit < VISIT_BYTES && !(p->park && p->park->drop)) {
         uint64_t left = p->h.len - p->got;
         size_t want = left < VISIT_BYTES ? (size_t)left : VISIT_BYTES;
@@ -542,6 +617,14 @@ int p2p_shm_read(p2p_engine *e, int q)
     return progressed;
 }
 
+/* A copy offered to share with chunks left. */
+static int shared_now(const shm_ring *r)
+{
+    shm_cma_desc d;
+    uint64_t len;
+    return r->ctl && shm_share_offered(r, &d, &len);
+}
+
 int p2p_shm_ready(const p2p_engine *e)
 {
     for (int q = 0; q < e->size; q++) {
@@ -550,8 +633,12 @@ int p2p_shm_ready(const p2p_engine *e)
             continue;
         if (p->held || (p->in.state == SHM_LINK_RING && shm_ring_can_read(&p->in.ring)))
             return 1;
+        if (p->share && p->share_mine + shm_share_copied(&p->in.ring) >= p->h.len)
+            return 1;
         if (p->out.state == SHM_LINK_RING && p->sends.head &&
             shm_ring_can_move(&p->out.ring, p->cma_wait ? 2 : 1))
+            return 1;
+        if (p->cma_wait && p->reg_wait && !p->share_off && shared_now(&p->out.ring))
             return 1;
     }
     return 0;
@@ -605,6 +692,7 @@ int p2p_shm_sleep(p2p_engine *e)
             continue;
         if (p->held ||
             (p->in.state == SHM_LINK_RING && !p->cma_rd && !shm_ring_sleep(&p->in.ring, 0)) ||
+            (p->share && !shm_share_sleep(&p->in.ring, p->h.len - p->share_mine)) ||
             (p->out.state == SHM_LINK_RING && p->sends.head &&
              !shm_ring_sleep(&p->out.ring, p->cma_wait ? 2 : 1))) {
             p2p_shm_wake(e);
@@ -632,6 +720,7 @@ void p2p_shm_gone(p2p_engine *e, int q)
     p->cma_wait = 0;
     p->cma_rd = 0;
     p->held = 0;
+    p->share = 0;
     p2p_reg_forget(e->reg, q);
 }
 

@@ -46,9 +46,9 @@ void direct_map_free(direct_maps *m)
 /* The region g of process pid, mapped read-only into x. */
 static int map_region(one_map *x, int32_t pid, const direct_region *g, char *why, size_t n)
 {
-    const char *at;
+    char *at;
     size_t len;
-    if (peer_map(pid, (int)(uint32_t)g->key, (uint32_t)(g->key >> 32), &at, &len, why, n))
+    if (peer_map(pid, (int)(uint32_t)g->key, (uint32_t)(g->key >> 32), 0, &at, &len, why, n))
         return -1;
     *x = (one_map){ .at = at, .len = len, .pid = pid, .g = *g };
     return 0;
