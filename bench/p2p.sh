@@ -2,9 +2,11 @@
 # Point-to-point between two ranks of this host, four ways in the same
 # run: through shared memory as it ships (WEFT_P2P_SHM=1: a ring per
 # pair, the sender's and the receiver's copies under way at once), the
-# same sending from weft_mem_alloc'd buffers (p2p_bw -r, columns "reg":
-# from 256 KiB the receiver copies once out of the sender's pages; the
-# 1 MiB and up sizes only), the ring's with single copy from 256 KiB
+# same between weft_mem_alloc'd buffers (p2p_bw -r, columns "reg": from
+# 256 KiB one copy out of the sender's pages into the receiver's, from
+# WEFT_P2P_SHARE (1 MiB) the receiver and the waiting sender each copying
+# chunks of it; the 1 MiB and up sizes only; REG_SHARE=0 runs them with
+# the receiver copying alone), the ring's with single copy from 256 KiB
 # (WEFT_SHM_CMA=2: process_vm_readv; columns "cma") and over loopback TCP
 # (WEFT_P2P_SHM=0), runs taking turns, with one copy's bandwidth on
 # rank 0 measured in every run (column "copy": the faster of memcpy and
@@ -29,7 +31,8 @@
 #   bash bench/p2p.sh              (5 runs each way; a minute or two idle)
 #   bash bench/p2p.sh -R 1         (quick look)
 #
-# Options: -R N runs each way [5]. BUILD=dir picks weft's build [build].
+# Options: -R N runs each way [5]. BUILD=dir picks weft's build [build];
+# REG_SHARE=bytes sets WEFT_P2P_SHARE for the "reg" runs [1M].
 set -u
 REPS=5
 B=${BUILD:-build}
@@ -61,7 +64,7 @@ for rep in $(seq "$REPS"); do
         for range in "${ranges[@]}"; do
             # -r's columns 8-10 are the registered buffers' lat, bw, bibw
             # shellcheck disable=SC2086
-            WEFT_P2P_SHM=$shm WEFT_SHM_CMA=$cma "$B/weftrun" -n 2 "$work/p2p_bw" $range $reg \
+            WEFT_P2P_SHARE=${REG_SHARE:-1M} WEFT_P2P_SHM=$shm WEFT_SHM_CMA=$cma "$B/weftrun" -n 2 "$work/p2p_bw" $range $reg \
                 2>&1 | sed 's/^\[0\] //' |
                 awk -v w="$way" '$1 ~ /^[0-9]+$/ {
                     if (w == "reg") print w, $1, $2, $7, $8, $9, $6, $10, $11; else print w, $0 }' \

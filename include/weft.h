@@ -374,7 +374,11 @@ int weft_group_end(weft_comm *c);
  * copied once, by the receiver straight out of the sender's pages. From
  * 256 KiB a region is a memfd mapped shared at a 2 MiB boundary, which the
  * receiver maps once (pidfd_getfd, the permission process_vm_readv needs)
- * and keeps mapped; other buffers take two copies through a ring, or one
+ * and keeps mapped. Where the receive buffer too lies in such a region
+ * (the receiver's own weft_mem_alloc), messages from WEFT_P2P_SHARE
+ * (1 MiB) on are copied by both: the sender, while it waits for the
+ * acknowledgement, maps the receiver's region writable the same way and
+ * copies chunks of the payload as the receiver does. Other buffers take two copies through a ring, or one
  * kernel copy with WEFT_SHM_CMA=2, each well under memcpy's rate
  * (docs/BENCHMARKS.md, "Small messages"). Smaller requests are plain
  * memory. The region belongs to c: sends on other communicators take
