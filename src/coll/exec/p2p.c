@@ -368,6 +368,7 @@ void p2p_wait(p2p_engine *e, weft_request *r)
         poke(e); /* a thread asleep in poll() gets out of the way */
     pthread_mutex_lock(&e->drive);
     e->epoch++;
+    e->caller_drives = 1;
     if (!parked)
         p2p_shm_wake(e); /* the thread's flags: its peers would ring for every message */
     while (!atomic_load(&r->done) && !stop) {
@@ -385,6 +386,7 @@ void p2p_wait(p2p_engine *e, weft_request *r)
         ps_apply(e, s, n, 0);
     }
     int left = e->outstanding;
+    e->caller_drives = 0;
     pthread_mutex_unlock(&e->drive);
     pthread_mutex_lock(&e->mu);
     int kick = atomic_fetch_sub(&e->waiters, 1) == 1 && left;

@@ -110,6 +110,7 @@ struct p2p_engine {
     uint64_t share_min;        /* WEFT_P2P_SHARE: registered payloads shared from this size; 0 never */
     uint64_t shared;           /* bytes this side copied of its sends into receivers' regions */
     int share_lazy;            /* a test's: offer to share, but copy none of it on this side */
+    int caller_drives;         /* a caller waiting in p2p_wait drives (not the thread) */
     int pid;
     atomic_int poked;          /* a byte is in the wake pipe */
     p2p_pollset ps[2];         /* the thread's, a waiting caller's */

@@ -214,9 +214,11 @@ static int put_head(p2p_engine *e, p2p_peer *p, weft_request *r, uint64_t *visit
 
 /* The sender's side of a shared copy: where the receiver offers to share
  * the copy of r's registered payload, copy the chunks left into its
- * destination too, from this side's own memory. A receiver's region this
- * side cannot map (its memfd refused) leaves the copy to the receiver,
- * for this pair from then on. 1: copied some. */
+ * destination too, from this side's own memory. Only a caller waiting in
+ * p2p_wait does, whose thread has nothing else to do; the engine's
+ * thread would take the core from the caller's computation. A receiver's
+ * region this side cannot map (its memfd refused) leaves the copy to the
+ * receiver, for this pair from then on. 1: copied some. */
 static int share_send(p2p_engine *e, int q, weft_request *r, int fd)
 {
     p2p_peer *p = &e->peer[q];
@@ -224,7 +226,7 @@ static int share_send(p2p_engine *e, int q, weft_request *r, int fd)
     shm_cma_desc d;
     uint64_t len, off = 0, n, mine = 0;
     char *dst = NULL, why[200];
-    if (p->share_off || !shm_share_offered(ring, &d, &len))
+    if (p->share_off || !e->caller_drives || !shm_share_offered(ring, &d, &len))
         return 0;
     if (len != r->bytes || p2p_reg_dst(e->reg, q, &d, len, &dst, why, sizeof why)) {
         log_sub(e->c->loglevel, LOG_INFO, LOG_SUB_SHM, e->rank,
@@ -638,7 +640,8 @@ int p2p_shm_ready(const p2p_engine *e)
         if (p->out.state == SHM_LINK_RING && p->sends.head &&
             shm_ring_can_move(&p->out.ring, p->cma_wait ? 2 : 1))
             return 1;
-        if (p->cma_wait && p->reg_wait && !p->share_off && shared_now(&p->out.ring))
+        if (p->cma_wait && p->reg_wait && !p->share_off && e->caller_drives &&
+            shared_now(&p->out.ring))
             return 1;
     }
     return 0;
