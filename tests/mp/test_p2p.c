@@ -353,6 +353,13 @@ static int shm_offered(void)
     return !(p2p && !strcmp(p2p, "0")) && !(shm && !strcmp(shm, "0"));
 }
 
+/* ... and are its point-to-point pairs on it (not libfabric's)? */
+static int ring_offered(void)
+{
+    const char *net = getenv("WEFT_NET");
+    return shm_offered() && !(net && !strcmp(net, "ofi"));
+}
+
 /* The way rank r's messages to peer went: a ring when this run offers
  * shared memory and the pair shares a host, else TCP; none of the two
  * where the pair talks libfabric or the peer is on another host. */
@@ -648,8 +655,7 @@ static void registered_shared(weft_comm *c, void *arg)
 {
     (void)arg;
     int r = weft_comm_rank(c), peer = r ^ 1;
-    const char *net = getenv("WEFT_NET");
-    int ring = shm_offered() && !(net && !strcmp(net, "ofi"));
+    int ring = ring_offered();
     size_t big = (8u << 20) / 4, sizes[] = { (1u << 20) / 4, (3u << 20) / 4 + 3, big };
     float *out = NULL, *in = NULL;
     CHECK(weft_mem_alloc(c, big * 4, (void **)&out) == 0 && weft_mem_alloc(c, big * 4,
@@ -702,8 +708,7 @@ static void registered_shared_dead(weft_comm *c, void *arg)
     (void)arg;
     int r = weft_comm_rank(c);
     size_t n = (4u << 20) / 4;
-    const char *net = getenv("WEFT_NET");
-    int ring = shm_offered() && !(net && !strcmp(net, "ofi"));
+    int ring = ring_offered();
     float *buf = NULL;
     CHECK(weft_mem_alloc(c, n * 4, (void **)&buf) == 0);
     fill(buf, n, r, r ^ 1, 1);
@@ -740,8 +745,7 @@ static void registered_dead(weft_comm *c, void *arg)
     (void)arg;
     int r = weft_comm_rank(c);
     size_t n = (4u << 20) / 4;
-    const char *net = getenv("WEFT_NET");
-    int ring = shm_offered() && !(net && !strcmp(net, "ofi"));
+    int ring = ring_offered();
     char *reg = NULL;
     CHECK(weft_mem_alloc(c, n * 4, (void **)&reg) == 0);
     reg_one(c, reg, 0, n, 1);

@@ -212,6 +212,20 @@ static int put_head(p2p_engine *e, p2p_peer *p, weft_request *r, uint64_t *visit
     return 1;
 }
 
+/* A copy p's receiver offers to share with chunks left, which this side
+ * may take: a waiting caller drives, and it can map the peer's regions. */
+static int share_open(const p2p_engine *e, const p2p_peer *p, shm_cma_desc *d, uint64_t *len)
+{
+    return !p->share_off && e->caller_drives && p->out.ring.ctl &&
+           shm_share_offered(&p->out.ring, d, len);
+}
+
+/* The receiver's side: every byte of the shared copy is in. */
+static int share_whole(const p2p_peer *p)
+{
+    return p->share_mine + shm_share_copied(&p->in.ring) >= p->h.len;
+}
+
 /* The sender's side of a shared copy: where the receiver offers to share
  * the copy of r's registered payload, copy the chunks left into its
  * destination too, from this side's own memory. Only a caller waiting in
@@ -226,7 +240,7 @@ static int share_send(p2p_engine *e, int q, weft_request *r, int fd)
     shm_cma_desc d;
     uint64_t len, off = 0, n, mine = 0;
     char *dst = NULL, why[200];
-    if (p->share_off || !e->caller_drives || !shm_share_offered(ring, &d, &len))
+    if (!share_open(e, p, &d, &len))
         return 0;
     if (len != r->bytes || p2p_reg_dst(e->reg, q, &d, len, &dst, why, sizeof why)) {
         log_sub(e->c->loglevel, LOG_INFO, LOG_SUB_SHM, e->rank,
@@ -395,7 +409,7 @@ static int read_shared(p2p_engine *e, int q, int fd, char *to, const char *src)
         p->share_mine += n;
         visit += n;
     }
-    if (p->share_mine + shm_share_copied(&p->in.ring) < p->h.len) {
+    if (!share_whole(p)) {
         /* a sender gone in the middle of its chunks never finishes them */
         if (p->in.closed)
             died(e, q, "ended");
@@ -619,14 +633,6 @@ int p2p_shm_read(p2p_engine *e, int q)
     return progressed;
 }
 
-/* A copy offered to share with chunks left. */
-static int shared_now(const shm_ring *r)
-{
-    shm_cma_desc d;
-    uint64_t len;
-    return r->ctl && shm_share_offered(r, &d, &len);
-}
-
 int p2p_shm_ready(const p2p_engine *e)
 {
     for (int q = 0; q < e->size; q++) {
@@ -635,13 +641,14 @@ int p2p_shm_ready(const p2p_engine *e)
             continue;
         if (p->held || (p->in.state == SHM_LINK_RING && shm_ring_can_read(&p->in.ring)))
             return 1;
-        if (p->share && p->share_mine + shm_share_copied(&p->in.ring) >= p->h.len)
+        if (p->share && share_whole(p))
             return 1;
         if (p->out.state == SHM_LINK_RING && p->sends.head &&
             shm_ring_can_move(&p->out.ring, p->cma_wait ? 2 : 1))
             return 1;
-        if (p->cma_wait && p->reg_wait && !p->share_off && e->caller_drives &&
-            shared_now(&p->out.ring))
+        shm_cma_desc d;
+        uint64_t len;
+        if (p->cma_wait && p->reg_wait && share_open(e, p, &d, &len))
             return 1;
     }
     return 0;
